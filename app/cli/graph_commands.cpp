@@ -1,0 +1,146 @@
+// deepwire export / import / check: project and ONNX files.
+#include <filesystem>
+
+#include "app/cli/cli_util.h"
+#include "app/cli/commands.h"
+#include "graphs/file_io.h"
+#include "graphs/onnx_export.h"
+#include "graphs/onnx_import.h"
+#include "graphs/project.h"
+#include "graphs/tensor_data.h"
+
+namespace dw::cli {
+
+namespace {
+
+bool isProjectPath(const std::string& path) {
+  return std::filesystem::path(path).extension() == ".dwproj";
+}
+
+void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
+  int64_t params = 0, bytes = 0;
+  for (const auto& t : m.graph().initializer()) {
+    params += elementCount(t);
+    bytes += static_cast<int64_t>(t.raw_data().size());
+  }
+  std::string opset;
+  for (const auto& o : m.opset_import())
+    opset += (opset.empty() ? "" : ", ") + (o.domain().empty() ? std::string("ai.onnx") : o.domain()) +
+             " " + std::to_string(o.version());
+  std::cout << "  " << m.graph().node_size() << " nodes, " << m.graph().input_size() << " inputs, "
+            << m.graph().output_size() << " outputs, " << m.graph().initializer_size()
+            << " initializers (" << params << " parameters, " << humanBytes(double(bytes)) << ")\n"
+            << "  opset: " << opset << ", IR version " << m.ir_version() << "\n";
+  for (const auto& in : m.graph().input()) std::cout << "  input  " << in.name() << "\n";
+  for (const auto& out : m.graph().output()) std::cout << "  output " << out.name() << "\n";
+  std::cout << "  written to " << std::filesystem::absolute(path).string() << "\n";
+}
+
+int runCheck(const std::string& path) {
+  std::vector<std::string> problems;
+  if (isProjectPath(path)) {
+    auto g = loadProject(path);
+    if (!g.ok()) return fail(g.message());
+    for (const auto& p : g->validate()) problems.push_back(p.message);
+    if (problems.empty()) {
+      auto m = exportOnnx(*g);
+      if (!m.ok()) problems.push_back(m.message());
+    }
+  } else {
+    auto m = readOnnxFile(path);
+    if (!m.ok()) return fail(m.message());
+    Status st = checkOnnxModel(*m, CheckLevel::Full);
+    if (!st.ok()) problems.push_back(st.message());
+    auto g = importOnnx(*m, path);
+    if (!g.ok()) problems.push_back(g.message());
+  }
+  if (problems.empty()) {
+    std::cout << path << ": valid\n";
+    return 0;
+  }
+  for (const auto& p : problems) std::cout << path << ": " << p << "\n";
+  std::cerr << "deepwire: " << problems.size() << " problem(s) in " << path << "\n";
+  return 1;
+}
+
+}  // namespace
+
+void registerGraphCommands(CLI::App& app, int& exitCode) {
+  {
+    auto* cmd = app.add_subcommand("export", "Export a project to an ONNX model");
+    auto in = std::make_shared<std::string>();
+    auto out = std::make_shared<std::string>();
+    auto model = std::make_shared<std::string>();
+    auto check = std::make_shared<std::string>("full");
+    cmd->add_option("PROJECT", *in, "Project file (*.dwproj)")->required()->check(CLI::ExistingFile);
+    cmd->add_option("-o,--output", *out, "ONNX file to write")->required();
+    cmd->add_option("--model", *model, "Which model of the canvas (default: the default model)");
+    cmd->add_option("--check", *check,
+                    "full: ONNX checker + strict shape inference (default); basic: checker only; "
+                    "none")
+        ->check(CLI::IsMember({"full", "basic", "none"}));
+    cmd->callback([in, out, model, check, &exitCode] {
+      auto g = loadProject(*in);
+      if (!g.ok()) {
+        exitCode = fail(g.message());
+        return;
+      }
+      ExportOptions opt;
+      opt.model = *model;
+      opt.check = *check == "full" ? CheckLevel::Full
+                  : *check == "basic" ? CheckLevel::Basic
+                                      : CheckLevel::None;
+      auto m = exportOnnx(*g, opt);
+      if (!m.ok()) {
+        exitCode = fail(*in + ": " + m.message());
+        return;
+      }
+      Status st = writeOnnxFile(*m, *out);
+      if (!st.ok()) {
+        exitCode = fail(st.message(), 2);
+        return;
+      }
+      std::cout << "exported " << *in
+                << (opt.check == CheckLevel::Full    ? " (validated; passes the ONNX checker with "
+                                                       "strict shape inference)\n"
+                    : opt.check == CheckLevel::Basic ? " (validated; passes the ONNX checker)\n"
+                                                     : " (not checked)\n");
+      printModelSummary(*m, *out);
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("import", "Import an ONNX model into a project");
+    auto in = std::make_shared<std::string>();
+    auto out = std::make_shared<std::string>();
+    cmd->add_option("MODEL", *in, "ONNX file")->required()->check(CLI::ExistingFile);
+    cmd->add_option("-o,--output", *out, "Project file to write (*.dwproj)")->required();
+    cmd->callback([in, out, &exitCode] {
+      auto m = readOnnxFile(*in);
+      if (!m.ok()) {
+        exitCode = fail(m.message());
+        return;
+      }
+      auto g = importOnnx(*m, *in);
+      if (!g.ok()) {
+        exitCode = fail(g.message());
+        return;
+      }
+      Status st = saveProject(*g, *out);
+      if (!st.ok()) {
+        exitCode = fail(st.message(), 2);
+        return;
+      }
+      std::cout << "imported " << *in << ": " << g->nodes().size() << " nodes, "
+                << g->links().size() << " links\n  written to "
+                << std::filesystem::absolute(*out).string() << "\n";
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("check", "Validate a project or an ONNX file");
+    auto in = std::make_shared<std::string>();
+    cmd->add_option("FILE", *in, "*.dwproj or *.onnx")->required()->check(CLI::ExistingFile);
+    cmd->callback([in, &exitCode] { exitCode = runCheck(*in); });
+  }
+}
+
+}  // namespace dw::cli

@@ -1,0 +1,27 @@
+// deepwire: the headless front end. Subcommands live in one file per group (see commands.h).
+#include <iostream>
+
+#include "app/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "deepwire: build, check, convert, run and train node-graph deep-learning models.\n"
+      "Projects (*.dwproj) and ONNX files (*.onnx) are accepted wherever a model is expected."};
+  app.set_version_flag("--version", "deepwire 0.1.0");
+  app.require_subcommand(1);
+  int exitCode = 0;
+  dw::cli::registerCatalogueCommands(app, exitCode);
+  dw::cli::registerGraphCommands(app, exitCode);
+  dw::cli::registerEngineCommands(app, exitCode);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    // Libraries report errors as Status; anything thrown is a bug, reported rather than a crash.
+    std::cerr << "deepwire: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return exitCode;
+}

@@ -1,0 +1,22 @@
+// File access with the guarantees deepwire promises: saves are atomic (a temporary file in the
+// same folder, flushed, then renamed over the target), and loads never modify their source.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "nodes/status.h"
+
+namespace dw {
+
+Result<std::string> readFile(const std::string& path);
+Status writeFileAtomic(const std::string& path, const std::string& bytes);
+
+Result<onnx::ModelProto> readOnnxFile(const std::string& path);
+Status writeOnnxFile(const onnx::ModelProto& model, const std::string& path);
+
+// A model from either kind of file: .onnx as is, .dwproj lowered by exportOnnx.
+Result<onnx::ModelProto> loadAsOnnx(const std::string& path);
+
+}  // namespace dw

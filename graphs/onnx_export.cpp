@@ -1,0 +1,363 @@
+#include "graphs/onnx_export.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <set>
+
+#include "graphs/subgraph.h"
+#include "graphs/tensor_data.h"
+#include "nodes/onnx_params.h"
+#include "nodes/type_syntax.h"
+
+namespace dw {
+
+namespace {
+
+using nlohmann::json;
+
+// The exporter's view of one model of the canvas.
+class Lowering {
+ public:
+  Lowering(const Graph& g, const ExportOptions& o) : g_(g), opt_(o) {}
+
+  Result<onnx::ModelProto> run() {
+    auto problems = g_.validate();
+    if (!problems.empty()) {
+      std::string msg = "the graph has " + std::to_string(problems.size()) + " problem(s):";
+      for (const auto& p : problems) msg += "\n  " + p.message;
+      return Status::error(msg);
+    }
+    for (const auto& [id, n] : g_.nodes())
+      if (g_.modelOf(id) == opt_.model) ids_.push_back(id);
+    if (ids_.empty())
+      return Status::error(opt_.model.empty() ? "the graph is empty: add an Input, some nodes "
+                                                "and an Output"
+                                              : "no node belongs to model '" + opt_.model + "'");
+    nameNodes();
+    auto order = topologicalOrder();
+    if (!order.ok()) return order.status();
+
+    onnx::ModelProto m;
+    const ModelInfo& info = g_.info();
+    m.set_ir_version(info.irVersion);
+    m.set_producer_name(info.producerName);
+    if (!info.producerVersion.empty()) m.set_producer_version(info.producerVersion);
+    if (!info.modelDomain.empty()) m.set_domain(info.modelDomain);
+    if (info.modelVersion) m.set_model_version(info.modelVersion);
+    if (!info.docString.empty()) m.set_doc_string(info.docString);
+    auto* graph = m.mutable_graph();
+    graph->set_name(info.graphName.empty() ? "deepwire" : info.graphName);
+
+    std::set<std::string> usedDomains;
+    for (NodeId id : *order) {
+      const Node& n = *g_.node(id);
+      const NodeSpec& s = *g_.spec(n);
+      switch (s.kind) {
+        case NodeKind::GraphInput: DW_RETURN_IF_ERROR(emitInput(n, graph)); break;
+        case NodeKind::Initializer: DW_RETURN_IF_ERROR(emitInitializer(n, graph)); break;
+        case NodeKind::GraphOutput: outputs_.push_back(id); break;
+        case NodeKind::Op:
+          emitOp(n, s, graph);
+          usedDomains.insert(n.domain);
+          break;
+      }
+    }
+    for (NodeId id : outputs_) DW_RETURN_IF_ERROR(emitOutput(*g_.node(id), graph));
+
+    // Opset imports: every domain the model declared, plus any domain a node uses.
+    std::map<std::string, int> opsets;
+    for (const auto& [dom, v] : info.opsets)
+      if (dom != kGraphDomain) opsets[dom] = v;
+    for (const auto& dom : usedDomains) opsets.emplace(dom, g_.opset(dom));
+    opsets.emplace(kOnnxDomain, g_.opset(kOnnxDomain));
+    for (const auto& [dom, v] : opsets) {
+      auto* op = m.add_opset_import();
+      op->set_domain(onnxDomainName(dom));
+      op->set_version(v);
+    }
+    for (const auto& [k, v] : info.metadata) {
+      auto* p = m.add_metadata_props();
+      p->set_key(k);
+      p->set_value(v);
+    }
+    for (const auto& l : g_.links())
+      if (l.isGraphLink()) layout_["graph_links"].push_back({l.from.node, l.to.node});
+    auto* p = m.add_metadata_props();
+    p->set_key(kLayoutMetadataKey);
+    p->set_value(layout_.dump());
+
+    DW_RETURN_IF_ERROR(inferOutputTypes(m));
+    if (opt_.check != CheckLevel::None) {
+      Status st = checkOnnxModel(m, opt_.check);
+      if (!st.ok()) return Status::error(attribute(st.message()));
+    }
+    return m;
+  }
+
+ private:
+  void nameNodes() {
+    std::set<std::string> used;
+    for (NodeId id : ids_) {
+      const Node& n = *g_.node(id);
+      if (g_.spec(n)->kind != NodeKind::Op) continue;
+      std::string name = n.name;
+      if (name.empty() || used.count(name)) name = n.type + "_" + std::to_string(id);
+      while (used.count(name)) name += "_";
+      used.insert(name);
+      protoName_[id] = name;
+    }
+  }
+
+  // Kahn's algorithm, lowest id first: an imported model keeps its node order. Subgraphs'
+  // references to outer values count as edges too.
+  Result<std::vector<NodeId>> topologicalOrder() {
+    std::set<NodeId> selected(ids_.begin(), ids_.end());
+    std::map<std::string, NodeId> producer;
+    for (NodeId id : ids_)
+      for (int p = 0; p < g_.outputPortCount(id); ++p) producer[g_.tensorName({id, p})] = id;
+    std::map<NodeId, std::set<NodeId>> deps;
+    for (const auto& l : g_.links())
+      if (!l.isGraphLink() && selected.count(l.to.node) && selected.count(l.from.node))
+        deps[l.to.node].insert(l.from.node);
+    for (NodeId id : ids_) {
+      for (const auto& [name, value] : g_.node(id)->params) {
+        if (value.type != ParamType::Graph && value.type != ParamType::Graphs) continue;
+        for (const auto& outer : outerNamesOfParam(value)) {
+          auto it = producer.find(outer);
+          if (it != producer.end() && it->second != id) deps[id].insert(it->second);
+        }
+      }
+    }
+    std::map<NodeId, int> indegree;
+    std::map<NodeId, std::vector<NodeId>> users;
+    for (NodeId id : ids_) indegree[id] = static_cast<int>(deps[id].size());
+    for (const auto& [id, ds] : deps)
+      for (NodeId d : ds) users[d].push_back(id);
+    std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
+    for (const auto& [id, d] : indegree)
+      if (d == 0) ready.push(id);
+    std::vector<NodeId> order;
+    while (!ready.empty()) {
+      NodeId id = ready.top();
+      ready.pop();
+      order.push_back(id);
+      for (NodeId u : users[id])
+        if (--indegree[u] == 0) ready.push(u);
+    }
+    if (order.size() != ids_.size()) {
+      for (const auto& [id, d] : indegree)
+        if (d > 0)
+          return Status::error(g_.describe(id) +
+                               ": is part of a cycle (through a subgraph's outer reference)");
+    }
+    return order;
+  }
+
+  json& layoutEntry(const std::string& key, const Node& n) {
+    json& e = layout_["nodes"][key];
+    e["id"] = n.id;
+    e["x"] = n.position.x;
+    e["y"] = n.position.y;
+    if (n.ldaCoeff != 1.0) e["lda_coeff"] = n.ldaCoeff;
+    if (!n.model.empty()) e["model"] = n.model;
+    return e;
+  }
+
+  Status emitInput(const Node& n, onnx::GraphProto* graph) {
+    auto* vi = graph->add_input();
+    vi->set_name(n.name);
+    auto type = parseType(g_.param(n.id, "type")->asString());
+    if (!type.ok()) return type.status().withContext(g_.describe(n.id));
+    *vi->mutable_type() = *type;
+    layoutEntry("input:" + n.name, n);
+    return Status();
+  }
+
+  Status emitInitializer(const Node& n, onnx::GraphProto* graph) {
+    onnx::TensorProto t;
+    const std::string fill = g_.param(n.id, "fill")->asString();
+    if (fill == "values") {
+      if (!t.ParseFromString(g_.param(n.id, "values")->asString()))
+        return Status::error(g_.describe(n.id) + ": its values are not a valid ONNX tensor");
+      t.set_name(n.name);
+      DW_RETURN_IF_ERROR(toRawData(t).withContext(g_.describe(n.id)));
+    } else {
+      FillSpec f;
+      f.fill = fill;
+      f.value = g_.param(n.id, "value")->asFloat();
+      f.low = g_.param(n.id, "low")->asFloat();
+      f.high = g_.param(n.id, "high")->asFloat();
+      f.mean = g_.param(n.id, "mean")->asFloat();
+      f.stddev = g_.param(n.id, "stddev")->asFloat();
+      f.seed = static_cast<uint64_t>(g_.param(n.id, "seed")->asInt());
+      auto made = makeFilledTensor(n.name, *dtypeFromName(g_.param(n.id, "dtype")->asString()),
+                                   g_.param(n.id, "shape")->asInts(), f);
+      if (!made.ok()) return made.status().withContext(g_.describe(n.id));
+      t = std::move(made.value());
+    }
+    if (g_.param(n.id, "graph_input")->asBool()) {
+      auto* vi = graph->add_input();
+      vi->set_name(n.name);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(t.data_type());
+      auto* shape = tt->mutable_shape();
+      for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+    }
+    *graph->add_initializer() = std::move(t);
+    json& e = layoutEntry("initializer:" + n.name, n);
+    for (const char* key : {"status", "regularizer", "l1", "l2"}) {
+      auto it = n.params.find(key);
+      if (it == n.params.end()) continue;
+      if (it->second.type == ParamType::String) e[key] = it->second.asString();
+      else e[key] = it->second.asFloat();
+    }
+    return Status();
+  }
+
+  void emitOp(const Node& n, const NodeSpec& s, onnx::GraphProto* graph) {
+    auto* np = graph->add_node();
+    np->set_op_type(n.type);
+    np->set_domain(onnxDomainName(n.domain));
+    np->set_name(protoName_[n.id]);
+    std::vector<std::string> inputs;
+    for (int p = 0; p < g_.inputPortCount(n.id); ++p) {
+      auto l = g_.inputLink(n.id, p);
+      inputs.push_back(l ? g_.tensorName(l->from) : "");
+    }
+    while (!inputs.empty() && inputs.back().empty()) inputs.pop_back();
+    inputs.resize(std::max<size_t>(inputs.size(), n.inputArity));
+    for (const auto& in : inputs) np->add_input(in);
+    std::vector<std::string> outputs;
+    const int variadicFrom = !s.outputs.empty() && s.outputs.back().option == PortOption::Variadic
+                                 ? static_cast<int>(s.outputs.size()) - 1
+                                 : -1;
+    for (int p = 0; p < g_.outputPortCount(n.id); ++p) {
+      const PortSpec* ps = s.outputPort(p);
+      const bool named = p < static_cast<int>(n.specifiedOutputsName.size()) &&
+                         !n.specifiedOutputsName[p].empty();
+      const bool used = named || !g_.outputLinks(n.id, p).empty() ||
+                        (ps && ps->option == PortOption::Single) ||
+                        (variadicFrom >= 0 && p >= variadicFrom &&
+                         p < variadicFrom + (ps ? ps->minArity : 0));
+      outputs.push_back(used ? g_.tensorName({n.id, p}) : "");
+    }
+    while (!outputs.empty() && outputs.back().empty()) outputs.pop_back();
+    outputs.resize(std::max<size_t>(outputs.size(), n.outputArity));
+    for (const auto& out : outputs) np->add_output(out);
+    for (const auto& [name, value] : n.params) *np->add_attribute() = attributeFromParam(name, value);
+    json& e = layoutEntry("node:" + np->name(), n);
+    if (n.name != np->name()) e["name"] = n.name;
+  }
+
+  Status emitOutput(const Node& n, onnx::GraphProto* graph) {
+    auto l = g_.inputLink(n.id, 0);
+    const std::string src = g_.tensorName(l->from);
+    if (src != n.name) {
+      // The value is already named otherwise (it feeds two outputs, or its producer names it):
+      // an Identity gives the output its own name. Import folds it back.
+      auto* np = graph->add_node();
+      np->set_op_type("Identity");
+      np->set_name("deepwire_output_" + n.name);
+      np->add_input(src);
+      np->add_output(n.name);
+      layout_["synthetic"].push_back(np->name());
+    }
+    auto* vi = graph->add_output();
+    vi->set_name(n.name);
+    const std::string typeText = g_.param(n.id, "type")->asString();
+    if (!typeText.empty()) {
+      auto type = parseType(typeText);
+      if (!type.ok()) return type.status().withContext(g_.describe(n.id));
+      *vi->mutable_type() = *type;
+    }
+    layoutEntry("output:" + n.name, n);
+    return Status();
+  }
+
+  // Outputs without a declared type take the inferred one.
+  Status inferOutputTypes(onnx::ModelProto& m) {
+    bool missing = false;
+    for (const auto& o : m.graph().output()) missing |= !o.has_type();
+    if (!missing && !opt_.inferShapes) return Status();
+    onnx::ModelProto inferred = m;
+    try {
+      onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(false, 0, false));
+    } catch (const std::exception& e) {
+      return Status::error(attribute(std::string("shape inference failed: ") + e.what()));
+    }
+    std::map<std::string, const onnx::TypeProto*> known;
+    for (const auto& vi : inferred.graph().value_info()) known[vi.name()] = &vi.type();
+    for (const auto& vi : inferred.graph().input()) known[vi.name()] = &vi.type();
+    for (const auto& vi : inferred.graph().output())
+      if (vi.has_type()) known[vi.name()] = &vi.type();
+    std::map<std::string, onnx::TypeProto> initTypes;
+    for (const auto& t : inferred.graph().initializer()) {
+      auto& tt = *initTypes[t.name()].mutable_tensor_type();
+      tt.set_elem_type(t.data_type());
+      for (int64_t d : t.dims()) tt.mutable_shape()->add_dim()->set_dim_value(d);
+      known.emplace(t.name(), &initTypes[t.name()]);
+    }
+    for (auto& o : *m.mutable_graph()->mutable_output()) {
+      if (o.has_type()) continue;
+      auto it = known.find(o.name());
+      if (it == known.end() || it->second->value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+        NodeId id = 0;
+        for (NodeId out : outputs_)
+          if (g_.node(out)->name == o.name()) id = out;
+        return Status::error(g_.describe(id) +
+                             ": its type could not be inferred; set its 'type' parameter "
+                             "(e.g. float[N,10])");
+      }
+      *o.mutable_type() = *it->second;
+    }
+    if (opt_.inferShapes) *m.mutable_graph()->mutable_value_info() = inferred.graph().value_info();
+    return Status();
+  }
+
+  // Names the editor node that a checker message is about.
+  std::string attribute(const std::string& message) const {
+    NodeId best = 0;
+    size_t bestLen = 0;
+    for (const auto& [id, name] : protoName_)
+      if (name.size() > bestLen && message.find(name) != std::string::npos) {
+        best = id;
+        bestLen = name.size();
+      }
+    return best ? g_.describe(best) + ": " + message : message;
+  }
+
+  const Graph& g_;
+  const ExportOptions& opt_;
+  std::vector<NodeId> ids_;
+  std::map<NodeId, std::string> protoName_;
+  std::vector<NodeId> outputs_;
+  json layout_ = json{{"version", 1}, {"nodes", json::object()}};
+};
+
+}  // namespace
+
+Result<onnx::ModelProto> exportOnnx(const Graph& graph, const ExportOptions& options) {
+  return Lowering(graph, options).run();
+}
+
+Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
+  if (level == CheckLevel::None) return Status();
+  try {
+    onnx::checker::check_model(model);
+    if (level == CheckLevel::Basic) return Status();
+    onnx::ModelProto copy = model;
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    return Status::error(std::string("ONNX checker: ") + e.what());
+  }
+  return Status();
+}
+
+}  // namespace dw

@@ -1,0 +1,32 @@
+// Helpers for ONNX TensorProto payloads: raw-data conversion, comparison and seeded fills.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nodes/status.h"
+
+namespace dw {
+
+// Bytes per element; 0 for string (and undefined).
+size_t dtypeSize(int dtype);
+int64_t elementCount(const onnx::TensorProto& t);
+// Moves typed payloads (float_data, int32_data, ...) into little-endian raw_data. Strings stay
+// in string_data (ONNX has no raw form for them). External data is refused.
+Status toRawData(onnx::TensorProto& t);
+// Same name, type, dims and element values (whatever the payload fields).
+bool sameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b);
+
+struct FillSpec {
+  std::string fill = "zeros";  // see initializerFills()
+  double value = 0, low = -0.05, high = 0.05, mean = 0, stddev = 0.05;
+  uint64_t seed = 0;
+};
+// A tensor made by a fill, deterministic for a seed on every platform.
+Result<onnx::TensorProto> makeFilledTensor(const std::string& name, int dtype,
+                                           const std::vector<int64_t>& shape, const FillSpec& f);
+
+}  // namespace dw

@@ -1,0 +1,164 @@
+// The graph model's editing API: every edit is validated and errors name the node.
+#include <gtest/gtest.h>
+
+#include "graphs/graph.h"
+#include "test_util.h"
+
+namespace dw {
+namespace {
+
+using test::tinyGraph;
+
+TEST(Graph, AddNodeGivesStableIds) {
+  Graph g;
+  auto a = g.addNode(kOnnxDomain, "Relu");
+  auto b = g.addNode(kOnnxDomain, "Relu");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, *b);
+  ASSERT_TRUE(g.removeNode(*a).ok());
+  auto c = g.addNode(kOnnxDomain, "Relu");
+  EXPECT_GT(*c, *b);  // ids are never reused
+  EXPECT_EQ(g.node(*b)->type, "Relu");
+}
+
+TEST(Graph, UnknownTypeSuggests) {
+  Graph g;
+  auto r = g.addNode(kOnnxDomain, "BatchNorm");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("BatchNormalization"), std::string::npos) << r.message();
+}
+
+TEST(Graph, ParamsAreValidated) {
+  Graph g;
+  NodeId gemm = *g.addNode(kOnnxDomain, "Gemm");
+  EXPECT_TRUE(g.setParam(gemm, "alpha", Param::makeFloat(2)).ok());
+  EXPECT_TRUE(g.setParam(gemm, "alpha", Param::makeInt(3)).ok());  // widened to float
+  EXPECT_EQ(g.node(gemm)->params.at("alpha").type, ParamType::Float);
+  Status unknown = g.setParam(gemm, "alpah", Param::makeFloat(1));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("Gemm (#1)"), std::string::npos) << unknown.message();
+  EXPECT_NE(unknown.message().find("alpha"), std::string::npos);
+  Status wrongType = g.setParam(gemm, "transB", Param::makeString("yes"));
+  ASSERT_FALSE(wrongType.ok());
+  EXPECT_NE(wrongType.message().find("takes a bool"), std::string::npos) << wrongType.message();
+  NodeId conv = *g.addNode(kOnnxDomain, "Conv");
+  Status badEnum = g.setParam(conv, "auto_pad", Param::makeString("SAME"));
+  ASSERT_FALSE(badEnum.ok());
+  EXPECT_NE(badEnum.message().find("SAME_UPPER"), std::string::npos) << badEnum.message();
+  ASSERT_TRUE(g.resetParam(gemm, "alpha").ok());
+  EXPECT_FLOAT_EQ(g.param(gemm, "alpha")->asFloat(), 1.0);
+}
+
+TEST(Graph, LinksAreValidated) {
+  NodeId relu = 0;
+  Graph g = tinyGraph(&relu);
+  NodeId relu2 = *g.addNode(kOnnxDomain, "Relu");
+  ASSERT_TRUE(g.addLink({{relu, 0}, {relu2, 0}}).ok());
+  // Cycle.
+  Status cycle = g.addLink({{relu2, 0}, {relu, 0}});
+  ASSERT_FALSE(cycle.ok());
+  // The input is taken already, so that is reported first; free it and the cycle shows.
+  auto feed = g.inputLink(relu, 0);
+  ASSERT_TRUE(g.removeLink(*feed).ok());
+  cycle = g.addLink({{relu2, 0}, {relu, 0}});
+  ASSERT_FALSE(cycle.ok());
+  EXPECT_NE(cycle.message().find("cycle"), std::string::npos) << cycle.message();
+  EXPECT_NE(cycle.message().find("Relu (#"), std::string::npos);
+  // Port out of range.
+  Status port = g.addLink({{relu2, 3}, {relu, 0}});
+  EXPECT_NE(port.message().find("no output port 3"), std::string::npos) << port.message();
+  // Incompatible types: an int64 input into Sigmoid (float types only).
+  NodeId ints = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.setParam(ints, "type", Param::makeString("int64[3]")).ok());
+  NodeId relu3 = *g.addNode(kOnnxDomain, "Sigmoid");
+  Status types = g.addLink({{ints, 0}, {relu3, 0}});
+  ASSERT_FALSE(types.ok());
+  EXPECT_NE(types.message().find("nothing in common"), std::string::npos) << types.message();
+}
+
+TEST(Graph, ValidateReportsMissingInputsAndNames) {
+  Graph g;
+  NodeId gemm = *g.addNode(kOnnxDomain, "Gemm");
+  ASSERT_TRUE(g.rename(gemm, "fc").ok());
+  auto problems = g.validate();
+  ASSERT_EQ(problems.size(), 2u);  // A and B are required; C is optional
+  EXPECT_EQ(problems[0].node, gemm);
+  EXPECT_NE(problems[0].message.find("Gemm 'fc' (#1)"), std::string::npos);
+  EXPECT_NE(problems[0].message.find("required input 'A'"), std::string::npos);
+  NodeId concat = *g.addNode(kOnnxDomain, "Concat");
+  problems = g.validate();
+  bool required = false;
+  for (const auto& p : problems)
+    if (p.node == concat && p.message.find("required parameter 'axis'") != std::string::npos)
+      required = true;
+  EXPECT_TRUE(required);
+}
+
+TEST(Graph, DuplicateTensorNamesAreProblems) {
+  NodeId relu = 0;
+  Graph g = tinyGraph(&relu);
+  ASSERT_TRUE(g.setSpecifiedOutputsName(relu, {"x"}).ok());  // clashes with the input
+  auto problems = g.validate();
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].message.find("tensor name 'x'"), std::string::npos) << problems[0].message;
+  Status tooMany = g.setSpecifiedOutputsName(relu, {"a", "b"});
+  EXPECT_FALSE(tooMany.ok());
+}
+
+TEST(Graph, VariadicInputsGrow) {
+  Graph g;
+  NodeId concat = *g.addNode(kOnnxDomain, "Concat");
+  EXPECT_EQ(g.inputPortCount(concat), 1);
+  NodeId a = *g.addNode(kGraphDomain, "Input");
+  NodeId b = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.addLink({{a, 0}, {concat, 0}}).ok());
+  EXPECT_EQ(g.inputPortCount(concat), 2);
+  ASSERT_TRUE(g.addLink({{b, 0}, {concat, 1}}).ok());
+  EXPECT_EQ(g.inputPortCount(concat), 3);
+}
+
+TEST(Graph, GraphLinksCarryModelMembership) {
+  Graph g;
+  NodeId a = *g.addNode(kOnnxDomain, "Relu");
+  NodeId b = *g.addNode(kOnnxDomain, "Relu");
+  NodeId c = *g.addNode(kOnnxDomain, "Relu");
+  ASSERT_TRUE(g.setModel(a, "variant").ok());
+  ASSERT_TRUE(g.addLink({{a, kGraphPort}, {b, kGraphPort}}).ok());
+  EXPECT_EQ(g.modelOf(b), "variant");
+  EXPECT_EQ(g.modelOf(c), "");
+  EXPECT_FALSE(g.addLink({{b, kGraphPort}, {a, kGraphPort}}).ok());  // cycle
+  EXPECT_FALSE(g.addLink({{a, kGraphPort}, {c, 0}}).ok());           // graph to tensor port
+}
+
+TEST(Graph, ObserversHearEdits) {
+  struct Recorder : GraphObserver {
+    int added = 0, removed = 0, changed = 0, links = 0;
+    void nodeAdded(NodeId) override { ++added; }
+    void nodeRemoved(NodeId) override { ++removed; }
+    void nodeChanged(NodeId) override { ++changed; }
+    void linkAdded(const Link&) override { ++links; }
+    void linkRemoved(const Link&) override { --links; }
+  } rec;
+  Graph g;
+  g.addObserver(&rec);
+  NodeId a = *g.addNode(kOnnxDomain, "Relu");
+  NodeId b = *g.addNode(kOnnxDomain, "Relu");
+  ASSERT_TRUE(g.addLink({{a, 0}, {b, 0}}).ok());
+  ASSERT_TRUE(g.rename(a, "r").ok());
+  ASSERT_TRUE(g.removeNode(a).ok());
+  EXPECT_EQ(rec.added, 2);
+  EXPECT_EQ(rec.removed, 1);
+  EXPECT_EQ(rec.changed, 1);
+  EXPECT_EQ(rec.links, 0);
+}
+
+TEST(Graph, LdaCoeffMustBeFinite) {
+  Graph g;
+  NodeId a = *g.addNode(kOnnxDomain, "Relu");
+  EXPECT_TRUE(g.setLdaCoeff(a, 0.5).ok());
+  EXPECT_DOUBLE_EQ(g.node(a)->ldaCoeff, 0.5);
+  EXPECT_FALSE(g.setLdaCoeff(a, std::numeric_limits<double>::infinity()).ok());
+}
+
+}  // namespace
+}  // namespace dw

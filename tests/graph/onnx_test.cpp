@@ -1,0 +1,317 @@
+// Lowering to ONNX, importing ONNX, and project round trips.
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "graphs/file_io.h"
+#include "graphs/onnx_export.h"
+#include "graphs/onnx_import.h"
+#include "graphs/project.h"
+#include "graphs/tensor_data.h"
+#include "test_util.h"
+
+namespace dw {
+namespace {
+
+using test::example;
+using test::tinyGraph;
+
+const onnx::NodeProto* findNode(const onnx::ModelProto& m, const std::string& name) {
+  for (const auto& n : m.graph().node())
+    if (n.name() == name) return &n;
+  return nullptr;
+}
+
+TEST(Export, TinyGraphPassesChecker) {
+  NodeId relu = 0;
+  Graph g = tinyGraph(&relu);
+  auto m = exportOnnx(g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  ASSERT_EQ(m->graph().node_size(), 1);
+  EXPECT_EQ(m->graph().node(0).op_type(), "Relu");
+  EXPECT_EQ(m->graph().node(0).input(0), "x");
+  EXPECT_EQ(m->graph().node(0).output(0), "y");  // named after the Output it feeds
+  ASSERT_EQ(m->graph().output_size(), 1);
+  EXPECT_EQ(m->graph().output(0).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT);
+  ASSERT_EQ(m->opset_import_size(), 1);
+  EXPECT_EQ(m->opset_import(0).domain(), "");
+  EXPECT_EQ(m->opset_import(0).version(), 17);
+  EXPECT_TRUE(checkOnnxModel(*m).ok());
+}
+
+TEST(Export, TensorNamesFollowNameAndSpecifiedOutputsName) {
+  Graph g;
+  NodeId x = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.rename(x, "x").ok());
+  ASSERT_TRUE(g.setParam(x, "type", Param::makeString("float[2,3]")).ok());
+  NodeId a = *g.addNode(kOnnxDomain, "Relu");
+  ASSERT_TRUE(g.rename(a, "act").ok());
+  NodeId b = *g.addNode(kOnnxDomain, "Sigmoid");
+  ASSERT_TRUE(g.setSpecifiedOutputsName(b, {"probabilities"}).ok());
+  NodeId c = *g.addNode(kOnnxDomain, "Tanh");
+  NodeId out = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.rename(out, "result").ok());
+  ASSERT_TRUE(g.addLink({{x, 0}, {a, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{a, 0}, {b, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{b, 0}, {c, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{c, 0}, {out, 0}}).ok());
+  auto m = exportOnnx(g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(findNode(*m, "act")->output(0), "act_Y");
+  EXPECT_EQ(findNode(*m, "Sigmoid_" + std::to_string(b))->output(0), "probabilities");
+  EXPECT_EQ(findNode(*m, "Tanh_" + std::to_string(c))->input(0), "probabilities");
+  EXPECT_EQ(findNode(*m, "Tanh_" + std::to_string(c))->output(0), "result");
+}
+
+TEST(Export, InvalidGraphNamesTheNode) {
+  Graph g;
+  NodeId gemm = *g.addNode(kOnnxDomain, "Gemm");
+  ASSERT_TRUE(g.rename(gemm, "fc1").ok());
+  auto m = exportOnnx(g);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("Gemm 'fc1'"), std::string::npos) << m.message();
+}
+
+TEST(Export, CheckerErrorsNameTheNode) {
+  // Shapes that cannot multiply: the checker's strict inference refuses, naming our node.
+  Graph g;
+  NodeId a = *g.addNode(kGraphDomain, "Input");
+  NodeId b = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.setParam(a, "type", Param::makeString("float[2,3]")).ok());
+  ASSERT_TRUE(g.setParam(b, "type", Param::makeString("float[4,5]")).ok());
+  NodeId mm = *g.addNode(kOnnxDomain, "MatMul");
+  ASSERT_TRUE(g.rename(mm, "proj").ok());
+  NodeId out = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.setParam(out, "type", Param::makeString("float[2,5]")).ok());
+  ASSERT_TRUE(g.addLink({{a, 0}, {mm, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{b, 0}, {mm, 1}}).ok());
+  ASSERT_TRUE(g.addLink({{mm, 0}, {out, 0}}).ok());
+  auto m = exportOnnx(g);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("MatMul 'proj'"), std::string::npos) << m.message();
+}
+
+TEST(Export, ExamplesExportCleanly) {
+  for (const char* name : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
+    auto g = loadProject(example(name));
+    ASSERT_TRUE(g.ok()) << g.message();
+    EXPECT_TRUE(g->validate().empty());
+    auto m = exportOnnx(*g);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.message();
+    for (const auto& t : m->graph().initializer()) {
+      EXPECT_TRUE(t.has_raw_data()) << t.name();
+      EXPECT_EQ(static_cast<int64_t>(t.raw_data().size()), elementCount(t) * 4) << t.name();
+    }
+  }
+  auto mlp = exportOnnx(*loadProject(example("fashion_mnist_mlp.dwproj")));
+  std::vector<std::string> ops;
+  for (const auto& n : mlp->graph().node()) ops.push_back(n.op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Flatten", "Gemm", "Relu", "Gemm", "Relu", "Gemm"}));
+  const auto& out = mlp->graph().output(0).type().tensor_type().shape();
+  ASSERT_EQ(out.dim_size(), 2);
+  EXPECT_EQ(out.dim(1).dim_value(), 10);
+}
+
+TEST(Export, PythonCheckerAcceptsExamples) {
+  auto dir = test::tempDir();
+  std::string files;
+  for (const char* name : {"fashion_mnist_mlp", "fashion_mnist_cnn"}) {
+    auto m = exportOnnx(*loadProject(example(std::string(name) + ".dwproj")));
+    ASSERT_TRUE(m.ok());
+    const std::string path = (dir / (std::string(name) + ".onnx")).string();
+    ASSERT_TRUE(writeOnnxFile(*m, path).ok());
+    files += " " + path;
+  }
+  std::string out;
+  const int rc = test::runCommand(
+      "/usr/bin/python3 -c \"import sys, onnx\n"
+      "for f in sys.argv[1:]: onnx.checker.check_model(onnx.load(f), full_check=True)\n"
+      "print('ok')\"" + files, &out);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST(Export, FillsAreDeterministicAndScaled) {
+  FillSpec f;
+  f.fill = "glorot_uniform";
+  f.seed = 7;
+  auto a = makeFilledTensor("w", onnx::TensorProto::FLOAT, {64, 32}, f);
+  auto b = makeFilledTensor("w", onnx::TensorProto::FLOAT, {64, 32}, f);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->raw_data(), b->raw_data());
+  const float limit = std::sqrt(6.0f / 96.0f);
+  const auto* v = reinterpret_cast<const float*>(a->raw_data().data());
+  float maxAbs = 0;
+  double mean = 0;
+  for (int i = 0; i < 64 * 32; ++i) {
+    maxAbs = std::max(maxAbs, std::abs(v[i]));
+    mean += v[i];
+  }
+  EXPECT_LE(maxAbs, limit);
+  EXPECT_GT(maxAbs, 0.9f * limit);
+  EXPECT_NEAR(mean / 2048, 0.0, 0.02);
+  f.seed = 8;
+  EXPECT_NE(makeFilledTensor("w", onnx::TensorProto::FLOAT, {64, 32}, f)->raw_data(), a->raw_data());
+}
+
+// Compares two graphs field by field (what a round trip must keep).
+void expectSameGraph(const Graph& a, const Graph& b) {
+  ASSERT_EQ(a.nodes().size(), b.nodes().size());
+  for (const auto& [id, na] : a.nodes()) {
+    const Node* nb = b.node(id);
+    ASSERT_NE(nb, nullptr) << "node #" << id << " lost";
+    EXPECT_EQ(na.type, nb->type);
+    EXPECT_EQ(na.domain, nb->domain);
+    EXPECT_EQ(na.name, nb->name) << a.describe(id);
+    EXPECT_EQ(na.position, nb->position) << a.describe(id);
+    EXPECT_EQ(na.ldaCoeff, nb->ldaCoeff) << a.describe(id);
+    for (const char* key : {"status", "regularizer"})
+      EXPECT_EQ(a.param(id, key).has_value() ? a.param(id, key)->toDisplay() : "",
+                b.param(id, key).has_value() ? b.param(id, key)->toDisplay() : "");
+  }
+  auto la = a.links(), lb = b.links();
+  std::sort(la.begin(), la.end());
+  std::sort(lb.begin(), lb.end());
+  EXPECT_EQ(la, lb);
+}
+
+TEST(RoundTrip, OnnxKeepsLayoutLdaCoeffAndStatus) {
+  auto g = loadProject(example("fashion_mnist_cnn.dwproj"));
+  ASSERT_TRUE(g.ok());
+  NodeId conv = 0, weight = 0;
+  for (const auto& [id, n] : g->nodes()) {
+    if (n.name == "conv1") conv = id;
+    if (n.name == "fc1.weight") weight = id;
+  }
+  ASSERT_TRUE(g->setLdaCoeff(conv, 0.25).ok());
+  ASSERT_TRUE(g->setParam(weight, "status", Param::makeString("Frozen")).ok());
+  ASSERT_TRUE(g->setParam(weight, "regularizer", Param::makeString("l2")).ok());
+  ASSERT_TRUE(g->moveNode(conv, {123.5, -42}).ok());
+  auto m = exportOnnx(*g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  std::string bytes;
+  ASSERT_TRUE(m->SerializeToString(&bytes));
+  onnx::ModelProto reread;
+  ASSERT_TRUE(reread.ParseFromString(bytes));
+  auto back = importOnnx(reread);
+  ASSERT_TRUE(back.ok()) << back.message();
+  expectSameGraph(*g, *back);
+  // And the re-export is the same model.
+  auto again = exportOnnx(*back);
+  ASSERT_TRUE(again.ok()) << again.message();
+  ASSERT_EQ(again->graph().node_size(), m->graph().node_size());
+  for (int i = 0; i < m->graph().node_size(); ++i)
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(m->graph().node(i),
+                                                                   again->graph().node(i)));
+  for (int i = 0; i < m->graph().initializer_size(); ++i)
+    EXPECT_TRUE(sameTensor(m->graph().initializer(i), again->graph().initializer(i)));
+}
+
+TEST(RoundTrip, SharedOutputGetsIdentityThatImportFolds) {
+  NodeId relu = 0;
+  Graph g = tinyGraph(&relu);
+  NodeId out2 = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.rename(out2, "y2").ok());
+  ASSERT_TRUE(g.addLink({{relu, 0}, {out2, 0}}).ok());
+  auto m = exportOnnx(g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->graph().node_size(), 3);  // Relu + one Identity per Output
+  auto back = importOnnx(*m);
+  ASSERT_TRUE(back.ok()) << back.message();
+  expectSameGraph(g, *back);
+}
+
+TEST(RoundTrip, ProjectJsonIsStable) {
+  auto g = loadProject(example("fashion_mnist_cnn.dwproj"));
+  ASSERT_TRUE(g.ok()) << g.message();
+  const std::string text = projectToJsonText(*g);
+  auto back = projectFromJsonText(text, "<memory>");
+  ASSERT_TRUE(back.ok()) << back.message();
+  expectSameGraph(*g, *back);
+  EXPECT_EQ(projectToJsonText(*back), text);
+}
+
+TEST(RoundTrip, ProjectKeepsOddParams) {
+  Graph g;
+  NodeId clip = *g.addNode(kOnnxDomain, "LeakyRelu");
+  ASSERT_TRUE(g.setParam(clip, "alpha", Param::makeFloat(0.1f)).ok());
+  NodeId c = *g.addNode(kOnnxDomain, "Constant");
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_float_data(std::numeric_limits<float>::infinity());
+  ASSERT_TRUE(g.setParam(c, "value", Param::makeProto(ParamType::Tensor, t.SerializeAsString())).ok());
+  NodeId hard = *g.addNode(kOnnxDomain, "HardSigmoid");
+  ASSERT_TRUE(g.setParam(hard, "alpha", Param::makeFloat(std::nan(""))).ok());
+  auto back = projectFromJsonText(projectToJsonText(g), "<memory>");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->node(clip)->params.at("alpha").asFloat(), static_cast<double>(0.1f));
+  EXPECT_EQ(back->node(c)->params.at("value").asString(), t.SerializeAsString());
+  EXPECT_TRUE(std::isnan(back->node(hard)->params.at("alpha").asFloat()));
+}
+
+TEST(RoundTrip, SaveIsAtomicAndLoadLeavesSourceAlone) {
+  auto dir = test::tempDir();
+  const std::string path = (dir / "p.dwproj").string();
+  auto g = loadProject(example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(saveProject(*g, path).ok());
+  const auto before = readFile(path).value();
+  const auto mtime = std::filesystem::last_write_time(path);
+  ASSERT_TRUE(loadProject(path).ok());
+  EXPECT_EQ(readFile(path).value(), before);
+  EXPECT_EQ(std::filesystem::last_write_time(path), mtime);
+  // No temporary files are left beside it.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++files;
+  EXPECT_EQ(files, 1);
+  // A save into a missing folder fails and says so.
+  EXPECT_FALSE(saveProject(*g, (dir / "missing" / "p.dwproj").string()).ok());
+}
+
+TEST(Import, AutoLayoutSpreadsNodes) {
+  NodeId relu = 0;
+  Graph g = tinyGraph(&relu);
+  auto m = exportOnnx(g);
+  m->clear_metadata_props();
+  auto back = importOnnx(*m);
+  ASSERT_TRUE(back.ok());
+  std::set<std::pair<double, double>> positions;
+  for (const auto& [id, n] : back->nodes()) positions.insert({n.position.x, n.position.y});
+  EXPECT_EQ(positions.size(), back->nodes().size());
+  // Inputs sit left of the ops that read them.
+  double inputX = 0, reluX = 0;
+  for (const auto& [id, n] : back->nodes()) {
+    if (n.type == "Input") inputX = n.position.x;
+    if (n.type == "Relu") reluX = n.position.x;
+  }
+  EXPECT_LT(inputX, reluX);
+}
+
+TEST(Import, SubgraphsStayIntact) {
+  const std::string path = "/usr/share/libonnx-testdata/data/node/test_if_seq/model.onnx";
+  auto m = readOnnxFile(path);
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto g = importOnnx(*m, path);
+  ASSERT_TRUE(g.ok()) << g.message();
+  auto again = exportOnnx(*g);
+  ASSERT_TRUE(again.ok()) << again.message();
+  const onnx::NodeProto* orig = nullptr;
+  for (const auto& n : m->graph().node())
+    if (n.op_type() == "If") orig = &n;
+  ASSERT_NE(orig, nullptr);
+  const onnx::NodeProto* copy = nullptr;
+  for (const auto& n : again->graph().node())
+    if (n.op_type() == "If") copy = &n;
+  ASSERT_NE(copy, nullptr);
+  ASSERT_EQ(orig->attribute_size(), copy->attribute_size());
+  for (const auto& a : orig->attribute()) {
+    bool found = false;
+    for (const auto& b : copy->attribute())
+      if (a.name() == b.name())
+        found = google::protobuf::util::MessageDifferencer::Equals(a.g(), b.g());
+    EXPECT_TRUE(found) << a.name();
+  }
+}
+
+}  // namespace
+}  // namespace dw
