@@ -55,6 +55,32 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
+// Schema docs are C++ string literals indented like the code around them; remove the common
+// indentation of the lines after the first so the text reads well in panels and tooltips.
+std::string dedent(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t nl = text.find('\n', pos);
+    lines.push_back(text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  size_t common = std::string::npos;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t lead = lines[i].find_first_not_of(" \t");
+    if (lead != std::string::npos) common = std::min(common, lead);
+  }
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string line = lines[i];
+    if (i > 0 && common != std::string::npos) line = line.size() > common ? line.substr(common) : "";
+    if (i == 0) line = trim(line);
+    out += (i ? "\n" : "") + line;
+  }
+  return trim(out);
+}
+
 // An INT attribute is a flag when it defaults to 0 or 1 and its doc speaks of it as one.
 bool looksBoolean(const std::string& name, const std::string& doc, int64_t def) {
   if (def != 0 && def != 1) return false;
@@ -183,7 +209,7 @@ NodeSpec specFromSchema(const onnx::OpSchema& schema, const std::string& canonic
   spec.type = schema.Name();
   spec.version = schema.since_version();
   spec.category = categoryFromFile(schema.file());
-  spec.doc = trim(schema.doc() ? schema.doc() : "");
+  spec.doc = dedent(schema.doc() ? schema.doc() : "");
   spec.deprecated = schema.Deprecated();
   spec.minInputs = schema.min_input();
   spec.maxInputs = schema.max_input();
@@ -196,7 +222,7 @@ NodeSpec specFromSchema(const onnx::OpSchema& schema, const std::string& canonic
   for (const auto& [name, attr] : schema.attributes()) {
     ParamSpec p;
     p.name = name;
-    p.doc = trim(attr.description);
+    p.doc = dedent(attr.description);
     p.required = attr.required;
     p.type = paramTypeFromOnnx(attr.type);
     if (attr.default_value.has_name() || attr.default_value.type() != 0) {

@@ -1,6 +1,7 @@
 #include "nodes/spec.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace dw {
@@ -21,10 +22,19 @@ constexpr TypeName kTypeNames[] = {
     {ParamType::TypeProtos, "type_proto[]"},
 };
 
+// Parameters are float32 in ONNX: print the shortest text that reads back as the same float
+// (1e-05, not 9.99999975e-06), falling back to full double precision for true doubles.
 std::string formatDouble(double v) {
+  const bool isFloat = std::isfinite(v) && static_cast<double>(static_cast<float>(v)) == v;
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::ostringstream os;
+    os.precision(precision);
+    os << v;
+    const double back = std::strtod(os.str().c_str(), nullptr);
+    if (isFloat ? static_cast<float>(back) == static_cast<float>(v) : back == v) return os.str();
+  }
   std::ostringstream os;
-  os.precision(9);
-  os << v;
+  os << v;  // nan, inf
   return os.str();
 }
 }  // namespace

@@ -29,7 +29,7 @@ const char* diffName(Differentiability d) {
 
 json paramValueJson(const Param& p) {
   switch (p.type) {
-    case ParamType::Float: return p.asFloat();
+    case ParamType::Float: return std::stod(p.toDisplay());  // 1e-05 rather than 9.99999975e-06
     case ParamType::Int: return p.asInt();
     case ParamType::Bool: return p.asBool();
     case ParamType::String: return p.asString();

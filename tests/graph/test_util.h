@@ -25,9 +25,11 @@ inline std::filesystem::path tempDir() {
   return dir;
 }
 
-// Runs a shell command, returning its exit status and capturing stdout+stderr.
-inline int runCommand(const std::string& cmd, std::string* output = nullptr) {
-  std::string full = cmd + " 2>&1";
+// Runs a shell command, returning its exit status and capturing stdout (and stderr unless
+// mergeStderr is false).
+inline int runCommand(const std::string& cmd, std::string* output = nullptr,
+                      bool mergeStderr = true) {
+  std::string full = mergeStderr ? cmd + " 2>&1" : cmd;
   FILE* pipe = popen(full.c_str(), "r");
   if (!pipe) return -1;
   char buf[4096];

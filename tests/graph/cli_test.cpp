@@ -1,0 +1,136 @@
+// The deepwire command line: output formats, exit codes, and errors on stderr.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "graphs/file_io.h"
+#include "test_util.h"
+
+namespace dw {
+namespace {
+
+using test::runCommand;
+
+const std::string kCli = DW_CLI_PATH;
+
+std::string run(const std::string& args, int* rc = nullptr) {
+  std::string out;
+  const int code = runCommand(kCli + " " + args, &out);
+  if (rc) *rc = code;
+  return out;
+}
+
+TEST(Cli, NodesJsonListsTheCatalogue) {
+  std::string out;
+  ASSERT_EQ(runCommand(kCli + " nodes --json", &out, false), 0);
+  auto j = nlohmann::json::parse(out);
+  ASSERT_TRUE(j.is_array());
+  EXPECT_GE(j.size(), 185u);
+  bool found = false;
+  for (const auto& n : j) {
+    for (const char* key : {"type", "domain", "category", "inputs", "outputs", "params"})
+      ASSERT_TRUE(n.contains(key)) << key;
+    if (n["type"] != "BatchNormalization") continue;
+    found = true;
+    EXPECT_EQ(n["domain"], "ai.onnx");
+    EXPECT_EQ(n["category"], "nn");
+    std::map<std::string, nlohmann::json> params;
+    for (const auto& p : n["params"]) {
+      for (const char* key : {"name", "type", "default", "doc"}) ASSERT_TRUE(p.contains(key));
+      params[p["name"]] = p["default"];
+    }
+    EXPECT_FLOAT_EQ(params["epsilon"].get<double>(), 1e-5);
+    EXPECT_FLOAT_EQ(params["momentum"].get<double>(), 0.9);
+    EXPECT_EQ(params["training_mode"], false);
+    EXPECT_EQ(params["lda coeff"], 1.0);
+    EXPECT_TRUE(params.count("specified_outputs_name"));
+    EXPECT_TRUE(params.count("name"));
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(Cli, NodesByCategory) {
+  int rc = 0;
+  const std::string out = run("nodes --category rnn", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("LSTM"), std::string::npos);
+  EXPECT_EQ(out.find("Conv "), std::string::npos);
+  run("nodes --category nonsense", &rc);
+  EXPECT_EQ(rc, 1);
+}
+
+TEST(Cli, DescribeShowsTheNodePage) {
+  int rc = 0;
+  std::string out = run("describe BatchNormalization", &rc);
+  EXPECT_EQ(rc, 0);
+  for (const char* s : {"input_mean", "running_var (optional", "epsilon : float = 1e-05",
+                        "momentum : float = 0.9", "training_mode : bool = false", "lda coeff",
+                        "specified_outputs_name", "Graphs in", "Graphs out"})
+    EXPECT_NE(out.find(s), std::string::npos) << s;
+  out = run("describe LayerNormalization --json", &rc);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["outputs"].size(), 3u);
+  out = run("describe BatchNorm", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("did you mean BatchNormalization"), std::string::npos) << out;
+}
+
+TEST(Cli, ExportImportCheck) {
+  auto dir = test::tempDir();
+  const std::string onnx = (dir / "mlp.onnx").string();
+  const std::string proj = (dir / "mlp.dwproj").string();
+  int rc = 0;
+  std::string out = run("export " + test::example("fashion_mnist_mlp.dwproj") + " -o " + onnx, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("6 nodes"), std::string::npos) << out;
+  out = run("check " + onnx, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  out = run("import " + onnx + " -o " + proj, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = run("check " + proj, &rc);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST(Cli, CheckReportsOneLinePerProblem) {
+  auto dir = test::tempDir();
+  const std::string proj = (dir / "bad.dwproj").string();
+  std::string text = readFile(test::example("fashion_mnist_mlp.dwproj")).value();
+  // Drop the links: every op loses its inputs.
+  text = text.substr(0, text.find("\"links\"")) + "\"links\": []}";
+  ASSERT_TRUE(writeFileAtomic(proj, text).ok());
+  int rc = 0;
+  std::string out;
+  rc = runCommand(kCli + " check " + proj + " 2>/dev/null", &out, false);
+  EXPECT_EQ(rc, 1);
+  int lines = 0;
+  for (char c : out) lines += c == '\n';
+  EXPECT_GE(lines, 6);
+  EXPECT_NE(out.find("Gemm 'fc1' (#"), std::string::npos) << out;
+  EXPECT_NE(out.find("required input 'A'"), std::string::npos) << out;
+}
+
+TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {
+  std::string out;
+  const int rc = runCommand(kCli + " export /nonexistent.dwproj -o x.onnx 2>/dev/null", &out, false);
+  EXPECT_NE(rc, 0);
+  EXPECT_TRUE(out.empty()) << out;
+  auto dir = test::tempDir();
+  const std::string junk = (dir / "junk.dwproj").string();
+  ASSERT_TRUE(writeFileAtomic(junk, "{\"format\": \"deepwire-project\", \"ver").ok());
+  int code = 0;
+  out = run("export " + junk + " -o " + (dir / "x.onnx").string(), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("line 1"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.onnx"));
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (const char* cmd : {"", "nodes", "describe", "export", "import", "check"}) {
+    int rc = 0;
+    const std::string out = run(std::string(cmd) + " --help", &rc);
+    EXPECT_EQ(rc, 0) << cmd;
+    EXPECT_NE(out.find("Usage"), std::string::npos) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace dw
