@@ -1,0 +1,232 @@
+// Engine subcommands: run (inference), devices, conformance (ONNX backend test suite).
+#include <onnx/onnx_pb.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "app/cli/cli_util.h"
+#include "app/cli/commands.h"
+#include "engine/backend.h"
+#include "engine/conformance.h"
+#include "engine/io.h"
+#include "engine/session.h"
+#include "graphs/file_io.h"
+
+namespace dw::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dw::engine;
+
+// The single place that turns a path (.onnx or .dwproj) into a model.
+Result<onnx::ModelProto> modelFromPath(const std::string& path) {
+  return dw::loadAsOnnx(path);
+}
+
+std::string firstValues(const Tensor& t, int64_t limit = 8) {
+  std::ostringstream os;
+  os << "[";
+  const int64_t n = std::min<int64_t>(t.size(), limit);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) os << ", ";
+    if (t.dtype() == DType::kString)
+      os << '"' << t.strings()[i] << '"';
+    else if (isFloating(t.dtype()))
+      os << std::setprecision(6) << t.getDouble(i);
+    else if (t.dtype() == DType::kBool)
+      os << (t.getInt(i) ? "true" : "false");
+    else
+      os << t.getInt(i);
+  }
+  if (t.size() > limit) os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+std::string safeFileName(const std::string& name) {
+  std::string s;
+  for (char c : name)
+    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return s.empty() ? "output" : s;
+}
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string outputDir;
+  std::string accelerator = "cpu";
+  int threads = 0;
+};
+
+int runCommand(const RunArgs& a) {
+  auto model = modelFromPath(a.model);
+  if (!model) return fail(model.message());
+  SessionOptions opts;
+  opts.backend.accelerator = a.accelerator;
+  opts.backend.threads = a.threads;
+  auto session = InferenceSession::create(*model, opts);
+  if (!session) return fail(session.message());
+  if (!(*session)->notice().empty()) std::cerr << "deepwire: " << (*session)->notice() << "\n";
+  std::map<std::string, Value> inputs;
+  for (const auto& spec : a.inputs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail("--input expects NAME=FILE, got '" + spec + "'", 2);
+    const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    auto t = readTensorFile(file);
+    if (!t) return fail(t.message());
+    inputs[name] = Value(std::move(*t));
+  }
+  auto out = (*session)->runValues(inputs);
+  if (!out) return fail(out.message());
+  if (!a.outputDir.empty()) {
+    std::error_code ec;
+    fs::create_directories(a.outputDir, ec);
+    if (ec) return fail("cannot create output directory '" + a.outputDir + "': " + ec.message(), 2);
+  }
+  for (const auto& info : (*session)->outputs()) {
+    const Value& v = out->at(info.name);
+    auto write = [&](const Tensor& t, const std::string& fileStem) -> int {
+      std::cout << fileStem << ": " << dtypeName(t.dtype()) << shapeToString(t.shape()) << " "
+                << firstValues(t) << "\n";
+      if (a.outputDir.empty()) return 0;
+      const std::string path = (fs::path(a.outputDir) / (safeFileName(fileStem) + ".npy")).string();
+      auto st = writeNpy(path, t);
+      if (!st.ok()) return fail(st.message(), 2);
+      return 0;
+    };
+    if (v.isTensor()) {
+      if (int rc = write(v.tensor, info.name)) return rc;
+    } else if (v.isSequence()) {
+      std::cout << info.name << ": sequence of " << v.sequence.size() << " tensors\n";
+      for (size_t i = 0; i < v.sequence.size(); ++i)
+        if (int rc = write(v.sequence[i], info.name + "_" + std::to_string(i))) return rc;
+    } else {
+      std::cout << info.name << ": (empty optional)\n";
+    }
+  }
+  return 0;
+}
+
+int devicesCommand() {
+  DeviceReport r = devices();
+  std::cout << "cpu: " << r.cpuModel << "\n"
+            << "  cores: " << r.cpuCores << "\n"
+            << "  oneDNN " << r.onednnVersion << " ISA: " << r.cpuIsa << "\n"
+            << "gpu engines (oneDNN OpenCL): " << r.gpuEngines << "\n"
+            << "accelerators available:";
+  for (const auto& s : r.available) std::cout << " " << s;
+  std::cout << "\n";
+  return 0;
+}
+
+struct ConformanceArgs {
+  std::vector<std::string> suites;
+  std::string filter;
+  std::string data = "/usr/share/libonnx-testdata/data";
+  bool json = false;
+  int threads = 1;
+};
+
+int conformanceCommand(const ConformanceArgs& a) {
+  ConformanceOptions o;
+  o.dataDir = a.data;
+  if (!a.suites.empty()) o.suites = a.suites;
+  o.filter = a.filter;
+  o.threads = a.threads;
+  if (!fs::is_directory(o.dataDir))
+    return fail("data directory '" + o.dataDir + "' does not exist", 2);
+  try {
+    std::regex check(o.filter);
+  } catch (const std::regex_error& e) {
+    return fail("--filter is not a valid regular expression: " + std::string(e.what()), 2);
+  }
+  const bool tty = isatty(2);
+  o.progress = [&](size_t i, size_t n, const std::string& name) {
+    if (!tty && i != n) return;
+    const int width = 30;
+    const int filled = n ? static_cast<int>(width * i / n) : width;
+    std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << i
+              << "/" << n << " " << std::left << std::setw(50) << name.substr(0, 50) << std::flush;
+    if (i == n) std::cerr << "\n";
+  };
+  auto results = runConformance(o);
+  auto sums = summarize(results, o.suites);
+  if (a.json) {
+    nlohmann::json j;
+    j["suites"] = nlohmann::json::object();
+    for (const auto& s : sums)
+      j["suites"][s.suite] = {{"total", s.total},
+                              {"passed", s.passed},
+                              {"failed", s.failed + s.errors},
+                              {"unsupported", s.unsupported}};
+    j["cases"] = nlohmann::json::array();
+    for (const auto& r : results)
+      j["cases"].push_back({{"name", r.name},
+                            {"suite", r.suite},
+                            {"status", caseStatusName(r.status)},
+                            {"reason", r.reason}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << std::left << std::setw(20) << "suite" << std::right << std::setw(8) << "total"
+            << std::setw(8) << "passed" << std::setw(8) << "failed" << std::setw(13)
+            << "unsupported"
+            << "\n";
+  for (const auto& s : sums)
+    std::cout << std::left << std::setw(20) << s.suite << std::right << std::setw(8) << s.total
+              << std::setw(8) << s.passed << std::setw(8) << s.failed + s.errors << std::setw(13)
+              << s.unsupported << "\n";
+  bool header = false;
+  for (const auto& r : results) {
+    if (r.status == CaseStatus::kPassed) continue;
+    if (!header) {
+      std::cout << "\nnot passing (failed counts errors too):\n";
+      header = true;
+    }
+    std::cout << "  " << r.suite << "/" << r.name << " [" << caseStatusName(r.status) << "] "
+              << r.reason << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void registerEngineCommands(CLI::App& app, int& exitCode) {
+  auto run = std::make_shared<RunArgs>();
+  CLI::App* r = app.add_subcommand("run", "Run a model (.onnx or .dwproj) on input tensors");
+  r->add_option("MODEL", run->model, "Model file")->required();
+  r->add_option("--input", run->inputs, "NAME=FILE input (.npy or .pb); repeat per input");
+  r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
+  r->add_option("--accelerator", run->accelerator, "cpu, gpu or auto")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  r->add_option("--threads", run->threads, "CPU threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  r->callback([run, &exitCode] { exitCode = runCommand(*run); });
+
+  CLI::App* d = app.add_subcommand("devices", "List compute devices and the ISA oneDNN uses");
+  d->callback([&exitCode] { exitCode = devicesCommand(); });
+
+  auto conf = std::make_shared<ConformanceArgs>();
+  CLI::App* c = app.add_subcommand("conformance", "Run the ONNX backend test suites");
+  c->add_option("--suite", conf->suites,
+                "Suites: node, simple, pytorch-converted, pytorch-operator")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"node", "simple", "pytorch-converted", "pytorch-operator"}));
+  c->add_option("--filter", conf->filter, "Regex over suite/case names");
+  c->add_option("--data", conf->data, "Test data directory");
+  c->add_option("--threads", conf->threads, "CPU threads per case")->check(CLI::PositiveNumber);
+  c->add_flag("--json", conf->json, "Print results as JSON");
+  c->callback([conf, &exitCode] { exitCode = conformanceCommand(*conf); });
+}
+
+}  // namespace dw::cli

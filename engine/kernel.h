@@ -1,0 +1,208 @@
+// Kernels: the code that computes one ONNX node.
+//
+// How to add an op
+// ----------------
+// 1. Write a class deriving from Kernel in the engine/kernels/ (plain C++) or engine/onednn/
+//    (oneDNN-backed) file for its family. Its constructor receives a KernelInit: read attributes
+//    there (they already carry the ONNX schema defaults for the model's opset) and call
+//    fail("...") for values the kernel does not support; session creation then reports it.
+// 2. Implement compute(ctx): read inputs with ctx.input(i), allocate outputs with
+//    ctx.output(i, dtype, shape) (returns nullptr once the memory limit is hit: return
+//    ctx.status()), or hand over an existing tensor with ctx.setOutput(i, value).
+//    Cache expensive per-shape state (oneDNN primitives) in the kernel, keyed by input shapes.
+// 3. List it, with its opset range, in the family's add...Kernels(KernelRegistry&) function right
+//    below the code, and make sure that function is called from the backend's table
+//    (registerCpuKernels in engine/kernels/cpu_table.cpp). There is deliberately no
+//    static-initializer self-registration: the linker drops unreferenced objects of a static lib.
+// 4. Set KernelDef::halfViaFloat when the kernel only handles float but fp16/bf16 inputs may be
+//    computed in float: the session converts around the call.
+// 5. Add the op's backend test cases to the conformance floor by raising
+//    tests/engine/conformance_floor.txt.
+// Ops without a kernel whose schema has a function body are expanded by the session instead.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "nodes/status.h"
+
+namespace onnx {
+class NodeProto;
+class AttributeProto;
+class TensorProto;
+class GraphProto;
+}  // namespace onnx
+
+namespace dw::engine {
+
+class Backend;
+class KernelContext;
+class BufferPool;
+
+// Node attributes merged with the schema's defaults.
+class Attributes {
+ public:
+  Attributes() = default;
+  Attributes(const Attributes&);
+  Attributes& operator=(const Attributes&);
+  ~Attributes();
+  void set(const onnx::AttributeProto& a);
+  bool has(const std::string& name) const;
+  int64_t getInt(const std::string& name, int64_t def = 0) const;
+  float getFloat(const std::string& name, float def = 0) const;
+  std::string getString(const std::string& name, const std::string& def = "") const;
+  std::vector<int64_t> getInts(const std::string& name, std::vector<int64_t> def = {}) const;
+  std::vector<float> getFloats(const std::string& name, std::vector<float> def = {}) const;
+  std::vector<std::string> getStrings(const std::string& name) const;
+  const onnx::TensorProto* getTensor(const std::string& name) const;
+  const onnx::AttributeProto* get(const std::string& name) const;
+
+ private:
+  std::map<std::string, std::unique_ptr<onnx::AttributeProto>> attrs_;
+};
+
+// A compiled subgraph (If branches, Loop/Scan bodies). Values the body reads from enclosing
+// scopes are resolved through the calling context.
+class Subgraph {
+ public:
+  virtual ~Subgraph() = default;
+  virtual size_t numInputs() const = 0;
+  virtual size_t numOutputs() const = 0;
+  virtual Result<std::vector<Value>> run(KernelContext& caller, std::vector<Value> inputs) = 0;
+};
+
+struct KernelInit {
+  const onnx::NodeProto* node = nullptr;
+  std::string domain;
+  std::string opType;
+  int opset = 0;
+  Attributes attrs;
+  Backend* backend = nullptr;
+  int numInputs = 0;
+  int numOutputs = 0;
+  std::map<std::string, std::shared_ptr<Subgraph>> subgraphs;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual Status compute(KernelContext& ctx) = 0;
+  const Status& initStatus() const { return initStatus_; }
+
+ protected:
+  void fail(std::string message) {
+    if (initStatus_.ok()) initStatus_ = Status::error(std::move(message));
+  }
+
+ private:
+  Status initStatus_;
+};
+
+// Values visible to a subgraph from the enclosing graphs.
+class Scope {
+ public:
+  virtual ~Scope() = default;
+  virtual const Value* lookup(const std::string& name) const = 0;
+};
+
+class KernelContext {
+ public:
+  KernelContext(Backend& backend, BufferPool& pool, const Scope* scope)
+      : backend_(backend), pool_(pool), scope_(scope) {}
+
+  size_t numInputs() const { return inputs_.size(); }
+  bool hasInput(size_t i) const {
+    return i < inputs_.size() && inputs_[i] && !inputs_[i]->isNone();
+  }
+  const Value& inputValue(size_t i) const { return *inputs_[i]; }
+  const Tensor& input(size_t i) const { return inputs_[i]->tensor; }
+  size_t numOutputs() const { return outputs_.size(); }
+  bool wantsOutput(size_t i) const { return i < outputs_.size() && outputs_[i] != nullptr; }
+
+  // Allocates output i from the session's buffer pool; nullptr (with status() set) when the
+  // request exceeds available memory. Unused outputs get scratch storage.
+  Tensor* output(size_t i, DType dtype, Shape shape);
+  void setOutput(size_t i, Value v);
+  // Scratch tensor from the pool, released when the kernel returns.
+  Tensor* scratch(DType dtype, Shape shape);
+
+  Status status() const { return status_; }
+  Backend& backend() { return backend_; }
+  BufferPool& pool() { return pool_; }
+  const Scope* scope() const { return scope_; }
+
+  // Wiring used by the executor.
+  std::vector<const Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::vector<Value> dropped_;  // storage for outputs the graph doesn't use
+  std::vector<Tensor> scratch_;
+
+ private:
+  Backend& backend_;
+  BufferPool& pool_;
+  const Scope* scope_;
+  Status status_;
+};
+
+using KernelFactory = Result<std::unique_ptr<Kernel>> (*)(const KernelInit&);
+
+template <class K>
+Result<std::unique_ptr<Kernel>> makeKernel(const KernelInit& init) {
+  auto k = std::make_unique<K>(init);
+  if (!k->initStatus().ok()) return k->initStatus();
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+constexpr int kMaxOpset = std::numeric_limits<int>::max();
+
+struct KernelDef {
+  std::string domain;  // "" is ai.onnx
+  std::string op;
+  int since = 1;
+  int until = kMaxOpset;
+  std::string backend;
+  KernelFactory factory = nullptr;
+  bool halfViaFloat = false;
+};
+
+class KernelRegistry {
+ public:
+  void add(KernelDef def);
+  // Convenience for families: one op over an opset range on `backend`.
+  void add(const std::string& backend, const std::string& op, int since, int until, KernelFactory f,
+           bool halfViaFloat = true, const std::string& domain = "");
+  const KernelDef* find(const std::string& domain, const std::string& op, int opset,
+                        const std::string& backend) const;
+  std::vector<const KernelDef*> all() const;
+
+  // All backends' tables, built on first use.
+  static const KernelRegistry& global();
+
+ private:
+  std::multimap<std::string, KernelDef> defs_;  // key: domain + ":" + op
+};
+
+// Pooled buffers: tensors whose last reader has run give their storage back here, so running
+// the same shapes again allocates nothing.
+class BufferPool {
+ public:
+  explicit BufferPool(size_t limitBytes) : limit_(limitBytes) {}
+  Result<std::shared_ptr<Buffer>> get(size_t bytes);
+  void give(std::shared_ptr<Buffer> b);
+  size_t limit() const { return limit_; }
+  size_t allocations() const { return allocations_; }
+
+ private:
+  std::multimap<size_t, std::shared_ptr<Buffer>> free_;
+  size_t limit_;
+  size_t allocations_ = 0;
+};
+
+// MemAvailable from /proc/meminfo in bytes (or a large value where unknown).
+size_t availableMemoryBytes();
+
+}  // namespace dw::engine

@@ -1,0 +1,174 @@
+// Internal helpers shared by the plain C++ kernels: dtype dispatch, broadcasting, axes.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <type_traits>
+
+#include "engine/kernel.h"
+
+namespace dw::engine {
+
+#define DW_ALLOC(var, expr) \
+  Tensor* var = (expr);     \
+  if (!var) return ctx.status();
+
+template <class F>
+Status dispatchNumeric(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat:
+      return f(float{});
+    case DType::kDouble:
+      return f(double{});
+    case DType::kInt8:
+      return f(int8_t{});
+    case DType::kInt16:
+      return f(int16_t{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kInt64:
+      return f(int64_t{});
+    case DType::kUInt8:
+      return f(uint8_t{});
+    case DType::kUInt16:
+      return f(uint16_t{});
+    case DType::kUInt32:
+      return f(uint32_t{});
+    case DType::kUInt64:
+      return f(uint64_t{});
+    default:
+      return Status::error(std::string("dtype ") + dtypeName(t) + " is not supported here");
+  }
+}
+
+template <class F>
+Status dispatchNumericBool(DType t, F&& f) {
+  if (t == DType::kBool) return f(bool{});
+  return dispatchNumeric(t, std::forward<F>(f));
+}
+
+template <class F>
+Status dispatchFloat(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat:
+      return f(float{});
+    case DType::kDouble:
+      return f(double{});
+    default:
+      return Status::error(std::string("dtype ") + dtypeName(t) + " is not supported here");
+  }
+}
+
+// Dispatch on any fixed-size dtype by storage width; for ops that only move data.
+template <class F>
+Status dispatchBytes(DType t, F&& f) {
+  switch (dtypeSize(t)) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
+    default:
+      return Status::error(std::string("dtype ") + dtypeName(t) + " is not supported here");
+  }
+}
+
+inline int64_t normAxis(int64_t a, size_t rank) {
+  return a < 0 ? a + static_cast<int64_t>(rank) : a;
+}
+inline bool validAxis(int64_t a, size_t rank) {
+  return a >= -static_cast<int64_t>(rank) && a < static_cast<int64_t>(std::max<size_t>(rank, 1));
+}
+
+Result<Shape> broadcastShapes(const std::vector<Shape>& shapes);
+
+// Strides of `in` aligned to `out` (right-aligned), 0 on broadcast dimensions.
+std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out);
+
+// Calls f(outIndex, offsets) for every output element; offsets[k] indexes input k.
+template <size_t N, class F>
+void forEachBroadcast(const Shape& out, const std::array<const Shape*, N>& ins, F&& f) {
+  const int64_t total = numElements(out);
+  if (total == 0) return;
+  const size_t r = out.size();
+  std::array<int64_t, N> off{};
+  if (r == 0) {
+    f(0, off);
+    return;
+  }
+  std::array<std::vector<int64_t>, N> st;
+  for (size_t k = 0; k < N; ++k) st[k] = broadcastStrides(*ins[k], out);
+  std::vector<int64_t> idx(r, 0);
+  const int64_t inner = out[r - 1];
+  std::array<int64_t, N> innerStride{};
+  for (size_t k = 0; k < N; ++k) innerStride[k] = r ? st[k][r - 1] : 0;
+  for (int64_t base = 0; base < total; base += inner) {
+    std::array<int64_t, N> o = off;
+    for (int64_t j = 0; j < inner; ++j) {
+      f(base + j, o);
+      for (size_t k = 0; k < N; ++k) o[k] += innerStride[k];
+    }
+    // Advance the outer counter (all dims but the last).
+    for (size_t d = r - 1; d-- > 0;) {
+      ++idx[d];
+      for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
+      if (idx[d] < out[d]) break;
+      for (size_t k = 0; k < N; ++k) off[k] -= st[k][d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Binary broadcast with contiguous fast paths the compiler vectorizes.
+template <class TA, class TB, class TO, class Op>
+void broadcastBinary(const TA* a, const Shape& sa, const TB* b, const Shape& sb, TO* o,
+                     const Shape& so, Op op) {
+  const int64_t n = numElements(so);
+  if (sa == so && sb == so) {
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
+  } else if (sa == so && numElements(sb) == 1) {
+    const TB bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], bv);
+  } else if (sb == so && numElements(sa) == 1) {
+    const TA av = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = op(av, b[i]);
+  } else {
+    std::array<const Shape*, 2> ins{&sa, &sb};
+    forEachBroadcast<2>(so, ins, [&](int64_t i, const std::array<int64_t, 2>& off) {
+      o[i] = op(a[off[0]], b[off[1]]);
+    });
+  }
+}
+
+// Row-major strides.
+inline std::vector<int64_t> stridesOf(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t v = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = v;
+    v *= s[i];
+  }
+  return st;
+}
+
+// Reads an optional int64 list input (axes, pads...) as a vector.
+inline std::vector<int64_t> intsInput(const KernelContext& ctx, size_t i) {
+  if (!ctx.hasInput(i)) return {};
+  return ctx.input(i).toInt64Vector();
+}
+
+// Copies a whole tensor (with strings) into a freshly allocated output.
+Status copyToOutput(KernelContext& ctx, size_t i, const Tensor& t, Shape shape);
+
+}  // namespace dw::engine
+
+namespace dw::engine {
+// Strided gather copy (shape_ops.cpp): out[i] = in[base + sum(idx_d * strides_d)].
+Status stridedCopyForKernels(const Tensor& in, Tensor& out, const Shape& shape,
+                             const std::vector<int64_t>& strides, int64_t base);
+Status concatTensors(KernelContext& ctx, const std::vector<const Tensor*>& ins, int64_t axis,
+                     size_t outIdx);
+}  // namespace dw::engine

@@ -1,0 +1,184 @@
+// Control flow: If, Loop and Scan run compiled subgraphs; the subgraphs read outer-scope values
+// through the calling context's scope.
+#include <algorithm>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+
+namespace dw::engine {
+
+namespace {
+
+std::shared_ptr<Subgraph> subgraph(const KernelInit& init, const char* name) {
+  auto it = init.subgraphs.find(name);
+  return it == init.subgraphs.end() ? nullptr : it->second;
+}
+
+// Stacks per-iteration tensors along a new axis `axis`.
+Result<Tensor> stack(const std::vector<Tensor>& parts, int64_t axis, bool reverse) {
+  if (parts.empty()) return Tensor(DType::kFloat, {0});
+  const Tensor& f = parts[0];
+  const size_t r = f.rank() + 1;
+  const int64_t a = normAxis(axis, r);
+  Shape out = f.shape();
+  out.insert(out.begin() + a, static_cast<int64_t>(parts.size()));
+  Tensor y(f.dtype(), out);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < a; ++d) outer *= f.dim(d);
+  for (size_t d = a; d < f.rank(); ++d) inner *= f.dim(d);
+  const int64_t n = static_cast<int64_t>(parts.size());
+  const size_t es = dtypeSize(f.dtype());
+  for (int64_t k = 0; k < n; ++k) {
+    const Tensor& p = parts[reverse ? n - 1 - k : k];
+    if (p.shape() != f.shape() || p.dtype() != f.dtype())
+      return Status::error("scan outputs differ in shape between iterations");
+    for (int64_t o = 0; o < outer; ++o) {
+      if (f.dtype() == DType::kString)
+        std::copy_n(p.strings().begin() + o * inner, inner,
+                    y.strings().begin() + (o * n + k) * inner);
+      else
+        std::memcpy(static_cast<char*>(y.raw()) + (o * n + k) * inner * es,
+                    static_cast<const char*>(p.raw()) + o * inner * es, inner * es);
+    }
+  }
+  return y;
+}
+
+class If : public Kernel {
+ public:
+  explicit If(const KernelInit& init)
+      : then_(subgraph(init, "then_branch")), else_(subgraph(init, "else_branch")) {
+    if (!then_ || !else_) fail("If needs then_branch and else_branch");
+  }
+  Status compute(KernelContext& ctx) override {
+    const bool c = ctx.input(0).getInt(0) != 0;
+    auto out = (c ? then_ : else_)->run(ctx, {});
+    if (!out) return out.status();
+    for (size_t i = 0; i < out->size() && i < ctx.numOutputs(); ++i)
+      ctx.setOutput(i, std::move((*out)[i]));
+    return Status();
+  }
+
+ private:
+  std::shared_ptr<Subgraph> then_, else_;
+};
+
+class Loop : public Kernel {
+ public:
+  explicit Loop(const KernelInit& init) : body_(subgraph(init, "body")) {
+    if (!body_) fail("Loop needs a body");
+  }
+  Status compute(KernelContext& ctx) override {
+    const int64_t maxTrip = ctx.hasInput(0) ? ctx.input(0).getInt(0) : INT64_MAX;
+    bool cond = ctx.hasInput(1) ? ctx.input(1).getInt(0) != 0 : true;
+    const size_t nState = ctx.numInputs() - 2;
+    std::vector<Value> state;
+    for (size_t i = 0; i < nState; ++i) state.push_back(ctx.inputValue(2 + i));
+    const size_t nScan = ctx.numOutputs() - nState;
+    std::vector<std::vector<Tensor>> scans(nScan);
+    for (int64_t it = 0; it < maxTrip && cond; ++it) {
+      std::vector<Value> in;
+      in.push_back(Value(Tensor::fromVector(std::vector<int64_t>{it}, {})));
+      Tensor c(DType::kBool, {});
+      *c.data<bool>() = cond;
+      in.push_back(Value(c));
+      for (auto& s : state) in.push_back(s);
+      auto out = body_->run(ctx, std::move(in));
+      if (!out) return out.status();
+      if (out->size() != 1 + nState + nScan)
+        return Status::error("Loop body returned the wrong number of outputs");
+      cond = (*out)[0].isTensor() ? (*out)[0].tensor.getInt(0) != 0 : cond;
+      for (size_t i = 0; i < nState; ++i) state[i] = (*out)[1 + i];
+      for (size_t i = 0; i < nScan; ++i) scans[i].push_back((*out)[1 + nState + i].tensor);
+    }
+    for (size_t i = 0; i < nState; ++i) ctx.setOutput(i, state[i]);
+    for (size_t i = 0; i < nScan; ++i) {
+      auto t = stack(scans[i], 0, false);
+      if (!t) return t.status();
+      ctx.setOutput(nState + i, Value(std::move(*t)));
+    }
+    return Status();
+  }
+
+ private:
+  std::shared_ptr<Subgraph> body_;
+};
+
+class Scan : public Kernel {
+ public:
+  explicit Scan(const KernelInit& init)
+      : body_(subgraph(init, "body")),
+        nScanIn_(init.attrs.getInt("num_scan_inputs", 0)),
+        inAxes_(init.attrs.getInts("scan_input_axes")),
+        inDirs_(init.attrs.getInts("scan_input_directions")),
+        outAxes_(init.attrs.getInts("scan_output_axes")),
+        outDirs_(init.attrs.getInts("scan_output_directions")) {
+    if (!body_) fail("Scan needs a body");
+    if (init.opset < 9) fail("Scan before opset 9 (batched, with sequence_lens) is not supported");
+  }
+  Status compute(KernelContext& ctx) override {
+    const size_t nIn = ctx.numInputs();
+    const size_t nState = nIn - nScanIn_;
+    std::vector<Value> state;
+    for (size_t i = 0; i < nState; ++i) state.push_back(ctx.inputValue(i));
+    std::vector<Tensor> scanIn;
+    std::vector<int64_t> axes;
+    int64_t len = -1;
+    for (int64_t k = 0; k < nScanIn_; ++k) {
+      const Tensor& t = ctx.input(nState + k);
+      int64_t a = inAxes_.empty() ? 0 : normAxis(inAxes_[k], t.rank());
+      axes.push_back(a);
+      if (len >= 0 && t.dim(a) != len) return Status::error("scan inputs differ in length");
+      len = t.dim(a);
+      scanIn.push_back(t);
+    }
+    const size_t nScanOut = ctx.numOutputs() - nState;
+    std::vector<std::vector<Tensor>> outs(nScanOut);
+    for (int64_t it = 0; it < std::max<int64_t>(len, 0); ++it) {
+      std::vector<Value> in = state;
+      for (int64_t k = 0; k < nScanIn_; ++k) {
+        const Tensor& t = scanIn[k];
+        const int64_t a = axes[k];
+        const int64_t pos = (!inDirs_.empty() && inDirs_[k]) ? len - 1 - it : it;
+        Shape s = t.shape();
+        s.erase(s.begin() + a);
+        Tensor slice(t.dtype(), s);
+        auto st = stridesOf(t.shape());
+        Shape sub = t.shape();
+        sub[a] = 1;
+        Tensor view = slice.reshaped(sub);
+        DW_RETURN_IF_ERROR(stridedCopyForKernels(t, view, sub, st, pos * st[a]));
+        in.push_back(Value(slice));
+      }
+      auto out = body_->run(ctx, std::move(in));
+      if (!out) return out.status();
+      for (size_t i = 0; i < nState; ++i) state[i] = (*out)[i];
+      for (size_t i = 0; i < nScanOut; ++i) outs[i].push_back((*out)[nState + i].tensor);
+    }
+    for (size_t i = 0; i < nState; ++i) ctx.setOutput(i, state[i]);
+    for (size_t i = 0; i < nScanOut; ++i) {
+      int64_t a = outAxes_.empty() ? 0 : outAxes_[i];
+      bool rev = !outDirs_.empty() && outDirs_[i];
+      auto t = stack(outs[i], a, rev);
+      if (!t) return t.status();
+      ctx.setOutput(nState + i, Value(std::move(*t)));
+    }
+    return Status();
+  }
+
+ private:
+  std::shared_ptr<Subgraph> body_;
+  int64_t nScanIn_;
+  std::vector<int64_t> inAxes_, inDirs_, outAxes_, outDirs_;
+};
+
+}  // namespace
+
+void addControlKernels(KernelRegistry& r) {
+  const char* h = "host";
+  r.add(h, "If", 1, kMaxOpset, &makeKernel<If>, false);
+  r.add(h, "Loop", 1, kMaxOpset, &makeKernel<Loop>, false);
+  r.add(h, "Scan", 1, kMaxOpset, &makeKernel<Scan>, false);
+}
+
+}  // namespace dw::engine

@@ -1,0 +1,716 @@
+// Element-wise ops in plain C++: unary math, activations, broadcasting binary and variadic ops,
+// comparisons, logic. Each op is one tight loop per dtype so the compiler can vectorize it.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+
+namespace dw::engine {
+
+namespace {
+
+enum class UOp {
+  kAbs,
+  kNeg,
+  kSign,
+  kRelu,
+  kFloor,
+  kCeil,
+  kRound,
+  kReciprocal,
+  kSqrt,
+  kExp,
+  kLog,
+  kSin,
+  kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kSigmoid,
+  kTanh,
+  kErf,
+  kSoftplus,
+  kSoftsign,
+  kLeakyRelu,
+  kElu,
+  kSelu,
+  kHardSigmoid,
+  kThresholdedRelu,
+  kHardSwish,
+  kMish,
+  kShrink,
+  kCelu,
+  kNot,
+  kIsNaN,
+  kIsInf,
+};
+
+const std::unordered_map<std::string, UOp>& unaryOps() {
+  static const std::unordered_map<std::string, UOp> m = {
+      {"Abs", UOp::kAbs},
+      {"Neg", UOp::kNeg},
+      {"Sign", UOp::kSign},
+      {"Relu", UOp::kRelu},
+      {"Floor", UOp::kFloor},
+      {"Ceil", UOp::kCeil},
+      {"Round", UOp::kRound},
+      {"Reciprocal", UOp::kReciprocal},
+      {"Sqrt", UOp::kSqrt},
+      {"Exp", UOp::kExp},
+      {"Log", UOp::kLog},
+      {"Sin", UOp::kSin},
+      {"Cos", UOp::kCos},
+      {"Tan", UOp::kTan},
+      {"Asin", UOp::kAsin},
+      {"Acos", UOp::kAcos},
+      {"Atan", UOp::kAtan},
+      {"Sinh", UOp::kSinh},
+      {"Cosh", UOp::kCosh},
+      {"Asinh", UOp::kAsinh},
+      {"Acosh", UOp::kAcosh},
+      {"Atanh", UOp::kAtanh},
+      {"Sigmoid", UOp::kSigmoid},
+      {"Tanh", UOp::kTanh},
+      {"Erf", UOp::kErf},
+      {"Softplus", UOp::kSoftplus},
+      {"Softsign", UOp::kSoftsign},
+      {"LeakyRelu", UOp::kLeakyRelu},
+      {"Elu", UOp::kElu},
+      {"Selu", UOp::kSelu},
+      {"HardSigmoid", UOp::kHardSigmoid},
+      {"ThresholdedRelu", UOp::kThresholdedRelu},
+      {"HardSwish", UOp::kHardSwish},
+      {"Mish", UOp::kMish},
+      {"Shrink", UOp::kShrink},
+      {"Celu", UOp::kCelu},
+      {"Not", UOp::kNot},
+      {"IsNaN", UOp::kIsNaN},
+      {"IsInf", UOp::kIsInf},
+  };
+  return m;
+}
+
+class Unary : public Kernel {
+ public:
+  explicit Unary(const KernelInit& init) : op_(unaryOps().at(init.opType)) {
+    const auto& a = init.attrs;
+    switch (op_) {
+      case UOp::kLeakyRelu:
+        alpha_ = a.getFloat("alpha", 0.01f);
+        break;
+      case UOp::kElu:
+        alpha_ = a.getFloat("alpha", 1.0f);
+        break;
+      case UOp::kCelu:
+        alpha_ = a.getFloat("alpha", 1.0f);
+        break;
+      case UOp::kSelu:
+        alpha_ = a.getFloat("alpha", 1.67326319217681884765625f);
+        beta_ = a.getFloat("gamma", 1.05070102214813232421875f);
+        break;
+      case UOp::kHardSigmoid:
+        alpha_ = a.getFloat("alpha", 0.2f);
+        beta_ = a.getFloat("beta", 0.5f);
+        break;
+      case UOp::kThresholdedRelu:
+        alpha_ = a.getFloat("alpha", 1.0f);
+        break;
+      case UOp::kShrink:
+        alpha_ = a.getFloat("lambd", 0.5f);
+        beta_ = a.getFloat("bias", 0.0f);
+        break;
+      case UOp::kIsInf:
+        detectPos_ = a.getInt("detect_positive", 1) != 0;
+        detectNeg_ = a.getInt("detect_negative", 1) != 0;
+        break;
+      default:
+        break;
+    }
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t n = x.size();
+    if (op_ == UOp::kNot) {
+      if (x.dtype() != DType::kBool) return Status::error("Not needs a bool tensor");
+      DW_ALLOC(y, ctx.output(0, DType::kBool, x.shape()));
+      const bool* s = x.data<bool>();
+      bool* d = y->data<bool>();
+      for (int64_t i = 0; i < n; ++i) d[i] = !s[i];
+      return Status();
+    }
+    if (op_ == UOp::kIsNaN || op_ == UOp::kIsInf) {
+      DW_ALLOC(y, ctx.output(0, DType::kBool, x.shape()));
+      bool* d = y->data<bool>();
+      return dispatchFloat(x.dtype(), [&](auto z) {
+        using T = decltype(z);
+        const T* s = x.data<T>();
+        if (op_ == UOp::kIsNaN)
+          for (int64_t i = 0; i < n; ++i) d[i] = std::isnan(s[i]);
+        else
+          for (int64_t i = 0; i < n; ++i)
+            d[i] = std::isinf(s[i]) && ((s[i] > 0 && detectPos_) || (s[i] < 0 && detectNeg_));
+        return Status();
+      });
+    }
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchNumeric(
+        x.dtype(), [&](auto z) { return run(x.data<decltype(z)>(), y->data<decltype(z)>(), n); });
+  }
+
+ private:
+  template <class T>
+  Status run(const T* x, T* y, int64_t n) {
+    auto map = [&](auto f) {
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(f(x[i]));
+      return Status();
+    };
+    if constexpr (std::is_integral_v<T>) {
+      switch (op_) {
+        case UOp::kAbs:
+          if constexpr (std::is_signed_v<T>)
+            return map([](T v) { return v < 0 ? -v : v; });
+          else
+            return map([](T v) { return v; });
+        case UOp::kNeg:
+          return map([](T v) { return -v; });
+        case UOp::kSign:
+          return map([](T v) { return v > 0 ? 1 : (v < 0 ? -1 : 0); });
+        case UOp::kRelu:
+          return map([](T v) { return v > 0 ? v : T(0); });
+        default:
+          return Status::error("integer input is not supported by this op");
+      }
+    } else {
+      const T a = static_cast<T>(alpha_), b = static_cast<T>(beta_);
+      switch (op_) {
+        case UOp::kAbs:
+          return map([](T v) { return std::fabs(v); });
+        case UOp::kNeg:
+          return map([](T v) { return -v; });
+        case UOp::kSign:
+          return map([](T v) { return v > 0 ? T(1) : (v < 0 ? T(-1) : T(0)); });
+        case UOp::kRelu:
+          return map([](T v) { return v > 0 ? v : T(0); });
+        case UOp::kFloor:
+          return map([](T v) { return std::floor(v); });
+        case UOp::kCeil:
+          return map([](T v) { return std::ceil(v); });
+        case UOp::kRound:
+          return map([](T v) { return std::nearbyint(v); });
+        case UOp::kReciprocal:
+          return map([](T v) { return T(1) / v; });
+        case UOp::kSqrt:
+          return map([](T v) { return std::sqrt(v); });
+        case UOp::kExp:
+          return map([](T v) { return std::exp(v); });
+        case UOp::kLog:
+          return map([](T v) { return std::log(v); });
+        case UOp::kSin:
+          return map([](T v) { return std::sin(v); });
+        case UOp::kCos:
+          return map([](T v) { return std::cos(v); });
+        case UOp::kTan:
+          return map([](T v) { return std::tan(v); });
+        case UOp::kAsin:
+          return map([](T v) { return std::asin(v); });
+        case UOp::kAcos:
+          return map([](T v) { return std::acos(v); });
+        case UOp::kAtan:
+          return map([](T v) { return std::atan(v); });
+        case UOp::kSinh:
+          return map([](T v) { return std::sinh(v); });
+        case UOp::kCosh:
+          return map([](T v) { return std::cosh(v); });
+        case UOp::kAsinh:
+          return map([](T v) { return std::asinh(v); });
+        case UOp::kAcosh:
+          return map([](T v) { return std::acosh(v); });
+        case UOp::kAtanh:
+          return map([](T v) { return std::atanh(v); });
+        case UOp::kSigmoid:
+          return map([](T v) {
+            return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
+          });
+        case UOp::kTanh:
+          return map([](T v) { return std::tanh(v); });
+        case UOp::kErf:
+          return map([](T v) { return std::erf(v); });
+        case UOp::kSoftplus:
+          return map(
+              [](T v) { return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)); });
+        case UOp::kSoftsign:
+          return map([](T v) { return v / (T(1) + std::fabs(v)); });
+        case UOp::kLeakyRelu:
+          return map([a](T v) { return v >= 0 ? v : a * v; });
+        case UOp::kElu:
+          return map([a](T v) { return v >= 0 ? v : a * (std::exp(v) - T(1)); });
+        case UOp::kCelu:
+          return map([a](T v) {
+            return std::max(T(0), v) + std::min(T(0), a * (std::exp(v / a) - T(1)));
+          });
+        case UOp::kSelu:
+          return map([a, b](T v) { return v > 0 ? b * v : b * (a * std::exp(v) - a); });
+        case UOp::kHardSigmoid:
+          return map([a, b](T v) { return std::max(T(0), std::min(T(1), a * v + b)); });
+        case UOp::kThresholdedRelu:
+          return map([a](T v) { return v > a ? v : T(0); });
+        case UOp::kHardSwish:
+          return map([](T v) { return v * std::max(T(0), std::min(T(1), v / T(6) + T(0.5))); });
+        case UOp::kMish:
+          return map([](T v) {
+            T sp = v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+            return v * std::tanh(sp);
+          });
+        case UOp::kShrink:
+          return map([a, b](T v) { return v < -a ? v + b : (v > a ? v - b : T(0)); });
+        default:
+          return Status::error("unsupported unary op");
+      }
+    }
+  }
+
+  UOp op_;
+  float alpha_ = 0, beta_ = 0;
+  bool detectPos_ = true, detectNeg_ = true;
+};
+
+// Shrink also accepts integer inputs with float attributes.
+class ShrinkKernel : public Kernel {
+ public:
+  explicit ShrinkKernel(const KernelInit& init)
+      : lambd_(init.attrs.getFloat("lambd", 0.5f)), bias_(init.attrs.getFloat("bias", 0)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchNumeric(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* s = x.data<T>();
+      T* d = y->data<T>();
+      for (int64_t i = 0; i < x.size(); ++i) {
+        double v = static_cast<double>(s[i]);
+        d[i] = static_cast<T>(v < -lambd_ ? v + bias_ : (v > lambd_ ? v - bias_ : 0.0));
+      }
+      return Status();
+    });
+  }
+
+ private:
+  double lambd_, bias_;
+};
+
+enum class BOp {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMod,
+  kMin,
+  kMax,
+  kAnd,
+  kOr,
+  kXor,
+  kEq,
+  kLt,
+  kGt,
+  kLe,
+  kGe,
+  kShl,
+  kShr
+};
+
+class Binary : public Kernel {
+ public:
+  explicit Binary(const KernelInit& init) {
+    static const std::unordered_map<std::string, BOp> m = {
+        {"Add", BOp::kAdd},        {"Sub", BOp::kSub},
+        {"Mul", BOp::kMul},        {"Div", BOp::kDiv},
+        {"Pow", BOp::kPow},        {"Mod", BOp::kMod},
+        {"And", BOp::kAnd},        {"Or", BOp::kOr},
+        {"Xor", BOp::kXor},        {"Equal", BOp::kEq},
+        {"Less", BOp::kLt},        {"Greater", BOp::kGt},
+        {"LessOrEqual", BOp::kLe}, {"GreaterOrEqual", BOp::kGe},
+        {"BitShift", BOp::kShl}};
+    op_ = m.at(init.opType);
+    fmod_ = init.attrs.getInt("fmod", 0) != 0;
+    if (op_ == BOp::kShl) {
+      std::string dir = init.attrs.getString("direction", "");
+      if (dir == "RIGHT")
+        op_ = BOp::kShr;
+      else if (dir != "LEFT")
+        fail("BitShift direction must be LEFT or RIGHT, got '" + dir + "'");
+    }
+    // Opsets before 7 broadcast only with broadcast=1 and an axis; numpy rules cover axis=-1.
+    if (init.opset < 7 && init.attrs.getInt("broadcast", 0) && init.attrs.has("axis"))
+      legacyAxis_ = init.attrs.getInt("axis", -1);
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    Tensor b = ctx.input(1);
+    if (legacyAxis_ != kNoAxis) {
+      // Legacy broadcast aligns b at `axis` of a; pad b with trailing 1s to get numpy rules.
+      int64_t ax = normAxis(legacyAxis_, a.rank());
+      Shape s = b.shape();
+      while (static_cast<int64_t>(s.size()) + ax < static_cast<int64_t>(a.rank())) s.push_back(1);
+      b = b.reshaped(s);
+    }
+    auto shape = broadcastShapes({a.shape(), b.shape()});
+    if (!shape) return shape.status();
+    const bool cmp = op_ >= BOp::kEq && op_ <= BOp::kGe;
+    const bool logic = op_ == BOp::kAnd || op_ == BOp::kOr || op_ == BOp::kXor;
+    if (op_ == BOp::kPow) return pow(ctx, a, b, *shape);
+    if (a.dtype() != b.dtype())
+      return Status::error(std::string("input dtypes differ: ") + dtypeName(a.dtype()) + " and " +
+                           dtypeName(b.dtype()));
+    if (logic) {
+      if (a.dtype() != DType::kBool) return Status::error("logical ops need bool inputs");
+      DW_ALLOC(y, ctx.output(0, DType::kBool, *shape));
+      const bool* pa = a.data<bool>();
+      const bool* pb = b.data<bool>();
+      bool* py = y->data<bool>();
+      if (op_ == BOp::kAnd)
+        broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                        [](bool x, bool z) { return x && z; });
+      if (op_ == BOp::kOr)
+        broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                        [](bool x, bool z) { return x || z; });
+      if (op_ == BOp::kXor)
+        broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                        [](bool x, bool z) { return x != z; });
+      return Status();
+    }
+    if (cmp) {
+      DW_ALLOC(y, ctx.output(0, DType::kBool, *shape));
+      if (a.dtype() == DType::kString) {
+        if (op_ != BOp::kEq) return Status::error("strings support only Equal");
+        const auto& sa = a.strings();
+        const auto& sb = b.strings();
+        bool* py = y->data<bool>();
+        std::array<const Shape*, 2> ins{&a.shape(), &b.shape()};
+        forEachBroadcast<2>(*shape, ins, [&](int64_t i, const std::array<int64_t, 2>& o) {
+          py[i] = sa[o[0]] == sb[o[1]];
+        });
+        return Status();
+      }
+      return dispatchNumericBool(a.dtype(), [&](auto z) {
+        using T = decltype(z);
+        const T* pa = a.data<T>();
+        const T* pb = b.data<T>();
+        bool* py = y->data<bool>();
+        switch (op_) {
+          case BOp::kEq:
+            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                            [](T x, T w) { return x == w; });
+            break;
+          case BOp::kLt:
+            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                            [](T x, T w) { return x < w; });
+            break;
+          case BOp::kGt:
+            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                            [](T x, T w) { return x > w; });
+            break;
+          case BOp::kLe:
+            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                            [](T x, T w) { return x <= w; });
+            break;
+          default:
+            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
+                            [](T x, T w) { return x >= w; });
+            break;
+        }
+        return Status();
+      });
+    }
+    DW_ALLOC(y, ctx.output(0, a.dtype(), *shape));
+    return dispatchNumeric(a.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* py = y->data<T>();
+      const Shape& sa = a.shape();
+      const Shape& sb = b.shape();
+      switch (op_) {
+        case BOp::kAdd:
+          broadcastBinary(pa, sa, pb, sb, py, *shape,
+                          [](T x, T w) { return static_cast<T>(x + w); });
+          break;
+        case BOp::kSub:
+          broadcastBinary(pa, sa, pb, sb, py, *shape,
+                          [](T x, T w) { return static_cast<T>(x - w); });
+          break;
+        case BOp::kMul:
+          broadcastBinary(pa, sa, pb, sb, py, *shape,
+                          [](T x, T w) { return static_cast<T>(x * w); });
+          break;
+        case BOp::kDiv:
+          if constexpr (std::is_integral_v<T>) {
+            bool zero = false;
+            broadcastBinary(pa, sa, pb, sb, py, *shape, [&zero](T x, T w) {
+              if (w == 0) {
+                zero = true;
+                return T(0);
+              }
+              return static_cast<T>(x / w);
+            });
+            if (zero) return Status::error("integer division by zero");
+          } else {
+            broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) { return x / w; });
+          }
+          break;
+        case BOp::kMod:
+          if constexpr (std::is_integral_v<T>) {
+            bool zero = false;
+            const bool f = fmod_;
+            broadcastBinary(pa, sa, pb, sb, py, *shape, [&zero, f](T x, T w) {
+              if (w == 0) {
+                zero = true;
+                return T(0);
+              }
+              T r = static_cast<T>(x % w);
+              if constexpr (std::is_signed_v<T>) {
+                if (!f && r != 0 && ((r < 0) != (w < 0))) r = static_cast<T>(r + w);
+              }
+              return r;
+            });
+            if (zero) return Status::error("integer modulo by zero");
+          } else {
+            if (fmod_) {
+              broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) { return std::fmod(x, w); });
+            } else {
+              broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) {
+                T r = std::fmod(x, w);
+                if (r != 0 && ((r < 0) != (w < 0))) r += w;
+                return r;
+              });
+            }
+          }
+          break;
+        case BOp::kShl:
+          if constexpr (std::is_unsigned_v<T>) {
+            broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) {
+              return w >= sizeof(T) * 8 ? T(0) : static_cast<T>(x << w);
+            });
+            break;
+          }
+          return Status::error("BitShift needs unsigned integers");
+        case BOp::kShr:
+          if constexpr (std::is_unsigned_v<T>) {
+            broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) {
+              return w >= sizeof(T) * 8 ? T(0) : static_cast<T>(x >> w);
+            });
+            break;
+          }
+          return Status::error("BitShift needs unsigned integers");
+        default:
+          return Status::error("unsupported binary op");
+      }
+      return Status();
+    });
+  }
+
+ private:
+  static constexpr int64_t kNoAxis = std::numeric_limits<int64_t>::min();
+
+  Status pow(KernelContext& ctx, const Tensor& a, const Tensor& b, const Shape& shape) {
+    DW_ALLOC(y, ctx.output(0, a.dtype(), shape));
+    return dispatchNumeric(a.dtype(), [&](auto z) {
+      using T = decltype(z);
+      return dispatchNumeric(b.dtype(), [&](auto w) {
+        using U = decltype(w);
+        broadcastBinary(
+            a.data<T>(), a.shape(), b.data<U>(), b.shape(), y->data<T>(), shape, [](T x, U e) {
+              if constexpr (std::is_same_v<T, float> && std::is_same_v<U, float>)
+                return std::pow(x, e);
+              else
+                return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(e)));
+            });
+        return Status();
+      });
+    });
+  }
+
+  BOp op_;
+  bool fmod_ = false;
+  int64_t legacyAxis_ = kNoAxis;
+};
+
+// Sum, Mean, Max, Min over any number of broadcast inputs.
+class Variadic : public Kernel {
+ public:
+  explicit Variadic(const KernelInit& init) : op_(init.opType) {}
+  Status compute(KernelContext& ctx) override {
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < ctx.numInputs(); ++i) shapes.push_back(ctx.input(i).shape());
+    auto shape = broadcastShapes(shapes);
+    if (!shape) return shape.status();
+    const Tensor& first = ctx.input(0);
+    DW_ALLOC(y, ctx.output(0, first.dtype(), *shape));
+    return dispatchNumeric(first.dtype(), [&](auto z) {
+      using T = decltype(z);
+      T* py = y->data<T>();
+      const int64_t n = y->size();
+      {
+        const T* s = first.data<T>();
+        if (first.shape() == *shape) {
+          std::copy(s, s + n, py);
+        } else {
+          std::array<const Shape*, 1> ins{&first.shape()};
+          forEachBroadcast<1>(*shape, ins,
+                              [&](int64_t i, const std::array<int64_t, 1>& o) { py[i] = s[o[0]]; });
+        }
+      }
+      for (size_t k = 1; k < ctx.numInputs(); ++k) {
+        const Tensor& t = ctx.input(k);
+        if (t.dtype() != first.dtype()) return Status::error("inputs must share one dtype");
+        const T* s = t.data<T>();
+        if (op_ == "Sum" || op_ == "Mean")
+          broadcastBinary(py, *shape, s, t.shape(), py, *shape,
+                          [](T x, T w) { return static_cast<T>(x + w); });
+        else if (op_ == "Max")
+          broadcastBinary(py, *shape, s, t.shape(), py, *shape, [](T x, T w) {
+            if constexpr (std::is_floating_point_v<T>) {
+              if (std::isnan(x) || std::isnan(w)) return std::numeric_limits<T>::quiet_NaN();
+            }
+            return x > w ? x : w;
+          });
+        else
+          broadcastBinary(py, *shape, s, t.shape(), py, *shape, [](T x, T w) {
+            if constexpr (std::is_floating_point_v<T>) {
+              if (std::isnan(x) || std::isnan(w)) return std::numeric_limits<T>::quiet_NaN();
+            }
+            return x < w ? x : w;
+          });
+      }
+      if (op_ == "Mean") {
+        const T c = static_cast<T>(ctx.numInputs());
+        for (int64_t i = 0; i < n; ++i) py[i] = static_cast<T>(py[i] / c);
+      }
+      return Status();
+    });
+  }
+
+ private:
+  std::string op_;
+};
+
+class Clip : public Kernel {
+ public:
+  explicit Clip(const KernelInit& init) : opset_(init.opset) {
+    lo_ = init.attrs.getFloat("min", -std::numeric_limits<float>::max());
+    hi_ = init.attrs.getFloat("max", std::numeric_limits<float>::max());
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchNumeric(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+      if (opset_ < 11) {
+        lo = static_cast<T>(std::max<double>(lo_, static_cast<double>(lo)));
+        hi = static_cast<T>(std::min<double>(hi_, static_cast<double>(hi)));
+      } else {
+        if (ctx.hasInput(1)) lo = ctx.input(1).data<T>()[0];
+        if (ctx.hasInput(2)) hi = ctx.input(2).data<T>()[0];
+      }
+      const T* s = x.data<T>();
+      T* d = y->data<T>();
+      for (int64_t i = 0; i < x.size(); ++i) d[i] = std::min(std::max(s[i], lo), hi);
+      return Status();
+    });
+  }
+
+ private:
+  int opset_;
+  float lo_, hi_;
+};
+
+class PRelu : public Kernel {
+ public:
+  explicit PRelu(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    Tensor s = ctx.input(1);
+    // Before opset 7 a 1-D slope of length C applies per channel (axis 1).
+    if (s.rank() == 1 && x.rank() > 2 && s.dim(0) == x.dim(1) && s.dim(0) != x.dim(x.rank() - 1)) {
+      Shape sh(x.rank() - 1, 1);
+      sh[0] = s.dim(0);
+      s = s.reshaped(sh);
+    }
+    auto shape = broadcastShapes({x.shape(), s.shape()});
+    if (!shape) return shape.status();
+    DW_ALLOC(y, ctx.output(0, x.dtype(), *shape));
+    return dispatchNumeric(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      broadcastBinary(x.data<T>(), x.shape(), s.data<T>(), s.shape(), y->data<T>(), *shape,
+                      [](T v, T a) { return v < 0 ? static_cast<T>(a * v) : v; });
+      return Status();
+    });
+  }
+};
+
+class Where : public Kernel {
+ public:
+  explicit Where(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& c = ctx.input(0);
+    const Tensor& a = ctx.input(1);
+    const Tensor& b = ctx.input(2);
+    auto shape = broadcastShapes({c.shape(), a.shape(), b.shape()});
+    if (!shape) return shape.status();
+    DW_ALLOC(y, ctx.output(0, a.dtype(), *shape));
+    const bool* pc = c.data<bool>();
+    std::array<const Shape*, 3> ins{&c.shape(), &a.shape(), &b.shape()};
+    if (a.dtype() == DType::kString) {
+      forEachBroadcast<3>(*shape, ins, [&](int64_t i, const std::array<int64_t, 3>& o) {
+        y->strings()[i] = pc[o[0]] ? a.strings()[o[1]] : b.strings()[o[2]];
+      });
+      return Status();
+    }
+    return dispatchBytes(a.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* py = y->data<T>();
+      forEachBroadcast<3>(*shape, ins, [&](int64_t i, const std::array<int64_t, 3>& o) {
+        py[i] = pc[o[0]] ? pa[o[1]] : pb[o[2]];
+      });
+      return Status();
+    });
+  }
+};
+
+}  // namespace
+
+void addElementwiseKernels(KernelRegistry& r) {
+  const char* h = "host";
+  for (const auto& [name, op] : unaryOps()) {
+    if (name == "Shrink") continue;
+    r.add(h, name, 1, kMaxOpset, &makeKernel<Unary>,
+          name != "Not" && name != "IsNaN" && name != "IsInf");
+  }
+  r.add(h, "IsNaN", 1, kMaxOpset, &makeKernel<Unary>, true);
+  r.add(h, "IsInf", 1, kMaxOpset, &makeKernel<Unary>, true);
+  r.add(h, "Shrink", 1, kMaxOpset, &makeKernel<ShrinkKernel>);
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal",
+                         "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift"})
+    r.add(h, op, 1, kMaxOpset, &makeKernel<Binary>);
+  for (const char* op : {"Sum", "Mean", "Max", "Min"})
+    r.add(h, op, 1, kMaxOpset, &makeKernel<Variadic>);
+  r.add(h, "Clip", 1, kMaxOpset, &makeKernel<Clip>);
+  r.add(h, "PRelu", 1, kMaxOpset, &makeKernel<PRelu>);
+  r.add(h, "Where", 1, kMaxOpset, &makeKernel<Where>, false);
+}
+
+}  // namespace dw::engine

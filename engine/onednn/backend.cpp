@@ -1,0 +1,169 @@
+#include <omp.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "engine/onednn/onednn_backend.h"
+
+namespace dw::engine {
+
+namespace onednn {
+
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())),
+      engine_(dnnl::engine::kind::cpu, 0),
+      stream_(engine_) {
+  // This oneDNN build uses the OpenMP runtime, so the thread count is OpenMP's.
+  omp_set_num_threads(threads_);
+}
+
+std::string CpuBackend::description() const {
+  return "cpu (oneDNN, " + std::to_string(threads_) + " threads)";
+}
+
+CpuBackend& cpuBackend(Backend& b) {
+  return static_cast<CpuBackend&>(b);
+}
+
+dnnl::memory::data_type toDnnl(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::kFloat:
+      return dt::f32;
+    case DType::kFloat16:
+      return dt::f16;
+    case DType::kBFloat16:
+      return dt::bf16;
+    case DType::kInt32:
+      return dt::s32;
+    case DType::kInt8:
+      return dt::s8;
+    case DType::kUInt8:
+      return dt::u8;
+    default:
+      return dt::undef;
+  }
+}
+
+dnnl::memory::format_tag plainTag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  switch (rank) {
+    case 0:
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
+    case 6:
+      return tag::abcdef;
+    default:
+      return tag::undef;
+  }
+}
+
+dnnl::memory::desc plainDesc(const Shape& s, dnnl::memory::data_type dt) {
+  if (s.empty()) return dnnl::memory::desc({1}, dt, dnnl::memory::format_tag::a);
+  dnnl::memory::dims strides(s.size());
+  int64_t st = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    strides[i] = st;
+    st *= std::max<int64_t>(s[i], 1);
+  }
+  return dnnl::memory::desc(toDims(s), dt, strides);
+}
+
+}  // namespace onednn
+
+namespace {
+
+std::string cpuModelName() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(line.find_first_not_of(' ', p + 1));
+    }
+  }
+  return "unknown";
+}
+
+const char* isaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::all:
+      return "all";
+    default:
+      return "generic";
+  }
+}
+
+int gpuEngineCount() {
+  try {
+    return static_cast<int>(dnnl::engine::get_count(dnnl::engine::kind::gpu));
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+DeviceReport devices() {
+  DeviceReport r;
+  r.cpuModel = cpuModelName();
+  r.cpuIsa = isaName(dnnl::get_effective_cpu_isa());
+  r.cpuCores = static_cast<int>(std::thread::hardware_concurrency());
+  r.gpuEngines = gpuEngineCount();
+  r.available.push_back("cpu");
+  const dnnl_version_t* v = dnnl_version();
+  r.onednnVersion =
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  return r;
+}
+
+Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::string* notice) {
+  if (o.threads < 0) return Status::error("--threads must be >= 0 (0 uses all cores)");
+  if (o.accelerator == "cpu") return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads));
+  const int gpus = gpuEngineCount();
+  if (o.accelerator == "gpu") {
+    if (gpus == 0)
+      return Status::error(
+          "accelerator 'gpu' is not available: oneDNN found no OpenCL GPU engine (Intel GPUs "
+          "only). Available accelerators: cpu");
+    return Status::error("accelerator 'gpu': " + std::to_string(gpus) +
+                         " oneDNN GPU engine(s) found, but this build has no GPU kernels yet. "
+                         "Available accelerators: cpu");
+  }
+  if (o.accelerator == "auto") {
+    if (notice) *notice = "accelerator auto: no usable GPU engine, running on cpu";
+    return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads));
+  }
+  return Status::error("unknown accelerator '" + o.accelerator + "'; use cpu, gpu or auto");
+}
+
+}  // namespace dw::engine

@@ -1,0 +1,667 @@
+// oneDNN-backed kernels of the cpu backend: convolution, deconvolution, pooling, matmul/Gemm,
+// batch normalization and LRN in float32 (fp16/bf16 arrive as float via halfViaFloat).
+// Primitives are built once per input-shape signature and cached; convolution lets oneDNN pick
+// blocked layouts (format_tag::any) and reorders only where the chosen layout differs.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+#include "engine/onednn/onednn_backend.h"
+
+namespace dw::engine {
+
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Tag = memory::format_tag;
+constexpr auto f32 = memory::data_type::f32;
+using onednn::cpuBackend;
+using onednn::plainDesc;
+
+std::vector<int64_t> shapeKey(const KernelContext& ctx) {
+  std::vector<int64_t> k;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i) || !ctx.inputValue(i).isTensor()) {
+      k.push_back(-2);
+      continue;
+    }
+    for (int64_t d : ctx.input(i).shape()) k.push_back(d);
+    k.push_back(-1);
+  }
+  return k;
+}
+
+// Runs oneDNN and converts its exceptions into a Status naming the primitive.
+template <class F>
+Status guarded(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    return Status::error(std::string("oneDNN ") + what + ": " + e.what());
+  }
+}
+
+// A host kernel for the same op, used for dtypes oneDNN doesn't cover.
+std::unique_ptr<Kernel> hostFallback(const KernelInit& init) {
+  const KernelDef* d = KernelRegistry::global().find(init.domain, init.opType, init.opset, "host");
+  if (!d) return nullptr;
+  auto k = d->factory(init);
+  return k ? std::move(*k) : nullptr;
+}
+
+struct SpatialParams {
+  std::vector<int64_t> kernel, strides, dilations, padL, padR;
+};
+
+// Reads strides/dilations/pads/auto_pad and resolves SAME padding for input spatial dims.
+class ConvLikeAttrs {
+ public:
+  explicit ConvLikeAttrs(const KernelInit& init) {
+    const auto& a = init.attrs;
+    kernel_ = a.getInts("kernel_shape");
+    strides_ = a.getInts("strides");
+    dilations_ = a.getInts("dilations");
+    pads_ = a.getInts("pads");
+    autoPad_ = a.getString("auto_pad", "NOTSET");
+  }
+
+  Result<SpatialParams> resolve(const Shape& in, const std::vector<int64_t>& kernel,
+                                bool ceilMode = false) const {
+    const size_t n = kernel.size();
+    SpatialParams p;
+    p.kernel = kernel;
+    p.strides = strides_.empty() ? std::vector<int64_t>(n, 1) : strides_;
+    p.dilations = dilations_.empty() ? std::vector<int64_t>(n, 1) : dilations_;
+    if (p.strides.size() != n || p.dilations.size() != n)
+      return Status::error("strides/dilations rank mismatch");
+    p.padL.assign(n, 0);
+    p.padR.assign(n, 0);
+    if (autoPad_ == "NOTSET") {
+      if (!pads_.empty()) {
+        if (pads_.size() != 2 * n)
+          return Status::error("pads must have 2 entries per spatial axis");
+        for (size_t i = 0; i < n; ++i) {
+          p.padL[i] = pads_[i];
+          p.padR[i] = pads_[i + n];
+        }
+      }
+    } else if (autoPad_ == "SAME_UPPER" || autoPad_ == "SAME_LOWER") {
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t in_ = in[2 + i], s = p.strides[i];
+        const int64_t out = (in_ + s - 1) / s;
+        const int64_t total =
+            std::max<int64_t>(0, (out - 1) * s + (kernel[i] - 1) * p.dilations[i] + 1 - in_);
+        p.padL[i] = autoPad_ == "SAME_UPPER" ? total / 2 : total - total / 2;
+        p.padR[i] = total - p.padL[i];
+      }
+    } else if (autoPad_ != "VALID") {
+      return Status::error("auto_pad '" + autoPad_ + "' is not supported");
+    }
+    if (ceilMode) {
+      // Extend the right padding so that the last, partial window is produced.
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t ek = (kernel[i] - 1) * p.dilations[i] + 1;
+        const int64_t span = in[2 + i] + p.padL[i] + p.padR[i] - ek;
+        int64_t out = (span + p.strides[i] - 1) / p.strides[i] + 1;
+        // The last window must start inside the input or left padding.
+        if ((out - 1) * p.strides[i] >= in[2 + i] + p.padL[i]) --out;
+        p.padR[i] = (out - 1) * p.strides[i] + ek - in[2 + i] - p.padL[i];
+      }
+    }
+    return p;
+  }
+
+  const std::vector<int64_t>& kernelShape() const { return kernel_; }
+
+ private:
+  std::vector<int64_t> kernel_, strides_, dilations_, pads_;
+  std::string autoPad_;
+};
+
+Dims minus1(const std::vector<int64_t>& d) {
+  Dims r;
+  for (int64_t v : d) r.push_back(v - 1);
+  return r;
+}
+
+// Reorders `user` into `want` when the layouts differ, using a cached scratch memory.
+memory prepare(const memory& user, const memory::desc& want, memory& cached, dnnl::engine& eng,
+               dnnl::stream& s) {
+  if (user.get_desc() == want) return user;
+  if (!cached || cached.get_desc() != want) cached = memory(want, eng);
+  dnnl::reorder(user, cached).execute(s, const_cast<memory&>(user), cached);
+  return cached;
+}
+
+class Conv : public Kernel {
+ public:
+  explicit Conv(const KernelInit& init)
+      : attrs_(init),
+        transposed_(init.opType == "ConvTranspose"),
+        group_(init.attrs.getInt("group", 1)),
+        outputPadding_(init.attrs.getInts("output_padding")),
+        outputShape_(init.attrs.getInts("output_shape")) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat)
+      return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
+    if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
+      return Status::error("input must be 3-D to 5-D with matching weight rank");
+    auto key = shapeKey(ctx);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guarded("convolution setup", [&] { return build(ctx, e); }));
+      it = cache_.emplace(key, std::move(e)).first;
+    }
+    Entry& e = it->second;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
+    if (y->size() == 0) return Status();
+    return guarded("convolution", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      auto& eng = be.engine();
+      auto& s = be.stream();
+      memory src =
+          prepare(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, e.srcR, eng, s);
+      memory wts = prepare(memory(e.userW, eng, const_cast<void*>(w.raw())), e.pd_w, e.wR, eng, s);
+      memory dstUser(e.userDst, eng, y->raw());
+      memory dst =
+          e.userDst == e.pd_dst ? dstUser : (e.dstR ? e.dstR : (e.dstR = memory(e.pd_dst, eng)));
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
+      if (ctx.hasInput(2))
+        args[DNNL_ARG_BIAS] = memory(e.biasD, eng, const_cast<void*>(ctx.input(2).raw()));
+      e.prim.execute(s, args);
+      if (dst != dstUser) dnnl::reorder(dst, dstUser).execute(s, dst, dstUser);
+      s.wait();
+      return Status();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive prim;
+    memory::desc userSrc, userW, userDst, biasD, pd_src, pd_w, pd_dst;
+    memory srcR, wR, dstR;
+    Shape outShape;
+  };
+
+  Status build(KernelContext& ctx, Entry& e) {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    auto& eng = cpuBackend(ctx.backend()).engine();
+    const size_t ns = x.rank() - 2;
+    std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+    if (!attrs_.kernelShape().empty() && attrs_.kernelShape() != kernel)
+      return Status::error("kernel_shape does not match the weights");
+    const int64_t g = group_, n = x.dim(0), c = x.dim(1);
+    if (g <= 0 || c % g) return Status::error("channels not divisible by group");
+    Shape out{n, 0};
+    SpatialParams p;
+    if (!transposed_) {
+      auto r = attrs_.resolve(x.shape(), kernel);
+      if (!r) return r.status();
+      p = *r;
+      if (w.dim(1) * g != c)
+        return Status::error("weight shape " + shapeToString(w.shape()) +
+                             " does not match input channels " + std::to_string(c));
+      out[1] = w.dim(0);
+      for (size_t i = 0; i < ns; ++i) {
+        const int64_t ek = (kernel[i] - 1) * p.dilations[i] + 1;
+        out.push_back((x.dim(2 + i) + p.padL[i] + p.padR[i] - ek) / p.strides[i] + 1);
+      }
+    } else {
+      // Deconvolution: resolve padding from output_shape / auto_pad as the ONNX spec does.
+      auto r = attrs_.resolve(x.shape(), kernel);
+      if (!r) return r.status();
+      p = *r;
+      if (w.dim(0) != c) return Status::error("weight shape does not match input channels");
+      out[1] = w.dim(1) * g;
+      std::vector<int64_t> op =
+          outputPadding_.empty() ? std::vector<int64_t>(ns, 0) : outputPadding_;
+      for (size_t i = 0; i < ns; ++i) {
+        const int64_t ek = (kernel[i] - 1) * p.dilations[i] + 1;
+        const int64_t full = p.strides[i] * (x.dim(2 + i) - 1) + op[i] + ek;
+        int64_t target = -1;
+        if (!outputShape_.empty())
+          target = outputShape_[outputShape_.size() - ns + i];
+        else if (autoPadSame_)
+          target = x.dim(2 + i) * p.strides[i];
+        if (target >= 0) {
+          const int64_t total = full - target;
+          if (autoPadLower_) {
+            p.padL[i] = total - total / 2;
+            p.padR[i] = total / 2;
+          } else {
+            p.padL[i] = total / 2;
+            p.padR[i] = total - total / 2;
+          }
+        }
+        out.push_back(full - p.padL[i] - p.padR[i]);
+        // oneDNN has no output_padding: fold it into (possibly negative) right padding.
+        p.padR[i] -= op[i];
+      }
+    }
+    e.outShape = out;
+    e.userSrc = plainDesc(x.shape(), f32);
+    e.userDst = plainDesc(out, f32);
+    const int64_t oc = out[1];
+    Dims wdims, wstrides;
+    const int64_t K = numElements(kernel);
+    auto ks = stridesOf(kernel);
+    if (!transposed_) {
+      if (g > 1)
+        wdims = {g, oc / g, c / g};
+      else
+        wdims = {oc, c};
+    } else {
+      if (g > 1) {
+        wdims = {g, oc / g, c / g};
+        wstrides = {(c / g) * (oc / g) * K, K, (oc / g) * K};
+      } else {
+        wdims = {oc, c};
+        wstrides = {K, oc * K};
+      }
+    }
+    for (int64_t k : kernel) wdims.push_back(k);
+    if (!transposed_) {
+      e.userW = memory::desc(wdims, f32, stridesOf(Shape(wdims.begin(), wdims.end())));
+    } else {
+      for (int64_t s : ks) wstrides.push_back(s);
+      e.userW = memory::desc(wdims, f32, wstrides);
+    }
+    Dims srcAny = onednn::toDims(x.shape()), dstAny = onednn::toDims(out);
+    memory::desc srcMd(srcAny, f32, Tag::any), dstMd(dstAny, f32, Tag::any),
+        wMd(wdims, f32, Tag::any);
+    e.biasD = memory::desc({oc}, f32, Tag::a);
+    memory::desc biasMd = ctx.hasInput(2) ? e.biasD : memory::desc();
+    if (!transposed_) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, srcMd, wMd, biasMd,
+                                        dstMd, p.strides, minus1(p.dilations), p.padL, p.padR);
+      dnnl::convolution_forward::primitive_desc pd(d, eng);
+      e.pd_src = pd.src_desc();
+      e.pd_w = pd.weights_desc();
+      e.pd_dst = pd.dst_desc();
+      e.prim = dnnl::convolution_forward(pd);
+    } else {
+      dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::deconvolution_direct, srcMd, wMd, biasMd,
+                                          dstMd, p.strides, minus1(p.dilations), p.padL, p.padR);
+      dnnl::deconvolution_forward::primitive_desc pd(d, eng);
+      e.pd_src = pd.src_desc();
+      e.pd_w = pd.weights_desc();
+      e.pd_dst = pd.dst_desc();
+      e.prim = dnnl::deconvolution_forward(pd);
+    }
+    return Status();
+  }
+
+  ConvLikeAttrs attrs_;
+  bool transposed_;
+  int64_t group_;
+  std::vector<int64_t> outputPadding_, outputShape_;
+  std::string autoPad_;
+  bool autoPadSame_ = false, autoPadLower_ = false;
+  std::map<std::vector<int64_t>, Entry> cache_;
+
+ public:
+  void setAutoPad(const std::string& a) {
+    autoPad_ = a;
+    autoPadSame_ = a == "SAME_UPPER" || a == "SAME_LOWER";
+    autoPadLower_ = a == "SAME_LOWER";
+  }
+};
+
+Result<std::unique_ptr<Kernel>> makeConv(const KernelInit& init) {
+  auto k = std::make_unique<Conv>(init);
+  k->setAutoPad(init.attrs.getString("auto_pad", "NOTSET"));
+  if (!k->initStatus().ok()) return k->initStatus();
+  return std::unique_ptr<Kernel>(std::move(k));
+}
+
+class Pool : public Kernel {
+ public:
+  explicit Pool(const KernelInit& init)
+      : attrs_(init),
+        global_(init.opType.rfind("Global", 0) == 0),
+        max_(init.opType.find("Max") != std::string::npos),
+        ceil_(init.attrs.getInt("ceil_mode", 0) != 0),
+        includePad_(init.attrs.getInt("count_include_pad", 0) != 0) {
+    if (init.attrs.getInt("storage_order", 0) != 0)
+      fail("MaxPool storage_order=1 is not supported");
+    if (init.numOutputs > 1 && !init.node->output(1).empty())
+      fail("MaxPool Indices output is not supported");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kFloat)
+      return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
+    if (x.rank() < 3 || x.rank() > 5) return Status::error("input must be 3-D to 5-D");
+    auto key = shapeKey(ctx);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guarded("pooling setup", [&]() -> Status {
+        std::vector<int64_t> kernel =
+            global_ ? std::vector<int64_t>(x.shape().begin() + 2, x.shape().end())
+                    : attrs_.kernelShape();
+        if (kernel.size() != x.rank() - 2)
+          return Status::error("kernel_shape must have one entry per spatial axis");
+        SpatialParams p;
+        if (global_) {
+          p.kernel = kernel;
+          p.strides.assign(kernel.size(), 1);
+          p.dilations.assign(kernel.size(), 1);
+          p.padL.assign(kernel.size(), 0);
+          p.padR.assign(kernel.size(), 0);
+        } else {
+          auto r = attrs_.resolve(x.shape(), kernel, ceil_);
+          if (!r) return r.status();
+          p = *r;
+        }
+        Shape out{x.dim(0), x.dim(1)};
+        for (size_t i = 0; i < kernel.size(); ++i) {
+          const int64_t ek = (kernel[i] - 1) * p.dilations[i] + 1;
+          out.push_back((x.dim(2 + i) + p.padL[i] + p.padR[i] - ek) / p.strides[i] + 1);
+        }
+        e.outShape = out;
+        auto& eng = cpuBackend(ctx.backend()).engine();
+        const auto alg = max_ ? dnnl::algorithm::pooling_max
+                              : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
+                                             : dnnl::algorithm::pooling_avg_exclude_padding);
+        dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg,
+                                         plainDesc(x.shape(), f32), plainDesc(out, f32), p.strides,
+                                         p.kernel, minus1(p.dilations), p.padL, p.padR);
+        dnnl::pooling_v2_forward::primitive_desc pd(d, eng);
+        e.prim = dnnl::pooling_v2_forward(pd);
+        e.src = plainDesc(x.shape(), f32);
+        e.dst = plainDesc(out, f32);
+        return Status();
+      }));
+      it = cache_.emplace(key, std::move(e)).first;
+    }
+    Entry& e = it->second;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
+    if (y->size() == 0) return Status();
+    return guarded("pooling", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      memory src(e.src, be.engine(), const_cast<void*>(x.raw())), dst(e.dst, be.engine(), y->raw());
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive prim;
+    memory::desc src, dst;
+    Shape outShape;
+  };
+  ConvLikeAttrs attrs_;
+  bool global_, max_, ceil_, includePad_;
+  std::map<std::vector<int64_t>, Entry> cache_;
+};
+
+// C = alpha * op(A) @ op(B) (+ beta * C for Gemm), via the oneDNN matmul primitive with the
+// transposes expressed as strides. MatMul broadcasts batch dimensions numpy-style.
+class MatMulKernel : public Kernel {
+ public:
+  explicit MatMulKernel(const KernelInit& init)
+      : gemm_(init.opType == "Gemm"),
+        transA_(init.attrs.getInt("transA", 0) != 0),
+        transB_(init.attrs.getInt("transB", 0) != 0),
+        alpha_(init.attrs.getFloat("alpha", 1.0f)),
+        beta_(init.attrs.getFloat("beta", 1.0f)),
+        init_(init) {
+    if (init.opset < 7 && gemm_ && init.attrs.getInt("broadcast", 0) == 0) {
+      // Pre-7 Gemm without broadcast still requires C to match; numpy rules accept that too.
+    }
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a0 = ctx.input(0);
+    const Tensor& b0 = ctx.input(1);
+    if (a0.dtype() != DType::kFloat || b0.dtype() != DType::kFloat) {
+      if (!fallback_) fallback_ = hostFallback(init_);
+      if (!fallback_)
+        return Status::error(std::string("dtype ") + dtypeName(a0.dtype()) + " is not supported");
+      return fallback_->compute(ctx);
+    }
+    Shape sa = a0.shape(), sb = b0.shape();
+    if (gemm_) {
+      if (sa.size() != 2 || sb.size() != 2) return Status::error("Gemm needs 2-D A and B");
+    } else {
+      if (sa.empty() || sb.empty()) return Status::error("MatMul inputs must have rank >= 1");
+    }
+    const bool aVec = sa.size() == 1, bVec = sb.size() == 1;
+    if (aVec) sa.insert(sa.begin(), 1);
+    if (bVec) sb.push_back(1);
+    const int64_t M = transA_ ? sa[sa.size() - 1] : sa[sa.size() - 2];
+    const int64_t K = transA_ ? sa[sa.size() - 2] : sa[sa.size() - 1];
+    const int64_t Kb = transB_ ? sb[sb.size() - 1] : sb[sb.size() - 2];
+    const int64_t N = transB_ ? sb[sb.size() - 2] : sb[sb.size() - 1];
+    if (K != Kb)
+      return Status::error("inner dimensions differ: " + shapeToString(a0.shape()) + " x " +
+                           shapeToString(b0.shape()));
+    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    auto batch = broadcastShapes({ba, bb});
+    if (!batch) return batch.status();
+    const int64_t B = numElements(*batch);
+    Shape out = *batch;
+    if (!aVec) out.push_back(M);
+    if (!bVec) out.push_back(N);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    if (y->size() == 0) return Status();
+    // Operands whose batch dims differ from the broadcast batch are expanded first.
+    Tensor a = a0, b = b0;
+    auto expand = [&](const Tensor& t, const Shape& s2, const Shape& bt) -> Result<Tensor> {
+      const int64_t bn = numElements(bt);
+      if (bn == B || bn == 1) return t.reshaped({bn, s2[s2.size() - 2], s2[s2.size() - 1]});
+      Shape full = *batch;
+      full.push_back(s2[s2.size() - 2]);
+      full.push_back(s2[s2.size() - 1]);
+      Tensor* tmp = ctx.scratch(DType::kFloat, full);
+      if (!tmp) return ctx.status();
+      DW_RETURN_IF_ERROR(
+          stridedCopyForKernels(t.reshaped(s2), *tmp, full, broadcastStrides(s2, full), 0));
+      return tmp->reshaped({B, s2[s2.size() - 2], s2[s2.size() - 1]});
+    };
+    auto ea = expand(a, sa, ba);
+    if (!ea) return ea.status();
+    auto eb = expand(b, sb, bb);
+    if (!eb) return eb.status();
+    a = *ea;
+    b = *eb;
+    auto key = std::vector<int64_t>{a.dim(0), b.dim(0), M, K, N};
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guarded("matmul setup", [&]() -> Status {
+        auto& eng = cpuBackend(ctx.backend()).engine();
+        const int64_t Ba = a.dim(0), Bb = b.dim(0);
+        e.a = transA_ ? memory::desc({Ba, M, K}, f32, {M * K, 1, M})
+                      : memory::desc({Ba, M, K}, f32, {M * K, K, 1});
+        e.b = transB_ ? memory::desc({Bb, K, N}, f32, {K * N, 1, K})
+                      : memory::desc({Bb, K, N}, f32, {K * N, N, 1});
+        e.c = memory::desc({B, M, N}, f32, {M * N, N, 1});
+        dnnl::primitive_attr attr;
+        if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
+        dnnl::matmul::desc d(e.a, e.b, e.c);
+        dnnl::matmul::primitive_desc pd(d, attr, eng);
+        e.prim = dnnl::matmul(pd);
+        return Status();
+      }));
+      it = cache_.emplace(key, std::move(e)).first;
+    }
+    Entry& e = it->second;
+    DW_RETURN_IF_ERROR(guarded("matmul", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      memory ma(e.a, be.engine(), const_cast<void*>(a.raw())),
+          mb(e.b, be.engine(), const_cast<void*>(b.raw())), mc(e.c, be.engine(), y->raw());
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+      be.stream().wait();
+      return Status();
+    }));
+    if (gemm_ && ctx.hasInput(2) && beta_ != 0) {
+      const Tensor& c = ctx.input(2);
+      if (c.dtype() != DType::kFloat) return Status::error("C must be float32");
+      auto sh = broadcastShapes({c.shape(), out});
+      if (!sh || *sh != out)
+        return Status::error("C of shape " + shapeToString(c.shape()) + " does not broadcast to " +
+                             shapeToString(out));
+      float* py = y->data<float>();
+      const float beta = beta_;
+      broadcastBinary(py, out, c.data<float>(), c.shape(), py, out,
+                      [beta](float v, float w) { return v + beta * w; });
+    }
+    return Status();
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive prim;
+    memory::desc a, b, c;
+  };
+  bool gemm_, transA_, transB_;
+  float alpha_, beta_;
+  KernelInit init_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::vector<int64_t>, Entry> cache_;
+};
+
+class BatchNorm : public Kernel {
+ public:
+  explicit BatchNorm(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon", 1e-5f)), init_(init) {
+    training_ = init.opset >= 14
+                    ? init.attrs.getInt("training_mode", 0) != 0
+                    : (init.opset < 7 ? init.attrs.getInt("is_test", 0) == 0 && init.numOutputs > 1
+                                      : init.numOutputs > 1);
+    if (init.opset < 9 && init.attrs.getInt("spatial", 1) == 0)
+      fail("BatchNormalization spatial=0 is not supported");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (training_ || x.dtype() != DType::kFloat || x.rank() < 2 || x.rank() > 5) {
+      if (!fallback_) fallback_ = hostFallback(init_);
+      if (!fallback_)
+        return Status::error("this BatchNormalization configuration is not supported");
+      return fallback_->compute(ctx);
+    }
+    for (int i = 1; i <= 4; ++i)
+      if (ctx.input(i).dtype() != DType::kFloat || ctx.input(i).size() != x.dim(1))
+        return Status::error("scale, bias, mean and var must be float32 vectors of length C");
+    auto key = x.shape();
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guarded("batch normalization setup", [&]() -> Status {
+        auto& eng = cpuBackend(ctx.backend()).engine();
+        e.data = plainDesc(x.shape(), f32);
+        const auto flags = dnnl::normalization_flags::use_global_stats |
+                           dnnl::normalization_flags::use_scale |
+                           dnnl::normalization_flags::use_shift;
+        dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, e.data, eps_,
+                                                  flags);
+        dnnl::batch_normalization_forward::primitive_desc pd(d, eng);
+        e.prim = dnnl::batch_normalization_forward(pd);
+        return Status();
+      }));
+      it = cache_.emplace(key, std::move(e)).first;
+    }
+    Entry& e = it->second;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    if (y->size() == 0) return Status();
+    return guarded("batch normalization", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      auto& eng = be.engine();
+      memory::desc vec({x.dim(1)}, f32, Tag::a);
+      auto m = [&](int i) { return memory(vec, eng, const_cast<void*>(ctx.input(i).raw())); };
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, memory(e.data, eng, const_cast<void*>(x.raw()))},
+                                   {DNNL_ARG_DST, memory(e.data, eng, y->raw())},
+                                   {DNNL_ARG_SCALE, m(1)},
+                                   {DNNL_ARG_SHIFT, m(2)},
+                                   {DNNL_ARG_MEAN, m(3)},
+                                   {DNNL_ARG_VARIANCE, m(4)}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive prim;
+    memory::desc data;
+  };
+  float eps_;
+  bool training_ = false;
+  KernelInit init_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<Shape, Entry> cache_;
+};
+
+class Lrn : public Kernel {
+ public:
+  explicit Lrn(const KernelInit& init)
+      : size_(init.attrs.getInt("size", 1)),
+        alpha_(init.attrs.getFloat("alpha", 1e-4f)),
+        beta_(init.attrs.getFloat("beta", 0.75f)),
+        bias_(init.attrs.getFloat("bias", 1.0f)) {
+    if (size_ % 2 == 0) fail("LRN with an even size is not supported by oneDNN");
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kFloat || x.rank() < 3 || x.rank() > 5)
+      return Status::error("LRN supports float32 inputs of rank 3 to 5");
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    return guarded("lrn", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      if (!prim_ || shape_ != x.shape()) {
+        md_ = plainDesc(x.shape(), f32);
+        dnnl::lrn_forward::desc d(dnnl::prop_kind::forward_inference,
+                                  dnnl::algorithm::lrn_across_channels, md_, size_, alpha_, beta_,
+                                  bias_);
+        prim_ = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(d, be.engine()));
+        shape_ = x.shape();
+      }
+      prim_.execute(be.stream(),
+                    {{DNNL_ARG_SRC, memory(md_, be.engine(), const_cast<void*>(x.raw()))},
+                     {DNNL_ARG_DST, memory(md_, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  int64_t size_;
+  float alpha_, beta_, bias_;
+  dnnl::primitive prim_;
+  memory::desc md_;
+  Shape shape_;
+};
+
+}  // namespace
+
+void addOneDnnKernels(KernelRegistry& r) {
+  const char* c = "cpu";
+  r.add(c, "Conv", 1, kMaxOpset, &makeConv);
+  r.add(c, "ConvTranspose", 1, kMaxOpset, &makeConv);
+  for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+    r.add(c, op, 1, kMaxOpset, &makeKernel<Pool>);
+  r.add(c, "MatMul", 1, kMaxOpset, &makeKernel<MatMulKernel>);
+  r.add(c, "Gemm", 1, kMaxOpset, &makeKernel<MatMulKernel>);
+  r.add(c, "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNorm>);
+  r.add(c, "LRN", 1, kMaxOpset, &makeKernel<Lrn>);
+}
+
+}  // namespace dw::engine

@@ -1,0 +1,77 @@
+// InferenceSession: plans an ONNX model once (topological order, function expansion, kernel
+// construction, liveness) and runs it many times. Running the same input shapes again reuses the
+// pooled buffers of the previous run instead of allocating.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/tensor.h"
+#include "nodes/status.h"
+
+namespace onnx {
+class ModelProto;
+class TypeProto;
+}  // namespace onnx
+
+namespace dw::engine {
+
+struct SessionOptions {
+  BackendOptions backend;
+  // Bytes a single tensor may take; 0 reads MemAvailable from /proc/meminfo.
+  size_t memoryLimitBytes = 0;
+};
+
+// A graph input or output as declared by the model.
+struct IoInfo {
+  std::string name;
+  std::string kind = "tensor";  // tensor | sequence | optional
+  DType dtype = DType::kUndefined;
+  bool hasShape = false;
+  std::vector<int64_t> dims;          // -1 where dynamic
+  std::vector<std::string> dimNames;  // symbolic names where dynamic
+  bool hasDefault = false;            // an initializer provides a default value
+  std::string describe() const;       // e.g. "x: float32[N, 3, 224, 224]"
+};
+
+class GraphPlan;
+class BufferPool;
+
+class InferenceSession {
+ public:
+  static Result<std::unique_ptr<InferenceSession>> create(const onnx::ModelProto& model,
+                                                          const SessionOptions& options = {});
+  ~InferenceSession();
+
+  Result<std::map<std::string, Tensor>> run(const std::map<std::string, Tensor>& inputs);
+  // Like run, for models whose inputs or outputs are sequences or optionals.
+  Result<std::map<std::string, Value>> runValues(const std::map<std::string, Value>& inputs);
+
+  const std::vector<IoInfo>& inputs() const { return inputs_; }
+  const std::vector<IoInfo>& outputs() const { return outputs_; }
+  const Backend& backend() const { return *backend_; }
+  // Message from accelerator selection (auto fallback), empty otherwise.
+  const std::string& notice() const { return notice_; }
+  // Buffers allocated so far; stays constant when the same shapes run again.
+  size_t allocationCount() const;
+  // Lists the expected inputs, one per line, for error messages.
+  std::string describeInputs() const;
+
+ private:
+  InferenceSession() = default;
+  std::shared_ptr<Backend> backend_;
+  std::unique_ptr<GraphPlan> plan_;
+  std::unique_ptr<BufferPool> pool_;
+  std::vector<IoInfo> inputs_, outputs_;
+  std::string notice_;
+};
+
+IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type);
+
+// Parses an .onnx file (with external data resolved relative to it).
+Result<std::unique_ptr<onnx::ModelProto>> loadOnnxModel(const std::string& path);
+
+}  // namespace dw::engine
