@@ -364,7 +364,7 @@ Status Graph::rename(NodeId id, const std::string& name) {
   Node* n = mutableNode(id);
   if (!n) return Status::error("no node #" + std::to_string(id));
   const NodeSpec* s = spec(*n);
-  if (s->kind != NodeKind::Op && !isValidTensorName(name))
+  if (namesItsTensor(s->kind) && !isValidTensorName(name))
     return Status::error(describe(id) + ": an " + n->type +
                          " needs a name without line breaks or tabs; it is the tensor's name");
   n->name = name;
@@ -432,7 +432,7 @@ std::string Graph::tensorName(PortRef out) const {
   const Node* n = node(out.node);
   const NodeSpec* s = n ? spec(*n) : nullptr;
   if (!s) return "";
-  if (s->kind != NodeKind::Op) return n->name;
+  if (namesItsTensor(s->kind)) return n->name;
   if (out.port < static_cast<int>(n->specifiedOutputsName.size()) &&
       !n->specifiedOutputsName[out.port].empty())
     return n->specifiedOutputsName[out.port];
@@ -490,7 +490,7 @@ std::vector<Problem> Graph::validate() const {
                       std::to_string(connected));
       }
     }
-    if (s->kind != NodeKind::Op && !isValidTensorName(n.name))
+    if (namesItsTensor(s->kind) && !isValidTensorName(n.name))
       add(id, "an " + n.type + " needs a name: it is the tensor's name in the model");
     if (s->kind == NodeKind::Initializer) {
       auto fill = param(id, "fill");

@@ -11,6 +11,7 @@
 
 #include "graphs/subgraph.h"
 #include "graphs/tensor_data.h"
+#include "nodes/lowering.h"
 #include "nodes/onnx_params.h"
 #include "nodes/type_syntax.h"
 
@@ -53,7 +54,21 @@ class Lowering {
     auto* graph = m.mutable_graph();
     graph->set_name(info.graphName.empty() ? "deepwire" : info.graphName);
 
-    std::set<std::string> usedDomains;
+    // Opset imports come first: layers run shape inference on the model as it grows.
+    std::map<std::string, int> opsets;
+    for (const auto& [dom, v] : info.opsets)
+      if (dom != kGraphDomain && dom != kLayersDomain) opsets[dom] = v;
+    for (NodeId id : ids_) {
+      const Node& n = *g_.node(id);
+      if (g_.spec(n)->kind == NodeKind::Op) opsets.emplace(n.domain, g_.opset(n.domain));
+    }
+    opsets.emplace(kOnnxDomain, g_.opset(kOnnxDomain));
+    for (const auto& [dom, v] : opsets) {
+      auto* op = m.add_opset_import();
+      op->set_domain(onnxDomainName(dom));
+      op->set_version(v);
+    }
+    model_ = &m;
     for (NodeId id : *order) {
       const Node& n = *g_.node(id);
       const NodeSpec& s = *g_.spec(n);
@@ -61,25 +76,12 @@ class Lowering {
         case NodeKind::GraphInput: DW_RETURN_IF_ERROR(emitInput(n, graph)); break;
         case NodeKind::Initializer: DW_RETURN_IF_ERROR(emitInitializer(n, graph)); break;
         case NodeKind::GraphOutput: outputs_.push_back(id); break;
-        case NodeKind::Op:
-          emitOp(n, s, graph);
-          usedDomains.insert(n.domain);
-          break;
+        case NodeKind::Op: emitOp(n, s, graph); break;
+        case NodeKind::Layer: DW_RETURN_IF_ERROR(emitLayer(n, s)); break;
       }
     }
     for (NodeId id : outputs_) DW_RETURN_IF_ERROR(emitOutput(*g_.node(id), graph));
 
-    // Opset imports: every domain the model declared, plus any domain a node uses.
-    std::map<std::string, int> opsets;
-    for (const auto& [dom, v] : info.opsets)
-      if (dom != kGraphDomain) opsets[dom] = v;
-    for (const auto& dom : usedDomains) opsets.emplace(dom, g_.opset(dom));
-    opsets.emplace(kOnnxDomain, g_.opset(kOnnxDomain));
-    for (const auto& [dom, v] : opsets) {
-      auto* op = m.add_opset_import();
-      op->set_domain(onnxDomainName(dom));
-      op->set_version(v);
-    }
     for (const auto& [k, v] : info.metadata) {
       auto* p = m.add_metadata_props();
       p->set_key(k);
@@ -104,7 +106,8 @@ class Lowering {
     std::set<std::string> used;
     for (NodeId id : ids_) {
       const Node& n = *g_.node(id);
-      if (g_.spec(n)->kind != NodeKind::Op) continue;
+      const NodeKind kind = g_.spec(n)->kind;
+      if (namesItsTensor(kind)) continue;
       std::string name = n.name;
       if (name.empty() || used.count(name)) name = n.type + "_" + std::to_string(id);
       while (used.count(name)) name += "_";
@@ -254,6 +257,139 @@ class Lowering {
     if (n.name != np->name()) e["name"] = n.name;
   }
 
+  // The type of a tensor of the model built so far, from (cached) non-strict shape inference.
+  std::optional<onnx::TypeProto> typeOf(const std::string& name) {
+    const auto& graph = model_->graph();
+    const int size = graph.node_size() + graph.initializer_size() + graph.input_size();
+    if (size != inferredSize_) {
+      inferredSize_ = size;
+      inferred_.clear();
+      onnx::ModelProto copy = *model_;
+      try {
+        onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
+                                           onnx::ShapeInferenceOptions(false, 0, true));
+      } catch (const std::exception&) {
+        // Unknown shapes then; a layer that needs one reports it, naming itself.
+      }
+      for (const auto& vi : copy.graph().input()) inferred_[vi.name()] = vi.type();
+      for (const auto& vi : copy.graph().value_info()) inferred_[vi.name()] = vi.type();
+      for (const auto& t : copy.graph().initializer()) {
+        auto& tt = *inferred_[t.name()].mutable_tensor_type();
+        tt.set_elem_type(t.data_type());
+        auto* shape = tt.mutable_shape();
+        for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+      }
+    }
+    auto it = inferred_.find(name);
+    if (it == inferred_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  class LayerBuilder final : public LoweringBuilder {
+   public:
+    LayerBuilder(Lowering& l, const Node& n) : l_(l), n_(n), base_(l.protoName_[n.id]) {}
+
+    std::string input(int i) const override {
+      auto link = l_.g_.inputLink(n_.id, i);
+      return link ? l_.g_.tensorName(link->from) : "";
+    }
+    int inputCount() const override { return l_.g_.inputPortCount(n_.id); }
+    std::optional<onnx::TypeProto> inputType(int i) override {
+      const std::string name = input(i);
+      return name.empty() ? std::nullopt : l_.typeOf(name);
+    }
+    Param param(const std::string& name) const override {
+      auto p = l_.g_.param(n_.id, name);
+      return p ? *p : Param{};
+    }
+    std::string outputName(int i) const override { return l_.g_.tensorName({n_.id, i}); }
+    int opset() const override { return l_.g_.opset(kOnnxDomain); }
+
+    std::vector<std::string> op(const std::string& type, const std::vector<std::string>& inputs,
+                                std::vector<onnx::AttributeProto> attributes,
+                                std::vector<std::string> outputs) override {
+      auto* np = l_.model_->mutable_graph()->add_node();
+      const std::string name = base_ + "/" + type + "_" + std::to_string(counter_++);
+      np->set_op_type(type);
+      np->set_name(name);
+      for (const auto& in : inputs) np->add_input(in);
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        if (outputs[k].empty()) outputs[k] = name + (outputs.size() > 1 ? "_" + std::to_string(k) : "");
+        np->add_output(outputs[k]);
+      }
+      for (auto& a : attributes) *np->add_attribute() = std::move(a);
+      l_.layout_["layers"][base_]["nodes"].push_back(name);
+      return outputs;
+    }
+
+    std::string weight(const std::string& suffix, const std::vector<int64_t>& shape,
+                       const WeightFill& fill, const std::string& status) override {
+      FillSpec f;
+      f.fill = fill.fill;
+      f.value = fill.value;
+      f.low = fill.low;
+      f.high = fill.high;
+      f.mean = fill.mean;
+      f.stddev = fill.stddev;
+      f.fanInFirst = fill.fanInFirst;
+      f.forgetGateOnes = fill.forgetGateOnes;
+      // Each weight draws its own stream: the layer's seed mixed with the weight's name.
+      uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(param("seed").asInt());
+      for (char c : suffix) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+      f.seed = h;
+      const std::string name = base_ + "." + suffix;
+      auto t = makeFilledTensor(name, onnx::TensorProto::FLOAT, shape, f);
+      if (!t.ok()) {
+        error_ = t.status();
+        return name;
+      }
+      *l_.model_->mutable_graph()->add_initializer() = std::move(t.value());
+      json& e = l_.layout_["nodes"]["initializer:" + name];
+      e["layer"] = n_.id;
+      if (status != "Trainable") e["status"] = status;
+      return name;
+    }
+
+    std::string constant(const std::string& suffix, const onnx::TensorProto& value) override {
+      std::string name = base_ + "." + suffix;
+      while (!constants_.insert(name).second) name += "_";
+      onnx::TensorProto t = value;
+      t.set_name(name);
+      (void)toRawData(t);
+      *l_.model_->mutable_graph()->add_initializer() = std::move(t);
+      json& e = l_.layout_["nodes"]["initializer:" + name];
+      e["layer"] = n_.id;
+      e["status"] = "Constant";
+      return name;
+    }
+
+    Status fail(const std::string& message) const override {
+      return Status::error(l_.g_.describe(n_.id) + ": " + message);
+    }
+
+    Status error() const { return error_; }
+
+   private:
+    Lowering& l_;
+    const Node& n_;
+    std::string base_;
+    int counter_ = 0;
+    std::set<std::string> constants_;
+    Status error_;
+  };
+
+  Status emitLayer(const Node& n, const NodeSpec& s) {
+    LayerBuilder b(*this, n);
+    json& e = layout_["layers"][protoName_[n.id]];
+    e["id"] = n.id;
+    e["type"] = n.type;
+    e["nodes"] = json::array();
+    DW_RETURN_IF_ERROR(s.lower(b));
+    DW_RETURN_IF_ERROR(b.error());
+    layoutEntry("layer:" + protoName_[n.id], n);
+    return Status();
+  }
+
   Status emitOutput(const Node& n, onnx::GraphProto* graph) {
     auto l = g_.inputLink(n.id, 0);
     const std::string src = g_.tensorName(l->from);
@@ -337,6 +473,9 @@ class Lowering {
   std::vector<NodeId> ids_;
   std::map<NodeId, std::string> protoName_;
   std::vector<NodeId> outputs_;
+  onnx::ModelProto* model_ = nullptr;
+  int inferredSize_ = -1;
+  std::map<std::string, onnx::TypeProto> inferred_;
   json layout_ = json{{"version", 1}, {"nodes", json::object()}};
 };
 

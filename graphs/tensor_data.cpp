@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "nodes/half.h"
 #include "nodes/type_syntax.h"
@@ -142,8 +144,9 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   // fan_out = shape[0], fan_in = shape[1], each times the receptive field (Conv layout).
   double receptive = 1;
   for (size_t i = 2; i < shape.size(); ++i) receptive *= static_cast<double>(shape[i]);
-  const double fanOut = shape.empty() ? 1 : static_cast<double>(shape[0]) * receptive;
-  const double fanIn = shape.size() < 2 ? fanOut : static_cast<double>(shape[1]) * receptive;
+  double fanOut = shape.empty() ? 1 : static_cast<double>(shape[0]) * receptive;
+  double fanIn = shape.size() < 2 ? fanOut : static_cast<double>(shape[1]) * receptive;
+  if (f.fanInFirst) std::swap(fanIn, fanOut);
 
   Rng rng{f.seed};
   std::function<double()> gen;
@@ -153,7 +156,39 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   else if (k == "constant") gen = [&] { return f.value; };
   else if (k == "uniform") gen = [&] { return f.low + (f.high - f.low) * rng.uniform(); };
   else if (k == "normal") gen = [&] { return f.mean + f.stddev * rng.normal(); };
-  else {
+  else if (k == "orthogonal") {
+    // Rows of a (rows x cols) view made orthonormal (or columns, when rows > cols) by
+    // Gram-Schmidt on Gaussian vectors, as Keras and PyTorch do with a QR decomposition.
+    const int64_t rows = shape.empty() ? 1 : shape[0];
+    const int64_t cols = rows ? count / rows : 0;
+    const int64_t n = std::min(rows, cols), len = std::max(rows, cols);
+    std::vector<double> basis(static_cast<size_t>(n * len));
+    for (int64_t i = 0; i < n; ++i) {
+      double* v = &basis[static_cast<size_t>(i * len)];
+      double norm = 0;
+      do {
+        for (int64_t j = 0; j < len; ++j) v[j] = rng.normal();
+        for (int64_t p = 0; p < i; ++p) {
+          const double* u = &basis[static_cast<size_t>(p * len)];
+          double dot = 0;
+          for (int64_t j = 0; j < len; ++j) dot += u[j] * v[j];
+          for (int64_t j = 0; j < len; ++j) v[j] -= dot * u[j];
+        }
+        norm = 0;
+        for (int64_t j = 0; j < len; ++j) norm += v[j] * v[j];
+        norm = std::sqrt(norm);
+      } while (norm < 1e-6);
+      for (int64_t j = 0; j < len; ++j) v[j] /= norm;
+    }
+    auto values = std::make_shared<std::vector<double>>(static_cast<size_t>(count));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        (*values)[static_cast<size_t>(r * cols + c)] =
+            rows <= cols ? basis[static_cast<size_t>(r * len + c)]
+                         : basis[static_cast<size_t>(c * len + r)];
+    auto index = std::make_shared<int64_t>(0);
+    gen = [values, index] { return (*values)[static_cast<size_t>((*index)++)]; };
+  } else {
     double scale = 0;  // limit (uniform) or stddev (normal)
     const bool uniform = k.find("uniform") != std::string::npos;
     if (k.rfind("glorot", 0) == 0) scale = uniform ? std::sqrt(6.0 / (fanIn + fanOut)) : std::sqrt(2.0 / (fanIn + fanOut));
@@ -165,8 +200,13 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   }
   std::string raw;
   raw.reserve(static_cast<size_t>(count) * esize);
+  const int64_t rowWidth = shape.empty() ? 1 : count / std::max<int64_t>(shape[0], 1);
   for (int64_t i = 0; i < count; ++i) {
-    const double v = gen();
+    double v = gen();
+    if (f.forgetGateOnes) {
+      const int64_t col = i % rowWidth;
+      if (col >= 2 * f.forgetGateOnes && col < 3 * f.forgetGateOnes) v = 1.0;
+    }
     switch (dtype) {
       case TensorProto::FLOAT: append(raw, static_cast<float>(v)); break;
       case TensorProto::DOUBLE: append(raw, v); break;

@@ -24,6 +24,8 @@ struct FillSpec {
   std::string fill = "zeros";  // see initializerFills()
   double value = 0, low = -0.05, high = 0.05, mean = 0, stddev = 0.05;
   uint64_t seed = 0;
+  bool fanInFirst = false;     // fan_in = shape[0], fan_out = shape[1] (MatMul kernels)
+  int64_t forgetGateOnes = 0;  // see WeightFill
 };
 // A tensor made by a fill, deterministic for a seed on every platform.
 Result<onnx::TensorProto> makeFilledTensor(const std::string& name, int dtype,

@@ -12,6 +12,7 @@ using Provider = void (*)(CatalogueBuilder&);
 constexpr Provider kDomainProviders[] = {
     addOnnxDomains,
     addGraphDomain,
+    addLayersDomain,
 };
 
 std::string lower(std::string_view s) {
@@ -64,6 +65,7 @@ Catalogue::Catalogue() {
   for (const auto& s : specs_) {
     sorted_.push_back(&s);
     byKey_[s.key()] = &s;
+    for (const auto& alias : s.aliases) byKey_[s.domain + "::" + alias] = &s;
   }
   std::sort(sorted_.begin(), sorted_.end(), [](const NodeSpec* a, const NodeSpec* b) {
     return std::tie(a->domain, a->category, a->type) < std::tie(b->domain, b->category, b->type);

@@ -21,6 +21,7 @@ namespace dw {
 inline constexpr const char* kOnnxDomain = "ai.onnx";
 inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 inline constexpr const char* kGraphDomain = "deepwire";
+inline constexpr const char* kLayersDomain = "deepwire.layers";
 inline constexpr int kDefaultOnnxOpset = 17;
 
 // "" and "ai.onnx" both mean the default ONNX domain; the catalogue uses "ai.onnx".
@@ -77,7 +78,8 @@ class Catalogue {
 
 // Domain providers (one per domain family).
 void addOnnxDomains(CatalogueBuilder& b);   // ai.onnx + ai.onnx.preview.training, from libonnx
-void addGraphDomain(CatalogueBuilder& b);   // deepwire: Input, Output, Initializer
+void addGraphDomain(CatalogueBuilder& b);
+void addLayersDomain(CatalogueBuilder& b);  // deepwire.layers: Keras-style layers   // deepwire: Input, Output, Initializer
 const std::vector<std::string>& initializerFills();  // the Initializer node's fill kinds
 
 }  // namespace dw

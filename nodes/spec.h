@@ -8,7 +8,13 @@
 #include <variant>
 #include <vector>
 
+#include "nodes/status.h"
+
 namespace dw {
+
+class LoweringBuilder;
+// Lowers a composite node to standard ONNX through the builder (see nodes/lowering.h).
+using LowerFn = Status (*)(LoweringBuilder&);
 
 // ONNX attribute types, plus Bool (an ONNX INT that the schema documents as a flag).
 enum class ParamType {
@@ -100,7 +106,13 @@ enum class NodeKind {
   GraphInput,   // a graph input: one output port
   GraphOutput,  // a graph output: one input port
   Initializer,  // a graph initializer: one output port, with data and a training status
+  Layer,        // a composite (Keras-style layer, loss, metric) lowered by its LowerFn
 };
+
+// Graph inputs, outputs and initializers are named by their node's `name`: it is the tensor's.
+inline bool namesItsTensor(NodeKind k) {
+  return k == NodeKind::GraphInput || k == NodeKind::GraphOutput || k == NodeKind::Initializer;
+}
 
 struct NodeSpec {
   std::string domain;  // canonical: "ai.onnx", "ai.onnx.preview.training", "deepwire", ...
@@ -115,6 +127,8 @@ struct NodeSpec {
   std::vector<ParamSpec> params;  // the op's own attributes (common fields are listed separately)
   std::vector<TypeConstraint> typeConstraints;
   int minInputs = 0, maxInputs = 0, minOutputs = 0, maxOutputs = 0;
+  LowerFn lower = nullptr;  // kind Layer only
+  std::vector<std::string> aliases;  // other spellings accepted on load ("Substract")
 
   const ParamSpec* param(const std::string& name) const;
   const TypeConstraint* constraint(const std::string& name) const;

@@ -227,10 +227,20 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
       return;
     }
     if (found.size() > 1) {
+      // The standard op is what most people mean; say where else the name exists.
       std::string doms;
-      for (const auto* s : found) doms += " " + s->domain;
-      exitCode = fail("'" + *type + "' exists in several domains:" + doms + "; pass --domain");
-      return;
+      const NodeSpec* onnxSpec = nullptr;
+      for (const auto* s : found) {
+        doms += " " + s->domain;
+        if (s->domain == kOnnxDomain) onnxSpec = s;
+      }
+      if (!onnxSpec) {
+        exitCode = fail("'" + *type + "' exists in several domains:" + doms + "; pass --domain");
+        return;
+      }
+      std::cerr << "deepwire: '" << *type << "' exists in domains" << doms
+                << "; showing ai.onnx (pass --domain for another)\n";
+      found = {onnxSpec};
     }
     if (*djson) std::cout << specJson(*found[0], true).dump(1) << "\n";
     else printDescribe(*found[0]);
