@@ -67,6 +67,9 @@ struct ModelInfo {
   std::string modelDomain;
   int64_t modelVersion = 0;
   std::map<std::string, std::string> metadata;  // metadata_props other than deepwire's own
+  // Project sections the graph model does not interpret (e.g. "training": dataset, loss,
+  // optimizer), as JSON text keyed by section name; kept verbatim through load and save.
+  std::map<std::string, std::string> sections;
 };
 
 // One problem found by validation. node = 0 for model-wide problems.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "graphs/file_io.h"
 
@@ -172,6 +173,9 @@ Result<Param> paramFromJson(const json& j, ParamType t) {
   }
 }
 
+// Top-level keys the reader interprets; any other is a section kept verbatim.
+const std::set<std::string> kKnownKeys = {"format", "version", "model", "nodes", "links"};
+
 json portToJson(int port) { return port == kGraphPort ? json("graph") : json(port); }
 
 // Reads the fields of a project, tracking the JSON path for messages.
@@ -233,6 +237,8 @@ class Reader {
       DW_RETURN_IF_ERROR(get(m, "/model", "model_version", &info.modelVersion, false, "an integer"));
       DW_RETURN_IF_ERROR(get(m, "/model", "metadata", &info.metadata, false, "an object of strings"));
     }
+    for (const auto& [key, value] : root.items())
+      if (!kKnownKeys.count(key)) info.sections[key] = value.dump();
     g.setInfo(info);
 
     auto nodes = root.find("nodes");
@@ -373,6 +379,10 @@ std::string projectToJsonText(const Graph& g) {
     links.push_back({{"from", {l.from.node, portToJson(l.from.port)}},
                      {"to", {l.to.node, portToJson(l.to.port)}}});
   root["links"] = std::move(links);
+  for (const auto& [key, text] : info.sections) {
+    auto value = json::parse(text, nullptr, false);
+    if (!value.is_discarded()) root[key] = std::move(value);
+  }
   return root.dump(1) + "\n";
 }
 

@@ -10,5 +10,6 @@ namespace dw::cli {
 void registerCatalogueCommands(CLI::App& app, int& exitCode);  // nodes, describe
 void registerGraphCommands(CLI::App& app, int& exitCode);      // export, import, check
 void registerEngineCommands(CLI::App& app, int& exitCode);     // run, devices, conformance
+void registerTrainingCommands(CLI::App& app, int& exitCode);   // train, eval
 
 }  // namespace dw::cli

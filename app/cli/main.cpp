@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   dw::cli::registerCatalogueCommands(app, exitCode);
   dw::cli::registerGraphCommands(app, exitCode);
   dw::cli::registerEngineCommands(app, exitCode);
+  dw::cli::registerTrainingCommands(app, exitCode);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -232,6 +232,17 @@ TEST(RoundTrip, ProjectJsonIsStable) {
   EXPECT_EQ(projectToJsonText(*back), text);
 }
 
+TEST(RoundTrip, ProjectKeepsUnknownSections) {
+  auto g = loadProject(example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(g.ok());
+  ModelInfo info = g->info();
+  info.sections["training"] = R"({"epochs":3,"optimizer":{"lr":0.001,"type":"adam"}})";
+  g->setInfo(info);
+  auto back = projectFromJsonText(projectToJsonText(*g), "<memory>");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->info().sections.at("training"), info.sections.at("training"));
+}
+
 TEST(RoundTrip, ProjectKeepsOddParams) {
   Graph g;
   NodeId clip = *g.addNode(kOnnxDomain, "LeakyRelu");
