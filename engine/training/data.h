@@ -1,0 +1,154 @@
+// Training data: readers for IDX (gzip or plain), CSV and NPY files, an in-memory Dataset whose
+// columns feed graph inputs by name, and a BatchLoader that shuffles with a seed and prepares the
+// next batches in a background thread so a training step never waits for data.
+//
+// Contract: every reader fails with a message naming the file and the byte offset (binary
+// formats) or line (CSV) where the data is corrupt or truncated. Shuffling depends only on
+// (seed, epoch), so an epoch's order can be recomputed when resuming from a checkpoint.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "nodes/status.h"
+
+namespace dw::engine::training {
+
+// ---- Readers --------------------------------------------------------------------------------
+
+// IDX (the MNIST format): magic 0x0000TTRR, dims as big-endian uint32, then the data. A ".gz"
+// file (or any file starting with the gzip magic) is decompressed with zlib. Returns the data in
+// its stored dtype (uint8 for images and labels).
+Result<Tensor> readIdx(const std::string& path);
+
+// NPY version 1.0/2.0/3.0, little- or big-endian numeric dtypes, C order (Fortran order is
+// refused with a message).
+Result<Tensor> readNpy(const std::string& path);
+// Writes a C-order little-endian NPY file (for tests and for tools that read our outputs).
+Status writeNpy(const std::string& path, const Tensor& t);
+
+struct CsvOptions {
+  bool header = true;            // first line names the columns
+  char delimiter = ',';
+  std::string labelColumn;       // by name (needs header) or a 0-based index as text; "" = none
+  DType labelType = DType::kInt64;
+  // Columns to use as features; empty = every column except the label.
+  std::vector<std::string> featureColumns;
+};
+struct CsvData {
+  Tensor features;               // float32 [rows, features]
+  std::optional<Tensor> labels;  // [rows] of labelType when a label column is given
+  std::vector<std::string> featureNames;
+};
+Result<CsvData> readCsv(const std::string& path, const CsvOptions& options = {});
+
+// ---- Normalization ----------------------------------------------------------------------------
+
+// value' = (value * scale - mean) / std, elementwise, result float32.
+struct Normalization {
+  double scale = 1.0;
+  double mean = 0.0;
+  double std = 1.0;
+  bool isIdentity() const { return scale == 1.0 && mean == 0.0 && std == 1.0; }
+};
+Result<Tensor> normalize(const Tensor& src, const Normalization& n);
+
+// ---- Datasets and batches ---------------------------------------------------------------------
+
+// Columns keyed by graph input name; every column has the sample count as its first dim.
+struct Dataset {
+  std::map<std::string, Tensor> columns;
+  int64_t size() const;
+  // Checks that every column has the same first dim; names the offending column otherwise.
+  Status validate() const;
+  // Samples [begin, end) as a new dataset (copies).
+  Dataset slice(int64_t begin, int64_t end) const;
+  // Samples at `indices`, in that order (copies).
+  Dataset gather(const std::vector<int64_t>& indices) const;
+};
+
+struct Batch {
+  std::map<std::string, Tensor> inputs;  // graph input name -> [batch, ...]
+  int64_t size = 0;                      // samples in this batch
+};
+
+// Deterministic permutation of [0, n) for (seed, epoch): the same on every machine (own
+// splitmix64-based Fisher-Yates, independent of the standard library's distributions).
+std::vector<int64_t> shuffledIndices(int64_t n, uint64_t seed, int64_t epoch);
+
+struct LoaderOptions {
+  int64_t batchSize = 32;
+  bool shuffle = true;
+  bool dropLast = false;  // drop a final partial batch
+  uint64_t seed = 0;
+  int prefetch = 4;       // batches prepared ahead by the background thread
+};
+
+// Produces the batches of one epoch at a time. A background thread gathers the next `prefetch`
+// batches while the caller trains on the current one.
+class BatchLoader {
+ public:
+  BatchLoader(std::shared_ptr<const Dataset> data, LoaderOptions options);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Starts `epoch` (its own shuffle order), skipping its first `skipBatches` batches (resume).
+  void startEpoch(int64_t epoch, int64_t skipBatches = 0);
+  // The next batch of the current epoch, or nullopt at the epoch's end.
+  std::optional<Batch> next();
+  int64_t batchesPerEpoch() const;
+  const LoaderOptions& options() const { return options_; }
+  const Dataset& dataset() const { return *data_; }
+
+ private:
+  void stopWorker();
+  void work(int64_t epoch, int64_t firstBatch);
+  Batch makeBatch(const std::vector<int64_t>& order, int64_t batchIndex) const;
+
+  std::shared_ptr<const Dataset> data_;
+  LoaderOptions options_;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  bool workerDone_ = true;
+  std::atomic<bool> stop_{false};
+};
+
+// ---- The project's dataset description --------------------------------------------------------
+
+// One file of a dataset split, feeding one graph input.
+struct DataFileSpec {
+  std::string input;   // graph input name
+  std::string path;    // file path (relative paths resolve against the project's directory)
+  std::string format;  // "idx" | "npy" | "csv" ("" = from the extension)
+  Normalization normalization;
+  std::string dtype;   // convert to this dtype after reading ("" = float for normalized data,
+                       // else keep); e.g. "int64" for class labels
+  std::vector<int64_t> shape;  // per-sample shape to reshape to (e.g. [1,28,28]); empty = keep
+  // CSV only: which columns (see CsvOptions).
+  std::string csvLabelColumn;
+  bool csvHeader = true;
+  bool csvTakeLabel = false;   // this file spec takes the CSV's label column instead of features
+};
+struct DatasetSpec {
+  std::vector<DataFileSpec> train;
+  std::vector<DataFileSpec> test;    // empty = no test set
+  double validationSplit = 0;        // fraction of train held out when there is no test set
+};
+
+// Loads every file of `files` into one Dataset (columns keyed by input).
+Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir);
+
+}  // namespace dw::engine::training

@@ -1,0 +1,185 @@
+// Trainer: trains a project graph. It exports the graph with its losses (Output Train nodes),
+// builds the gradient graph (autodiff.h), runs it with an InferenceSession each step, and applies
+// the optimizer to the weights in C++ (optimizers.h).
+//
+// Semantics (the seed toolkit's):
+//   trainStep      forward + backward; returns losses by name; gradients ACCUMULATE.
+//   optimizerStep  applies the optimizer (clipping, schedule, regularizers) to Trainable weights.
+//   resetGrad      zeroes the accumulated gradients.
+//   fullTrainStep  trainStep, then (update = true) optimizerStep + resetGrad; update = false only
+//                  accumulates.
+//   evalStep       inference with running statistics, plus loss values and metrics; no gradients.
+// Initializer status: Trainable weights update; Frozen ones get gradients but never change (and
+// have no optimizer state); Constant ones get no gradient at all.
+// Every run is deterministic for a given seed and thread count; a checkpoint holds weights,
+// optimizer state, step counters and RNG state, and resuming continues bit-exactly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "engine/training/data.h"
+#include "engine/training/optimizers.h"
+#include "nodes/status.h"
+
+namespace onnx {
+class ModelProto;
+}
+namespace dw {
+class Graph;
+}
+
+namespace dw::engine {
+class InferenceSession;
+}
+
+namespace dw::engine::training {
+
+// The project's "training" section (ModelInfo::sections["training"]), parsed. JSON shape:
+// {"dataset": {"train": [{"input": "input", "path": "...", "format": "idx",
+//                          "normalization": {"scale": 0.00392156862745098, "mean": 0.2860,
+//                                            "std": 0.3530}, "shape": [1, 28, 28]},
+//                         {"input": "label", "path": "...", "dtype": "int64"}],
+//              "test": [...], "validation_split": 0.0},
+//  "optimizer": {"type": "adam", "lr": 0.001, ...,
+//                "schedule": {"type": "cosine", ...}, "clip_norm": 0},
+//  "batch_size": 64, "epochs": 10, "seed": 0, "shuffle": true, "accumulation_steps": 1}
+struct TrainingConfig {
+  DatasetSpec dataset;
+  OptimizerConfig optimizer;
+  int64_t batchSize = 32;
+  int64_t epochs = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  int64_t accumulationSteps = 1;
+};
+// A graph without a "training" section gets the defaults above and an empty dataset.
+Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph);
+Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText);
+std::string trainingConfigToJson(const TrainingConfig& config);
+
+struct TrainOptions {
+  OptimizerConfig optimizer;
+  std::string accelerator = "cpu";  // cpu | gpu | auto
+  int threads = 0;                  // 0 = all cores
+  uint64_t seed = 0;
+  std::string model;                // which model of the canvas ("" = default)
+  // Loss outputs to minimise (summed); empty = every loss the export declares.
+  std::vector<std::string> losses;
+};
+
+struct StepResult {
+  std::map<std::string, double> losses;   // loss output name -> value (regularization excluded)
+  double regularization = 0;              // L1/L2 penalty added to the total loss
+  std::map<std::string, double> metrics;  // metric name -> value for this batch
+  double gradNorm = 0;                    // after optimizerStep: norm before clipping
+  double lr = 0;                          // learning rate the last optimizer step used
+  int64_t samples = 0;
+  double totalLoss() const;               // sum of losses + regularization
+};
+
+struct EpochReport {
+  int64_t epoch = 0;                 // 0-based
+  double trainLoss = 0;              // mean over the epoch's samples
+  std::map<std::string, double> trainMetrics;
+  bool hasTest = false;              // a test set or validation split was evaluated
+  double testLoss = 0;
+  std::map<std::string, double> testMetrics;  // e.g. "accuracy"
+  double testAccuracy = -1;          // the first accuracy-type metric, -1 when there is none
+  double seconds = 0;                // wall time of the epoch's training (not the test pass)
+  double samplesPerSecond = 0;
+  int64_t steps = 0;                 // optimizer steps so far (global)
+};
+struct FitReport {
+  std::vector<EpochReport> epochs;
+  bool cancelled = false;
+};
+
+struct FitOptions {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> test;  // optional
+  double validationSplit = 0;           // used when `test` is null: last fraction of train
+  int64_t epochs = 1;
+  int64_t batchSize = 32;
+  bool shuffle = true;
+  bool dropLast = false;
+  int64_t accumulationSteps = 1;  // trainSteps per optimizer step
+  int64_t maxStepsPerEpoch = 0;   // > 0: stop each epoch after this many batches (smoke tests)
+  // Where to save a checkpoint at the end of every epoch ("" = none).
+  std::string checkpointDir;
+};
+
+struct StepInfo {
+  int64_t epoch = 0;
+  int64_t batch = 0;          // within the epoch
+  int64_t batchesPerEpoch = 0;
+  int64_t samplesDone = 0;    // in this epoch
+  double seconds = 0;         // since the epoch started
+  StepResult result;
+};
+struct FitCallbacks {
+  std::function<void(const StepInfo&)> onStep;
+  std::function<void(const EpochReport&)> onEpoch;
+};
+
+// Where training stands: saved in checkpoints; resuming restores it.
+struct TrainerCounters {
+  int64_t epoch = 0;             // current epoch (0-based)
+  int64_t batchInEpoch = 0;      // batches of `epoch` already trained
+  int64_t optimizerSteps = 0;    // global
+  int64_t trainSteps = 0;        // global (micro-batches)
+  int64_t accumulated = 0;       // trainSteps since the last optimizer step / resetGrad
+};
+
+class Trainer {
+ public:
+  // From a project graph: exports with losses, builds the gradient graph, creates sessions.
+  static Result<std::unique_ptr<Trainer>> create(const Graph& graph, const TrainOptions& options);
+  ~Trainer();
+
+  Result<StepResult> trainStep(const Batch& batch);
+  Status optimizerStep();
+  void resetGrad();
+  Result<StepResult> fullTrainStep(const Batch& batch, bool update = true);
+  Result<StepResult> evalStep(const Batch& batch);
+  // Evaluates a whole dataset: mean loss and aggregated metrics.
+  Result<StepResult> evaluate(const Dataset& data, int64_t batchSize);
+
+  // Trains from the current counters (so fit after loadCheckpoint resumes). `cancel` is checked
+  // before every step; a cancelled fit returns what finished, with cancelled = true.
+  Result<FitReport> fit(const FitOptions& options, const FitCallbacks& callbacks = {},
+                        const std::atomic<bool>* cancel = nullptr);
+
+  Status saveCheckpoint(const std::string& dir) const;
+  Status loadCheckpoint(const std::string& dir);
+
+  Result<onnx::ModelProto> exportInference() const;  // "without training info"
+  Result<onnx::ModelProto> exportTraining() const;   // "with training info"
+  Status writeWeightsTo(Graph& graph) const;          // values back into Initializer nodes
+
+  // ---- Introspection (the studio's panels) ----
+  const std::vector<std::string>& lossNames() const;
+  const std::vector<std::string>& metricNames() const;
+  const std::vector<std::string>& dataInputs() const;     // graph inputs a Batch must feed
+  const std::vector<std::string>& trainableNames() const;  // Trainable + Frozen
+  const std::map<std::string, Tensor>& weights() const;   // trainables, BN stats, by name
+  const std::map<std::string, Tensor>& gradients() const;  // accumulated, by weight name
+  const TrainerCounters& counters() const;
+  const OptimizerConfig& optimizerConfig() const;
+  void setLearningRate(double lr);  // base rate (the schedule still applies)
+  std::string notice() const;       // accelerator fallback message, if any
+
+  class Impl;
+
+ private:
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dw::engine::training
