@@ -1,0 +1,278 @@
+// Optimizer update rules. Each loop keeps PyTorch's order of float operations where it matters
+// for matching its results to ~1e-6 (e.g. Adam's denominator sqrt(v)/sqrt(bc2) + eps).
+#include "engine/training/optimizers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+namespace dw::engine::training {
+
+double scheduledLr(const ScheduleConfig& s, double lr, int64_t step) {
+  if (s.type == "constant") return lr;
+  if (s.type == "step") {
+    const int64_t k = s.stepSize > 0 ? step / s.stepSize : 0;
+    return lr * std::pow(s.gamma, static_cast<double>(k));
+  }
+  if (s.warmupSteps > 0 && step < s.warmupSteps)
+    return lr * static_cast<double>(step + 1) / static_cast<double>(s.warmupSteps);
+  if (s.type == "warmup_linear") {
+    if (s.totalSteps <= s.warmupSteps) return lr;
+    const double left = static_cast<double>(s.totalSteps - step) /
+                        static_cast<double>(s.totalSteps - s.warmupSteps);
+    return lr * std::max(0.0, left);
+  }
+  if (s.type == "cosine") {
+    if (s.totalSteps <= s.warmupSteps) return lr;
+    const double t = std::min(1.0, static_cast<double>(step - s.warmupSteps) /
+                                       static_cast<double>(s.totalSteps - s.warmupSteps));
+    return s.minLr + (lr - s.minLr) * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
+  }
+  return lr;
+}
+
+Status validateOptimizerConfig(const OptimizerConfig& c) {
+  static const char* kTypes[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop"};
+  if (std::find(std::begin(kTypes), std::end(kTypes), c.type) == std::end(kTypes))
+    return Status::error("optimizer type '" + c.type +
+                         "' is not supported; use sgd, adam, adamw, adagrad or rmsprop");
+  if (!(c.lr >= 0)) return Status::error("optimizer lr must be >= 0");
+  if (c.momentum < 0) return Status::error("optimizer momentum must be >= 0");
+  if (c.nesterov && (c.momentum <= 0 || c.dampening != 0))
+    return Status::error("optimizer nesterov needs momentum > 0 and dampening 0");
+  if (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 || c.beta2 >= 1)
+    return Status::error("optimizer beta1 and beta2 must be in [0, 1)");
+  if (!(c.eps >= 0)) return Status::error("optimizer eps must be >= 0");
+  if (c.weightDecay < 0) return Status::error("optimizer weight_decay must be >= 0");
+  if (c.adamwMode != "pytorch" && c.adamwMode != "huggingface")
+    return Status::error("optimizer adamw_mode '" + c.adamwMode +
+                         "' is not supported; use pytorch or huggingface");
+  static const char* kSchedules[] = {"constant", "step", "warmup_linear", "cosine"};
+  if (std::find(std::begin(kSchedules), std::end(kSchedules), c.schedule.type) ==
+      std::end(kSchedules))
+    return Status::error("schedule type '" + c.schedule.type +
+                         "' is not supported; use constant, step, warmup_linear or cosine");
+  if (c.clipNorm < 0) return Status::error("clip_norm must be >= 0");
+  return Status();
+}
+
+namespace {
+
+std::vector<float>& buf(ParamState& s, const char* name, int64_t n, float init = 0.f) {
+  auto& b = s.buffers[name];
+  if (b.size() != static_cast<size_t>(n)) b.assign(static_cast<size_t>(n), init);
+  return b;
+}
+
+void addWeightDecay(const float* w, float* g, int64_t n, float wd) {
+  if (wd == 0) return;
+  for (int64_t i = 0; i < n; ++i) g[i] += wd * w[i];
+}
+
+// torch.optim.SGD.
+class Sgd final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
+    const float flr = static_cast<float>(lr), mom = static_cast<float>(config_.momentum);
+    const float damp = 1.f - static_cast<float>(config_.dampening);
+    addWeightDecay(w, g, n, static_cast<float>(config_.weightDecay));
+    if (mom != 0) {
+      const bool first = s.buffers.find("momentum") == s.buffers.end();
+      float* b = buf(s, "momentum", n).data();
+      if (first) {
+        std::copy(g, g + n, b);
+      } else {
+        for (int64_t i = 0; i < n; ++i) b[i] = mom * b[i] + damp * g[i];
+      }
+      if (config_.nesterov) {
+        for (int64_t i = 0; i < n; ++i) w[i] -= flr * (g[i] + mom * b[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) w[i] -= flr * b[i];
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) w[i] -= flr * g[i];
+    }
+    ++s.step;
+  }
+};
+
+// torch.optim.Adam / AdamW, and Hugging Face's transformers AdamW (decay applied after the Adam
+// step with the same lr, bias correction folded into the step size).
+class Adam final : public Optimizer {
+ public:
+  Adam(OptimizerConfig c, bool decoupled) : Optimizer(std::move(c)), decoupled_(decoupled) {}
+  void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
+    ++s.step;
+    const double b1 = config_.beta1, b2 = config_.beta2;
+    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(s.step));
+    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(s.step));
+    const float wd = static_cast<float>(config_.weightDecay);
+    const bool hf = decoupled_ && config_.adamwMode == "huggingface";
+    if (decoupled_ && !hf && wd != 0) {
+      const float f = static_cast<float>(1.0 - lr * config_.weightDecay);
+      for (int64_t i = 0; i < n; ++i) w[i] *= f;
+    }
+    if (!decoupled_) addWeightDecay(w, g, n, wd);
+    float* m = buf(s, "m", n).data();
+    float* v = buf(s, "v", n).data();
+    float* vmax = config_.amsgrad ? buf(s, "vmax", n).data() : nullptr;
+    const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
+    const float omb1 = 1.f - fb1, omb2 = 1.f - fb2;
+    const float eps = static_cast<float>(config_.eps);
+    if (hf) {
+      const float stepSize = static_cast<float>(lr * std::sqrt(bc2) / bc1);
+      for (int64_t i = 0; i < n; ++i) {
+        m[i] = fb1 * m[i] + omb1 * g[i];
+        v[i] = fb2 * v[i] + omb2 * g[i] * g[i];
+        float vv = v[i];
+        if (vmax) vv = vmax[i] = std::max(vmax[i], v[i]);
+        w[i] -= stepSize * m[i] / (std::sqrt(vv) + eps);
+      }
+      if (wd != 0) {
+        const float f = static_cast<float>(lr * config_.weightDecay);
+        for (int64_t i = 0; i < n; ++i) w[i] -= f * w[i];
+      }
+      return;
+    }
+    const float stepSize = static_cast<float>(lr / bc1);
+    const float sbc2 = static_cast<float>(std::sqrt(bc2));
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = fb1 * m[i] + omb1 * g[i];
+      v[i] = fb2 * v[i] + omb2 * g[i] * g[i];
+      float vv = v[i];
+      if (vmax) vv = vmax[i] = std::max(vmax[i], v[i]);
+      w[i] -= stepSize * m[i] / (std::sqrt(vv) / sbc2 + eps);
+    }
+  }
+
+ private:
+  bool decoupled_;
+};
+
+// torch.optim.Adagrad.
+class Adagrad final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
+    ++s.step;
+    addWeightDecay(w, g, n, static_cast<float>(config_.weightDecay));
+    const float clr =
+        static_cast<float>(lr / (1.0 + static_cast<double>(s.step - 1) * config_.lrDecay));
+    float* sum = buf(s, "sum", n, static_cast<float>(config_.initialAccumulator)).data();
+    const float eps = static_cast<float>(config_.eps);
+    for (int64_t i = 0; i < n; ++i) {
+      sum[i] += g[i] * g[i];
+      w[i] -= clr * g[i] / (std::sqrt(sum[i]) + eps);
+    }
+  }
+};
+
+// torch.optim.RMSprop.
+class RmsProp final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
+    ++s.step;
+    addWeightDecay(w, g, n, static_cast<float>(config_.weightDecay));
+    const float a = static_cast<float>(config_.alpha), oma = 1.f - a;
+    const float eps = static_cast<float>(config_.eps), flr = static_cast<float>(lr);
+    const float mom = static_cast<float>(config_.momentum);
+    float* sq = buf(s, "square_avg", n).data();
+    float* ga = config_.centered ? buf(s, "grad_avg", n).data() : nullptr;
+    float* mb = mom > 0 ? buf(s, "momentum", n).data() : nullptr;
+    for (int64_t i = 0; i < n; ++i) {
+      sq[i] = a * sq[i] + oma * g[i] * g[i];
+      float avg;
+      if (ga) {
+        ga[i] = a * ga[i] + oma * g[i];
+        avg = std::sqrt(sq[i] - ga[i] * ga[i]) + eps;
+      } else {
+        avg = std::sqrt(sq[i]) + eps;
+      }
+      if (mb) {
+        mb[i] = mom * mb[i] + g[i] / avg;
+        w[i] -= flr * mb[i];
+      } else {
+        w[i] -= flr * g[i] / avg;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Optimizer>> Optimizer::create(const OptimizerConfig& config) {
+  DW_RETURN_IF_ERROR(validateOptimizerConfig(config));
+  std::unique_ptr<Optimizer> o;
+  if (config.type == "sgd") o.reset(new Sgd(config));
+  if (config.type == "adam") o.reset(new Adam(config, false));
+  if (config.type == "adamw") o.reset(new Adam(config, true));
+  if (config.type == "adagrad") o.reset(new Adagrad(config));
+  if (config.type == "rmsprop") o.reset(new RmsProp(config));
+  return o;
+}
+
+double Regularizer::penalty(const float* w, int64_t n) const {
+  double p = 0;
+  if (type == "l1" || type == "l1l2") {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(w[i]);
+    p += l1 * s;
+  }
+  if (type == "l2" || type == "l1l2") {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(w[i]) * w[i];
+    p += l2 * s;
+  }
+  return p;
+}
+
+void Regularizer::addGradient(const float* w, float* g, int64_t n) const {
+  if (type == "l1" || type == "l1l2") {
+    const float c = static_cast<float>(l1);
+    for (int64_t i = 0; i < n; ++i) g[i] += w[i] > 0 ? c : (w[i] < 0 ? -c : 0.f);
+  }
+  if (type == "l2" || type == "l1l2") {
+    const float c = static_cast<float>(2 * l2);
+    for (int64_t i = 0; i < n; ++i) g[i] += c * w[i];
+  }
+}
+
+double gradNorm(const std::vector<std::pair<float*, int64_t>>& grads, double normType) {
+  const bool inf = std::isinf(normType) || normType <= 0;
+  double acc = 0;
+  for (const auto& [g, n] : grads) {
+    if (inf) {
+      for (int64_t i = 0; i < n; ++i) acc = std::max(acc, static_cast<double>(std::fabs(g[i])));
+    } else if (normType == 2) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * g[i];
+      acc += s;
+    } else if (normType == 1) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += std::fabs(g[i]);
+      acc += s;
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(g[i])), normType);
+    }
+  }
+  if (inf || normType == 1) return acc;
+  if (normType == 2) return std::sqrt(acc);
+  return std::pow(acc, 1.0 / normType);
+}
+
+double clipGradNorm(const std::vector<std::pair<float*, int64_t>>& grads, double maxNorm,
+                    double normType) {
+  const double norm = gradNorm(grads, normType);
+  const double coef = maxNorm / (norm + 1e-6);
+  if (maxNorm > 0 && coef < 1) {
+    const float c = static_cast<float>(coef);
+    for (const auto& [g, n] : grads)
+      for (int64_t i = 0; i < n; ++i) g[i] *= c;
+  }
+  return norm;
+}
+
+}  // namespace dw::engine::training
