@@ -1,0 +1,281 @@
+// Dataset readers (IDX plain/gzip, NPY, CSV), their error positions, and the batch loader.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/training/data.h"
+
+namespace dw::engine::training {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dw_data_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+  std::string writeGz(const std::string& name, const std::string& bytes) {
+    const std::string p = (dir_ / name).string();
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+    return p;
+  }
+  static std::string idxBytes(uint8_t type, std::vector<uint32_t> dims, const std::string& data) {
+    std::string s = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
+    for (uint32_t d : dims)
+      for (int k = 3; k >= 0; --k) s += static_cast<char>((d >> (8 * k)) & 0xff);
+    return s + data;
+  }
+  fs::path dir_;
+};
+
+TEST_F(DataTest, IdxPlainAndGzip) {
+  std::string data;
+  for (int i = 0; i < 2 * 3 * 2; ++i) data += static_cast<char>(i * 10);
+  const std::string bytes = idxBytes(0x08, {2, 3, 2}, data);
+  for (const auto& path : {write("a.idx", bytes), writeGz("a.idx.gz", bytes)}) {
+    auto t = readIdx(path);
+    ASSERT_TRUE(t.ok()) << t.message();
+    EXPECT_EQ(t->dtype(), DType::kUInt8);
+    EXPECT_EQ(t->shape(), (Shape{2, 3, 2}));
+    EXPECT_EQ(t->data<uint8_t>()[5], 50);
+  }
+  // Big-endian int32 and float payloads are swapped to host order.
+  std::string be = {0, 0, 1, 2, static_cast<char>(0xff), static_cast<char>(0xff),
+                    static_cast<char>(0xff), static_cast<char>(0xfe)};
+  auto t = readIdx(write("i.idx", idxBytes(0x0C, {2}, be)));
+  ASSERT_TRUE(t.ok()) << t.message();
+  EXPECT_EQ(t->data<int32_t>()[0], 258);
+  EXPECT_EQ(t->data<int32_t>()[1], -2);
+}
+
+TEST_F(DataTest, IdxTruncatedOrCorruptNamesBytePosition) {
+  const std::string bytes = idxBytes(0x08, {4, 5}, std::string(20, 'x'));
+  auto t = readIdx(write("trunc.idx", bytes.substr(0, bytes.size() - 3)));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("truncated at byte 29"), std::string::npos) << t.message();
+  EXPECT_NE(t.message().find("trunc.idx"), std::string::npos);
+  t = readIdx(write("hdr.idx", bytes.substr(0, 6)));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("header truncated at byte 6"), std::string::npos) << t.message();
+  t = readIdx(write("magic.idx", "\x01\x02\x08\x01"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("magic"), std::string::npos) << t.message();
+  t = readIdx(write("type.idx", idxBytes(0x07, {1}, "x")));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("byte 2"), std::string::npos) << t.message();
+  // A gzip stream cut short, and one with flipped bytes.
+  const std::string gz = writeGz("ok.gz", idxBytes(0x08, {1000}, std::string(1000, 'q')));
+  std::ifstream in(gz, std::ios::binary);
+  std::string z((std::istreambuf_iterator<char>(in)), {});
+  t = readIdx(write("cut.gz", z.substr(0, z.size() / 2)));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("compressed byte"), std::string::npos) << t.message();
+  std::string bad = z;
+  for (size_t i = 12; i < 20 && i < bad.size(); ++i) bad[i] = static_cast<char>(~bad[i]);
+  t = readIdx(write("bad.gz", bad));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("byte"), std::string::npos) << t.message();
+}
+
+TEST_F(DataTest, NpyRoundTripAndErrors) {
+  Tensor t = Tensor::fromVector<float>({1.5f, -2.f, 3.25f, 4.f, 5.f, 6.f}, {2, 3});
+  const std::string p = (dir_ / "a.npy").string();
+  ASSERT_TRUE(writeNpy(p, t).ok());
+  auto r = readNpy(p);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->shape(), (Shape{2, 3}));
+  EXPECT_EQ(r->dtype(), DType::kFloat);
+  EXPECT_EQ(r->data<float>()[2], 3.25f);
+  Tensor l = Tensor::fromVector<int64_t>({7, 8, 9}, {3});
+  ASSERT_TRUE(writeNpy((dir_ / "l.npy").string(), l).ok());
+  r = readNpy((dir_ / "l.npy").string());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->shape(), (Shape{3}));
+  EXPECT_EQ(r->data<int64_t>()[2], 9);
+
+  std::ifstream in(p, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  r = readNpy(write("cut.npy", bytes.substr(0, bytes.size() - 4)));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("truncated at byte " + std::to_string(bytes.size() - 4)),
+            std::string::npos)
+      << r.message();
+  r = readNpy(write("x.npy", "hello world"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("byte 0"), std::string::npos);
+  std::string fortran = bytes;
+  const auto pos = fortran.find("False");
+  fortran.replace(pos, 5, "True ");
+  r = readNpy(write("f.npy", fortran));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("Fortran"), std::string::npos);
+}
+
+TEST_F(DataTest, CsvHeaderLabelAndErrors) {
+  const std::string p = write("d.csv", "a,label,b\n1,0,2.5\n3,1,-4\n\n5,2,6e1\n");
+  CsvOptions o;
+  o.labelColumn = "label";
+  auto r = readCsv(p, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->features.shape(), (Shape{3, 2}));
+  EXPECT_FLOAT_EQ(r->features.data<float>()[5], 60.f);
+  ASSERT_TRUE(r->labels.has_value());
+  EXPECT_EQ(r->labels->dtype(), DType::kInt64);
+  EXPECT_EQ(r->labels->data<int64_t>()[2], 2);
+  EXPECT_EQ(r->featureNames, (std::vector<std::string>{"a", "b"}));
+  o.labelColumn = "0";
+  o.header = false;
+  r = readCsv(write("n.csv", "1,2\n3,4\n"), o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->labels->data<int64_t>()[1], 3);
+
+  r = readCsv(write("bad.csv", "a,b\n1,2\n3,x\n"), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("bad.csv:3"), std::string::npos) << r.message();
+  r = readCsv(write("ragged.csv", "a,b\n1,2\n3\n"), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("ragged.csv:3: expected 2 columns"), std::string::npos)
+      << r.message();
+  o = CsvOptions{};
+  o.labelColumn = "nope";
+  r = readCsv(p, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("nope"), std::string::npos);
+}
+
+TEST_F(DataTest, Normalization) {
+  Tensor u = Tensor::fromVector<uint8_t>({0, 255, 51}, {3});
+  auto n = normalize(u, {1.0 / 255, 0.5, 0.25});
+  ASSERT_TRUE(n.ok());
+  EXPECT_NEAR(n->data<float>()[0], -2.f, 1e-6);
+  EXPECT_NEAR(n->data<float>()[1], 2.f, 1e-6);
+  EXPECT_NEAR(n->data<float>()[2], (0.2f - 0.5f) / 0.25f, 1e-6);
+  EXPECT_FALSE(normalize(u, {1, 0, 0}).ok());
+}
+
+Dataset toyDataset(int64_t n) {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  for (int64_t i = 0; i < n; ++i) {
+    x.push_back(static_cast<float>(i));
+    x.push_back(static_cast<float>(-i));
+    y.push_back(i);
+  }
+  Dataset d;
+  d.columns["x"] = Tensor::fromVector(x, {n, 2});
+  d.columns["y"] = Tensor::fromVector(y, {n});
+  return d;
+}
+
+TEST(BatchLoader, ShufflesDeterministicallyAndCoversEverySample) {
+  auto d = std::make_shared<Dataset>(toyDataset(103));
+  LoaderOptions o;
+  o.batchSize = 10;
+  o.seed = 42;
+  o.prefetch = 2;
+  BatchLoader loader(d, o);
+  EXPECT_EQ(loader.batchesPerEpoch(), 11);
+  auto epochOrder = [&](int64_t epoch) {
+    std::vector<int64_t> order;
+    loader.startEpoch(epoch);
+    while (auto b = loader.next()) {
+      EXPECT_EQ(b->inputs.at("x").dim(0), b->size);
+      for (int64_t i = 0; i < b->size; ++i) {
+        const int64_t id = b->inputs.at("y").data<int64_t>()[i];
+        // Columns stay aligned: x row i belongs to the same sample as y[i].
+        EXPECT_EQ(b->inputs.at("x").data<float>()[2 * i], static_cast<float>(id));
+        order.push_back(id);
+      }
+    }
+    return order;
+  };
+  const auto e0 = epochOrder(0), e0again = epochOrder(0), e1 = epochOrder(1);
+  EXPECT_EQ(e0, e0again);
+  EXPECT_NE(e0, e1);
+  EXPECT_EQ(std::set<int64_t>(e0.begin(), e0.end()).size(), 103u);
+  std::vector<int64_t> sorted(103);
+  for (int i = 0; i < 103; ++i) sorted[i] = i;
+  EXPECT_NE(e0, sorted);
+  // Resuming mid-epoch yields exactly the remaining batches.
+  loader.startEpoch(1, 4);
+  std::vector<int64_t> rest;
+  while (auto b = loader.next())
+    for (int64_t i = 0; i < b->size; ++i) rest.push_back(b->inputs.at("y").data<int64_t>()[i]);
+  EXPECT_EQ(rest, std::vector<int64_t>(e1.begin() + 40, e1.end()));
+  // Restarting while the worker is mid-epoch is safe.
+  loader.startEpoch(2);
+  ASSERT_TRUE(loader.next().has_value());
+  loader.startEpoch(3);
+  ASSERT_TRUE(loader.next().has_value());
+}
+
+TEST(BatchLoader, NoShuffleAndDropLast) {
+  auto d = std::make_shared<Dataset>(toyDataset(25));
+  LoaderOptions o;
+  o.batchSize = 10;
+  o.shuffle = false;
+  o.dropLast = true;
+  BatchLoader loader(d, o);
+  EXPECT_EQ(loader.batchesPerEpoch(), 2);
+  loader.startEpoch(0);
+  auto b = loader.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->inputs.at("y").data<int64_t>()[3], 3);
+  ASSERT_TRUE(loader.next().has_value());
+  EXPECT_FALSE(loader.next().has_value());
+}
+
+TEST(Dataset, ValidateNamesMismatchedColumn) {
+  Dataset d = toyDataset(5);
+  d.columns["z"] = Tensor(DType::kFloat, {4, 1});
+  Status st = d.validate();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'z'"), std::string::npos) << st.message();
+}
+
+TEST(Dataset, FashionMnistFromSpec) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(dir + "/t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset not installed";
+  DataFileSpec img;
+  img.input = "image";
+  img.path = "t10k-images-idx3-ubyte.gz";
+  img.normalization = {1.0 / 255, 0, 1};
+  img.shape = {1, 28, 28};
+  DataFileSpec lab;
+  lab.input = "label";
+  lab.path = "t10k-labels-idx1-ubyte.gz";
+  lab.dtype = "int64";
+  auto d = loadDataset({img, lab}, dir);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_EQ(d->size(), 10000);
+  EXPECT_EQ(d->columns.at("image").shape(), (Shape{10000, 1, 28, 28}));
+  EXPECT_EQ(d->columns.at("image").dtype(), DType::kFloat);
+  EXPECT_EQ(d->columns.at("label").dtype(), DType::kInt64);
+  int64_t maxLabel = 0;
+  for (int64_t i = 0; i < 10000; ++i)
+    maxLabel = std::max(maxLabel, d->columns.at("label").data<int64_t>()[i]);
+  EXPECT_EQ(maxLabel, 9);
+  const float* px = d->columns.at("image").data<float>();
+  float mx = 0;
+  for (int64_t i = 0; i < 784 * 10; ++i) mx = std::max(mx, px[i]);
+  EXPECT_LE(mx, 1.f);
+  EXPECT_GT(mx, 0.5f);
+}
+
+}  // namespace
+}  // namespace dw::engine::training
