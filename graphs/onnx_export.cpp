@@ -9,6 +9,7 @@
 #include <queue>
 #include <set>
 
+#include "graphs/project.h"
 #include "graphs/subgraph.h"
 #include "graphs/tensor_data.h"
 #include "nodes/lowering.h"
@@ -42,6 +43,7 @@ class Lowering {
     nameNodes();
     auto order = topologicalOrder();
     if (!order.ok()) return order.status();
+    findTrainingOnly(*order);
 
     onnx::ModelProto m;
     const ModelInfo& info = g_.info();
@@ -60,7 +62,8 @@ class Lowering {
       if (dom != kGraphDomain && dom != kLayersDomain) opsets[dom] = v;
     for (NodeId id : ids_) {
       const Node& n = *g_.node(id);
-      if (g_.spec(n)->kind == NodeKind::Op) opsets.emplace(n.domain, g_.opset(n.domain));
+      if (g_.spec(n)->kind == NodeKind::Op && !skipped(id))
+        opsets.emplace(n.domain, g_.opset(n.domain));
     }
     opsets.emplace(kOnnxDomain, g_.opset(kOnnxDomain));
     for (const auto& [dom, v] : opsets) {
@@ -70,17 +73,53 @@ class Lowering {
     }
     model_ = &m;
     for (NodeId id : *order) {
+      if (skipped(id)) continue;
       const Node& n = *g_.node(id);
       const NodeSpec& s = *g_.spec(n);
       switch (s.kind) {
-        case NodeKind::GraphInput: DW_RETURN_IF_ERROR(emitInput(n, graph)); break;
-        case NodeKind::Initializer: DW_RETURN_IF_ERROR(emitInitializer(n, graph)); break;
-        case NodeKind::GraphOutput: outputs_.push_back(id); break;
-        case NodeKind::Op: emitOp(n, s, graph); break;
-        case NodeKind::Layer: DW_RETURN_IF_ERROR(emitLayer(n, s)); break;
+        case NodeKind::GraphInput:
+          DW_RETURN_IF_ERROR(emitInput(n, graph));
+          break;
+        case NodeKind::Initializer:
+          DW_RETURN_IF_ERROR(emitInitializer(n, graph));
+          break;
+        case NodeKind::GraphOutput:
+          outputs_.push_back(id);
+          break;
+        case NodeKind::Op:
+          emitOp(n, s, graph);
+          break;
+        case NodeKind::Layer:
+          if (opt_.withLosses && s.metricStats)
+            DW_RETURN_IF_ERROR(emitMetric(n, s));
+          else
+            DW_RETURN_IF_ERROR(emitLayer(n, s));
+          if (opt_.withLosses && s.isLoss && !consumed(id)) {
+            training_["losses"].push_back(g_.tensorName({id, 0}));
+            extraOutputs_.push_back(g_.tensorName({id, 0}));
+          }
+          break;
       }
+      if (s.kind == NodeKind::GraphInput && trainingOnly_.count(id))
+        training_["targets"].push_back(n.name);
     }
-    for (NodeId id : outputs_) DW_RETURN_IF_ERROR(emitOutput(*g_.node(id), graph));
+    for (NodeId id : outputs_) {
+      const Node& n = *g_.node(id);
+      DW_RETURN_IF_ERROR(emitOutput(n, graph));
+      training_["predictions"].push_back(n.name);
+      if (opt_.withLosses && g_.spec(n)->isLoss) DW_RETURN_IF_ERROR(emitTrainLoss(n));
+    }
+    if (opt_.withLosses) {
+      std::set<std::string> declared;
+      for (const auto& o : graph->output()) declared.insert(o.name());
+      for (const auto& name : extraOutputs_)
+        if (declared.insert(name).second) graph->add_output()->set_name(name);
+      auto* p = m.add_metadata_props();
+      p->set_key(kTrainingMetadataKey);
+      p->set_value(training_.dump());
+    } else {
+      DW_RETURN_IF_ERROR(keepDetached());
+    }
 
     for (const auto& [k, v] : info.metadata) {
       auto* p = m.add_metadata_props();
@@ -161,6 +200,64 @@ class Lowering {
     return order;
   }
 
+  // The nodes that serve training only: loss and metric nodes whose results feed nothing else,
+  // and nodes (target inputs among them) whose every use is one of those or the target (or
+  // sample weight) of an Output Train. Inference exports leave them out.
+  void findTrainingOnly(const std::vector<NodeId>& order) {
+    auto trainingUse = [&](const Link& l) {
+      if (trainingOnly_.count(l.to.node)) return true;
+      const NodeSpec* ts = g_.spec(l.to.node);
+      return ts && ts->kind == NodeKind::GraphOutput && ts->isLoss && l.to.port >= 1;
+    };
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const NodeSpec& s = *g_.spec(*it);
+      if (s.kind == NodeKind::GraphOutput) continue;
+      bool any = false, all = true;
+      for (int p = 0; p < g_.outputPortCount(*it); ++p)
+        for (const auto& l : g_.outputLinks(*it, p)) {
+          any = true;
+          all = all && trainingUse(l);
+        }
+      const bool lossOrMetric = s.isLoss || s.metricStats;
+      if (all && (any || lossOrMetric)) trainingOnly_.insert(*it);
+    }
+  }
+  bool skipped(NodeId id) const { return !opt_.withLosses && trainingOnly_.count(id); }
+  bool consumed(NodeId id) const {
+    for (int p = 0; p < g_.outputPortCount(id); ++p)
+      if (!g_.outputLinks(id, p).empty()) return true;
+    return false;
+  }
+
+  // An inference export keeps what it leaves out, and the kind of each Output Predict and
+  // Output Train, as a project fragment in the layout metadata: importing the file restores the
+  // whole project.
+  Status keepDetached() {
+    std::set<NodeId> keep;
+    for (NodeId id : ids_) {
+      const Node& n = *g_.node(id);
+      if (skipped(id) || (g_.spec(n)->kind == NodeKind::GraphOutput && n.domain != kGraphDomain))
+        keep.insert(id);
+    }
+    if (keep.empty()) return Status();
+    Graph part(g_.catalogue());
+    ModelInfo info = g_.info();
+    info.sections.clear();
+    part.setInfo(info);
+    for (NodeId id : keep) DW_RETURN_IF_ERROR(part.insertNode(*g_.node(id)));
+    json cross = json::array();
+    for (const auto& l : g_.links()) {
+      if (l.isGraphLink()) continue;
+      const bool from = keep.count(l.from.node), to = keep.count(l.to.node);
+      if (from && to)
+        DW_RETURN_IF_ERROR(part.addLink(l, false));
+      else if (from || to)
+        cross.push_back({l.from.node, l.from.port, l.to.node, l.to.port});
+    }
+    layout_["detached"] = {{"project", json::parse(projectToJsonText(part))}, {"links", cross}};
+    return Status();
+  }
+
   json& layoutEntry(const std::string& key, const Node& n) {
     json& e = layout_["nodes"][key];
     e["id"] = n.id;
@@ -216,8 +313,10 @@ class Lowering {
     for (const char* key : {"status", "regularizer", "l1", "l2"}) {
       auto it = n.params.find(key);
       if (it == n.params.end()) continue;
-      if (it->second.type == ParamType::String) e[key] = it->second.asString();
-      else e[key] = it->second.asFloat();
+      if (it->second.type == ParamType::String)
+        e[key] = it->second.asString();
+      else
+        e[key] = it->second.asFloat();
     }
     return Status();
   }
@@ -241,18 +340,18 @@ class Lowering {
                                  : -1;
     for (int p = 0; p < g_.outputPortCount(n.id); ++p) {
       const PortSpec* ps = s.outputPort(p);
-      const bool named = p < static_cast<int>(n.specifiedOutputsName.size()) &&
-                         !n.specifiedOutputsName[p].empty();
-      const bool used = named || !g_.outputLinks(n.id, p).empty() ||
-                        (ps && ps->option == PortOption::Single) ||
-                        (variadicFrom >= 0 && p >= variadicFrom &&
-                         p < variadicFrom + (ps ? ps->minArity : 0));
+      const bool named =
+          p < static_cast<int>(n.specifiedOutputsName.size()) && !n.specifiedOutputsName[p].empty();
+      const bool used =
+          named || !g_.outputLinks(n.id, p).empty() || (ps && ps->option == PortOption::Single) ||
+          (variadicFrom >= 0 && p >= variadicFrom && p < variadicFrom + (ps ? ps->minArity : 0));
       outputs.push_back(used ? g_.tensorName({n.id, p}) : "");
     }
     while (!outputs.empty() && outputs.back().empty()) outputs.pop_back();
     outputs.resize(std::max<size_t>(outputs.size(), n.outputArity));
     for (const auto& out : outputs) np->add_output(out);
-    for (const auto& [name, value] : n.params) *np->add_attribute() = attributeFromParam(name, value);
+    for (const auto& [name, value] : n.params)
+      *np->add_attribute() = attributeFromParam(name, value);
     json& e = layoutEntry("node:" + np->name(), n);
     if (n.name != np->name()) e["name"] = n.name;
   }
@@ -285,9 +384,10 @@ class Lowering {
     return it->second;
   }
 
-  class LayerBuilder final : public LoweringBuilder {
+  class LayerBuilder : public LoweringBuilder {
    public:
-    LayerBuilder(Lowering& l, const Node& n) : l_(l), n_(n), base_(l.protoName_[n.id]) {}
+    LayerBuilder(Lowering& l, const Node& n, std::string base = "")
+        : l_(l), n_(n), base_(base.empty() ? l.protoName_[n.id] : std::move(base)) {}
 
     std::string input(int i) const override {
       auto link = l_.g_.inputLink(n_.id, i);
@@ -304,6 +404,7 @@ class Lowering {
     }
     std::string outputName(int i) const override { return l_.g_.tensorName({n_.id, i}); }
     int opset() const override { return l_.g_.opset(kOnnxDomain); }
+    const NodeSpec& spec() const override { return *l_.g_.spec(n_); }
 
     std::vector<std::string> op(const std::string& type, const std::vector<std::string>& inputs,
                                 std::vector<onnx::AttributeProto> attributes,
@@ -314,7 +415,8 @@ class Lowering {
       np->set_name(name);
       for (const auto& in : inputs) np->add_input(in);
       for (size_t k = 0; k < outputs.size(); ++k) {
-        if (outputs[k].empty()) outputs[k] = name + (outputs.size() > 1 ? "_" + std::to_string(k) : "");
+        if (outputs[k].empty())
+          outputs[k] = name + (outputs.size() > 1 ? "_" + std::to_string(k) : "");
         np->add_output(outputs[k]);
       }
       for (auto& a : attributes) *np->add_attribute() = std::move(a);
@@ -369,7 +471,7 @@ class Lowering {
 
     Status error() const { return error_; }
 
-   private:
+   protected:
     Lowering& l_;
     const Node& n_;
     std::string base_;
@@ -387,6 +489,81 @@ class Lowering {
     DW_RETURN_IF_ERROR(s.lower(b));
     DW_RETURN_IF_ERROR(b.error());
     layoutEntry("layer:" + protoName_[n.id], n);
+    return Status();
+  }
+
+  // Statistics (each also a graph output "<metric>/stat<k>"), then the value from them: the
+  // finalize reads the named statistics only, so metricFinalizeModel can cut it out.
+  Status emitMetric(const Node& n, const NodeSpec& s) {
+    LayerBuilder b(*this, n);
+    json& e = layout_["layers"][protoName_[n.id]];
+    e["id"] = n.id;
+    e["type"] = n.type;
+    e["nodes"] = json::array();
+    auto stats = s.metricStats(b);
+    if (!stats.ok()) return stats.status();
+    DW_RETURN_IF_ERROR(b.error());
+    const std::string metric = n.name.empty() ? protoName_[n.id] : n.name;
+    std::vector<std::string> named;
+    for (size_t k = 0; k < stats->size(); ++k)
+      named.push_back(b.op1("Identity", {(*stats)[k]}, {}, metric + "/stat" + std::to_string(k)));
+    DW_RETURN_IF_ERROR(s.metricFinalize(b, named));
+    DW_RETURN_IF_ERROR(b.error());
+    layoutEntry("layer:" + protoName_[n.id], n);
+    const std::string value = g_.tensorName({n.id, 0});
+    training_["metrics"].push_back(
+        {{"name", metric}, {"type", n.type}, {"value", value}, {"stats", named}});
+    extraOutputs_.push_back(value);
+    extraOutputs_.insert(extraOutputs_.end(), named.begin(), named.end());
+    return Status();
+  }
+
+  // Output Train's loss, lowered by the chosen loss spec with the node's loss parameters.
+  class TrainLossBuilder final : public LayerBuilder {
+   public:
+    TrainLossBuilder(Lowering& l, const Node& n, const NodeSpec& loss, std::string out)
+        : LayerBuilder(l, n, out), loss_(loss), out_(std::move(out)) {}
+    const NodeSpec& spec() const override { return loss_; }
+    std::string outputName(int) const override { return out_; }
+    Param param(const std::string& name) const override {
+      auto it = n_.params.find(name);
+      if (it != n_.params.end()) return it->second;
+      const ParamSpec* ps = loss_.param(name);
+      return ps && ps->defaultValue ? *ps->defaultValue : Param{};
+    }
+    Status fail(const std::string& message) const override {
+      return LayerBuilder::fail("loss " + loss_.type + ": " + message);
+    }
+
+   private:
+    const NodeSpec& loss_;
+    std::string out_;
+  };
+
+  Status emitTrainLoss(const Node& n) {
+    const std::string type = g_.param(n.id, "loss")->asString();
+    const NodeSpec* loss = g_.catalogue().find(kLossesDomain, type);
+    if (!loss || !loss->lower)
+      return Status::error(g_.describe(n.id) + ": loss '" + type +
+                           "' is not a deepwire.losses type");
+    for (const auto& [name, value] : n.params) {
+      if (name == "type" || name == "loss" || loss->param(name)) continue;
+      const ParamSpec* own = g_.spec(n)->param(name);
+      if (own && own->defaultValue && *own->defaultValue == value) continue;
+      return Status::error(g_.describe(n.id) + ": parameter '" + name +
+                           "' does not apply to loss " + type +
+                           "; reset it or choose a loss that takes it");
+    }
+    const std::string out = n.name + "_loss";
+    TrainLossBuilder b(*this, n, *loss, out);
+    json& e = layout_["layers"][out];
+    e["id"] = n.id;
+    e["type"] = type;
+    e["nodes"] = json::array();
+    DW_RETURN_IF_ERROR(loss->lower(b));
+    DW_RETURN_IF_ERROR(b.error());
+    training_["losses"].push_back(out);
+    extraOutputs_.push_back(out);
     return Status();
   }
 
@@ -474,6 +651,12 @@ class Lowering {
   std::map<NodeId, std::string> protoName_;
   std::vector<NodeId> outputs_;
   onnx::ModelProto* model_ = nullptr;
+  std::set<NodeId> trainingOnly_;
+  std::vector<std::string> extraOutputs_;  // loss, metric value and statistic outputs
+  json training_ = json{{"losses", json::array()},
+                        {"metrics", json::array()},
+                        {"targets", json::array()},
+                        {"predictions", json::array()}};
   int inferredSize_ = -1;
   std::map<std::string, onnx::TypeProto> inferred_;
   json layout_ = json{{"version", 1}, {"nodes", json::object()}};
@@ -483,6 +666,71 @@ class Lowering {
 
 Result<onnx::ModelProto> exportOnnx(const Graph& graph, const ExportOptions& options) {
   return Lowering(graph, options).run();
+}
+
+Result<onnx::ModelProto> metricFinalizeModel(const onnx::ModelProto& m, const std::string& metric) {
+  json info;
+  for (const auto& p : m.metadata_props())
+    if (p.key() == kTrainingMetadataKey) info = json::parse(p.value(), nullptr, false);
+  if (!info.is_object() || !info.contains("metrics"))
+    return Status::error("the model has no '" + std::string(kTrainingMetadataKey) +
+                         "' metadata; export it with losses (ExportOptions::withLosses)");
+  const json* entry = nullptr;
+  for (const auto& e : info["metrics"])
+    if (e.value("name", "") == metric) entry = &e;
+  if (!entry) return Status::error("the model has no metric named '" + metric + "'");
+  const std::string value = (*entry)["value"].get<std::string>();
+  std::set<std::string> stats;
+  for (const auto& s : (*entry)["stats"]) stats.insert(s.get<std::string>());
+
+  const auto& g = m.graph();
+  std::map<std::string, int> producer;
+  for (int i = 0; i < g.node_size(); ++i)
+    for (const auto& o : g.node(i).output()) producer[o] = i;
+  std::map<std::string, int> initializer;
+  for (int i = 0; i < g.initializer_size(); ++i) initializer[g.initializer(i).name()] = i;
+  std::set<int> nodes, inits;
+  std::vector<std::string> todo = {value};
+  std::set<std::string> seen;
+  while (!todo.empty()) {
+    const std::string t = todo.back();
+    todo.pop_back();
+    if (t.empty() || stats.count(t) || !seen.insert(t).second) continue;
+    if (auto it = initializer.find(t); it != initializer.end()) {
+      inits.insert(it->second);
+      continue;
+    }
+    auto it = producer.find(t);
+    if (it == producer.end())
+      return Status::error("metric '" + metric + "': its value depends on '" + t +
+                           "', which is not one of its statistics");
+    nodes.insert(it->second);
+    for (const auto& in : g.node(it->second).input()) todo.push_back(in);
+  }
+  onnx::ModelProto out;
+  out.set_ir_version(m.ir_version());
+  out.set_producer_name(m.producer_name());
+  *out.mutable_opset_import() = m.opset_import();
+  auto* graph = out.mutable_graph();
+  graph->set_name(metric + "_finalize");
+  std::map<std::string, const onnx::ValueInfoProto*> outputs;
+  for (const auto& o : g.output()) outputs[o.name()] = &o;
+  for (const auto& s : (*entry)["stats"]) {
+    auto it = outputs.find(s.get<std::string>());
+    if (it == outputs.end())
+      return Status::error("metric '" + metric + "': statistic '" + s.get<std::string>() +
+                           "' is not an output");
+    *graph->add_input() = *it->second;
+  }
+  for (int i : nodes) *graph->add_node() = g.node(i);
+  for (int i : inits) *graph->add_initializer() = g.initializer(i);
+  auto it = outputs.find(value);
+  if (it == outputs.end())
+    return Status::error("metric '" + metric + "': value '" + value + "' is not an output");
+  *graph->add_output() = *it->second;
+  DW_RETURN_IF_ERROR(
+      checkOnnxModel(out, CheckLevel::Full).withContext("metric '" + metric + "' finalize"));
+  return out;
 }
 
 Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {

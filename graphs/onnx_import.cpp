@@ -5,6 +5,7 @@
 #include <set>
 
 #include "graphs/onnx_export.h"
+#include "graphs/project.h"
 #include "nodes/onnx_params.h"
 #include "nodes/type_syntax.h"
 
@@ -23,7 +24,8 @@ class Importer {
     ModelInfo info;
     info.irVersion = m_.ir_version();
     info.opsets.clear();
-    for (const auto& op : m_.opset_import()) info.opsets[canonicalDomain(op.domain())] = static_cast<int>(op.version());
+    for (const auto& op : m_.opset_import())
+      info.opsets[canonicalDomain(op.domain())] = static_cast<int>(op.version());
     if (info.opsets.empty()) info.opsets[kOnnxDomain] = 1;  // IR < 3 models imply opset 1
     info.graphName = graph.name();
     info.docString = m_.doc_string();
@@ -46,6 +48,7 @@ class Importer {
       return fail("the model has sparse initializers, which deepwire cannot import yet");
     g_.setInfo(info);
     reserveIds();
+    DW_RETURN_IF_ERROR(restoreDetached());
 
     std::set<std::string> initNames;
     for (const auto& t : graph.initializer()) initNames.insert(t.name());
@@ -95,13 +98,17 @@ class Importer {
       DW_RETURN_IF_ERROR(importNode(np, i));
     }
     for (const auto& vi : graph.output()) {
+      // A restored Output Predict / Output Train: its links came with it.
+      if (detachedOutputs_.count(vi.name())) continue;
       Node n = makeNode(kGraphDomain, "Output", "output:" + vi.name());
       n.name = vi.name();
       if (vi.has_type()) n.params["type"] = Param::makeString(formatType(vi.type()));
       DW_RETURN_IF_ERROR(add(std::move(n), "graph output '" + vi.name() + "'"));
       const NodeId id = lastId_;
       auto src = resolve(vi.name());
-      if (!src) return fail("graph output '" + vi.name() + "' is not produced by any node, input or initializer");
+      if (!src)
+        return fail("graph output '" + vi.name() +
+                    "' is not produced by any node, input or initializer");
       pendingLinks_.push_back({{*src}, {id, 0}});
     }
     for (const auto& l : pendingLinks_) {
@@ -110,7 +117,8 @@ class Importer {
     }
     if (layout_.contains("graph_links") && layout_["graph_links"].is_array())
       for (const auto& gl : layout_["graph_links"])
-        if (gl.is_array() && gl.size() == 2 && gl[0].is_number_integer() && gl[1].is_number_integer())
+        if (gl.is_array() && gl.size() == 2 && gl[0].is_number_integer() &&
+            gl[1].is_number_integer())
           (void)g_.addLink({{gl[0].get<NodeId>(), kGraphPort}, {gl[1].get<NodeId>(), kGraphPort}});
     if (!hasLayout_) autoLayout(g_);
     return std::move(g_);
@@ -133,6 +141,33 @@ class Importer {
         storedIds_.insert(e["id"].get<NodeId>());
   }
 
+  // What an inference export left out (training-only nodes, the kinds of Output Predict and
+  // Output Train), stored as a project fragment with the links that cross into the model.
+  Status restoreDetached() {
+    if (!layout_.contains("detached") || !layout_["detached"].is_object()) return Status();
+    const json& d = layout_["detached"];
+    if (!d.contains("project") || !d["project"].is_object()) return Status();
+    auto part = projectFromJsonText(
+        d["project"].dump(),
+        source_ + " (metadata '" + std::string(kLayoutMetadataKey) + "', detached nodes)");
+    if (!part.ok()) return part.status();
+    for (const auto& [id, n] : part->nodes()) storedIds_.insert(id);
+    for (const auto& [id, n] : part->nodes()) {
+      usedIds_.insert(id);
+      DW_RETURN_IF_ERROR(add(n, "detached node #" + std::to_string(id)));
+      const NodeSpec* s = g_.spec(id);
+      if (s && s->kind == NodeKind::GraphOutput) detachedOutputs_[n.name] = id;
+    }
+    for (const auto& l : part->links()) pendingLinks_.push_back(l);
+    if (d.contains("links") && d["links"].is_array())
+      for (const auto& l : d["links"])
+        if (l.is_array() && l.size() == 4 &&
+            std::all_of(l.begin(), l.end(), [](const json& v) { return v.is_number_integer(); }))
+          pendingLinks_.push_back(
+              {{l[0].get<NodeId>(), l[1].get<int>()}, {l[2].get<NodeId>(), l[3].get<int>()}});
+    return Status();
+  }
+
   Node makeNode(const std::string& domain, const std::string& type, const std::string& key) {
     Node n;
     n.domain = domain;
@@ -148,7 +183,8 @@ class Importer {
       }
       if (e->contains("lda_coeff") && (*e)["lda_coeff"].is_number())
         n.ldaCoeff = (*e)["lda_coeff"].get<double>();
-      if (e->contains("model") && (*e)["model"].is_string()) n.model = (*e)["model"].get<std::string>();
+      if (e->contains("model") && (*e)["model"].is_string())
+        n.model = (*e)["model"].get<std::string>();
     }
     if (n.id == 0) {
       while (usedIds_.count(nextFree_) || storedIds_.count(nextFree_)) ++nextFree_;
@@ -182,7 +218,8 @@ class Importer {
                   std::to_string(g_.opset(dom)) + " is not in deepwire's catalogue");
     Node n = makeNode(dom, np.op_type(), "node:" + np.name());
     n.name = np.name();
-    if (const json* e = entry("node:" + np.name()); e && e->contains("name") && (*e)["name"].is_string())
+    if (const json* e = entry("node:" + np.name());
+        e && e->contains("name") && (*e)["name"].is_string())
       n.name = (*e)["name"].get<std::string>();
     for (const auto& a : np.attribute()) {
       const ParamSpec* ps = spec->param(a.name());
@@ -221,6 +258,7 @@ class Importer {
   std::map<std::string, PortRef> producer_;
   std::map<std::string, std::string> alias_;
   std::vector<Link> pendingLinks_;
+  std::map<std::string, NodeId> detachedOutputs_;
 };
 
 }  // namespace

@@ -13,6 +13,9 @@ constexpr Provider kDomainProviders[] = {
     addOnnxDomains,
     addGraphDomain,
     addLayersDomain,
+    addOutputsDomain,
+    addLossesDomain,
+    addMetricsDomain,
 };
 
 std::string lower(std::string_view s) {

@@ -22,6 +22,8 @@ inline constexpr const char* kOnnxDomain = "ai.onnx";
 inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 inline constexpr const char* kGraphDomain = "deepwire";
 inline constexpr const char* kLayersDomain = "deepwire.layers";
+inline constexpr const char* kLossesDomain = "deepwire.losses";
+inline constexpr const char* kMetricsDomain = "deepwire.metrics";
 inline constexpr int kDefaultOnnxOpset = 17;
 
 // "" and "ai.onnx" both mean the default ONNX domain; the catalogue uses "ai.onnx".
@@ -80,6 +82,9 @@ class Catalogue {
 void addOnnxDomains(CatalogueBuilder& b);   // ai.onnx + ai.onnx.preview.training, from libonnx
 void addGraphDomain(CatalogueBuilder& b);
 void addLayersDomain(CatalogueBuilder& b);  // deepwire.layers: Keras-style layers   // deepwire: Input, Output, Initializer
+void addOutputsDomain(CatalogueBuilder& b);  // deepwire.layers: Output Predict, Output Train
+void addLossesDomain(CatalogueBuilder& b);   // deepwire.losses
+void addMetricsDomain(CatalogueBuilder& b);  // deepwire.metrics
 const std::vector<std::string>& initializerFills();  // the Initializer node's fill kinds
 
 }  // namespace dw

@@ -51,6 +51,19 @@ std::string LoweringBuilder::floatScalar(const std::string& suffix, float value)
   return constant(suffix, t);
 }
 
+std::string LoweringBuilder::reduce(const std::string& op, const std::string& x,
+                                    const std::vector<int64_t>& axes, bool keepdims,
+                                    const std::string& out) {
+  std::vector<onnx::AttributeProto> attrs = {attrInt("keepdims", keepdims ? 1 : 0)};
+  if (op == "ReduceSum") {
+    std::vector<std::string> ins = {x};
+    if (!axes.empty()) ins.push_back(int64s("axes", axes));
+    return op1(op, ins, attrs, out);
+  }
+  if (!axes.empty()) attrs.push_back(attrInts("axes", axes));
+  return op1(op, {x}, attrs, out);
+}
+
 Result<int64_t> LoweringBuilder::rankOf(int i) {
   auto t = inputType(i);
   if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape())

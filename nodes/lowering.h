@@ -38,6 +38,7 @@ class LoweringBuilder {
   // The tensor name the layer must give output port `i` (what downstream nodes read).
   virtual std::string outputName(int i) const = 0;
   virtual int opset() const = 0;
+  virtual const NodeSpec& spec() const = 0;
 
   // Emits one ONNX node; `outputs` entries left empty get unique names. Returns the outputs.
   virtual std::vector<std::string> op(const std::string& type,
@@ -53,6 +54,10 @@ class LoweringBuilder {
   virtual Status fail(const std::string& message) const = 0;
 
   // Conveniences.
+  // Reductions over `axes` (all axes when empty), spelled for opset 13-17: ReduceSum takes axes
+  // as an input, the other Reduce* ops as an attribute.
+  std::string reduce(const std::string& op, const std::string& x, const std::vector<int64_t>& axes,
+                     bool keepdims, const std::string& out = "");
   std::string op1(const std::string& type, const std::vector<std::string>& inputs,
                   std::vector<onnx::AttributeProto> attributes = {}, const std::string& out = "") {
     return op(type, inputs, std::move(attributes), {out}).front();

@@ -15,6 +15,11 @@ namespace dw {
 class LoweringBuilder;
 // Lowers a composite node to standard ONNX through the builder (see nodes/lowering.h).
 using LowerFn = Status (*)(LoweringBuilder&);
+// A metric in two parts: statistics that add up across batches, and the value computed from
+// their sums. Eval Steps sum the statistics of each batch; export applies the finalize to one
+// batch's statistics.
+using MetricStatsFn = Result<std::vector<std::string>> (*)(LoweringBuilder&);
+using MetricFinalizeFn = Status (*)(LoweringBuilder&, const std::vector<std::string>& stats);
 
 // ONNX attribute types, plus Bool (an ONNX INT that the schema documents as a flag).
 enum class ParamType {
@@ -128,6 +133,10 @@ struct NodeSpec {
   std::vector<TypeConstraint> typeConstraints;
   int minInputs = 0, maxInputs = 0, minOutputs = 0, maxOutputs = 0;
   LowerFn lower = nullptr;  // kind Layer only
+  MetricStatsFn metricStats = nullptr;        // metrics only (lower then composes the two)
+  MetricFinalizeFn metricFinalize = nullptr;
+  bool isLoss = false;                        // the output is a loss to minimize
+  int shapeRank = -1;  // kind Initializer: the rank its `shape` must have (-1: any)
   std::vector<std::string> aliases;  // other spellings accepted on load ("Substract")
 
   const ParamSpec* param(const std::string& name) const;

@@ -2,7 +2,8 @@
 """Writes the example projects in resources/examples/ from a compact description.
 
 Run it after changing an example's architecture; the .dwproj files are committed. Only catalogue
-nodes are used: deepwire Input/Output/Initializer and standard ONNX ops.
+nodes are used: deepwire Input/Initializer, standard ONNX ops, and for training the label Input,
+an Output Train (deepwire.layers) with its loss and a metric (deepwire.metrics).
 """
 import json
 import os
@@ -52,15 +53,51 @@ class Project:
         self.column -= 1
         return self.op("Gemm", name, [src, w, b], {"transB": True})
 
+    def train_output(self, src, name="logits"):
+        """The logits become an Output Train against an int64 `label` Input, with sparse
+        categorical cross-entropy from logits and a sparse categorical accuracy metric."""
+        self.column += 1
+        label = self.node("deepwire", "Input", "label", {"type": "int64[N]"}, y=200.0)
+        out = self.node("deepwire.layers", "Output Train", name,
+                        {"loss": "SparseCategoricalCrossentropy", "from_logits": True})
+        self.link(src, out, 0)
+        self.link(label, out, 1)
+        acc = self.node("deepwire.metrics", "SparseCategoricalAccuracy", "accuracy", y=400.0)
+        self.link(src, acc, 0)
+        self.link(label, acc, 1)
+        return out
+
     def save(self, filename):
         doc = {"format": "deepwire-project", "version": 1,
                "model": {"ir_version": 8, "opsets": {"ai.onnx": 17},
                          "graph_name": filename.split(".")[0], "doc": self.doc,
                          "producer_name": "deepwire"},
                "nodes": self.nodes, "links": self.links}
+        doc.update(getattr(self, "sections", {}))
         with open(os.path.join(OUT, filename), "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
+
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def add_training_section(p, epochs, batch_size, lr, seed=0):
+    """The project's "training" section: Fashion-MNIST (scaled to [0, 1], then standardized with
+    the training set's mean 0.2860 and std 0.3530) feeding the `image` and `label` inputs, Adam,
+    batch size and epochs. `deepwire train` and the studio read it."""
+    norm = {"scale": 1.0 / 255.0, "mean": 0.2860, "std": 0.3530}
+
+    def split(prefix):
+        return [{"input": "image", "path": f"{FASHION_MNIST}/{prefix}-images-idx3-ubyte.gz",
+                 "format": "idx", "normalization": norm, "shape": [1, 28, 28]},
+                {"input": "label", "path": f"{FASHION_MNIST}/{prefix}-labels-idx1-ubyte.gz",
+                 "format": "idx", "dtype": "int64"}]
+    p.sections = getattr(p, "sections", {})
+    p.sections["training"] = {
+        "dataset": {"train": split("train"), "test": split("t10k")},
+        "optimizer": {"type": "adam", "lr": lr},
+        "batch_size": batch_size, "epochs": epochs, "seed": seed, "shuffle": True}
 
 
 def mlp():
@@ -70,9 +107,8 @@ def mlp():
     h = p.op("Relu", "relu1", [p.dense("fc1", h, 784, 256, 1)])
     h = p.op("Relu", "relu2", [p.dense("fc2", h, 256, 128, 2)])
     h = p.dense("fc3", h, 128, 10, 3)
-    p.column += 1
-    out = p.node("deepwire", "Output", "logits")
-    p.link(h, out)
+    p.train_output(h)
+    add_training_section(p, epochs=10, batch_size=64, lr=1e-3)
     p.save("fashion_mnist_mlp.dwproj")
 
 
@@ -100,9 +136,8 @@ def cnn():
     h = p.op("Flatten", "flatten", [h], {"axis": 1})
     h = p.op("Relu", "relu3", [p.dense("fc1", h, 3136, 128, 3)])
     h = p.dense("fc2", h, 128, 10, 4)
-    p.column += 1
-    out = p.node("deepwire", "Output", "logits")
-    p.link(h, out)
+    p.train_output(h)
+    add_training_section(p, epochs=10, batch_size=64, lr=1e-3)
     p.save("fashion_mnist_cnn.dwproj")
 
 
