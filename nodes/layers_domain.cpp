@@ -47,12 +47,12 @@ ParamSpec pInts(const std::string& name, std::vector<int64_t> def, const std::st
 }
 
 const std::vector<std::string> kActivations = {
-    "linear", "relu",     "sigmoid",  "tanh",        "softmax",      "elu",       "selu",
-    "softplus", "softsign", "gelu", "swish", "exponential", "hard_sigmoid", "leaky_relu"};
-const std::vector<std::string> kInitializers = {
-    "glorot_uniform", "glorot_normal",  "he_uniform",    "he_normal",
-    "lecun_uniform",  "lecun_normal",   "zeros",         "ones",
-    "constant",       "random_uniform", "random_normal", "orthogonal"};
+    "linear",   "relu",     "sigmoid", "tanh",  "softmax",     "elu",          "selu",
+    "softplus", "softsign", "gelu",    "swish", "exponential", "hard_sigmoid", "leaky_relu"};
+const std::vector<std::string> kInitializers = {"glorot_uniform", "glorot_normal", "he_uniform",
+                                                "he_normal",      "lecun_uniform", "lecun_normal",
+                                                "zeros",          "ones",          "constant",
+                                                "random_uniform", "random_normal", "orthogonal"};
 
 ParamSpec activationParam(const std::string& def = "linear") {
   return pStr("activation", def, "Activation applied to the output.", kActivations);
@@ -67,12 +67,14 @@ std::vector<ParamSpec> weightParams(bool bias = true) {
     v.push_back(initParam("bias_initializer", "zeros", "bias"));
   }
   v.push_back(pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."));
-  v.push_back(pInt("seed", 0, "Seed of the weight initializers (each weight draws its own stream)."));
+  v.push_back(
+      pInt("seed", 0, "Seed of the weight initializers (each weight draws its own stream)."));
   return v;
 }
 
 TypeConstraint floatTypes() {
-  return {"T", {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"},
+  return {"T",
+          {"tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"},
           "Floating-point tensors."};
 }
 
@@ -86,8 +88,12 @@ WeightFill fillFor(LoweringBuilder& b, const std::string& param) {
   return f;
 }
 
-int64_t intParam(LoweringBuilder& b, const std::string& name) { return b.param(name).asInt(); }
-std::string strParam(LoweringBuilder& b, const std::string& name) { return b.param(name).asString(); }
+int64_t intParam(LoweringBuilder& b, const std::string& name) {
+  return b.param(name).asInt();
+}
+std::string strParam(LoweringBuilder& b, const std::string& name) {
+  return b.param(name).asString();
+}
 
 // Applies a Keras activation by name; the result is named `out` (or fresh if empty).
 Result<std::string> activate(LoweringBuilder& b, const std::string& x, const std::string& act,
@@ -139,8 +145,9 @@ Status lowerDense(LoweringBuilder& b) {
     if (bias) ins.push_back(b.weight("bias", {units}, fillFor(b, "bias_initializer")));
     y = b.op1("Gemm", ins, {}, out);
   } else if (bias) {
-    y = b.op1("Add", {b.op1("MatMul", {b.input(0), w}),
-                      b.weight("bias", {units}, fillFor(b, "bias_initializer"))},
+    y = b.op1("Add",
+              {b.op1("MatMul", {b.input(0), w}),
+               b.weight("bias", {units}, fillFor(b, "bias_initializer"))},
               {}, out);
   } else {
     y = b.op1("MatMul", {b.input(0), w}, {}, out);
@@ -168,8 +175,8 @@ Status lowerConv(LoweringBuilder& b, size_t nd, bool transpose) {
   auto dims = b.staticDims(0, "a convolution needs the input's channel count");
   if (!dims.ok()) return dims.status();
   if (dims->size() != nd + 2)
-    return b.fail("expects a rank-" + std::to_string(nd + 2) + " input (N, C, spatial...), got rank " +
-                  std::to_string(dims->size()));
+    return b.fail("expects a rank-" + std::to_string(nd + 2) +
+                  " input (N, C, spatial...), got rank " + std::to_string(dims->size()));
   const int64_t cin = (*dims)[1], filters = intParam(b, "filters"), groups = intParam(b, "groups");
   if (cin <= 0) return b.fail("the input's channel count (axis 1) is unknown");
   if (filters <= 0 || groups <= 0 || cin % groups || filters % groups)
@@ -183,11 +190,12 @@ Status lowerConv(LoweringBuilder& b, size_t nd, bool transpose) {
   std::vector<int64_t> wshape = transpose ? std::vector<int64_t>{cin, filters / groups}
                                           : std::vector<int64_t>{filters, cin / groups};
   wshape.insert(wshape.end(), k->begin(), k->end());
-  std::vector<std::string> ins = {b.input(0), b.weight("kernel", wshape, fillFor(b, "kernel_initializer"))};
+  std::vector<std::string> ins = {b.input(0),
+                                  b.weight("kernel", wshape, fillFor(b, "kernel_initializer"))};
   if (b.param("use_bias").asBool())
     ins.push_back(b.weight("bias", {filters}, fillFor(b, "bias_initializer")));
   std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k), attrInts("strides", *s),
-                                              attrInts("dilations", *d), attrInt("group", groups)};
+                                             attrInts("dilations", *d), attrInt("group", groups)};
   const bool same = strParam(b, "padding") == "same";
   if (!transpose) {
     if (same) attrs.push_back(attrString("auto_pad", "SAME_UPPER"));
@@ -196,8 +204,10 @@ Status lowerConv(LoweringBuilder& b, size_t nd, bool transpose) {
     std::vector<int64_t> pads(2 * nd, 0), outPad(nd, 0);
     for (size_t i = 0; i < nd; ++i) {
       const int64_t keff = ((*k)[i] - 1) * (*d)[i] + 1, total = keff - (*s)[i];
-      if (total < 0) outPad[i] = -total;
-      else if (same) pads[i] = total / 2, pads[i + nd] = total - total / 2;
+      if (total < 0)
+        outPad[i] = -total;
+      else if (same)
+        pads[i] = total / 2, pads[i + nd] = total - total / 2;
     }
     attrs.push_back(attrInts("pads", pads));
     attrs.push_back(attrInts("output_padding", outPad));
@@ -231,7 +241,8 @@ Status lowerDepthwise(LoweringBuilder& b, size_t nd) {
   if (!dims.ok()) return dims.status();
   if (dims->size() != nd + 2) return b.fail("expects a rank-" + std::to_string(nd + 2) + " input");
   const int64_t c = (*dims)[1], mult = intParam(b, "depth_multiplier");
-  if (c <= 0 || mult <= 0) return b.fail("channels and depth_multiplier must be known and positive");
+  if (c <= 0 || mult <= 0)
+    return b.fail("channels and depth_multiplier must be known and positive");
   auto k = spatial(b, "kernel_size", nd);
   auto s = spatial(b, "strides", nd);
   auto d = spatial(b, "dilation_rate", nd);
@@ -240,11 +251,12 @@ Status lowerDepthwise(LoweringBuilder& b, size_t nd) {
   if (!d.ok()) return d.status();
   std::vector<int64_t> wshape = {c * mult, 1};
   wshape.insert(wshape.end(), k->begin(), k->end());
-  std::vector<std::string> ins = {b.input(0), b.weight("depthwise_kernel", wshape, fillFor(b, "kernel_initializer"))};
+  std::vector<std::string> ins = {
+      b.input(0), b.weight("depthwise_kernel", wshape, fillFor(b, "kernel_initializer"))};
   if (b.param("use_bias").asBool())
     ins.push_back(b.weight("bias", {c * mult}, fillFor(b, "bias_initializer")));
   std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k), attrInts("strides", *s),
-                                              attrInts("dilations", *d), attrInt("group", c)};
+                                             attrInts("dilations", *d), attrInt("group", c)};
   if (strParam(b, "padding") == "same") attrs.push_back(attrString("auto_pad", "SAME_UPPER"));
   const std::string act = strParam(b, "activation");
   const auto y = b.op1("Conv", ins, attrs, act == "linear" ? b.outputName(0) : "");
@@ -256,8 +268,10 @@ Status lowerSeparable(LoweringBuilder& b, size_t nd) {
   auto dims = b.staticDims(0, "a separable convolution needs the channel count");
   if (!dims.ok()) return dims.status();
   if (dims->size() != nd + 2) return b.fail("expects a rank-" + std::to_string(nd + 2) + " input");
-  const int64_t c = (*dims)[1], mult = intParam(b, "depth_multiplier"), filters = intParam(b, "filters");
-  if (c <= 0 || mult <= 0 || filters <= 0) return b.fail("channels, depth_multiplier and filters must be positive");
+  const int64_t c = (*dims)[1], mult = intParam(b, "depth_multiplier"),
+                filters = intParam(b, "filters");
+  if (c <= 0 || mult <= 0 || filters <= 0)
+    return b.fail("channels, depth_multiplier and filters must be positive");
   auto k = spatial(b, "kernel_size", nd);
   auto s = spatial(b, "strides", nd);
   auto d = spatial(b, "dilation_rate", nd);
@@ -267,13 +281,17 @@ Status lowerSeparable(LoweringBuilder& b, size_t nd) {
   std::vector<int64_t> dshape = {c * mult, 1};
   dshape.insert(dshape.end(), k->begin(), k->end());
   std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k), attrInts("strides", *s),
-                                              attrInts("dilations", *d), attrInt("group", c)};
+                                             attrInts("dilations", *d), attrInt("group", c)};
   if (strParam(b, "padding") == "same") attrs.push_back(attrString("auto_pad", "SAME_UPPER"));
-  const auto depth = b.op1("Conv", {b.input(0), b.weight("depthwise_kernel", dshape, fillFor(b, "kernel_initializer"))}, attrs);
+  const auto depth = b.op1(
+      "Conv", {b.input(0), b.weight("depthwise_kernel", dshape, fillFor(b, "kernel_initializer"))},
+      attrs);
   std::vector<int64_t> pshape = {filters, c * mult};
   pshape.insert(pshape.end(), nd, 1);
-  std::vector<std::string> ins = {depth, b.weight("pointwise_kernel", pshape, fillFor(b, "kernel_initializer"))};
-  if (b.param("use_bias").asBool()) ins.push_back(b.weight("bias", {filters}, fillFor(b, "bias_initializer")));
+  std::vector<std::string> ins = {
+      depth, b.weight("pointwise_kernel", pshape, fillFor(b, "kernel_initializer"))};
+  if (b.param("use_bias").asBool())
+    ins.push_back(b.weight("bias", {filters}, fillFor(b, "bias_initializer")));
   const std::string act = strParam(b, "activation");
   const auto y = b.op1("Conv", ins, {attrInts("kernel_shape", std::vector<int64_t>(nd, 1))},
                        act == "linear" ? b.outputName(0) : "");
@@ -288,10 +306,13 @@ Status lowerPool(LoweringBuilder& b, size_t nd, bool max) {
   auto k = spatial(b, "pool_size", nd);
   if (!k.ok()) return k.status();
   std::vector<int64_t> strides = b.param("strides").asInts();
-  if (strides.empty()) strides = *k;  // Keras: strides default to pool_size
-  else if (strides.size() == 1) strides.assign(nd, strides[0]);
+  if (strides.empty())
+    strides = *k;  // Keras: strides default to pool_size
+  else if (strides.size() == 1)
+    strides.assign(nd, strides[0]);
   if (strides.size() != nd) return b.fail("strides needs 1 or " + std::to_string(nd) + " values");
-  std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k), attrInts("strides", strides)};
+  std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k),
+                                             attrInts("strides", strides)};
   if (strParam(b, "padding") == "same") attrs.push_back(attrString("auto_pad", "SAME_UPPER"));
   b.op1(max ? "MaxPool" : "AveragePool", {b.input(0)}, attrs, b.outputName(0));
   return Status();
@@ -347,7 +368,8 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
   const int64_t rank = static_cast<int64_t>(dims->size());
   int64_t axis = intParam(b, "axis");
   if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) return b.fail("axis is out of range for a rank-" + std::to_string(rank) + " input");
+  if (axis < 0 || axis >= rank)
+    return b.fail("axis is out of range for a rank-" + std::to_string(rank) + " input");
   const int64_t c = (*dims)[axis];
   if (c <= 0) return b.fail("the size of axis " + std::to_string(axis) + " is unknown");
   const bool center = b.param("center").asBool(), scale = b.param("scale").asBool();
@@ -356,8 +378,10 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
   zeros.fill = "zeros";
   if (batch) {
     if (axis != 1) return b.fail("BatchNormalization normalizes the channel axis 1 (ONNX layout)");
-    const auto gamma = scale ? b.weight("gamma", {c}, ones) : b.weight("gamma", {c}, ones, "Constant");
-    const auto beta = center ? b.weight("beta", {c}, zeros) : b.weight("beta", {c}, zeros, "Constant");
+    const auto gamma =
+        scale ? b.weight("gamma", {c}, ones) : b.weight("gamma", {c}, ones, "Constant");
+    const auto beta =
+        center ? b.weight("beta", {c}, zeros) : b.weight("beta", {c}, zeros, "Constant");
     const auto mean = b.weight("moving_mean", {c}, zeros, "Constant");
     const auto var = b.weight("moving_variance", {c}, ones, "Constant");
     b.op1("BatchNormalization", {b.input(0), gamma, beta, mean, var},
@@ -369,11 +393,13 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
   std::vector<int64_t> shape(dims->begin() + axis, dims->end());
   for (int64_t d : shape)
     if (d <= 0) return b.fail("LayerNormalization needs static sizes from axis on");
-  const auto gamma = scale ? b.weight("gamma", shape, ones) : b.weight("gamma", shape, ones, "Constant");
+  const auto gamma =
+      scale ? b.weight("gamma", shape, ones) : b.weight("gamma", shape, ones, "Constant");
   std::vector<std::string> ins = {b.input(0), gamma};
   if (center) ins.push_back(b.weight("beta", shape, zeros));
   b.op1("LayerNormalization", ins,
-        {attrInt("axis", axis), attrFloat("epsilon", static_cast<float>(b.param("epsilon").asFloat()))},
+        {attrInt("axis", axis),
+         attrFloat("epsilon", static_cast<float>(b.param("epsilon").asFloat()))},
         b.outputName(0));
   return Status();
 }
@@ -441,7 +467,8 @@ Status lowerZeroPadding(LoweringBuilder& b, size_t nd) {
   if (!a.ok()) return a.status();
   std::vector<int64_t> pads(2 * (nd + 2), 0);
   for (size_t i = 0; i < nd; ++i) pads[2 + i] = a->first[i], pads[nd + 4 + i] = a->second[i];
-  b.op1("Pad", {b.input(0), b.int64s("pads", pads)}, {attrString("mode", "constant")}, b.outputName(0));
+  b.op1("Pad", {b.input(0), b.int64s("pads", pads)}, {attrString("mode", "constant")},
+        b.outputName(0));
   return Status();
 }
 
@@ -454,7 +481,8 @@ Status lowerCropping(LoweringBuilder& b, size_t nd) {
     ends.push_back(a->second[i] ? -a->second[i] : INT64_MAX);
     axes.push_back(static_cast<int64_t>(i) + 2);
   }
-  b.op1("Slice", {b.input(0), b.int64s("starts", starts), b.int64s("ends", ends), b.int64s("axes", axes)},
+  b.op1("Slice",
+        {b.input(0), b.int64s("starts", starts), b.int64s("ends", ends), b.int64s("axes", axes)},
         {}, b.outputName(0));
   return Status();
 }
@@ -486,27 +514,32 @@ Status lowerSoftmax(LoweringBuilder& b) {
 }
 
 Status lowerReLU(LoweringBuilder& b) {
-  const double maxValue = b.param("max_value").asFloat(), slope = b.param("negative_slope").asFloat(),
+  const double maxValue = b.param("max_value").asFloat(),
+               slope = b.param("negative_slope").asFloat(),
                threshold = b.param("threshold").asFloat();
   std::string x = b.input(0);
   if (threshold != 0) {
     if (slope != 0) return b.fail("a non-zero threshold with a negative_slope is not supported");
     // f(x) = x if x >= threshold else 0
-    const auto keep = b.op1("Cast", {b.op1("Not", {b.op1("Less", {x, b.floatScalar("threshold", float(threshold))})})},
-                            {attrInt("to", onnx::TensorProto::FLOAT)});
+    const auto keep = b.op1(
+        "Cast", {b.op1("Not", {b.op1("Less", {x, b.floatScalar("threshold", float(threshold))})})},
+        {attrInt("to", onnx::TensorProto::FLOAT)});
     x = b.op1("Mul", {x, keep}, {}, maxValue > 0 ? "" : b.outputName(0));
   } else {
-    x = slope != 0 ? b.op1("LeakyRelu", {x}, {attrFloat("alpha", float(slope))}, maxValue > 0 ? "" : b.outputName(0))
+    x = slope != 0 ? b.op1("LeakyRelu", {x}, {attrFloat("alpha", float(slope))},
+                           maxValue > 0 ? "" : b.outputName(0))
                    : b.op1("Relu", {x}, {}, maxValue > 0 ? "" : b.outputName(0));
   }
-  if (maxValue > 0) b.op1("Min", {x, b.floatScalar("max_value", float(maxValue))}, {}, b.outputName(0));
+  if (maxValue > 0)
+    b.op1("Min", {x, b.floatScalar("max_value", float(maxValue))}, {}, b.outputName(0));
   return Status();
 }
 
 Status lowerPReLU(LoweringBuilder& b) {
   auto dims = b.staticDims(0, "PReLU needs the channel count");
   if (!dims.ok()) return dims.status();
-  if (dims->size() < 2 || (*dims)[1] <= 0) return b.fail("expects an input with a known axis 1 (channels)");
+  if (dims->size() < 2 || (*dims)[1] <= 0)
+    return b.fail("expects an input with a known axis 1 (channels)");
   WeightFill f = fillFor(b, "alpha_initializer");
   std::vector<int64_t> shape = {(*dims)[1]};
   shape.insert(shape.end(), dims->size() - 2, 1);  // broadcast over spatial axes
@@ -543,21 +576,29 @@ Status lowerRecurrent(LoweringBuilder& b, const std::string& kind, bool bidirect
   if (features <= 0 || units <= 0) return b.fail("features and units must be known and positive");
   const int64_t gates = kind == "LSTM" ? 4 : kind == "GRU" ? 3 : 1, dirs = bidirectional ? 2 : 1;
   WeightFill rf = fillFor(b, "recurrent_initializer");
-  const auto w = b.weight("kernel", {dirs, gates * units, features}, fillFor(b, "kernel_initializer"));
+  const auto w =
+      b.weight("kernel", {dirs, gates * units, features}, fillFor(b, "kernel_initializer"));
   const auto r = b.weight("recurrent_kernel", {dirs, gates * units, units}, rf);
   std::vector<std::string> ins = {b.input(0), w, r};
   if (b.param("use_bias").asBool()) {
     WeightFill bf = fillFor(b, "bias_initializer");
-    if (kind == "LSTM" && b.param("unit_forget_bias").asBool()) bf.forgetGateOnes = units;  // iofc: f is gate 2
+    if (kind == "LSTM" && b.param("unit_forget_bias").asBool())
+      bf.forgetGateOnes = units;  // iofc: f is gate 2
     ins.push_back(b.weight("bias", {dirs, 2 * gates * units}, bf));
   }
   std::vector<onnx::AttributeProto> attrs = {attrInt("hidden_size", units), attrInt("layout", 1)};
-  if (bidirectional) attrs.push_back(attrString("direction", "bidirectional"));
-  else if (b.param("go_backwards").asBool()) attrs.push_back(attrString("direction", "reverse"));
-  if (kind == "GRU") attrs.push_back(attrInt("linear_before_reset", b.param("reset_after").asBool() ? 1 : 0));
+  if (bidirectional)
+    attrs.push_back(attrString("direction", "bidirectional"));
+  else if (b.param("go_backwards").asBool())
+    attrs.push_back(attrString("direction", "reverse"));
+  if (kind == "GRU")
+    attrs.push_back(attrInt("linear_before_reset", b.param("reset_after").asBool() ? 1 : 0));
   if (kind == "RNN") {
     const std::string act = strParam(b, "activation");
-    const std::string onnxAct = act == "tanh" ? "Tanh" : act == "relu" ? "Relu" : act == "sigmoid" ? "Sigmoid" : "";
+    const std::string onnxAct = act == "tanh"      ? "Tanh"
+                                : act == "relu"    ? "Relu"
+                                : act == "sigmoid" ? "Sigmoid"
+                                                   : "";
     if (onnxAct.empty()) return b.fail("SimpleRNN supports activation tanh, relu or sigmoid");
     onnx::AttributeProto a;
     a.set_name("activations");
@@ -570,16 +611,28 @@ Status lowerRecurrent(LoweringBuilder& b, const std::string& kind, bool bidirect
   auto outs = b.op(kind, ins, attrs, {"", ""});
   const std::string& y = sequences ? outs[0] : outs[1];
   if (!bidirectional) {
-    b.op1("Squeeze", {y, b.int64s("axis", {sequences ? 2 : 1})}, {}, b.outputName(0));
+    // Keras returns a go_backwards layer's sequence in processing order (last time step
+    // first); ONNX's reverse direction aligns Y with the input's time axis, so flip it back.
+    const bool flip = sequences && b.param("go_backwards").asBool();
+    const auto squeezed = b.op1("Squeeze", {y, b.int64s("axis", {sequences ? 2 : 1})}, {},
+                                flip ? "" : b.outputName(0));
+    if (flip)
+      b.op1("Slice",
+            {squeezed, b.int64s("starts", {-1}), b.int64s("ends", {INT64_MIN}),
+             b.int64s("axes", {1}), b.int64s("steps", {-1})},
+            {}, b.outputName(0));
     return Status();
   }
   const std::string mode = strParam(b, "merge_mode");
   const int64_t dirAxis = sequences ? 2 : 1;
   if (mode == "concat") {
-    std::vector<int64_t> shape = sequences ? std::vector<int64_t>{0, 0, 2 * units} : std::vector<int64_t>{0, 2 * units};
+    std::vector<int64_t> shape =
+        sequences ? std::vector<int64_t>{0, 0, 2 * units} : std::vector<int64_t>{0, 2 * units};
     b.op1("Reshape", {y, b.int64s("shape", shape)}, {}, b.outputName(0));
   } else {
-    const std::string reduce = mode == "sum" ? "ReduceSum" : mode == "ave" ? "ReduceMean" : "ReduceProd";
+    const std::string reduce = mode == "sum"   ? "ReduceSum"
+                               : mode == "ave" ? "ReduceMean"
+                                               : "ReduceProd";
     if (reduce == "ReduceSum")
       b.op1(reduce, {y, b.int64s("axes", {dirAxis})}, {attrInt("keepdims", 0)}, b.outputName(0));
     else
@@ -591,22 +644,33 @@ Status lowerRecurrent(LoweringBuilder& b, const std::string& kind, bool bidirect
 std::vector<ParamSpec> recurrentParams(const std::string& kind, bool bidirectional) {
   std::vector<ParamSpec> v = {
       pInt("units", 32, "Size of the hidden state."),
-      pBool("return_sequences", false, "Return the whole output sequence (batch, time, units) "
-                                       "rather than the last state (batch, units)."),
+      pBool("return_sequences", false,
+            "Return the whole output sequence (batch, time, units) "
+            "rather than the last state (batch, units)."),
       initParam("kernel_initializer", "glorot_uniform", "input kernel"),
       initParam("recurrent_initializer", "orthogonal", "recurrent kernel"),
       pBool("use_bias", true, "Whether the layer adds biases."),
       initParam("bias_initializer", "zeros", "biases"),
       pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
       pInt("seed", 0, "Seed of the weight initializers.")};
-  if (kind == "LSTM") v.push_back(pBool("unit_forget_bias", true, "Initialize the forget gate's bias to 1."));
-  if (kind == "GRU") v.push_back(pBool("reset_after", true, "Apply the reset gate after the matrix product (Keras default; ONNX linear_before_reset)."));
-  if (kind == "RNN") v.push_back(pStr("activation", "tanh", "Activation of the recurrence.", {"tanh", "relu", "sigmoid"}));
+  if (kind == "LSTM")
+    v.push_back(pBool("unit_forget_bias", true, "Initialize the forget gate's bias to 1."));
+  if (kind == "GRU")
+    v.push_back(pBool("reset_after", true,
+                      "Apply the reset gate after the matrix product (Keras default; ONNX "
+                      "linear_before_reset)."));
+  if (kind == "RNN")
+    v.push_back(
+        pStr("activation", "tanh", "Activation of the recurrence.", {"tanh", "relu", "sigmoid"}));
   if (bidirectional) {
-    v.push_back(pStr("layer", "LSTM", "The recurrent layer run in both directions.", {"LSTM", "GRU", "SimpleRNN"}));
-    v.push_back(pStr("merge_mode", "concat", "How the two directions combine.", {"concat", "sum", "mul", "ave"}));
+    v.push_back(pStr("layer", "LSTM", "The recurrent layer run in both directions.",
+                     {"LSTM", "GRU", "SimpleRNN"}));
+    v.push_back(pStr("merge_mode", "concat", "How the two directions combine.",
+                     {"concat", "sum", "mul", "ave"}));
   } else {
-    v.push_back(pBool("go_backwards", false, "Process the sequence backwards."));
+    v.push_back(pBool("go_backwards", false,
+                      "Process the sequence backwards (with return_sequences, the output is in "
+                      "processing order: last time step first, as Keras returns it)."));
   }
   return v;
 }
@@ -645,7 +709,8 @@ Status lowerAttention(LoweringBuilder& b) {
 Status lowerAdditiveAttention(LoweringBuilder& b) {
   auto dims = b.staticDims(0, "AdditiveAttention needs the feature size");
   if (!dims.ok()) return dims.status();
-  if (dims->size() != 3 || dims->back() <= 0) return b.fail("expects query (batch, Tq, dim) with a known dim");
+  if (dims->size() != 3 || dims->back() <= 0)
+    return b.fail("expects query (batch, Tq, dim) with a known dim");
   const std::string q = b.input(0), v = b.input(1), k = b.input(2).empty() ? v : b.input(2);
   // scores[b, i, j] = sum_d scale[d] * tanh(q[b, i, d] + k[b, j, d])
   const auto sum = b.op1("Add", {b.op1("Unsqueeze", {q, b.int64s("q_axis", {2})}),
@@ -667,11 +732,13 @@ Status lowerMultiHeadAttention(LoweringBuilder& b) {
   auto vd = b.staticDims(1, "MultiHeadAttention needs the value's feature size");
   if (!qd.ok()) return qd.status();
   if (!vd.ok()) return vd.status();
-  if (qd->size() != 3 || vd->size() != 3) return b.fail("query and value must be (batch, time, features)");
+  if (qd->size() != 3 || vd->size() != 3)
+    return b.fail("query and value must be (batch, time, features)");
   const int64_t heads = intParam(b, "num_heads"), kdim = intParam(b, "key_dim");
   const int64_t vdim = intParam(b, "value_dim") > 0 ? intParam(b, "value_dim") : kdim;
   const int64_t dq = qd->back(), dv = vd->back();
-  if (heads <= 0 || kdim <= 0 || dq <= 0 || dv <= 0) return b.fail("num_heads, key_dim and feature sizes must be positive");
+  if (heads <= 0 || kdim <= 0 || dq <= 0 || dv <= 0)
+    return b.fail("num_heads, key_dim and feature sizes must be positive");
   std::string kIn = b.input(2).empty() ? b.input(1) : b.input(2);
   int64_t dk = dv;
   if (!b.input(2).empty()) {
@@ -684,7 +751,9 @@ Status lowerMultiHeadAttention(LoweringBuilder& b) {
   kf.fanInFirst = true;
   auto project = [&](const std::string& x, int64_t in, int64_t width, const std::string& name) {
     auto y = b.op1("MatMul", {x, b.weight(name + "_kernel", {in, heads * width}, kf)});
-    if (bias) y = b.op1("Add", {y, b.weight(name + "_bias", {heads * width}, fillFor(b, "bias_initializer"))});
+    if (bias)
+      y = b.op1("Add",
+                {y, b.weight(name + "_bias", {heads * width}, fillFor(b, "bias_initializer"))});
     // (N, T, heads*width) -> (N, heads, T, width)
     y = b.op1("Reshape", {y, b.int64s(name + "_heads", {0, 0, heads, width})});
     return b.op1("Transpose", {y}, {attrInts("perm", {0, 2, 1, 3})});
@@ -696,9 +765,11 @@ Status lowerMultiHeadAttention(LoweringBuilder& b) {
   const auto merged = b.op1("Reshape", {b.op1("Transpose", {ctx}, {attrInts("perm", {0, 2, 1, 3})}),
                                         b.int64s("merge", {0, 0, heads * vdim})});
   const int64_t outDim = intParam(b, "output_dim") > 0 ? intParam(b, "output_dim") : dq;
-  auto y = b.op1("MatMul", {merged, b.weight("output_kernel", {heads * vdim, outDim}, kf)},
-                 {}, bias ? "" : b.outputName(0));
-  if (bias) b.op1("Add", {y, b.weight("output_bias", {outDim}, fillFor(b, "bias_initializer"))}, {}, b.outputName(0));
+  auto y = b.op1("MatMul", {merged, b.weight("output_kernel", {heads * vdim, outDim}, kf)}, {},
+                 bias ? "" : b.outputName(0));
+  if (bias)
+    b.op1("Add", {y, b.weight("output_bias", {outDim}, fillFor(b, "bias_initializer"))}, {},
+          b.outputName(0));
   return Status();
 }
 
@@ -732,22 +803,38 @@ void add(CatalogueBuilder& cb, LayerDef d) {
   cb.add(std::move(s));
 }
 
-PortSpec in(const std::string& doc = "Input tensor.") { return port("inputs", doc); }
-PortSpec out(const std::string& doc = "Output tensor.") { return port("outputs", doc); }
+PortSpec in(const std::string& doc = "Input tensor.") {
+  return port("inputs", doc);
+}
+PortSpec out(const std::string& doc = "Output tensor.") {
+  return port("outputs", doc);
+}
 
 // Capture-less lambdas convert to LowerFn; these adapt the parameterized lowerings.
 template <size_t N, bool T>
-Status conv(LoweringBuilder& b) { return lowerConv(b, N, T); }
+Status conv(LoweringBuilder& b) {
+  return lowerConv(b, N, T);
+}
 template <size_t N, bool M>
-Status pool(LoweringBuilder& b) { return lowerPool(b, N, M); }
+Status pool(LoweringBuilder& b) {
+  return lowerPool(b, N, M);
+}
 template <size_t N, bool M>
-Status gpool(LoweringBuilder& b) { return lowerGlobalPool(b, N, M); }
+Status gpool(LoweringBuilder& b) {
+  return lowerGlobalPool(b, N, M);
+}
 template <size_t N>
-Status zpad(LoweringBuilder& b) { return lowerZeroPadding(b, N); }
+Status zpad(LoweringBuilder& b) {
+  return lowerZeroPadding(b, N);
+}
 template <size_t N>
-Status crop(LoweringBuilder& b) { return lowerCropping(b, N); }
+Status crop(LoweringBuilder& b) {
+  return lowerCropping(b, N);
+}
 template <size_t N>
-Status upsample(LoweringBuilder& b) { return lowerUpSampling(b, N); }
+Status upsample(LoweringBuilder& b) {
+  return lowerUpSampling(b, N);
+}
 
 }  // namespace
 
@@ -755,47 +842,72 @@ void addLayersDomain(CatalogueBuilder& cb) {
   cb.setDefaultOpset(kDomain, 1);
   const std::vector<std::string> dimsName = {"", "1D", "2D", "3D"};
 
-  add(cb, {"Dense", "core", "Densely connected layer: outputs = activation(inputs . kernel + bias) "
-                            "on the last axis. Lowers to Gemm (2-D inputs) or MatMul + Add.",
-           {in()}, {out()},
+  add(cb, {"Dense",
+           "core",
+           "Densely connected layer: outputs = activation(inputs . kernel + bias) "
+           "on the last axis. Lowers to Gemm (2-D inputs) or MatMul + Add.",
+           {in()},
+           {out()},
            [] {
-             std::vector<ParamSpec> v = {pInt("units", 32, "Size of the output's last axis."), activationParam()};
+             std::vector<ParamSpec> v = {pInt("units", 32, "Size of the output's last axis."),
+                                         activationParam()};
              auto w = weightParams();
              v.insert(v.end(), w.begin(), w.end());
              return v;
            }(),
            lowerDense});
-  add(cb, {"Flatten", "reshaping", "Flattens all axes but the batch axis. Lowers to Flatten.",
-           {in()}, {out()}, {}, lowerFlatten});
-  add(cb, {"Reshape", "reshaping", "Reshapes all axes but the batch axis to target_shape "
-                                   "(-1 infers one axis). Lowers to Reshape.",
-           {in()}, {out()}, {pInts("target_shape", {-1}, "The new shape, without the batch axis.")},
+  add(cb, {"Flatten",
+           "reshaping",
+           "Flattens all axes but the batch axis. Lowers to Flatten.",
+           {in()},
+           {out()},
+           {},
+           lowerFlatten});
+  add(cb, {"Reshape",
+           "reshaping",
+           "Reshapes all axes but the batch axis to target_shape "
+           "(-1 infers one axis). Lowers to Reshape.",
+           {in()},
+           {out()},
+           {pInts("target_shape", {-1}, "The new shape, without the batch axis.")},
            lowerReshape});
-  add(cb, {"Permute3D", "reshaping", "Permutes the three non-batch axes of a rank-4 input; dims "
-                                     "are 1-based, as in Keras. Lowers to Transpose.",
-           {in()}, {out()}, {pInts("dims", {2, 1, 3}, "Permutation of axes 1, 2, 3.")}, lowerPermute});
+  add(cb, {"Permute3D",
+           "reshaping",
+           "Permutes the three non-batch axes of a rank-4 input; dims "
+           "are 1-based, as in Keras. Lowers to Transpose.",
+           {in()},
+           {out()},
+           {pInts("dims", {2, 1, 3}, "Permutation of axes 1, 2, 3.")},
+           lowerPermute});
   for (const char* t : {"Dropout", "SpatialDropout", "AlphaDropout", "GaussianDropout"})
-    add(cb, {t, "regularization",
+    add(cb, {t,
+             "regularization",
              std::string(t) + ": drops units with probability rate during training and is the "
                               "identity at inference. Lowers to Dropout (ONNX has one dropout "
                               "op; its training_mode input selects the behaviour).",
-             {in()}, {out()},
+             {in()},
+             {out()},
              {pFloat("rate", 0.5, "Fraction of units dropped in training."),
               pInt("seed", 0, "Seed of the dropout mask (0: unseeded).")},
              lowerDropout});
-  add(cb, {"GaussianNoise", "regularization",
+  add(cb, {"GaussianNoise",
+           "regularization",
            "Adds zero-mean Gaussian noise in training; the identity at inference, which is what "
            "the exported ONNX computes.",
-           {in()}, {out()}, {pFloat("stddev", 0.1, "Standard deviation of the noise.")},
+           {in()},
+           {out()},
+           {pFloat("stddev", 0.1, "Standard deviation of the noise.")},
            lowerGaussianNoise});
-  add(cb, {"Embedding", "core", "Maps integer indices to dense vectors: a Gather from a "
-                                "trainable (input_dim, output_dim) table.",
+  add(cb, {"Embedding",
+           "core",
+           "Maps integer indices to dense vectors: a Gather from a "
+           "trainable (input_dim, output_dim) table.",
            {[] {
-              PortSpec p = port("inputs", "Integer indices.");
-              p.allowedTypes = {"tensor(int32)", "tensor(int64)"};
-              p.differentiability = Differentiability::NonDifferentiable;
-              return p;
-            }()},
+             PortSpec p = port("inputs", "Integer indices.");
+             p.allowedTypes = {"tensor(int32)", "tensor(int64)"};
+             p.differentiability = Differentiability::NonDifferentiable;
+             return p;
+           }()},
            {out()},
            {pInt("input_dim", 1000, "Vocabulary size."), pInt("output_dim", 64, "Vector size."),
             initParam("embeddings_initializer", "random_uniform", "table"),
@@ -804,17 +916,22 @@ void addLayersDomain(CatalogueBuilder& cb) {
            lowerEmbedding});
 
   // Activations.
-  struct Act { const char* type; const char* act; const char* doc; };
-  for (const Act& a : std::vector<Act>{{"Sigmoid", "sigmoid", "1 / (1 + exp(-x))."},
-                                       {"TanH", "tanh", "Hyperbolic tangent."},
-                                       {"SELU", "selu", "Scaled exponential linear unit."},
-                                       {"SoftPlus", "softplus", "log(1 + exp(x))."},
-                                       {"SoftSign", "softsign", "x / (1 + |x|)."},
-                                       {"Swish", "swish", "x * sigmoid(x) (SiLU)."},
-                                       {"GELU", "gelu", "Gaussian error linear unit (exact, erf form)."},
-                                       {"Exponential", "exponential", "exp(x)."},
-                                       {"HardSigmoid", "hard_sigmoid", "relu6(x + 3) / 6."},
-                                       {"Linear", "linear", "The identity."}}) {
+  struct Act {
+    const char* type;
+    const char* act;
+    const char* doc;
+  };
+  for (const Act& a :
+       std::vector<Act>{{"Sigmoid", "sigmoid", "1 / (1 + exp(-x))."},
+                        {"TanH", "tanh", "Hyperbolic tangent."},
+                        {"SELU", "selu", "Scaled exponential linear unit."},
+                        {"SoftPlus", "softplus", "log(1 + exp(x))."},
+                        {"SoftSign", "softsign", "x / (1 + |x|)."},
+                        {"Swish", "swish", "x * sigmoid(x) (SiLU)."},
+                        {"GELU", "gelu", "Gaussian error linear unit (exact, erf form)."},
+                        {"Exponential", "exponential", "exp(x)."},
+                        {"HardSigmoid", "hard_sigmoid", "relu6(x + 3) / 6."},
+                        {"Linear", "linear", "The identity."}}) {
     LowerFn fn = nullptr;
     const std::string act = a.act;
     if (act == "sigmoid") fn = [](LoweringBuilder& b) { return lowerActivation(b, "sigmoid"); };
@@ -824,65 +941,146 @@ void addLayersDomain(CatalogueBuilder& cb) {
     if (act == "softsign") fn = [](LoweringBuilder& b) { return lowerActivation(b, "softsign"); };
     if (act == "swish") fn = [](LoweringBuilder& b) { return lowerActivation(b, "swish"); };
     if (act == "gelu") fn = [](LoweringBuilder& b) { return lowerActivation(b, "gelu"); };
-    if (act == "exponential") fn = [](LoweringBuilder& b) { return lowerActivation(b, "exponential"); };
-    if (act == "hard_sigmoid") fn = [](LoweringBuilder& b) { return lowerActivation(b, "hard_sigmoid"); };
+    if (act == "exponential")
+      fn = [](LoweringBuilder& b) { return lowerActivation(b, "exponential"); };
+    if (act == "hard_sigmoid")
+      fn = [](LoweringBuilder& b) { return lowerActivation(b, "hard_sigmoid"); };
     if (act == "linear") fn = [](LoweringBuilder& b) { return lowerActivation(b, "linear"); };
     add(cb, {a.type, "activation", std::string("Activation: ") + a.doc, {in()}, {out()}, {}, fn});
   }
-  add(cb, {"ReLU", "activation", "Rectified linear unit with Keras' options: max(x, 0), or "
-                                 "negative_slope * x below 0, capped at max_value, zero below "
-                                 "threshold.",
-           {in()}, {out()},
+  add(cb, {"ReLU",
+           "activation",
+           "Rectified linear unit with Keras' options: max(x, 0), or "
+           "negative_slope * x below 0, capped at max_value, zero below "
+           "threshold.",
+           {in()},
+           {out()},
            {pFloat("max_value", 0.0, "Upper cap (0: none)."),
             pFloat("negative_slope", 0.0, "Slope below zero."),
             pFloat("threshold", 0.0, "Values below it become 0.")},
            lowerReLU});
-  add(cb, {"LeakyReLU", "activation", "x if x > 0 else alpha * x.", {in()}, {out()},
+  add(cb, {"LeakyReLU",
+           "activation",
+           "x if x > 0 else alpha * x.",
+           {in()},
+           {out()},
            {pFloat("alpha", 0.3, "Slope below zero.")},
            [](LoweringBuilder& b) {
-             b.op1("LeakyRelu", {b.input(0)}, {attrFloat("alpha", float(b.param("alpha").asFloat()))}, b.outputName(0));
+             b.op1("LeakyRelu", {b.input(0)},
+                   {attrFloat("alpha", float(b.param("alpha").asFloat()))}, b.outputName(0));
              return Status();
            }});
-  add(cb, {"ELU", "activation", "x if x > 0 else alpha * (exp(x) - 1).", {in()}, {out()},
+  add(cb, {"ELU",
+           "activation",
+           "x if x > 0 else alpha * (exp(x) - 1).",
+           {in()},
+           {out()},
            {pFloat("alpha", 1.0, "Scale of the negative part.")},
            [](LoweringBuilder& b) {
-             b.op1("Elu", {b.input(0)}, {attrFloat("alpha", float(b.param("alpha").asFloat()))}, b.outputName(0));
+             b.op1("Elu", {b.input(0)}, {attrFloat("alpha", float(b.param("alpha").asFloat()))},
+                   b.outputName(0));
              return Status();
            }});
-  add(cb, {"ThresholdedReLU", "activation", "x if x > theta else 0.", {in()}, {out()},
-           {pFloat("theta", 1.0, "Threshold.")}, lowerThresholdedReLU});
-  add(cb, {"PReLU", "activation", "x if x > 0 else alpha * x, with a trainable alpha per channel "
-                                  "(axis 1).",
-           {in()}, {out()},
+  add(cb, {"ThresholdedReLU",
+           "activation",
+           "x if x > theta else 0.",
+           {in()},
+           {out()},
+           {pFloat("theta", 1.0, "Threshold.")},
+           lowerThresholdedReLU});
+  add(cb, {"PReLU",
+           "activation",
+           "x if x > 0 else alpha * x, with a trainable alpha per channel "
+           "(axis 1).",
+           {in()},
+           {out()},
            {initParam("alpha_initializer", "zeros", "alpha"),
             pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
             pInt("seed", 0, "Seed of the initializer.")},
            lowerPReLU});
-  add(cb, {"SoftMax", "activation", "Softmax along an axis.", {in()}, {out()},
-           {pInt("axis", -1, "Axis along which the softmax is normalized.")}, lowerSoftmax});
+  add(cb, {"SoftMax",
+           "activation",
+           "Softmax along an axis.",
+           {in()},
+           {out()},
+           {pInt("axis", -1, "Axis along which the softmax is normalized.")},
+           lowerSoftmax});
 
   // Convolutions.
-  add(cb, {"Conv1D", "convolution", "1-D convolution over (N, C, L). Lowers to Conv.", {in()}, {out()}, convParams(1, false), conv<1, false>});
-  add(cb, {"Conv2D", "convolution", "2-D convolution over (N, C, H, W). Lowers to Conv.", {in()}, {out()}, convParams(2, false), conv<2, false>});
-  add(cb, {"Conv3D", "convolution", "3-D convolution over (N, C, D, H, W). Lowers to Conv.", {in()}, {out()}, convParams(3, false), conv<3, false>});
-  add(cb, {"Conv1DTranspose", "convolution", "Transposed 1-D convolution, with Keras' output sizes. Lowers to ConvTranspose.", {in()}, {out()}, convParams(1, true), conv<1, true>});
-  add(cb, {"Conv2DTranspose", "convolution", "Transposed 2-D convolution, with Keras' output sizes. Lowers to ConvTranspose.", {in()}, {out()}, convParams(2, true), conv<2, true>});
-  add(cb, {"Conv3DTranspose", "convolution", "Transposed 3-D convolution, with Keras' output sizes. Lowers to ConvTranspose.", {in()}, {out()}, convParams(3, true), conv<3, true>});
+  add(cb, {"Conv1D",
+           "convolution",
+           "1-D convolution over (N, C, L). Lowers to Conv.",
+           {in()},
+           {out()},
+           convParams(1, false),
+           conv<1, false>});
+  add(cb, {"Conv2D",
+           "convolution",
+           "2-D convolution over (N, C, H, W). Lowers to Conv.",
+           {in()},
+           {out()},
+           convParams(2, false),
+           conv<2, false>});
+  add(cb, {"Conv3D",
+           "convolution",
+           "3-D convolution over (N, C, D, H, W). Lowers to Conv.",
+           {in()},
+           {out()},
+           convParams(3, false),
+           conv<3, false>});
+  add(cb, {"Conv1DTranspose",
+           "convolution",
+           "Transposed 1-D convolution, with Keras' output sizes. Lowers to ConvTranspose.",
+           {in()},
+           {out()},
+           convParams(1, true),
+           conv<1, true>});
+  add(cb, {"Conv2DTranspose",
+           "convolution",
+           "Transposed 2-D convolution, with Keras' output sizes. Lowers to ConvTranspose.",
+           {in()},
+           {out()},
+           convParams(2, true),
+           conv<2, true>});
+  add(cb, {"Conv3DTranspose",
+           "convolution",
+           "Transposed 3-D convolution, with Keras' output sizes. Lowers to ConvTranspose.",
+           {in()},
+           {out()},
+           convParams(3, true),
+           conv<3, true>});
   {
-    std::vector<ParamSpec> v = {pInts("kernel_size", {3}, "Kernel size: one value or one per axis."),
-                                pInts("strides", {1}, "Strides."),
-                                pStr("padding", "valid", "valid or same.", {"valid", "same"}),
-                                pInts("dilation_rate", {1}, "Dilation."),
-                                pInt("depth_multiplier", 1, "Output channels per input channel."),
-                                activationParam()};
+    std::vector<ParamSpec> v = {
+        pInts("kernel_size", {3}, "Kernel size: one value or one per axis."),
+        pInts("strides", {1}, "Strides."),
+        pStr("padding", "valid", "valid or same.", {"valid", "same"}),
+        pInts("dilation_rate", {1}, "Dilation."),
+        pInt("depth_multiplier", 1, "Output channels per input channel."),
+        activationParam()};
     auto w = weightParams();
     v.insert(v.end(), w.begin(), w.end());
-    add(cb, {"DepthwiseConv2D", "convolution", "Depthwise 2-D convolution: one filter set per input channel. Lowers to a grouped Conv.", {in()}, {out()}, v,
-             [](LoweringBuilder& b) { return lowerDepthwise(b, 2); }});
+    add(cb,
+        {"DepthwiseConv2D",
+         "convolution",
+         "Depthwise 2-D convolution: one filter set per input channel. Lowers to a grouped Conv.",
+         {in()},
+         {out()},
+         v,
+         [](LoweringBuilder& b) { return lowerDepthwise(b, 2); }});
     v.insert(v.begin(), pInt("filters", 32, "Output channels of the pointwise step."));
-    add(cb, {"SeparableConv1D", "convolution", "Depthwise then pointwise 1-D convolution. Lowers to two Convs.", {in()}, {out()}, v,
+    add(cb, {"SeparableConv1D",
+             "convolution",
+             "Depthwise then pointwise 1-D convolution. Lowers to two Convs.",
+             {in()},
+             {out()},
+             v,
              [](LoweringBuilder& b) { return lowerSeparable(b, 1); }});
-    add(cb, {"SeparableConv2D", "convolution", "Depthwise then pointwise 2-D convolution. Lowers to two Convs.", {in()}, {out()}, v,
+    add(cb, {"SeparableConv2D",
+             "convolution",
+             "Depthwise then pointwise 2-D convolution. Lowers to two Convs.",
+             {in()},
+             {out()},
+             v,
              [](LoweringBuilder& b) { return lowerSeparable(b, 2); }});
   }
 
@@ -891,7 +1089,8 @@ void addLayersDomain(CatalogueBuilder& cb) {
       pInts("pool_size", {2}, "Window size: one value or one per axis."),
       pInts("strides", {}, "Strides (empty: pool_size)."),
       pStr("padding", "valid", "valid or same.", {"valid", "same"})};
-  const std::vector<ParamSpec> gpoolParams = {pBool("keepdims", false, "Keep the spatial axes (as size 1).")};
+  const std::vector<ParamSpec> gpoolParams = {
+      pBool("keepdims", false, "Keep the spatial axes (as size 1).")};
   LowerFn pools[2][4] = {{nullptr, pool<1, false>, pool<2, false>, pool<3, false>},
                          {nullptr, pool<1, true>, pool<2, true>, pool<3, true>}};
   LowerFn gpools[2][4] = {{nullptr, gpool<1, false>, gpool<2, false>, gpool<3, false>},
@@ -901,84 +1100,204 @@ void addLayersDomain(CatalogueBuilder& cb) {
   LowerFn ups[4] = {nullptr, upsample<1>, upsample<2>, upsample<3>};
   for (size_t nd = 1; nd <= 3; ++nd) {
     const std::string dn = dimsName[nd];
-    add(cb, {"MaxPool" + dn, "pooling", "Max pooling over " + dn + " windows. Lowers to MaxPool.", {in()}, {out()}, poolParams, pools[1][nd]});
-    add(cb, {"AvgPool" + dn, "pooling", "Average pooling over " + dn + " windows (padding not counted). Lowers to AveragePool.", {in()}, {out()}, poolParams, pools[0][nd]});
-    add(cb, {"GlobalMaxPool" + dn, "pooling", "Maximum over all " + dn + " spatial positions. Lowers to GlobalMaxPool.", {in()}, {out()}, gpoolParams, gpools[1][nd]});
-    add(cb, {"GlobalAvgPool" + dn, "pooling", "Mean over all " + dn + " spatial positions. Lowers to GlobalAveragePool.", {in()}, {out()}, gpoolParams, gpools[0][nd]});
-    add(cb, {"ZeroPadding" + dn, "reshaping", "Pads the spatial axes with zeros: one amount, one per axis, or (begin, end) per axis. Lowers to Pad.", {in()}, {out()},
-             {pInts("padding", {1}, "Padding amounts.")}, zpads[nd]});
-    add(cb, {"Cropping" + dn, "reshaping", "Crops the spatial axes: one amount, one per axis, or (begin, end) per axis. Lowers to Slice.", {in()}, {out()},
-             {pInts("cropping", {1}, "Cropping amounts.")}, crops[nd]});
-    add(cb, {"UpSampling" + dn, "reshaping", "Repeats (nearest) or interpolates (bilinear) the spatial axes by size. Lowers to Resize.", {in()}, {out()},
-             {pInts("size", {2}, "Factor: one value or one per axis."),
-              pStr("interpolation", "nearest", "nearest or bilinear.", {"nearest", "bilinear"})},
-             ups[nd]});
+    add(cb, {"MaxPool" + dn,
+             "pooling",
+             "Max pooling over " + dn + " windows. Lowers to MaxPool.",
+             {in()},
+             {out()},
+             poolParams,
+             pools[1][nd]});
+    add(cb,
+        {"AvgPool" + dn,
+         "pooling",
+         "Average pooling over " + dn + " windows (padding not counted). Lowers to AveragePool.",
+         {in()},
+         {out()},
+         poolParams,
+         pools[0][nd]});
+    add(cb, {"GlobalMaxPool" + dn,
+             "pooling",
+             "Maximum over all " + dn + " spatial positions. Lowers to GlobalMaxPool.",
+             {in()},
+             {out()},
+             gpoolParams,
+             gpools[1][nd]});
+    add(cb, {"GlobalAvgPool" + dn,
+             "pooling",
+             "Mean over all " + dn + " spatial positions. Lowers to GlobalAveragePool.",
+             {in()},
+             {out()},
+             gpoolParams,
+             gpools[0][nd]});
+    add(cb, {"ZeroPadding" + dn,
+             "reshaping",
+             "Pads the spatial axes with zeros: one amount, one per axis, or (begin, end) per "
+             "axis. Lowers to Pad.",
+             {in()},
+             {out()},
+             {pInts("padding", {1}, "Padding amounts.")},
+             zpads[nd]});
+    add(cb, {"Cropping" + dn,
+             "reshaping",
+             "Crops the spatial axes: one amount, one per axis, or (begin, end) per axis. Lowers "
+             "to Slice.",
+             {in()},
+             {out()},
+             {pInts("cropping", {1}, "Cropping amounts.")},
+             crops[nd]});
+    add(cb,
+        {"UpSampling" + dn,
+         "reshaping",
+         "Repeats (nearest) or interpolates (bilinear) the spatial axes by size. Lowers to Resize.",
+         {in()},
+         {out()},
+         {pInts("size", {2}, "Factor: one value or one per axis."),
+          pStr("interpolation", "nearest", "nearest or bilinear.", {"nearest", "bilinear"})},
+         ups[nd]});
   }
 
   // Normalization.
-  add(cb, {"BatchNormalization", "normalization",
+  add(cb, {"BatchNormalization",
+           "normalization",
            "Normalizes each channel (axis 1) with batch statistics in training and moving "
            "statistics in inference. Lowers to BatchNormalization; gamma and beta train, the "
            "moving statistics are updated by the op itself.",
-           {in()}, {out()},
+           {in()},
+           {out()},
            {pInt("axis", 1, "The channel axis (1 in ONNX layout)."),
-            pFloat("momentum", 0.99, "Moving-average factor: moving = moving * momentum + batch * (1 - momentum)."),
+            pFloat("momentum", 0.99,
+                   "Moving-average factor: moving = moving * momentum + batch * (1 - momentum)."),
             pFloat("epsilon", 0.001, "Added to the variance."),
             pBool("center", true, "Learn beta."), pBool("scale", true, "Learn gamma.")},
            [](LoweringBuilder& b) { return lowerNorm(b, true); }});
-  add(cb, {"LayerNormalization", "normalization",
+  add(cb, {"LayerNormalization",
+           "normalization",
            "Normalizes over the axes from axis to the last. Lowers to LayerNormalization.",
-           {in()}, {out()},
-           {pInt("axis", -1, "First normalized axis."), pFloat("epsilon", 0.001, "Added to the variance."),
+           {in()},
+           {out()},
+           {pInt("axis", -1, "First normalized axis."),
+            pFloat("epsilon", 0.001, "Added to the variance."),
             pBool("center", true, "Learn beta."), pBool("scale", true, "Learn gamma.")},
            [](LoweringBuilder& b) { return lowerNorm(b, false); }});
 
   // Merging.
   const PortSpec many = port("inputs", "Tensors to merge (broadcastable).", PortOption::Variadic);
-  add(cb, {"Add", "merging", "Element-wise sum of the inputs. Lowers to Sum.", {many}, {out()}, {},
+  add(cb, {"Add",
+           "merging",
+           "Element-wise sum of the inputs. Lowers to Sum.",
+           {many},
+           {out()},
+           {},
            [](LoweringBuilder& b) { return lowerMerge(b, "Sum"); }});
-  add(cb, {"Average", "merging", "Element-wise mean of the inputs. Lowers to Mean.", {many}, {out()}, {},
+  add(cb, {"Average",
+           "merging",
+           "Element-wise mean of the inputs. Lowers to Mean.",
+           {many},
+           {out()},
+           {},
            [](LoweringBuilder& b) { return lowerMerge(b, "Mean"); }});
-  add(cb, {"Multiply", "merging", "Element-wise product of the inputs. Lowers to Mul.", {many}, {out()}, {}, lowerMultiply});
-  add(cb, {"Subtract", "merging", "First input minus the second. Lowers to Sub.",
-           {port("inputs", "Minuend and subtrahend.", PortOption::Variadic)}, {out()}, {},
-           [](LoweringBuilder& b) { return lowerMerge(b, "Sub"); }, {"Substract"}});
-  add(cb, {"Concatenate", "merging", "Concatenates the inputs along an axis. Lowers to Concat.", {many}, {out()},
-           {pInt("axis", -1, "Concatenation axis.")}, [](LoweringBuilder& b) { return lowerMerge(b, "Concat"); }});
+  add(cb, {"Multiply",
+           "merging",
+           "Element-wise product of the inputs. Lowers to Mul.",
+           {many},
+           {out()},
+           {},
+           lowerMultiply});
+  add(cb, {"Subtract",
+           "merging",
+           "First input minus the second. Lowers to Sub.",
+           {port("inputs", "Minuend and subtrahend.", PortOption::Variadic)},
+           {out()},
+           {},
+           [](LoweringBuilder& b) { return lowerMerge(b, "Sub"); },
+           {"Substract"}});
+  add(cb, {"Concatenate",
+           "merging",
+           "Concatenates the inputs along an axis. Lowers to Concat.",
+           {many},
+           {out()},
+           {pInt("axis", -1, "Concatenation axis.")},
+           [](LoweringBuilder& b) { return lowerMerge(b, "Concat"); }});
   {
-    LayerDef split{"Split", "reshaping", "Splits the input into equal parts along an axis. Lowers to Split.",
-                   {in()}, {}, {pInt("num_or_size_splits", 2, "Number of equal parts."), pInt("axis", -1, "Split axis.")},
-                   lowerSplit};
+    LayerDef split{
+        "Split",
+        "reshaping",
+        "Splits the input into equal parts along an axis. Lowers to Split.",
+        {in()},
+        {},
+        {pInt("num_or_size_splits", 2, "Number of equal parts."), pInt("axis", -1, "Split axis.")},
+        lowerSplit};
     split.outputs = {port("outputs", "The parts.", PortOption::Variadic)};
     add(cb, std::move(split));
   }
 
   // Recurrent.
-  add(cb, {"LSTM", "recurrent", "Long short-term memory over (batch, time, features). Lowers to ONNX LSTM (batch-first layout, gates in ONNX order i, o, f, c).",
-           {in()}, {out()}, recurrentParams("LSTM", false), [](LoweringBuilder& b) { return lowerRecurrent(b, "LSTM", false); }});
-  add(cb, {"GRU", "recurrent", "Gated recurrent unit over (batch, time, features). Lowers to ONNX GRU.",
-           {in()}, {out()}, recurrentParams("GRU", false), [](LoweringBuilder& b) { return lowerRecurrent(b, "GRU", false); }});
-  add(cb, {"SimpleRNN", "recurrent", "Fully connected recurrence over (batch, time, features). Lowers to ONNX RNN.",
-           {in()}, {out()}, recurrentParams("RNN", false), [](LoweringBuilder& b) { return lowerRecurrent(b, "RNN", false); }});
-  add(cb, {"RNN", "recurrent", "A recurrent layer with a simple cell (as SimpleRNN). Lowers to ONNX RNN.",
-           {in()}, {out()}, recurrentParams("RNN", false), [](LoweringBuilder& b) { return lowerRecurrent(b, "RNN", false); }});
+  add(cb, {"LSTM",
+           "recurrent",
+           "Long short-term memory over (batch, time, features). Lowers to ONNX LSTM (batch-first "
+           "layout, gates in ONNX order i, o, f, c).",
+           {in()},
+           {out()},
+           recurrentParams("LSTM", false),
+           [](LoweringBuilder& b) { return lowerRecurrent(b, "LSTM", false); }});
+  add(cb, {"GRU",
+           "recurrent",
+           "Gated recurrent unit over (batch, time, features). Lowers to ONNX GRU.",
+           {in()},
+           {out()},
+           recurrentParams("GRU", false),
+           [](LoweringBuilder& b) { return lowerRecurrent(b, "GRU", false); }});
+  add(cb, {"SimpleRNN",
+           "recurrent",
+           "Fully connected recurrence over (batch, time, features). Lowers to ONNX RNN.",
+           {in()},
+           {out()},
+           recurrentParams("RNN", false),
+           [](LoweringBuilder& b) { return lowerRecurrent(b, "RNN", false); }});
+  add(cb, {"RNN",
+           "recurrent",
+           "A recurrent layer with a simple cell (as SimpleRNN). Lowers to ONNX RNN.",
+           {in()},
+           {out()},
+           recurrentParams("RNN", false),
+           [](LoweringBuilder& b) { return lowerRecurrent(b, "RNN", false); }});
   {
     auto params = recurrentParams("LSTM", true);
-    params.push_back(pBool("reset_after", true, "GRU only: apply the reset gate after the matrix product."));
-    params.push_back(pStr("activation", "tanh", "SimpleRNN only: activation.", {"tanh", "relu", "sigmoid"}));
-    add(cb, {"Bidirectional", "recurrent", "Runs a recurrent layer forwards and backwards and merges the two. Lowers to one bidirectional ONNX LSTM/GRU/RNN.",
-             {in()}, {out()}, params, lowerBidirectional});
+    params.push_back(
+        pBool("reset_after", true, "GRU only: apply the reset gate after the matrix product."));
+    params.push_back(
+        pStr("activation", "tanh", "SimpleRNN only: activation.", {"tanh", "relu", "sigmoid"}));
+    add(cb, {"Bidirectional",
+             "recurrent",
+             "Runs a recurrent layer forwards and backwards and merges the two. Lowers to one "
+             "bidirectional ONNX LSTM/GRU/RNN.",
+             {in()},
+             {out()},
+             params,
+             lowerBidirectional});
   }
 
   // Attention.
-  const std::vector<PortSpec> qvk = {port("query", "Query (batch, Tq, dim)."), port("value", "Value (batch, Tv, dim)."),
-                                     port("key", "Key (batch, Tv, dim); defaults to value.", PortOption::Optional)};
-  add(cb, {"Attention", "attention", "Dot-product (Luong) attention: softmax(query . key^T) . value. Lowers to MatMul, Softmax, MatMul.",
-           qvk, {out()}, {pBool("use_scale", false, "Learn a scalar that scales the scores.")}, lowerAttention});
-  add(cb, {"AdditiveAttention", "attention", "Additive (Bahdanau) attention: scores = sum(scale * tanh(query + key)).",
-           qvk, {out()},
-           {pBool("use_scale", true, "Learn a per-feature scale."), initParam("kernel_initializer", "glorot_uniform", "scale"),
-            pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."), pInt("seed", 0, "Seed of the initializer.")},
+  const std::vector<PortSpec> qvk = {
+      port("query", "Query (batch, Tq, dim)."), port("value", "Value (batch, Tv, dim)."),
+      port("key", "Key (batch, Tv, dim); defaults to value.", PortOption::Optional)};
+  add(cb, {"Attention",
+           "attention",
+           "Dot-product (Luong) attention: softmax(query . key^T) . value. Lowers to MatMul, "
+           "Softmax, MatMul.",
+           qvk,
+           {out()},
+           {pBool("use_scale", false, "Learn a scalar that scales the scores.")},
+           lowerAttention});
+  add(cb, {"AdditiveAttention",
+           "attention",
+           "Additive (Bahdanau) attention: scores = sum(scale * tanh(query + key)).",
+           qvk,
+           {out()},
+           {pBool("use_scale", true, "Learn a per-feature scale."),
+            initParam("kernel_initializer", "glorot_uniform", "scale"),
+            pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
+            pInt("seed", 0, "Seed of the initializer.")},
            lowerAdditiveAttention});
   {
     std::vector<ParamSpec> v = {pInt("num_heads", 2, "Number of attention heads."),
@@ -987,8 +1306,14 @@ void addLayersDomain(CatalogueBuilder& cb) {
                                 pInt("output_dim", 0, "Output feature size (0: the query's).")};
     auto w = weightParams();
     v.insert(v.end(), w.begin(), w.end());
-    add(cb, {"MultiHeadAttention", "attention", "Multi-head attention as in 'Attention is all you need'. Lowers to MatMul, Reshape, Transpose and Softmax.",
-             qvk, {out()}, v, lowerMultiHeadAttention});
+    add(cb, {"MultiHeadAttention",
+             "attention",
+             "Multi-head attention as in 'Attention is all you need'. Lowers to MatMul, Reshape, "
+             "Transpose and Softmax.",
+             qvk,
+             {out()},
+             v,
+             lowerMultiHeadAttention});
   }
 }
 
