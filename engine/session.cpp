@@ -116,6 +116,7 @@ struct Planner {
   std::unordered_map<std::string, onnx::TypeProto> types;
   std::map<std::string, const onnx::FunctionProto*> localFunctions;  // "domain:name"
   int counter = 0;
+  bool fuse = true;  // SessionOptions::fuse
 
   Result<std::unique_ptr<GraphPlan>> plan(const onnx::GraphProto& g, const OpsetMap& opsets,
                                           const std::set<std::string>& outerNames);
@@ -238,6 +239,116 @@ Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn
     out.push_back(std::move(n));
   }
   return Status();
+}
+
+// Graph-level fusion for the oneDNN kernels: Conv followed by an inference-mode
+// BatchNormalization folds the normalization into the convolution, and Conv/Gemm/MatMul followed
+// by an activation runs it as a oneDNN post-op. Only values with a single reader that are not
+// graph outputs are fused away, so nothing another node (or a backward pass) reads disappears.
+// The fused node keeps its op type; private "__dw_*" attributes and appended BN inputs tell the
+// kernel what it absorbed.
+void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                   const onnx::GraphProto& g,
+                   const std::unordered_map<std::string, onnx::TypeProto>& types) {
+  // The fused kernels compute in float32; other dtypes take the host kernels, unfused.
+  auto isFloat = [&](const std::string& v) {
+    auto it = types.find(v);
+    if (it == types.end() || !it->second.has_tensor_type()) return false;
+    const int t = it->second.tensor_type().elem_type();
+    return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16 ||
+           t == onnx::TensorProto::BFLOAT16;
+  };
+  std::unordered_map<std::string, int> readers;
+  std::set<std::string> outputs;
+  for (const auto& o : g.output()) outputs.insert(o.name());
+  for (const auto& [node, ops] : nodes) {
+    for (const auto& in : node.input())
+      if (!in.empty()) ++readers[in];
+    for (const auto& a : node.attribute()) {
+      std::set<std::string> inner;
+      if (a.has_g()) collectFreeNames(a.g(), inner);
+      for (const auto& sg : a.graphs()) collectFreeNames(sg, inner);
+      for (const auto& s : inner) readers[s] += 2;  // never fuse what a subgraph reads
+    }
+  }
+  std::unordered_map<std::string, size_t> consumer;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const auto& in : nodes[i].first.input())
+      if (!in.empty()) consumer[in] = i;
+  std::vector<bool> removed(nodes.size(), false);
+  auto soleReader = [&](const onnx::NodeProto& n) -> int {
+    if (n.output_size() < 1 || n.output(0).empty()) return -1;
+    for (int i = 1; i < n.output_size(); ++i)
+      if (!n.output(i).empty()) return -1;
+    const std::string& y = n.output(0);
+    if (outputs.count(y) || readers[y] != 1) return -1;
+    auto it = consumer.find(y);
+    if (it == consumer.end() || removed[it->second]) return -1;
+    const auto& c = nodes[it->second].first;
+    if (!c.domain().empty() && c.domain() != "ai.onnx") return -1;
+    if (c.input_size() < 1 || c.input(0) != y) return -1;
+    for (int i = 1; i < c.input_size(); ++i)
+      if (c.input(i) == y) return -1;
+    return static_cast<int>(it->second);
+  };
+  auto attrOf = [](const onnx::NodeProto& n,
+                   const std::string& name) -> const onnx::AttributeProto* {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  };
+  auto absorb = [&](onnx::NodeProto& n, size_t c) {
+    n.set_output(0, nodes[c].first.output(0));
+    removed[c] = true;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (removed[i]) continue;
+    onnx::NodeProto& n = nodes[i].first;
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    const bool conv = n.op_type() == "Conv";
+    if (!conv && n.op_type() != "Gemm" && n.op_type() != "MatMul") continue;
+    if (n.output_size() < 1 || !isFloat(n.output(0))) continue;
+    int c = soleReader(n);
+    if (conv && c >= 0 && nodes[c].first.op_type() == "BatchNormalization") {
+      const auto& bn = nodes[c].first;
+      const auto* tm = attrOf(bn, "training_mode");
+      const auto* it = attrOf(bn, "is_test");
+      const int bnOpset = nodes[c].second.count("") ? nodes[c].second.at("") : 0;
+      const bool inference = bn.output_size() == 1 && bn.input_size() == 5 && bnOpset >= 7 &&
+                             (!tm || tm->i() == 0) && (!it || it->i() != 0 || bnOpset >= 7) &&
+                             !attrOf(bn, "spatial");
+      if (inference) {
+        while (n.input_size() < 3) n.add_input("");
+        for (int k = 1; k < 5; ++k) n.add_input(bn.input(k));
+        const auto* eps = attrOf(bn, "epsilon");
+        auto* a = n.add_attribute();
+        a->set_name("__dw_bn_epsilon");
+        a->set_type(onnx::AttributeProto::FLOAT);
+        a->set_f(eps ? eps->f() : 1e-5f);
+        absorb(n, c);
+        c = soleReader(n);
+      }
+    }
+    if (c < 0) continue;
+    const auto& act = nodes[c].first;
+    const std::string& op = act.op_type();
+    if (op != "Relu" && op != "LeakyRelu" && op != "Sigmoid" && op != "Tanh") continue;
+    auto* a = n.add_attribute();
+    a->set_name("__dw_activation");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(op);
+    const auto* alpha = attrOf(act, "alpha");
+    auto* al = n.add_attribute();
+    al->set_name("__dw_activation_alpha");
+    al->set_type(onnx::AttributeProto::FLOAT);
+    al->set_f(alpha ? alpha->f() : (op == "LeakyRelu" ? 0.01f : 0.0f));
+    absorb(n, c);
+  }
+  std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
+  kept.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(nodes[i]));
+  nodes = std::move(kept);
 }
 
 }  // namespace
@@ -416,6 +527,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   // Expand functions first so that ordering and liveness see the real nodes.
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
+  if (fuse) fuseForOneDnn(expanded, g, types);
 
   // Topological order (Kahn), counting values a node's subgraphs read as its inputs too.
   const size_t n = expanded.size();
@@ -674,6 +786,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   Planner planner;
   planner.backend = s->backend_.get();
   planner.registry = &KernelRegistry::global();
+  planner.fuse = options.fuse;
   const auto& ig = inferred.graph();
   for (const auto& v : ig.input()) planner.types[v.name()] = v.type();
   for (const auto& v : ig.value_info()) planner.types[v.name()] = v.type();

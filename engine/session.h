@@ -23,6 +23,8 @@ struct SessionOptions {
   BackendOptions backend;
   // Bytes a single tensor may take; 0 reads MemAvailable from /proc/meminfo.
   size_t memoryLimitBytes = 0;
+  // Fuse Conv+BatchNormalization and Conv/Gemm/MatMul+activation into single oneDNN primitives.
+  bool fuse = true;
 };
 
 // A graph input or output as declared by the model.

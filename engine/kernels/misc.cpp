@@ -1,8 +1,527 @@
+// Kernels that fit no other family:
+// - optimizer ops of the ai.onnx.preview.training domain: Adagrad, Momentum (standard and
+//   Nesterov) and Adam. Each takes R (learning rate) and T (update count) and then groups of n
+//   tensors (X..., G..., state...), and returns the updated X... and state..., following the
+//   formulas in the ONNX operator documentation;
+// - NonMaxSuppression, Unique, Einsum, Det and DFT.
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <map>
+#include <numeric>
+
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 
 namespace dw::engine {
 
-void addMiscKernels(KernelRegistry& r) {}
+namespace {
+
+enum class Rule { kAdagrad, kMomentum, kAdam };
+
+class Optimizer : public Kernel {
+ public:
+  explicit Optimizer(const KernelInit& init) {
+    const auto& a = init.attrs;
+    rule_ = init.opType == "Adam" ? Rule::kAdam
+                                  : (init.opType == "Adagrad" ? Rule::kAdagrad : Rule::kMomentum);
+    states_ = rule_ == Rule::kAdam ? 2 : 1;
+    norm_ = a.getFloat("norm_coefficient", 0.0f);
+    if (rule_ == Rule::kAdagrad) {
+      decay_ = a.getFloat("decay_factor", 0.0f);
+      eps_ = a.getFloat("epsilon", 1e-6f);
+    } else if (rule_ == Rule::kMomentum) {
+      alpha_ = a.getFloat("alpha", 0.0f);
+      beta_ = a.getFloat("beta", 0.0f);
+      const std::string mode = a.getString("mode", "standard");
+      if (mode != "standard" && mode != "nesterov")
+        fail("Momentum mode '" + mode + "' must be 'standard' or 'nesterov'");
+      nesterov_ = mode == "nesterov";
+    } else {
+      alpha_ = a.getFloat("alpha", 0.9f);
+      beta_ = a.getFloat("beta", 0.999f);
+      eps_ = a.getFloat("epsilon", 1e-6f);
+      normPost_ = a.getFloat("norm_coefficient_post", 0.0f);
+    }
+    const int groups = 2 + states_;  // X, G and the states
+    if (init.numInputs < 2 + groups || (init.numInputs - 2) % groups != 0)
+      fail(init.opType + " takes R, T and " + std::to_string(groups) +
+           " groups of n tensors; got " + std::to_string(init.numInputs) + " inputs");
+    n_ = (init.numInputs - 2) / groups;
+    if (init.numOutputs != n_ * (1 + states_))
+      fail(init.opType + " with " + std::to_string(n_) + " tensors must have " +
+           std::to_string(n_ * (1 + states_)) + " outputs");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    if (ctx.input(0).size() != 1 || ctx.input(1).size() != 1)
+      return Status::error("R and T must be scalars");
+    const double r = ctx.input(0).getDouble(0);
+    const int64_t t = ctx.input(1).getInt(0);
+    for (int i = 0; i < n_; ++i) {
+      const Tensor& x = ctx.input(2 + i);
+      const Tensor& g = ctx.input(2 + n_ + i);
+      const Tensor& s1 = ctx.input(2 + 2 * n_ + i);
+      const Tensor* s2 = states_ == 2 ? &ctx.input(2 + 3 * n_ + i) : nullptr;
+      if (g.shape() != x.shape() || s1.shape() != x.shape() || (s2 && s2->shape() != x.shape()))
+        return Status::error("tensor " + std::to_string(i) +
+                             ": X, G and the optimizer states must have the same shape");
+      if (g.dtype() != x.dtype() || s1.dtype() != x.dtype() || (s2 && s2->dtype() != x.dtype()))
+        return Status::error("tensor " + std::to_string(i) +
+                             ": X, G and the optimizer states must have the same dtype");
+      DW_ALLOC(xo, ctx.output(i, x.dtype(), x.shape()));
+      DW_ALLOC(s1o, ctx.output(n_ + i, x.dtype(), x.shape()));
+      Tensor* s2o = nullptr;
+      if (s2) {
+        s2o = ctx.output(2 * n_ + i, x.dtype(), x.shape());
+        if (!s2o) return ctx.status();
+      }
+      DW_RETURN_IF_ERROR(dispatchFloat(x.dtype(), [&](auto z) -> Status {
+        using T = decltype(z);
+        update<T>(r, t, x.data<T>(), g.data<T>(), s1.data<T>(), s2 ? s2->data<T>() : nullptr,
+                  xo->data<T>(), s1o->data<T>(), s2o ? s2o->data<T>() : nullptr, x.size());
+        return Status();
+      }));
+    }
+    return Status();
+  }
+
+ private:
+  template <class T>
+  void update(double r, int64_t t, const T* x, const T* g, const T* s1, const T* s2, T* xo, T* s1o,
+              T* s2o, int64_t n) const {
+    const T norm = static_cast<T>(norm_);
+    if (rule_ == Rule::kAdagrad) {
+      const T rr = static_cast<T>(r / (1.0 + static_cast<double>(t) * decay_));
+      for (int64_t i = 0; i < n; ++i) {
+        const T gr = norm * x[i] + g[i];
+        const T h = s1[i] + gr * gr;
+        s1o[i] = h;
+        xo[i] = x[i] - rr * gr / (std::sqrt(h) + static_cast<T>(eps_));
+      }
+    } else if (rule_ == Rule::kMomentum) {
+      const T alpha = static_cast<T>(alpha_);
+      const T beta = t > 0 ? static_cast<T>(beta_) : T(1);
+      const T rr = static_cast<T>(r);
+      for (int64_t i = 0; i < n; ++i) {
+        const T gr = norm * x[i] + g[i];
+        const T v = alpha * s1[i] + beta * gr;
+        s1o[i] = v;
+        xo[i] = nesterov_ ? x[i] - rr * (gr + alpha * v) : x[i] - rr * v;
+      }
+    } else {
+      const T alpha = static_cast<T>(alpha_), beta = static_cast<T>(beta_);
+      double ra = r;
+      if (t > 0)
+        ra = r * std::sqrt(1.0 - std::pow(static_cast<double>(beta_), static_cast<double>(t))) /
+             (1.0 - std::pow(static_cast<double>(alpha_), static_cast<double>(t)));
+      const T rr = static_cast<T>(ra);
+      const T post = static_cast<T>(1.0 - normPost_);
+      for (int64_t i = 0; i < n; ++i) {
+        const T gr = norm * x[i] + g[i];
+        const T v = alpha * s1[i] + (1 - alpha) * gr;
+        const T h = beta * s2[i] + (1 - beta) * gr * gr;
+        s1o[i] = v;
+        s2o[i] = h;
+        xo[i] = post * (x[i] - rr * (v / (std::sqrt(h) + static_cast<T>(eps_))));
+      }
+    }
+  }
+
+  Rule rule_;
+  int states_ = 1, n_ = 0;
+  float norm_ = 0, normPost_ = 0, decay_ = 0, eps_ = 0, alpha_ = 0, beta_ = 0;
+  bool nesterov_ = false;
+};
+
+class NonMaxSuppression : public Kernel {
+ public:
+  explicit NonMaxSuppression(const KernelInit& init)
+      : center_(init.attrs.getInt("center_point_box", 0) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& boxes = ctx.input(0);
+    const Tensor& scores = ctx.input(1);
+    if (boxes.rank() != 3 || boxes.dim(2) != 4 || scores.rank() != 3 ||
+        scores.dim(0) != boxes.dim(0) || scores.dim(2) != boxes.dim(1))
+      return Status::error("boxes must be [B, N, 4] and scores [B, C, N]");
+    const int64_t maxOut = ctx.hasInput(2) && ctx.input(2).size() ? ctx.input(2).getInt(0) : 0;
+    const double iouTh = ctx.hasInput(3) && ctx.input(3).size() ? ctx.input(3).getDouble(0) : 0;
+    const bool hasScoreTh = ctx.hasInput(4) && ctx.input(4).size();
+    const double scoreTh = hasScoreTh ? ctx.input(4).getDouble(0) : 0;
+    const int64_t B = boxes.dim(0), N = boxes.dim(1), C = scores.dim(1);
+    std::vector<int64_t> sel;
+    auto corners = [&](int64_t b, int64_t i, double* c) {
+      double v[4];
+      for (int k = 0; k < 4; ++k) v[k] = boxes.getDouble((b * N + i) * 4 + k);
+      if (center_) {
+        c[0] = v[1] - v[3] / 2;  // y1
+        c[1] = v[0] - v[2] / 2;  // x1
+        c[2] = v[1] + v[3] / 2;
+        c[3] = v[0] + v[2] / 2;
+      } else {
+        c[0] = std::min(v[0], v[2]);
+        c[1] = std::min(v[1], v[3]);
+        c[2] = std::max(v[0], v[2]);
+        c[3] = std::max(v[1], v[3]);
+      }
+    };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c) {
+        std::vector<int64_t> cand;
+        for (int64_t i = 0; i < N; ++i)
+          if (!hasScoreTh || scores.getDouble((b * C + c) * N + i) > scoreTh) cand.push_back(i);
+        std::stable_sort(cand.begin(), cand.end(), [&](int64_t x, int64_t y) {
+          return scores.getDouble((b * C + c) * N + x) > scores.getDouble((b * C + c) * N + y);
+        });
+        std::vector<int64_t> kept;
+        for (int64_t i : cand) {
+          if (static_cast<int64_t>(kept.size()) >= maxOut) break;
+          double bi[4];
+          corners(b, i, bi);
+          bool keep = true;
+          for (int64_t j : kept) {
+            double bj[4];
+            corners(b, j, bj);
+            const double ih = std::max(0.0, std::min(bi[2], bj[2]) - std::max(bi[0], bj[0]));
+            const double iw = std::max(0.0, std::min(bi[3], bj[3]) - std::max(bi[1], bj[1]));
+            const double inter = ih * iw;
+            const double uni =
+                (bi[2] - bi[0]) * (bi[3] - bi[1]) + (bj[2] - bj[0]) * (bj[3] - bj[1]) - inter;
+            if (uni > 0 && inter / uni > iouTh) {
+              keep = false;
+              break;
+            }
+          }
+          if (keep) kept.push_back(i);
+        }
+        for (int64_t i : kept) {
+          sel.push_back(b);
+          sel.push_back(c);
+          sel.push_back(i);
+        }
+      }
+    const int64_t k = static_cast<int64_t>(sel.size() / 3);
+    DW_ALLOC(y, ctx.output(0, DType::kInt64, {k, 3}));
+    std::copy(sel.begin(), sel.end(), y->data<int64_t>());
+    return Status();
+  }
+
+ private:
+  bool center_;
+};
+
+class Unique : public Kernel {
+ public:
+  explicit Unique(const KernelInit& init)
+      : hasAxis_(init.attrs.has("axis")),
+        axis_(init.attrs.getInt("axis", 0)),
+        sorted_(init.attrs.getInt("sorted", 1) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (hasAxis_ && !validAxis(axis_, x.rank())) return Status::error("axis is out of range");
+    const int64_t a = hasAxis_ ? normAxis(axis_, x.rank()) : 0;
+    const Shape shape = hasAxis_ ? x.shape() : Shape{x.size()};
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= shape[d];
+    for (size_t d = a + 1; d < shape.size(); ++d) inner *= shape[d];
+    const int64_t n = shape[a];
+    return dispatchNumeric(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* px = x.data<T>();
+      auto slice = [&](int64_t j) {
+        std::vector<T> v;
+        v.reserve(outer * inner);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) v.push_back(px[(o * n + j) * inner + i]);
+        return v;
+      };
+      std::vector<std::vector<T>> uniq;
+      std::vector<int64_t> first, counts, inverse(n);
+      std::map<std::vector<T>, int64_t> seen;
+      for (int64_t j = 0; j < n; ++j) {
+        auto v = slice(j);
+        auto it = seen.find(v);
+        if (it == seen.end()) {
+          it = seen.emplace(v, static_cast<int64_t>(uniq.size())).first;
+          uniq.push_back(std::move(v));
+          first.push_back(j);
+          counts.push_back(0);
+        }
+        inverse[j] = it->second;
+        ++counts[it->second];
+      }
+      std::vector<int64_t> order(uniq.size());
+      std::iota(order.begin(), order.end(), 0);
+      if (sorted_)
+        std::sort(order.begin(), order.end(),
+                  [&](int64_t p, int64_t q) { return uniq[p] < uniq[q]; });
+      std::vector<int64_t> rank(uniq.size());
+      for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int64_t>(r);
+      const int64_t u = static_cast<int64_t>(uniq.size());
+      Shape ys = shape;
+      ys[a] = u;
+      DW_ALLOC(y, ctx.output(0, x.dtype(), ys));
+      for (int64_t r = 0; r < u; ++r) {
+        const auto& v = uniq[order[r]];
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i)
+            y->data<T>()[(o * u + r) * inner + i] = v[o * inner + i];
+      }
+      auto writeInts = [&](size_t idx, int64_t len, auto&& f) -> Status {
+        if (!ctx.wantsOutput(idx)) return Status();
+        Tensor* t = ctx.output(idx, DType::kInt64, {len});
+        if (!t) return ctx.status();
+        for (int64_t i = 0; i < len; ++i) t->data<int64_t>()[i] = f(i);
+        return Status();
+      };
+      DW_RETURN_IF_ERROR(writeInts(1, u, [&](int64_t r) { return first[order[r]]; }));
+      DW_RETURN_IF_ERROR(writeInts(2, n, [&](int64_t j) { return rank[inverse[j]]; }));
+      return writeInts(3, u, [&](int64_t r) { return counts[order[r]]; });
+    });
+  }
+
+ private:
+  bool hasAxis_;
+  int64_t axis_;
+  bool sorted_;
+};
+
+// Einsum by direct summation over every label's range: handles repeated labels (diagonals),
+// ellipses with broadcasting, and the implicit output (labels seen once, in alphabetical order).
+class Einsum : public Kernel {
+ public:
+  explicit Einsum(const KernelInit& init) : equation_(init.attrs.getString("equation")) {
+    equation_.erase(std::remove(equation_.begin(), equation_.end(), ' '), equation_.end());
+  }
+  Status compute(KernelContext& ctx) override {
+    const size_t nin = ctx.numInputs();
+    const auto arrow = equation_.find("->");
+    const std::string lhs = equation_.substr(0, arrow);
+    std::vector<std::string> terms;
+    size_t start = 0;
+    for (size_t i = 0; i <= lhs.size(); ++i)
+      if (i == lhs.size() || lhs[i] == ',') {
+        terms.push_back(lhs.substr(start, i - start));
+        start = i + 1;
+      }
+    if (terms.size() != nin)
+      return Status::error("equation '" + equation_ + "' has " + std::to_string(terms.size()) +
+                           " operands for " + std::to_string(nin) + " inputs");
+    // Ellipsis dims become labels '0'.. (right-aligned, broadcast across operands).
+    size_t ell = 0;
+    for (size_t k = 0; k < nin; ++k) {
+      const auto p = terms[k].find("...");
+      if (p != std::string::npos) ell = std::max(ell, ctx.input(k).rank() - (terms[k].size() - 3));
+    }
+    std::string ellLabels;
+    for (size_t i = 0; i < ell; ++i) ellLabels.push_back(static_cast<char>('0' + i));
+    std::map<char, int64_t> dims;
+    std::vector<std::string> labels(nin);
+    for (size_t k = 0; k < nin; ++k) {
+      std::string t = terms[k];
+      const auto p = t.find("...");
+      const Tensor& in = ctx.input(k);
+      if (p != std::string::npos) {
+        const size_t own = in.rank() - (t.size() - 3);
+        t = t.substr(0, p) + ellLabels.substr(ell - own) + t.substr(p + 3);
+      }
+      if (t.size() != in.rank())
+        return Status::error("operand " + std::to_string(k) + " has rank " +
+                             std::to_string(in.rank()) + " but its term is '" + terms[k] + "'");
+      for (size_t d = 0; d < t.size(); ++d) {
+        auto& v = dims[t[d]];
+        if (v <= 1)
+          v = in.dim(d);
+        else if (in.dim(d) != v && in.dim(d) != 1)
+          return Status::error(std::string("label '") + t[d] + "' has inconsistent sizes");
+      }
+      labels[k] = t;
+    }
+    std::string out;
+    if (arrow != std::string::npos) {
+      out = equation_.substr(arrow + 2);
+      const auto p = out.find("...");
+      if (p != std::string::npos) out = out.substr(0, p) + ellLabels + out.substr(p + 3);
+    } else {
+      std::map<char, int> seen;
+      for (const auto& l : labels)
+        for (char c : l) ++seen[c];
+      out = ellLabels;
+      for (const auto& [c, n] : seen)
+        if (n == 1 && !(c >= '0' && c <= '9')) out.push_back(c);
+    }
+    std::string all = out;
+    for (const auto& [c, d] : dims)
+      if (out.find(c) == std::string::npos) all.push_back(c);
+    Shape outShape;
+    for (char c : out) {
+      if (!dims.count(c)) return Status::error(std::string("output label '") + c + "' is unknown");
+      outShape.push_back(dims[c]);
+    }
+    const DType dt = ctx.input(0).dtype();
+    DW_ALLOC(y, ctx.output(0, dt, outShape));
+    // Per operand, the stride each label contributes (0 where broadcast).
+    std::vector<std::vector<int64_t>> strides(nin, std::vector<int64_t>(all.size(), 0));
+    for (size_t k = 0; k < nin; ++k) {
+      const auto st = stridesOf(ctx.input(k).shape());
+      for (size_t d = 0; d < labels[k].size(); ++d) {
+        const size_t li = all.find(labels[k][d]);
+        if (ctx.input(k).dim(d) != 1) strides[k][li] += st[d];
+      }
+    }
+    std::vector<int64_t> extent;
+    for (char c : all) extent.push_back(dims[c]);
+    const int64_t outCount = numElements(outShape);
+    int64_t sumCount = 1;
+    for (size_t i = out.size(); i < all.size(); ++i) sumCount *= extent[i];
+    return dispatchNumeric(dt, [&](auto z) -> Status {
+      using T = decltype(z);
+      std::vector<int64_t> idx(all.size());
+      for (int64_t o = 0; o < outCount; ++o) {
+        int64_t rem = o;
+        for (size_t d = out.size(); d-- > 0;) {
+          idx[d] = rem % extent[d];
+          rem /= extent[d];
+        }
+        double acc = 0;
+        for (int64_t s = 0; s < sumCount; ++s) {
+          int64_t r = s;
+          for (size_t d = all.size(); d-- > out.size();) {
+            idx[d] = r % extent[d];
+            r /= extent[d];
+          }
+          double prod = 1;
+          for (size_t k = 0; k < nin; ++k) {
+            int64_t off = 0;
+            for (size_t d = 0; d < all.size(); ++d) off += idx[d] * strides[k][d];
+            prod *= static_cast<double>(ctx.input(k).data<T>()[off]);
+          }
+          acc += prod;
+        }
+        y->data<T>()[o] = static_cast<T>(acc);
+      }
+      return Status();
+    });
+  }
+
+ private:
+  std::string equation_;
+};
+
+class Det : public Kernel {
+ public:
+  explicit Det(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 2 || x.dim(x.rank() - 1) != x.dim(x.rank() - 2))
+      return Status::error("Det needs square matrices [..., M, M]");
+    const int64_t m = x.dim(x.rank() - 1);
+    Shape out(x.shape().begin(), x.shape().end() - 2);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      std::vector<double> a(m * m);
+      for (int64_t b = 0; b < y->size(); ++b) {
+        for (int64_t i = 0; i < m * m; ++i) a[i] = x.data<T>()[b * m * m + i];
+        double det = 1;
+        for (int64_t c = 0; c < m; ++c) {
+          int64_t p = c;
+          for (int64_t r = c + 1; r < m; ++r)
+            if (std::fabs(a[r * m + c]) > std::fabs(a[p * m + c])) p = r;
+          if (a[p * m + c] == 0) {
+            det = 0;
+            break;
+          }
+          if (p != c) {
+            for (int64_t k = 0; k < m; ++k) std::swap(a[p * m + k], a[c * m + k]);
+            det = -det;
+          }
+          det *= a[c * m + c];
+          for (int64_t r = c + 1; r < m; ++r) {
+            const double f = a[r * m + c] / a[c * m + c];
+            for (int64_t k = c; k < m; ++k) a[r * m + k] -= f * a[c * m + k];
+          }
+        }
+        y->data<T>()[b] = static_cast<T>(det);
+      }
+      return Status();
+    });
+  }
+};
+
+// DFT (opset 17) along one axis of a real ([..., 1]) or complex ([..., 2]) signal, by direct
+// summation in double.
+class Dft : public Kernel {
+ public:
+  explicit Dft(const KernelInit& init)
+      : axis_(init.attrs.getInt("axis", 1)),
+        inverse_(init.attrs.getInt("inverse", 0) != 0),
+        onesided_(init.attrs.getInt("onesided", 0) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const size_t r = x.rank();
+    if (r < 2 || (x.dim(r - 1) != 1 && x.dim(r - 1) != 2))
+      return Status::error("input must end in a dimension of 1 (real) or 2 (complex)");
+    if (!validAxis(axis_, r - 1)) return Status::error("axis must name a signal dimension");
+    const int64_t a = normAxis(axis_, r - 1);
+    const bool complexIn = x.dim(r - 1) == 2;
+    const int64_t n0 = x.dim(a);
+    const int64_t n = ctx.hasInput(1) && ctx.input(1).size() ? ctx.input(1).getInt(0) : n0;
+    if (n <= 0) return Status::error("dft_length must be positive");
+    const int64_t outLen = onesided_ ? n / 2 + 1 : n;
+    Shape out = x.shape();
+    out[a] = outLen;
+    out[r - 1] = 2;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
+    for (size_t d = a + 1; d + 1 < r; ++d) inner *= x.dim(d);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* px = x.data<T>();
+      T* py = y->data<T>();
+      const int64_t ci = complexIn ? 2 : 1;
+      const double sign = inverse_ ? 1.0 : -1.0;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i)
+          for (int64_t k = 0; k < outLen; ++k) {
+            std::complex<double> acc = 0;
+            for (int64_t t = 0; t < std::min(n, n0); ++t) {
+              const int64_t at = ((o * n0 + t) * inner + i) * ci;
+              const std::complex<double> v(px[at], complexIn ? px[at + 1] : 0.0);
+              const double ang = sign * 2 * M_PI * static_cast<double>((k * t) % n) / n;
+              acc += v * std::complex<double>(std::cos(ang), std::sin(ang));
+            }
+            if (inverse_) acc /= static_cast<double>(n);
+            const int64_t ot = ((o * outLen + k) * inner + i) * 2;
+            py[ot] = static_cast<T>(acc.real());
+            py[ot + 1] = static_cast<T>(acc.imag());
+          }
+      return Status();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  bool inverse_, onesided_;
+};
+
+}  // namespace
+
+void addQuantizeKernels(KernelRegistry& r);  // kernels/quantize.cpp
+void addTextKernels(KernelRegistry& r);      // kernels/text.cpp
+
+void addMiscKernels(KernelRegistry& r) {
+  addQuantizeKernels(r);
+  addTextKernels(r);
+  r.add("host", "NonMaxSuppression", 10, kMaxOpset, &makeKernel<NonMaxSuppression>, false);
+  r.add("host", "Unique", 11, kMaxOpset, &makeKernel<Unique>, false);
+  r.add("host", "Einsum", 12, kMaxOpset, &makeKernel<Einsum>, false);
+  r.add("host", "Det", 11, kMaxOpset, &makeKernel<Det>);
+  r.add("host", "DFT", 17, kMaxOpset, &makeKernel<Dft>);
+  const std::string training = "ai.onnx.preview.training";
+  for (const char* op : {"Adagrad", "Momentum", "Adam"})
+    r.add("host", op, 1, kMaxOpset, &makeKernel<Optimizer>, true, training);
+}
 
 }  // namespace dw::engine

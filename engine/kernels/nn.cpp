@@ -1,8 +1,647 @@
+// Plain C++ neural-network kernels: what the oneDNN kernels hand over (BatchNormalization in
+// training mode or in double; MaxPool with Indices, storage_order or integer dtypes) and ops
+// oneDNN has no primitive for with ONNX's semantics: InstanceNormalization, MaxUnpool, Resize /
+// Upsample (every coordinate transformation, nearest mode and cubic variant), GridSample.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 
 namespace dw::engine {
 
-void addNnKernels(KernelRegistry& r) {}
+namespace {
+
+class BatchNormHost : public Kernel {
+ public:
+  explicit BatchNormHost(const KernelInit& init)
+      : opset_(init.opset),
+        eps_(init.attrs.getFloat("epsilon", 1e-5f)),
+        momentum_(init.attrs.getFloat("momentum", 0.9f)) {
+    // Opset 14+ says so with training_mode; before that, asking for the statistics outputs
+    // (and, before 7, is_test=0) meant training.
+    training_ = opset_ >= 14 ? init.attrs.getInt("training_mode", 0) != 0
+                             : (opset_ < 7 ? init.attrs.getInt("is_test", 0) == 0 : true) &&
+                                   init.numOutputs > 1;
+    if (opset_ < 9 && init.attrs.getInt("spatial", 1) == 0)
+      fail("BatchNormalization spatial=0 is not supported");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 2) return Status::error("X must have at least 2 dimensions (N, C, ...)");
+    const int64_t N = x.dim(0), C = x.dim(1), S = x.size() / std::max<int64_t>(1, N * C);
+    for (int i = 1; i <= 4; ++i) {
+      if (ctx.input(i).size() != C)
+        return Status::error("scale, B, mean and var must have C = " + std::to_string(C) +
+                             " elements; input " + std::to_string(i) + " has " +
+                             shapeToString(ctx.input(i).shape()));
+      if (!isFloating(ctx.input(i).dtype()))
+        return Status::error("scale, B, mean and var must be floating point");
+    }
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* px = x.data<T>();
+      T* py = y->data<T>();
+      // Statistics (scale, bias, mean, var) may have another float type (opset 15's T1/T2).
+      auto vec = [&](int i) {
+        std::vector<double> v(C);
+        for (int64_t c = 0; c < C; ++c) v[c] = ctx.input(i).getDouble(c);
+        return v;
+      };
+      const auto scale = vec(1), bias = vec(2), inMean = vec(3), inVar = vec(4);
+      std::vector<double> mean = inMean, var = inVar;
+      if (training_) {
+        const double count = static_cast<double>(N * S);
+        for (int64_t c = 0; c < C; ++c) {
+          double s = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            const T* p = px + (n * C + c) * S;
+            for (int64_t i = 0; i < S; ++i) s += p[i];
+          }
+          const double m = count > 0 ? s / count : 0;
+          double q = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            const T* p = px + (n * C + c) * S;
+            for (int64_t i = 0; i < S; ++i) q += (p[i] - m) * (p[i] - m);
+          }
+          mean[c] = m;
+          var[c] = count > 0 ? q / count : 0;
+        }
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const double k = scale[c] / std::sqrt(var[c] + eps_);
+        const double b = bias[c] - mean[c] * k;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* p = px + (n * C + c) * S;
+          T* q = py + (n * C + c) * S;
+          for (int64_t i = 0; i < S; ++i) q[i] = static_cast<T>(p[i] * k + b);
+        }
+      }
+      if (!training_) return Status();
+      // Outputs 1, 2: running mean/var; opset < 14 also has 3, 4: the batch mean/var.
+      auto write = [&](size_t idx, const std::vector<double>& v) -> Status {
+        if (!ctx.wantsOutput(idx)) return Status();
+        const DType dt = ctx.input(3).dtype();
+        Tensor* t = ctx.output(idx, dt, {C});
+        if (!t) return ctx.status();
+        return dispatchFloat(dt, [&](auto w) {
+          using U = decltype(w);
+          for (int64_t c = 0; c < C; ++c) t->data<U>()[c] = static_cast<U>(v[c]);
+          return Status();
+        });
+      };
+      std::vector<double> runMean(C), runVar(C);
+      for (int64_t c = 0; c < C; ++c) {
+        runMean[c] = inMean[c] * momentum_ + mean[c] * (1 - momentum_);
+        runVar[c] = inVar[c] * momentum_ + var[c] * (1 - momentum_);
+      }
+      DW_RETURN_IF_ERROR(write(1, runMean));
+      DW_RETURN_IF_ERROR(write(2, runVar));
+      DW_RETURN_IF_ERROR(write(3, mean));
+      return write(4, var);
+    });
+  }
+
+ private:
+  int opset_;
+  float eps_, momentum_;
+  bool training_ = false;
+};
+
+// Window geometry shared by the pooling kernels: explicit pads, auto_pad and ceil_mode.
+struct PoolGeometry {
+  std::vector<int64_t> kernel, strides, dilations, padL, padR, out;
+};
+
+Result<PoolGeometry> poolGeometry(const Attributes& a, const Shape& in,
+                                  std::vector<int64_t> kernel) {
+  const size_t n = kernel.size();
+  if (in.size() != n + 2)
+    return Status::error("kernel_shape has " + std::to_string(n) + " entries for a " +
+                         std::to_string(in.size()) + "-D input");
+  PoolGeometry g;
+  g.kernel = kernel;
+  g.strides = a.getInts("strides");
+  g.dilations = a.getInts("dilations");
+  if (g.strides.empty()) g.strides.assign(n, 1);
+  if (g.dilations.empty()) g.dilations.assign(n, 1);
+  if (g.strides.size() != n || g.dilations.size() != n)
+    return Status::error("strides/dilations must have one entry per spatial axis");
+  auto pads = a.getInts("pads");
+  const std::string autoPad = a.getString("auto_pad", "NOTSET");
+  const bool ceil = a.getInt("ceil_mode", 0) != 0;
+  g.padL.assign(n, 0);
+  g.padR.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = in[2 + i], s = g.strides[i], ek = (kernel[i] - 1) * g.dilations[i] + 1;
+    if (s <= 0 || kernel[i] <= 0) return Status::error("kernel and strides must be positive");
+    int64_t o;
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      o = (x + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (o - 1) * s + ek - x);
+      g.padL[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.padR[i] = total - g.padL[i];
+    } else if (autoPad == "VALID") {
+      o = (x - ek) / s + 1;
+      if (ceil) o = (x - ek + s - 1) / s + 1;
+    } else {
+      if (!pads.empty()) {
+        if (pads.size() != 2 * n) return Status::error("pads must have 2 entries per axis");
+        g.padL[i] = pads[i];
+        g.padR[i] = pads[i + n];
+      }
+      const int64_t span = x + g.padL[i] + g.padR[i] - ek;
+      o = ceil ? (span + s - 1) / s + 1 : span / s + 1;
+      // A last window that would start in the right padding only is dropped.
+      if (ceil && (o - 1) * s >= x + g.padL[i]) --o;
+    }
+    g.out.push_back(std::max<int64_t>(o, 0));
+  }
+  return g;
+}
+
+// MaxPool on host memory: any numeric dtype, the Indices output, storage_order.
+class MaxPoolHost : public Kernel {
+ public:
+  explicit MaxPoolHost(const KernelInit& init)
+      : attrs_(init.attrs), columnMajor_(init.attrs.getInt("storage_order", 0) != 0) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 3) return Status::error("MaxPool needs an input of rank >= 3 (N, C, ...)");
+    auto g = poolGeometry(attrs_, x.shape(), attrs_.getInts("kernel_shape"));
+    if (!g) return g.status();
+    Shape outShape{x.dim(0), x.dim(1)};
+    for (int64_t o : g->out) outShape.push_back(o);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), outShape));
+    Tensor* idx = nullptr;
+    if (ctx.wantsOutput(1)) {
+      idx = ctx.output(1, DType::kInt64, outShape);
+      if (!idx) return ctx.status();
+    }
+    const size_t n = g->kernel.size();
+    const Shape spatialIn(x.shape().begin() + 2, x.shape().end());
+    const int64_t inPlane = numElements(spatialIn), outPlane = numElements(g->out);
+    const int64_t planes = x.dim(0) * x.dim(1);
+    return dispatchNumeric(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      std::vector<int64_t> o(n), w(n), pos(n);
+      for (int64_t p = 0; p < planes; ++p) {
+        const T* src = x.data<T>() + p * inPlane;
+        for (int64_t oi = 0; oi < outPlane; ++oi) {
+          int64_t rem = oi;
+          for (size_t d = n; d-- > 0;) {
+            o[d] = rem % g->out[d];
+            rem /= g->out[d];
+          }
+          T best = std::numeric_limits<T>::lowest();
+          int64_t bestAt = -1;
+          std::fill(w.begin(), w.end(), 0);
+          const int64_t windows = numElements(g->kernel);
+          for (int64_t wi = 0; wi < windows; ++wi) {
+            int64_t r = wi, off = 0, colOff = 0, colStride = 1;
+            bool inside = true;
+            for (size_t d = n; d-- > 0;) {
+              const int64_t k = r % g->kernel[d];
+              r /= g->kernel[d];
+              pos[d] = o[d] * g->strides[d] - g->padL[d] + k * g->dilations[d];
+              inside = inside && pos[d] >= 0 && pos[d] < spatialIn[d];
+            }
+            if (!inside) continue;
+            for (size_t d = 0; d < n; ++d) off = off * spatialIn[d] + pos[d];
+            for (size_t d = 0; d < n; ++d) {
+              colOff += pos[d] * colStride;
+              colStride *= spatialIn[d];
+            }
+            const T v = src[off];
+            if (bestAt < 0 || v > best) {
+              best = v;
+              bestAt = columnMajor_ ? colOff : off;
+            }
+          }
+          y->data<T>()[p * outPlane + oi] = bestAt < 0 ? T(0) : best;
+          if (idx)
+            idx->data<int64_t>()[p * outPlane + oi] = p * inPlane + std::max<int64_t>(bestAt, 0);
+        }
+      }
+      return Status();
+    });
+  }
+
+ private:
+  Attributes attrs_;
+  bool columnMajor_;
+};
+
+class MaxUnpool : public Kernel {
+ public:
+  explicit MaxUnpool(const KernelInit& init) : attrs_(init.attrs) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& ind = ctx.input(1);
+    if (x.rank() < 3 || ind.shape() != x.shape())
+      return Status::error("X must be rank >= 3 and I must have X's shape");
+    const auto kernel = attrs_.getInts("kernel_shape");
+    const size_t n = x.rank() - 2;
+    if (kernel.size() != n) return Status::error("kernel_shape needs one entry per spatial axis");
+    auto strides = attrs_.getInts("strides");
+    auto pads = attrs_.getInts("pads");
+    if (strides.empty()) strides.assign(n, 1);
+    if (pads.empty()) pads.assign(2 * n, 0);
+    Shape out{x.dim(0), x.dim(1)};
+    for (size_t i = 0; i < n; ++i)
+      out.push_back((x.dim(2 + i) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n]);
+    if (ctx.hasInput(2)) {
+      auto os = ctx.input(2).toInt64Vector();
+      if (os.size() != out.size()) return Status::error("output_shape must have X's rank");
+      out = Shape(os.begin(), os.end());
+    }
+    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    std::memset(y->raw(), 0, y->bytes());
+    const int64_t total = y->size();
+    return dispatchBytes(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      for (int64_t i = 0; i < x.size(); ++i) {
+        const int64_t at = ind.getInt(i);
+        if (at < 0 || at >= total)
+          return Status::error("index " + std::to_string(at) + " is outside the output");
+        y->data<T>()[at] = x.data<T>()[i];
+      }
+      return Status();
+    });
+  }
+
+ private:
+  Attributes attrs_;
+};
+
+class InstanceNorm : public Kernel {
+ public:
+  explicit InstanceNorm(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 3) return Status::error("input must have rank >= 3 (N, C, ...)");
+    const int64_t N = x.dim(0), C = x.dim(1), S = x.size() / std::max<int64_t>(1, N * C);
+    if (ctx.input(1).size() != C || ctx.input(2).size() != C)
+      return Status::error("scale and B must have C elements");
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c) {
+          const T* p = x.data<T>() + (n * C + c) * S;
+          T* q = y->data<T>() + (n * C + c) * S;
+          double m = 0, v = 0;
+          for (int64_t i = 0; i < S; ++i) m += p[i];
+          m /= S;
+          for (int64_t i = 0; i < S; ++i) v += (p[i] - m) * (p[i] - m);
+          v /= S;
+          const double k = ctx.input(1).getDouble(c) / std::sqrt(v + eps_);
+          const double b = ctx.input(2).getDouble(c);
+          for (int64_t i = 0; i < S; ++i) q[i] = static_cast<T>((p[i] - m) * k + b);
+        }
+      return Status();
+    });
+  }
+
+ private:
+  float eps_;
+};
+
+// Resize (opset 10+) and Upsample: separable, one axis at a time. For every output index along
+// an axis, the coordinate transformation gives a position in the input, and the mode turns it
+// into (input index, weight) taps, as the ONNX reference implementation defines them.
+class ResizeKernel : public Kernel {
+ public:
+  explicit ResizeKernel(const KernelInit& init)
+      : opset_(init.opset), upsample_(init.opType == "Upsample") {
+    const auto& a = init.attrs;
+    mode_ = a.getString("mode", "nearest");
+    std::transform(mode_.begin(), mode_.end(), mode_.begin(), ::tolower);
+    if (mode_ == "bilinear") mode_ = "linear";
+    if (mode_ != "nearest" && mode_ != "linear" && mode_ != "cubic")
+      fail("mode '" + mode_ + "' must be nearest, linear or cubic");
+    if (upsample_ || opset_ < 11) {
+      coord_ = "asymmetric";
+      nearest_ = "floor";
+    } else {
+      coord_ = a.getString("coordinate_transformation_mode", "half_pixel");
+      nearest_ = a.getString("nearest_mode", "round_prefer_floor");
+    }
+    cubicA_ = a.getFloat("cubic_coeff_a", -0.75f);
+    excludeOutside_ = a.getInt("exclude_outside", 0) != 0;
+    extrapolation_ = a.getFloat("extrapolation_value", 0.0f);
+    scalesAttr_ = a.getFloats("scales");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const size_t r = x.rank();
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+    std::vector<double> roi;
+    if (upsample_ && opset_ < 9) {
+      for (float f : scalesAttr_) scales.push_back(f);
+    } else if (upsample_ || opset_ < 11) {
+      for (int64_t i = 0; i < ctx.input(1).size(); ++i) scales.push_back(ctx.input(1).getDouble(i));
+    } else {
+      if (ctx.hasInput(1))
+        for (int64_t i = 0; i < ctx.input(1).size(); ++i) roi.push_back(ctx.input(1).getDouble(i));
+      if (ctx.hasInput(2))
+        for (int64_t i = 0; i < ctx.input(2).size(); ++i)
+          scales.push_back(ctx.input(2).getDouble(i));
+      if (ctx.hasInput(3)) sizes = ctx.input(3).toInt64Vector();
+    }
+    Shape out(r);
+    if (!sizes.empty()) {
+      if (sizes.size() != r) return Status::error("sizes must have one entry per input axis");
+      scales.assign(r, 1.0);
+      for (size_t d = 0; d < r; ++d) {
+        out[d] = sizes[d];
+        scales[d] = x.dim(d) ? static_cast<double>(sizes[d]) / x.dim(d) : 1.0;
+      }
+    } else {
+      if (scales.size() != r)
+        return Status::error("scales must have one entry per input axis (got " +
+                             std::to_string(scales.size()) + ")");
+      for (size_t d = 0; d < r; ++d) {
+        if (!(scales[d] > 0)) return Status::error("scales must be positive");
+        out[d] = static_cast<int64_t>(std::floor(x.dim(d) * scales[d]));
+      }
+    }
+    if (coord_ == "tf_crop_and_resize" && roi.size() != 2 * r)
+      return Status::error("tf_crop_and_resize needs an roi of 2 * rank values");
+    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    if (y->size() == 0) return Status();
+    // Pass through the axes in turn, in double.
+    std::vector<double> cur(x.size());
+    DW_RETURN_IF_ERROR(dispatchNumeric(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      for (int64_t i = 0; i < x.size(); ++i) cur[i] = static_cast<double>(x.data<T>()[i]);
+      return Status();
+    }));
+    Shape shape = x.shape();
+    for (size_t d = 0; d < r; ++d) {
+      if (out[d] == shape[d] && scales[d] == 1.0 && coord_ != "tf_crop_and_resize") continue;
+      const int64_t in = shape[d], on = out[d];
+      int64_t outer = 1, inner = 1;
+      for (size_t k = 0; k < d; ++k) outer *= shape[k];
+      for (size_t k = d + 1; k < r; ++k) inner *= shape[k];
+      std::vector<std::vector<std::pair<int64_t, double>>> taps(on);
+      std::vector<bool> outside(on, false);
+      for (int64_t j = 0; j < on; ++j) {
+        double xo;
+        const double sc = scales[d];
+        if (coord_ == "half_pixel") {
+          xo = (j + 0.5) / sc - 0.5;
+        } else if (coord_ == "pytorch_half_pixel") {
+          xo = on > 1 ? (j + 0.5) / sc - 0.5 : 0.0;
+        } else if (coord_ == "align_corners") {
+          xo = on == 1 ? 0.0 : j * static_cast<double>(in - 1) / (on - 1);
+        } else if (coord_ == "asymmetric") {
+          xo = j / sc;
+        } else if (coord_ == "tf_half_pixel_for_nn") {
+          xo = (j + 0.5) / sc;
+        } else if (coord_ == "tf_crop_and_resize") {
+          const double s0 = roi[d], e0 = roi[r + d];
+          xo = on > 1 ? s0 * (in - 1) + j * (e0 - s0) * (in - 1) / (on - 1)
+                      : 0.5 * (s0 + e0) * (in - 1);
+          if (xo < 0 || xo > in - 1) {
+            outside[j] = true;
+            continue;
+          }
+        } else {
+          return Status::error("coordinate_transformation_mode '" + coord_ + "' is not supported");
+        }
+        auto clampIdx = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+        if (mode_ == "nearest") {
+          int64_t i;
+          const double fl = std::floor(xo);
+          if (nearest_ == "floor") {
+            i = static_cast<int64_t>(fl);
+          } else if (nearest_ == "ceil") {
+            i = static_cast<int64_t>(std::ceil(xo));
+          } else if (xo - fl == 0.5) {
+            i = static_cast<int64_t>(nearest_ == "round_prefer_ceil" ? fl + 1 : fl);
+          } else {
+            i = static_cast<int64_t>(std::round(xo));
+          }
+          taps[j].push_back({clampIdx(i), 1.0});
+          continue;
+        }
+        const int64_t base = static_cast<int64_t>(std::ceil(xo)) - 1;
+        const double ratio = xo - base;
+        std::vector<std::pair<int64_t, double>> t;
+        if (mode_ == "linear") {
+          t = {{base, 1 - ratio}, {base + 1, ratio}};
+        } else {
+          const double A = cubicA_, rr = ratio;
+          auto far = [&](double v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };
+          auto near = [&](double v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };
+          t = {{base - 1, far(rr + 1)},
+               {base, near(rr)},
+               {base + 1, near(1 - rr)},
+               {base + 2, far(2 - rr)}};
+        }
+        if (excludeOutside_) {
+          double sum = 0;
+          for (auto& [i, w] : t) {
+            if (i < 0 || i >= in) w = 0;
+            sum += w;
+          }
+          if (sum != 0)
+            for (auto& tw : t) tw.second /= sum;
+        }
+        for (auto& [i, w] : t) taps[j].push_back({clampIdx(i), w});
+      }
+      std::vector<double> next(outer * on * inner);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < on; ++j) {
+          double* dst = &next[(o * on + j) * inner];
+          if (outside[j]) {
+            std::fill_n(dst, inner, static_cast<double>(extrapolation_));
+            continue;
+          }
+          std::fill_n(dst, inner, 0.0);
+          for (const auto& [i, w] : taps[j]) {
+            const double* src = &cur[(o * in + i) * inner];
+            for (int64_t k = 0; k < inner; ++k) dst[k] += w * src[k];
+          }
+        }
+      cur.swap(next);
+      shape[d] = on;
+    }
+    return dispatchNumeric(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      for (int64_t i = 0; i < y->size(); ++i) {
+        if constexpr (std::is_integral_v<T>)
+          y->data<T>()[i] = static_cast<T>(std::nearbyint(cur[i]));
+        else
+          y->data<T>()[i] = static_cast<T>(cur[i]);
+      }
+      return Status();
+    });
+  }
+
+ private:
+  int opset_;
+  bool upsample_;
+  std::string mode_, coord_, nearest_;
+  float cubicA_ = -0.75f, extrapolation_ = 0;
+  bool excludeOutside_ = false;
+  std::vector<float> scalesAttr_;
+};
+
+// GridSample (4-D): bilinear, nearest and bicubic sampling with zeros, border or reflection
+// padding, following the ONNX reference implementation's unnormalization.
+class GridSample : public Kernel {
+ public:
+  explicit GridSample(const KernelInit& init)
+      : mode_(init.attrs.getString("mode", "bilinear")),
+        padding_(init.attrs.getString("padding_mode", "zeros")),
+        alignCorners_(init.attrs.getInt("align_corners", 0) != 0) {
+    if (mode_ != "bilinear" && mode_ != "nearest" && mode_ != "bicubic")
+      fail("GridSample mode '" + mode_ + "' must be bilinear, nearest or bicubic");
+    if (padding_ != "zeros" && padding_ != "border" && padding_ != "reflection")
+      fail("GridSample padding_mode '" + padding_ + "' must be zeros, border or reflection");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& grid = ctx.input(1);
+    if (x.rank() != 4 || grid.rank() != 4 || grid.dim(3) != 2 || grid.dim(0) != x.dim(0))
+      return Status::error("GridSample needs X [N, C, H, W] and grid [N, Ho, Wo, 2]");
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+    const int64_t Ho = grid.dim(1), Wo = grid.dim(2);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), {N, C, Ho, Wo}));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < Ho; ++i)
+          for (int64_t j = 0; j < Wo; ++j) {
+            const int64_t gi = ((n * Ho + i) * Wo + j) * 2;
+            const double gx = grid.getDouble(gi), gy = grid.getDouble(gi + 1);
+            const double px = unnormalize(gx, W), py = unnormalize(gy, H);
+            for (int64_t c = 0; c < C; ++c) {
+              const T* plane = x.data<T>() + (n * C + c) * H * W;
+              y->data<T>()[((n * C + c) * Ho + i) * Wo + j] =
+                  static_cast<T>(sample(plane, H, W, px, py));
+            }
+          }
+      return Status();
+    });
+  }
+
+ private:
+  double unnormalize(double v, int64_t len) const {
+    return alignCorners_ ? (v + 1) / 2 * (len - 1) : ((v + 1) * len - 1) / 2;
+  }
+  double reflect(double v, double lo, double hi) const {
+    const double range = hi - lo;
+    if (range <= 0) return lo;
+    if (v < lo) {
+      const double dx = lo - v;
+      const int64_t k = static_cast<int64_t>(dx / range);
+      const double rem = dx - k * range;
+      return k % 2 == 0 ? lo + rem : hi - rem;
+    }
+    if (v > hi) {
+      const double dx = v - hi;
+      const int64_t k = static_cast<int64_t>(dx / range);
+      const double rem = dx - k * range;
+      return k % 2 == 0 ? hi - rem : lo + rem;
+    }
+    return v;
+  }
+  // Applies border/reflection to a continuous coordinate.
+  double pad(double v, int64_t len) const {
+    if (padding_ == "border") return std::clamp(v, 0.0, static_cast<double>(len - 1));
+    if (padding_ == "reflection")
+      return alignCorners_ ? reflect(v, 0, len - 1) : reflect(v, -0.5, len - 0.5);
+    return v;
+  }
+  template <class T>
+  double pixel(const T* plane, int64_t H, int64_t W, int64_t yy, int64_t xx) const {
+    if (padding_ == "zeros") {
+      if (yy < 0 || yy >= H || xx < 0 || xx >= W) return 0;
+    } else if (padding_ == "border") {
+      yy = std::clamp<int64_t>(yy, 0, H - 1);
+      xx = std::clamp<int64_t>(xx, 0, W - 1);
+    } else {
+      yy = static_cast<int64_t>(pad(static_cast<double>(yy), H));
+      xx = static_cast<int64_t>(pad(static_cast<double>(xx), W));
+      yy = std::clamp<int64_t>(yy, 0, H - 1);
+      xx = std::clamp<int64_t>(xx, 0, W - 1);
+    }
+    return plane[yy * W + xx];
+  }
+  template <class T>
+  double sample(const T* plane, int64_t H, int64_t W, double px, double py) const {
+    if (mode_ == "nearest") {
+      px = pad(px, W);
+      py = pad(py, H);
+      return pixel(plane, H, W, static_cast<int64_t>(std::nearbyint(py)),
+                   static_cast<int64_t>(std::nearbyint(px)));
+    }
+    if (mode_ == "bilinear") {
+      px = pad(px, W);
+      py = pad(py, H);
+      const int64_t x0 = static_cast<int64_t>(std::floor(px)),
+                    y0 = static_cast<int64_t>(std::floor(py));
+      const double fx = px - x0, fy = py - y0;
+      return pixel(plane, H, W, y0, x0) * (1 - fx) * (1 - fy) +
+             pixel(plane, H, W, y0, x0 + 1) * fx * (1 - fy) +
+             pixel(plane, H, W, y0 + 1, x0) * (1 - fx) * fy +
+             pixel(plane, H, W, y0 + 1, x0 + 1) * fx * fy;
+    }
+    // Bicubic with A = -0.75 over the 4x4 neighbourhood; padding applies per tap.
+    const int64_t x0 = static_cast<int64_t>(std::floor(px)) - 1,
+                  y0 = static_cast<int64_t>(std::floor(py)) - 1;
+    const double fx = px - std::floor(px), fy = py - std::floor(py);
+    auto coeffs = [](double t, double* c) {
+      const double A = -0.75;
+      auto far = [&](double v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };
+      auto near = [&](double v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };
+      c[0] = far(t + 1);
+      c[1] = near(t);
+      c[2] = near(1 - t);
+      c[3] = far(2 - t);
+    };
+    double cx[4], cy[4];
+    coeffs(fx, cx);
+    coeffs(fy, cy);
+    double acc = 0;
+    for (int a = 0; a < 4; ++a) {
+      double row = 0;
+      for (int b = 0; b < 4; ++b) row += cx[b] * bicubicPixel(plane, H, W, y0 + a, x0 + b);
+      acc += cy[a] * row;
+    }
+    return acc;
+  }
+  template <class T>
+  double bicubicPixel(const T* plane, int64_t H, int64_t W, int64_t yy, int64_t xx) const {
+    if (padding_ == "zeros") return pixel(plane, H, W, yy, xx);
+    const double py = pad(static_cast<double>(yy), H), px = pad(static_cast<double>(xx), W);
+    return pixel(plane, H, W, static_cast<int64_t>(py), static_cast<int64_t>(px));
+  }
+
+  std::string mode_, padding_;
+  bool alignCorners_;
+};
+
+}  // namespace
+
+void addNnKernels(KernelRegistry& r) {
+  r.add("host", "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormHost>);
+  r.add("host", "MaxPool", 1, kMaxOpset, &makeKernel<MaxPoolHost>);
+  r.add("host", "MaxUnpool", 9, kMaxOpset, &makeKernel<MaxUnpool>, false);
+  r.add("host", "InstanceNormalization", 1, kMaxOpset, &makeKernel<InstanceNorm>);
+  r.add("host", "Resize", 10, kMaxOpset, &makeKernel<ResizeKernel>);
+  r.add("host", "Upsample", 7, 9, &makeKernel<ResizeKernel>);
+  r.add("host", "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);
+}
 
 }  // namespace dw::engine

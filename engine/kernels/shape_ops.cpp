@@ -589,15 +589,12 @@ class Dropout : public Kernel {
     }
     DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
     DW_ALLOC(m, ctx.output(1, DType::kBool, x.shape()));
-    uint64_t state = static_cast<uint64_t>(seed_) * 0x9E3779B97F4A7C15ull + 1;
-    const float scale = 1.0f / (1.0f - ratio);
+    Mt19937 rng(static_cast<uint32_t>(seed_));
+    const double scale = 1.0 / (1.0 - ratio);
     return dispatchFloat(x.dtype(), [&](auto z) {
       using T = decltype(z);
       for (int64_t i = 0; i < x.size(); ++i) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        const bool keep = static_cast<double>(state >> 11) / 9007199254740992.0 >= ratio;
+        const bool keep = rng.uniform() >= ratio;
         m->data<bool>()[i] = keep;
         y->data<T>()[i] = keep ? static_cast<T>(x.data<T>()[i] * scale) : T(0);
       }
@@ -606,6 +603,39 @@ class Dropout : public Kernel {
   }
 
  private:
+  // The Mersenne Twister with numpy's legacy seeding and 53-bit doubles, so that a given seed
+  // draws the same mask as numpy.random.seed(seed); numpy.random.uniform(size=x.shape).
+  class Mt19937 {
+   public:
+    explicit Mt19937(uint32_t seed) {
+      mt_[0] = seed;
+      for (int i = 1; i < 624; ++i)
+        mt_[i] = 1812433253u * (mt_[i - 1] ^ (mt_[i - 1] >> 30)) + static_cast<uint32_t>(i);
+    }
+    uint32_t next() {
+      if (pos_ >= 624) {
+        for (int i = 0; i < 624; ++i) {
+          const uint32_t y = (mt_[i] & 0x80000000u) | (mt_[(i + 1) % 624] & 0x7fffffffu);
+          mt_[i] = mt_[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        pos_ = 0;
+      }
+      uint32_t y = mt_[pos_++];
+      y ^= y >> 11;
+      y ^= (y << 7) & 0x9d2c5680u;
+      y ^= (y << 15) & 0xefc60000u;
+      return y ^ (y >> 18);
+    }
+    double uniform() {
+      const uint32_t a = next() >> 5, b = next() >> 6;
+      return (a * 67108864.0 + b) / 9007199254740992.0;
+    }
+
+   private:
+    uint32_t mt_[624];
+    int pos_ = 624;
+  };
+
   int opset_;
   float ratioAttr_;
   int64_t seed_;

@@ -137,6 +137,38 @@ memory prepare(const memory& user, const memory::desc& want, memory& cached, dnn
   return cached;
 }
 
+// An activation absorbed by the session's fusion pass ("__dw_activation"), applied as a oneDNN
+// eltwise post-op, or on host memory where the primitive could not take it.
+struct FusedActivation {
+  explicit FusedActivation(const Attributes& a)
+      : op(a.getString("__dw_activation")), alpha(a.getFloat("__dw_activation_alpha", 0)) {}
+  bool any() const { return !op.empty(); }
+  dnnl::algorithm algorithm() const {
+    if (op == "Sigmoid") return dnnl::algorithm::eltwise_logistic;
+    if (op == "Tanh") return dnnl::algorithm::eltwise_tanh;
+    return dnnl::algorithm::eltwise_relu;  // Relu (alpha 0) and LeakyRelu
+  }
+  void addTo(dnnl::primitive_attr& attr) const {
+    if (!any()) return;
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, algorithm(), op == "LeakyRelu" ? alpha : 0.0f, 0.0f);
+    attr.set_post_ops(po);
+  }
+  void applyHost(float* v, int64_t n) const {
+    if (op == "Relu") {
+      for (int64_t i = 0; i < n; ++i) v[i] = std::max(v[i], 0.0f);
+    } else if (op == "LeakyRelu") {
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i];
+    } else if (op == "Sigmoid") {
+      for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + std::exp(-v[i]));
+    } else if (op == "Tanh") {
+      for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+    }
+  }
+  std::string op;
+  float alpha;
+};
+
 class Conv : public Kernel {
  public:
   explicit Conv(const KernelInit& init)
@@ -144,7 +176,10 @@ class Conv : public Kernel {
         transposed_(init.opType == "ConvTranspose"),
         group_(init.attrs.getInt("group", 1)),
         outputPadding_(init.attrs.getInts("output_padding")),
-        outputShape_(init.attrs.getInts("output_shape")) {}
+        outputShape_(init.attrs.getInts("output_shape")),
+        act_(init.attrs),
+        bnFused_(init.attrs.has("__dw_bn_epsilon")),
+        bnEps_(init.attrs.getFloat("__dw_bn_epsilon", 0)) {}
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -163,20 +198,22 @@ class Conv : public Kernel {
     Entry& e = it->second;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
     if (y->size() == 0) return Status();
+    const void* wData = w.raw();
+    const void* biasData = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
+    if (bnFused_) DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wData, biasData));
     return guarded("convolution", [&] {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
       memory src =
           prepare(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, e.srcR, eng, s);
-      memory wts = prepare(memory(e.userW, eng, const_cast<void*>(w.raw())), e.pd_w, e.wR, eng, s);
+      memory wts = prepare(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, e.wR, eng, s);
       memory dstUser(e.userDst, eng, y->raw());
       memory dst =
           e.userDst == e.pd_dst ? dstUser : (e.dstR ? e.dstR : (e.dstR = memory(e.pd_dst, eng)));
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
-      if (ctx.hasInput(2))
-        args[DNNL_ARG_BIAS] = memory(e.biasD, eng, const_cast<void*>(ctx.input(2).raw()));
+      if (biasData) args[DNNL_ARG_BIAS] = memory(e.biasD, eng, const_cast<void*>(biasData));
       e.prim.execute(s, args);
       if (dst != dstUser) dnnl::reorder(dst, dstUser).execute(s, dst, dstUser);
       s.wait();
@@ -280,12 +317,14 @@ class Conv : public Kernel {
     memory::desc srcMd(srcAny, f32, Tag::any), dstMd(dstAny, f32, Tag::any),
         wMd(wdims, f32, Tag::any);
     e.biasD = memory::desc({oc}, f32, Tag::a);
-    memory::desc biasMd = ctx.hasInput(2) ? e.biasD : memory::desc();
+    memory::desc biasMd = ctx.hasInput(2) || bnFused_ ? e.biasD : memory::desc();
+    dnnl::primitive_attr attr;
+    act_.addTo(attr);
     if (!transposed_) {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                         dnnl::algorithm::convolution_direct, srcMd, wMd, biasMd,
                                         dstMd, p.strides, minus1(p.dilations), p.padL, p.padR);
-      dnnl::convolution_forward::primitive_desc pd(d, eng);
+      dnnl::convolution_forward::primitive_desc pd(d, attr, eng);
       e.pd_src = pd.src_desc();
       e.pd_w = pd.weights_desc();
       e.pd_dst = pd.dst_desc();
@@ -294,7 +333,7 @@ class Conv : public Kernel {
       dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                           dnnl::algorithm::deconvolution_direct, srcMd, wMd, biasMd,
                                           dstMd, p.strides, minus1(p.dilations), p.padL, p.padR);
-      dnnl::deconvolution_forward::primitive_desc pd(d, eng);
+      dnnl::deconvolution_forward::primitive_desc pd(d, attr, eng);
       e.pd_src = pd.src_desc();
       e.pd_w = pd.weights_desc();
       e.pd_dst = pd.dst_desc();
@@ -303,10 +342,42 @@ class Conv : public Kernel {
     return Status();
   }
 
+  // Folds an inference BatchNormalization (inputs 3..6: scale, B, mean, var) into scaled weights
+  // and a bias: w' = w * s, b' = (b - mean) * s + B with s = scale / sqrt(var + eps).
+  Status foldBatchNorm(KernelContext& ctx, int64_t oc, const void*& wData, const void*& biasData) {
+    for (int i = 3; i <= 6; ++i)
+      if (!ctx.hasInput(i) || ctx.input(i).dtype() != DType::kFloat || ctx.input(i).size() != oc)
+        return Status::error(
+            "the fused BatchNormalization needs float32 scale, B, mean and var "
+            "of " +
+            std::to_string(oc) + " elements");
+    const Tensor& w = ctx.input(1);
+    Tensor* fw = ctx.scratch(DType::kFloat, w.shape());
+    Tensor* fb = ctx.scratch(DType::kFloat, {oc});
+    if (!fw || !fb) return ctx.status();
+    const float *sc = ctx.input(3).data<float>(), *sh = ctx.input(4).data<float>(),
+                *mean = ctx.input(5).data<float>(), *var = ctx.input(6).data<float>();
+    const float* b = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
+    const int64_t per = w.size() / oc;
+    for (int64_t c = 0; c < oc; ++c) {
+      const float k = sc[c] / std::sqrt(var[c] + bnEps_);
+      const float* src = w.data<float>() + c * per;
+      float* dst = fw->data<float>() + c * per;
+      for (int64_t i = 0; i < per; ++i) dst[i] = src[i] * k;
+      fb->data<float>()[c] = ((b ? b[c] : 0.0f) - mean[c]) * k + sh[c];
+    }
+    wData = fw->raw();
+    biasData = fb->raw();
+    return Status();
+  }
+
   ConvLikeAttrs attrs_;
   bool transposed_;
   int64_t group_;
   std::vector<int64_t> outputPadding_, outputShape_;
+  FusedActivation act_;
+  bool bnFused_;
+  float bnEps_;
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;
@@ -333,17 +404,22 @@ class Pool : public Kernel {
         global_(init.opType.rfind("Global", 0) == 0),
         max_(init.opType.find("Max") != std::string::npos),
         ceil_(init.attrs.getInt("ceil_mode", 0) != 0),
-        includePad_(init.attrs.getInt("count_include_pad", 0) != 0) {
-    if (init.attrs.getInt("storage_order", 0) != 0)
-      fail("MaxPool storage_order=1 is not supported");
-    if (init.numOutputs > 1 && !init.node->output(1).empty())
-      fail("MaxPool Indices output is not supported");
+        includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
+        init_(init) {
+    // oneDNN has no Indices output, column-major indices or integer max pooling: the host
+    // MaxPool (kernels/nn.cpp) takes those.
+    needHost_ = init.attrs.getInt("storage_order", 0) != 0 ||
+                (init.numOutputs > 1 && !init.node->output(1).empty());
   }
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (x.dtype() != DType::kFloat)
-      return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
+    if (needHost_ || x.dtype() != DType::kFloat) {
+      if (!fallback_) fallback_ = hostFallback(init_);
+      if (!fallback_)
+        return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
+      return fallback_->compute(ctx);
+    }
     if (x.rank() < 3 || x.rank() > 5) return Status::error("input must be 3-D to 5-D");
     auto key = shapeKey(ctx);
     auto it = cache_.find(key);
@@ -407,7 +483,9 @@ class Pool : public Kernel {
     Shape outShape;
   };
   ConvLikeAttrs attrs_;
-  bool global_, max_, ceil_, includePad_;
+  bool global_, max_, ceil_, includePad_, needHost_ = false;
+  KernelInit init_;
+  std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
 };
 
@@ -421,7 +499,8 @@ class MatMulKernel : public Kernel {
         transB_(init.attrs.getInt("transB", 0) != 0),
         alpha_(init.attrs.getFloat("alpha", 1.0f)),
         beta_(init.attrs.getFloat("beta", 1.0f)),
-        init_(init) {
+        init_(init),
+        act_(init.attrs) {
     if (init.opset < 7 && gemm_ && init.attrs.getInt("broadcast", 0) == 0) {
       // Pre-7 Gemm without broadcast still requires C to match; numpy rules accept that too.
     }
@@ -481,7 +560,23 @@ class MatMulKernel : public Kernel {
     if (!eb) return eb.status();
     a = *ea;
     b = *eb;
-    auto key = std::vector<int64_t>{a.dim(0), b.dim(0), M, K, N};
+    // Gemm's C goes in as the primitive's bias when it needs no scaling and broadcasts as
+    // [1|M, 1|N]; then a fused activation can follow as a post-op too.
+    const bool hasC = gemm_ && ctx.hasInput(2) && beta_ != 0;
+    int64_t cm = 1, cn = 1;
+    bool cAsBias = false;
+    if (hasC) {
+      const Tensor& c = ctx.input(2);
+      if (c.dtype() != DType::kFloat) return Status::error("C must be float32");
+      const Shape& cs = c.shape();
+      if (cs.size() <= 2) {
+        cn = cs.empty() ? 1 : cs.back();
+        cm = cs.size() == 2 ? cs[0] : 1;
+        cAsBias = alpha_ == 1.0f && beta_ == 1.0f && (cm == 1 || cm == M) && (cn == 1 || cn == N);
+      }
+    }
+    const bool actInPrim = !hasC || cAsBias;
+    auto key = std::vector<int64_t>{a.dim(0), b.dim(0), M, K, N, cAsBias, cm, cn};
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Entry e;
@@ -493,9 +588,12 @@ class MatMulKernel : public Kernel {
         e.b = transB_ ? memory::desc({Bb, K, N}, f32, {K * N, 1, K})
                       : memory::desc({Bb, K, N}, f32, {K * N, N, 1});
         e.c = memory::desc({B, M, N}, f32, {M * N, N, 1});
+        if (cAsBias) e.bias = memory::desc({1, cm, cn}, f32, {cm * cn, cn, 1});
         dnnl::primitive_attr attr;
         if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
-        dnnl::matmul::desc d(e.a, e.b, e.c);
+        if (actInPrim) act_.addTo(attr);
+        dnnl::matmul::desc d =
+            cAsBias ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c) : dnnl::matmul::desc(e.a, e.b, e.c);
         dnnl::matmul::primitive_desc pd(d, attr, eng);
         e.prim = dnnl::matmul(pd);
         return Status();
@@ -507,13 +605,16 @@ class MatMulKernel : public Kernel {
       auto& be = cpuBackend(ctx.backend());
       memory ma(e.a, be.engine(), const_cast<void*>(a.raw())),
           mb(e.b, be.engine(), const_cast<void*>(b.raw())), mc(e.c, be.engine(), y->raw());
-      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+      if (cAsBias)
+        args[DNNL_ARG_BIAS] = memory(e.bias, be.engine(), const_cast<void*>(ctx.input(2).raw()));
+      e.prim.execute(be.stream(), args);
       be.stream().wait();
       return Status();
     }));
-    if (gemm_ && ctx.hasInput(2) && beta_ != 0) {
+    if (hasC && !cAsBias) {
       const Tensor& c = ctx.input(2);
-      if (c.dtype() != DType::kFloat) return Status::error("C must be float32");
       auto sh = broadcastShapes({c.shape(), out});
       if (!sh || *sh != out)
         return Status::error("C of shape " + shapeToString(c.shape()) + " does not broadcast to " +
@@ -523,17 +624,19 @@ class MatMulKernel : public Kernel {
       broadcastBinary(py, out, c.data<float>(), c.shape(), py, out,
                       [beta](float v, float w) { return v + beta * w; });
     }
+    if (!actInPrim) act_.applyHost(y->data<float>(), y->size());
     return Status();
   }
 
  private:
   struct Entry {
     dnnl::primitive prim;
-    memory::desc a, b, c;
+    memory::desc a, b, c, bias;
   };
   bool gemm_, transA_, transB_;
   float alpha_, beta_;
   KernelInit init_;
+  FusedActivation act_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
 };
@@ -652,7 +755,10 @@ class Lrn : public Kernel {
 
 }  // namespace
 
+void addRnnKernels(KernelRegistry& r);  // onednn/rnn.cpp
+
 void addOneDnnKernels(KernelRegistry& r) {
+  addRnnKernels(r);
   const char* c = "cpu";
   r.add(c, "Conv", 1, kMaxOpset, &makeConv);
   r.add(c, "ConvTranspose", 1, kMaxOpset, &makeConv);

@@ -1,0 +1,250 @@
+// Inference speed of deepwire against PyTorch, in the same run, on the two example models
+// (resources/examples/fashion_mnist_{mlp,cnn}.dwproj) at batch 1 and 1000, plus the GFLOP/s of
+// a 1024x1024 f32 MatMul through the engine against a bare oneDNN matmul primitive (oneDNN's
+// own peak on this machine).
+//
+// The projects are exported with the inference export (prediction graph only), PyTorch rebuilds
+// the same layers with the weights from that ONNX file (bench/inference_torch.py, run with
+// /usr/bin/python3), and checks its output against deepwire's before timing.
+//
+// Usage: inference_bench [--seconds S] [--no-torch]
+#include <onnx/onnx_pb.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <dnnl.hpp>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/io.h"
+#include "engine/session.h"
+#include "graphs/onnx_export.h"
+#include "graphs/project.h"
+
+namespace {
+
+using dw::engine::DType;
+using dw::engine::Tensor;
+using Clock = std::chrono::steady_clock;
+
+double gSeconds = 1.5;
+
+// Runs f repeatedly (after warm-up) for about gSeconds; returns seconds per call.
+double timeIt(const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  int runs = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    f();
+    ++runs;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < gSeconds || runs < 3);
+  return elapsed / runs;
+}
+
+Tensor randomTensor(const dw::engine::Shape& shape, uint32_t seed) {
+  Tensor t(DType::kFloat, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+[[noreturn]] void die(const std::string& m) {
+  std::fprintf(stderr, "inference_bench: %s\n", m.c_str());
+  std::exit(1);
+}
+
+// Keeps the graph outputs that don't look like losses or metrics and the nodes, inputs and
+// initializers they need, in case the export carries a training head.
+void keepPrediction(onnx::ModelProto& m) {
+  auto* g = m.mutable_graph();
+  std::vector<onnx::ValueInfoProto> outs;
+  for (const auto& o : g->output())
+    if (o.name().find("loss") == std::string::npos &&
+        o.name().find("accuracy") == std::string::npos)
+      outs.push_back(o);
+  if (outs.empty() || static_cast<int>(outs.size()) == g->output_size()) return;
+  std::set<std::string> need;
+  for (const auto& o : outs) need.insert(o.name());
+  std::vector<onnx::NodeProto> kept;
+  for (int i = g->node_size(); i-- > 0;) {
+    const auto& n = g->node(i);
+    bool used = false;
+    for (const auto& o : n.output()) used = used || need.count(o);
+    if (!used) continue;
+    for (const auto& in : n.input()) need.insert(in);
+    kept.insert(kept.begin(), n);
+  }
+  g->clear_node();
+  for (auto& n : kept) *g->add_node() = n;
+  g->clear_output();
+  for (auto& o : outs) *g->add_output() = o;
+  std::vector<onnx::ValueInfoProto> ins;
+  for (const auto& i : g->input())
+    if (need.count(i.name())) ins.push_back(i);
+  g->clear_input();
+  for (auto& i : ins) *g->add_input() = i;
+}
+
+struct ModelResult {
+  std::string name;
+  std::map<int, double> ours, torch;
+};
+
+ModelResult benchModel(const std::string& name, const std::string& project,
+                       const std::string& workDir, bool withTorch) {
+  auto graph = dw::loadProject(project);
+  if (!graph) die(graph.status().message());
+  auto model = dw::exportOnnx(*graph);
+  if (!model) die(model.status().message());
+  keepPrediction(*model);
+  const std::string onnxPath = workDir + "/" + name + ".onnx";
+  {
+    std::string bytes;
+    model->SerializeToString(&bytes);
+    FILE* f = std::fopen(onnxPath.c_str(), "wb");
+    if (!f) die("cannot write " + onnxPath);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  auto session = dw::engine::InferenceSession::create(*model);
+  if (!session) die(session.status().message());
+  auto& s = **session;
+  if (s.inputs().size() != 1) die(name + ": expected one graph input, got\n" + s.describeInputs());
+  const auto& in = s.inputs()[0];
+  ModelResult r{name, {}, {}};
+  for (int batch : {1, 1000}) {
+    dw::engine::Shape shape(in.dims.begin(), in.dims.end());
+    shape[0] = batch;
+    for (auto& d : shape)
+      if (d < 0) die(name + ": input has a dynamic dimension other than the batch");
+    Tensor x = randomTensor(shape, 7);
+    std::map<std::string, Tensor> feed{{in.name, x}};
+    if (batch == 1000) {
+      // Reference for PyTorch's correctness check.
+      auto out = s.run(feed);
+      if (!out) die(out.status().message());
+      Tensor small = x.reshaped(shape);
+      (void)small;
+      dw::engine::writeNpy(workDir + "/" + name + "_x.npy", x);
+      dw::engine::writeNpy(workDir + "/" + name + "_y.npy", out->begin()->second);
+    }
+    const double sec = timeIt([&] {
+      auto out = s.run(feed);
+      if (!out) die(out.status().message());
+    });
+    r.ours[batch] = batch / sec;
+  }
+  if (withTorch) {
+    const std::string cmd = "/usr/bin/python3 " + std::string(DW_SOURCE_DIR) +
+                            "/bench/inference_torch.py " + onnxPath + " " + workDir + "/" + name +
+                            "_x.npy " + workDir + "/" + name + "_y.npy 1 1000";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) die("cannot run " + cmd);
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) {
+      int batch = 0;
+      double sps = 0, diff = 0;
+      if (std::sscanf(line, "{\"batch\": %d, \"samples_per_s\": %lf}", &batch, &sps) == 2)
+        r.torch[batch] = sps;
+      else if (std::sscanf(line, "{\"max_abs_diff_vs_deepwire\": %lf", &diff) == 1)
+        std::printf("  %s: PyTorch vs deepwire max |diff| = %.3g\n", name.c_str(), diff);
+    }
+    if (pclose(p) != 0) std::printf("  %s: the PyTorch script failed (see stderr)\n", name.c_str());
+  }
+  return r;
+}
+
+// 1024^2 f32 MatMul: through an InferenceSession, and as a bare oneDNN matmul primitive.
+void benchMatmul() {
+  const int64_t n = 1024;
+  const double flop = 2.0 * n * n * n;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("matmul");
+  for (const char* nm : {"A", "B"}) {
+    auto* i = g->add_input();
+    i->set_name(nm);
+    auto* tt = i->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(n);
+    tt->mutable_shape()->add_dim()->set_dim_value(n);
+  }
+  auto* node = g->add_node();
+  node->set_op_type("MatMul");
+  node->add_input("A");
+  node->add_input("B");
+  node->add_output("C");
+  g->add_output()->set_name("C");
+  auto session = dw::engine::InferenceSession::create(m);
+  if (!session) die(session.status().message());
+  Tensor a = randomTensor({n, n}, 1), b = randomTensor({n, n}, 2);
+  const double ours = timeIt([&] {
+    auto out = (*session)->run({{"A", a}, {"B", b}});
+    if (!out) die(out.status().message());
+  });
+
+  using dnnl::memory;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  memory::desc md({n, n}, memory::data_type::f32, memory::format_tag::ab);
+  dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), eng));
+  Tensor c(DType::kFloat, {n, n});
+  memory ma(md, eng, a.raw()), mb(md, eng, b.raw()), mc(md, eng, c.raw());
+  const double peak = timeIt([&] {
+    prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    strm.wait();
+  });
+  std::printf("\nMatMul 1024x1024x1024 f32\n");
+  std::printf("  deepwire session      %8.1f GFLOP/s\n", flop / ours * 1e-9);
+  std::printf("  oneDNN matmul (peak)  %8.1f GFLOP/s\n", flop / peak * 1e-9);
+  std::printf("  ratio                 %8.2f\n", peak / ours);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool withTorch = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seconds" && i + 1 < argc)
+      gSeconds = std::atof(argv[++i]);
+    else if (a == "--no-torch")
+      withTorch = false;
+    else
+      die("usage: inference_bench [--seconds S] [--no-torch]");
+  }
+  const std::string workDir =
+      (std::filesystem::temp_directory_path() / "deepwire_inference_bench").string();
+  std::filesystem::create_directories(workDir);
+  const std::string ex = std::string(DW_SOURCE_DIR) + "/resources/examples/";
+  std::printf("deepwire inference bench (%s, %d threads)\n", dw::engine::devices().cpuModel.c_str(),
+              dw::engine::devices().cpuCores);
+  std::vector<ModelResult> results;
+  results.push_back(benchModel("mlp", ex + "fashion_mnist_mlp.dwproj", workDir, withTorch));
+  results.push_back(benchModel("cnn", ex + "fashion_mnist_cnn.dwproj", workDir, withTorch));
+  std::printf("\n%-6s %6s %16s %16s %8s\n", "model", "batch", "deepwire/s", "pytorch/s", "ratio");
+  for (const auto& r : results) {
+    for (const auto& [batch, ours] : r.ours) {
+      auto t = r.torch.find(batch);
+      if (t == r.torch.end())
+        std::printf("%-6s %6d %16.0f %16s %8s\n", r.name.c_str(), batch, ours, "-", "-");
+      else
+        std::printf("%-6s %6d %16.0f %16.0f %8.2f\n", r.name.c_str(), batch, ours, t->second,
+                    ours / t->second);
+    }
+  }
+  std::printf("targets at batch 1000: mlp >= 200000/s, cnn >= 15000/s\n");
+  benchMatmul();
+  return 0;
+}

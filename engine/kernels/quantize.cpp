@@ -1,0 +1,302 @@
+// Quantization ops: QuantizeLinear / DequantizeLinear (per tensor or per axis), the integer
+// products MatMulInteger / ConvInteger (int32 accumulation), and their requantizing forms
+// QLinearMatMul / QLinearConv. Rounding is half-to-even and results saturate to the output type,
+// as the ONNX operator documentation defines. DynamicQuantizeLinear expands from its function
+// body onto these.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+
+namespace dw::engine {
+
+namespace {
+
+// Reads element i of an 8-bit (or int32) integer tensor.
+inline int32_t intAt(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kUInt8:
+      return t.data<uint8_t>()[i];
+    case DType::kInt8:
+      return t.data<int8_t>()[i];
+    case DType::kInt32:
+      return t.data<int32_t>()[i];
+    default:
+      return static_cast<int32_t>(t.getInt(i));
+  }
+}
+
+bool isQuantType(DType t) {
+  return t == DType::kUInt8 || t == DType::kInt8;
+}
+
+// Writes a rounded value saturated to the quantized type.
+inline void storeQuant(Tensor& t, int64_t i, double v) {
+  if (t.dtype() == DType::kUInt8)
+    t.data<uint8_t>()[i] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+  else
+    t.data<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -128.0, 127.0));
+}
+
+// Index of the per-axis parameter that element i of a tensor of `shape` uses.
+struct AxisParam {
+  int64_t inner = 1, dim = 1;
+  bool perAxis = false;
+  int64_t at(int64_t i) const { return perAxis ? (i / inner) % dim : 0; }
+};
+
+Result<AxisParam> axisParam(const Shape& shape, const Tensor& param, int64_t axis) {
+  AxisParam p;
+  if (param.size() <= 1 && param.rank() <= 1) return p;
+  if (param.rank() != 1 || !validAxis(axis, shape.size()))
+    return Status::error("scale and zero point must be scalars or 1-D along a valid axis");
+  const int64_t a = normAxis(axis, shape.size());
+  if (param.size() != shape[a])
+    return Status::error("per-axis scale has " + std::to_string(param.size()) +
+                         " values for an axis of " + std::to_string(shape[a]));
+  p.perAxis = true;
+  p.dim = shape[a];
+  for (size_t d = a + 1; d < shape.size(); ++d) p.inner *= shape[d];
+  return p;
+}
+
+class QuantizeLinear : public Kernel {
+ public:
+  explicit QuantizeLinear(const KernelInit& init) : axis_(init.attrs.getInt("axis", 1)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    const DType out = ctx.hasInput(2) ? ctx.input(2).dtype() : DType::kUInt8;
+    if (!isQuantType(out)) return Status::error("y_zero_point must be uint8 or int8");
+    auto p = axisParam(x.shape(), scale, axis_);
+    if (!p) return p.status();
+    DW_ALLOC(y, ctx.output(0, out, x.shape()));
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const int64_t c = p->at(i);
+      const float v = static_cast<float>(x.getDouble(i)) / static_cast<float>(scale.getDouble(c));
+      const int32_t zp = ctx.hasInput(2) ? intAt(ctx.input(2), c) : 0;
+      storeQuant(*y, i, std::nearbyint(v) + zp);
+    }
+    return Status();
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class DequantizeLinear : public Kernel {
+ public:
+  explicit DequantizeLinear(const KernelInit& init) : axis_(init.attrs.getInt("axis", 1)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    auto p = axisParam(x.shape(), scale, axis_);
+    if (!p) return p.status();
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const int64_t c = p->at(i);
+      const int32_t zp = ctx.hasInput(2) ? intAt(ctx.input(2), c) : 0;
+      y->data<float>()[i] =
+          static_cast<float>(intAt(x, i) - zp) * static_cast<float>(scale.getDouble(c));
+    }
+    return Status();
+  }
+
+ private:
+  int64_t axis_;
+};
+
+// int32 = sum_k (a[m,k] - azp[m]) * (b[k,n] - bzp[n]) with numpy batch broadcasting; QLinear
+// requantizes with scales (a per row, b per column, or scalars).
+class MatMulInt : public Kernel {
+ public:
+  explicit MatMulInt(const KernelInit& init) : qlinear_(init.opType == "QLinearMatMul") {}
+  Status compute(KernelContext& ctx) override {
+    const int ia = 0, ib = qlinear_ ? 3 : 1;
+    const Tensor& a = ctx.input(ia);
+    const Tensor& b = ctx.input(ib);
+    if (!isQuantType(a.dtype()) || !isQuantType(b.dtype()))
+      return Status::error("A and B must be uint8 or int8");
+    if (a.rank() < 1 || b.rank() < 1) return Status::error("A and B must have rank >= 1");
+    Shape sa = a.shape(), sb = b.shape();
+    const bool aVec = sa.size() == 1, bVec = sb.size() == 1;
+    if (aVec) sa.insert(sa.begin(), 1);
+    if (bVec) sb.push_back(1);
+    const int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
+    if (sb[sb.size() - 2] != K) return Status::error("inner dimensions of A and B differ");
+    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    auto batch = broadcastShapes({ba, bb});
+    if (!batch) return batch.status();
+    Shape out = *batch;
+    if (!aVec) out.push_back(M);
+    if (!bVec) out.push_back(N);
+    const Tensor* azp = nullptr;
+    const Tensor* bzp = nullptr;
+    if (qlinear_) {
+      azp = &ctx.input(2);
+      bzp = &ctx.input(5);
+    } else {
+      if (ctx.hasInput(2)) azp = &ctx.input(2);
+      if (ctx.hasInput(3)) bzp = &ctx.input(3);
+    }
+    DType outType = DType::kInt32;
+    if (qlinear_) outType = ctx.input(7).dtype();
+    DW_ALLOC(y, ctx.output(0, outType, out));
+    const auto stA = broadcastStrides(ba, *batch), stB = broadcastStrides(bb, *batch);
+    const int64_t B = numElements(*batch);
+    const auto bst = stridesOf(*batch);
+    std::vector<int32_t> acc(N);
+    for (int64_t bi = 0; bi < B; ++bi) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batch->size(); ++d) {
+        const int64_t idx = (bi / bst[d]) % (*batch)[d];
+        oa += idx * stA[d];
+        ob += idx * stB[d];
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        const int32_t za = azp ? intAt(*azp, azp->size() > 1 ? m : 0) : 0;
+        std::fill(acc.begin(), acc.end(), 0);
+        for (int64_t k = 0; k < K; ++k) {
+          const int32_t av = intAt(a, (oa * M + m) * K + k) - za;
+          if (av == 0) continue;
+          for (int64_t n = 0; n < N; ++n)
+            acc[n] += av * (intAt(b, (ob * K + k) * N + n) -
+                            (bzp ? intAt(*bzp, bzp->size() > 1 ? n : 0) : 0));
+        }
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t o = (bi * M + m) * N + n;
+          if (!qlinear_) {
+            y->data<int32_t>()[o] = acc[n];
+            continue;
+          }
+          const Tensor &as = ctx.input(1), &bs = ctx.input(4), &ys = ctx.input(6);
+          const double scale = as.getDouble(as.size() > 1 ? m : 0) *
+                               bs.getDouble(bs.size() > 1 ? n : 0) / ys.getDouble(0);
+          storeQuant(*y, o, std::nearbyint(acc[n] * scale) + intAt(ctx.input(7), 0));
+        }
+      }
+    }
+    return Status();
+  }
+
+ private:
+  bool qlinear_;
+};
+
+// ConvInteger and QLinearConv: direct N-D convolution with groups, dilation and padding,
+// accumulating (x - x_zp) * (w - w_zp) in int32.
+class ConvInt : public Kernel {
+ public:
+  explicit ConvInt(const KernelInit& init)
+      : qlinear_(init.opType == "QLinearConv"), attrs_(init.attrs) {}
+
+  Status compute(KernelContext& ctx) override {
+    const int ix = 0, iw = qlinear_ ? 3 : 1;
+    const Tensor& x = ctx.input(ix);
+    const Tensor& w = ctx.input(iw);
+    if (!isQuantType(x.dtype()) || !isQuantType(w.dtype()))
+      return Status::error("x and w must be uint8 or int8");
+    if (x.rank() < 3 || w.rank() != x.rank()) return Status::error("x and w must be rank >= 3");
+    const size_t ns = x.rank() - 2;
+    const int64_t group = attrs_.getInt("group", 1);
+    const int64_t N = x.dim(0), C = x.dim(1), OC = w.dim(0);
+    if (group <= 0 || C % group || OC % group || w.dim(1) * group != C)
+      return Status::error("channels do not match the weights and group");
+    std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+    auto strides = attrs_.getInts("strides"), dil = attrs_.getInts("dilations"),
+         pads = attrs_.getInts("pads");
+    if (strides.empty()) strides.assign(ns, 1);
+    if (dil.empty()) dil.assign(ns, 1);
+    std::vector<int64_t> padL(ns, 0);
+    const std::string autoPad = attrs_.getString("auto_pad", "NOTSET");
+    Shape out{N, OC};
+    for (size_t i = 0; i < ns; ++i) {
+      const int64_t in = x.dim(2 + i), ek = (kernel[i] - 1) * dil[i] + 1;
+      int64_t o;
+      if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+        o = (in + strides[i] - 1) / strides[i];
+        const int64_t total = std::max<int64_t>(0, (o - 1) * strides[i] + ek - in);
+        padL[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      } else {
+        int64_t pl = 0, pr = 0;
+        if (autoPad != "VALID" && !pads.empty()) {
+          pl = pads[i];
+          pr = pads[i + ns];
+        }
+        padL[i] = pl;
+        o = (in + pl + pr - ek) / strides[i] + 1;
+      }
+      out.push_back(o);
+    }
+    const Tensor* xzp = qlinear_ ? &ctx.input(2) : (ctx.hasInput(2) ? &ctx.input(2) : nullptr);
+    const Tensor* wzp = qlinear_ ? &ctx.input(5) : (ctx.hasInput(3) ? &ctx.input(3) : nullptr);
+    const DType outType = qlinear_ ? ctx.input(7).dtype() : DType::kInt32;
+    DW_ALLOC(y, ctx.output(0, outType, out));
+    const Shape spatialIn(x.shape().begin() + 2, x.shape().end());
+    const Shape spatialOut(out.begin() + 2, out.end());
+    const int64_t inPlane = numElements(spatialIn), outPlane = numElements(spatialOut);
+    const int64_t kSize = numElements(kernel), cg = C / group, og = OC / group;
+    const int32_t zx = xzp ? intAt(*xzp, 0) : 0;
+    std::vector<int64_t> o(ns), pos(ns);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t oc = 0; oc < OC; ++oc) {
+        const int64_t g = oc / og;
+        const int32_t zw = wzp ? intAt(*wzp, wzp->size() > 1 ? oc : 0) : 0;
+        for (int64_t oi = 0; oi < outPlane; ++oi) {
+          int64_t rem = oi;
+          for (size_t d = ns; d-- > 0;) {
+            o[d] = rem % spatialOut[d];
+            rem /= spatialOut[d];
+          }
+          int32_t acc = 0;
+          for (int64_t ki = 0; ki < kSize; ++ki) {
+            int64_t r = ki, off = 0;
+            bool inside = true;
+            for (size_t d = ns; d-- > 0;) {
+              const int64_t k = r % kernel[d];
+              r /= kernel[d];
+              pos[d] = o[d] * strides[d] - padL[d] + k * dil[d];
+              inside = inside && pos[d] >= 0 && pos[d] < spatialIn[d];
+            }
+            if (!inside) continue;
+            for (size_t d = 0; d < ns; ++d) off = off * spatialIn[d] + pos[d];
+            for (int64_t c = 0; c < cg; ++c) {
+              const int32_t xv = intAt(x, (n * C + g * cg + c) * inPlane + off) - zx;
+              const int32_t wv = intAt(w, (oc * cg + c) * kSize + ki) - zw;
+              acc += xv * wv;
+            }
+          }
+          const int64_t at = (n * OC + oc) * outPlane + oi;
+          if (!qlinear_) {
+            y->data<int32_t>()[at] = acc;
+            continue;
+          }
+          if (ctx.hasInput(8)) acc += intAt(ctx.input(8), oc);
+          const Tensor &xs = ctx.input(1), &ws = ctx.input(4), &ys = ctx.input(6);
+          const double scale =
+              xs.getDouble(0) * ws.getDouble(ws.size() > 1 ? oc : 0) / ys.getDouble(0);
+          storeQuant(*y, at, std::nearbyint(acc * scale) + intAt(ctx.input(7), 0));
+        }
+      }
+    return Status();
+  }
+
+ private:
+  bool qlinear_;
+  Attributes attrs_;
+};
+
+}  // namespace
+
+void addQuantizeKernels(KernelRegistry& r) {
+  const char* h = "host";
+  r.add(h, "QuantizeLinear", 10, kMaxOpset, &makeKernel<QuantizeLinear>, false);
+  r.add(h, "DequantizeLinear", 10, kMaxOpset, &makeKernel<DequantizeLinear>, false);
+  r.add(h, "MatMulInteger", 10, kMaxOpset, &makeKernel<MatMulInt>, false);
+  r.add(h, "QLinearMatMul", 10, kMaxOpset, &makeKernel<MatMulInt>, false);
+  r.add(h, "ConvInteger", 10, kMaxOpset, &makeKernel<ConvInt>, false);
+  r.add(h, "QLinearConv", 10, kMaxOpset, &makeKernel<ConvInt>, false);
+}
+
+}  // namespace dw::engine
