@@ -15,6 +15,7 @@ void registerCpuKernels(KernelRegistry& r) {
   addControlKernels(r);
   addSequenceKernels(r);
   addMiscKernels(r);
+  addGradKernels(r);
 }
 
 }  // namespace dw::engine

@@ -1,0 +1,559 @@
+// Backward kernels of domain "com.deepwire.grad" on oneDNN's backward primitives (float32):
+// convolution/deconvolution backward_data and backward_weights, pooling backward (max pooling
+// recomputes its workspace with a forward_training pass), and batch normalization forward in
+// training mode plus its backward. Primitives are cached per input-shape signature; convolution
+// lets oneDNN choose blocked layouts and reorders only where they differ from plain.
+#include <onnx/onnx_pb.h>
+
+#include <map>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+#include "engine/onednn/onednn_backend.h"
+
+namespace dw::engine {
+
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Tag = memory::format_tag;
+constexpr auto f32 = memory::data_type::f32;
+using onednn::cpuBackend;
+using onednn::plainDesc;
+
+template <class F>
+Status guardedGrad(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    return Status::error(std::string("oneDNN ") + what + ": " + e.what());
+  }
+}
+
+std::vector<int64_t> inputShapesKey(const KernelContext& ctx) {
+  std::vector<int64_t> k;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i)) {
+      k.push_back(-2);
+      continue;
+    }
+    for (int64_t d : ctx.input(i).shape()) k.push_back(d);
+    k.push_back(-1);
+  }
+  return k;
+}
+
+Status needFloat(const KernelContext& ctx, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (ctx.hasInput(i) && ctx.input(i).dtype() != DType::kFloat)
+      return Status::error(std::string("only float32 is supported, got ") +
+                           dtypeName(ctx.input(i).dtype()));
+  return Status();
+}
+
+Dims dilationsMinus1(const std::vector<int64_t>& d) {
+  Dims r;
+  for (int64_t v : d) r.push_back(v - 1);
+  return r;
+}
+
+// Spatial geometry of a convolution or pooling window: resolved from the forward attributes
+// and the known input and output (gradient) shapes, so ceil_mode, auto_pad, output_padding and
+// output_shape all come out as explicit left/right padding.
+struct Window {
+  Dims kernel, strides, dilations, padL, padR;
+};
+
+Result<Window> resolveWindow(const Attributes& a, const Shape& in, const Shape& out,
+                             const std::vector<int64_t>& kernel, bool transposed) {
+  const size_t n = kernel.size();
+  Window w;
+  w.kernel = Dims(kernel.begin(), kernel.end());
+  auto strides = a.getInts("strides"), dil = a.getInts("dilations"), pads = a.getInts("pads");
+  w.strides = strides.empty() ? Dims(n, 1) : Dims(strides.begin(), strides.end());
+  w.dilations = dil.empty() ? Dims(n, 1) : Dims(dil.begin(), dil.end());
+  if (w.strides.size() != n || w.dilations.size() != n)
+    return Status::error("strides/dilations rank mismatch");
+  w.padL.assign(n, 0);
+  w.padR.assign(n, 0);
+  const std::string autoPad = a.getString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET" && !pads.empty()) {
+    if (pads.size() != 2 * n) return Status::error("pads must have 2 entries per spatial axis");
+    for (size_t i = 0; i < n; ++i) {
+      w.padL[i] = pads[i];
+      w.padR[i] = pads[i + n];
+    }
+  }
+  const bool lower = autoPad == "SAME_LOWER";
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t ek = (kernel[i] - 1) * w.dilations[i] + 1;
+    const int64_t s = w.strides[i], xi = in[2 + i], yi = out[2 + i];
+    if (!transposed) {
+      if (autoPad == "SAME_UPPER" || lower) {
+        const int64_t total = std::max<int64_t>(0, (yi - 1) * s + ek - xi);
+        w.padL[i] = lower ? total - total / 2 : total / 2;
+        w.padR[i] = total - w.padL[i];
+      }
+      // Make the right padding reproduce the output size exactly (ceil_mode, floor drops).
+      if ((xi + w.padL[i] + w.padR[i] - ek) / s + 1 != yi)
+        w.padR[i] = (yi - 1) * s + ek - xi - w.padL[i];
+    } else {
+      // Deconvolution: full = s*(x-1) + ek; out = full - padL - padR (output_padding and
+      // output_shape only move the right padding, as in the forward kernel).
+      const int64_t full = s * (xi - 1) + ek;
+      const bool fromShape = !a.getInts("output_shape").empty() || autoPad == "SAME_UPPER" || lower;
+      if (fromShape) {
+        const int64_t total = full - yi;
+        w.padL[i] = lower ? total - total / 2 : total / 2;
+      }
+      w.padR[i] = full - yi - w.padL[i];
+    }
+  }
+  return w;
+}
+
+// Reorders between a user (plain) memory and the primitive's chosen layout, caching scratch.
+struct Reorderer {
+  memory scratch;
+  memory in(const memory& user, const memory::desc& want, dnnl::engine& eng, dnnl::stream& s) {
+    if (user.get_desc() == want) return user;
+    if (!scratch || scratch.get_desc() != want) scratch = memory(want, eng);
+    dnnl::reorder(user, scratch).execute(s, const_cast<memory&>(user), scratch);
+    return scratch;
+  }
+  memory out(const memory& user, const memory::desc& want, dnnl::engine& eng) {
+    if (user.get_desc() == want) return user;
+    if (!scratch || scratch.get_desc() != want) scratch = memory(want, eng);
+    return scratch;
+  }
+  static void back(dnnl::stream& s, memory& from, memory& user) {
+    if (from != user) dnnl::reorder(from, user).execute(s, from, user);
+  }
+};
+
+// ConvGrad(dY, X, W) -> dX, dW, dB for Conv (transposed=0) and ConvTranspose (transposed=1).
+class ConvGrad : public Kernel {
+ public:
+  explicit ConvGrad(const KernelInit& init)
+      : attrs_(init.attrs),
+        transposed_(init.attrs.getInt("transposed", 0) != 0),
+        group_(init.attrs.getInt("group", 1)) {}
+
+  Status compute(KernelContext& ctx) override {
+    DW_RETURN_IF_ERROR(needFloat(ctx, 3));
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& w = ctx.input(2);
+    if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() || dy.rank() != x.rank())
+      return Status::error("ConvGrad: inputs must be 3-D to 5-D with matching ranks");
+    auto key = inputShapesKey(ctx);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guardedGrad("convolution backward setup", [&] { return build(ctx, e); }));
+      it = cache_.emplace(key, std::move(e)).first;
+    }
+    Entry& e = it->second;
+    const bool wantX = ctx.wantsOutput(0), wantW = ctx.wantsOutput(1), wantB = ctx.wantsOutput(2);
+    Tensor *dx = nullptr, *dw = nullptr, *db = nullptr;
+    if (wantX) {
+      dx = ctx.output(0, DType::kFloat, x.shape());
+      if (!dx) return ctx.status();
+    }
+    if (wantW || wantB) {
+      dw = wantW ? ctx.output(1, DType::kFloat, w.shape()) : ctx.scratch(DType::kFloat, w.shape());
+      if (!dw) return ctx.status();
+    }
+    if (dw) {
+      // The weights primitive always computes the bias gradient; unwanted, it goes to scratch.
+      db = wantB ? ctx.output(2, DType::kFloat, {e.oc}) : ctx.scratch(DType::kFloat, {e.oc});
+      if (!db) return ctx.status();
+    }
+    return guardedGrad("convolution backward", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      auto& eng = be.engine();
+      auto& s = be.stream();
+      memory dyUser(e.userDst, eng, const_cast<void*>(dy.raw()));
+      if (dx) {
+        memory wUser(e.userW, eng, const_cast<void*>(w.raw()));
+        memory dxUser(e.userSrc, eng, dx->raw());
+        memory mdy = e.rDyData.in(dyUser, e.dataDiffDst, eng, s);
+        memory mw = e.rW.in(wUser, e.dataW, eng, s);
+        memory mdx = e.rDx.out(dxUser, e.dataDiffSrc, eng);
+        e.data.execute(
+            s, {{DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DIFF_SRC, mdx}});
+        Reorderer::back(s, mdx, dxUser);
+      }
+      if (dw) {
+        memory xUser(e.userSrc, eng, const_cast<void*>(x.raw()));
+        memory dwUser(e.userW, eng, dw->raw());
+        memory mdy = e.rDyW.in(dyUser, e.wDiffDst, eng, s);
+        memory mx = e.rX.in(xUser, e.wSrc, eng, s);
+        memory mdw = e.rDw.out(dwUser, e.wDiffW, eng);
+        e.weights.execute(s, {{DNNL_ARG_DIFF_DST, mdy},
+                              {DNNL_ARG_SRC, mx},
+                              {DNNL_ARG_DIFF_WEIGHTS, mdw},
+                              {DNNL_ARG_DIFF_BIAS, memory(e.biasD, eng, db->raw())}});
+        Reorderer::back(s, mdw, dwUser);
+      }
+      s.wait();
+      return Status();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive data, weights;
+    memory::desc userSrc, userW, userDst, biasD;
+    memory::desc dataDiffDst, dataW, dataDiffSrc, wDiffDst, wSrc, wDiffW;
+    Reorderer rDyData, rW, rDx, rDyW, rX, rDw;
+    int64_t oc = 0;
+  };
+
+  Status build(KernelContext& ctx, Entry& e) {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& w = ctx.input(2);
+    auto& eng = cpuBackend(ctx.backend()).engine();
+    std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+    auto win = resolveWindow(attrs_, x.shape(), dy.shape(), kernel, transposed_);
+    if (!win) return win.status();
+    const int64_t g = group_, c = x.dim(1), oc = dy.dim(1);
+    if (g <= 0 || c % g || oc % g) return Status::error("channels not divisible by group");
+    e.oc = oc;
+    const int64_t K = numElements(kernel);
+    Dims wdims, wstrides;
+    if (!transposed_) {
+      wdims = g > 1 ? Dims{g, oc / g, c / g} : Dims{oc, c};
+      for (int64_t k : kernel) wdims.push_back(k);
+      e.userW = memory::desc(wdims, f32, stridesOf(Shape(wdims.begin(), wdims.end())));
+    } else {
+      // ONNX ConvTranspose weights are [C_in, C_out/g, k...].
+      if (g > 1) {
+        wdims = {g, oc / g, c / g};
+        wstrides = {(c / g) * (oc / g) * K, K, (oc / g) * K};
+      } else {
+        wdims = {oc, c};
+        wstrides = {K, oc * K};
+      }
+      for (int64_t k : kernel) wdims.push_back(k);
+      for (int64_t s : stridesOf(kernel)) wstrides.push_back(s);
+      e.userW = memory::desc(wdims, f32, wstrides);
+    }
+    e.userSrc = plainDesc(x.shape(), f32);
+    e.userDst = plainDesc(dy.shape(), f32);
+    e.biasD = memory::desc({oc}, f32, Tag::a);
+    memory::desc src(onednn::toDims(x.shape()), f32, Tag::any),
+        dst(onednn::toDims(dy.shape()), f32, Tag::any), wts(wdims, f32, Tag::any);
+    const Dims dil = dilationsMinus1(win->dilations);
+    const auto& st = win->strides;
+    const auto& pl = win->padL;
+    const auto& pr = win->padR;
+    if (!transposed_) {
+      using Fwd = dnnl::convolution_forward;
+      using Bd = dnnl::convolution_backward_data;
+      using Bw = dnnl::convolution_backward_weights;
+      const auto alg = dnnl::algorithm::convolution_direct;
+      Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, alg, src, wts, e.biasD,
+                                         dst, st, dil, pl, pr),
+                               eng);
+      Bd::primitive_desc bd(Bd::desc(alg, src, wts, dst, st, dil, pl, pr), eng, hint);
+      Bw::primitive_desc bwb(Bw::desc(alg, src, wts, e.biasD, dst, st, dil, pl, pr), eng, hint);
+      e.data = Bd(bd);
+      e.weights = Bw(bwb);
+      e.dataDiffDst = bd.diff_dst_desc();
+      e.dataW = bd.weights_desc();
+      e.dataDiffSrc = bd.diff_src_desc();
+      e.wDiffDst = bwb.diff_dst_desc();
+      e.wSrc = bwb.src_desc();
+      e.wDiffW = bwb.diff_weights_desc();
+    } else {
+      using Fwd = dnnl::deconvolution_forward;
+      using Bd = dnnl::deconvolution_backward_data;
+      using Bw = dnnl::deconvolution_backward_weights;
+      const auto alg = dnnl::algorithm::deconvolution_direct;
+      Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, alg, src, wts, e.biasD,
+                                         dst, st, dil, pl, pr),
+                               eng);
+      Bd::primitive_desc bd(Bd::desc(alg, src, wts, dst, st, dil, pl, pr), eng, hint);
+      Bw::primitive_desc bwb(Bw::desc(alg, src, wts, e.biasD, dst, st, dil, pl, pr), eng, hint);
+      e.data = Bd(bd);
+      e.weights = Bw(bwb);
+      e.dataDiffDst = bd.diff_dst_desc();
+      e.dataW = bd.weights_desc();
+      e.dataDiffSrc = bd.diff_src_desc();
+      e.wDiffDst = bwb.diff_dst_desc();
+      e.wSrc = bwb.src_desc();
+      e.wDiffW = bwb.diff_weights_desc();
+    }
+    return Status();
+  }
+
+  Attributes attrs_;
+  bool transposed_;
+  int64_t group_;
+  std::map<std::vector<int64_t>, Entry> cache_;
+};
+
+// PoolGrad(dY, X) -> dX for MaxPool, AveragePool and their Global forms.
+class PoolGrad : public Kernel {
+ public:
+  explicit PoolGrad(const KernelInit& init)
+      : attrs_(init.attrs),
+        op_(init.attrs.getString("op")),
+        global_(op_.rfind("Global", 0) == 0),
+        max_(op_.find("Max") != std::string::npos),
+        includePad_(init.attrs.getInt("count_include_pad", 0) != 0) {
+    if (init.attrs.getInt("storage_order", 0) != 0) fail("storage_order=1 is not supported");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    DW_RETURN_IF_ERROR(needFloat(ctx, 2));
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (x.rank() < 3 || x.rank() > 5 || dy.rank() != x.rank())
+      return Status::error("PoolGrad: input must be 3-D to 5-D");
+    auto key = inputShapesKey(ctx);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guardedGrad("pooling backward setup", [&]() -> Status {
+        auto& eng = cpuBackend(ctx.backend()).engine();
+        std::vector<int64_t> kernel =
+            global_ ? std::vector<int64_t>(x.shape().begin() + 2, x.shape().end())
+                    : attrs_.getInts("kernel_shape");
+        if (kernel.size() != x.rank() - 2)
+          return Status::error("kernel_shape must have one entry per spatial axis");
+        Window win;
+        if (global_) {
+          win.kernel = Dims(kernel.begin(), kernel.end());
+          win.strides = Dims(kernel.size(), 1);
+          win.dilations = Dims(kernel.size(), 1);
+          win.padL = Dims(kernel.size(), 0);
+          win.padR = Dims(kernel.size(), 0);
+        } else {
+          auto r = resolveWindow(attrs_, x.shape(), dy.shape(), kernel, false);
+          if (!r) return r.status();
+          win = *r;
+        }
+        const auto alg = max_ ? dnnl::algorithm::pooling_max
+                              : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
+                                             : dnnl::algorithm::pooling_avg_exclude_padding);
+        e.src = plainDesc(x.shape(), f32);
+        e.dst = plainDesc(dy.shape(), f32);
+        const Dims dil = dilationsMinus1(win.dilations);
+        using Fwd = dnnl::pooling_v2_forward;
+        using Bwd = dnnl::pooling_v2_backward;
+        Fwd::primitive_desc fpd(Fwd::desc(dnnl::prop_kind::forward_training, alg, e.src, e.dst,
+                                          win.strides, win.kernel, dil, win.padL, win.padR),
+                                eng);
+        Bwd::primitive_desc bpd(
+            Bwd::desc(alg, e.src, e.dst, win.strides, win.kernel, dil, win.padL, win.padR), eng,
+            fpd);
+        if (max_) {
+          e.fwd = Fwd(fpd);
+          e.ws = memory(fpd.workspace_desc(), eng);
+          e.scratchDst = memory(e.dst, eng);
+        }
+        e.bwd = Bwd(bpd);
+        return Status();
+      }));
+      it = cache_.emplace(key, std::move(e)).first;
+    }
+    Entry& e = it->second;
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+    return guardedGrad("pooling backward", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      auto& eng = be.engine();
+      auto& s = be.stream();
+      memory mdx(e.src, eng, dx->raw()), mdy(e.dst, eng, const_cast<void*>(dy.raw()));
+      std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_DIFF_SRC, mdx}};
+      if (max_) {
+        // Recompute where the maxima were: a forward pass that fills the workspace.
+        memory mx(e.src, eng, const_cast<void*>(x.raw()));
+        e.fwd.execute(
+            s, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_DST, e.scratchDst}, {DNNL_ARG_WORKSPACE, e.ws}});
+        args[DNNL_ARG_WORKSPACE] = e.ws;
+      }
+      e.bwd.execute(s, args);
+      s.wait();
+      return Status();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive fwd, bwd;
+    memory::desc src, dst;
+    memory ws, scratchDst;
+  };
+  Attributes attrs_;
+  std::string op_;
+  bool global_, max_, includePad_;
+  std::map<std::vector<int64_t>, Entry> cache_;
+};
+
+memory::desc vecDesc(int64_t c) {
+  return memory::desc({c}, f32, Tag::a);
+}
+
+// BatchNormalizationTraining(X, scale, B, mean, var) -> Y, running_mean, running_var,
+// saved_mean, saved_var: normalises with the batch statistics (population variance) and
+// updates the running ones as ONNX specifies: running = input * momentum + batch * (1 - momentum).
+class BatchNormTraining : public Kernel {
+ public:
+  explicit BatchNormTraining(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
+        momentum_(init.attrs.getFloat("momentum", 0.9f)) {}
+
+  Status compute(KernelContext& ctx) override {
+    DW_RETURN_IF_ERROR(needFloat(ctx, 5));
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 2 || x.rank() > 5) return Status::error("input must be 2-D to 5-D");
+    const int64_t c = x.dim(1);
+    for (int i = 1; i <= 4; ++i)
+      if (ctx.input(i).size() != c)
+        return Status::error("scale, bias, mean and var must be vectors of length C");
+    auto it = cache_.find(x.shape());
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guardedGrad("batch normalization setup", [&]() -> Status {
+        auto& eng = cpuBackend(ctx.backend()).engine();
+        e.data = plainDesc(x.shape(), f32);
+        using Fwd = dnnl::batch_normalization_forward;
+        Fwd::primitive_desc pd(
+            Fwd::desc(dnnl::prop_kind::forward_training, e.data, eps_,
+                      dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift),
+            eng);
+        e.prim = Fwd(pd);
+        return Status();
+      }));
+      it = cache_.emplace(x.shape(), std::move(e)).first;
+    }
+    Entry& e = it->second;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    DW_ALLOC(rm, ctx.output(1, DType::kFloat, {c}));
+    DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
+    DW_ALLOC(sm, ctx.output(3, DType::kFloat, {c}));
+    DW_ALLOC(sv, ctx.output(4, DType::kFloat, {c}));
+    DW_RETURN_IF_ERROR(guardedGrad("batch normalization", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      auto& eng = be.engine();
+      auto vec = [&](const void* p) { return memory(vecDesc(c), eng, const_cast<void*>(p)); };
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, memory(e.data, eng, const_cast<void*>(x.raw()))},
+                                   {DNNL_ARG_DST, memory(e.data, eng, y->raw())},
+                                   {DNNL_ARG_SCALE, vec(ctx.input(1).raw())},
+                                   {DNNL_ARG_SHIFT, vec(ctx.input(2).raw())},
+                                   {DNNL_ARG_MEAN, vec(sm->raw())},
+                                   {DNNL_ARG_VARIANCE, vec(sv->raw())}});
+      be.stream().wait();
+      return Status();
+    }));
+    const float* im = ctx.input(3).data<float>();
+    const float* iv = ctx.input(4).data<float>();
+    const float m = momentum_;
+    for (int64_t i = 0; i < c; ++i) {
+      rm->data<float>()[i] = im[i] * m + sm->data<float>()[i] * (1 - m);
+      rv->data<float>()[i] = iv[i] * m + sv->data<float>()[i] * (1 - m);
+    }
+    return Status();
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive prim;
+    memory::desc data;
+  };
+  float eps_, momentum_;
+  std::map<Shape, Entry> cache_;
+};
+
+// BatchNormalizationGrad(dY, X, scale, mean, var, B) -> dX, dScale, dB. With global_stats=1 the
+// statistics are constants (inference-mode normalisation); otherwise they are the batch's.
+// B is not used by the math, but oneDNN's backward primitive takes the shift as an argument.
+class BatchNormGrad : public Kernel {
+ public:
+  explicit BatchNormGrad(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
+        global_(init.attrs.getInt("global_stats", 0) != 0) {}
+
+  Status compute(KernelContext& ctx) override {
+    DW_RETURN_IF_ERROR(needFloat(ctx, 6));
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (ctx.numInputs() < 6 || !ctx.hasInput(5))
+      return Status::error("BatchNormalizationGrad needs 6 inputs (dY, X, scale, mean, var, B)");
+    if (x.rank() < 2 || x.rank() > 5 || dy.shape() != x.shape())
+      return Status::error("BatchNormalizationGrad: dY and X must match, 2-D to 5-D");
+    const int64_t c = x.dim(1);
+    auto it = cache_.find(x.shape());
+    if (it == cache_.end()) {
+      Entry e;
+      DW_RETURN_IF_ERROR(guardedGrad("batch normalization backward setup", [&]() -> Status {
+        auto& eng = cpuBackend(ctx.backend()).engine();
+        e.data = plainDesc(x.shape(), f32);
+        auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+        if (global_) flags |= dnnl::normalization_flags::use_global_stats;
+        using Fwd = dnnl::batch_normalization_forward;
+        using Bwd = dnnl::batch_normalization_backward;
+        Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, e.data, eps_, flags),
+                                 eng);
+        Bwd::primitive_desc pd(Bwd::desc(dnnl::prop_kind::backward, e.data, e.data, eps_, flags),
+                               eng, hint);
+        e.prim = Bwd(pd);
+        return Status();
+      }));
+      it = cache_.emplace(x.shape(), std::move(e)).first;
+    }
+    Entry& e = it->second;
+    Tensor* dx = ctx.wantsOutput(0) ? ctx.output(0, DType::kFloat, x.shape())
+                                    : ctx.scratch(DType::kFloat, x.shape());
+    if (!dx) return ctx.status();
+    Tensor* ds =
+        ctx.wantsOutput(1) ? ctx.output(1, DType::kFloat, {c}) : ctx.scratch(DType::kFloat, {c});
+    if (!ds) return ctx.status();
+    Tensor* db =
+        ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, {c}) : ctx.scratch(DType::kFloat, {c});
+    if (!db) return ctx.status();
+    return guardedGrad("batch normalization backward", [&] {
+      auto& be = cpuBackend(ctx.backend());
+      auto& eng = be.engine();
+      auto vec = [&](const void* p) { return memory(vecDesc(c), eng, const_cast<void*>(p)); };
+      auto dat = [&](const void* p) { return memory(e.data, eng, const_cast<void*>(p)); };
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, dat(x.raw())},
+                                   {DNNL_ARG_DIFF_DST, dat(dy.raw())},
+                                   {DNNL_ARG_SCALE, vec(ctx.input(2).raw())},
+                                   {DNNL_ARG_SHIFT, vec(ctx.input(5).raw())},
+                                   {DNNL_ARG_MEAN, vec(ctx.input(3).raw())},
+                                   {DNNL_ARG_VARIANCE, vec(ctx.input(4).raw())},
+                                   {DNNL_ARG_DIFF_SRC, dat(dx->raw())},
+                                   {DNNL_ARG_DIFF_SCALE, vec(ds->raw())},
+                                   {DNNL_ARG_DIFF_SHIFT, vec(db->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::primitive prim;
+    memory::desc data;
+  };
+  float eps_;
+  bool global_;
+  std::map<Shape, Entry> cache_;
+};
+
+}  // namespace
+
+void addOneDnnGradKernels(KernelRegistry& r) {
+  const char* c = "cpu";
+  const char* d = "com.deepwire.grad";
+  r.add(c, "ConvGrad", 1, kMaxOpset, &makeKernel<ConvGrad>, true, d);
+  r.add(c, "PoolGrad", 1, kMaxOpset, &makeKernel<PoolGrad>, true, d);
+  r.add(c, "BatchNormalizationTraining", 1, kMaxOpset, &makeKernel<BatchNormTraining>, true, d);
+  r.add(c, "BatchNormalizationGrad", 1, kMaxOpset, &makeKernel<BatchNormGrad>, true, d);
+}
+
+}  // namespace dw::engine

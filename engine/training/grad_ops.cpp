@@ -1,0 +1,472 @@
+// Gradient builders, one per forward op family, and the table listing them with the forward
+// opset range each covers (how to add one: grad_builder.h).
+#include <limits>
+
+#include "engine/training/autodiff.h"
+#include "engine/training/grad_builder.h"
+
+namespace dw::engine::training {
+
+namespace {
+
+constexpr int kMax = std::numeric_limits<int>::max();
+
+// ---- elementwise arithmetic ---------------------------------------------------------------
+
+Status gradAdd(GradCtx& c) {
+  for (int i = 0; i < 2; ++i)
+    if (c.need(i)) c.dX[i] = c.sumTo(c.dY[0], c.out(0), c.in(i));
+  return Status();
+}
+
+Status gradSub(GradCtx& c) {
+  if (c.need(0)) c.dX[0] = c.sumTo(c.dY[0], c.out(0), c.in(0));
+  if (c.need(1)) c.dX[1] = c.e.op1("Neg", {c.sumTo(c.dY[0], c.out(0), c.in(1))});
+  return Status();
+}
+
+Status gradMul(GradCtx& c) {
+  if (c.need(0)) c.dX[0] = c.sumTo(c.e.op1("Mul", {c.dY[0], c.in(1)}), c.out(0), c.in(0));
+  if (c.need(1)) c.dX[1] = c.sumTo(c.e.op1("Mul", {c.dY[0], c.in(0)}), c.out(0), c.in(1));
+  return Status();
+}
+
+Status gradDiv(GradCtx& c) {
+  if (c.need(0)) c.dX[0] = c.sumTo(c.e.op1("Div", {c.dY[0], c.in(1)}), c.out(0), c.in(0));
+  if (c.need(1)) {
+    // d(a/b)/db = -y/b
+    auto t = c.e.op1("Div", {c.e.op1("Mul", {c.dY[0], c.out(0)}), c.in(1)});
+    c.dX[1] = c.sumTo(c.e.op1("Neg", {t}), c.out(0), c.in(1));
+  }
+  return Status();
+}
+
+Status gradPow(GradCtx& c) {
+  const int32_t t = c.gradType();
+  std::string b = c.in(1);
+  if (c.types.elemType(b) && c.types.elemType(b) != t) b = c.e.op1("Cast", {b}, {attrI("to", t)});
+  if (c.need(0)) {
+    // b * a^(b-1)
+    auto pw = c.e.op1("Pow", {c.in(0), c.e.op1("Sub", {b, c.e.scalar(1, t)})});
+    auto d = c.e.op1("Mul", {c.e.op1("Mul", {c.dY[0], b}), pw});
+    c.dX[0] = c.sumTo(d, c.out(0), c.in(0));
+  }
+  if (c.need(1)) {
+    auto d = c.e.op1("Mul", {c.e.op1("Mul", {c.dY[0], c.out(0)}), c.e.op1("Log", {c.in(0)})});
+    c.dX[1] = c.sumTo(d, c.out(0), c.in(1));
+  }
+  return Status();
+}
+
+Status gradNeg(GradCtx& c) {
+  c.dX[0] = c.e.op1("Neg", {c.dY[0]});
+  return Status();
+}
+
+Status gradIdentity(GradCtx& c) {
+  c.dX[0] = c.dY[0];
+  return Status();
+}
+
+// Activations and unary math: one fused kernel reading X and/or Y.
+Status gradUnary(GradCtx& c) {
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrS("op", c.node.op_type()));
+  c.dX[0] = c.e.op1("UnaryGrad", {c.dY[0], c.in(0), c.out(0)}, attrs, kGradDomain);
+  return Status();
+}
+
+Status gradClip(GradCtx& c) {
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrS("op", "Clip"));
+  if (c.need(1) || c.need(2))
+    return Status::error("gradients for Clip's min and max are not supported; make them Constant");
+  c.dX[0] =
+      c.e.op1("UnaryGrad", {c.dY[0], c.in(0), c.out(0), c.in(1), c.in(2)}, attrs, kGradDomain);
+  return Status();
+}
+
+Status gradPRelu(GradCtx& c) {
+  const int32_t t = c.gradType();
+  auto pos = c.e.op1("Greater", {c.in(0), c.e.scalar(0, t)});
+  if (c.need(0)) {
+    auto neg = c.e.op1("Mul", {c.dY[0], c.in(1)});
+    c.dX[0] = c.sumTo(c.e.op1("Where", {pos, c.dY[0], neg}), c.out(0), c.in(0));
+  }
+  if (c.need(1)) {
+    auto d = c.e.op1("Where", {pos, c.e.scalar(0, t), c.e.op1("Mul", {c.dY[0], c.in(0)})});
+    c.dX[1] = c.sumTo(d, c.out(0), c.in(1));
+  }
+  return Status();
+}
+
+Status gradSoftmax(GradCtx& c) {
+  const bool legacy = c.opset < 13;
+  const int64_t axis = attrInt(c.node, "axis", legacy ? 1 : -1);
+  c.dX[0] = c.e.op1("SoftmaxGrad", {c.dY[0], c.out(0)},
+                    {attrI("axis", axis), attrI("log", c.node.op_type() == "LogSoftmax"),
+                     attrI("legacy", legacy)},
+                    kGradDomain);
+  return Status();
+}
+
+// ---- variadic -----------------------------------------------------------------------------
+
+Status gradSum(GradCtx& c) {
+  for (int i = 0; i < c.node.input_size(); ++i)
+    if (c.need(i)) c.dX[i] = c.sumTo(c.dY[0], c.out(0), c.in(i));
+  return Status();
+}
+
+Status gradMean(GradCtx& c) {
+  auto d = c.e.op1("Mul", {c.dY[0], c.e.scalar(1.0 / c.node.input_size(), c.gradType())});
+  for (int i = 0; i < c.node.input_size(); ++i)
+    if (c.need(i)) c.dX[i] = c.sumTo(d, c.out(0), c.in(i));
+  return Status();
+}
+
+// Max/Min: the gradient goes to every input equal to the result (ties share it, as in ORT).
+Status gradMaxMin(GradCtx& c) {
+  for (int i = 0; i < c.node.input_size(); ++i) {
+    if (!c.need(i)) continue;
+    auto mask =
+        c.e.op1("Cast", {c.e.op1("Equal", {c.in(i), c.out(0)})}, {attrI("to", c.gradType())});
+    c.dX[i] = c.sumTo(c.e.op1("Mul", {c.dY[0], mask}), c.out(0), c.in(i));
+  }
+  return Status();
+}
+
+Status gradWhere(GradCtx& c) {
+  auto zero = c.e.scalar(0, c.gradType());
+  if (c.need(1)) c.dX[1] = c.sumTo(c.e.op1("Where", {c.in(0), c.dY[0], zero}), c.out(0), c.in(1));
+  if (c.need(2)) c.dX[2] = c.sumTo(c.e.op1("Where", {c.in(0), zero, c.dY[0]}), c.out(0), c.in(2));
+  return Status();
+}
+
+// ---- matrix products ----------------------------------------------------------------------
+
+// Y = alpha op(A) op(B) + beta C. Each gradient is a Gemm with transposes as attributes, so the
+// engine's matmul reads the operands in place.
+Status gradGemm(GradCtx& c) {
+  const bool ta = attrInt(c.node, "transA", 0), tb = attrInt(c.node, "transB", 0);
+  const float alpha = attrFloat(c.node, "alpha", 1.0f), beta = attrFloat(c.node, "beta", 1.0f);
+  auto gemm = [&](const std::string& a, const std::string& b, bool t1, bool t2) {
+    std::vector<onnx::AttributeProto> at{attrI("transA", t1), attrI("transB", t2)};
+    if (alpha != 1.0f) at.push_back(attrF("alpha", alpha));
+    return c.e.op1("Gemm", {a, b}, at);
+  };
+  const std::string& dY = c.dY[0];
+  if (c.need(0)) c.dX[0] = ta ? gemm(c.in(1), dY, tb, true) : gemm(dY, c.in(1), false, !tb);
+  if (c.need(1)) c.dX[1] = tb ? gemm(dY, c.in(0), true, ta) : gemm(c.in(0), dY, !ta, false);
+  if (c.need(2)) {
+    std::string d = c.sumTo(dY, c.out(0), c.in(2));
+    if (beta != 1.0f) d = c.e.op1("Mul", {d, c.e.scalar(beta, c.gradType())});
+    c.dX[2] = d;
+  }
+  return Status();
+}
+
+std::string unsqueeze(GradCtx& c, const std::string& x, int64_t axis) {
+  if (c.opset >= 13) return c.e.op1("Unsqueeze", {x, c.e.ints({axis})});
+  return c.e.op1("Unsqueeze", {x}, {attrInts("axes", {axis})});
+}
+
+Status gradMatMul(GradCtx& c) {
+  const int ra = c.types.rank(c.in(0)), rb = c.types.rank(c.in(1));
+  const std::string& dY = c.dY[0];
+  if (ra == 2 && rb == 2) {
+    if (c.need(0)) c.dX[0] = c.e.op1("Gemm", {dY, c.in(1)}, {attrI("transB", 1)});
+    if (c.need(1)) c.dX[1] = c.e.op1("Gemm", {c.in(0), dY}, {attrI("transA", 1)});
+    return Status();
+  }
+  if (ra < 1 || rb < 1)
+    return Status::error(
+        "MatMul gradients need the ranks of both operands; shape inference "
+        "could not find them");
+  // General case: vectors become matrices, the other operand's last two axes swap through a
+  // Transpose, and broadcast batch axes are summed away.
+  std::string a = c.in(0), b = c.in(1), g = dY;
+  if (ra == 1) a = c.e.op1("Reshape", {a, c.e.ints({1, -1})});
+  if (rb == 1) b = c.e.op1("Reshape", {b, c.e.ints({-1, 1})});
+  if (ra == 1 && rb == 1)
+    g = c.e.op1("Reshape", {g, c.e.ints({1, 1})});
+  else if (ra == 1)
+    g = unsqueeze(c, g, -2);
+  else if (rb == 1)
+    g = unsqueeze(c, g, -1);
+  auto swapLast = [&](const std::string& x, int rank) {
+    std::vector<int64_t> perm(rank);
+    for (int i = 0; i < rank; ++i) perm[i] = i;
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return c.e.op1("Transpose", {x}, {attrInts("perm", perm)});
+  };
+  auto finish = [&](const std::string& d, const std::string& promoted, int i, bool vec) {
+    std::string r = c.e.op1("SumToShape", {d, promoted}, {}, kGradDomain);
+    return vec ? c.e.op1("Reshape", {r, c.shapeOf(c.in(i))}) : r;
+  };
+  if (c.need(0))
+    c.dX[0] = finish(c.e.op1("MatMul", {g, swapLast(b, std::max(rb, 2))}), a, 0, ra == 1);
+  if (c.need(1))
+    c.dX[1] = finish(c.e.op1("MatMul", {swapLast(a, std::max(ra, 2)), g}), b, 1, rb == 1);
+  return Status();
+}
+
+// ---- shape and data movement --------------------------------------------------------------
+
+Status gradReshapeLike(GradCtx& c) {
+  c.dX[0] = c.e.op1("Reshape", {c.dY[0], c.shapeOf(c.in(0))});
+  return Status();
+}
+
+Status gradTranspose(GradCtx& c) {
+  auto perm = attrInts(c.node, "perm");
+  if (perm.empty()) {
+    c.dX[0] = c.e.op1("Transpose", {c.dY[0]});
+    return Status();
+  }
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  c.dX[0] = c.e.op1("Transpose", {c.dY[0]}, {attrInts("perm", inv)});
+  return Status();
+}
+
+Status gradCast(GradCtx& c) {
+  const int32_t from = c.types.elemType(c.in(0));
+  if (!from) return Status::error("the input type of Cast is unknown");
+  if (from == c.types.elemType(c.out(0)))
+    c.dX[0] = c.dY[0];
+  else
+    c.dX[0] = c.e.op1("Cast", {c.dY[0]}, {attrI("to", from)});
+  return Status();
+}
+
+Status gradExpand(GradCtx& c) {
+  c.dX[0] = c.e.op1("SumToShape", {c.dY[0], c.in(0)}, {}, kGradDomain);
+  return Status();
+}
+
+Status gradConcat(GradCtx& c) {
+  std::vector<std::string> ins{c.dY[0]};
+  std::vector<std::string> outs;
+  for (int i = 0; i < c.node.input_size(); ++i) {
+    ins.push_back(c.in(i));
+    outs.push_back(c.need(i) ? "" : "-");
+  }
+  auto r =
+      c.e.op("ConcatGrad", ins, outs, {attrI("axis", attrInt(c.node, "axis", 0))}, kGradDomain);
+  for (int i = 0; i < c.node.input_size(); ++i)
+    if (c.need(i)) c.dX[i] = r[i];
+  return Status();
+}
+
+Status gradSplit(GradCtx& c) {
+  std::vector<std::string> parts;
+  for (int i = 0; i < c.node.output_size(); ++i) parts.push_back(c.dYOrZeros(i));
+  c.dX[0] = c.e.op1("Concat", parts, {attrI("axis", attrInt(c.node, "axis", 0))});
+  return Status();
+}
+
+Status gradSlice(GradCtx& c) {
+  std::vector<std::string> ins{c.dY[0], c.in(0)};
+  for (int i = 1; i < c.node.input_size(); ++i) ins.push_back(c.in(i));
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrI("opset", c.opset));
+  c.dX[0] = c.e.op1("SliceGrad", ins, attrs, kGradDomain);
+  return Status();
+}
+
+Status gradGather(GradCtx& c) {
+  if (c.need(1)) return Status::error("indices are not differentiable");
+  c.dX[0] = c.e.op1("GatherGrad", {c.dY[0], c.in(0), c.in(1)},
+                    {attrI("axis", attrInt(c.node, "axis", 0))}, kGradDomain);
+  return Status();
+}
+
+Status gradPad(GradCtx& c) {
+  const std::string mode = attrString(c.node, "mode", "constant");
+  if (mode != "constant")
+    return Status::error("only constant-mode Pad has a gradient (mode is '" + mode + "')");
+  if (c.opset < 11) {
+    auto pads = attrInts(c.node, c.opset < 2 ? "paddings" : "pads");
+    for (auto& p : pads) p = -p;
+    c.dX[0] = c.e.op1("Pad", {c.dY[0]}, {attrInts(c.opset < 2 ? "paddings" : "pads", pads)});
+    return Status();
+  }
+  // Cropping by the negated pads undoes the padding; the constant value gets no gradient.
+  std::vector<std::string> ins{c.dY[0], c.e.op1("Neg", {c.in(1)})};
+  if (c.node.input_size() > 3 && !c.in(3).empty()) {
+    ins.push_back("");
+    ins.push_back(c.in(3));
+  }
+  c.dX[0] = c.e.op1("Pad", ins);
+  return Status();
+}
+
+Status gradDropout(GradCtx& c) {
+  const bool active = c.opset >= 12 && c.node.input_size() > 2 && !c.in(2).empty();
+  if (!active) {
+    c.dX[0] = c.dY[0];
+    return Status();
+  }
+  std::string mask = c.ensureOutput(1, "mask");
+  c.dX[0] = c.e.op1("DropoutGrad", {c.dY[0], mask, c.in(1)}, {}, kGradDomain);
+  return Status();
+}
+
+// ---- reductions and losses ----------------------------------------------------------------
+
+Status gradReduce(GradCtx& c) {
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrS("op", c.node.op_type()));
+  std::vector<std::string> ins{c.dY[0], c.in(0), c.out(0)};
+  if (c.node.input_size() > 1) ins.push_back(c.in(1));
+  c.dX[0] = c.e.op1("ReduceGrad", ins, attrs, kGradDomain);
+  return Status();
+}
+
+Status gradSoftmaxCrossEntropy(GradCtx& c) {
+  if (c.need(2)) return Status::error("class weights are not differentiable");
+  std::string logProb = c.ensureOutput(1, "log_prob");
+  std::vector<std::string> ins{c.dY[0], logProb, c.in(1)};
+  if (c.node.input_size() > 2) ins.push_back(c.in(2));
+  c.dX[0] = c.e.op1("SoftmaxCrossEntropyLossGrad", ins, c.forwardAttrs(), kGradDomain);
+  if (!c.dY[1].empty()) {
+    // log_prob is also used downstream: its gradient adds through LogSoftmax's.
+    auto extra = c.e.op1("SoftmaxGrad", {c.dY[1], logProb},
+                         {attrI("axis", 1), attrI("log", 1), attrI("legacy", 0)}, kGradDomain);
+    c.dX[0] = c.e.op1("Add", {c.dX[0], extra});
+  }
+  return Status();
+}
+
+Status gradNll(GradCtx& c) {
+  if (c.need(2)) return Status::error("class weights are not differentiable");
+  std::vector<std::string> ins{c.dY[0], c.in(0), c.in(1)};
+  if (c.node.input_size() > 2) ins.push_back(c.in(2));
+  c.dX[0] = c.e.op1("NegativeLogLikelihoodLossGrad", ins, c.forwardAttrs(), kGradDomain);
+  return Status();
+}
+
+// ---- neural-network layers ----------------------------------------------------------------
+
+Status gradConv(GradCtx& c) {
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrI("transposed", c.node.op_type() == "ConvTranspose"));
+  std::vector<std::string> outs{c.need(0) ? "" : "-", c.need(1) ? "" : "-", c.need(2) ? "" : "-"};
+  auto r = c.e.op("ConvGrad", {c.dY[0], c.in(0), c.in(1)}, outs, attrs, kGradDomain);
+  for (int i = 0; i < 3; ++i)
+    if (c.need(i)) c.dX[i] = r[i];
+  return Status();
+}
+
+Status gradPool(GradCtx& c) {
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrS("op", c.node.op_type()));
+  c.dX[0] = c.e.op1("PoolGrad", {c.dY[0], c.in(0)}, attrs, kGradDomain);
+  return Status();
+}
+
+// Training mode (the forward was rewritten to BatchNormalizationTraining, which saves the batch
+// statistics) and inference mode (running statistics are constants) share one kernel.
+Status gradBatchNorm(GradCtx& c) {
+  if (c.need(3) || c.need(4))
+    return Status::error("running statistics are not differentiable; make them Constant");
+  const bool training = c.node.op_type() == "BatchNormalizationTraining";
+  std::string mean = training ? c.out(3) : c.in(3);
+  std::string var = training ? c.out(4) : c.in(4);
+  std::vector<std::string> outs{c.need(0) ? "" : "-", c.need(1) ? "" : "-", c.need(2) ? "" : "-"};
+  auto r = c.e.op("BatchNormalizationGrad", {c.dY[0], c.in(0), c.in(1), mean, var, c.in(2)}, outs,
+                  {attrF("epsilon", attrFloat(c.node, "epsilon", 1e-5f)),
+                   attrI("global_stats", training ? 0 : 1)},
+                  kGradDomain);
+  for (int i = 0; i < 3; ++i)
+    if (c.need(i)) c.dX[i] = r[i];
+  return Status();
+}
+
+Status gradLayerNorm(GradCtx& c) {
+  std::string mean = c.ensureOutput(1, "mean");
+  std::string invStd = c.ensureOutput(2, "inv_std_dev");
+  std::vector<std::string> outs{c.need(0) ? "" : "-", c.need(1) ? "" : "-", c.need(2) ? "" : "-"};
+  auto r = c.e.op("LayerNormalizationGrad", {c.dY[0], c.in(0), c.in(1), mean, invStd}, outs,
+                  {attrI("axis", attrInt(c.node, "axis", -1))}, kGradDomain);
+  for (int i = 0; i < 3; ++i)
+    if (c.need(i)) c.dX[i] = r[i];
+  return Status();
+}
+
+}  // namespace
+
+const std::vector<GradBuilder>& gradBuilders() {
+  static const std::vector<GradBuilder> table = [] {
+    std::vector<GradBuilder> t = {
+        {"Add", 7, kMax, gradAdd},
+        {"Sub", 7, kMax, gradSub},
+        {"Mul", 7, kMax, gradMul},
+        {"Div", 7, kMax, gradDiv},
+        {"Pow", 7, kMax, gradPow},
+        {"Neg", 6, kMax, gradNeg},
+        {"Identity", 1, kMax, gradIdentity},
+        {"Clip", 11, kMax, gradClip},
+        {"Clip", 6, 10, gradUnary},
+        {"PRelu", 7, kMax, gradPRelu},
+        {"Softmax", 1, kMax, gradSoftmax},
+        {"LogSoftmax", 1, kMax, gradSoftmax},
+        {"Sum", 8, kMax, gradSum},
+        {"Mean", 8, kMax, gradMean},
+        {"Max", 8, kMax, gradMaxMin},
+        {"Min", 8, kMax, gradMaxMin},
+        {"Where", 9, kMax, gradWhere},
+        {"Gemm", 7, kMax, gradGemm},
+        {"MatMul", 1, kMax, gradMatMul},
+        {"Reshape", 5, kMax, gradReshapeLike},
+        {"Flatten", 1, kMax, gradReshapeLike},
+        {"Squeeze", 1, kMax, gradReshapeLike},
+        {"Unsqueeze", 1, kMax, gradReshapeLike},
+        {"Transpose", 1, kMax, gradTranspose},
+        {"Cast", 6, kMax, gradCast},
+        {"Expand", 8, kMax, gradExpand},
+        {"Concat", 4, kMax, gradConcat},
+        {"Split", 2, kMax, gradSplit},
+        {"Slice", 1, kMax, gradSlice},
+        {"Gather", 1, kMax, gradGather},
+        {"Pad", 2, kMax, gradPad},
+        {"Dropout", 7, kMax, gradDropout},
+        {"SoftmaxCrossEntropyLoss", 12, kMax, gradSoftmaxCrossEntropy},
+        {"NegativeLogLikelihoodLoss", 12, kMax, gradNll},
+        {"Conv", 1, kMax, gradConv},
+        {"ConvTranspose", 1, kMax, gradConv},
+        {"MaxPool", 1, kMax, gradPool},
+        {"AveragePool", 1, kMax, gradPool},
+        {"GlobalAveragePool", 1, kMax, gradPool},
+        {"GlobalMaxPool", 1, kMax, gradPool},
+        {"BatchNormalization", 9, kMax, gradBatchNorm},
+        {"LayerNormalization", 17, kMax, gradLayerNorm},
+    };
+    for (const char* op :
+         {"Relu",       "LeakyRelu", "Sigmoid",     "Tanh",      "Elu",   "Selu",
+          "Softplus",   "Softsign",  "HardSigmoid", "HardSwish", "Celu",  "ThresholdedRelu",
+          "Mish",       "Erf",       "Exp",         "Log",       "Sqrt",  "Abs",
+          "Reciprocal", "Sin",       "Cos",         "Tan",       "Asin",  "Acos",
+          "Atan",       "Sinh",      "Cosh",        "Asinh",     "Acosh", "Atanh"})
+      t.push_back({op, 6, kMax, gradUnary});
+    for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1",
+                           "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd"})
+      t.push_back({op, 1, kMax, gradReduce});
+    return t;
+  }();
+  return table;
+}
+
+const GradBuilder* findGradBuilder(const std::string& domain, const std::string& op, int opset) {
+  if (domain == kGradDomain) {
+    static const GradBuilder bnTraining{"BatchNormalizationTraining", 1, 1, gradBatchNorm};
+    return op == bnTraining.op ? &bnTraining : nullptr;
+  }
+  if (!domain.empty()) return nullptr;
+  for (const auto& b : gradBuilders())
+    if (op == b.op && opset >= b.since && opset <= b.until) return &b;
+  return nullptr;
+}
+
+}  // namespace dw::engine::training

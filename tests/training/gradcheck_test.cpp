@@ -1,0 +1,483 @@
+// Finite-difference gradient checks: one parameterized test over every op with a gradient
+// builder. Each case builds a one-op model, adds loss = ReduceSum(Y * R) with a fixed random R,
+// builds the gradient graph, and compares every element of every differentiable input's
+// gradient with a central difference of the loss (float64 where the kernels allow).
+//
+// How to add an op: append a GradCase to cases() below with the op, its inputs (shape, value
+// range, whether differentiable) and attributes; use dtype float when a kernel is float-only.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "engine/session.h"
+#include "engine/tensor.h"
+#include "engine/training/autodiff.h"
+#include "engine/training/grad_builder.h"
+
+namespace {
+
+using namespace dw::engine;
+using namespace dw::engine::training;
+
+struct In {
+  std::vector<int64_t> shape;
+  double lo = -1, hi = 1;
+  bool diff = true;            // a trainable input checked by finite differences
+  bool awayFromZero = false;   // |v| >= 0.2: keeps kinks (Relu, Abs) out of the differences
+  int32_t type = 0;            // 0: the case's dtype; else an ONNX type (int64 labels/indices)
+  std::vector<double> values;  // fixed values instead of random ones
+};
+
+struct GradCase {
+  std::string name;
+  std::string op;
+  std::vector<In> inputs;
+  std::vector<onnx::AttributeProto> attrs;
+  bool dbl = true;
+  int opset = 17;
+  int outputs = 1;  // forward outputs; the loss uses output `lossOutput`
+  int lossOutput = 0;
+  bool training = true;
+  bool distinct = false;  // values must be pairwise distinct (max pooling, Max/Min)
+};
+
+std::ostream& operator<<(std::ostream& os, const GradCase& c) {
+  return os << c.name;
+}
+
+onnx::TensorProto makeTensor(const std::string& name, int32_t type,
+                             const std::vector<int64_t>& shape, const std::vector<double>& v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(type);
+  for (int64_t d : shape) t.add_dims(d);
+  for (double x : v) {
+    if (type == onnx::TensorProto::DOUBLE)
+      t.add_double_data(x);
+    else if (type == onnx::TensorProto::FLOAT)
+      t.add_float_data(static_cast<float>(x));
+    else if (type == onnx::TensorProto::INT64)
+      t.add_int64_data(static_cast<int64_t>(x));
+    else if (type == onnx::TensorProto::BOOL)
+      t.add_int32_data(x != 0);
+  }
+  return t;
+}
+
+int64_t count(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::vector<double> randomValues(const In& in, int64_t n, std::mt19937& rng, bool distinct) {
+  if (!in.values.empty()) return in.values;
+  std::uniform_real_distribution<double> u(in.lo, in.hi);
+  std::vector<double> v(n);
+  for (auto& x : v) {
+    x = u(rng);
+    if (in.awayFromZero) {
+      std::uniform_real_distribution<double> m(0.2, 1.0);
+      x = (x < (in.lo + in.hi) / 2 ? -1 : 1) * m(rng);
+    }
+  }
+  if (distinct) {
+    // A shuffled ramp: maxima are unique and well separated.
+    std::vector<int64_t> idx(n);
+    for (int64_t i = 0; i < n; ++i) idx[i] = i;
+    std::shuffle(idx.begin(), idx.end(), rng);
+    for (int64_t i = 0; i < n; ++i) v[i] = in.lo + (in.hi - in.lo) * (idx[i] + 0.5) / n;
+  }
+  return v;
+}
+
+struct Built {
+  onnx::ModelProto model;
+  std::vector<std::string> trainable;
+  std::map<std::string, Tensor> values;  // trainable values
+};
+
+// The op's model with loss = ReduceSum(Y * R).
+Built buildModel(const GradCase& c, const std::vector<int64_t>& yShape, std::mt19937& rng) {
+  const int32_t ft = c.dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
+  Built b;
+  b.model.set_ir_version(8);
+  auto* imp = b.model.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(c.opset);
+  auto* g = b.model.mutable_graph();
+  g->set_name(c.name);
+  auto* n = g->add_node();
+  n->set_op_type(c.op);
+  n->set_name("op");
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const In& in = c.inputs[i];
+    const std::string name = "in" + std::to_string(i);
+    const int32_t t = in.type ? in.type : ft;
+    auto vals = randomValues(in, count(in.shape), rng, c.distinct && in.diff);
+    *g->add_initializer() = makeTensor(name, t, in.shape, vals);
+    if (in.diff) b.trainable.push_back(name);
+    n->add_input(name);
+  }
+  for (int o = 0; o < c.outputs; ++o) n->add_output("y" + std::to_string(o));
+  for (const auto& a : c.attrs) *n->add_attribute() = a;
+  {
+    std::normal_distribution<double> nd(0, 1);
+    std::vector<double> r(count(yShape));
+    for (auto& x : r) x = nd(rng);
+    *g->add_initializer() = makeTensor("R", ft, yShape, r);
+  }
+  auto* m = g->add_node();
+  m->set_op_type("Mul");
+  m->set_name("loss_mul");
+  m->add_input("y" + std::to_string(c.lossOutput));
+  m->add_input("R");
+  m->add_output("weighted");
+  auto* s = g->add_node();
+  s->set_op_type("ReduceSum");
+  s->set_name("loss_sum");
+  s->add_input("weighted");
+  s->add_output("loss");
+  *s->add_attribute() = attrI("keepdims", 0);
+  auto* out = g->add_output();
+  out->set_name("loss");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(ft);
+  out->mutable_type()->mutable_tensor_type()->mutable_shape();
+  return b;
+}
+
+// Y's shape: run the bare op once.
+std::vector<int64_t> forwardShape(GradCase c) {
+  std::mt19937 rng(7);
+  Built b = buildModel(c, {}, rng);
+  auto* g = b.model.mutable_graph();
+  // Drop the loss nodes and R; expose Y.
+  g->mutable_node()->DeleteSubrange(1, 2);
+  g->mutable_initializer()->RemoveLast();
+  g->clear_output();
+  g->add_output()->set_name("y" + std::to_string(c.lossOutput));
+  auto s = InferenceSession::create(b.model);
+  if (!s.ok()) {
+    ADD_FAILURE() << "forward session: " << s.message();
+    return {};
+  }
+  auto r = (*s)->run({});
+  if (!r.ok()) {
+    ADD_FAILURE() << "forward run: " << r.message();
+    return {};
+  }
+  return r->begin()->second.shape();
+}
+
+std::vector<GradCase> cases() {
+  std::vector<GradCase> v;
+  const In x23{{2, 3}};
+  auto unary = [&](const std::string& op, In in = In{{2, 3}},
+                   std::vector<onnx::AttributeProto> attrs = {}) {
+    v.push_back({op, op, {in}, attrs});
+  };
+  In kink{{2, 3}};
+  kink.awayFromZero = true;
+  In pos{{2, 3}, 0.5, 2.0};
+  In unit{{2, 3}, -0.8, 0.8};
+  // Elementwise arithmetic, with broadcasting.
+  v.push_back({"Add", "Add", {In{{2, 3}}, In{{3}}}});
+  v.push_back({"Sub", "Sub", {In{{2, 1}}, In{{2, 3}}}});
+  v.push_back({"Mul", "Mul", {In{{2, 3}}, In{{1, 3}}}});
+  v.push_back({"Div", "Div", {In{{2, 3}}, In{{3}, 0.5, 2.0}}});
+  v.push_back({"Pow", "Pow", {In{{2, 3}, 0.5, 2.0}, In{{2, 3}, 0.5, 2.0}}});
+  unary("Neg");
+  unary("Identity");
+  unary("Relu", kink);
+  unary("LeakyRelu", kink, {attrF("alpha", 0.1f)});
+  unary("Sigmoid");
+  unary("Tanh");
+  unary("Elu", kink, {attrF("alpha", 0.7f)});
+  unary("Selu", kink);
+  unary("Celu", kink, {attrF("alpha", 1.3f)});
+  unary("ThresholdedRelu", In{{2, 3}, 1.3, 2.0}, {attrF("alpha", 1.0f)});
+  unary("Softplus");
+  unary("Softsign", kink);
+  unary("HardSigmoid", In{{2, 3}, -2.0, 2.0});
+  unary("HardSwish", In{{2, 3}, -2.0, 2.0});
+  unary("Mish");
+  unary("Erf");
+  unary("Exp");
+  unary("Log", pos);
+  unary("Sqrt", pos);
+  unary("Abs", kink);
+  unary("Reciprocal", pos);
+  unary("Sin");
+  unary("Cos");
+  unary("Tan", unit);
+  unary("Asin", unit);
+  unary("Acos", unit);
+  unary("Atan");
+  unary("Sinh");
+  unary("Cosh");
+  unary("Asinh");
+  unary("Acosh", In{{2, 3}, 1.5, 3.0});
+  unary("Atanh", unit);
+  {
+    In lo{{}, 0, 0, false};
+    lo.values = {-0.5};
+    In hi{{}, 0, 0, false};
+    hi.values = {0.5};
+    In xin{{3, 4}, -1, 1};
+    v.push_back({"Clip", "Clip", {xin, lo, hi}});
+    v.back().inputs[0].values = {-0.9, -0.7, -0.3, -0.1, 0.1, 0.2, 0.3, 0.4, 0.7, 0.8, -0.6, 0.0};
+  }
+  v.push_back({"PRelu", "PRelu", {kink, In{{3}, 0.1, 0.5}}});
+  // Softmax family and losses.
+  v.push_back({"Softmax", "Softmax", {In{{2, 3, 4}}}, {attrI("axis", 1)}});
+  v.push_back({"Softmax_legacy", "Softmax", {In{{2, 3, 4}}}, {attrI("axis", 1)}, true, 11});
+  v.push_back({"LogSoftmax", "LogSoftmax", {In{{3, 5}}}});
+  {
+    In labels{{4}, 0, 0, false};
+    labels.type = onnx::TensorProto::INT64;
+    labels.values = {1, 0, 4, 2};
+    v.push_back({"SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLoss", {In{{4, 5}}, labels}});
+    v.back().outputs = 1;
+    In w{{5}, 0.5, 1.5, false};
+    v.push_back({"SoftmaxCrossEntropyLoss_weighted_sum",
+                 "SoftmaxCrossEntropyLoss",
+                 {In{{4, 5}}, labels, w},
+                 {attrS("reduction", "sum")}});
+    v.push_back({"SoftmaxCrossEntropyLoss_ignore",
+                 "SoftmaxCrossEntropyLoss",
+                 {In{{4, 5}}, labels},
+                 {attrI("ignore_index", 4)}});
+    In l3{{2, 3}, 0, 0, false};
+    l3.type = onnx::TensorProto::INT64;
+    l3.values = {1, 0, 3, 2, 2, 1};
+    v.push_back({"SoftmaxCrossEntropyLoss_none_3d",
+                 "SoftmaxCrossEntropyLoss",
+                 {In{{2, 4, 3}}, l3},
+                 {attrS("reduction", "none")}});
+    v.push_back({"NegativeLogLikelihoodLoss", "NegativeLogLikelihoodLoss", {In{{4, 5}}, labels}});
+    v.push_back({"NegativeLogLikelihoodLoss_weighted",
+                 "NegativeLogLikelihoodLoss",
+                 {In{{4, 5}}, labels, w}});
+  }
+  // Matrix products (float: the oneDNN matmul).
+  v.push_back({"Gemm", "Gemm", {In{{3, 4}}, In{{4, 2}}, In{{2}}}, {}, false});
+  v.push_back({"Gemm_trans",
+               "Gemm",
+               {In{{4, 3}}, In{{2, 4}}, In{{3, 2}}},
+               {attrI("transA", 1), attrI("transB", 1), attrF("alpha", 0.7f), attrF("beta", 1.5f)},
+               false});
+  v.push_back({"MatMul", "MatMul", {In{{3, 4}}, In{{4, 2}}}, {}, false});
+  v.push_back({"MatMul_batched", "MatMul", {In{{2, 3, 4}}, In{{4, 2}}}, {}, false});
+  v.push_back({"MatMul_vector", "MatMul", {In{{4}}, In{{2, 4, 3}}}, {}, false});
+  // Shapes and data movement.
+  v.push_back({"Flatten", "Flatten", {In{{2, 3, 2}}}, {attrI("axis", 1)}});
+  {
+    In shape{{2}, 0, 0, false};
+    shape.type = onnx::TensorProto::INT64;
+    shape.values = {3, 2};
+    v.push_back({"Reshape", "Reshape", {x23, shape}});
+    In axes{{1}, 0, 0, false};
+    axes.type = onnx::TensorProto::INT64;
+    axes.values = {1};
+    v.push_back({"Squeeze", "Squeeze", {In{{2, 1, 3}}, axes}});
+    v.push_back({"Unsqueeze", "Unsqueeze", {x23, axes}});
+    In eshape{{3}, 0, 0, false};
+    eshape.type = onnx::TensorProto::INT64;
+    eshape.values = {2, 2, 3};
+    v.push_back({"Expand", "Expand", {In{{1, 3}}, eshape}});
+  }
+  v.push_back({"Transpose", "Transpose", {In{{2, 3, 4}}}, {attrInts("perm", {2, 0, 1})}});
+  v.push_back({"Cast", "Cast", {x23}, {attrI("to", onnx::TensorProto::DOUBLE)}});
+  v.push_back({"Concat", "Concat", {In{{2, 3}}, In{{2, 2}}, In{{2, 1}}}, {attrI("axis", 1)}});
+  {
+    In split{{2}, 0, 0, false};
+    split.type = onnx::TensorProto::INT64;
+    split.values = {1, 3};
+    v.push_back({"Split", "Split", {In{{2, 4}}, split}, {attrI("axis", 1)}, true, 17, 2, 1});
+    auto mk = [](std::vector<double> vals) {
+      In t{{static_cast<int64_t>(vals.size())}, 0, 0, false};
+      t.type = onnx::TensorProto::INT64;
+      t.values = vals;
+      return t;
+    };
+    v.push_back({"Slice", "Slice", {In{{3, 5}}, mk({0, 1}), mk({2, 5}), mk({0, 1}), mk({1, 2})}});
+    v.push_back(
+        {"Slice_negative_step", "Slice", {In{{3, 5}}, mk({-1}), mk({-6}), mk({1}), mk({-2})}});
+    v.push_back({"Gather", "Gather", {In{{4, 3}}, mk({0, 2, 0})}, {attrI("axis", 0)}});
+    v.push_back({"Gather_axis1", "Gather", {In{{2, 4}}, mk({3, 1})}, {attrI("axis", 1)}});
+    v.push_back({"Pad", "Pad", {In{{2, 3}}, mk({0, 1, 1, 2})}});
+    v.push_back({"ReduceSum", "ReduceSum", {In{{2, 3, 4}}, mk({1})}});
+  }
+  for (const char* op :
+       {"ReduceMean", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceL1", "ReduceProd"})
+    v.push_back(
+        {op, op, {In{{2, 3, 4}, 0.3, 1.0}}, {attrInts("axes", {0, 2}), attrI("keepdims", 0)}});
+  v.push_back({"ReduceMax", "ReduceMax", {In{{2, 3, 4}}}, {attrInts("axes", {1})}});
+  v.back().distinct = true;
+  v.push_back({"ReduceMin", "ReduceMin", {In{{2, 3, 4}}}, {}});
+  v.back().distinct = true;
+  // Variadic and selection.
+  v.push_back({"Sum", "Sum", {In{{2, 3}}, In{{3}}, In{{2, 3}}}});
+  v.push_back({"Mean", "Mean", {In{{2, 3}}, In{{2, 3}}}});
+  v.push_back({"Max", "Max", {In{{2, 3}}, In{{2, 3}}}});
+  v.back().distinct = true;
+  v.push_back({"Min", "Min", {In{{2, 3}}, In{{2, 3}}}});
+  v.back().distinct = true;
+  {
+    In cond{{2, 3}, 0, 0, false};
+    cond.type = onnx::TensorProto::BOOL;
+    cond.values = {1, 0, 1, 1, 0, 0};
+    v.push_back({"Where", "Where", {cond, In{{2, 3}}, In{{3}}}});
+  }
+  {
+    In ratio{{}, 0, 0, false};
+    ratio.values = {0.5};
+    In mode{{}, 0, 0, false};
+    mode.type = onnx::TensorProto::BOOL;
+    mode.values = {1};
+    v.push_back({"Dropout_training", "Dropout", {In{{4, 5}}, ratio, mode}, {attrI("seed", 3)}});
+  }
+  // Neural-network layers (float: oneDNN).
+  v.push_back({"Conv",
+               "Conv",
+               {In{{2, 3, 5, 5}}, In{{4, 3, 3, 3}}, In{{4}}},
+               {attrInts("pads", {1, 1, 1, 1}), attrInts("strides", {2, 2})},
+               false});
+  v.push_back(
+      {"Conv_group", "Conv", {In{{1, 4, 4, 4}}, In{{4, 2, 2, 2}}}, {attrI("group", 2)}, false});
+  v.push_back({"ConvTranspose",
+               "ConvTranspose",
+               {In{{1, 2, 3, 3}}, In{{2, 3, 3, 3}}, In{{3}}},
+               {attrInts("strides", {2, 2}), attrInts("pads", {1, 1, 1, 1})},
+               false});
+  v.push_back({"MaxPool",
+               "MaxPool",
+               {In{{2, 2, 4, 4}}},
+               {attrInts("kernel_shape", {2, 2}), attrInts("strides", {2, 2})},
+               false});
+  v.back().distinct = true;
+  v.push_back({"MaxPool_ceil_pad",
+               "MaxPool",
+               {In{{1, 2, 5, 5}}},
+               {attrInts("kernel_shape", {3, 3}), attrInts("strides", {2, 2}),
+                attrInts("pads", {1, 1, 0, 0}), attrI("ceil_mode", 1)},
+               false});
+  v.back().distinct = true;
+  v.push_back({"AveragePool",
+               "AveragePool",
+               {In{{1, 2, 5, 5}}},
+               {attrInts("kernel_shape", {3, 3}), attrInts("strides", {2, 2}),
+                attrInts("pads", {1, 1, 1, 1})},
+               false});
+  v.push_back({"AveragePool_include_pad",
+               "AveragePool",
+               {In{{1, 2, 4, 4}}},
+               {attrInts("kernel_shape", {3, 3}), attrInts("pads", {1, 1, 1, 1}),
+                attrI("count_include_pad", 1)},
+               false});
+  v.push_back({"GlobalAveragePool", "GlobalAveragePool", {In{{2, 3, 3, 3}}}, {}, false});
+  v.push_back({"GlobalMaxPool", "GlobalMaxPool", {In{{2, 3, 3, 3}}}, {}, false});
+  v.back().distinct = true;
+  {
+    In mean{{3}, -0.2, 0.2, false};
+    In var{{3}, 0.5, 1.5, false};
+    v.push_back({"BatchNormalization_training",
+                 "BatchNormalization",
+                 {In{{4, 3, 2, 2}}, In{{3}, 0.5, 1.5}, In{{3}}, mean, var},
+                 {},
+                 false});
+    v.push_back({"BatchNormalization_inference",
+                 "BatchNormalization",
+                 {In{{4, 3, 2}}, In{{3}, 0.5, 1.5}, In{{3}}, mean, var},
+                 {},
+                 false});
+    v.back().training = false;
+  }
+  v.push_back({"LayerNormalization",
+               "LayerNormalization",
+               {In{{3, 4}}, In{{4}, 0.5, 1.5}, In{{4}}},
+               {attrI("axis", -1)}});
+  v.back().dbl = false;  // the function body computes its statistics in float
+  return v;
+}
+
+class GradCheck : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(GradCheck, MatchesFiniteDifferences) {
+  const GradCase& c = GetParam();
+  auto yShape = forwardShape(c);
+  if (::testing::Test::HasFailure()) return;
+  std::mt19937 rng(1234);
+  Built b = buildModel(c, yShape, rng);
+  ASSERT_FALSE(b.trainable.empty());
+  GradientGraphOptions opt;
+  opt.losses = {"loss"};
+  opt.trainable = b.trainable;
+  opt.training = c.training;
+  auto gg = buildGradientGraph(b.model, opt);
+  ASSERT_TRUE(gg.ok()) << gg.message();
+  auto session = InferenceSession::create(gg->model);
+  ASSERT_TRUE(session.ok()) << session.message();
+  std::map<std::string, Tensor> feeds;
+  for (const auto& init : b.model.graph().initializer()) {
+    for (const auto& in : gg->model.graph().input())
+      if (in.name() == init.name()) {
+        auto t = tensorFromProto(init);
+        ASSERT_TRUE(t.ok());
+        feeds[init.name()] = *t;
+      }
+  }
+  auto base = (*session)->run(feeds);
+  ASSERT_TRUE(base.ok()) << base.message();
+  std::map<std::string, Tensor> grads;
+  for (size_t i = 0; i < b.trainable.size(); ++i)
+    grads[b.trainable[i]] = base->at(gg->gradOutputs[i]).clone();
+  auto lossAt = [&](std::map<std::string, Tensor>& f) {
+    auto r = (*session)->run(f);
+    EXPECT_TRUE(r.ok()) << r.message();
+    return r.ok() ? r->at("loss").getDouble(0) : 0.0;
+  };
+  const double h = c.dbl ? 1e-6 : 1e-2;
+  const double atol = c.dbl ? 1e-6 : 2e-2, rtol = c.dbl ? 1e-5 : 2e-2;
+  int checked = 0;
+  for (const auto& w : b.trainable) {
+    Tensor orig = feeds[w];
+    const Tensor& g = grads[w];
+    ASSERT_EQ(g.shape(), orig.shape()) << "gradient of " << w;
+    for (int64_t i = 0; i < orig.size(); ++i) {
+      auto perturbed = [&](double delta) {
+        Tensor t = orig.clone();
+        if (t.dtype() == DType::kDouble)
+          t.data<double>()[i] += delta;
+        else
+          t.data<float>()[i] += static_cast<float>(delta);
+        feeds[w] = t;
+        double l = lossAt(feeds);
+        feeds[w] = orig;
+        return l;
+      };
+      const double num = (perturbed(h) - perturbed(-h)) / (2 * h);
+      const double ana = g.getDouble(i);
+      EXPECT_NEAR(ana, num, atol + rtol * std::abs(num))
+          << c.name << ": d loss / d " << w << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, GradCheck, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<GradCase>& i) { return i.param.name; });
+
+// Every op with a gradient builder has a finite-difference case above.
+TEST(GradCheckCoverage, EveryBuilderHasACase) {
+  std::set<std::string> covered;
+  for (const auto& c : cases()) covered.insert(c.op);
+  for (const auto& op : differentiableOps(17))
+    EXPECT_TRUE(covered.count(op)) << op << " has a gradient builder but no finite-difference case";
+}
+
+}  // namespace
