@@ -225,7 +225,8 @@ enum Count { kTP, kFP, kTN, kFN };
 
 Result<std::vector<float>> thresholdsParam(LoweringBuilder& b) {
   std::vector<float> t;
-  for (double v : b.param("thresholds").asFloats()) {
+  const Param values = b.param("thresholds");  // the loop must not outlive it
+  for (double v : values.asFloats()) {
     if (!(v >= 0 && v <= 1)) return b.fail("thresholds must lie in [0, 1]");
     t.push_back(static_cast<float>(v));
   }
@@ -395,7 +396,8 @@ Result<std::vector<std::string>> iouStats(LoweringBuilder& b) {
   if (!w->empty())
     weight = b.op1("Reshape", {b.op1("Expand", {*w, b.op1("Shape", {truth})}), flat});
   if (Kind != IouKind::Binary) {
-    for (int64_t ignore : b.param("ignore_class").asInts()) {
+    const Param ignored = b.param("ignore_class");
+    for (int64_t ignore : ignored.asInts()) {
       const auto valid =
           toFloat(b, b.op1("Not", {b.op1("Equal", {truthFlat, int64Scalar(b, "ignore", ignore)})}));
       weight = weight.empty() ? valid : b.op1("Mul", {weight, valid});
