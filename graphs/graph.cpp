@@ -326,6 +326,10 @@ Status Graph::checkParam(const Node& n, const NodeSpec& s, const std::string& na
       if (d < 0)
         return Status::error(describe(n.id) + ": shape dimensions must be >= 0, got " +
                              std::to_string(d));
+    if (s.shapeRank >= 0 && v->asInts().size() != static_cast<size_t>(s.shapeRank))
+      return Status::error(describe(n.id) + ": shape has " + std::to_string(v->asInts().size()) +
+                           " dimension(s); a " + s.type + " takes exactly " +
+                           std::to_string(s.shapeRank));
   }
   return Status();
 }

@@ -681,6 +681,152 @@ Status lowerBidirectional(LoweringBuilder& b) {
   return lowerRecurrent(b, layer, true);
 }
 
+// A value_info of element type `elem` and rank `rank`, dims unknown (a Scan body's interface).
+onnx::ValueInfoProto bodyValue(const std::string& name, int32_t elem, size_t rank) {
+  onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* tt = v.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  auto* shape = tt->mutable_shape();
+  for (size_t i = 0; i < rank; ++i) shape->add_dim();
+  return v;
+}
+
+// ConvLSTM: an LSTM whose input and recurrent transforms are convolutions, over (batch, time,
+// channels, spatial...). ONNX has no such op, so it lowers to a Scan over the time axis whose
+// body runs one step: Conv(x_t) + Conv(h) -> gates (ONNX LSTM order i, o, f, c) -> c, h. The
+// weights stay initializers of the outer graph and the body reads them from there. The recurrent
+// convolution is 'same' with stride 1, as in Keras, so the state keeps the input conv's size.
+Status lowerConvLSTM(LoweringBuilder& b, size_t nd) {
+  auto dims = b.staticDims(0, "ConvLSTM needs the input's channel count");
+  if (!dims.ok()) return dims.status();
+  if (dims->size() != nd + 3)
+    return b.fail("expects a rank-" + std::to_string(nd + 3) +
+                  " input (batch, time, channels, spatial...), got rank " +
+                  std::to_string(dims->size()));
+  const int64_t cin = (*dims)[2], filters = intParam(b, "filters");
+  if (cin <= 0) return b.fail("the input's channel count (axis 2) is unknown");
+  if (filters <= 0) return b.fail("filters must be positive");
+  auto k = spatial(b, "kernel_size", nd);
+  auto s = spatial(b, "strides", nd);
+  auto d = spatial(b, "dilation_rate", nd);
+  if (!k.ok()) return k.status();
+  if (!s.ok()) return s.status();
+  if (!d.ok()) return d.status();
+  const std::string act = strParam(b, "activation"), ract = strParam(b, "recurrent_activation");
+  const auto type = b.inputType(0);
+  const int32_t elem = type ? type->tensor_type().elem_type() : onnx::TensorProto::FLOAT;
+
+  std::vector<int64_t> wshape = {4 * filters, cin}, ushape = {4 * filters, filters};
+  wshape.insert(wshape.end(), k->begin(), k->end());
+  ushape.insert(ushape.end(), k->begin(), k->end());
+  const auto w = b.weight("kernel", wshape, fillFor(b, "kernel_initializer"));
+  const auto u = b.weight("recurrent_kernel", ushape, fillFor(b, "recurrent_initializer"));
+  std::string bias;
+  if (b.param("use_bias").asBool()) {
+    // (1, 4 * filters), as LSTM's (directions, ...): the fill sets the forget gate (gate 2) to 1.
+    WeightFill bf = fillFor(b, "bias_initializer");
+    if (b.param("unit_forget_bias").asBool()) bf.forgetGateOnes = filters;
+    bias = b.op1("Squeeze", {b.weight("bias", {1, 4 * filters}, bf), b.int64s("bias_axis", {0})});
+  }
+  std::vector<onnx::AttributeProto> convAttrs = {
+      attrInts("kernel_shape", *k), attrInts("strides", *s), attrInts("dilations", *d)};
+  if (strParam(b, "padding") == "same") convAttrs.push_back(attrString("auto_pad", "SAME_UPPER"));
+  const std::vector<onnx::AttributeProto> recurrentAttrs = {attrInts("kernel_shape", *k),
+                                                            attrString("auto_pad", "SAME_UPPER")};
+
+  // Zero initial state shaped like the first step's gates for one gate: (N, filters, out...).
+  const auto first = b.op1("Gather", {b.input(0), b.int64s("step0", {0})}, {attrInt("axis", 1)});
+  std::vector<std::string> firstIns = {b.op1("Squeeze", {first, b.int64s("step0_axis", {1})}), w};
+  const auto gates0 = b.op1("Conv", firstIns, convAttrs);
+  const auto oneGate =
+      b.op1("Slice", {gates0, b.int64s("gate_start", {0}), b.int64s("gate_end", {filters}),
+                      b.int64s("gate_axis", {1})});
+  const auto zeros = b.op1("ConstantOfShape", {b.op1("Shape", {oneGate})});
+
+  // The step body.
+  const std::string p = b.outputName(0) + "/step/";
+  onnx::GraphProto body;
+  body.set_name(p + "body");
+  const size_t rank = nd + 2;
+  *body.add_input() = bodyValue(p + "h_prev", elem, rank);
+  *body.add_input() = bodyValue(p + "c_prev", elem, rank);
+  *body.add_input() = bodyValue(p + "x_t", elem, rank);
+  auto node = [&](const std::string& op, std::vector<std::string> ins,
+                  std::vector<std::string> outs, std::vector<onnx::AttributeProto> attrs = {}) {
+    auto* n = body.add_node();
+    n->set_op_type(op);
+    n->set_name(p + op + "_" + std::to_string(body.node_size()));
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(p + o);
+    for (auto& a : attrs) *n->add_attribute() = std::move(a);
+  };
+  std::vector<std::string> xIns = {p + "x_t", w};
+  if (!bias.empty()) xIns.push_back(bias);
+  node("Conv", xIns, {"zx"}, convAttrs);
+  node("Conv", {p + "h_prev", u}, {"zh"}, recurrentAttrs);
+  node("Add", {p + "zx", p + "zh"}, {"z"});
+  std::vector<onnx::AttributeProto> splitAttrs = {attrInt("axis", 1)};
+  if (b.opset() >= 18) splitAttrs.push_back(attrInt("num_outputs", 4));
+  node("Split", {p + "z"}, {"zi", "zo", "zf", "zc"}, splitAttrs);
+  auto gate = [&](const std::string& fn, const std::string& in, const std::string& out) {
+    if (fn == "hard_sigmoid")
+      node("HardSigmoid", {p + in}, {out}, {attrFloat("alpha", 1.0f / 6), attrFloat("beta", 0.5f)});
+    else
+      node(fn == "sigmoid" ? "Sigmoid" : fn == "relu" ? "Relu" : "Tanh", {p + in}, {out});
+  };
+  gate(ract, "zi", "i");
+  gate(ract, "zo", "o");
+  gate(ract, "zf", "f");
+  gate(act, "zc", "g");
+  node("Mul", {p + "f", p + "c_prev"}, {"fc"});
+  node("Mul", {p + "i", p + "g"}, {"ig"});
+  node("Add", {p + "fc", p + "ig"}, {"c"});
+  gate(act, "c", "ac");
+  node("Mul", {p + "o", p + "ac"}, {"h"});
+  node("Identity", {p + "h"}, {"h_out"});
+  for (const char* o : {"h", "c", "h_out"}) *body.add_output() = bodyValue(p + o, elem, rank);
+
+  onnx::AttributeProto bodyAttr;
+  bodyAttr.set_name("body");
+  bodyAttr.set_type(onnx::AttributeProto::GRAPH);
+  *bodyAttr.mutable_g() = std::move(body);
+  // Keras returns a go_backwards sequence in processing order: the outputs are not reversed.
+  std::vector<onnx::AttributeProto> scanAttrs = {
+      bodyAttr, attrInt("num_scan_inputs", 1), attrInts("scan_input_axes", {1}),
+      attrInts("scan_output_axes", {1}),
+      attrInts("scan_input_directions", {b.param("go_backwards").asBool() ? 1 : 0})};
+  const bool sequences = b.param("return_sequences").asBool();
+  b.op("Scan", {zeros, zeros, b.input(0)}, std::move(scanAttrs),
+       {sequences ? "" : b.outputName(0), "", sequences ? b.outputName(0) : ""});
+  return Status();
+}
+
+std::vector<ParamSpec> convLstmParams() {
+  return {pInt("filters", 16, "Channels of the hidden state."),
+          pInts("kernel_size", {3}, "Kernel size: one value, or one per spatial axis."),
+          pInts("strides", {1}, "Strides of the input convolution."),
+          pStr("padding", "valid", "Padding of the input convolution: valid or same.",
+               {"valid", "same"}),
+          pInts("dilation_rate", {1}, "Dilation of the input convolution."),
+          pStr("activation", "tanh", "Activation of the cell input and output.", {"tanh", "relu"}),
+          pStr("recurrent_activation", "sigmoid", "Activation of the gates.",
+               {"sigmoid", "hard_sigmoid"}),
+          pBool("return_sequences", false,
+                "Return every step's state (batch, time, filters, spatial...) rather than the "
+                "last one."),
+          pBool("go_backwards", false,
+                "Process the sequence backwards (the sequence output stays in processing order, "
+                "as Keras returns it)."),
+          initParam("kernel_initializer", "glorot_uniform", "input kernel"),
+          initParam("recurrent_initializer", "orthogonal", "recurrent kernel"),
+          pBool("use_bias", true, "Whether the layer adds a bias."),
+          initParam("bias_initializer", "zeros", "bias"),
+          pBool("unit_forget_bias", true, "Initialize the forget gate's bias to 1."),
+          pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
+          pInt("seed", 0, "Seed of the weight initializers.")};
+}
+
 // Scaled dot-product attention core: softmax(q k^T * scale) v, batched over leading axes.
 std::string attend(LoweringBuilder& b, const std::string& q, const std::string& k,
                    const std::string& v, const std::string& scale, int64_t rank,
@@ -830,6 +976,10 @@ Status zpad(LoweringBuilder& b) {
 template <size_t N>
 Status crop(LoweringBuilder& b) {
   return lowerCropping(b, N);
+}
+template <size_t N>
+Status convlstm(LoweringBuilder& b) {
+  return lowerConvLSTM(b, N);
 }
 template <size_t N>
 Status upsample(LoweringBuilder& b) {
@@ -1275,6 +1425,23 @@ void addLayersDomain(CatalogueBuilder& cb) {
              {out()},
              params,
              lowerBidirectional});
+  }
+
+  for (size_t nd = 1; nd <= 3; ++nd) {
+    static const LowerFn convLstm[4] = {nullptr, convlstm<1>, convlstm<2>, convlstm<3>};
+    add(cb,
+        {"ConvLSTM" + dimsName[nd],
+         "recurrent",
+         "Convolutional LSTM over (batch, time, channels, spatial...): the LSTM's matrix "
+         "products are " +
+             dimsName[nd] +
+             " convolutions. Lowers to a Scan over time whose "
+             "body holds two Convs and the gates (kernel (4*filters, channels, k...) and "
+             "recurrent_kernel (4*filters, filters, k...), gates in ONNX LSTM order i, o, f, c).",
+         {in()},
+         {out()},
+         convLstmParams(),
+         convLstm[nd]});
   }
 
   // Attention.

@@ -441,6 +441,51 @@ bidirectional_case("bidi_simplernn_ave_seq", "SimpleRNN", seq, 3, "ave", True)
 bidirectional_case("bidi_simplernn_relu_concat_seq", "SimpleRNN", seq, 3, "concat", True,
                    activation="relu")
 
+
+
+def convlstm_case(name, x, filters, kernel, strides=(1,), padding="valid", dilation=(1,),
+                  return_sequences=False, go_backwards=False):
+    """Keras ConvLSTM in channels-first layout (batch, time, channels, spatial...), written out
+    with PyTorch convolutions; gates in deepwire's (ONNX LSTM) order i, o, f, c."""
+    nd = x.ndim - 3
+    k, s, d = expand(kernel, nd), expand(strides, nd), expand(dilation, nd)
+    c = x.shape[2]
+    w = rand(4 * filters, c, *k, lo=-0.5, hi=0.5)
+    u = rand(4 * filters, filters, *k, lo=-0.5, hi=0.5)
+    bias = rand(1, 4 * filters, lo=-0.5, hi=0.5)
+    xs = T(x).flip(1) if go_backwards else T(x)
+    h = cell = None
+    outs = []
+    for t in range(xs.shape[1]):
+        xt = xs[:, t]
+        if padding == "same":
+            xt = torch_pad(xt, same_pads(xt.shape[2:], k, s, d))
+        zx = CONV[nd](xt, T(w), T(bias[0]), stride=s, dilation=d)
+        if h is None:
+            h = torch.zeros(zx.shape[0], filters, *zx.shape[2:])
+            cell = torch.zeros_like(h)
+        hp = torch_pad(h, same_pads(h.shape[2:], k, [1] * nd, [1] * nd))
+        z = zx + CONV[nd](hp, T(u))
+        i, o, f, g = torch.split(z, filters, 1)
+        cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(cell)
+        outs.append(h)
+    y = torch.stack(outs, 1) if return_sequences else h
+    params = {"filters": filters, "kernel_size": list(kernel), "strides": list(strides),
+              "padding": padding, "dilation_rate": list(dilation),
+              "return_sequences": return_sequences, "go_backwards": go_backwards}
+    case(name, "ConvLSTM%dD" % nd, params, [x],
+         {"kernel": w, "recurrent_kernel": u, "bias": bias}, [y])
+
+
+convlstm_case("convlstm1d_last", rand(2, 4, 3, 7), 2, [3])
+convlstm_case("convlstm1d_same_backwards_seq", rand(1, 3, 2, 6), 3, [2], padding="same",
+              return_sequences=True, go_backwards=True)
+convlstm_case("convlstm2d_seq", rand(2, 3, 2, 5, 5), 2, [3], return_sequences=True)
+convlstm_case("convlstm2d_same_stride2", rand(1, 3, 2, 5, 6), 2, [3, 2], strides=[2],
+              padding="same")
+convlstm_case("convlstm3d_last", rand(1, 2, 2, 3, 4, 4), 2, [2])
+
 # --- Attention ---------------------------------------------------------------------------------
 
 

@@ -1,0 +1,297 @@
+// The seed toolkit's utility nodes in domain "deepwire": the ranked Initializer variants,
+// Constant, Generator, Accelerator and the Train/Eval/Full Train Step control nodes. Each one is
+// a catalogue entry, and a model using it exports to ONNX that passes the full checker.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "graphs/onnx_export.h"
+#include "nodes/type_syntax.h"
+#include "test_util.h"
+
+namespace dw {
+namespace {
+
+const NodeSpec& spec(const std::string& type) {
+  const NodeSpec* s = Catalogue::instance().find(kGraphDomain, type);
+  EXPECT_NE(s, nullptr) << type;
+  static NodeSpec none;
+  return s ? *s : none;
+}
+
+std::vector<std::string> paramNames(const NodeSpec& s) {
+  std::vector<std::string> v;
+  for (const auto& p : s.params) v.push_back(p.name);
+  return v;
+}
+
+// node -> Output "y"; returns the exported model (the test fails if export fails).
+onnx::ModelProto exportToOutput(Graph& g, NodeId node) {
+  NodeId out = *g.addNode(kGraphDomain, "Output");
+  EXPECT_TRUE(g.rename(out, "y").ok());
+  EXPECT_TRUE(g.addLink({{node, 0}, {out, 0}}).ok());
+  auto m = exportOnnx(g);
+  EXPECT_TRUE(m.ok()) << m.message();
+  return m.ok() ? *m : onnx::ModelProto();
+}
+
+struct Variant {
+  std::string type;
+  int rank;
+  bool isInt;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (int rank = 0; rank <= 6; ++rank) {
+    const std::string suffix = rank == 0 ? "Scalar" : std::to_string(rank) + "D";
+    v.push_back({"Initializer" + suffix, rank, false});
+    v.push_back({"IntInitializer" + suffix, rank, true});
+  }
+  return v;
+}
+
+class InitializerVariant : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(InitializerVariant, SharesTheInitializerParametersAndExports) {
+  const Variant& v = GetParam();
+  const NodeSpec& s = spec(v.type);
+  EXPECT_EQ(s.kind, NodeKind::Initializer);
+  EXPECT_EQ(s.shapeRank, v.rank);
+  EXPECT_EQ(s.category, "initializers");
+  // Extends the generic Initializer: the same parameters, in the same order.
+  EXPECT_EQ(paramNames(s), paramNames(spec("Initializer")));
+
+  Graph g;
+  auto n = g.addNode(kGraphDomain, v.type);
+  ASSERT_TRUE(n.ok()) << n.message();
+  ASSERT_TRUE(g.rename(*n, "w").ok());
+  EXPECT_EQ(g.param(*n, "shape")->asInts().size(), static_cast<size_t>(v.rank));
+  EXPECT_EQ(g.param(*n, "dtype")->asString(), v.isInt ? "int64" : "float");
+  std::vector<int64_t> shape;
+  for (int i = 0; i < v.rank; ++i) shape.push_back(i + 2);
+  ASSERT_TRUE(g.setParam(*n, "shape", Param::makeInts(shape)).ok());
+  ASSERT_TRUE(g.setParam(*n, "fill", Param::makeString("uniform")).ok());
+  ASSERT_TRUE(g.setParam(*n, "low", Param::makeFloat(-3)).ok());
+  ASSERT_TRUE(g.setParam(*n, "high", Param::makeFloat(3)).ok());
+  ASSERT_TRUE(g.setParam(*n, "status", Param::makeString("Frozen")).ok());
+  ASSERT_TRUE(g.setParam(*n, "regularizer", Param::makeString("l2")).ok());
+  if (v.isInt) ASSERT_TRUE(g.setParam(*n, "dtype", Param::makeString("int32")).ok());
+
+  const auto m = exportToOutput(g, *n);
+  ASSERT_EQ(m.graph().initializer_size(), 1);
+  const auto& t = m.graph().initializer(0);
+  EXPECT_EQ(t.name(), "w");
+  EXPECT_EQ(t.data_type(), v.isInt ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT);
+  EXPECT_EQ(std::vector<int64_t>(t.dims().begin(), t.dims().end()), shape);
+  if (v.isInt) {
+    const auto* d = reinterpret_cast<const int32_t*>(t.raw_data().data());
+    for (int64_t i = 0; i < static_cast<int64_t>(t.raw_data().size() / 4); ++i)
+      EXPECT_TRUE(d[i] >= -3 && d[i] <= 3) << d[i];
+  }
+  // Status and regularizer travel with the model.
+  std::string layout;
+  for (const auto& p : m.metadata_props())
+    if (p.key() == kLayoutMetadataKey) layout = p.value();
+  auto j = nlohmann::json::parse(layout);
+  EXPECT_EQ(j["nodes"]["initializer:w"]["status"], "Frozen");
+  EXPECT_EQ(j["nodes"]["initializer:w"]["regularizer"], "l2");
+}
+
+TEST_P(InitializerVariant, RefusesAnotherRankOrFamily) {
+  const Variant& v = GetParam();
+  Graph g;
+  NodeId n = *g.addNode(kGraphDomain, v.type);
+  auto wrong = g.setParam(n, "shape", Param::makeInts(std::vector<int64_t>(v.rank + 1, 2)));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("takes exactly " + std::to_string(v.rank)), std::string::npos)
+      << wrong.message();
+  EXPECT_NE(wrong.message().find(v.type), std::string::npos) << wrong.message();
+  EXPECT_FALSE(g.setParam(n, "dtype", Param::makeString(v.isInt ? "float" : "int64")).ok());
+  if (v.isInt) EXPECT_FALSE(g.setParam(n, "fill", Param::makeString("glorot_uniform")).ok());
+  EXPECT_FALSE(g.setParam(n, "status", Param::makeString("Sometimes")).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, InitializerVariant, ::testing::ValuesIn(variants()),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return info.param.type;
+                         });
+
+TEST(UtilityNodes, GenericInitializerKeepsAnyRank) {
+  Graph g;
+  NodeId n = *g.addNode(kGraphDomain, "Initializer");
+  EXPECT_TRUE(g.setParam(n, "shape", Param::makeInts({2, 3, 4, 5, 6, 7, 8})).ok());
+  EXPECT_EQ(spec("Initializer").shapeRank, -1);
+}
+
+TEST(UtilityNodes, ConstantRepeatsOneValueAsRawData) {
+  struct C {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    double value;
+    std::string type;
+  };
+  for (const C& c : {C{"float", {2, 3}, 1.5, "float[2,3]"}, C{"int64", {}, 7, "int64[]"},
+                     C{"bool", {4}, 1, "bool[4]"}, C{"float16", {1, 2}, -2, "float16[1,2]"},
+                     C{"uint8", {0, 3}, 9, "uint8[0,3]"}}) {
+    Graph g;
+    NodeId n = *g.addNode(kGraphDomain, "Constant");
+    ASSERT_TRUE(g.setParam(n, "dtype", Param::makeString(c.dtype)).ok());
+    ASSERT_TRUE(g.setParam(n, "shape", Param::makeInts(c.shape)).ok());
+    ASSERT_TRUE(g.setParam(n, "value", Param::makeFloat(c.value)).ok());
+    const auto m = exportToOutput(g, n);
+    ASSERT_EQ(m.graph().node_size(), 1) << c.dtype;
+    const auto& node = m.graph().node(0);
+    EXPECT_EQ(node.op_type(), "Constant");
+    EXPECT_EQ(node.output(0), "y");
+    const auto& t = node.attribute(0).t();
+    int64_t count = 1;
+    for (int64_t d : c.shape) count *= d;
+    EXPECT_FALSE(t.raw_data().empty() && count > 0);
+    EXPECT_EQ(formatType(m.graph().output(0).type()), c.type);
+    if (c.dtype == "float") {
+      ASSERT_EQ(t.raw_data().size(), 24u);
+      for (int i = 0; i < 6; ++i) {
+        float f;
+        std::memcpy(&f, t.raw_data().data() + 4 * i, 4);
+        EXPECT_EQ(f, 1.5f);
+      }
+    }
+    if (c.dtype == "int64") {
+      int64_t v;
+      ASSERT_EQ(t.raw_data().size(), 8u);
+      std::memcpy(&v, t.raw_data().data(), 8);
+      EXPECT_EQ(v, 7);
+    }
+  }
+  Graph g;
+  NodeId n = *g.addNode(kGraphDomain, "Constant");
+  EXPECT_FALSE(g.setParam(n, "dtype", Param::makeString("string")).ok());
+  ASSERT_TRUE(g.setParam(n, "shape", Param::makeInts({-1})).ok());
+  NodeId out = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.addLink({{n, 0}, {out, 0}}).ok());
+  auto bad = exportOnnx(g);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("Constant"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find(">= 0"), std::string::npos) << bad.message();
+}
+
+TEST(UtilityNodes, GeneratorLowersToTheOnnxOps) {
+  {
+    Graph g;
+    NodeId n = *g.addNode(kGraphDomain, "Generator");
+    ASSERT_TRUE(g.setParam(n, "shape", Param::makeInts({2, 5})).ok());
+    const auto m = exportToOutput(g, n);
+    ASSERT_EQ(m.graph().node_size(), 1);
+    const auto& node = m.graph().node(0);
+    EXPECT_EQ(node.op_type(), "RandomUniform");
+    std::map<std::string, onnx::AttributeProto> a;
+    for (const auto& x : node.attribute()) a[x.name()] = x;
+    EXPECT_EQ(a["dtype"].i(), onnx::TensorProto::FLOAT);
+    EXPECT_EQ(a["high"].f(), 1.0f);
+    EXPECT_EQ(a["low"].f(), 0.0f);
+    EXPECT_EQ(a["seed"].f(), 0.0f);
+    EXPECT_EQ(formatType(m.graph().output(0).type()), "float[2,5]");
+  }
+  {
+    Graph g;
+    NodeId n = *g.addNode(kGraphDomain, "Generator");
+    ASSERT_TRUE(g.setParam(n, "generator", Param::makeString("RandomNormal")).ok());
+    ASSERT_TRUE(g.setParam(n, "dtype", Param::makeString("double")).ok());
+    ASSERT_TRUE(g.setParam(n, "scale", Param::makeFloat(2)).ok());
+    const auto m = exportToOutput(g, n);
+    EXPECT_EQ(m.graph().node(0).op_type(), "RandomNormal");
+    EXPECT_EQ(formatType(m.graph().output(0).type()), "double[1]");
+  }
+  {
+    Graph g;
+    NodeId n = *g.addNode(kGraphDomain, "Generator");
+    ASSERT_TRUE(g.setParam(n, "generator", Param::makeString("SequenceEmpty")).ok());
+    ASSERT_TRUE(g.setParam(n, "dtype", Param::makeString("int64")).ok());
+    const auto m = exportToOutput(g, n);
+    EXPECT_EQ(m.graph().node(0).op_type(), "SequenceEmpty");
+    EXPECT_EQ(formatType(m.graph().output(0).type()), "seq(int64)");
+  }
+  Graph g;
+  NodeId n = *g.addNode(kGraphDomain, "Generator");
+  ASSERT_TRUE(g.setParam(n, "dtype", Param::makeString("int32")).ok());
+  NodeId out = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.addLink({{n, 0}, {out, 0}}).ok());
+  auto bad = exportOnnx(g);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("Generator"), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("int32"), std::string::npos) << bad.message();
+}
+
+// Accelerator and the step nodes leave the exported model exactly as it is without them.
+TEST(UtilityNodes, ControlNodesExportNothing) {
+  NodeId relu = 0;
+  Graph plain = test::tinyGraph(&relu);
+  auto base = exportOnnx(plain);
+  ASSERT_TRUE(base.ok()) << base.message();
+
+  Graph g = test::tinyGraph(&relu);
+  NodeId acc = *g.addNode(kGraphDomain, "Accelerator");
+  ASSERT_TRUE(g.setParam(acc, "device", Param::makeString("auto")).ok());
+  ASSERT_TRUE(g.setParam(acc, "threads", Param::makeInt(2)).ok());
+  EXPECT_FALSE(g.setParam(acc, "device", Param::makeString("tpu")).ok());
+  NodeId train = *g.addNode(kGraphDomain, "Train Step");
+  NodeId full = *g.addNode(kGraphDomain, "Full Train Step");
+  ASSERT_TRUE(g.setParam(full, "update?", Param::makeBool(false)).ok());
+  NodeId eval = *g.addNode(kGraphDomain, "Eval Step");
+  ASSERT_TRUE(g.addLink({{relu, 0}, {eval, 0}}).ok());
+  (void)train;
+  auto m = exportOnnx(g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->graph().node_size(), base->graph().node_size());
+  EXPECT_EQ(m->graph().initializer_size(), base->graph().initializer_size());
+  EXPECT_EQ(m->graph().input_size(), base->graph().input_size());
+  EXPECT_EQ(m->graph().output_size(), base->graph().output_size());
+  EXPECT_TRUE(checkOnnxModel(*m).ok());
+
+  ASSERT_TRUE(g.setParam(acc, "threads", Param::makeInt(-1)).ok());
+  auto bad = exportOnnx(g);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("Accelerator"), std::string::npos) << bad.message();
+}
+
+TEST(UtilityNodes, StepNodesAreCatalogueEntries) {
+  for (const char* type : {"Train Step", "Full Train Step", "Eval Step", "Accelerator"}) {
+    const NodeSpec& s = spec(type);
+    EXPECT_EQ(s.category, "training") << type;
+    EXPECT_TRUE(s.outputs.empty()) << type;
+    EXPECT_NE(s.lower, nullptr) << type;
+  }
+  EXPECT_EQ(spec("Train Step").inputs.size(), 1u);
+  EXPECT_EQ(spec("Train Step").inputs[0].option, PortOption::Variadic);
+  EXPECT_EQ(spec("Train Step").inputs[0].minArity, 0);
+  ASSERT_NE(spec("Full Train Step").param("update?"), nullptr);
+  EXPECT_EQ(*spec("Full Train Step").param("update?")->defaultValue, Param::makeBool(true));
+  ASSERT_NE(spec("Eval Step").param("reset_metrics?"), nullptr);
+  ASSERT_NE(spec("Accelerator").param("device"), nullptr);
+  EXPECT_EQ(spec("Accelerator").param("device")->allowedValues,
+            (std::vector<std::string>{"cpu", "gpu", "auto"}));
+  ASSERT_NE(spec("Accelerator").param("threads"), nullptr);
+}
+
+TEST(UtilityNodes, DescribeAndNodesShowThem) {
+  const std::string cli = DW_CLI_PATH;
+  std::string out;
+  ASSERT_EQ(test::runCommand(cli + " describe 'Full Train Step'", &out), 0) << out;
+  EXPECT_NE(out.find("update?"), std::string::npos) << out;
+  EXPECT_NE(out.find("losses"), std::string::npos) << out;
+  ASSERT_EQ(test::runCommand(cli + " describe Constant --domain deepwire", &out), 0) << out;
+  EXPECT_NE(out.find("raw"), std::string::npos) << out;
+  ASSERT_EQ(test::runCommand(cli + " nodes --json --domain deepwire", &out, false), 0);
+  auto j = nlohmann::json::parse(out);
+  std::set<std::string> types;
+  for (const auto& n : j) types.insert(n["type"].get<std::string>());
+  for (const char* t : {"Initializer", "Initializer1D", "Initializer6D", "InitializerScalar",
+                        "IntInitializer3D", "IntInitializerScalar", "Constant", "Generator",
+                        "Accelerator", "Train Step", "Eval Step", "Full Train Step"})
+    EXPECT_TRUE(types.count(t)) << t;
+}
+
+}  // namespace
+}  // namespace dw
