@@ -21,6 +21,7 @@
 // Ops without a kernel whose schema has a function body are expanded by the session instead.
 #pragma once
 
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -138,8 +139,9 @@ class KernelContext {
   // Wiring used by the executor.
   std::vector<const Value*> inputs_;
   std::vector<Value*> outputs_;
-  std::vector<Value> dropped_;  // storage for outputs the graph doesn't use
-  std::vector<Tensor> scratch_;
+  // Deques: kernels hold pointers from output()/scratch() while asking for more.
+  std::deque<Value> dropped_;  // storage for outputs the graph doesn't use
+  std::deque<Tensor> scratch_;
 
  private:
   Backend& backend_;

@@ -302,6 +302,30 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     n.set_output(0, nodes[c].first.output(0));
     removed[c] = true;
   };
+  // A MaxPool after a Conv (and its BN/activation) pools in oneDNN's blocked layout before the
+  // result goes back to plain NCHW: explicit pads only, no ceil_mode, dilation or Indices.
+  auto fuseMaxPool = [&](onnx::NodeProto& n, size_t c) {
+    const auto& mp = nodes[c].first;
+    const auto* ap = attrOf(mp, "auto_pad");
+    const auto* cm = attrOf(mp, "ceil_mode");
+    const auto* so = attrOf(mp, "storage_order");
+    const auto* dl = attrOf(mp, "dilations");
+    const auto* ks = attrOf(mp, "kernel_shape");
+    if (!ks || (ap && ap->s() != "NOTSET") || (cm && cm->i() != 0) || (so && so->i() != 0)) return;
+    if (mp.output_size() > 1 && !mp.output(1).empty()) return;
+    if (dl)
+      for (auto d : dl->ints())
+        if (d != 1) return;
+    for (const char* name : {"kernel_shape", "strides", "pads"}) {
+      const auto* a = attrOf(mp, name);
+      if (!a) continue;
+      auto* f = n.add_attribute();
+      f->set_name(std::string("__dw_maxpool_") + (name[0] == 'k' ? "kernel" : name));
+      f->set_type(onnx::AttributeProto::INTS);
+      *f->mutable_ints() = a->ints();
+    }
+    absorb(n, c);
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (removed[i]) continue;
     onnx::NodeProto& n = nodes[i].first;
@@ -333,7 +357,10 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (c < 0) continue;
     const auto& act = nodes[c].first;
     const std::string& op = act.op_type();
-    if (op != "Relu" && op != "LeakyRelu" && op != "Sigmoid" && op != "Tanh") continue;
+    if (op != "Relu" && op != "LeakyRelu" && op != "Sigmoid" && op != "Tanh") {
+      if (conv && op == "MaxPool") fuseMaxPool(n, c);
+      continue;
+    }
     auto* a = n.add_attribute();
     a->set_name("__dw_activation");
     a->set_type(onnx::AttributeProto::STRING);
@@ -344,6 +371,8 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     al->set_type(onnx::AttributeProto::FLOAT);
     al->set_f(alpha ? alpha->f() : (op == "LeakyRelu" ? 0.01f : 0.0f));
     absorb(n, c);
+    c = soleReader(n);
+    if (conv && c >= 0 && nodes[c].first.op_type() == "MaxPool") fuseMaxPool(n, c);
   }
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
   kept.reserve(nodes.size());
@@ -707,7 +736,6 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
       }
     }
     for (int id : node.outputs) ctx.outputs_.push_back(id < 0 ? nullptr : &values[id]);
-    ctx.dropped_.reserve(node.outputs.size() + 1);
     Status st;
     try {
       st = node.kernel->compute(ctx);

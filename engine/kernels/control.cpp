@@ -108,66 +108,115 @@ class Scan : public Kernel {
  public:
   explicit Scan(const KernelInit& init)
       : body_(subgraph(init, "body")),
+        batched_(init.opset < 9),
         nScanIn_(init.attrs.getInt("num_scan_inputs", 0)),
         inAxes_(init.attrs.getInts("scan_input_axes")),
-        inDirs_(init.attrs.getInts("scan_input_directions")),
+        inDirs_(init.attrs.getInts(init.opset < 9 ? "directions" : "scan_input_directions")),
         outAxes_(init.attrs.getInts("scan_output_axes")),
         outDirs_(init.attrs.getInts("scan_output_directions")) {
     if (!body_) fail("Scan needs a body");
-    if (init.opset < 9) fail("Scan before opset 9 (batched, with sequence_lens) is not supported");
   }
+
   Status compute(KernelContext& ctx) override {
-    const size_t nIn = ctx.numInputs();
+    if (!batched_) {
+      std::vector<Value> in;
+      for (size_t i = 0; i < ctx.numInputs(); ++i) in.push_back(ctx.inputValue(i));
+      auto out = scan(ctx, std::move(in));
+      if (!out) return out.status();
+      for (size_t i = 0; i < out->size(); ++i) ctx.setOutput(i, (*out)[i]);
+      return Status();
+    }
+    // Opset 8: input 0 is sequence_lens, every other input and output has a leading batch
+    // dimension; each batch entry is an opset-9 scan over its own slice.
+    const size_t nIn = ctx.numInputs() - 1;
+    if (nIn == 0 || !ctx.hasInput(1)) return Status::error("Scan needs state or scan inputs");
+    const int64_t batch = ctx.input(1).dim(0);
+    std::vector<std::vector<Tensor>> perOutput(ctx.numOutputs());
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Value> in;
+      for (size_t i = 1; i <= nIn; ++i) {
+        const Tensor& t = ctx.input(i);
+        if (t.rank() == 0 || t.dim(0) != batch)
+          return Status::error("every Scan input must have the batch dimension first");
+        if (i > nIn - nScanIn_ && ctx.hasInput(0)) {
+          const int64_t len = ctx.input(0).getInt(b);
+          if (len != t.dim(1))
+            return Status::error(
+                "Scan (opset 8) with sequence_lens shorter than the sequence "
+                "is not supported");
+        }
+        auto slice = sliceAt(t, 0, b);
+        if (!slice) return slice.status();
+        in.push_back(Value(std::move(*slice)));
+      }
+      auto out = scan(ctx, std::move(in));
+      if (!out) return out.status();
+      for (size_t i = 0; i < out->size(); ++i) perOutput[i].push_back((*out)[i].tensor);
+    }
+    for (size_t i = 0; i < perOutput.size(); ++i) {
+      auto t = stack(perOutput[i], 0, false);
+      if (!t) return t.status();
+      ctx.setOutput(i, Value(std::move(*t)));
+    }
+    return Status();
+  }
+
+ private:
+  static Result<Tensor> sliceAt(const Tensor& t, int64_t a, int64_t pos) {
+    Shape s = t.shape();
+    s.erase(s.begin() + a);
+    Tensor slice(t.dtype(), s);
+    auto st = stridesOf(t.shape());
+    Shape sub = t.shape();
+    sub[a] = 1;
+    Tensor view = slice.reshaped(sub);
+    DW_RETURN_IF_ERROR(stridedCopyForKernels(t, view, sub, st, pos * st[a]));
+    return slice;
+  }
+
+  // One opset-9 scan: states first, then scan inputs; returns final states then scan outputs.
+  Result<std::vector<Value>> scan(KernelContext& ctx, std::vector<Value> inputs) {
+    const size_t nIn = inputs.size();
     const size_t nState = nIn - nScanIn_;
-    std::vector<Value> state;
-    for (size_t i = 0; i < nState; ++i) state.push_back(ctx.inputValue(i));
-    std::vector<Tensor> scanIn;
+    std::vector<Value> state(inputs.begin(), inputs.begin() + nState);
     std::vector<int64_t> axes;
     int64_t len = -1;
     for (int64_t k = 0; k < nScanIn_; ++k) {
-      const Tensor& t = ctx.input(nState + k);
+      const Tensor& t = inputs[nState + k].tensor;
       int64_t a = inAxes_.empty() ? 0 : normAxis(inAxes_[k], t.rank());
       axes.push_back(a);
       if (len >= 0 && t.dim(a) != len) return Status::error("scan inputs differ in length");
       len = t.dim(a);
-      scanIn.push_back(t);
     }
     const size_t nScanOut = ctx.numOutputs() - nState;
     std::vector<std::vector<Tensor>> outs(nScanOut);
     for (int64_t it = 0; it < std::max<int64_t>(len, 0); ++it) {
       std::vector<Value> in = state;
       for (int64_t k = 0; k < nScanIn_; ++k) {
-        const Tensor& t = scanIn[k];
-        const int64_t a = axes[k];
+        const Tensor& t = inputs[nState + k].tensor;
         const int64_t pos = (!inDirs_.empty() && inDirs_[k]) ? len - 1 - it : it;
-        Shape s = t.shape();
-        s.erase(s.begin() + a);
-        Tensor slice(t.dtype(), s);
-        auto st = stridesOf(t.shape());
-        Shape sub = t.shape();
-        sub[a] = 1;
-        Tensor view = slice.reshaped(sub);
-        DW_RETURN_IF_ERROR(stridedCopyForKernels(t, view, sub, st, pos * st[a]));
-        in.push_back(Value(slice));
+        auto slice = sliceAt(t, axes[k], pos);
+        if (!slice) return slice.status();
+        in.push_back(Value(std::move(*slice)));
       }
       auto out = body_->run(ctx, std::move(in));
       if (!out) return out.status();
       for (size_t i = 0; i < nState; ++i) state[i] = (*out)[i];
       for (size_t i = 0; i < nScanOut; ++i) outs[i].push_back((*out)[nState + i].tensor);
     }
-    for (size_t i = 0; i < nState; ++i) ctx.setOutput(i, state[i]);
+    std::vector<Value> result = state;
     for (size_t i = 0; i < nScanOut; ++i) {
       int64_t a = outAxes_.empty() ? 0 : outAxes_[i];
       bool rev = !outDirs_.empty() && outDirs_[i];
       auto t = stack(outs[i], a, rev);
       if (!t) return t.status();
-      ctx.setOutput(nState + i, Value(std::move(*t)));
+      result.push_back(Value(std::move(*t)));
     }
-    return Status();
+    return result;
   }
 
- private:
   std::shared_ptr<Subgraph> body_;
+  bool batched_;
   int64_t nScanIn_;
   std::vector<int64_t> inAxes_, inDirs_, outAxes_, outDirs_;
 };

@@ -3,7 +3,7 @@
 //   Nesterov) and Adam. Each takes R (learning rate) and T (update count) and then groups of n
 //   tensors (X..., G..., state...), and returns the updated X... and state..., following the
 //   formulas in the ONNX operator documentation;
-// - NonMaxSuppression, Unique, Einsum, Det and DFT.
+// - NonMaxSuppression, Unique, Einsum, Det, and the signal ops DFT, STFT, MelWeightMatrix.
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -506,6 +506,104 @@ class Dft : public Kernel {
   bool inverse_, onesided_;
 };
 
+// STFT (opset 17): frames of frame_length every frame_step, multiplied by the window, each
+// transformed by a direct DFT; onesided keeps frame_length / 2 + 1 bins.
+class Stft : public Kernel {
+ public:
+  explicit Stft(const KernelInit& init) : onesided_(init.attrs.getInt("onesided", 1) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() != 3 || (x.dim(2) != 1 && x.dim(2) != 2))
+      return Status::error("signal must be [batch, length, 1 or 2]");
+    const int64_t step = ctx.input(1).getInt(0);
+    const bool hasWindow = ctx.hasInput(2);
+    int64_t frameLen = hasWindow ? ctx.input(2).size() : 0;
+    if (ctx.hasInput(3)) frameLen = ctx.input(3).getInt(0);
+    if (frameLen <= 0 || step <= 0)
+      return Status::error("frame_step and the frame length (window or frame_length) must be > 0");
+    if (hasWindow && ctx.input(2).size() != frameLen)
+      return Status::error("window length must equal frame_length");
+    const int64_t B = x.dim(0), L = x.dim(1), ci = x.dim(2);
+    if (L < frameLen) return Status::error("the signal is shorter than one frame");
+    const int64_t frames = 1 + (L - frameLen) / step;
+    const int64_t bins = onesided_ ? frameLen / 2 + 1 : frameLen;
+    DW_ALLOC(y, ctx.output(0, x.dtype(), {B, frames, bins, 2}));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* px = x.data<T>();
+      T* py = y->data<T>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t f = 0; f < frames; ++f)
+          for (int64_t k = 0; k < bins; ++k) {
+            std::complex<double> acc = 0;
+            for (int64_t t = 0; t < frameLen; ++t) {
+              const int64_t at = (b * L + f * step + t) * ci;
+              const double w = hasWindow ? ctx.input(2).getDouble(t) : 1.0;
+              const std::complex<double> v(px[at] * w, ci == 2 ? px[at + 1] * w : 0.0);
+              const double ang = -2 * M_PI * static_cast<double>((k * t) % frameLen) / frameLen;
+              acc += v * std::complex<double>(std::cos(ang), std::sin(ang));
+            }
+            const int64_t o = ((b * frames + f) * bins + k) * 2;
+            py[o] = static_cast<T>(acc.real());
+            py[o + 1] = static_cast<T>(acc.imag());
+          }
+      return Status();
+    });
+  }
+
+ private:
+  bool onesided_;
+};
+
+// MelWeightMatrix (opset 17): triangular filters between mel-spaced frequency bins, as the ONNX
+// operator's reference computes them.
+class MelWeightMatrix : public Kernel {
+ public:
+  explicit MelWeightMatrix(const KernelInit& init)
+      : outType_(dtypeFromOnnx(static_cast<int32_t>(init.attrs.getInt("output_datatype", 1)))) {}
+  Status compute(KernelContext& ctx) override {
+    const int64_t mels = ctx.input(0).getInt(0), dft = ctx.input(1).getInt(0),
+                  rate = ctx.input(2).getInt(0);
+    const double lo = ctx.input(3).getDouble(0), hi = ctx.input(4).getDouble(0);
+    if (mels <= 0 || dft <= 0 || rate <= 0)
+      return Status::error("num_mel_bins, dft_length and sample_rate must be positive");
+    const int64_t specBins = dft / 2 + 1;
+    const double loMel = 2595 * std::log10(1 + lo / 700), hiMel = 2595 * std::log10(1 + hi / 700);
+    const double step = (hiMel - loMel) / static_cast<double>(mels + 2);
+    std::vector<int64_t> f(mels + 2);
+    for (int64_t i = 0; i < mels + 2; ++i) {
+      const double hz = 700 * (std::pow(10.0, (i * step + loMel) / 2595) - 1);
+      f[i] = static_cast<int64_t>(std::floor((dft + 1) * hz / rate));
+    }
+    std::vector<double> w(specBins * mels, 0.0);
+    auto at = [&](int64_t j, int64_t i) -> double* {
+      return j >= 0 && j < specBins ? &w[j * mels + i] : nullptr;
+    };
+    for (int64_t i = 0; i < mels; ++i) {
+      const int64_t l = f[i], c = f[i + 1], h = f[i + 2];
+      if (c - l == 0) {
+        if (auto* p = at(c, i)) *p = 1;
+      } else {
+        for (int64_t j = l; j <= c; ++j)
+          if (auto* p = at(j, i)) *p = static_cast<double>(j - l) / (c - l);
+      }
+      if (h - c > 0)
+        for (int64_t j = c; j < h; ++j)
+          if (auto* p = at(j, i)) *p = static_cast<double>(h - j) / (h - c);
+    }
+    const DType dt = outType_ == DType::kUndefined ? DType::kFloat : outType_;
+    DW_ALLOC(y, ctx.output(0, dt, {specBins, mels}));
+    return dispatchNumeric(dt, [&](auto z) {
+      using T = decltype(z);
+      for (int64_t i = 0; i < y->size(); ++i) y->data<T>()[i] = static_cast<T>(w[i]);
+      return Status();
+    });
+  }
+
+ private:
+  DType outType_;
+};
+
 }  // namespace
 
 void addQuantizeKernels(KernelRegistry& r);  // kernels/quantize.cpp
@@ -519,6 +617,8 @@ void addMiscKernels(KernelRegistry& r) {
   r.add("host", "Einsum", 12, kMaxOpset, &makeKernel<Einsum>, false);
   r.add("host", "Det", 11, kMaxOpset, &makeKernel<Det>);
   r.add("host", "DFT", 17, kMaxOpset, &makeKernel<Dft>);
+  r.add("host", "STFT", 17, kMaxOpset, &makeKernel<Stft>);
+  r.add("host", "MelWeightMatrix", 17, kMaxOpset, &makeKernel<MelWeightMatrix>, false);
   const std::string training = "ai.onnx.preview.training";
   for (const char* op : {"Adagrad", "Momentum", "Adam"})
     r.add("host", op, 1, kMaxOpset, &makeKernel<Optimizer>, true, training);

@@ -1,7 +1,8 @@
 // Plain C++ neural-network kernels: what the oneDNN kernels hand over (BatchNormalization in
 // training mode or in double; MaxPool with Indices, storage_order or integer dtypes) and ops
 // oneDNN has no primitive for with ONNX's semantics: InstanceNormalization, MaxUnpool, Resize /
-// Upsample (every coordinate transformation, nearest mode and cubic variant), GridSample.
+// Upsample (every coordinate transformation, nearest mode and cubic variant), GridSample,
+// RoiAlign.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -251,9 +252,10 @@ class MaxUnpool : public Kernel {
     auto pads = attrs_.getInts("pads");
     if (strides.empty()) strides.assign(n, 1);
     if (pads.empty()) pads.assign(2 * n, 0);
-    Shape out{x.dim(0), x.dim(1)};
+    Shape def{x.dim(0), x.dim(1)};
     for (size_t i = 0; i < n; ++i)
-      out.push_back((x.dim(2 + i) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n]);
+      def.push_back((x.dim(2 + i) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n]);
+    Shape out = def;
     if (ctx.hasInput(2)) {
       auto os = ctx.input(2).toInt64Vector();
       if (os.size() != out.size()) return Status::error("output_shape must have X's rank");
@@ -261,14 +263,24 @@ class MaxUnpool : public Kernel {
     }
     DW_ALLOC(y, ctx.output(0, x.dtype(), out));
     std::memset(y->raw(), 0, y->bytes());
-    const int64_t total = y->size();
+    // Indices address the unpadded default output; an explicit output_shape places the same
+    // coordinates in the larger tensor.
+    const int64_t total = numElements(def);
     return dispatchBytes(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
       for (int64_t i = 0; i < x.size(); ++i) {
-        const int64_t at = ind.getInt(i);
+        int64_t at = ind.getInt(i);
         if (at < 0 || at >= total)
           return Status::error("index " + std::to_string(at) + " is outside the output");
-        y->data<T>()[at] = x.data<T>()[i];
+        int64_t mapped = 0, stride = 1;
+        for (size_t d = def.size(); d-- > 0;) {
+          const int64_t c = at % def[d];
+          at /= def[d];
+          if (c >= out[d]) return Status::error("an index falls outside output_shape");
+          mapped += c * stride;
+          stride *= out[d];
+        }
+        y->data<T>()[mapped] = x.data<T>()[i];
       }
       return Status();
     });
@@ -395,20 +407,22 @@ class ResizeKernel : public Kernel {
       for (int64_t j = 0; j < on; ++j) {
         double xo;
         const double sc = scales[d];
+        // The reference implementation uses the unrounded resized length in_len * scale.
+        const double onF = in * sc;
         if (coord_ == "half_pixel") {
           xo = (j + 0.5) / sc - 0.5;
         } else if (coord_ == "pytorch_half_pixel") {
-          xo = on > 1 ? (j + 0.5) / sc - 0.5 : 0.0;
+          xo = onF > 1 ? (j + 0.5) / sc - 0.5 : 0.0;
         } else if (coord_ == "align_corners") {
-          xo = on == 1 ? 0.0 : j * static_cast<double>(in - 1) / (on - 1);
+          xo = onF == 1 ? 0.0 : j * static_cast<double>(in - 1) / (onF - 1);
         } else if (coord_ == "asymmetric") {
           xo = j / sc;
         } else if (coord_ == "tf_half_pixel_for_nn") {
           xo = (j + 0.5) / sc;
         } else if (coord_ == "tf_crop_and_resize") {
           const double s0 = roi[d], e0 = roi[r + d];
-          xo = on > 1 ? s0 * (in - 1) + j * (e0 - s0) * (in - 1) / (on - 1)
-                      : 0.5 * (s0 + e0) * (in - 1);
+          xo = onF > 1 ? s0 * (in - 1) + j * (e0 - s0) * (in - 1) / (onF - 1)
+                       : 0.5 * (s0 + e0) * (in - 1);
           if (xo < 0 || xo > in - 1) {
             outside[j] = true;
             continue;
@@ -632,6 +646,98 @@ class GridSample : public Kernel {
   bool alignCorners_;
 };
 
+// RoiAlign (opset 10+): average or max of bilinear samples on a regular grid in each bin.
+class RoiAlign : public Kernel {
+ public:
+  explicit RoiAlign(const KernelInit& init)
+      : halfPixel_(init.attrs.getString("coordinate_transformation_mode",
+                                        init.opset >= 16 ? "half_pixel" : "output_half_pixel") ==
+                   "half_pixel"),
+        max_(init.attrs.getString("mode", "avg") == "max"),
+        oh_(init.attrs.getInt("output_height", 1)),
+        ow_(init.attrs.getInt("output_width", 1)),
+        ratio_(init.attrs.getInt("sampling_ratio", 0)),
+        scale_(init.attrs.getFloat("spatial_scale", 1.0f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& rois = ctx.input(1);
+    const Tensor& bidx = ctx.input(2);
+    if (x.rank() != 4 || rois.rank() != 2 || rois.dim(1) != 4 || bidx.size() != rois.dim(0))
+      return Status::error("RoiAlign needs X [N,C,H,W], rois [R,4] and batch_indices [R]");
+    const int64_t C = x.dim(1), H = x.dim(2), W = x.dim(3), R = rois.dim(0);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), {R, C, oh_, ow_}));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const double off = halfPixel_ ? 0.5 : 0.0;
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t n = bidx.getInt(r);
+        if (n < 0 || n >= x.dim(0)) return Status::error("batch index out of range");
+        const double x1 = rois.getDouble(r * 4) * scale_ - off,
+                     y1 = rois.getDouble(r * 4 + 1) * scale_ - off,
+                     x2 = rois.getDouble(r * 4 + 2) * scale_ - off,
+                     y2 = rois.getDouble(r * 4 + 3) * scale_ - off;
+        double rw = x2 - x1, rh = y2 - y1;
+        if (!halfPixel_) {
+          rw = std::max(rw, 1.0);
+          rh = std::max(rh, 1.0);
+        }
+        const double bh = rh / oh_, bw = rw / ow_;
+        const int64_t gh = ratio_ > 0 ? ratio_ : static_cast<int64_t>(std::ceil(rh / oh_));
+        const int64_t gw = ratio_ > 0 ? ratio_ : static_cast<int64_t>(std::ceil(rw / ow_));
+        const double count = std::max<int64_t>(gh * gw, 1);
+        for (int64_t c = 0; c < C; ++c) {
+          const T* plane = x.data<T>() + (n * C + c) * H * W;
+          for (int64_t ph = 0; ph < oh_; ++ph)
+            for (int64_t pw = 0; pw < ow_; ++pw) {
+              double acc = 0, best = 0;
+              bool first = true;
+              for (int64_t iy = 0; iy < gh; ++iy)
+                for (int64_t ix = 0; ix < gw; ++ix) {
+                  double yy = y1 + ph * bh + (iy + 0.5) * bh / gh;
+                  double xx = x1 + pw * bw + (ix + 0.5) * bw / gw;
+                  double v = 0, vmax = 0;
+                  if (!(yy < -1.0 || yy > H || xx < -1.0 || xx > W)) {
+                    yy = std::max(yy, 0.0);
+                    xx = std::max(xx, 0.0);
+                    int64_t yl = static_cast<int64_t>(yy), xl = static_cast<int64_t>(xx), yh, xh;
+                    if (yl >= H - 1) {
+                      yh = yl = H - 1;
+                      yy = static_cast<double>(yl);
+                    } else {
+                      yh = yl + 1;
+                    }
+                    if (xl >= W - 1) {
+                      xh = xl = W - 1;
+                      xx = static_cast<double>(xl);
+                    } else {
+                      xh = xl + 1;
+                    }
+                    const double ly = yy - yl, lx = xx - xl, hy = 1 - ly, hx = 1 - lx;
+                    const double a = hy * hx * plane[yl * W + xl], b = hy * lx * plane[yl * W + xh],
+                                 cc = ly * hx * plane[yh * W + xl],
+                                 d = ly * lx * plane[yh * W + xh];
+                    v = a + b + cc + d;
+                    vmax = std::max(std::max(a, b), std::max(cc, d));
+                  }
+                  acc += v;
+                  if (first || vmax > best) best = vmax;
+                  first = false;
+                }
+              y->data<T>()[((r * C + c) * oh_ + ph) * ow_ + pw] =
+                  static_cast<T>(max_ ? best : acc / count);
+            }
+        }
+      }
+      return Status();
+    });
+  }
+
+ private:
+  bool halfPixel_, max_;
+  int64_t oh_, ow_, ratio_;
+  float scale_;
+};
+
 }  // namespace
 
 void addNnKernels(KernelRegistry& r) {
@@ -642,6 +748,7 @@ void addNnKernels(KernelRegistry& r) {
   r.add("host", "Resize", 10, kMaxOpset, &makeKernel<ResizeKernel>);
   r.add("host", "Upsample", 7, 9, &makeKernel<ResizeKernel>);
   r.add("host", "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);
+  r.add("host", "RoiAlign", 10, kMaxOpset, &makeKernel<RoiAlign>);
 }
 
 }  // namespace dw::engine

@@ -45,12 +45,8 @@ Status guarded(const char* what, F&& f) {
   }
 }
 
-// A host kernel for the same op, used for dtypes oneDNN doesn't cover.
 std::unique_ptr<Kernel> hostFallback(const KernelInit& init) {
-  const KernelDef* d = KernelRegistry::global().find(init.domain, init.opType, init.opset, "host");
-  if (!d) return nullptr;
-  auto k = d->factory(init);
-  return k ? std::move(*k) : nullptr;
+  return onednn::hostKernel(init);
 }
 
 struct SpatialParams {
@@ -179,7 +175,10 @@ class Conv : public Kernel {
         outputShape_(init.attrs.getInts("output_shape")),
         act_(init.attrs),
         bnFused_(init.attrs.has("__dw_bn_epsilon")),
-        bnEps_(init.attrs.getFloat("__dw_bn_epsilon", 0)) {}
+        bnEps_(init.attrs.getFloat("__dw_bn_epsilon", 0)),
+        poolKernel_(init.attrs.getInts("__dw_maxpool_kernel")),
+        poolStrides_(init.attrs.getInts("__dw_maxpool_strides")),
+        poolPads_(init.attrs.getInts("__dw_maxpool_pads")) {}
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -209,13 +208,22 @@ class Conv : public Kernel {
           prepare(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, e.srcR, eng, s);
       memory wts = prepare(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, e.wR, eng, s);
       memory dstUser(e.userDst, eng, y->raw());
-      memory dst =
-          e.userDst == e.pd_dst ? dstUser : (e.dstR ? e.dstR : (e.dstR = memory(e.pd_dst, eng)));
+      // With a fused MaxPool the convolution output stays in oneDNN's layout and only the
+      // pooled result is reordered to the plain output.
+      const memory::desc& last = e.pooled ? e.poolDst : e.pd_dst;
+      memory convDst = !e.pooled && e.userDst == e.pd_dst
+                           ? dstUser
+                           : (e.dstR ? e.dstR : (e.dstR = memory(e.pd_dst, eng)));
       std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, convDst}};
       if (biasData) args[DNNL_ARG_BIAS] = memory(e.biasD, eng, const_cast<void*>(biasData));
       e.prim.execute(s, args);
-      if (dst != dstUser) dnnl::reorder(dst, dstUser).execute(s, dst, dstUser);
+      memory result = convDst;
+      if (e.pooled) {
+        result = e.userDst == last ? dstUser : (e.poolR ? e.poolR : (e.poolR = memory(last, eng)));
+        e.pool.execute(s, {{DNNL_ARG_SRC, convDst}, {DNNL_ARG_DST, result}});
+      }
+      if (result != dstUser) dnnl::reorder(result, dstUser).execute(s, result, dstUser);
       s.wait();
       return Status();
     });
@@ -223,10 +231,11 @@ class Conv : public Kernel {
 
  private:
   struct Entry {
-    dnnl::primitive prim;
-    memory::desc userSrc, userW, userDst, biasD, pd_src, pd_w, pd_dst;
-    memory srcR, wR, dstR;
+    dnnl::primitive prim, pool;
+    memory::desc userSrc, userW, userDst, biasD, pd_src, pd_w, pd_dst, poolDst;
+    memory srcR, wR, dstR, poolR;
     Shape outShape;
+    bool pooled = false;
   };
 
   Status build(KernelContext& ctx, Entry& e) {
@@ -329,6 +338,27 @@ class Conv : public Kernel {
       e.pd_w = pd.weights_desc();
       e.pd_dst = pd.dst_desc();
       e.prim = dnnl::convolution_forward(pd);
+      if (!poolKernel_.empty()) {
+        if (poolKernel_.size() != ns) return Status::error("fused MaxPool rank mismatch");
+        Shape pooled{out[0], out[1]};
+        std::vector<int64_t> padL(ns), padR(ns), strides(ns), zero(ns, 0);
+        for (size_t i = 0; i < ns; ++i) {
+          strides[i] = poolStrides_.empty() ? 1 : poolStrides_[i];
+          padL[i] = poolPads_.empty() ? 0 : poolPads_[i];
+          padR[i] = poolPads_.empty() ? 0 : poolPads_[i + ns];
+          pooled.push_back((out[2 + i] + padL[i] + padR[i] - poolKernel_[i]) / strides[i] + 1);
+        }
+        memory::desc pdst(onednn::toDims(pooled), f32, Tag::any);
+        dnnl::pooling_v2_forward::desc pdesc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::pooling_max, e.pd_dst, pdst, strides,
+                                             poolKernel_, zero, padL, padR);
+        dnnl::pooling_v2_forward::primitive_desc ppd(pdesc, eng);
+        e.pool = dnnl::pooling_v2_forward(ppd);
+        e.poolDst = ppd.dst_desc();
+        e.pooled = true;
+        e.outShape = pooled;
+        e.userDst = plainDesc(pooled, f32);
+      }
     } else {
       dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                           dnnl::algorithm::deconvolution_direct, srcMd, wMd, biasMd,
@@ -352,9 +382,9 @@ class Conv : public Kernel {
             "of " +
             std::to_string(oc) + " elements");
     const Tensor& w = ctx.input(1);
-    Tensor* fw = ctx.scratch(DType::kFloat, w.shape());
-    Tensor* fb = ctx.scratch(DType::kFloat, {oc});
-    if (!fw || !fb) return ctx.status();
+    // Kernel-owned, so the same shapes reuse them on every run.
+    foldedW_.resize(w.size());
+    foldedB_.resize(oc);
     const float *sc = ctx.input(3).data<float>(), *sh = ctx.input(4).data<float>(),
                 *mean = ctx.input(5).data<float>(), *var = ctx.input(6).data<float>();
     const float* b = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
@@ -362,12 +392,12 @@ class Conv : public Kernel {
     for (int64_t c = 0; c < oc; ++c) {
       const float k = sc[c] / std::sqrt(var[c] + bnEps_);
       const float* src = w.data<float>() + c * per;
-      float* dst = fw->data<float>() + c * per;
+      float* dst = foldedW_.data() + c * per;
       for (int64_t i = 0; i < per; ++i) dst[i] = src[i] * k;
-      fb->data<float>()[c] = ((b ? b[c] : 0.0f) - mean[c]) * k + sh[c];
+      foldedB_[c] = ((b ? b[c] : 0.0f) - mean[c]) * k + sh[c];
     }
-    wData = fw->raw();
-    biasData = fb->raw();
+    wData = foldedW_.data();
+    biasData = foldedB_.data();
     return Status();
   }
 
@@ -378,6 +408,8 @@ class Conv : public Kernel {
   FusedActivation act_;
   bool bnFused_;
   float bnEps_;
+  std::vector<float> foldedW_, foldedB_;
+  std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;
@@ -755,10 +787,21 @@ class Lrn : public Kernel {
 
 }  // namespace
 
-void addRnnKernels(KernelRegistry& r);  // onednn/rnn.cpp
+namespace onednn {
+std::unique_ptr<Kernel> hostKernel(const KernelInit& init) {
+  const KernelDef* d = KernelRegistry::global().find(init.domain, init.opType, init.opset, "host");
+  if (!d) return nullptr;
+  auto k = d->factory(init);
+  return k ? std::move(*k) : nullptr;
+}
+}  // namespace onednn
+
+void addRnnKernels(KernelRegistry& r);            // onednn/rnn.cpp
+void addOneDnnEltwiseKernels(KernelRegistry& r);  // onednn/eltwise.cpp
 
 void addOneDnnKernels(KernelRegistry& r) {
   addRnnKernels(r);
+  addOneDnnEltwiseKernels(r);
   const char* c = "cpu";
   r.add(c, "Conv", 1, kMaxOpset, &makeConv);
   r.add(c, "ConvTranspose", 1, kMaxOpset, &makeConv);

@@ -4,6 +4,7 @@
 #include <dnnl.hpp>
 
 #include "engine/backend.h"
+#include "engine/kernel.h"
 #include "engine/tensor.h"
 
 namespace dw::engine::onednn {
@@ -25,6 +26,10 @@ class CpuBackend : public Backend {
 
 // The oneDNN engine of whatever backend a kernel runs on (a CPU engine today).
 CpuBackend& cpuBackend(Backend& b);
+
+// The plain C++ ("host") kernel of the same op, for dtypes and attribute combinations a oneDNN
+// kernel hands over; nullptr where there is none.
+std::unique_ptr<Kernel> hostKernel(const KernelInit& init);
 
 inline dnnl::memory::dims toDims(const Shape& s) {
   return dnnl::memory::dims(s.begin(), s.end());

@@ -1,0 +1,430 @@
+// oneDNN-backed kernels of the cpu backend for the "light" ops oneDNN has primitives for:
+// eltwise activations, binary arithmetic with broadcasting, softmax / logsoftmax, layer
+// normalization, concat and PRelu. Each runs float32 on oneDNN and hands every other dtype or
+// attribute combination oneDNN can't express to the op's host kernel (engine/kernels/), which
+// stays the reference for the conformance suite. Primitives are cached per input-shape signature.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+#include "engine/onednn/onednn_backend.h"
+
+namespace dw::engine {
+
+namespace {
+
+using dnnl::memory;
+constexpr auto f32 = memory::data_type::f32;
+using onednn::cpuBackend;
+using onednn::plainDesc;
+
+// Shapes of all tensor inputs, as a cache key.
+std::vector<int64_t> shapesKey(const KernelContext& ctx) {
+  std::vector<int64_t> k;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (ctx.hasInput(i) && ctx.inputValue(i).isTensor())
+      for (int64_t d : ctx.input(i).shape()) k.push_back(d);
+    k.push_back(-1);
+  }
+  return k;
+}
+
+bool allFloat(const KernelContext& ctx) {
+  for (size_t i = 0; i < ctx.numInputs(); ++i)
+    if (ctx.hasInput(i) && (!ctx.inputValue(i).isTensor() || ctx.input(i).dtype() != DType::kFloat))
+      return false;
+  return true;
+}
+
+// Common shell: cached primitive per shape key, host kernel for the rest.
+class DnnlOrHost : public Kernel {
+ public:
+  // The node pointer doesn't outlive planning; host kernels built later don't need it.
+  explicit DnnlOrHost(const KernelInit& init) : init_(init) { init_.node = nullptr; }
+
+ protected:
+  Status host(KernelContext& ctx) {
+    if (!host_) host_ = onednn::hostKernel(init_);
+    if (!host_)
+      return Status::error("no host kernel for " + init_.opType + " in this configuration");
+    return host_->compute(ctx);
+  }
+  template <class F>
+  Status guarded(F&& f) {
+    try {
+      return f();
+    } catch (const dnnl::error& e) {
+      return Status::error("oneDNN " + init_.opType + ": " + e.what());
+    }
+  }
+  KernelInit init_;
+  std::unique_ptr<Kernel> host_;
+  std::map<std::vector<int64_t>, dnnl::primitive> cache_;
+};
+
+// Unary activations with a oneDNN eltwise algorithm.
+class Eltwise : public DnnlOrHost {
+ public:
+  explicit Eltwise(const KernelInit& init) : DnnlOrHost(init) {
+    const std::string& op = init.opType;
+    const auto& a = init.attrs;
+    using A = dnnl::algorithm;
+    if (op == "Relu") {
+      alg_ = A::eltwise_relu;
+    } else if (op == "LeakyRelu") {
+      alg_ = A::eltwise_relu;
+      alpha_ = a.getFloat("alpha", 0.01f);
+    } else if (op == "Elu") {
+      alg_ = A::eltwise_elu;
+      alpha_ = a.getFloat("alpha", 1.0f);
+    } else if (op == "Sigmoid") {
+      alg_ = A::eltwise_logistic;
+    } else if (op == "Tanh") {
+      alg_ = A::eltwise_tanh;
+    } else if (op == "Exp") {
+      alg_ = A::eltwise_exp;
+    } else if (op == "Log") {
+      alg_ = A::eltwise_log;
+    } else if (op == "Abs") {
+      alg_ = A::eltwise_abs;
+    } else if (op == "Sqrt") {
+      alg_ = A::eltwise_sqrt;
+    } else if (op == "Neg") {
+      alg_ = A::eltwise_linear;
+      alpha_ = -1.0f;
+    } else if (op == "Reciprocal") {
+      alg_ = A::eltwise_pow;
+      alpha_ = 1.0f;
+      beta_ = -1.0f;
+    } else if (op == "HardSwish") {
+      alg_ = A::eltwise_hardswish;
+    } else if (op == "Softplus") {
+      alg_ = A::eltwise_soft_relu;
+    } else if (op == "Mish") {
+      alg_ = A::eltwise_mish;
+    } else {
+      fail("no oneDNN eltwise for " + op);
+    }
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kFloat || x.size() == 0) return host(ctx);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      // Elementwise: any shape is a flat vector.
+      const memory::desc md({x.size()}, f32, memory::format_tag::a);
+      auto& prim = cache_[{x.size()}];
+      if (!prim) {
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, md, alpha_, beta_);
+        prim = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, be.engine()));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
+                    {DNNL_ARG_DST, memory(md, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  dnnl::algorithm alg_ = dnnl::algorithm::eltwise_relu;
+  float alpha_ = 0, beta_ = 0;
+};
+
+// Add/Sub/Mul/Div with numpy broadcasting, where oneDNN can take it: src0 has the output shape
+// (or the operands commute) and src1 broadcasts along whole dimensions.
+class BinaryOp : public DnnlOrHost {
+ public:
+  explicit BinaryOp(const KernelInit& init) : DnnlOrHost(init) {
+    const std::string& op = init.opType;
+    using A = dnnl::algorithm;
+    alg_ = op == "Add"
+               ? A::binary_add
+               : (op == "Sub" ? A::binary_sub : (op == "Mul" ? A::binary_mul : A::binary_div));
+    commutes_ = op == "Add" || op == "Mul";
+    legacy_ = init.opset < 7 && init.attrs.getInt("broadcast", 0) != 0;
+  }
+  Status compute(KernelContext& ctx) override {
+    if (legacy_ || !allFloat(ctx)) return host(ctx);
+    const Tensor* a = &ctx.input(0);
+    const Tensor* b = &ctx.input(1);
+    auto out = broadcastShapes({a->shape(), b->shape()});
+    if (!out) return out.status();
+    if (numElements(*out) == 0 || out->empty()) return host(ctx);
+    if (a->shape() != *out) {
+      if (!commutes_ || b->shape() != *out) return host(ctx);
+      std::swap(a, b);
+    }
+    Shape sb = b->shape();
+    while (sb.size() < out->size()) sb.insert(sb.begin(), 1);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, *out));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc da = plainDesc(*out, f32), db = plainDesc(sb, f32);
+      std::vector<int64_t> key = *out;
+      key.push_back(-1);
+      key.insert(key.end(), sb.begin(), sb.end());
+      auto& prim = cache_[key];
+      if (!prim) {
+        dnnl::binary::desc d(alg_, da, db, da);
+        prim = dnnl::binary(dnnl::binary::primitive_desc(d, be.engine()));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_SRC_0, memory(da, be.engine(), const_cast<void*>(a->raw()))},
+                    {DNNL_ARG_SRC_1, memory(db, be.engine(), const_cast<void*>(b->raw()))},
+                    {DNNL_ARG_DST, memory(da, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  dnnl::algorithm alg_;
+  bool commutes_ = false, legacy_ = false;
+};
+
+// Softmax / LogSoftmax: opset 13 normalizes along one axis; earlier opsets flatten to
+// [prod(dims before axis), prod(dims from axis)] and normalize the second dimension.
+class SoftmaxOp : public DnnlOrHost {
+ public:
+  explicit SoftmaxOp(const KernelInit& init)
+      : DnnlOrHost(init),
+        log_(init.opType == "LogSoftmax"),
+        legacy_(init.opset < 13),
+        axis_(init.attrs.getInt("axis", init.opset < 13 ? 1 : -1)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kFloat || x.size() == 0 || x.rank() == 0) return host(ctx);
+    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    const int64_t a = normAxis(axis_, x.rank());
+    Shape view = x.shape();
+    int axis = static_cast<int>(a);
+    if (legacy_) {
+      int64_t outer = 1;
+      for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
+      view = {outer, x.size() / outer};
+      axis = 1;
+    }
+    if (view.size() > 6) return host(ctx);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc md = plainDesc(view, f32);
+      std::vector<int64_t> key = view;
+      key.push_back(axis);
+      auto& prim = cache_[key];
+      if (!prim) {
+        dnnl::softmax_v2_forward::desc d(
+            dnnl::prop_kind::forward_inference,
+            log_ ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, md, md, axis);
+        prim = dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, be.engine()));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
+                    {DNNL_ARG_DST, memory(md, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  bool log_, legacy_;
+  int64_t axis_;
+};
+
+// LayerNormalization (opset 17) over the dimensions from `axis` on: oneDNN's layer normalization
+// over [outer, inner] when Scale/B are full [inner] vectors; otherwise, and for the Mean /
+// InvStdDev outputs, the plain loop below (which also serves every other float dtype).
+class LayerNorm : public DnnlOrHost {
+ public:
+  explicit LayerNorm(const KernelInit& init)
+      : DnnlOrHost(init),
+        axis_(init.attrs.getInt("axis", -1)),
+        eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (!validAxis(axis_, x.rank()) || x.rank() == 0) return Status::error("axis out of range");
+    const int64_t a = normAxis(axis_, x.rank());
+    int64_t outer = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
+    const int64_t inner = outer ? x.size() / outer : 0;
+    const Shape tail(x.shape().begin() + a, x.shape().end());
+    for (int i : {1, 2}) {
+      if (!ctx.hasInput(i)) continue;
+      auto b = broadcastShapes({ctx.input(i).shape(), tail});
+      if (!b || *b != tail)
+        return Status::error("Scale and B must broadcast to " + shapeToString(tail));
+    }
+    const bool stats = ctx.wantsOutput(1) || ctx.wantsOutput(2);
+    const bool dnnlOk = allFloat(ctx) && !stats && inner > 0 && outer > 0 &&
+                        ctx.input(1).size() == inner &&
+                        (!ctx.hasInput(2) || ctx.input(2).size() == inner);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    if (dnnlOk) {
+      return guarded([&] {
+        auto& be = cpuBackend(ctx.backend());
+        const memory::desc md = plainDesc({outer, inner}, f32);
+        const memory::desc vd({inner}, f32, memory::format_tag::a);
+        auto& prim = cache_[{outer, inner, ctx.hasInput(2)}];
+        auto flags = dnnl::normalization_flags::use_scale;
+        if (ctx.hasInput(2)) flags = flags | dnnl::normalization_flags::use_shift;
+        if (!prim) {
+          dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps_,
+                                                    flags);
+          prim = dnnl::layer_normalization_forward(
+              dnnl::layer_normalization_forward::primitive_desc(d, be.engine()));
+        }
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
+            {DNNL_ARG_DST, memory(md, be.engine(), y->raw())},
+            {DNNL_ARG_SCALE, memory(vd, be.engine(), const_cast<void*>(ctx.input(1).raw()))}};
+        if (ctx.hasInput(2))
+          args[DNNL_ARG_SHIFT] = memory(vd, be.engine(), const_cast<void*>(ctx.input(2).raw()));
+        prim.execute(be.stream(), args);
+        be.stream().wait();
+        return Status();
+      });
+    }
+    // Plain path: statistics in double, Scale/B broadcast over the normalized dimensions.
+    Shape statShape(x.shape().begin(), x.shape().begin() + a);
+    while (statShape.size() < x.rank()) statShape.push_back(1);
+    Tensor* mean = nullptr;
+    Tensor* inv = nullptr;
+    if (ctx.wantsOutput(1) && !(mean = ctx.output(1, DType::kFloat, statShape)))
+      return ctx.status();
+    if (ctx.wantsOutput(2) && !(inv = ctx.output(2, DType::kFloat, statShape))) return ctx.status();
+    std::vector<double> scale(inner, 1.0), bias(inner, 0.0);
+    for (int i : {1, 2}) {
+      if (!ctx.hasInput(i)) continue;
+      const Tensor& p = ctx.input(i);
+      const auto st = broadcastStrides(p.shape(), tail);
+      const auto ts = stridesOf(tail);
+      for (int64_t j = 0; j < inner; ++j) {
+        int64_t off = 0;
+        for (size_t d = 0; d < tail.size(); ++d) off += ((j / ts[d]) % tail[d]) * st[d];
+        (i == 1 ? scale : bias)[j] = p.getDouble(off);
+      }
+    }
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      for (int64_t o = 0; o < outer; ++o) {
+        const T* p = x.data<T>() + o * inner;
+        T* q = y->data<T>() + o * inner;
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < inner; ++j) m += p[j];
+        m /= inner;
+        for (int64_t j = 0; j < inner; ++j) v += (p[j] - m) * (p[j] - m);
+        v /= inner;
+        const double r = 1.0 / std::sqrt(v + eps_);
+        for (int64_t j = 0; j < inner; ++j)
+          q[j] = static_cast<T>((p[j] - m) * r * scale[j] + bias[j]);
+        if (mean) mean->data<float>()[o] = static_cast<float>(m);
+        if (inv) inv->data<float>()[o] = static_cast<float>(r);
+      }
+      return Status();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float eps_;
+};
+
+class ConcatOp : public DnnlOrHost {
+ public:
+  explicit ConcatOp(const KernelInit& init)
+      : DnnlOrHost(init), axis_(init.attrs.getInt("axis", init.opset < 4 ? 1 : 0)) {}
+  Status compute(KernelContext& ctx) override {
+    if (!allFloat(ctx) || ctx.numInputs() < 2) return host(ctx);
+    const Tensor& x0 = ctx.input(0);
+    const size_t r = x0.rank();
+    if (r == 0 || r > 6 || !validAxis(axis_, r)) return host(ctx);
+    const int a = static_cast<int>(normAxis(axis_, r));
+    Shape out = x0.shape();
+    out[a] = 0;
+    for (size_t i = 0; i < ctx.numInputs(); ++i) {
+      if (!ctx.hasInput(i)) return host(ctx);
+      const Tensor& t = ctx.input(i);
+      if (t.rank() != r || t.size() == 0) return host(ctx);
+      for (size_t d = 0; d < r; ++d)
+        if (static_cast<int>(d) != a && t.dim(d) != x0.dim(d)) return host(ctx);
+      out[a] += t.dim(a);
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      std::vector<memory::desc> mds;
+      for (size_t i = 0; i < ctx.numInputs(); ++i)
+        mds.push_back(plainDesc(ctx.input(i).shape(), f32));
+      const memory::desc od = plainDesc(out, f32);
+      auto key = shapesKey(ctx);
+      key.push_back(a);
+      auto& prim = cache_[key];
+      if (!prim) prim = dnnl::concat(dnnl::concat::primitive_desc(od, a, mds, be.engine()));
+      std::unordered_map<int, memory> args{{DNNL_ARG_DST, memory(od, be.engine(), y->raw())}};
+      for (size_t i = 0; i < mds.size(); ++i)
+        args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] =
+            memory(mds[i], be.engine(), const_cast<void*>(ctx.input(i).raw()));
+      prim.execute(be.stream(), args);
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+// PRelu: the slope broadcasts unidirectionally to X; oneDNN takes it as same-rank weights.
+class PReluOp : public DnnlOrHost {
+ public:
+  explicit PReluOp(const KernelInit& init) : DnnlOrHost(init) {}
+  Status compute(KernelContext& ctx) override {
+    if (!allFloat(ctx)) return host(ctx);
+    const Tensor& x = ctx.input(0);
+    Shape ws = ctx.input(1).shape();
+    if (x.rank() == 0 || x.rank() > 6 || x.size() == 0 || ws.size() > x.rank()) return host(ctx);
+    while (ws.size() < x.rank()) ws.insert(ws.begin(), 1);
+    for (size_t d = 0; d < ws.size(); ++d)
+      if (ws[d] != 1 && ws[d] != x.dim(d)) return host(ctx);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc xd = plainDesc(x.shape(), f32), wd = plainDesc(ws, f32);
+      auto& prim = cache_[shapesKey(ctx)];
+      if (!prim) {
+        dnnl::prelu_forward::desc d(dnnl::prop_kind::forward_inference, xd, wd);
+        prim = dnnl::prelu_forward(dnnl::prelu_forward::primitive_desc(d, be.engine()));
+      }
+      prim.execute(
+          be.stream(),
+          {{DNNL_ARG_SRC, memory(xd, be.engine(), const_cast<void*>(x.raw()))},
+           {DNNL_ARG_WEIGHTS, memory(wd, be.engine(), const_cast<void*>(ctx.input(1).raw()))},
+           {DNNL_ARG_DST, memory(xd, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+};
+
+}  // namespace
+
+void addOneDnnEltwiseKernels(KernelRegistry& r) {
+  const char* c = "cpu";
+  for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Exp", "Log", "Abs", "Sqrt",
+                         "Neg", "Reciprocal", "HardSwish", "Softplus", "Mish"})
+    r.add(c, op, 1, kMaxOpset, &makeKernel<Eltwise>);
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    r.add(c, op, 1, kMaxOpset, &makeKernel<BinaryOp>);
+  r.add(c, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
+  r.add(c, "LogSoftmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
+  r.add(c, "LayerNormalization", 17, kMaxOpset, &makeKernel<LayerNorm>);
+  r.add(c, "Concat", 1, kMaxOpset, &makeKernel<ConcatOp>, false);
+  r.add(c, "PRelu", 1, kMaxOpset, &makeKernel<PReluOp>);
+}
+
+}  // namespace dw::engine

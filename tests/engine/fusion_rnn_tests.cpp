@@ -1,0 +1,273 @@
+// Engine tests beyond conformance: fused oneDNN primitives agree with the unfused graph, the
+// oneDNN and plain C++ RNN paths agree, and oversized runtime tensors are refused cleanly.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/session.h"
+
+using namespace dw::engine;
+
+namespace {
+
+onnx::ModelProto emptyModel(int opset = 17) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+void addValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+Tensor randomTensor(const Shape& s, uint32_t seed, float lo = -1, float hi = 1) {
+  Tensor t(DType::kFloat, s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+void addInit(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
+  auto* p = g->add_initializer();
+  p->set_name(name);
+  p->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : t.shape()) p->add_dims(d);
+  for (int64_t i = 0; i < t.size(); ++i) p->add_float_data(t.data<float>()[i]);
+}
+
+onnx::NodeProto* addNode(onnx::GraphProto* g, const std::string& op,
+                         const std::vector<std::string>& in, const std::vector<std::string>& out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op + "_" + out[0]);
+  for (const auto& i : in) n->add_input(i);
+  for (const auto& o : out) n->add_output(o);
+  return n;
+}
+
+float maxDiff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float m = 0;
+  for (int64_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return m;
+}
+
+Tensor runOnce(const onnx::ModelProto& m, const std::map<std::string, Tensor>& in, bool fuse,
+               const std::string& out) {
+  SessionOptions o;
+  o.fuse = fuse;
+  auto s = InferenceSession::create(m, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return Tensor();
+  auto r = (*s)->run(in);
+  EXPECT_TRUE(r.ok()) << r.message();
+  if (!r.ok()) return Tensor();
+  return r->at(out);
+}
+
+}  // namespace
+
+// Conv -> BatchNormalization -> Relu -> MaxPool and Gemm -> LeakyRelu become fused oneDNN
+// kernels (folded BN, eltwise post-ops, pooling in the blocked layout); the result must equal
+// the node-by-node graph.
+TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 3, 8, 8});
+  addValue(g->add_output(), "y", {2, 5});
+  addInit(g, "w", randomTensor({4, 3, 3, 3}, 1));
+  addInit(g, "b", randomTensor({4}, 2));
+  addInit(g, "scale", randomTensor({4}, 3, 0.5f, 1.5f));
+  addInit(g, "shift", randomTensor({4}, 4));
+  addInit(g, "mean", randomTensor({4}, 5));
+  addInit(g, "var", randomTensor({4}, 6, 0.5f, 2.0f));
+  addInit(g, "fw", randomTensor({5, 4 * 4 * 4}, 7, -0.1f, 0.1f));
+  addInit(g, "fb", randomTensor({5}, 8));
+  auto* conv = addNode(g, "Conv", {"x", "w", "b"}, {"c"});
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  addNode(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"});
+  addNode(g, "Relu", {"bn"}, {"r"});
+  auto* pool = addNode(g, "MaxPool", {"r"}, {"p"});
+  for (const char* name : {"kernel_shape", "strides"}) {
+    auto* a = pool->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(2);
+    a->add_ints(2);
+  }
+  addNode(g, "Flatten", {"p"}, {"f"});
+  auto* gemm = addNode(g, "Gemm", {"f", "fw", "fb"}, {"gm"});
+  auto* tb = gemm->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  auto* lr = addNode(g, "LeakyRelu", {"gm"}, {"y"});
+  auto* alpha = lr->add_attribute();
+  alpha->set_name("alpha");
+  alpha->set_type(onnx::AttributeProto::FLOAT);
+  alpha->set_f(0.2f);
+  std::map<std::string, Tensor> in{{"x", randomTensor({2, 3, 8, 8}, 9)}};
+  Tensor fused = runOnce(m, in, true, "y");
+  Tensor plain = runOnce(m, in, false, "y");
+  ASSERT_TRUE(fused.defined() && plain.defined());
+  EXPECT_LT(maxDiff(fused, plain), 1e-4f);
+  bool anyNegative = false;
+  for (int64_t i = 0; i < plain.size(); ++i) anyNegative |= plain.data<float>()[i] < 0;
+  EXPECT_TRUE(anyNegative) << "LeakyRelu should leave negative values for this input";
+}
+
+// A value read by two nodes must not be fused away.
+TEST(Fusion, SharedIntermediateStaysVisible) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "a", {3, 4});
+  addValue(g->add_input(), "b", {4, 2});
+  addValue(g->add_output(), "y", {3, 2});
+  addValue(g->add_output(), "mm", {3, 2});
+  addNode(g, "MatMul", {"a", "b"}, {"mm"});
+  addNode(g, "Relu", {"mm"}, {"y"});
+  SessionOptions o;
+  auto s = InferenceSession::create(m, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"a", randomTensor({3, 4}, 1)}, {"b", randomTensor({4, 2}, 2)}});
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Tensor& mm = r->at("mm");
+  const Tensor& y = r->at("y");
+  bool negative = false;
+  for (int64_t i = 0; i < mm.size(); ++i) {
+    negative |= mm.data<float>()[i] < 0;
+    EXPECT_EQ(y.data<float>()[i], std::max(mm.data<float>()[i], 0.0f));
+  }
+  EXPECT_TRUE(negative);
+}
+
+namespace {
+
+// One LSTM/GRU/RNN node; a huge clip keeps the math identical but forces the plain C++ path.
+onnx::ModelProto rnnModel(const std::string& op, const std::string& direction, bool clip, bool lbr,
+                          int64_t T, int64_t B, int64_t I, int64_t H) {
+  auto m = emptyModel(14);
+  auto* g = m.mutable_graph();
+  const int64_t G = op == "LSTM" ? 4 : (op == "GRU" ? 3 : 1);
+  const int64_t D = direction == "bidirectional" ? 2 : 1;
+  addValue(g->add_input(), "x", {T, B, I});
+  addValue(g->add_input(), "h0", {D, B, H});
+  addValue(g->add_output(), "y", {T, D, B, H});
+  addValue(g->add_output(), "yh", {D, B, H});
+  addInit(g, "w", randomTensor({D, G * H, I}, 11, -0.5f, 0.5f));
+  addInit(g, "r", randomTensor({D, G * H, H}, 12, -0.5f, 0.5f));
+  addInit(g, "bias", randomTensor({D, 2 * G * H}, 13, -0.5f, 0.5f));
+  std::vector<std::string> ins{"x", "w", "r", "bias", "", "h0"};
+  if (op == "LSTM") {
+    addValue(g->add_input(), "c0", {D, B, H});
+    addInit(g, "p", randomTensor({D, 3 * H}, 14, -0.5f, 0.5f));
+    ins.push_back("c0");
+    ins.push_back("p");
+  }
+  auto* n = addNode(g, op, ins, {"y", "yh"});
+  auto attrI = [&](const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  attrI("hidden_size", H);
+  auto* d = n->add_attribute();
+  d->set_name("direction");
+  d->set_type(onnx::AttributeProto::STRING);
+  d->set_s(direction);
+  if (lbr) attrI("linear_before_reset", 1);
+  if (clip) {
+    auto* c = n->add_attribute();
+    c->set_name("clip");
+    c->set_type(onnx::AttributeProto::FLOAT);
+    c->set_f(1e30f);
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST(Rnn, OneDnnAndPlainPathsAgree) {
+  const int64_t T = 5, B = 3, I = 4, H = 6;
+  for (std::string op : {"RNN", "GRU", "LSTM"})
+    for (std::string dir : {"forward", "reverse", "bidirectional"})
+      for (bool lbr : {false, true}) {
+        if (lbr && op != "GRU") continue;
+        const int64_t D = dir == "bidirectional" ? 2 : 1;
+        std::map<std::string, Tensor> in{{"x", randomTensor({T, B, I}, 21)},
+                                         {"h0", randomTensor({D, B, H}, 22)}};
+        if (op == "LSTM") in["c0"] = randomTensor({D, B, H}, 23);
+        for (const char* out : {"y", "yh"}) {
+          Tensor dnnl = runOnce(rnnModel(op, dir, false, lbr, T, B, I, H), in, true, out);
+          Tensor plain = runOnce(rnnModel(op, dir, true, lbr, T, B, I, H), in, true, out);
+          ASSERT_TRUE(dnnl.defined() && plain.defined());
+          EXPECT_LT(maxDiff(dnnl, plain), 1e-4f)
+              << op << " " << dir << " lbr=" << lbr << " " << out;
+        }
+      }
+}
+
+// A tensor whose size is only known at run time (ConstantOfShape of a huge shape) is refused
+// with an error naming the node instead of being allocated.
+TEST(Session, RefusesOversizedRuntimeTensors) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("shape");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  g->add_output()->set_name("y");
+  addNode(g, "ConstantOfShape", {"shape"}, {"y"});
+  SessionOptions o;
+  o.memoryLimitBytes = size_t(1) << 30;
+  auto s = InferenceSession::create(m, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"shape", Tensor::fromVector(std::vector<int64_t>{1 << 20, 1 << 20}, {2})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("ConstantOfShape"), std::string::npos) << r.message();
+  auto ok = (*s)->run({{"shape", Tensor::fromVector(std::vector<int64_t>{2, 3}, {2})}});
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->at("y").shape(), (Shape{2, 3}));
+}
+
+// Truncated protobuf bytes and a model whose node has a missing required input are errors.
+TEST(Session, TruncatedAndInconsistentModelsAreErrors) {
+  auto m = rnnModel("GRU", "forward", false, false, 2, 1, 3, 4);
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  onnx::ModelProto cut;
+  bool runs = cut.ParseFromString(bytes.substr(0, bytes.size() / 2));
+  if (runs) {
+    auto s = InferenceSession::create(cut);
+    runs = s.ok() && (*s)->run({{"x", Tensor(DType::kFloat, {2, 1, 3})},
+                                {"h0", Tensor(DType::kFloat, {1, 1, 4})}})
+                         .ok();
+  }
+  EXPECT_FALSE(runs);
+  // W with the wrong gate count is reported at run time, naming the node.
+  auto bad = rnnModel("GRU", "forward", false, false, 2, 1, 3, 4);
+  bad.mutable_graph()->mutable_initializer(0)->set_dims(1, 5);
+  bad.mutable_graph()->mutable_initializer(0)->mutable_float_data()->Truncate(15);
+  auto s = InferenceSession::create(bad);
+  std::string message = s.ok() ? "" : s.message();
+  if (s.ok()) {
+    auto r = (*s)->run(
+        {{"x", Tensor(DType::kFloat, {2, 1, 3})}, {"h0", Tensor(DType::kFloat, {1, 1, 4})}});
+    ASSERT_FALSE(r.ok());
+    message = r.message();
+  }
+  EXPECT_NE(message.find("GRU"), std::string::npos) << message;
+}
