@@ -19,6 +19,7 @@
 
 #include "engine/io.h"
 #include "engine/session.h"
+#include "engine_gaps.h"
 #include "graphs/onnx_export.h"
 #include "nodes/type_syntax.h"
 
@@ -138,11 +139,6 @@ Status enableTrainingMode(onnx::ModelProto& m, std::map<std::string, std::string
   return Status::error("the lowered model has no BatchNormalization node");
 }
 
-// Ops some layers lower to that the engine cannot run yet (engine kernels are another helper's
-// work). A case stopped only by one of these is skipped with that reason, loudly; once the kernel
-// exists the case runs and must match like every other.
-constexpr const char* kAwaitingEngineKernels[] = {"Resize"};
-
 class LayerGolden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(LayerGolden, MatchesPyTorch) {
@@ -212,15 +208,12 @@ TEST_P(LayerGolden, MatchesPyTorch) {
   if (c.value("training", false)) ASSERT_TRUE(enableTrainingMode(*m, &trainingOutputs).ok());
 
   auto session = engine::InferenceSession::create(*m);
-  if (!session.ok()) {
-    for (const char* op : kAwaitingEngineKernels)
-      if (session.message().find("unsupported op " + std::string(op) + " ") != std::string::npos) {
-        std::cout << "[golden] " << gc.name << ": NOT RUN, the engine has no " << op
-                  << " kernel yet\n";
-        GTEST_SKIP() << "FAILING FOR A REASON: the engine has no " << op
-                     << " kernel; the lowering exports and passes the ONNX checker, but its "
-                        "numbers are unchecked until the kernel exists";
-      }
+  if (!session.ok() && !test::awaitedKernel(session.message()).empty()) {
+    const std::string op = test::awaitedKernel(session.message());
+    std::cout << "[golden] " << gc.name << ": NOT RUN, the engine has no " << op << " kernel yet\n";
+    GTEST_SKIP() << "FAILING FOR A REASON: the engine has no " << op
+                 << " kernel; the lowering exports and passes the ONNX checker, but its numbers "
+                    "are unchecked until the kernel exists";
   }
   ASSERT_TRUE(session.ok()) << "engine cannot plan the lowered model: " << session.message();
   auto results = (*session)->run(feeds);
