@@ -373,6 +373,8 @@ class Lowering {
       for (const auto& vi : copy.graph().input()) inferred_[vi.name()] = vi.type();
       for (const auto& vi : copy.graph().value_info()) inferred_[vi.name()] = vi.type();
       for (const auto& t : copy.graph().initializer()) {
+        // Replaces, not extends, the type of an initializer that is also a graph input.
+        inferred_[t.name()].Clear();
         auto& tt = *inferred_[t.name()].mutable_tensor_type();
         tt.set_elem_type(t.data_type());
         auto* shape = tt.mutable_shape();
