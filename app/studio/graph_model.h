@@ -1,0 +1,95 @@
+// The studio's adapter over the Qt-free document (graphs/graph.h), in the manner of QtNodes'
+// AbstractGraphModel: it owns the dw::Graph, turns GraphObserver callbacks into Qt signals, and is
+// the only way widgets change the document. Every edit runs on the graph first (so a refused edit
+// reports the graph's own message and leaves no trace) and is then recorded as a QUndoCommand.
+// The scene and panels keep no graph data: they ask this model.
+//
+// Validation is live but debounced: after a burst of edits the model re-validates, lowers the
+// graph to ONNX with shape inference, and publishes problems per node and the inferred type of
+// every tensor (the links' labels).
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QTimer>
+#include <QUndoStack>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "graphs/graph.h"
+
+namespace dw::studio {
+
+class GraphModel : public QObject {
+  Q_OBJECT
+ public:
+  explicit GraphModel(QObject* parent = nullptr);
+  ~GraphModel() override;
+
+  const dw::Graph& graph() const { return graph_; }
+  QUndoStack* undoStack() { return &undo_; }
+
+  // Replaces the document (New, Open, Import); clears undo history.
+  void reset(dw::Graph graph);
+
+  // --- Edits: each is one undo step; a refused edit returns the reason and changes nothing. ---
+  dw::Result<dw::NodeId> createNode(const std::string& domain, const std::string& type,
+                                    dw::Position pos);
+  dw::Status removeItems(const std::vector<dw::NodeId>& nodes, const std::vector<dw::Link>& links);
+  dw::Status moveNodes(const std::map<dw::NodeId, dw::Position>& to);
+  dw::Status connectPorts(const dw::Link& link);
+  dw::Status disconnect(const dw::Link& link);
+  dw::Status setParam(dw::NodeId id, const std::string& name, const dw::Param& value);
+  dw::Status resetParam(dw::NodeId id, const std::string& name);
+  dw::Status rename(dw::NodeId id, const std::string& name);
+  dw::Status setSpecifiedOutputsName(dw::NodeId id, std::vector<std::string> names);
+  dw::Status setLdaCoeff(dw::NodeId id, double coeff);
+
+  // A project section the studio edits outside the graph (the Training dock's settings). Not an
+  // undo step: these are settings, not edits of the model.
+  void setSection(const std::string& name, const std::string& json);
+
+  // Clipboard fragments: the selected nodes and the links among them, as project JSON.
+  std::string copyFragment(const std::vector<dw::NodeId>& ids) const;
+  // Inserts a fragment with fresh ids, shifted by `offset`; tensor names made unique.
+  dw::Result<std::vector<dw::NodeId>> pasteFragment(const std::string& json, dw::Position offset);
+
+  // --- Validation results (refreshed after edits; call validateNow() to force) ---
+  void validateNow();
+  const std::vector<dw::Problem>& problems() const { return problems_; }
+  QString problemText(dw::NodeId id) const;  // "" when the node is fine
+  // "float[N,256]" for a tensor link once shapes are inferred, else "".
+  QString linkLabel(const dw::Link& link) const;
+
+ signals:
+  void nodeAdded(qint64 id);
+  void nodeRemoved(qint64 id);
+  void nodeChanged(qint64 id);
+  void nodeMoved(qint64 id);
+  void linkAdded(const dw::Link& link);
+  void linkRemoved(const dw::Link& link);
+  void modelReset();
+  void validated();  // problems() and linkLabel() changed
+
+ private:
+  class Relay;  // the GraphObserver that re-emits the graph's callbacks as signals
+  friend class Relay;
+  friend class FragmentCommand;
+  friend class MoveCommand;
+  friend class NodeStateCommand;
+  dw::Graph& mutableGraph() { return graph_; }
+  void scheduleValidation();
+  // Records an edit already applied to the graph, from the node's state `before` it.
+  dw::Status recordNodeEdit(const dw::Node& before, const QString& text);
+
+  dw::Graph graph_;
+  std::unique_ptr<Relay> relay_;
+  QUndoStack undo_;
+  QTimer validateTimer_;
+  std::vector<dw::Problem> problems_;
+  std::map<dw::NodeId, QString> nodeProblems_;
+  std::map<std::string, QString> tensorTypes_;
+};
+
+}  // namespace dw::studio

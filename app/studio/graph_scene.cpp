@@ -1,0 +1,584 @@
+#include "app/studio/graph_scene.h"
+
+#include <QFontMetricsF>
+#include <QGraphicsSceneHoverEvent>
+#include <QGraphicsSceneMouseEvent>
+#include <QPainter>
+#include <QStyleOptionGraphicsItem>
+#include <algorithm>
+#include <cmath>
+
+#include "app/studio/style.h"
+
+namespace dw::studio {
+
+namespace {
+constexpr qreal kRow = 22;      // one port row
+constexpr qreal kPortR = 5.5;   // port radius
+constexpr qreal kTitleH = 42;   // type + name
+constexpr qreal kDetailH = 16;  // a third header line for inputs, outputs and initializers
+
+bool hasDetail(const NodeSpec* s) {
+  return s && s->kind != NodeKind::Op && s->kind != NodeKind::Layer;
+}
+
+QString detailLine(const Graph& g, const Node& n, const NodeSpec* s) {
+  auto str = [&](const char* name) {
+    auto p = g.param(n.id, name);
+    return p ? QString::fromStdString(p->toDisplay()) : QString();
+  };
+  auto plain = [&](const char* name) {
+    auto p = g.param(n.id, name);
+    return p && p->type == ParamType::String ? QString::fromStdString(p->asString()) : QString();
+  };
+  switch (s->kind) {
+    case NodeKind::GraphInput:
+      return plain("type");
+    case NodeKind::GraphOutput: {
+      QString t = plain("type");
+      return t.isEmpty() ? QObject::tr("type inferred") : t;
+    }
+    case NodeKind::Initializer:
+      return plain("dtype") + str("shape") + QStringLiteral(" · ") + plain("status");
+    default:
+      return {};
+  }
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------- NodeItem
+
+NodeItem::NodeItem(GraphScene* scene, NodeId id) : scene_(scene), id_(id) {
+  setFlags(ItemIsMovable | ItemIsSelectable | ItemSendsGeometryChanges);
+  setAcceptHoverEvents(true);
+  setCacheMode(DeviceCoordinateCache);
+  refresh();
+}
+
+void NodeItem::refresh() {
+  const Graph& g = scene_->model()->graph();
+  const Node* n = g.node(id_);
+  const NodeSpec* s = n ? g.spec(*n) : nullptr;
+  if (!n || !s) return;
+  inputs_ = g.inputPortCount(id_);
+  outputs_ = g.outputPortCount(id_);
+  QFontMetricsF title(style::titleFont()), port(style::portFont()), body(style::bodyFont());
+  qreal inW = 0, outW = 0;
+  for (int i = 0; i < inputs_; ++i)
+    inW = std::max(inW, port.horizontalAdvance(portLabel(false, i)));
+  for (int i = 0; i < outputs_; ++i)
+    outW = std::max(outW, port.horizontalAdvance(portLabel(true, i)));
+  qreal w =
+      std::max({150.0, title.horizontalAdvance(QString::fromStdString(n->type)) + 48,
+                body.horizontalAdvance(QString::fromStdString(n->name)) + 32, inW + outW + 44});
+  if (hasDetail(s)) w = std::max(w, body.horizontalAdvance(detailLine(g, *n, s)) + 32);
+  const qreal header = kTitleH + (hasDetail(s) ? kDetailH : 0);
+  const qreal h = header + std::max({inputs_, outputs_, 1}) * kRow + 6;
+  if (w != width_ || h != height_) {
+    prepareGeometryChange();
+    width_ = std::ceil(w / 10) * 10;
+    height_ = h;
+  }
+  QString problem = scene_->model()->problemText(id_);
+  if (!problem.isEmpty()) {
+    setToolTip(QStringLiteral("<p style='white-space:pre-wrap'><b>%1</b></p>")
+                   .arg(problem.toHtmlEscaped()));
+  } else {
+    QString doc = QString::fromStdString(s->doc).section(QStringLiteral("\n\n"), 0, 0);
+    if (doc.size() > 400) doc = doc.left(400) + QStringLiteral("…");
+    setToolTip(QStringLiteral("<p><b>%1</b> · %2</p><p>%3</p>")
+                   .arg(QString::fromStdString(s->type), QString::fromStdString(s->domain),
+                        doc.toHtmlEscaped()));
+  }
+  update();
+}
+
+QString NodeItem::portLabel(bool output, int port) const {
+  const Graph& g = scene_->model()->graph();
+  const Node* n = g.node(id_);
+  const NodeSpec* s = g.spec(id_);
+  if (!n || !s) return {};
+  if (output && port < static_cast<int>(n->specifiedOutputsName.size()) &&
+      !n->specifiedOutputsName[port].empty())
+    return QString::fromStdString(n->specifiedOutputsName[port]);
+  const auto& list = output ? s->outputs : s->inputs;
+  const PortSpec* ps = output ? s->outputPort(port) : s->inputPort(port);
+  if (!ps) return QString::number(port);
+  QString label = QString::fromStdString(ps->name);
+  if (ps->option == PortOption::Variadic)
+    label += QStringLiteral("[%1]").arg(port - static_cast<int>(list.size()) + 1);
+  return label;
+}
+
+QPointF NodeItem::portPos(bool output, int port) const {
+  const NodeSpec* s = scene_->model()->graph().spec(id_);
+  const qreal header = kTitleH + (hasDetail(s) ? kDetailH : 0);
+  if (port == kGraphPort) return {output ? width_ : 0.0, 13.0};
+  return {output ? width_ : 0.0, header + kRow * port + kRow / 2 + 2};
+}
+
+QPointF NodeItem::portScenePos(bool output, int port) const {
+  return mapToScene(portPos(output, port));
+}
+
+std::optional<PortHit> NodeItem::portAt(QPointF local) const {
+  auto near = [&](QPointF p) {
+    return std::hypot(local.x() - p.x(), local.y() - p.y()) <= kPortR + 5;
+  };
+  if (near(portPos(false, kGraphPort))) return PortHit{false, kGraphPort};
+  if (near(portPos(true, kGraphPort))) return PortHit{true, kGraphPort};
+  for (int i = 0; i < inputs_; ++i)
+    if (near(portPos(false, i))) return PortHit{false, i};
+  for (int i = 0; i < outputs_; ++i)
+    if (near(portPos(true, i))) return PortHit{true, i};
+  return std::nullopt;
+}
+
+QRectF NodeItem::boundingRect() const {
+  return QRectF(-kPortR - 4, -4, width_ + 2 * kPortR + 8, height_ + 8);
+}
+
+void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
+  const GraphModel* m = scene_->model();
+  const Graph& g = m->graph();
+  const Node* n = g.node(id_);
+  const NodeSpec* s = n ? g.spec(*n) : nullptr;
+  if (!n || !s) return;
+  p->setRenderHint(QPainter::Antialiasing);
+  const bool bad = !m->problemText(id_).isEmpty();
+  const QRectF body(0, 0, width_, height_);
+  const qreal header = kTitleH + (hasDetail(s) ? kDetailH : 0);
+
+  // Body and header.
+  p->setPen(Qt::NoPen);
+  p->setBrush(style::nodeBody());
+  p->drawRoundedRect(body, 6, 6);
+  QPainterPath head;
+  head.addRoundedRect(QRectF(0, 0, width_, header), 6, 6);
+  head.addRect(QRectF(0, header - 8, width_, 8));
+  p->setBrush(bad ? style::errorHeader() : style::categoryColor(s->category, s->domain));
+  p->drawPath(head.simplified());
+  QPen border(isSelected() ? style::selection()
+              : bad        ? style::error()
+                           : style::nodeBorder(),
+              isSelected() || bad ? 2.5 : 1.0);
+  p->setPen(border);
+  p->setBrush(Qt::NoBrush);
+  p->drawRoundedRect(body, 6, 6);
+
+  // Title: type, then name (or a hint that it has none), then the detail line.
+  p->setPen(style::titleText());
+  p->setFont(style::titleFont());
+  p->drawText(QRectF(16, 3, width_ - 32, 20), Qt::AlignLeft | Qt::AlignVCenter,
+              QString::fromStdString(n->type));
+  p->setFont(style::bodyFont());
+  p->setPen(n->name.empty() ? style::dimText() : style::nameText());
+  p->drawText(QRectF(16, 21, width_ - 32, 18), Qt::AlignLeft | Qt::AlignVCenter,
+              n->name.empty() ? QObject::tr("(unnamed)") : QString::fromStdString(n->name));
+  if (hasDetail(s)) {
+    p->setPen(style::dimText());
+    p->drawText(QRectF(16, 38, width_ - 32, 16), Qt::AlignLeft | Qt::AlignVCenter,
+                detailLine(g, *n, s));
+  }
+
+  // Graphs in / out: diamonds in the header corners, drawn apart from tensor ports.
+  for (bool out : {false, true}) {
+    const QPointF c = portPos(out, kGraphPort);
+    const bool linked =
+        out ? !g.outputLinks(id_, kGraphPort).empty() : g.inputLink(id_, kGraphPort).has_value();
+    QPolygonF diamond(
+        {c + QPointF(0, -6), c + QPointF(6, 0), c + QPointF(0, 6), c + QPointF(-6, 0)});
+    p->setPen(QPen(style::graphPort(), 1.5));
+    p->setBrush(linked ? style::graphPort() : style::nodeBody());
+    p->drawPolygon(diamond);
+  }
+
+  // Tensor ports and their labels.
+  p->setFont(style::portFont());
+  for (bool out : {false, true}) {
+    const int count = out ? outputs_ : inputs_;
+    for (int i = 0; i < count; ++i) {
+      const PortSpec* ps = out ? s->outputPort(i) : s->inputPort(i);
+      const QPointF c = portPos(out, i);
+      const bool linked = out ? !g.outputLinks(id_, i).empty() : g.inputLink(id_, i).has_value();
+      const bool optional = ps && ps->option == PortOption::Optional;
+      const bool variadic = ps && ps->option == PortOption::Variadic;
+      const bool hovered = hover_ && hover_->output == out && hover_->port == i;
+      QPen pen(hovered ? style::selection() : style::portColor(), hovered ? 2.5 : 1.6);
+      if (optional && !linked) pen.setStyle(Qt::DotLine);
+      p->setPen(pen);
+      p->setBrush(linked ? style::portColor() : style::nodeBody());
+      if (variadic)
+        p->drawRoundedRect(QRectF(c.x() - kPortR, c.y() - kPortR, 2 * kPortR, 2 * kPortR), 2, 2);
+      else
+        p->drawEllipse(c, kPortR, kPortR);
+      QFont f = style::portFont();
+      f.setItalic(optional);
+      p->setFont(f);
+      p->setPen(optional ? style::dimText() : style::portText());
+      const QString label = portLabel(out, i) + (optional ? QStringLiteral("?") : QString());
+      if (out)
+        p->drawText(QRectF(width_ / 2, c.y() - kRow / 2, width_ / 2 - 12, kRow),
+                    Qt::AlignRight | Qt::AlignVCenter, label);
+      else
+        p->drawText(QRectF(12, c.y() - kRow / 2, width_ / 2 - 12, kRow),
+                    Qt::AlignLeft | Qt::AlignVCenter, label);
+    }
+  }
+}
+
+QVariant NodeItem::itemChange(GraphicsItemChange change, const QVariant& value) {
+  if (change == ItemPositionChange && scene_->snapToGrid() && isSelected() &&
+      !scene_->applyingModel())
+    return scene_->snapped(value.toPointF());
+  if (change == ItemPositionHasChanged) scene_->nodeGeometryChanged(id_);
+  return QGraphicsItem::itemChange(change, value);
+}
+
+void NodeItem::mousePressEvent(QGraphicsSceneMouseEvent* e) {
+  if (e->button() == Qt::LeftButton) {
+    if (auto hit = portAt(e->pos())) {
+      scene_->beginLinkDrag(id_, *hit, e->scenePos());
+      e->accept();
+      return;
+    }
+  }
+  QGraphicsItem::mousePressEvent(e);
+}
+
+void NodeItem::hoverMoveEvent(QGraphicsSceneHoverEvent* e) {
+  auto hit = portAt(e->pos());
+  const bool changed = hit.has_value() != hover_.has_value() ||
+                       (hit && (hit->output != hover_->output || hit->port != hover_->port));
+  hover_ = hit;
+  if (!changed) return;
+  if (hit) {
+    const Graph& g = scene_->model()->graph();
+    const NodeSpec* s = g.spec(id_);
+    QString text;
+    if (hit->port == kGraphPort) {
+      text = hit->output ? QObject::tr("Graphs out: nodes linked from here join this node's model")
+                         : QObject::tr("Graphs in: the model this node belongs to (model '%1')")
+                               .arg(QString::fromStdString(g.modelOf(id_)));
+    } else {
+      const PortSpec* ps = hit->output ? s->outputPort(hit->port) : s->inputPort(hit->port);
+      auto types = portTypes(g, {id_, hit->port}, hit->output);
+      QString allowed;
+      for (const auto& t : types)
+        allowed += (allowed.isEmpty() ? "" : ", ") + QString::fromStdString(t);
+      text = QStringLiteral("<b>%1</b>%2<br>%3<br><i>%4</i>")
+                 .arg(portLabel(hit->output, hit->port).toHtmlEscaped(),
+                      ps && ps->option == PortOption::Optional   ? QObject::tr(" (optional)")
+                      : ps && ps->option == PortOption::Variadic ? QObject::tr(" (variadic)")
+                                                                 : QString(),
+                      ps ? QString::fromStdString(ps->doc).toHtmlEscaped() : QString(),
+                      allowed.isEmpty() ? QObject::tr("any type") : allowed.toHtmlEscaped());
+    }
+    setToolTip(text);
+    setCursor(Qt::CrossCursor);
+  } else {
+    refresh();  // back to the node's own tooltip
+    unsetCursor();
+  }
+  update();
+}
+
+void NodeItem::hoverLeaveEvent(QGraphicsSceneHoverEvent*) {
+  if (hover_) {
+    hover_.reset();
+    refresh();
+  }
+}
+
+// ---------------------------------------------------------------------------- LinkItem
+
+LinkItem::LinkItem(GraphScene* scene, const Link& link) : scene_(scene), link_(link) {
+  setFlags(ItemIsSelectable);
+  setZValue(-1);
+  updatePath();
+}
+
+void LinkItem::updatePath() {
+  NodeItem* a = scene_->nodeItem(link_.from.node);
+  NodeItem* b = scene_->nodeItem(link_.to.node);
+  if (!a || !b) return;
+  const QPointF p0 = a->portScenePos(true, link_.from.port);
+  const QPointF p1 = b->portScenePos(false, link_.to.port);
+  const qreal dx = std::max(50.0, std::abs(p1.x() - p0.x()) * 0.5);
+  QPainterPath path(p0);
+  path.cubicTo(p0 + QPointF(dx, 0), p1 - QPointF(dx, 0), p1);
+  prepareGeometryChange();
+  label_ = scene_->model()->linkLabel(link_);
+  setPath(path);
+  setToolTip(
+      label_.isEmpty()
+          ? QString()
+          : QStringLiteral("%1 : %2").arg(
+                QString::fromStdString(scene_->model()->graph().tensorName(link_.from)), label_));
+}
+
+QRectF LinkItem::boundingRect() const {
+  QRectF r = QGraphicsPathItem::boundingRect().adjusted(-4, -4, 4, 4);
+  if (!label_.isEmpty()) {
+    QFontMetricsF fm(style::linkFont());
+    const QPointF mid = path().pointAtPercent(0.5);
+    const qreal w = fm.horizontalAdvance(label_) + 12;
+    r |= QRectF(mid.x() - w / 2, mid.y() - 20, w, 18);
+  }
+  return r;
+}
+
+QPainterPath LinkItem::shape() const {
+  QPainterPathStroker stroker;
+  stroker.setWidth(10);
+  return stroker.createStroke(path());
+}
+
+void LinkItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
+  p->setRenderHint(QPainter::Antialiasing);
+  QPen pen(isSelected()          ? style::selection()
+           : link_.isGraphLink() ? style::graphPort()
+                                 : style::linkColor(),
+           isSelected() ? 3.0 : 2.0);
+  if (link_.isGraphLink()) pen.setStyle(Qt::DashLine);
+  p->setPen(pen);
+  p->setBrush(Qt::NoBrush);
+  p->drawPath(path());
+  if (label_.isEmpty()) return;
+  // The inferred type sits just above the middle of the curve.
+  QFontMetricsF fm(style::linkFont());
+  const QPointF mid = path().pointAtPercent(0.5);
+  const qreal w = fm.horizontalAdvance(label_) + 12;
+  const QRectF box(mid.x() - w / 2, mid.y() - 20, w, 17);
+  p->setPen(Qt::NoPen);
+  p->setBrush(style::labelBackground());
+  p->drawRoundedRect(box, 4, 4);
+  p->setPen(style::labelText());
+  p->setFont(style::linkFont());
+  p->drawText(box, Qt::AlignCenter, label_);
+}
+
+// ---------------------------------------------------------------------------- GraphScene
+
+GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(parent), model_(model) {
+  setItemIndexMethod(QGraphicsScene::BspTreeIndex);
+  setSceneRect(-20000, -20000, 40000, 40000);
+  connect(model_, &GraphModel::modelReset, this, &GraphScene::rebuild);
+  connect(model_, &GraphModel::nodeAdded, this, [this](qint64 id) { addNodeItem(id); });
+  connect(model_, &GraphModel::nodeRemoved, this, [this](qint64 id) {
+    auto it = nodes_.find(id);
+    if (it == nodes_.end()) return;
+    delete it->second;
+    nodes_.erase(it);
+  });
+  connect(model_, &GraphModel::nodeChanged, this, [this](qint64 id) {
+    if (auto* item = nodeItem(id)) item->refresh();
+    refreshLinksOf(id);
+  });
+  connect(model_, &GraphModel::nodeMoved, this, [this](qint64 id) {
+    NodeItem* item = nodeItem(id);
+    const Node* n = model_->graph().node(id);
+    if (!item || !n) return;
+    applyingModel_ = true;
+    item->setPos(n->position.x, n->position.y);
+    applyingModel_ = false;
+  });
+  connect(model_, &GraphModel::linkAdded, this, [this](const Link& l) {
+    addLinkItem(l);
+    for (NodeId id : {l.from.node, l.to.node}) {
+      if (auto* item = nodeItem(id)) item->refresh();  // variadic ports grow
+      refreshLinksOf(id);
+    }
+  });
+  connect(model_, &GraphModel::linkRemoved, this, [this](const Link& l) {
+    auto it = links_.find(l);
+    if (it != links_.end()) {
+      delete it->second;
+      links_.erase(it);
+    }
+    for (NodeId id : {l.from.node, l.to.node}) {
+      if (auto* item = nodeItem(id)) item->refresh();
+      refreshLinksOf(id);
+    }
+  });
+  connect(model_, &GraphModel::validated, this, [this] {
+    for (auto& [id, item] : nodes_) item->refresh();
+    for (auto& [l, item] : links_) item->updatePath();
+  });
+  rebuild();
+}
+
+void GraphScene::rebuild() {
+  if (dragPath_) {
+    delete dragPath_;
+    dragPath_ = nullptr;
+  }
+  for (auto& [l, item] : links_) delete item;
+  for (auto& [id, item] : nodes_) delete item;
+  links_.clear();
+  nodes_.clear();
+  for (const auto& [id, n] : model_->graph().nodes()) addNodeItem(id);
+  for (const auto& l : model_->graph().links()) addLinkItem(l);
+}
+
+void GraphScene::addNodeItem(NodeId id) {
+  const Node* n = model_->graph().node(id);
+  if (!n || nodes_.count(id)) return;
+  auto* item = new NodeItem(this, id);
+  nodes_[id] = item;  // before setPos: moving notifies the (not yet existing) links
+  item->setPos(n->position.x, n->position.y);
+  addItem(item);
+}
+
+void GraphScene::addLinkItem(const Link& l) {
+  if (links_.count(l) || !nodeItem(l.from.node) || !nodeItem(l.to.node)) return;
+  auto* item = new LinkItem(this, l);
+  links_[l] = item;
+  addItem(item);
+}
+
+NodeItem* GraphScene::nodeItem(NodeId id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+LinkItem* GraphScene::linkItem(const Link& l) const {
+  auto it = links_.find(l);
+  return it == links_.end() ? nullptr : it->second;
+}
+
+std::vector<NodeId> GraphScene::selectedNodes() const {
+  std::vector<NodeId> ids;
+  for (QGraphicsItem* item : selectedItems())
+    if (item->type() == NodeItem::Type) ids.push_back(static_cast<NodeItem*>(item)->id());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<Link> GraphScene::selectedLinks() const {
+  std::vector<Link> out;
+  for (QGraphicsItem* item : selectedItems())
+    if (item->type() == LinkItem::Type) out.push_back(static_cast<LinkItem*>(item)->link());
+  return out;
+}
+
+void GraphScene::selectOnly(const std::vector<NodeId>& ids) {
+  clearSelection();
+  for (NodeId id : ids)
+    if (auto* item = nodeItem(id)) item->setSelected(true);
+}
+
+QPointF GraphScene::snapped(QPointF p) const {
+  if (!snap_) return p;
+  return {std::round(p.x() / kGrid) * kGrid, std::round(p.y() / kGrid) * kGrid};
+}
+
+void GraphScene::refreshLinksOf(NodeId id) {
+  const Graph& g = model_->graph();
+  auto refresh = [&](const Link& l) {
+    if (auto* item = linkItem(l)) item->updatePath();
+  };
+  const int inputs = g.inputPortCount(id), outputs = g.outputPortCount(id);
+  for (int p = kGraphPort; p < inputs; ++p)
+    if (auto l = g.inputLink(id, p)) refresh(*l);
+  for (int p = kGraphPort; p < outputs; ++p)
+    for (const auto& l : g.outputLinks(id, p)) refresh(l);
+}
+
+void GraphScene::nodeGeometryChanged(NodeId id) {
+  refreshLinksOf(id);
+}
+
+bool GraphScene::tryConnect(NodeId a, PortHit pa, NodeId b, PortHit pb) {
+  if (pa.output == pb.output) {
+    emit statusMessage(pa.output
+                           ? tr("Cannot connect two outputs: drag from an output to an input")
+                           : tr("Cannot connect two inputs: drag from an output to an input"));
+    return false;
+  }
+  if (!pa.output) {
+    std::swap(a, b);
+    std::swap(pa, pb);
+  }
+  Status st = model_->connectPorts({{a, pa.port}, {b, pb.port}});
+  if (!st.ok()) {
+    emit statusMessage(QString::fromStdString(st.message()));
+    return false;
+  }
+  emit statusMessage(tr("Connected %1 to %2")
+                         .arg(QString::fromStdString(model_->graph().describe(a)),
+                              QString::fromStdString(model_->graph().describe(b))));
+  return true;
+}
+
+void GraphScene::beginLinkDrag(NodeId node, PortHit port, QPointF scenePos) {
+  delete dragPath_;
+  dragPath_ = new QGraphicsPathItem;
+  QPen pen(port.port == kGraphPort ? style::graphPort() : style::selection(), 2, Qt::DashLine);
+  dragPath_->setPen(pen);
+  dragPath_->setZValue(10);
+  addItem(dragPath_);
+  dragNode_ = node;
+  dragPort_ = port;
+  QPainterPath path(nodeItem(node)->portScenePos(port.output, port.port));
+  path.lineTo(scenePos);
+  dragPath_->setPath(path);
+}
+
+void GraphScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
+  if (!dragPath_) return QGraphicsScene::mouseMoveEvent(e);
+  NodeItem* src = nodeItem(dragNode_);
+  if (!src) return;
+  QPointF p0 = src->portScenePos(dragPort_.output, dragPort_.port), p1 = e->scenePos();
+  if (!dragPort_.output) std::swap(p0, p1);
+  const qreal dx = std::max(50.0, std::abs(p1.x() - p0.x()) * 0.5);
+  QPainterPath path(p0);
+  path.cubicTo(p0 + QPointF(dx, 0), p1 - QPointF(dx, 0), p1);
+  dragPath_->setPath(path);
+}
+
+void GraphScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
+  if (!dragPath_) {
+    QGraphicsScene::mouseReleaseEvent(e);
+    if (e->button() == Qt::LeftButton) commitMoves();
+    return;
+  }
+  delete dragPath_;
+  dragPath_ = nullptr;
+  if (QGraphicsItem* grabber = mouseGrabberItem()) grabber->ungrabMouse();
+  for (QGraphicsItem* item : items(e->scenePos())) {
+    if (item->type() != NodeItem::Type) continue;
+    auto* target = static_cast<NodeItem*>(item);
+    if (target->id() == dragNode_) continue;
+    auto hit = target->portAt(target->mapFromScene(e->scenePos()));
+    if (!hit) {
+      // Dropped on a node's body: take its first free input (or its first output).
+      const Graph& g = model_->graph();
+      if (dragPort_.port == kGraphPort) {
+        hit = PortHit{!dragPort_.output, kGraphPort};
+      } else if (dragPort_.output) {
+        for (int i = 0; i < g.inputPortCount(target->id()) && !hit; ++i)
+          if (!g.inputLink(target->id(), i)) hit = PortHit{false, i};
+      } else if (g.outputPortCount(target->id()) > 0) {
+        hit = PortHit{true, 0};
+      }
+    }
+    if (hit) tryConnect(dragNode_, dragPort_, target->id(), *hit);
+    return;
+  }
+}
+
+void GraphScene::commitMoves() {
+  std::map<NodeId, Position> moved;
+  const Graph& g = model_->graph();
+  for (NodeId id : selectedNodes()) {
+    const Node* n = g.node(id);
+    const QPointF p = nodeItem(id)->pos();
+    if (n && (n->position.x != p.x() || n->position.y != p.y())) moved[id] = {p.x(), p.y()};
+  }
+  if (moved.empty()) return;
+  Status st = model_->moveNodes(moved);
+  if (!st.ok()) emit statusMessage(QString::fromStdString(st.message()));
+}
+
+}  // namespace dw::studio

@@ -1,0 +1,158 @@
+#include "app/studio/graph_view.h"
+
+#include <QDragEnterEvent>
+#include <QMimeData>
+#include <QScrollBar>
+#include <QWheelEvent>
+#include <cmath>
+
+#include "app/studio/graph_scene.h"
+#include "app/studio/style.h"
+
+namespace dw::studio {
+
+GraphView::GraphView(GraphScene* scene, QWidget* parent)
+    : QGraphicsView(scene, parent), scene_(scene) {
+  setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+  setViewportUpdateMode(QGraphicsView::SmartViewportUpdate);
+  setDragMode(QGraphicsView::RubberBandDrag);
+  setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+  setResizeAnchor(QGraphicsView::AnchorViewCenter);
+  setAcceptDrops(true);
+  setFocusPolicy(Qt::StrongFocus);
+  setOptimizationFlags(QGraphicsView::DontSavePainterState);
+  setBackgroundBrush(style::canvas());
+}
+
+void GraphView::drawBackground(QPainter* p, const QRectF& rect) {
+  p->fillRect(rect, style::canvas());
+  const qreal g = 20;
+  if (zoom() < 0.35) return;  // a dense grid only adds noise when zoomed far out
+  const qreal left = std::floor(rect.left() / g) * g, top = std::floor(rect.top() / g) * g;
+  QVector<QLineF> minor, major;
+  for (qreal x = left; x < rect.right(); x += g)
+    (std::fmod(std::abs(x), g * 5) < 0.5 ? major : minor)
+        .append(QLineF(x, rect.top(), x, rect.bottom()));
+  for (qreal y = top; y < rect.bottom(); y += g)
+    (std::fmod(std::abs(y), g * 5) < 0.5 ? major : minor)
+        .append(QLineF(rect.left(), y, rect.right(), y));
+  p->setPen(QPen(style::gridMinor(), 0));
+  p->drawLines(minor);
+  p->setPen(QPen(style::gridMajor(), 0));
+  p->drawLines(major);
+}
+
+void GraphView::zoomBy(qreal factor) {
+  const qreal z = zoom() * factor;
+  if (z < 0.05 || z > 4) return;
+  scale(factor, factor);
+}
+
+void GraphView::wheelEvent(QWheelEvent* e) {
+  // AnchorUnderMouse keeps the point under the cursor fixed while scaling.
+  const qreal steps = e->angleDelta().y() / 120.0;
+  if (steps == 0) return;
+  zoomBy(std::pow(1.15, steps));
+  e->accept();
+}
+
+void GraphView::mousePressEvent(QMouseEvent* e) {
+  if (e->button() == Qt::MiddleButton || (spaceHeld_ && e->button() == Qt::LeftButton)) {
+    panning_ = true;
+    panLast_ = e->position().toPoint();
+    viewport()->setCursor(Qt::ClosedHandCursor);
+    e->accept();
+    return;
+  }
+  QGraphicsView::mousePressEvent(e);
+}
+
+void GraphView::mouseMoveEvent(QMouseEvent* e) {
+  if (panning_) {
+    const QPoint d = e->position().toPoint() - panLast_;
+    panLast_ = e->position().toPoint();
+    horizontalScrollBar()->setValue(horizontalScrollBar()->value() - d.x());
+    verticalScrollBar()->setValue(verticalScrollBar()->value() - d.y());
+    e->accept();
+    return;
+  }
+  QGraphicsView::mouseMoveEvent(e);
+}
+
+void GraphView::mouseReleaseEvent(QMouseEvent* e) {
+  if (panning_ && (e->button() == Qt::MiddleButton || e->button() == Qt::LeftButton)) {
+    panning_ = false;
+    viewport()->setCursor(spaceHeld_ ? Qt::OpenHandCursor : Qt::ArrowCursor);
+    e->accept();
+    return;
+  }
+  QGraphicsView::mouseReleaseEvent(e);
+}
+
+void GraphView::keyPressEvent(QKeyEvent* e) {
+  if (e->key() == Qt::Key_Space && !e->isAutoRepeat()) {
+    spaceHeld_ = true;
+    viewport()->setCursor(Qt::OpenHandCursor);
+    e->accept();
+    return;
+  }
+  QGraphicsView::keyPressEvent(e);
+}
+
+void GraphView::keyReleaseEvent(QKeyEvent* e) {
+  if (e->key() == Qt::Key_Space && !e->isAutoRepeat()) {
+    spaceHeld_ = false;
+    panning_ = false;
+    viewport()->setCursor(Qt::ArrowCursor);
+    e->accept();
+    return;
+  }
+  QGraphicsView::keyReleaseEvent(e);
+}
+
+void GraphView::fitToView() {
+  QRectF r = scene_->itemsBoundingRect();
+  if (r.isEmpty()) {
+    resetTransform();
+    centerOn(0, 0);
+    return;
+  }
+  r.adjust(-40, -40, 40, 40);
+  fitInView(r, Qt::KeepAspectRatio);
+  // Small graphs would be blown up past readable proportions; large ones may shrink.
+  if (zoom() > 1.25) {
+    const qreal f = 1.25 / zoom();
+    scale(f, f);
+  }
+  centerOn(r.center());
+}
+
+QPointF GraphView::placementPoint() const {
+  return scene_->snapped(mapToScene(viewport()->rect().center()) - QPointF(75, 30));
+}
+
+void GraphView::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasFormat(kNodeMimeType))
+    e->acceptProposedAction();
+  else
+    QGraphicsView::dragEnterEvent(e);
+}
+
+void GraphView::dragMoveEvent(QDragMoveEvent* e) {
+  if (e->mimeData()->hasFormat(kNodeMimeType))
+    e->acceptProposedAction();
+  else
+    QGraphicsView::dragMoveEvent(e);
+}
+
+void GraphView::dropEvent(QDropEvent* e) {
+  if (!e->mimeData()->hasFormat(kNodeMimeType)) return QGraphicsView::dropEvent(e);
+  const QString key = QString::fromUtf8(e->mimeData()->data(kNodeMimeType));
+  const int sep = key.indexOf(QStringLiteral("::"));
+  if (sep < 0) return;
+  e->acceptProposedAction();
+  emit nodeDropped(key.left(sep), key.mid(sep + 2),
+                   scene_->snapped(mapToScene(e->position().toPoint())));
+}
+
+}  // namespace dw::studio

@@ -1,0 +1,532 @@
+#include "app/studio/main_window.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QDir>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QSaveFile>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QStatusBar>
+
+#include "app/studio/graph_scene.h"
+#include "app/studio/graph_view.h"
+#include "app/studio/palette.h"
+#include "app/studio/params_panel.h"
+#include "app/studio/training_panel.h"
+#include "graphs/file_io.h"
+#include "graphs/onnx_export.h"
+#include "graphs/onnx_import.h"
+#include "graphs/project.h"
+
+namespace dw::studio {
+
+namespace {
+constexpr const char* kFragmentMime = "application/x-deepwire-fragment";
+constexpr int kMaxRecent = 8;
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+}  // namespace
+
+MainWindow::MainWindow(bool interactive, QWidget* parent)
+    : QMainWindow(parent), interactive_(interactive) {
+  model_ = new GraphModel(this);
+  scene_ = new GraphScene(model_, this);
+  view_ = new GraphView(scene_, this);
+  setCentralWidget(view_);
+  summary_ = new QLabel(this);
+  statusBar()->addPermanentWidget(summary_);
+  createDocks();
+  createActions();
+  createMenus();
+
+  connect(scene_, &GraphScene::statusMessage, this, &MainWindow::showStatus);
+  connect(params_, &ParamsPanel::statusMessage, this, &MainWindow::showStatus);
+  connect(training_, &TrainingPanel::statusMessage, this, &MainWindow::showStatus);
+  connect(view_, &GraphView::nodeDropped, this,
+          [this](const QString& d, const QString& t, QPointF pos) { placeNode(d, t, pos); });
+  connect(palette_, &Palette::placeRequested, this,
+          [this](const QString& d, const QString& t) { placeNode(d, t); });
+  connect(scene_, &QGraphicsScene::selectionChanged, this, [this] {
+    auto ids = scene_->selectedNodes();
+    params_->setNode(ids.size() == 1 ? ids.front() : 0);
+  });
+  connect(model_, &GraphModel::validated, this, &MainWindow::refreshProblems);
+  connect(model_->undoStack(), &QUndoStack::cleanChanged, this, [this] { updateTitle(); });
+  connect(model_->undoStack(), &QUndoStack::indexChanged, this, [this] { autosaveDirty_ = true; });
+
+  autosaveTimer_.setInterval(30'000);
+  connect(&autosaveTimer_, &QTimer::timeout, this, &MainWindow::autosaveNow);
+  autosaveTimer_.start();
+
+  resize(1500, 920);
+  updateTitle();
+  refreshProblems();
+  if (interactive_ && QFileInfo::exists(autosavePath())) {
+    // Defer the prompt until the window is up.
+    QTimer::singleShot(0, this, [this] {
+      const auto answer = QMessageBox::question(
+          this, tr("Recover unsaved work?"),
+          tr("deepwire studio did not close normally last time. Recover the unsaved document "
+             "from the autosave?"),
+          QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
+      if (answer == QMessageBox::Yes)
+        recoverAutosave();
+      else
+        QFile::remove(autosavePath());
+    });
+  }
+}
+
+MainWindow::~MainWindow() {
+  // Items die with the scene below; their selection changes must not reach half-destroyed docks.
+  scene_->blockSignals(true);
+  training_->stopAndWait();
+}
+
+QAction* MainWindow::action(const QString& name) const {
+  auto it = actions_.find(name);
+  return it == actions_.end() ? nullptr : it->second;
+}
+
+void MainWindow::createDocks() {
+  setDockOptions(AnimatedDocks | AllowTabbedDocks);
+  palette_ = new Palette(this);
+  auto* paletteDock = new QDockWidget(tr("Palette"), this);
+  paletteDock->setObjectName("paletteDock");
+  paletteDock->setWidget(palette_);
+  addDockWidget(Qt::LeftDockWidgetArea, paletteDock);
+
+  params_ = new ParamsPanel(model_, this);
+  auto* paramsDock = new QDockWidget(tr("Parameters"), this);
+  paramsDock->setObjectName("paramsDock");
+  paramsDock->setWidget(params_);
+  addDockWidget(Qt::RightDockWidgetArea, paramsDock);
+
+  training_ = new TrainingPanel(model_, this);
+  auto* trainingDock = new QDockWidget(tr("Training"), this);
+  trainingDock->setObjectName("trainingDock");
+  trainingDock->setWidget(training_);
+  addDockWidget(Qt::BottomDockWidgetArea, trainingDock);
+
+  problems_ = new QListWidget(this);
+  problems_->setWordWrap(true);
+  problems_->setAlternatingRowColors(true);
+  problemsDock_ = new QDockWidget(tr("Problems"), this);
+  problemsDock_->setObjectName("problemsDock");
+  problemsDock_->setWidget(problems_);
+  addDockWidget(Qt::BottomDockWidgetArea, problemsDock_);
+  tabifyDockWidget(trainingDock, problemsDock_);
+  trainingDock->raise();
+  resizeDocks({paletteDock, paramsDock}, {250, 340}, Qt::Horizontal);
+  resizeDocks({trainingDock}, {330}, Qt::Vertical);
+
+  connect(problems_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
+    const NodeId id = item->data(Qt::UserRole).toLongLong();
+    if (NodeItem* node = scene_->nodeItem(id)) {
+      scene_->selectOnly({id});
+      view_->centerOn(node);
+    }
+  });
+}
+
+void MainWindow::createActions() {
+  auto make = [this](const QString& name, const QString& text, QKeySequence key,
+                     std::function<void()> fn) {
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    if (!key.isEmpty()) a->setShortcut(key);
+    connect(a, &QAction::triggered, this, [fn] { fn(); });
+    actions_[name] = a;
+    addAction(a);
+    return a;
+  };
+  make("new", tr("&New"), QKeySequence::New, [this] {
+    if (maybeSave()) newDocument();
+  });
+  make("open", tr("&Open…"), QKeySequence::Open, [this] {
+    if (!maybeSave()) return;
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open"), QString(), tr("deepwire projects and ONNX models (*.dwproj *.onnx)"));
+    if (!path.isEmpty()) openFile(path);
+  });
+  make("save", tr("&Save"), QKeySequence::Save, [this] { save(); });
+  make("saveAs", tr("Save &As…"), QKeySequence::SaveAs, [this] { saveAs(); });
+  make("importOnnx", tr("&Import ONNX…"), QKeySequence(tr("Ctrl+I")), [this] {
+    if (!maybeSave()) return;
+    const QString path = QFileDialog::getOpenFileName(this, tr("Import ONNX"), QString(),
+                                                      tr("ONNX models (*.onnx)"));
+    if (!path.isEmpty()) openFile(path);
+  });
+  make("exportOnnx", tr("&Export ONNX for Inference…"), QKeySequence(tr("Ctrl+E")), [this] {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export ONNX"), QString(),
+                                                      tr("ONNX models (*.onnx)"));
+    if (!path.isEmpty()) exportOnnxTo(path, false);
+  });
+  make("exportTraining", tr("Export ONNX with &Training Info…"), QKeySequence(tr("Ctrl+Shift+E")),
+       [this] {
+         const QString path = QFileDialog::getSaveFileName(
+             this, tr("Export ONNX with training info"), QString(), tr("ONNX models (*.onnx)"));
+         if (!path.isEmpty()) exportOnnxTo(path, true);
+       });
+  make("quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+  QAction* undo = model_->undoStack()->createUndoAction(this, tr("&Undo"));
+  undo->setShortcut(QKeySequence::Undo);
+  undo->setObjectName("undo");
+  actions_["undo"] = undo;
+  QAction* redo = model_->undoStack()->createRedoAction(this, tr("&Redo"));
+  redo->setShortcuts({QKeySequence::Redo, QKeySequence(tr("Ctrl+Y"))});
+  redo->setObjectName("redo");
+  actions_["redo"] = redo;
+  make("cut", tr("Cu&t"), QKeySequence::Cut, [this] { cutSelection(); });
+  make("copy", tr("&Copy"), QKeySequence::Copy, [this] { copySelection(); });
+  make("paste", tr("&Paste"), QKeySequence::Paste, [this] { paste(); });
+  make("duplicate", tr("D&uplicate"), QKeySequence(tr("Ctrl+D")), [this] { duplicateSelection(); });
+  make("delete", tr("&Delete"), QKeySequence::Delete, [this] {
+    deleteSelection();
+  })->setShortcuts({QKeySequence::Delete, QKeySequence(Qt::Key_Backspace)});
+  make("selectAll", tr("Select &All"), QKeySequence::SelectAll, [this] { selectAll(); });
+
+  make("fit", tr("&Fit to View"), QKeySequence(tr("F")), [this] { view_->fitToView(); });
+  make("zoomIn", tr("Zoom &In"), QKeySequence::ZoomIn, [this] { view_->zoomBy(1.25); });
+  make("zoomOut", tr("Zoom &Out"), QKeySequence::ZoomOut, [this] { view_->zoomBy(0.8); });
+  QAction* snap = make("snap", tr("&Snap to Grid"), QKeySequence(),
+                       [this] { scene_->setSnapToGrid(action("snap")->isChecked()); });
+  snap->setCheckable(true);
+  snap->setChecked(scene_->snapToGrid());
+  make("autoLayout", tr("Auto &Layout"), QKeySequence(tr("Ctrl+L")), [this] {
+    // Layout as one undoable move: compute on a copy, then move every node there.
+    Graph copy = model_->graph();
+    autoLayout(copy);
+    std::map<NodeId, Position> to;
+    for (const auto& [id, n] : copy.nodes()) to[id] = n.position;
+    model_->moveNodes(to);
+    view_->fitToView();
+  });
+  make("validate", tr("&Validate Now"), QKeySequence(tr("F5")), [this] { model_->validateNow(); });
+}
+
+void MainWindow::createMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(action("new"));
+  file->addAction(action("open"));
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addSeparator();
+  file->addAction(action("save"));
+  file->addAction(action("saveAs"));
+  file->addSeparator();
+  file->addAction(action("importOnnx"));
+  file->addAction(action("exportOnnx"));
+  file->addAction(action("exportTraining"));
+  file->addSeparator();
+  file->addAction(action("quit"));
+  rebuildRecentMenu();
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  edit->addAction(action("undo"));
+  edit->addAction(action("redo"));
+  edit->addSeparator();
+  for (const char* name : {"cut", "copy", "paste", "duplicate", "delete"})
+    edit->addAction(action(name));
+  edit->addSeparator();
+  edit->addAction(action("selectAll"));
+
+  QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
+  for (const char* name : {"fit", "zoomIn", "zoomOut", "snap", "autoLayout", "validate"})
+    viewMenu->addAction(action(name));
+  viewMenu->addSeparator();
+  for (QDockWidget* dock : findChildren<QDockWidget*>())
+    viewMenu->addAction(dock->toggleViewAction());
+}
+
+void MainWindow::showError(const QString& title, const QString& message) {
+  lastError_ = message;
+  statusBar()->showMessage(title + QStringLiteral(": ") + message.section('\n', 0, 0), 15000);
+  if (!interactive_) return;
+  // Non-modal: an error never blocks the event loop (training keeps reporting behind it).
+  auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
+}
+
+void MainWindow::showStatus(const QString& message) {
+  statusBar()->showMessage(message, 12000);
+}
+
+void MainWindow::updateTitle() {
+  const QString name = currentFile_.isEmpty() ? tr("untitled") : QFileInfo(currentFile_).fileName();
+  setWindowTitle(QStringLiteral("%1[*] — deepwire studio").arg(name));
+  setWindowModified(!model_->undoStack()->isClean());
+}
+
+void MainWindow::refreshProblems() {
+  problems_->clear();
+  const auto& list = model_->problems();
+  for (const auto& p : list) {
+    auto* item = new QListWidgetItem(style()->standardIcon(QStyle::SP_MessageBoxCritical),
+                                     qs(p.message), problems_);
+    item->setData(Qt::UserRole, static_cast<qlonglong>(p.node));
+    item->setToolTip(qs(p.message));
+  }
+  problemsDock_->setWindowTitle(list.empty() ? tr("Problems")
+                                             : tr("Problems (%1)").arg(list.size()));
+  const Graph& g = model_->graph();
+  summary_->setText(
+      tr("%1 nodes · %2 links · %3")
+          .arg(g.nodes().size())
+          .arg(g.links().size())
+          .arg(list.empty() ? tr("valid") : tr("%n problem(s)", "", int(list.size()))));
+}
+
+bool MainWindow::writeAtomically(const QString& path, const QByteArray& bytes) {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) {
+    showError(tr("Cannot save"), tr("%1: %2").arg(path, file.errorString()));
+    return false;
+  }
+  file.write(bytes);
+  if (!file.commit()) {
+    showError(tr("Cannot save"), tr("%1: %2").arg(path, file.errorString()));
+    return false;
+  }
+  return true;
+}
+
+void MainWindow::newDocument() {
+  model_->reset(Graph());
+  currentFile_.clear();
+  pasteCount_ = 0;
+  training_->setProjectDir(QString());
+  updateTitle();
+  view_->resetTransform();
+  view_->centerOn(0, 0);
+}
+
+bool MainWindow::openFile(const QString& path) {
+  const std::string p = path.toStdString();
+  const bool isOnnx = path.endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive);
+  Result<Graph> g = [&]() -> Result<Graph> {
+    if (!isOnnx) return loadProject(p);
+    auto m = readOnnxFile(p);
+    if (!m.ok()) return m.status();
+    return importOnnx(*m, p);  // lays the graph out when the file has no deepwire layout
+  }();
+  if (!g.ok()) {
+    showError(isOnnx ? tr("Cannot import ONNX") : tr("Cannot open project"), qs(g.message()));
+    return false;
+  }
+  model_->reset(std::move(*g));
+  // An imported model is a new document: Save asks where to put the project.
+  currentFile_ = isOnnx ? QString() : QFileInfo(path).absoluteFilePath();
+  training_->setProjectDir(QFileInfo(path).absolutePath());
+  if (!isOnnx) addRecent(currentFile_);
+  pasteCount_ = 0;
+  updateTitle();
+  view_->fitToView();
+  showStatus(tr("%1 %2: %3 nodes")
+                 .arg(isOnnx ? tr("Imported") : tr("Opened"), QFileInfo(path).fileName())
+                 .arg(model_->graph().nodes().size()));
+  return true;
+}
+
+bool MainWindow::saveTo(const QString& path) {
+  // The training panel's settings travel in the project's "training" section.
+  training_->storeSettingsInModel();
+  if (!writeAtomically(path, QByteArray::fromStdString(projectToJsonText(model_->graph()))))
+    return false;
+  currentFile_ = QFileInfo(path).absoluteFilePath();
+  training_->setProjectDir(QFileInfo(path).absolutePath());
+  model_->undoStack()->setClean();
+  addRecent(currentFile_);
+  updateTitle();
+  showStatus(tr("Saved %1").arg(path));
+  return true;
+}
+
+bool MainWindow::save() {
+  return currentFile_.isEmpty() ? saveAs() : saveTo(currentFile_);
+}
+
+bool MainWindow::saveAs() {
+  QString path = QFileDialog::getSaveFileName(this, tr("Save project"), currentFile_,
+                                              tr("deepwire projects (*.dwproj)"));
+  if (path.isEmpty()) return false;
+  if (!path.endsWith(QStringLiteral(".dwproj"))) path += QStringLiteral(".dwproj");
+  return saveTo(path);
+}
+
+bool MainWindow::maybeSave() {
+  if (model_->undoStack()->isClean() || !interactive_) return true;
+  const auto answer = QMessageBox::warning(
+      this, tr("Unsaved changes"), tr("The document has unsaved changes. Save them?"),
+      QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  if (answer == QMessageBox::Save) return save();
+  return answer == QMessageBox::Discard;
+}
+
+bool MainWindow::exportOnnxTo(const QString& path, bool withTrainingInfo) {
+  Result<onnx::ModelProto> m =
+      withTrainingInfo ? training_->exportTrainingModel() : exportOnnx(model_->graph());
+  if (!m.ok()) {
+    showError(tr("Cannot export ONNX"), qs(m.message()));
+    return false;
+  }
+  std::string bytes;
+  if (!m->SerializeToString(&bytes)) {
+    showError(tr("Cannot export ONNX"), tr("the model could not be serialized"));
+    return false;
+  }
+  if (!writeAtomically(path, QByteArray::fromStdString(bytes))) return false;
+  showStatus(tr("Exported %1 (%2)")
+                 .arg(path, withTrainingInfo ? tr("with training info") : tr("inference")));
+  return true;
+}
+
+NodeId MainWindow::placeNode(const QString& domain, const QString& type,
+                             std::optional<QPointF> scenePos) {
+  const QPointF pos = scenePos ? *scenePos : view_->placementPoint();
+  auto id = model_->createNode(domain.toStdString(), type.toStdString(), {pos.x(), pos.y()});
+  if (!id.ok()) {
+    showError(tr("Cannot create node"), qs(id.message()));
+    return 0;
+  }
+  scene_->selectOnly({*id});
+  view_->setFocus();
+  return *id;
+}
+
+QStringList MainWindow::recentFiles() const {
+  return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QStringList list = recentFiles();
+  list.removeAll(path);
+  list.prepend(path);
+  while (list.size() > kMaxRecent) list.removeLast();
+  QSettings().setValue(QStringLiteral("recentFiles"), list);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  if (!recentMenu_) return;
+  recentMenu_->clear();
+  const QStringList list = recentFiles();
+  for (const QString& path : list) {
+    QAction* a = recentMenu_->addAction(QFileInfo(path).fileName());
+    a->setToolTip(path);
+    connect(a, &QAction::triggered, this, [this, path] {
+      if (maybeSave()) openFile(path);
+    });
+  }
+  recentMenu_->setEnabled(!list.isEmpty());
+}
+
+QString MainWindow::autosavePath() {
+  const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+  return dir + QStringLiteral("/autosave.dwproj");
+}
+
+void MainWindow::autosaveNow() {
+  if (!autosaveDirty_ || model_->undoStack()->isClean()) return;
+  QDir().mkpath(QFileInfo(autosavePath()).absolutePath());
+  QSaveFile file(autosavePath());
+  if (file.open(QIODevice::WriteOnly)) {
+    file.write(QByteArray::fromStdString(projectToJsonText(model_->graph())));
+    if (file.commit()) {
+      QSettings().setValue(QStringLiteral("autosave/source"), currentFile_);
+      autosaveDirty_ = false;
+    }
+  }
+}
+
+bool MainWindow::recoverAutosave() {
+  auto g = loadProject(autosavePath().toStdString());
+  if (!g.ok()) {
+    showError(tr("Cannot recover the autosave"), qs(g.message()));
+    return false;
+  }
+  model_->reset(std::move(*g));
+  currentFile_ = QSettings().value(QStringLiteral("autosave/source")).toString();
+  // Recovered work is unsaved: mark the document modified until the user saves it.
+  model_->undoStack()->resetClean();
+  updateTitle();
+  view_->fitToView();
+  showStatus(tr("Recovered unsaved work from %1").arg(autosavePath()));
+  return true;
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (!maybeSave()) {
+    e->ignore();
+    return;
+  }
+  training_->stopAndWait();
+  QFile::remove(autosavePath());
+  e->accept();
+}
+
+// ---------------------------------------------------------------------------- Edit
+
+void MainWindow::copySelection() {
+  const auto ids = scene_->selectedNodes();
+  if (ids.empty()) return;
+  auto* data = new QMimeData;
+  const QByteArray json = QByteArray::fromStdString(model_->copyFragment(ids));
+  data->setData(kFragmentMime, json);
+  data->setText(QString::fromUtf8(json));
+  QApplication::clipboard()->setMimeData(data);
+  pasteCount_ = 0;
+  showStatus(tr("Copied %n node(s)", "", int(ids.size())));
+}
+
+void MainWindow::cutSelection() {
+  copySelection();
+  deleteSelection();
+}
+
+void MainWindow::paste() {
+  const QMimeData* data = QApplication::clipboard()->mimeData();
+  if (!data) return;
+  QByteArray json = data->data(kFragmentMime);
+  if (json.isEmpty() && data->hasText()) json = data->text().toUtf8();  // a project pasted as text
+  if (json.isEmpty()) return;
+  ++pasteCount_;
+  auto ids = model_->pasteFragment(json.toStdString(), {40.0 * pasteCount_, 40.0 * pasteCount_});
+  if (!ids.ok()) {
+    showError(tr("Cannot paste"), qs(ids.message()));
+    return;
+  }
+  scene_->selectOnly(*ids);
+}
+
+void MainWindow::duplicateSelection() {
+  const auto ids = scene_->selectedNodes();
+  if (ids.empty()) return;
+  auto fresh = model_->pasteFragment(model_->copyFragment(ids), {40, 40});
+  if (!fresh.ok()) {
+    showError(tr("Cannot duplicate"), qs(fresh.message()));
+    return;
+  }
+  scene_->selectOnly(*fresh);
+}
+
+void MainWindow::deleteSelection() {
+  Status st = model_->removeItems(scene_->selectedNodes(), scene_->selectedLinks());
+  if (!st.ok()) showError(tr("Cannot delete"), qs(st.message()));
+}
+
+void MainWindow::selectAll() {
+  for (QGraphicsItem* item : scene_->items())
+    if (item->type() == NodeItem::Type) item->setSelected(true);
+}
+
+}  // namespace dw::studio

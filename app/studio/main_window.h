@@ -1,0 +1,105 @@
+// The studio's main window: the canvas in the middle, the palette, parameters, problems and
+// training docks around it, and the File / Edit / View menus. File operations call graphs/
+// (projects, ONNX import/export); every document write goes through QSaveFile (atomic).
+#pragma once
+
+#include <QAction>
+#include <QLabel>
+#include <QListWidget>
+#include <QMainWindow>
+#include <QTimer>
+
+#include "app/studio/graph_model.h"
+
+namespace dw::studio {
+
+class GraphScene;
+class GraphView;
+class Palette;
+class ParamsPanel;
+class TrainingPanel;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  // `interactive` = false (tests, screenshots): errors are recorded and shown in the status bar
+  // but never pop up modal dialogs, and no autosave recovery prompt appears.
+  explicit MainWindow(bool interactive = true, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  GraphModel* model() const { return model_; }
+  GraphScene* scene() const { return scene_; }
+  GraphView* view() const { return view_; }
+  Palette* palette() const { return palette_; }
+  ParamsPanel* params() const { return params_; }
+  TrainingPanel* training() const { return training_; }
+  QListWidget* problemsList() const { return problems_; }
+  QAction* action(const QString& objectName) const;
+
+  // Opens a project (.dwproj) or imports an ONNX model (.onnx); false, with the error shown, if
+  // it cannot. The current document is replaced only on success.
+  bool openFile(const QString& path);
+  bool saveTo(const QString& path);
+  // Lowers the canvas to ONNX: for inference, or with training info (the gradient graph).
+  bool exportOnnxTo(const QString& path, bool withTrainingInfo);
+  void newDocument();
+  // Creates a node of a catalogue type at `scenePos`, or at the view centre.
+  dw::NodeId placeNode(const QString& domain, const QString& type,
+                       std::optional<QPointF> scenePos = std::nullopt);
+
+  QString currentFile() const { return currentFile_; }
+  QString lastError() const { return lastError_; }
+  QStringList recentFiles() const;
+
+  // Autosave: the document is written here periodically while it has unsaved changes, and the
+  // file is removed when the window closes normally; finding it at start-up means a crash.
+  static QString autosavePath();
+  void autosaveNow();
+  bool recoverAutosave();
+
+  // Edit actions (also on the menu).
+  void copySelection();
+  void cutSelection();
+  void paste();
+  void duplicateSelection();
+  void deleteSelection();
+  void selectAll();
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void createActions();
+  void createDocks();
+  void createMenus();
+  void showError(const QString& title, const QString& message);
+  void showStatus(const QString& message);
+  void updateTitle();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void refreshProblems();
+  bool maybeSave();
+  bool writeAtomically(const QString& path, const QByteArray& bytes);
+  bool saveAs();
+  bool save();
+
+  bool interactive_;
+  GraphModel* model_;
+  GraphScene* scene_;
+  GraphView* view_;
+  Palette* palette_;
+  ParamsPanel* params_;
+  TrainingPanel* training_;
+  QListWidget* problems_;
+  QDockWidget* problemsDock_ = nullptr;
+  QMenu* recentMenu_ = nullptr;
+  QLabel* summary_;
+  QTimer autosaveTimer_;
+  QString currentFile_;
+  QString lastError_;
+  int pasteCount_ = 0;
+  bool autosaveDirty_ = false;
+  std::map<QString, QAction*> actions_;
+};
+
+}  // namespace dw::studio

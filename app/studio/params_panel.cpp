@@ -1,0 +1,515 @@
+#include "app/studio/params_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QPlainTextEdit>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "nodes/spec.h"
+
+namespace dw::studio {
+
+// ---------------------------------------------------------------------------- ScientificSpinBox
+
+ScientificSpinBox::ScientificSpinBox(QWidget* parent) : QDoubleSpinBox(parent) {
+  setDecimals(17);  // the spin box rounds to `decimals`; keep everything a double holds
+  setRange(-std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
+  setKeyboardTracking(false);
+}
+
+QString ScientificSpinBox::textFromValue(double v) const {
+  return QString::number(v, 'g', 9);
+}
+
+double ScientificSpinBox::valueFromText(const QString& text) const {
+  return QLocale::c().toDouble(text.trimmed());
+}
+
+QValidator::State ScientificSpinBox::validate(QString& text, int&) const {
+  const QString t = text.trimmed();
+  bool ok = false;
+  QLocale::c().toDouble(t, &ok);
+  if (ok) return QValidator::Acceptable;
+  static const QRegularExpression kPartial(
+      QStringLiteral("^[-+]?[0-9]*\\.?[0-9]*([eE][-+]?[0-9]*)?$"));
+  return kPartial.match(t).hasMatch() ? QValidator::Intermediate : QValidator::Invalid;
+}
+
+// ---------------------------------------------------------------------------- ListEdit
+
+ListEdit::ListEdit(Kind kind, QWidget* parent) : QWidget(parent), kind_(kind) {
+  edit_ = new QLineEdit(this);
+  edit_->setPlaceholderText(kind == Kind::Strings ? tr("a, b, c") : tr("1, 2, 3"));
+  auto* more = new QToolButton(this);
+  more->setText(QStringLiteral("…"));
+  more->setToolTip(tr("Edit the list one item per line"));
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(2);
+  layout->addWidget(edit_, 1);
+  layout->addWidget(more);
+  connect(edit_, &QLineEdit::editingFinished, this, [this] {
+    if (edit_->isModified()) {
+      edit_->setModified(false);
+      emit committed();
+    }
+  });
+  connect(more, &QToolButton::clicked, this, [this] {
+    QDialog dlg(this);
+    dlg.setWindowTitle(tr("Edit list"));
+    auto* text = new QPlainTextEdit(&dlg);
+    QStringList items;
+    QString err;
+    parse(&items, &err);
+    text->setPlainText(items.join('\n'));
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dlg);
+    auto* layout = new QVBoxLayout(&dlg);
+    layout->addWidget(new QLabel(tr("One item per line:"), &dlg));
+    layout->addWidget(text);
+    layout->addWidget(buttons);
+    connect(buttons, &QDialogButtonBox::accepted, &dlg, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
+    if (dlg.exec() != QDialog::Accepted) return;
+    QStringList lines = text->toPlainText().split('\n');
+    while (!lines.isEmpty() && lines.last().trimmed().isEmpty()) lines.removeLast();
+    setValues(lines);
+    emit committed();
+  });
+}
+
+void ListEdit::setValues(const QStringList& values) {
+  edit_->setText(values.join(QStringLiteral(", ")));
+  edit_->setModified(false);
+}
+
+bool ListEdit::parse(QStringList* out, QString* error) const {
+  out->clear();
+  const QString text = edit_->text().trimmed();
+  QString body = text;
+  if (body.startsWith('[') && body.endsWith(']')) body = body.mid(1, body.size() - 2);
+  if (body.trimmed().isEmpty()) return true;
+  const QStringList parts = body.split(',');
+  for (int i = 0; i < parts.size(); ++i) {
+    const QString item = parts[i].trimmed();
+    bool ok = true;
+    if (kind_ == Kind::Ints) item.toLongLong(&ok);
+    if (kind_ == Kind::Floats) QLocale::c().toDouble(item, &ok);
+    if (!ok) {
+      *error = tr("item %1 (\"%2\") is not %3")
+                   .arg(i + 1)
+                   .arg(item, kind_ == Kind::Ints ? tr("an integer") : tr("a number"));
+      return false;
+    }
+    out->append(item);
+  }
+  return true;
+}
+
+QStringList ListEdit::values() const {
+  QStringList v;
+  QString err;
+  parse(&v, &err);
+  return v;
+}
+
+// ---------------------------------------------------------------------------- ParamsPanel
+
+namespace {
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+QStringList paramItems(const Param& p) {
+  QStringList out;
+  switch (p.type) {
+    case ParamType::Ints:
+      for (auto v : p.asInts()) out << QString::number(v);
+      break;
+    case ParamType::Floats:
+      for (auto v : p.asFloats()) out << QString::number(v, 'g', 9);
+      break;
+    case ParamType::Strings:
+      for (const auto& v : p.asStrings()) out << qs(v);
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+QString defaultText(const ParamSpec& ps) {
+  if (ps.defaultValue) return qs(ps.defaultValue->toDisplay());
+  return ps.required ? QObject::tr("required") : QObject::tr("unset");
+}
+}  // namespace
+
+ParamsPanel::ParamsPanel(GraphModel* model, QWidget* parent) : QScrollArea(parent), model_(model) {
+  setWidgetResizable(true);
+  setFrameShape(QFrame::NoFrame);
+  connect(model_, &GraphModel::nodeChanged, this, [this](qint64 id) {
+    if (id == id_) refreshValues();
+  });
+  connect(model_, &GraphModel::nodeRemoved, this, [this](qint64 id) {
+    if (id == id_) setNode(0);
+  });
+  connect(model_, &GraphModel::modelReset, this, [this] { setNode(0); });
+  connect(model_, &GraphModel::validated, this, [this] {
+    if (!problem_) return;
+    const QString text = model_->problemText(id_);
+    problem_->setText(text);
+    problem_->setVisible(!text.isEmpty());
+  });
+  rebuild();
+}
+
+void ParamsPanel::setNode(NodeId id) {
+  if (id == id_ && widget()) return;
+  id_ = model_->graph().node(id) ? id : 0;
+  rebuild();
+}
+
+void ParamsPanel::report(const Status& st) {
+  if (!st.ok()) {
+    emit statusMessage(qs(st.message()));
+    refreshValues();  // show the model's value again, not the refused text
+  }
+}
+
+void ParamsPanel::refreshValues() {
+  if (!model_->graph().node(id_)) return;
+  for (auto& f : refreshers_) f();
+}
+
+void ParamsPanel::rebuild() {
+  refreshers_.clear();
+  editors_.clear();
+  resets_.clear();
+  problem_ = nullptr;
+  auto* content = new QWidget;
+  auto* outer = new QVBoxLayout(content);
+  outer->setContentsMargins(6, 6, 6, 6);
+  const Graph& g = model_->graph();
+  const Node* n = g.node(id_);
+  const NodeSpec* s = n ? g.spec(*n) : nullptr;
+  if (!n || !s) {
+    auto* hint = new QLabel(tr("Select a node to edit its parameters."), content);
+    hint->setWordWrap(true);
+    hint->setStyleSheet(QStringLiteral("color: gray"));
+    outer->addWidget(hint);
+    outer->addStretch();
+    setWidget(content);
+    return;
+  }
+  const NodeId id = id_;
+
+  auto* title =
+      new QLabel(QStringLiteral("<b style='font-size:12pt'>%1</b> <span style='color:gray'>"
+                                "%2 · opset %3 · #%4</span>")
+                     .arg(qs(s->type), qs(s->domain))
+                     .arg(s->version)
+                     .arg(id),
+                 content);
+  outer->addWidget(title);
+  QString brief = qs(s->doc).section(QStringLiteral("\n\n"), 0, 0).trimmed();
+  if (brief.size() > 300) brief = brief.left(300) + QStringLiteral("…");
+  auto* doc = new QLabel(brief, content);
+  doc->setWordWrap(true);
+  doc->setToolTip(qs(s->doc));
+  doc->setStyleSheet(QStringLiteral("color: #555"));
+  outer->addWidget(doc);
+  problem_ = new QLabel(content);
+  problem_->setWordWrap(true);
+  problem_->setStyleSheet(
+      QStringLiteral("color: #b00020; background: #fdecea; padding: 4px; border-radius: 3px"));
+  problem_->setText(model_->problemText(id));
+  problem_->setVisible(!problem_->text().isEmpty());
+  outer->addWidget(problem_);
+
+  // One row: the editor, its default in grey, and a reset button enabled when the value is set.
+  auto addRow = [&](QFormLayout* form, const QString& field, const QString& label, QWidget* editor,
+                    const QString& def, const QString& tip, std::function<bool()> isSet,
+                    std::function<Status()> reset) {
+    auto* row = new QWidget;
+    auto* h = new QHBoxLayout(row);
+    h->setContentsMargins(0, 0, 0, 0);
+    h->setSpacing(4);
+    h->addWidget(editor, 1);
+    auto* defLabel = new QLabel(def.size() > 18 ? def.left(16) + QStringLiteral("…") : def);
+    defLabel->setStyleSheet(QStringLiteral("color: gray; font-size: 8pt"));
+    defLabel->setToolTip(tr("Default: %1").arg(def));
+    h->addWidget(defLabel);
+    auto* resetBtn = new QToolButton;
+    resetBtn->setText(QStringLiteral("↺"));
+    resetBtn->setToolTip(tr("Reset to default (%1)").arg(def));
+    resetBtn->setAutoRaise(true);
+    h->addWidget(resetBtn);
+    auto* l = new QLabel(label);
+    l->setToolTip(tip);
+    editor->setToolTip(tip);
+    form->addRow(l, row);
+    editors_[field] = editor;
+    resets_[field] = resetBtn;
+    connect(resetBtn, &QToolButton::clicked, this, [this, reset] { report(reset()); });
+    refreshers_.push_back([resetBtn, l, isSet] {
+      const bool set = isSet();
+      resetBtn->setEnabled(set);
+      QFont f = l->font();
+      f.setBold(set);
+      l->setFont(f);
+    });
+  };
+  auto tipFor = [](const QString& doc, const QString& def) {
+    return QStringLiteral("<p style='white-space:pre-wrap'>%1</p><p><i>Default: %2</i></p>")
+        .arg(doc.toHtmlEscaped(), def.toHtmlEscaped());
+  };
+
+  // --- Common fields: name, specified_outputs_name, lda coeff (docs from the catalogue). ---
+  auto* common = new QGroupBox(tr("Node"), content);
+  auto* commonForm = new QFormLayout(common);
+  commonForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  for (const CommonField& cf : commonFields()) {
+    const QString field = qs(cf.name);
+    const QString def = cf.defaultValue.empty() ? tr("empty") : qs(cf.defaultValue);
+    const QString tip = tipFor(qs(cf.doc), def);
+    if (cf.name == "name") {
+      auto* e = new QLineEdit;
+      e->setPlaceholderText(namesItsTensor(s->kind) ? tr("tensor name (required)")
+                                                    : tr("optional"));
+      connect(e, &QLineEdit::editingFinished, this, [this, e, id] {
+        if (e->isModified()) report(model_->rename(id, e->text().toStdString()));
+      });
+      refreshers_.push_back([this, e, id] {
+        e->setText(qs(model_->graph().node(id)->name));
+        e->setModified(false);
+      });
+      addRow(
+          commonForm, field, field, e, def, tip,
+          [this, id] { return !model_->graph().node(id)->name.empty(); },
+          [this, id] { return model_->rename(id, ""); });
+    } else if (cf.name == "specified_outputs_name") {
+      auto* e = new ListEdit(ListEdit::Kind::Strings);
+      connect(e, &ListEdit::committed, this, [this, e, id] {
+        QStringList items;
+        QString err;
+        if (!e->parse(&items, &err)) return report(Status::error(err.toStdString()));
+        std::vector<std::string> names;
+        for (const auto& i : items) names.push_back(i.toStdString());
+        report(model_->setSpecifiedOutputsName(id, names));
+      });
+      refreshers_.push_back([this, e, id] {
+        QStringList v;
+        for (const auto& name : model_->graph().node(id)->specifiedOutputsName) v << qs(name);
+        e->setValues(v);
+      });
+      addRow(
+          commonForm, field, field, e, def, tip,
+          [this, id] { return !model_->graph().node(id)->specifiedOutputsName.empty(); },
+          [this, id] { return model_->setSpecifiedOutputsName(id, {}); });
+    } else if (cf.name == "lda coeff") {
+      auto* e = new ScientificSpinBox;
+      e->setSingleStep(0.1);
+      const double defValue = QString::fromStdString(cf.defaultValue).toDouble();
+      connect(e, &QDoubleSpinBox::valueChanged, this,
+              [this, id](double v) { report(model_->setLdaCoeff(id, v)); });
+      refreshers_.push_back([this, e, id] {
+        QSignalBlocker block(e);
+        e->setValue(model_->graph().node(id)->ldaCoeff);
+      });
+      addRow(
+          commonForm, field, field, e, def, tip,
+          [this, id, defValue] { return model_->graph().node(id)->ldaCoeff != defValue; },
+          [this, id, defValue] { return model_->setLdaCoeff(id, defValue); });
+    }
+  }
+  outer->addWidget(common);
+
+  // --- The type's own parameters. Initializers show their training fields first. ---
+  auto makeGroup = [&](const QString& name) {
+    auto* box = new QGroupBox(name, content);
+    auto* form = new QFormLayout(box);
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    outer->addWidget(box);
+    return form;
+  };
+  QFormLayout* training = nullptr;
+  if (s->kind == NodeKind::Initializer) training = makeGroup(tr("Training"));
+  QFormLayout* params = s->params.empty() ? nullptr : makeGroup(tr("Parameters"));
+  static const std::set<std::string> kTrainingFields = {"status", "regularizer", "l1", "l2"};
+
+  for (const ParamSpec& ps : s->params) {
+    const std::string name = ps.name;
+    const QString field = qs(name);
+    const QString def = defaultText(ps);
+    const QString tip =
+        tipFor(qs(ps.doc) + (ps.allowedValues.empty() ? QString() : tr("\nAllowed: %1").arg(qs([&] {
+                 std::string a;
+                 for (const auto& v : ps.allowedValues) a += (a.empty() ? "" : ", ") + v;
+                 return a;
+               }()))),
+               def);
+    QFormLayout* form = training && kTrainingFields.count(name) ? training : params;
+    auto current = [this, id, name] { return model_->graph().param(id, name); };
+    auto apply = [this, id, name](const Param& p) { report(model_->setParam(id, name, p)); };
+    QWidget* editor = nullptr;
+    switch (ps.type) {
+      case ParamType::Bool: {
+        auto* e = new QCheckBox;
+        connect(e, &QCheckBox::toggled, this, [apply](bool on) { apply(Param::makeBool(on)); });
+        refreshers_.push_back([e, current] {
+          QSignalBlocker block(e);
+          auto v = current();
+          e->setChecked(v && v->asBool());
+        });
+        editor = e;
+        break;
+      }
+      case ParamType::Int: {
+        auto v = current();
+        if (!ps.allowedValues.empty()) {
+          auto* e = new QComboBox;
+          for (const auto& a : ps.allowedValues) e->addItem(qs(a));
+          connect(e, &QComboBox::activated, this,
+                  [e, apply](int) { apply(Param::makeInt(e->currentText().toLongLong())); });
+          refreshers_.push_back([e, current] {
+            QSignalBlocker block(e);
+            auto v = current();
+            e->setCurrentIndex(v ? e->findText(QString::number(v->asInt())) : -1);
+          });
+          editor = e;
+        } else if (!v || (v->asInt() >= INT_MIN && v->asInt() <= INT_MAX)) {
+          auto* e = new QSpinBox;
+          e->setRange(INT_MIN, INT_MAX);
+          e->setKeyboardTracking(false);
+          connect(e, &QSpinBox::valueChanged, this, [apply](int x) { apply(Param::makeInt(x)); });
+          refreshers_.push_back([e, current] {
+            QSignalBlocker block(e);
+            auto v = current();
+            e->setValue(v ? static_cast<int>(v->asInt()) : 0);
+          });
+          editor = e;
+        } else {
+          // Values past 32 bits (INT64_MAX sentinels) get a validated text field.
+          auto* e = new QLineEdit;
+          e->setValidator(
+              new QRegularExpressionValidator(QRegularExpression(QStringLiteral("-?[0-9]+")), e));
+          connect(e, &QLineEdit::editingFinished, this, [e, apply] {
+            if (e->isModified()) apply(Param::makeInt(e->text().toLongLong()));
+          });
+          refreshers_.push_back([e, current] {
+            auto v = current();
+            e->setText(v ? QString::number(v->asInt()) : QString());
+            e->setModified(false);
+          });
+          editor = e;
+        }
+        break;
+      }
+      case ParamType::Float: {
+        auto* e = new ScientificSpinBox;
+        e->setSingleStep(0.1);
+        connect(e, &QDoubleSpinBox::valueChanged, this,
+                [apply](double x) { apply(Param::makeFloat(x)); });
+        refreshers_.push_back([e, current] {
+          QSignalBlocker block(e);
+          auto v = current();
+          e->setValue(v ? v->asFloat() : 0.0);
+        });
+        editor = e;
+        break;
+      }
+      case ParamType::String: {
+        if (!ps.allowedValues.empty()) {
+          auto* e = new QComboBox;
+          for (const auto& a : ps.allowedValues) e->addItem(qs(a));
+          connect(e, &QComboBox::activated, this,
+                  [e, apply](int) { apply(Param::makeString(e->currentText().toStdString())); });
+          refreshers_.push_back([e, current] {
+            QSignalBlocker block(e);
+            auto v = current();
+            e->setCurrentIndex(v ? e->findText(qs(v->asString())) : -1);
+          });
+          editor = e;
+        } else {
+          auto* e = new QLineEdit;
+          connect(e, &QLineEdit::editingFinished, this, [e, apply] {
+            if (e->isModified()) apply(Param::makeString(e->text().toStdString()));
+          });
+          refreshers_.push_back([e, current] {
+            auto v = current();
+            e->setText(v ? qs(v->asString()) : QString());
+            e->setModified(false);
+          });
+          editor = e;
+        }
+        break;
+      }
+      case ParamType::Ints:
+      case ParamType::Floats:
+      case ParamType::Strings: {
+        const auto kind = ps.type == ParamType::Ints     ? ListEdit::Kind::Ints
+                          : ps.type == ParamType::Floats ? ListEdit::Kind::Floats
+                                                         : ListEdit::Kind::Strings;
+        auto* e = new ListEdit(kind);
+        const ParamType type = ps.type;
+        connect(e, &ListEdit::committed, this, [this, e, apply, type] {
+          QStringList items;
+          QString err;
+          if (!e->parse(&items, &err)) return report(Status::error(err.toStdString()));
+          if (type == ParamType::Ints) {
+            std::vector<int64_t> v;
+            for (const auto& i : items) v.push_back(i.toLongLong());
+            apply(Param::makeInts(v));
+          } else if (type == ParamType::Floats) {
+            std::vector<double> v;
+            for (const auto& i : items) v.push_back(QLocale::c().toDouble(i));
+            apply(Param::makeFloats(v));
+          } else {
+            std::vector<std::string> v;
+            for (const auto& i : items) v.push_back(i.toStdString());
+            apply(Param::makeStrings(v));
+          }
+        });
+        refreshers_.push_back([e, current] {
+          auto v = current();
+          e->setValues(v ? paramItems(*v) : QStringList());
+        });
+        editor = e;
+        break;
+      }
+      default: {
+        // Tensors, graphs and type protos come from imports or fills; they are shown, not typed.
+        auto* e = new QLabel;
+        e->setStyleSheet(QStringLiteral("color: gray"));
+        refreshers_.push_back([e, current, type = ps.type] {
+          auto v = current();
+          e->setText(v ? QObject::tr("%1 (%2 bytes, kept from import)")
+                             .arg(paramTypeName(type))
+                             .arg(v->asString().size())
+                       : QObject::tr("not set"));
+        });
+        editor = e;
+        break;
+      }
+    }
+    addRow(
+        form, field, field + (ps.required ? QStringLiteral(" *") : QString()), editor, def, tip,
+        [this, id, name] { return model_->graph().node(id)->params.count(name) > 0; },
+        [this, id, name] { return model_->resetParam(id, name); });
+  }
+  outer->addStretch();
+  setWidget(content);
+  refreshValues();
+}
+
+}  // namespace dw::studio

@@ -1,0 +1,588 @@
+// QTest suite of deepwire studio, run on the offscreen platform (CTest label "gui").
+// Each test drives the real MainWindow the way a user does (palette, canvas, panels, buttons)
+// and checks the Qt-free document underneath.
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDropEvent>
+#include <QElapsedTimer>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QToolButton>
+#include <random>
+
+#include "app/studio/graph_scene.h"
+#include "app/studio/graph_view.h"
+#include "app/studio/main_window.h"
+#include "app/studio/palette.h"
+#include "app/studio/params_panel.h"
+#include "app/studio/training_panel.h"
+#include "engine/training/data.h"
+#include "graphs/file_io.h"
+#include "graphs/onnx_export.h"
+#include "graphs/project.h"
+
+using dw::studio::MainWindow;
+
+namespace {
+
+std::string json(const MainWindow& w) {
+  return dw::projectToJsonText(w.model()->graph());
+}
+
+// The document with its links in a canonical order: undoing a delete restores the same links,
+// though the graph lists them in a new order.
+std::string canonical(const MainWindow& w) {
+  const dw::Graph& g = w.model()->graph();
+  dw::Graph copy(g.catalogue());
+  copy.setInfo(g.info());
+  for (const auto& [id, n] : g.nodes()) (void)copy.insertNode(n);
+  std::vector<dw::Link> links = g.links();
+  std::sort(links.begin(), links.end());
+  for (const auto& l : links) (void)copy.addLink(l, false);
+  return dw::projectToJsonText(copy);
+}
+
+dw::NodeId findByName(const dw::Graph& g, const std::string& name) {
+  for (const auto& [id, n] : g.nodes())
+    if (n.name == name) return id;
+  return 0;
+}
+
+dw::NodeId addNode(MainWindow& w, const char* domain, const char* type, double x, double y) {
+  auto id = w.model()->createNode(domain, type, {x, y});
+  if (!id.ok()) qFatal("createNode %s: %s", type, id.message().c_str());
+  return *id;
+}
+
+// Waits (running the event loop) until the training dock is idle.
+bool waitIdle(dw::studio::TrainingPanel* p, int ms = 120000) {
+  QElapsedTimer t;
+  t.start();
+  while (p->busy() && t.elapsed() < ms) QTest::qWait(10);
+  return !p->busy();
+}
+
+// Presses the mouse on a port and releases it on another, as a user wires a link.
+void dragLink(MainWindow& w, QPointF fromScene, QPointF toScene) {
+  QWidget* vp = w.view()->viewport();
+  const QPoint a = w.view()->mapFromScene(fromScene), b = w.view()->mapFromScene(toScene);
+  QTest::mousePress(vp, Qt::LeftButton, {}, a);
+  QTest::mouseMove(vp, (a + b) / 2);
+  QTest::mouseMove(vp, b);
+  QTest::mouseRelease(vp, Qt::LeftButton, {}, b);
+}
+
+QString example(const char* name) {
+  return QStringLiteral(DW_SOURCE_DIR "/resources/examples/") + name;
+}
+
+}  // namespace
+
+class StudioTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QFile::remove(MainWindow::autosavePath());
+  }
+
+  void paletteFiltersAndDoubleClickPlaces() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* palette = w.palette();
+    const int all = palette->visibleEntries();
+    QVERIFY(all > 150);  // the whole ONNX operator set and deepwire's own nodes
+    QTest::keyClicks(palette->filterEdit(), "relu");
+    QVERIFY(palette->visibleEntries() < 10);
+    QTreeWidgetItem* relu = palette->entry("ai.onnx", "Relu");
+    QVERIFY(relu && !relu->isHidden());
+    QVERIFY(relu->toolTip(0).contains("Relu"));  // the doc from the schema
+    QTreeWidgetItem* conv = palette->entry("ai.onnx", "Conv");
+    QVERIFY(conv && conv->isHidden());
+
+    // Double-click: the node appears at the centre of the view.
+    palette->tree()->scrollToItem(relu);
+    const QRect r = palette->tree()->visualItemRect(relu);
+    QTest::mouseClick(palette->tree()->viewport(), Qt::LeftButton, {}, r.center());
+    QTest::mouseDClick(palette->tree()->viewport(), Qt::LeftButton, {}, r.center());
+    const auto& nodes = w.model()->graph().nodes();
+    QCOMPARE(nodes.size(), size_t(1));
+    QCOMPARE(nodes.begin()->second.type, std::string("Relu"));
+    const QPointF centre = w.view()->mapToScene(w.view()->viewport()->rect().center());
+    QVERIFY(std::abs(nodes.begin()->second.position.x - centre.x()) < 200);
+    QVERIFY(w.scene()->nodeItem(nodes.begin()->first));
+  }
+
+  void paletteDragAndDropCreatesNode() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.palette()->setFilter("Gemm");
+    QTreeWidgetItem* gemm = w.palette()->entry("ai.onnx", "Gemm");
+    QVERIFY(gemm);
+    // The drag carries exactly what the palette's own drag would (its mimeData()).
+    QModelIndex index = w.palette()->tree()->model()->index(0, 0);
+    for (QTreeWidgetItemIterator it(w.palette()->tree()); *it; ++it)
+      if (*it == gemm) break;
+    QMimeData* data =
+        w.palette()->tree()->model()->mimeData({w.palette()->tree()->indexFromItem(gemm)});
+    Q_UNUSED(index);
+    QVERIFY(data && data->hasFormat(dw::studio::kNodeMimeType));
+    QWidget* vp = w.view()->viewport();
+    const QPoint at(200, 150);
+    QDragEnterEvent enter(at, Qt::CopyAction, data, Qt::LeftButton, {});
+    QApplication::sendEvent(vp, &enter);
+    QVERIFY(enter.isAccepted());
+    QDragMoveEvent move(at, Qt::CopyAction, data, Qt::LeftButton, {});
+    QApplication::sendEvent(vp, &move);
+    QDropEvent drop(at, Qt::CopyAction, data, Qt::LeftButton, {});
+    QApplication::sendEvent(vp, &drop);
+    delete data;
+    const auto& nodes = w.model()->graph().nodes();
+    QCOMPARE(nodes.size(), size_t(1));
+    const dw::Node& n = nodes.begin()->second;
+    QCOMPARE(n.type, std::string("Gemm"));
+    const QPointF expect = w.scene()->snapped(w.view()->mapToScene(at));
+    QCOMPARE(n.position.x, expect.x());
+    QCOMPARE(n.position.y, expect.y());
+    // The new node shows its schema ports: A, B and an optional C.
+    QVERIFY(w.scene()->nodeItem(n.id)->portAt(w.scene()->nodeItem(n.id)->mapFromScene(
+        w.scene()->nodeItem(n.id)->portScenePos(false, 2))));
+  }
+
+  void connectByMouseAndRefuseIncompatible() {
+    MainWindow w(false);
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId in = addNode(w, "deepwire", "Input", 0, 0);
+    QVERIFY(w.model()->setParam(in, "type", dw::Param::makeString("float[N,4]")).ok());
+    const dw::NodeId relu = addNode(w, "ai.onnx", "Relu", 240, 0);
+    const dw::NodeId sqrt = addNode(w, "ai.onnx", "Sqrt", 240, 160);
+    const dw::NodeId boolIn = addNode(w, "deepwire", "Input", 0, 160);
+    QVERIFY(w.model()->setParam(boolIn, "type", dw::Param::makeString("bool[N]")).ok());
+    w.view()->fitToView();
+    QApplication::processEvents();
+
+    auto* scene = w.scene();
+    dragLink(w, scene->nodeItem(in)->portScenePos(true, 0),
+             scene->nodeItem(relu)->portScenePos(false, 0));
+    QCOMPARE(w.model()->graph().links().size(), size_t(1));
+    const dw::Link link = w.model()->graph().links().front();
+    QCOMPARE(link.from.node, in);
+    QCOMPARE(link.to.node, relu);
+    QVERIFY(scene->linkItem(link));
+
+    // bool into Sqrt (floats only): refused, with the reason in the status bar.
+    dragLink(w, scene->nodeItem(boolIn)->portScenePos(true, 0),
+             scene->nodeItem(sqrt)->portScenePos(false, 0));
+    QCOMPARE(w.model()->graph().links().size(), size_t(1));
+    QVERIFY2(w.statusBar()->currentMessage().contains("nothing in common"),
+             qPrintable(w.statusBar()->currentMessage()));
+    // A cycle is refused too.
+    QVERIFY(!scene->tryConnect(relu, {true, 0}, relu, {false, 0}));
+    QVERIFY(w.model()->connectPorts({{relu, 0}, {sqrt, 0}}).ok());
+    QVERIFY(!scene->tryConnect(sqrt, {true, 0}, relu, {false, 0}));
+    QVERIFY(w.statusBar()->currentMessage().contains("already connected") ||
+            w.statusBar()->currentMessage().contains("cycle"));
+
+    // Shapes are inferred once the graph is valid: the link shows its tensor type.
+    const dw::NodeId out = addNode(w, "deepwire", "Output", 480, 0);
+    QVERIFY(w.model()->connectPorts({{sqrt, 0}, {out, 0}}).ok());
+    QVERIFY(w.model()->removeItems({boolIn}, {}).ok());
+    w.model()->validateNow();
+    QVERIFY2(w.model()->problems().empty(),
+             w.model()->problems().empty() ? "" : w.model()->problems().front().message.c_str());
+    QCOMPARE(w.model()->linkLabel(link), QStringLiteral("float[N,4]"));
+  }
+
+  void variadicInputGrows() {
+    MainWindow w(false);
+    const dw::NodeId a = addNode(w, "deepwire", "Input", 0, 0);
+    const dw::NodeId b = addNode(w, "deepwire", "Input", 0, 100);
+    const dw::NodeId concat = addNode(w, "ai.onnx", "Concat", 200, 0);
+    const int before = w.model()->graph().inputPortCount(concat);
+    QVERIFY(w.model()->connectPorts({{a, 0}, {concat, 0}}).ok());
+    QVERIFY(w.model()->connectPorts({{b, 0}, {concat, 1}}).ok());
+    QCOMPARE(w.model()->graph().inputPortCount(concat), 3);
+    QVERIFY(before < 3);
+    // The item grew with the model: its third port is hit-testable.
+    auto* item = w.scene()->nodeItem(concat);
+    auto hit = item->portAt(item->mapFromScene(item->portScenePos(false, 2)));
+    QVERIFY(hit && !hit->output && hit->port == 2);
+  }
+
+  void editParametersUndoRedoEverything() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    std::vector<std::string> states{canonical(w)};
+    const dw::Graph& g = w.model()->graph();
+    const dw::NodeId flatten = findByName(g, "flatten");
+    const dw::NodeId fc1 = findByName(g, "fc1");
+    QVERIFY(flatten && fc1);
+
+    // Parameter edits through the generated editors.
+    w.scene()->selectOnly({flatten});
+    QCOMPARE(w.params()->node(), flatten);
+    auto* axis = qobject_cast<QSpinBox*>(w.params()->editor("axis"));
+    QVERIFY(axis);
+    axis->setValue(2);
+    QCOMPARE(w.model()->graph().param(flatten, "axis")->asInt(), int64_t(2));
+    states.push_back(canonical(w));
+
+    w.scene()->selectOnly({fc1});
+    auto* alpha = qobject_cast<QDoubleSpinBox*>(w.params()->editor("alpha"));
+    QVERIFY(alpha);
+    alpha->setValue(0.5);
+    QCOMPARE(w.model()->graph().param(fc1, "alpha")->asFloat(), 0.5);
+    states.push_back(canonical(w));
+    auto* transB = qobject_cast<QCheckBox*>(w.params()->editor("transB"));
+    QVERIFY(transB && transB->isChecked());
+    // Reset to default: transB back to 0 (the schema's default), shown by the editor.
+    QVERIFY(w.params()->resetButton("transB")->isEnabled());
+    qobject_cast<QToolButton*>(w.params()->resetButton("transB"))->click();
+    QVERIFY(!w.model()->graph().node(fc1)->params.count("transB"));
+    QVERIFY(!transB->isChecked());
+    states.push_back(canonical(w));
+
+    // Rename and lda coeff (common fields).
+    auto* name = qobject_cast<QLineEdit*>(w.params()->editor("name"));
+    name->setText("dense1");
+    name->setModified(true);
+    emit name->editingFinished();
+    QCOMPARE(w.model()->graph().node(fc1)->name, std::string("dense1"));
+    states.push_back(canonical(w));
+    qobject_cast<QDoubleSpinBox*>(w.params()->editor("lda coeff"))->setValue(0.25);
+    QCOMPARE(w.model()->graph().node(fc1)->ldaCoeff, 0.25);
+    states.push_back(canonical(w));
+
+    // A refused value leaves no trace: a negative Initializer shape.
+    const dw::NodeId weight = findByName(g, "fc1.weight");
+    w.scene()->selectOnly({weight});
+    auto* shape = w.params()->editor("shape")->findChild<QLineEdit*>();
+    QVERIFY(shape);
+    shape->setText("256, -1");
+    shape->setModified(true);
+    emit shape->editingFinished();
+    QCOMPARE(w.model()->graph().param(weight, "shape")->asInts(), (std::vector<int64_t>{256, 784}));
+    QVERIFY(w.statusBar()->currentMessage().contains(">= 0"));
+    QCOMPARE(canonical(w), states.back());
+    // Initializer status (a combo from the catalogue's allowed values).
+    auto* status = qobject_cast<QComboBox*>(w.params()->editor("status"));
+    QVERIFY(status);
+    status->setCurrentText("Frozen");
+    emit status->activated(status->currentIndex());
+    QCOMPARE(w.model()->graph().param(weight, "status")->asString(), std::string("Frozen"));
+    states.push_back(canonical(w));
+
+    // Structural edits: create, connect, move, delete, paste.
+    const dw::NodeId sig = w.placeNode("ai.onnx", "Sigmoid");
+    states.push_back(canonical(w));
+    QVERIFY(w.model()->connectPorts({{findByName(g, "relu2"), 0}, {sig, 0}}).ok());
+    states.push_back(canonical(w));
+    QVERIFY(w.model()->moveNodes({{sig, {500, 500}}}).ok());
+    states.push_back(canonical(w));
+    w.scene()->selectOnly({findByName(g, "relu1")});
+    w.deleteSelection();
+    states.push_back(canonical(w));
+    w.scene()->selectOnly({sig});
+    w.duplicateSelection();
+    states.push_back(canonical(w));
+
+    // Undo everything, checking each state, then redo everything.
+    QAction* undo = w.action("undo");
+    QAction* redo = w.action("redo");
+    for (size_t i = states.size() - 1; i > 0; --i) {
+      QVERIFY(undo->isEnabled());
+      undo->trigger();
+      QVERIFY2(canonical(w) == states[i - 1],
+               qPrintable(QStringLiteral("undo to state %1 of %2: %3")
+                              .arg(i - 1)
+                              .arg(states.size())
+                              .arg(QString::fromStdString(canonical(w)).left(0))));
+    }
+    QVERIFY(!undo->isEnabled());
+    for (size_t i = 1; i < states.size(); ++i) {
+      redo->trigger();
+      QVERIFY2(canonical(w) == states[i], qPrintable(QStringLiteral("redo to state %1").arg(i)));
+    }
+    // The scene mirrors the model after all that: one item per node and per link.
+    for (const auto& [id, n] : w.model()->graph().nodes()) {
+      QVERIFY(w.scene()->nodeItem(id));
+      QCOMPARE(w.scene()->nodeItem(id)->pos(), QPointF(n.position.x, n.position.y));
+    }
+    for (const auto& l : w.model()->graph().links()) QVERIFY(w.scene()->linkItem(l));
+  }
+
+  void moveByMouseIsOneUndoStep() {
+    MainWindow w(false);
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId relu = addNode(w, "ai.onnx", "Relu", 0, 0);
+    w.view()->resetTransform();
+    w.view()->centerOn(0, 0);
+    QApplication::processEvents();
+    QWidget* vp = w.view()->viewport();
+    const QPoint a = w.view()->mapFromScene(QPointF(60, 12));  // the header, not a port
+    QTest::mousePress(vp, Qt::LeftButton, {}, a);
+    QTest::mouseMove(vp, a + QPoint(50, 30));
+    QTest::mouseMove(vp, a + QPoint(103, 61));
+    QTest::mouseRelease(vp, Qt::LeftButton, {}, a + QPoint(103, 61));
+    const dw::Position p = w.model()->graph().node(relu)->position;
+    QCOMPARE(p.x, 100.0);  // snapped to the 20 px grid
+    QCOMPARE(p.y, 60.0);
+    w.action("undo")->trigger();
+    QCOMPARE(w.model()->graph().node(relu)->position, (dw::Position{0, 0}));
+    QCOMPARE(w.scene()->nodeItem(relu)->pos(), QPointF(0, 0));
+  }
+
+  void copyPasteKeepsLinksAndRenames() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    const dw::Graph& g = w.model()->graph();
+    const size_t nodes = g.nodes().size(), links = g.links().size();
+    w.scene()->selectOnly(
+        {findByName(g, "fc1.weight"), findByName(g, "fc1.bias"), findByName(g, "fc1")});
+    w.copySelection();
+    w.paste();
+    QCOMPARE(g.nodes().size(), nodes + 3);
+    QCOMPARE(g.links().size(), links + 2);  // weight->fc1 and bias->fc1, not flatten->fc1
+    QVERIFY(findByName(g, "fc1.weight_1"));
+    QCOMPARE(w.scene()->selectedNodes().size(), size_t(3));
+    w.cutSelection();
+    QCOMPARE(g.nodes().size(), nodes);
+    w.selectAll();
+    QCOMPARE(w.scene()->selectedNodes().size(), nodes);
+  }
+
+  void saveReloadCompare() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_cnn.dwproj")));
+    QVERIFY(w.model()->moveNodes({{w.model()->graph().nodes().begin()->first, {-40, 20}}}).ok());
+    const QString path = dir.filePath("saved.dwproj");
+    QVERIFY(w.saveTo(path));
+    QVERIFY(w.model()->undoStack()->isClean());
+    QVERIFY(w.recentFiles().contains(QFileInfo(path).absoluteFilePath()));
+    MainWindow again(false);
+    QVERIFY(again.openFile(path));
+    QCOMPARE(json(again), json(w));
+    QCOMPARE(again.model()->graph().nodes().size(), w.model()->graph().nodes().size());
+  }
+
+  void exportOnnxPassesChecker() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    const QString path = dir.filePath("mlp.onnx");
+    QVERIFY2(w.exportOnnxTo(path, false), qPrintable(w.lastError()));
+    auto m = dw::readOnnxFile(path.toStdString());
+    QVERIFY(m.ok());
+    dw::Status st = dw::checkOnnxModel(*m, dw::CheckLevel::Full);
+    QVERIFY2(st.ok(), st.message().c_str());
+    QCOMPARE(m->graph().node_size(), 6);  // Flatten, 3 Gemm, 2 Relu
+  }
+
+  void importOnnxTestData() {
+    MainWindow w(false);
+    for (const char* name :
+         {"test_relu", "test_gemm_default_single_elem_vector_bias", "test_concat_3d_axis_0"}) {
+      const QString path =
+          QStringLiteral("/usr/share/libonnx-testdata/data/node/%1/model.onnx").arg(name);
+      QVERIFY2(w.openFile(path), qPrintable(w.lastError()));
+      QVERIFY(w.currentFile().isEmpty());  // an import is a new, unsaved document
+      const dw::Graph& g = w.model()->graph();
+      QVERIFY(g.nodes().size() >= 3);
+      // Auto-layout: inputs left of their users.
+      for (const auto& l : g.links())
+        QVERIFY(g.node(l.from.node)->position.x < g.node(l.to.node)->position.x);
+      QCOMPARE(w.scene()->items().size() >= g.nodes().size() + g.links().size(), true);
+      w.model()->validateNow();
+      QVERIFY(w.model()->problems().empty());
+    }
+  }
+
+  void corruptFilesShowAnErrorNotACrash() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    const std::string before = json(w);
+    const QString proj = dir.filePath("bad.dwproj");
+    QFile f(proj);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"format\": \"deepwire-project\", \"version\": 1, \"nodes\": [ {\"id\": ");
+    f.close();
+    QVERIFY(!w.openFile(proj));
+    QVERIFY2(w.lastError().contains("bad.dwproj"), qPrintable(w.lastError()));
+    QCOMPARE(json(w), before);  // the open document is untouched
+
+    const QString onnx = dir.filePath("bad.onnx");
+    QFile g(onnx);
+    QVERIFY(g.open(QIODevice::WriteOnly));
+    g.write(QByteArray(300, '\xff'));
+    g.close();
+    QVERIFY(!w.openFile(onnx));
+    QVERIFY(!w.lastError().isEmpty());
+    QVERIFY(!w.openFile(dir.filePath("missing.dwproj")));
+    QCOMPARE(json(w), before);
+  }
+
+  void autosaveRecovers() {
+    QFile::remove(MainWindow::autosavePath());
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+      w.placeNode("ai.onnx", "Tanh");
+      w.autosaveNow();
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath()));
+      // No close event: as if the process died here.
+    }
+    MainWindow w(false);
+    QVERIFY(w.recoverAutosave());
+    bool found = false;
+    for (const auto& [id, n] : w.model()->graph().nodes()) found |= n.type == "Tanh";
+    QVERIFY(found);
+    QVERIFY(!w.model()->undoStack()->isClean());
+    w.close();  // a normal close removes the autosave
+    QVERIFY(!QFileInfo::exists(MainWindow::autosavePath()));
+  }
+
+  void invalidNodeTurnsRedAndProblemSelects() {
+    MainWindow w(false);
+    const dw::NodeId gemm = addNode(w, "ai.onnx", "Gemm", 0, 0);
+    w.model()->validateNow();
+    QVERIFY(!w.model()->problemText(gemm).isEmpty());  // A and B are not connected
+    QVERIFY(w.scene()->nodeItem(gemm)->toolTip().contains("required input"));
+    QVERIFY(w.problemsList()->count() >= 2);
+    QListWidgetItem* item = w.problemsList()->item(0);
+    emit w.problemsList()->itemClicked(item);
+    QCOMPARE(w.scene()->selectedNodes(), std::vector<dw::NodeId>{gemm});
+  }
+
+  // ---- Training (the engine's Trainer on the worker thread) ----
+
+  void trainStepReportsLoss() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);
+    auto* panel = w.training();
+    panel->batchSizeBox()->setValue(32);
+    panel->trainStepButton()->click();
+    QVERIFY(panel->busy());  // the step runs on the worker; the UI keeps going
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("pred_loss"), qPrintable(panel->lastResult()));
+    QCOMPARE(panel->trainPoints(), 1);
+    for (int i = 0; i < 3; ++i) {
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+    }
+    QCOMPARE(panel->trainPoints(), 4);
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY(panel->lastResult().startsWith("<b>Eval Step"));
+    panel->logScaleBox()->setChecked(true);  // swaps the axis without losing points
+    QCOMPARE(panel->trainPoints(), 4);
+  }
+
+  void stopDuringFit() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 4096);
+    auto* panel = w.training();
+    panel->batchSizeBox()->setValue(1);
+    panel->epochsBox()->setValue(1000);
+    panel->fitButton()->click();
+    QVERIFY(panel->stopButton()->isEnabled());
+    // Let it train a little, then stop: it must come back well before 1000 epochs.
+    QElapsedTimer t;
+    t.start();
+    while (panel->trainPoints() < 2 && t.elapsed() < 60000) QTest::qWait(10);
+    QVERIFY(panel->busy());
+    panel->stopButton()->click();
+    QVERIFY(waitIdle(panel, 30000));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("stopped"), qPrintable(panel->lastResult()));
+    QVERIFY(panel->fitButton()->isEnabled());
+  }
+
+  void trainingErrorShowsInDock() {
+    MainWindow w(false);
+    addNode(w, "ai.onnx", "Relu", 0, 0);  // no loss, no data
+    w.training()->trainStepButton()->click();
+    QVERIFY(waitIdle(w.training()));
+    QVERIFY(!w.training()->lastError().isEmpty());
+    QVERIFY(w.training()->trainStepButton()->isEnabled());
+  }
+
+ private:
+  // y = x . [1, -2, 3, 0.5] + 0.25 as a Gemm with an Output Train (mean squared error), and its
+  // data as NPY files in `dir`, wired through the project's training section.
+  void buildRegression(MainWindow& w, const QString& dir, int samples) {
+    using dw::Param;
+    auto* m = w.model();
+    const dw::NodeId x = addNode(w, "deepwire", "Input", 0, 0);
+    QVERIFY(m->rename(x, "x").ok());
+    QVERIFY(m->setParam(x, "type", Param::makeString("float[N,4]")).ok());
+    const dw::NodeId y = addNode(w, "deepwire", "Input", 0, 200);
+    QVERIFY(m->rename(y, "y").ok());
+    QVERIFY(m->setParam(y, "type", Param::makeString("float[N,1]")).ok());
+    const dw::NodeId wt = addNode(w, "deepwire", "Initializer", 0, 100);
+    QVERIFY(m->setParam(wt, "shape", Param::makeInts({1, 4})).ok());
+    QVERIFY(m->setParam(wt, "fill", Param::makeString("glorot_uniform")).ok());
+    const dw::NodeId b = addNode(w, "deepwire", "Initializer", 0, 150);
+    QVERIFY(m->setParam(b, "shape", Param::makeInts({1})).ok());
+    const dw::NodeId gemm = addNode(w, "ai.onnx", "Gemm", 240, 0);
+    QVERIFY(m->setParam(gemm, "transB", Param::makeBool(true)).ok());
+    const dw::NodeId out = addNode(w, "deepwire.layers", "Output Train", 480, 0);
+    QVERIFY(m->rename(out, "pred").ok());
+    for (dw::Link l : std::vector<dw::Link>{{{x, 0}, {gemm, 0}},
+                                            {{wt, 0}, {gemm, 1}},
+                                            {{b, 0}, {gemm, 2}},
+                                            {{gemm, 0}, {out, 0}},
+                                            {{y, 0}, {out, 1}}}) {
+      dw::Status st = m->connectPorts(l);
+      QVERIFY2(st.ok(), st.message().c_str());
+    }
+    std::mt19937 rng(7);
+    std::normal_distribution<float> n;
+    std::vector<float> xs(samples * 4), ys(samples);
+    for (int i = 0; i < samples; ++i) {
+      for (int j = 0; j < 4; ++j) xs[i * 4 + j] = n(rng);
+      ys[i] = xs[i * 4] - 2 * xs[i * 4 + 1] + 3 * xs[i * 4 + 2] + 0.5f * xs[i * 4 + 3] + 0.25f;
+    }
+    using dw::engine::Tensor;
+    QVERIFY(dw::engine::training::writeNpy((dir + "/x.npy").toStdString(),
+                                           Tensor::fromVector(xs, {samples, 4}))
+                .ok());
+    QVERIFY(dw::engine::training::writeNpy((dir + "/y.npy").toStdString(),
+                                           Tensor::fromVector(ys, {samples, 1}))
+                .ok());
+    m->setSection(
+        "training",
+        R"({"dataset": {"train": [{"input": "x", "path": "x.npy"}, {"input": "y", "path": "y.npy"}],
+                      "validation_split": 0.25},
+                      "optimizer": {"type": "sgd", "lr": 0.05}, "batch_size": 32, "epochs": 1})");
+    // A project's settings are read when it is opened: save and reopen, as a user would.
+    const QString path = dir + "/regression.dwproj";
+    QVERIFY(w.saveTo(path));
+    QVERIFY(w.openFile(path));
+    m->validateNow();
+    QVERIFY2(m->problems().empty(),
+             m->problems().empty() ? "" : m->problems().front().message.c_str());
+  }
+};
+
+QTEST_MAIN(StudioTest)
+#include "studio_tests.moc"

@@ -1,0 +1,690 @@
+#include "app/studio/training_panel.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <QChart>
+#include <QChartView>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <chrono>
+#include <cmath>
+
+#include "app/studio/params_panel.h"
+#include "engine/backend.h"
+
+namespace dw::studio {
+
+using namespace dw::engine::training;
+
+namespace {
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+// The first metric that reads as an accuracy, else the first metric; NaN when there is none.
+double headlineMetric(const std::map<std::string, double>& metrics) {
+  for (const auto& [name, v] : metrics)
+    if (name.find("acc") != std::string::npos) return v;
+  return metrics.empty() ? std::nan("") : metrics.begin()->second;
+}
+
+QString formatResult(const char* what, const StepResult& r) {
+  QString text = QStringLiteral("<b>%1</b>: ").arg(what);
+  QStringList parts;
+  for (const auto& [name, v] : r.losses)
+    parts << QStringLiteral("%1 = %2").arg(qs(name)).arg(v, 0, 'g', 6);
+  if (r.regularization != 0)
+    parts << QStringLiteral("regularization = %1").arg(r.regularization, 0, 'g', 5);
+  for (const auto& [name, v] : r.metrics)
+    parts << QStringLiteral("%1 = %2").arg(qs(name)).arg(v, 0, 'g', 5);
+  if (r.gradNorm > 0) parts << QStringLiteral("grad norm = %1").arg(r.gradNorm, 0, 'g', 4);
+  parts << QObject::tr("%1 samples").arg(r.samples);
+  return text + parts.join(QStringLiteral(" · "));
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------- TrainingWorker
+
+struct JobRequest {
+  int job = 0;
+  bool rebuild = false;
+  std::shared_ptr<const Graph> graph;
+  TrainOptions options;
+  TrainingConfig config;
+  std::string baseDir;
+  std::shared_ptr<std::atomic<bool>> cancel;
+};
+
+// Lives on the training thread and owns everything the engine touches there.
+class TrainingWorker : public QObject {
+ public:
+  explicit TrainingWorker(TrainingPanel* panel) : panel_(panel) {}
+
+  // Runs one job; every report reaches the panel through its event queue.
+  void run(const JobRequest& req);
+  Result<onnx::ModelProto> exportTraining(const Graph& g, const TrainOptions& o);
+
+ private:
+  template <class F>
+  void post(F f) {
+    QMetaObject::invokeMethod(panel_, std::move(f), Qt::QueuedConnection);
+  }
+  Status prepare(const JobRequest& req);
+  Result<Batch> nextBatch(bool test);
+
+  TrainingPanel* panel_;
+  std::unique_ptr<Trainer> trainer_;
+  std::string dataKey_;
+  std::shared_ptr<Dataset> train_, test_;
+  std::unique_ptr<BatchLoader> trainLoader_, testLoader_;
+  int64_t trainEpoch_ = 0, testEpoch_ = 0;
+  int64_t batchSize_ = 0;
+  friend class TrainingPanel;
+};
+
+Status TrainingWorker::prepare(const JobRequest& req) {
+  if (req.rebuild || !trainer_) {
+    trainer_.reset();
+    auto t = Trainer::create(*req.graph, req.options);
+    if (!t.ok()) return t.status();
+    trainer_ = std::move(*t);
+  }
+  // Datasets are loaded once per description and kept across steps.
+  const std::string key =
+      trainingConfigToJson(TrainingConfig{req.config.dataset}) + "|" + req.baseDir;
+  if (key != dataKey_) {
+    train_.reset();
+    test_.reset();
+    trainLoader_.reset();
+    testLoader_.reset();
+    dataKey_.clear();
+    if (req.config.dataset.train.empty())
+      return Status::error(
+          "no training data: give a file for each data input in the Training dock's dataset table");
+    auto train = loadDataset(req.config.dataset.train, req.baseDir);
+    if (!train.ok()) return train.status();
+    train_ = std::make_shared<Dataset>(std::move(*train));
+    if (!req.config.dataset.test.empty()) {
+      auto test = loadDataset(req.config.dataset.test, req.baseDir);
+      if (!test.ok()) return test.status();
+      test_ = std::make_shared<Dataset>(std::move(*test));
+    } else if (req.config.dataset.validationSplit > 0 && train_->size() > 1) {
+      const int64_t n = train_->size();
+      const int64_t held = std::max<int64_t>(1, int64_t(n * req.config.dataset.validationSplit));
+      test_ = std::make_shared<Dataset>(train_->slice(n - held, n));
+      train_ = std::make_shared<Dataset>(train_->slice(0, n - held));
+    }
+    dataKey_ = key;
+  }
+  if (!trainLoader_ || batchSize_ != req.config.batchSize) {
+    batchSize_ = req.config.batchSize;
+    LoaderOptions lo;
+    lo.batchSize = batchSize_;
+    lo.shuffle = req.config.shuffle;
+    lo.seed = req.config.seed;
+    trainLoader_ = std::make_unique<BatchLoader>(train_, lo);
+    trainLoader_->startEpoch(trainEpoch_ = 0);
+    lo.shuffle = false;
+    testLoader_ = std::make_unique<BatchLoader>(test_ ? test_ : train_, lo);
+    testLoader_->startEpoch(testEpoch_ = 0);
+  }
+  return Status();
+}
+
+Result<Batch> TrainingWorker::nextBatch(bool test) {
+  BatchLoader& loader = test ? *testLoader_ : *trainLoader_;
+  int64_t& epoch = test ? testEpoch_ : trainEpoch_;
+  auto b = loader.next();
+  if (!b) {  // wrap around: single steps walk the data epoch after epoch
+    loader.startEpoch(++epoch);
+    b = loader.next();
+  }
+  if (!b) return Status::error("the dataset has no samples");
+  return std::move(*b);
+}
+
+void TrainingWorker::run(const JobRequest& req) {
+  using Clock = std::chrono::steady_clock;
+  auto fail = [this](const std::string& msg) {
+    post([p = panel_, m = qs(msg)] { p->onFinished(m, QString()); });
+  };
+  Status st = prepare(req);
+  if (!st.ok()) return fail(st.message());
+  const auto job = static_cast<int>(req.job);
+  if (job != 3) {  // a single step
+    const bool eval = job == 2;
+    auto batch = nextBatch(eval);
+    if (!batch.ok()) return fail(batch.message());
+    const auto t0 = Clock::now();
+    Result<StepResult> r = job == 0   ? trainer_->trainStep(*batch)
+                           : job == 1 ? trainer_->fullTrainStep(*batch)
+                                      : trainer_->evalStep(*batch);
+    if (!r.ok()) return fail(r.message());
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double sps = secs > 0 ? r->samples / secs : 0;
+    const qint64 step = trainer_->counters().trainSteps;
+    const double loss = r->totalLoss();
+    const double metric = headlineMetric(r->metrics);
+    const QString summary = formatResult(job == 0   ? "Train Step"
+                                         : job == 1 ? "Full Train Step"
+                                                    : "Eval Step",
+                                         *r);
+    post([p = panel_, eval, step, loss, sps, metric, summary] {
+      if (eval)
+        p->onEpoch(-1, step, std::nan(""), true, loss, std::nan(""), metric);
+      else
+        p->onStep(step, loss, sps, 1.0);
+      p->onFinished(QString(), summary);
+    });
+    return;
+  }
+
+  // Fit: N more epochs from where the trainer stands.
+  FitOptions fo;
+  fo.train = train_;
+  fo.test = test_;
+  fo.epochs = trainer_->counters().epoch + req.config.epochs;
+  fo.batchSize = req.config.batchSize;
+  fo.shuffle = req.config.shuffle;
+  fo.accumulationSteps = req.config.accumulationSteps;
+  const int64_t firstEpoch = trainer_->counters().epoch;
+  const int64_t epochs = req.config.epochs;
+  auto lastPost = Clock::now() - std::chrono::seconds(1);
+  FitCallbacks cb;
+  cb.onStep = [&](const StepInfo& info) {
+    // Throttled: a tiny model steps far faster than a chart can usefully redraw.
+    const auto now = Clock::now();
+    if (now - lastPost < std::chrono::milliseconds(40) && info.batch + 1 < info.batchesPerEpoch)
+      return;
+    lastPost = now;
+    const double done = (info.epoch - firstEpoch) +
+                        double(info.batch + 1) / std::max<int64_t>(1, info.batchesPerEpoch);
+    const double progress = std::clamp(done / std::max<int64_t>(1, epochs), 0.0, 1.0);
+    const double sps = info.seconds > 0 ? info.samplesDone / info.seconds : 0;
+    post([p = panel_, step = qint64(trainer_->counters().trainSteps),
+          loss = info.result.totalLoss(), sps, progress] { p->onStep(step, loss, sps, progress); });
+  };
+  cb.onEpoch = [&](const EpochReport& e) {
+    post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
+          train = e.trainLoss, hasTest = e.hasTest, test = e.testLoss,
+          trainAcc = headlineMetric(e.trainMetrics),
+          testAcc = e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics)] {
+      p->onEpoch(epoch, step, train, hasTest, test, trainAcc, testAcc);
+    });
+  };
+  auto report = trainer_->fit(fo, cb, req.cancel.get());
+  if (!report.ok()) return fail(report.message());
+  QString summary;
+  if (report->cancelled)
+    summary =
+        QObject::tr("<b>Fit stopped</b> after %1 complete epoch(s)").arg(report->epochs.size());
+  else if (!report->epochs.empty()) {
+    const EpochReport& last = report->epochs.back();
+    summary =
+        QObject::tr("<b>Fit</b>: %1 epoch(s), train loss %2%3, %4 samples/s")
+            .arg(report->epochs.size())
+            .arg(last.trainLoss, 0, 'g', 5)
+            .arg(last.hasTest ? QObject::tr(", validation loss %1").arg(last.testLoss, 0, 'g', 5)
+                              : QString())
+            .arg(last.samplesPerSecond, 0, 'f', 0);
+  }
+  post([p = panel_, summary] { p->onFinished(QString(), summary); });
+}
+
+Result<onnx::ModelProto> TrainingWorker::exportTraining(const Graph& g, const TrainOptions& o) {
+  auto t = Trainer::create(g, o);
+  if (!t.ok()) return t.status();
+  return (*t)->exportTraining();
+}
+
+// ---------------------------------------------------------------------------- TrainingPanel
+
+TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
+    : QWidget(parent), model_(model), cancel_(std::make_shared<std::atomic<bool>>(false)) {
+  worker_ = new TrainingWorker(this);
+  worker_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  thread_.setObjectName(QStringLiteral("training"));
+  thread_.start();
+
+  // --- Settings column ---
+  accelerator_ = new QComboBox;
+  const auto dev = dw::engine::devices();
+  for (const auto& a : dev.available) accelerator_->addItem(qs(a));
+  if (accelerator_->count() == 0) accelerator_->addItem(QStringLiteral("cpu"));
+  accelerator_->setToolTip(
+      tr("Devices the engine can run on here (CPU: %1, %2)").arg(qs(dev.cpuModel), qs(dev.cpuIsa)));
+
+  dataset_ = new QTableWidget(0, 3);
+  dataset_->setHorizontalHeaderLabels({tr("Split"), tr("Input"), tr("File")});
+  dataset_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::Stretch);
+  dataset_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  dataset_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  dataset_->verticalHeader()->hide();
+  dataset_->verticalHeader()->setDefaultSectionSize(22);
+  dataset_->setMinimumHeight(80);
+  dataset_->setToolTip(
+      tr("One file per data input (IDX, NPY or CSV). Relative paths resolve "
+         "against the project's folder. Double-click a file cell to edit it."));
+
+  optimizer_ = new QComboBox;
+  for (const char* o : {"sgd", "adam", "adamw", "adagrad", "rmsprop"}) optimizer_->addItem(o);
+  lr_ = new ScientificSpinBox;
+  lr_->setRange(0, 10);
+  lr_->setSingleStep(1e-4);
+  momentum_ = new ScientificSpinBox;
+  momentum_->setRange(0, 1);
+  momentum_->setSingleStep(0.1);
+  weightDecay_ = new ScientificSpinBox;
+  weightDecay_->setRange(0, 10);
+  weightDecay_->setSingleStep(1e-4);
+  batchSize_ = new QSpinBox;
+  batchSize_->setRange(1, 1 << 20);
+  epochs_ = new QSpinBox;
+  epochs_->setRange(1, 100000);
+
+  auto* settings = new QFormLayout;
+  settings->setContentsMargins(0, 0, 0, 0);
+  settings->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  settings->addRow(tr("Accelerator"), accelerator_);
+  settings->addRow(tr("Dataset"), dataset_);
+  auto* optRow = new QHBoxLayout;
+  optRow->addWidget(optimizer_);
+  optRow->addWidget(new QLabel(tr("lr")));
+  optRow->addWidget(lr_, 1);
+  settings->addRow(tr("Optimizer"), optRow);
+  auto* hyperRow = new QHBoxLayout;
+  hyperRow->addWidget(new QLabel(tr("momentum")));
+  hyperRow->addWidget(momentum_, 1);
+  hyperRow->addWidget(new QLabel(tr("weight decay")));
+  hyperRow->addWidget(weightDecay_, 1);
+  settings->addRow(QString(), hyperRow);
+  auto* sizeRow = new QHBoxLayout;
+  sizeRow->addWidget(batchSize_, 1);
+  sizeRow->addWidget(new QLabel(tr("Epochs")));
+  sizeRow->addWidget(epochs_, 1);
+  settings->addRow(tr("Batch size"), sizeRow);
+
+  trainStep_ = new QPushButton(tr("Train Step"));
+  trainStep_->setToolTip(tr("Forward and backward on one batch; gradients accumulate"));
+  fullStep_ = new QPushButton(tr("Full Train Step"));
+  fullStep_->setToolTip(tr("Train Step, then the optimizer step and a gradient reset"));
+  evalStep_ = new QPushButton(tr("Eval Step"));
+  evalStep_->setToolTip(tr("Inference on one validation batch: loss and metrics, no gradients"));
+  fit_ = new QPushButton(tr("Fit"));
+  fit_->setToolTip(tr("Train the given number of epochs, evaluating after each"));
+  stop_ = new QPushButton(tr("Stop"));
+  stop_->setToolTip(tr("Stop Fit before its next step"));
+  stop_->setEnabled(false);
+  auto* buttons = new QHBoxLayout;
+  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, stop_}) buttons->addWidget(b);
+
+  progress_ = new QProgressBar;
+  progress_->setRange(0, 1000);
+  progress_->setValue(0);
+  progress_->setTextVisible(false);
+  throughput_ = new QLabel(tr("— samples/s"));
+  throughput_->setMinimumWidth(110);
+  auto* progressRow = new QHBoxLayout;
+  progressRow->addWidget(progress_, 1);
+  progressRow->addWidget(throughput_);
+  result_ = new QLabel;
+  result_->setWordWrap(true);
+  result_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  error_ = new QLabel;
+  error_->setWordWrap(true);
+  error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  error_->setStyleSheet(QStringLiteral("color: #b00020; background: #fdecea; padding: 4px"));
+  error_->hide();
+
+  auto* left = new QVBoxLayout;
+  left->addLayout(settings);
+  left->addLayout(buttons);
+  left->addLayout(progressRow);
+  left->addWidget(result_);
+  left->addWidget(error_);
+  left->addStretch();
+  auto* leftWidget = new QWidget;
+  leftWidget->setLayout(left);
+  leftWidget->setMinimumWidth(440);
+  leftWidget->setMaximumWidth(560);
+
+  // --- Charts ---
+  auto makeChart = [](const QString& title, QLineSeries*& train, QLineSeries*& test) {
+    auto* chart = new QChart;
+    chart->setTitle(title);
+    chart->setMargins(QMargins(4, 4, 4, 4));
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    train = new QLineSeries;
+    train->setName(QObject::tr("train"));
+    test = new QLineSeries;
+    test->setName(QObject::tr("validation"));
+    test->setPointsVisible(true);
+    chart->addSeries(train);
+    chart->addSeries(test);
+    auto* x = new QValueAxis;
+    x->setTitleText(QObject::tr("step"));
+    x->setLabelFormat(QStringLiteral("%d"));
+    auto* y = new QValueAxis;
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    for (auto* s : {train, test}) {
+      s->attachAxis(x);
+      s->attachAxis(y);
+    }
+    return chart;
+  };
+  lossChart_ = makeChart(tr("Loss"), trainLoss_, testLoss_);
+  best_ = new QScatterSeries;
+  best_->setName(tr("best epoch"));
+  best_->setMarkerSize(11);
+  best_->setColor(QColor(0xe0, 0x3b, 0x3b));
+  lossChart_->addSeries(best_);
+  best_->attachAxis(lossChart_->axes(Qt::Horizontal).first());
+  best_->attachAxis(lossChart_->axes(Qt::Vertical).first());
+  metricChart_ = makeChart(tr("Metric (accuracy)"), trainMetric_, testMetric_);
+  auto* lossView = new QChartView(lossChart_);
+  lossView->setRenderHint(QPainter::Antialiasing);
+  auto* metricView = new QChartView(metricChart_);
+  metricView->setRenderHint(QPainter::Antialiasing);
+  logScale_ = new QCheckBox(tr("Log scale"));
+  auto* clear = new QPushButton(tr("Clear charts"));
+  auto* chartBar = new QHBoxLayout;
+  chartBar->addWidget(logScale_);
+  chartBar->addStretch();
+  chartBar->addWidget(clear);
+  auto* charts = new QHBoxLayout;
+  charts->addWidget(lossView, 1);
+  charts->addWidget(metricView, 1);
+  auto* right = new QVBoxLayout;
+  right->addLayout(chartBar);
+  right->addLayout(charts, 1);
+
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(6, 4, 6, 4);
+  layout->addWidget(leftWidget);
+  layout->addLayout(right, 1);
+
+  // --- Wiring ---
+  connect(trainStep_, &QPushButton::clicked, this, [this] { start(Job::TrainStep); });
+  connect(fullStep_, &QPushButton::clicked, this, [this] { start(Job::FullTrainStep); });
+  connect(evalStep_, &QPushButton::clicked, this, [this] { start(Job::EvalStep); });
+  connect(fit_, &QPushButton::clicked, this, [this] { start(Job::Fit); });
+  connect(stop_, &QPushButton::clicked, this, [this] {
+    cancel_->store(true);
+    emit statusMessage(tr("Stopping after the current step…"));
+  });
+  connect(logScale_, &QCheckBox::toggled, this, [this] { applyLogScale(); });
+  connect(clear, &QPushButton::clicked, this, [this] {
+    for (auto* s : {trainLoss_, testLoss_, trainMetric_, testMetric_}) s->clear();
+    best_->clear();
+    lossChart_->setTitle(tr("Loss"));
+  });
+  // A change to the canvas or to the optimizer means a new trainer on the next job.
+  auto dirty = [this] { graphDirty_ = true; };
+  connect(model_, &GraphModel::nodeAdded, this, dirty);
+  connect(model_, &GraphModel::nodeRemoved, this, dirty);
+  connect(model_, &GraphModel::nodeChanged, this, dirty);
+  connect(model_, &GraphModel::linkAdded, this, dirty);
+  connect(model_, &GraphModel::linkRemoved, this, dirty);
+  connect(model_, &GraphModel::modelReset, this, [this] {
+    graphDirty_ = true;
+    loadSettingsFromModel();
+  });
+  auto touched = [this] {
+    touched_ = true;
+    graphDirty_ = true;
+  };
+  connect(accelerator_, &QComboBox::currentIndexChanged, this, touched);
+  connect(optimizer_, &QComboBox::currentIndexChanged, this, touched);
+  for (auto* box : {lr_, momentum_, weightDecay_})
+    connect(box, &QDoubleSpinBox::valueChanged, this, touched);
+  connect(batchSize_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
+  connect(epochs_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
+  connect(dataset_, &QTableWidget::itemChanged, this, [this] { touched_ = true; });
+  loadSettingsFromModel();
+}
+
+TrainingPanel::~TrainingPanel() {
+  stopAndWait();
+}
+
+void TrainingPanel::stopAndWait() {
+  cancel_->store(true);
+  if (thread_.isRunning()) {
+    thread_.quit();
+    thread_.wait();
+  }
+}
+
+void TrainingPanel::setProjectDir(const QString& dir) {
+  projectDir_ = dir;
+}
+
+void TrainingPanel::loadSettingsFromModel() {
+  const Graph& g = model_->graph();
+  hasSection_ = g.info().sections.count("training") > 0;
+  auto cfg = trainingConfigFromGraph(g);
+  config_ = cfg.ok() ? *cfg : TrainingConfig{};
+  if (!cfg.ok()) {
+    error_->setText(tr("The project's training section is invalid: %1").arg(qs(cfg.message())));
+    error_->show();
+  }
+  const OptimizerConfig& o = config_.optimizer;
+  const QSignalBlocker b1(optimizer_), b2(lr_), b3(momentum_), b4(weightDecay_), b5(batchSize_),
+      b6(epochs_), b7(dataset_);
+  optimizer_->setCurrentText(qs(o.type));
+  lr_->setValue(o.lr);
+  momentum_->setValue(o.momentum);
+  weightDecay_->setValue(o.weightDecay);
+  batchSize_->setValue(int(config_.batchSize));
+  epochs_->setValue(int(config_.epochs));
+  fillDatasetTable();
+  touched_ = false;
+}
+
+void TrainingPanel::fillDatasetTable() {
+  dataset_->setRowCount(0);
+  auto addRow = [this](const QString& split, const QString& input, const QString& path) {
+    const int r = dataset_->rowCount();
+    dataset_->insertRow(r);
+    auto* s = new QTableWidgetItem(split);
+    s->setFlags(Qt::ItemIsEnabled);
+    auto* i = new QTableWidgetItem(input);
+    i->setFlags(Qt::ItemIsEnabled);
+    dataset_->setItem(r, 0, s);
+    dataset_->setItem(r, 1, i);
+    dataset_->setItem(r, 2, new QTableWidgetItem(path));
+  };
+  for (const auto& f : config_.dataset.train) addRow(tr("train"), qs(f.input), qs(f.path));
+  for (const auto& f : config_.dataset.test) addRow(tr("test"), qs(f.input), qs(f.path));
+  if (config_.dataset.train.empty()) {
+    // No dataset yet: one row per data input of the graph, to fill in.
+    const Graph& g = model_->graph();
+    for (const auto& [id, n] : g.nodes()) {
+      const NodeSpec* s = g.spec(n);
+      if (s && s->kind == NodeKind::GraphInput) addRow(tr("train"), qs(n.name), QString());
+    }
+  }
+}
+
+TrainingConfig TrainingPanel::currentConfig() const {
+  TrainingConfig c = config_;
+  c.optimizer.type = optimizer_->currentText().toStdString();
+  c.optimizer.lr = lr_->value();
+  c.optimizer.momentum = momentum_->value();
+  c.optimizer.weightDecay = weightDecay_->value();
+  c.batchSize = batchSize_->value();
+  c.epochs = epochs_->value();
+  // Paths from the table; files the project did not list yet are added with defaults.
+  int trainRow = 0, testRow = 0;
+  std::vector<DataFileSpec> train, test;
+  for (int r = 0; r < dataset_->rowCount(); ++r) {
+    const bool isTest = dataset_->item(r, 0)->text() == tr("test");
+    const std::string input = dataset_->item(r, 1)->text().toStdString();
+    const std::string path = dataset_->item(r, 2)->text().trimmed().toStdString();
+    auto& from = isTest ? config_.dataset.test : config_.dataset.train;
+    int& idx = isTest ? testRow : trainRow;
+    DataFileSpec f = idx < int(from.size()) ? from[idx] : DataFileSpec{};
+    ++idx;
+    f.input = input;
+    f.path = path;
+    if (!path.empty()) (isTest ? test : train).push_back(f);
+  }
+  c.dataset.train = train;
+  c.dataset.test = test;
+  return c;
+}
+
+TrainOptions TrainingPanel::currentOptions() const {
+  TrainOptions o;
+  const TrainingConfig c = currentConfig();
+  o.optimizer = c.optimizer;
+  o.accelerator = accelerator_->currentText().toStdString();
+  o.seed = c.seed;
+  return o;
+}
+
+void TrainingPanel::storeSettingsInModel() {
+  if (!hasSection_ && !touched_) return;  // nothing to keep: don't add a section of defaults
+  model_->setSection("training", trainingConfigToJson(currentConfig()));
+  hasSection_ = true;
+}
+
+Result<onnx::ModelProto> TrainingPanel::exportTrainingModel() {
+  if (busy_)
+    return Status::error("training is running; press Stop and wait for it to finish first");
+  // The worker is idle, so building a separate trainer here does not race with it.
+  return worker_->exportTraining(model_->graph(), currentOptions());
+}
+
+void TrainingPanel::start(Job job) {
+  if (busy_) return;
+  JobRequest req;
+  req.job = static_cast<int>(job);
+  req.rebuild = graphDirty_;
+  req.graph = std::make_shared<const Graph>(model_->graph());
+  req.options = currentOptions();
+  req.config = currentConfig();
+  req.baseDir =
+      projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
+  cancel_->store(false);
+  req.cancel = cancel_;
+  graphDirty_ = false;
+  error_->hide();
+  lastError_.clear();
+  setBusy(true);
+  if (job == Job::Fit) progress_->setValue(0);
+  emit statusMessage(job == Job::Fit ? tr("Fitting %n epoch(s)…", "", epochs_->value())
+                                     : tr("Running a step…"));
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, req] { w->run(req); }, Qt::QueuedConnection);
+}
+
+void TrainingPanel::setBusy(bool on) {
+  busy_ = on;
+  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_}) b->setEnabled(!on);
+  stop_->setEnabled(on);
+}
+
+void TrainingPanel::onStep(qint64 step, double loss, double samplesPerSec, double progress) {
+  if (std::isfinite(loss)) trainLoss_->append(double(step), loss);
+  throughput_->setText(tr("%1 samples/s").arg(samplesPerSec, 0, 'f', 0));
+  progress_->setValue(int(progress * 1000));
+  rescaleAxes();
+}
+
+void TrainingPanel::onEpoch(qint64 epoch, qint64 step, double trainLoss, bool hasTest,
+                            double testLoss, double trainAcc, double testAcc) {
+  (void)trainLoss;
+  if (hasTest && std::isfinite(testLoss)) testLoss_->append(double(step), testLoss);
+  if (std::isfinite(trainAcc)) trainMetric_->append(double(step), trainAcc);
+  if (std::isfinite(testAcc)) testMetric_->append(double(step), testAcc);
+  // Best epoch: lowest validation loss seen in a Fit.
+  if (epoch >= 0 && hasTest && std::isfinite(testLoss) &&
+      (best_->count() == 0 || testLoss < bestLoss_)) {
+    bestLoss_ = testLoss;
+    best_->clear();
+    best_->append(double(step), testLoss);
+    lossChart_->setTitle(
+        tr("Loss — best epoch %1 (validation %2)").arg(epoch + 1).arg(testLoss, 0, 'g', 4));
+  }
+  rescaleAxes();
+}
+
+void TrainingPanel::onFinished(const QString& error, const QString& summary) {
+  setBusy(false);
+  if (!error.isEmpty()) {
+    lastError_ = error;
+    error_->setText(error);
+    error_->show();
+    emit statusMessage(tr("Training error: %1").arg(error.section('\n', 0, 0)));
+  } else {
+    result_->setText(summary);
+    if (progress_->value() == 0) progress_->setValue(1000);
+    emit statusMessage(QString(summary).remove(QRegularExpression(QStringLiteral("<[^>]*>"))));
+  }
+  emit jobFinished();
+}
+
+int TrainingPanel::trainPoints() const {
+  return trainLoss_->count();
+}
+
+void TrainingPanel::applyLogScale() {
+  QAbstractAxis* old = lossChart_->axes(Qt::Vertical).first();
+  QAbstractAxis* y = nullptr;
+  if (logScale_->isChecked()) {
+    auto* log = new QLogValueAxis;
+    log->setBase(10);
+    log->setLabelFormat(QStringLiteral("%g"));
+    y = log;
+  } else {
+    y = new QValueAxis;
+  }
+  for (QAbstractSeries* s : lossChart_->series()) s->detachAxis(old);
+  lossChart_->removeAxis(old);
+  delete old;
+  lossChart_->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : lossChart_->series()) s->attachAxis(y);
+  rescaleAxes();
+}
+
+void TrainingPanel::rescaleAxes() {
+  auto fit = [this](QChart* chart, std::initializer_list<QLineSeries*> series, bool log) {
+    double x0 = 0, x1 = 1, y0 = INFINITY, y1 = -INFINITY;
+    for (QLineSeries* s : series)
+      for (const QPointF& p : s->points()) {
+        if (log && p.y() <= 0) continue;
+        x1 = std::max(x1, p.x());
+        y0 = std::min(y0, p.y());
+        y1 = std::max(y1, p.y());
+      }
+    chart->axes(Qt::Horizontal).first()->setRange(x0, x1);
+    if (!std::isfinite(y0)) {
+      y0 = log ? 0.1 : 0;
+      y1 = 1;
+    }
+    if (log) {
+      chart->axes(Qt::Vertical).first()->setRange(y0 / 1.5, y1 * 1.5);
+    } else {
+      const double pad = std::max(1e-6, (y1 - y0) * 0.08);
+      chart->axes(Qt::Vertical).first()->setRange(std::max(0.0, y0 - pad), y1 + pad);
+    }
+  };
+  fit(lossChart_, {trainLoss_, testLoss_}, logScale_->isChecked());
+  fit(metricChart_, {trainMetric_, testMetric_}, false);
+}
+
+}  // namespace dw::studio
