@@ -15,7 +15,6 @@
 // with a lowering that emits nothing, so export skips it and every other reader still sees it.
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "nodes/catalogue.h"
 #include "nodes/half.h"
@@ -259,7 +258,7 @@ Status lowerGenerator(LoweringBuilder& b) {
 // --- Control nodes -----------------------------------------------------------------------------
 
 // Accelerator and the step nodes are no part of the model's computation: their lowering checks
-// nothing can go wrong and emits nothing, so an exported ONNX file is the model alone.
+// their parameters and emits nothing, so an exported ONNX file is the model alone.
 Status lowerNothing(LoweringBuilder&) {
   return Status();
 }
@@ -267,14 +266,6 @@ Status lowerNothing(LoweringBuilder&) {
 Status lowerAccelerator(LoweringBuilder& b) {
   if (b.param("threads").asInt() < 0) return b.fail("threads must be >= 0 (0: all cores)");
   return Status();
-}
-
-PortSpec stepInputs(const std::string& name, const std::string& doc) {
-  PortSpec p = tensorPort(name, doc);
-  p.option = PortOption::Variadic;
-  p.minArity = 0;
-  p.differentiability = Differentiability::NonDifferentiable;
-  return p;
 }
 
 }  // namespace
@@ -380,20 +371,18 @@ void addGraphDomain(CatalogueBuilder& b) {
       param("threads", ParamType::Int, Param::makeInt(0), "CPU threads; 0 uses every core.")};
   b.add(std::move(acc));
 
+  // The steps have no tensor ports: what they minimise and report is what the model declares
+  // (Output Train losses, metric nodes), so a step can never change which nodes an export keeps.
   const std::string stepNote =
-      " A control node: the trainer (engine/training) runs it on the model its Graphs wire "
-      "names; ONNX export writes nothing for it.";
+      " A control node with no tensor ports: its Graphs wire names the model it drives, the "
+      "model's Output Train nodes and metrics say what it minimises and reports, and the trainer "
+      "(engine/training) runs it. ONNX export writes nothing for it.";
   NodeSpec train = layerLike(
       "Train Step", "training",
       "One training step on a batch: forward and backward passes; gradients accumulate until an "
       "optimizer step applies them (and resets them)." +
           stepNote,
       lowerNothing);
-  train.inputs = {stepInputs("losses",
-                             "The losses to minimise (summed); none connected: every "
-                             "loss the model declares.")};
-  train.outputs = {};
-  train.maxInputs = std::numeric_limits<int>::max();
   b.add(std::move(train));
 
   NodeSpec full = layerLike(
@@ -403,12 +392,8 @@ void addGraphDomain(CatalogueBuilder& b) {
       "accumulation over several batches)." +
           stepNote,
       lowerNothing);
-  full.inputs = {stepInputs("losses",
-                            "The losses to minimise (summed); none connected: every "
-                            "loss the model declares.")};
   full.params = {param("update?", ParamType::Bool, Param::makeBool(true),
                        "Apply the optimizer after the backward pass.", {"false", "true"})};
-  full.maxInputs = std::numeric_limits<int>::max();
   b.add(std::move(full));
 
   NodeSpec eval = layerLike(
@@ -418,13 +403,9 @@ void addGraphDomain(CatalogueBuilder& b) {
       "their statistics across Eval Steps until reset." +
           stepNote,
       lowerNothing);
-  eval.inputs = {stepInputs("values",
-                            "Losses and metrics to report; none connected: every "
-                            "loss and metric the model declares.")};
   eval.params = {param("reset_metrics?", ParamType::Bool, Param::makeBool(false),
                        "Reset the accumulated metric statistics before this batch.",
                        {"false", "true"})};
-  eval.maxInputs = std::numeric_limits<int>::max();
   b.add(std::move(eval));
 }
 

@@ -240,8 +240,9 @@ TEST(UtilityNodes, ControlNodesExportNothing) {
   NodeId full = *g.addNode(kGraphDomain, "Full Train Step");
   ASSERT_TRUE(g.setParam(full, "update?", Param::makeBool(false)).ok());
   NodeId eval = *g.addNode(kGraphDomain, "Eval Step");
-  ASSERT_TRUE(g.addLink({{relu, 0}, {eval, 0}}).ok());
-  (void)train;
+  // A step joins its model through the Graphs wire; it has no tensor port to wire a loss into.
+  ASSERT_TRUE(g.addLink({{relu, kGraphPort}, {train, kGraphPort}}).ok());
+  EXPECT_FALSE(g.addLink({{relu, 0}, {eval, 0}}).ok());
   auto m = exportOnnx(g);
   ASSERT_TRUE(m.ok()) << m.message();
   EXPECT_EQ(m->graph().node_size(), base->graph().node_size());
@@ -256,6 +257,45 @@ TEST(UtilityNodes, ControlNodesExportNothing) {
   EXPECT_NE(bad.message().find("Accelerator"), std::string::npos) << bad.message();
 }
 
+// With losses (what the trainer exports), the steps change nothing either.
+TEST(UtilityNodes, ControlNodesLeaveTrainingExportsAlone) {
+  auto build = [](bool withSteps) {
+    NodeId relu = 0;
+    Graph g = test::tinyGraph(&relu);
+    NodeId y = 0;
+    for (const auto& [id, n] : g.nodes())
+      if (n.type == "Output") y = id;
+    EXPECT_TRUE(g.removeNode(y).ok());
+    NodeId train = *g.addNode(kLayersDomain, "Output Train");
+    EXPECT_TRUE(g.rename(train, "y").ok());
+    NodeId target = *g.addNode(kGraphDomain, "Input");
+    EXPECT_TRUE(g.rename(target, "t").ok());
+    EXPECT_TRUE(g.setParam(target, "type", Param::makeString("float[N,4]")).ok());
+    EXPECT_TRUE(g.addLink({{relu, 0}, {train, 0}}).ok());
+    EXPECT_TRUE(g.addLink({{target, 0}, {train, 1}}).ok());
+    if (withSteps)
+      for (const char* t : {"Train Step", "Full Train Step", "Eval Step", "Accelerator"})
+        EXPECT_TRUE(g.addNode(kGraphDomain, t).ok());
+    ExportOptions o;
+    o.withLosses = true;
+    auto m = exportOnnx(g, o);
+    EXPECT_TRUE(m.ok()) << m.message();
+    return m.ok() ? *m : onnx::ModelProto();
+  };
+  const auto plain = build(false), steps = build(true);
+  ASSERT_GT(plain.graph().node_size(), 1);
+  EXPECT_EQ(steps.graph().node_size(), plain.graph().node_size());
+  EXPECT_EQ(steps.graph().output_size(), plain.graph().output_size());
+  EXPECT_EQ(steps.graph().input_size(), plain.graph().input_size());
+  auto meta = [](const onnx::ModelProto& m) {
+    for (const auto& p : m.metadata_props())
+      if (p.key() == "deepwire.training") return p.value();
+    return std::string();
+  };
+  EXPECT_FALSE(meta(plain).empty());
+  EXPECT_EQ(meta(steps), meta(plain));
+}
+
 TEST(UtilityNodes, StepNodesAreCatalogueEntries) {
   for (const char* type : {"Train Step", "Full Train Step", "Eval Step", "Accelerator"}) {
     const NodeSpec& s = spec(type);
@@ -263,9 +303,8 @@ TEST(UtilityNodes, StepNodesAreCatalogueEntries) {
     EXPECT_TRUE(s.outputs.empty()) << type;
     EXPECT_NE(s.lower, nullptr) << type;
   }
-  EXPECT_EQ(spec("Train Step").inputs.size(), 1u);
-  EXPECT_EQ(spec("Train Step").inputs[0].option, PortOption::Variadic);
-  EXPECT_EQ(spec("Train Step").inputs[0].minArity, 0);
+  for (const char* type : {"Train Step", "Full Train Step", "Eval Step", "Accelerator"})
+    EXPECT_TRUE(spec(type).inputs.empty()) << type;
   ASSERT_NE(spec("Full Train Step").param("update?"), nullptr);
   EXPECT_EQ(*spec("Full Train Step").param("update?")->defaultValue, Param::makeBool(true));
   ASSERT_NE(spec("Eval Step").param("reset_metrics?"), nullptr);
@@ -280,7 +319,7 @@ TEST(UtilityNodes, DescribeAndNodesShowThem) {
   std::string out;
   ASSERT_EQ(test::runCommand(cli + " describe 'Full Train Step'", &out), 0) << out;
   EXPECT_NE(out.find("update?"), std::string::npos) << out;
-  EXPECT_NE(out.find("losses"), std::string::npos) << out;
+  EXPECT_NE(out.find("Output Train"), std::string::npos) << out;
   ASSERT_EQ(test::runCommand(cli + " describe Constant --domain deepwire", &out), 0) << out;
   EXPECT_NE(out.find("raw"), std::string::npos) << out;
   ASSERT_EQ(test::runCommand(cli + " nodes --json --domain deepwire", &out, false), 0);
