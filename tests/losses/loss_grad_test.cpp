@@ -148,7 +148,10 @@ TEST_P(LossGradient, MatchesFiniteDifferences) {
     EXPECT_TRUE(r.ok()) << r.message();
     return r.ok() ? static_cast<double>(r->at("y_loss").data<float>()[0]) : 0.0;
   };
-  for (int64_t i = 0; i < pred.size(); ++i) {
+  // About six elements spread over the tensor keep the test fast; a step one past size / 6
+  // walks across rows and columns alike.
+  const int64_t step = pred.size() <= 6 ? 1 : pred.size() / 6 + 1;
+  for (int64_t i = 0; i < pred.size(); i += step) {
     const float x = pred.data<float>()[i];
     const float h = 1e-3f * std::max(1.0f, std::abs(x));
     const double fd = (lossAt(i, h) - lossAt(i, -h)) / (2.0 * h);
