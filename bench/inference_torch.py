@@ -92,7 +92,8 @@ def build(model):
 def main():
     path, input_path, reference_path = sys.argv[1:4]
     batches = [int(b) for b in sys.argv[4:]]
-    torch.set_num_threads(os.cpu_count() or 1)
+    threads = int(os.environ.get("DW_BENCH_THREADS", "0")) or os.cpu_count() or 1
+    torch.set_num_threads(threads)
     model = onnx.load(path)
     net = build(model)
     x = torch.from_numpy(np.load(input_path))

@@ -32,7 +32,8 @@ struct DeviceReport {
   std::string cpuModel;
   std::string cpuIsa;  // as oneDNN dispatches it
   int cpuCores = 0;
-  int gpuEngines = 0;
+  int gpuEngines = 0;                 // oneDNN GPU engines (Intel GPUs through OpenCL)
+  std::vector<std::string> gpuNames;  // OpenCL GPU devices: "vendor: name"
   std::vector<std::string> available;  // accelerator names usable here
   std::string onednnVersion;
 };

@@ -122,8 +122,10 @@ int devicesCommand() {
   std::cout << "cpu: " << r.cpuModel << "\n"
             << "  cores: " << r.cpuCores << "\n"
             << "  oneDNN " << r.onednnVersion << " ISA: " << r.cpuIsa << "\n"
-            << "gpu engines (oneDNN OpenCL): " << r.gpuEngines << "\n"
-            << "accelerators available:";
+            << "gpu engines (oneDNN OpenCL, Intel GPUs): " << r.gpuEngines << "\n";
+  for (const auto& g : r.gpuNames) std::cout << "  OpenCL GPU: " << g << "\n";
+  if (r.gpuNames.empty()) std::cout << "  no OpenCL GPU devices\n";
+  std::cout << "accelerators available:";
   for (const auto& s : r.available) std::cout << " " << s;
   std::cout << "\n";
   return 0;

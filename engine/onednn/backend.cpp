@@ -1,3 +1,4 @@
+#include <CL/cl.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -131,6 +132,32 @@ int gpuEngineCount() {
   }
 }
 
+// Every OpenCL GPU device with its vendor, so that `deepwire devices` names what oneDNN could
+// (Intel) or could not (other vendors) use.
+std::vector<std::string> openClGpuNames() {
+  std::vector<std::string> names;
+  cl_uint np = 0;
+  if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return names;
+  std::vector<cl_platform_id> platforms(np);
+  if (clGetPlatformIDs(np, platforms.data(), nullptr) != CL_SUCCESS) return names;
+  auto info = [](cl_device_id d, cl_device_info what) {
+    size_t n = 0;
+    if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return std::string();
+    std::string v(n, '\0');
+    clGetDeviceInfo(d, what, n, v.data(), nullptr);
+    while (!v.empty() && v.back() == '\0') v.pop_back();
+    return v;
+  };
+  for (auto p : platforms) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_GPU, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> devs(nd);
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_GPU, nd, devs.data(), nullptr) != CL_SUCCESS) continue;
+    for (auto d : devs) names.push_back(info(d, CL_DEVICE_VENDOR) + ": " + info(d, CL_DEVICE_NAME));
+  }
+  return names;
+}
+
 }  // namespace
 
 DeviceReport devices() {
@@ -139,6 +166,7 @@ DeviceReport devices() {
   r.cpuIsa = isaName(dnnl::get_effective_cpu_isa());
   r.cpuCores = static_cast<int>(std::thread::hardware_concurrency());
   r.gpuEngines = gpuEngineCount();
+  r.gpuNames = openClGpuNames();
   r.available.push_back("cpu");
   const dnnl_version_t* v = dnnl_version();
   r.onednnVersion =
@@ -160,7 +188,11 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
                          "Available accelerators: cpu");
   }
   if (o.accelerator == "auto") {
-    if (notice) *notice = "accelerator auto: no usable GPU engine, running on cpu";
+    if (notice)
+      *notice = gpus == 0 ? "accelerator auto: no oneDNN GPU engine found, running on cpu"
+                          : "accelerator auto: " + std::to_string(gpus) +
+                                " oneDNN GPU engine(s) found, but GPU kernels are not built; "
+                                "running on cpu";
     return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads));
   }
   return Status::error("unknown accelerator '" + o.accelerator + "'; use cpu, gpu or auto");
