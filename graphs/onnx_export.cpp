@@ -451,6 +451,11 @@ class Lowering {
       json& e = l_.layout_["nodes"]["initializer:" + name];
       e["layer"] = n_.id;
       if (status != "Trainable") e["status"] = status;
+      if (fill.regularizer != "none") {
+        e["regularizer"] = fill.regularizer;
+        e["l1"] = fill.l1;
+        e["l2"] = fill.l2;
+      }
       return name;
     }
 

@@ -60,6 +60,20 @@ ParamSpec activationParam(const std::string& def = "linear") {
 ParamSpec initParam(const std::string& name, const std::string& def, const std::string& what) {
   return pStr(name, def, "Initializer of the " + what + ".", kInitializers);
 }
+// Keras' <weight>_regularizer parameters, with the l1/l2 coefficients the layer's regularizers
+// share. The trainer adds the penalty to the loss (the weights' layout metadata carries it).
+std::vector<ParamSpec> regularizerParams(const std::vector<std::string>& weights) {
+  std::vector<ParamSpec> v;
+  for (const auto& w : weights)
+    v.push_back(pStr(w + "_regularizer", "none",
+                     "Penalty added to the training loss for the " + w +
+                         " weights: l1 * sum|w|, l2 * sum w^2, or both.",
+                     {"none", "l1", "l2", "l1l2"}));
+  v.push_back(pFloat("l1", 0.01, "L1 coefficient of this layer's regularizers."));
+  v.push_back(pFloat("l2", 0.01, "L2 coefficient of this layer's regularizers."));
+  return v;
+}
+
 std::vector<ParamSpec> weightParams(bool bias = true) {
   std::vector<ParamSpec> v = {initParam("kernel_initializer", "glorot_uniform", "kernel")};
   if (bias) {
@@ -69,6 +83,9 @@ std::vector<ParamSpec> weightParams(bool bias = true) {
   v.push_back(pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."));
   v.push_back(
       pInt("seed", 0, "Seed of the weight initializers (each weight draws its own stream)."));
+  const auto r = regularizerParams(bias ? std::vector<std::string>{"kernel", "bias"}
+                                        : std::vector<std::string>{"kernel"});
+  v.insert(v.end(), r.begin(), r.end());
   return v;
 }
 
@@ -85,6 +102,14 @@ WeightFill fillFor(LoweringBuilder& b, const std::string& param) {
   const std::string name = b.param(param).asString();
   f.fill = name == "random_uniform" ? "uniform" : name == "random_normal" ? "normal" : name;
   f.value = b.param("initializer_value").asFloat();
+  // kernel_initializer -> kernel_regularizer, where the layer has one.
+  const size_t cut = param.rfind("_initializer");
+  const std::string reg = param.substr(0, cut) + "_regularizer";
+  if (cut != std::string::npos && b.spec().param(reg)) {
+    f.regularizer = b.param(reg).asString();
+    f.l1 = b.param("l1").asFloat();
+    f.l2 = b.param("l2").asFloat();
+  }
   return f;
 }
 
@@ -653,6 +678,8 @@ std::vector<ParamSpec> recurrentParams(const std::string& kind, bool bidirection
       initParam("bias_initializer", "zeros", "biases"),
       pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
       pInt("seed", 0, "Seed of the weight initializers.")};
+  const auto r = regularizerParams({"kernel", "recurrent", "bias"});
+  v.insert(v.end(), r.begin(), r.end());
   if (kind == "LSTM")
     v.push_back(pBool("unit_forget_bias", true, "Initialize the forget gate's bias to 1."));
   if (kind == "GRU")
@@ -803,28 +830,32 @@ Status lowerConvLSTM(LoweringBuilder& b, size_t nd) {
 }
 
 std::vector<ParamSpec> convLstmParams() {
-  return {pInt("filters", 16, "Channels of the hidden state."),
-          pInts("kernel_size", {3}, "Kernel size: one value, or one per spatial axis."),
-          pInts("strides", {1}, "Strides of the input convolution."),
-          pStr("padding", "valid", "Padding of the input convolution: valid or same.",
-               {"valid", "same"}),
-          pInts("dilation_rate", {1}, "Dilation of the input convolution."),
-          pStr("activation", "tanh", "Activation of the cell input and output.", {"tanh", "relu"}),
-          pStr("recurrent_activation", "sigmoid", "Activation of the gates.",
-               {"sigmoid", "hard_sigmoid"}),
-          pBool("return_sequences", false,
-                "Return every step's state (batch, time, filters, spatial...) rather than the "
-                "last one."),
-          pBool("go_backwards", false,
-                "Process the sequence backwards (the sequence output stays in processing order, "
-                "as Keras returns it)."),
-          initParam("kernel_initializer", "glorot_uniform", "input kernel"),
-          initParam("recurrent_initializer", "orthogonal", "recurrent kernel"),
-          pBool("use_bias", true, "Whether the layer adds a bias."),
-          initParam("bias_initializer", "zeros", "bias"),
-          pBool("unit_forget_bias", true, "Initialize the forget gate's bias to 1."),
-          pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
-          pInt("seed", 0, "Seed of the weight initializers.")};
+  std::vector<ParamSpec> v = {
+      pInt("filters", 16, "Channels of the hidden state."),
+      pInts("kernel_size", {3}, "Kernel size: one value, or one per spatial axis."),
+      pInts("strides", {1}, "Strides of the input convolution."),
+      pStr("padding", "valid", "Padding of the input convolution: valid or same.",
+           {"valid", "same"}),
+      pInts("dilation_rate", {1}, "Dilation of the input convolution."),
+      pStr("activation", "tanh", "Activation of the cell input and output.", {"tanh", "relu"}),
+      pStr("recurrent_activation", "sigmoid", "Activation of the gates.",
+           {"sigmoid", "hard_sigmoid"}),
+      pBool("return_sequences", false,
+            "Return every step's state (batch, time, filters, spatial...) rather than the "
+            "last one."),
+      pBool("go_backwards", false,
+            "Process the sequence backwards (the sequence output stays in processing order, "
+            "as Keras returns it)."),
+      initParam("kernel_initializer", "glorot_uniform", "input kernel"),
+      initParam("recurrent_initializer", "orthogonal", "recurrent kernel"),
+      pBool("use_bias", true, "Whether the layer adds a bias."),
+      initParam("bias_initializer", "zeros", "bias"),
+      pBool("unit_forget_bias", true, "Initialize the forget gate's bias to 1."),
+      pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
+      pInt("seed", 0, "Seed of the weight initializers.")};
+  const auto r = regularizerParams({"kernel", "recurrent", "bias"});
+  v.insert(v.end(), r.begin(), r.end());
+  return v;
 }
 
 // Scaled dot-product attention core: softmax(q k^T * scale) v, batched over leading axes.
@@ -1059,10 +1090,17 @@ void addLayersDomain(CatalogueBuilder& cb) {
              return p;
            }()},
            {out()},
-           {pInt("input_dim", 1000, "Vocabulary size."), pInt("output_dim", 64, "Vector size."),
-            initParam("embeddings_initializer", "random_uniform", "table"),
-            pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
-            pInt("seed", 0, "Seed of the initializer.")},
+           [] {
+             std::vector<ParamSpec> v = {
+                 pInt("input_dim", 1000, "Vocabulary size."),
+                 pInt("output_dim", 64, "Vector size."),
+                 initParam("embeddings_initializer", "random_uniform", "table"),
+                 pFloat("initializer_value", 0.0, "Value used by the 'constant' initializer."),
+                 pInt("seed", 0, "Seed of the initializer.")};
+             const auto r = regularizerParams({"embeddings"});
+             v.insert(v.end(), r.begin(), r.end());
+             return v;
+           }(),
            lowerEmbedding});
 
   // Activations.

@@ -22,6 +22,9 @@ struct WeightFill {
   double low = -0.05, high = 0.05, mean = 0, stddev = 0.05;
   bool fanInFirst = false;     // shape is (fan_in, fan_out, ...) as a Keras/MatMul kernel
   int64_t forgetGateOnes = 0;  // LSTM bias: set gate 2 (forget, ONNX order) of this width to 1
+  // Keras kernel_regularizer & co.: the penalty the trainer adds to the loss for this weight.
+  std::string regularizer = "none";  // none | l1 | l2 | l1l2
+  double l1 = 0.01, l2 = 0.01;
 };
 
 class LoweringBuilder {
