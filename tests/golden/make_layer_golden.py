@@ -412,6 +412,45 @@ recurrent_case("rnn_relu_sequences", "RNN", "RNN", seq, 3, return_sequences=True
 recurrent_case("simplernn_backwards_sequences", "SimpleRNN", "RNN", seq, 3,
                return_sequences=True, go_backwards=True)
 
+
+
+def manual_recurrent_case(name, layer, kind, x, units, params, step):
+    """Recurrences PyTorch's modules do not cover, written out step by step with weights in
+    deepwire's (ONNX) layout: `step(x_t, h, W, R, Wb, Rb)` returns the new state."""
+    gates = GATES[kind][0]
+    f = x.shape[2]
+    w = rand(1, gates * units, f, lo=-0.6, hi=0.6)
+    r = rand(1, gates * units, units, lo=-0.6, hi=0.6)
+    bias = rand(1, 2 * gates * units, lo=-0.6, hi=0.6)
+    W, R = T(w[0]), T(r[0])
+    Wb, Rb = T(bias[0, :gates * units]), T(bias[0, gates * units:])
+    h = torch.zeros(x.shape[0], units)
+    outs = []
+    for t in range(x.shape[1]):
+        h = step(T(x)[:, t], h, W, R, Wb, Rb)
+        outs.append(h)
+    y = torch.stack(outs, 1) if params.get("return_sequences") else h
+    p = dict(params, units=units)
+    case(name, layer, p, [x], {"kernel": w, "recurrent_kernel": r, "bias": bias}, [y])
+
+
+def gru_reset_before(xt, h, W, R, Wb, Rb):
+    """Keras GRU with reset_after=False (ONNX linear_before_reset=0): the reset gate scales the
+    state before the recurrent product."""
+    u = h.shape[1]
+    gx = xt @ W.T + Wb
+    z = torch.sigmoid(gx[:, :u] + h @ R[:u].T + Rb[:u])
+    r = torch.sigmoid(gx[:, u:2 * u] + h @ R[u:2 * u].T + Rb[u:2 * u])
+    cand = torch.tanh(gx[:, 2 * u:] + (r * h) @ R[2 * u:].T + Rb[2 * u:])
+    return (1 - z) * cand + z * h
+
+
+manual_recurrent_case("gru_reset_before_seq", "GRU", "GRU", seq, 3,
+                      {"reset_after": False, "return_sequences": True}, gru_reset_before)
+manual_recurrent_case("simplernn_sigmoid_last", "SimpleRNN", "RNN", seq, 3,
+                      {"activation": "sigmoid"},
+                      lambda xt, h, W, R, Wb, Rb: torch.sigmoid(xt @ W.T + Wb + h @ R.T + Rb))
+
 MERGE = {"concat": lambda f, b: torch.cat([f, b], -1), "sum": lambda f, b: f + b,
          "mul": lambda f, b: f * b, "ave": lambda f, b: (f + b) / 2}
 
