@@ -7,7 +7,8 @@
 // the same layers with the weights from that ONNX file (bench/inference_torch.py, run with
 // /usr/bin/python3), and checks its output against deepwire's before timing.
 //
-// Usage: inference_bench [--seconds S] [--no-torch]
+// Usage: inference_bench [--seconds S] [--threads N] [--no-torch]
+// --threads sets both deepwire's and PyTorch's thread count (default: all cores).
 #include <onnx/onnx_pb.h>
 
 #include <chrono>
@@ -34,6 +35,7 @@ using dw::engine::Tensor;
 using Clock = std::chrono::steady_clock;
 
 double gSeconds = 1.5;
+int gThreads = 0;  // 0: all cores
 
 // Runs f repeatedly (after warm-up) for about gSeconds; returns seconds per call.
 double timeIt(const std::function<void()>& f) {
@@ -97,7 +99,41 @@ void keepPrediction(onnx::ModelProto& m) {
 struct ModelResult {
   std::string name;
   std::map<int, double> ours, torch;
+  double flopPerSample = 0;
 };
+
+// Multiply-add FLOPs per sample of the Gemm/MatMul/Conv nodes, from the shapes shape inference
+// left in the exported model (batch dimension excluded).
+double flopPerSample(const onnx::ModelProto& m) {
+  std::map<std::string, std::vector<int64_t>> dims;
+  auto take = [&](const onnx::ValueInfoProto& v) {
+    std::vector<int64_t> d;
+    for (const auto& x : v.type().tensor_type().shape().dim())
+      d.push_back(x.has_dim_value() ? x.dim_value() : 1);
+    dims[v.name()] = d;
+  };
+  for (const auto& v : m.graph().input()) take(v);
+  for (const auto& v : m.graph().value_info()) take(v);
+  for (const auto& v : m.graph().output()) take(v);
+  for (const auto& t : m.graph().initializer())
+    dims[t.name()] = std::vector<int64_t>(t.dims().begin(), t.dims().end());
+  double flop = 0;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "Gemm" && n.op_type() != "MatMul" && n.op_type() != "Conv") continue;
+    const auto& w = dims[n.input(1)];
+    const auto& y = dims[n.output(0)];
+    if (w.empty() || y.empty()) continue;
+    double perOut = 1;  // MACs per output element
+    if (n.op_type() == "Conv")
+      for (size_t i = 1; i < w.size(); ++i) perOut *= static_cast<double>(w[i]);
+    else
+      perOut = static_cast<double>(dims[n.input(0)].back());
+    double outs = 1;
+    for (size_t i = 1; i < y.size(); ++i) outs *= static_cast<double>(y[i]);
+    flop += 2 * perOut * outs;
+  }
+  return flop;
+}
 
 ModelResult benchModel(const std::string& name, const std::string& project,
                        const std::string& workDir, bool withTorch) {
@@ -106,6 +142,7 @@ ModelResult benchModel(const std::string& name, const std::string& project,
   auto model = dw::exportOnnx(*graph);
   if (!model) die(model.status().message());
   keepPrediction(*model);
+  const double flop = flopPerSample(*model);
   const std::string onnxPath = workDir + "/" + name + ".onnx";
   {
     std::string bytes;
@@ -115,12 +152,14 @@ ModelResult benchModel(const std::string& name, const std::string& project,
     std::fwrite(bytes.data(), 1, bytes.size(), f);
     std::fclose(f);
   }
-  auto session = dw::engine::InferenceSession::create(*model);
+  dw::engine::SessionOptions options;
+  options.backend.threads = gThreads;
+  auto session = dw::engine::InferenceSession::create(*model, options);
   if (!session) die(session.status().message());
   auto& s = **session;
   if (s.inputs().size() != 1) die(name + ": expected one graph input, got\n" + s.describeInputs());
   const auto& in = s.inputs()[0];
-  ModelResult r{name, {}, {}};
+  ModelResult r{name, {}, {}, flop};
   for (int batch : {1, 1000}) {
     dw::engine::Shape shape(in.dims.begin(), in.dims.end());
     shape[0] = batch;
@@ -144,9 +183,10 @@ ModelResult benchModel(const std::string& name, const std::string& project,
     r.ours[batch] = batch / sec;
   }
   if (withTorch) {
-    const std::string cmd = "/usr/bin/python3 " + std::string(DW_SOURCE_DIR) +
-                            "/bench/inference_torch.py " + onnxPath + " " + workDir + "/" + name +
-                            "_x.npy " + workDir + "/" + name + "_y.npy 1 1000";
+    const std::string cmd = "DW_BENCH_THREADS=" + std::to_string(gThreads) + " /usr/bin/python3 " +
+                            std::string(DW_SOURCE_DIR) + "/bench/inference_torch.py " + onnxPath +
+                            " " + workDir + "/" + name + "_x.npy " + workDir + "/" + name +
+                            "_y.npy 1 1000";
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) die("cannot run " + cmd);
     char line[512];
@@ -164,7 +204,8 @@ ModelResult benchModel(const std::string& name, const std::string& project,
 }
 
 // 1024^2 f32 MatMul: through an InferenceSession, and as a bare oneDNN matmul primitive.
-void benchMatmul() {
+// Returns oneDNN's GFLOP/s.
+double benchMatmul() {
   const int64_t n = 1024;
   const double flop = 2.0 * n * n * n;
   onnx::ModelProto m;
@@ -186,7 +227,9 @@ void benchMatmul() {
   node->add_input("B");
   node->add_output("C");
   g->add_output()->set_name("C");
-  auto session = dw::engine::InferenceSession::create(m);
+  dw::engine::SessionOptions options;
+  options.backend.threads = gThreads;
+  auto session = dw::engine::InferenceSession::create(m, options);
   if (!session) die(session.status().message());
   Tensor a = randomTensor({n, n}, 1), b = randomTensor({n, n}, 2);
   const double ours = timeIt([&] {
@@ -208,7 +251,8 @@ void benchMatmul() {
   std::printf("\nMatMul 1024x1024x1024 f32\n");
   std::printf("  deepwire session      %8.1f GFLOP/s\n", flop / ours * 1e-9);
   std::printf("  oneDNN matmul (peak)  %8.1f GFLOP/s\n", flop / peak * 1e-9);
-  std::printf("  ratio                 %8.2f\n", peak / ours);
+  std::printf("  deepwire / oneDNN     %8.2f\n", peak / ours);
+  return flop / peak * 1e-9;
 }
 
 }  // namespace
@@ -219,32 +263,40 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc)
       gSeconds = std::atof(argv[++i]);
+    else if (a == "--threads" && i + 1 < argc)
+      gThreads = std::atoi(argv[++i]);
     else if (a == "--no-torch")
       withTorch = false;
     else
-      die("usage: inference_bench [--seconds S] [--no-torch]");
+      die("usage: inference_bench [--seconds S] [--threads N] [--no-torch]");
   }
   const std::string workDir =
       (std::filesystem::temp_directory_path() / "deepwire_inference_bench").string();
   std::filesystem::create_directories(workDir);
   const std::string ex = std::string(DW_SOURCE_DIR) + "/resources/examples/";
-  std::printf("deepwire inference bench (%s, %d threads)\n", dw::engine::devices().cpuModel.c_str(),
-              dw::engine::devices().cpuCores);
+  const auto dev = dw::engine::devices();
+  std::printf("deepwire inference bench (%s, %s, %d threads)\n", dev.cpuModel.c_str(),
+              dev.cpuIsa.c_str(), gThreads > 0 ? gThreads : dev.cpuCores);
   std::vector<ModelResult> results;
   results.push_back(benchModel("mlp", ex + "fashion_mnist_mlp.dwproj", workDir, withTorch));
   results.push_back(benchModel("cnn", ex + "fashion_mnist_cnn.dwproj", workDir, withTorch));
-  std::printf("\n%-6s %6s %16s %16s %8s\n", "model", "batch", "deepwire/s", "pytorch/s", "ratio");
+  const double peak = benchMatmul();
+  std::printf("\n%-6s %6s %13s %13s %8s %10s %8s\n", "model", "batch", "deepwire/s", "pytorch/s",
+              "ratio", "GFLOP/s", "of peak");
   for (const auto& r : results) {
     for (const auto& [batch, ours] : r.ours) {
+      const double gf = ours * r.flopPerSample * 1e-9;
       auto t = r.torch.find(batch);
       if (t == r.torch.end())
-        std::printf("%-6s %6d %16.0f %16s %8s\n", r.name.c_str(), batch, ours, "-", "-");
+        std::printf("%-6s %6d %13.0f %13s %8s %10.1f %7.0f%%\n", r.name.c_str(), batch, ours, "-",
+                    "-", gf, 100 * gf / peak);
       else
-        std::printf("%-6s %6d %16.0f %16.0f %8.2f\n", r.name.c_str(), batch, ours, t->second,
-                    ours / t->second);
+        std::printf("%-6s %6d %13.0f %13.0f %8.2f %10.1f %7.0f%%\n", r.name.c_str(), batch, ours,
+                    t->second, ours / t->second, gf, 100 * gf / peak);
     }
   }
-  std::printf("targets at batch 1000: mlp >= 200000/s, cnn >= 15000/s\n");
-  benchMatmul();
+  std::printf(
+      "targets at batch 1000: mlp >= 200000/s, cnn >= 15000/s; \"of peak\" compares the "
+      "model's multiply-add GFLOP/s with oneDNN's 1024^2 matmul in this run\n");
   return 0;
 }

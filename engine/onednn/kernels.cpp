@@ -325,6 +325,9 @@ class Conv : public Kernel {
     Dims srcAny = onednn::toDims(x.shape()), dstAny = onednn::toDims(out);
     memory::desc srcMd(srcAny, f32, Tag::any), dstMd(dstAny, f32, Tag::any),
         wMd(wdims, f32, Tag::any);
+    // With few input channels (image inputs) oneDNN's direct "first convolution" kernels read
+    // plain NCHW and are far faster than what format_tag::any picks for the source.
+    if (!transposed_ && c / g <= 4) srcMd = e.userSrc;
     e.biasD = memory::desc({oc}, f32, Tag::a);
     memory::desc biasMd = ctx.hasInput(2) || bnFused_ ? e.biasD : memory::desc();
     dnnl::primitive_attr attr;
