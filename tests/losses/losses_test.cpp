@@ -159,12 +159,7 @@ void expectClose(const Tensor& got, const json& expected, const std::string& wha
   }
 }
 
-class LossGolden : public ::testing::TestWithParam<GoldenCase> {};
-
-TEST_P(LossGolden, MatchesReference) {
-  const json& c = GetParam().spec;
-  ASSERT_TRUE(c.is_object()) << "tests/golden/losses_golden.json is missing or unreadable; run "
-                                "/usr/bin/python3 tests/golden/make_loss_golden.py";
+void checkCase(const json& c) {
   auto g = buildGraph(c, false);
   ASSERT_TRUE(g.ok()) << g.message();
   ExportOptions opt;
@@ -226,7 +221,36 @@ TEST_P(LossGolden, MatchesReference) {
   expectClose(value->at(valueName), c["expected"], split ? "two accumulated halves" : "finalize");
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, LossGolden, ::testing::ValuesIn(goldenCases()),
+// One test per loss or metric type (a process each under CTest), running all its cases.
+std::vector<GoldenCase> byType() {
+  std::vector<GoldenCase> v;
+  std::map<std::string, size_t> index;
+  for (const auto& c : goldenCases()) {
+    if (!c.spec.is_object()) return {c};
+    const std::string key =
+        c.spec["kind"].get<std::string>() + " " + c.spec["type"].get<std::string>();
+    if (!index.count(key)) {
+      index[key] = v.size();
+      v.push_back({key, json::array()});
+    }
+    v[index[key]].spec.push_back(c.spec);
+  }
+  return v;
+}
+
+class LossGolden : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(LossGolden, MatchesReference) {
+  const json& cases = GetParam().spec;
+  ASSERT_TRUE(cases.is_array()) << "tests/golden/losses_golden.json is missing or unreadable; run "
+                                   "/usr/bin/python3 tests/golden/make_loss_golden.py";
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    checkCase(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, LossGolden, ::testing::ValuesIn(byType()),
                          [](const ::testing::TestParamInfo<GoldenCase>& info) {
                            std::string s = info.param.name;
                            for (auto& ch : s)
