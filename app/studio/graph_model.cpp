@@ -270,6 +270,19 @@ Status GraphModel::setLdaCoeff(NodeId id, double coeff) {
   return recordNodeEdit(*before, tr("Set lda coeff"));
 }
 
+Status GraphModel::applyNodeStates(const std::vector<Node>& after, const QString& text) {
+  for (const auto& n : after)
+    if (!graph_.node(n.id)) return Status::error("no node #" + std::to_string(n.id));
+  undo_.beginMacro(text);
+  for (const auto& n : after) {
+    const Node before = *graph_.node(n.id);
+    applyNodeState(graph_, n);
+    undo_.push(new NodeStateCommand(this, before, *graph_.node(n.id), text));
+  }
+  undo_.endMacro();
+  return Status();
+}
+
 void GraphModel::setSection(const std::string& name, const std::string& json) {
   ModelInfo info = graph_.info();
   if (info.sections[name] == json) return;

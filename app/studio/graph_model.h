@@ -46,6 +46,9 @@ class GraphModel : public QObject {
   dw::Status setSpecifiedOutputsName(dw::NodeId id, std::vector<std::string> names);
   dw::Status setLdaCoeff(dw::NodeId id, double coeff);
 
+  // Brings several nodes to new states (params, names, ...) as one undo step; used to write
+  // trained weights back into Initializer nodes.
+  dw::Status applyNodeStates(const std::vector<dw::Node>& after, const QString& text);
   // A project section the studio edits outside the graph (the Training dock's settings). Not an
   // undo step: these are settings, not edits of the model.
   void setSection(const std::string& name, const std::string& json);

@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   }
   window.model()->validateNow();
   for (int i = 0; i < 10; ++i) QApplication::processEvents();
+  window.view()->fitToView();  // again: the docks have settled to their final sizes
+  QApplication::processEvents();
   const QPixmap pix = window.grab();
   if (!pix.save(cli.value(shot))) {
     std::fprintf(stderr, "deepwire-studio: cannot write %s\n", qPrintable(cli.value(shot)));

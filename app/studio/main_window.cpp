@@ -125,8 +125,8 @@ void MainWindow::createDocks() {
   addDockWidget(Qt::BottomDockWidgetArea, problemsDock_);
   tabifyDockWidget(trainingDock, problemsDock_);
   trainingDock->raise();
-  resizeDocks({paletteDock, paramsDock}, {250, 340}, Qt::Horizontal);
-  resizeDocks({trainingDock}, {330}, Qt::Vertical);
+  resizeDocks({paletteDock, paramsDock}, {230, 330}, Qt::Horizontal);
+  resizeDocks({trainingDock}, {290}, Qt::Vertical);
 
   connect(problems_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
     const NodeId id = item->data(Qt::UserRole).toLongLong();

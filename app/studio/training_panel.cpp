@@ -327,6 +327,10 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   stop_ = new QPushButton(tr("Stop"));
   stop_->setToolTip(tr("Stop Fit before its next step"));
   stop_->setEnabled(false);
+  writeWeights_ = new QPushButton(tr("Write Weights to Graph"));
+  writeWeights_->setToolTip(
+      tr("Copy the trained weights into the Initializer nodes (undoable), "
+         "so Save and Export carry them"));
   auto* buttons = new QHBoxLayout;
   for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, stop_}) buttons->addWidget(b);
 
@@ -352,6 +356,10 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   left->addLayout(settings);
   left->addLayout(buttons);
   left->addLayout(progressRow);
+  auto* weightsRow = new QHBoxLayout;
+  weightsRow->addStretch();
+  weightsRow->addWidget(writeWeights_);
+  left->addLayout(weightsRow);
   left->addWidget(result_);
   left->addWidget(error_);
   left->addStretch();
@@ -375,7 +383,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     chart->addSeries(test);
     auto* x = new QValueAxis;
     x->setTitleText(QObject::tr("step"));
-    x->setLabelFormat(QStringLiteral("%d"));
+    x->setLabelFormat(QStringLiteral("%.0f"));
+    x->setTickCount(6);
     auto* y = new QValueAxis;
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
@@ -424,6 +433,14 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(stop_, &QPushButton::clicked, this, [this] {
     cancel_->store(true);
     emit statusMessage(tr("Stopping after the current step…"));
+  });
+  connect(writeWeights_, &QPushButton::clicked, this, [this] {
+    Status st = writeWeightsToGraph();
+    if (!st.ok()) {
+      error_->setText(qs(st.message()));
+      error_->show();
+    }
+    emit statusMessage(st.ok() ? tr("Trained weights written to the graph") : qs(st.message()));
   });
   connect(logScale_, &QCheckBox::toggled, this, [this] { applyLogScale(); });
   connect(clear, &QPushButton::clicked, this, [this] {
@@ -565,8 +582,29 @@ void TrainingPanel::storeSettingsInModel() {
 Result<onnx::ModelProto> TrainingPanel::exportTrainingModel() {
   if (busy_)
     return Status::error("training is running; press Stop and wait for it to finish first");
-  // The worker is idle, so building a separate trainer here does not race with it.
+  // The worker is idle, so reading its trainer (or building one) here does not race with it.
+  // A trainer that matches the canvas exports its trained weights and optimizer state.
+  if (!graphDirty_ && worker_->trainer_) return worker_->trainer_->exportTraining();
   return worker_->exportTraining(model_->graph(), currentOptions());
+}
+
+Status TrainingPanel::writeWeightsToGraph() {
+  if (busy_)
+    return Status::error("training is running; press Stop and wait for it to finish first");
+  if (!worker_->trainer_ || graphDirty_)
+    return Status::error(
+        "nothing trained for this graph yet: press Train Step, Full Train Step or Fit first");
+  Graph copy = model_->graph();
+  DW_RETURN_IF_ERROR(worker_->trainer_->writeWeightsTo(copy));
+  std::vector<Node> changed;
+  for (const auto& [id, n] : copy.nodes()) {
+    const Node* cur = model_->graph().node(id);
+    if (cur && cur->params != n.params) changed.push_back(n);
+  }
+  DW_RETURN_IF_ERROR(model_->applyNodeStates(changed, tr("Write trained weights")));
+  // The graph now holds what the trainer holds: keep training with it (and its optimizer state).
+  graphDirty_ = false;
+  return Status();
 }
 
 void TrainingPanel::start(Job job) {
@@ -594,7 +632,7 @@ void TrainingPanel::start(Job job) {
 
 void TrainingPanel::setBusy(bool on) {
   busy_ = on;
-  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_}) b->setEnabled(!on);
+  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, writeWeights_}) b->setEnabled(!on);
   stop_->setEnabled(on);
 }
 
@@ -663,7 +701,7 @@ void TrainingPanel::applyLogScale() {
 
 void TrainingPanel::rescaleAxes() {
   auto fit = [this](QChart* chart, std::initializer_list<QLineSeries*> series, bool log) {
-    double x0 = 0, x1 = 1, y0 = INFINITY, y1 = -INFINITY;
+    double x0 = 0, x1 = 5, y0 = INFINITY, y1 = -INFINITY;
     for (QLineSeries* s : series)
       for (const QPointF& p : s->points()) {
         if (log && p.y() <= 0) continue;
@@ -671,6 +709,8 @@ void TrainingPanel::rescaleAxes() {
         y0 = std::min(y0, p.y());
         y1 = std::max(y1, p.y());
       }
+    // Whole steps on the axis: round the end up to a multiple of the 5 tick intervals.
+    x1 = std::ceil(x1 / 5) * 5;
     chart->axes(Qt::Horizontal).first()->setRange(x0, x1);
     if (!std::isfinite(y0)) {
       y0 = log ? 0.1 : 0;

@@ -53,6 +53,9 @@ class TrainingPanel : public QWidget {
   QPushButton* fullTrainStepButton() const { return fullStep_; }
   QPushButton* fitButton() const { return fit_; }
   QPushButton* stopButton() const { return stop_; }
+  QPushButton* writeWeightsButton() const { return writeWeights_; }
+  // Copies the trained weights into the graph's Initializer nodes (one undo step).
+  dw::Status writeWeightsToGraph();
   QSpinBox* batchSizeBox() const { return batchSize_; }
   QSpinBox* epochsBox() const { return epochs_; }
   QComboBox* optimizerBox() const { return optimizer_; }
@@ -104,7 +107,7 @@ class TrainingPanel : public QWidget {
   ScientificSpinBox* weightDecay_;
   QSpinBox* batchSize_;
   QSpinBox* epochs_;
-  QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_;
+  QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_, *writeWeights_;
   QProgressBar* progress_;
   QLabel* throughput_;
   QLabel* result_;

@@ -494,6 +494,17 @@ class StudioTest : public QObject {
     QVERIFY(panel->lastResult().startsWith("<b>Eval Step"));
     panel->logScaleBox()->setChecked(true);  // swaps the axis without losing points
     QCOMPARE(panel->trainPoints(), 4);
+
+    // Trained weights go back into the Initializer nodes as one undo step.
+    const std::string before = json(w);
+    panel->writeWeightsButton()->click();
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    const dw::NodeId weight = findByName(w.model()->graph(), "weight");
+    QVERIFY(weight);
+    QCOMPARE(w.model()->graph().param(weight, "fill")->asString(), std::string("values"));
+    QVERIFY(json(w) != before);
+    w.action("undo")->trigger();
+    QCOMPARE(json(w), before);
   }
 
   void stopDuringFit() {
