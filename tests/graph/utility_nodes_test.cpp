@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graphs/onnx_export.h"
+#include "graphs/project.h"
 #include "nodes/type_syntax.h"
 #include "test_util.h"
 
@@ -294,6 +295,31 @@ TEST(UtilityNodes, ControlNodesLeaveTrainingExportsAlone) {
   };
   EXPECT_FALSE(meta(plain).empty());
   EXPECT_EQ(meta(steps), meta(plain));
+}
+
+// The project file keeps every utility node with its parameters (export keeps none of the
+// control nodes, so the project is where they live).
+TEST(UtilityNodes, ProjectsKeepThem) {
+  Graph g;
+  NodeId acc = *g.addNode(kGraphDomain, "Accelerator");
+  ASSERT_TRUE(g.setParam(acc, "device", Param::makeString("gpu")).ok());
+  ASSERT_TRUE(g.setParam(acc, "threads", Param::makeInt(3)).ok());
+  NodeId full = *g.addNode(kGraphDomain, "Full Train Step");
+  ASSERT_TRUE(g.setParam(full, "update?", Param::makeBool(false)).ok());
+  NodeId init = *g.addNode(kGraphDomain, "IntInitializer3D");
+  ASSERT_TRUE(g.setParam(init, "shape", Param::makeInts({2, 3, 4})).ok());
+  NodeId gen = *g.addNode(kGraphDomain, "Generator");
+  ASSERT_TRUE(g.setParam(gen, "generator", Param::makeString("RandomNormal")).ok());
+  auto back = projectFromJsonText(projectToJsonText(g), "test");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->node(acc)->type, "Accelerator");
+  EXPECT_EQ(*back->param(acc, "device"), Param::makeString("gpu"));
+  EXPECT_EQ(*back->param(acc, "threads"), Param::makeInt(3));
+  EXPECT_EQ(back->node(full)->type, "Full Train Step");
+  EXPECT_EQ(*back->param(full, "update?"), Param::makeBool(false));
+  EXPECT_EQ(back->node(init)->type, "IntInitializer3D");
+  EXPECT_EQ(back->param(init, "shape")->asInts(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(*back->param(gen, "generator"), Param::makeString("RandomNormal"));
 }
 
 TEST(UtilityNodes, StepNodesAreCatalogueEntries) {
