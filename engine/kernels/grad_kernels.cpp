@@ -63,7 +63,8 @@ class SumToShape : public Kernel {
 // dX = dY * f'(X) for activations and unary math, f' from X and/or Y = f(X).
 class UnaryGrad : public Kernel {
  public:
-  explicit UnaryGrad(const KernelInit& init) : op_(init.attrs.getString("op")) {
+  explicit UnaryGrad(const KernelInit& init)
+      : op_(init.attrs.getString("op")), relu_(op_ == "Relu") {
     const auto& a = init.attrs;
     if (op_ == "LeakyRelu") alpha_ = a.getFloat("alpha", 0.01f);
     if (op_ == "Elu" || op_ == "Celu" || op_ == "ThresholdedRelu")
@@ -106,15 +107,19 @@ class UnaryGrad : public Kernel {
     DW_ALLOC(dx, ctx.output(0, dy.dtype(), dy.shape()));
     return dispatchFloat(dy.dtype(), [&](auto z) {
       using T = decltype(z);
-      const T* g = dy.data<T>();
-      const T* px = x.data<T>();
-      const T* py = y.data<T>();
-      T* o = dx->data<T>();
+      const T* __restrict g = dy.data<T>();
+      const T* __restrict px = x.data<T>();
+      const T* __restrict py = y.data<T>();
+      T* __restrict o = dx->data<T>();
       const int64_t n = dy.size();
       const T a = static_cast<T>(alpha_), b = static_cast<T>(beta_), gm = static_cast<T>(gamma_);
-      auto run = [&](auto f) {
+      auto run = [g, px, py, o, n](auto f) {
         for (int64_t i = 0; i < n; ++i) o[i] = g[i] * f(px[i], py[i]);
       };
+      if (relu_) {
+        for (int64_t i = 0; i < n; ++i) o[i] = px[i] > 0 ? g[i] : T(0);
+        return Status();
+      }
       if (op_ == "Relu")
         run([](T v, T) { return v > 0 ? T(1) : T(0); });
       else if (op_ == "LeakyRelu")
@@ -194,6 +199,7 @@ class UnaryGrad : public Kernel {
 
  private:
   std::string op_;
+  bool relu_;  // the common case, kept free of the per-op dispatch
   float alpha_ = 0, beta_ = 0, gamma_ = 0;
 };
 

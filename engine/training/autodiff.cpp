@@ -86,13 +86,28 @@ void addOutput(onnx::GraphProto* g, const std::string& name, const TypeTable& ty
     if (o.name() == name) return;
   auto* vi = g->add_output();
   vi->set_name(name);
-  int32_t et = types.elemType(like);
+  if (const auto* t = types.type(like)) {
+    *vi->mutable_type() = *t;
+    return;
+  }
   auto* tt = vi->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(et ? et : onnx::TensorProto::FLOAT);
-  std::vector<int64_t> dims;
-  if (types.dims(like, &dims)) {
-    auto* sh = tt->mutable_shape();
-    for (int64_t d : dims) sh->add_dim()->set_dim_value(d);
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+}
+
+void addForwardValueInfo(onnx::GraphProto* g, const TypeTable& types) {
+  std::set<std::string> known;
+  for (const auto& v : g->input()) known.insert(v.name());
+  for (const auto& v : g->output()) known.insert(v.name());
+  for (const auto& v : g->value_info()) known.insert(v.name());
+  for (const auto& t : g->initializer()) known.insert(t.name());
+  std::set<std::string> produced;
+  for (const auto& n : g->node())
+    for (const auto& o : n.output()) produced.insert(o);
+  for (const auto& [name, type] : types.all()) {
+    if (known.count(name) || !produced.count(name)) continue;
+    auto* vi = g->add_value_info();
+    vi->set_name(name);
+    *vi->mutable_type() = type;
   }
 }
 
@@ -372,6 +387,9 @@ Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& forward,
     out.gradOutputs.push_back(name);
   }
   for (const auto& [stat, name] : out.stateUpdates) addOutput(g, name, types, stat);
+  // Forward types as value_info: shape inference stops at the grad-domain ops (they have no
+  // schema), and function-expanded ops such as SoftmaxCrossEntropyLoss need their input types.
+  addForwardValueInfo(g, types);
   return out;
 }
 
@@ -429,6 +447,7 @@ Result<onnx::ModelProto> expandGradientOps(const onnx::ModelProto& model) {
     }
     ++count;
   }
+  addForwardValueInfo(m.mutable_graph(), types);
   return m;
 }
 

@@ -28,9 +28,11 @@ class TypeTable {
  public:
   void add(const std::string& name, const onnx::TypeProto& t);
   int32_t elemType(const std::string& name) const;
+  const onnx::TypeProto* type(const std::string& name) const;
   int rank(const std::string& name) const;
   // Fully known dims, or false.
   bool dims(const std::string& name, std::vector<int64_t>* out) const;
+  const std::map<std::string, onnx::TypeProto>& all() const { return types_; }
 
  private:
   std::map<std::string, onnx::TypeProto> types_;

@@ -15,6 +15,11 @@ int32_t TypeTable::elemType(const std::string& name) const {
   return it == types_.end() ? 0 : it->second.tensor_type().elem_type();
 }
 
+const onnx::TypeProto* TypeTable::type(const std::string& name) const {
+  auto it = types_.find(name);
+  return it == types_.end() ? nullptr : &it->second;
+}
+
 int TypeTable::rank(const std::string& name) const {
   auto it = types_.find(name);
   if (it == types_.end() || !it->second.tensor_type().has_shape()) return -1;
