@@ -160,6 +160,17 @@ inline std::vector<int64_t> intsInput(const KernelContext& ctx, size_t i) {
   return ctx.input(i).toInt64Vector();
 }
 
+// Reduction geometry shared by the host and oneDNN reduce kernels (kernels/reduce.cpp).
+struct ReducePlan {
+  Shape outShape;  // with keepdims
+  Shape outKeep;   // always with reduced dims as 1 (for strides)
+  std::vector<int64_t> outStrides;
+  bool empty = false;  // noop: copy input
+};
+// Resolves ONNX axes (empty: all, or nothing with noopEmpty), keepdims included.
+Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool keep,
+                              bool noopEmpty);
+
 // Copies a whole tensor (with strings) into a freshly allocated output.
 Status copyToOutput(KernelContext& ctx, size_t i, const Tensor& t, Shape shape);
 

@@ -12,42 +12,6 @@ namespace {
 
 enum class ROp { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 
-// Output strides over the input's index space: 0 on reduced axes, so that for each input index
-// the output offset is a dot product that the counter walk updates incrementally.
-struct ReducePlan {
-  Shape outShape;  // with keepdims
-  Shape outKeep;   // always with reduced dims as 1 (for strides)
-  std::vector<int64_t> outStrides;
-  bool empty = false;  // noop: copy input
-};
-
-Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool keep,
-                              bool noopEmpty) {
-  ReducePlan p;
-  const size_t r = in.size();
-  std::vector<bool> red(r, false);
-  if (axes.empty()) {
-    if (noopEmpty) {
-      p.empty = true;
-      p.outShape = in;
-      return p;
-    }
-    red.assign(r, true);
-  }
-  for (int64_t a : axes) {
-    if (!validAxis(a, r))
-      return Status::error("axis " + std::to_string(a) + " out of range for rank " +
-                           std::to_string(r));
-    red[normAxis(a, r)] = true;
-  }
-  for (size_t d = 0; d < r; ++d) {
-    p.outKeep.push_back(red[d] ? 1 : in[d]);
-    if (!red[d] || keep) p.outShape.push_back(red[d] ? 1 : in[d]);
-  }
-  p.outStrides = broadcastStrides(p.outKeep, in);
-  return p;
-}
-
 template <class F>
 void walk(const Shape& in, const std::vector<int64_t>& ost, F&& f) {
   const int64_t total = numElements(in);
@@ -326,6 +290,35 @@ class CumSum : public Kernel {
 };
 
 }  // namespace
+
+// Output strides over the input's index space: 0 on reduced axes, so that for each input index
+// the output offset is a dot product that the counter walk updates incrementally.
+Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool keep,
+                              bool noopEmpty) {
+  ReducePlan p;
+  const size_t r = in.size();
+  std::vector<bool> red(r, false);
+  if (axes.empty()) {
+    if (noopEmpty) {
+      p.empty = true;
+      p.outShape = in;
+      return p;
+    }
+    red.assign(r, true);
+  }
+  for (int64_t a : axes) {
+    if (!validAxis(a, r))
+      return Status::error("axis " + std::to_string(a) + " out of range for rank " +
+                           std::to_string(r));
+    red[normAxis(a, r)] = true;
+  }
+  for (size_t d = 0; d < r; ++d) {
+    p.outKeep.push_back(red[d] ? 1 : in[d]);
+    if (!red[d] || keep) p.outShape.push_back(red[d] ? 1 : in[d]);
+  }
+  p.outStrides = broadcastStrides(p.outKeep, in);
+  return p;
+}
 
 void addReduceKernels(KernelRegistry& r) {
   const char* h = "host";

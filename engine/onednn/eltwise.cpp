@@ -1,8 +1,9 @@
 // oneDNN-backed kernels of the cpu backend for the "light" ops oneDNN has primitives for:
 // eltwise activations, binary arithmetic with broadcasting, softmax / logsoftmax, layer
-// normalization, concat and PRelu. Each runs float32 on oneDNN and hands every other dtype or
-// attribute combination oneDNN can't express to the op's host kernel (engine/kernels/), which
-// stays the reference for the conformance suite. Primitives are cached per input-shape signature.
+// normalization, concat, PRelu, reductions and linear resampling. Each runs float32 on oneDNN and
+// hands every other dtype or attribute combination oneDNN can't express to the op's host kernel
+// (engine/kernels/), which stays the reference for the conformance suite. Primitives are cached per
+// input-shape signature.
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -411,6 +412,141 @@ class PReluOp : public DnnlOrHost {
   }
 };
 
+// Reduce{Sum,Mean,Max,Min,Prod,L1,L2,SumSquare} on oneDNN's reduction primitive for float32;
+// LogSum/LogSumExp, other dtypes, empty reductions and NaN-propagating Max/Min inputs stay on
+// the host kernel.
+class ReduceOp : public DnnlOrHost {
+ public:
+  explicit ReduceOp(const KernelInit& init) : DnnlOrHost(init) {
+    const std::string& op = init.opType;
+    using A = dnnl::algorithm;
+    if (op == "ReduceSum") {
+      alg_ = A::reduction_sum;
+    } else if (op == "ReduceMean") {
+      alg_ = A::reduction_mean;
+    } else if (op == "ReduceMax") {
+      alg_ = A::reduction_max;
+    } else if (op == "ReduceMin") {
+      alg_ = A::reduction_min;
+    } else if (op == "ReduceProd") {
+      alg_ = A::reduction_mul;
+    } else if (op == "ReduceL1") {
+      alg_ = A::reduction_norm_lp_sum;
+      p_ = 1;
+    } else if (op == "ReduceL2") {
+      alg_ = A::reduction_norm_lp_sum;
+      p_ = 2;
+    } else if (op == "ReduceSumSquare") {
+      alg_ = A::reduction_norm_lp_power_p_sum;
+      p_ = 2;
+    } else {
+      fail("no oneDNN reduction for " + op);
+    }
+    keep_ = init.attrs.getInt("keepdims", 1) != 0;
+    noop_ = init.attrs.getInt("noop_with_empty_axes", 0) != 0;
+    axes_ = init.attrs.getInts("axes");
+    axesInput_ = (op == "ReduceSum" && init.opset >= 13) || init.opset >= 18;
+    maxMin_ = op == "ReduceMax" || op == "ReduceMin";
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kFloat || x.rank() == 0 || x.rank() > 6 || x.size() == 0)
+      return host(ctx);
+    std::vector<int64_t> axes = axesInput_ ? intsInput(ctx, 1) : axes_;
+    auto plan = planReduce(x.shape(), axes, keep_, noop_ && axesInput_);
+    if (!plan) return plan.status();
+    if (plan->empty || plan->outKeep == x.shape()) return host(ctx);
+    if (maxMin_) {
+      const float* p = x.data<float>();
+      for (int64_t i = 0; i < x.size(); ++i)
+        if (std::isnan(p[i])) return host(ctx);
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, plan->outShape));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc sd = plainDesc(x.shape(), f32), dd = plainDesc(plan->outKeep, f32);
+      std::vector<int64_t> key = x.shape();
+      key.push_back(-1);
+      key.insert(key.end(), plan->outKeep.begin(), plan->outKeep.end());
+      auto& prim = cache_[key];
+      if (!prim) {
+        dnnl::reduction::desc d(alg_, sd, dd, p_, 0.0f);
+        prim = dnnl::reduction(dnnl::reduction::primitive_desc(d, be.engine()));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_SRC, memory(sd, be.engine(), const_cast<void*>(x.raw()))},
+                    {DNNL_ARG_DST, memory(dd, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  dnnl::algorithm alg_ = dnnl::algorithm::reduction_sum;
+  float p_ = 0;
+  bool keep_ = true, noop_ = false, axesInput_ = false, maxMin_ = false;
+  std::vector<int64_t> axes_;
+};
+
+// Resize (opset 11+) in linear mode with half_pixel coordinates, resizing spatial dimensions
+// only by exact integer-consistent factors: oneDNN's linear resampling computes exactly that.
+// Every other mode, coordinate transformation or factor goes to the host Resize.
+class ResampleOp : public DnnlOrHost {
+ public:
+  explicit ResampleOp(const KernelInit& init) : DnnlOrHost(init) {
+    const auto& a = init.attrs;
+    ok_ = init.opset >= 11 && a.getString("mode", "nearest") == "linear" &&
+          a.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel" &&
+          a.getInt("exclude_outside", 0) == 0;
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (!ok_ || x.dtype() != DType::kFloat || x.rank() < 3 || x.rank() > 5 || x.size() == 0)
+      return host(ctx);
+    const size_t r = x.rank();
+    Shape out(r);
+    if (ctx.hasInput(3) && ctx.input(3).size() > 0) {
+      auto sizes = ctx.input(3).toInt64Vector();
+      if (sizes.size() != r) return host(ctx);
+      out = Shape(sizes.begin(), sizes.end());
+    } else if (ctx.hasInput(2) && ctx.input(2).size() == static_cast<int64_t>(r)) {
+      for (size_t d = 0; d < r; ++d) {
+        const double sc = ctx.input(2).getDouble(d);
+        const double o = x.dim(d) * sc;
+        // The transform uses the scale itself: only exact factors match out / in.
+        if (o != std::floor(o)) return host(ctx);
+        out[d] = static_cast<int64_t>(o);
+      }
+    } else {
+      return host(ctx);
+    }
+    if (out[0] != x.dim(0) || out[1] != x.dim(1)) return host(ctx);
+    for (int64_t d : out)
+      if (d <= 0) return host(ctx);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc sd = plainDesc(x.shape(), f32), dd = plainDesc(out, f32);
+      std::vector<int64_t> key = x.shape();
+      key.insert(key.end(), out.begin(), out.end());
+      auto& prim = cache_[key];
+      if (!prim) {
+        dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::resampling_linear, sd, dd);
+        prim = dnnl::resampling_forward(dnnl::resampling_forward::primitive_desc(d, be.engine()));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_SRC, memory(sd, be.engine(), const_cast<void*>(x.raw()))},
+                    {DNNL_ARG_DST, memory(dd, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  bool ok_ = false;
+};
+
 }  // namespace
 
 void addOneDnnEltwiseKernels(KernelRegistry& r) {
@@ -425,6 +561,10 @@ void addOneDnnEltwiseKernels(KernelRegistry& r) {
   r.add(c, "LayerNormalization", 17, kMaxOpset, &makeKernel<LayerNorm>);
   r.add(c, "Concat", 1, kMaxOpset, &makeKernel<ConcatOp>, false);
   r.add(c, "PRelu", 1, kMaxOpset, &makeKernel<PReluOp>);
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                         "ReduceL1", "ReduceL2", "ReduceSumSquare"})
+    r.add(c, op, 1, kMaxOpset, &makeKernel<ReduceOp>);
+  r.add(c, "Resize", 11, kMaxOpset, &makeKernel<ResampleOp>);
 }
 
 }  // namespace dw::engine
