@@ -1,11 +1,287 @@
-// deepwire train / eval: filled in by the training engine (issue 4).
+// deepwire train / eval: fit a project's model on the dataset its "training" section names,
+// report per-epoch figures, save checkpoints, export ONNX.
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
+#include "engine/training/trainer.h"
+#include "graphs/file_io.h"
+#include "graphs/project.h"
 
 namespace dw::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dw::engine::training;
+using json = nlohmann::json;
+
+struct TrainArgs {
+  std::string project;
+  int64_t epochs = -1, batchSize = -1, maxSteps = 0, trainLimit = 0;
+  double lr = -1;
+  std::string optimizer, accelerator = "cpu", checkpoint, resume, exportOnnx, exportTraining;
+  int64_t seed = -1;
+  int threads = 0;
+  bool json = false, quiet = false;
+  bool evalOnly = false;
+};
+
+std::atomic<bool> gInterrupted{false};
+extern "C" void onSigint(int) {
+  gInterrupted = true;
+}
+
+struct Setup {
+  Graph graph;
+  TrainingConfig config;
+  std::unique_ptr<Trainer> trainer;
+  std::shared_ptr<Dataset> train, test;
+};
+
+Result<Setup> prepare(const TrainArgs& a) {
+  auto g = loadProject(a.project);
+  if (!g) return g.status();
+  Setup s{std::move(g.value()), {}, nullptr, nullptr, nullptr};
+  auto cfg = trainingConfigFromGraph(s.graph);
+  if (!cfg) return cfg.status().withContext(a.project);
+  s.config = std::move(cfg.value());
+  TrainingConfig& c = s.config;
+  if (a.epochs >= 0) c.epochs = a.epochs;
+  if (a.batchSize > 0) c.batchSize = a.batchSize;
+  if (!a.optimizer.empty()) {
+    // A different optimizer type starts from that type's defaults, keeping lr and schedule.
+    if (a.optimizer != c.optimizer.type) {
+      OptimizerConfig o;
+      o.type = a.optimizer;
+      o.lr = c.optimizer.lr;
+      o.schedule = c.optimizer.schedule;
+      o.clipNorm = c.optimizer.clipNorm;
+      o.clipNormType = c.optimizer.clipNormType;
+      if (o.type == "sgd" && a.lr < 0) o.lr = 0.01;
+      c.optimizer = o;
+    }
+  }
+  if (a.lr >= 0) c.optimizer.lr = a.lr;
+  if (a.seed >= 0) c.seed = static_cast<uint64_t>(a.seed);
+  DW_RETURN_IF_ERROR(validateOptimizerConfig(c.optimizer));
+  if (c.dataset.train.empty() && !a.evalOnly)
+    return Status::error(a.project +
+                         ": the project has no training dataset: add a \"training\" section "
+                         "with dataset/train files (see README)");
+  const std::string baseDir = fs::absolute(a.project).parent_path().string();
+  if (!c.dataset.train.empty() && !a.evalOnly) {
+    auto d = loadDataset(c.dataset.train, baseDir);
+    if (!d) return d.status();
+    s.train = std::make_shared<Dataset>(std::move(d.value()));
+    if (a.trainLimit > 0 && a.trainLimit < s.train->size())
+      s.train = std::make_shared<Dataset>(s.train->slice(0, a.trainLimit));
+  }
+  if (!c.dataset.test.empty()) {
+    auto d = loadDataset(c.dataset.test, baseDir);
+    if (!d) return d.status();
+    s.test = std::make_shared<Dataset>(std::move(d.value()));
+  } else if (a.evalOnly) {
+    return Status::error(a.project + ": the training section names no test dataset to evaluate");
+  }
+  TrainOptions to;
+  to.optimizer = c.optimizer;
+  to.accelerator = a.accelerator;
+  to.threads = a.threads;
+  to.seed = c.seed;
+  auto t = Trainer::create(s.graph, to);
+  if (!t) return t.status().withContext(a.project);
+  s.trainer = std::move(t.value());
+  return s;
+}
+
+void progressBar(const StepInfo& si, int64_t epochs) {
+  const int width = 30;
+  const double frac = si.batchesPerEpoch ? static_cast<double>(si.batch + 1) /
+                                               static_cast<double>(si.batchesPerEpoch)
+                                         : 1.0;
+  const int filled = static_cast<int>(frac * width);
+  const double sps = si.seconds > 0 ? static_cast<double>(si.samplesDone) / si.seconds : 0;
+  std::fprintf(stderr, "\repoch %lld/%lld [%.*s%*s] %3d%%  %8.0f samples/s  loss %.4f ",
+               static_cast<long long>(si.epoch + 1), static_cast<long long>(epochs), filled,
+               "##############################", width - filled, "", static_cast<int>(frac * 100),
+               sps, si.result.totalLoss());
+  std::fflush(stderr);
+}
+
+int trainCommand(const TrainArgs& a) {
+  auto s = prepare(a);
+  if (!s) return fail(s.message());
+  Setup& st = s.value();
+  Trainer& tr = *st.trainer;
+  if (!tr.notice().empty()) std::cerr << "deepwire: " << tr.notice() << "\n";
+  if (!a.resume.empty()) {
+    Status ls = tr.loadCheckpoint(a.resume);
+    if (!ls.ok()) return fail(ls.message());
+  }
+  FitOptions fo;
+  fo.train = st.train;
+  fo.test = st.test;
+  fo.validationSplit = st.config.dataset.validationSplit;
+  fo.epochs = st.config.epochs;
+  fo.batchSize = st.config.batchSize;
+  fo.shuffle = st.config.shuffle;
+  fo.accumulationSteps = st.config.accumulationSteps;
+  fo.maxStepsPerEpoch = a.maxSteps;
+  fo.checkpointDir = a.checkpoint;
+  const bool tty = isatty(STDERR_FILENO) && !a.quiet;
+  FitCallbacks cb;
+  int64_t lastDrawn = -1;
+  if (tty)
+    cb.onStep = [&](const StepInfo& si) {
+      // Redraw about 50 times per epoch: the bar must not cost training time.
+      const int64_t every = std::max<int64_t>(1, si.batchesPerEpoch / 50);
+      if (si.batch % every == 0 || si.batch + 1 == si.batchesPerEpoch) {
+        if (si.batch != lastDrawn) progressBar(si, fo.epochs);
+        lastDrawn = si.batch;
+      }
+    };
+  cb.onEpoch = [&](const EpochReport& e) {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (a.json) {
+      json j = {{"epoch", e.epoch + 1},
+                {"train_loss", e.trainLoss},
+                {"seconds", e.seconds},
+                {"samples_per_second", e.samplesPerSecond}};
+      j["test_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
+      j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
+      std::cout << j.dump() << std::endl;
+    } else {
+      std::printf("epoch %lld/%lld  train loss %.4f", static_cast<long long>(e.epoch + 1),
+                  static_cast<long long>(fo.epochs), e.trainLoss);
+      if (e.hasTest) std::printf("  test loss %.4f", e.testLoss);
+      if (e.hasTest && e.testAccuracy >= 0) std::printf("  test accuracy %.4f", e.testAccuracy);
+      std::printf("  %.2f s  %.0f samples/s\n", e.seconds, e.samplesPerSecond);
+      std::fflush(stdout);
+    }
+  };
+  gInterrupted = false;
+  auto old = std::signal(SIGINT, onSigint);
+  auto report = tr.fit(fo, cb, &gInterrupted);
+  std::signal(SIGINT, old);
+  if (!report) {
+    if (tty) std::fprintf(stderr, "\n");
+    return fail(report.message());
+  }
+  if (report->cancelled) {
+    if (tty) std::fprintf(stderr, "\n");
+    if (!a.checkpoint.empty()) {
+      Status cs = tr.saveCheckpoint(a.checkpoint);
+      if (!cs.ok()) return fail(cs.message());
+      std::cerr << "deepwire: interrupted; checkpoint saved to " << a.checkpoint
+                << " (continue with --resume " << a.checkpoint << ")\n";
+    } else {
+      std::cerr << "deepwire: interrupted\n";
+    }
+    return 130;
+  }
+  if (!a.checkpoint.empty() && report->epochs.empty()) {
+    Status cs = tr.saveCheckpoint(a.checkpoint);
+    if (!cs.ok()) return fail(cs.message());
+  }
+  if (!a.exportOnnx.empty()) {
+    auto m = tr.exportInference();
+    if (!m) return fail(m.message());
+    Status ws = writeOnnxFile(*m, a.exportOnnx);
+    if (!ws.ok()) return fail(ws.message(), 2);
+    if (!a.json) std::cout << "exported " << a.exportOnnx << "\n";
+  }
+  if (!a.exportTraining.empty()) {
+    auto m = tr.exportTraining();
+    if (!m) return fail(m.message());
+    Status ws = writeOnnxFile(*m, a.exportTraining);
+    if (!ws.ok()) return fail(ws.message(), 2);
+    if (!a.json) std::cout << "exported " << a.exportTraining << " (with training info)\n";
+  }
+  return 0;
+}
+
+int evalCommand(const TrainArgs& a) {
+  auto s = prepare(a);
+  if (!s) return fail(s.message());
+  Trainer& tr = *s->trainer;
+  if (!a.checkpoint.empty()) {
+    Status ls = tr.loadCheckpoint(a.checkpoint);
+    if (!ls.ok()) return fail(ls.message());
+  }
+  auto r = tr.evaluate(*s->test, std::max<int64_t>(s->config.batchSize, 256));
+  if (!r) return fail(r.message());
+  double acc = -1;
+  for (const auto& [k, v] : r->metrics) {
+    std::string lower = k;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (acc < 0 && lower.find("acc") != std::string::npos) acc = v;
+  }
+  if (a.json) {
+    json j = {{"test_loss", r->totalLoss()}, {"samples", r->samples}};
+    j["test_accuracy"] = acc >= 0 ? json(acc) : json(nullptr);
+    for (const auto& [k, v] : r->metrics) j["metrics"][k] = v;
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("test loss %.4f", r->totalLoss());
+    if (acc >= 0) std::printf("  test accuracy %.4f", acc);
+    std::printf("  (%lld samples)\n", static_cast<long long>(r->samples));
+  }
+  return 0;
+}
+
+}  // namespace
+
 void registerTrainingCommands(CLI::App& app, int& exitCode) {
-  (void)app;
-  (void)exitCode;
+  auto train = std::make_shared<TrainArgs>();
+  CLI::App* t = app.add_subcommand(
+      "train", "Train a project's model on the dataset its training section names");
+  t->add_option("PROJECT", train->project, "Project file (.dwproj)")->required();
+  t->add_option("--epochs", train->epochs, "Epochs (default: the project's)")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--batch-size", train->batchSize, "Batch size")->check(CLI::PositiveNumber);
+  t->add_option("--lr", train->lr, "Learning rate")->check(CLI::NonNegativeNumber);
+  t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
+  t->add_option("--accelerator", train->accelerator, "cpu, gpu or auto")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  t->add_option("--threads", train->threads, "CPU threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--seed", train->seed, "Seed for shuffling (default: the project's)")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--checkpoint", train->checkpoint, "Save a checkpoint here after every epoch");
+  t->add_option("--resume", train->resume, "Continue from this checkpoint directory");
+  t->add_option("--export-onnx", train->exportOnnx, "Write the trained inference model here");
+  t->add_option("--export-training-onnx", train->exportTraining,
+                "Write the training graph (gradients, optimizer state) here");
+  t->add_option("--max-steps", train->maxSteps, "Stop each epoch after this many batches")
+      ->check(CLI::NonNegativeNumber);
+  t->add_option("--train-limit", train->trainLimit, "Use only the first N training samples")
+      ->check(CLI::NonNegativeNumber);
+  t->add_flag("--json", train->json, "One JSON object per epoch on stdout");
+  t->add_flag("--quiet", train->quiet, "No progress bar");
+  t->callback([train, &exitCode] { exitCode = trainCommand(*train); });
+
+  auto ev = std::make_shared<TrainArgs>();
+  ev->evalOnly = true;
+  CLI::App* e = app.add_subcommand("eval", "Evaluate a project's model on its test dataset");
+  e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
+  e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
+  e->add_option("--accelerator", ev->accelerator, "cpu, gpu or auto")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  e->add_option("--threads", ev->threads, "CPU threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  e->add_flag("--json", ev->json, "Print the result as one JSON object");
+  e->callback([ev, &exitCode] { exitCode = evalCommand(*ev); });
 }
 
 }  // namespace dw::cli

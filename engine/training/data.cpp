@@ -90,15 +90,28 @@ Result<Tensor> readIdx(const std::string& path) {
     return Status::error(path + ": IDX header truncated at byte " + std::to_string(bytes.size()) +
                          " (need 4 bytes of magic)");
   if (p[0] != 0 || p[1] != 0)
-    return Status::error(path + ": not an IDX file: magic at byte 0 must start with two zero bytes");
+    return Status::error(path +
+                         ": not an IDX file: magic at byte 0 must start with two zero bytes");
   DType dt;
   switch (p[2]) {
-    case 0x08: dt = DType::kUInt8; break;
-    case 0x09: dt = DType::kInt8; break;
-    case 0x0B: dt = DType::kInt16; break;
-    case 0x0C: dt = DType::kInt32; break;
-    case 0x0D: dt = DType::kFloat; break;
-    case 0x0E: dt = DType::kDouble; break;
+    case 0x08:
+      dt = DType::kUInt8;
+      break;
+    case 0x09:
+      dt = DType::kInt8;
+      break;
+    case 0x0B:
+      dt = DType::kInt16;
+      break;
+    case 0x0C:
+      dt = DType::kInt32;
+      break;
+    case 0x0D:
+      dt = DType::kFloat;
+      break;
+    case 0x0E:
+      dt = DType::kDouble;
+      break;
     default:
       return Status::error(path + ": IDX type code 0x" + std::to_string(p[2]) +
                            " at byte 2 is not one of 08 09 0B 0C 0D 0E");
@@ -117,7 +130,8 @@ Result<Tensor> readIdx(const std::string& path) {
                          " (shape " + shapeToString(shape) + " needs " +
                          std::to_string(headerEnd + need) + " bytes)");
   if (bytes.size() - headerEnd > need)
-    return Status::error(path + ": IDX file has " + std::to_string(bytes.size() - headerEnd - need) +
+    return Status::error(path + ": IDX file has " +
+                         std::to_string(bytes.size() - headerEnd - need) +
                          " extra bytes after byte " + std::to_string(headerEnd + need) +
                          " (the header's shape " + shapeToString(shape) + " does not match)");
   Tensor t(dt, shape);
@@ -166,9 +180,11 @@ Result<Tensor> readNpy(const std::string& path) {
     headerLen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
     headerStart = 10;
   } else if (major == 2 || major == 3) {
-    if (b.size() < 12) return Status::error(path + ": NPY header truncated at byte " + std::to_string(b.size()));
+    if (b.size() < 12)
+      return Status::error(path + ": NPY header truncated at byte " + std::to_string(b.size()));
     headerLen = 0;
-    for (int i = 0; i < 4; ++i) headerLen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      headerLen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
     headerStart = 12;
   } else {
     return Status::error(path + ": NPY version " + std::to_string(major) +
@@ -185,28 +201,40 @@ Result<Tensor> readNpy(const std::string& path) {
     return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) +
                          " lacks descr, fortran_order or shape: " + header);
   if (fortran->rfind("True", 0) == 0)
-    return Status::error(path + ": NPY array is in Fortran order; save it with "
+    return Status::error(path +
+                         ": NPY array is in Fortran order; save it with "
                          "numpy.ascontiguousarray first");
   std::string d = *descr;
   d.erase(std::remove(d.begin(), d.end(), '\''), d.end());
   d.erase(std::remove(d.begin(), d.end(), '"'), d.end());
-  if (d.size() < 3)
-    return Status::error(path + ": NPY descr '" + d + "' is not understood");
+  if (d.size() < 3) return Status::error(path + ": NPY descr '" + d + "' is not understood");
   const char endian = d[0];
   const std::string code = d.substr(1);
   DType dt = DType::kUndefined;
-  if (code == "f4") dt = DType::kFloat;
-  else if (code == "f8") dt = DType::kDouble;
-  else if (code == "f2") dt = DType::kFloat16;
-  else if (code == "i1") dt = DType::kInt8;
-  else if (code == "i2") dt = DType::kInt16;
-  else if (code == "i4") dt = DType::kInt32;
-  else if (code == "i8") dt = DType::kInt64;
-  else if (code == "u1") dt = DType::kUInt8;
-  else if (code == "u2") dt = DType::kUInt16;
-  else if (code == "u4") dt = DType::kUInt32;
-  else if (code == "u8") dt = DType::kUInt64;
-  else if (code == "b1") dt = DType::kBool;
+  if (code == "f4")
+    dt = DType::kFloat;
+  else if (code == "f8")
+    dt = DType::kDouble;
+  else if (code == "f2")
+    dt = DType::kFloat16;
+  else if (code == "i1")
+    dt = DType::kInt8;
+  else if (code == "i2")
+    dt = DType::kInt16;
+  else if (code == "i4")
+    dt = DType::kInt32;
+  else if (code == "i8")
+    dt = DType::kInt64;
+  else if (code == "u1")
+    dt = DType::kUInt8;
+  else if (code == "u2")
+    dt = DType::kUInt16;
+  else if (code == "u4")
+    dt = DType::kUInt32;
+  else if (code == "u8")
+    dt = DType::kUInt64;
+  else if (code == "b1")
+    dt = DType::kBool;
   if (dt == DType::kUndefined)
     return Status::error(path + ": NPY dtype '" + d + "' is not supported (numeric dtypes only)");
   Shape shape;
@@ -235,24 +263,51 @@ Result<Tensor> readNpy(const std::string& path) {
 Status writeNpy(const std::string& path, const Tensor& t) {
   std::string code;
   switch (t.dtype()) {
-    case DType::kFloat: code = "<f4"; break;
-    case DType::kDouble: code = "<f8"; break;
-    case DType::kFloat16: code = "<f2"; break;
-    case DType::kInt8: code = "|i1"; break;
-    case DType::kInt16: code = "<i2"; break;
-    case DType::kInt32: code = "<i4"; break;
-    case DType::kInt64: code = "<i8"; break;
-    case DType::kUInt8: code = "|u1"; break;
-    case DType::kUInt16: code = "<u2"; break;
-    case DType::kUInt32: code = "<u4"; break;
-    case DType::kUInt64: code = "<u8"; break;
-    case DType::kBool: code = "|b1"; break;
-    default: return Status::error(path + ": cannot write dtype " + dtypeName(t.dtype()) + " as NPY");
+    case DType::kFloat:
+      code = "<f4";
+      break;
+    case DType::kDouble:
+      code = "<f8";
+      break;
+    case DType::kFloat16:
+      code = "<f2";
+      break;
+    case DType::kInt8:
+      code = "|i1";
+      break;
+    case DType::kInt16:
+      code = "<i2";
+      break;
+    case DType::kInt32:
+      code = "<i4";
+      break;
+    case DType::kInt64:
+      code = "<i8";
+      break;
+    case DType::kUInt8:
+      code = "|u1";
+      break;
+    case DType::kUInt16:
+      code = "<u2";
+      break;
+    case DType::kUInt32:
+      code = "<u4";
+      break;
+    case DType::kUInt64:
+      code = "<u8";
+      break;
+    case DType::kBool:
+      code = "|b1";
+      break;
+    default:
+      return Status::error(path + ": cannot write dtype " + dtypeName(t.dtype()) + " as NPY");
   }
   std::string shape = "(";
-  for (size_t i = 0; i < t.rank(); ++i) shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? "," : (i + 1 < t.rank() ? ", " : ""));
+  for (size_t i = 0; i < t.rank(); ++i)
+    shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? "," : (i + 1 < t.rank() ? ", " : ""));
   shape += ")";
-  std::string header = "{'descr': '" + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::ofstream f(path, std::ios::binary);
@@ -412,13 +467,17 @@ Result<Tensor> normalize(const Tensor& src, const Normalization& n) {
   return f;
 }
 
-int64_t Dataset::size() const { return columns.empty() ? 0 : columns.begin()->second.dim(0); }
+int64_t Dataset::size() const {
+  return columns.empty() ? 0 : columns.begin()->second.dim(0);
+}
 
 Status Dataset::validate() const {
   int64_t n = -1;
   std::string first;
   for (const auto& [name, t] : columns) {
-    if (t.rank() == 0) return Status::error("dataset column '" + name + "' is a scalar; it needs a sample dimension");
+    if (t.rank() == 0)
+      return Status::error("dataset column '" + name +
+                           "' is a scalar; it needs a sample dimension");
     if (n < 0) {
       n = t.dim(0);
       first = name;
@@ -459,7 +518,8 @@ Dataset Dataset::gather(const std::vector<int64_t>& indices) const {
 std::vector<int64_t> shuffledIndices(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> idx(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) idx[i] = i;
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 0x632BE59BD9B4E019ull;
+  uint64_t state =
+      seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 0x632BE59BD9B4E019ull;
   auto next = [&state]() {
     uint64_t z = (state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -483,7 +543,9 @@ BatchLoader::BatchLoader(std::shared_ptr<const Dataset> data, LoaderOptions opti
   if (options_.prefetch < 1) options_.prefetch = 1;
 }
 
-BatchLoader::~BatchLoader() { stopWorker(); }
+BatchLoader::~BatchLoader() {
+  stopWorker();
+}
 
 int64_t BatchLoader::batchesPerEpoch() const {
   const int64_t n = data_->size(), b = options_.batchSize;
@@ -506,7 +568,8 @@ Batch BatchLoader::makeBatch(const std::vector<int64_t>& order, int64_t batchInd
   const int64_t count = std::min(options_.batchSize, n - begin);
   Batch b;
   b.size = count;
-  for (const auto& [name, t] : data_->columns) b.inputs[name] = gatherRows(t, order.data() + begin, count);
+  for (const auto& [name, t] : data_->columns)
+    b.inputs[name] = gatherRows(t, order.data() + begin, count);
   return b;
 }
 
@@ -559,12 +622,17 @@ Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::s
     std::string format = spec.format;
     if (format.empty()) {
       std::string name = p.filename().string();
-      if (name.size() > 3 && name.substr(name.size() - 3) == ".gz") name = name.substr(0, name.size() - 3);
-      if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos) format = "idx";
-      else if (p.extension() == ".npy") format = "npy";
-      else if (p.extension() == ".csv") format = "csv";
+      if (name.size() > 3 && name.substr(name.size() - 3) == ".gz")
+        name = name.substr(0, name.size() - 3);
+      if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos)
+        format = "idx";
+      else if (p.extension() == ".npy")
+        format = "npy";
+      else if (p.extension() == ".csv")
+        format = "csv";
       else
-        return Status::error(path + ": cannot tell the format from the name; set \"format\" to "
+        return Status::error(path +
+                             ": cannot tell the format from the name; set \"format\" to "
                              "idx, npy or csv");
     }
     Tensor t;
@@ -589,7 +657,8 @@ Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::s
         t = r->features;
       }
     } else {
-      return Status::error(path + ": format '" + format + "' is not supported; use idx, npy or csv");
+      return Status::error(path + ": format '" + format +
+                           "' is not supported; use idx, npy or csv");
     }
     if (!spec.normalization.isIdentity() || spec.dtype == "float" || spec.dtype == "float32") {
       auto r = normalize(t, spec.normalization);

@@ -38,9 +38,9 @@ Result<Tensor> readNpy(const std::string& path);
 Status writeNpy(const std::string& path, const Tensor& t);
 
 struct CsvOptions {
-  bool header = true;            // first line names the columns
+  bool header = true;  // first line names the columns
   char delimiter = ',';
-  std::string labelColumn;       // by name (needs header) or a 0-based index as text; "" = none
+  std::string labelColumn;  // by name (needs header) or a 0-based index as text; "" = none
   DType labelType = DType::kInt64;
   // Columns to use as features; empty = every column except the label.
   std::vector<std::string> featureColumns;
@@ -91,7 +91,7 @@ struct LoaderOptions {
   bool shuffle = true;
   bool dropLast = false;  // drop a final partial batch
   uint64_t seed = 0;
-  int prefetch = 4;       // batches prepared ahead by the background thread
+  int prefetch = 4;  // batches prepared ahead by the background thread
 };
 
 // Produces the batches of one epoch at a time. A background thread gathers the next `prefetch`
@@ -134,18 +134,18 @@ struct DataFileSpec {
   std::string path;    // file path (relative paths resolve against the project's directory)
   std::string format;  // "idx" | "npy" | "csv" ("" = from the extension)
   Normalization normalization;
-  std::string dtype;   // convert to this dtype after reading ("" = float for normalized data,
-                       // else keep); e.g. "int64" for class labels
+  std::string dtype;  // convert to this dtype after reading ("" = float for normalized data,
+                      // else keep); e.g. "int64" for class labels
   std::vector<int64_t> shape;  // per-sample shape to reshape to (e.g. [1,28,28]); empty = keep
   // CSV only: which columns (see CsvOptions).
   std::string csvLabelColumn;
   bool csvHeader = true;
-  bool csvTakeLabel = false;   // this file spec takes the CSV's label column instead of features
+  bool csvTakeLabel = false;  // this file spec takes the CSV's label column instead of features
 };
 struct DatasetSpec {
   std::vector<DataFileSpec> train;
-  std::vector<DataFileSpec> test;    // empty = no test set
-  double validationSplit = 0;        // fraction of train held out when there is no test set
+  std::vector<DataFileSpec> test;  // empty = no test set
+  double validationSplit = 0;      // fraction of train held out when there is no test set
 };
 
 // Loads every file of `files` into one Dataset (columns keyed by input).

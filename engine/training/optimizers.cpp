@@ -255,7 +255,8 @@ double gradNorm(const std::vector<std::pair<float*, int64_t>>& grads, double nor
       for (int64_t i = 0; i < n; ++i) s += std::fabs(g[i]);
       acc += s;
     } else {
-      for (int64_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(g[i])), normType);
+      for (int64_t i = 0; i < n; ++i)
+        acc += std::pow(std::fabs(static_cast<double>(g[i])), normType);
     }
   }
   if (inf || normType == 1) return acc;

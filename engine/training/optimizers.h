@@ -21,9 +21,9 @@ struct ScheduleConfig {
   std::string type = "constant";  // constant | step | warmup_linear | cosine
   int64_t stepSize = 1000;        // step: multiply by gamma every stepSize optimizer steps
   double gamma = 0.1;
-  int64_t warmupSteps = 0;        // warmup_linear and cosine: linear ramp 0 -> lr
-  int64_t totalSteps = 0;         // warmup_linear: reaches 0 here; cosine: period (0 = no decay)
-  double minLr = 0;               // cosine floor
+  int64_t warmupSteps = 0;  // warmup_linear and cosine: linear ramp 0 -> lr
+  int64_t totalSteps = 0;   // warmup_linear: reaches 0 here; cosine: period (0 = no decay)
+  double minLr = 0;         // cosine floor
 };
 // The learning rate at optimizer step `step` (0-based) for base rate `lr`.
 double scheduledLr(const ScheduleConfig& s, double lr, int64_t step);
@@ -31,12 +31,12 @@ double scheduledLr(const ScheduleConfig& s, double lr, int64_t step);
 struct OptimizerConfig {
   std::string type = "adam";  // sgd | adam | adamw | adagrad | rmsprop
   double lr = 1e-3;
-  double momentum = 0;        // sgd, rmsprop
-  double dampening = 0;       // sgd
-  bool nesterov = false;      // sgd
+  double momentum = 0;                            // sgd, rmsprop
+  double dampening = 0;                           // sgd
+  bool nesterov = false;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw (eps also adagrad, rmsprop)
-  double weightDecay = 0;     // sgd/adam/adagrad/rmsprop: L2 added to the gradient;
-                              // adamw: decoupled decay
+  double weightDecay = 0;             // sgd/adam/adagrad/rmsprop: L2 added to the gradient;
+                                      // adamw: decoupled decay
   std::string adamwMode = "pytorch";  // pytorch | huggingface (see AdamW below)
   bool amsgrad = false;               // adam, adamw
   double alpha = 0.99;                // rmsprop smoothing constant
@@ -44,8 +44,8 @@ struct OptimizerConfig {
   double lrDecay = 0;                 // adagrad
   double initialAccumulator = 0;      // adagrad
   ScheduleConfig schedule;
-  double clipNorm = 0;        // > 0: scale gradients so their total norm is at most clipNorm
-  double clipNormType = 2;    // p of the p-norm; inf (or <= 0 given as "inf") = max-abs
+  double clipNorm = 0;      // > 0: scale gradients so their total norm is at most clipNorm
+  double clipNormType = 2;  // p of the p-norm; inf (or <= 0 given as "inf") = max-abs
 };
 // Checks the type and ranges; names the offending field.
 Status validateOptimizerConfig(const OptimizerConfig& c);

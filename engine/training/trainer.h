@@ -69,7 +69,7 @@ struct TrainOptions {
   std::string accelerator = "cpu";  // cpu | gpu | auto
   int threads = 0;                  // 0 = all cores
   uint64_t seed = 0;
-  std::string model;                // which model of the canvas ("" = default)
+  std::string model;  // which model of the canvas ("" = default)
   // Loss outputs to minimise (summed); empty = every loss the export declares.
   std::vector<std::string> losses;
 };
@@ -81,20 +81,20 @@ struct StepResult {
   double gradNorm = 0;                    // after optimizerStep: norm before clipping
   double lr = 0;                          // learning rate the last optimizer step used
   int64_t samples = 0;
-  double totalLoss() const;               // sum of losses + regularization
+  double totalLoss() const;  // sum of losses + regularization
 };
 
 struct EpochReport {
-  int64_t epoch = 0;                 // 0-based
-  double trainLoss = 0;              // mean over the epoch's samples
+  int64_t epoch = 0;     // 0-based
+  double trainLoss = 0;  // mean over the epoch's samples
   std::map<std::string, double> trainMetrics;
-  bool hasTest = false;              // a test set or validation split was evaluated
+  bool hasTest = false;  // a test set or validation split was evaluated
   double testLoss = 0;
   std::map<std::string, double> testMetrics;  // e.g. "accuracy"
-  double testAccuracy = -1;          // the first accuracy-type metric, -1 when there is none
-  double seconds = 0;                // wall time of the epoch's training (not the test pass)
+  double testAccuracy = -1;  // the first accuracy-type metric, -1 when there is none
+  double seconds = 0;        // wall time of the epoch's training (not the test pass)
   double samplesPerSecond = 0;
-  int64_t steps = 0;                 // optimizer steps so far (global)
+  int64_t steps = 0;  // optimizer steps so far (global)
 };
 struct FitReport {
   std::vector<EpochReport> epochs;
@@ -117,10 +117,10 @@ struct FitOptions {
 
 struct StepInfo {
   int64_t epoch = 0;
-  int64_t batch = 0;          // within the epoch
+  int64_t batch = 0;  // within the epoch
   int64_t batchesPerEpoch = 0;
-  int64_t samplesDone = 0;    // in this epoch
-  double seconds = 0;         // since the epoch started
+  int64_t samplesDone = 0;  // in this epoch
+  double seconds = 0;       // since the epoch started
   StepResult result;
 };
 struct FitCallbacks {
@@ -130,11 +130,11 @@ struct FitCallbacks {
 
 // Where training stands: saved in checkpoints; resuming restores it.
 struct TrainerCounters {
-  int64_t epoch = 0;             // current epoch (0-based)
-  int64_t batchInEpoch = 0;      // batches of `epoch` already trained
-  int64_t optimizerSteps = 0;    // global
-  int64_t trainSteps = 0;        // global (micro-batches)
-  int64_t accumulated = 0;       // trainSteps since the last optimizer step / resetGrad
+  int64_t epoch = 0;           // current epoch (0-based)
+  int64_t batchInEpoch = 0;    // batches of `epoch` already trained
+  int64_t optimizerSteps = 0;  // global
+  int64_t trainSteps = 0;      // global (micro-batches)
+  int64_t accumulated = 0;     // trainSteps since the last optimizer step / resetGrad
 };
 
 class Trainer {
@@ -161,14 +161,14 @@ class Trainer {
 
   Result<onnx::ModelProto> exportInference() const;  // "without training info"
   Result<onnx::ModelProto> exportTraining() const;   // "with training info"
-  Status writeWeightsTo(Graph& graph) const;          // values back into Initializer nodes
+  Status writeWeightsTo(Graph& graph) const;         // values back into Initializer nodes
 
   // ---- Introspection (the studio's panels) ----
   const std::vector<std::string>& lossNames() const;
   const std::vector<std::string>& metricNames() const;
-  const std::vector<std::string>& dataInputs() const;     // graph inputs a Batch must feed
+  const std::vector<std::string>& dataInputs() const;      // graph inputs a Batch must feed
   const std::vector<std::string>& trainableNames() const;  // Trainable + Frozen
-  const std::map<std::string, Tensor>& weights() const;   // trainables, BN stats, by name
+  const std::map<std::string, Tensor>& weights() const;    // trainables, BN stats, by name
   const std::map<std::string, Tensor>& gradients() const;  // accumulated, by weight name
   const TrainerCounters& counters() const;
   const OptimizerConfig& optimizerConfig() const;

@@ -55,8 +55,14 @@ TEST_F(DataTest, IdxPlainAndGzip) {
     EXPECT_EQ(t->data<uint8_t>()[5], 50);
   }
   // Big-endian int32 and float payloads are swapped to host order.
-  std::string be = {0, 0, 1, 2, static_cast<char>(0xff), static_cast<char>(0xff),
-                    static_cast<char>(0xff), static_cast<char>(0xfe)};
+  std::string be = {0,
+                    0,
+                    1,
+                    2,
+                    static_cast<char>(0xff),
+                    static_cast<char>(0xff),
+                    static_cast<char>(0xff),
+                    static_cast<char>(0xfe)};
   auto t = readIdx(write("i.idx", idxBytes(0x0C, {2}, be)));
   ASSERT_TRUE(t.ok()) << t.message();
   EXPECT_EQ(t->data<int32_t>()[0], 258);
@@ -149,8 +155,7 @@ TEST_F(DataTest, CsvHeaderLabelAndErrors) {
   EXPECT_NE(r.message().find("bad.csv:3"), std::string::npos) << r.message();
   r = readCsv(write("ragged.csv", "a,b\n1,2\n3\n"), {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("ragged.csv:3: expected 2 columns"), std::string::npos)
-      << r.message();
+  EXPECT_NE(r.message().find("ragged.csv:3: expected 2 columns"), std::string::npos) << r.message();
   o = CsvOptions{};
   o.labelColumn = "nope";
   r = readCsv(p, o);

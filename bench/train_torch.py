@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""PyTorch side of bench/train_bench.cpp: the same Fashion-MNIST MLP / CNN as the examples
+(resources/examples/fashion_mnist_{mlp,cnn}.dwproj), Adam lr 1e-3, batch 64, shuffled batches,
+a fixed number of CPU threads. Times STEPS training steps after a warm-up and prints one JSON
+line: {"model", "threads", "steps", "seconds_per_step", "seconds_per_epoch", "peak_rss_mib"}.
+
+Run with /usr/bin/python3 (Debian python3-torch). Usage: train_torch.py mlp|cnn STEPS THREADS
+"""
+import gzip
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    rank = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def model(kind):
+    nn = torch.nn
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
+                             nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def main():
+    kind, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    images = read_idx(f"{DATA}/train-images-idx3-ubyte.gz")
+    labels = read_idx(f"{DATA}/train-labels-idx1-ubyte.gz")
+    x = torch.tensor(((images.astype(np.float32) / 255.0) - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)
+    y = torch.tensor(labels.astype(np.int64))
+    n, batch = x.shape[0], 64
+    net = model(kind)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    order = torch.randperm(n)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(i):
+        idx = order[(i * batch) % (n - batch):(i * batch) % (n - batch) + batch]
+        opt.zero_grad()
+        loss = loss_fn(net(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+
+    for i in range(5):
+        step(i)
+    start = time.perf_counter()
+    for i in range(steps):
+        step(i + 5)
+    per_step = (time.perf_counter() - start) / steps
+    steps_per_epoch = (n + batch - 1) // batch
+    print(json.dumps({"model": kind, "threads": threads, "steps": steps,
+                      "seconds_per_step": per_step,
+                      "seconds_per_epoch": per_step * steps_per_epoch,
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+if __name__ == "__main__":
+    main()
