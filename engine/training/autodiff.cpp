@@ -337,6 +337,28 @@ Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& forward,
       n = t;
     }
   }
+  // Training mode: a Dropout whose model does not wire training_mode itself becomes
+  // DropoutTraining, whose mask changes from step to step (reproducibly for a seed).
+  if (opt.training) {
+    const int opset = opsetOf(forward, "");
+    for (auto& n : *g->mutable_node()) {
+      if (normDomain(n.domain()) != "" || n.op_type() != "Dropout" || opset < 7) continue;
+      if (n.input_size() > 2 && !n.input(2).empty()) continue;
+      onnx::NodeProto t;
+      t.set_name(n.name());
+      t.set_op_type("DropoutTraining");
+      t.set_domain(kGradDomain);
+      t.add_input(n.input(0));
+      if (n.input_size() > 1 && !n.input(1).empty()) t.add_input(n.input(1));
+      if (const auto* r = findAttr(n, "ratio")) *t.add_attribute() = *r;
+      if (const auto* s = findAttr(n, "seed")) *t.add_attribute() = *s;
+      t.add_output(n.output(0));
+      t.add_output(n.output_size() > 1 && !n.output(1).empty()
+                       ? n.output(1)
+                       : (n.name().empty() ? n.output(0) : n.name()) + "_mask");
+      n = t;
+    }
+  }
   // Move trainables and running statistics from initializers to graph inputs, keeping values
   // as defaults would let a stale copy win; the caller feeds them every step.
   {

@@ -302,6 +302,13 @@ Status gradPad(GradCtx& c) {
   return Status();
 }
 
+Status gradDropoutTraining(GradCtx& c) {
+  std::vector<onnx::AttributeProto> attrs;
+  if (const auto* r = findAttr(c.node, "ratio")) attrs.push_back(*r);
+  c.dX[0] = c.e.op1("DropoutGrad", {c.dY[0], c.out(1), c.in(1)}, attrs, kGradDomain);
+  return Status();
+}
+
 Status gradDropout(GradCtx& c) {
   const bool active = c.opset >= 12 && c.node.input_size() > 2 && !c.in(2).empty();
   if (!active) {
@@ -461,7 +468,9 @@ const std::vector<GradBuilder>& gradBuilders() {
 const GradBuilder* findGradBuilder(const std::string& domain, const std::string& op, int opset) {
   if (domain == kGradDomain) {
     static const GradBuilder bnTraining{"BatchNormalizationTraining", 1, 1, gradBatchNorm};
-    return op == bnTraining.op ? &bnTraining : nullptr;
+    static const GradBuilder dropout{"DropoutTraining", 1, 1, gradDropoutTraining};
+    if (op == bnTraining.op) return &bnTraining;
+    return op == dropout.op ? &dropout : nullptr;
   }
   if (!domain.empty()) return nullptr;
   for (const auto& b : gradBuilders())

@@ -258,6 +258,42 @@ TEST(Autodiff, DropoutInEvalModeIsTheIdentity) {
     EXPECT_FLOAT_EQ(ra["W_grad"].data<float>()[i], rb["W_grad"].data<float>()[i]);
 }
 
+TEST(Autodiff, DropoutInTrainingDrawsANewMaskEveryStep) {
+  Model m;
+  m.init("W", {16, 16}, 5)
+      .node("Dropout", "drop", {"W"}, {"d"}, {attrI("seed", 2)})
+      .node("ReduceSum", "sum", {"d"}, {"loss"}, {attrI("keepdims", 0)})
+      .output("loss");
+  GradientGraphOptions opt;
+  opt.losses = {"loss"};
+  opt.trainable = {"W"};
+  auto gg = buildGradientGraph(m.proto(), opt);
+  ASSERT_TRUE(gg.ok()) << gg.message();
+  Tensor w = *tensorFromProto(m.proto().graph().initializer(0));
+  auto s = InferenceSession::create(gg->model);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<std::vector<float>> grads;
+  for (int step = 0; step < 2; ++step) {
+    auto r = (*s)->run({{"W", w}});
+    ASSERT_TRUE(r.ok()) << r.message();
+    const Tensor& g = r->at("W_grad");
+    // d loss / dW is mask / (1 - ratio): 0 or 2; and loss = sum(W * dW).
+    double loss = 0;
+    int kept = 0;
+    for (int64_t i = 0; i < g.size(); ++i) {
+      const float v = g.data<float>()[i];
+      EXPECT_TRUE(v == 0.0f || v == 2.0f) << v;
+      kept += v != 0;
+      loss += w.data<float>()[i] * v;
+    }
+    EXPECT_NEAR(r->at("loss").getDouble(0), loss, 1e-3);
+    EXPECT_GT(kept, 64);
+    EXPECT_LT(kept, 192);
+    grads.emplace_back(g.data<float>(), g.data<float>() + g.size());
+  }
+  EXPECT_NE(grads[0], grads[1]);
+}
+
 TEST(Autodiff, OpWithoutGradientIsAnErrorNamingTheNode) {
   Model m;
   m.input("x", {2, 3})
