@@ -29,7 +29,19 @@ const std::vector<NodeSpec>& lossSpecs();
 using PerSampleLossFn = Result<RankedTensor> (*)(LoweringBuilder&, bool forMetric);
 PerSampleLossFn perSampleLoss(const std::string& type);
 
+// --- Spec construction, shared by the three domains ---------------------------------------------
+PortSpec lossPort(const std::string& name, const std::string& type, const std::string& doc,
+                  PortOption option = PortOption::Single,
+                  Differentiability diff = Differentiability::NonDifferentiable);
+// A parameter whose type is its default's; a Bool lists false/true as its values.
+ParamSpec lossParam(const std::string& name, Param def, const std::string& doc,
+                    std::vector<std::string> allowed = {});
+
 // --- Lowering pieces ---------------------------------------------------------------------------
+// A float32 scalar constant.
+std::string floatConst(LoweringBuilder& b, float v);
+// The element type of input `port` (onnx::TensorProto::DataType), 0 when unknown.
+int inputElemType(LoweringBuilder& b, int port);
 // Input `port` as float (a Cast when its element type is not float already).
 std::string inputAsFloat(LoweringBuilder& b, int port);
 // The port named "sample_weight" of the node's spec, if connected; -1 otherwise.

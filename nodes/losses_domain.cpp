@@ -38,8 +38,7 @@ std::string clip(LoweringBuilder& b, const std::string& x, float lo, float hi) {
 }
 
 int elemType(LoweringBuilder& b, int port) {
-  auto t = b.inputType(port);
-  return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
+  return inputElemType(b, port);
 }
 
 struct PredTarget {
@@ -310,24 +309,11 @@ Status lowerLoss(LoweringBuilder& b) {
 
 PortSpec port(const std::string& name, const std::string& type, const std::string& doc,
               PortOption option, Differentiability diff) {
-  PortSpec p;
-  p.name = name;
-  p.typeStr = type;
-  p.doc = doc;
-  p.option = option;
-  p.differentiability = diff;
-  return p;
+  return lossPort(name, type, doc, option, diff);
 }
-
 ParamSpec param(const std::string& name, Param def, const std::string& doc,
                 std::vector<std::string> allowed = {}) {
-  ParamSpec p;
-  p.name = name;
-  p.type = def.type;
-  p.doc = doc;
-  p.defaultValue = std::move(def);
-  p.allowedValues = std::move(allowed);
-  return p;
+  return lossParam(name, std::move(def), doc, std::move(allowed));
 }
 
 struct LossDef {
@@ -485,7 +471,39 @@ PerSampleLossFn perSampleLoss(const std::string& type) {
   return it == kFns.end() ? nullptr : it->second;
 }
 
-// --- Shared lowering pieces --------------------------------------------------------------------
+// --- Shared pieces -----------------------------------------------------------------------------
+
+PortSpec lossPort(const std::string& name, const std::string& type, const std::string& doc,
+                  PortOption option, Differentiability diff) {
+  PortSpec p;
+  p.name = name;
+  p.typeStr = type;
+  p.doc = doc;
+  p.option = option;
+  p.differentiability = diff;
+  return p;
+}
+
+ParamSpec lossParam(const std::string& name, Param def, const std::string& doc,
+                    std::vector<std::string> allowed) {
+  ParamSpec p;
+  p.name = name;
+  p.type = def.type;
+  p.doc = doc;
+  p.defaultValue = std::move(def);
+  p.allowedValues = std::move(allowed);
+  if (p.type == ParamType::Bool && p.allowedValues.empty()) p.allowedValues = {"false", "true"};
+  return p;
+}
+
+std::string floatConst(LoweringBuilder& b, float v) {
+  return b.floatScalar("k", v);
+}
+
+int inputElemType(LoweringBuilder& b, int port) {
+  auto t = b.inputType(port);
+  return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
+}
 
 std::string inputAsFloat(LoweringBuilder& b, int port) {
   if (elemType(b, port) == onnx::TensorProto::FLOAT) return b.input(port);

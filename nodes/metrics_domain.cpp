@@ -53,8 +53,7 @@ std::string toInt64(LoweringBuilder& b, const std::string& x) {
 }
 
 int elemType(LoweringBuilder& b, int port) {
-  auto t = b.inputType(port);
-  return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
+  return inputElemType(b, port);
 }
 
 // Output 0 from a statistic that is a 1-element vector when `scalar`.
@@ -450,25 +449,10 @@ Status finalizeIou(LoweringBuilder& b, const std::vector<std::string>& stats) {
 
 PortSpec port(const std::string& name, const std::string& type, const std::string& doc,
               PortOption option = PortOption::Single) {
-  PortSpec p;
-  p.name = name;
-  p.typeStr = type;
-  p.doc = doc;
-  p.option = option;
-  p.differentiability = Differentiability::NonDifferentiable;
-  return p;
+  return lossPort(name, type, doc, option);
 }
-
-ParamSpec param(const std::string& name, Param def, const std::string& doc,
-                std::vector<std::string> allowed = {}) {
-  ParamSpec p;
-  p.name = name;
-  p.type = def.type;
-  p.doc = doc;
-  p.defaultValue = std::move(def);
-  p.allowedValues = std::move(allowed);
-  if (p.type == ParamType::Bool && p.allowedValues.empty()) p.allowedValues = {"false", "true"};
-  return p;
+ParamSpec param(const std::string& name, Param def, const std::string& doc) {
+  return lossParam(name, std::move(def), doc);
 }
 
 struct MetricDef {

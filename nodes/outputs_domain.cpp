@@ -15,13 +15,7 @@ namespace {
 
 PortSpec port(const std::string& name, const std::string& type, const std::string& doc,
               PortOption option, Differentiability diff) {
-  PortSpec p;
-  p.name = name;
-  p.typeStr = type;
-  p.doc = doc;
-  p.option = option;
-  p.differentiability = diff;
-  return p;
+  return lossPort(name, type, doc, option, diff);
 }
 
 ParamSpec typeParam() {

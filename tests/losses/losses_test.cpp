@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "engine/session.h"
+#include "golden.h"
 #include "graphs/graph.h"
 #include "graphs/onnx_export.h"
 
@@ -27,30 +27,7 @@ using nlohmann::json;
 
 constexpr double kRtol = 1e-5, kAtol = 2e-6;
 
-const json& golden() {
-  static const json g = [] {
-    std::ifstream f(DW_LOSS_GOLDEN);
-    return f ? json::parse(f, nullptr, false) : json();
-  }();
-  return g;
-}
-
-struct GoldenCase {
-  std::string name;
-  json spec;
-};
-void PrintTo(const GoldenCase& c, std::ostream* os) {
-  *os << c.name;
-}
-
-std::vector<GoldenCase> goldenCases() {
-  std::vector<GoldenCase> v;
-  if (golden().is_object())
-    for (const auto& c : golden()["cases"])
-      v.push_back({c["kind"].get<std::string>() + " " + c["name"].get<std::string>(), c});
-  if (v.empty()) v.push_back({"missing_golden_file", json()});  // fail, not run zero cases
-  return v;
-}
+using test::GoldenGroup;
 
 Result<Param> toParam(const NodeSpec& spec, const std::string& name, const json& v) {
   const ParamSpec* ps = spec.param(name);
@@ -74,29 +51,10 @@ Result<Param> toParam(const NodeSpec& spec, const std::string& name, const json&
 }
 
 Tensor toTensor(const json& t, int64_t from = 0, int64_t to = -1) {
-  std::vector<int64_t> shape = t["shape"].get<std::vector<int64_t>>();
-  int64_t inner = 1;
-  for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
-  if (to < 0) to = shape.empty() ? 1 : shape[0];
-  if (!shape.empty()) shape[0] = to - from;
-  const auto& data = t["data"];
-  if (t["dtype"] == "int64") {
-    std::vector<int64_t> v;
-    for (int64_t i = from * inner; i < to * inner; ++i) v.push_back(data[i].get<int64_t>());
-    return Tensor::fromVector(v, shape);
-  }
-  std::vector<float> v;
-  for (int64_t i = from * inner; i < to * inner; ++i)
-    v.push_back(static_cast<float>(data[i].get<double>()));
-  return Tensor::fromVector(v, shape);
+  return test::goldenTensor(t, from, to);
 }
-
 std::string typeText(const json& t) {
-  std::string s = t["dtype"].get<std::string>() + "[";
-  const auto shape = t["shape"].get<std::vector<int64_t>>();
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + (i == 0 ? std::string("N") : std::to_string(shape[i]));
-  return s + "]";
+  return test::goldenType(t, true);
 }
 
 // Input per golden input -> node (a loss or metric, or Output Train when `asOutputTrain`) ->
@@ -221,24 +179,12 @@ void checkCase(const json& c) {
   expectClose(value->at(valueName), c["expected"], split ? "two accumulated halves" : "finalize");
 }
 
-// One test per loss or metric type (a process each under CTest), running all its cases.
-std::vector<GoldenCase> byType() {
-  std::vector<GoldenCase> v;
-  std::map<std::string, size_t> index;
-  for (const auto& c : goldenCases()) {
-    if (!c.spec.is_object()) return {c};
-    const std::string key =
-        c.spec["kind"].get<std::string>() + " " + c.spec["type"].get<std::string>();
-    if (!index.count(key)) {
-      index[key] = v.size();
-      v.push_back({key, json::array()});
-    }
-    v[index[key]].spec.push_back(c.spec);
-  }
-  return v;
+std::string kindAndType(const json& c) {
+  return c["kind"].get<std::string>() + " " + c["type"].get<std::string>();
 }
 
-class LossGolden : public ::testing::TestWithParam<GoldenCase> {};
+// One test per loss or metric type (a process each under CTest), running all its cases.
+class LossGolden : public ::testing::TestWithParam<GoldenGroup> {};
 
 TEST_P(LossGolden, MatchesReference) {
   const json& cases = GetParam().spec;
@@ -250,12 +196,11 @@ TEST_P(LossGolden, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, LossGolden, ::testing::ValuesIn(byType()),
-                         [](const ::testing::TestParamInfo<GoldenCase>& info) {
-                           std::string s = info.param.name;
-                           for (auto& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s + "_" + std::to_string(info.index);
+INSTANTIATE_TEST_SUITE_P(Golden, LossGolden,
+                         ::testing::ValuesIn(test::goldenGroups([](const json&) { return true; },
+                                                                kindAndType)),
+                         [](const ::testing::TestParamInfo<GoldenGroup>& info) {
+                           return test::testName(info.param.name, info.index);
                          });
 
 // Every loss and metric the issue lists is in the catalogue, in its domain, and a golden case
@@ -304,9 +249,9 @@ TEST(LossCatalogue, EveryLossAndMetricIsCoveredByGoldens) {
                                             "TrueNegatives",
                                             "TruePositives"};
   std::set<std::string> covered;
-  for (const auto& c : goldenCases())
-    if (c.spec.is_object())
-      covered.insert(c.spec["kind"].get<std::string>() + ":" + c.spec["type"].get<std::string>());
+  if (test::lossGolden().is_object())
+    for (const auto& c : test::lossGolden()["cases"])
+      covered.insert(c["kind"].get<std::string>() + ":" + c["type"].get<std::string>());
   const auto& cat = Catalogue::instance();
   for (const auto& l : losses) {
     const NodeSpec* s = cat.find(kLossesDomain, l);
