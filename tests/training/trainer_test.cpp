@@ -312,7 +312,9 @@ TEST_F(TrainerTest, CheckpointResumeIsBitExact) {
   EXPECT_EQ((*resumed)->counters().optimizerSteps, (*full)->counters().optimizerSteps);
 
   // A checkpoint of another model is refused with the weight named.
-  auto sgdTrainer = makeTrainer(tinyProject(), OptimizerConfig{"sgd"});
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  auto sgdTrainer = makeTrainer(tinyProject(), sgd);
   ASSERT_TRUE(sgdTrainer.ok());
   Status st = (*sgdTrainer)->loadCheckpoint(dir_.string());
   EXPECT_FALSE(st.ok());
