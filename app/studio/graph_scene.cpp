@@ -64,10 +64,18 @@ void NodeItem::refresh() {
   outputs_ = g.outputPortCount(id_);
   QFontMetricsF title(style::titleFont()), port(style::portFont()), body(style::bodyFont());
   qreal inW = 0, outW = 0;
-  for (int i = 0; i < inputs_; ++i)
-    inW = std::max(inW, port.horizontalAdvance(portLabel(false, i)));
-  for (int i = 0; i < outputs_; ++i)
-    outW = std::max(outW, port.horizontalAdvance(portLabel(true, i)));
+  // Optional ports are drawn in italics with a "?": measure them that way.
+  QFont italic = style::portFont();
+  italic.setItalic(true);
+  QFontMetricsF portItalic(italic);
+  auto labelWidth = [&](bool out, int i) {
+    const PortSpec* ps = out ? s->outputPort(i) : s->inputPort(i);
+    const bool optional = ps && ps->option == PortOption::Optional;
+    const QString label = portLabel(out, i) + (optional ? QStringLiteral("?") : QString());
+    return (optional ? portItalic : port).horizontalAdvance(label) + 4;
+  };
+  for (int i = 0; i < inputs_; ++i) inW = std::max(inW, labelWidth(false, i));
+  for (int i = 0; i < outputs_; ++i) outW = std::max(outW, labelWidth(true, i));
   qreal w =
       std::max({150.0, title.horizontalAdvance(QString::fromStdString(n->type)) + 48,
                 body.horizontalAdvance(QString::fromStdString(n->name)) + 32, inW + outW + 44});
@@ -218,10 +226,11 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
       p->setPen(optional ? style::dimText() : style::portText());
       const QString label = portLabel(out, i) + (optional ? QStringLiteral("?") : QString());
       if (out)
-        p->drawText(QRectF(width_ / 2, c.y() - kRow / 2, width_ / 2 - 12, kRow),
+        // Full-width rects: the node is sized so that a row's two labels never meet.
+        p->drawText(QRectF(12, c.y() - kRow / 2, width_ - 24, kRow),
                     Qt::AlignRight | Qt::AlignVCenter, label);
       else
-        p->drawText(QRectF(12, c.y() - kRow / 2, width_ / 2 - 12, kRow),
+        p->drawText(QRectF(12, c.y() - kRow / 2, width_ - 24, kRow),
                     Qt::AlignLeft | Qt::AlignVCenter, label);
     }
   }

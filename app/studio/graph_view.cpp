@@ -22,6 +22,9 @@ GraphView::GraphView(GraphScene* scene, QWidget* parent)
   setFocusPolicy(Qt::StrongFocus);
   setOptimizationFlags(QGraphicsView::DontSavePainterState);
   setBackgroundBrush(style::canvas());
+  // Panning is by mouse (middle button, space-drag); scroll bars would only take room.
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
 }
 
 void GraphView::drawBackground(QPainter* p, const QRectF& rect) {

@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
 
   const bool screenshot = cli.isSet(shot);
   dw::studio::MainWindow window(/*interactive=*/!screenshot);
-  if (screenshot) window.resize(1600, 1000);
+  if (screenshot) window.resize(1920, 1080);
   window.show();
+  QApplication::processEvents();
   if (!cli.positionalArguments().isEmpty() && !window.openFile(cli.positionalArguments().first())) {
     std::fprintf(stderr, "deepwire-studio: %s\n", qPrintable(window.lastError()));
     if (screenshot) return 1;
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "deepwire-studio: training: %s\n", qPrintable(panel->lastError()));
       break;
     }
+  }
+  if (cli.value(steps).toInt() > 0 && panel->lastError().isEmpty()) {
+    panel->evalStepButton()->click();  // a validation point and the metric, too
+    waitForTraining(panel);
   }
   if (cli.isSet(select)) {
     for (const auto& [id, n] : window.model()->graph().nodes())

@@ -125,8 +125,11 @@ void MainWindow::createDocks() {
   addDockWidget(Qt::BottomDockWidgetArea, problemsDock_);
   tabifyDockWidget(trainingDock, problemsDock_);
   trainingDock->raise();
-  resizeDocks({paletteDock, paramsDock}, {230, 330}, Qt::Horizontal);
-  resizeDocks({trainingDock}, {290}, Qt::Vertical);
+  // Dock sizes apply once the window is laid out.
+  QTimer::singleShot(0, this, [this, paletteDock, paramsDock, trainingDock] {
+    resizeDocks({paletteDock, paramsDock}, {220, 360}, Qt::Horizontal);
+    resizeDocks({trainingDock}, {330}, Qt::Vertical);
+  });
 
   connect(problems_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
     const NodeId id = item->data(Qt::UserRole).toLongLong();

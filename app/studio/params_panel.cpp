@@ -157,6 +157,8 @@ QString defaultText(const ParamSpec& ps) {
 ParamsPanel::ParamsPanel(GraphModel* model, QWidget* parent) : QScrollArea(parent), model_(model) {
   setWidgetResizable(true);
   setFrameShape(QFrame::NoFrame);
+  // Rows shrink to the dock's width; only long forms scroll, vertically.
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   connect(model_, &GraphModel::nodeChanged, this, [this](qint64 id) {
     if (id == id_) refreshValues();
   });
@@ -244,8 +246,9 @@ void ParamsPanel::rebuild() {
     auto* h = new QHBoxLayout(row);
     h->setContentsMargins(0, 0, 0, 0);
     h->setSpacing(4);
+    editor->setMinimumWidth(60);
     h->addWidget(editor, 1);
-    auto* defLabel = new QLabel(def.size() > 18 ? def.left(16) + QStringLiteral("…") : def);
+    auto* defLabel = new QLabel(def.size() > 12 ? def.left(10) + QStringLiteral("…") : def);
     defLabel->setStyleSheet(QStringLiteral("color: gray; font-size: 8pt"));
     defLabel->setToolTip(tr("Default: %1").arg(def));
     h->addWidget(defLabel);

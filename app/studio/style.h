@@ -62,23 +62,23 @@ inline QColor labelText() {
 
 inline QFont titleFont() {
   QFont f;
-  f.setPointSizeF(10.5);
+  f.setPointSizeF(11);
   f.setBold(true);
   return f;
 }
 inline QFont bodyFont() {
   QFont f;
-  f.setPointSizeF(9);
+  f.setPointSizeF(9.5);
   return f;
 }
 inline QFont portFont() {
   QFont f;
-  f.setPointSizeF(8.5);
+  f.setPointSizeF(9);
   return f;
 }
 inline QFont linkFont() {
   QFont f;
-  f.setPointSizeF(8);
+  f.setPointSizeF(8.5);
   return f;
 }
 

@@ -273,7 +273,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   dataset_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
   dataset_->verticalHeader()->hide();
   dataset_->verticalHeader()->setDefaultSectionSize(22);
-  dataset_->setMinimumHeight(80);
+  dataset_->setMinimumHeight(4 * 22 + 26);
+  dataset_->setMaximumHeight(4 * 22 + 26);
   dataset_->setToolTip(
       tr("One file per data input (IDX, NPY or CSV). Relative paths resolve "
          "against the project's folder. Double-click a file cell to edit it."));
@@ -294,28 +295,6 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   epochs_ = new QSpinBox;
   epochs_->setRange(1, 100000);
 
-  auto* settings = new QFormLayout;
-  settings->setContentsMargins(0, 0, 0, 0);
-  settings->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  settings->addRow(tr("Accelerator"), accelerator_);
-  settings->addRow(tr("Dataset"), dataset_);
-  auto* optRow = new QHBoxLayout;
-  optRow->addWidget(optimizer_);
-  optRow->addWidget(new QLabel(tr("lr")));
-  optRow->addWidget(lr_, 1);
-  settings->addRow(tr("Optimizer"), optRow);
-  auto* hyperRow = new QHBoxLayout;
-  hyperRow->addWidget(new QLabel(tr("momentum")));
-  hyperRow->addWidget(momentum_, 1);
-  hyperRow->addWidget(new QLabel(tr("weight decay")));
-  hyperRow->addWidget(weightDecay_, 1);
-  settings->addRow(QString(), hyperRow);
-  auto* sizeRow = new QHBoxLayout;
-  sizeRow->addWidget(batchSize_, 1);
-  sizeRow->addWidget(new QLabel(tr("Epochs")));
-  sizeRow->addWidget(epochs_, 1);
-  settings->addRow(tr("Batch size"), sizeRow);
-
   trainStep_ = new QPushButton(tr("Train Step"));
   trainStep_->setToolTip(tr("Forward and backward on one batch; gradients accumulate"));
   fullStep_ = new QPushButton(tr("Full Train Step"));
@@ -327,22 +306,16 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   stop_ = new QPushButton(tr("Stop"));
   stop_->setToolTip(tr("Stop Fit before its next step"));
   stop_->setEnabled(false);
-  writeWeights_ = new QPushButton(tr("Write Weights to Graph"));
+  writeWeights_ = new QPushButton(tr("Write Weights"));
   writeWeights_->setToolTip(
       tr("Copy the trained weights into the Initializer nodes (undoable), "
          "so Save and Export carry them"));
-  auto* buttons = new QHBoxLayout;
-  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, stop_}) buttons->addWidget(b);
-
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
   progress_->setValue(0);
   progress_->setTextVisible(false);
   throughput_ = new QLabel(tr("— samples/s"));
-  throughput_->setMinimumWidth(110);
-  auto* progressRow = new QHBoxLayout;
-  progressRow->addWidget(progress_, 1);
-  progressRow->addWidget(throughput_);
+  throughput_->setMinimumWidth(100);
   result_ = new QLabel;
   result_->setWordWrap(true);
   result_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -352,20 +325,39 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   error_->setStyleSheet(QStringLiteral("color: #b00020; background: #fdecea; padding: 4px"));
   error_->hide();
 
+  // Compact rows: the dock shares the window's height with the canvas.
+  auto row = [](std::initializer_list<std::pair<QString, QWidget*>> items) {
+    auto* h = new QHBoxLayout;
+    h->setSpacing(6);
+    for (const auto& [label, w] : items) {
+      if (!label.isEmpty()) h->addWidget(new QLabel(label));
+      h->addWidget(w, 1);
+    }
+    return h;
+  };
   auto* left = new QVBoxLayout;
-  left->addLayout(settings);
+  left->setSpacing(5);
+  left->addLayout(row({{tr("Accelerator"), accelerator_},
+                       {tr("Batch size"), batchSize_},
+                       {tr("Epochs"), epochs_}}));
+  left->addWidget(dataset_);
+  left->addLayout(row({{tr("Optimizer"), optimizer_}, {tr("lr"), lr_}}));
+  left->addLayout(row({{tr("Momentum"), momentum_}, {tr("Weight decay"), weightDecay_}}));
+  auto* buttons = new QHBoxLayout;
+  buttons->setSpacing(4);
+  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, stop_}) buttons->addWidget(b);
   left->addLayout(buttons);
+  auto* progressRow = new QHBoxLayout;
+  progressRow->addWidget(progress_, 1);
+  progressRow->addWidget(throughput_);
+  progressRow->addWidget(writeWeights_);
   left->addLayout(progressRow);
-  auto* weightsRow = new QHBoxLayout;
-  weightsRow->addStretch();
-  weightsRow->addWidget(writeWeights_);
-  left->addLayout(weightsRow);
   left->addWidget(result_);
   left->addWidget(error_);
   left->addStretch();
   auto* leftWidget = new QWidget;
   leftWidget->setLayout(left);
-  leftWidget->setMinimumWidth(440);
+  leftWidget->setMinimumWidth(470);
   leftWidget->setMaximumWidth(560);
 
   // --- Charts ---
@@ -725,6 +717,9 @@ void TrainingPanel::rescaleAxes() {
   };
   fit(lossChart_, {trainLoss_, testLoss_}, logScale_->isChecked());
   fit(metricChart_, {trainMetric_, testMetric_}, false);
+  // Accuracies live in [0, 1]: show the whole range rather than a magnified sliver.
+  auto* my = static_cast<QValueAxis*>(metricChart_->axes(Qt::Vertical).first());
+  if (my->min() >= 0 && my->max() <= 1.1) my->setRange(0, 1);
 }
 
 }  // namespace dw::studio
