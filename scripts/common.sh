@@ -7,7 +7,7 @@ BUILD="$ROOT/build"
 # The Debian bookworm packages deepwire builds, tests and runs with (see DEVELOPERS.md).
 PACKAGES=(
   cmake g++ make pkg-config
-  qt6-base-dev qt6-charts-dev qt6-svg-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev
   libdnnl-dev opencl-headers ocl-icd-opencl-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev zlib1g-dev
