@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -441,6 +442,59 @@ TEST(TrainerGolden, MlpLossCurveMatchesPyTorch) {
 
 TEST(TrainerGolden, CnnLossCurveAndRunningStatsMatchPyTorch) {
   checkGolden("fashion_mnist_cnn.dwproj", "training_cnn.json");
+}
+
+}  // namespace
+}  // namespace dw::engine::training
+
+namespace dw::engine::training {
+namespace {
+
+// `deepwire train --json` on a subset of Fashion-MNIST: one JSON object per epoch with the
+// documented keys, and the training loss falls; then `deepwire eval` on the saved checkpoint
+// reports the same test accuracy as the last epoch.
+std::string cliPath() {
+  // The build tree puts the CLI at app/cli/deepwire, two levels above tests/training/.
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path cli = self.parent_path() / ".." / ".." / "app" / "cli" / "deepwire";
+  return !ec && fs::exists(cli) ? fs::canonical(cli).string() : "";
+}
+
+TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST";
+  const std::string cli = cliPath();
+  ASSERT_FALSE(cli.empty()) << "build the deepwire target first";
+  const std::string root = DW_SOURCE_DIR;
+  const fs::path ck = fs::temp_directory_path() / ("dw_cli_ck_" + std::to_string(::getpid()));
+  const std::string cmd = std::string("OMP_WAIT_POLICY=passive ") + cli + " train " + root +
+                          "/resources/examples/fashion_mnist_mlp.dwproj --epochs 2 " +
+                          "--train-limit 2000 --threads 1 --json --checkpoint " + ck.string();
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::vector<json> epochs;
+  char line[4096];
+  while (fgets(line, sizeof line, p)) epochs.push_back(json::parse(line));
+  ASSERT_EQ(pclose(p), 0);
+  ASSERT_EQ(epochs.size(), 2u);
+  for (const char* key :
+       {"epoch", "train_loss", "test_loss", "test_accuracy", "seconds", "samples_per_second"})
+    EXPECT_TRUE(epochs[0].contains(key)) << key;
+  EXPECT_LT(epochs[1]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>());
+  EXPECT_GT(epochs[1]["test_accuracy"].get<double>(), 0.5);
+
+  const std::string ev = std::string("OMP_WAIT_POLICY=passive ") + cli + " eval " + root +
+                         "/resources/examples/fashion_mnist_mlp.dwproj --threads 1 --json " +
+                         "--checkpoint " + ck.string();
+  p = popen(ev.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  while (fgets(line, sizeof line, p)) out += line;
+  ASSERT_EQ(pclose(p), 0);
+  const json e = json::parse(out);
+  EXPECT_EQ(e["test_accuracy"].get<double>(), epochs[1]["test_accuracy"].get<double>());
+  fs::remove_all(ck);
 }
 
 }  // namespace
