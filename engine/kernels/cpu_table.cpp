@@ -15,6 +15,7 @@ void registerCpuKernels(KernelRegistry& r) {
   addControlKernels(r);
   addSequenceKernels(r);
   addMiscKernels(r);
+  addRandomKernels(r);
   addGradKernels(r);
 }
 

@@ -17,6 +17,7 @@ void addNnKernels(KernelRegistry& r);           // kernels/nn.cpp
 void addControlKernels(KernelRegistry& r);      // kernels/control.cpp
 void addSequenceKernels(KernelRegistry& r);     // kernels/sequence.cpp
 void addMiscKernels(KernelRegistry& r);         // kernels/misc.cpp
+void addRandomKernels(KernelRegistry& r);       // kernels/random.cpp
 void addGradKernels(KernelRegistry& r);         // kernels/grad_kernels.cpp (+ onednn/)
 void addOneDnnKernels(KernelRegistry& r);       // onednn/kernels.cpp
 
