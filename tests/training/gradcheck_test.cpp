@@ -16,6 +16,7 @@
 #include "engine/tensor.h"
 #include "engine/training/autodiff.h"
 #include "engine/training/grad_builder.h"
+#include "gradcheck_util.h"
 
 namespace {
 
@@ -421,51 +422,9 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
   ASSERT_TRUE(gg.ok()) << gg.message();
   auto session = InferenceSession::create(gg->model);
   ASSERT_TRUE(session.ok()) << session.message();
-  std::map<std::string, Tensor> feeds;
-  for (const auto& init : b.model.graph().initializer()) {
-    for (const auto& in : gg->model.graph().input())
-      if (in.name() == init.name()) {
-        auto t = tensorFromProto(init);
-        ASSERT_TRUE(t.ok());
-        feeds[init.name()] = *t;
-      }
-  }
-  auto base = (*session)->run(feeds);
-  ASSERT_TRUE(base.ok()) << base.message();
-  std::map<std::string, Tensor> grads;
-  for (size_t i = 0; i < b.trainable.size(); ++i)
-    grads[b.trainable[i]] = base->at(gg->gradOutputs[i]).clone();
-  auto lossAt = [&](std::map<std::string, Tensor>& f) {
-    auto r = (*session)->run(f);
-    EXPECT_TRUE(r.ok()) << r.message();
-    return r.ok() ? r->at("loss").getDouble(0) : 0.0;
-  };
-  const double h = c.dbl ? 1e-6 : 1e-2;
-  const double atol = c.dbl ? 1e-6 : 2e-2, rtol = c.dbl ? 1e-5 : 2e-2;
-  int checked = 0;
-  for (const auto& w : b.trainable) {
-    Tensor orig = feeds[w];
-    const Tensor& g = grads[w];
-    ASSERT_EQ(g.shape(), orig.shape()) << "gradient of " << w;
-    for (int64_t i = 0; i < orig.size(); ++i) {
-      auto perturbed = [&](double delta) {
-        Tensor t = orig.clone();
-        if (t.dtype() == DType::kDouble)
-          t.data<double>()[i] += delta;
-        else
-          t.data<float>()[i] += static_cast<float>(delta);
-        feeds[w] = t;
-        double l = lossAt(feeds);
-        feeds[w] = orig;
-        return l;
-      };
-      const double num = (perturbed(h) - perturbed(-h)) / (2 * h);
-      const double ana = g.getDouble(i);
-      EXPECT_NEAR(ana, num, atol + rtol * std::abs(num))
-          << c.name << ": d loss / d " << w << "[" << i << "]";
-      ++checked;
-    }
-  }
+  const int checked =
+      test::checkFiniteDifferences(**session, *gg, test::initializerFeeds(b.model, *gg),
+                                   b.trainable, {}, "loss", test::fdTolerance(c.dbl), c.name);
   EXPECT_GT(checked, 0);
 }
 
