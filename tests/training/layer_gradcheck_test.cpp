@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -119,6 +120,14 @@ struct LayerModel {
       std::shuffle(order.begin(), order.end(), rng);
       for (int64_t i = 0; i < n; ++i)
         t->add_float_data(0.05f * static_cast<float>(order[i] - n / 2));
+      out->wrt.push_back(in.name());
+    } else if (tt.elem_type() == onnx::TensorProto::FLOAT && c.layer == "ThresholdedReLU") {
+      // Both sides of theta = 1 (in (-1, 1) the gradient is zero everywhere), away from the jump.
+      for (int64_t i = 0; i < n; ++i) {
+        float v = 2 * u(rng);
+        if (std::abs(v - 1) < 0.05f) v += 0.1f;
+        t->add_float_data(v);
+      }
       out->wrt.push_back(in.name());
     } else if (tt.elem_type() == onnx::TensorProto::FLOAT) {
       for (int64_t i = 0; i < n; ++i) t->add_float_data(u(rng));
