@@ -211,6 +211,29 @@ class ConvGrad : public Kernel {
     int64_t oc = 0;
   };
 
+  // Convolution and deconvolution differ only in their oneDNN types: both take the forward
+  // training descriptor as the hint for backward data and backward weights.
+  template <class Fwd, class Bd, class Bw>
+  static void buildPrims(Entry& e, dnnl::algorithm alg, const memory::desc& src,
+                         const memory::desc& wts, const memory::desc& dst, const Dims& st,
+                         const Dims& dil, const Dims& pl, const Dims& pr, const dnnl::engine& eng) {
+    typename Fwd::primitive_desc hint(typename Fwd::desc(dnnl::prop_kind::forward_training, alg,
+                                                         src, wts, e.biasD, dst, st, dil, pl, pr),
+                                      eng);
+    typename Bd::primitive_desc bd(typename Bd::desc(alg, src, wts, dst, st, dil, pl, pr), eng,
+                                   hint);
+    typename Bw::primitive_desc bwb(typename Bw::desc(alg, src, wts, e.biasD, dst, st, dil, pl, pr),
+                                    eng, hint);
+    e.data = Bd(bd);
+    e.weights = Bw(bwb);
+    e.dataDiffDst = bd.diff_dst_desc();
+    e.dataW = bd.weights_desc();
+    e.dataDiffSrc = bd.diff_src_desc();
+    e.wDiffDst = bwb.diff_dst_desc();
+    e.wSrc = bwb.src_desc();
+    e.wDiffW = bwb.diff_weights_desc();
+  }
+
   Status build(KernelContext& ctx, Entry& e) {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
@@ -247,46 +270,16 @@ class ConvGrad : public Kernel {
     memory::desc src(onednn::toDims(x.shape()), f32, Tag::any),
         dst(onednn::toDims(dy.shape()), f32, Tag::any), wts(wdims, f32, Tag::any);
     const Dims dil = dilationsMinus1(win->dilations);
-    const auto& st = win->strides;
-    const auto& pl = win->padL;
-    const auto& pr = win->padR;
-    if (!transposed_) {
-      using Fwd = dnnl::convolution_forward;
-      using Bd = dnnl::convolution_backward_data;
-      using Bw = dnnl::convolution_backward_weights;
-      const auto alg = dnnl::algorithm::convolution_direct;
-      Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, alg, src, wts, e.biasD,
-                                         dst, st, dil, pl, pr),
-                               eng);
-      Bd::primitive_desc bd(Bd::desc(alg, src, wts, dst, st, dil, pl, pr), eng, hint);
-      Bw::primitive_desc bwb(Bw::desc(alg, src, wts, e.biasD, dst, st, dil, pl, pr), eng, hint);
-      e.data = Bd(bd);
-      e.weights = Bw(bwb);
-      e.dataDiffDst = bd.diff_dst_desc();
-      e.dataW = bd.weights_desc();
-      e.dataDiffSrc = bd.diff_src_desc();
-      e.wDiffDst = bwb.diff_dst_desc();
-      e.wSrc = bwb.src_desc();
-      e.wDiffW = bwb.diff_weights_desc();
-    } else {
-      using Fwd = dnnl::deconvolution_forward;
-      using Bd = dnnl::deconvolution_backward_data;
-      using Bw = dnnl::deconvolution_backward_weights;
-      const auto alg = dnnl::algorithm::deconvolution_direct;
-      Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, alg, src, wts, e.biasD,
-                                         dst, st, dil, pl, pr),
-                               eng);
-      Bd::primitive_desc bd(Bd::desc(alg, src, wts, dst, st, dil, pl, pr), eng, hint);
-      Bw::primitive_desc bwb(Bw::desc(alg, src, wts, e.biasD, dst, st, dil, pl, pr), eng, hint);
-      e.data = Bd(bd);
-      e.weights = Bw(bwb);
-      e.dataDiffDst = bd.diff_dst_desc();
-      e.dataW = bd.weights_desc();
-      e.dataDiffSrc = bd.diff_src_desc();
-      e.wDiffDst = bwb.diff_dst_desc();
-      e.wSrc = bwb.src_desc();
-      e.wDiffW = bwb.diff_weights_desc();
-    }
+    if (!transposed_)
+      buildPrims<dnnl::convolution_forward, dnnl::convolution_backward_data,
+                 dnnl::convolution_backward_weights>(e, dnnl::algorithm::convolution_direct, src,
+                                                     wts, dst, win->strides, dil, win->padL,
+                                                     win->padR, eng);
+    else
+      buildPrims<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
+                 dnnl::deconvolution_backward_weights>(e, dnnl::algorithm::deconvolution_direct,
+                                                       src, wts, dst, win->strides, dil, win->padL,
+                                                       win->padR, eng);
     return Status();
   }
 
