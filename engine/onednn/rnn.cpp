@@ -12,6 +12,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
+#include "engine/onednn/rnn_common.h"
 
 namespace dw::engine {
 
@@ -21,108 +22,8 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto f32 = memory::data_type::f32;
 
-enum class Cell { kRnn, kGru, kLstm };
-
-// One activation function of the cell with its alpha/beta.
-struct Act {
-  enum Kind {
-    kRelu,
-    kTanh,
-    kSigmoid,
-    kAffine,
-    kLeakyRelu,
-    kThresholdedRelu,
-    kScaledTanh,
-    kHardSigmoid,
-    kElu,
-    kSoftsign,
-    kSoftplus
-  } kind = kTanh;
-  float alpha = 0, beta = 0;
-
-  void apply(float* v, int64_t n) const {
-    switch (kind) {
-      case kRelu:
-        for (int64_t i = 0; i < n; ++i) v[i] = std::max(v[i], 0.0f);
-        break;
-      case kTanh:
-        for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
-        break;
-      case kSigmoid:
-        for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + std::exp(-v[i]));
-        break;
-      case kAffine:
-        for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta;
-        break;
-      case kLeakyRelu:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i];
-        break;
-      case kThresholdedRelu:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : 0.0f;
-        break;
-      case kScaledTanh:
-        for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]);
-        break;
-      case kHardSigmoid:
-        for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(alpha * v[i] + beta, 0.0f, 1.0f);
-        break;
-      case kElu:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * (std::exp(v[i]) - 1);
-        break;
-      case kSoftsign:
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (1 + std::fabs(v[i]));
-        break;
-      case kSoftplus:
-        for (int64_t i = 0; i < n; ++i) v[i] = std::log1p(std::exp(v[i]));
-        break;
-    }
-  }
-};
-
-// Parses an activation name (case-insensitive) and its default alpha/beta, which match the
-// standalone ONNX ops of the same name.
-bool parseAct(std::string name, Act& a, bool& usesAlpha, bool& usesBeta) {
-  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-  usesAlpha = usesBeta = false;
-  if (name == "relu") {
-    a.kind = Act::kRelu;
-  } else if (name == "tanh") {
-    a.kind = Act::kTanh;
-  } else if (name == "sigmoid") {
-    a.kind = Act::kSigmoid;
-  } else if (name == "affine") {
-    a = {Act::kAffine, 1.0f, 0.0f};
-    usesAlpha = usesBeta = true;
-  } else if (name == "leakyrelu") {
-    a = {Act::kLeakyRelu, 0.01f, 0};
-    usesAlpha = true;
-  } else if (name == "thresholdedrelu") {
-    a = {Act::kThresholdedRelu, 1.0f, 0};
-    usesAlpha = true;
-  } else if (name == "scaledtanh") {
-    a = {Act::kScaledTanh, 1.0f, 1.0f};
-    usesAlpha = usesBeta = true;
-  } else if (name == "hardsigmoid") {
-    a = {Act::kHardSigmoid, 0.2f, 0.5f};
-    usesAlpha = usesBeta = true;
-  } else if (name == "elu") {
-    a = {Act::kElu, 1.0f, 0};
-    usesAlpha = true;
-  } else if (name == "softsign") {
-    a.kind = Act::kSoftsign;
-  } else if (name == "softplus") {
-    a.kind = Act::kSoftplus;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-bool hasAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return true;
-  return false;
-}
+using rnn::Act;
+using rnn::Cell;
 
 void sgemmRowMajor(bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
@@ -130,129 +31,20 @@ void sgemmRowMajor(bool transB, int64_t M, int64_t N, int64_t K, const float* A,
   dnnl::sgemm('N', transB ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-class RnnKernel : public Kernel {
+class RnnKernel : public Kernel, private rnn::RnnAttrs {
  public:
   explicit RnnKernel(const KernelInit& init) {
-    const auto& a = init.attrs;
-    cell_ = init.opType == "LSTM" ? Cell::kLstm : (init.opType == "GRU" ? Cell::kGru : Cell::kRnn);
-    gates_ = cell_ == Cell::kLstm ? 4 : (cell_ == Cell::kGru ? 3 : 1);
-    hidden_ = a.getInt("hidden_size", 0);
-    direction_ = a.getString("direction", "forward");
-    if (direction_ != "forward" && direction_ != "reverse" && direction_ != "bidirectional")
-      fail("direction '" + direction_ + "' must be forward, reverse or bidirectional");
-    dirs_ = direction_ == "bidirectional" ? 2 : 1;
-    layout_ = a.getInt("layout", 0);
-    if (layout_ != 0 && layout_ != 1) fail("layout must be 0 or 1");
-    if (a.has("clip")) {
-      clip_ = a.getFloat("clip", 0);
-      hasClip_ = true;
-    }
-    inputForget_ = a.getInt("input_forget", 0) != 0;
-    lbr_ = a.getInt("linear_before_reset", 0) != 0;
-    if (init.opset < 7 && cell_ == Cell::kLstm && a.getInt("output_sequence", 0) == 0) {
-      // Opset 1 LSTM only differs by output_sequence, which affects nothing we compute.
-    }
-    std::vector<std::string> names = a.getStrings("activations");
-    const size_t perDir = cell_ == Cell::kLstm ? 3 : (cell_ == Cell::kGru ? 2 : 1);
-    customActs_ = !names.empty();
-    if (names.empty()) {
-      if (cell_ == Cell::kLstm)
-        names = {"Sigmoid", "Tanh", "Tanh"};
-      else if (cell_ == Cell::kGru)
-        names = {"Sigmoid", "Tanh"};
-      else
-        names = {"Tanh"};
-    }
-    // RNN's schema default lists two functions whatever the direction.
-    if (names.size() > perDir * dirs_ && !a.getStrings("activations").empty() && init.node &&
-        !hasAttr(*init.node, "activations"))
-      names.resize(perDir * dirs_);
-    if (names.size() == perDir && dirs_ == 2) {
-      auto copy = names;
-      names.insert(names.end(), copy.begin(), copy.end());
-    }
-    if (names.size() != perDir * dirs_) {
-      fail("activations must list " + std::to_string(perDir * dirs_) + " functions, got " +
-           std::to_string(names.size()));
-      return;
-    }
-    const auto alphas = a.getFloats("activation_alpha");
-    const auto betas = a.getFloats("activation_beta");
-    size_t ai = 0, bi = 0;
-    for (const auto& n : names) {
-      Act act;
-      bool ua = false, ub = false;
-      if (!parseAct(n, act, ua, ub)) {
-        fail("activation '" + n + "' is not an ONNX RNN activation function");
-        return;
-      }
-      if (ua && ai < alphas.size()) act.alpha = alphas[ai++];
-      if (ub && bi < betas.size()) act.beta = betas[bi++];
-      acts_.push_back(act);
-    }
-    // oneDNN's cells have fixed activations (vanilla RNN: tanh, relu or logistic).
-    defaultActs_ = true;
-    if (cell_ == Cell::kRnn) {
-      for (const auto& act : acts_)
-        defaultActs_ =
-            defaultActs_ && act.kind == acts_[0].kind &&
-            (act.kind == Act::kTanh || act.kind == Act::kSigmoid || act.kind == Act::kRelu);
-    } else {
-      for (size_t i = 0; i < acts_.size(); ++i) {
-        const size_t k = i % perDir;
-        defaultActs_ = defaultActs_ && acts_[i].kind == (k == 0 ? Act::kSigmoid : Act::kTanh);
-      }
-    }
+    Status st = parse(init.opType, init.attrs, init.node);
+    if (!st.ok()) fail(st.message());
   }
 
   Status compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const Tensor& w = ctx.input(1);
-    const Tensor& r = ctx.input(2);
-    if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat || r.dtype() != DType::kFloat)
-      return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
-    if (x.rank() != 3 || w.rank() != 3 || r.rank() != 3)
-      return Status::error("X, W and R must be 3-D");
-    const int64_t T = layout_ ? x.dim(1) : x.dim(0);
-    const int64_t B = layout_ ? x.dim(0) : x.dim(1);
-    const int64_t I = x.dim(2);
-    const int64_t H = hidden_ > 0 ? hidden_ : r.dim(2);
-    const int64_t G = gates_, D = dirs_;
-    if (w.shape() != Shape{D, G * H, I})
-      return Status::error("W has shape " + shapeToString(w.shape()) + ", expected " +
-                           shapeToString({D, G * H, I}));
-    if (r.shape() != Shape{D, G * H, H})
-      return Status::error("R has shape " + shapeToString(r.shape()) + ", expected " +
-                           shapeToString({D, G * H, H}));
-    const bool hasB = ctx.hasInput(3), hasLens = ctx.hasInput(4), hasH0 = ctx.hasInput(5);
-    const bool hasC0 = cell_ == Cell::kLstm && ctx.hasInput(6);
-    const bool hasP = cell_ == Cell::kLstm && ctx.hasInput(7);
+    rnn::RnnDims dims;
+    DW_RETURN_IF_ERROR(rnn::checkInputs(ctx, *this, &dims));
+    const int64_t T = dims.T, B = dims.B, I = dims.I, H = dims.H, D = dirs_;
+    const std::vector<int64_t>& lens = dims.lens;
+    const bool fullLens = dims.fullLens;
     const Shape stateShape = layout_ ? Shape{B, D, H} : Shape{D, B, H};
-    if (hasB && ctx.input(3).shape() != Shape{D, 2 * G * H})
-      return Status::error("B must have shape " + shapeToString({D, 2 * G * H}));
-    if (hasH0 && ctx.input(5).shape() != stateShape)
-      return Status::error("initial_h must have shape " + shapeToString(stateShape));
-    if (hasC0 && ctx.input(6).shape() != stateShape)
-      return Status::error("initial_c must have shape " + shapeToString(stateShape));
-    if (hasP && ctx.input(7).shape() != Shape{D, 3 * H})
-      return Status::error("P must have shape " + shapeToString({D, 3 * H}));
-    for (int i : {3, 5, 6, 7})
-      if (ctx.hasInput(i) && ctx.input(i).dtype() != DType::kFloat)
-        return Status::error("B, initial_h, initial_c and P must be float32");
-    std::vector<int64_t> lens(B, T);
-    bool fullLens = true;
-    if (hasLens) {
-      const Tensor& sl = ctx.input(4);
-      if (sl.size() != B) return Status::error("sequence_lens must have one entry per batch");
-      for (int64_t b = 0; b < B; ++b) {
-        lens[b] = sl.getInt(b);
-        if (lens[b] < 0 || lens[b] > T)
-          return Status::error("sequence_lens[" + std::to_string(b) +
-                               "] = " + std::to_string(lens[b]) + " is outside [0, " +
-                               std::to_string(T) + "]");
-        fullLens = fullLens && lens[b] == T;
-      }
-    }
     Shape yShape = layout_ ? Shape{B, T, D, H} : Shape{T, D, B, H};
     DW_ALLOC(y, ctx.output(0, DType::kFloat, yShape));
     DW_ALLOC(yh, ctx.output(1, DType::kFloat, stateShape));
@@ -438,10 +230,7 @@ class RnnKernel : public Kernel {
         e.bias = memory::desc({1, D, biasGates, H}, f32, Tag::ldgo);
         e.peep = memory::desc({1, D, 3, H}, f32, Tag::ldgo);
         e.dstLayer = memory::desc({T, B, D * H}, f32, Tag::tnc);
-        const auto dir =
-            D == 2 ? dnnl::rnn_direction::bidirectional_concat
-                   : (direction_ == "reverse" ? dnnl::rnn_direction::unidirectional_right2left
-                                              : dnnl::rnn_direction::unidirectional_left2right);
+        const auto dir = oneDnnDirection();
         const auto pk = dnnl::prop_kind::forward_inference;
         // Absent initial states are zero descriptors: oneDNN then starts from zeros.
         const memory::desc h0 = ctx.hasInput(5) ? e.state : memory::desc();
@@ -468,10 +257,7 @@ class RnnKernel : public Kernel {
           e.wIter = pd.weights_iter_desc();
           e.prim = dnnl::gru_forward(pd);
         } else {
-          const auto alg = acts_[0].kind == Act::kRelu
-                               ? dnnl::algorithm::eltwise_relu
-                               : (acts_[0].kind == Act::kSigmoid ? dnnl::algorithm::eltwise_logistic
-                                                                 : dnnl::algorithm::eltwise_tanh);
+          const auto alg = vanillaActivation();
           dnnl::vanilla_rnn_forward::desc d(pk, alg, dir, e.srcLayer, h0, wl, wi, e.bias,
                                             e.dstLayer, e.state);
           dnnl::vanilla_rnn_forward::primitive_desc pd(d, eng);
@@ -486,42 +272,11 @@ class RnnKernel : public Kernel {
       }
       Entry& e = it->second;
       // Weights and biases in oneDNN's gate order (ldgoi has ONNX's [D][gate][H][in] layout).
-      // ONNX LSTM gates i,o,f,c -> oneDNN i,f,c,o; GRU z,r,h and RNN match.
-      static const int kLstmPerm[4] = {0, 2, 3, 1};
-      auto onnxGate = [&](int64_t g) { return cell_ == Cell::kLstm ? kLstmPerm[g] : g; };
-      const int64_t GH = G * H;
-      std::vector<float> wl(D * GH * I), wi(D * GH * H), bias(D * biasGates * H, 0.0f),
-          peep(D * 3 * H, 0.0f);
-      const float* W = ctx.input(1).data<float>();
-      const float* R = ctx.input(2).data<float>();
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t g = 0; g < G; ++g) {
-          std::copy_n(W + (d * GH + onnxGate(g) * H) * I, H * I, &wl[(d * GH + g * H) * I]);
-          std::copy_n(R + (d * GH + onnxGate(g) * H) * H, H * H, &wi[(d * GH + g * H) * H]);
-        }
-      if (ctx.hasInput(3)) {
-        const float* Bv = ctx.input(3).data<float>();
-        for (int64_t d = 0; d < D; ++d) {
-          const float* wb = Bv + d * 2 * GH;
-          const float* rb = wb + GH;
-          for (int64_t g = 0; g < G; ++g) {
-            const int64_t og = onnxGate(g);
-            const bool split = cell_ == Cell::kGru && lbr_ && g == 2;
-            for (int64_t h = 0; h < H; ++h)
-              bias[(d * biasGates + g) * H + h] = wb[og * H + h] + (split ? 0.0f : rb[og * H + h]);
-            if (split)
-              for (int64_t h = 0; h < H; ++h) bias[(d * biasGates + 3) * H + h] = rb[og * H + h];
-          }
-        }
-      }
-      if (e.peephole) {
-        // ONNX P: i, o, f -> oneDNN i, f, o.
-        static const int kPeepPerm[3] = {0, 2, 1};
-        const float* P = ctx.input(7).data<float>();
-        for (int64_t d = 0; d < D; ++d)
-          for (int64_t g = 0; g < 3; ++g)
-            std::copy_n(P + (d * 3 + kPeepPerm[g]) * H, H, &peep[(d * 3 + g) * H]);
-      }
+      rnn::OneDnnWeights ow;
+      rnn::toOneDnnWeights(*this, D, H, I, ctx.input(1).data<float>(), ctx.input(2).data<float>(),
+                           ctx.hasInput(3) ? ctx.input(3).data<float>() : nullptr,
+                           e.peephole ? ctx.input(7).data<float>() : nullptr, &ow);
+      std::vector<float>&wl = ow.layer, &wi = ow.iter, &bias = ow.bias, &peep = ow.peep;
       memory wlUser(e.wLayerUser, eng, wl.data()), wiUser(e.wIterUser, eng, wi.data());
       dnnl::reorder(wlUser, e.wLayerMem).execute(strm, wlUser, e.wLayerMem);
       dnnl::reorder(wiUser, e.wIterMem).execute(strm, wiUser, e.wIterMem);
@@ -545,12 +300,8 @@ class RnnKernel : public Kernel {
       strm.wait();
       if (D == 2) {
         // oneDNN concatenates directions along channels: [T][B][D*H] -> ONNX [T][D][B][H].
-        const float* src = static_cast<const float*>(dst.get_data_handle());
-        float* Y = y.data<float>();
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t d = 0; d < D; ++d)
-            for (int64_t b = 0; b < B; ++b)
-              std::copy_n(src + (t * B + b) * D * H + d * H, H, Y + ((t * D + d) * B + b) * H);
+        rnn::concatToOnnxY(static_cast<const float*>(dst.get_data_handle()), T, D, B, H,
+                           y.data<float>());
       }
     } catch (const dnnl::error& err) {
       return Status::error(std::string("oneDNN rnn: ") + err.what());
@@ -558,21 +309,17 @@ class RnnKernel : public Kernel {
     return Status();
   }
 
-  Cell cell_ = Cell::kRnn;
-  int64_t gates_ = 1, hidden_ = 0, dirs_ = 1, layout_ = 0;
-  std::string direction_;
-  float clip_ = 0;
-  bool hasClip_ = false, inputForget_ = false, lbr_ = false, customActs_ = false,
-       defaultActs_ = true;
-  std::vector<Act> acts_;
   std::map<std::vector<int64_t>, Entry> cache_;
 };
 
 }  // namespace
 
+void addRnnGradKernels(KernelRegistry& r);  // onednn/rnn_grad.cpp
+
 void addRnnKernels(KernelRegistry& r) {
   for (const char* op : {"RNN", "GRU", "LSTM"})
     r.add("cpu", op, 1, kMaxOpset, &makeKernel<RnnKernel>);
+  addRnnGradKernels(r);  // their backward (com.deepwire.grad RecurrentGrad)
 }
 
 }  // namespace dw::engine

@@ -404,6 +404,8 @@ Status gradLayerNorm(GradCtx& c) {
 
 }  // namespace
 
+Status gradRecurrent(GradCtx& c);  // grad_rnn.cpp
+
 const std::vector<GradBuilder>& gradBuilders() {
   static const std::vector<GradBuilder> table = [] {
     std::vector<GradBuilder> t = {
@@ -449,6 +451,9 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"GlobalMaxPool", 1, kMax, gradPool},
         {"BatchNormalization", 9, kMax, gradBatchNorm},
         {"LayerNormalization", 17, kMax, gradLayerNorm},
+        {"RNN", 7, kMax, gradRecurrent},
+        {"GRU", 7, kMax, gradRecurrent},
+        {"LSTM", 7, kMax, gradRecurrent},
     };
     for (const char* op :
          {"Relu",       "LeakyRelu", "Sigmoid",     "Tanh",      "Elu",   "Selu",

@@ -402,6 +402,14 @@ std::vector<GradCase> cases() {
                {In{{3, 4}}, In{{4}, 0.5, 1.5}, In{{4}}},
                {attrI("axis", -1)}});
   v.back().dbl = false;  // the function body computes its statistics in float
+  // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
+  for (const auto& [op, gates] :
+       std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
+    v.push_back({op,
+                 op,
+                 {In{{3, 2, 3}}, In{{1, 2 * gates, 3}}, In{{1, 2 * gates, 2}}},
+                 {attrI("hidden_size", 2)},
+                 false});
   return v;
 }
 

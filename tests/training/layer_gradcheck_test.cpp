@@ -28,16 +28,10 @@ namespace lc = dw::test;
 namespace gc = dw::engine::training::test;
 
 // Layer -> the op of its lowering that has no gradient builder (the error must name it).
-// Bidirectional's op is that of the layer it wraps (see noGradientOp).
 const std::map<std::string, std::string> kNoGradient = {
     {"UpSampling1D", "Resize"},
     {"UpSampling2D", "Resize"},
     {"UpSampling3D", "Resize"},
-    {"LSTM", "LSTM"},
-    {"GRU", "GRU"},
-    {"SimpleRNN", "RNN"},
-    {"RNN", "RNN"},
-    {"Bidirectional", ""},
     {"ConvLSTM1D", "Scan"},
     {"ConvLSTM2D", "Scan"},
     {"ConvLSTM3D", "Scan"},
@@ -46,11 +40,7 @@ const std::map<std::string, std::string> kNoGradient = {
 // The op the gradient builder must report as missing for case c; "" when c must differentiate.
 std::string noGradientOp(const lc::LayerCase& c) {
   auto it = kNoGradient.find(c.layer);
-  if (it == kNoGradient.end()) return "";
-  if (c.layer != "Bidirectional") return it->second;
-  auto wrapped = c.params.find("layer");
-  const std::string w = wrapped == c.params.end() ? "LSTM" : wrapped->second.asString();
-  return w == "SimpleRNN" ? "RNN" : w;
+  return it == kNoGradient.end() ? "" : it->second;
 }
 
 // Stochastic layers are identities in inference mode; the check runs them that way.
@@ -61,6 +51,10 @@ const std::set<std::string> kInferenceMode = {"Dropout", "SpatialDropout", "Alph
 // perturbation changes which element is the maximum.
 const std::set<std::string> kDistinctInput = {
     "MaxPool1D", "MaxPool2D", "MaxPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D"};
+
+// Recurrent cells with a ReLU: a pre-activation within the default step of zero crosses the kink
+// (the case's seed has one), so the difference step is smaller.
+const std::set<std::string> kSmallStep = {"RNN", "SimpleRNN"};
 
 std::string caseName(const lc::LayerCase& c, size_t index) {
   return c.layer + "_" + std::to_string(index);
@@ -219,6 +213,7 @@ TEST_P(LayerGradCheck, MatchesFiniteDifferences) {
   tol.maxPerTensor = 20;
   tol.rtol = 3e-2;
   tol.atolScalesWithGradient = true;
+  if (kSmallStep.count(c.layer)) tol.h = 1e-3;
   const int checked = gc::checkFiniteDifferences(
       **session, *gg, gc::initializerFeeds(lm.model, *gg), lm.wrt, {}, "loss", tol, what);
   EXPECT_GT(checked, 0);

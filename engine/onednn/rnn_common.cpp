@@ -1,0 +1,350 @@
+// Shared by the recurrent forward and backward kernels (rnn_common.h).
+#include "engine/onednn/rnn_common.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dw::engine::rnn {
+
+void Act::apply(float* v, int64_t n) const {
+  switch (kind) {
+    case kRelu:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::max(v[i], 0.0f);
+      break;
+    case kTanh:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+      break;
+    case kSigmoid:
+      for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + std::exp(-v[i]));
+      break;
+    case kAffine:
+      for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta;
+      break;
+    case kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i];
+      break;
+    case kThresholdedRelu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : 0.0f;
+      break;
+    case kScaledTanh:
+      for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]);
+      break;
+    case kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(alpha * v[i] + beta, 0.0f, 1.0f);
+      break;
+    case kElu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * (std::exp(v[i]) - 1);
+      break;
+    case kSoftsign:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (1 + std::fabs(v[i]));
+      break;
+    case kSoftplus:
+      for (int64_t i = 0; i < n; ++i) v[i] = std::log1p(std::exp(v[i]));
+      break;
+  }
+}
+
+float Act::derivative(float x, float y) const {
+  switch (kind) {
+    case kRelu:
+      return x > 0 ? 1.0f : 0.0f;
+    case kTanh:
+      return 1 - y * y;
+    case kSigmoid:
+      return y * (1 - y);
+    case kAffine:
+      return alpha;
+    case kLeakyRelu:
+      return x >= 0 ? 1.0f : alpha;
+    case kThresholdedRelu:
+      return x > alpha ? 1.0f : 0.0f;
+    case kScaledTanh: {
+      const float t = std::tanh(beta * x);
+      return alpha * beta * (1 - t * t);
+    }
+    case kHardSigmoid: {
+      const float v = alpha * x + beta;
+      return v > 0 && v < 1 ? alpha : 0.0f;
+    }
+    case kElu:
+      return x >= 0 ? 1.0f : alpha * std::exp(x);
+    case kSoftsign: {
+      const float d = 1 + std::fabs(x);
+      return 1 / (d * d);
+    }
+    case kSoftplus:
+      return 1.0f / (1.0f + std::exp(-x));
+  }
+  return 0.0f;
+}
+
+bool parseAct(std::string name, Act& a, bool& usesAlpha, bool& usesBeta) {
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  usesAlpha = usesBeta = false;
+  if (name == "relu") {
+    a.kind = Act::kRelu;
+  } else if (name == "tanh") {
+    a.kind = Act::kTanh;
+  } else if (name == "sigmoid") {
+    a.kind = Act::kSigmoid;
+  } else if (name == "affine") {
+    a = {Act::kAffine, 1.0f, 0.0f};
+    usesAlpha = usesBeta = true;
+  } else if (name == "leakyrelu") {
+    a = {Act::kLeakyRelu, 0.01f, 0};
+    usesAlpha = true;
+  } else if (name == "thresholdedrelu") {
+    a = {Act::kThresholdedRelu, 1.0f, 0};
+    usesAlpha = true;
+  } else if (name == "scaledtanh") {
+    a = {Act::kScaledTanh, 1.0f, 1.0f};
+    usesAlpha = usesBeta = true;
+  } else if (name == "hardsigmoid") {
+    a = {Act::kHardSigmoid, 0.2f, 0.5f};
+    usesAlpha = usesBeta = true;
+  } else if (name == "elu") {
+    a = {Act::kElu, 1.0f, 0};
+    usesAlpha = true;
+  } else if (name == "softsign") {
+    a.kind = Act::kSoftsign;
+  } else if (name == "softplus") {
+    a.kind = Act::kSoftplus;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool hasAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return true;
+  return false;
+}
+
+}  // namespace
+
+Status RnnAttrs::parse(const std::string& opType, const Attributes& a,
+                       const onnx::NodeProto* node) {
+  cell_ = opType == "LSTM" ? Cell::kLstm : (opType == "GRU" ? Cell::kGru : Cell::kRnn);
+  gates_ = cell_ == Cell::kLstm ? 4 : (cell_ == Cell::kGru ? 3 : 1);
+  hidden_ = a.getInt("hidden_size", 0);
+  direction_ = a.getString("direction", "forward");
+  if (direction_ != "forward" && direction_ != "reverse" && direction_ != "bidirectional")
+    return Status::error("direction '" + direction_ +
+                         "' must be forward, reverse or bidirectional");
+  dirs_ = direction_ == "bidirectional" ? 2 : 1;
+  layout_ = a.getInt("layout", 0);
+  if (layout_ != 0 && layout_ != 1) return Status::error("layout must be 0 or 1");
+  if (a.has("clip")) {
+    clip_ = a.getFloat("clip", 0);
+    hasClip_ = true;
+  }
+  inputForget_ = a.getInt("input_forget", 0) != 0;
+  lbr_ = a.getInt("linear_before_reset", 0) != 0;
+  std::vector<std::string> names = a.getStrings("activations");
+  const size_t perDir = actsPerDir();
+  customActs_ = !names.empty();
+  if (names.empty()) {
+    if (cell_ == Cell::kLstm)
+      names = {"Sigmoid", "Tanh", "Tanh"};
+    else if (cell_ == Cell::kGru)
+      names = {"Sigmoid", "Tanh"};
+    else
+      names = {"Tanh"};
+  }
+  // RNN's schema default lists two functions whatever the direction.
+  if (names.size() > perDir * dirs_ && !a.getStrings("activations").empty() && node &&
+      !hasAttr(*node, "activations"))
+    names.resize(perDir * dirs_);
+  if (names.size() == perDir && dirs_ == 2) {
+    auto copy = names;
+    names.insert(names.end(), copy.begin(), copy.end());
+  }
+  if (names.size() != perDir * dirs_)
+    return Status::error("activations must list " + std::to_string(perDir * dirs_) +
+                         " functions, got " + std::to_string(names.size()));
+  const auto alphas = a.getFloats("activation_alpha");
+  const auto betas = a.getFloats("activation_beta");
+  size_t ai = 0, bi = 0;
+  acts_.clear();
+  for (const auto& n : names) {
+    Act act;
+    bool ua = false, ub = false;
+    if (!parseAct(n, act, ua, ub))
+      return Status::error("activation '" + n + "' is not an ONNX RNN activation function");
+    if (ua && ai < alphas.size()) act.alpha = alphas[ai++];
+    if (ub && bi < betas.size()) act.beta = betas[bi++];
+    acts_.push_back(act);
+  }
+  // oneDNN's cells have fixed activations (vanilla RNN: tanh, relu or logistic).
+  defaultActs_ = true;
+  if (cell_ == Cell::kRnn) {
+    for (const auto& act : acts_)
+      defaultActs_ =
+          defaultActs_ && act.kind == acts_[0].kind &&
+          (act.kind == Act::kTanh || act.kind == Act::kSigmoid || act.kind == Act::kRelu);
+  } else {
+    for (size_t i = 0; i < acts_.size(); ++i) {
+      const size_t k = i % perDir;
+      defaultActs_ = defaultActs_ && acts_[i].kind == (k == 0 ? Act::kSigmoid : Act::kTanh);
+    }
+  }
+  return Status();
+}
+
+dnnl::rnn_direction RnnAttrs::oneDnnDirection() const {
+  if (dirs_ == 2) return dnnl::rnn_direction::bidirectional_concat;
+  return direction_ == "reverse" ? dnnl::rnn_direction::unidirectional_right2left
+                                 : dnnl::rnn_direction::unidirectional_left2right;
+}
+
+dnnl::algorithm RnnAttrs::vanillaActivation() const {
+  if (acts_[0].kind == Act::kRelu) return dnnl::algorithm::eltwise_relu;
+  return acts_[0].kind == Act::kSigmoid ? dnnl::algorithm::eltwise_logistic
+                                        : dnnl::algorithm::eltwise_tanh;
+}
+
+Status checkInputs(const KernelContext& ctx, const RnnAttrs& a, RnnDims* d) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& r = ctx.input(2);
+  if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat || r.dtype() != DType::kFloat)
+    return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
+  if (x.rank() != 3 || w.rank() != 3 || r.rank() != 3)
+    return Status::error("X, W and R must be 3-D");
+  const int64_t T = a.layout_ ? x.dim(1) : x.dim(0);
+  const int64_t B = a.layout_ ? x.dim(0) : x.dim(1);
+  const int64_t I = x.dim(2);
+  const int64_t H = a.hidden_ > 0 ? a.hidden_ : r.dim(2);
+  const int64_t G = a.gates_, D = a.dirs_;
+  if (w.shape() != Shape{D, G * H, I})
+    return Status::error("W has shape " + shapeToString(w.shape()) + ", expected " +
+                         shapeToString({D, G * H, I}));
+  if (r.shape() != Shape{D, G * H, H})
+    return Status::error("R has shape " + shapeToString(r.shape()) + ", expected " +
+                         shapeToString({D, G * H, H}));
+  const bool hasB = ctx.hasInput(3), hasLens = ctx.hasInput(4), hasH0 = ctx.hasInput(5);
+  const bool hasC0 = a.cell_ == Cell::kLstm && ctx.hasInput(6);
+  const bool hasP = a.cell_ == Cell::kLstm && ctx.hasInput(7);
+  const Shape stateShape = a.layout_ ? Shape{B, D, H} : Shape{D, B, H};
+  if (hasB && ctx.input(3).shape() != Shape{D, 2 * G * H})
+    return Status::error("B must have shape " + shapeToString({D, 2 * G * H}));
+  if (hasH0 && ctx.input(5).shape() != stateShape)
+    return Status::error("initial_h must have shape " + shapeToString(stateShape));
+  if (hasC0 && ctx.input(6).shape() != stateShape)
+    return Status::error("initial_c must have shape " + shapeToString(stateShape));
+  if (hasP && ctx.input(7).shape() != Shape{D, 3 * H})
+    return Status::error("P must have shape " + shapeToString({D, 3 * H}));
+  for (int i : {3, 5, 6, 7})
+    if (ctx.hasInput(i) && ctx.input(i).dtype() != DType::kFloat)
+      return Status::error("B, initial_h, initial_c and P must be float32");
+  d->T = T;
+  d->B = B;
+  d->I = I;
+  d->H = H;
+  d->lens.assign(B, T);
+  d->fullLens = true;
+  if (hasLens) {
+    const Tensor& sl = ctx.input(4);
+    if (sl.size() != B) return Status::error("sequence_lens must have one entry per batch");
+    for (int64_t b = 0; b < B; ++b) {
+      d->lens[b] = sl.getInt(b);
+      if (d->lens[b] < 0 || d->lens[b] > T)
+        return Status::error("sequence_lens[" + std::to_string(b) +
+                             "] = " + std::to_string(d->lens[b]) + " is outside [0, " +
+                             std::to_string(T) + "]");
+      d->fullLens = d->fullLens && d->lens[b] == T;
+    }
+  }
+  return Status();
+}
+
+namespace {
+
+// oneDNN gate g holds ONNX gate onnxGate(g): LSTM i,o,f,c -> oneDNN i,f,c,o; GRU z,r,h and RNN
+// match.
+int64_t onnxGate(const RnnAttrs& a, int64_t g) {
+  static const int kLstmPerm[4] = {0, 2, 3, 1};
+  return a.cell_ == Cell::kLstm ? kLstmPerm[g] : g;
+}
+
+// Peepholes: ONNX P i, o, f -> oneDNN i, f, o.
+constexpr int kPeepPerm[3] = {0, 2, 1};
+
+}  // namespace
+
+int64_t oneDnnBiasGates(const RnnAttrs& a) {
+  return a.cell_ == Cell::kGru && a.lbr_ ? 4 : a.gates_;
+}
+
+void toOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const float* W,
+                     const float* R, const float* Bias, const float* P, OneDnnWeights* out) {
+  const int64_t G = a.gates_, GH = G * H, biasGates = oneDnnBiasGates(a);
+  out->layer.resize(D * GH * I);
+  out->iter.resize(D * GH * H);
+  out->bias.assign(D * biasGates * H, 0.0f);
+  out->peep.assign(D * 3 * H, 0.0f);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t g = 0; g < G; ++g) {
+      std::copy_n(W + (d * GH + onnxGate(a, g) * H) * I, H * I, &out->layer[(d * GH + g * H) * I]);
+      std::copy_n(R + (d * GH + onnxGate(a, g) * H) * H, H * H, &out->iter[(d * GH + g * H) * H]);
+    }
+  if (Bias) {
+    for (int64_t d = 0; d < D; ++d) {
+      const float* wb = Bias + d * 2 * GH;
+      const float* rb = wb + GH;
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t og = onnxGate(a, g);
+        const bool split = a.cell_ == Cell::kGru && a.lbr_ && g == 2;
+        for (int64_t h = 0; h < H; ++h)
+          out->bias[(d * biasGates + g) * H + h] = wb[og * H + h] + (split ? 0.0f : rb[og * H + h]);
+        if (split)
+          for (int64_t h = 0; h < H; ++h) out->bias[(d * biasGates + 3) * H + h] = rb[og * H + h];
+      }
+    }
+  }
+  if (P)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t g = 0; g < 3; ++g)
+        std::copy_n(P + (d * 3 + kPeepPerm[g]) * H, H, &out->peep[(d * 3 + g) * H]);
+}
+
+void fromOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const OneDnnWeights& g,
+                       float* dW, float* dR, float* dB, float* dP) {
+  const int64_t G = a.gates_, GH = G * H, biasGates = oneDnnBiasGates(a);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t k = 0; k < G; ++k) {
+      const int64_t og = onnxGate(a, k);
+      if (dW) std::copy_n(&g.layer[(d * GH + k * H) * I], H * I, dW + (d * GH + og * H) * I);
+      if (dR) std::copy_n(&g.iter[(d * GH + k * H) * H], H * H, dR + (d * GH + og * H) * H);
+      if (dB) {
+        // A summed bias sends its gradient to both of its terms.
+        const bool split = a.cell_ == Cell::kGru && a.lbr_ && k == 2;
+        float* wb = dB + d * 2 * GH + og * H;
+        std::copy_n(&g.bias[(d * biasGates + k) * H], H, wb);
+        std::copy_n(&g.bias[(d * biasGates + (split ? 3 : k)) * H], H, wb + GH);
+      }
+    }
+  if (dP)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t k = 0; k < 3; ++k)
+        std::copy_n(&g.peep[(d * 3 + k) * H], H, dP + (d * 3 + kPeepPerm[k]) * H);
+}
+
+void concatToOnnxY(const float* src, int64_t T, int64_t D, int64_t B, int64_t H, float* y) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(src + (t * B + b) * D * H + d * H, H, y + ((t * D + d) * B + b) * H);
+}
+
+void onnxYToConcat(const float* y, int64_t T, int64_t D, int64_t B, int64_t H, float* dst) {
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(y + ((t * D + d) * B + b) * H, H, dst + (t * B + b) * D * H + d * H);
+}
+
+}  // namespace dw::engine::rnn
