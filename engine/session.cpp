@@ -4,6 +4,10 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -87,6 +91,8 @@ struct PlanNode {
   std::vector<int> outputs;  // value ids, -1 for an omitted optional output
   std::vector<int> release;  // values whose last reader is this node
   bool halfViaFloat = false;
+  double seconds = 0;  // kernel time, when the plan is profiled
+  int64_t calls = 0;
 };
 
 class GraphPlan {
@@ -97,6 +103,9 @@ class GraphPlan {
   std::vector<std::pair<int, Value>> constants;
   std::vector<int> outerIds;  // read from enclosing scopes
   std::vector<PlanNode> nodes;
+  bool profile = false;
+  double runSeconds = 0;  // whole runs, when profiled: the rest is the executor's own time
+  int64_t runs = 0;
 
   int id(const std::string& n) {
     auto it = ids.find(n);
@@ -700,6 +709,8 @@ void releaseValue(Value& v, BufferPool& pool) {
 
 }  // namespace
 
+using ProfileClock = std::chrono::steady_clock;
+
 Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend, BufferPool& pool,
                    const Scope* parent) {
   LocalScope scope(plan, values, parent);
@@ -737,10 +748,15 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
     }
     for (int id : node.outputs) ctx.outputs_.push_back(id < 0 ? nullptr : &values[id]);
     Status st;
+    const auto t0 = plan.profile ? ProfileClock::now() : ProfileClock::time_point();
     try {
       st = node.kernel->compute(ctx);
     } catch (const std::exception& e) {
       st = Status::error(std::string("internal error: ") + e.what());
+    }
+    if (plan.profile) {
+      node.seconds += std::chrono::duration<double>(ProfileClock::now() - t0).count();
+      ++node.calls;
     }
     if (!st.ok()) return st.withContext("node '" + node.name + "' (" + node.op + ")");
     for (auto& t : ctx.scratch_) {
@@ -778,7 +794,58 @@ Result<std::vector<Value>> SubgraphImpl::run(KernelContext& caller, std::vector<
 // ---------------------------------------------------------------------------------------------
 // Session
 
-InferenceSession::~InferenceSession() = default;
+InferenceSession::~InferenceSession() {
+  if (plan_ && plan_->profile && plan_->runs > 0 && std::getenv("DEEPWIRE_PROFILE"))
+    std::fprintf(stderr, "%s", profileReport().c_str());
+}
+
+void InferenceSession::setProfiling(bool on) {
+  plan_->profile = on;
+  plan_->runSeconds = 0;
+  plan_->runs = 0;
+  for (auto& n : plan_->nodes) n.seconds = 0, n.calls = 0;
+}
+
+std::string InferenceSession::profileReport(size_t top) const {
+  const GraphPlan& p = *plan_;
+  if (p.runs == 0) return "profile: no runs recorded\n";
+  // Per op type, then the costliest nodes: the two views a slow graph is usually read with.
+  std::map<std::string, std::pair<double, int64_t>> byOp;
+  double kernels = 0;
+  for (const auto& n : p.nodes) {
+    auto& e = byOp[n.domain.empty() ? n.op : n.domain + ":" + n.op];
+    e.first += n.seconds;
+    ++e.second;
+    kernels += n.seconds;
+  }
+  const double runs = static_cast<double>(p.runs);
+  std::ostringstream os;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "profile: %lld runs, %.3f ms/run: kernels %.3f ms, executor %.3f ms\n",
+                static_cast<long long>(p.runs), 1e3 * p.runSeconds / runs, 1e3 * kernels / runs,
+                1e3 * (p.runSeconds - kernels) / runs);
+  os << line;
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& [op, e] : byOp) ops.emplace_back(e.first, op + " x" + std::to_string(e.second));
+  std::sort(ops.rbegin(), ops.rend());
+  for (size_t i = 0; i < ops.size() && i < top; ++i) {
+    std::snprintf(line, sizeof line, "  %8.3f ms %5.1f%%  %s\n", 1e3 * ops[i].first / runs,
+                  100 * ops[i].first / std::max(kernels, 1e-12), ops[i].second.c_str());
+    os << line;
+  }
+  std::vector<const PlanNode*> nodes;
+  for (const auto& n : p.nodes) nodes.push_back(&n);
+  std::sort(nodes.begin(), nodes.end(),
+            [](const PlanNode* a, const PlanNode* b) { return a->seconds > b->seconds; });
+  os << "  costliest nodes:\n";
+  for (size_t i = 0; i < nodes.size() && i < top; ++i) {
+    std::snprintf(line, sizeof line, "  %8.3f ms  %s (%s)\n", 1e3 * nodes[i]->seconds / runs,
+                  nodes[i]->name.c_str(), nodes[i]->op.c_str());
+    os << line;
+  }
+  return os.str();
+}
 
 size_t InferenceSession::allocationCount() const {
   return pool_->allocations();
@@ -861,6 +928,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   auto plan = planner.plan(model.graph(), opsets, {});
   if (!plan) return plan.status();
   s->plan_ = std::move(*plan);
+  s->plan_->profile = options.profile || std::getenv("DEEPWIRE_PROFILE") != nullptr;
 
   std::set<std::string> inits;
   for (const auto& i : model.graph().initializer()) inits.insert(i.name());
@@ -912,10 +980,36 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
     for (const auto& x : missing) m += (m.empty() ? "" : ", ") + ("'" + x + "'");
     return Status::error("missing input " + m + "; the model expects:\n" + describeInputs());
   }
+  reclaimOutputs();
+  const auto t0 = ProfileClock::now();
   DW_RETURN_IF_ERROR(executePlan(p, values, *backend_, *pool_, nullptr));
+  if (p.profile) {
+    p.runSeconds += std::chrono::duration<double>(ProfileClock::now() - t0).count();
+    ++p.runs;
+  }
   std::map<std::string, Value> out;
-  for (size_t i = 0; i < p.outputIds.size(); ++i) out[outputs_[i].name] = values[p.outputIds[i]];
+  for (size_t i = 0; i < p.outputIds.size(); ++i) {
+    const Value& v = values[p.outputIds[i]];
+    if (v.isTensor() && v.tensor.buffer()) handedOut_.push_back(v.tensor.buffer());
+    out[outputs_[i].name] = v;
+  }
   return out;
+}
+
+void InferenceSession::reclaimOutputs() {
+  // Callers usually drop a run's outputs (or replace them with the next run's) before running
+  // again, so their buffers serve the next run; those still held stay tracked for a few runs and
+  // are then forgotten, so a caller that keeps every output never makes this list grow.
+  std::vector<std::shared_ptr<Buffer>> still;
+  for (auto& b : handedOut_) {
+    if (b.use_count() == 1)
+      pool_->give(std::move(b));
+    else
+      still.push_back(std::move(b));
+  }
+  const size_t keep = 4 * outputs_.size() + 4;
+  if (still.size() > keep) still.erase(still.begin(), still.end() - static_cast<long>(keep));
+  handedOut_ = std::move(still);
 }
 
 Result<std::map<std::string, Tensor>> InferenceSession::run(

@@ -25,6 +25,9 @@ struct SessionOptions {
   size_t memoryLimitBytes = 0;
   // Fuse Conv+BatchNormalization and Conv/Gemm/MatMul+activation into single oneDNN primitives.
   bool fuse = true;
+  // Time every kernel call (also on when the DEEPWIRE_PROFILE environment variable is set; the
+  // session then prints profileReport() to stderr when it is destroyed).
+  bool profile = false;
 };
 
 // A graph input or output as declared by the model.
@@ -57,10 +60,15 @@ class InferenceSession {
   const Backend& backend() const { return *backend_; }
   // Message from accelerator selection (auto fallback), empty otherwise.
   const std::string& notice() const { return notice_; }
-  // Buffers allocated so far; stays constant when the same shapes run again.
+  // Buffers allocated so far; stays constant when the same shapes run again, provided the caller
+  // lets go of the previous run's outputs (their storage is then reused).
   size_t allocationCount() const;
   // Lists the expected inputs, one per line, for error messages.
   std::string describeInputs() const;
+  // Kernel time per op type and per node over the runs since profiling was switched on, and the
+  // executor's own time (a run's wall time minus its kernels).
+  void setProfiling(bool on);
+  std::string profileReport(size_t top = 12) const;
 
  private:
   InferenceSession() = default;
@@ -69,6 +77,9 @@ class InferenceSession {
   std::unique_ptr<BufferPool> pool_;
   std::vector<IoInfo> inputs_, outputs_;
   std::string notice_;
+  // Storage of outputs handed to callers; given back to the pool once only we hold it.
+  std::vector<std::shared_ptr<Buffer>> handedOut_;
+  void reclaimOutputs();
 };
 
 IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type);

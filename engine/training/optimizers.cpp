@@ -2,10 +2,6 @@
 // for matching its results to ~1e-6 (e.g. Adam's denominator sqrt(v)/sqrt(bc2) + eps).
 #include "engine/training/optimizers.h"
 
-// std::sqrt may set errno, which stops GCC from vectorizing the update loops; the arguments here
-// are never negative, so errno is never set anyway.
-#pragma GCC optimize("no-math-errno")
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -119,36 +115,37 @@ class Adam final : public Optimizer {
       for (int64_t i = 0; i < n; ++i) w[i] *= f;
     }
     if (!decoupled_) addWeightDecay(w, g, n, wd);
-    float* m = buf(s, "m", n).data();
-    float* v = buf(s, "v", n).data();
-    float* vmax = config_.amsgrad ? buf(s, "vmax", n).data() : nullptr;
+    float* __restrict m = buf(s, "m", n).data();
+    float* __restrict v = buf(s, "v", n).data();
+    // With amsgrad the denominator reads the running maximum of v instead of v itself; kept in
+    // its own array so each loop below is branch-free and vectorizes.
+    float* __restrict den = v;
+    if (config_.amsgrad) {
+      den = buf(s, "vmax", n).data();
+    }
     const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
     const float omb1 = 1.f - fb1, omb2 = 1.f - fb2;
     const float eps = static_cast<float>(config_.eps);
+    float* __restrict wr = w;
+    const float* __restrict gr = g;
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = fb1 * m[i] + omb1 * gr[i];
+      v[i] = fb2 * v[i] + omb2 * gr[i] * gr[i];
+    }
+    if (den != v)
+      for (int64_t i = 0; i < n; ++i) den[i] = std::max(den[i], v[i]);
     if (hf) {
       const float stepSize = static_cast<float>(lr * std::sqrt(bc2) / bc1);
-      for (int64_t i = 0; i < n; ++i) {
-        m[i] = fb1 * m[i] + omb1 * g[i];
-        v[i] = fb2 * v[i] + omb2 * g[i] * g[i];
-        float vv = v[i];
-        if (vmax) vv = vmax[i] = std::max(vmax[i], v[i]);
-        w[i] -= stepSize * m[i] / (std::sqrt(vv) + eps);
-      }
+      for (int64_t i = 0; i < n; ++i) wr[i] -= stepSize * m[i] / (std::sqrt(den[i]) + eps);
       if (wd != 0) {
         const float f = static_cast<float>(lr * config_.weightDecay);
-        for (int64_t i = 0; i < n; ++i) w[i] -= f * w[i];
+        for (int64_t i = 0; i < n; ++i) wr[i] -= f * wr[i];
       }
       return;
     }
     const float stepSize = static_cast<float>(lr / bc1);
     const float sbc2 = static_cast<float>(std::sqrt(bc2));
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = fb1 * m[i] + omb1 * g[i];
-      v[i] = fb2 * v[i] + omb2 * g[i] * g[i];
-      float vv = v[i];
-      if (vmax) vv = vmax[i] = std::max(vmax[i], v[i]);
-      w[i] -= stepSize * m[i] / (std::sqrt(vv) / sbc2 + eps);
-    }
+    for (int64_t i = 0; i < n; ++i) wr[i] -= stepSize * m[i] / (std::sqrt(den[i]) / sbc2 + eps);
   }
 
  private:

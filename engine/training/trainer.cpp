@@ -533,6 +533,12 @@ std::map<std::string, Tensor> Trainer::Impl::feeds(const Batch& b) const {
 
 Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
   DW_RETURN_IF_ERROR(checkBatch(b));
+  if (counters.accumulated == 0) {
+    // Nothing is accumulated, so the last step's gradient buffers can go back to the session,
+    // which reuses them for this step's gradients: no allocation in the steady state.
+    for (auto& [name, g] : grads) g = Tensor();
+    gradsStale = true;
+  }
   auto out = trainSession->run(feeds(b));
   if (!out) return out.status();
   auto& o = out.value();
@@ -551,21 +557,22 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     if (it == o.end())
       return Status::error("the training graph did not produce '" + gg.gradOutputs[i] + "'");
     Tensor& acc = grads[params[i].name];
+    const Tensor& w = weights.at(params[i].name);
     const Tensor& g = it->second;
-    if (g.size() != acc.size() || g.dtype() != DType::kFloat)
+    if (g.size() != w.size() || g.dtype() != DType::kFloat)
       return Status::error("gradient '" + gg.gradOutputs[i] + "' has shape " +
                            shapeToString(g.shape()) + ", the weight has " +
-                           shapeToString(acc.shape()));
+                           shapeToString(w.shape()));
     if (counters.accumulated == 0) {
       // The first micro-batch takes the session's output buffer instead of adding into zeros.
-      acc = g.reshaped(acc.shape());
-      gradsStale = false;
+      acc = g.reshaped(w.shape());
     } else {
       float* a = acc.data<float>();
       const float* s = g.data<float>();
       for (int64_t k = 0; k < acc.size(); ++k) a[k] += s[k];
     }
   }
+  gradsStale = false;
   for (const auto& [stat, newOut] : stats) {
     auto it = o.find(newOut);
     if (it == o.end()) return Status::error("the training graph did not produce '" + newOut + "'");
@@ -618,10 +625,7 @@ void Trainer::Impl::resetGrad() {
 
 const std::map<std::string, Tensor>& Trainer::Impl::gradients() {
   if (gradsStale && counters.accumulated == 0) {
-    for (auto& [name, g] : grads) {
-      Tensor z(DType::kFloat, g.shape());
-      g = z;
-    }
+    for (auto& [name, g] : grads) g = Tensor(DType::kFloat, weights.at(name).shape());
     gradsStale = false;
   }
   return grads;
@@ -1185,6 +1189,18 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Graph& graph, const Train
   impl->inference = std::move(inf.value());
   DW_RETURN_IF_ERROR(impl->init(options, std::move(m.value())));
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
+}
+
+size_t Trainer::bufferAllocations() const {
+  return impl_->trainSession->allocationCount() + impl_->evalSession->allocationCount();
+}
+
+void Trainer::setProfiling(bool on) {
+  impl_->trainSession->setProfiling(on);
+}
+
+std::string Trainer::profileReport() const {
+  return impl_->trainSession->profileReport();
 }
 
 Result<StepResult> Trainer::trainStep(const Batch& b) {

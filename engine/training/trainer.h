@@ -174,6 +174,12 @@ class Trainer {
   const OptimizerConfig& optimizerConfig() const;
   void setLearningRate(double lr);  // base rate (the schedule still applies)
   std::string notice() const;       // accelerator fallback message, if any
+  // Tensor buffers the training and evaluation sessions have allocated so far: constant once
+  // the same batch shape repeats (the steady state allocates nothing).
+  size_t bufferAllocations() const;
+  // Per-op and per-node kernel time of the training graph since profiling was switched on.
+  void setProfiling(bool on);
+  std::string profileReport() const;
 
   class Impl;
 

@@ -184,6 +184,33 @@ TEST_F(TrainerTest, StepsAccumulateAndStatusIsRespected) {
   EXPECT_LE(ev->metrics.at("accuracy"), 1.0);
 }
 
+TEST_F(TrainerTest, SteadyStateAllocatesNoBuffers) {
+  OptimizerConfig adam;
+  adam.type = "adam";
+  auto t = makeTrainer(tinyProject(), adam);
+  ASSERT_TRUE(t.ok()) << t.message();
+  auto data = blobs(64);
+  const Batch b = firstBatch(*data, 16);
+  // The first steps size the pools (the first also differs: no gradient is held yet).
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*t)->fullTrainStep(b).ok());
+  ASSERT_TRUE((*t)->evalStep(b).ok());
+  ASSERT_TRUE((*t)->evalStep(b).ok());
+  const size_t settled = (*t)->bufferAllocations();
+  EXPECT_GT(settled, 0u);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*t)->fullTrainStep(b).ok());
+    ASSERT_TRUE((*t)->evalStep(b).ok());
+  }
+  EXPECT_EQ((*t)->bufferAllocations(), settled);
+  // Train Step + Optimizer Step + Reset Grad, the studio's three buttons, too.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*t)->trainStep(b).ok());
+    ASSERT_TRUE((*t)->optimizerStep().ok());
+    (*t)->resetGrad();
+  }
+  EXPECT_EQ((*t)->bufferAllocations(), settled);
+}
+
 TEST_F(TrainerTest, MissingInputIsNamed) {
   auto t = makeTrainer(tinyProject());
   ASSERT_TRUE(t.ok()) << t.message();
