@@ -11,6 +11,7 @@
 namespace dw::engine {
 
 void addOneDnnGradKernels(KernelRegistry& r);  // onednn/grad_kernels.cpp
+void addResizeGradKernels(KernelRegistry& r);  // kernels/resize_grad.cpp
 
 namespace {
 
@@ -724,6 +725,7 @@ void addGradKernels(KernelRegistry& r) {
   add("DropoutGrad", &makeKernel<DropoutGrad>, false);
   add("DropoutTraining", &makeKernel<DropoutTraining>);
   add("LayerNormalizationGrad", &makeKernel<LayerNormalizationGrad>);
+  addResizeGradKernels(r);
   addOneDnnGradKernels(r);
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/resize_sampling.h"
 #include "engine/kernels/tables.h"
 
 namespace dw::engine {
@@ -323,70 +324,24 @@ class InstanceNorm : public Kernel {
   float eps_;
 };
 
-// Resize (opset 10+) and Upsample: separable, one axis at a time. For every output index along
-// an axis, the coordinate transformation gives a position in the input, and the mode turns it
-// into (input index, weight) taps, as the ONNX reference implementation defines them.
+// Resize (opset 10+) and Upsample: separable, one axis at a time, through the taps of
+// kernels/resize_sampling.h (shared with the gradient, ResizeGrad).
 class ResizeKernel : public Kernel {
  public:
-  explicit ResizeKernel(const KernelInit& init)
-      : opset_(init.opset), upsample_(init.opType == "Upsample") {
-    const auto& a = init.attrs;
-    mode_ = a.getString("mode", "nearest");
-    std::transform(mode_.begin(), mode_.end(), mode_.begin(), ::tolower);
-    if (mode_ == "bilinear") mode_ = "linear";
-    if (mode_ != "nearest" && mode_ != "linear" && mode_ != "cubic")
-      fail("mode '" + mode_ + "' must be nearest, linear or cubic");
-    if (upsample_ || opset_ < 11) {
-      coord_ = "asymmetric";
-      nearest_ = "floor";
-    } else {
-      coord_ = a.getString("coordinate_transformation_mode", "half_pixel");
-      nearest_ = a.getString("nearest_mode", "round_prefer_floor");
-    }
-    cubicA_ = a.getFloat("cubic_coeff_a", -0.75f);
-    excludeOutside_ = a.getInt("exclude_outside", 0) != 0;
-    extrapolation_ = a.getFloat("extrapolation_value", 0.0f);
-    scalesAttr_ = a.getFloats("scales");
+  explicit ResizeKernel(const KernelInit& init) {
+    auto s = ResizeSpec::fromAttributes(init.attrs, init.opType, init.opset);
+    if (!s)
+      fail(s.message());
+    else
+      spec_ = std::move(*s);
   }
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const size_t r = x.rank();
-    std::vector<double> scales;
-    std::vector<int64_t> sizes;
-    std::vector<double> roi;
-    if (upsample_ && opset_ < 9) {
-      for (float f : scalesAttr_) scales.push_back(f);
-    } else if (upsample_ || opset_ < 11) {
-      for (int64_t i = 0; i < ctx.input(1).size(); ++i) scales.push_back(ctx.input(1).getDouble(i));
-    } else {
-      if (ctx.hasInput(1))
-        for (int64_t i = 0; i < ctx.input(1).size(); ++i) roi.push_back(ctx.input(1).getDouble(i));
-      if (ctx.hasInput(2))
-        for (int64_t i = 0; i < ctx.input(2).size(); ++i)
-          scales.push_back(ctx.input(2).getDouble(i));
-      if (ctx.hasInput(3)) sizes = ctx.input(3).toInt64Vector();
-    }
-    Shape out(r);
-    if (!sizes.empty()) {
-      if (sizes.size() != r) return Status::error("sizes must have one entry per input axis");
-      scales.assign(r, 1.0);
-      for (size_t d = 0; d < r; ++d) {
-        out[d] = sizes[d];
-        scales[d] = x.dim(d) ? static_cast<double>(sizes[d]) / x.dim(d) : 1.0;
-      }
-    } else {
-      if (scales.size() != r)
-        return Status::error("scales must have one entry per input axis (got " +
-                             std::to_string(scales.size()) + ")");
-      for (size_t d = 0; d < r; ++d) {
-        if (!(scales[d] > 0)) return Status::error("scales must be positive");
-        out[d] = static_cast<int64_t>(std::floor(x.dim(d) * scales[d]));
-      }
-    }
-    if (coord_ == "tf_crop_and_resize" && roi.size() != 2 * r)
-      return Status::error("tf_crop_and_resize needs an roi of 2 * rank values");
-    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    auto plan = planResize(spec_, x.shape(), ctx, 1);
+    if (!plan) return plan.status();
+    DW_ALLOC(y, ctx.output(0, x.dtype(), plan->out));
     if (y->size() == 0) return Status();
     // Pass through the axes in turn, in double.
     std::vector<double> cur(x.size());
@@ -397,90 +352,23 @@ class ResizeKernel : public Kernel {
     }));
     Shape shape = x.shape();
     for (size_t d = 0; d < r; ++d) {
-      if (out[d] == shape[d] && scales[d] == 1.0 && coord_ != "tf_crop_and_resize") continue;
-      const int64_t in = shape[d], on = out[d];
+      if (!plan->resamples(spec_, d)) continue;
+      const int64_t in = shape[d], on = plan->out[d];
       int64_t outer = 1, inner = 1;
       for (size_t k = 0; k < d; ++k) outer *= shape[k];
       for (size_t k = d + 1; k < r; ++k) inner *= shape[k];
-      std::vector<std::vector<std::pair<int64_t, double>>> taps(on);
-      std::vector<bool> outside(on, false);
-      for (int64_t j = 0; j < on; ++j) {
-        double xo;
-        const double sc = scales[d];
-        // The reference implementation uses the unrounded resized length in_len * scale.
-        const double onF = in * sc;
-        if (coord_ == "half_pixel") {
-          xo = (j + 0.5) / sc - 0.5;
-        } else if (coord_ == "pytorch_half_pixel") {
-          xo = onF > 1 ? (j + 0.5) / sc - 0.5 : 0.0;
-        } else if (coord_ == "align_corners") {
-          xo = onF == 1 ? 0.0 : j * static_cast<double>(in - 1) / (onF - 1);
-        } else if (coord_ == "asymmetric") {
-          xo = j / sc;
-        } else if (coord_ == "tf_half_pixel_for_nn") {
-          xo = (j + 0.5) / sc;
-        } else if (coord_ == "tf_crop_and_resize") {
-          const double s0 = roi[d], e0 = roi[r + d];
-          xo = onF > 1 ? s0 * (in - 1) + j * (e0 - s0) * (in - 1) / (onF - 1)
-                       : 0.5 * (s0 + e0) * (in - 1);
-          if (xo < 0 || xo > in - 1) {
-            outside[j] = true;
-            continue;
-          }
-        } else {
-          return Status::error("coordinate_transformation_mode '" + coord_ + "' is not supported");
-        }
-        auto clampIdx = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
-        if (mode_ == "nearest") {
-          int64_t i;
-          const double fl = std::floor(xo);
-          if (nearest_ == "floor") {
-            i = static_cast<int64_t>(fl);
-          } else if (nearest_ == "ceil") {
-            i = static_cast<int64_t>(std::ceil(xo));
-          } else if (xo - fl == 0.5) {
-            i = static_cast<int64_t>(nearest_ == "round_prefer_ceil" ? fl + 1 : fl);
-          } else {
-            i = static_cast<int64_t>(std::round(xo));
-          }
-          taps[j].push_back({clampIdx(i), 1.0});
-          continue;
-        }
-        const int64_t base = static_cast<int64_t>(std::ceil(xo)) - 1;
-        const double ratio = xo - base;
-        std::vector<std::pair<int64_t, double>> t;
-        if (mode_ == "linear") {
-          t = {{base, 1 - ratio}, {base + 1, ratio}};
-        } else {
-          const double A = cubicA_, rr = ratio;
-          auto far = [&](double v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };
-          auto near = [&](double v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };
-          t = {{base - 1, far(rr + 1)},
-               {base, near(rr)},
-               {base + 1, near(1 - rr)},
-               {base + 2, far(2 - rr)}};
-        }
-        if (excludeOutside_) {
-          double sum = 0;
-          for (auto& [i, w] : t) {
-            if (i < 0 || i >= in) w = 0;
-            sum += w;
-          }
-          if (sum != 0)
-            for (auto& tw : t) tw.second /= sum;
-        }
-        for (auto& [i, w] : t) taps[j].push_back({clampIdx(i), w});
-      }
+      auto at = resizeAxisTaps(spec_, *plan, d);
+      if (!at) return at.status();
       std::vector<double> next(outer * on * inner);
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j = 0; j < on; ++j) {
           double* dst = &next[(o * on + j) * inner];
-          if (outside[j]) {
-            std::fill_n(dst, inner, static_cast<double>(extrapolation_));
+          if (at->outside[j]) {
+            std::fill_n(dst, inner, static_cast<double>(spec_.extrapolation));
             continue;
           }
           std::fill_n(dst, inner, 0.0);
-          for (const auto& [i, w] : taps[j]) {
+          for (const auto& [i, w] : at->taps[j]) {
             const double* src = &cur[(o * in + i) * inner];
             for (int64_t k = 0; k < inner; ++k) dst[k] += w * src[k];
           }
@@ -501,12 +389,7 @@ class ResizeKernel : public Kernel {
   }
 
  private:
-  int opset_;
-  bool upsample_;
-  std::string mode_, coord_, nearest_;
-  float cubicA_ = -0.75f, extrapolation_ = 0;
-  bool excludeOutside_ = false;
-  std::vector<float> scalesAttr_;
+  ResizeSpec spec_;
 };
 
 // GridSample (4-D): bilinear, nearest and bicubic sampling with zeros, border or reflection

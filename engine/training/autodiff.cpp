@@ -138,7 +138,9 @@ TypeTable inferTypes(const onnx::ModelProto& m) {
 // What the core needs besides the options: where gradients start and what they are for.
 struct BackwardRequest {
   std::vector<std::string> seeds;  // values whose gradient is ones (summed losses)
-  std::vector<std::string> wrt;    // leaves that need gradients
+  // Values whose gradient is a given value (a subgraph's output gradients, fed to it as inputs).
+  std::vector<std::pair<std::string, std::string>> seedGrads;
+  std::vector<std::string> wrt;  // leaves that need gradients
   std::map<std::string, double> ldaCoeff;
   bool training = false;
   std::string prefix;
@@ -149,6 +151,7 @@ struct BackwardRequest {
 Result<std::vector<std::string>> emitBackward(onnx::ModelProto& model, const TypeTable& types,
                                               const BackwardRequest& req) {
   onnx::GraphProto* g = model.mutable_graph();
+  DW_RETURN_IF_ERROR(exposeSubgraphCaptures(*g, types, req.wrt, opsetOf(model, "")));
   auto order = topoOrder(*g);
   if (!order) return order.status();
   const int forwardCount = g->node_size();
@@ -165,6 +168,7 @@ Result<std::vector<std::string>> emitBackward(onnx::ModelProto& model, const Typ
   }
   // Values the seeds depend on: nodes outside this cone get no backward nodes.
   std::set<std::string> feedsSeed(req.seeds.begin(), req.seeds.end());
+  for (const auto& sg : req.seedGrads) feedsSeed.insert(sg.first);
   for (auto it = order->rbegin(); it != order->rend(); ++it) {
     const auto& n = g->node(*it);
     bool any = false;
@@ -197,6 +201,7 @@ Result<std::vector<std::string>> emitBackward(onnx::ModelProto& model, const Typ
     }
     contrib[s].push_back(one);
   }
+  for (const auto& [v, grad] : req.seedGrads) contrib[v].push_back(grad);
   // Sums the contributions to `v` (once) and returns the gradient's name.
   std::map<std::string, std::string> summed;
   auto gradOf = [&](const std::string& v) -> std::string {
@@ -471,6 +476,37 @@ Result<onnx::ModelProto> expandGradientOps(const onnx::ModelProto& model) {
   }
   addForwardValueInfo(m.mutable_graph(), types);
   return m;
+}
+
+Result<std::vector<std::string>> differentiateSubgraph(onnx::ModelProto& model,
+                                                       const SubgraphGradRequest& req) {
+  // Shape inference on a copy whose inputs carry the caller's (more specific) types and which
+  // declares the outer values the subgraph reads, so that they are typed too.
+  onnx::ModelProto typed = model;
+  onnx::GraphProto* tg = typed.mutable_graph();
+  std::set<std::string> declared;
+  for (auto& in : *tg->mutable_input()) {
+    declared.insert(in.name());
+    auto it = req.knownTypes.find(in.name());
+    if (it != req.knownTypes.end()) *in.mutable_type() = it->second;
+  }
+  for (const auto& [name, type] : req.knownTypes) {
+    if (declared.count(name)) continue;
+    auto* vi = tg->add_input();
+    vi->set_name(name);
+    *vi->mutable_type() = type;
+  }
+  const TypeTable types = inferTypes(typed);
+  ensureOpsetImport(model, kGradDomain, 1);
+  BackwardRequest br;
+  br.seedGrads = req.seeds;
+  br.wrt = req.wrt;
+  br.training = req.training;
+  br.prefix = req.prefix;
+  auto grads = emitBackward(model, types, br);
+  if (!grads) return grads.status();
+  addForwardValueInfo(model.mutable_graph(), types);
+  return grads;
 }
 
 Result<std::map<std::string, double>> ldaCoeffFromModel(const onnx::ModelProto& model) {

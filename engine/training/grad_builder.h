@@ -17,6 +17,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nodes/status.h"
@@ -120,5 +121,28 @@ struct GradBuilder {
 
 const std::vector<GradBuilder>& gradBuilders();
 const GradBuilder* findGradBuilder(const std::string& domain, const std::string& op, int opset);
+
+// Control flow (grad_scan.cpp, autodiff.cpp) ----------------------------------------------------
+
+// Scan and Loop bodies read outer values directly. Each float one that depends on a `wrt` leaf
+// becomes an extra state the body passes through unchanged, so that its gradient leaves the node
+// through an input like any other (summed over the iterations by the state's gradient chain).
+Status exposeSubgraphCaptures(onnx::GraphProto& g, const TypeTable& types,
+                              const std::vector<std::string>& wrt, int opset);
+
+// The same autodiff on a subgraph (a Scan body wrapped in `model` with its opset imports):
+// appends to model's graph the nodes computing the gradient of every `wrt` entry, given the
+// gradients of the `seeds` values (names the caller has declared as graph inputs). knownTypes
+// types the graph's inputs and the outer values it reads, for shape inference only. Returns the
+// gradient per wrt entry, "" where none reaches it.
+struct SubgraphGradRequest {
+  std::vector<std::pair<std::string, std::string>> seeds;  // (value, its gradient)
+  std::vector<std::string> wrt;
+  std::map<std::string, onnx::TypeProto> knownTypes;
+  bool training = false;
+  std::string prefix;
+};
+Result<std::vector<std::string>> differentiateSubgraph(onnx::ModelProto& model,
+                                                       const SubgraphGradRequest& req);
 
 }  // namespace dw::engine::training

@@ -404,6 +404,9 @@ Status gradLayerNorm(GradCtx& c) {
 
 }  // namespace
 
+Status gradResize(GradCtx& c);  // grad_resize.cpp
+Status gradScan(GradCtx& c);    // grad_scan.cpp
+
 Status gradRecurrent(GradCtx& c);  // grad_rnn.cpp
 
 const std::vector<GradBuilder>& gradBuilders() {
@@ -451,6 +454,9 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"GlobalMaxPool", 1, kMax, gradPool},
         {"BatchNormalization", 9, kMax, gradBatchNorm},
         {"LayerNormalization", 17, kMax, gradLayerNorm},
+        {"Resize", 10, kMax, gradResize},
+        {"Upsample", 7, 9, gradResize},
+        {"Scan", 9, kMax, gradScan},
         {"RNN", 7, kMax, gradRecurrent},
         {"GRU", 7, kMax, gradRecurrent},
         {"LSTM", 7, kMax, gradRecurrent},

@@ -312,6 +312,46 @@ std::vector<GradCase> cases() {
     v.push_back({"Pad", "Pad", {In{{2, 3}}, mk({0, 1, 1, 2})}});
     v.push_back({"ReduceSum", "ReduceSum", {In{{2, 3, 4}}, mk({1})}});
   }
+  {
+    // Resize and Scan; resize_scan_gradcheck_test.cpp checks their modes in depth.
+    In roi{{0}, 0, 0, false};
+    roi.type = onnx::TensorProto::FLOAT;
+    In scales{{4}, 0, 0, false};
+    scales.type = onnx::TensorProto::FLOAT;
+    scales.values = {1, 1, 2, 1.5};
+    v.push_back({"Resize", "Resize", {In{{1, 2, 3, 2}}, roi, scales}, {attrS("mode", "linear")}});
+    // Body: (s, x_t) -> (Tanh(s * x_t + s), that * x_t).
+    onnx::AttributeProto body;
+    body.set_name("body");
+    body.set_type(onnx::AttributeProto::GRAPH);
+    auto* g = body.mutable_g();
+    g->set_name("step");
+    for (const char* n : {"s", "x_t"}) {
+      auto* i = g->add_input();
+      i->set_name(n);
+      i->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::DOUBLE);
+    }
+    auto node = [&](const char* op, std::vector<std::string> ins, const char* out) {
+      auto* n = g->add_node();
+      n->set_op_type(op);
+      n->set_name(out);
+      for (auto& i : ins) n->add_input(i);
+      n->add_output(out);
+    };
+    node("Mul", {"s", "x_t"}, "p");
+    node("Add", {"p", "s"}, "q");
+    node("Tanh", {"q"}, "s_next");
+    node("Mul", {"s_next", "x_t"}, "y");
+    for (const char* n : {"s_next", "y"}) g->add_output()->set_name(n);
+    v.push_back({"Scan",
+                 "Scan",
+                 {In{{3}}, In{{4, 3}}},
+                 {body, attrI("num_scan_inputs", 1)},
+                 true,
+                 17,
+                 2,
+                 1});
+  }
   for (const char* op :
        {"ReduceMean", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceL1", "ReduceProd"})
     v.push_back(

@@ -28,14 +28,7 @@ namespace lc = dw::test;
 namespace gc = dw::engine::training::test;
 
 // Layer -> the op of its lowering that has no gradient builder (the error must name it).
-const std::map<std::string, std::string> kNoGradient = {
-    {"UpSampling1D", "Resize"},
-    {"UpSampling2D", "Resize"},
-    {"UpSampling3D", "Resize"},
-    {"ConvLSTM1D", "Scan"},
-    {"ConvLSTM2D", "Scan"},
-    {"ConvLSTM3D", "Scan"},
-};
+const std::map<std::string, std::string> kNoGradient = {};
 
 // The op the gradient builder must report as missing for case c; "" when c must differentiate.
 std::string noGradientOp(const lc::LayerCase& c) {
