@@ -25,12 +25,6 @@ constexpr auto f32 = memory::data_type::f32;
 using rnn::Act;
 using rnn::Cell;
 
-void sgemmRowMajor(bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  dnnl::sgemm('N', transB ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-}
-
 class RnnKernel : public Kernel, private rnn::RnnAttrs {
  public:
   explicit RnnKernel(const KernelInit& init) {
@@ -97,7 +91,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
                            : nullptr;
       const Act* acts = &acts_[d * (cell_ == Cell::kLstm ? 3 : (cell_ == Cell::kGru ? 2 : 1))];
       // Input projections for all steps at once; biases that are plain sums fold in here.
-      sgemmRowMajor(true, T * B, GH, I, X, I, W, I, 0.0f, xw.data(), GH);
+      rnn::gemm(false, true, T * B, GH, I, X, I, W, I, 0.0f, xw.data(), GH);
       for (int64_t j = 0; j < GH; ++j) {
         float bias = Wb ? Wb[j] : 0.0f;
         const bool rbInside = cell_ == Cell::kGru && lbr_ && j >= 2 * H;
@@ -121,7 +115,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       for (int64_t s = 0; s < T; ++s) {
         // Recurrent projection of all gates (GRU without linear_before_reset: z and r only).
         const int64_t rCols = cell_ == Cell::kGru && !lbr_ ? 2 * H : GH;
-        sgemmRowMajor(true, B, rCols, H, hPrev.data(), H, R, H, 0.0f, hr.data(), GH);
+        rnn::gemm(false, true, B, rCols, H, hPrev.data(), H, R, H, 0.0f, hr.data(), GH);
         if (cell_ == Cell::kGru && !lbr_) {
           // (r ⊙ H_{t-1}) R_h^T needs r first.
           for (int64_t b = 0; b < B; ++b) {
@@ -134,8 +128,8 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
             acts[0].apply(g, H);
             for (int64_t j = 0; j < H; ++j) tmp[b * H + j] = g[j] * hPrev[b * H + j];
           }
-          sgemmRowMajor(true, B, H, H, tmp.data(), H, R + 2 * H * H, H, 0.0f, hr.data() + 2 * H,
-                        GH);
+          rnn::gemm(false, true, B, H, H, tmp.data(), H, R + 2 * H * H, H, 0.0f, hr.data() + 2 * H,
+                    GH);
         }
         for (int64_t b = 0; b < B; ++b) {
           if (s >= lens[b]) continue;

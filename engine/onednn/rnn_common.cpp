@@ -333,6 +333,17 @@ void fromOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const
         std::copy_n(&g.peep[(d * 3 + k) * H], H, dP + (d * 3 + kPeepPerm[k]) * H);
 }
 
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  dnnl::sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
 void concatToOnnxY(const float* src, int64_t T, int64_t D, int64_t B, int64_t H, float* y) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t d = 0; d < D; ++d)

@@ -85,6 +85,10 @@ void toOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const f
 void fromOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const OneDnnWeights& g,
                        float* dW, float* dR, float* dB, float* dP);
 
+// Row-major C = op(A) op(B) + beta C (sgemm; nothing to do for empty matrices).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Bidirectional oneDNN output concatenates directions along channels, [T][B][D*H]; ONNX's Y is
 // [T][D][B][H].
 void concatToOnnxY(const float* src, int64_t T, int64_t D, int64_t B, int64_t H, float* y);

@@ -31,17 +31,7 @@ using Tag = memory::format_tag;
 constexpr auto f32 = memory::data_type::f32;
 using rnn::Cell;
 
-// Row-major C = op(A) op(B) + beta C.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
-    return;
-  }
-  dnnl::sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-}
+using rnn::gemm;
 
 // [n0][n1][k] <-> [n1][n0][k]: layout=1 data to and from time-major.
 std::vector<float> swap01(const float* src, int64_t n0, int64_t n1, int64_t k) {
@@ -62,6 +52,28 @@ struct Inputs {
 struct Grads {
   std::vector<float> dX, dW, dR, dB, dH0, dC0, dP;
 };
+
+// A cell's forward_training primitive (for the workspace) and its backward, with the layouts
+// oneDNN chose for the weights of each and for the weight gradients.
+struct Prims {
+  dnnl::primitive fwd, bwd;
+  memory::desc fwdWl, fwdWi, bwdWl, bwdWi, diffWl, diffWi, ws;
+};
+
+template <class F, class Bw>
+Prims makePrims(const typename F::desc& fd, const typename Bw::desc& bd, const dnnl::engine& eng) {
+  typename F::primitive_desc fpd(fd, eng);
+  typename Bw::primitive_desc bpd(bd, eng, fpd);
+  return {F(fpd),
+          Bw(bpd),
+          fpd.weights_layer_desc(),
+          fpd.weights_iter_desc(),
+          bpd.weights_layer_desc(),
+          bpd.weights_iter_desc(),
+          bpd.diff_weights_layer_desc(),
+          bpd.diff_weights_iter_desc(),
+          fpd.workspace_desc()};
+}
 
 class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
  public:
@@ -398,9 +410,8 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
 
   // ---- oneDNN ---------------------------------------------------------------------------------
   struct Entry {
-    dnnl::primitive fwd, bwd;
     memory::desc srcLayer, state, wLayerUser, wIterUser, bias, peep, dstLayer;
-    memory::desc fwdWl, fwdWi, bwdWl, bwdWi, diffWl, diffWi, ws;
+    Prims p;
   };
 
   Status runOneDnn(KernelContext& ctx, const Inputs& in, int64_t T, int64_t B, int64_t I, int64_t H,
@@ -428,61 +439,36 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
         const auto bk = dnnl::prop_kind::backward;
         const memory::desc& s = e.state;
         const memory::desc pp = peephole ? e.peep : memory::desc();
-        auto finish = [&](const auto& fpd, const auto& bpd) {
-          e.fwdWl = fpd.weights_layer_desc();
-          e.fwdWi = fpd.weights_iter_desc();
-          e.ws = fpd.workspace_desc();
-          e.bwdWl = bpd.weights_layer_desc();
-          e.bwdWi = bpd.weights_iter_desc();
-          e.diffWl = bpd.diff_weights_layer_desc();
-          e.diffWi = bpd.diff_weights_iter_desc();
-        };
         if (cell_ == Cell::kLstm) {
           using F = dnnl::lstm_forward;
           using Bw = dnnl::lstm_backward;
-          F::primitive_desc fpd(
-              F::desc(fk, dir, e.srcLayer, s, s, wl, wi, pp, e.bias, e.dstLayer, s, s), eng);
-          Bw::primitive_desc bpd(
+          e.p = makePrims<F, Bw>(
+              F::desc(fk, dir, e.srcLayer, s, s, wl, wi, pp, e.bias, e.dstLayer, s, s),
               Bw::desc(bk, dir, e.srcLayer, s, s, wl, wi, pp, e.bias, e.dstLayer, s, s, e.srcLayer,
                        s, s, wl, wi, pp, e.bias, e.dstLayer, s, s),
-              eng, fpd);
-          finish(fpd, bpd);
-          e.fwd = F(fpd);
-          e.bwd = Bw(bpd);
-        } else if (cell_ == Cell::kGru && lbr_) {
-          using F = dnnl::lbr_gru_forward;
-          using Bw = dnnl::lbr_gru_backward;
-          F::primitive_desc fpd(F::desc(fk, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
-                                eng);
-          Bw::primitive_desc bpd(Bw::desc(bk, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s,
-                                          e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
-                                 eng, fpd);
-          finish(fpd, bpd);
-          e.fwd = F(fpd);
-          e.bwd = Bw(bpd);
+              eng);
         } else if (cell_ == Cell::kGru) {
-          using F = dnnl::gru_forward;
-          using Bw = dnnl::gru_backward;
-          F::primitive_desc fpd(F::desc(fk, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
-                                eng);
-          Bw::primitive_desc bpd(Bw::desc(bk, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s,
-                                          e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
-                                 eng, fpd);
-          finish(fpd, bpd);
-          e.fwd = F(fpd);
-          e.bwd = Bw(bpd);
+          // GRU and lbr GRU take the same arguments; the tags pick the primitive types.
+          auto gru = [&](auto fwdTag, auto bwdTag) {
+            using F = decltype(fwdTag);
+            using Bw = decltype(bwdTag);
+            return makePrims<F, Bw>(
+                typename F::desc(fk, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
+                typename Bw::desc(bk, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s, e.srcLayer,
+                                  s, wl, wi, e.bias, e.dstLayer, s),
+                eng);
+          };
+          e.p = lbr_ ? gru(dnnl::lbr_gru_forward(), dnnl::lbr_gru_backward())
+                     : gru(dnnl::gru_forward(), dnnl::gru_backward());
         } else {
           using F = dnnl::vanilla_rnn_forward;
           using Bw = dnnl::vanilla_rnn_backward;
           const auto alg = vanillaActivation();
-          F::primitive_desc fpd(F::desc(fk, alg, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
-                                eng);
-          Bw::primitive_desc bpd(Bw::desc(bk, alg, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer,
-                                          s, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
-                                 eng, fpd);
-          finish(fpd, bpd);
-          e.fwd = F(fpd);
-          e.bwd = Bw(bpd);
+          e.p =
+              makePrims<F, Bw>(F::desc(fk, alg, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
+                               Bw::desc(bk, alg, dir, e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s,
+                                        e.srcLayer, s, wl, wi, e.bias, e.dstLayer, s),
+                               eng);
         }
         it = cache_.emplace(key, std::move(e)).first;
       }
@@ -496,14 +482,14 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
         dnnl::reorder(user, m).execute(strm, user, m);
         return m;
       };
-      memory fWl = reordered(wlUser, e.fwdWl), fWi = reordered(wiUser, e.fwdWi);
-      memory bWl = reordered(wlUser, e.bwdWl), bWi = reordered(wiUser, e.bwdWi);
+      memory fWl = reordered(wlUser, e.p.fwdWl), fWi = reordered(wiUser, e.p.fwdWi);
+      memory bWl = reordered(wlUser, e.p.bwdWl), bWi = reordered(wiUser, e.p.bwdWi);
       auto mem = [&](const memory::desc& md, const float* p) {
         return memory(md, eng, const_cast<float*>(p));
       };
       const int64_t stateN = D * B * H;
       std::vector<float> dst(T * B * D * H), dstIter(stateN), dstIterC(stateN);
-      memory ws(e.ws, eng);
+      memory ws(e.p.ws, eng);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, mem(e.srcLayer, in.X)},
                                            {DNNL_ARG_SRC_ITER, mem(e.state, in.h0.data())},
                                            {DNNL_ARG_WEIGHTS_LAYER, fWl},
@@ -517,7 +503,7 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
         args[DNNL_ARG_DST_ITER_C] = mem(e.state, dstIterC.data());
         if (peephole) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = mem(e.peep, ow.peep.data());
       }
-      e.fwd.execute(strm, args);
+      e.p.fwd.execute(strm, args);
 
       // Backward: oneDNN accumulates into the weight gradients, which therefore start at zero.
       std::vector<float> dDst(T * B * D * H, 0.0f), dDstIter(stateN, 0.0f), dDstIterC(stateN, 0.0f);
@@ -529,9 +515,9 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
       }
       if (in.dYh) std::copy_n(in.dYh, stateN, dDstIter.begin());
       if (in.dYc) std::copy_n(in.dYc, stateN, dDstIterC.begin());
-      memory dWl(e.diffWl, eng), dWi(e.diffWi, eng);
-      std::fill_n(static_cast<char*>(dWl.get_data_handle()), e.diffWl.get_size(), 0);
-      std::fill_n(static_cast<char*>(dWi.get_data_handle()), e.diffWi.get_size(), 0);
+      memory dWl(e.p.diffWl, eng), dWi(e.p.diffWi, eng);
+      std::fill_n(static_cast<char*>(dWl.get_data_handle()), e.p.diffWl.get_size(), 0);
+      std::fill_n(static_cast<char*>(dWi.get_data_handle()), e.p.diffWi.get_size(), 0);
       rnn::OneDnnWeights dw;
       dw.bias.assign(ow.bias.size(), 0.0f);
       dw.peep.assign(ow.peep.size(), 0.0f);
@@ -549,7 +535,7 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
         args[DNNL_ARG_DIFF_DST_ITER_C] = mem(e.state, dDstIterC.data());
         if (peephole) args[DNNL_ARG_DIFF_WEIGHTS_PEEPHOLE] = mem(e.peep, dw.peep.data());
       }
-      e.bwd.execute(strm, args);
+      e.p.bwd.execute(strm, args);
       dw.layer.resize(ow.layer.size());
       dw.iter.resize(ow.iter.size());
       memory dWlUser(e.wLayerUser, eng, dw.layer.data()), dWiUser(e.wIterUser, eng, dw.iter.data());

@@ -144,6 +144,14 @@ Built buildModel(const RnnCase& c) {
   return b;
 }
 
+// Gradients of the loss w.r.t. every float input.
+dw::Result<GradientGraph> gradientGraph(const Built& b) {
+  GradientGraphOptions opt;
+  opt.losses = {"loss"};
+  opt.trainable = b.trainable;
+  return buildGradientGraph(b.model, opt);
+}
+
 std::vector<RnnCase> cases() {
   std::vector<RnnCase> v;
   auto acts = [](std::vector<std::string> names) {
@@ -270,10 +278,7 @@ class RnnGradCheck : public ::testing::TestWithParam<RnnCase> {};
 TEST_P(RnnGradCheck, MatchesFiniteDifferences) {
   const RnnCase& c = GetParam();
   Built b = buildModel(c);
-  GradientGraphOptions opt;
-  opt.losses = {"loss"};
-  opt.trainable = b.trainable;
-  auto gg = buildGradientGraph(b.model, opt);
+  auto gg = gradientGraph(b);
   ASSERT_TRUE(gg.ok()) << gg.message();
   auto session = InferenceSession::create(gg->model);
   ASSERT_TRUE(session.ok()) << session.message();
@@ -320,10 +325,7 @@ TEST(RnnGradPaths, OneDnnMatchesReference) {
     if (!oneDnn) continue;
     SCOPED_TRACE(c.name);
     Built b = buildModel(c);
-    GradientGraphOptions opt;
-    opt.losses = {"loss"};
-    opt.trainable = b.trainable;
-    auto gg = buildGradientGraph(b.model, opt);
+    auto gg = gradientGraph(b);
     ASSERT_TRUE(gg.ok()) << gg.message();
     auto fast = gradientsWith(b, *gg, "onednn");
     auto ref = gradientsWith(b, *gg, "reference");
@@ -346,10 +348,7 @@ TEST(RnnGradPaths, OneDnnRefusesCustomConfigurations) {
   RnnCase c{"clip", "LSTM", "forward", true};
   c.attrs = {attrF("clip", 0.5f)};
   Built b = buildModel(c);
-  GradientGraphOptions opt;
-  opt.losses = {"loss"};
-  opt.trainable = b.trainable;
-  auto gg = buildGradientGraph(b.model, opt);
+  auto gg = gradientGraph(b);
   ASSERT_TRUE(gg.ok()) << gg.message();
   onnx::ModelProto m = gg->model;
   for (auto& n : *m.mutable_graph()->mutable_node())
