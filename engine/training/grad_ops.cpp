@@ -406,6 +406,7 @@ Status gradLayerNorm(GradCtx& c) {
 
 Status gradResize(GradCtx& c);  // grad_resize.cpp
 Status gradScan(GradCtx& c);    // grad_scan.cpp
+Status gradLoop(GradCtx& c);    // grad_scan.cpp
 
 Status gradRecurrent(GradCtx& c);  // grad_rnn.cpp
 
@@ -457,6 +458,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},
+        {"Loop", 1, kMax, gradLoop},
         {"RNN", 7, kMax, gradRecurrent},
         {"GRU", 7, kMax, gradRecurrent},
         {"LSTM", 7, kMax, gradRecurrent},

@@ -1,14 +1,15 @@
-// Gradients through Scan (opset 9+).
+// Gradients through Scan (opset 9+) and Loop.
 //
-// The backward of a Scan is a Scan running the other way whose body is the gradient of the
-// forward body, built by the same autodiff (differentiateSubgraph, recursively for nested
+// The backward of a Scan or Loop is a Scan running the other way whose body is the gradient of
+// the forward body, built by the same autodiff (differentiateSubgraph, recursively for nested
 // bodies). Each backward step recomputes its forward step from the values that step started
-// from: the forward Scan is rewritten to also emit its per-step input states as scan outputs
-// (states the body passes through unchanged are read from the outer value instead), and the
-// forward's scan inputs are read again. The backward body carries the gradients of the states
-// and emits the gradients of the scan inputs' slices. Outer values the body reads are first
-// turned into pass-through states (exposeSubgraphCaptures), so their gradients, summed over the
-// steps by the state gradient chain, leave the Scan through its inputs.
+// from: the forward node is rewritten to also emit its per-step input states as scan outputs
+// (states the body passes through unchanged are read from the outer value instead; a Loop also
+// saves each step's iteration number and condition), and a Scan's scan inputs are read again. The
+// backward body carries the gradients of the states and emits the gradients of the scan inputs'
+// slices. Outer values the body reads are first turned into pass-through states
+// (exposeSubgraphCaptures), so their gradients, summed over the steps by the state gradient chain,
+// leave the Scan through its inputs.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -192,31 +193,41 @@ Status exposeSubgraphCaptures(onnx::GraphProto& g, const TypeTable& types,
   return Status();
 }
 
-Status gradScan(GradCtx& c) {
+namespace {
+
+// Where a Scan's or a Loop's parts sit among the node's and the body's inputs and outputs.
+// Scan: node (states, scan inputs) -> (states, scan outputs), body likewise. Loop: node
+// (M, cond, states) -> (states, scan outputs), body (iteration, cond, states) -> (cond, states,
+// scan outputs).
+struct Layout {
+  int nState = 0, nScanIn = 0, nScanOut = 0;
+  int bodyStateIn = 0, bodyStateOut = 0, nodeStateIn = 0;  // first state (node outputs: 0)
+  int bodyScanOut = 0;                                     // first scan output in the body
+  std::vector<int> stepInputs;  // other body inputs the step reads (Loop: iteration, cond)
+  std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;
+  int64_t inAxis(int k) const { return k < static_cast<int>(inAxes.size()) ? inAxes[k] : 0; }
+  int64_t inDir(int k) const { return k < static_cast<int>(inDirs.size()) ? inDirs[k] : 0; }
+  int64_t outAxis(int k) const { return k < static_cast<int>(outAxes.size()) ? outAxes[k] : 0; }
+  int64_t outDir(int k) const { return k < static_cast<int>(outDirs.size()) ? outDirs[k] : 0; }
+};
+
+// The backward of a Scan or Loop (file comment): a reverse Scan over the saved per-step values.
+Status gradLoopBody(GradCtx& c, const Layout& L) {
   onnx::GraphProto* fwdBody = bodyOf(c.node);
-  if (!fwdBody) return Status::error("Scan has no body graph");
   const onnx::GraphProto body = *fwdBody;  // as it was, before the rewrite below
-  const int nScanIn = static_cast<int>(attrInt(c.node, "num_scan_inputs", 0));
-  const int nState = c.node.input_size() - nScanIn;
-  if (nScanIn < 1 || nState < 0 || body.input_size() != nState + nScanIn ||
-      body.output_size() < nState)
-    return Status::error("the body's inputs and outputs do not match the node's (" +
-                         std::to_string(nState) + " states, " + std::to_string(nScanIn) +
-                         " scan inputs)");
-  const int nScanOut = body.output_size() - nState;
-  const auto inAxes = attrInts(c.node, "scan_input_axes");
-  const auto inDirs = attrInts(c.node, "scan_input_directions");
-  const auto outAxes = attrInts(c.node, "scan_output_axes");
-  const auto outDirs = attrInts(c.node, "scan_output_directions");
-  auto at = [](const std::vector<int64_t>& v, int k) -> int64_t {
-    return k < static_cast<int>(v.size()) ? v[k] : 0;
+  const int nState = L.nState, nScanIn = L.nScanIn, nScanOut = L.nScanOut;
+  auto stateIn = [&](int i) -> const onnx::ValueInfoProto& {
+    return body.input(L.bodyStateIn + i);
   };
-  for (int k = 0; k < nScanIn; ++k)
-    if (at(inDirs, k) != 0 && at(inDirs, k) != 1)
-      return Status::error("scan_input_directions must hold 0 or 1");
-  for (int k = 0; k < nScanOut; ++k)
-    if (at(outDirs, k) != 0 && at(outDirs, k) != 1)
-      return Status::error("scan_output_directions must hold 0 or 1");
+  auto stateOut = [&](int i) -> const onnx::ValueInfoProto& {
+    return body.output(L.bodyStateOut + i);
+  };
+  auto scanIn = [&](int m) -> const onnx::ValueInfoProto& { return body.input(nState + m); };
+  auto scanOut = [&](int k) -> const onnx::ValueInfoProto& {
+    return body.output(L.bodyScanOut + k);
+  };
+  auto outerState = [&](int i) { return c.in(L.nodeStateIn + i); };
+  auto outerScanIn = [&](int m) { return c.in(nState + m); };
 
   const std::set<std::string> bodyDefined = definedIn(body);
   std::set<std::string> bodyNames;
@@ -225,39 +236,45 @@ Status gradScan(GradCtx& c) {
   std::map<std::string, const onnx::NodeProto*> producer;
   for (const auto& n : body.node())
     for (const auto& o : n.output()) producer[o] = &n;
-  auto elemOf = [&](const onnx::ValueInfoProto& v, const std::string& outer) {
+  auto isFloatValue = [&](const onnx::ValueInfoProto& v, const std::string& outer) {
+    if (v.type().value_case() != onnx::TypeProto::VALUE_NOT_SET && !v.type().has_tensor_type())
+      return false;  // sequences, optionals
     const int32_t t = v.type().tensor_type().elem_type();
-    return t ? t : c.types.elemType(outer);
+    return isFloatElem(t ? t : c.types.elemType(outer));
   };
 
   // Per state: whether a gradient flows along it (float), and whether the body passes it
   // through unchanged (then every step sees the outer value, and nothing needs saving).
   std::vector<bool> carried(nState), invariant(nState);
   for (int i = 0; i < nState; ++i) {
-    const std::string& in = body.input(i).name();
-    const std::string& out = body.output(i).name();
+    const std::string& in = stateIn(i).name();
+    const std::string& out = stateOut(i).name();
     auto p = producer.find(out);
     const bool passes = out == in || (p != producer.end() && p->second->op_type() == "Identity" &&
                                       p->second->input_size() == 1 && p->second->input(0) == in);
-    invariant[i] = passes && !bodyDefined.count(c.in(i));
-    carried[i] = isFloatElem(elemOf(body.input(i), c.in(i)));
+    invariant[i] = passes && !bodyDefined.count(outerState(i));
+    carried[i] = isFloatValue(stateIn(i), outerState(i));
   }
 
-  // Forward rewrite: every other state's per-step value becomes an extra scan output (axis 0,
-  // forward order).
+  // Forward rewrite: the per-step values of the other states and of the step inputs become
+  // extra scan outputs (axis 0, forward order).
   while (c.node.output_size() < nState + nScanOut) c.node.add_output("");
-  std::vector<std::string> perStep(nState);
-  const std::string owner = c.node.name().empty() ? "Scan" : c.node.name();
-  for (int i = 0; i < nState; ++i) {
-    if (invariant[i]) continue;
+  const std::string owner = c.node.name().empty() ? c.node.op_type() : c.node.name();
+  std::vector<int> saved;  // body inputs saved per step, in the order of `perStep`
+  for (int k : L.stepInputs) saved.push_back(k);
+  for (int i = 0; i < nState; ++i)
+    if (!invariant[i]) saved.push_back(L.bodyStateIn + i);
+  std::vector<std::string> perStep;
+  for (int k : saved) {
+    const onnx::ValueInfoProto& v = body.input(k);
     auto* id = fwdBody->add_node();
     id->set_op_type("Identity");
-    id->set_name(freshBody(body.input(i).name() + "/saved"));
-    id->add_input(body.input(i).name());
-    id->add_output(freshBody(body.input(i).name() + "/saved"));
-    *fwdBody->add_output() = valueInfo(id->output(0), &body.input(i).type());
-    perStep[i] = c.e.fresh(owner + "/state" + std::to_string(i) + "_per_step");
-    c.node.add_output(perStep[i]);
+    id->set_name(freshBody(v.name() + "/saved"));
+    id->add_input(v.name());
+    id->add_output(freshBody(v.name() + "/saved"));
+    *fwdBody->add_output() = valueInfo(id->output(0), &v.type());
+    perStep.push_back(c.e.fresh(owner + "/" + v.name() + "/per_step"));
+    c.node.add_output(perStep.back());
     if (auto* a = mutableAttr(c.node, "scan_output_axes")) a->add_ints(0);
     if (auto* a = mutableAttr(c.node, "scan_output_directions")) a->add_ints(0);
   }
@@ -278,61 +295,59 @@ Status gradScan(GradCtx& c) {
   SubgraphGradRequest req;
   req.training = c.training;
   req.prefix = c.e.fresh(owner + "/body_grad") + "/";
-  std::vector<std::string> stateGradIn(nState);
   for (int i = 0; i < nState; ++i) {
     if (!carried[i]) continue;
-    stateGradIn[i] = freshBody(body.output(i).name() + "_grad");
-    *bb.add_input() = valueInfo(stateGradIn[i], &body.output(i).type());
-    req.seeds.push_back({body.output(i).name(), stateGradIn[i]});
+    const std::string g = freshBody(stateOut(i).name() + "_grad");
+    *bb.add_input() = valueInfo(g, &stateOut(i).type());
+    req.seeds.push_back({stateOut(i).name(), g});
   }
   int nBackScanIn = 0;
-  for (int i = 0; i < nState; ++i) {
-    if (invariant[i]) {
-      auto* id = bb.add_node();
-      id->set_op_type("Identity");
-      id->set_name(freshBody(body.input(i).name() + "/outer"));
-      id->add_input(c.in(i));
-      id->add_output(body.input(i).name());
-      continue;
-    }
-    *bb.add_input() = body.input(i);
+  for (int k : saved) {
+    *bb.add_input() = body.input(k);
     ++nBackScanIn;
   }
-  for (int m = 0; m < nScanIn; ++m) *bb.add_input() = body.input(nState + m);
+  for (int i = 0; i < nState; ++i) {
+    if (!invariant[i]) continue;
+    auto* id = bb.add_node();
+    id->set_op_type("Identity");
+    id->set_name(freshBody(stateIn(i).name() + "/outer"));
+    id->add_input(outerState(i));
+    id->add_output(stateIn(i).name());
+  }
+  for (int m = 0; m < nScanIn; ++m) *bb.add_input() = scanIn(m);
   nBackScanIn += nScanIn;
   for (int k = 0; k < nScanOut; ++k) {
     if (dyOut(k).empty()) continue;
-    const std::string& y = body.output(nState + k).name();
-    const std::string g = freshBody(y + "_grad");
-    *bb.add_input() = valueInfo(g, &body.output(nState + k).type());
-    req.seeds.push_back({y, g});
+    const std::string g = freshBody(scanOut(k).name() + "_grad");
+    *bb.add_input() = valueInfo(g, &scanOut(k).type());
+    req.seeds.push_back({scanOut(k).name(), g});
     ++nBackScanIn;
   }
   std::vector<bool> needIn(nScanIn);
   for (int i = 0; i < nState; ++i)
-    if (carried[i]) req.wrt.push_back(body.input(i).name());
+    if (carried[i]) req.wrt.push_back(stateIn(i).name());
   for (int m = 0; m < nScanIn; ++m) {
-    needIn[m] = c.need(nState + m) && isFloatElem(elemOf(body.input(nState + m), c.in(nState + m)));
-    if (needIn[m]) req.wrt.push_back(body.input(nState + m).name());
+    needIn[m] = c.need(nState + m) && isFloatValue(scanIn(m), outerScanIn(m));
+    if (needIn[m]) req.wrt.push_back(scanIn(m).name());
   }
   // Types for shape inference: scan slices and pass-through states have fixed shapes; other
   // states only where the forward's types show they keep theirs.
   for (int i = 0; i < nState; ++i) {
     std::vector<int64_t> a, b;
-    const bool stable = c.types.dims(c.in(i), &a) && c.types.dims(c.out(i), &b) && a == b;
-    if ((invariant[i] || stable) && c.types.type(c.in(i)))
-      req.knownTypes[body.input(i).name()] = *c.types.type(c.in(i));
+    const bool stable = c.types.dims(outerState(i), &a) && c.types.dims(c.out(i), &b) && a == b;
+    if ((invariant[i] || stable) && c.types.type(outerState(i)))
+      req.knownTypes[stateIn(i).name()] = *c.types.type(outerState(i));
   }
   for (int m = 0; m < nScanIn; ++m) {
-    const onnx::TypeProto* t = c.types.type(c.in(nState + m));
+    const onnx::TypeProto* t = c.types.type(outerScanIn(m));
     if (!t || !t->tensor_type().has_shape()) continue;
     onnx::TypeProto slice = *t;
     auto* dims = slice.mutable_tensor_type()->mutable_shape()->mutable_dim();
-    int64_t a = at(inAxes, m);
+    int64_t a = L.inAxis(m);
     if (a < 0) a += dims->size();
     if (a < 0 || a >= dims->size()) continue;
     dims->DeleteSubrange(static_cast<int>(a), 1);
-    req.knownTypes[body.input(nState + m).name()] = slice;
+    req.knownTypes[scanIn(m).name()] = slice;
   }
   std::set<std::string> outer;
   freeNames(bb, outer);
@@ -340,7 +355,7 @@ Status gradScan(GradCtx& c) {
     if (const auto* t = c.types.type(o)) req.knownTypes[o] = *t;
 
   auto grads = differentiateSubgraph(wrap, req);
-  if (!grads) return grads.status().withContext("Scan body '" + body.name() + "'");
+  if (!grads) return grads.status().withContext(c.node.op_type() + " body '" + body.name() + "'");
 
   // The backward body's outputs: state gradients, then the needed scan inputs' slice gradients.
   Emitter be(&bb, req.prefix + "out/");
@@ -368,32 +383,31 @@ Status gradScan(GradCtx& c) {
     *bb.add_output() = valueInfo(name, &like.type());
   };
   for (int i = 0; i < nState; ++i)
-    if (carried[i]) emitOutput((*grads)[gi++], body.input(i));
+    if (carried[i]) emitOutput((*grads)[gi++], stateIn(i));
   for (int m = 0; m < nScanIn; ++m)
-    if (needIn[m]) emitOutput((*grads)[gi++], body.input(nState + m));
+    if (needIn[m]) emitOutput((*grads)[gi++], scanIn(m));
 
-  // The reverse Scan: states are the state gradients; it reads the saved states, the forward's
-  // scan inputs and the scan outputs' gradients from the last step back.
+  // The reverse Scan: its states are the state gradients; it reads the saved values, the
+  // forward's scan inputs and the scan outputs' gradients from the last step back.
   std::vector<std::string> ins;
   std::vector<int64_t> bInAxes, bInDirs, bOutAxes, bOutDirs;
   for (int i = 0; i < nState; ++i)
     if (carried[i]) ins.push_back(c.dYOrZeros(i));
-  for (int i = 0; i < nState; ++i) {
-    if (invariant[i]) continue;
-    ins.push_back(perStep[i]);
+  for (const auto& p : perStep) {
+    ins.push_back(p);
     bInAxes.push_back(0);
     bInDirs.push_back(1);
   }
   for (int m = 0; m < nScanIn; ++m) {
-    ins.push_back(c.in(nState + m));
-    bInAxes.push_back(at(inAxes, m));
-    bInDirs.push_back(1 - at(inDirs, m));
+    ins.push_back(outerScanIn(m));
+    bInAxes.push_back(L.inAxis(m));
+    bInDirs.push_back(1 - L.inDir(m));
   }
   for (int k = 0; k < nScanOut; ++k) {
     if (dyOut(k).empty()) continue;
     ins.push_back(dyOut(k));
-    bInAxes.push_back(at(outAxes, k));
-    bInDirs.push_back(1 - at(outDirs, k));
+    bInAxes.push_back(L.outAxis(k));
+    bInDirs.push_back(1 - L.outDir(k));
   }
   std::vector<std::string> outs;
   for (int i = 0; i < nState; ++i)
@@ -401,8 +415,8 @@ Status gradScan(GradCtx& c) {
   for (int m = 0; m < nScanIn; ++m) {
     if (!needIn[m]) continue;
     outs.push_back("");
-    bOutAxes.push_back(at(inAxes, m));
-    bOutDirs.push_back(1 - at(inDirs, m));
+    bOutAxes.push_back(L.inAxis(m));
+    bOutDirs.push_back(1 - L.inDir(m));
   }
   onnx::AttributeProto bodyAttr;
   bodyAttr.set_name("body");
@@ -419,12 +433,60 @@ Status gradScan(GradCtx& c) {
   size_t ri = 0;
   for (int i = 0; i < nState; ++i) {
     if (!carried[i]) continue;
-    if (c.need(i)) c.dX[i] = r[ri];
+    if (c.need(L.nodeStateIn + i)) c.dX[L.nodeStateIn + i] = r[ri];
     ++ri;
   }
   for (int m = 0; m < nScanIn; ++m)
     if (needIn[m]) c.dX[nState + m] = r[ri++];
   return Status();
+}
+
+}  // namespace
+
+Status gradScan(GradCtx& c) {
+  const onnx::GraphProto* body = bodyOf(c.node);
+  if (!body) return Status::error("Scan has no body graph");
+  Layout L;
+  L.nScanIn = static_cast<int>(attrInt(c.node, "num_scan_inputs", 0));
+  L.nState = c.node.input_size() - L.nScanIn;
+  if (L.nScanIn < 1 || L.nState < 0 || body->input_size() != L.nState + L.nScanIn ||
+      body->output_size() < L.nState)
+    return Status::error("the body's inputs and outputs do not match the node's (" +
+                         std::to_string(L.nState) + " states, " + std::to_string(L.nScanIn) +
+                         " scan inputs)");
+  L.nScanOut = body->output_size() - L.nState;
+  L.bodyScanOut = L.nState;
+  L.inAxes = attrInts(c.node, "scan_input_axes");
+  L.inDirs = attrInts(c.node, "scan_input_directions");
+  L.outAxes = attrInts(c.node, "scan_output_axes");
+  L.outDirs = attrInts(c.node, "scan_output_directions");
+  for (int k = 0; k < L.nScanIn; ++k)
+    if (L.inDir(k) != 0 && L.inDir(k) != 1)
+      return Status::error("scan_input_directions must hold 0 or 1");
+  for (int k = 0; k < L.nScanOut; ++k)
+    if (L.outDir(k) != 0 && L.outDir(k) != 1)
+      return Status::error("scan_output_directions must hold 0 or 1");
+  return gradLoopBody(c, L);
+}
+
+// Loop: whatever the trip count and condition, the steps that ran are the steps saved, so the
+// reverse Scan replays exactly those; the iteration number and the condition a step saw are saved
+// with its states.
+Status gradLoop(GradCtx& c) {
+  const onnx::GraphProto* body = bodyOf(c.node);
+  if (!body) return Status::error("Loop has no body graph");
+  Layout L;
+  L.nState = c.node.input_size() - 2;
+  if (L.nState < 0 || body->input_size() != 2 + L.nState || body->output_size() < 1 + L.nState)
+    return Status::error("the body's inputs and outputs do not match the node's (" +
+                         std::to_string(std::max(L.nState, 0)) + " loop-carried values)");
+  L.nScanOut = body->output_size() - 1 - L.nState;
+  L.bodyStateIn = 2;
+  L.bodyStateOut = 1;
+  L.nodeStateIn = 2;
+  L.bodyScanOut = 1 + L.nState;
+  L.stepInputs = {0, 1};
+  return gradLoopBody(c, L);
 }
 
 }  // namespace dw::engine::training

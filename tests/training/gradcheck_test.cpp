@@ -351,6 +351,33 @@ std::vector<GradCase> cases() {
                  17,
                  2,
                  1});
+    // Loop over the same step, 3 times: (i, cond, s) -> (cond, s_next, y).
+    onnx::AttributeProto loopBody = body;
+    auto* lg = loopBody.mutable_g();
+    lg->set_name("loop_step");
+    lg->mutable_input(0)->set_name("i");
+    lg->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+        onnx::TensorProto::INT64);
+    lg->mutable_input(1)->set_name("cond");
+    lg->mutable_input(1)->mutable_type()->mutable_tensor_type()->set_elem_type(
+        onnx::TensorProto::BOOL);
+    auto* si = lg->add_input();
+    si->set_name("s");
+    si->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::DOUBLE);
+    for (auto& n : *lg->mutable_node())
+      for (auto& i : *n.mutable_input())
+        if (i == "x_t") i = "s";
+    g = lg;
+    node("Identity", {"cond"}, "cond_next");
+    lg->clear_output();
+    for (const char* n : {"cond_next", "s_next", "y"}) lg->add_output()->set_name(n);
+    In trips{{}, 0, 0, false};
+    trips.type = onnx::TensorProto::INT64;
+    trips.values = {3};
+    In go{{}, 0, 0, false};
+    go.type = onnx::TensorProto::BOOL;
+    go.values = {1};
+    v.push_back({"Loop", "Loop", {trips, go, In{{3}}}, {loopBody}, true, 17, 2, 1});
   }
   for (const char* op :
        {"ReduceMean", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceL1", "ReduceProd"})

@@ -2,7 +2,8 @@
 // grad_scan.cpp), in float64: Resize in every mode over 1-D, 2-D and 3-D inputs, with scales and
 // with sizes; Scan with states, scan inputs, outer weights its body reads, both directions,
 // several scan outputs and a nested Scan. Each model ends in loss = sum_k ReduceSum(Y_k * R_k)
-// with fixed random R_k, so every output's gradient is exercised.
+// with fixed random R_k, so every output's gradient is exercised. Loop shares Scan's machinery
+// and is checked with a fixed trip count and with a condition that stops it early.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -32,6 +33,8 @@ onnx::TensorProto tensor(const std::string& name, int32_t type, const std::vecto
       t.add_double_data(x);
     else if (type == onnx::TensorProto::FLOAT)
       t.add_float_data(static_cast<float>(x));
+    else if (type == onnx::TensorProto::BOOL)
+      t.add_int32_data(x != 0);
     else
       t.add_int64_data(static_cast<int64_t>(x));
   }
@@ -424,6 +427,53 @@ TEST(ScanGrad, NestedScanReadsOuterWeight) {
          {graphAttr("body", outer), attrI("num_scan_inputs", 1)});
   ASSERT_TRUE(m.finish({"s_final", "Y"}));
   expectMatchesFiniteDifferences(m, "NestedScanReadsOuterWeight");
+}
+
+// ---- Loop -----------------------------------------------------------------------------------
+
+// Body: (i, cond, s [2]) -> (cond', s' = Tanh(s * W + i), y = s' * s), W read from the outer
+// graph; cond' = cond for a fixed trip count, or i < 2 for a loop that stops early.
+onnx::GraphProto loopBody(bool stopEarly) {
+  onnx::GraphProto b;
+  b.set_name("loop_step");
+  *b.add_input() = value("i", onnx::TensorProto::INT64, 0);
+  *b.add_input() = value("cond", onnx::TensorProto::BOOL, 0);
+  *b.add_input() = value("s", kF64, 1);
+  addNode(&b, "Cast", {"i"}, {"i_f"}, {attrI("to", kF64)});
+  addNode(&b, "Mul", {"s", "W"}, {"sw"});
+  addNode(&b, "Add", {"sw", "i_f"}, {"pre"});
+  addNode(&b, "Tanh", {"pre"}, {"s_next"});
+  addNode(&b, "Mul", {"s_next", "s"}, {"y"});
+  if (stopEarly)
+    addNode(&b, "Less", {"i", "two"}, {"cond_next"});
+  else
+    addNode(&b, "Identity", {"cond"}, {"cond_next"});
+  *b.add_output() = value("cond_next", onnx::TensorProto::BOOL, 0);
+  *b.add_output() = value("s_next", kF64, 1);
+  *b.add_output() = value("y", kF64, 1);
+  return b;
+}
+
+TEST(LoopGrad, FixedTripCount) {
+  Model m(16);
+  m.trainable("s0", {2}).trainable("W", {2});
+  m.fixed("M", onnx::TensorProto::INT64, {}, {4});
+  m.fixed("go", onnx::TensorProto::BOOL, {}, {1});
+  m.node("Loop", {"M", "go", "s0"}, {"s_final", "Y"}, {graphAttr("body", loopBody(false))});
+  ASSERT_TRUE(m.finish({"s_final", "Y"}));
+  expectMatchesFiniteDifferences(m, "LoopFixedTripCount");
+}
+
+// The condition ends the loop after 3 of at most 10 steps: the backward replays the 3 that ran.
+TEST(LoopGrad, ConditionStopsEarly) {
+  Model m(16);
+  m.trainable("s0", {2}).trainable("W", {2});
+  m.fixed("M", onnx::TensorProto::INT64, {}, {10});
+  m.fixed("go", onnx::TensorProto::BOOL, {}, {1});
+  m.fixed("two", onnx::TensorProto::INT64, {}, {2});
+  m.node("Loop", {"M", "go", "s0"}, {"s_final", "Y"}, {graphAttr("body", loopBody(true))});
+  ASSERT_TRUE(m.finish({"s_final", "Y"}));
+  expectMatchesFiniteDifferences(m, "LoopConditionStopsEarly");
 }
 
 }  // namespace
