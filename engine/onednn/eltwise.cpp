@@ -238,8 +238,9 @@ class SoftmaxOp : public DnnlOrHost {
 };
 
 // LayerNormalization (opset 17) over the dimensions from `axis` on: oneDNN's layer normalization
-// over [outer, inner] when Scale/B are full [inner] vectors; otherwise, and for the Mean /
-// InvStdDev outputs, the plain loop below (which also serves every other float dtype).
+// over [outer, inner] when Scale/B are full [inner] vectors (forward_training when the Mean /
+// InvStdDev outputs are wanted: oneDNN gives the variance, InvStdDev is 1/sqrt(var + epsilon));
+// otherwise the plain loop below, which also serves every other float dtype.
 class LayerNorm : public DnnlOrHost {
  public:
   explicit LayerNorm(const KernelInit& init)
@@ -261,21 +262,29 @@ class LayerNorm : public DnnlOrHost {
         return Status::error("Scale and B must broadcast to " + shapeToString(tail));
     }
     const bool stats = ctx.wantsOutput(1) || ctx.wantsOutput(2);
-    const bool dnnlOk = allFloat(ctx) && !stats && inner > 0 && outer > 0 &&
-                        ctx.input(1).size() == inner &&
+    const bool dnnlOk = allFloat(ctx) && inner > 0 && outer > 0 && ctx.input(1).size() == inner &&
                         (!ctx.hasInput(2) || ctx.input(2).size() == inner);
     DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    Shape statShape(x.shape().begin(), x.shape().begin() + a);
+    while (statShape.size() < x.rank()) statShape.push_back(1);
+    Tensor* mean = nullptr;
+    Tensor* inv = nullptr;
+    if (ctx.wantsOutput(1) && !(mean = ctx.output(1, DType::kFloat, statShape)))
+      return ctx.status();
+    if (ctx.wantsOutput(2) && !(inv = ctx.output(2, DType::kFloat, statShape))) return ctx.status();
     if (dnnlOk) {
       return guarded([&] {
         auto& be = cpuBackend(ctx.backend());
         const memory::desc md = plainDesc({outer, inner}, f32);
         const memory::desc vd({inner}, f32, memory::format_tag::a);
-        auto& prim = cache_[{outer, inner, ctx.hasInput(2)}];
+        const memory::desc sd({outer}, f32, memory::format_tag::a);
+        auto& prim = cache_[{outer, inner, ctx.hasInput(2), stats}];
         auto flags = dnnl::normalization_flags::use_scale;
         if (ctx.hasInput(2)) flags = flags | dnnl::normalization_flags::use_shift;
         if (!prim) {
-          dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md, eps_,
-                                                    flags);
+          dnnl::layer_normalization_forward::desc d(
+              stats ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, md,
+              eps_, flags);
           prim = dnnl::layer_normalization_forward(
               dnnl::layer_normalization_forward::primitive_desc(d, be.engine()));
         }
@@ -285,19 +294,25 @@ class LayerNorm : public DnnlOrHost {
             {DNNL_ARG_SCALE, memory(vd, be.engine(), const_cast<void*>(ctx.input(1).raw()))}};
         if (ctx.hasInput(2))
           args[DNNL_ARG_SHIFT] = memory(vd, be.engine(), const_cast<void*>(ctx.input(2).raw()));
+        Tensor* var = nullptr;
+        if (stats) {
+          Tensor* m = mean ? mean : ctx.scratch(DType::kFloat, {outer});
+          var = ctx.scratch(DType::kFloat, {outer});
+          if (!m || !var) return ctx.status();
+          args[DNNL_ARG_MEAN] = memory(sd, be.engine(), m->raw());
+          args[DNNL_ARG_VARIANCE] = memory(sd, be.engine(), var->raw());
+        }
         prim.execute(be.stream(), args);
         be.stream().wait();
+        if (inv) {
+          const float* v = var->data<float>();
+          float* r = inv->data<float>();
+          for (int64_t o = 0; o < outer; ++o) r[o] = 1.f / std::sqrt(v[o] + eps_);
+        }
         return Status();
       });
     }
     // Plain path: statistics in double, Scale/B broadcast over the normalized dimensions.
-    Shape statShape(x.shape().begin(), x.shape().begin() + a);
-    while (statShape.size() < x.rank()) statShape.push_back(1);
-    Tensor* mean = nullptr;
-    Tensor* inv = nullptr;
-    if (ctx.wantsOutput(1) && !(mean = ctx.output(1, DType::kFloat, statShape)))
-      return ctx.status();
-    if (ctx.wantsOutput(2) && !(inv = ctx.output(2, DType::kFloat, statShape))) return ctx.status();
     std::vector<double> scale(inner, 1.0), bias(inner, 0.0);
     for (int i : {1, 2}) {
       if (!ctx.hasInput(i)) continue;
@@ -333,6 +348,74 @@ class LayerNorm : public DnnlOrHost {
  private:
   int64_t axis_;
   float eps_;
+};
+
+// LayerNormalizationGrad (com.deepwire.grad; inputs dY, X, Scale, Mean, InvStdDev; outputs dX,
+// dScale, dB) on oneDNN's layer normalization backward. oneDNN wants the variance: with epsilon
+// 0 in the primitive, variance = 1 / InvStdDev^2 reproduces the forward's 1/sqrt(var + eps)
+// without knowing eps. Non-float inputs and partial Scale go to the plain kernel.
+class LayerNormGrad : public DnnlOrHost {
+ public:
+  explicit LayerNormGrad(const KernelInit& init)
+      : DnnlOrHost(init), axis_(init.attrs.getInt("axis", -1)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(1);
+    if (!allFloat(ctx) || x.rank() == 0 || !validAxis(axis_, x.rank())) return host(ctx);
+    const int64_t a = normAxis(axis_, x.rank());
+    int64_t outer = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
+    const int64_t inner = outer ? x.size() / outer : 0;
+    if (outer == 0 || inner == 0 || ctx.input(0).shape() != x.shape() ||
+        ctx.input(2).size() != inner || ctx.input(3).size() != outer ||
+        ctx.input(4).size() != outer)
+      return host(ctx);
+    Tensor* dx = ctx.wantsOutput(0) ? ctx.output(0, DType::kFloat, x.shape())
+                                    : ctx.scratch(DType::kFloat, x.shape());
+    Tensor* ds = ctx.wantsOutput(1) ? ctx.output(1, DType::kFloat, ctx.input(2).shape())
+                                    : ctx.scratch(DType::kFloat, {inner});
+    Tensor* db = ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, ctx.input(2).shape())
+                                    : ctx.scratch(DType::kFloat, {inner});
+    Tensor* var = ctx.scratch(DType::kFloat, {outer});
+    if (!dx || !ds || !db || !var) return ctx.status();
+    const float* is = ctx.input(4).data<float>();
+    for (int64_t o = 0; o < outer; ++o) var->data<float>()[o] = 1.f / (is[o] * is[o]);
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc md = plainDesc({outer, inner}, f32);
+      const memory::desc vd({inner}, f32, memory::format_tag::a);
+      const memory::desc sd({outer}, f32, memory::format_tag::a);
+      auto& prim = cache_[{outer, inner}];
+      if (!prim) {
+        const auto flags =
+            dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+        dnnl::layer_normalization_forward::desc fd(dnnl::prop_kind::forward_training, md, 0.f,
+                                                   flags);
+        dnnl::layer_normalization_forward::primitive_desc fpd(fd, be.engine());
+        dnnl::layer_normalization_backward::desc bd(dnnl::prop_kind::backward, md, md, 0.f, flags);
+        prim = dnnl::layer_normalization_backward(
+            dnnl::layer_normalization_backward::primitive_desc(bd, be.engine(), fpd));
+      }
+      auto mem = [&](const memory::desc& d, const Tensor& t) {
+        return memory(d, be.engine(), const_cast<void*>(t.raw()));
+      };
+      prim.execute(be.stream(), {{DNNL_ARG_DIFF_DST, mem(md, ctx.input(0))},
+                                 {DNNL_ARG_SRC, mem(md, x)},
+                                 {DNNL_ARG_SCALE, mem(vd, ctx.input(2))},
+                                 // oneDNN 2.6 refuses to run without a shift argument under
+                                 // use_shift although backward never reads it.
+                                 {DNNL_ARG_SHIFT, mem(vd, ctx.input(2))},
+                                 {DNNL_ARG_MEAN, mem(sd, ctx.input(3))},
+                                 {DNNL_ARG_VARIANCE, mem(sd, *var)},
+                                 {DNNL_ARG_DIFF_SRC, mem(md, *dx)},
+                                 {DNNL_ARG_DIFF_SCALE, mem(vd, *ds)},
+                                 {DNNL_ARG_DIFF_SHIFT, mem(vd, *db)}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  int64_t axis_;
 };
 
 class ConcatOp : public DnnlOrHost {
@@ -559,6 +642,8 @@ void addOneDnnEltwiseKernels(KernelRegistry& r) {
   r.add(c, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LogSoftmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LayerNormalization", 17, kMaxOpset, &makeKernel<LayerNorm>);
+  r.add(c, "LayerNormalizationGrad", 1, kMaxOpset, &makeKernel<LayerNormGrad>, true,
+        "com.deepwire.grad");
   r.add(c, "Concat", 1, kMaxOpset, &makeKernel<ConcatOp>, false);
   r.add(c, "PRelu", 1, kMaxOpset, &makeKernel<PReluOp>);
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
