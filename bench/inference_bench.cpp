@@ -1,13 +1,15 @@
 // Inference speed of deepwire against PyTorch, in the same run, on the two example models
 // (resources/examples/fashion_mnist_{mlp,cnn}.dwproj) at batch 1 and 1000, plus the GFLOP/s of
-// a 1024x1024 f32 MatMul through the engine against a bare oneDNN matmul primitive (oneDNN's
-// own peak on this machine).
+// a 1024x1024 MatMul through the engine against a bare oneDNN matmul primitive (oneDNN's own
+// peak on this machine). Both precisions: fp32, and bf16 mixed precision (bf16 operands, f32
+// accumulation; PyTorch under bf16 autocast, the oneDNN peak with bf16 operands and f32 output)
+// where the CPU has native bf16.
 //
 // The projects are exported with the inference export (prediction graph only), PyTorch rebuilds
 // the same layers with the weights from that ONNX file (bench/inference_torch.py, run with
 // /usr/bin/python3), and checks its output against deepwire's before timing.
 //
-// Usage: inference_bench [--seconds S] [--threads N] [--no-torch]
+// Usage: inference_bench [--seconds S] [--threads N] [--no-torch] [--precision fp32|bf16|both]
 // --threads sets both deepwire's and PyTorch's thread count (default: all cores).
 #include <onnx/onnx_pb.h>
 
@@ -97,7 +99,7 @@ void keepPrediction(onnx::ModelProto& m) {
 }
 
 struct ModelResult {
-  std::string name;
+  std::string name, precision;
   std::map<int, double> ours, torch;
   double flopPerSample = 0;
 };
@@ -136,7 +138,7 @@ double flopPerSample(const onnx::ModelProto& m) {
 }
 
 ModelResult benchModel(const std::string& name, const std::string& project,
-                       const std::string& workDir, bool withTorch) {
+                       const std::string& workDir, bool withTorch, const std::string& precision) {
   auto graph = dw::loadProject(project);
   if (!graph) die(graph.status().message());
   auto model = dw::exportOnnx(*graph);
@@ -154,12 +156,13 @@ ModelResult benchModel(const std::string& name, const std::string& project,
   }
   dw::engine::SessionOptions options;
   options.backend.threads = gThreads;
+  options.backend.precision = precision;
   auto session = dw::engine::InferenceSession::create(*model, options);
   if (!session) die(session.status().message());
   auto& s = **session;
   if (s.inputs().size() != 1) die(name + ": expected one graph input, got\n" + s.describeInputs());
   const auto& in = s.inputs()[0];
-  ModelResult r{name, {}, {}, flop};
+  ModelResult r{name, precision, {}, {}, flop};
   for (int batch : {1, 1000}) {
     dw::engine::Shape shape(in.dims.begin(), in.dims.end());
     shape[0] = batch;
@@ -183,10 +186,10 @@ ModelResult benchModel(const std::string& name, const std::string& project,
     r.ours[batch] = batch / sec;
   }
   if (withTorch) {
-    const std::string cmd = "DW_BENCH_THREADS=" + std::to_string(gThreads) + " /usr/bin/python3 " +
-                            std::string(DW_SOURCE_DIR) + "/bench/inference_torch.py " + onnxPath +
-                            " " + workDir + "/" + name + "_x.npy " + workDir + "/" + name +
-                            "_y.npy 1 1000";
+    const std::string cmd =
+        "DW_BENCH_THREADS=" + std::to_string(gThreads) + " DW_BENCH_PRECISION=" + precision +
+        " /usr/bin/python3 " + std::string(DW_SOURCE_DIR) + "/bench/inference_torch.py " +
+        onnxPath + " " + workDir + "/" + name + "_x.npy " + workDir + "/" + name + "_y.npy 1 1000";
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) die("cannot run " + cmd);
     char line[512];
@@ -196,16 +199,18 @@ ModelResult benchModel(const std::string& name, const std::string& project,
       if (std::sscanf(line, "{\"batch\": %d, \"samples_per_s\": %lf}", &batch, &sps) == 2)
         r.torch[batch] = sps;
       else if (std::sscanf(line, "{\"max_abs_diff_vs_deepwire\": %lf", &diff) == 1)
-        std::printf("  %s: PyTorch vs deepwire max |diff| = %.3g\n", name.c_str(), diff);
+        std::printf("  %s %s: PyTorch vs deepwire max |diff| = %.3g\n", name.c_str(),
+                    precision.c_str(), diff);
     }
     if (pclose(p) != 0) std::printf("  %s: the PyTorch script failed (see stderr)\n", name.c_str());
   }
   return r;
 }
 
-// 1024^2 f32 MatMul: through an InferenceSession, and as a bare oneDNN matmul primitive.
+// 1024^2 MatMul: through an InferenceSession, and as a bare oneDNN matmul primitive (under bf16:
+// bf16 operands in the layout oneDNN prefers, converted outside the timing, f32 output).
 // Returns oneDNN's GFLOP/s.
-double benchMatmul() {
+double benchMatmul(const std::string& precision) {
   const int64_t n = 1024;
   const double flop = 2.0 * n * n * n;
   onnx::ModelProto m;
@@ -229,6 +234,7 @@ double benchMatmul() {
   g->add_output()->set_name("C");
   dw::engine::SessionOptions options;
   options.backend.threads = gThreads;
+  options.backend.precision = precision;
   auto session = dw::engine::InferenceSession::create(m, options);
   if (!session) die(session.status().message());
   Tensor a = randomTensor({n, n}, 1), b = randomTensor({n, n}, 2);
@@ -241,14 +247,30 @@ double benchMatmul() {
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   memory::desc md({n, n}, memory::data_type::f32, memory::format_tag::ab);
-  dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), eng));
+  const bool bf16 = precision == "bf16";
+  const auto ot = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto layout = bf16 ? memory::format_tag::any : memory::format_tag::ab;
+  dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(memory::desc({n, n}, ot, layout), memory::desc({n, n}, ot, layout), md),
+      eng);
+  dnnl::matmul prim(pd);
   Tensor c(DType::kFloat, {n, n});
-  memory ma(md, eng, a.raw()), mb(md, eng, b.raw()), mc(md, eng, c.raw());
+  memory ua(md, eng, a.raw()), ub(md, eng, b.raw()), mc(md, eng, c.raw());
+  memory ma = ua, mb = ub;
+  if (pd.src_desc() != md) {
+    ma = memory(pd.src_desc(), eng);
+    dnnl::reorder(ua, ma).execute(strm, ua, ma);
+  }
+  if (pd.weights_desc() != md) {
+    mb = memory(pd.weights_desc(), eng);
+    dnnl::reorder(ub, mb).execute(strm, ub, mb);
+  }
+  strm.wait();
   const double peak = timeIt([&] {
     prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     strm.wait();
   });
-  std::printf("\nMatMul 1024x1024x1024 f32\n");
+  std::printf("\nMatMul 1024x1024x1024 %s (oneDNN: %s)\n", precision.c_str(), pd.impl_info_str());
   std::printf("  deepwire session      %8.1f GFLOP/s\n", flop / ours * 1e-9);
   std::printf("  oneDNN matmul (peak)  %8.1f GFLOP/s\n", flop / peak * 1e-9);
   std::printf("  deepwire / oneDNN     %8.2f\n", peak / ours);
@@ -259,6 +281,7 @@ double benchMatmul() {
 
 int main(int argc, char** argv) {
   bool withTorch = true;
+  std::string precision = "both";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc)
@@ -267,36 +290,58 @@ int main(int argc, char** argv) {
       gThreads = std::atoi(argv[++i]);
     else if (a == "--no-torch")
       withTorch = false;
+    else if (a == "--precision" && i + 1 < argc)
+      precision = argv[++i];
     else
-      die("usage: inference_bench [--seconds S] [--threads N] [--no-torch]");
+      die("usage: inference_bench [--seconds S] [--threads N] [--no-torch] "
+          "[--precision fp32|bf16|both]");
   }
   const std::string workDir =
       (std::filesystem::temp_directory_path() / "deepwire_inference_bench").string();
   std::filesystem::create_directories(workDir);
   const std::string ex = std::string(DW_SOURCE_DIR) + "/resources/examples/";
   const auto dev = dw::engine::devices();
-  std::printf("deepwire inference bench (%s, %s, %d threads)\n", dev.cpuModel.c_str(),
-              dev.cpuIsa.c_str(), gThreads > 0 ? gThreads : dev.cpuCores);
+  std::printf("deepwire inference bench (%s, %s, %d threads, native bf16: %s)\n",
+              dev.cpuModel.c_str(), dev.cpuIsa.c_str(), gThreads > 0 ? gThreads : dev.cpuCores,
+              dev.bf16Native.empty() ? "none" : dev.bf16Native.c_str());
+  std::vector<std::string> precisions;
+  if (precision == "fp32" || precision == "both") precisions.push_back("fp32");
+  if ((precision == "bf16" || precision == "both") && !dev.bf16Native.empty())
+    precisions.push_back("bf16");
+  if (precision == "bf16" && dev.bf16Native.empty()) die("no native bf16 on this CPU");
+  if (precisions.empty()) die("--precision takes fp32, bf16 or both");
   std::vector<ModelResult> results;
-  results.push_back(benchModel("mlp", ex + "fashion_mnist_mlp.dwproj", workDir, withTorch));
-  results.push_back(benchModel("cnn", ex + "fashion_mnist_cnn.dwproj", workDir, withTorch));
-  const double peak = benchMatmul();
-  std::printf("\n%-6s %6s %13s %13s %8s %10s %8s\n", "model", "batch", "deepwire/s", "pytorch/s",
-              "ratio", "GFLOP/s", "of peak");
+  std::map<std::string, double> peaks;
+  for (const auto& p : precisions) {
+    results.push_back(benchModel("mlp", ex + "fashion_mnist_mlp.dwproj", workDir, withTorch, p));
+    results.push_back(benchModel("cnn", ex + "fashion_mnist_cnn.dwproj", workDir, withTorch, p));
+    peaks[p] = benchMatmul(p);
+  }
+  std::printf("\n%-6s %-5s %6s %13s %13s %8s %10s %8s %7s\n", "model", "prec", "batch",
+              "deepwire/s", "pytorch/s", "ratio", "GFLOP/s", "of peak", "target");
   for (const auto& r : results) {
     for (const auto& [batch, ours] : r.ours) {
       const double gf = ours * r.flopPerSample * 1e-9;
+      const double peak = peaks[r.precision];
+      std::string target = "";
+      if (batch == 1000) {
+        const double want = r.name == "mlp" ? 200000 : 15000;
+        target = ours >= want ? "met" : "missed";
+      }
       auto t = r.torch.find(batch);
       if (t == r.torch.end())
-        std::printf("%-6s %6d %13.0f %13s %8s %10.1f %7.0f%%\n", r.name.c_str(), batch, ours, "-",
-                    "-", gf, 100 * gf / peak);
+        std::printf("%-6s %-5s %6d %13.0f %13s %8s %10.1f %7.0f%% %7s\n", r.name.c_str(),
+                    r.precision.c_str(), batch, ours, "-", "-", gf, 100 * gf / peak,
+                    target.c_str());
       else
-        std::printf("%-6s %6d %13.0f %13.0f %8.2f %10.1f %7.0f%%\n", r.name.c_str(), batch, ours,
-                    t->second, ours / t->second, gf, 100 * gf / peak);
+        std::printf("%-6s %-5s %6d %13.0f %13.0f %8.2f %10.1f %7.0f%% %7s\n", r.name.c_str(),
+                    r.precision.c_str(), batch, ours, t->second, ours / t->second, gf,
+                    100 * gf / peak, target.c_str());
     }
   }
   std::printf(
-      "targets at batch 1000: mlp >= 200000/s, cnn >= 15000/s; \"of peak\" compares the "
-      "model's multiply-add GFLOP/s with oneDNN's 1024^2 matmul in this run\n");
+      "targets at batch 1000: mlp >= 200000/s, cnn >= 15000/s; PyTorch bf16 is autocast; "
+      "\"of peak\" compares the model's multiply-add GFLOP/s with oneDNN's 1024^2 matmul of the "
+      "same precision in this run\n");
   return 0;
 }

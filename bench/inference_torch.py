@@ -5,7 +5,10 @@ the C++ bench saved, and prints the samples/s at each batch size as JSON lines.
 
 Run with /usr/bin/python3 (Debian python3-torch). Usage:
   inference_torch.py MODEL.onnx INPUT.npy REFERENCE.npy BATCH [BATCH...]
+DW_BENCH_PRECISION=bf16 runs under torch.autocast("cpu", bfloat16), PyTorch's counterpart of
+deepwire's precision bf16.
 """
+import contextlib
 import json
 import os
 import sys
@@ -93,19 +96,23 @@ def main():
     path, input_path, reference_path = sys.argv[1:4]
     batches = [int(b) for b in sys.argv[4:]]
     threads = int(os.environ.get("DW_BENCH_THREADS", "0")) or os.cpu_count() or 1
+    bf16 = os.environ.get("DW_BENCH_PRECISION", "fp32") == "bf16"
+
+    def precision():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     torch.set_num_threads(threads)
     model = onnx.load(path)
     net = build(model)
     x = torch.from_numpy(np.load(input_path))
     ref = np.load(reference_path)
-    with torch.inference_mode():
-        got = net(x).numpy()
+    with torch.inference_mode(), precision():
+        got = net(x).float().numpy()
     err = float(np.abs(got - ref).max())
     print(json.dumps({"max_abs_diff_vs_deepwire": err, "threads": torch.get_num_threads()}))
     shape = list(x.shape)
     for batch in batches:
         xb = torch.randn([batch] + shape[1:])
-        with torch.inference_mode():
+        with torch.inference_mode(), precision():
             for _ in range(3):
                 net(xb)
             runs, start = 0, time.perf_counter()

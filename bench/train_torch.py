@@ -4,8 +4,12 @@
 a fixed number of CPU threads. Times STEPS training steps after a warm-up and prints one JSON
 line: {"model", "threads", "steps", "seconds_per_step", "seconds_per_epoch", "peak_rss_mib"}.
 
-Run with /usr/bin/python3 (Debian python3-torch). Usage: train_torch.py mlp|cnn STEPS THREADS
+Run with /usr/bin/python3 (Debian python3-torch).
+Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16]
+bf16 runs forward and loss under torch.autocast("cpu", bfloat16), PyTorch's counterpart of
+deepwire's precision bf16 (weights, gradients and the optimizer stay float32).
 """
+import contextlib
 import gzip
 import json
 import resource
@@ -39,6 +43,7 @@ def model(kind):
 
 def main():
     kind, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    bf16 = len(sys.argv) > 4 and sys.argv[4] == "bf16"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     images = read_idx(f"{DATA}/train-images-idx3-ubyte.gz")
@@ -54,7 +59,8 @@ def main():
     def step(i):
         idx = order[(i * batch) % (n - batch):(i * batch) % (n - batch) + batch]
         opt.zero_grad()
-        loss = loss_fn(net(x[idx]), y[idx])
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            loss = loss_fn(net(x[idx]), y[idx])
         loss.backward()
         opt.step()
 
@@ -66,6 +72,7 @@ def main():
     per_step = (time.perf_counter() - start) / steps
     steps_per_epoch = (n + batch - 1) // batch
     print(json.dumps({"model": kind, "threads": threads, "steps": steps,
+                      "precision": "bf16" if bf16 else "fp32",
                       "seconds_per_step": per_step,
                       "seconds_per_epoch": per_step * steps_per_epoch,
                       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

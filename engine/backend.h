@@ -17,11 +17,18 @@ class Backend {
   virtual std::string name() const = 0;         // registry key: "cpu", "gpu"
   virtual std::string description() const = 0;  // for logs: device and ISA
   virtual int threads() const = 0;
+  // "fp32", or "bf16": mixed precision like PyTorch's CPU autocast. Convolution, deconvolution
+  // and matmul/Gemm (forward and their backward primitives) read bf16 copies of their inputs and
+  // accumulate and write float32; every tensor the graph sees stays float32.
+  virtual std::string precision() const { return "fp32"; }
 };
 
 struct BackendOptions {
   std::string accelerator = "cpu";  // cpu | gpu | auto
   int threads = 0;                  // 0: all cores
+  // fp32 | bf16. bf16 needs native bf16 arithmetic (AVX512-BF16 or AMX): elsewhere it is an
+  // error under accelerator cpu/gpu, and falls back to fp32 with a notice under auto.
+  std::string precision = "fp32";
 };
 
 // `notice` receives a message when "auto" falls back to another device.
@@ -32,9 +39,12 @@ struct DeviceReport {
   std::string cpuModel;
   std::string cpuIsa;  // as oneDNN dispatches it
   int cpuCores = 0;
-  int gpuEngines = 0;                 // oneDNN GPU engines (Intel GPUs through OpenCL)
-  std::vector<std::string> gpuNames;  // OpenCL GPU devices: "vendor: name"
+  int gpuEngines = 0;                  // oneDNN GPU engines (Intel GPUs through OpenCL)
+  std::vector<std::string> gpuNames;   // OpenCL GPU devices: "vendor: name"
   std::vector<std::string> available;  // accelerator names usable here
+  // How precision bf16 runs here: "amx" (AMX tiles), "avx512_bf16" (AVX512-BF16 dot products)
+  // or "" (no native bf16: only fp32 is available).
+  std::string bf16Native;
   std::string onednnVersion;
 };
 DeviceReport devices();

@@ -86,6 +86,9 @@ struct KernelInit {
   int numInputs = 0;
   int numOutputs = 0;
   std::map<std::string, std::shared_ptr<Subgraph>> subgraphs;
+  // Per input: an initializer that no feed can override, so it holds the same data on every
+  // run and kernels may cache what they derive from it (weights converted to bf16, reordered).
+  std::vector<bool> constantInputs;
 };
 
 class Kernel {

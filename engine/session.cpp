@@ -127,6 +127,9 @@ struct Planner {
   std::map<std::string, const onnx::FunctionProto*> localFunctions;  // "domain:name"
   int counter = 0;
   bool fuse = true;  // SessionOptions::fuse
+  // Initializers of the graph being planned (and its enclosing ones) that are not graph inputs:
+  // KernelInit::constantInputs.
+  std::set<std::string> constants;
 
   Result<std::unique_ptr<GraphPlan>> plan(const onnx::GraphProto& g, const OpsetMap& opsets,
                                           const std::set<std::string>& outerNames);
@@ -506,6 +509,8 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
   init.backend = backend;
   init.numInputs = node.input_size();
   init.numOutputs = node.output_size();
+  for (const auto& in : node.input())
+    init.constantInputs.push_back(!in.empty() && constants.count(in) != 0);
   applyDefaults(onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain), node, init.attrs);
   for (const auto& a : node.attribute()) {
     if (a.has_g() || a.type() == onnx::AttributeProto::GRAPH) {
@@ -563,6 +568,14 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     p->inputIds.push_back(p->id(in.name()));
     available.insert(in.name());
   }
+  // A subgraph's constants stay its own: the enclosing graph's set comes back when this returns.
+  struct RestoreConstants {
+    std::set<std::string>& set;
+    std::set<std::string> saved;
+    ~RestoreConstants() { set = std::move(saved); }
+  } restoreConstants{constants, constants};
+  for (const auto& init : g.initializer()) constants.insert(init.name());
+  for (const auto& in : g.input()) constants.erase(in.name());
   // Expand functions first so that ordering and liveness see the real nodes.
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));

@@ -361,14 +361,23 @@ void addGraphDomain(CatalogueBuilder& b) {
   NodeSpec acc = layerLike(
       "Accelerator", "training",
       "Where the model runs and trains: cpu (oneDNN), gpu (oneDNN's OpenCL engine, Intel GPUs) "
-      "or auto (gpu when one is usable, else cpu), with a thread count. A project setting read "
-      "by the runner and the trainer (their accelerator and threads options); ONNX export writes "
-      "nothing for it, so an exported model runs anywhere.",
+      "or auto (gpu when one is usable, else cpu), with a thread count and a precision. A "
+      "project setting read by the runner and the trainer (their accelerator, threads and "
+      "precision options); ONNX export writes nothing for it, so an exported model runs "
+      "anywhere.",
       lowerAccelerator);
   acc.params = {
       param("device", ParamType::String, Param::makeString("cpu"), "The device.",
             {"cpu", "gpu", "auto"}),
-      param("threads", ParamType::Int, Param::makeInt(0), "CPU threads; 0 uses every core.")};
+      param("threads", ParamType::Int, Param::makeInt(0), "CPU threads; 0 uses every core."),
+      param("precision", ParamType::String, Param::makeString("fp32"),
+            "fp32: exact float32 everywhere. bf16: mixed precision like PyTorch's CPU autocast: "
+            "convolutions, transposed convolutions and MatMul/Gemm (and their gradients) "
+            "multiply bf16 copies of their inputs, accumulate in float32 and write float32; "
+            "every other op, every tensor, the weights and the optimizer stay float32. Needs a "
+            "CPU with native bf16 (AMX or AVX512-BF16, see `deepwire devices`): elsewhere it is "
+            "an error, except under device auto, which then runs fp32 and says so.",
+            {"fp32", "bf16"})};
   b.add(std::move(acc));
 
   // The steps have no tensor ports: what they minimise and report is what the model declares

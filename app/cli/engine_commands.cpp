@@ -64,6 +64,7 @@ struct RunArgs {
   std::vector<std::string> inputs;
   std::string outputDir;
   std::string accelerator = "cpu";
+  std::string precision = "fp32";
   int threads = 0;
 };
 
@@ -73,6 +74,7 @@ int runCommand(const RunArgs& a) {
   SessionOptions opts;
   opts.backend.accelerator = a.accelerator;
   opts.backend.threads = a.threads;
+  opts.backend.precision = a.precision;
   auto session = InferenceSession::create(*model, opts);
   if (!session) return fail(session.message());
   if (!(*session)->notice().empty()) std::cerr << "deepwire: " << (*session)->notice() << "\n";
@@ -128,6 +130,13 @@ int devicesCommand() {
   std::cout << "accelerators available:";
   for (const auto& s : r.available) std::cout << " " << s;
   std::cout << "\n";
+  if (r.bf16Native.empty())
+    std::cout << "precision bf16: not available (no native bf16 on this CPU: it needs AVX512-BF16 "
+                 "or AMX); fp32 only\n";
+  else
+    std::cout << "precision bf16: native ("
+              << (r.bf16Native == "amx" ? "AMX tiles" : "AVX512-BF16 dot products")
+              << "); fp32 is the default\n";
   return 0;
 }
 
@@ -213,6 +222,10 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   r->add_option("--threads", run->threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
+  r->add_option("--precision", run->precision,
+                "fp32, or bf16: convolutions and matmuls read bf16 inputs and accumulate in "
+                "float32 (CPUs with native bf16 only; see `deepwire devices`)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   r->callback([run, &exitCode] { exitCode = runCommand(*run); });
 
   CLI::App* d = app.add_subcommand("devices", "List compute devices and the ISA oneDNN uses");

@@ -29,9 +29,10 @@ struct TrainArgs {
   std::string project;
   int64_t epochs = -1, batchSize = -1, maxSteps = 0, trainLimit = 0;
   double lr = -1;
-  std::string optimizer, accelerator = "cpu", checkpoint, resume, exportOnnx, exportTraining;
+  // accelerator, precision and threads default to the project's Accelerator node ("", -1).
+  std::string optimizer, accelerator, precision, checkpoint, resume, exportOnnx, exportTraining;
   int64_t seed = -1;
-  int threads = 0;
+  int threads = -1;
   bool json = false, quiet = false;
   bool evalOnly = false;
 };
@@ -95,8 +96,9 @@ Result<Setup> prepare(const TrainArgs& a) {
   }
   TrainOptions to;
   to.optimizer = c.optimizer;
-  to.accelerator = a.accelerator;
-  to.threads = a.threads;
+  to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;
+  to.threads = a.threads >= 0 ? a.threads : c.threads;
+  to.precision = a.precision.empty() ? c.precision : a.precision;
   to.seed = c.seed;
   auto t = Trainer::create(s.graph, to);
   if (!t) return t.status().withContext(a.project);
@@ -252,10 +254,15 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--lr", train->lr, "Learning rate")->check(CLI::NonNegativeNumber);
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
-  t->add_option("--accelerator", train->accelerator, "cpu, gpu or auto")
+  t->add_option("--accelerator", train->accelerator,
+                "cpu, gpu or auto (default: the project's Accelerator node, else cpu)")
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  t->add_option("--threads", train->threads, "CPU threads (0: all cores)")
+  t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
+  t->add_option("--precision", train->precision,
+                "fp32, or bf16 mixed precision on CPUs with native bf16 (default: the project's "
+                "Accelerator node, else fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   t->add_option("--seed", train->seed, "Seed for shuffling (default: the project's)")
       ->check(CLI::NonNegativeNumber);
   t->add_option("--checkpoint", train->checkpoint, "Save a checkpoint here after every epoch");
@@ -276,10 +283,14 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   CLI::App* e = app.add_subcommand("eval", "Evaluate a project's model on its test dataset");
   e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
   e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
-  e->add_option("--accelerator", ev->accelerator, "cpu, gpu or auto")
+  e->add_option("--accelerator", ev->accelerator,
+                "cpu, gpu or auto (default: the project's Accelerator node, else cpu)")
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  e->add_option("--threads", ev->threads, "CPU threads (0: all cores)")
+  e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
+  e->add_option("--precision", ev->precision,
+                "fp32 or bf16 (default: the project's Accelerator node, else fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   e->add_flag("--json", ev->json, "Print the result as one JSON object");
   e->callback([ev, &exitCode] { exitCode = evalCommand(*ev); });
 }

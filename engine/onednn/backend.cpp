@@ -11,8 +11,9 @@ namespace dw::engine {
 
 namespace onednn {
 
-CpuBackend::CpuBackend(int threads)
+CpuBackend::CpuBackend(int threads, bool bf16)
     : threads_(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())),
+      bf16_(bf16),
       engine_(dnnl::engine::kind::cpu, 0),
       stream_(engine_) {
   // This oneDNN build uses the OpenMP runtime, so the thread count is OpenMP's.
@@ -20,7 +21,20 @@ CpuBackend::CpuBackend(int threads)
 }
 
 std::string CpuBackend::description() const {
-  return "cpu (oneDNN, " + std::to_string(threads_) + " threads)";
+  return "cpu (oneDNN, " + std::to_string(threads_) + " threads" +
+         (bf16_ ? ", bf16 mixed precision on " + nativeBf16() : std::string()) + ")";
+}
+
+std::string nativeBf16() {
+  // The ISA values are nested bit sets: each level contains the bits of the ones below it.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  auto has = [isa](dnnl::cpu_isa want) {
+    const auto w = static_cast<unsigned>(want);
+    return (isa & w) == w;
+  };
+  if (has(dnnl::cpu_isa::avx512_core_amx)) return "amx";
+  if (has(dnnl::cpu_isa::avx512_core_bf16)) return "avx512_bf16";
+  return "";
 }
 
 CpuBackend& cpuBackend(Backend& b) {
@@ -168,6 +182,7 @@ DeviceReport devices() {
   r.gpuEngines = gpuEngineCount();
   r.gpuNames = openClGpuNames();
   r.available.push_back("cpu");
+  r.bf16Native = onednn::nativeBf16();
   const dnnl_version_t* v = dnnl_version();
   r.onednnVersion =
       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
@@ -176,7 +191,30 @@ DeviceReport devices() {
 
 Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::string* notice) {
   if (o.threads < 0) return Status::error("--threads must be >= 0 (0 uses all cores)");
-  if (o.accelerator == "cpu") return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads));
+  if (o.precision != "fp32" && o.precision != "bf16")
+    return Status::error("unknown precision '" + o.precision + "'; use fp32 or bf16");
+  bool bf16 = o.precision == "bf16";
+  std::string bf16Notice;
+  if (bf16 && onednn::nativeBf16().empty()) {
+    const std::string why = std::string("this CPU has no native bf16 arithmetic (oneDNN ISA ") +
+                            isaName(dnnl::get_effective_cpu_isa()) +
+                            "; bf16 needs AVX512-BF16 or AMX)";
+    // Emulated bf16 would be slower than fp32 and less exact: only auto may quietly degrade.
+    if (o.accelerator != "auto")
+      return Status::error("precision bf16 is not available: " + why +
+                           ". Use precision fp32, or accelerator auto to fall back to it");
+    bf16 = false;
+    bf16Notice = "precision bf16: " + why + "; running in fp32";
+  }
+  auto withNotice = [&](std::string n) {
+    if (!notice) return;
+    if (!bf16Notice.empty()) n += (n.empty() ? "" : "; ") + bf16Notice;
+    *notice = n;
+  };
+  if (o.accelerator == "cpu") {
+    withNotice("");
+    return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
+  }
   const int gpus = gpuEngineCount();
   if (o.accelerator == "gpu") {
     if (gpus == 0)
@@ -188,12 +226,11 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
                          "Available accelerators: cpu");
   }
   if (o.accelerator == "auto") {
-    if (notice)
-      *notice = gpus == 0 ? "accelerator auto: no oneDNN GPU engine found, running on cpu"
-                          : "accelerator auto: " + std::to_string(gpus) +
-                                " oneDNN GPU engine(s) found, but GPU kernels are not built; "
-                                "running on cpu";
-    return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads));
+    withNotice(gpus == 0 ? "accelerator auto: no oneDNN GPU engine found, running on cpu"
+                         : "accelerator auto: " + std::to_string(gpus) +
+                               " oneDNN GPU engine(s) found, but GPU kernels are not built; "
+                               "running on cpu");
+    return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
   }
   return Status::error("unknown accelerator '" + o.accelerator + "'; use cpu, gpu or auto");
 }

@@ -5,6 +5,8 @@
 // lets oneDNN choose blocked layouts and reorders only where they differ from plain.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "engine/kernels/common.h"
@@ -188,7 +190,10 @@ class ConvGrad : public Kernel {
       if (dw) {
         memory xUser(e.userSrc, eng, const_cast<void*>(x.raw()));
         memory dwUser(e.userW, eng, dw->raw());
-        memory mdy = e.rDyW.in(dyUser, e.wDiffDst, eng, s);
+        // Both primitives usually want diff_dst alike: then it is converted only once.
+        memory mdy = dx && e.wDiffDst == e.dataDiffDst && e.rDyData.scratch
+                         ? e.rDyData.scratch
+                         : e.rDyW.in(dyUser, e.wDiffDst, eng, s);
         memory mx = e.rX.in(xUser, e.wSrc, eng, s);
         memory mdw = e.rDw.out(dwUser, e.wDiffW, eng);
         e.weights.execute(s, {{DNNL_ARG_DIFF_DST, mdy},
@@ -213,16 +218,22 @@ class ConvGrad : public Kernel {
 
   // Convolution and deconvolution differ only in their oneDNN types: both take the forward
   // training descriptor as the hint for backward data and backward weights.
+  // Under precision bf16 the primitives read bf16 src, weights and diff_dst (`ct`) and write f32
+  // diff_src, diff_weights and diff_bias.
   template <class Fwd, class Bd, class Bw>
-  static void buildPrims(Entry& e, dnnl::algorithm alg, const memory::desc& src,
-                         const memory::desc& wts, const memory::desc& dst, const Dims& st,
-                         const Dims& dil, const Dims& pl, const Dims& pr, const dnnl::engine& eng) {
-    typename Fwd::primitive_desc hint(typename Fwd::desc(dnnl::prop_kind::forward_training, alg,
-                                                         src, wts, e.biasD, dst, st, dil, pl, pr),
-                                      eng);
-    typename Bd::primitive_desc bd(typename Bd::desc(alg, src, wts, dst, st, dil, pl, pr), eng,
-                                   hint);
-    typename Bw::primitive_desc bwb(typename Bw::desc(alg, src, wts, e.biasD, dst, st, dil, pl, pr),
+  static void buildPrims(Entry& e, dnnl::algorithm alg, const Dims& srcDims, const Dims& wDims,
+                         const Dims& dstDims, memory::data_type ct, const Dims& st, const Dims& dil,
+                         const Dims& pl, const Dims& pr, const dnnl::engine& eng) {
+    auto any = [](const Dims& d, memory::data_type t) { return memory::desc(d, t, Tag::any); };
+    typename Fwd::primitive_desc hint(
+        typename Fwd::desc(dnnl::prop_kind::forward_training, alg, any(srcDims, ct), any(wDims, ct),
+                           e.biasD, any(dstDims, ct), st, dil, pl, pr),
+        eng);
+    typename Bd::primitive_desc bd(typename Bd::desc(alg, any(srcDims, f32), any(wDims, ct),
+                                                     any(dstDims, ct), st, dil, pl, pr),
+                                   eng, hint);
+    typename Bw::primitive_desc bwb(typename Bw::desc(alg, any(srcDims, ct), any(wDims, f32),
+                                                      e.biasD, any(dstDims, ct), st, dil, pl, pr),
                                     eng, hint);
     e.data = Bd(bd);
     e.weights = Bw(bwb);
@@ -267,19 +278,20 @@ class ConvGrad : public Kernel {
     e.userSrc = plainDesc(x.shape(), f32);
     e.userDst = plainDesc(dy.shape(), f32);
     e.biasD = memory::desc({oc}, f32, Tag::a);
-    memory::desc src(onednn::toDims(x.shape()), f32, Tag::any),
-        dst(onednn::toDims(dy.shape()), f32, Tag::any), wts(wdims, f32, Tag::any);
+    const Dims srcDims = onednn::toDims(x.shape()), dstDims = onednn::toDims(dy.shape());
     const Dims dil = dilationsMinus1(win->dilations);
+    // The forward kernel's channels: a deconvolution's input is its C_in.
+    const auto ct = onednn::convComputeType(ctx.backend(), c / g, oc / g);
     if (!transposed_)
       buildPrims<dnnl::convolution_forward, dnnl::convolution_backward_data,
-                 dnnl::convolution_backward_weights>(e, dnnl::algorithm::convolution_direct, src,
-                                                     wts, dst, win->strides, dil, win->padL,
-                                                     win->padR, eng);
+                 dnnl::convolution_backward_weights>(e, dnnl::algorithm::convolution_direct,
+                                                     srcDims, wdims, dstDims, ct, win->strides, dil,
+                                                     win->padL, win->padR, eng);
     else
       buildPrims<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
                  dnnl::deconvolution_backward_weights>(e, dnnl::algorithm::deconvolution_direct,
-                                                       src, wts, dst, win->strides, dil, win->padL,
-                                                       win->padR, eng);
+                                                       srcDims, wdims, dstDims, ct, win->strides,
+                                                       dil, win->padL, win->padR, eng);
     return Status();
   }
 
@@ -330,6 +342,9 @@ class PoolGrad : public Kernel {
           if (!r) return r.status();
           win = *r;
         }
+        e.win = win;
+        e.direct = max_ && x.rank() == 4 && win.dilations == Dims{1, 1};
+        if (e.direct) return Status();
         const auto alg = max_ ? dnnl::algorithm::pooling_max
                               : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding);
@@ -356,6 +371,10 @@ class PoolGrad : public Kernel {
     }
     Entry& e = it->second;
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+    if (e.direct) {
+      maxPool2dBackward(x, dy, e.win, *dx);
+      return Status();
+    }
     return guardedGrad("pooling backward", [&] {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
@@ -380,15 +399,175 @@ class PoolGrad : public Kernel {
     dnnl::primitive fwd, bwd;
     memory::desc src, dst;
     memory ws, scratchDst;
+    Window win;
+    bool direct = false;  // 2-D max pooling without dilation: maxPool2dBackward
   };
+
+  // dX of 2-D max pooling on plain NCHW: each dY goes to the first maximum of its window
+  // (scanning rows, then columns, as oneDNN and PyTorch pick it). oneDNN would recompute a
+  // workspace with a forward pass and then run its plain-layout backward, both slow on NCHW;
+  // here each thread takes whole (n, c) planes, so overlapping windows never race.
+  static void maxPool2dBackward(const Tensor& x, const Tensor& dy, const Window& w, Tensor& dx) {
+    const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
+    const int64_t OH = dy.dim(2), OW = dy.dim(3);
+    const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
+    const int64_t ph = w.padL[0], pw = w.padL[1];
+    const float* px = x.data<float>();
+    const float* pg = dy.data<float>();
+    float* pd = dx.data<float>();
+    // The common 2x2 window with stride 2 tiles the input: every input element receives exactly
+    // its own window's share, computed without branches.
+    const bool tiled2 = kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const float* xs = px + pl * H * W;
+      const float* gs = pg + pl * OH * OW;
+      float* ds = pd + pl * H * W;
+      if (!tiled2 || 2 * OH != H || 2 * OW != W) std::fill_n(ds, H * W, 0.0f);
+      if (tiled2) {
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const float* r0 = xs + 2 * oh * W;
+          const float* r1 = r0 + W;
+          float* d0 = ds + 2 * oh * W;
+          float* d1 = d0 + W;
+          const float* gr = gs + oh * OW;
+#pragma omp simd
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+            const float gv = gr[ow];
+            // The first maximum in scan order (a, b, c, d) wins ties; no short-circuits, so the
+            // selects vectorize.
+            const float m = std::max(std::max(a, b), std::max(c, d));
+            const int ia = a == m;
+            const int ib = (b == m) & !ia;
+            const int ic = (c == m) & !(ia | ib);
+            const int id = !(ia | ib | ic);
+            d0[2 * ow] = ia ? gv : 0.0f;
+            d0[2 * ow + 1] = ib ? gv : 0.0f;
+            d1[2 * ow] = ic ? gv : 0.0f;
+            d1[2 * ow + 1] = id ? gv : 0.0f;
+          }
+        }
+        continue;
+      }
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
+        const int64_t h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
+          const int64_t w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+          int64_t arg = -1;
+          float best = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t c = w0; c < w1; ++c) {
+              const float v = xs[h * W + c];
+              if (arg < 0 || v > best) {
+                best = v;
+                arg = h * W + c;
+              }
+            }
+          if (arg >= 0) ds[arg] += gs[oh * OW + ow];
+        }
+      }
+    }
+  }
   Attributes attrs_;
   std::string op_;
   bool global_, max_, includePad_;
   std::map<std::vector<int64_t>, Entry> cache_;
 };
 
-memory::desc vecDesc(int64_t c) {
-  return memory::desc({c}, f32, Tag::a);
+// Batch normalization over plain NCHW (N x C x S, S the spatial size) in training. oneDNN 2.6's
+// plain-layout batch normalization (ncsp_bnorm) took ~40% of the CNN example's training step, and
+// its blocked layouts would cost a reorder on either side; these loops give each thread whole
+// channels, whose N*S values stay in its L2 cache across the passes. The per-channel order of the
+// additions is fixed, so results do not depend on the thread count.
+struct ChannelView {
+  int64_t n, c, s;
+  explicit ChannelView(const Shape& shape) : n(shape[0]), c(shape[1]), s(1) {
+    for (size_t i = 2; i < shape.size(); ++i) s *= shape[i];
+  }
+  int64_t count() const { return n * s; }  // values per channel
+  // Calls f(row pointer offset) for the N rows of S contiguous values of channel ch.
+  template <class F>
+  void rows(int64_t ch, F&& f) const {
+    for (int64_t i = 0; i < n; ++i) f((i * c + ch) * s);
+  }
+};
+
+// Forward: batch mean and population variance (two passes, as oneDNN computes them), then
+// y = (x - mean) / sqrt(var + eps) * scale + shift.
+void batchNormForwardTraining(const ChannelView& v, const float* x, const float* scale,
+                              const float* shift, float eps, float* y, float* mean, float* var) {
+  const int64_t S = v.s;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < v.c; ++ch) {
+    double sum = 0;
+    v.rows(ch, [&](int64_t off) {
+      const float* p = x + off;
+      float r = 0;
+#pragma omp simd reduction(+ : r)
+      for (int64_t i = 0; i < S; ++i) r += p[i];
+      sum += r;
+    });
+    const float m = static_cast<float>(sum / static_cast<double>(v.count()));
+    double sq = 0;
+    v.rows(ch, [&](int64_t off) {
+      const float* p = x + off;
+      float r = 0;
+#pragma omp simd reduction(+ : r)
+      for (int64_t i = 0; i < S; ++i) r += (p[i] - m) * (p[i] - m);
+      sq += r;
+    });
+    const float vr = static_cast<float>(sq / static_cast<double>(v.count()));
+    const float a = scale[ch] / std::sqrt(vr + eps), b = shift[ch] - m * a;
+    v.rows(ch, [&](int64_t off) {
+      const float* p = x + off;
+      float* q = y + off;
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i) q[i] = p[i] * a + b;
+    });
+    mean[ch] = m;
+    var[ch] = vr;
+  }
+}
+
+// Backward with k = scale / sqrt(var + eps):
+//   dShift = sum(dy), dScale = sum(dy * (x - mean)) / sqrt(var + eps),
+//   dx = k * (dy - sum(dy) / M - (x - mean) * sum(dy * (x - mean)) / ((var + eps) * M)),
+// or dx = k * dy when the statistics are constants (global_stats).
+void batchNormBackward(const ChannelView& v, const float* x, const float* dy, const float* scale,
+                       const float* mean, const float* var, float eps, bool global, float* dx,
+                       float* dScale, float* dShift) {
+  const int64_t S = v.s;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < v.c; ++ch) {
+    const float m = mean[ch], istd = 1.0f / std::sqrt(var[ch] + eps);
+    double sdy = 0, sdyx = 0;
+    v.rows(ch, [&](int64_t off) {
+      const float *p = x + off, *g = dy + off;
+      float r1 = 0, r2 = 0;
+#pragma omp simd reduction(+ : r1, r2)
+      for (int64_t i = 0; i < S; ++i) {
+        r1 += g[i];
+        r2 += g[i] * (p[i] - m);
+      }
+      sdy += r1;
+      sdyx += r2;
+    });
+    dShift[ch] = static_cast<float>(sdy);
+    dScale[ch] = static_cast<float>(sdyx) * istd;
+    const float k = scale[ch] * istd;
+    const double M = static_cast<double>(v.count());
+    const float a = global ? 0.0f : static_cast<float>(sdy / M);
+    const float b = global ? 0.0f : static_cast<float>(sdyx / M) * istd * istd;
+    v.rows(ch, [&](int64_t off) {
+      const float *p = x + off, *g = dy + off;
+      float* q = dx + off;
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i) q[i] = k * (g[i] - a - (p[i] - m) * b);
+    });
+  }
 }
 
 // BatchNormalizationTraining(X, scale, B, mean, var) -> Y, running_mean, running_var,
@@ -403,46 +582,20 @@ class BatchNormTraining : public Kernel {
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 5));
     const Tensor& x = ctx.input(0);
-    if (x.rank() < 2 || x.rank() > 5) return Status::error("input must be 2-D to 5-D");
+    if (x.rank() < 2) return Status::error("input must be at least 2-D (N, C, ...)");
     const int64_t c = x.dim(1);
     for (int i = 1; i <= 4; ++i)
       if (ctx.input(i).size() != c)
         return Status::error("scale, bias, mean and var must be vectors of length C");
-    auto it = cache_.find(x.shape());
-    if (it == cache_.end()) {
-      Entry e;
-      DW_RETURN_IF_ERROR(guardedGrad("batch normalization setup", [&]() -> Status {
-        auto& eng = cpuBackend(ctx.backend()).engine();
-        e.data = plainDesc(x.shape(), f32);
-        using Fwd = dnnl::batch_normalization_forward;
-        Fwd::primitive_desc pd(
-            Fwd::desc(dnnl::prop_kind::forward_training, e.data, eps_,
-                      dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift),
-            eng);
-        e.prim = Fwd(pd);
-        return Status();
-      }));
-      it = cache_.emplace(x.shape(), std::move(e)).first;
-    }
-    Entry& e = it->second;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     DW_ALLOC(rm, ctx.output(1, DType::kFloat, {c}));
     DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
     DW_ALLOC(sm, ctx.output(3, DType::kFloat, {c}));
     DW_ALLOC(sv, ctx.output(4, DType::kFloat, {c}));
-    DW_RETURN_IF_ERROR(guardedGrad("batch normalization", [&] {
-      auto& be = cpuBackend(ctx.backend());
-      auto& eng = be.engine();
-      auto vec = [&](const void* p) { return memory(vecDesc(c), eng, const_cast<void*>(p)); };
-      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, memory(e.data, eng, const_cast<void*>(x.raw()))},
-                                   {DNNL_ARG_DST, memory(e.data, eng, y->raw())},
-                                   {DNNL_ARG_SCALE, vec(ctx.input(1).raw())},
-                                   {DNNL_ARG_SHIFT, vec(ctx.input(2).raw())},
-                                   {DNNL_ARG_MEAN, vec(sm->raw())},
-                                   {DNNL_ARG_VARIANCE, vec(sv->raw())}});
-      be.stream().wait();
-      return Status();
-    }));
+    if (x.size() == 0) return Status::error("batch normalization of an empty batch");
+    batchNormForwardTraining(ChannelView(x.shape()), x.data<float>(), ctx.input(1).data<float>(),
+                             ctx.input(2).data<float>(), eps_, y->data<float>(), sm->data<float>(),
+                             sv->data<float>());
     const float* im = ctx.input(3).data<float>();
     const float* iv = ctx.input(4).data<float>();
     const float m = momentum_;
@@ -454,17 +607,12 @@ class BatchNormTraining : public Kernel {
   }
 
  private:
-  struct Entry {
-    dnnl::primitive prim;
-    memory::desc data;
-  };
   float eps_, momentum_;
-  std::map<Shape, Entry> cache_;
 };
 
 // BatchNormalizationGrad(dY, X, scale, mean, var, B) -> dX, dScale, dB. With global_stats=1 the
 // statistics are constants (inference-mode normalisation); otherwise they are the batch's.
-// B is not used by the math, but oneDNN's backward primitive takes the shift as an argument.
+// B does not enter the math.
 class BatchNormGrad : public Kernel {
  public:
   explicit BatchNormGrad(const KernelInit& init)
@@ -477,29 +625,12 @@ class BatchNormGrad : public Kernel {
     const Tensor& x = ctx.input(1);
     if (ctx.numInputs() < 6 || !ctx.hasInput(5))
       return Status::error("BatchNormalizationGrad needs 6 inputs (dY, X, scale, mean, var, B)");
-    if (x.rank() < 2 || x.rank() > 5 || dy.shape() != x.shape())
-      return Status::error("BatchNormalizationGrad: dY and X must match, 2-D to 5-D");
+    if (x.rank() < 2 || dy.shape() != x.shape())
+      return Status::error("BatchNormalizationGrad: dY and X must match, at least 2-D");
     const int64_t c = x.dim(1);
-    auto it = cache_.find(x.shape());
-    if (it == cache_.end()) {
-      Entry e;
-      DW_RETURN_IF_ERROR(guardedGrad("batch normalization backward setup", [&]() -> Status {
-        auto& eng = cpuBackend(ctx.backend()).engine();
-        e.data = plainDesc(x.shape(), f32);
-        auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-        if (global_) flags |= dnnl::normalization_flags::use_global_stats;
-        using Fwd = dnnl::batch_normalization_forward;
-        using Bwd = dnnl::batch_normalization_backward;
-        Fwd::primitive_desc hint(Fwd::desc(dnnl::prop_kind::forward_training, e.data, eps_, flags),
-                                 eng);
-        Bwd::primitive_desc pd(Bwd::desc(dnnl::prop_kind::backward, e.data, e.data, eps_, flags),
-                               eng, hint);
-        e.prim = Bwd(pd);
-        return Status();
-      }));
-      it = cache_.emplace(x.shape(), std::move(e)).first;
-    }
-    Entry& e = it->second;
+    for (int i = 2; i <= 4; ++i)
+      if (ctx.input(i).size() != c)
+        return Status::error("scale, mean and var must be vectors of length C");
     Tensor* dx = ctx.wantsOutput(0) ? ctx.output(0, DType::kFloat, x.shape())
                                     : ctx.scratch(DType::kFloat, x.shape());
     if (!dx) return ctx.status();
@@ -509,40 +640,65 @@ class BatchNormGrad : public Kernel {
     Tensor* db =
         ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, {c}) : ctx.scratch(DType::kFloat, {c});
     if (!db) return ctx.status();
-    return guardedGrad("batch normalization backward", [&] {
-      auto& be = cpuBackend(ctx.backend());
-      auto& eng = be.engine();
-      auto vec = [&](const void* p) { return memory(vecDesc(c), eng, const_cast<void*>(p)); };
-      auto dat = [&](const void* p) { return memory(e.data, eng, const_cast<void*>(p)); };
-      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, dat(x.raw())},
-                                   {DNNL_ARG_DIFF_DST, dat(dy.raw())},
-                                   {DNNL_ARG_SCALE, vec(ctx.input(2).raw())},
-                                   {DNNL_ARG_SHIFT, vec(ctx.input(5).raw())},
-                                   {DNNL_ARG_MEAN, vec(ctx.input(3).raw())},
-                                   {DNNL_ARG_VARIANCE, vec(ctx.input(4).raw())},
-                                   {DNNL_ARG_DIFF_SRC, dat(dx->raw())},
-                                   {DNNL_ARG_DIFF_SCALE, vec(ds->raw())},
-                                   {DNNL_ARG_DIFF_SHIFT, vec(db->raw())}});
-      be.stream().wait();
-      return Status();
-    });
+    if (x.size() == 0) return Status::error("batch normalization of an empty batch");
+    batchNormBackward(ChannelView(x.shape()), x.data<float>(), dy.data<float>(),
+                      ctx.input(2).data<float>(), ctx.input(3).data<float>(),
+                      ctx.input(4).data<float>(), eps_, global_, dx->data<float>(),
+                      ds->data<float>(), db->data<float>());
+    return Status();
   }
 
  private:
-  struct Entry {
-    dnnl::primitive prim;
-    memory::desc data;
-  };
   float eps_;
   bool global_;
-  std::map<Shape, Entry> cache_;
 };
+
+// UnaryGrad(dY, X, Y) of Relu: dX = dY where X > 0, else 0, split over the threads (the host
+// kernel runs one thread, and this gradient streams the largest activations of a CNN). Other
+// ops' UnaryGrad is the host kernel itself.
+class ReluGrad : public Kernel {
+ public:
+  explicit ReluGrad(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (dy.dtype() != DType::kFloat || x.dtype() != DType::kFloat) {
+      if (!host_) return Status::error("UnaryGrad: no kernel for this dtype");
+      return host_->compute(ctx);
+    }
+    if (dy.shape() != x.shape()) return Status::error("UnaryGrad: dY and X must have one shape");
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
+    const float* __restrict g = dy.data<float>();
+    const float* __restrict px = x.data<float>();
+    float* __restrict o = dx->data<float>();
+    const int64_t n = dy.size();
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = g[i];  // read unconditionally, so the select vectorizes without branches
+      o[i] = px[i] > 0 ? v : 0.0f;
+    }
+    return Status();
+  }
+  std::unique_ptr<Kernel> host_;
+};
+
+Result<std::unique_ptr<Kernel>> makeUnaryGrad(const KernelInit& init) {
+  auto host = onednn::hostKernel(init);
+  if (init.attrs.getString("op") != "Relu") {
+    if (!host) return Status::error("UnaryGrad has no host kernel");
+    return host;
+  }
+  auto k = std::make_unique<ReluGrad>(init);
+  k->host_ = std::move(host);
+  return std::unique_ptr<Kernel>(std::move(k));
+}
 
 }  // namespace
 
 void addOneDnnGradKernels(KernelRegistry& r) {
   const char* c = "cpu";
   const char* d = "com.deepwire.grad";
+  r.add(c, "UnaryGrad", 1, kMaxOpset, &makeUnaryGrad, true, d);
   r.add(c, "ConvGrad", 1, kMaxOpset, &makeKernel<ConvGrad>, true, d);
   r.add(c, "PoolGrad", 1, kMaxOpset, &makeKernel<PoolGrad>, true, d);
   r.add(c, "BatchNormalizationTraining", 1, kMaxOpset, &makeKernel<BatchNormTraining>, true, d);

@@ -4,7 +4,9 @@
 // blocked layouts (format_tag::any) and reorders only where the chosen layout differs.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "engine/kernels/common.h"
@@ -178,7 +180,13 @@ class Conv : public Kernel {
         bnEps_(init.attrs.getFloat("__dw_bn_epsilon", 0)),
         poolKernel_(init.attrs.getInts("__dw_maxpool_kernel")),
         poolStrides_(init.attrs.getInts("__dw_maxpool_strides")),
-        poolPads_(init.attrs.getInts("__dw_maxpool_pads")) {}
+        poolPads_(init.attrs.getInts("__dw_maxpool_pads")) {
+    // Weights (and a fused BatchNormalization's parameters, folded into them) that are
+    // initializers are folded and reordered once, on the first run of each shape.
+    constWeights_ = init.constantInputs.size() > 1;
+    for (size_t i = 1; i < init.constantInputs.size(); ++i)
+      if ((i == 1 || bnFused_) && !init.constantInputs[i]) constWeights_ = false;
+  }
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -199,14 +207,32 @@ class Conv : public Kernel {
     if (y->size() == 0) return Status();
     const void* wData = w.raw();
     const void* biasData = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
-    if (bnFused_) DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wData, biasData));
+    const bool wReady = constWeights_ && e.wFrom == w.raw();
+    if (bnFused_) {
+      if (wReady)
+        biasData = foldedB_.data();
+      else
+        DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wData, biasData));
+    }
     return guarded("convolution", [&] {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
       memory src =
           prepare(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, e.srcR, eng, s);
-      memory wts = prepare(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, e.wR, eng, s);
+      memory wts = e.wKept;
+      if (!wReady) {
+        wts = prepare(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, e.wR, eng, s);
+        if (constWeights_) {
+          // Keep a copy the kernel owns: the folded weights are rewritten by other shapes.
+          if (wts != e.wR) {
+            e.wR = memory(e.pd_w, eng);
+            dnnl::reorder(wts, e.wR).execute(s, wts, e.wR);
+          }
+          e.wKept = wts = e.wR;
+          e.wFrom = w.raw();
+        }
+      }
       memory dstUser(e.userDst, eng, y->raw());
       // With a fused MaxPool the convolution output stays in oneDNN's layout and only the
       // pooled result is reordered to the plain output.
@@ -234,6 +260,8 @@ class Conv : public Kernel {
     dnnl::primitive prim, pool;
     memory::desc userSrc, userW, userDst, biasD, pd_src, pd_w, pd_dst, poolDst;
     memory srcR, wR, dstR, poolR;
+    memory wKept;  // constant weights, already in the primitive's type and layout
+    const void* wFrom = nullptr;
     Shape outShape;
     bool pooled = false;
   };
@@ -323,11 +351,12 @@ class Conv : public Kernel {
       e.userW = memory::desc(wdims, f32, wstrides);
     }
     Dims srcAny = onednn::toDims(x.shape()), dstAny = onednn::toDims(out);
-    memory::desc srcMd(srcAny, f32, Tag::any), dstMd(dstAny, f32, Tag::any),
-        wMd(wdims, f32, Tag::any);
+    const auto ct = onednn::convComputeType(ctx.backend(), c / g, oc / g);
+    memory::desc srcMd(srcAny, ct, Tag::any), dstMd(dstAny, f32, Tag::any),
+        wMd(wdims, ct, Tag::any);
     // With few input channels (image inputs) oneDNN's direct "first convolution" kernels read
     // plain NCHW and are far faster than what format_tag::any picks for the source.
-    if (!transposed_ && c / g <= 4) srcMd = e.userSrc;
+    if (!transposed_ && c / g <= 4) srcMd = plainDesc(x.shape(), ct);
     e.biasD = memory::desc({oc}, f32, Tag::a);
     memory::desc biasMd = ctx.hasInput(2) || bnFused_ ? e.biasD : memory::desc();
     dnnl::primitive_attr attr;
@@ -412,6 +441,7 @@ class Conv : public Kernel {
   bool bnFused_;
   float bnEps_;
   std::vector<float> foldedW_, foldedB_;
+  bool constWeights_ = false;
   std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
@@ -484,6 +514,9 @@ class Pool : public Kernel {
           out.push_back((x.dim(2 + i) + p.padL[i] + p.padR[i] - ek) / p.strides[i] + 1);
         }
         e.outShape = out;
+        e.params = p;
+        e.direct = max_ && !global_ && x.rank() == 4 && p.dilations == std::vector<int64_t>{1, 1};
+        if (e.direct) return Status();
         auto& eng = cpuBackend(ctx.backend()).engine();
         const auto alg = max_ ? dnnl::algorithm::pooling_max
                               : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
@@ -502,6 +535,10 @@ class Pool : public Kernel {
     Entry& e = it->second;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
     if (y->size() == 0) return Status();
+    if (e.direct) {
+      maxPool2d(x, e.params, *y);
+      return Status();
+    }
     return guarded("pooling", [&] {
       auto& be = cpuBackend(ctx.backend());
       memory src(e.src, be.engine(), const_cast<void*>(x.raw())), dst(e.dst, be.engine(), y->raw());
@@ -516,7 +553,51 @@ class Pool : public Kernel {
     dnnl::primitive prim;
     memory::desc src, dst;
     Shape outShape;
+    SpatialParams params;
+    bool direct = false;  // 2-D max pooling without dilation: maxPool2d
   };
+
+  // 2-D max pooling on plain NCHW, a thread per (n, c) plane: oneDNN's plain-layout pooling
+  // took several times longer (it is tuned for blocked layouts). Padding never wins the max.
+  static void maxPool2d(const Tensor& x, const SpatialParams& p, Tensor& y) {
+    const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
+    const int64_t OH = y.dim(2), OW = y.dim(3);
+    const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.strides[0], sw = p.strides[1];
+    const int64_t ph = p.padL[0], pw = p.padL[1];
+    const float* px = x.data<float>();
+    float* py = y.data<float>();
+    const bool tiled2 = kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const float* xs = px + pl * H * W;
+      float* ys = py + pl * OH * OW;
+      if (tiled2) {
+        // The common 2x2 / stride 2 window, branch-free so that it vectorizes.
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const float* r0 = xs + 2 * oh * W;
+          const float* r1 = r0 + W;
+          float* yr = ys + oh * OW;
+#pragma omp simd
+          for (int64_t ow = 0; ow < OW; ++ow)
+            yr[ow] = std::max(std::max(r0[2 * ow], r0[2 * ow + 1]),
+                              std::max(r1[2 * ow], r1[2 * ow + 1]));
+        }
+        continue;
+      }
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
+        const int64_t h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
+          const int64_t w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t c = w0; c < w1; ++c) m = std::max(m, xs[h * W + c]);
+          ys[oh * OW + ow] = m;
+        }
+      }
+    }
+  }
   ConvLikeAttrs attrs_;
   bool global_, max_, ceil_, includePad_, needHost_ = false;
   KernelInit init_;
@@ -535,11 +616,8 @@ class MatMulKernel : public Kernel {
         alpha_(init.attrs.getFloat("alpha", 1.0f)),
         beta_(init.attrs.getFloat("beta", 1.0f)),
         init_(init),
-        act_(init.attrs) {
-    if (init.opset < 7 && gemm_ && init.attrs.getInt("broadcast", 0) == 0) {
-      // Pre-7 Gemm without broadcast still requires C to match; numpy rules accept that too.
-    }
-  }
+        act_(init.attrs),
+        constB_(init.constantInputs.size() > 1 && init.constantInputs[1]) {}
 
   Status compute(KernelContext& ctx) override {
     const Tensor& a0 = ctx.input(0);
@@ -627,9 +705,16 @@ class MatMulKernel : public Kernel {
         dnnl::primitive_attr attr;
         if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
         if (actInPrim) act_.addTo(attr);
+        // Precision bf16: the primitive reads bf16 operands in layouts of its choosing (AMX
+        // wants the weights blocked); the f32 inputs are converted by reorders.
+        const auto ct = onednn::computeType(ctx.backend());
+        memory::desc pa = ct == f32 ? e.a : memory::desc({Ba, M, K}, ct, Tag::any);
+        memory::desc pb = ct == f32 ? e.b : memory::desc({Bb, K, N}, ct, Tag::any);
         dnnl::matmul::desc d =
-            cAsBias ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c) : dnnl::matmul::desc(e.a, e.b, e.c);
+            cAsBias ? dnnl::matmul::desc(pa, pb, e.bias, e.c) : dnnl::matmul::desc(pa, pb, e.c);
         dnnl::matmul::primitive_desc pd(d, attr, eng);
+        e.pa = pd.src_desc();
+        e.pb = pd.weights_desc();
         e.prim = dnnl::matmul(pd);
         return Status();
       }));
@@ -638,8 +723,17 @@ class MatMulKernel : public Kernel {
     Entry& e = it->second;
     DW_RETURN_IF_ERROR(guarded("matmul", [&] {
       auto& be = cpuBackend(ctx.backend());
-      memory ma(e.a, be.engine(), const_cast<void*>(a.raw())),
-          mb(e.b, be.engine(), const_cast<void*>(b.raw())), mc(e.c, be.engine(), y->raw());
+      auto& eng = be.engine();
+      auto& s = be.stream();
+      memory ma = prepare(memory(e.a, eng, const_cast<void*>(a.raw())), e.pa, e.aR, eng, s);
+      memory mb;
+      if (constB_ && e.bFrom == b0.raw()) {
+        mb = e.bR;
+      } else {
+        mb = prepare(memory(e.b, eng, const_cast<void*>(b.raw())), e.pb, e.bR, eng, s);
+        if (constB_ && mb == e.bR) e.bFrom = b0.raw();
+      }
+      memory mc(e.c, eng, y->raw());
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
       if (cAsBias)
@@ -666,12 +760,15 @@ class MatMulKernel : public Kernel {
  private:
   struct Entry {
     dnnl::primitive prim;
-    memory::desc a, b, c, bias;
+    memory::desc a, b, c, bias, pa, pb;
+    memory aR, bR;
+    const void* bFrom = nullptr;  // constant B already converted into bR
   };
   bool gemm_, transA_, transB_;
   float alpha_, beta_;
   KernelInit init_;
   FusedActivation act_;
+  bool constB_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
 };

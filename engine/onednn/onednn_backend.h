@@ -11,21 +11,40 @@ namespace dw::engine::onednn {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  explicit CpuBackend(int threads, bool bf16 = false);
   std::string name() const override { return "cpu"; }
   std::string description() const override;
   int threads() const override { return threads_; }
+  std::string precision() const override { return bf16_ ? "bf16" : "fp32"; }
+  // Precision bf16: kernels build their compute-bound primitives on bf16 operands.
+  bool bf16() const { return bf16_; }
   dnnl::engine& engine() { return engine_; }
   dnnl::stream& stream() { return stream_; }
 
  private:
   int threads_;
+  bool bf16_;
   dnnl::engine engine_;
   dnnl::stream stream_;
 };
 
 // The oneDNN engine of whatever backend a kernel runs on (a CPU engine today).
 CpuBackend& cpuBackend(Backend& b);
+
+// What the compute-bound primitives (convolution, deconvolution, matmul and their backward
+// passes) read: bf16 under precision bf16, else f32. Their outputs stay f32 either way.
+inline dnnl::memory::data_type computeType(Backend& b) {
+  return cpuBackend(b).bf16() ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+// The type a convolution or deconvolution (forward and backward) computes in. Image-input
+// convolutions (a few input channels per group) stay f32 under bf16 too: their reduction is too
+// short for AMX tiles, and oneDNN's bf16 kernels for them ran slower than f32 here while adding
+// the conversion of the input.
+inline dnnl::memory::data_type convComputeType(Backend& b, int64_t icPerGroup, int64_t ocPerGroup) {
+  if (icPerGroup <= 4 || ocPerGroup <= 4) return dnnl::memory::data_type::f32;
+  return computeType(b);
+}
 
 // The plain C++ ("host") kernel of the same op, for dtypes and attribute combinations a oneDNN
 // kernel hands over; nullptr where there is none.
@@ -38,5 +57,8 @@ dnnl::memory::data_type toDnnl(DType t);  // undef where oneDNN lacks the type
 // Plain row-major descriptor for a tensor's shape (scalars become {1}).
 dnnl::memory::desc plainDesc(const Shape& s, dnnl::memory::data_type dt);
 dnnl::memory::format_tag plainTag(size_t rank);
+
+// "amx", "avx512_bf16" or "" where oneDNN has no native bf16 kernels on this CPU.
+std::string nativeBf16();
 
 }  // namespace dw::engine::onednn

@@ -19,6 +19,7 @@
 #include "engine/training/autodiff.h"
 #include "graphs/graph.h"
 #include "graphs/onnx_export.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine::training {
 
@@ -193,8 +194,24 @@ Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText) {
 
 Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph) {
   auto it = graph.info().sections.find("training");
-  if (it == graph.info().sections.end()) return TrainingConfig{};
-  return parseTrainingConfig(it->second);
+  TrainingConfig c;
+  if (it != graph.info().sections.end()) {
+    auto parsed = parseTrainingConfig(it->second);
+    if (!parsed) return parsed.status();
+    c = std::move(parsed.value());
+  }
+  // The Accelerator node of the default model wins over one of another model on the canvas.
+  const Node* acc = nullptr;
+  for (const auto& [id, n] : graph.nodes())
+    if (n.type == "Accelerator" && n.domain == kGraphDomain &&
+        (!acc || (n.model.empty() && !acc->model.empty())))
+      acc = &n;
+  if (acc) {
+    if (auto v = graph.param(acc->id, "device")) c.accelerator = v->asString();
+    if (auto v = graph.param(acc->id, "threads")) c.threads = static_cast<int>(v->asInt());
+    if (auto v = graph.param(acc->id, "precision")) c.precision = v->asString();
+  }
+  return c;
 }
 
 std::string trainingConfigToJson(const TrainingConfig& c) {
@@ -474,6 +491,7 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   SessionOptions so;
   so.backend.accelerator = opt.accelerator;
   so.backend.threads = opt.threads;
+  so.backend.precision = opt.precision;
   auto ts = InferenceSession::create(gg.model, so);
   if (!ts) return ts.status().withContext("training graph");
   trainSession = std::move(ts.value());

@@ -58,6 +58,11 @@ struct TrainingConfig {
   uint64_t seed = 0;
   bool shuffle = true;
   int64_t accumulationSteps = 1;
+  // From the model's Accelerator node (its device, threads and precision parameters), when the
+  // canvas has one; not part of the JSON section.
+  std::string accelerator = "cpu";
+  int threads = 0;
+  std::string precision = "fp32";
 };
 // A graph without a "training" section gets the defaults above and an empty dataset.
 Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph);
@@ -68,6 +73,7 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   std::string accelerator = "cpu";  // cpu | gpu | auto
   int threads = 0;                  // 0 = all cores
+  std::string precision = "fp32";   // fp32 | bf16 (BackendOptions::precision)
   uint64_t seed = 0;
   std::string model;  // which model of the canvas ("" = default)
   // Loss outputs to minimise (summed); empty = every loss the export declares.
