@@ -485,6 +485,8 @@ Result<std::vector<std::string>> differentiateSubgraph(onnx::ModelProto& model,
   onnx::ModelProto typed = model;
   onnx::GraphProto* tg = typed.mutable_graph();
   std::set<std::string> declared;
+  for (const auto& n : tg->node())
+    for (const auto& o : n.output()) declared.insert(o);
   for (auto& in : *tg->mutable_input()) {
     declared.insert(in.name());
     auto it = req.knownTypes.find(in.name());

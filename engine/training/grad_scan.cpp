@@ -330,12 +330,13 @@ Status gradLoopBody(GradCtx& c, const Layout& L) {
     needIn[m] = c.need(nState + m) && isFloatValue(scanIn(m), outerScanIn(m));
     if (needIn[m]) req.wrt.push_back(scanIn(m).name());
   }
-  // Types for shape inference: scan slices and pass-through states have fixed shapes; other
-  // states only where the forward's types show they keep theirs.
+  // Types for shape inference: scan slices have fixed shapes, states only where the forward's
+  // types show they keep theirs (pass-through states are typed through the outer value their
+  // Identity reads, below).
   for (int i = 0; i < nState; ++i) {
     std::vector<int64_t> a, b;
     const bool stable = c.types.dims(outerState(i), &a) && c.types.dims(c.out(i), &b) && a == b;
-    if ((invariant[i] || stable) && c.types.type(outerState(i)))
+    if (!invariant[i] && stable && c.types.type(outerState(i)))
       req.knownTypes[stateIn(i).name()] = *c.types.type(outerState(i));
   }
   for (int m = 0; m < nScanIn; ++m) {
