@@ -429,6 +429,32 @@ TEST(ScanGrad, NestedScanReadsOuterWeight) {
   expectMatchesFiniteDifferences(m, "NestedScanReadsOuterWeight");
 }
 
+// An op without a gradient inside the body: the error names the Scan, its body and the op.
+TEST(ScanGrad, BodyOpWithoutGradientIsAnErrorNamingIt) {
+  onnx::GraphProto b;
+  b.set_name("step");
+  *b.add_input() = value("s", kF64, 1);
+  *b.add_input() = value("x_t", kF64, 1);
+  addNode(&b, "Add", {"s", "x_t"}, {"sum"});
+  b.mutable_node(0)->set_name("step_add");
+  addNode(&b, "Floor", {"sum"}, {"s_next"});
+  b.mutable_node(1)->set_name("step_floor");
+  *b.add_output() = value("s_next", kF64, 1);
+  Model m(16);
+  m.trainable("s0", {2}).trainable("X", {3, 2});
+  m.node("Scan", {"s0", "X"}, {"s_final"}, {graphAttr("body", b), attrI("num_scan_inputs", 1)});
+  m.graph()->mutable_node(0)->set_name("my_scan");
+  ASSERT_TRUE(m.finish({"s_final"}));
+  GradientGraphOptions opt;
+  opt.losses = {"loss"};
+  opt.trainable = m.wrt();
+  auto gg = buildGradientGraph(m.proto(), opt);
+  ASSERT_FALSE(gg.ok());
+  EXPECT_NE(gg.message().find("node 'my_scan' (Scan"), std::string::npos) << gg.message();
+  EXPECT_NE(gg.message().find("body 'step'"), std::string::npos) << gg.message();
+  EXPECT_NE(gg.message().find("node 'step_floor' (Floor"), std::string::npos) << gg.message();
+}
+
 // ---- Loop -----------------------------------------------------------------------------------
 
 // Body: (i, cond, s [2]) -> (cond', s' = Tanh(s * W + i), y = s' * s), W read from the outer
