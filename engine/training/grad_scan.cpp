@@ -306,13 +306,14 @@ Status gradLoopBody(GradCtx& c, const Layout& L) {
     *bb.add_input() = body.input(k);
     ++nBackScanIn;
   }
-  for (int i = 0; i < nState; ++i) {
+  for (int i = 0, first = 0; i < nState; ++i) {
     if (!invariant[i]) continue;
-    auto* id = bb.add_node();
-    id->set_op_type("Identity");
-    id->set_name(freshBody(stateIn(i).name() + "/outer"));
-    id->add_input(outerState(i));
-    id->add_output(stateIn(i).name());
+    onnx::NodeProto id;  // first: the step's nodes read it
+    id.set_op_type("Identity");
+    id.set_name(freshBody(stateIn(i).name() + "/outer"));
+    id.add_input(outerState(i));
+    id.add_output(stateIn(i).name());
+    insertAt(bb.mutable_node(), first++, std::move(id));
   }
   for (int m = 0; m < nScanIn; ++m) *bb.add_input() = scanIn(m);
   nBackScanIn += nScanIn;

@@ -5,6 +5,7 @@
 // with fixed random R_k, so every output's gradient is exercised. Loop shares Scan's machinery
 // and is checked with a fixed trip count and with a condition that stops it early.
 #include <gtest/gtest.h>
+#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
 #include <random>
@@ -158,6 +159,12 @@ void expectMatchesFiniteDifferences(const Model& model, const std::string& what)
   opt.trainable = model.wrt();
   auto gg = buildGradientGraph(model.proto(), opt);
   ASSERT_TRUE(gg.ok()) << what << ": " << gg.message();
+  // The training graph, reverse Scan bodies included, is a valid ONNX model.
+  try {
+    onnx::checker::check_model(gg->model);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": " << e.what();
+  }
   auto session = InferenceSession::create(gg->model);
   ASSERT_TRUE(session.ok()) << what << ": " << session.message();
   const int checked =
