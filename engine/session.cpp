@@ -1,4 +1,5 @@
 #include "engine/session.h"
+#include "graphs/subgraph.h"
 
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -152,28 +153,6 @@ int opsetFor(const OpsetMap& m, const std::string& domain) {
 }
 
 // Names a graph reads without defining them: what it needs from enclosing scopes.
-void collectFreeNames(const onnx::GraphProto& g, std::set<std::string>& out) {
-  std::set<std::string> defined;
-  for (const auto& i : g.input()) defined.insert(i.name());
-  for (const auto& i : g.initializer()) defined.insert(i.name());
-  for (const auto& i : g.sparse_initializer()) defined.insert(i.values().name());
-  for (const auto& n : g.node())
-    for (const auto& o : n.output()) defined.insert(o);
-  auto need = [&](const std::string& s) {
-    if (!s.empty() && !defined.count(s)) out.insert(s);
-  };
-  for (const auto& n : g.node()) {
-    for (const auto& i : n.input()) need(i);
-    for (const auto& a : n.attribute()) {
-      std::set<std::string> inner;
-      if (a.has_g()) collectFreeNames(a.g(), inner);
-      for (const auto& sg : a.graphs()) collectFreeNames(sg, inner);
-      for (const auto& s : inner) need(s);
-    }
-  }
-  for (const auto& o : g.output()) need(o.name());
-}
-
 void applyDefaults(const onnx::OpSchema* schema, const onnx::NodeProto& node, Attributes& attrs) {
   if (schema) {
     for (const auto& [name, a] : schema->attributes()) {
@@ -279,8 +258,8 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       if (!in.empty()) ++readers[in];
     for (const auto& a : node.attribute()) {
       std::set<std::string> inner;
-      if (a.has_g()) collectFreeNames(a.g(), inner);
-      for (const auto& sg : a.graphs()) collectFreeNames(sg, inner);
+      if (a.has_g()) inner.merge(dw::outerNames(a.g()));
+      for (const auto& sg : a.graphs()) inner.merge(dw::outerNames(sg));
       for (const auto& s : inner) readers[s] += 2;  // never fuse what a subgraph reads
     }
   }
@@ -598,8 +577,8 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
       if (!in.empty()) reads[i].push_back(in);
     for (const auto& a : node.attribute()) {
       std::set<std::string> inner;
-      if (a.has_g()) collectFreeNames(a.g(), inner);
-      for (const auto& sg : a.graphs()) collectFreeNames(sg, inner);
+      if (a.has_g()) inner.merge(dw::outerNames(a.g()));
+      for (const auto& sg : a.graphs()) inner.merge(dw::outerNames(sg));
       for (const auto& s : inner) reads[i].push_back(s);
     }
   }

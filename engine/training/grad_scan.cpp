@@ -16,6 +16,7 @@
 
 #include "engine/training/autodiff.h"
 #include "engine/training/grad_builder.h"
+#include "graphs/subgraph.h"
 
 namespace dw::engine::training {
 
@@ -49,31 +50,14 @@ std::set<std::string> definedIn(const onnx::GraphProto& g) {
   return d;
 }
 
-// Names a graph (with its nested subgraphs) reads from enclosing scopes.
-void freeNames(const onnx::GraphProto& g, std::set<std::string>& out) {
-  const std::set<std::string> defined = definedIn(g);
-  auto need = [&](const std::string& s) {
-    if (!s.empty() && !defined.count(s)) out.insert(s);
-  };
-  for (const auto& n : g.node()) {
-    for (const auto& i : n.input()) need(i);
-    for (const auto& a : n.attribute()) {
-      std::set<std::string> inner;
-      if (a.has_g()) freeNames(a.g(), inner);
-      for (const auto& sg : a.graphs()) freeNames(sg, inner);
-      for (const auto& s : inner) need(s);
-    }
-  }
-  for (const auto& o : g.output()) need(o.name());
-}
-
+// Names a node reads, those its subgraphs read from enclosing scopes included.
 std::set<std::string> nodeReads(const onnx::NodeProto& n) {
   std::set<std::string> r;
   for (const auto& i : n.input())
     if (!i.empty()) r.insert(i);
   for (const auto& a : n.attribute()) {
-    if (a.has_g()) freeNames(a.g(), r);
-    for (const auto& sg : a.graphs()) freeNames(sg, r);
+    if (a.has_g()) r.merge(dw::outerNames(a.g()));
+    for (const auto& sg : a.graphs()) r.merge(dw::outerNames(sg));
   }
   return r;
 }
@@ -165,7 +149,7 @@ Status exposeSubgraphCaptures(onnx::GraphProto& g, const TypeTable& types,
     onnx::GraphProto* body = bodyOf(n);
     if (!body) continue;
     std::set<std::string> captured;
-    freeNames(*body, captured);
+    captured.merge(dw::outerNames(*body));
     const std::string owner = n.name().empty() ? n.op_type() : n.name();
     for (const auto& w : captured) {
       if (!needs.count(w)) continue;
@@ -352,7 +336,7 @@ Status gradLoopBody(GradCtx& c, const Layout& L) {
     req.knownTypes[scanIn(m).name()] = slice;
   }
   std::set<std::string> outer;
-  freeNames(bb, outer);
+  outer.merge(dw::outerNames(bb));
   for (const auto& o : outer)
     if (const auto* t = c.types.type(o)) req.knownTypes[o] = *t;
 
