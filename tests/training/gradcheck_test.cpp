@@ -49,25 +49,6 @@ std::ostream& operator<<(std::ostream& os, const GradCase& c) {
   return os << c.name;
 }
 
-onnx::TensorProto makeTensor(const std::string& name, int32_t type,
-                             const std::vector<int64_t>& shape, const std::vector<double>& v) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(type);
-  for (int64_t d : shape) t.add_dims(d);
-  for (double x : v) {
-    if (type == onnx::TensorProto::DOUBLE)
-      t.add_double_data(x);
-    else if (type == onnx::TensorProto::FLOAT)
-      t.add_float_data(static_cast<float>(x));
-    else if (type == onnx::TensorProto::INT64)
-      t.add_int64_data(static_cast<int64_t>(x));
-    else if (type == onnx::TensorProto::BOOL)
-      t.add_int32_data(x != 0);
-  }
-  return t;
-}
-
 int64_t count(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
@@ -105,21 +86,14 @@ struct Built {
 Built buildModel(const GradCase& c, const std::vector<int64_t>& yShape, std::mt19937& rng) {
   const int32_t ft = c.dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
   Built b;
-  b.model.set_ir_version(8);
-  auto* imp = b.model.add_opset_import();
-  imp->set_domain("");
-  imp->set_version(c.opset);
+  auto* n = test::singleOpModel(b.model, c.opset, c.name, c.op, "op");
   auto* g = b.model.mutable_graph();
-  g->set_name(c.name);
-  auto* n = g->add_node();
-  n->set_op_type(c.op);
-  n->set_name("op");
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const In& in = c.inputs[i];
     const std::string name = "in" + std::to_string(i);
     const int32_t t = in.type ? in.type : ft;
     auto vals = randomValues(in, count(in.shape), rng, c.distinct && in.diff);
-    *g->add_initializer() = makeTensor(name, t, in.shape, vals);
+    *g->add_initializer() = test::makeTensor(name, t, in.shape, vals);
     if (in.diff) b.trainable.push_back(name);
     n->add_input(name);
   }
@@ -129,7 +103,7 @@ Built buildModel(const GradCase& c, const std::vector<int64_t>& yShape, std::mt1
     std::normal_distribution<double> nd(0, 1);
     std::vector<double> r(count(yShape));
     for (auto& x : r) x = nd(rng);
-    *g->add_initializer() = makeTensor("R", ft, yShape, r);
+    *g->add_initializer() = test::makeTensor("R", ft, yShape, r);
   }
   auto* m = g->add_node();
   m->set_op_type("Mul");

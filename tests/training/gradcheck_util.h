@@ -36,6 +36,43 @@ inline FdTolerance fdTolerance(bool dbl) {
   return dbl ? FdTolerance{1e-6, 1e-6, 1e-5} : FdTolerance{1e-2, 2e-2, 2e-2};
 }
 
+// A model of one default-domain node `op` (named `nodeName`) at `opset`; returns the node so
+// the caller adds its inputs, attributes and the loss around it.
+inline onnx::NodeProto* singleOpModel(onnx::ModelProto& m, int64_t opset, const std::string& graph,
+                                      const std::string& op, const std::string& nodeName) {
+  m.set_ir_version(8);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(opset);
+  m.mutable_graph()->set_name(graph);
+  auto* n = m.mutable_graph()->add_node();
+  n->set_op_type(op);
+  n->set_name(nodeName);
+  return n;
+}
+
+// An initializer of an ONNX elem type from doubles (int32_data holds bools; other integer
+// types go to int64_data).
+inline onnx::TensorProto makeTensor(const std::string& name, int32_t type,
+                                    const std::vector<int64_t>& shape,
+                                    const std::vector<double>& v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(type);
+  for (int64_t d : shape) t.add_dims(d);
+  for (double x : v) {
+    if (type == onnx::TensorProto::DOUBLE)
+      t.add_double_data(x);
+    else if (type == onnx::TensorProto::FLOAT)
+      t.add_float_data(static_cast<float>(x));
+    else if (type == onnx::TensorProto::BOOL)
+      t.add_int32_data(x != 0);
+    else
+      t.add_int64_data(static_cast<int64_t>(x));
+  }
+  return t;
+}
+
 // Feeds for every graph input of the gradient graph that is an initializer of `forward` (the
 // trainable weights moved to inputs), plus `extra` (data inputs).
 inline std::map<std::string, Tensor> initializerFeeds(const onnx::ModelProto& forward,

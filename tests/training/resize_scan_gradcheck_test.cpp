@@ -23,25 +23,6 @@ using namespace dw::engine::training;
 
 constexpr int32_t kF64 = onnx::TensorProto::DOUBLE;
 
-onnx::TensorProto tensor(const std::string& name, int32_t type, const std::vector<int64_t>& shape,
-                         const std::vector<double>& v) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(type);
-  for (int64_t d : shape) t.add_dims(d);
-  for (double x : v) {
-    if (type == onnx::TensorProto::DOUBLE)
-      t.add_double_data(x);
-    else if (type == onnx::TensorProto::FLOAT)
-      t.add_float_data(static_cast<float>(x));
-    else if (type == onnx::TensorProto::BOOL)
-      t.add_int32_data(x != 0);
-    else
-      t.add_int64_data(static_cast<int64_t>(x));
-  }
-  return t;
-}
-
 int64_t count(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -92,13 +73,13 @@ class Model {
     std::uniform_real_distribution<double> u(lo, hi);
     std::vector<double> v(count(shape));
     for (auto& x : v) x = u(rng_);
-    *graph()->add_initializer() = tensor(name, kF64, shape, v);
+    *graph()->add_initializer() = test::makeTensor(name, kF64, shape, v);
     wrt_.push_back(name);
     return *this;
   }
   Model& fixed(const std::string& name, int32_t type, const std::vector<int64_t>& shape,
                const std::vector<double>& v) {
-    *graph()->add_initializer() = tensor(name, type, shape, v);
+    *graph()->add_initializer() = test::makeTensor(name, type, shape, v);
     return *this;
   }
   Model& node(const std::string& op, const std::vector<std::string>& ins,

@@ -62,15 +62,8 @@ Built buildModel(const RnnCase& c) {
   const int64_t D = c.direction == "bidirectional" ? 2 : 1;
   std::mt19937 rng(2024);
   Built b;
-  b.model.set_ir_version(8);
-  auto* imp = b.model.add_opset_import();
-  imp->set_domain("");
-  imp->set_version(c.opset);
+  auto* n = test::singleOpModel(b.model, c.opset, c.name, c.op, "rnn");
   auto* g = b.model.mutable_graph();
-  g->set_name(c.name);
-  auto* n = g->add_node();
-  n->set_op_type(c.op);
-  n->set_name("rnn");
   // Inputs in ONNX order; absent optional ones stay empty names (trailing ones dropped).
   std::vector<std::string> ins(8);
   auto add = [&](int index, const std::string& name, std::vector<int64_t> shape, double scale) {
