@@ -372,6 +372,86 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   nodes = std::move(kept);
 }
 
+// Training-graph fusion for the CNN pattern MaxPool(Relu(BatchNormalizationTraining(...))):
+// the Relu gradient is folded into the max-pooling gradient (the pool's input is the Relu's
+// output, so "Relu input > 0" is "pool input > 0": no extra read), after which the
+// normalization's output has the Relu as its only reader and the Relu runs inside the
+// normalization's output pass. Each saves a full pass over the block's largest activation.
+// Kernels see "__dw_relu_grad" on PoolGrad and "__dw_activation" on BatchNormalizationTraining.
+void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                        const onnx::GraphProto& g) {
+  constexpr const char* kGrad = "com.deepwire.grad";
+  std::set<std::string> outputs;
+  for (const auto& o : g.output()) outputs.insert(o.name());
+  std::vector<bool> removed(nodes.size(), false);
+  std::unordered_map<std::string, int> readers;
+  std::unordered_map<std::string, size_t> consumer;
+  auto count = [&] {
+    readers.clear();
+    consumer.clear();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (removed[i]) continue;
+      const auto& n = nodes[i].first;
+      for (const auto& in : n.input())
+        if (!in.empty()) ++readers[in], consumer[in] = i;
+      for (const auto& a : n.attribute())
+        if (a.has_g() || a.graphs_size() > 0) return false;  // subgraphs: leave the graph alone
+    }
+    return true;
+  };
+  auto attr = [](const onnx::NodeProto& n, const std::string& name) -> std::string {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return a.s();
+    return "";
+  };
+  // The node that alone reads output 0 of n, if any.
+  auto soleReader = [&](const onnx::NodeProto& n) -> int {
+    if (n.output_size() < 1 || n.output(0).empty() || outputs.count(n.output(0))) return -1;
+    if (readers[n.output(0)] != 1) return -1;
+    return static_cast<int>(consumer.at(n.output(0)));
+  };
+  if (!count()) return;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto& n = nodes[i].first;
+    if (n.domain() != kGrad || n.op_type() != "PoolGrad" || attr(n, "op") != "MaxPool") continue;
+    if (n.output_size() != 1 || n.input_size() != 2) continue;
+    const int c = soleReader(n);
+    if (c < 0) continue;
+    const auto& ug = nodes[c].first;
+    if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || attr(ug, "op") != "Relu" ||
+        ug.input_size() != 3 || ug.input(0) != n.output(0) || ug.input(2) != n.input(1))
+      continue;
+    auto* a = n.add_attribute();
+    a->set_name("__dw_relu_grad");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+    n.set_output(0, ug.output(0));
+    removed[c] = true;
+  }
+  count();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto& n = nodes[i].first;
+    if (removed[i] || n.domain() != kGrad || n.op_type() != "BatchNormalizationTraining") continue;
+    const int c = soleReader(n);
+    if (c < 0) continue;
+    const auto& relu = nodes[c].first;
+    if ((!relu.domain().empty() && relu.domain() != "ai.onnx") || relu.op_type() != "Relu" ||
+        relu.output_size() != 1)
+      continue;
+    auto* a = n.add_attribute();
+    a->set_name("__dw_activation");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("Relu");
+    n.set_output(0, relu.output(0));
+    removed[c] = true;
+  }
+  std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
+  kept.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(nodes[i]));
+  nodes = std::move(kept);
+}
+
 }  // namespace
 
 Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
@@ -558,7 +638,10 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   // Expand functions first so that ordering and liveness see the real nodes.
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
-  if (fuse) fuseForOneDnn(expanded, g, types);
+  if (fuse) {
+    fuseForOneDnn(expanded, g, types);
+    fuseTrainingChains(expanded, g);
+  }
 
   // Topological order (Kahn), counting values a node's subgraphs read as its inputs too.
   const size_t n = expanded.size();

@@ -309,8 +309,10 @@ class PoolGrad : public Kernel {
         op_(init.attrs.getString("op")),
         global_(op_.rfind("Global", 0) == 0),
         max_(op_.find("Max") != std::string::npos),
-        includePad_(init.attrs.getInt("count_include_pad", 0) != 0) {
+        includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
+        reluGrad_(init.attrs.getInt("__dw_relu_grad", 0) != 0) {
     if (init.attrs.getInt("storage_order", 0) != 0) fail("storage_order=1 is not supported");
+    if (reluGrad_ && !max_) fail("a fused Relu gradient needs max pooling");
   }
 
   Status compute(KernelContext& ctx) override {
@@ -372,10 +374,10 @@ class PoolGrad : public Kernel {
     Entry& e = it->second;
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
     if (e.direct) {
-      maxPool2dBackward(x, dy, e.win, *dx);
+      maxPool2dBackward(x, dy, e.win, reluGrad_, *dx);
       return Status();
     }
-    return guardedGrad("pooling backward", [&] {
+    DW_RETURN_IF_ERROR(guardedGrad("pooling backward", [&] {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
@@ -391,7 +393,14 @@ class PoolGrad : public Kernel {
       e.bwd.execute(s, args);
       s.wait();
       return Status();
-    });
+    }));
+    if (reluGrad_) {
+      // The fused Relu gradient: the pool's input is the Relu's output.
+      const float* px = x.data<float>();
+      float* pd = dx->data<float>();
+      for (int64_t i = 0; i < x.size(); ++i) pd[i] = px[i] > 0 ? pd[i] : 0.0f;
+    }
+    return Status();
   }
 
  private:
@@ -406,8 +415,10 @@ class PoolGrad : public Kernel {
   // dX of 2-D max pooling on plain NCHW: each dY goes to the first maximum of its window
   // (scanning rows, then columns, as oneDNN and PyTorch pick it). oneDNN would recompute a
   // workspace with a forward pass and then run its plain-layout backward, both slow on NCHW;
-  // here each thread takes whole (n, c) planes, so overlapping windows never race.
-  static void maxPool2dBackward(const Tensor& x, const Tensor& dy, const Window& w, Tensor& dx) {
+  // here each thread takes whole (n, c) planes, so overlapping windows never race. With
+  // `relu` (a fused Relu gradient; x is the Relu's output) nothing flows where x <= 0.
+  static void maxPool2dBackward(const Tensor& x, const Tensor& dy, const Window& w, bool relu,
+                                Tensor& dx) {
     const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
     const int64_t OH = dy.dim(2), OW = dy.dim(3);
     const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
@@ -434,10 +445,11 @@ class PoolGrad : public Kernel {
 #pragma omp simd
           for (int64_t ow = 0; ow < OW; ++ow) {
             const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-            const float gv = gr[ow];
             // The first maximum in scan order (a, b, c, d) wins ties; no short-circuits, so the
             // selects vectorize.
             const float m = std::max(std::max(a, b), std::max(c, d));
+            const float g0 = gr[ow];  // read unconditionally: the select vectorizes
+            const float gv = relu & (m <= 0) ? 0.0f : g0;
             const int ia = a == m;
             const int ib = (b == m) & !ia;
             const int ic = (c == m) & !(ia | ib);
@@ -466,7 +478,7 @@ class PoolGrad : public Kernel {
                 arg = h * W + c;
               }
             }
-          if (arg >= 0) ds[arg] += gs[oh * OW + ow];
+          if (arg >= 0 && (!relu || best > 0)) ds[arg] += gs[oh * OW + ow];
         }
       }
     }
@@ -474,6 +486,7 @@ class PoolGrad : public Kernel {
   Attributes attrs_;
   std::string op_;
   bool global_, max_, includePad_;
+  bool reluGrad_;  // a Relu gradient fused by the session (fuseTrainingChains)
   std::map<std::vector<int64_t>, Entry> cache_;
 };
 
@@ -497,8 +510,10 @@ struct ChannelView {
 
 // Forward: batch mean and population variance (two passes, as oneDNN computes them), then
 // y = (x - mean) / sqrt(var + eps) * scale + shift.
+// With `relu` the output pass also applies max(0, y) (a Relu fused by the session).
 void batchNormForwardTraining(const ChannelView& v, const float* x, const float* scale,
-                              const float* shift, float eps, float* y, float* mean, float* var) {
+                              const float* shift, float eps, bool relu, float* y, float* mean,
+                              float* var) {
   const int64_t S = v.s;
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < v.c; ++ch) {
@@ -524,8 +539,13 @@ void batchNormForwardTraining(const ChannelView& v, const float* x, const float*
     v.rows(ch, [&](int64_t off) {
       const float* p = x + off;
       float* q = y + off;
+      if (relu) {
 #pragma omp simd
-      for (int64_t i = 0; i < S; ++i) q[i] = p[i] * a + b;
+        for (int64_t i = 0; i < S; ++i) q[i] = std::max(p[i] * a + b, 0.0f);
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < S; ++i) q[i] = p[i] * a + b;
+      }
     });
     mean[ch] = m;
     var[ch] = vr;
@@ -577,7 +597,11 @@ class BatchNormTraining : public Kernel {
  public:
   explicit BatchNormTraining(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
-        momentum_(init.attrs.getFloat("momentum", 0.9f)) {}
+        momentum_(init.attrs.getFloat("momentum", 0.9f)),
+        relu_(init.attrs.getString("__dw_activation") == "Relu") {
+    const std::string act = init.attrs.getString("__dw_activation");
+    if (!act.empty() && !relu_) fail("BatchNormalizationTraining cannot apply fused " + act);
+  }
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 5));
@@ -594,8 +618,8 @@ class BatchNormTraining : public Kernel {
     DW_ALLOC(sv, ctx.output(4, DType::kFloat, {c}));
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
     batchNormForwardTraining(ChannelView(x.shape()), x.data<float>(), ctx.input(1).data<float>(),
-                             ctx.input(2).data<float>(), eps_, y->data<float>(), sm->data<float>(),
-                             sv->data<float>());
+                             ctx.input(2).data<float>(), eps_, relu_, y->data<float>(),
+                             sm->data<float>(), sv->data<float>());
     const float* im = ctx.input(3).data<float>();
     const float* iv = ctx.input(4).data<float>();
     const float m = momentum_;
@@ -608,6 +632,7 @@ class BatchNormTraining : public Kernel {
 
  private:
   float eps_, momentum_;
+  bool relu_;  // a Relu on the output, fused by the session (fuseTrainingChains)
 };
 
 // BatchNormalizationGrad(dY, X, scale, mean, var, B) -> dX, dScale, dB. With global_stats=1 the

@@ -267,6 +267,89 @@ TEST(MixedPrecisionPolicy, AcceleratorNodeSetsTheTrainingPrecision) {
   EXPECT_FALSE(g.setParam(*acc, "precision", Param::makeString("fp8")).ok());
 }
 
+// Conv -> BatchNormalization (training) -> Relu -> MaxPool -> loss: the session folds the Relu
+// into the normalization and its gradient into the pooling gradient (fuseTrainingChains); the
+// loss and every gradient must be exactly those of the unfused graph, for the 2x2/2 window and
+// a general overlapping one.
+TEST(TrainingFusion, BatchNormReluMaxPoolChainMatchesUnfused) {
+  for (const std::vector<int64_t>& pool :
+       {std::vector<int64_t>{2, 2, 2, 2, 0, 0}, std::vector<int64_t>{3, 3, 2, 2, 1, 1}}) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* g = m.mutable_graph();
+    g->set_name("chain");
+    addValue(g->add_input(), "X", {4, 3, 10, 10});
+    tensorToProto(randomTensor({8, 3, 3, 3}, 1), g->add_initializer(), "W");
+    Tensor scale = randomTensor({8}, 2), shift = randomTensor({8}, 3);
+    tensorToProto(scale, g->add_initializer(), "scale");
+    tensorToProto(shift, g->add_initializer(), "shift");
+    tensorToProto(Tensor(DType::kFloat, {8}), g->add_initializer(), "mean");
+    Tensor var(DType::kFloat, {8});
+    for (int i = 0; i < 8; ++i) var.data<float>()[i] = 1;
+    tensorToProto(var, g->add_initializer(), "var");
+    const int64_t out = (10 + 2 * pool[4] - pool[0]) / pool[2] + 1;
+    tensorToProto(randomTensor({4, 8, out, out}, 4), g->add_initializer(), "R");
+    auto node = [&](const std::string& op, std::vector<std::string> in,
+                    std::vector<std::string> outs) {
+      auto* n = g->add_node();
+      n->set_op_type(op);
+      n->set_name(outs[0]);
+      for (auto& i : in) n->add_input(i);
+      for (auto& o : outs) n->add_output(o);
+      return n;
+    };
+    auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t x : v) a->add_ints(x);
+    };
+    ints(node("Conv", {"X", "W"}, {"C"}), "pads", {1, 1, 1, 1});
+    node("BatchNormalization", {"C", "scale", "shift", "mean", "var"}, {"B"});
+    node("Relu", {"B"}, {"A"});
+    auto* mp = node("MaxPool", {"A"}, {"P"});
+    ints(mp, "kernel_shape", {pool[0], pool[1]});
+    ints(mp, "strides", {pool[2], pool[3]});
+    ints(mp, "pads", {pool[4], pool[5], pool[4], pool[5]});
+    node("Mul", {"P", "R"}, {"PR"});
+    auto* red = node("ReduceSum", {"PR"}, {"loss"});
+    auto* keep = red->add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(onnx::AttributeProto::INT);
+    keep->set_i(0);
+    addValue(g->add_output(), "loss", {});
+    GradientGraphOptions go;
+    go.losses = {"loss"};
+    go.trainable = {"W", "scale", "shift"};
+    auto gg = buildGradientGraph(m, go);
+    ASSERT_TRUE(gg.ok()) << gg.message();
+    std::map<std::string, Tensor> feeds{{"X", randomTensor({4, 3, 10, 10}, 5)},
+                                        {"W", randomTensor({8, 3, 3, 3}, 1)},
+                                        {"scale", scale},
+                                        {"shift", shift},
+                                        {"mean", Tensor(DType::kFloat, {8})},
+                                        {"var", var}};
+    std::map<std::string, Tensor> results[2];
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      SessionOptions o;
+      o.backend.threads = 2;
+      o.fuse = fuse != 0;
+      auto s = InferenceSession::create(gg->model, o);
+      ASSERT_TRUE(s.ok()) << s.message();
+      auto r = (*s)->run(feeds);
+      ASSERT_TRUE(r.ok()) << r.message();
+      for (auto& [k, t] : *r) results[fuse][k] = t.clone();
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (const auto& [k, t] : results[0]) {
+      const Tensor& f = results[1].at(k);
+      ASSERT_EQ(t.shape(), f.shape()) << k;
+      EXPECT_EQ(0, std::memcmp(t.raw(), f.raw(), t.bytes())) << k << " pool " << pool[0];
+    }
+  }
+}
+
 // A few bf16 steps of the Fashion-MNIST CNN (Conv/BN/Relu/MaxPool blocks, Gemm head) on a
 // fixed subset: the loss of the last steps is well below the first.
 TEST(MixedPrecisionTraining, CnnLossFallsInBf16) {
