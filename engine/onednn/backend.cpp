@@ -25,6 +25,40 @@ std::string CpuBackend::description() const {
          (bf16_ ? ", bf16 mixed precision on " + nativeBf16() : std::string()) + ")";
 }
 
+dnnl::memory Reorderer::in(const dnnl::memory& user, const dnnl::memory::desc& want,
+                           dnnl::engine& eng, dnnl::stream& s) {
+  const dnnl::memory::desc from = user.get_desc();
+  if (from == want) return user;
+  if (!scratch || scratch.get_desc() != want) {
+    scratch = dnnl::memory(want, eng);
+    toPrim_ = dnnl::reorder();
+  }
+  if (!toPrim_ || toFrom_ != from) {
+    toPrim_ = dnnl::reorder(user, scratch);
+    toFrom_ = from;
+  }
+  toPrim_.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, scratch}});
+  return scratch;
+}
+
+dnnl::memory Reorderer::out(const dnnl::memory& user, const dnnl::memory::desc& want,
+                            dnnl::engine& eng) {
+  if (user.get_desc() == want) return user;
+  if (!scratch || scratch.get_desc() != want) scratch = dnnl::memory(want, eng);
+  return scratch;
+}
+
+void Reorderer::back(dnnl::stream& s, dnnl::memory& from, dnnl::memory& user) {
+  if (from == user) return;
+  const dnnl::memory::desc f = from.get_desc(), t = user.get_desc();
+  if (!backPrim_ || backFrom_ != f || backTo_ != t) {
+    backPrim_ = dnnl::reorder(from, user);
+    backFrom_ = f;
+    backTo_ = t;
+  }
+  backPrim_.execute(s, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, user}});
+}
+
 std::string nativeBf16() {
   // The ISA values are nested bit sets: each level contains the bits of the ones below it.
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());

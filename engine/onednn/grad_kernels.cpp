@@ -115,24 +115,7 @@ Result<Window> resolveWindow(const Attributes& a, const Shape& in, const Shape& 
   return w;
 }
 
-// Reorders between a user (plain) memory and the primitive's chosen layout, caching scratch.
-struct Reorderer {
-  memory scratch;
-  memory in(const memory& user, const memory::desc& want, dnnl::engine& eng, dnnl::stream& s) {
-    if (user.get_desc() == want) return user;
-    if (!scratch || scratch.get_desc() != want) scratch = memory(want, eng);
-    dnnl::reorder(user, scratch).execute(s, const_cast<memory&>(user), scratch);
-    return scratch;
-  }
-  memory out(const memory& user, const memory::desc& want, dnnl::engine& eng) {
-    if (user.get_desc() == want) return user;
-    if (!scratch || scratch.get_desc() != want) scratch = memory(want, eng);
-    return scratch;
-  }
-  static void back(dnnl::stream& s, memory& from, memory& user) {
-    if (from != user) dnnl::reorder(from, user).execute(s, from, user);
-  }
-};
+using onednn::Reorderer;
 
 // ConvGrad(dY, X, W) -> dX, dW, dB for Conv (transposed=0) and ConvTranspose (transposed=1).
 class ConvGrad : public Kernel {
@@ -185,7 +168,7 @@ class ConvGrad : public Kernel {
         memory mdx = e.rDx.out(dxUser, e.dataDiffSrc, eng);
         e.data.execute(
             s, {{DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DIFF_SRC, mdx}});
-        Reorderer::back(s, mdx, dxUser);
+        e.rDx.back(s, mdx, dxUser);
       }
       if (dw) {
         memory xUser(e.userSrc, eng, const_cast<void*>(x.raw()));
@@ -200,7 +183,7 @@ class ConvGrad : public Kernel {
                               {DNNL_ARG_SRC, mx},
                               {DNNL_ARG_DIFF_WEIGHTS, mdw},
                               {DNNL_ARG_DIFF_BIAS, memory(e.biasD, eng, db->raw())}});
-        Reorderer::back(s, mdw, dwUser);
+        e.rDw.back(s, mdw, dwUser);
       }
       s.wait();
       return Status();

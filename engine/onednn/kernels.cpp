@@ -126,14 +126,7 @@ Dims minus1(const std::vector<int64_t>& d) {
   return r;
 }
 
-// Reorders `user` into `want` when the layouts differ, using a cached scratch memory.
-memory prepare(const memory& user, const memory::desc& want, memory& cached, dnnl::engine& eng,
-               dnnl::stream& s) {
-  if (user.get_desc() == want) return user;
-  if (!cached || cached.get_desc() != want) cached = memory(want, eng);
-  dnnl::reorder(user, cached).execute(s, const_cast<memory&>(user), cached);
-  return cached;
-}
+using onednn::Reorderer;
 
 // An activation absorbed by the session's fusion pass ("__dw_activation"), applied as a oneDNN
 // eltwise post-op, or on host memory where the primitive could not take it.
@@ -218,18 +211,18 @@ class Conv : public Kernel {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
-      memory src =
-          prepare(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, e.srcR, eng, s);
+      memory src = e.rSrc.in(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, eng, s);
       memory wts = e.wKept;
       if (!wReady) {
-        wts = prepare(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, e.wR, eng, s);
+        wts = e.rW.in(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, eng, s);
         if (constWeights_) {
           // Keep a copy the kernel owns: the folded weights are rewritten by other shapes.
-          if (wts != e.wR) {
-            e.wR = memory(e.pd_w, eng);
-            dnnl::reorder(wts, e.wR).execute(s, wts, e.wR);
+          if (wts != e.rW.scratch) {
+            memory own(e.pd_w, eng);
+            dnnl::reorder(wts, own).execute(s, wts, own);
+            wts = own;
           }
-          e.wKept = wts = e.wR;
+          e.wKept = wts;
           e.wFrom = w.raw();
         }
       }
@@ -249,7 +242,7 @@ class Conv : public Kernel {
         result = e.userDst == last ? dstUser : (e.poolR ? e.poolR : (e.poolR = memory(last, eng)));
         e.pool.execute(s, {{DNNL_ARG_SRC, convDst}, {DNNL_ARG_DST, result}});
       }
-      if (result != dstUser) dnnl::reorder(result, dstUser).execute(s, result, dstUser);
+      e.rOut.back(s, result, dstUser);
       s.wait();
       return Status();
     });
@@ -259,7 +252,8 @@ class Conv : public Kernel {
   struct Entry {
     dnnl::primitive prim, pool;
     memory::desc userSrc, userW, userDst, biasD, pd_src, pd_w, pd_dst, poolDst;
-    memory srcR, wR, dstR, poolR;
+    memory dstR, poolR;
+    Reorderer rSrc, rW, rOut;
     memory wKept;  // constant weights, already in the primitive's type and layout
     const void* wFrom = nullptr;
     Shape outShape;
@@ -725,13 +719,13 @@ class MatMulKernel : public Kernel {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
-      memory ma = prepare(memory(e.a, eng, const_cast<void*>(a.raw())), e.pa, e.aR, eng, s);
+      memory ma = e.rA.in(memory(e.a, eng, const_cast<void*>(a.raw())), e.pa, eng, s);
       memory mb;
       if (constB_ && e.bFrom == b0.raw()) {
-        mb = e.bR;
+        mb = e.rB.scratch;
       } else {
-        mb = prepare(memory(e.b, eng, const_cast<void*>(b.raw())), e.pb, e.bR, eng, s);
-        if (constB_ && mb == e.bR) e.bFrom = b0.raw();
+        mb = e.rB.in(memory(e.b, eng, const_cast<void*>(b.raw())), e.pb, eng, s);
+        if (constB_ && mb == e.rB.scratch) e.bFrom = b0.raw();
       }
       memory mc(e.c, eng, y->raw());
       std::unordered_map<int, memory> args{
@@ -761,8 +755,8 @@ class MatMulKernel : public Kernel {
   struct Entry {
     dnnl::primitive prim;
     memory::desc a, b, c, bias, pa, pb;
-    memory aR, bR;
-    const void* bFrom = nullptr;  // constant B already converted into bR
+    Reorderer rA, rB;
+    const void* bFrom = nullptr;  // constant B already converted into rB.scratch
   };
   bool gemm_, transA_, transB_;
   float alpha_, beta_;

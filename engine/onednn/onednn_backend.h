@@ -58,6 +58,25 @@ dnnl::memory::data_type toDnnl(DType t);  // undef where oneDNN lacks the type
 dnnl::memory::desc plainDesc(const Shape& s, dnnl::memory::data_type dt);
 dnnl::memory::format_tag plainTag(size_t rank);
 
+// Moves data between a kernel's plain f32 tensors and the type and layout a primitive chose,
+// through a scratch memory. The reorder primitives are built once per layout pair: creating one
+// per call cost more than running it on the small tensors of an MLP step.
+class Reorderer {
+ public:
+  // `user` as `want`: `user` itself when the descriptors match, else the scratch after a reorder.
+  dnnl::memory in(const dnnl::memory& user, const dnnl::memory::desc& want, dnnl::engine& eng,
+                  dnnl::stream& s);
+  // Where a primitive writes a `want`-shaped result destined for `user`.
+  dnnl::memory out(const dnnl::memory& user, const dnnl::memory::desc& want, dnnl::engine& eng);
+  // Copies `from` (what out() returned, once written) into `user` when they differ.
+  void back(dnnl::stream& s, dnnl::memory& from, dnnl::memory& user);
+  dnnl::memory scratch;
+
+ private:
+  dnnl::reorder toPrim_, backPrim_;
+  dnnl::memory::desc toFrom_, backFrom_, backTo_;
+};
+
 // "amx", "avx512_bf16" or "" where oneDNN has no native bf16 kernels on this CPU.
 std::string nativeBf16();
 
