@@ -133,6 +133,9 @@ class ConvGrad : public Kernel {
     if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() || dy.rank() != x.rank())
       return Status::error("ConvGrad: inputs must be 3-D to 5-D with matching ranks");
     auto key = inputShapesKey(ctx);
+    if (!ctx.wantsOutput(0) && !transposed_ && group_ == 1 && x.rank() == 4 && x.dim(1) == 1 &&
+        w.dim(1) == 1 && w.dim(0) == dy.dim(1))
+      return singleChannel(ctx, key);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Entry e;
@@ -228,6 +231,35 @@ class ConvGrad : public Kernel {
     e.wDiffW = bwb.diff_weights_desc();
   }
 
+  // Weight and bias gradients of a one-input-channel convolution whose input needs no gradient
+  // (an image input): the direct NCHW loops of single_channel_conv.cpp.
+  Status singleChannel(KernelContext& ctx, const std::vector<int64_t>& key) {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& w = ctx.input(2);
+    auto it = direct_.find(key);
+    if (it == direct_.end()) {
+      std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+      auto win = resolveWindow(attrs_, x.shape(), dy.shape(), kernel, false);
+      if (!win) return win.status();
+      const Window& v = *win;
+      onednn::SingleChannelConv g{x.dim(0),  dy.dim(1), x.dim(2),       x.dim(3),      dy.dim(2),
+                                  dy.dim(3), kernel[0], kernel[1],      v.strides[0],  v.strides[1],
+                                  v.padL[0], v.padL[1], v.dilations[0], v.dilations[1]};
+      it = direct_.emplace(key, g).first;
+    }
+    const int64_t oc = dy.dim(1);
+    Tensor* dw = ctx.wantsOutput(1) ? ctx.output(1, DType::kFloat, w.shape())
+                                    : ctx.scratch(DType::kFloat, w.shape());
+    if (!dw) return ctx.status();
+    Tensor* db =
+        ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, {oc}) : ctx.scratch(DType::kFloat, {oc});
+    if (!db) return ctx.status();
+    onednn::singleChannelConvWeightGrad(it->second, x.data<float>(), dy.data<float>(),
+                                        dw->data<float>(), db->data<float>());
+    return Status();
+  }
+
   Status build(KernelContext& ctx, Entry& e) {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
@@ -282,6 +314,7 @@ class ConvGrad : public Kernel {
   bool transposed_;
   int64_t group_;
   std::map<std::vector<int64_t>, Entry> cache_;
+  std::map<std::vector<int64_t>, onednn::SingleChannelConv> direct_;
 };
 
 // PoolGrad(dY, X) -> dX for MaxPool, AveragePool and their Global forms.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
@@ -198,6 +199,16 @@ class Conv : public Kernel {
     Entry& e = it->second;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
     if (y->size() == 0) return Status();
+    if (e.direct) {
+      if (ctx.hasInput(2) && ctx.input(2).size() != e.outShape[1])
+        return Status::error("bias of shape " + shapeToString(ctx.input(2).shape()) +
+                             " does not match the " + std::to_string(e.outShape[1]) +
+                             " output channels");
+      onednn::singleChannelConvForward(*e.direct, x.data<float>(), w.data<float>(),
+                                       ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr,
+                                       y->data<float>());
+      return Status();
+    }
     const void* wData = w.raw();
     const void* biasData = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
     const bool wReady = constWeights_ && e.wFrom == w.raw();
@@ -258,6 +269,7 @@ class Conv : public Kernel {
     const void* wFrom = nullptr;
     Shape outShape;
     bool pooled = false;
+    std::optional<onednn::SingleChannelConv> direct;
   };
 
   Status build(KernelContext& ctx, Entry& e) {
@@ -317,6 +329,15 @@ class Conv : public Kernel {
       }
     }
     e.outShape = out;
+    if (!transposed_ && g == 1 && c == 1 && ns == 2 && !bnFused_ && poolKernel_.empty() &&
+        !act_.any()) {
+      // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN.
+      e.direct = onednn::SingleChannelConv{
+          n,         out[1],    x.dim(2),       x.dim(3),      out[2],
+          out[3],    kernel[0], kernel[1],      p.strides[0],  p.strides[1],
+          p.padL[0], p.padL[1], p.dilations[0], p.dilations[1]};
+      return Status();
+    }
     e.userSrc = plainDesc(x.shape(), f32);
     e.userDst = plainDesc(out, f32);
     const int64_t oc = out[1];

@@ -77,6 +77,18 @@ class Reorderer {
   dnnl::memory::desc toFrom_, backFrom_, backTo_;
 };
 
+// 2-D convolution of an N x 1 x H x W input with OC x 1 x KH x KW weights on plain NCHW
+// (single_channel_conv.cpp): strides s, left pads p, dilations d (1 = none).
+struct SingleChannelConv {
+  int64_t n, oc, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+// y = conv(x, w) + b (b may be null).
+void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
+                              const float* b, float* y);
+// dW and dB from dY; dX is not computed (an image input has no gradient).
+void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
+                                 float* dw, float* db);
+
 // "amx", "avx512_bf16" or "" where oneDNN has no native bf16 kernels on this CPU.
 std::string nativeBf16();
 

@@ -350,6 +350,65 @@ TEST(TrainingFusion, BatchNormReluMaxPoolChainMatchesUnfused) {
   }
 }
 
+// One-input-channel convolutions run direct NCHW loops (single_channel_conv.cpp) unless
+// something else is fused in (then oneDNN): both must agree, forward (unfused Relu vs the
+// oneDNN post-op) and weight gradients (X without gradient vs X trainable, which takes oneDNN's
+// backward primitives), with strides, padding and dilation.
+TEST(SingleChannelConv, DirectLoopsMatchOneDnn) {
+  const std::vector<std::map<std::string, std::vector<int64_t>>> attrs = {
+      {{"pads", {1, 1, 1, 1}}},
+      {{"pads", {2, 0, 1, 1}}, {"strides", {2, 1}}, {"dilations", {1, 2}}}};
+  const std::vector<Shape> outs = {{3, 5, 11, 9}, {3, 5, 6, 6}};
+  for (size_t k = 0; k < attrs.size(); ++k) {
+    OpCase c{"conv1ch",
+             "Conv",
+             {{"X", {3, 1, 11, 9}}, {"W", {5, 1, 3, 3}}, {"B", {5}}},
+             attrs[k],
+             outs[k]};
+    onnx::ModelProto m = buildModel(c);
+    // Relu after the convolution: fused into oneDNN's primitive only when fusion is on.
+    auto* g = m.mutable_graph();
+    for (auto& n : *g->mutable_node())
+      if (n.op_type() == "Conv") n.set_output(0, "C");
+    auto* relu = g->add_node();
+    relu->set_op_type("Relu");
+    relu->add_input("C");
+    relu->add_output("Y");
+    std::map<std::string, Tensor> fwd[2];
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      SessionOptions o;
+      o.fuse = fuse != 0;
+      auto s = InferenceSession::create(m, o);
+      ASSERT_TRUE(s.ok()) << s.message();
+      auto r = (*s)->run({});
+      ASSERT_TRUE(r.ok()) << r.message();
+      for (auto& [name, t] : *r) fwd[fuse][name] = t.clone();
+    }
+    expectClose(fwd[1].at("Y"), fwd[0].at("Y"), "forward", false, 1e-5);
+    std::map<std::string, Tensor> grads[2];
+    for (int withX = 0; withX < 2; ++withX) {
+      GradientGraphOptions go;
+      go.losses = {"loss"};
+      go.trainable =
+          withX ? std::vector<std::string>{"W", "B", "X"} : std::vector<std::string>{"W", "B"};
+      auto gg = buildGradientGraph(m, go);
+      ASSERT_TRUE(gg.ok()) << gg.message();
+      std::map<std::string, Tensor> feeds{{"W", randomTensor({5, 1, 3, 3}, 12)},
+                                          {"B", randomTensor({5}, 13)},
+                                          {"X", randomTensor({3, 1, 11, 9}, 11)}};
+      if (!withX) {
+        // X stays an initializer of the gradient graph (the same values as fed above).
+        feeds.erase("X");
+      }
+      grads[withX] = run(gg->model, "fp32", feeds);
+    }
+    for (const char* name : {"W_grad", "B_grad"}) {
+      ASSERT_TRUE(grads[0].count(name) && grads[1].count(name)) << name;
+      expectClose(grads[1].at(name), grads[0].at(name), name, false, 1e-5);
+    }
+  }
+}
+
 // A few bf16 steps of the Fashion-MNIST CNN (Conv/BN/Relu/MaxPool blocks, Gemm head) on a
 // fixed subset: the loss of the last steps is well below the first.
 TEST(MixedPrecisionTraining, CnnLossFallsInBf16) {
