@@ -1,8 +1,11 @@
-// Backward kernels of domain "com.deepwire.grad" on oneDNN's backward primitives (float32):
-// convolution/deconvolution backward_data and backward_weights, pooling backward (max pooling
-// recomputes its workspace with a forward_training pass), and batch normalization forward in
-// training mode plus its backward. Primitives are cached per input-shape signature; convolution
-// lets oneDNN choose blocked layouts and reorders only where they differ from plain.
+// Backward kernels of domain "com.deepwire.grad" on the cpu backend (float32 tensors):
+// convolution/deconvolution backward_data and backward_weights on oneDNN's primitives (bf16
+// operands under precision bf16; one-input-channel weight gradients run direct loops), pooling
+// backward (2-D max pooling as direct NCHW loops, optionally with a fused Relu gradient; other
+// pooling on oneDNN, max recomputing its workspace with a forward_training pass), batch
+// normalization in training mode and its backward as channel-parallel NCHW loops, and a threaded
+// Relu gradient. Primitives are cached per input-shape signature; convolution lets oneDNN choose
+// blocked layouts and reorders only where they differ from plain.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>

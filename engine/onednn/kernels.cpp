@@ -1,7 +1,11 @@
 // oneDNN-backed kernels of the cpu backend: convolution, deconvolution, pooling, matmul/Gemm,
-// batch normalization and LRN in float32 (fp16/bf16 arrive as float via halfViaFloat).
-// Primitives are built once per input-shape signature and cached; convolution lets oneDNN pick
-// blocked layouts (format_tag::any) and reorders only where the chosen layout differs.
+// batch normalization and LRN on float32 tensors (fp16/bf16 tensors arrive as float via
+// halfViaFloat). Under precision bf16 (onednn::computeType) convolution, deconvolution and
+// matmul primitives read bf16 copies of their inputs and write float32. Primitives and reorders
+// are built once per input-shape signature and cached; convolution lets oneDNN pick blocked
+// layouts (format_tag::any) and reorders only where the chosen layout differs; weights that are
+// initializers are converted once. 2-D max pooling and one-input-channel convolutions run direct
+// NCHW loops instead, where oneDNN's plain-layout kernels or reorders cost more.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
