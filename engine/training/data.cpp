@@ -490,10 +490,12 @@ Status Dataset::validate() const {
 }
 
 namespace {
-Tensor gatherRows(const Tensor& t, const int64_t* idx, int64_t count) {
+// `storage`, when large enough, is reused instead of allocating (its contents are overwritten).
+Tensor gatherRows(const Tensor& t, const int64_t* idx, int64_t count,
+                  std::shared_ptr<Buffer> storage = nullptr) {
   Shape s = t.shape();
   s[0] = count;
-  Tensor out(t.dtype(), s);
+  Tensor out(t.dtype(), s, std::move(storage));
   const size_t row = t.size() ? t.bytes() / static_cast<size_t>(t.dim(0)) : 0;
   const auto* src = static_cast<const char*>(t.raw());
   auto* dst = static_cast<char*>(out.raw());
@@ -562,15 +564,36 @@ void BatchLoader::stopWorker() {
   workerDone_ = true;
 }
 
-Batch BatchLoader::makeBatch(const std::vector<int64_t>& order, int64_t batchIndex) const {
+Batch BatchLoader::makeBatch(const std::vector<int64_t>& order, int64_t batchIndex) {
   const int64_t n = data_->size();
   const int64_t begin = batchIndex * options_.batchSize;
   const int64_t count = std::min(options_.batchSize, n - begin);
   Batch b;
   b.size = count;
-  for (const auto& [name, t] : data_->columns)
-    b.inputs[name] = gatherRows(t, order.data() + begin, count);
+  for (const auto& [name, t] : data_->columns) {
+    const size_t bytes = t.size() ? t.bytes() / static_cast<size_t>(t.dim(0)) * count : 0;
+    Tensor& out = b.inputs[name] = gatherRows(t, order.data() + begin, count, reusable(bytes));
+    if (out.buffer() &&
+        std::find(recycled_.begin(), recycled_.end(), out.buffer()) == recycled_.end())
+      recycled_.push_back(out.buffer());
+  }
+  // Enough for the batches in flight (queued, in the step, just released); older ones go.
+  const size_t keep = (static_cast<size_t>(options_.prefetch) + 3) * data_->columns.size();
+  if (recycled_.size() > keep)
+    recycled_.erase(recycled_.begin(), recycled_.end() - static_cast<long>(keep));
   return b;
+}
+
+std::shared_ptr<Buffer> BatchLoader::reusable(size_t bytes) {
+  for (auto& r : recycled_) {
+    // Only we hold it: the step that used it has let go. The fence pairs with the release in
+    // the consumer's reference drop, so its reads of the buffer happen before our writes.
+    if (r.use_count() == 1 && r->capacity >= bytes && r->capacity <= bytes * 2 + 4096) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return r;
+    }
+  }
+  return nullptr;
 }
 
 void BatchLoader::work(int64_t epoch, int64_t firstBatch) {

@@ -114,7 +114,10 @@ class BatchLoader {
  private:
   void stopWorker();
   void work(int64_t epoch, int64_t firstBatch);
-  Batch makeBatch(const std::vector<int64_t>& order, int64_t batchIndex) const;
+  Batch makeBatch(const std::vector<int64_t>& order, int64_t batchIndex);
+  // Storage of a batch the consumer has released, of about `bytes`; nullptr if none. Batches
+  // reuse it, so an epoch allocates (and page-faults) only its first few batches.
+  std::shared_ptr<Buffer> reusable(size_t bytes);
 
   std::shared_ptr<const Dataset> data_;
   LoaderOptions options_;
@@ -122,6 +125,7 @@ class BatchLoader {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Batch> ready_;
+  std::vector<std::shared_ptr<Buffer>> recycled_;  // worker thread only
   bool workerDone_ = true;
   std::atomic<bool> stop_{false};
 };

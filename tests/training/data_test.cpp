@@ -229,6 +229,38 @@ TEST(BatchLoader, ShufflesDeterministicallyAndCoversEverySample) {
   ASSERT_TRUE(loader.next().has_value());
 }
 
+TEST(BatchLoader, ReusesReleasedBatchStorageButNeverHeldOnes) {
+  auto d = std::make_shared<Dataset>(toyDataset(200));
+  LoaderOptions o;
+  o.batchSize = 10;
+  o.prefetch = 2;
+  BatchLoader loader(d, o);
+  // Held batches keep their contents while the loader goes on.
+  loader.startEpoch(0);
+  std::vector<Batch> held;
+  while (auto b = loader.next()) held.push_back(std::move(*b));
+  ASSERT_EQ(held.size(), 20u);
+  std::set<const void*> storage;
+  for (const auto& b : held) {
+    storage.insert(b.inputs.at("x").raw());
+    for (int64_t i = 0; i < b.size; ++i)
+      EXPECT_EQ(b.inputs.at("x").data<float>()[2 * i],
+                static_cast<float>(b.inputs.at("y").data<int64_t>()[i]));
+  }
+  EXPECT_EQ(storage.size(), 20u);  // nothing held was handed out again
+  held.clear();
+  // Released batches: their storage serves later ones, which must still be right.
+  loader.startEpoch(1);
+  int64_t batches = 0;
+  while (auto b = loader.next()) {
+    ++batches;
+    for (int64_t i = 0; i < b->size; ++i)
+      EXPECT_EQ(b->inputs.at("x").data<float>()[2 * i],
+                static_cast<float>(b->inputs.at("y").data<int64_t>()[i]));
+  }
+  EXPECT_EQ(batches, 20);
+}
+
 TEST(BatchLoader, NoShuffleAndDropLast) {
   auto d = std::make_shared<Dataset>(toyDataset(25));
   LoaderOptions o;
