@@ -214,6 +214,17 @@ Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph) {
   return c;
 }
 
+bool evalStepResetsMetrics(const Graph& graph) {
+  const Node* step = nullptr;
+  for (const auto& [id, n] : graph.nodes())
+    if (n.type == "Eval Step" && n.domain == kGraphDomain &&
+        (!step || (n.model.empty() && !step->model.empty())))
+      step = &n;
+  if (!step) return false;
+  auto v = graph.param(step->id, "reset_metrics?");
+  return v && v->asBool();
+}
+
 std::string trainingConfigToJson(const TrainingConfig& c) {
   json j;
   json d;
@@ -305,7 +316,7 @@ Result<TrainingMeta> readTrainingMeta(const onnx::ModelProto& m) {
         MetricInfo mi;
         mi.name = mj.value("name", "");
         mi.type = mj.value("type", "");
-        mi.output = mj.value("output", mi.name);
+        mi.output = mj.value("value", mj.value("output", mi.name));
         if (mj.contains("stats")) mi.stats = mj.at("stats").get<std::vector<std::string>>();
         meta.metrics.push_back(std::move(mi));
       }
@@ -364,13 +375,14 @@ double scalarOf(const Tensor& t) {
   return s;
 }
 
-// Metric accumulation over batches: two stats (numerator, denominator) give a ratio of sums; one
-// stat or only the value gives a sample-weighted mean.
-struct MetricAccumulator {
-  std::vector<double> sums;
-  double weighted = 0;
-  int64_t samples = 0;
+// One metric's statistics summed over batches, in double so that long passes lose nothing to
+// float rounding; the metric's finalize model turns the sums into its value.
+struct MetricSums {
+  std::vector<Tensor> sums;  // kDouble, one per statistic
+  int64_t batches = 0;
 };
+// Metric name -> sums; a metric with no entry has seen no batch since the last reset.
+using MetricAccumulator = std::map<std::string, MetricSums>;
 
 }  // namespace
 
@@ -413,7 +425,12 @@ class Trainer::Impl {
   void resetGrad();
   const std::map<std::string, Tensor>& gradients();
   bool gradsStale = false;
-  Result<StepResult> evalStep(const Batch& b, std::map<std::string, MetricAccumulator>* acc);
+  // The Eval Step sums (checkpointed), and per metric of meta.metrics its finalize model.
+  MetricAccumulator evalSums;
+  std::vector<std::unique_ptr<InferenceSession>> finalizers;
+  Result<StepResult> evalBatch(const Batch& b, MetricAccumulator& acc);
+  Result<StepResult> evalStep(const Batch& b, bool reset);
+  Result<std::map<std::string, double>> finalizeMetrics(const MetricAccumulator& acc) const;
   Result<StepResult> evaluate(const Dataset& d, int64_t batchSize);
   Result<FitReport> fit(const FitOptions& fo, const FitCallbacks& cb,
                         const std::atomic<bool>* cancel);
@@ -521,6 +538,17 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   auto es = InferenceSession::create(evalModel, so);
   if (!es) return es.status().withContext("evaluation graph");
   evalSession = std::move(es.value());
+  // The finalize of a metric is a few element-wise ops on its sums: one thread, always the CPU.
+  SessionOptions fso;
+  fso.backend.accelerator = "cpu";
+  fso.backend.threads = 1;
+  for (const auto& mi : meta.metrics) {
+    auto fm = metricFinalizeModel(forward, mi.name);
+    if (!fm) return fm.status().withContext("metric '" + mi.name + "'");
+    auto fin = InferenceSession::create(*fm, fso);
+    if (!fin) return fin.status().withContext("finalize of metric '" + mi.name + "'");
+    finalizers.push_back(std::move(fin.value()));
+  }
 
   auto optim = Optimizer::create(opt.optimizer);
   if (!optim) return optim.status();
@@ -570,6 +598,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     auto it = o.find(mi.output);
     if (it != o.end()) r.metrics[mi.name] = scalarOf(it->second);
   }
+  r.batchMetrics = r.metrics;
   for (size_t i = 0; i < params.size(); ++i) {
     auto it = o.find(gg.gradOutputs[i]);
     if (it == o.end())
@@ -649,8 +678,7 @@ const std::map<std::string, Tensor>& Trainer::Impl::gradients() {
   return grads;
 }
 
-Result<StepResult> Trainer::Impl::evalStep(const Batch& b,
-                                           std::map<std::string, MetricAccumulator>* acc) {
+Result<StepResult> Trainer::Impl::evalBatch(const Batch& b, MetricAccumulator& acc) {
   DW_RETURN_IF_ERROR(checkBatch(b));
   auto out = evalSession->run(feeds(b));
   if (!out) return out.status();
@@ -661,28 +689,41 @@ Result<StepResult> Trainer::Impl::evalStep(const Batch& b,
     auto it = o.find(l);
     if (it != o.end()) r.losses[l] = scalarOf(it->second);
   }
+  // Check every statistic before adding any, so a failed step leaves the sums as they were.
+  std::vector<std::vector<const Tensor*>> batchStats;
   for (const auto& mi : meta.metrics) {
-    std::vector<double> st;
-    for (const auto& s : mi.stats) {
-      auto it = o.find(s);
-      st.push_back(it != o.end() ? scalarOf(it->second) : 0.0);
+    auto& st = batchStats.emplace_back();
+    const auto sums = acc.find(mi.name);
+    for (size_t k = 0; k < mi.stats.size(); ++k) {
+      auto it = o.find(mi.stats[k]);
+      if (it == o.end())
+        return Status::error("the evaluation graph did not produce statistic '" + mi.stats[k] +
+                             "' of metric '" + mi.name + "'");
+      if (sums != acc.end() && sums->second.sums[k].shape() != it->second.shape())
+        return Status::error("metric '" + mi.name + "': statistic '" + mi.stats[k] +
+                             "' has shape " + shapeToString(it->second.shape()) +
+                             " in this batch but " + shapeToString(sums->second.sums[k].shape()) +
+                             " in the accumulated ones; reset the metrics (reset_metrics? of the "
+                             "Eval Step) before changing the shape of what it measures");
+      st.push_back(&it->second);
     }
-    double value = 0;
+  }
+  for (size_t i = 0; i < meta.metrics.size(); ++i) {
+    const auto& mi = meta.metrics[i];
     auto it = o.find(mi.output);
-    if (st.size() == 2 && st[1] != 0)
-      value = st[0] / st[1];
-    else if (it != o.end())
-      value = scalarOf(it->second);
-    else if (st.size() == 1)
-      value = st[0];
-    r.metrics[mi.name] = value;
-    if (acc) {
-      auto& a = (*acc)[mi.name];
-      a.sums.resize(st.size());
-      for (size_t k = 0; k < st.size(); ++k) a.sums[k] += st[k];
-      a.weighted += value * static_cast<double>(b.size);
-      a.samples += b.size;
+    if (it != o.end()) r.batchMetrics[mi.name] = scalarOf(it->second);
+    if (mi.stats.empty()) continue;
+    MetricSums& m = acc[mi.name];
+    if (m.batches == 0) {
+      m.sums.clear();
+      for (const Tensor* t : batchStats[i]) m.sums.emplace_back(DType::kDouble, t->shape());
     }
+    for (size_t k = 0; k < batchStats[i].size(); ++k) {
+      const Tensor& t = *batchStats[i][k];
+      double* d = m.sums[k].data<double>();
+      for (int64_t e = 0; e < t.size(); ++e) d[e] += t.getDouble(e);
+    }
+    ++m.batches;
   }
   for (const auto& p : params)
     if (p.reg.active()) {
@@ -692,9 +733,46 @@ Result<StepResult> Trainer::Impl::evalStep(const Batch& b,
   return r;
 }
 
+Result<std::map<std::string, double>> Trainer::Impl::finalizeMetrics(
+    const MetricAccumulator& acc) const {
+  std::map<std::string, double> values;
+  for (size_t i = 0; i < meta.metrics.size(); ++i) {
+    const auto& mi = meta.metrics[i];
+    auto it = acc.find(mi.name);
+    if (it == acc.end() || it->second.batches == 0) continue;
+    std::map<std::string, Tensor> in;
+    for (size_t k = 0; k < mi.stats.size(); ++k) {
+      const Tensor& sum = it->second.sums[k];
+      Tensor f(DType::kFloat, sum.shape());
+      const double* d = sum.data<double>();
+      float* p = f.data<float>();
+      for (int64_t e = 0; e < sum.size(); ++e) p[e] = static_cast<float>(d[e]);
+      in.emplace(mi.stats[k], std::move(f));
+    }
+    auto out = finalizers[i]->run(in);
+    if (!out) return out.status().withContext("finalize of metric '" + mi.name + "'");
+    auto v = out->find(mi.output);
+    if (v == out->end())
+      return Status::error("finalize of metric '" + mi.name + "' did not produce '" + mi.output +
+                           "'");
+    values[mi.name] = scalarOf(v->second);
+  }
+  return values;
+}
+
+Result<StepResult> Trainer::Impl::evalStep(const Batch& b, bool reset) {
+  if (reset) evalSums.clear();
+  auto r = evalBatch(b, evalSums);
+  if (!r) return r;
+  auto m = finalizeMetrics(evalSums);
+  if (!m) return m.status();
+  r->metrics = std::move(m.value());
+  return r;
+}
+
 Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) {
   StepResult total;
-  std::map<std::string, MetricAccumulator> acc;
+  MetricAccumulator acc;  // this pass only: the Eval Step sums stay as they are
   const int64_t n = d.size();
   std::vector<int64_t> idx;
   for (int64_t begin = 0; begin < n; begin += batchSize) {
@@ -705,7 +783,7 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
     Batch b;
     b.inputs = std::move(part.columns);
     b.size = end - begin;
-    auto r = evalStep(b, &acc);
+    auto r = evalBatch(b, acc);
     if (!r) return r.status();
     for (const auto& [k, v] : r->losses) total.losses[k] += v * static_cast<double>(b.size);
     total.regularization = r->regularization;
@@ -713,13 +791,9 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
   }
   if (total.samples > 0)
     for (auto& [k, v] : total.losses) v /= static_cast<double>(total.samples);
-  for (const auto& mi : meta.metrics) {
-    const auto& a = acc[mi.name];
-    if (a.sums.size() == 2 && a.sums[1] != 0)
-      total.metrics[mi.name] = a.sums[0] / a.sums[1];
-    else if (a.samples > 0)
-      total.metrics[mi.name] = a.weighted / static_cast<double>(a.samples);
-  }
+  auto m = finalizeMetrics(acc);
+  if (!m) return m.status();
+  total.metrics = std::move(m.value());
   return total;
 }
 
@@ -895,6 +969,15 @@ Status Trainer::Impl::save(const std::string& dir) const {
     }
     j["params"][p.name] = pj;
   }
+  for (const auto& [name, m] : evalSums) {
+    json mj = {{"batches", m.batches}, {"stats", json::array()}};
+    for (const Tensor& t : m.sums) {
+      auto f = put(t);
+      if (!f) return f.status();
+      mj["stats"].push_back(*f);
+    }
+    j["eval_metrics"][name] = mj;
+  }
   return writeAtomically(fs::path(dir) / "checkpoint.json", j.dump(1));
 }
 
@@ -964,6 +1047,33 @@ Status Trainer::Impl::load(const std::string& dir) {
         newGrads[p.name] = std::move(t.value());
       }
     }
+    // The Eval Step sums; a checkpoint without them (older ones) resumes with none.
+    MetricAccumulator newSums;
+    if (j.contains("eval_metrics"))
+      for (auto it = j["eval_metrics"].begin(); it != j["eval_metrics"].end(); ++it) {
+        const MetricInfo* mi = nullptr;
+        for (const auto& m : meta.metrics)
+          if (m.name == it.key()) mi = &m;
+        if (!mi)
+          return Status::error(jp.string() + ": accumulated metric '" + it.key() +
+                               "' is not a metric of the model (checkpoint of another model?)");
+        const json& stats = it.value().at("stats");
+        if (stats.size() != mi->stats.size())
+          return Status::error(jp.string() + ": metric '" + it.key() + "' has " +
+                               std::to_string(stats.size()) + " statistics, the model's has " +
+                               std::to_string(mi->stats.size()));
+        MetricSums m;
+        m.batches = it.value().at("batches");
+        for (const auto& file : stats) {
+          auto t = get(file, "statistic of metric '" + it.key() + "'", nullptr);
+          if (!t) return t.status();
+          if (t->dtype() != DType::kDouble)
+            return Status::error(jp.string() + ": statistics of metric '" + it.key() +
+                                 "' are not float64");
+          m.sums.push_back(std::move(t.value()));
+        }
+        newSums[it.key()] = std::move(m);
+      }
     OptimizerConfig oc = opt.optimizer;
     if (j.contains("optimizer")) {
       OptimizerConfig loaded;
@@ -974,6 +1084,7 @@ Status Trainer::Impl::load(const std::string& dir) {
                              loaded.type);
     }
     weights = std::move(newWeights);
+    evalSums = std::move(newSums);
     counters = c;
     for (size_t i = 0; i < params.size(); ++i) params[i].state = std::move(states[i]);
     if (c.accumulated > 0) {
@@ -1241,8 +1352,14 @@ Result<StepResult> Trainer::fullTrainStep(const Batch& b, bool update) {
   r->lr = impl_->lastLr;
   return r;
 }
-Result<StepResult> Trainer::evalStep(const Batch& b) {
-  return impl_->evalStep(b, nullptr);
+Result<StepResult> Trainer::evalStep(const Batch& b, bool resetMetrics) {
+  return impl_->evalStep(b, resetMetrics);
+}
+void Trainer::resetMetrics() {
+  impl_->evalSums.clear();
+}
+Result<std::map<std::string, double>> Trainer::accumulatedMetrics() const {
+  return impl_->finalizeMetrics(impl_->evalSums);
 }
 Result<StepResult> Trainer::evaluate(const Dataset& d, int64_t batchSize) {
   if (batchSize < 1) return Status::error("evaluate: batch size must be >= 1");
@@ -1265,6 +1382,9 @@ Result<onnx::ModelProto> Trainer::exportTraining() const {
   return impl_->exportTraining();
 }
 
+// Initializer nodes take their trained values by name. Layer weights (running statistics
+// included) go back to their layer node as its stored weights, replacing the whole set: the
+// export's layout names the layer node, its type and the weight of each initializer.
 Status Trainer::writeWeightsTo(Graph& graph) const {
   int written = 0;
   for (const auto& [id, n] : graph.nodes()) {
@@ -1278,10 +1398,38 @@ Status Trainer::writeWeightsTo(Graph& graph) const {
         id, "values", Param::makeProto(ParamType::Tensor, proto.SerializeAsString())));
     ++written;
   }
+  const json layout =
+      json::parse(metadataValue(impl_->forward, kLayoutMetadataKey), nullptr, false);
+  std::map<NodeId, std::string> layerTypes;
+  std::map<NodeId, std::map<std::string, std::string>> layerWeights;
+  if (layout.is_object() && layout.contains("layers") && layout["layers"].is_object())
+    for (const auto& [base, e] : layout["layers"].items())
+      if (e.is_object() && e.contains("id") && e["id"].is_number_integer() && e.contains("type") &&
+          e["type"].is_string())
+        layerTypes[e["id"].get<NodeId>()] = e["type"].get<std::string>();
+  if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_object())
+    for (const auto& [key, e] : layout["nodes"].items()) {
+      if (key.rfind("initializer:", 0) != 0 || !e.is_object() || !e.contains("layer") ||
+          !e["layer"].is_number_integer() || !e.contains("weight") || !e["weight"].is_string())
+        continue;
+      auto it = impl_->weights.find(key.substr(12));
+      if (it == impl_->weights.end()) continue;
+      onnx::TensorProto proto;
+      tensorToProto(it->second, &proto);
+      layerWeights[e["layer"].get<NodeId>()][e["weight"].get<std::string>()] =
+          proto.SerializeAsString();
+    }
+  for (auto& [id, w] : layerWeights) {
+    // Another graph than the one trained: only the same layer at the same id takes them.
+    const Node* n = graph.node(id);
+    if (!n || !layerTypes.count(id) || layerTypes[id] != n->type) continue;
+    DW_RETURN_IF_ERROR(graph.setWeights(id, std::move(w)));
+    ++written;
+  }
   if (written == 0 && !impl_->weights.empty())
     return Status::error(
-        "no Initializer node of the graph matches a trained weight (layer "
-        "weights are regenerated from their layer's seed)");
+        "no Initializer or layer node of the graph matches a trained weight (was the trainer "
+        "made from another graph?)");
   return Status();
 }
 

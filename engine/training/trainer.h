@@ -9,6 +9,10 @@
 //   fullTrainStep  trainStep, then (update = true) optimizerStep + resetGrad; update = false only
 //                  accumulates.
 //   evalStep       inference with running statistics, plus loss values and metrics; no gradients.
+//                  Metrics accumulate across Eval Steps (Keras' stateful metrics): each step adds
+//                  its batch's metric statistics to the trainer's sums, and reports the value of
+//                  the sums (the epoch-so-far value) until resetMetrics (or an Eval Step with
+//                  reset_metrics? on) zeroes them.
 // Initializer status: Trainable weights update; Frozen ones get gradients but never change (and
 // have no optimizer state); Constant ones get no gradient at all.
 // Every run is deterministic for a given seed and thread count; a checkpoint holds weights,
@@ -66,6 +70,10 @@ struct TrainingConfig {
 };
 // A graph without a "training" section gets the defaults above and an empty dataset.
 Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph);
+// The reset_metrics? parameter of the canvas's Eval Step node (the default model's wins, as for
+// the Accelerator node); false when the canvas has none. Whoever runs Eval Steps for a project
+// (the studio's Eval Step button) passes it to Trainer::evalStep.
+bool evalStepResetsMetrics(const Graph& graph);
 Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText);
 std::string trainingConfigToJson(const TrainingConfig& config);
 
@@ -81,11 +89,15 @@ struct TrainOptions {
 };
 
 struct StepResult {
-  std::map<std::string, double> losses;   // loss output name -> value (regularization excluded)
-  double regularization = 0;              // L1/L2 penalty added to the total loss
-  std::map<std::string, double> metrics;  // metric name -> value for this batch
-  double gradNorm = 0;                    // after optimizerStep: norm before clipping
-  double lr = 0;                          // learning rate the last optimizer step used
+  std::map<std::string, double> losses;  // loss output name -> value (regularization excluded)
+  double regularization = 0;             // L1/L2 penalty added to the total loss
+  // Metric name -> value. Eval Step: accumulated over every Eval Step since the last reset (the
+  // finalize of the summed statistics). Train steps: this batch. evaluate(): the whole pass.
+  std::map<std::string, double> metrics;
+  // Metric name -> value of this batch alone (steps; empty for evaluate()).
+  std::map<std::string, double> batchMetrics;
+  double gradNorm = 0;  // after optimizerStep: norm before clipping
+  double lr = 0;        // learning rate the last optimizer step used
   int64_t samples = 0;
   double totalLoss() const;  // sum of losses + regularization
 };
@@ -153,8 +165,16 @@ class Trainer {
   Status optimizerStep();
   void resetGrad();
   Result<StepResult> fullTrainStep(const Batch& batch, bool update = true);
-  Result<StepResult> evalStep(const Batch& batch);
-  // Evaluates a whole dataset: mean loss and aggregated metrics.
+  // resetMetrics = true zeroes the metric sums before adding this batch (the Eval Step node's
+  // reset_metrics?). Losses are this batch's; metrics are accumulated (see StepResult).
+  Result<StepResult> evalStep(const Batch& batch, bool resetMetrics = false);
+  // Zeroes the Eval Step metric sums: the next evalStep reports its own batch only.
+  void resetMetrics();
+  // The Eval Step metrics accumulated since the last reset (empty right after one).
+  Result<std::map<std::string, double>> accumulatedMetrics() const;
+  // Evaluates a whole dataset: mean loss and the metrics of exactly this pass. It sums into sums
+  // of its own, which start at zero, so the Eval Step accumulation is neither read nor changed
+  // (fit's per-epoch evaluation too).
   Result<StepResult> evaluate(const Dataset& data, int64_t batchSize);
 
   // Trains from the current counters (so fit after loadCheckpoint resumes). `cancel` is checked
@@ -162,12 +182,15 @@ class Trainer {
   Result<FitReport> fit(const FitOptions& options, const FitCallbacks& callbacks = {},
                         const std::atomic<bool>* cancel = nullptr);
 
+  // Checkpoints include the Eval Step metric sums, so accumulation continues after loading.
   Status saveCheckpoint(const std::string& dir) const;
   Status loadCheckpoint(const std::string& dir);
 
   Result<onnx::ModelProto> exportInference() const;  // "without training info"
   Result<onnx::ModelProto> exportTraining() const;   // "with training info"
-  Status writeWeightsTo(Graph& graph) const;         // values back into Initializer nodes
+  // Trained values back into the graph: Initializer nodes (fill "values") and layer nodes (their
+  // stored weights and running statistics, Node::weights), so a saved project keeps them.
+  Status writeWeightsTo(Graph& graph) const;
 
   // ---- Introspection (the studio's panels) ----
   const std::vector<std::string>& lossNames() const;

@@ -524,5 +524,158 @@ TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
   fs::remove_all(ck);
 }
 
+// ---- Metrics accumulated across Eval Steps ---------------------------------------------------
+
+// tinyProject plus Precision and Recall of sigmoid(logits) against a one-hot target, and the
+// Mean of the hidden activations; `evalStep` adds an Eval Step node with that reset_metrics?.
+std::string metricsProject(int evalStep = -1) {
+  json p = json::parse(tinyProject());
+  auto node = [&](int id, const std::string& dom, const std::string& type, const std::string& name,
+                  json params) {
+    json n = {{"id", id}, {"domain", dom}, {"type", type}, {"position", {id * 100.0, 200.0}}};
+    n["name"] = name;
+    if (!params.is_null()) n["params"] = params;
+    p["nodes"].push_back(n);
+  };
+  auto link = [&](int from, int to, int port) {
+    p["links"].push_back({{"from", {from, 0}}, {"to", {to, port}}});
+  };
+  node(12, "deepwire", "Input", "onehot", {{"type", "float[N,3]"}});
+  node(13, "ai.onnx", "Sigmoid", "prob", nullptr);
+  node(14, "deepwire.metrics", "Precision", "precision", nullptr);
+  node(15, "deepwire.metrics", "Recall", "recall", nullptr);
+  node(16, "deepwire.metrics", "Mean", "mean_act", nullptr);
+  link(8, 13, 0);
+  for (int m : {14, 15}) {
+    link(13, m, 0);
+    link(12, m, 1);
+  }
+  link(5, 16, 0);
+  if (evalStep >= 0) node(17, "deepwire", "Eval Step", "eval", {{"reset_metrics?", evalStep == 1}});
+  return p.dump();
+}
+
+std::shared_ptr<Dataset> blobsOneHot(int64_t n) {
+  auto d = blobs(n);
+  Tensor oh(DType::kFloat, {n, 3});
+  const int64_t* y = d->columns["label"].data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) oh.data<float>()[i * 3 + y[i]] = 1.f;
+  d->columns["onehot"] = oh;
+  return d;
+}
+
+Batch rows(const Dataset& d, int64_t from, int64_t to) {
+  Dataset s = d.slice(from, to);
+  Batch b;
+  b.inputs = s.columns;
+  b.size = to - from;
+  return b;
+}
+
+const std::vector<std::string> kAccumulating = {"accuracy", "precision", "recall", "mean_act"};
+
+void expectSameMetrics(const std::map<std::string, double>& got,
+                       const std::map<std::string, double>& want, const std::string& what) {
+  for (const auto& m : kAccumulating) {
+    ASSERT_TRUE(got.count(m)) << what << ": no " << m;
+    ASSERT_TRUE(want.count(m)) << what << ": no reference " << m;
+    EXPECT_NEAR(got.at(m), want.at(m), 1e-6) << what << ": " << m;
+  }
+}
+
+TEST_F(TrainerTest, EvalStepsAccumulateMetricsUntilReset) {
+  auto t = makeTrainer(metricsProject());
+  ASSERT_TRUE(t.ok()) << t.message();
+  Trainer& tr = **t;
+  // Move away from the initial weights so the metrics are not trivially equal per batch.
+  auto data = blobsOneHot(60);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tr.fullTrainStep(rows(*data, 0, 60)).ok());
+
+  auto full = tr.evalStep(rows(*data, 0, 30));
+  ASSERT_TRUE(full.ok()) << full.message();
+  // A single step after construction: accumulated == this batch.
+  expectSameMetrics(full->metrics, full->batchMetrics, "first step");
+  tr.resetMetrics();
+  auto acc = tr.accumulatedMetrics();
+  ASSERT_TRUE(acc.ok());
+  EXPECT_TRUE(acc->empty());
+
+  // Unequal parts, so a mean of the per-batch values would differ from the pooled value.
+  auto a = tr.evalStep(rows(*data, 0, 7));
+  ASSERT_TRUE(a.ok()) << a.message();
+  auto b = tr.evalStep(rows(*data, 7, 30));
+  ASSERT_TRUE(b.ok()) << b.message();
+  expectSameMetrics(b->metrics, full->batchMetrics, "two accumulated parts");
+  bool differs = false;
+  for (const auto& m : kAccumulating)
+    differs |= std::abs(b->batchMetrics.at(m) - full->batchMetrics.at(m)) > 1e-6;
+  EXPECT_TRUE(differs) << "the parts should not each equal the whole (a weak test otherwise)";
+  // The pooled accuracy is the fraction of all 30 samples, not the mean of the two fractions.
+  EXPECT_NEAR(b->metrics.at("accuracy"),
+              (a->batchMetrics.at("accuracy") * 7 + b->batchMetrics.at("accuracy") * 23) / 30,
+              1e-6);
+  // Losses stay per batch.
+  EXPECT_EQ(b->losses.size(), 1u);
+
+  // evaluate() reports its own pass and leaves the Eval Step sums alone.
+  auto ev = tr.evaluate(data->gather({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}), 4);
+  ASSERT_TRUE(ev.ok()) << ev.message();
+  auto ten = tr.evalStep(rows(*data, 0, 10), /*resetMetrics=*/true);
+  ASSERT_TRUE(ten.ok()) << ten.message();
+  expectSameMetrics(ev->metrics, ten->batchMetrics, "evaluate with batches of 4");
+  // reset_metrics: the step starts over, so it reports its own batch.
+  expectSameMetrics(ten->metrics, ten->batchMetrics, "reset_metrics step");
+  auto rest = tr.evalStep(rows(*data, 10, 30));
+  ASSERT_TRUE(rest.ok());
+  expectSameMetrics(rest->metrics, full->batchMetrics, "after a reset step");
+  acc = tr.accumulatedMetrics();
+  ASSERT_TRUE(acc.ok());
+  expectSameMetrics(*acc, full->batchMetrics, "accumulatedMetrics");
+
+  // evaluate between Eval Steps does not disturb them.
+  tr.resetMetrics();
+  ASSERT_TRUE(tr.evalStep(rows(*data, 0, 12)).ok());
+  ASSERT_TRUE(tr.evaluate(*data, 16).ok());
+  auto last = tr.evalStep(rows(*data, 12, 30));
+  ASSERT_TRUE(last.ok());
+  expectSameMetrics(last->metrics, full->batchMetrics, "evaluate in between");
+}
+
+TEST_F(TrainerTest, CheckpointKeepsEvalStepMetrics) {
+  auto data = blobsOneHot(30);
+  auto t = makeTrainer(metricsProject());
+  ASSERT_TRUE(t.ok()) << t.message();
+  ASSERT_TRUE((*t)->fullTrainStep(rows(*data, 0, 30)).ok());
+  auto full = (*t)->evalStep(rows(*data, 0, 30), true);
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE((*t)->evalStep(rows(*data, 0, 11), true).ok());
+  ASSERT_TRUE((*t)->saveCheckpoint(dir_.string()).ok());
+
+  auto u = makeTrainer(metricsProject());
+  ASSERT_TRUE(u.ok()) << u.message();
+  ASSERT_TRUE((*u)->evalStep(rows(*data, 0, 5)).ok());  // replaced by the checkpoint's sums
+  auto st = (*u)->loadCheckpoint(dir_.string());
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto rest = (*u)->evalStep(rows(*data, 11, 30));
+  ASSERT_TRUE(rest.ok()) << rest.message();
+  expectSameMetrics(rest->metrics, full->batchMetrics, "resumed accumulation");
+
+  // A checkpoint saved with no sums clears them on load.
+  (*t)->resetMetrics();
+  ASSERT_TRUE((*t)->saveCheckpoint(dir_.string()).ok());
+  ASSERT_TRUE((*u)->loadCheckpoint(dir_.string()).ok());
+  auto acc = (*u)->accumulatedMetrics();
+  ASSERT_TRUE(acc.ok());
+  EXPECT_TRUE(acc->empty());
+}
+
+TEST_F(TrainerTest, EvalStepNodeSaysWhetherToResetMetrics) {
+  for (int reset : {-1, 0, 1}) {
+    auto g = projectFromJsonText(metricsProject(reset), "<metrics>");
+    ASSERT_TRUE(g.ok()) << g.message();
+    EXPECT_EQ(evalStepResetsMetrics(*g), reset == 1) << reset;
+  }
+}
+
 }  // namespace
 }  // namespace dw::engine::training
