@@ -428,6 +428,8 @@ class ReduceGrad : public Kernel {
         run([](T gg, T v, T) { return 2 * gg * v; });
       else if (op_ == "ReduceLogSumExp")
         run([](T gg, T v, T r) { return gg * std::exp(v - r); });
+      else if (op_ == "ReduceLogSum")  // Y = log(S): dY / S, and S = exp(Y)
+        run([](T gg, T, T r) { return gg * std::exp(-r); });
       else if (op_ == "ReduceProd")
         run([](T gg, T v, T r) { return v == 0 ? T(0) : gg * r / v; });
       else

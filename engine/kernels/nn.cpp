@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/pool_geometry.h"
 #include "engine/kernels/resize_sampling.h"
 #include "engine/kernels/tables.h"
 
@@ -113,11 +114,9 @@ class BatchNormHost : public Kernel {
   bool training_ = false;
 };
 
-// Window geometry shared by the pooling kernels: explicit pads, auto_pad and ceil_mode.
-struct PoolGeometry {
-  std::vector<int64_t> kernel, strides, dilations, padL, padR, out;
-};
+}  // namespace
 
+// Window geometry shared by the pooling kernels (pool_geometry.h).
 Result<PoolGeometry> poolGeometry(const Attributes& a, const Shape& in,
                                   std::vector<int64_t> kernel) {
   const size_t n = kernel.size();
@@ -164,6 +163,8 @@ Result<PoolGeometry> poolGeometry(const Attributes& a, const Shape& in,
   }
   return g;
 }
+
+namespace {
 
 // MaxPool on host memory: any numeric dtype, the Indices output, storage_order.
 class MaxPoolHost : public Kernel {
@@ -623,6 +624,8 @@ class RoiAlign : public Kernel {
 
 }  // namespace
 
+void addLpPoolKernels(KernelRegistry& r);  // kernels/lp_pool.cpp
+
 void addNnKernels(KernelRegistry& r) {
   r.add("host", "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormHost>);
   r.add("host", "MaxPool", 1, kMaxOpset, &makeKernel<MaxPoolHost>);
@@ -632,6 +635,7 @@ void addNnKernels(KernelRegistry& r) {
   r.add("host", "Upsample", 7, 9, &makeKernel<ResizeKernel>);
   r.add("host", "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);
   r.add("host", "RoiAlign", 10, kMaxOpset, &makeKernel<RoiAlign>);
+  addLpPoolKernels(r);
 }
 
 }  // namespace dw::engine

@@ -402,6 +402,56 @@ Status gradLayerNorm(GradCtx& c) {
   return Status();
 }
 
+// ---- ops the list added after the first audit -------------------------------------
+
+// Shrink's slope is 1 outside [-lambd, lambd] and 0 inside (bias only shifts the value).
+Status gradShrink(GradCtx& c) {
+  const int32_t t = c.gradType();
+  const double lambd = attrFloat(c.node, "lambd", 0.5f);  // the float the kernel compares with
+  auto outside = c.e.op1("Greater", {c.e.op1("Abs", {c.in(0)}), c.e.scalar(lambd, t)});
+  c.dX[0] = c.e.op1("Where", {outside, c.dY[0], c.e.scalar(0, t)});
+  return Status();
+}
+
+// MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
+// gathers dY at I. With an explicit output_shape the same coordinates sit in a larger tensor:
+// cropping dY to the default shape first restores the flat addressing. Duplicate indices (from
+// overlapping pooling windows) each receive the gradient of the shared position.
+Status gradMaxUnpool(GradCtx& c) {
+  if (c.need(1) || c.need(2)) return Status::error("MaxUnpool's indices and shape are integers");
+  std::string g = c.dY[0];
+  if (c.node.input_size() > 2 && !c.in(2).empty()) {
+    const int r = c.types.rank(c.in(0));
+    if (r < 3) return Status::error("MaxUnpool gradients need the rank of X from shape inference");
+    const size_t n = static_cast<size_t>(r - 2);
+    auto kernel = attrInts(c.node, "kernel_shape"), strides = attrInts(c.node, "strides"),
+         pads = attrInts(c.node, "pads");
+    if (kernel.size() != n) return Status::error("kernel_shape needs one entry per spatial axis");
+    if (strides.empty()) strides.assign(n, 1);
+    if (pads.empty()) pads.assign(2 * n, 0);
+    // default = (shape(X) - 1) * strides + kernel - pads_begin - pads_end, N and C unchanged.
+    std::vector<int64_t> s{1, 1}, k{1, 1};
+    s.insert(s.end(), strides.begin(), strides.end());
+    for (size_t i = 0; i < n; ++i) k.push_back(kernel[i] - pads[i] - pads[i + n]);
+    auto def = c.e.op1(
+        "Add", {c.e.op1("Mul", {c.e.op1("Sub", {c.e.op1("Shape", {c.in(0)}), c.e.ints({1})}),
+                                c.e.ints(s)}),
+                c.e.ints(k)});
+    g = c.e.op1("Slice", {g, c.e.ints(std::vector<int64_t>(r, 0)), def});
+  }
+  auto flat = c.e.op1("Reshape", {g, c.e.ints({-1})});
+  c.dX[0] = c.e.op1("Gather", {flat, c.in(1)}, {attrI("axis", 0)});
+  return Status();
+}
+
+// LpPool and GlobalLpPool: one kernel walks the forward windows again (kernels/lp_pool.cpp).
+Status gradLpPool(GradCtx& c) {
+  auto attrs = c.forwardAttrs();
+  attrs.push_back(attrS("op", c.node.op_type()));
+  c.dX[0] = c.e.op1("LpPoolGrad", {c.dY[0], c.in(0), c.out(0)}, attrs, kGradDomain);
+  return Status();
+}
+
 }  // namespace
 
 Status gradResize(GradCtx& c);  // grad_resize.cpp
@@ -473,6 +523,11 @@ const std::vector<GradBuilder>& gradBuilders() {
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1",
                            "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd"})
       t.push_back({op, 1, kMax, gradReduce});
+    t.push_back({"ReduceLogSum", 1, kMax, gradReduce});
+    t.push_back({"Shrink", 9, kMax, gradShrink});
+    t.push_back({"MaxUnpool", 9, kMax, gradMaxUnpool});
+    t.push_back({"LpPool", 2, kMax, gradLpPool});
+    t.push_back({"GlobalLpPool", 2, kMax, gradLpPool});
     return t;
   }();
   return table;
