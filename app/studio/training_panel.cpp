@@ -39,15 +39,22 @@ double headlineMetric(const std::map<std::string, double>& metrics) {
   return metrics.empty() ? std::nan("") : metrics.begin()->second;
 }
 
-QString formatResult(const char* what, const StepResult& r) {
+// An Eval Step's metrics are accumulated over the Eval Steps since the last reset; its batch's own
+// value follows in parentheses.
+QString formatResult(const char* what, const StepResult& r, bool accumulated = false) {
   QString text = QStringLiteral("<b>%1</b>: ").arg(what);
   QStringList parts;
   for (const auto& [name, v] : r.losses)
     parts << QStringLiteral("%1 = %2").arg(qs(name)).arg(v, 0, 'g', 6);
   if (r.regularization != 0)
     parts << QStringLiteral("regularization = %1").arg(r.regularization, 0, 'g', 5);
-  for (const auto& [name, v] : r.metrics)
-    parts << QStringLiteral("%1 = %2").arg(qs(name)).arg(v, 0, 'g', 5);
+  for (const auto& [name, v] : r.metrics) {
+    QString part = QStringLiteral("%1 = %2").arg(qs(name)).arg(v, 0, 'g', 5);
+    auto b = r.batchMetrics.find(name);
+    if (accumulated && b != r.batchMetrics.end())
+      part += QObject::tr(" (this batch %1)").arg(b->second, 0, 'g', 5);
+    parts << part;
+  }
   if (r.gradNorm > 0) parts << QStringLiteral("grad norm = %1").arg(r.gradNorm, 0, 'g', 4);
   parts << QObject::tr("%1 samples").arg(r.samples);
   return text + parts.join(QStringLiteral(" · "));
@@ -167,9 +174,10 @@ void TrainingWorker::run(const JobRequest& req) {
     auto batch = nextBatch(eval);
     if (!batch.ok()) return fail(batch.message());
     const auto t0 = Clock::now();
-    Result<StepResult> r = job == 0   ? trainer_->trainStep(*batch)
-                           : job == 1 ? trainer_->fullTrainStep(*batch)
-                                      : trainer_->evalStep(*batch);
+    Result<StepResult> r = job == 0 ? trainer_->trainStep(*batch)
+                           : job == 1
+                               ? trainer_->fullTrainStep(*batch)
+                               : trainer_->evalStep(*batch, evalStepResetsMetrics(*req.graph));
     if (!r.ok()) return fail(r.message());
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     const double sps = secs > 0 ? r->samples / secs : 0;
@@ -179,7 +187,7 @@ void TrainingWorker::run(const JobRequest& req) {
     const QString summary = formatResult(job == 0   ? "Train Step"
                                          : job == 1 ? "Full Train Step"
                                                     : "Eval Step",
-                                         *r);
+                                         *r, eval);
     post([p = panel_, eval, step, loss, sps, metric, summary] {
       if (eval)
         p->onEpoch(-1, step, std::nan(""), true, loss, std::nan(""), metric);
@@ -300,7 +308,10 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   fullStep_ = new QPushButton(tr("Full Train Step"));
   fullStep_->setToolTip(tr("Train Step, then the optimizer step and a gradient reset"));
   evalStep_ = new QPushButton(tr("Eval Step"));
-  evalStep_->setToolTip(tr("Inference on one validation batch: loss and metrics, no gradients"));
+  evalStep_->setToolTip(
+      tr("Inference on one validation batch: loss and metrics, no gradients. Metrics accumulate "
+         "over Eval Steps until the Eval Step node's reset_metrics? (or a changed canvas) "
+         "resets them"));
   fit_ = new QPushButton(tr("Fit"));
   fit_->setToolTip(tr("Train the given number of epochs, evaluating after each"));
   stop_ = new QPushButton(tr("Stop"));

@@ -537,6 +537,52 @@ class StudioTest : public QObject {
     QVERIFY(w.training()->trainStepButton()->isEnabled());
   }
 
+  // The Eval Step button's metrics accumulate over Eval Steps; the canvas's Eval Step node with
+  // reset_metrics? on makes every step start over.
+  void evalStepMetricsAccumulateOrReset() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);  // 64 validation samples: two batches of 32
+    auto* m = w.model();
+    dw::NodeId gemm = 0;
+    for (const auto& [id, n] : m->graph().nodes())
+      if (n.type == "Gemm") gemm = id;
+    const dw::NodeId mse = addNode(w, "deepwire.metrics", "MeanSquaredError", 480, 200);
+    QVERIFY(m->rename(mse, "mse").ok());
+    for (dw::Link l : std::vector<dw::Link>{{{gemm, 0}, {mse, 0}},
+                                            {{findByName(m->graph(), "y"), 0}, {mse, 1}}}) {
+      dw::Status st = m->connectPorts(l);
+      QVERIFY2(st.ok(), st.message().c_str());
+    }
+    auto* panel = w.training();
+    panel->batchSizeBox()->setValue(32);
+    // "mse = <accumulated> (this batch <batch>)"
+    auto evalStep = [&](double& acc, double& batch) {
+      panel->evalStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      const QRegularExpression re(
+          QStringLiteral("mse = ([-0-9.e+]+) \\(this batch ([-0-9.e+]+)\\)"));
+      const auto match = re.match(panel->lastResult());
+      QVERIFY2(match.hasMatch(), qPrintable(panel->lastResult()));
+      acc = match.captured(1).toDouble();
+      batch = match.captured(2).toDouble();
+    };
+    double a1, b1, a2, b2;
+    evalStep(a1, b1);
+    QCOMPARE(a1, b1);
+    evalStep(a2, b2);
+    QVERIFY2(std::abs(b2 - b1) > 1e-3 * b1, "the two validation batches should differ");
+    QVERIFY2(std::abs(a2 - (b1 + b2) / 2) < 1e-3 * a2, qPrintable(panel->lastResult()));
+
+    const dw::NodeId step = addNode(w, "deepwire", "Eval Step", 700, 0);
+    QVERIFY(m->setParam(step, "reset_metrics?", dw::Param::makeBool(true)).ok());
+    for (int i = 0; i < 2; ++i) {
+      evalStep(a1, b1);
+      QCOMPARE(a1, b1);
+    }
+  }
+
  private:
   // y = x . [1, -2, 3, 0.5] + 0.25 as a Gemm with an Output Train (mean squared error), and its
   // data as NPY files in `dir`, wired through the project's training section.
