@@ -526,8 +526,9 @@ TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
 
 // ---- Metrics accumulated across Eval Steps ---------------------------------------------------
 
-// tinyProject plus Precision and Recall of sigmoid(logits) against a one-hot target, and the
-// Mean of the hidden activations; `evalStep` adds an Eval Step node with that reset_metrics?.
+// tinyProject plus Precision, Recall and PrecisionAtRecall of sigmoid(logits) against a one-hot
+// target, and the Mean of the hidden activations; `evalStep` adds an Eval Step node with that
+// reset_metrics?.
 std::string metricsProject(int evalStep = -1) {
   json p = json::parse(tinyProject());
   auto node = [&](int id, const std::string& dom, const std::string& type, const std::string& name,
@@ -545,8 +546,10 @@ std::string metricsProject(int evalStep = -1) {
   node(14, "deepwire.metrics", "Precision", "precision", nullptr);
   node(15, "deepwire.metrics", "Recall", "recall", nullptr);
   node(16, "deepwire.metrics", "Mean", "mean_act", nullptr);
+  // Confusion counts at 200 thresholds: statistics that are vectors.
+  node(18, "deepwire.metrics", "PrecisionAtRecall", "p_at_r", {{"recall", 0.8}});
   link(8, 13, 0);
-  for (int m : {14, 15}) {
+  for (int m : {14, 15, 18}) {
     link(13, m, 0);
     link(12, m, 1);
   }
@@ -572,7 +575,8 @@ Batch rows(const Dataset& d, int64_t from, int64_t to) {
   return b;
 }
 
-const std::vector<std::string> kAccumulating = {"accuracy", "precision", "recall", "mean_act"};
+const std::vector<std::string> kAccumulating = {"accuracy", "precision", "recall", "mean_act",
+                                                "p_at_r"};
 
 void expectSameMetrics(const std::map<std::string, double>& got,
                        const std::map<std::string, double>& want, const std::string& what) {
@@ -593,6 +597,8 @@ TEST_F(TrainerTest, EvalStepsAccumulateMetricsUntilReset) {
 
   auto full = tr.evalStep(rows(*data, 0, 30));
   ASSERT_TRUE(full.ok()) << full.message();
+  // Recall 1 at threshold 0 with a precision of 1/3: the constrained maximum is at least that.
+  EXPECT_GE(full->batchMetrics.at("p_at_r"), 1.0 / 3 - 1e-6);
   // A single step after construction: accumulated == this batch.
   expectSameMetrics(full->metrics, full->batchMetrics, "first step");
   tr.resetMetrics();
