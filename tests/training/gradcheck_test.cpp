@@ -524,6 +524,46 @@ TEST(GradCheckCoverage, EveryBuilderHasACase) {
     EXPECT_TRUE(covered.count(op)) << op << " has a gradient builder but no finite-difference case";
 }
 
+// The finite differences above only check LpPool's gradient against its own forward; these
+// norms, worked by hand, check the forward (libonnx 1.12 ships no LpPool backend cases).
+TEST(LpPoolForward, MatchesHandComputedNorms) {
+  struct Case {
+    std::string op;
+    std::vector<onnx::AttributeProto> attrs;
+    std::vector<double> expected;
+  };
+  const std::vector<Case> cases = {
+      // windows [3, -4] and [0, 12]: sqrt(9 + 16), sqrt(144)
+      {"LpPool", {attrInts("kernel_shape", {2}), attrInts("strides", {2})}, {5, 12}},
+      // padded windows [pad, 3], [-4, 0], [12, pad]
+      {"LpPool",
+       {attrInts("kernel_shape", {2}), attrInts("strides", {2}), attrInts("pads", {1, 1})},
+       {3, 4, 12}},
+      // p = 3 over [3, -4], [-4, 0], [0, 12]: (27 + 64)^(1/3), 4, 12
+      {"LpPool", {attrInts("kernel_shape", {2}), attrI("p", 3)}, {std::cbrt(91.0), 4, 12}},
+      {"GlobalLpPool", {attrI("p", 1)}, {19}},
+      {"GlobalLpPool", {}, {13}},
+  };
+  for (const auto& c : cases) {
+    onnx::ModelProto m;
+    auto* n = test::singleOpModel(m, 17, "lp", c.op, "pool");
+    *m.mutable_graph()->add_initializer() =
+        test::makeTensor("x", onnx::TensorProto::DOUBLE, {1, 1, 4}, {3, -4, 0, 12});
+    n->add_input("x");
+    n->add_output("y");
+    for (const auto& a : c.attrs) *n->add_attribute() = a;
+    m.mutable_graph()->add_output()->set_name("y");
+    auto s = InferenceSession::create(m);
+    ASSERT_TRUE(s.ok()) << s.message();
+    auto r = (*s)->run({});
+    ASSERT_TRUE(r.ok()) << r.message();
+    const Tensor& y = r->begin()->second;
+    ASSERT_EQ(y.size(), static_cast<int64_t>(c.expected.size())) << c.op;
+    for (size_t i = 0; i < c.expected.size(); ++i)
+      EXPECT_NEAR(y.getDouble(i), c.expected[i], 1e-12) << c.op << " output " << i;
+  }
+}
+
 // Issue 4's list of ops that must have gradients ("Gemm, MatMul, ..., the pooling ops, every
 // activation, ..., the Reduce* ops, ..., LSTM/GRU/RNN", plus the losses), spelled out as the
 // ONNX ops of the current opset. Ops of those families judged to have no usable gradient are
