@@ -13,30 +13,44 @@ using nlohmann::json;
 
 const char* optionName(PortOption o) {
   switch (o) {
-    case PortOption::Optional: return "optional";
-    case PortOption::Variadic: return "variadic";
-    default: return "single";
+    case PortOption::Optional:
+      return "optional";
+    case PortOption::Variadic:
+      return "variadic";
+    default:
+      return "single";
   }
 }
 
 const char* diffName(Differentiability d) {
   switch (d) {
-    case Differentiability::Differentiable: return "differentiable";
-    case Differentiability::NonDifferentiable: return "non-differentiable";
-    default: return "unknown";
+    case Differentiability::Differentiable:
+      return "differentiable";
+    case Differentiability::NonDifferentiable:
+      return "non-differentiable";
+    default:
+      return "unknown";
   }
 }
 
 json paramValueJson(const Param& p) {
   switch (p.type) {
-    case ParamType::Float: return std::stod(p.toDisplay());  // 1e-05 rather than 9.99999975e-06
-    case ParamType::Int: return p.asInt();
-    case ParamType::Bool: return p.asBool();
-    case ParamType::String: return p.asString();
-    case ParamType::Ints: return p.asInts();
-    case ParamType::Floats: return p.asFloats();
-    case ParamType::Strings: return p.asStrings();
-    default: return p.toDisplay();
+    case ParamType::Float:
+      return std::stod(p.toDisplay());  // 1e-05 rather than 9.99999975e-06
+    case ParamType::Int:
+      return p.asInt();
+    case ParamType::Bool:
+      return p.asBool();
+    case ParamType::String:
+      return p.asString();
+    case ParamType::Ints:
+      return p.asInts();
+    case ParamType::Floats:
+      return p.asFloats();
+    case ParamType::Strings:
+      return p.asStrings();
+    default:
+      return p.toDisplay();
   }
 }
 
@@ -52,7 +66,8 @@ json portJson(const NodeSpec& s, const PortSpec& p, bool isInput, int index) {
 json specJson(const NodeSpec& s, bool full) {
   json j{{"type", s.type}, {"domain", s.domain}, {"category", s.category}, {"version", s.version}};
   json inputs = json::array(), outputs = json::array(), params = json::array();
-  for (size_t i = 0; i < s.inputs.size(); ++i) inputs.push_back(portJson(s, s.inputs[i], true, int(i)));
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    inputs.push_back(portJson(s, s.inputs[i], true, int(i)));
   for (size_t i = 0; i < s.outputs.size(); ++i)
     outputs.push_back(portJson(s, s.outputs[i], false, int(i)));
   for (const auto& p : s.params) {
@@ -67,11 +82,15 @@ json specJson(const NodeSpec& s, bool full) {
   // The seed toolkit's common fields sit with the parameters; Graphs in/out are ports.
   for (const auto& c : commonFields()) {
     if (c.type == "cluster") continue;
-    json def = c.type == "float" ? json(std::stod(c.defaultValue))
+    json def = c.type == "float"      ? json(std::stod(c.defaultValue))
                : c.type == "string[]" ? json::array()
                                       : json(nullptr);
-    params.push_back({{"name", c.name}, {"type", c.type}, {"default", def}, {"required", false},
-                      {"doc", c.doc}, {"common", true}});
+    params.push_back({{"name", c.name},
+                      {"type", c.type},
+                      {"default", def},
+                      {"required", false},
+                      {"doc", c.doc},
+                      {"common", true}});
   }
   j["inputs"] = std::move(inputs);
   j["outputs"] = std::move(outputs);
@@ -143,7 +162,9 @@ void printDescribe(const NodeSpec& s) {
   if (s.params.empty()) std::cout << "  (none)\n";
   for (const auto& p : s.params) {
     std::cout << "  " << p.name << " : " << paramTypeName(p.type) << " = "
-              << (p.required ? "required" : p.defaultValue ? p.defaultValue->toDisplay() : "(unset)");
+              << (p.required       ? "required"
+                  : p.defaultValue ? p.defaultValue->toDisplay()
+                                   : "(unset)");
     if (!p.allowedValues.empty()) {
       std::cout << "  one of {";
       for (size_t k = 0; k < p.allowedValues.size(); ++k)
@@ -188,7 +209,7 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
     if (*jsonOut) {
       json arr = json::array();
       for (const auto* s : list) arr.push_back(specJson(*s, false));
-      std::cout << arr.dump(1) << "\n";
+      std::cout << jsonText(arr, 1) << "\n";
       return;
     }
     std::string lastGroup;
@@ -242,8 +263,10 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
                 << "; showing ai.onnx (pass --domain for another)\n";
       found = {onnxSpec};
     }
-    if (*djson) std::cout << specJson(*found[0], true).dump(1) << "\n";
-    else printDescribe(*found[0]);
+    if (*djson)
+      std::cout << jsonText(specJson(*found[0], true), 1) << "\n";
+    else
+      printDescribe(*found[0]);
   });
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace dw::cli {
@@ -10,6 +11,12 @@ namespace dw::cli {
 inline int fail(const std::string& message, int code = 1) {
   std::cerr << "deepwire: error: " << message << "\n";
   return code;
+}
+
+// JSON text for stdout. Names and messages come from user files, which may hold bytes that are
+// not UTF-8: those become U+FFFD instead of aborting the whole output.
+inline std::string jsonText(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 inline std::string humanBytes(double bytes) {

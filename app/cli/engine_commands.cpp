@@ -186,7 +186,7 @@ int conformanceCommand(const ConformanceArgs& a) {
                             {"suite", r.suite},
                             {"status", caseStatusName(r.status)},
                             {"reason", r.reason}});
-    std::cout << j.dump(2) << "\n";
+    std::cout << jsonText(j, 2) << "\n";
     return 0;
   }
   std::cout << std::left << std::setw(20) << "suite" << std::right << std::setw(8) << "total"

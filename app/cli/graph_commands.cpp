@@ -25,8 +25,9 @@ void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
   }
   std::string opset;
   for (const auto& o : m.opset_import())
-    opset += (opset.empty() ? "" : ", ") + (o.domain().empty() ? std::string("ai.onnx") : o.domain()) +
-             " " + std::to_string(o.version());
+    opset += (opset.empty() ? "" : ", ") +
+             (o.domain().empty() ? std::string("ai.onnx") : o.domain()) + " " +
+             std::to_string(o.version());
   std::cout << "  " << m.graph().node_size() << " nodes, " << m.graph().input_size() << " inputs, "
             << m.graph().output_size() << " outputs, " << m.graph().initializer_size()
             << " initializers (" << params << " parameters, " << humanBytes(double(bytes)) << ")\n"
@@ -72,7 +73,9 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
     auto out = std::make_shared<std::string>();
     auto model = std::make_shared<std::string>();
     auto check = std::make_shared<std::string>("full");
-    cmd->add_option("PROJECT", *in, "Project file (*.dwproj)")->required()->check(CLI::ExistingFile);
+    cmd->add_option("PROJECT", *in, "Project file (*.dwproj)")
+        ->required()
+        ->check(CLI::ExistingFile);
     cmd->add_option("-o,--output", *out, "ONNX file to write")->required();
     cmd->add_option("--model", *model, "Which model of the canvas (default: the default model)");
     cmd->add_option("--check", *check,
@@ -87,7 +90,7 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
       }
       ExportOptions opt;
       opt.model = *model;
-      opt.check = *check == "full" ? CheckLevel::Full
+      opt.check = *check == "full"    ? CheckLevel::Full
                   : *check == "basic" ? CheckLevel::Basic
                                       : CheckLevel::None;
       auto m = exportOnnx(*g, opt);

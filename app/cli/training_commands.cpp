@@ -161,7 +161,7 @@ int trainCommand(const TrainArgs& a) {
                 {"samples_per_second", e.samplesPerSecond}};
       j["test_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
       j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
-      std::cout << j.dump() << std::endl;
+      std::cout << jsonText(j) << std::endl;
     } else {
       std::printf("epoch %lld/%lld  train loss %.4f", static_cast<long long>(e.epoch + 1),
                   static_cast<long long>(fo.epochs), e.trainLoss);
@@ -232,7 +232,7 @@ int evalCommand(const TrainArgs& a) {
     json j = {{"test_loss", r->totalLoss()}, {"samples", r->samples}};
     j["test_accuracy"] = acc >= 0 ? json(acc) : json(nullptr);
     for (const auto& [k, v] : r->metrics) j["metrics"][k] = v;
-    std::cout << j.dump() << std::endl;
+    std::cout << jsonText(j) << std::endl;
   } else {
     std::printf("test loss %.4f", r->totalLoss());
     if (acc >= 0) std::printf("  test accuracy %.4f", acc);

@@ -110,7 +110,8 @@ TEST(Cli, CheckReportsOneLinePerProblem) {
 
 TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {
   std::string out;
-  const int rc = runCommand(kCli + " export /nonexistent.dwproj -o x.onnx 2>/dev/null", &out, false);
+  const int rc =
+      runCommand(kCli + " export /nonexistent.dwproj -o x.onnx 2>/dev/null", &out, false);
   EXPECT_NE(rc, 0);
   EXPECT_TRUE(out.empty()) << out;
   auto dir = test::tempDir();
@@ -121,6 +122,24 @@ TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("line 1"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir / "x.onnx"));
+}
+
+TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
+  const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
+  if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";
+  auto dir = test::tempDir();
+  // A case directory named with a byte that is not UTF-8 (0xFF) used to abort all JSON output.
+  std::filesystem::create_directories(dir / "node");
+  std::filesystem::copy(relu, dir / "node" / "test_relu_\xff",
+                        std::filesystem::copy_options::recursive);
+  std::string out;
+  ASSERT_EQ(
+      runCommand(kCli + " conformance --json --data " + dir.string() + " 2>/dev/null", &out, false),
+      0);
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["cases"].size(), 1u);
+  EXPECT_EQ(j["cases"][0]["name"], "test_relu_\xef\xbf\xbd");  // U+FFFD
+  EXPECT_EQ(j["suites"]["node"]["passed"], 1);
 }
 
 TEST(Cli, HelpOnEveryCommand) {
