@@ -120,6 +120,14 @@ class GraphPlan {
 
 namespace {
 
+// How errors name a node: its name, or for the many models that leave names empty, its op and
+// first output ("<Relu -> y>"), which is what a user can find in the file.
+std::string displayName(const onnx::NodeProto& n) {
+  if (!n.name().empty()) return n.name();
+  std::string out = n.output_size() ? n.output(0) : "";
+  return "<" + n.op_type() + (out.empty() ? "" : " -> " + out) + ">";
+}
+
 struct Planner {
   Backend* backend;
   const KernelRegistry* registry;
@@ -461,12 +469,14 @@ Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
   const int opset = opsetFor(opsets, domain);
   auto unsupported = [&]() {
     return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
-                         ", opset " + std::to_string(opset) + ") at node '" + node.name() + "'");
+                         ", opset " + std::to_string(opset) + ") at node '" + displayName(node) +
+                         "'");
   };
-  if (depth > 32) return Status::error("function expansion too deep at node '" + node.name() + "'");
+  if (depth > 32)
+    return Status::error("function expansion too deep at node '" + displayName(node) + "'");
   auto lf = localFunctions.find(domain + ":" + node.op_type());
   if (opset < 0 && lf == localFunctions.end())
-    return Status::error("node '" + node.name() + "' uses domain '" + displayDomain(domain) +
+    return Status::error("node '" + displayName(node) + "' uses domain '" + displayDomain(domain) +
                          "' which the model does not import");
   if (lf == localFunctions.end() &&
       findKernel(*registry, *backend, domain, node.op_type(), opset)) {
@@ -559,7 +569,8 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
   const KernelDef* def = findKernel(*registry, *backend, domain, node.op_type(), opset);
   if (!def)
     return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
-                         ", opset " + std::to_string(opset) + ") at node '" + node.name() + "'");
+                         ", opset " + std::to_string(opset) + ") at node '" + displayName(node) +
+                         "'");
   KernelInit init;
   init.node = &node;
   init.domain = domain;
@@ -575,13 +586,14 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
     if (a.has_g() || a.type() == onnx::AttributeProto::GRAPH) {
       auto sub = plan(a.g(), opsets, visible);
       if (!sub)
-        return sub.status().withContext("subgraph '" + a.name() + "' of node '" + node.name() +
-                                        "'");
+        return sub.status().withContext("subgraph '" + a.name() + "' of node '" +
+                                        displayName(node) + "'");
       init.subgraphs[a.name()] = std::make_shared<SubgraphImpl>(std::move(*sub), nullptr);
     }
   }
   auto k = def->factory(init);
-  if (!k) return k.status().withContext("node '" + node.name() + "' (" + node.op_type() + ")");
+  if (!k)
+    return k.status().withContext("node '" + displayName(node) + "' (" + node.op_type() + ")");
   pn.kernel = std::move(*k);
   pn.halfViaFloat = def->halfViaFloat;
   return Status();
@@ -652,8 +664,8 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     for (const auto& o : node.output()) {
       if (o.empty()) continue;
       if (producer.count(o) || available.count(o))
-        return Status::error("value '" + o + "' is defined more than once (node '" + node.name() +
-                             "')");
+        return Status::error("value '" + o + "' is defined more than once (node '" +
+                             displayName(node) + "')");
       producer[o] = i;
     }
     for (const auto& in : node.input())
@@ -674,7 +686,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
       if (it != producer.end()) {
         if (it->second != i) deps.insert(it->second);
       } else if (!available.count(r) && !outerNames.count(r)) {
-        return Status::error("node '" + expanded[i].first.name() + "' (" +
+        return Status::error("node '" + displayName(expanded[i].first) + "' (" +
                              expanded[i].first.op_type() + ") reads '" + r +
                              "', which no node, input or initializer defines");
       }
@@ -707,7 +719,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   for (size_t oi = 0; oi < n; ++oi) {
     const auto& [node, nodeOpsets] = expanded[order[oi]];
     PlanNode pn;
-    pn.name = node.name();
+    pn.name = displayName(node);
     pn.op = node.op_type();
     pn.domain = normDomain(node.domain());
     pn.opset = opsetFor(nodeOpsets, pn.domain);

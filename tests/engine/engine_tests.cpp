@@ -200,9 +200,28 @@ TEST(Session, RunsAndReusesBuffers) {
   out = std::map<std::string, Tensor>();
   ASSERT_TRUE((*s)->run(in).ok());
   const size_t after = (*s)->allocationCount();
-  // Outputs handed to the caller keep their buffers; intermediates come from the pool.
+  // Outputs the caller has let go of serve the next run, like the intermediates: no allocation.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*s)->run(in).ok());
-  EXPECT_LE((*s)->allocationCount(), after + 3);
+  EXPECT_EQ((*s)->allocationCount(), after);
+  // An output the caller keeps is never reused under it.
+  auto kept = (*s)->run(in);
+  ASSERT_TRUE(kept.ok());
+  const std::vector<float> before(kept->at("y").data<float>(), kept->at("y").data<float>() + 6);
+  auto other = in;
+  other["a"] = Tensor::fromVector(std::vector<float>{9, 9, 9, 9, 9, 9}, {2, 3});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*s)->run(other).ok());
+  EXPECT_EQ(std::vector<float>(kept->at("y").data<float>(), kept->at("y").data<float>() + 6),
+            before);
+}
+
+TEST(Session, ErrorsNameUnnamedNodesByOpAndOutput) {
+  auto m = addReluModel();
+  for (auto& n : *m.mutable_graph()->mutable_node()) n.clear_name();
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"a", Tensor(DType::kFloat, {2, 3})}, {"b", Tensor(DType::kFloat, {4, 3})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("node '<Add -> s>'"), std::string::npos) << r.message();
 }
 
 TEST(Session, InputErrorsNameTheInput) {
