@@ -430,9 +430,23 @@ class ReduceGrad : public Kernel {
         run([](T gg, T v, T r) { return gg * std::exp(v - r); });
       else if (op_ == "ReduceLogSum")  // Y = log(S): dY / S, and S = exp(Y)
         run([](T gg, T, T r) { return gg * std::exp(-r); });
-      else if (op_ == "ReduceProd")
-        run([](T gg, T v, T r) { return v == 0 ? T(0) : gg * r / v; });
-      else
+      else if (op_ == "ReduceProd") {
+        // d(prod)/dv is the product of the others: r / v unless v is 0, where it is the
+        // product of the group's nonzeros when v is the group's only zero (0 otherwise).
+        std::vector<int64_t> zeros(dy.size(), 0);
+        std::vector<T> nonzero(dy.size(), T(1));
+        forEachBroadcast<1>(x.shape(), ins, [&](int64_t i, const std::array<int64_t, 1>& off) {
+          if (px[i] == 0)
+            ++zeros[off[0]];
+          else
+            nonzero[off[0]] *= px[i];
+        });
+        forEachBroadcast<1>(x.shape(), ins, [&](int64_t i, const std::array<int64_t, 1>& off) {
+          const int64_t z = zeros[off[0]];
+          const T d = z == 0 ? py[off[0]] / px[i] : (z == 1 && px[i] == 0 ? nonzero[off[0]] : T(0));
+          o[i] = g[off[0]] * d;
+        });
+      } else
         return Status::error("ReduceGrad: unknown op '" + op_ + "'");
       return Status();
     });

@@ -358,6 +358,13 @@ std::vector<GradCase> cases() {
                          "ReduceProd", "ReduceLogSum"})
     v.push_back(
         {op, op, {In{{2, 3, 4}, 0.3, 1.0}}, {attrInts("axes", {0, 2}), attrI("keepdims", 0)}});
+  {
+    // A product is linear in each factor, so exact zeros are safe for the differences: one
+    // zero in the first row (its gradient is the others' product), two in the second (all 0).
+    In x{{2, 3}};
+    x.values = {0.5, 0.0, -1.5, 0.0, 2.0, 0.0};
+    v.push_back({"ReduceProd_zeros", "ReduceProd", {x}, {attrInts("axes", {1})}});
+  }
   v.push_back({"ReduceMax", "ReduceMax", {In{{2, 3, 4}}}, {attrInts("axes", {1})}});
   v.back().distinct = true;
   v.push_back({"ReduceMin", "ReduceMin", {In{{2, 3, 4}}}, {}});
