@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
+#include "graphs/tensor_data.h"
 #include "nodes/type_syntax.h"
 
 namespace dw {
@@ -19,6 +21,27 @@ bool isValidTensorName(const std::string& s) {
   return !s.empty() && std::none_of(s.begin(), s.end(), [](char c) {
     return c == '\n' || c == '\r' || c == '\t';
   });
+}
+
+// A stored layer weight (Node::weights) is a float tensor whose data fills its dims.
+Status checkStoredWeight(const std::string& name, const std::string& bytes) {
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes))
+    return Status::error("weight '" + name + "' is not an ONNX tensor");
+  if (t.data_type() != onnx::TensorProto::FLOAT)
+    return Status::error("weight '" + name + "' is not a float tensor");
+  int64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && count > std::numeric_limits<int64_t>::max() / 4 / d))
+      return Status::error("weight '" + name + "' has an invalid dimension " + std::to_string(d));
+    count *= d;
+  }
+  Status raw = toRawData(t);
+  if (!raw.ok()) return Status::error("weight '" + name + "': " + raw.message());
+  if (t.raw_data().size() != static_cast<size_t>(count) * 4)
+    return Status::error("weight '" + name + "' holds " + std::to_string(t.raw_data().size() / 4) +
+                         " values but its dims need " + std::to_string(count));
+  return Status();
 }
 
 // Coerces a value to the spec's type where that loses nothing (1 -> 1.0, 0/1 -> bool).
@@ -128,6 +151,14 @@ Status Graph::insertNode(Node n) {
     auto hints = catalogue_->suggest(n.type);
     if (!hints.empty()) msg += "; did you mean " + joinNames(hints) + "?";
     return Status::error(msg);
+  }
+  if (!n.weights.empty() && spec(n)->kind != NodeKind::Layer)
+    return Status::error("node #" + std::to_string(n.id) + " (" + n.type +
+                         "): only layers store trained weights");
+  for (const auto& [name, bytes] : n.weights) {
+    Status st = checkStoredWeight(name, bytes);
+    if (!st.ok())
+      return Status::error("node #" + std::to_string(n.id) + " (" + n.type + "): " + st.message());
   }
   const NodeId id = n.id;
   nextId_ = std::max(nextId_, id + 1);
@@ -339,7 +370,9 @@ Status Graph::setParam(NodeId id, const std::string& name, const Param& value) {
   if (!n) return Status::error("no node #" + std::to_string(id));
   const NodeSpec* s = spec(*n);
   DW_RETURN_IF_ERROR(checkParam(*n, *s, name, value));
-  n->params[name] = *coerce(value, s->param(name)->type);
+  Param v = *coerce(value, s->param(name)->type);
+  if (name == "seed" && !n->weights.empty() && param(id, name) != v) n->weights.clear();
+  n->params[name] = std::move(v);
   notify([id](GraphObserver* o) { o->nodeChanged(id); });
   return Status();
 }
@@ -349,7 +382,9 @@ Status Graph::resetParam(NodeId id, const std::string& name) {
   if (!n) return Status::error("no node #" + std::to_string(id));
   if (!spec(*n)->param(name))
     return Status::error(describe(id) + " has no parameter '" + name + "'");
+  auto before = param(id, name);
   n->params.erase(name);
+  if (name == "seed" && !n->weights.empty() && param(id, name) != before) n->weights.clear();
   notify([id](GraphObserver* o) { o->nodeChanged(id); });
   return Status();
 }
@@ -404,6 +439,19 @@ Status Graph::setModel(NodeId id, const std::string& model) {
   Node* n = mutableNode(id);
   if (!n) return Status::error("no node #" + std::to_string(id));
   n->model = model;
+  notify([id](GraphObserver* o) { o->nodeChanged(id); });
+  return Status();
+}
+
+Status Graph::setWeights(NodeId id, std::map<std::string, std::string> weights) {
+  Node* n = mutableNode(id);
+  if (!n) return Status::error("no node #" + std::to_string(id));
+  if (!weights.empty() && spec(*n)->kind != NodeKind::Layer)
+    return Status::error(describe(id) + ": only layers store trained weights");
+  for (const auto& [name, bytes] : weights)
+    DW_RETURN_IF_ERROR(checkStoredWeight(name, bytes).withContext(describe(id)));
+  if (n->weights == weights) return Status();
+  n->weights = std::move(weights);
   notify([id](GraphObserver* o) { o->nodeChanged(id); });
   return Status();
 }

@@ -54,6 +54,12 @@ struct Node {
   // optional inputs or outputs explicitly).
   int inputArity = 0;
   int outputArity = 0;
+  // Layer nodes only: trained weight values by weight name ("kernel", "moving_mean"), each a
+  // serialized float onnx::TensorProto (the encoding of an Initializer's `values`, without a
+  // name). Lowering uses them instead of the seeded fills while they are still exactly the
+  // weights the layer makes (same names, same shapes); otherwise the layer starts again from
+  // its seed. Trainer::writeWeightsTo fills them.
+  std::map<std::string, std::string> weights;
 };
 
 // Model-level settings, kept so that an imported ONNX file exports again unchanged.
@@ -118,6 +124,10 @@ class Graph {
   Status setSpecifiedOutputsName(NodeId id, std::vector<std::string> names);
   Status setLdaCoeff(NodeId id, double coeff);
   Status setModel(NodeId id, const std::string& model);
+  // Replaces a Layer node's stored weights (Node::weights); an empty map drops them. Each value
+  // must be a float TensorProto whose data matches its dims. Changing a layer's `seed` drops
+  // them too: the seed only says what the weights start from.
+  Status setWeights(NodeId id, std::map<std::string, std::string> weights);
   Status moveNode(NodeId id, Position pos);
 
   // --- Queries ---

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -442,14 +443,23 @@ class Lowering {
       for (char c : suffix) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
       f.seed = h;
       const std::string name = base_ + "." + suffix;
-      auto t = makeFilledTensor(name, onnx::TensorProto::FLOAT, shape, f);
-      if (!t.ok()) {
-        error_ = t.status();
-        return name;
+      requested_.insert(suffix);
+      auto stored = useStored_ ? storedWeight(suffix, shape, status) : std::nullopt;
+      if (stored) {
+        stored->set_name(name);
+        *l_.model_->mutable_graph()->add_initializer() = std::move(*stored);
+      } else {
+        auto t = makeFilledTensor(name, onnx::TensorProto::FLOAT, shape, f);
+        if (!t.ok()) {
+          error_ = t.status();
+          return name;
+        }
+        *l_.model_->mutable_graph()->add_initializer() = std::move(t.value());
       }
-      *l_.model_->mutable_graph()->add_initializer() = std::move(t.value());
       json& e = l_.layout_["nodes"]["initializer:" + name];
       e["layer"] = n_.id;
+      // Names the weight for Trainer::writeWeightsTo, which stores trained values in the layer.
+      if (isLayer_) e["weight"] = suffix;
       if (status != "Trainable") e["status"] = status;
       if (fill.regularizer != "none") {
         e["regularizer"] = fill.regularizer;
@@ -478,23 +488,75 @@ class Lowering {
 
     Status error() const { return error_; }
 
+    // A layer of the canvas (not a metric or a loss): its weights are named in the layout, and
+    // with `useStored` its stored trained values replace the seeded fills.
+    void asLayer(bool useStored) {
+      isLayer_ = true;
+      useStored_ = useStored;
+    }
+    // The stored weights were not exactly the weights the layer made: some had another shape,
+    // some trainable weight had none, or some stored one was not asked for.
+    bool storedStale() const {
+      if (stale_) return true;
+      for (const auto& [suffix, bytes] : n_.weights)
+        if (!requested_.count(suffix)) return true;
+      return false;
+    }
+
    protected:
+    std::optional<onnx::TensorProto> storedWeight(const std::string& suffix,
+                                                  const std::vector<int64_t>& shape,
+                                                  const std::string& status) {
+      auto it = n_.weights.find(suffix);
+      if (it == n_.weights.end()) {
+        // A constant one (BatchNormalization's gamma with scale off) is never trained.
+        if (status != "Constant") stale_ = true;
+        return std::nullopt;
+      }
+      onnx::TensorProto t;
+      if (!t.ParseFromString(it->second) || t.data_type() != onnx::TensorProto::FLOAT ||
+          !std::equal(t.dims().begin(), t.dims().end(), shape.begin(), shape.end()) ||
+          !toRawData(t).ok() ||
+          t.raw_data().size() != static_cast<size_t>(elementCount(t)) * sizeof(float)) {
+        stale_ = true;
+        return std::nullopt;
+      }
+      return t;
+    }
+
     Lowering& l_;
     const Node& n_;
     std::string base_;
     int counter_ = 0;
     std::set<std::string> constants_;
     Status error_;
+    bool isLayer_ = false, useStored_ = false, stale_ = false;
+    std::set<std::string> requested_;
   };
 
+  // A layer with stored weights that no longer fit (a shape parameter or the input changed) is
+  // lowered again from its seed: trained and fresh weights never mix within a layer.
   Status emitLayer(const Node& n, const NodeSpec& s) {
-    LayerBuilder b(*this, n);
-    json& e = layout_["layers"][protoName_[n.id]];
-    e["id"] = n.id;
-    e["type"] = n.type;
-    e["nodes"] = json::array();
-    DW_RETURN_IF_ERROR(s.lower(b));
-    DW_RETURN_IF_ERROR(b.error());
+    auto* graph = model_->mutable_graph();
+    const int nodes0 = graph->node_size(), inits0 = graph->initializer_size();
+    bool useStored = !n.weights.empty();
+    for (;;) {
+      LayerBuilder b(*this, n);
+      b.asLayer(useStored);
+      json& e = layout_["layers"][protoName_[n.id]];
+      e["id"] = n.id;
+      e["type"] = n.type;
+      e["nodes"] = json::array();
+      DW_RETURN_IF_ERROR(s.lower(b));
+      DW_RETURN_IF_ERROR(b.error());
+      if (!useStored || !b.storedStale()) break;
+      useStored = false;
+      graph->mutable_node()->DeleteSubrange(nodes0, graph->node_size() - nodes0);
+      for (int i = inits0; i < graph->initializer_size(); ++i)
+        layout_["nodes"].erase("initializer:" + graph->initializer(i).name());
+      graph->mutable_initializer()->DeleteSubrange(inits0, graph->initializer_size() - inits0);
+      inferredSize_ = -1;
+    }
     layoutEntry("layer:" + protoName_[n.id], n);
     return Status();
   }

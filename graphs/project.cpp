@@ -327,6 +327,16 @@ class Reader {
         n.params[key] = std::move(p.value());
       }
     }
+    if (auto weights = j.find("weights"); weights != j.end()) {
+      if (!weights->is_object()) return fail(path + "/weights", "expected an object");
+      if (spec->kind != NodeKind::Layer)
+        return fail(path + "/weights", "only layers store trained weights, not a " + n.type);
+      for (const auto& [key, value] : weights->items()) {
+        auto p = paramFromJson(value, ParamType::Tensor);
+        if (!p.ok()) return fail(path + "/weights/" + key, p.message());
+        n.weights[key] = p->asString();
+      }
+    }
     Status st = g.insertNode(std::move(n));
     if (!st.ok()) return fail(path, st.message());
     return Status();
@@ -340,7 +350,10 @@ class Reader {
 std::string projectToJsonText(const Graph& g) {
   json root;
   root["format"] = "deepwire-project";
-  root["version"] = kProjectFormatVersion;
+  // Format 1 readers would silently drop stored layer weights; other projects stay readable.
+  bool hasWeights = false;
+  for (const auto& [id, n] : g.nodes()) hasWeights |= !n.weights.empty();
+  root["version"] = hasWeights ? 2 : 1;
   const ModelInfo& info = g.info();
   json m;
   m["ir_version"] = info.irVersion;
@@ -371,6 +384,12 @@ std::string projectToJsonText(const Graph& g) {
     if (!n.model.empty()) jn["model"] = n.model;
     if (n.inputArity) jn["input_arity"] = n.inputArity;
     if (n.outputArity) jn["output_arity"] = n.outputArity;
+    if (!n.weights.empty()) {
+      json weights = json::object();
+      for (const auto& [k, bytes] : n.weights)
+        weights[k] = paramToJson(Param::makeProto(ParamType::Tensor, bytes));
+      jn["weights"] = std::move(weights);
+    }
     nodes.push_back(std::move(jn));
   }
   root["nodes"] = std::move(nodes);

@@ -9,7 +9,9 @@
 
 namespace dw {
 
-inline constexpr int kProjectFormatVersion = 1;
+// The newest format this build reads. 2 adds layers' stored trained weights ("weights" in a
+// node); a project without them is written as format 1.
+inline constexpr int kProjectFormatVersion = 2;
 
 std::string projectToJsonText(const Graph& graph);
 // `source` names the origin in messages (a path, or "<memory>").

@@ -48,7 +48,9 @@ class LoweringBuilder {
                                       const std::vector<std::string>& inputs,
                                       std::vector<onnx::AttributeProto> attributes = {},
                                       std::vector<std::string> outputs = {""}) = 0;
-  // A trainable weight of this layer, created with the node's seeded RNG; its tensor name.
+  // A trainable weight of this layer, created with the node's seeded RNG (or, at export, the
+  // trained value the node stores for `suffix`, see Node::weights); its tensor name. `suffix`
+  // names the weight within the layer, so it must not depend on anything but the layer's kind.
   virtual std::string weight(const std::string& suffix, const std::vector<int64_t>& shape,
                              const WeightFill& fill, const std::string& status = "Trainable") = 0;
   // A constant stored as an initializer (status Constant).

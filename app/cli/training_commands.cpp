@@ -31,6 +31,7 @@ struct TrainArgs {
   double lr = -1;
   // accelerator, precision and threads default to the project's Accelerator node ("", -1).
   std::string optimizer, accelerator, precision, checkpoint, resume, exportOnnx, exportTraining;
+  std::string saveProject;  // the project with its trained weights (--save-project)
   int64_t seed = -1;
   int threads = -1;
   bool json = false, quiet = false;
@@ -120,6 +121,14 @@ void progressBar(const StepInfo& si, int64_t epochs) {
   std::fflush(stderr);
 }
 
+// The loaded project with the trainer's weights written into it (Initializer values and layers'
+// stored weights), saved atomically.
+Status saveTrainedProject(const Setup& st, const std::string& path) {
+  Graph g = st.graph;
+  DW_RETURN_IF_ERROR(st.trainer->writeWeightsTo(g));
+  return saveProject(g, path);
+}
+
 int trainCommand(const TrainArgs& a) {
   auto s = prepare(a);
   if (!s) return fail(s.message());
@@ -189,6 +198,11 @@ int trainCommand(const TrainArgs& a) {
     } else {
       std::cerr << "deepwire: interrupted\n";
     }
+    if (!a.saveProject.empty()) {
+      Status ss = saveTrainedProject(st, a.saveProject);
+      if (!ss.ok()) return fail(ss.message(), 2);
+      std::cerr << "deepwire: the weights trained so far are saved in " << a.saveProject << "\n";
+    }
     return 130;
   }
   if (!a.checkpoint.empty() && report->epochs.empty()) {
@@ -201,6 +215,11 @@ int trainCommand(const TrainArgs& a) {
     Status ws = writeOnnxFile(*m, a.exportOnnx);
     if (!ws.ok()) return fail(ws.message(), 2);
     if (!a.json) std::cout << "exported " << a.exportOnnx << "\n";
+  }
+  if (!a.saveProject.empty()) {
+    Status ss = saveTrainedProject(st, a.saveProject);
+    if (!ss.ok()) return fail(ss.message(), 2);
+    if (!a.json) std::cout << "saved " << a.saveProject << " (with the trained weights)\n";
   }
   if (!a.exportTraining.empty()) {
     auto m = tr.exportTraining();
@@ -270,6 +289,8 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--export-onnx", train->exportOnnx, "Write the trained inference model here");
   t->add_option("--export-training-onnx", train->exportTraining,
                 "Write the training graph (gradients, optimizer state) here");
+  t->add_option("--save-project", train->saveProject,
+                "Save the project with its trained weights here (atomically; may be PROJECT)");
   t->add_option("--max-steps", train->maxSteps, "Stop each epoch after this many batches")
       ->check(CLI::NonNegativeNumber);
   t->add_option("--train-limit", train->trainLimit, "Use only the first N training samples")

@@ -1382,6 +1382,9 @@ Result<onnx::ModelProto> Trainer::exportTraining() const {
   return impl_->exportTraining();
 }
 
+// Initializer nodes take their trained values by name. Layer weights (running statistics
+// included) go back to their layer node as its stored weights, replacing the whole set: the
+// export's layout names the layer node, its type and the weight of each initializer.
 Status Trainer::writeWeightsTo(Graph& graph) const {
   int written = 0;
   for (const auto& [id, n] : graph.nodes()) {
@@ -1395,10 +1398,38 @@ Status Trainer::writeWeightsTo(Graph& graph) const {
         id, "values", Param::makeProto(ParamType::Tensor, proto.SerializeAsString())));
     ++written;
   }
+  const json layout =
+      json::parse(metadataValue(impl_->forward, kLayoutMetadataKey), nullptr, false);
+  std::map<NodeId, std::string> layerTypes;
+  std::map<NodeId, std::map<std::string, std::string>> layerWeights;
+  if (layout.is_object() && layout.contains("layers") && layout["layers"].is_object())
+    for (const auto& [base, e] : layout["layers"].items())
+      if (e.is_object() && e.contains("id") && e["id"].is_number_integer() && e.contains("type") &&
+          e["type"].is_string())
+        layerTypes[e["id"].get<NodeId>()] = e["type"].get<std::string>();
+  if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_object())
+    for (const auto& [key, e] : layout["nodes"].items()) {
+      if (key.rfind("initializer:", 0) != 0 || !e.is_object() || !e.contains("layer") ||
+          !e["layer"].is_number_integer() || !e.contains("weight") || !e["weight"].is_string())
+        continue;
+      auto it = impl_->weights.find(key.substr(12));
+      if (it == impl_->weights.end()) continue;
+      onnx::TensorProto proto;
+      tensorToProto(it->second, &proto);
+      layerWeights[e["layer"].get<NodeId>()][e["weight"].get<std::string>()] =
+          proto.SerializeAsString();
+    }
+  for (auto& [id, w] : layerWeights) {
+    // Another graph than the one trained: only the same layer at the same id takes them.
+    const Node* n = graph.node(id);
+    if (!n || !layerTypes.count(id) || layerTypes[id] != n->type) continue;
+    DW_RETURN_IF_ERROR(graph.setWeights(id, std::move(w)));
+    ++written;
+  }
   if (written == 0 && !impl_->weights.empty())
     return Status::error(
-        "no Initializer node of the graph matches a trained weight (layer "
-        "weights are regenerated from their layer's seed)");
+        "no Initializer or layer node of the graph matches a trained weight (was the trainer "
+        "made from another graph?)");
   return Status();
 }
 
