@@ -44,6 +44,8 @@ void applyNodeState(Graph& g, const Node& target) {
     (void)g.setSpecifiedOutputsName(target.id, target.specifiedOutputsName);
   if (cur->ldaCoeff != target.ldaCoeff) (void)g.setLdaCoeff(target.id, target.ldaCoeff);
   if (cur->model != target.model) (void)g.setModel(target.id, target.model);
+  // After the params: a changed seed drops stored weights that the target may still hold.
+  if (cur->weights != target.weights) (void)g.setWeights(target.id, target.weights);
 }
 
 }  // namespace

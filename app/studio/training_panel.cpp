@@ -602,7 +602,7 @@ Status TrainingPanel::writeWeightsToGraph() {
   std::vector<Node> changed;
   for (const auto& [id, n] : copy.nodes()) {
     const Node* cur = model_->graph().node(id);
-    if (cur && cur->params != n.params) changed.push_back(n);
+    if (cur && (cur->params != n.params || cur->weights != n.weights)) changed.push_back(n);
   }
   DW_RETURN_IF_ERROR(model_->applyNodeStates(changed, tr("Write trained weights")));
   // The graph now holds what the trainer holds: keep training with it (and its optimizer state).
