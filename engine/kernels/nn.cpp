@@ -624,7 +624,8 @@ class RoiAlign : public Kernel {
 
 }  // namespace
 
-void addLpPoolKernels(KernelRegistry& r);  // kernels/lp_pool.cpp
+void addLpPoolKernels(KernelRegistry& r);      // kernels/lp_pool.cpp
+void addMaxRoiPoolKernels(KernelRegistry& r);  // kernels/max_roi_pool.cpp
 
 void addNnKernels(KernelRegistry& r) {
   r.add("host", "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormHost>);
@@ -636,6 +637,7 @@ void addNnKernels(KernelRegistry& r) {
   r.add("host", "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);
   r.add("host", "RoiAlign", 10, kMaxOpset, &makeKernel<RoiAlign>);
   addLpPoolKernels(r);
+  addMaxRoiPoolKernels(r);
 }
 
 }  // namespace dw::engine

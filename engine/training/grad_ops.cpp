@@ -452,6 +452,17 @@ Status gradLpPool(GradCtx& c) {
   return Status();
 }
 
+// MaxRoiPool: each bin's gradient goes to its maximum (kernels/max_roi_pool.cpp). The ROI
+// corners snap to whole pixels, so the output is piecewise constant in them.
+Status gradMaxRoiPool(GradCtx& c) {
+  if (c.need(1))
+    return Status::error(
+        "MaxRoiPool's rois get no gradient (their corners are rounded to whole pixels); make "
+        "them Constant or a data input");
+  c.dX[0] = c.e.op1("MaxRoiPoolGrad", {c.dY[0], c.in(0), c.in(1)}, c.forwardAttrs(), kGradDomain);
+  return Status();
+}
+
 }  // namespace
 
 Status gradResize(GradCtx& c);  // grad_resize.cpp
@@ -528,6 +539,7 @@ const std::vector<GradBuilder>& gradBuilders() {
     t.push_back({"MaxUnpool", 9, kMax, gradMaxUnpool});
     t.push_back({"LpPool", 2, kMax, gradLpPool});
     t.push_back({"GlobalLpPool", 2, kMax, gradLpPool});
+    t.push_back({"MaxRoiPool", 1, kMax, gradMaxRoiPool});
     return t;
   }();
   return table;

@@ -494,6 +494,16 @@ std::vector<GradCase> cases() {
     v.push_back({"GlobalLpPool_p1", "GlobalLpPool", {x}, {attrI("p", 1)}});
   }
   v.push_back({"GlobalLpPool", "GlobalLpPool", {In{{2, 3, 3, 2}}}});
+  {
+    // Two overlapping ROIs of 2x2 bins; the second is scaled down from a 2x larger image.
+    In rois{{2, 5}, 0, 0, false};
+    rois.values = {0, 0, 0, 3, 3, 1, 2, 4, 8, 9};
+    v.push_back({"MaxRoiPool",
+                 "MaxRoiPool",
+                 {In{{2, 2, 5, 5}}, rois},
+                 {attrInts("pooled_shape", {2, 2}), attrF("spatial_scale", 0.5f)}});
+    v.back().distinct = true;
+  }
   return v;
 }
 
@@ -571,6 +581,47 @@ TEST(LpPoolForward, MatchesHandComputedNorms) {
   }
 }
 
+// MaxRoiPool's bins, worked by hand on a 4x4 ramp (0..15, row-major): libonnx 1.12 ships no
+// backend cases for it either.
+TEST(MaxRoiPoolForward, MatchesHandComputedBins) {
+  struct Case {
+    std::vector<double> roi;
+    float scale;
+    std::vector<double> expected;
+  };
+  const std::vector<Case> cases = {
+      // the whole image in 2x2 bins: maxima at each bin's bottom-right
+      {{0, 0, 0, 3, 3}, 1.0f, {5, 7, 13, 15}},
+      // a 2x2 ROI: one pixel per bin
+      {{0, 1, 1, 2, 2}, 1.0f, {5, 6, 9, 10}},
+      // scale 0.5: corners 0 and round(3.5) = 4, 5 rows in bins [0, 3) and [2, 5) clipped to 4
+      {{0, 0, 0, 7, 7}, 0.5f, {10, 11, 14, 15}},
+  };
+  std::vector<double> ramp(16);
+  for (int i = 0; i < 16; ++i) ramp[i] = i;
+  for (const auto& c : cases) {
+    onnx::ModelProto m;
+    auto* n = test::singleOpModel(m, 17, "roi", "MaxRoiPool", "pool");
+    *m.mutable_graph()->add_initializer() =
+        test::makeTensor("x", onnx::TensorProto::DOUBLE, {1, 1, 4, 4}, ramp);
+    *m.mutable_graph()->add_initializer() =
+        test::makeTensor("rois", onnx::TensorProto::DOUBLE, {1, 5}, c.roi);
+    n->add_input("x");
+    n->add_input("rois");
+    n->add_output("y");
+    *n->add_attribute() = attrInts("pooled_shape", {2, 2});
+    *n->add_attribute() = attrF("spatial_scale", c.scale);
+    m.mutable_graph()->add_output()->set_name("y");
+    auto s = InferenceSession::create(m);
+    ASSERT_TRUE(s.ok()) << s.message();
+    auto r = (*s)->run({});
+    ASSERT_TRUE(r.ok()) << r.message();
+    const Tensor& y = r->begin()->second;
+    ASSERT_EQ(y.size(), 4);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(y.getDouble(i), c.expected[i]) << "bin " << i;
+  }
+}
+
 // Issue 4's list of ops that must have gradients ("Gemm, MatMul, ..., the pooling ops, every
 // activation, ..., the Reduce* ops, ..., LSTM/GRU/RNN", plus the losses), spelled out as the
 // ONNX ops of the current opset. Ops of those families judged to have no usable gradient are
@@ -585,9 +636,9 @@ const std::vector<std::string>& issueOpList() {
       // Matrix products, arithmetic and normalization.
       "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Conv", "ConvTranspose",
       "BatchNormalization", "LayerNormalization",
-      // The pooling ops (MaxRoiPool: see kNoGradient).
+      // The pooling ops.
       "AveragePool", "MaxPool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool",
-      "MaxUnpool",
+      "MaxUnpool", "MaxRoiPool",
       // Every activation of opset 17 (Gelu arrives in opset 20; the GELU layer lowers to Erf).
       "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish",
       "Tanh", "Softplus", "Softsign", "ThresholdedRelu", "Shrink", "Erf", "Softmax", "LogSoftmax",
@@ -609,8 +660,6 @@ const std::vector<NoGradient> kNoGradient = {
     {"Hardmax",
      "a one-hot of the arg max: piecewise constant, so its derivative is zero wherever it exists "
      "and a silent zero would stop training without a word"},
-    {"MaxRoiPool",
-     "the engine has no forward kernel for it, so there is nothing to differentiate or check"},
 };
 
 TEST(GradCheckCoverage, IssueOpListHasBuilders) {
@@ -631,12 +680,6 @@ TEST(GradCheckCoverage, IssueOpListHasBuilders) {
     EXPECT_EQ(findGradBuilder("", ng.op, opset), nullptr) << "listed as having no gradient";
     // X (trainable) -> op -> loss: building the gradient names the node and says why.
     GradCase c{ng.op, ng.op, {In{{1, 1, 4, 4}}}};
-    if (std::string(ng.op) == "MaxRoiPool") {
-      In rois{{1, 5}, 0, 0, false};
-      rois.values = {0, 0, 0, 3, 3};
-      c.inputs.push_back(rois);
-      c.attrs = {attrInts("pooled_shape", {2, 2})};
-    }
     std::mt19937 rng(1);
     Built b = buildModel(c, {}, rng);  // a scalar R: no forward run needed
     GradientGraphOptions opt;
