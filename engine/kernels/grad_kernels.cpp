@@ -458,6 +458,33 @@ class ReduceGrad : public Kernel {
   bool noop_;
 };
 
+// MaxUnpool's gradient: dY (cropped to the default output shape) read at each index of I. Where
+// I repeats an index, the forward kept the last write, so only that element gets the gradient.
+class MaxUnpoolGrad : public Kernel {
+ public:
+  explicit MaxUnpoolGrad(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& ind = ctx.input(1);
+    DW_ALLOC(dx, ctx.output(0, dy.dtype(), ind.shape()));
+    std::vector<bool> taken(dy.size(), false);
+    return dispatchFloat(dy.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* g = dy.data<T>();
+      T* o = dx->data<T>();
+      for (int64_t i = ind.size(); i-- > 0;) {
+        const int64_t at = ind.getInt(i);
+        if (at < 0 || at >= dy.size())
+          return Status::error("MaxUnpoolGrad: index " + std::to_string(at) +
+                               " is outside the output");
+        o[i] = taken[at] ? T(0) : g[at];
+        taken[at] = true;
+      }
+      return Status();
+    });
+  }
+};
+
 // Scatter-add of dY into the gathered rows.
 class GatherGrad : public Kernel {
  public:
@@ -736,6 +763,7 @@ void addGradKernels(KernelRegistry& r) {
   add("NegativeLogLikelihoodLossGrad", &makeKernel<NegativeLogLikelihoodLossGrad>);
   add("ReduceGrad", &makeKernel<ReduceGrad>);
   add("GatherGrad", &makeKernel<GatherGrad>, false);
+  add("MaxUnpoolGrad", &makeKernel<MaxUnpoolGrad>);
   add("SliceGrad", &makeKernel<SliceGrad>);
   add("ConcatGrad", &makeKernel<ConcatGrad>, false);
   add("DropoutGrad", &makeKernel<DropoutGrad>, false);

@@ -414,9 +414,9 @@ Status gradShrink(GradCtx& c) {
 }
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
-// gathers dY at I. With an explicit output_shape the same coordinates sit in a larger tensor:
-// cropping dY to the default shape first restores the flat addressing. Duplicate indices (from
-// overlapping pooling windows) each receive the gradient of the shared position.
+// reads dY at I (MaxUnpoolGrad, which also knows that the last of repeated indices wins). With
+// an explicit output_shape the same coordinates sit in a larger tensor: cropping dY to the
+// default shape first restores the flat addressing.
 Status gradMaxUnpool(GradCtx& c) {
   if (c.need(1) || c.need(2)) return Status::error("MaxUnpool's indices and shape are integers");
   std::string g = c.dY[0];
@@ -439,8 +439,7 @@ Status gradMaxUnpool(GradCtx& c) {
                 c.e.ints(k)});
     g = c.e.op1("Slice", {g, c.e.ints(std::vector<int64_t>(r, 0)), def});
   }
-  auto flat = c.e.op1("Reshape", {g, c.e.ints({-1})});
-  c.dX[0] = c.e.op1("Gather", {flat, c.in(1)}, {attrI("axis", 0)});
+  c.dX[0] = c.e.op1("MaxUnpoolGrad", {g, c.in(1)}, {}, kGradDomain);
   return Status();
 }
 

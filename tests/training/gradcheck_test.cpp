@@ -477,6 +477,14 @@ std::vector<GradCase> cases() {
     outShape.type = onnx::TensorProto::INT64;
     outShape.values = {1, 1, 5, 6};
     v.push_back({"MaxUnpool_output_shape", "MaxUnpool", {In{{1, 1, 2, 2}}, ind, outShape}, at});
+    // Overlapping 3x3 windows, stride 1, can pick one position twice: the forward keeps the
+    // last write, so the first of the pair has no effect on the loss.
+    In dup = ind;
+    dup.values = {5, 5, 9, 10};
+    v.push_back({"MaxUnpool_repeated_index",
+                 "MaxUnpool",
+                 {In{{1, 1, 2, 2}}, dup},
+                 {attrInts("kernel_shape", {3, 3})}});
   }
   // Lp pooling (host kernels, so float64): p = 2, 3 and 1, with padding and overlapping windows.
   v.push_back({"LpPool",
