@@ -402,7 +402,7 @@ Status gradLayerNorm(GradCtx& c) {
   return Status();
 }
 
-// ---- ops the list added after the first audit -------------------------------------
+// ---- Shrink, unpooling and the Lp and ROI pools -------------------------------------------
 
 // Shrink's slope is 1 outside [-lambd, lambd] and 0 inside (bias only shifts the value).
 Status gradShrink(GradCtx& c) {
