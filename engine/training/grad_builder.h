@@ -9,7 +9,7 @@
 //    (leave it "" for a zero gradient).
 // 2. Prefer standard ONNX ops; put what they cannot express in a kGradDomain op and give it a
 //    kernel in engine/kernels/grad_kernels.cpp (plain C++) or engine/onednn/grad_kernels.cpp.
-// 3. List it with the forward opset range it covers in gradBuilders() (grad_builders.cpp) and
+// 3. List it with the forward opset range it covers in gradBuilders() (grad_ops.cpp) and
 //    add a case to the finite-difference test tests/training/gradcheck_test.cpp.
 #pragma once
 
