@@ -66,49 +66,58 @@ class DnnlOrHost : public Kernel {
   std::map<std::vector<int64_t>, dnnl::primitive> cache_;
 };
 
+// The oneDNN eltwise algorithm (and its alpha/beta) computing an ONNX unary op, shared by the
+// forward kernel and the UnaryGrad backward kernel; false where oneDNN has none.
+struct EltwiseAlg {
+  dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
+  float alpha = 0, beta = 0;
+};
+bool eltwiseAlg(const std::string& op, const Attributes& a, EltwiseAlg* e) {
+  using A = dnnl::algorithm;
+  if (op == "Relu") {
+    e->alg = A::eltwise_relu;
+  } else if (op == "LeakyRelu") {
+    e->alg = A::eltwise_relu;
+    e->alpha = a.getFloat("alpha", 0.01f);
+  } else if (op == "Elu") {
+    e->alg = A::eltwise_elu;
+    e->alpha = a.getFloat("alpha", 1.0f);
+  } else if (op == "Sigmoid") {
+    e->alg = A::eltwise_logistic;
+  } else if (op == "Tanh") {
+    e->alg = A::eltwise_tanh;
+  } else if (op == "Exp") {
+    e->alg = A::eltwise_exp;
+  } else if (op == "Log") {
+    e->alg = A::eltwise_log;
+  } else if (op == "Abs") {
+    e->alg = A::eltwise_abs;
+  } else if (op == "Sqrt") {
+    e->alg = A::eltwise_sqrt;
+  } else if (op == "Neg") {
+    e->alg = A::eltwise_linear;
+    e->alpha = -1.0f;
+  } else if (op == "Reciprocal") {
+    e->alg = A::eltwise_pow;
+    e->alpha = 1.0f;
+    e->beta = -1.0f;
+  } else if (op == "HardSwish") {
+    e->alg = A::eltwise_hardswish;
+  } else if (op == "Softplus") {
+    e->alg = A::eltwise_soft_relu;
+  } else if (op == "Mish") {
+    e->alg = A::eltwise_mish;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Unary activations with a oneDNN eltwise algorithm.
 class Eltwise : public DnnlOrHost {
  public:
   explicit Eltwise(const KernelInit& init) : DnnlOrHost(init) {
-    const std::string& op = init.opType;
-    const auto& a = init.attrs;
-    using A = dnnl::algorithm;
-    if (op == "Relu") {
-      alg_ = A::eltwise_relu;
-    } else if (op == "LeakyRelu") {
-      alg_ = A::eltwise_relu;
-      alpha_ = a.getFloat("alpha", 0.01f);
-    } else if (op == "Elu") {
-      alg_ = A::eltwise_elu;
-      alpha_ = a.getFloat("alpha", 1.0f);
-    } else if (op == "Sigmoid") {
-      alg_ = A::eltwise_logistic;
-    } else if (op == "Tanh") {
-      alg_ = A::eltwise_tanh;
-    } else if (op == "Exp") {
-      alg_ = A::eltwise_exp;
-    } else if (op == "Log") {
-      alg_ = A::eltwise_log;
-    } else if (op == "Abs") {
-      alg_ = A::eltwise_abs;
-    } else if (op == "Sqrt") {
-      alg_ = A::eltwise_sqrt;
-    } else if (op == "Neg") {
-      alg_ = A::eltwise_linear;
-      alpha_ = -1.0f;
-    } else if (op == "Reciprocal") {
-      alg_ = A::eltwise_pow;
-      alpha_ = 1.0f;
-      beta_ = -1.0f;
-    } else if (op == "HardSwish") {
-      alg_ = A::eltwise_hardswish;
-    } else if (op == "Softplus") {
-      alg_ = A::eltwise_soft_relu;
-    } else if (op == "Mish") {
-      alg_ = A::eltwise_mish;
-    } else {
-      fail("no oneDNN eltwise for " + op);
-    }
+    if (!eltwiseAlg(init.opType, init.attrs, &e_)) fail("no oneDNN eltwise for " + init.opType);
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -120,7 +129,8 @@ class Eltwise : public DnnlOrHost {
       const memory::desc md({x.size()}, f32, memory::format_tag::a);
       auto& prim = cache_[{x.size()}];
       if (!prim) {
-        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, md, alpha_, beta_);
+        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, e_.alg, md, e_.alpha,
+                                      e_.beta);
         prim = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, be.engine()));
       }
       prim.execute(be.stream(),
@@ -132,8 +142,48 @@ class Eltwise : public DnnlOrHost {
   }
 
  private:
-  dnnl::algorithm alg_ = dnnl::algorithm::eltwise_relu;
-  float alpha_ = 0, beta_ = 0;
+  EltwiseAlg e_;
+};
+
+// UnaryGrad(dY, X, Y) (com.deepwire.grad, attribute op = the forward op) on oneDNN's eltwise
+// backward from the source X; ops without a oneDNN algorithm and other dtypes use the plain
+// kernel.
+class EltwiseGrad : public DnnlOrHost {
+ public:
+  explicit EltwiseGrad(const KernelInit& init) : DnnlOrHost(init) {
+    ok_ = eltwiseAlg(init.attrs.getString("op"), init.attrs, &e_);
+  }
+  Status compute(KernelContext& ctx) override {
+    if (!ok_ || !allFloat(ctx) || ctx.input(0).size() == 0 ||
+        ctx.input(0).shape() != ctx.input(1).shape())
+      return host(ctx);
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc md({dy.size()}, f32, memory::format_tag::a);
+      auto& prim = cache_[{dy.size()}];
+      if (!prim) {
+        dnnl::eltwise_forward::primitive_desc fpd(
+            dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, e_.alg, md, e_.alpha,
+                                        e_.beta),
+            be.engine());
+        prim = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+            dnnl::eltwise_backward::desc(e_.alg, md, md, e_.alpha, e_.beta), be.engine(), fpd));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_DIFF_DST, memory(md, be.engine(), const_cast<void*>(dy.raw()))},
+                    {DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
+                    {DNNL_ARG_DIFF_SRC, memory(md, be.engine(), dx->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  EltwiseAlg e_;
+  bool ok_ = false;
 };
 
 // Add/Sub/Mul/Div with numpy broadcasting, where oneDNN can take it: src0 has the output shape
@@ -188,6 +238,22 @@ class BinaryOp : public DnnlOrHost {
   bool commutes_ = false, legacy_ = false;
 };
 
+// The shape oneDNN's softmax sees and its axis: opset 13 normalizes along one axis; earlier
+// opsets (`legacy`) flatten to [prod(dims before axis), prod(dims from axis)] and normalize the
+// second dimension. False where the view has more dimensions than oneDNN takes.
+bool softmaxView(const Shape& s, int64_t axisAttr, bool legacy, Shape* view, int* axis) {
+  const int64_t a = normAxis(axisAttr, s.size());
+  *view = s;
+  *axis = static_cast<int>(a);
+  if (legacy) {
+    int64_t outer = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= s[d];
+    *view = {outer, numElements(s) / outer};
+    *axis = 1;
+  }
+  return view->size() <= 6;
+}
+
 // Softmax / LogSoftmax: opset 13 normalizes along one axis; earlier opsets flatten to
 // [prod(dims before axis), prod(dims from axis)] and normalize the second dimension.
 class SoftmaxOp : public DnnlOrHost {
@@ -201,16 +267,9 @@ class SoftmaxOp : public DnnlOrHost {
     const Tensor& x = ctx.input(0);
     if (x.dtype() != DType::kFloat || x.size() == 0 || x.rank() == 0) return host(ctx);
     if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
-    const int64_t a = normAxis(axis_, x.rank());
-    Shape view = x.shape();
-    int axis = static_cast<int>(a);
-    if (legacy_) {
-      int64_t outer = 1;
-      for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
-      view = {outer, x.size() / outer};
-      axis = 1;
-    }
-    if (view.size() > 6) return host(ctx);
+    Shape view;
+    int axis = 0;
+    if (!softmaxView(x.shape(), axis_, legacy_, &view, &axis)) return host(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
       auto& be = cpuBackend(ctx.backend());
@@ -227,6 +286,53 @@ class SoftmaxOp : public DnnlOrHost {
       prim.execute(be.stream(),
                    {{DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
                     {DNNL_ARG_DST, memory(md, be.engine(), y->raw())}});
+      be.stream().wait();
+      return Status();
+    });
+  }
+
+ private:
+  bool log_, legacy_;
+  int64_t axis_;
+};
+
+// SoftmaxGrad(dY, Y) (com.deepwire.grad; attributes axis, log, legacy as the forward) on
+// oneDNN's softmax backward, which reads the forward's output.
+class SoftmaxGradOp : public DnnlOrHost {
+ public:
+  explicit SoftmaxGradOp(const KernelInit& init)
+      : DnnlOrHost(init),
+        log_(init.attrs.getInt("log", 0) != 0),
+        legacy_(init.attrs.getInt("legacy", 0) != 0),
+        axis_(init.attrs.getInt("axis", -1)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& y = ctx.input(1);
+    if (!allFloat(ctx) || y.size() == 0 || y.rank() == 0 || dy.shape() != y.shape() ||
+        !validAxis(axis_, y.rank()))
+      return host(ctx);
+    Shape view;
+    int axis = 0;
+    if (!softmaxView(y.shape(), axis_, legacy_, &view, &axis)) return host(ctx);
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, y.shape()));
+    return guarded([&] {
+      auto& be = cpuBackend(ctx.backend());
+      const memory::desc md = plainDesc(view, f32);
+      std::vector<int64_t> key = view;
+      key.push_back(axis);
+      auto& prim = cache_[key];
+      if (!prim) {
+        const auto alg = log_ ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
+        dnnl::softmax_v2_forward::primitive_desc fpd(
+            dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training, alg, md, md, axis),
+            be.engine());
+        prim = dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
+            dnnl::softmax_v2_backward::desc(alg, md, md, md, axis), be.engine(), fpd));
+      }
+      prim.execute(be.stream(),
+                   {{DNNL_ARG_DIFF_DST, memory(md, be.engine(), const_cast<void*>(dy.raw()))},
+                    {DNNL_ARG_DST, memory(md, be.engine(), const_cast<void*>(y.raw()))},
+                    {DNNL_ARG_DIFF_SRC, memory(md, be.engine(), dx->raw())}});
       be.stream().wait();
       return Status();
     });
@@ -642,8 +748,10 @@ void addOneDnnEltwiseKernels(KernelRegistry& r) {
   r.add(c, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LogSoftmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LayerNormalization", 17, kMaxOpset, &makeKernel<LayerNorm>);
-  r.add(c, "LayerNormalizationGrad", 1, kMaxOpset, &makeKernel<LayerNormGrad>, true,
-        "com.deepwire.grad");
+  const char* grad = "com.deepwire.grad";
+  r.add(c, "LayerNormalizationGrad", 1, kMaxOpset, &makeKernel<LayerNormGrad>, true, grad);
+  r.add(c, "SoftmaxGrad", 1, kMaxOpset, &makeKernel<SoftmaxGradOp>, true, grad);
+  r.add(c, "UnaryGrad", 1, kMaxOpset, &makeKernel<EltwiseGrad>, true, grad);
   r.add(c, "Concat", 1, kMaxOpset, &makeKernel<ConcatOp>, false);
   r.add(c, "PRelu", 1, kMaxOpset, &makeKernel<PReluOp>);
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",

@@ -697,52 +697,11 @@ class BatchNormGrad : public Kernel {
   bool global_;
 };
 
-// UnaryGrad(dY, X, Y) of Relu: dX = dY where X > 0, else 0, split over the threads (the host
-// kernel runs one thread, and this gradient streams the largest activations of a CNN). Other
-// ops' UnaryGrad is the host kernel itself.
-class ReluGrad : public Kernel {
- public:
-  explicit ReluGrad(const KernelInit&) {}
-  Status compute(KernelContext& ctx) override {
-    const Tensor& dy = ctx.input(0);
-    const Tensor& x = ctx.input(1);
-    if (dy.dtype() != DType::kFloat || x.dtype() != DType::kFloat) {
-      if (!host_) return Status::error("UnaryGrad: no kernel for this dtype");
-      return host_->compute(ctx);
-    }
-    if (dy.shape() != x.shape()) return Status::error("UnaryGrad: dY and X must have one shape");
-    DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
-    const float* __restrict g = dy.data<float>();
-    const float* __restrict px = x.data<float>();
-    float* __restrict o = dx->data<float>();
-    const int64_t n = dy.size();
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = g[i];  // read unconditionally, so the select vectorizes without branches
-      o[i] = px[i] > 0 ? v : 0.0f;
-    }
-    return Status();
-  }
-  std::unique_ptr<Kernel> host_;
-};
-
-Result<std::unique_ptr<Kernel>> makeUnaryGrad(const KernelInit& init) {
-  auto host = onednn::hostKernel(init);
-  if (init.attrs.getString("op") != "Relu") {
-    if (!host) return Status::error("UnaryGrad has no host kernel");
-    return host;
-  }
-  auto k = std::make_unique<ReluGrad>(init);
-  k->host_ = std::move(host);
-  return std::unique_ptr<Kernel>(std::move(k));
-}
-
 }  // namespace
 
 void addOneDnnGradKernels(KernelRegistry& r) {
   const char* c = "cpu";
   const char* d = "com.deepwire.grad";
-  r.add(c, "UnaryGrad", 1, kMaxOpset, &makeUnaryGrad, true, d);
   r.add(c, "ConvGrad", 1, kMaxOpset, &makeKernel<ConvGrad>, true, d);
   r.add(c, "PoolGrad", 1, kMaxOpset, &makeKernel<PoolGrad>, true, d);
   r.add(c, "BatchNormalizationTraining", 1, kMaxOpset, &makeKernel<BatchNormTraining>, true, d);
