@@ -108,8 +108,9 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     trainer_ = std::move(*t);
   }
   // Datasets are loaded once per description and kept across steps.
-  const std::string key =
-      trainingConfigToJson(TrainingConfig{req.config.dataset}) + "|" + req.baseDir;
+  TrainingConfig dataOnly;
+  dataOnly.dataset = req.config.dataset;
+  const std::string key = trainingConfigToJson(dataOnly) + "|" + req.baseDir;
   if (key != dataKey_) {
     train_.reset();
     test_.reset();
@@ -503,7 +504,10 @@ void TrainingPanel::loadSettingsFromModel() {
   }
   const OptimizerConfig& o = config_.optimizer;
   const QSignalBlocker b1(optimizer_), b2(lr_), b3(momentum_), b4(weightDecay_), b5(batchSize_),
-      b6(epochs_), b7(dataset_);
+      b6(epochs_), b7(dataset_), b8(accelerator_);
+  // An Accelerator node on the canvas chooses the device, where this machine has it.
+  if (const int i = accelerator_->findText(qs(config_.accelerator)); i >= 0)
+    accelerator_->setCurrentIndex(i);
   optimizer_->setCurrentText(qs(o.type));
   lr_->setValue(o.lr);
   momentum_->setValue(o.momentum);
@@ -572,6 +576,9 @@ TrainOptions TrainingPanel::currentOptions() const {
   const TrainingConfig c = currentConfig();
   o.optimizer = c.optimizer;
   o.accelerator = accelerator_->currentText().toStdString();
+  // Threads and precision are the Accelerator node's parameters (Parameters panel).
+  o.threads = c.threads;
+  o.precision = c.precision;
   o.seed = c.seed;
   return o;
 }

@@ -197,14 +197,18 @@ TEST_P(LayerGolden, MatchesPyTorch) {
   // Every float tensor weight of the layer must come from the golden file: a weight left at
   // deepwire's seeded values would make the comparison meaningless. Scalars and integer
   // tensors are the lowering's own constants (shapes, axes, epsilons).
-  for (const auto& t : m->graph().initializer())
+  for (const auto& t : m->graph().initializer()) {
     if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() > 0 &&
         !(t.dims_size() == 1 && t.dims(0) == 1) && t.name().rfind("L.", 0) == 0 &&
-        t.name() != "L.scales")
+        t.name() != "L.scales") {
       EXPECT_TRUE(replaced.count(t.name())) << "weight '" << t.name() << "' has no golden value";
+    }
+  }
 
   std::map<std::string, std::string> trainingOutputs;
-  if (c.value("training", false)) ASSERT_TRUE(enableTrainingMode(*m, &trainingOutputs).ok());
+  if (c.value("training", false)) {
+    ASSERT_TRUE(enableTrainingMode(*m, &trainingOutputs).ok());
+  }
 
   auto session = engine::InferenceSession::create(*m);
   ASSERT_TRUE(session.ok()) << "engine cannot plan the lowered model: " << session.message();

@@ -266,9 +266,11 @@ TEST(LossCatalogue, EveryLossAndMetricIsCoveredByGoldens) {
     EXPECT_TRUE(s->metricStats && s->metricFinalize && s->lower) << m;
     EXPECT_TRUE(covered.count("metric:" + m)) << m;
   }
-  for (const NodeSpec* s : cat.all())
-    if (s->domain == kMetricsDomain || s->domain == kLossesDomain)
+  for (const NodeSpec* s : cat.all()) {
+    if (s->domain == kMetricsDomain || s->domain == kLossesDomain) {
       EXPECT_FALSE(s->category.empty()) << s->key();
+    }
+  }
 }
 
 }  // namespace

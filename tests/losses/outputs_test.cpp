@@ -125,7 +125,9 @@ TEST(TrainingExport, InferenceExportRoundTripsTheTrainingParts) {
     ASSERT_NE(b, nullptr) << g->describe(id);
     EXPECT_EQ(b->type, n.type);
     EXPECT_EQ(b->name, n.name);
-    if (n.type == "Output Train") EXPECT_EQ(b->params, n.params);
+    if (n.type == "Output Train") {
+      EXPECT_EQ(b->params, n.params);
+    }
   }
   EXPECT_TRUE(back->validate().empty());
   ExportOptions opt;
@@ -230,9 +232,11 @@ TEST(Cli, NodesJsonListsLossesAndMetrics) {
   std::map<std::string, std::set<std::string>> byDomain;
   for (const auto& s : all)
     byDomain[s["domain"].get<std::string>()].insert(s["type"].get<std::string>());
-  for (const NodeSpec* s : Catalogue::instance().all())
-    if (s->domain == kLossesDomain || s->domain == kMetricsDomain)
+  for (const NodeSpec* s : Catalogue::instance().all()) {
+    if (s->domain == kLossesDomain || s->domain == kMetricsDomain) {
       EXPECT_TRUE(byDomain[s->domain].count(s->type)) << s->key();
+    }
+  }
   EXPECT_EQ(byDomain[kLossesDomain].size(), 15u);
   EXPECT_TRUE(byDomain[kMetricsDomain].count("SparseCategoricalAccuracy"));
   EXPECT_TRUE(byDomain[kLayersDomain].count("Output Train"));
