@@ -12,12 +12,16 @@
 
 #include "engine/session.h"
 #include "engine/tensor.h"
+#include "engine/training/grad_builder.h"
 #include "gradcheck_util.h"
 
 namespace {
 
 using namespace dw::engine;
 namespace test = dw::engine::training::test;
+using dw::engine::training::attrF;
+using dw::engine::training::attrI;
+using dw::engine::training::attrS;
 
 struct Case {
   std::string op;    // forward op
@@ -27,28 +31,6 @@ struct Case {
   std::vector<onnx::AttributeProto> gradAttrs;
   double lo = -2, hi = 2;  // input range
 };
-
-onnx::AttributeProto attr(const std::string& n, int64_t v) {
-  onnx::AttributeProto a;
-  a.set_name(n);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
-onnx::AttributeProto attr(const std::string& n, float v) {
-  onnx::AttributeProto a;
-  a.set_name(n);
-  a.set_type(onnx::AttributeProto::FLOAT);
-  a.set_f(v);
-  return a;
-}
-onnx::AttributeProto attr(const std::string& n, const std::string& v) {
-  onnx::AttributeProto a;
-  a.set_name(n);
-  a.set_type(onnx::AttributeProto::STRING);
-  a.set_s(v);
-  return a;
-}
 
 // Y = op(X); dX = grad(dY, X, Y) (UnaryGrad) or grad(dY, Y) (SoftmaxGrad), in `elem` type.
 onnx::ModelProto model(const Case& c, int32_t elem, const std::vector<int64_t>& shape) {
@@ -127,36 +109,28 @@ TEST_P(OneDnnBackward, AgreesWithThePlainKernel) {
 std::vector<Case> cases() {
   std::vector<Case> v;
   for (std::string op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Softplus", "HardSwish"})
-    v.push_back({op, "UnaryGrad", 17, {}, {attr("op", op)}});
+    v.push_back({op, "UnaryGrad", 17, {}, {attrS("op", op)}});
   v.push_back({"LeakyRelu",
                "UnaryGrad",
                17,
-               {attr("alpha", 0.2f)},
-               {attr("op", std::string("LeakyRelu")), attr("alpha", 0.2f)}});
-  v.push_back({"Elu",
-               "UnaryGrad",
-               17,
-               {attr("alpha", 0.7f)},
-               {attr("op", std::string("Elu")), attr("alpha", 0.7f)}});
+               {attrF("alpha", 0.2f)},
+               {attrS("op", "LeakyRelu"), attrF("alpha", 0.2f)}});
+  v.push_back(
+      {"Elu", "UnaryGrad", 17, {attrF("alpha", 0.7f)}, {attrS("op", "Elu"), attrF("alpha", 0.7f)}});
   for (std::string op : {"Log", "Sqrt", "Reciprocal"}) {
-    v.push_back({op, "UnaryGrad", 17, {}, {attr("op", op)}});
+    v.push_back({op, "UnaryGrad", 17, {}, {attrS("op", op)}});
     v.back().lo = 0.3;  // the domain of the op
     v.back().hi = 3;
   }
   for (bool log : {false, true}) {
     const std::string op = log ? "LogSoftmax" : "Softmax";
+    v.push_back({op, "SoftmaxGrad", 13, {attrI("axis", 1)}, {attrI("axis", 1), attrI("log", log)}});
+    // Opset 11: normalized over everything from `axis` on.
     v.push_back({op,
                  "SoftmaxGrad",
-                 13,
-                 {attr("axis", int64_t{1})},
-                 {attr("axis", int64_t{1}), attr("log", int64_t{log})}});
-    // Opset 11: normalized over everything from `axis` on.
-    v.push_back(
-        {op,
-         "SoftmaxGrad",
-         11,
-         {attr("axis", int64_t{1})},
-         {attr("axis", int64_t{1}), attr("log", int64_t{log}), attr("legacy", int64_t{1})}});
+                 11,
+                 {attrI("axis", 1)},
+                 {attrI("axis", 1), attrI("log", log), attrI("legacy", 1)}});
   }
   return v;
 }
