@@ -61,6 +61,21 @@ class DnnlOrHost : public Kernel {
       return Status::error("oneDNN " + init_.opType + ": " + e.what());
     }
   }
+  // One argument of a primitive call: oneDNN reads or writes the tensor's own buffer in place.
+  struct Arg {
+    int id;
+    memory::desc desc;
+    const Tensor* tensor;
+  };
+  // Runs `prim` and waits for it: the tensors may be released as soon as the kernel returns.
+  static void execute(onednn::CpuBackend& be, const dnnl::primitive& prim,
+                      const std::vector<Arg>& args) {
+    std::unordered_map<int, memory> m;
+    for (const Arg& a : args)
+      m.emplace(a.id, memory(a.desc, be.engine(), const_cast<void*>(a.tensor->raw())));
+    prim.execute(be.stream(), m);
+    be.stream().wait();
+  }
   KernelInit init_;
   std::unique_ptr<Kernel> host_;
   std::map<std::vector<int64_t>, dnnl::primitive> cache_;
@@ -133,10 +148,7 @@ class Eltwise : public DnnlOrHost {
                                       e_.beta);
         prim = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, be.engine()));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
-                    {DNNL_ARG_DST, memory(md, be.engine(), y->raw())}});
-      be.stream().wait();
+      execute(be, prim, {{DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DST, md, y}});
       return Status();
     });
   }
@@ -172,11 +184,8 @@ class EltwiseGrad : public DnnlOrHost {
         prim = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
             dnnl::eltwise_backward::desc(e_.alg, md, md, e_.alpha, e_.beta), be.engine(), fpd));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_DIFF_DST, memory(md, be.engine(), const_cast<void*>(dy.raw()))},
-                    {DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
-                    {DNNL_ARG_DIFF_SRC, memory(md, be.engine(), dx->raw())}});
-      be.stream().wait();
+      execute(be, prim,
+              {{DNNL_ARG_DIFF_DST, md, &dy}, {DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DIFF_SRC, md, dx}});
       return Status();
     });
   }
@@ -224,11 +233,7 @@ class BinaryOp : public DnnlOrHost {
         dnnl::binary::desc d(alg_, da, db, da);
         prim = dnnl::binary(dnnl::binary::primitive_desc(d, be.engine()));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_SRC_0, memory(da, be.engine(), const_cast<void*>(a->raw()))},
-                    {DNNL_ARG_SRC_1, memory(db, be.engine(), const_cast<void*>(b->raw()))},
-                    {DNNL_ARG_DST, memory(da, be.engine(), y->raw())}});
-      be.stream().wait();
+      execute(be, prim, {{DNNL_ARG_SRC_0, da, a}, {DNNL_ARG_SRC_1, db, b}, {DNNL_ARG_DST, da, y}});
       return Status();
     });
   }
@@ -283,10 +288,7 @@ class SoftmaxOp : public DnnlOrHost {
             log_ ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, md, md, axis);
         prim = dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, be.engine()));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
-                    {DNNL_ARG_DST, memory(md, be.engine(), y->raw())}});
-      be.stream().wait();
+      execute(be, prim, {{DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DST, md, y}});
       return Status();
     });
   }
@@ -329,11 +331,8 @@ class SoftmaxGradOp : public DnnlOrHost {
         prim = dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
             dnnl::softmax_v2_backward::desc(alg, md, md, md, axis), be.engine(), fpd));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_DIFF_DST, memory(md, be.engine(), const_cast<void*>(dy.raw()))},
-                    {DNNL_ARG_DST, memory(md, be.engine(), const_cast<void*>(y.raw()))},
-                    {DNNL_ARG_DIFF_SRC, memory(md, be.engine(), dx->raw())}});
-      be.stream().wait();
+      execute(be, prim,
+              {{DNNL_ARG_DIFF_DST, md, &dy}, {DNNL_ARG_DST, md, &y}, {DNNL_ARG_DIFF_SRC, md, dx}});
       return Status();
     });
   }
@@ -394,22 +393,18 @@ class LayerNorm : public DnnlOrHost {
           prim = dnnl::layer_normalization_forward(
               dnnl::layer_normalization_forward::primitive_desc(d, be.engine()));
         }
-        std::unordered_map<int, memory> args{
-            {DNNL_ARG_SRC, memory(md, be.engine(), const_cast<void*>(x.raw()))},
-            {DNNL_ARG_DST, memory(md, be.engine(), y->raw())},
-            {DNNL_ARG_SCALE, memory(vd, be.engine(), const_cast<void*>(ctx.input(1).raw()))}};
-        if (ctx.hasInput(2))
-          args[DNNL_ARG_SHIFT] = memory(vd, be.engine(), const_cast<void*>(ctx.input(2).raw()));
+        std::vector<Arg> args{
+            {DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DST, md, y}, {DNNL_ARG_SCALE, vd, &ctx.input(1)}};
+        if (ctx.hasInput(2)) args.push_back({DNNL_ARG_SHIFT, vd, &ctx.input(2)});
         Tensor* var = nullptr;
         if (stats) {
           Tensor* m = mean ? mean : ctx.scratch(DType::kFloat, {outer});
           var = ctx.scratch(DType::kFloat, {outer});
           if (!m || !var) return ctx.status();
-          args[DNNL_ARG_MEAN] = memory(sd, be.engine(), m->raw());
-          args[DNNL_ARG_VARIANCE] = memory(sd, be.engine(), var->raw());
+          args.push_back({DNNL_ARG_MEAN, sd, m});
+          args.push_back({DNNL_ARG_VARIANCE, sd, var});
         }
-        prim.execute(be.stream(), args);
-        be.stream().wait();
+        execute(be, prim, args);
         if (inv) {
           const float* v = var->data<float>();
           float* r = inv->data<float>();
@@ -501,21 +496,18 @@ class LayerNormGrad : public DnnlOrHost {
         prim = dnnl::layer_normalization_backward(
             dnnl::layer_normalization_backward::primitive_desc(bd, be.engine(), fpd));
       }
-      auto mem = [&](const memory::desc& d, const Tensor& t) {
-        return memory(d, be.engine(), const_cast<void*>(t.raw()));
-      };
-      prim.execute(be.stream(), {{DNNL_ARG_DIFF_DST, mem(md, ctx.input(0))},
-                                 {DNNL_ARG_SRC, mem(md, x)},
-                                 {DNNL_ARG_SCALE, mem(vd, ctx.input(2))},
-                                 // oneDNN 2.6 refuses to run without a shift argument under
-                                 // use_shift although backward never reads it.
-                                 {DNNL_ARG_SHIFT, mem(vd, ctx.input(2))},
-                                 {DNNL_ARG_MEAN, mem(sd, ctx.input(3))},
-                                 {DNNL_ARG_VARIANCE, mem(sd, *var)},
-                                 {DNNL_ARG_DIFF_SRC, mem(md, *dx)},
-                                 {DNNL_ARG_DIFF_SCALE, mem(vd, *ds)},
-                                 {DNNL_ARG_DIFF_SHIFT, mem(vd, *db)}});
-      be.stream().wait();
+      execute(be, prim,
+              {{DNNL_ARG_DIFF_DST, md, &ctx.input(0)},
+               {DNNL_ARG_SRC, md, &x},
+               {DNNL_ARG_SCALE, vd, &ctx.input(2)},
+               // oneDNN 2.6 refuses to run without a shift argument under use_shift although
+               // backward never reads it.
+               {DNNL_ARG_SHIFT, vd, &ctx.input(2)},
+               {DNNL_ARG_MEAN, sd, &ctx.input(3)},
+               {DNNL_ARG_VARIANCE, sd, var},
+               {DNNL_ARG_DIFF_SRC, md, dx},
+               {DNNL_ARG_DIFF_SCALE, vd, ds},
+               {DNNL_ARG_DIFF_SHIFT, vd, db}});
       return Status();
     });
   }
@@ -555,12 +547,10 @@ class ConcatOp : public DnnlOrHost {
       key.push_back(a);
       auto& prim = cache_[key];
       if (!prim) prim = dnnl::concat(dnnl::concat::primitive_desc(od, a, mds, be.engine()));
-      std::unordered_map<int, memory> args{{DNNL_ARG_DST, memory(od, be.engine(), y->raw())}};
+      std::vector<Arg> args{{DNNL_ARG_DST, od, y}};
       for (size_t i = 0; i < mds.size(); ++i)
-        args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] =
-            memory(mds[i], be.engine(), const_cast<void*>(ctx.input(i).raw()));
-      prim.execute(be.stream(), args);
-      be.stream().wait();
+        args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), mds[i], &ctx.input(i)});
+      execute(be, prim, args);
       return Status();
     });
   }
@@ -590,12 +580,9 @@ class PReluOp : public DnnlOrHost {
         dnnl::prelu_forward::desc d(dnnl::prop_kind::forward_inference, xd, wd);
         prim = dnnl::prelu_forward(dnnl::prelu_forward::primitive_desc(d, be.engine()));
       }
-      prim.execute(
-          be.stream(),
-          {{DNNL_ARG_SRC, memory(xd, be.engine(), const_cast<void*>(x.raw()))},
-           {DNNL_ARG_WEIGHTS, memory(wd, be.engine(), const_cast<void*>(ctx.input(1).raw()))},
-           {DNNL_ARG_DST, memory(xd, be.engine(), y->raw())}});
-      be.stream().wait();
+      execute(
+          be, prim,
+          {{DNNL_ARG_SRC, xd, &x}, {DNNL_ARG_WEIGHTS, wd, &ctx.input(1)}, {DNNL_ARG_DST, xd, y}});
       return Status();
     });
   }
@@ -662,10 +649,7 @@ class ReduceOp : public DnnlOrHost {
         dnnl::reduction::desc d(alg_, sd, dd, p_, 0.0f);
         prim = dnnl::reduction(dnnl::reduction::primitive_desc(d, be.engine()));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_SRC, memory(sd, be.engine(), const_cast<void*>(x.raw()))},
-                    {DNNL_ARG_DST, memory(dd, be.engine(), y->raw())}});
-      be.stream().wait();
+      execute(be, prim, {{DNNL_ARG_SRC, sd, &x}, {DNNL_ARG_DST, dd, y}});
       return Status();
     });
   }
@@ -724,10 +708,7 @@ class ResampleOp : public DnnlOrHost {
                                          dnnl::algorithm::resampling_linear, sd, dd);
         prim = dnnl::resampling_forward(dnnl::resampling_forward::primitive_desc(d, be.engine()));
       }
-      prim.execute(be.stream(),
-                   {{DNNL_ARG_SRC, memory(sd, be.engine(), const_cast<void*>(x.raw()))},
-                    {DNNL_ARG_DST, memory(dd, be.engine(), y->raw())}});
-      be.stream().wait();
+      execute(be, prim, {{DNNL_ARG_SRC, sd, &x}, {DNNL_ARG_DST, dd, y}});
       return Status();
     });
   }
