@@ -208,9 +208,12 @@ class Conv : public Kernel {
         return Status::error("bias of shape " + shapeToString(ctx.input(2).shape()) +
                              " does not match the " + std::to_string(e.outShape[1]) +
                              " output channels");
-      onednn::singleChannelConvForward(*e.direct, x.data<float>(), w.data<float>(),
-                                       ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr,
-                                       y->data<float>());
+      const void* wd = w.raw();
+      const void* bd = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
+      if (bnFused_) DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wd, bd));
+      onednn::singleChannelConvForward(*e.direct, x.data<float>(), static_cast<const float*>(wd),
+                                       static_cast<const float*>(bd), y->data<float>(),
+                                       &e.epilogue);
       return Status();
     }
     const void* wData = w.raw();
@@ -274,6 +277,7 @@ class Conv : public Kernel {
     Shape outShape;
     bool pooled = false;
     std::optional<onednn::SingleChannelConv> direct;
+    onednn::SingleChannelEpilogue epilogue;
   };
 
   Status build(KernelContext& ctx, Entry& e) {
@@ -333,13 +337,29 @@ class Conv : public Kernel {
       }
     }
     e.outShape = out;
-    if (!transposed_ && g == 1 && c == 1 && ns == 2 && !bnFused_ && poolKernel_.empty() &&
-        !act_.any()) {
-      // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN.
+    bool unpaddedPool = poolKernel_.size() == 2;
+    for (int64_t v : poolPads_) unpaddedPool &= v == 0;
+    if (!transposed_ && g == 1 && c == 1 && ns == 2 && (poolKernel_.empty() || unpaddedPool) &&
+        (!act_.any() || act_.op == "Relu")) {
+      // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN, with a
+      // fused BatchNormalization folded into the weights and Relu/MaxPool applied per plane.
       e.direct = onednn::SingleChannelConv{
           n,         out[1],    x.dim(2),       x.dim(3),      out[2],
           out[3],    kernel[0], kernel[1],      p.strides[0],  p.strides[1],
           p.padL[0], p.padL[1], p.dilations[0], p.dilations[1]};
+      e.epilogue.relu = act_.any();
+      if (unpaddedPool) {
+        auto& ep = e.epilogue;
+        ep.kh = poolKernel_[0];
+        ep.kw = poolKernel_[1];
+        ep.sh = poolStrides_.empty() ? 1 : poolStrides_[0];
+        ep.sw = poolStrides_.empty() ? 1 : poolStrides_[1];
+        ep.oh = (out[2] - ep.kh) / ep.sh + 1;
+        ep.ow = (out[3] - ep.kw) / ep.sw + 1;
+        if (ep.oh < 1 || ep.ow < 1)
+          return Status::error("the fused MaxPool window exceeds the input");
+        e.outShape = {out[0], out[1], ep.oh, ep.ow};
+      }
       return Status();
     }
     e.userSrc = plainDesc(x.shape(), f32);

@@ -82,9 +82,17 @@ class Reorderer {
 struct SingleChannelConv {
   int64_t n, oc, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
 };
-// y = conv(x, w) + b (b may be null).
+// What a fused inference Conv(+BatchNormalization, folded into w and b)+Relu+MaxPool applies
+// after the convolution, plane by plane while it is still in cache: the full-size convolution
+// output (the largest tensor of an image CNN) is then never written out.
+struct SingleChannelEpilogue {
+  bool relu = false;
+  int64_t kh = 0, kw = 0, sh = 1, sw = 1;  // max pool window and strides (no padding); kh 0: none
+  int64_t oh = 0, ow = 0;                  // pooled plane
+};
+// y = conv(x, w) + b (b may be null), then `ep` where given (y is then the pooled output).
 void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
-                              const float* b, float* y);
+                              const float* b, float* y, const SingleChannelEpilogue* ep = nullptr);
 // dW and dB from dY; dX is not computed (an image input has no gradient).
 void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
                                  float* dw, float* db);

@@ -107,6 +107,32 @@ void forwardPlane(const SingleChannelConv& g, const float* xs, const float* wk, 
   }
 }
 
+// Max pooling of one plane (row pitch `w`) into `out`; the common 2x2 stride-2 window has its own
+// branch-free loop.
+__attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
+    const SingleChannelEpilogue& ep, int64_t w, const float* in, float* out) {
+  if (ep.kh == 2 && ep.kw == 2 && ep.sh == 2 && ep.sw == 2) {
+    for (int64_t ph = 0; ph < ep.oh; ++ph) {
+      const float* __restrict r0 = in + 2 * ph * w;
+      const float* __restrict r1 = r0 + w;
+      float* __restrict o = out + ph * ep.ow;
+#pragma omp simd
+      for (int64_t pw = 0; pw < ep.ow; ++pw)
+        o[pw] =
+            std::max(std::max(r0[2 * pw], r0[2 * pw + 1]), std::max(r1[2 * pw], r1[2 * pw + 1]));
+    }
+    return;
+  }
+  for (int64_t ph = 0; ph < ep.oh; ++ph)
+    for (int64_t pw = 0; pw < ep.ow; ++pw) {
+      const float* r = in + ph * ep.sh * w + pw * ep.sw;
+      float m = r[0];
+      for (int64_t i = 0; i < ep.kh; ++i)
+        for (int64_t j = 0; j < ep.kw; ++j) m = std::max(m, r[i * w + j]);
+      out[ph * ep.ow + pw] = m;
+    }
+}
+
 void weightGradPlane(const SingleChannelConv& g, const float* xs, const float* gs, double* dw,
                      double* db) {
   for (int64_t kh = 0; kh < g.kh; ++kh)
@@ -131,24 +157,34 @@ void weightGradPlane(const SingleChannelConv& g, const float* xs, const float* g
 }  // namespace
 
 void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
-                              const float* b, float* y) {
+                              const float* b, float* y, const SingleChannelEpilogue* ep) {
   const Padded p = padded(g);
+  const bool pool = ep && ep->kh > 0;
+  const int64_t outPlane = pool ? ep->oh * ep->ow : g.oh * g.ow;
   // A thread per image: its padded plane serves every output channel.
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
     const float* xs = x + n * g.h * g.w;
-    if (!p.ok) {
-      for (int64_t o = 0; o < g.oc; ++o)
-        forwardPlane(g, xs, w + o * g.kh * g.kw, b ? b[o] : 0.0f, y + (n * g.oc + o) * g.oh * g.ow);
-      continue;
+    thread_local std::vector<float> xp, acc, plane;  // kept across calls: no allocation per step
+    if (p.ok) {
+      xp.resize(p.size);
+      acc.resize(g.oh * p.wp);
+      padPlane(g, p, xs, xp.data());
     }
-    thread_local std::vector<float> xp, acc;  // kept across calls: no allocation per step
-    xp.resize(p.size);
-    acc.resize(g.oh * p.wp);
-    padPlane(g, p, xs, xp.data());
-    for (int64_t o = 0; o < g.oc; ++o)
-      forwardPadded(g, p, xp.data(), w + o * g.kh * g.kw, b ? b[o] : 0.0f, acc.data(),
-                    y + (n * g.oc + o) * g.oh * g.ow);
+    if (pool) plane.resize(g.oh * g.ow);
+    for (int64_t o = 0; o < g.oc; ++o) {
+      float* out = y + (n * g.oc + o) * outPlane;
+      float* conv = pool ? plane.data() : out;
+      const float* wk = w + o * g.kh * g.kw;
+      if (p.ok)
+        forwardPadded(g, p, xp.data(), wk, b ? b[o] : 0.0f, acc.data(), conv);
+      else
+        forwardPlane(g, xs, wk, b ? b[o] : 0.0f, conv);
+      if (pool) maxPoolPlane(*ep, g.ow, conv, out);
+      // Relu commutes with max, so it runs on the (smaller) pooled plane.
+      if (ep && ep->relu)
+        for (int64_t i = 0; i < outPlane; ++i) out[i] = std::max(out[i], 0.0f);
+    }
   }
 }
 

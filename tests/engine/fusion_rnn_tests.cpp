@@ -79,12 +79,14 @@ Tensor runOnce(const onnx::ModelProto& m, const std::map<std::string, Tensor>& i
 // Conv -> BatchNormalization -> Relu -> MaxPool and Gemm -> LeakyRelu become fused oneDNN
 // kernels (folded BN, eltwise post-ops, pooling in the blocked layout); the result must equal
 // the node-by-node graph.
-TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
+// Conv(c input channels)+BatchNormalization+Relu+MaxPool, then Gemm+LeakyRelu, fused against
+// unfused. One input channel takes the direct loops with the pool applied per plane.
+void checkConvChainFusion(int64_t c) {
   auto m = emptyModel();
   auto* g = m.mutable_graph();
-  addValue(g->add_input(), "x", {2, 3, 8, 8});
+  addValue(g->add_input(), "x", {2, c, 8, 8});
   addValue(g->add_output(), "y", {2, 5});
-  addInit(g, "w", randomTensor({4, 3, 3, 3}, 1));
+  addInit(g, "w", randomTensor({4, c, 3, 3}, 1));
   addInit(g, "b", randomTensor({4}, 2));
   addInit(g, "scale", randomTensor({4}, 3, 0.5f, 1.5f));
   addInit(g, "shift", randomTensor({4}, 4));
@@ -118,7 +120,7 @@ TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
   alpha->set_name("alpha");
   alpha->set_type(onnx::AttributeProto::FLOAT);
   alpha->set_f(0.2f);
-  std::map<std::string, Tensor> in{{"x", randomTensor({2, 3, 8, 8}, 9)}};
+  std::map<std::string, Tensor> in{{"x", randomTensor({2, c, 8, 8}, 9)}};
   Tensor fused = runOnce(m, in, true, "y");
   Tensor plain = runOnce(m, in, false, "y");
   ASSERT_TRUE(fused.defined() && plain.defined());
@@ -126,6 +128,14 @@ TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
   bool anyNegative = false;
   for (int64_t i = 0; i < plain.size(); ++i) anyNegative |= plain.data<float>()[i] < 0;
   EXPECT_TRUE(anyNegative) << "LeakyRelu should leave negative values for this input";
+}
+
+TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
+  checkConvChainFusion(3);
+}
+
+TEST(Fusion, SingleChannelConvChainMatchesUnfused) {
+  checkConvChainFusion(1);
 }
 
 // A value read by two nodes must not be fused away.
