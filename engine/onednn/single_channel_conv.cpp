@@ -49,13 +49,27 @@ __attribute__((target_clones("avx512f", "default"))) void forwardPadded(const Si
                                                                         const float* wk, float bias,
                                                                         float* acc, float* ys) {
   const int64_t len = g.oh * p.wp;
-  std::fill_n(acc, len, bias);
+  // Blocks of 64 outputs stay in registers across all taps and are stored once: a pass over the
+  // whole accumulator per tap was bound by its stores (and their 4K aliasing with the input).
+  constexpr int64_t kBlock = 64;
+  const int64_t full = len / kBlock * kBlock;
+  for (int64_t i0 = 0; i0 < full; i0 += kBlock) {
+    float a[kBlock];
+    for (int64_t j = 0; j < kBlock; ++j) a[j] = bias;
+    for (int64_t kh = 0; kh < g.kh; ++kh)
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const float c = wk[kh * g.kw + kw];
+        const float* src = xp + kh * g.dh * p.wp + kw * g.dw + i0;
+        for (int64_t j = 0; j < kBlock; ++j) a[j] += c * src[j];
+      }
+    std::copy_n(a, kBlock, acc + i0);
+  }
+  std::fill(acc + full, acc + len, bias);
   for (int64_t kh = 0; kh < g.kh; ++kh)
     for (int64_t kw = 0; kw < g.kw; ++kw) {
       const float c = wk[kh * g.kw + kw];
       const float* src = xp + kh * g.dh * p.wp + kw * g.dw;
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) acc[i] += c * src[i];
+      for (int64_t i = full; i < len; ++i) acc[i] += c * src[i];
     }
   for (int64_t oh = 0; oh < g.oh; ++oh) std::copy_n(acc + oh * p.wp, g.ow, ys + oh * g.ow);
 }
