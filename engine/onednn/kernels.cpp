@@ -605,37 +605,10 @@ class Pool : public Kernel {
     const int64_t ph = p.padL[0], pw = p.padL[1];
     const float* px = x.data<float>();
     float* py = y.data<float>();
-    const bool tiled2 = kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
 #pragma omp parallel for schedule(static)
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const float* xs = px + pl * H * W;
-      float* ys = py + pl * OH * OW;
-      if (tiled2) {
-        // The common 2x2 / stride 2 window, branch-free so that it vectorizes.
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          const float* r0 = xs + 2 * oh * W;
-          const float* r1 = r0 + W;
-          float* yr = ys + oh * OW;
-#pragma omp simd
-          for (int64_t ow = 0; ow < OW; ++ow)
-            yr[ow] = std::max(std::max(r0[2 * ow], r0[2 * ow + 1]),
-                              std::max(r1[2 * ow], r1[2 * ow + 1]));
-        }
-        continue;
-      }
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
-        const int64_t h1 = std::min<int64_t>(oh * sh - ph + kh, H);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
-          const int64_t w1 = std::min<int64_t>(ow * sw - pw + kw, W);
-          float m = -std::numeric_limits<float>::infinity();
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t c = w0; c < w1; ++c) m = std::max(m, xs[h * W + c]);
-          ys[oh * OW + ow] = m;
-        }
-      }
-    }
+    for (int64_t pl = 0; pl < planes; ++pl)
+      onednn::maxPoolPlane(px + pl * H * W, H, W, py + pl * OH * OW, OH, OW, kh, kw, sh, sw, ph,
+                           pw);
   }
   ConvLikeAttrs attrs_;
   bool global_, max_, ceil_, includePad_, needHost_ = false;

@@ -97,6 +97,11 @@ void singleChannelConvForward(const SingleChannelConv& g, const float* x, const 
 void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
                                  float* dw, float* db);
 
+// Max pooling of one H x W plane into OH x OW (window kh x kw, strides sh/sw, top/left padding
+// ph/pw; padding never wins the max), shared by the MaxPool kernel and the fused conv epilogue.
+void maxPoolPlane(const float* in, int64_t H, int64_t W, float* out, int64_t OH, int64_t OW,
+                  int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+
 // "amx", "avx512_bf16" or "" where oneDNN has no native bf16 kernels on this CPU.
 std::string nativeBf16();
 

@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "engine/onednn/onednn_backend.h"
@@ -121,32 +122,6 @@ void forwardPlane(const SingleChannelConv& g, const float* xs, const float* wk, 
   }
 }
 
-// Max pooling of one plane (row pitch `w`) into `out`; the common 2x2 stride-2 window has its own
-// branch-free loop.
-__attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
-    const SingleChannelEpilogue& ep, int64_t w, const float* in, float* out) {
-  if (ep.kh == 2 && ep.kw == 2 && ep.sh == 2 && ep.sw == 2) {
-    for (int64_t ph = 0; ph < ep.oh; ++ph) {
-      const float* __restrict r0 = in + 2 * ph * w;
-      const float* __restrict r1 = r0 + w;
-      float* __restrict o = out + ph * ep.ow;
-#pragma omp simd
-      for (int64_t pw = 0; pw < ep.ow; ++pw)
-        o[pw] =
-            std::max(std::max(r0[2 * pw], r0[2 * pw + 1]), std::max(r1[2 * pw], r1[2 * pw + 1]));
-    }
-    return;
-  }
-  for (int64_t ph = 0; ph < ep.oh; ++ph)
-    for (int64_t pw = 0; pw < ep.ow; ++pw) {
-      const float* r = in + ph * ep.sh * w + pw * ep.sw;
-      float m = r[0];
-      for (int64_t i = 0; i < ep.kh; ++i)
-        for (int64_t j = 0; j < ep.kw; ++j) m = std::max(m, r[i * w + j]);
-      out[ph * ep.ow + pw] = m;
-    }
-}
-
 void weightGradPlane(const SingleChannelConv& g, const float* xs, const float* gs, double* dw,
                      double* db) {
   for (int64_t kh = 0; kh < g.kh; ++kh)
@@ -169,6 +144,36 @@ void weightGradPlane(const SingleChannelConv& g, const float* xs, const float* g
 }
 
 }  // namespace
+
+__attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
+    const float* in, int64_t H, int64_t W, float* out, int64_t OH, int64_t OW, int64_t kh,
+    int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0) {
+    // The common 2x2 / stride 2 window, branch-free so that it vectorizes.
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* __restrict r0 = in + 2 * oh * W;
+      const float* __restrict r1 = r0 + W;
+      float* __restrict o = out + oh * OW;
+#pragma omp simd
+      for (int64_t ow = 0; ow < OW; ++ow)
+        o[ow] =
+            std::max(std::max(r0[2 * ow], r0[2 * ow + 1]), std::max(r1[2 * ow], r1[2 * ow + 1]));
+    }
+    return;
+  }
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
+    const int64_t h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
+      const int64_t w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t c = w0; c < w1; ++c) m = std::max(m, in[h * W + c]);
+      out[oh * OW + ow] = m;
+    }
+  }
+}
 
 void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
                               const float* b, float* y, const SingleChannelEpilogue* ep) {
@@ -194,7 +199,8 @@ void singleChannelConvForward(const SingleChannelConv& g, const float* x, const 
         forwardPadded(g, p, xp.data(), wk, b ? b[o] : 0.0f, acc.data(), conv);
       else
         forwardPlane(g, xs, wk, b ? b[o] : 0.0f, conv);
-      if (pool) maxPoolPlane(*ep, g.ow, conv, out);
+      if (pool)
+        maxPoolPlane(conv, g.oh, g.ow, out, ep->oh, ep->ow, ep->kh, ep->kw, ep->sh, ep->sw, 0, 0);
       // Relu commutes with max, so it runs on the (smaller) pooled plane.
       if (ep && ep->relu)
         for (int64_t i = 0; i < outPlane; ++i) out[i] = std::max(out[i], 0.0f);
