@@ -1,6 +1,7 @@
-// Backends own a device's execution resources. Kernels are registered per backend name, so a
+// Backends own a device's execution resources. Kernels are registered per kernel table, so a
 // new backend (e.g. "cuda") adds its own table without touching other backends' kernels; the
-// session falls back to "cpu" kernels for ops the selected backend lacks.
+// session falls back to the plain C++ "host" kernels for ops the backend's table lacks. Tensors
+// live in host memory on every backend.
 #pragma once
 
 #include <memory>
@@ -14,21 +15,33 @@ namespace dw::engine {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;         // registry key: "cpu", "gpu"
+  virtual std::string name() const = 0;  // "cpu", "gpu"
+  // The registry table its kernels come from: "gpu" runs the "cpu" table's oneDNN kernels on
+  // its own engine.
+  virtual std::string kernelTable() const { return name(); }
   virtual std::string description() const = 0;  // for logs: device and ISA
   virtual int threads() const = 0;
   // "fp32", or "bf16": mixed precision like PyTorch's CPU autocast. Convolution, deconvolution
   // and matmul/Gemm (forward and their backward primitives) read bf16 copies of their inputs and
   // accumulate and write float32; every tensor the graph sees stays float32.
   virtual std::string precision() const { return "fp32"; }
+  // Device buffers kernels have allocated so far (0 where tensors are used in place): constant
+  // once the same shapes run again.
+  virtual size_t deviceAllocations() const { return 0; }
 };
 
 struct BackendOptions {
-  std::string accelerator = "cpu";  // cpu | gpu | auto
-  int threads = 0;                  // 0: all cores
+  // cpu | gpu | gpu:N (oneDNN GPU engine N; gpu is gpu:0) | auto (gpu when oneDNN finds one).
+  std::string accelerator = "cpu";
+  int threads = 0;  // 0: all cores (under gpu: the kernels that stay on the cpu)
   // fp32 | bf16. bf16 needs native bf16 arithmetic (AVX512-BF16 or AMX): elsewhere it is an
-  // error under accelerator cpu/gpu, and falls back to fp32 with a notice under auto.
+  // error under accelerator cpu, and falls back to fp32 with a notice under auto. gpu is fp32
+  // only.
   std::string precision = "fp32";
+  // Tests only, never offered to users: accelerator gpu runs its device code path on a CPU
+  // engine (every tensor a primitive touches is copied into and out of engine-allocated
+  // buffers, as on a GPU), so machines without an Intel GPU can test it.
+  bool emulateDevice = false;
 };
 
 // `notice` receives a message when "auto" falls back to another device.

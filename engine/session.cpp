@@ -151,7 +151,7 @@ struct Planner {
 
 const KernelDef* findKernel(const KernelRegistry& r, const Backend& b, const std::string& domain,
                             const std::string& op, int opset) {
-  if (auto* d = r.find(domain, op, opset, b.name())) return d;
+  if (auto* d = r.find(domain, op, opset, b.kernelTable())) return d;
   return r.find(domain, op, opset, kHostBackend);
 }
 

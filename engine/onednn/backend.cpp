@@ -3,26 +3,97 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <oneapi/dnnl/dnnl_ocl.hpp>
 #include <thread>
 
 #include "engine/onednn/onednn_backend.h"
 
 namespace dw::engine {
 
+namespace {
+
+std::string clDeviceInfo(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return std::string();
+  std::string v(n, '\0');
+  clGetDeviceInfo(d, what, n, v.data(), nullptr);
+  while (!v.empty() && v.back() == '\0') v.pop_back();
+  return v;
+}
+
+}  // namespace
+
 namespace onednn {
 
 CpuBackend::CpuBackend(int threads, bool bf16)
-    : threads_(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())),
-      bf16_(bf16),
-      engine_(dnnl::engine::kind::cpu, 0),
-      stream_(engine_) {
+    : DnnlBackend(dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::engine(), bf16),
+      threads_(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())) {
   // This oneDNN build uses the OpenMP runtime, so the thread count is OpenMP's.
   omp_set_num_threads(threads_);
 }
 
 std::string CpuBackend::description() const {
   return "cpu (oneDNN, " + std::to_string(threads_) + " threads" +
-         (bf16_ ? ", bf16 mixed precision on " + nativeBf16() : std::string()) + ")";
+         (bf16() ? ", bf16 mixed precision on " + nativeBf16() : std::string()) + ")";
+}
+
+GpuBackend::GpuBackend(size_t index, int threads, bool emulated)
+    : GpuBackend(emulated ? dnnl::engine(dnnl::engine::kind::cpu, 0)
+                          : dnnl::engine(dnnl::engine::kind::gpu, index),
+                 index, threads, emulated) {}
+
+// Emulated, the host side of the copies is the device engine itself: oneDNN runs a reorder
+// between two CPU engines only on a stream of the engine it picked.
+GpuBackend::GpuBackend(dnnl::engine engine, size_t index, int threads, bool emulated)
+    : DnnlBackend(engine, emulated ? engine : dnnl::engine(dnnl::engine::kind::cpu, 0), false),
+      cpu_(threads) {
+  const std::string device =
+      emulated
+          ? "emulated on the cpu engine, for tests"
+          : "oneDNN OpenCL: " + clDeviceInfo(dnnl::ocl_interop::get_device(engine), CL_DEVICE_NAME);
+  description_ = "gpu:" + std::to_string(index) + " (" + device +
+                 "); training gradients and single-channel convolutions on cpu (oneDNN, " +
+                 std::to_string(cpu_.threads()) + " threads)";
+}
+
+DnnlBackend& dnnlBackend(Backend& b) {
+  return static_cast<DnnlBackend&>(b);
+}
+
+CpuBackend& cpuBackend(Backend& b) {
+  return dnnlBackend(b).cpu();
+}
+
+Bindings::Buffer& Bindings::buffer(DnnlBackend& be, int slot, const dnnl::memory::desc& d) {
+  for (Buffer& b : buffers_)
+    if (b.slot == slot && b.desc == d) return b;
+  ++be.deviceAllocations_;
+  return buffers_.emplace_back(Buffer{slot, d, dnnl::memory(d, be.engine()), {}, {}});
+}
+
+dnnl::memory Bindings::in(DnnlBackend& be, int slot, const dnnl::memory::desc& d,
+                          const void* host) {
+  if (be.hostMemory()) return dnnl::memory(d, be.engine(), const_cast<void*>(host));
+  Buffer& b = buffer(be, slot, d);
+  dnnl::memory h(d, be.hostEngine_, const_cast<void*>(host));
+  if (!b.up) b.up = dnnl::reorder(h, b.device);
+  b.up.execute(be.stream(), h, b.device);
+  return b.device;
+}
+
+dnnl::memory Bindings::out(DnnlBackend& be, int slot, const dnnl::memory::desc& d, void* host) {
+  if (be.hostMemory()) return dnnl::memory(d, be.engine(), host);
+  Buffer& b = buffer(be, slot, d);
+  dnnl::memory h(d, be.hostEngine_, host);
+  if (!b.down) b.down = dnnl::reorder(b.device, h);
+  pending_.emplace_back(&b, std::move(h));
+  return b.device;
+}
+
+void Bindings::finish(DnnlBackend& be) {
+  for (auto& [b, h] : pending_) b->down.execute(be.stream(), b->device, h);
+  pending_.clear();
+  be.stream().wait();
 }
 
 dnnl::memory Reorderer::in(const dnnl::memory& user, const dnnl::memory::desc& want,
@@ -69,10 +140,6 @@ std::string nativeBf16() {
   if (has(dnnl::cpu_isa::avx512_core_amx)) return "amx";
   if (has(dnnl::cpu_isa::avx512_core_bf16)) return "avx512_bf16";
   return "";
-}
-
-CpuBackend& cpuBackend(Backend& b) {
-  return static_cast<CpuBackend&>(b);
 }
 
 dnnl::memory::data_type toDnnl(DType t) {
@@ -188,22 +255,28 @@ std::vector<std::string> openClGpuNames() {
   if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return names;
   std::vector<cl_platform_id> platforms(np);
   if (clGetPlatformIDs(np, platforms.data(), nullptr) != CL_SUCCESS) return names;
-  auto info = [](cl_device_id d, cl_device_info what) {
-    size_t n = 0;
-    if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return std::string();
-    std::string v(n, '\0');
-    clGetDeviceInfo(d, what, n, v.data(), nullptr);
-    while (!v.empty() && v.back() == '\0') v.pop_back();
-    return v;
-  };
   for (auto p : platforms) {
     cl_uint nd = 0;
     if (clGetDeviceIDs(p, CL_DEVICE_TYPE_GPU, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
     std::vector<cl_device_id> devs(nd);
     if (clGetDeviceIDs(p, CL_DEVICE_TYPE_GPU, nd, devs.data(), nullptr) != CL_SUCCESS) continue;
-    for (auto d : devs) names.push_back(info(d, CL_DEVICE_VENDOR) + ": " + info(d, CL_DEVICE_NAME));
+    for (auto d : devs)
+      names.push_back(clDeviceInfo(d, CL_DEVICE_VENDOR) + ": " + clDeviceInfo(d, CL_DEVICE_NAME));
   }
   return names;
+}
+
+// The accelerator names usable with `gpus` oneDNN GPU engines: cpu, gpu (engine 0), gpu:1...
+std::vector<std::string> acceleratorNames(int gpus) {
+  std::vector<std::string> names{"cpu"};
+  for (int i = 0; i < gpus; ++i) names.push_back(i ? "gpu:" + std::to_string(i) : "gpu");
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
 }
 
 }  // namespace
@@ -215,7 +288,7 @@ DeviceReport devices() {
   r.cpuCores = static_cast<int>(std::thread::hardware_concurrency());
   r.gpuEngines = gpuEngineCount();
   r.gpuNames = openClGpuNames();
-  r.available.push_back("cpu");
+  r.available = acceleratorNames(r.gpuEngines);
   r.bf16Native = onednn::nativeBf16();
   const dnnl_version_t* v = dnnl_version();
   r.onednnVersion =
@@ -227,14 +300,45 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
   if (o.threads < 0) return Status::error("--threads must be >= 0 (0 uses all cores)");
   if (o.precision != "fp32" && o.precision != "bf16")
     return Status::error("unknown precision '" + o.precision + "'; use fp32 or bf16");
+  const std::string& acc = o.accelerator;
+  const bool isAuto = acc == "auto";
+  bool gpu = acc == "gpu" || acc.rfind("gpu:", 0) == 0;
+  size_t index = 0;
+  if (acc.rfind("gpu:", 0) == 0) {
+    const std::string n = acc.substr(4);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+      return Status::error("accelerator '" + acc + "': write gpu:N with N the GPU engine index");
+    index = std::stoul(n);
+  }
+  if (!gpu && !isAuto && acc != "cpu")
+    return Status::error("unknown accelerator '" + acc + "'; use cpu, gpu, gpu:N or auto");
+  if (o.emulateDevice && !gpu)
+    return Status::error("emulateDevice (tests only) needs accelerator gpu");
+  const int gpus = o.emulateDevice ? static_cast<int>(index) + 1 : gpuEngineCount();
+  if (gpu && static_cast<int>(index) >= gpus)
+    return Status::error("accelerator '" + acc + "' is not available: " +
+                         (gpus == 0
+                              ? std::string("oneDNN found no OpenCL GPU engine (Intel GPUs only)")
+                              : "oneDNN found " + std::to_string(gpus) + " GPU engine(s)") +
+                         ". Available accelerators: " + joined(acceleratorNames(gpus)));
+  if (isAuto) gpu = gpus > 0;
   bool bf16 = o.precision == "bf16";
   std::string bf16Notice;
+  if (bf16 && gpu) {
+    // oneDNN's GPU bf16 support depends on the device; the GPU backend is validated in fp32 only.
+    if (!isAuto)
+      return Status::error(
+          "precision bf16 is not available on accelerator gpu (it runs fp32 "
+          "only). Use precision fp32, or accelerator cpu");
+    bf16 = false;
+    bf16Notice = "precision bf16: the gpu runs fp32 only; running in fp32";
+  }
   if (bf16 && onednn::nativeBf16().empty()) {
     const std::string why = std::string("this CPU has no native bf16 arithmetic (oneDNN ISA ") +
                             isaName(dnnl::get_effective_cpu_isa()) +
                             "; bf16 needs AVX512-BF16 or AMX)";
     // Emulated bf16 would be slower than fp32 and less exact: only auto may quietly degrade.
-    if (o.accelerator != "auto")
+    if (!isAuto)
       return Status::error("precision bf16 is not available: " + why +
                            ". Use precision fp32, or accelerator auto to fall back to it");
     bf16 = false;
@@ -245,28 +349,22 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
     if (!bf16Notice.empty()) n += (n.empty() ? "" : "; ") + bf16Notice;
     *notice = n;
   };
-  if (o.accelerator == "cpu") {
-    withNotice("");
-    return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
+  if (gpu) {
+    try {
+      auto b = std::make_shared<onednn::GpuBackend>(index, o.threads, o.emulateDevice);
+      withNotice("accelerator " + acc + ": running on " + b->description());
+      return std::shared_ptr<Backend>(std::move(b));
+    } catch (const dnnl::error& e) {
+      if (!isAuto)
+        return Status::error("accelerator '" + acc + "': oneDNN could not open the GPU engine: " +
+                             e.what() + ". Available accelerators: cpu");
+      withNotice("accelerator auto: oneDNN could not open GPU engine 0 (" + std::string(e.what()) +
+                 "), running on cpu");
+      return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
+    }
   }
-  const int gpus = gpuEngineCount();
-  if (o.accelerator == "gpu") {
-    if (gpus == 0)
-      return Status::error(
-          "accelerator 'gpu' is not available: oneDNN found no OpenCL GPU engine (Intel GPUs "
-          "only). Available accelerators: cpu");
-    return Status::error("accelerator 'gpu': " + std::to_string(gpus) +
-                         " oneDNN GPU engine(s) found, but this build has no GPU kernels yet. "
-                         "Available accelerators: cpu");
-  }
-  if (o.accelerator == "auto") {
-    withNotice(gpus == 0 ? "accelerator auto: no oneDNN GPU engine found, running on cpu"
-                         : "accelerator auto: " + std::to_string(gpus) +
-                               " oneDNN GPU engine(s) found, but GPU kernels are not built; "
-                               "running on cpu");
-    return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
-  }
-  return Status::error("unknown accelerator '" + o.accelerator + "'; use cpu, gpu or auto");
+  withNotice(isAuto ? "accelerator auto: no oneDNN GPU engine found, running on cpu" : "");
+  return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
 }
 
 }  // namespace dw::engine

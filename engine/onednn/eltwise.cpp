@@ -1,4 +1,5 @@
-// oneDNN-backed kernels of the cpu backend for the "light" ops oneDNN has primitives for:
+// oneDNN-backed kernels of the cpu table (run by the cpu and gpu backends on their engines,
+// tensors bound through onednn::Bindings) for the "light" ops oneDNN has primitives for:
 // eltwise activations, binary arithmetic with broadcasting, softmax / logsoftmax, layer
 // normalization, concat, PRelu, reductions and linear resampling. Each runs float32 on oneDNN and
 // hands every other dtype or attribute combination oneDNN can't express to the op's host kernel
@@ -19,7 +20,7 @@ namespace {
 
 using dnnl::memory;
 constexpr auto f32 = memory::data_type::f32;
-using onednn::cpuBackend;
+using onednn::dnnlBackend;
 using onednn::plainDesc;
 
 // Shapes of all tensor inputs, as a cache key.
@@ -61,24 +62,27 @@ class DnnlOrHost : public Kernel {
       return Status::error("oneDNN " + init_.opType + ": " + e.what());
     }
   }
-  // One argument of a primitive call: oneDNN reads or writes the tensor's own buffer in place.
+  // One argument of a primitive call: a tensor as `desc`.
   struct Arg {
     int id;
     memory::desc desc;
     const Tensor* tensor;
   };
-  // Runs `prim` and waits for it: the tensors may be released as soon as the kernel returns.
-  static void execute(onednn::CpuBackend& be, const dnnl::primitive& prim,
-                      const std::vector<Arg>& args) {
+  // Runs `prim` on the tensors `in` it reads and `out` it writes, and waits for it: the tensors
+  // may be released as soon as the kernel returns.
+  void execute(onednn::DnnlBackend& be, const dnnl::primitive& prim, const std::vector<Arg>& in,
+               const std::vector<Arg>& out) {
     std::unordered_map<int, memory> m;
-    for (const Arg& a : args)
-      m.emplace(a.id, memory(a.desc, be.engine(), const_cast<void*>(a.tensor->raw())));
+    for (const Arg& a : in) m.emplace(a.id, bind_.in(be, a.id, a.desc, a.tensor->raw()));
+    for (const Arg& a : out)
+      m.emplace(a.id, bind_.out(be, a.id, a.desc, const_cast<void*>(a.tensor->raw())));
     prim.execute(be.stream(), m);
-    be.stream().wait();
+    bind_.finish(be);
   }
   KernelInit init_;
   std::unique_ptr<Kernel> host_;
   std::map<std::vector<int64_t>, dnnl::primitive> cache_;
+  onednn::Bindings bind_;
 };
 
 // The oneDNN eltwise algorithm (and its alpha/beta) computing an ONNX unary op, shared by the
@@ -139,7 +143,7 @@ class Eltwise : public DnnlOrHost {
     if (x.dtype() != DType::kFloat || x.size() == 0) return host(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       // Elementwise: any shape is a flat vector.
       const memory::desc md({x.size()}, f32, memory::format_tag::a);
       auto& prim = cache_[{x.size()}];
@@ -148,7 +152,7 @@ class Eltwise : public DnnlOrHost {
                                       e_.beta);
         prim = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, be.engine()));
       }
-      execute(be, prim, {{DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DST, md, y}});
+      execute(be, prim, {{DNNL_ARG_SRC, md, &x}}, {{DNNL_ARG_DST, md, y}});
       return Status();
     });
   }
@@ -173,7 +177,7 @@ class EltwiseGrad : public DnnlOrHost {
     const Tensor& x = ctx.input(1);
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc md({dy.size()}, f32, memory::format_tag::a);
       auto& prim = cache_[{dy.size()}];
       if (!prim) {
@@ -184,8 +188,8 @@ class EltwiseGrad : public DnnlOrHost {
         prim = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
             dnnl::eltwise_backward::desc(e_.alg, md, md, e_.alpha, e_.beta), be.engine(), fpd));
       }
-      execute(be, prim,
-              {{DNNL_ARG_DIFF_DST, md, &dy}, {DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DIFF_SRC, md, dx}});
+      execute(be, prim, {{DNNL_ARG_DIFF_DST, md, &dy}, {DNNL_ARG_SRC, md, &x}},
+              {{DNNL_ARG_DIFF_SRC, md, dx}});
       return Status();
     });
   }
@@ -223,7 +227,7 @@ class BinaryOp : public DnnlOrHost {
     while (sb.size() < out->size()) sb.insert(sb.begin(), 1);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, *out));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc da = plainDesc(*out, f32), db = plainDesc(sb, f32);
       std::vector<int64_t> key = *out;
       key.push_back(-1);
@@ -233,7 +237,8 @@ class BinaryOp : public DnnlOrHost {
         dnnl::binary::desc d(alg_, da, db, da);
         prim = dnnl::binary(dnnl::binary::primitive_desc(d, be.engine()));
       }
-      execute(be, prim, {{DNNL_ARG_SRC_0, da, a}, {DNNL_ARG_SRC_1, db, b}, {DNNL_ARG_DST, da, y}});
+      execute(be, prim, {{DNNL_ARG_SRC_0, da, a}, {DNNL_ARG_SRC_1, db, b}},
+              {{DNNL_ARG_DST, da, y}});
       return Status();
     });
   }
@@ -277,7 +282,7 @@ class SoftmaxOp : public DnnlOrHost {
     if (!softmaxView(x.shape(), axis_, legacy_, &view, &axis)) return host(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc md = plainDesc(view, f32);
       std::vector<int64_t> key = view;
       key.push_back(axis);
@@ -288,7 +293,7 @@ class SoftmaxOp : public DnnlOrHost {
             log_ ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, md, md, axis);
         prim = dnnl::softmax_v2_forward(dnnl::softmax_v2_forward::primitive_desc(d, be.engine()));
       }
-      execute(be, prim, {{DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DST, md, y}});
+      execute(be, prim, {{DNNL_ARG_SRC, md, &x}}, {{DNNL_ARG_DST, md, y}});
       return Status();
     });
   }
@@ -318,7 +323,7 @@ class SoftmaxGradOp : public DnnlOrHost {
     if (!softmaxView(y.shape(), axis_, legacy_, &view, &axis)) return host(ctx);
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, y.shape()));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc md = plainDesc(view, f32);
       std::vector<int64_t> key = view;
       key.push_back(axis);
@@ -331,8 +336,8 @@ class SoftmaxGradOp : public DnnlOrHost {
         prim = dnnl::softmax_v2_backward(dnnl::softmax_v2_backward::primitive_desc(
             dnnl::softmax_v2_backward::desc(alg, md, md, md, axis), be.engine(), fpd));
       }
-      execute(be, prim,
-              {{DNNL_ARG_DIFF_DST, md, &dy}, {DNNL_ARG_DST, md, &y}, {DNNL_ARG_DIFF_SRC, md, dx}});
+      execute(be, prim, {{DNNL_ARG_DIFF_DST, md, &dy}, {DNNL_ARG_DST, md, &y}},
+              {{DNNL_ARG_DIFF_SRC, md, dx}});
       return Status();
     });
   }
@@ -379,7 +384,7 @@ class LayerNorm : public DnnlOrHost {
     if (ctx.wantsOutput(2) && !(inv = ctx.output(2, DType::kFloat, statShape))) return ctx.status();
     if (dnnlOk) {
       return guarded([&] {
-        auto& be = cpuBackend(ctx.backend());
+        auto& be = dnnlBackend(ctx.backend());
         const memory::desc md = plainDesc({outer, inner}, f32);
         const memory::desc vd({inner}, f32, memory::format_tag::a);
         const memory::desc sd({outer}, f32, memory::format_tag::a);
@@ -393,18 +398,18 @@ class LayerNorm : public DnnlOrHost {
           prim = dnnl::layer_normalization_forward(
               dnnl::layer_normalization_forward::primitive_desc(d, be.engine()));
         }
-        std::vector<Arg> args{
-            {DNNL_ARG_SRC, md, &x}, {DNNL_ARG_DST, md, y}, {DNNL_ARG_SCALE, vd, &ctx.input(1)}};
-        if (ctx.hasInput(2)) args.push_back({DNNL_ARG_SHIFT, vd, &ctx.input(2)});
+        std::vector<Arg> in{{DNNL_ARG_SRC, md, &x}, {DNNL_ARG_SCALE, vd, &ctx.input(1)}};
+        std::vector<Arg> out{{DNNL_ARG_DST, md, y}};
+        if (ctx.hasInput(2)) in.push_back({DNNL_ARG_SHIFT, vd, &ctx.input(2)});
         Tensor* var = nullptr;
         if (stats) {
           Tensor* m = mean ? mean : ctx.scratch(DType::kFloat, {outer});
           var = ctx.scratch(DType::kFloat, {outer});
           if (!m || !var) return ctx.status();
-          args.push_back({DNNL_ARG_MEAN, sd, m});
-          args.push_back({DNNL_ARG_VARIANCE, sd, var});
+          out.push_back({DNNL_ARG_MEAN, sd, m});
+          out.push_back({DNNL_ARG_VARIANCE, sd, var});
         }
-        execute(be, prim, args);
+        execute(be, prim, in, out);
         if (inv) {
           const float* v = var->data<float>();
           float* r = inv->data<float>();
@@ -481,7 +486,7 @@ class LayerNormGrad : public DnnlOrHost {
     const float* is = ctx.input(4).data<float>();
     for (int64_t o = 0; o < outer; ++o) var->data<float>()[o] = 1.f / (is[o] * is[o]);
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc md = plainDesc({outer, inner}, f32);
       const memory::desc vd({inner}, f32, memory::format_tag::a);
       const memory::desc sd({outer}, f32, memory::format_tag::a);
@@ -504,8 +509,8 @@ class LayerNormGrad : public DnnlOrHost {
                // backward never reads it.
                {DNNL_ARG_SHIFT, vd, &ctx.input(2)},
                {DNNL_ARG_MEAN, sd, &ctx.input(3)},
-               {DNNL_ARG_VARIANCE, sd, var},
-               {DNNL_ARG_DIFF_SRC, md, dx},
+               {DNNL_ARG_VARIANCE, sd, var}},
+              {{DNNL_ARG_DIFF_SRC, md, dx},
                {DNNL_ARG_DIFF_SCALE, vd, ds},
                {DNNL_ARG_DIFF_SHIFT, vd, db}});
       return Status();
@@ -538,7 +543,7 @@ class ConcatOp : public DnnlOrHost {
     }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       std::vector<memory::desc> mds;
       for (size_t i = 0; i < ctx.numInputs(); ++i)
         mds.push_back(plainDesc(ctx.input(i).shape(), f32));
@@ -547,10 +552,10 @@ class ConcatOp : public DnnlOrHost {
       key.push_back(a);
       auto& prim = cache_[key];
       if (!prim) prim = dnnl::concat(dnnl::concat::primitive_desc(od, a, mds, be.engine()));
-      std::vector<Arg> args{{DNNL_ARG_DST, od, y}};
+      std::vector<Arg> in;
       for (size_t i = 0; i < mds.size(); ++i)
-        args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), mds[i], &ctx.input(i)});
-      execute(be, prim, args);
+        in.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), mds[i], &ctx.input(i)});
+      execute(be, prim, in, {{DNNL_ARG_DST, od, y}});
       return Status();
     });
   }
@@ -573,16 +578,15 @@ class PReluOp : public DnnlOrHost {
       if (ws[d] != 1 && ws[d] != x.dim(d)) return host(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc xd = plainDesc(x.shape(), f32), wd = plainDesc(ws, f32);
       auto& prim = cache_[shapesKey(ctx)];
       if (!prim) {
         dnnl::prelu_forward::desc d(dnnl::prop_kind::forward_inference, xd, wd);
         prim = dnnl::prelu_forward(dnnl::prelu_forward::primitive_desc(d, be.engine()));
       }
-      execute(
-          be, prim,
-          {{DNNL_ARG_SRC, xd, &x}, {DNNL_ARG_WEIGHTS, wd, &ctx.input(1)}, {DNNL_ARG_DST, xd, y}});
+      execute(be, prim, {{DNNL_ARG_SRC, xd, &x}, {DNNL_ARG_WEIGHTS, wd, &ctx.input(1)}},
+              {{DNNL_ARG_DST, xd, y}});
       return Status();
     });
   }
@@ -639,7 +643,7 @@ class ReduceOp : public DnnlOrHost {
     }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, plan->outShape));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc sd = plainDesc(x.shape(), f32), dd = plainDesc(plan->outKeep, f32);
       std::vector<int64_t> key = x.shape();
       key.push_back(-1);
@@ -649,7 +653,7 @@ class ReduceOp : public DnnlOrHost {
         dnnl::reduction::desc d(alg_, sd, dd, p_, 0.0f);
         prim = dnnl::reduction(dnnl::reduction::primitive_desc(d, be.engine()));
       }
-      execute(be, prim, {{DNNL_ARG_SRC, sd, &x}, {DNNL_ARG_DST, dd, y}});
+      execute(be, prim, {{DNNL_ARG_SRC, sd, &x}}, {{DNNL_ARG_DST, dd, y}});
       return Status();
     });
   }
@@ -698,7 +702,7 @@ class ResampleOp : public DnnlOrHost {
       if (d <= 0) return host(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
     return guarded([&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       const memory::desc sd = plainDesc(x.shape(), f32), dd = plainDesc(out, f32);
       std::vector<int64_t> key = x.shape();
       key.insert(key.end(), out.begin(), out.end());
@@ -708,7 +712,7 @@ class ResampleOp : public DnnlOrHost {
                                          dnnl::algorithm::resampling_linear, sd, dd);
         prim = dnnl::resampling_forward(dnnl::resampling_forward::primitive_desc(d, be.engine()));
       }
-      execute(be, prim, {{DNNL_ARG_SRC, sd, &x}, {DNNL_ARG_DST, dd, y}});
+      execute(be, prim, {{DNNL_ARG_SRC, sd, &x}}, {{DNNL_ARG_DST, dd, y}});
       return Status();
     });
   }

@@ -1,4 +1,5 @@
-// oneDNN-backed kernels of the cpu backend: convolution, deconvolution, pooling, matmul/Gemm,
+// oneDNN-backed kernels of the cpu table (run by the cpu and gpu backends on their engines,
+// tensors bound through onednn::Bindings): convolution, deconvolution, pooling, matmul/Gemm,
 // batch normalization and LRN on float32 tensors (fp16/bf16 tensors arrive as float via
 // halfViaFloat). Under precision bf16 (onednn::computeType) convolution, deconvolution and
 // matmul primitives read bf16 copies of their inputs and write float32. Primitives and reorders
@@ -26,7 +27,7 @@ using dnnl::memory;
 using Dims = memory::dims;
 using Tag = memory::format_tag;
 constexpr auto f32 = memory::data_type::f32;
-using onednn::cpuBackend;
+using onednn::dnnlBackend;
 using onednn::plainDesc;
 
 std::vector<int64_t> shapeKey(const KernelContext& ctx) {
@@ -226,13 +227,13 @@ class Conv : public Kernel {
         DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wData, biasData));
     }
     return guarded("convolution", [&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
-      memory src = e.rSrc.in(memory(e.userSrc, eng, const_cast<void*>(x.raw())), e.pd_src, eng, s);
+      memory src = e.rSrc.in(bind_.in(be, DNNL_ARG_SRC, e.userSrc, x.raw()), e.pd_src, eng, s);
       memory wts = e.wKept;
       if (!wReady) {
-        wts = e.rW.in(memory(e.userW, eng, const_cast<void*>(wData)), e.pd_w, eng, s);
+        wts = e.rW.in(bind_.in(be, DNNL_ARG_WEIGHTS, e.userW, wData), e.pd_w, eng, s);
         if (constWeights_) {
           // Keep a copy the kernel owns: the folded weights are rewritten by other shapes.
           if (wts != e.rW.scratch) {
@@ -244,7 +245,7 @@ class Conv : public Kernel {
           e.wFrom = w.raw();
         }
       }
-      memory dstUser(e.userDst, eng, y->raw());
+      memory dstUser = bind_.out(be, DNNL_ARG_DST, e.userDst, y->raw());
       // With a fused MaxPool the convolution output stays in oneDNN's layout and only the
       // pooled result is reordered to the plain output.
       const memory::desc& last = e.pooled ? e.poolDst : e.pd_dst;
@@ -253,7 +254,7 @@ class Conv : public Kernel {
                            : (e.dstR ? e.dstR : (e.dstR = memory(e.pd_dst, eng)));
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, convDst}};
-      if (biasData) args[DNNL_ARG_BIAS] = memory(e.biasD, eng, const_cast<void*>(biasData));
+      if (biasData) args[DNNL_ARG_BIAS] = bind_.in(be, DNNL_ARG_BIAS, e.biasD, biasData);
       e.prim.execute(s, args);
       memory result = convDst;
       if (e.pooled) {
@@ -261,7 +262,7 @@ class Conv : public Kernel {
         e.pool.execute(s, {{DNNL_ARG_SRC, convDst}, {DNNL_ARG_DST, result}});
       }
       e.rOut.back(s, result, dstUser);
-      s.wait();
+      bind_.finish(be);
       return Status();
     });
   }
@@ -283,7 +284,7 @@ class Conv : public Kernel {
   Status build(KernelContext& ctx, Entry& e) {
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
-    auto& eng = cpuBackend(ctx.backend()).engine();
+    auto& eng = dnnlBackend(ctx.backend()).engine();
     const size_t ns = x.rank() - 2;
     std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
     if (!attrs_.kernelShape().empty() && attrs_.kernelShape() != kernel)
@@ -485,6 +486,7 @@ class Conv : public Kernel {
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;
+  onednn::Bindings bind_;
 
  public:
   void setAutoPad(const std::string& a) {
@@ -556,7 +558,7 @@ class Pool : public Kernel {
         e.params = p;
         e.direct = max_ && !global_ && x.rank() == 4 && p.dilations == std::vector<int64_t>{1, 1};
         if (e.direct) return Status();
-        auto& eng = cpuBackend(ctx.backend()).engine();
+        auto& eng = dnnlBackend(ctx.backend()).engine();
         const auto alg = max_ ? dnnl::algorithm::pooling_max
                               : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding);
@@ -579,10 +581,10 @@ class Pool : public Kernel {
       return Status();
     }
     return guarded("pooling", [&] {
-      auto& be = cpuBackend(ctx.backend());
-      memory src(e.src, be.engine(), const_cast<void*>(x.raw())), dst(e.dst, be.engine(), y->raw());
-      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-      be.stream().wait();
+      auto& be = dnnlBackend(ctx.backend());
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, bind_.in(be, DNNL_ARG_SRC, e.src, x.raw())},
+                                   {DNNL_ARG_DST, bind_.out(be, DNNL_ARG_DST, e.dst, y->raw())}});
+      bind_.finish(be);
       return Status();
     });
   }
@@ -615,6 +617,7 @@ class Pool : public Kernel {
   KernelInit init_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
+  onednn::Bindings bind_;
 };
 
 // C = alpha * op(A) @ op(B) (+ beta * C for Gemm), via the oneDNN matmul primitive with the
@@ -706,7 +709,7 @@ class MatMulKernel : public Kernel {
     if (it == cache_.end()) {
       Entry e;
       DW_RETURN_IF_ERROR(guarded("matmul setup", [&]() -> Status {
-        auto& eng = cpuBackend(ctx.backend()).engine();
+        auto& eng = dnnlBackend(ctx.backend()).engine();
         const int64_t Ba = a.dim(0), Bb = b.dim(0);
         e.a = transA_ ? memory::desc({Ba, M, K}, f32, {M * K, 1, M})
                       : memory::desc({Ba, M, K}, f32, {M * K, K, 1});
@@ -734,24 +737,23 @@ class MatMulKernel : public Kernel {
     }
     Entry& e = it->second;
     DW_RETURN_IF_ERROR(guarded("matmul", [&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
-      memory ma = e.rA.in(memory(e.a, eng, const_cast<void*>(a.raw())), e.pa, eng, s);
+      memory ma = e.rA.in(bind_.in(be, DNNL_ARG_SRC, e.a, a.raw()), e.pa, eng, s);
       memory mb;
       if (constB_ && e.bFrom == b0.raw()) {
         mb = e.rB.scratch;
       } else {
-        mb = e.rB.in(memory(e.b, eng, const_cast<void*>(b.raw())), e.pb, eng, s);
+        mb = e.rB.in(bind_.in(be, DNNL_ARG_WEIGHTS, e.b, b.raw()), e.pb, eng, s);
         if (constB_ && mb == e.rB.scratch) e.bFrom = b0.raw();
       }
-      memory mc(e.c, eng, y->raw());
+      memory mc = bind_.out(be, DNNL_ARG_DST, e.c, y->raw());
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-      if (cAsBias)
-        args[DNNL_ARG_BIAS] = memory(e.bias, be.engine(), const_cast<void*>(ctx.input(2).raw()));
-      e.prim.execute(be.stream(), args);
-      be.stream().wait();
+      if (cAsBias) args[DNNL_ARG_BIAS] = bind_.in(be, DNNL_ARG_BIAS, e.bias, ctx.input(2).raw());
+      e.prim.execute(s, args);
+      bind_.finish(be);
       return Status();
     }));
     if (hasC && !cAsBias) {
@@ -783,6 +785,7 @@ class MatMulKernel : public Kernel {
   bool constB_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
+  onednn::Bindings bind_;
 };
 
 class BatchNorm : public Kernel {
@@ -813,7 +816,7 @@ class BatchNorm : public Kernel {
     if (it == cache_.end()) {
       Entry e;
       DW_RETURN_IF_ERROR(guarded("batch normalization setup", [&]() -> Status {
-        auto& eng = cpuBackend(ctx.backend()).engine();
+        auto& eng = dnnlBackend(ctx.backend()).engine();
         e.data = plainDesc(x.shape(), f32);
         const auto flags = dnnl::normalization_flags::use_global_stats |
                            dnnl::normalization_flags::use_scale |
@@ -830,17 +833,16 @@ class BatchNorm : public Kernel {
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     if (y->size() == 0) return Status();
     return guarded("batch normalization", [&] {
-      auto& be = cpuBackend(ctx.backend());
-      auto& eng = be.engine();
+      auto& be = dnnlBackend(ctx.backend());
       memory::desc vec({x.dim(1)}, f32, Tag::a);
-      auto m = [&](int i) { return memory(vec, eng, const_cast<void*>(ctx.input(i).raw())); };
-      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, memory(e.data, eng, const_cast<void*>(x.raw()))},
-                                   {DNNL_ARG_DST, memory(e.data, eng, y->raw())},
-                                   {DNNL_ARG_SCALE, m(1)},
-                                   {DNNL_ARG_SHIFT, m(2)},
-                                   {DNNL_ARG_MEAN, m(3)},
-                                   {DNNL_ARG_VARIANCE, m(4)}});
-      be.stream().wait();
+      auto m = [&](int arg, int i) { return bind_.in(be, arg, vec, ctx.input(i).raw()); };
+      e.prim.execute(be.stream(), {{DNNL_ARG_SRC, bind_.in(be, DNNL_ARG_SRC, e.data, x.raw())},
+                                   {DNNL_ARG_DST, bind_.out(be, DNNL_ARG_DST, e.data, y->raw())},
+                                   {DNNL_ARG_SCALE, m(DNNL_ARG_SCALE, 1)},
+                                   {DNNL_ARG_SHIFT, m(DNNL_ARG_SHIFT, 2)},
+                                   {DNNL_ARG_MEAN, m(DNNL_ARG_MEAN, 3)},
+                                   {DNNL_ARG_VARIANCE, m(DNNL_ARG_VARIANCE, 4)}});
+      bind_.finish(be);
       return Status();
     });
   }
@@ -855,6 +857,7 @@ class BatchNorm : public Kernel {
   KernelInit init_;
   std::unique_ptr<Kernel> fallback_;
   std::map<Shape, Entry> cache_;
+  onednn::Bindings bind_;
 };
 
 class Lrn : public Kernel {
@@ -872,7 +875,7 @@ class Lrn : public Kernel {
       return Status::error("LRN supports float32 inputs of rank 3 to 5");
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded("lrn", [&] {
-      auto& be = cpuBackend(ctx.backend());
+      auto& be = dnnlBackend(ctx.backend());
       if (!prim_ || shape_ != x.shape()) {
         md_ = plainDesc(x.shape(), f32);
         dnnl::lrn_forward::desc d(dnnl::prop_kind::forward_inference,
@@ -881,10 +884,9 @@ class Lrn : public Kernel {
         prim_ = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(d, be.engine()));
         shape_ = x.shape();
       }
-      prim_.execute(be.stream(),
-                    {{DNNL_ARG_SRC, memory(md_, be.engine(), const_cast<void*>(x.raw()))},
-                     {DNNL_ARG_DST, memory(md_, be.engine(), y->raw())}});
-      be.stream().wait();
+      prim_.execute(be.stream(), {{DNNL_ARG_SRC, bind_.in(be, DNNL_ARG_SRC, md_, x.raw())},
+                                  {DNNL_ARG_DST, bind_.out(be, DNNL_ARG_DST, md_, y->raw())}});
+      bind_.finish(be);
       return Status();
     });
   }
@@ -895,6 +897,7 @@ class Lrn : public Kernel {
   dnnl::primitive prim_;
   memory::desc md_;
   Shape shape_;
+  onednn::Bindings bind_;
 };
 
 }  // namespace

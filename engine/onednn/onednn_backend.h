@@ -1,6 +1,7 @@
-// Internal: the oneDNN-backed CPU backend. oneDNN types stay inside engine/onednn/.
+// Internal: the oneDNN-backed backends. oneDNN types stay inside engine/onednn/.
 #pragma once
 
+#include <deque>
 #include <dnnl.hpp>
 
 #include "engine/backend.h"
@@ -9,32 +10,113 @@
 
 namespace dw::engine::onednn {
 
-class CpuBackend : public Backend {
+class CpuBackend;
+
+// A backend whose kernels run oneDNN primitives on its engine and stream. Tensors always live in
+// host memory; kernels hand them to primitives through Bindings, which is what differs between a
+// CPU engine (the host buffer itself) and a device engine (a device buffer and copies).
+class DnnlBackend : public Backend {
+ public:
+  dnnl::engine& engine() { return engine_; }
+  dnnl::stream& stream() { return stream_; }
+  // Whether oneDNN memory on this engine may wrap a host pointer: false for a GPU engine (and the
+  // emulated device path of tests), where every bound tensor is copied.
+  bool hostMemory() const { return !hostEngine_; }
+  // Precision bf16: kernels build their compute-bound primitives on bf16 operands.
+  bool bf16() const { return bf16_; }
+  std::string precision() const override { return bf16_ ? "bf16" : "fp32"; }
+  size_t deviceAllocations() const override { return deviceAllocations_; }
+  // The CPU backend of kernels that only run on a CPU engine: this one, or a GPU's companion.
+  virtual CpuBackend& cpu() = 0;
+
+ protected:
+  // `hostEngine`: the CPU engine wrapping host tensors for the copies to and from a device
+  // engine; empty where the engine uses host memory in place.
+  DnnlBackend(dnnl::engine engine, dnnl::engine hostEngine, bool bf16)
+      : engine_(std::move(engine)),
+        stream_(engine_),
+        hostEngine_(std::move(hostEngine)),
+        bf16_(bf16) {}
+
+ private:
+  friend class Bindings;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::engine hostEngine_;
+  bool bf16_;
+  size_t deviceAllocations_ = 0;
+};
+
+class CpuBackend : public DnnlBackend {
  public:
   explicit CpuBackend(int threads, bool bf16 = false);
   std::string name() const override { return "cpu"; }
   std::string description() const override;
   int threads() const override { return threads_; }
-  std::string precision() const override { return bf16_ ? "bf16" : "fp32"; }
-  // Precision bf16: kernels build their compute-bound primitives on bf16 operands.
-  bool bf16() const { return bf16_; }
-  dnnl::engine& engine() { return engine_; }
-  dnnl::stream& stream() { return stream_; }
+  CpuBackend& cpu() override { return *this; }
 
  private:
   int threads_;
-  bool bf16_;
-  dnnl::engine engine_;
-  dnnl::stream stream_;
 };
 
-// The oneDNN engine of whatever backend a kernel runs on (a CPU engine today).
+// The oneDNN GPU engine (OpenCL; oneDNN supports Intel GPUs only). It runs the oneDNN kernels of
+// the "cpu" table, which take engine and stream from the backend they run on. Kernels written
+// for a CPU engine only (training gradients in grad_kernels.cpp and rnn_grad.cpp, the direct
+// single-channel convolution) run on a companion CpuBackend through cpuBackend(); as tensors
+// live in host memory, mixing them with GPU kernels in one graph needs no transfers of its own.
+// Precision is fp32 only.
+class GpuBackend : public DnnlBackend {
+ public:
+  // `emulated` (tests only): a CPU engine stands in for the GPU, and every bound tensor goes
+  // through an engine-allocated buffer and the explicit copies exactly as on a GPU.
+  GpuBackend(size_t index, int threads, bool emulated);
+  std::string name() const override { return "gpu"; }
+  std::string kernelTable() const override { return "cpu"; }
+  std::string description() const override { return description_; }
+  int threads() const override { return cpu_.threads(); }
+  CpuBackend& cpu() override { return cpu_; }
+
+ private:
+  GpuBackend(dnnl::engine engine, size_t index, int threads, bool emulated);
+  CpuBackend cpu_;
+  std::string description_;
+};
+
+// The backend a oneDNN kernel runs on: its engine, stream and precision.
+DnnlBackend& dnnlBackend(Backend& b);
+// The CPU backend of kernels that need a CPU engine (under gpu: the companion).
 CpuBackend& cpuBackend(Backend& b);
+
+// The one way kernels hand host tensors to primitives on a backend's engine. A CPU engine reads
+// and writes the host buffer in place (no copy). On a device engine each (slot, descriptor) gets
+// a device buffer, allocated on first use and kept, so running the same shapes again allocates
+// nothing: in() enqueues the copy from the host, finish() the copies back of what out() bound.
+// The copies are reorders from the companion CPU engine on the backend's in-order stream, so
+// they need no synchronization beyond finish()'s wait. Descriptors must be plain (user layouts):
+// their size is what the host buffer holds. A kernel keeps one Bindings for all its runs.
+class Bindings {
+ public:
+  dnnl::memory in(DnnlBackend& be, int slot, const dnnl::memory::desc& d, const void* host);
+  dnnl::memory out(DnnlBackend& be, int slot, const dnnl::memory::desc& d, void* host);
+  // Copies outputs back and waits for the stream: call once after the primitives of a run.
+  void finish(DnnlBackend& be);
+
+ private:
+  struct Buffer {
+    int slot;
+    dnnl::memory::desc desc;
+    dnnl::memory device;
+    dnnl::reorder up, down;
+  };
+  Buffer& buffer(DnnlBackend& be, int slot, const dnnl::memory::desc& d);
+  std::deque<Buffer> buffers_;
+  std::vector<std::pair<Buffer*, dnnl::memory>> pending_;  // outputs with their host memory
+};
 
 // What the compute-bound primitives (convolution, deconvolution, matmul and their backward
 // passes) read: bf16 under precision bf16, else f32. Their outputs stay f32 either way.
 inline dnnl::memory::data_type computeType(Backend& b) {
-  return cpuBackend(b).bf16() ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  return dnnlBackend(b).bf16() ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }
 
 // The type a convolution or deconvolution (forward and backward) computes in. Image-input
@@ -60,7 +142,8 @@ dnnl::memory::format_tag plainTag(size_t rank);
 
 // Moves data between a kernel's plain f32 tensors and the type and layout a primitive chose,
 // through a scratch memory. The reorder primitives are built once per layout pair: creating one
-// per call cost more than running it on the small tensors of an MLP step.
+// per call cost more than running it on the small tensors of an MLP step. `user` is memory on
+// `eng`: what Bindings bound for a tensor, or memory the kernel owns.
 class Reorderer {
  public:
   // `user` as `want`: `user` itself when the descriptors match, else the scratch after a reorder.
@@ -96,6 +179,9 @@ void singleChannelConvForward(const SingleChannelConv& g, const float* x, const 
 // dW and dB from dY; dX is not computed (an image input has no gradient).
 void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
                                  float* dw, float* db);
+// Tests: true makes the direct loops take their portable path even where AVX-512 is available,
+// so that both paths are checked on one machine.
+void singleChannelConvGenericOnly(bool on);
 
 // Max pooling of one H x W plane into OH x OW (window kh x kw, strides sh/sw, top/left padding
 // ph/pw; padding never wins the max), shared by the MaxPool kernel and the fused conv epilogue.

@@ -198,19 +198,22 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
   struct Entry {
     dnnl::primitive prim;
     memory::desc srcLayer, state, wLayerUser, wIterUser, wLayer, wIter, bias, peep, dstLayer;
-    memory wLayerMem, wIterMem, dstMem;
+    memory wLayerMem, wIterMem;
     bool peephole = false;
   };
 
   Status runOneDnn(KernelContext& ctx, int64_t T, int64_t B, int64_t I, int64_t H, Tensor& y,
                    Tensor& yh, Tensor* yc) {
-    auto& be = onednn::cpuBackend(ctx.backend());
+    auto& be = onednn::dnnlBackend(ctx.backend());
     auto& eng = be.engine();
     auto& strm = be.stream();
     const int64_t D = dirs_, G = gates_;
     const bool peephole = cell_ == Cell::kLstm && ctx.hasInput(7);
     const int64_t biasGates = cell_ == Cell::kGru && lbr_ ? 4 : G;
     std::vector<int64_t> key{T, B, I, H, peephole, ctx.hasInput(5), ctx.hasInput(6)};
+    const bool lstm = cell_ == Cell::kLstm;
+    const bool withH0 = ctx.hasInput(5) || (lstm && ctx.hasInput(6));
+    const bool withC0 = lstm && withH0;
     auto it = cache_.find(key);
     try {
       if (it == cache_.end()) {
@@ -226,9 +229,10 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         e.dstLayer = memory::desc({T, B, D * H}, f32, Tag::tnc);
         const auto dir = oneDnnDirection();
         const auto pk = dnnl::prop_kind::forward_inference;
-        // Absent initial states are zero descriptors: oneDNN then starts from zeros.
-        const memory::desc h0 = ctx.hasInput(5) ? e.state : memory::desc();
-        const memory::desc c0 = ctx.hasInput(6) ? e.state : memory::desc();
+        // Absent initial states are zero descriptors: oneDNN then starts from zeros. Its LSTM
+        // takes both or neither: one given, the other is bound to zeros below.
+        const memory::desc h0 = withH0 ? e.state : memory::desc();
+        const memory::desc c0 = withC0 ? e.state : memory::desc();
         if (cell_ == Cell::kLstm) {
           dnnl::lstm_forward::desc d(pk, dir, e.srcLayer, h0, c0, wl, wi,
                                      peephole ? e.peep : memory::desc(), e.bias, e.dstLayer,
@@ -261,7 +265,6 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         }
         e.wLayerMem = memory(e.wLayer, eng);
         e.wIterMem = memory(e.wIter, eng);
-        if (D == 2) e.dstMem = memory(e.dstLayer, eng);
         it = cache_.emplace(key, std::move(e)).first;
       }
       Entry& e = it->second;
@@ -271,32 +274,47 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
                            ctx.hasInput(3) ? ctx.input(3).data<float>() : nullptr,
                            e.peephole ? ctx.input(7).data<float>() : nullptr, &ow);
       std::vector<float>&wl = ow.layer, &wi = ow.iter, &bias = ow.bias, &peep = ow.peep;
-      memory wlUser(e.wLayerUser, eng, wl.data()), wiUser(e.wIterUser, eng, wi.data());
+      memory wlUser = bind_.in(be, DNNL_ARG_WEIGHTS_LAYER, e.wLayerUser, wl.data());
+      memory wiUser = bind_.in(be, DNNL_ARG_WEIGHTS_ITER, e.wIterUser, wi.data());
       dnnl::reorder(wlUser, e.wLayerMem).execute(strm, wlUser, e.wLayerMem);
       dnnl::reorder(wiUser, e.wIterMem).execute(strm, wiUser, e.wIterMem);
-      memory dst = D == 2 ? e.dstMem : memory(e.dstLayer, eng, y.raw());
+      // Bidirectional: oneDNN's [T][B][D*H] goes to scratch and is rearranged after the run.
+      Tensor* dstHost = D == 2 ? ctx.scratch(DType::kFloat, {T, B, D * H}) : &y;
+      if (!dstHost) return ctx.status();
       std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC_LAYER, memory(e.srcLayer, eng, const_cast<void*>(ctx.input(0).raw()))},
+          {DNNL_ARG_SRC_LAYER, bind_.in(be, DNNL_ARG_SRC_LAYER, e.srcLayer, ctx.input(0).raw())},
           {DNNL_ARG_WEIGHTS_LAYER, e.wLayerMem},
           {DNNL_ARG_WEIGHTS_ITER, e.wIterMem},
-          {DNNL_ARG_BIAS, memory(e.bias, eng, bias.data())},
-          {DNNL_ARG_DST_LAYER, dst},
-          {DNNL_ARG_DST_ITER, memory(e.state, eng, yh.raw())}};
-      if (ctx.hasInput(5))
-        args[DNNL_ARG_SRC_ITER] = memory(e.state, eng, const_cast<void*>(ctx.input(5).raw()));
+          {DNNL_ARG_BIAS, bind_.in(be, DNNL_ARG_BIAS, e.bias, bias.data())},
+          {DNNL_ARG_DST_LAYER, bind_.out(be, DNNL_ARG_DST_LAYER, e.dstLayer, dstHost->raw())},
+          {DNNL_ARG_DST_ITER, bind_.out(be, DNNL_ARG_DST_ITER, e.state, yh.raw())}};
+      Tensor* zeros = nullptr;
+      auto initial = [&](int i) -> const void* {
+        if (ctx.hasInput(i)) return ctx.input(i).raw();
+        if (!zeros && (zeros = ctx.scratch(DType::kFloat, {D, B, H})))
+          std::fill_n(zeros->data<float>(), zeros->size(), 0.0f);
+        return zeros ? zeros->raw() : nullptr;
+      };
+      if (withH0) {
+        const void* h0 = initial(5);
+        if (!h0) return ctx.status();
+        args[DNNL_ARG_SRC_ITER] = bind_.in(be, DNNL_ARG_SRC_ITER, e.state, h0);
+      }
       if (cell_ == Cell::kLstm) {
-        args[DNNL_ARG_DST_ITER_C] = memory(e.state, eng, yc->raw());
-        if (ctx.hasInput(6))
-          args[DNNL_ARG_SRC_ITER_C] = memory(e.state, eng, const_cast<void*>(ctx.input(6).raw()));
-        if (e.peephole) args[DNNL_ARG_WEIGHTS_PEEPHOLE] = memory(e.peep, eng, peep.data());
+        args[DNNL_ARG_DST_ITER_C] = bind_.out(be, DNNL_ARG_DST_ITER_C, e.state, yc->raw());
+        if (withC0) {
+          const void* c0 = initial(6);
+          if (!c0) return ctx.status();
+          args[DNNL_ARG_SRC_ITER_C] = bind_.in(be, DNNL_ARG_SRC_ITER_C, e.state, c0);
+        }
+        if (e.peephole)
+          args[DNNL_ARG_WEIGHTS_PEEPHOLE] =
+              bind_.in(be, DNNL_ARG_WEIGHTS_PEEPHOLE, e.peep, peep.data());
       }
       e.prim.execute(strm, args);
-      strm.wait();
-      if (D == 2) {
-        // oneDNN concatenates directions along channels: [T][B][D*H] -> ONNX [T][D][B][H].
-        rnn::concatToOnnxY(static_cast<const float*>(dst.get_data_handle()), T, D, B, H,
-                           y.data<float>());
-      }
+      bind_.finish(be);
+      // oneDNN concatenates directions along channels: [T][B][D*H] -> ONNX [T][D][B][H].
+      if (D == 2) rnn::concatToOnnxY(dstHost->data<float>(), T, D, B, H, y.data<float>());
     } catch (const dnnl::error& err) {
       return Status::error(std::string("oneDNN rnn: ") + err.what());
     }
@@ -304,6 +322,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
   }
 
   std::map<std::vector<int64_t>, Entry> cache_;
+  onednn::Bindings bind_;
 };
 
 }  // namespace
