@@ -283,7 +283,7 @@ double benchMatmul(const std::string& precision) {
 
 int main(int argc, char** argv) {
   bool withTorch = true;
-  std::string precision = "both";
+  std::string precision = "both", models = "both";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc)
@@ -294,9 +294,11 @@ int main(int argc, char** argv) {
       withTorch = false;
     else if (a == "--precision" && i + 1 < argc)
       precision = argv[++i];
+    else if (a == "--model" && i + 1 < argc)
+      models = argv[++i];
     else
       die("usage: inference_bench [--seconds S] [--threads N] [--no-torch] "
-          "[--precision fp32|bf16|both]");
+          "[--precision fp32|bf16|both] [--model mlp|cnn|both]");
   }
   const std::string workDir =
       (std::filesystem::temp_directory_path() / "deepwire_inference_bench").string();
@@ -312,11 +314,14 @@ int main(int argc, char** argv) {
     precisions.push_back("bf16");
   if (precision == "bf16" && dev.bf16Native.empty()) die("no native bf16 on this CPU");
   if (precisions.empty()) die("--precision takes fp32, bf16 or both");
+  if (models != "mlp" && models != "cnn" && models != "both") die("--model takes mlp, cnn or both");
   std::vector<ModelResult> results;
   std::map<std::string, double> peaks;
   for (const auto& p : precisions) {
-    results.push_back(benchModel("mlp", ex + "fashion_mnist_mlp.dwproj", workDir, withTorch, p));
-    results.push_back(benchModel("cnn", ex + "fashion_mnist_cnn.dwproj", workDir, withTorch, p));
+    for (const char* m : {"mlp", "cnn"})
+      if (models == m || models == "both")
+        results.push_back(
+            benchModel(m, ex + "fashion_mnist_" + m + ".dwproj", workDir, withTorch, p));
     peaks[p] = benchMatmul(p);
   }
   std::printf("\n%-6s %-5s %6s %13s %13s %8s %10s %8s %7s\n", "model", "prec", "batch",

@@ -3,14 +3,21 @@
 // blocked layout, so every call paid a reorder of the (large) output and, in the gradient, of
 // dY: on the CNN example those two reorders took longer than the convolution itself.
 //
-// With stride 1 the input plane is copied once into a zero-padded plane of pitch Wp; an output
-// plane computed with the same pitch is then, for each kernel tap, one long multiply-add of the
-// padded plane shifted by the tap's offset (rows of 28 would leave the vector loops mostly
-// remainder). The padding columns of the output are dropped when it is copied out. Other strides
-// take plain loops. The loops are also compiled for AVX-512 and picked at run time.
+// With stride 1, each image is first copied into KW zero-padded planes, one per kernel column
+// shifted by that column's offset, with the output's row pitch. Every tap's contribution to a
+// whole output plane is then one long multiply-add over a contiguous run of one of those planes
+// (rows of 28 would leave the vector loops mostly remainder), and output and dY planes are read
+// and written in place, unpadded. Other strides take plain loops.
+//
+// On AVX-512 the stride-1 loops are register-blocked over output channels: each input vector
+// loaded for a tap feeds several channels' accumulators (forward) or several taps' sums (weight
+// gradient). One channel at a time, every multiply-add needed its own unaligned load, and the
+// loads, not the arithmetic, bounded the loop.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <vector>
 
@@ -20,79 +27,237 @@ namespace dw::engine::onednn {
 
 namespace {
 
-// The zero-padded geometry of stride-1 convolutions; ok = false where another path is needed.
-struct Padded {
+std::atomic<bool> gGenericOnly{false};
+
+bool useAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has && !gGenericOnly.load(std::memory_order_relaxed);
+}
+
+constexpr int64_t kVec = 16;            // floats per AVX-512 register
+constexpr int64_t kFwdSpan = 4 * kVec;  // outputs one forward block keeps per channel
+constexpr int kFwdChannels = 4;         // channels per forward block: 16 accumulators
+constexpr int kGradChannels = 2;        // channels per weight-gradient block
+constexpr int kGradTaps = 9;            // taps per weight-gradient block: 18 accumulators
+
+int64_t roundUp(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+// The shifted-plane geometry of stride-1 convolutions; ok = false where another path is needed.
+struct Shifted {
   bool ok = false;
-  int64_t hp = 0, wp = 0, size = 0;  // rows, pitch, floats to allocate (with overrun room)
+  int64_t rows = 0;           // input rows the taps reach: oh + (kh - 1) * dh
+  int64_t len = 0;            // outputs per plane: oh * ow
+  int64_t span = 0;           // len rounded up to whole forward blocks
+  int64_t copy = 0;           // floats per shifted plane, with room for the blocks' overrun
+  std::vector<int64_t> offs;  // each tap's offset into the shifted planes
 };
 
-Padded padded(const SingleChannelConv& g) {
-  Padded p;
+Shifted shifted(const SingleChannelConv& g) {
+  Shifted p;
   if (g.sh != 1 || g.sw != 1) return p;
-  const int64_t ekh = (g.kh - 1) * g.dh + 1, ekw = (g.kw - 1) * g.dw + 1;
-  const int64_t padB = g.oh - 1 + ekh - g.h - g.ph, padR = g.ow - 1 + ekw - g.w - g.pw;
-  if (g.ph < 0 || g.pw < 0 || padB < 0 || padR < 0) return p;
-  p.hp = g.h + g.ph + padB;
-  p.wp = g.w + g.pw + padR;
-  p.size = (p.hp + 1) * p.wp;
+  p.rows = g.oh + (g.kh - 1) * g.dh;
+  p.len = g.oh * g.ow;
+  p.span = roundUp(p.len, kFwdSpan);
+  // Blocks run past len into outputs that are dropped; their reads stay inside the buffer.
+  p.copy = std::max(p.rows * g.ow, (g.kh - 1) * g.dh * g.ow + p.span) + kVec;
+  for (int64_t kh = 0; kh < g.kh; ++kh)
+    for (int64_t kw = 0; kw < g.kw; ++kw) p.offs.push_back(kw * p.copy + kh * g.dh * g.ow);
   p.ok = true;
   return p;
 }
 
-void padPlane(const SingleChannelConv& g, const Padded& p, const float* xs, float* xp) {
-  std::fill_n(xp, p.size, 0.0f);
-  for (int64_t h = 0; h < g.h; ++h) std::copy_n(xs + h * g.w, g.w, xp + (h + g.ph) * p.wp + g.pw);
-}
-
-__attribute__((target_clones("avx512f", "default"))) void forwardPadded(const SingleChannelConv& g,
-                                                                        const Padded& p,
-                                                                        const float* xp,
-                                                                        const float* wk, float bias,
-                                                                        float* acc, float* ys) {
-  const int64_t len = g.oh * p.wp;
-  // Blocks of 64 outputs stay in registers across all taps and are stored once: a pass over the
-  // whole accumulator per tap was bound by its stores (and their 4K aliasing with the input).
-  constexpr int64_t kBlock = 64;
-  const int64_t full = len / kBlock * kBlock;
-  for (int64_t i0 = 0; i0 < full; i0 += kBlock) {
-    float a[kBlock];
-    for (int64_t j = 0; j < kBlock; ++j) a[j] = bias;
-    for (int64_t kh = 0; kh < g.kh; ++kh)
-      for (int64_t kw = 0; kw < g.kw; ++kw) {
-        const float c = wk[kh * g.kw + kw];
-        const float* src = xp + kh * g.dh * p.wp + kw * g.dw + i0;
-        for (int64_t j = 0; j < kBlock; ++j) a[j] += c * src[j];
-      }
-    std::copy_n(a, kBlock, acc + i0);
+// Plane kw holds x(r - ph, j + kw * dw - pw) at r * ow + j, zero outside the image.
+void shiftPlanes(const SingleChannelConv& g, const Shifted& p, const float* xs, float* buf) {
+  for (int64_t kw = 0; kw < g.kw; ++kw) {
+    float* d = buf + kw * p.copy;
+    std::fill_n(d, p.copy, 0.0f);
+    const int64_t off = kw * g.dw - g.pw;
+    const int64_t lo = std::clamp<int64_t>(-off, 0, g.ow),
+                  hi = std::clamp<int64_t>(g.w - off, lo, g.ow);
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const int64_t ih = r - g.ph;
+      if (ih < 0 || ih >= g.h) continue;
+      std::copy(xs + ih * g.w + lo + off, xs + ih * g.w + hi + off, d + r * g.ow + lo);
+    }
   }
-  std::fill(acc + full, acc + len, bias);
-  for (int64_t kh = 0; kh < g.kh; ++kh)
-    for (int64_t kw = 0; kw < g.kw; ++kw) {
-      const float c = wk[kh * g.kw + kw];
-      const float* src = xp + kh * g.dh * p.wp + kw * g.dw;
-      for (int64_t i = full; i < len; ++i) acc[i] += c * src[i];
-    }
-  for (int64_t oh = 0; oh < g.oh; ++oh) std::copy_n(acc + oh * p.wp, g.ow, ys + oh * g.ow);
 }
 
-// dW[tap] += sum(dY * shifted X), dB += sum(dY) for one (n, oc) plane; dyp holds dY with the
-// padded pitch and zeros in the padding columns.
-__attribute__((target_clones("avx512f", "default"))) void weightGradPadded(
-    const SingleChannelConv& g, const Padded& p, const float* xp, const float* dyp, double* dw,
-    double* db) {
-  const int64_t len = g.oh * p.wp;
-  for (int64_t kh = 0; kh < g.kh; ++kh)
-    for (int64_t kw = 0; kw < g.kw; ++kw) {
-      const float* src = xp + kh * g.dh * p.wp + kw * g.dw;
-      float s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < len; ++i) s += dyp[i] * src[i];
-      dw[kh * g.kw + kw] += s;
+// C output channels of one image into planes `out` (p.span apart).
+template <int C>
+__attribute__((target("avx512f"))) void forwardBlock512(const Shifted& p, const float* xp,
+                                                        const float* w, const float* bias,
+                                                        float* out) {
+  const int64_t* offs = p.offs.data();
+  const int taps = static_cast<int>(p.offs.size());
+  for (int64_t i0 = 0; i0 < p.len; i0 += kFwdSpan) {
+    __m512 a[C][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) a[c][0] = a[c][1] = a[c][2] = a[c][3] = _mm512_set1_ps(bias[c]);
+    for (int t = 0; t < taps; ++t) {
+      const float* s = xp + offs[t] + i0;
+      const __m512 x0 = _mm512_loadu_ps(s), x1 = _mm512_loadu_ps(s + kVec),
+                   x2 = _mm512_loadu_ps(s + 2 * kVec), x3 = _mm512_loadu_ps(s + 3 * kVec);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const __m512 k = _mm512_set1_ps(w[c * taps + t]);
+        a[c][0] = _mm512_fmadd_ps(k, x0, a[c][0]);
+        a[c][1] = _mm512_fmadd_ps(k, x1, a[c][1]);
+        a[c][2] = _mm512_fmadd_ps(k, x2, a[c][2]);
+        a[c][3] = _mm512_fmadd_ps(k, x3, a[c][3]);
+      }
     }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c)
+      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + c * p.span + i0 + v * kVec, a[c][v]);
+  }
+}
+
+// One output channel, for CPUs without AVX-512 (the compiler vectorizes the block).
+__attribute__((target_clones("avx2", "default"))) void forwardPlaneGeneric(const Shifted& p,
+                                                                           const float* xp,
+                                                                           const float* w,
+                                                                           float bias, float* out) {
+  const int taps = static_cast<int>(p.offs.size());
+  for (int64_t i0 = 0; i0 < p.len; i0 += kFwdSpan) {
+    float a[kFwdSpan];
+    for (int64_t j = 0; j < kFwdSpan; ++j) a[j] = bias;
+    for (int t = 0; t < taps; ++t) {
+      const float c = w[t];
+      const float* src = xp + p.offs[t] + i0;
+      for (int64_t j = 0; j < kFwdSpan; ++j) a[j] += c * src[j];
+    }
+    std::copy_n(a, kFwdSpan, out + i0);
+  }
+}
+
+// Channels [o, o + n) of one image (n <= kFwdChannels) into planes p.span apart.
+void forwardChannels(const Shifted& p, const float* xp, const float* w, const float* bias, int n,
+                     float* out) {
+  if (useAvx512()) {
+    switch (n) {
+      case 4:
+        return forwardBlock512<4>(p, xp, w, bias, out);
+      case 3:
+        return forwardBlock512<3>(p, xp, w, bias, out);
+      case 2:
+        return forwardBlock512<2>(p, xp, w, bias, out);
+      default:
+        return forwardBlock512<1>(p, xp, w, bias, out);
+    }
+  }
+  const int64_t taps = static_cast<int64_t>(p.offs.size());
+  for (int c = 0; c < n; ++c) forwardPlaneGeneric(p, xp, w + c * taps, bias[c], out + c * p.span);
+}
+
+// GCC's _mm512_reduce_add_ps trips its own uninitialized-value warnings; this runs once per
+// plane, outside the loops.
+__attribute__((target("avx512f"))) double sum512(__m512 v) {
+  alignas(64) float t[kVec];
+  _mm512_store_ps(t, v);
+  double s = 0;
+  for (float f : t) s += f;
+  return s;
+}
+
+// Sums of dY * (X shifted by each of G taps) and, for the first tap block, of dY, for C
+// consecutive channels of one image; dy points at the first channel's plane (p.len floats each).
+template <int C, int G>
+__attribute__((target("avx512f"))) void weightGradBlock512(const Shifted& p, const float* xp,
+                                                           const float* dy, const int64_t* offs,
+                                                           bool withBias, double* dw, int stride,
+                                                           double* db) {
+  __m512 a[C][G], b[C];
+#pragma GCC unroll 9
+  for (int c = 0; c < C; ++c) {
+    b[c] = _mm512_setzero_ps();
+    for (int t = 0; t < G; ++t) a[c][t] = _mm512_setzero_ps();
+  }
+  const int64_t full = p.len / kVec * kVec;
+  // The last partial vector reads dY masked (past it lies the next plane, or the tensor's end)
+  // and X unmasked: the shifted planes have room, and their products with the zeros vanish.
+  for (int64_t i = 0; i < p.len; i += kVec) {
+    const __mmask16 m = i < full ? 0xFFFF : static_cast<__mmask16>((1u << (p.len - i)) - 1);
+    __m512 d[C];
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) {
+      d[c] = _mm512_maskz_loadu_ps(m, dy + c * p.len + i);
+      b[c] = _mm512_add_ps(b[c], d[c]);
+    }
+#pragma GCC unroll 9
+    for (int t = 0; t < G; ++t) {
+      const __m512 x = _mm512_loadu_ps(xp + offs[t] + i);
+#pragma GCC unroll 2
+      for (int c = 0; c < C; ++c) a[c][t] = _mm512_fmadd_ps(d[c], x, a[c][t]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int t = 0; t < G; ++t) dw[c * stride + t] += sum512(a[c][t]);
+    if (withBias) db[c * stride] += sum512(b[c]);
+  }
+}
+
+template <int C>
+void weightGradTaps512(const Shifted& p, const float* xp, const float* dy, int t0, int n,
+                       double* dw, int stride, double* db) {
+  const int64_t* offs = p.offs.data() + t0;
+  const bool bias = t0 == 0;
+  switch (n) {
+    case 9:
+      return weightGradBlock512<C, 9>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 8:
+      return weightGradBlock512<C, 8>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 7:
+      return weightGradBlock512<C, 7>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 6:
+      return weightGradBlock512<C, 6>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 5:
+      return weightGradBlock512<C, 5>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 4:
+      return weightGradBlock512<C, 4>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 3:
+      return weightGradBlock512<C, 3>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    case 2:
+      return weightGradBlock512<C, 2>(p, xp, dy, offs, bias, dw + t0, stride, db);
+    default:
+      return weightGradBlock512<C, 1>(p, xp, dy, offs, bias, dw + t0, stride, db);
+  }
+}
+
+// dW[tap] += sum(dY * shifted X), dB += sum(dY) for one (n, oc) plane, without AVX-512.
+__attribute__((target_clones("avx2", "default"))) void weightGradPlaneGeneric(
+    const Shifted& p, const float* xp, const float* dy, double* dw, double* db) {
+  for (size_t t = 0; t < p.offs.size(); ++t) {
+    const float* src = xp + p.offs[t];
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < p.len; ++i) s += dy[i] * src[i];
+    dw[t] += s;
+  }
   float b = 0;
 #pragma omp simd reduction(+ : b)
-  for (int64_t i = 0; i < len; ++i) b += dyp[i];
+  for (int64_t i = 0; i < p.len; ++i) b += dy[i];
   *db += b;
+}
+
+// Channels [o, o + n) (n <= kGradChannels) of one image; dw/db are those channels' partials.
+void weightGradChannels(const Shifted& p, const float* xp, const float* dy, int n, double* dw,
+                        double* db) {
+  const int taps = static_cast<int>(p.offs.size());
+  if (!useAvx512()) {
+    for (int c = 0; c < n; ++c)
+      weightGradPlaneGeneric(p, xp, dy + c * p.len, dw + c * (taps + 1), db + c * (taps + 1));
+    return;
+  }
+  // Partials are laid out per channel as taps then bias: [dw0 .. dw(taps-1), db].
+  for (int t0 = 0; t0 < taps; t0 += kGradTaps) {
+    const int g = std::min(kGradTaps, taps - t0);
+    if (n == 2)
+      weightGradTaps512<2>(p, xp, dy, t0, g, dw, taps + 1, db);
+    else
+      weightGradTaps512<1>(p, xp, dy, t0, g, dw, taps + 1, db);
+  }
 }
 
 // Any stride: output columns [lo, hi) whose input column ow * s + off lies inside [0, w).
@@ -145,6 +310,60 @@ void weightGradPlane(const SingleChannelConv& g, const float* xs, const float* g
 
 }  // namespace
 
+namespace {
+
+// 2x2 / stride 2 max pooling (then Relu when asked) of a plane whose buffer extends at least 32
+// floats past its end: each 32 input columns of a row pair become 16 outputs through one
+// even/odd permute. Columns read past a row's end only reach outputs the masked store drops.
+__attribute__((target("avx512f"))) void pool2x2Avx512(const float* in, int64_t W, float* out,
+                                                      int64_t OH, int64_t OW, bool relu) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 floor = _mm512_set1_ps(relu ? 0.0f : -std::numeric_limits<float>::infinity());
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const float* r0 = in + 2 * oh * W;
+    const float* r1 = r0 + W;
+    for (int64_t j = 0; j < OW; j += kVec) {
+      const __m512 v0 = _mm512_max_ps(_mm512_loadu_ps(r0 + 2 * j), _mm512_loadu_ps(r1 + 2 * j));
+      const __m512 v1 =
+          _mm512_max_ps(_mm512_loadu_ps(r0 + 2 * j + kVec), _mm512_loadu_ps(r1 + 2 * j + kVec));
+      __m512 m =
+          _mm512_max_ps(_mm512_permutex2var_ps(v0, even, v1), _mm512_permutex2var_ps(v0, odd, v1));
+      m = _mm512_max_ps(m, floor);
+      const int64_t left = OW - j;
+      const __mmask16 mask = left >= kVec ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      _mm512_mask_storeu_ps(out + oh * OW + j, mask, m);
+    }
+  }
+}
+
+// The epilogue of one output channel: conv holds its plane (oh x ow), in a buffer with at least
+// kFwdSpan floats of room past the plane.
+void finishPlane(const SingleChannelConv& g, const SingleChannelEpilogue* ep, const float* conv,
+                 float* out) {
+  const bool relu = ep && ep->relu;
+  if (ep && ep->kh == 2 && ep->kw == 2 && ep->sh == 2 && ep->sw == 2 && useAvx512())
+    return pool2x2Avx512(conv, g.ow, out, ep->oh, ep->ow, relu);
+  if (ep && ep->kh > 0) {
+    maxPoolPlane(conv, g.oh, g.ow, out, ep->oh, ep->ow, ep->kh, ep->kw, ep->sh, ep->sw, 0, 0);
+    // Relu commutes with max, so it runs on the (smaller) pooled plane.
+    if (relu)
+      for (int64_t i = 0; i < ep->oh * ep->ow; ++i) out[i] = std::max(out[i], 0.0f);
+    return;
+  }
+  const int64_t n = g.oh * g.ow;
+  if (relu)
+    for (int64_t i = 0; i < n; ++i) out[i] = std::max(conv[i], 0.0f);
+  else if (conv != out)
+    std::copy_n(conv, n, out);
+}
+
+}  // namespace
+
+void singleChannelConvGenericOnly(bool on) {
+  gGenericOnly.store(on, std::memory_order_relaxed);
+}
+
 __attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
     const float* in, int64_t H, int64_t W, float* out, int64_t OH, int64_t OW, int64_t kh,
     int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
@@ -177,33 +396,35 @@ __attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
 
 void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
                               const float* b, float* y, const SingleChannelEpilogue* ep) {
-  const Padded p = padded(g);
+  const Shifted p = shifted(g);
   const bool pool = ep && ep->kh > 0;
   const int64_t outPlane = pool ? ep->oh * ep->ow : g.oh * g.ow;
-  // A thread per image: its padded plane serves every output channel.
+  const int64_t taps = g.kh * g.kw;
+  std::vector<float> zeros(b ? 0 : g.oc, 0.0f);
+  const float* bias = b ? b : zeros.data();
+  // A thread per image: its shifted planes serve every output channel.
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
     const float* xs = x + n * g.h * g.w;
-    thread_local std::vector<float> xp, acc, plane;  // kept across calls: no allocation per step
+    thread_local std::vector<float> xp, planes;  // kept across calls: no allocation per step
     if (p.ok) {
-      xp.resize(p.size);
-      acc.resize(g.oh * p.wp);
-      padPlane(g, p, xs, xp.data());
+      xp.resize(g.kw * p.copy);
+      planes.resize((kFwdChannels + 1) * p.span);  // room past the last plane for the epilogue
+      shiftPlanes(g, p, xs, xp.data());
+      for (int64_t o = 0; o < g.oc; o += kFwdChannels) {
+        const int c = static_cast<int>(std::min<int64_t>(kFwdChannels, g.oc - o));
+        forwardChannels(p, xp.data(), w + o * taps, bias + o, c, planes.data());
+        for (int i = 0; i < c; ++i)
+          finishPlane(g, ep, planes.data() + i * p.span, y + (n * g.oc + o + i) * outPlane);
+      }
+      continue;
     }
-    if (pool) plane.resize(g.oh * g.ow);
+    if (pool) planes.resize(g.oh * g.ow + kFwdSpan);
     for (int64_t o = 0; o < g.oc; ++o) {
       float* out = y + (n * g.oc + o) * outPlane;
-      float* conv = pool ? plane.data() : out;
-      const float* wk = w + o * g.kh * g.kw;
-      if (p.ok)
-        forwardPadded(g, p, xp.data(), wk, b ? b[o] : 0.0f, acc.data(), conv);
-      else
-        forwardPlane(g, xs, wk, b ? b[o] : 0.0f, conv);
-      if (pool)
-        maxPoolPlane(conv, g.oh, g.ow, out, ep->oh, ep->ow, ep->kh, ep->kw, ep->sh, ep->sw, 0, 0);
-      // Relu commutes with max, so it runs on the (smaller) pooled plane.
-      if (ep && ep->relu)
-        for (int64_t i = 0; i < outPlane; ++i) out[i] = std::max(out[i], 0.0f);
+      float* conv = pool ? planes.data() : out;
+      forwardPlane(g, xs, w + o * taps, bias[o], conv);
+      finishPlane(g, ep, conv, out);
     }
   }
 }
@@ -211,8 +432,8 @@ void singleChannelConvForward(const SingleChannelConv& g, const float* x, const 
 void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
                                  float* dw, float* db) {
   const int64_t k = g.kh * g.kw, per = k + 1;
-  const Padded p = padded(g);
-  // Each thread takes whole images (padding each once for all output channels) into its own
+  const Shifted p = shifted(g);
+  // Each thread takes whole images (shifting each once for all output channels) into its own
   // partial sums, added in thread order: the result is fixed for a given thread count, like
   // oneDNN's own reductions.
   const int threads = omp_get_max_threads();
@@ -220,25 +441,21 @@ void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, con
 #pragma omp parallel num_threads(threads)
   {
     double* mine = part.data() + static_cast<size_t>(omp_get_thread_num()) * g.oc * per;
-    thread_local std::vector<float> xp, dyp;
-    if (p.ok) {
-      xp.resize(p.size);
-      dyp.assign(g.oh * p.wp, 0.0f);
-    }
+    thread_local std::vector<float> xp;
+    if (p.ok) xp.resize(g.kw * p.copy);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < g.n; ++n) {
       const float* xs = x + n * g.h * g.w;
-      if (p.ok) padPlane(g, p, xs, xp.data());
-      for (int64_t o = 0; o < g.oc; ++o) {
-        const float* gs = dy + (n * g.oc + o) * g.oh * g.ow;
-        double* acc = mine + o * per;
-        if (!p.ok) {
-          weightGradPlane(g, xs, gs, acc, acc + k);
-          continue;
-        }
-        for (int64_t oh = 0; oh < g.oh; ++oh)
-          std::copy_n(gs + oh * g.ow, g.ow, dyp.data() + oh * p.wp);
-        weightGradPadded(g, p, xp.data(), dyp.data(), acc, acc + k);
+      const float* gs = dy + n * g.oc * g.oh * g.ow;
+      if (!p.ok) {
+        for (int64_t o = 0; o < g.oc; ++o)
+          weightGradPlane(g, xs, gs + o * g.oh * g.ow, mine + o * per, mine + o * per + k);
+        continue;
+      }
+      shiftPlanes(g, p, xs, xp.data());
+      for (int64_t o = 0; o < g.oc; o += kGradChannels) {
+        const int c = static_cast<int>(std::min<int64_t>(kGradChannels, g.oc - o));
+        weightGradChannels(p, xp.data(), gs + o * p.len, c, mine + o * per, mine + o * per + k);
       }
     }
   }
