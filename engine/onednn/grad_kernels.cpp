@@ -6,11 +6,15 @@
 // normalization in training mode and its backward as channel-parallel NCHW loops, and a threaded
 // Relu gradient. Primitives are cached per input-shape signature; convolution lets oneDNN choose
 // blocked layouts and reorders only where they differ from plain.
+#include <immintrin.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
+#include <vector>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
@@ -320,6 +324,312 @@ class ConvGrad : public Kernel {
   std::map<std::vector<int64_t>, onednn::SingleChannelConv> direct_;
 };
 
+// Batch normalization over plain NCHW (N x C x S, S the spatial size) in training. oneDNN 2.6's
+// plain-layout batch normalization (ncsp_bnorm) took ~40% of the CNN example's training step, and
+// its blocked layouts would cost a reorder on either side; these loops give each thread whole
+// channels, whose N*S values stay in its L2 cache across the passes. The per-channel order of the
+// additions is fixed, so results do not depend on the thread count. The project builds for
+// baseline x86-64, so the per-channel work is cloned for AVX-512 and picked at run time.
+//
+// The CNN block BatchNormalization -> Relu -> MaxPool can run as one node in training
+// (fuseTrainingChains): the forward pools each normalised plane while it is in L1 and keeps,
+// per pooled value, which window element won (the full-size normalised activation is never
+// written), and the backward scatters the pooled gradient through those positions straight
+// into its reductions. Both fused and unfused paths run the same per-channel functions, so the
+// fused results are bit-identical to the unfused ones.
+
+// One channel of an N x C x S tensor: N rows of S contiguous values, `stride` (C*S) apart.
+struct ChannelRows {
+  int64_t n, s, stride;
+};
+
+// A 2-D max pooling window (explicit padding, no dilation) over h x w planes.
+struct MaxPool2d {
+  int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool tiled2() const { return kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0; }
+};
+// The winner of a window is stored as its row-major position in the window; kNoArg marks a
+// window that passes no gradient (no element, or a fused Relu blocks it).
+constexpr uint8_t kNoArg = 255;
+constexpr int64_t kMaxPoolArgWindow = 255;  // kh * kw must stay below kNoArg
+
+// The 2x2 / stride 2 window on AVX-512, 16 windows at a time with masked tails: the planes of a
+// 28x28 CNN are 14 or 7 windows wide, which the compiler's 16-lane loops would leave entirely to
+// their scalar (branching) remainders. Every choice mirrors the scalar code exactly: std::max's
+// operand order (MAXPS returns its second operand on ties and NaN) and the first maximum in scan
+// order (a, b, c, d).
+namespace tiled2 {
+
+#define DW_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+bool usable() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+// Masks for the 2n floats of n (<= 16) window pairs.
+struct PairMask {
+  __mmask16 lo, hi;
+  explicit PairMask(int64_t n) {
+    const uint32_t m = n >= 16 ? 0xffffffffu : (1u << (2 * n)) - 1;
+    lo = static_cast<__mmask16>(m);
+    hi = static_cast<__mmask16>(m >> 16);
+  }
+};
+
+// a = in[2i], b = in[2i + 1] for the window pairs of `pm`.
+DW_AVX512 inline void loadPairs(const float* in, const PairMask& pm, __m512& a, __m512& b) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 v0 = _mm512_maskz_loadu_ps(pm.lo, in), v1 = _mm512_maskz_loadu_ps(pm.hi, in + 16);
+  a = _mm512_permutex2var_ps(v0, even, v1);
+  b = _mm512_permutex2var_ps(v0, odd, v1);
+}
+
+// out[2i] = e[i], out[2i + 1] = o[i].
+DW_AVX512 inline void storePairs(float* out, const PairMask& pm, __m512 e, __m512 o) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  _mm512_mask_storeu_ps(out, pm.lo, _mm512_permutex2var_ps(e, lo, o));
+  _mm512_mask_storeu_ps(out + 16, pm.hi, _mm512_permutex2var_ps(e, hi, o));
+}
+
+// The maxima of 16 windows (a b / c d) and which element wins each.
+struct Windows {
+  __m512 m;
+  __mmask16 ia, ib, ic, id;
+};
+DW_AVX512 inline Windows windows(const float* r0, const float* r1, const PairMask& pm) {
+  __m512 a, b, c, d;
+  loadPairs(r0, pm, a, b);
+  loadPairs(r1, pm, c, d);
+  Windows w;
+  // std::max(std::max(a, b), std::max(c, d)), std::max(x, y) being MAXPS(y, x).
+  w.m = _mm512_max_ps(_mm512_max_ps(d, c), _mm512_max_ps(b, a));
+  w.ia = _mm512_cmp_ps_mask(a, w.m, _CMP_EQ_OQ);
+  w.ib = _mm512_cmp_ps_mask(b, w.m, _CMP_EQ_OQ) & ~w.ia;
+  w.ic = _mm512_cmp_ps_mask(c, w.m, _CMP_EQ_OQ) & ~(w.ia | w.ib);
+  w.id = static_cast<__mmask16>(~(w.ia | w.ib | w.ic));
+  return w;
+}
+
+DW_AVX512 inline __mmask16 tailMask(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// maxPoolBackwardPlane's 2x2 / stride 2 case.
+DW_AVX512 void backward(const MaxPool2d& g, const float* xs, const float* gs, bool relu,
+                        float* ds) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    const float* r0 = xs + 2 * oh * g.w;
+    float* d0 = ds + 2 * oh * g.w;
+    for (int64_t ow = 0; ow < g.ow; ow += 16) {
+      const PairMask pm(g.ow - ow);
+      const Windows w = windows(r0 + 2 * ow, r0 + g.w + 2 * ow, pm);
+      __m512 gv = _mm512_maskz_loadu_ps(tailMask(g.ow - ow), gs + oh * g.ow + ow);
+      if (relu) gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(w.m, zero, _CMP_NLE_UQ), gv);
+      storePairs(d0 + 2 * ow, pm, _mm512_maskz_mov_ps(w.ia, gv), _mm512_maskz_mov_ps(w.ib, gv));
+      storePairs(d0 + g.w + 2 * ow, pm, _mm512_maskz_mov_ps(w.ic, gv),
+                 _mm512_maskz_mov_ps(w.id, gv));
+    }
+  }
+}
+
+// maxPoolArgPlane's 2x2 / stride 2 case.
+DW_AVX512 void forward(const MaxPool2d& g, const float* in, bool relu, float* out, uint8_t* arg) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    const float* r0 = in + 2 * oh * g.w;
+    for (int64_t ow = 0; ow < g.ow; ow += 16) {
+      const __mmask16 tail = tailMask(g.ow - ow);
+      const Windows w = windows(r0 + 2 * ow, r0 + g.w + 2 * ow, PairMask(g.ow - ow));
+      __m512i k = _mm512_set1_epi32(3);
+      k = _mm512_mask_mov_epi32(k, w.ic, _mm512_set1_epi32(2));
+      k = _mm512_mask_mov_epi32(k, w.ib, _mm512_set1_epi32(1));
+      k = _mm512_mask_mov_epi32(k, w.ia, _mm512_setzero_si512());
+      if (relu)
+        k = _mm512_mask_mov_epi32(k, _mm512_cmp_ps_mask(w.m, zero, _CMP_LE_OQ),
+                                  _mm512_set1_epi32(kNoArg));
+      _mm512_mask_storeu_ps(out + oh * g.ow + ow, tail, w.m);
+      _mm512_mask_cvtepi32_storeu_epi8(arg + oh * g.ow + ow, tail, k);
+    }
+  }
+}
+
+// maxPoolArgScatter's 2x2 / stride 2 case.
+DW_AVX512 void scatter(const MaxPool2d& g, const float* dy, const uint8_t* arg, float* ds) {
+  if (2 * g.oh != g.h || 2 * g.ow != g.w) std::fill_n(ds, g.h * g.w, 0.0f);
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    float* d0 = ds + 2 * oh * g.w;
+    for (int64_t ow = 0; ow < g.ow; ow += 16) {
+      const __mmask16 tail = tailMask(g.ow - ow);
+      const PairMask pm(g.ow - ow);
+      const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(tail, arg + oh * g.ow + ow));
+      const __m512 gv = _mm512_maskz_loadu_ps(tail, dy + oh * g.ow + ow);
+      const __mmask16 k0 = _mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512());
+      const __mmask16 k1 = _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(1));
+      const __mmask16 k2 = _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(2));
+      const __mmask16 k3 = _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(3));
+      storePairs(d0 + 2 * ow, pm, _mm512_maskz_mov_ps(k0, gv), _mm512_maskz_mov_ps(k1, gv));
+      storePairs(d0 + g.w + 2 * ow, pm, _mm512_maskz_mov_ps(k2, gv), _mm512_maskz_mov_ps(k3, gv));
+    }
+  }
+}
+
+#undef DW_AVX512
+
+}  // namespace tiled2
+
+// Max pooling of one plane with the winners, choosing exactly as PoolGrad's maxPool2dBackward
+// does from the same input (the first maximum in scan order) and writing the values that
+// maxPoolPlane writes. With `relu` (the plane is a Relu's output) a window whose maximum is not
+// positive gets kNoArg, as the fused Relu gradient there passes nothing.
+inline void maxPoolArgPlane(const MaxPool2d& g, const float* in, bool relu, float* out,
+                            uint8_t* arg) {
+  if (g.tiled2() && tiled2::usable()) return tiled2::forward(g, in, relu, out, arg);
+  if (g.tiled2()) {
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      const float* r0 = in + 2 * oh * g.w;
+      const float* r1 = r0 + g.w;
+      float* o = out + oh * g.ow;
+      uint8_t* ar = arg + oh * g.ow;
+#pragma omp simd
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        const float m = std::max(std::max(a, b), std::max(c, d));
+        const int ia = a == m;
+        const int ib = (b == m) & !ia;
+        const int ic = (c == m) & !(ia | ib);
+        const int k = ia ? 0 : ib ? 1 : ic ? 2 : 3;
+        o[ow] = m;
+        ar[ow] = static_cast<uint8_t>(relu & (m <= 0) ? kNoArg : k);
+      }
+    }
+    return;
+  }
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    const int64_t top = oh * g.sh - g.ph;
+    const int64_t h0 = std::max<int64_t>(top, 0), h1 = std::min<int64_t>(top + g.kh, g.h);
+    for (int64_t ow = 0; ow < g.ow; ++ow) {
+      const int64_t left = ow * g.sw - g.pw;
+      const int64_t w0 = std::max<int64_t>(left, 0), w1 = std::min<int64_t>(left + g.kw, g.w);
+      float m = -std::numeric_limits<float>::infinity(), best = 0;
+      int64_t win = -1;
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t c = w0; c < w1; ++c) {
+          const float v = in[h * g.w + c];
+          m = std::max(m, v);
+          if (win < 0 || v > best) {
+            best = v;
+            win = (h - top) * g.kw + (c - left);
+          }
+        }
+      out[oh * g.ow + ow] = m;
+      arg[oh * g.ow + ow] = static_cast<uint8_t>(win < 0 || (relu && !(best > 0)) ? kNoArg : win);
+    }
+  }
+}
+
+// The gradient of a max-pooled plane: dy goes to each window's winner. Written exactly as
+// maxPool2dBackward writes it (assignments for the 2x2/2 window, zeros then sums otherwise).
+inline void maxPoolArgScatter(const MaxPool2d& g, const float* dy, const uint8_t* arg, float* ds) {
+  if (g.tiled2() && tiled2::usable()) return tiled2::scatter(g, dy, arg, ds);
+  if (g.tiled2()) {
+    if (2 * g.oh != g.h || 2 * g.ow != g.w) std::fill_n(ds, g.h * g.w, 0.0f);
+    for (int64_t oh = 0; oh < g.oh; ++oh) {
+      float* d0 = ds + 2 * oh * g.w;
+      float* d1 = d0 + g.w;
+      const float* gr = dy + oh * g.ow;
+      const uint8_t* ar = arg + oh * g.ow;
+#pragma omp simd
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        const int k = ar[ow];
+        const float gv = k == kNoArg ? 0.0f : gr[ow];
+        d0[2 * ow] = k == 0 ? gv : 0.0f;
+        d0[2 * ow + 1] = k == 1 ? gv : 0.0f;
+        d1[2 * ow] = k == 2 ? gv : 0.0f;
+        d1[2 * ow + 1] = k == 3 ? gv : 0.0f;
+      }
+    }
+    return;
+  }
+  std::fill_n(ds, g.h * g.w, 0.0f);
+  for (int64_t oh = 0; oh < g.oh; ++oh)
+    for (int64_t ow = 0; ow < g.ow; ++ow) {
+      const int k = arg[oh * g.ow + ow];
+      if (k == kNoArg) continue;
+      const int64_t h = oh * g.sh - g.ph + k / g.kw, c = ow * g.sw - g.pw + k % g.kw;
+      ds[h * g.w + c] += dy[oh * g.ow + ow];
+    }
+}
+
+// dX of 2-D max pooling of one plane: each dY goes to the first maximum of its window
+// (scanning rows, then columns, as oneDNN and PyTorch pick it). oneDNN would recompute a
+// workspace with a forward pass and then run its plain-layout backward, both slow on NCHW;
+// PoolGrad gives each thread whole (n, c) planes, so overlapping windows never race. With
+// `relu` (a fused Relu gradient; x is the Relu's output) nothing flows where x <= 0.
+void maxPoolBackwardPlane(const MaxPool2d& g, const float* xs, const float* gs, bool relu,
+                          float* ds) {
+  if (g.tiled2() && tiled2::usable()) {
+    if (2 * g.oh != g.h || 2 * g.ow != g.w) std::fill_n(ds, g.h * g.w, 0.0f);
+    return tiled2::backward(g, xs, gs, relu, ds);
+  }
+  const int64_t H = g.h, W = g.w, OH = g.oh, OW = g.ow;
+  // The common 2x2 window with stride 2 tiles the input: every input element receives exactly
+  // its own window's share, computed without branches.
+  const bool tiled2 = g.tiled2();
+  if (!tiled2 || 2 * OH != H || 2 * OW != W) std::fill_n(ds, H * W, 0.0f);
+  if (tiled2) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* r0 = xs + 2 * oh * W;
+      const float* r1 = r0 + W;
+      float* d0 = ds + 2 * oh * W;
+      float* d1 = d0 + W;
+      const float* gr = gs + oh * OW;
+#pragma omp simd
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        // The first maximum in scan order (a, b, c, d) wins ties; no short-circuits, so the
+        // selects vectorize.
+        const float m = std::max(std::max(a, b), std::max(c, d));
+        const float g0 = gr[ow];  // read unconditionally: the select vectorizes
+        const float gv = relu & (m <= 0) ? 0.0f : g0;
+        const int ia = a == m;
+        const int ib = (b == m) & !ia;
+        const int ic = (c == m) & !(ia | ib);
+        const int id = !(ia | ib | ic);
+        d0[2 * ow] = ia ? gv : 0.0f;
+        d0[2 * ow + 1] = ib ? gv : 0.0f;
+        d1[2 * ow] = ic ? gv : 0.0f;
+        d1[2 * ow + 1] = id ? gv : 0.0f;
+      }
+    }
+    return;
+  }
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t h0 = std::max<int64_t>(oh * g.sh - g.ph, 0);
+    const int64_t h1 = std::min<int64_t>(oh * g.sh - g.ph + g.kh, H);
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pw, 0);
+      const int64_t w1 = std::min<int64_t>(ow * g.sw - g.pw + g.kw, W);
+      int64_t arg = -1;
+      float best = 0;
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t c = w0; c < w1; ++c) {
+          const float v = xs[h * W + c];
+          if (arg < 0 || v > best) {
+            best = v;
+            arg = h * W + c;
+          }
+        }
+      if (arg >= 0 && (!relu || best > 0)) ds[arg] += gs[oh * OW + ow];
+    }
+  }
+}
+
 // PoolGrad(dY, X) -> dX for MaxPool, AveragePool and their Global forms.
 class PoolGrad : public Kernel {
  public:
@@ -431,76 +741,20 @@ class PoolGrad : public Kernel {
     bool direct = false;  // 2-D max pooling without dilation: maxPool2dBackward
   };
 
-  // dX of 2-D max pooling on plain NCHW: each dY goes to the first maximum of its window
-  // (scanning rows, then columns, as oneDNN and PyTorch pick it). oneDNN would recompute a
-  // workspace with a forward pass and then run its plain-layout backward, both slow on NCHW;
-  // here each thread takes whole (n, c) planes, so overlapping windows never race. With
-  // `relu` (a fused Relu gradient; x is the Relu's output) nothing flows where x <= 0.
   static void maxPool2dBackward(const Tensor& x, const Tensor& dy, const Window& w, bool relu,
                                 Tensor& dx) {
-    const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
-    const int64_t OH = dy.dim(2), OW = dy.dim(3);
-    const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
-    const int64_t ph = w.padL[0], pw = w.padL[1];
+    MaxPool2d g;
+    g.h = x.dim(2), g.w = x.dim(3), g.oh = dy.dim(2), g.ow = dy.dim(3);
+    g.kh = w.kernel[0], g.kw = w.kernel[1], g.sh = w.strides[0], g.sw = w.strides[1];
+    g.ph = w.padL[0], g.pw = w.padL[1];
+    const int64_t planes = x.dim(0) * x.dim(1);
     const float* px = x.data<float>();
     const float* pg = dy.data<float>();
     float* pd = dx.data<float>();
-    // The common 2x2 window with stride 2 tiles the input: every input element receives exactly
-    // its own window's share, computed without branches.
-    const bool tiled2 = kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
 #pragma omp parallel for schedule(static)
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const float* xs = px + pl * H * W;
-      const float* gs = pg + pl * OH * OW;
-      float* ds = pd + pl * H * W;
-      if (!tiled2 || 2 * OH != H || 2 * OW != W) std::fill_n(ds, H * W, 0.0f);
-      if (tiled2) {
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          const float* r0 = xs + 2 * oh * W;
-          const float* r1 = r0 + W;
-          float* d0 = ds + 2 * oh * W;
-          float* d1 = d0 + W;
-          const float* gr = gs + oh * OW;
-#pragma omp simd
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-            // The first maximum in scan order (a, b, c, d) wins ties; no short-circuits, so the
-            // selects vectorize.
-            const float m = std::max(std::max(a, b), std::max(c, d));
-            const float g0 = gr[ow];  // read unconditionally: the select vectorizes
-            const float gv = relu & (m <= 0) ? 0.0f : g0;
-            const int ia = a == m;
-            const int ib = (b == m) & !ia;
-            const int ic = (c == m) & !(ia | ib);
-            const int id = !(ia | ib | ic);
-            d0[2 * ow] = ia ? gv : 0.0f;
-            d0[2 * ow + 1] = ib ? gv : 0.0f;
-            d1[2 * ow] = ic ? gv : 0.0f;
-            d1[2 * ow + 1] = id ? gv : 0.0f;
-          }
-        }
-        continue;
-      }
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0);
-        const int64_t h1 = std::min<int64_t>(oh * sh - ph + kh, H);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0);
-          const int64_t w1 = std::min<int64_t>(ow * sw - pw + kw, W);
-          int64_t arg = -1;
-          float best = 0;
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t c = w0; c < w1; ++c) {
-              const float v = xs[h * W + c];
-              if (arg < 0 || v > best) {
-                best = v;
-                arg = h * W + c;
-              }
-            }
-          if (arg >= 0 && (!relu || best > 0)) ds[arg] += gs[oh * OW + ow];
-        }
-      }
-    }
+    for (int64_t pl = 0; pl < planes; ++pl)
+      maxPoolBackwardPlane(g, px + pl * g.h * g.w, pg + pl * g.oh * g.ow, relu,
+                           pd + pl * g.h * g.w);
   }
   Attributes attrs_;
   std::string op_;
@@ -509,117 +763,160 @@ class PoolGrad : public Kernel {
   std::map<std::vector<int64_t>, Entry> cache_;
 };
 
-// Batch normalization over plain NCHW (N x C x S, S the spatial size) in training. oneDNN 2.6's
-// plain-layout batch normalization (ncsp_bnorm) took ~40% of the CNN example's training step, and
-// its blocked layouts would cost a reorder on either side; these loops give each thread whole
-// channels, whose N*S values stay in its L2 cache across the passes. The per-channel order of the
-// additions is fixed, so results do not depend on the thread count.
-struct ChannelView {
-  int64_t n, c, s;
-  explicit ChannelView(const Shape& shape) : n(shape[0]), c(shape[1]), s(1) {
-    for (size_t i = 2; i < shape.size(); ++i) s *= shape[i];
-  }
-  int64_t count() const { return n * s; }  // values per channel
-  // Calls f(row pointer offset) for the N rows of S contiguous values of channel ch.
-  template <class F>
-  void rows(int64_t ch, F&& f) const {
-    for (int64_t i = 0; i < n; ++i) f((i * c + ch) * s);
-  }
-};
-
-// Forward: batch mean and population variance (two passes, as oneDNN computes them), then
-// y = (x - mean) / sqrt(var + eps) * scale + shift.
-// With `relu` the output pass also applies max(0, y) (a Relu fused by the session).
-void batchNormForwardTraining(const ChannelView& v, const float* x, const float* scale,
-                              const float* shift, float eps, bool relu, float* y, float* mean,
-                              float* var) {
-  const int64_t S = v.s;
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < v.c; ++ch) {
-    double sum = 0;
-    v.rows(ch, [&](int64_t off) {
-      const float* p = x + off;
-      float r = 0;
-#pragma omp simd reduction(+ : r)
-      for (int64_t i = 0; i < S; ++i) r += p[i];
-      sum += r;
-    });
-    const float m = static_cast<float>(sum / static_cast<double>(v.count()));
-    double sq = 0;
-    v.rows(ch, [&](int64_t off) {
-      const float* p = x + off;
-      float r = 0;
-#pragma omp simd reduction(+ : r)
-      for (int64_t i = 0; i < S; ++i) r += (p[i] - m) * (p[i] - m);
-      sq += r;
-    });
-    const float vr = static_cast<float>(sq / static_cast<double>(v.count()));
-    const float a = scale[ch] / std::sqrt(vr + eps), b = shift[ch] - m * a;
-    v.rows(ch, [&](int64_t off) {
-      const float* p = x + off;
-      float* q = y + off;
-      if (relu) {
-#pragma omp simd
-        for (int64_t i = 0; i < S; ++i) q[i] = std::max(p[i] * a + b, 0.0f);
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < S; ++i) q[i] = p[i] * a + b;
-      }
-    });
-    mean[ch] = m;
-    var[ch] = vr;
-  }
+// A row buffer of s floats placed at the same offset within a 64-byte line as `like`: the
+// vectorised loops then split the buffer's row exactly as they split a row of a tensor, so
+// fused and unfused sums round alike.
+float* likeAligned(std::vector<float>& buf, int64_t s, const float* like) {
+  buf.resize(static_cast<size_t>(s) + 32);
+  const auto base = reinterpret_cast<uintptr_t>(buf.data());
+  const uintptr_t aligned = (base + 63) & ~uintptr_t{63};
+  return reinterpret_cast<float*>(aligned + (reinterpret_cast<uintptr_t>(like) & 63));
 }
 
-// Backward with k = scale / sqrt(var + eps):
+// Forward of one channel: batch mean and population variance (two passes, as oneDNN computes
+// them), then y = (x - mean) / sqrt(var + eps) * scale + shift, with max(0, y) under `relu`.
+// With `pool` the rows of y go through a row buffer into maxPoolArgPlane, and `y` and `arg` are
+// the pooled channel's rows, `poolStride` apart.
+__attribute__((target_clones("avx512f", "default"))) void bnForwardChannel(
+    const ChannelRows& v, const float* x, float scale, float shift, float eps, bool relu,
+    const MaxPool2d* pool, int64_t poolStride, float* y, uint8_t* arg, float* mean, float* var) {
+  const int64_t S = v.s;
+  const double count = static_cast<double>(v.n * S);
+  double sum = 0;
+  for (int64_t i = 0; i < v.n; ++i) {
+    const float* p = x + i * v.stride;
+    float r = 0;
+#pragma omp simd reduction(+ : r)
+    for (int64_t j = 0; j < S; ++j) r += p[j];
+    sum += r;
+  }
+  const float m = static_cast<float>(sum / count);
+  double sq = 0;
+  for (int64_t i = 0; i < v.n; ++i) {
+    const float* p = x + i * v.stride;
+    float r = 0;
+#pragma omp simd reduction(+ : r)
+    for (int64_t j = 0; j < S; ++j) r += (p[j] - m) * (p[j] - m);
+    sq += r;
+  }
+  const float vr = static_cast<float>(sq / count);
+  const float a = scale / std::sqrt(vr + eps), b = shift - m * a;
+  thread_local std::vector<float> rowBuf;  // kept across calls: no allocation per step
+  if (pool) rowBuf.resize(static_cast<size_t>(S));
+  for (int64_t i = 0; i < v.n; ++i) {
+    const float* p = x + i * v.stride;
+    float* q = pool ? rowBuf.data() : y + i * v.stride;
+    if (relu) {
+#pragma omp simd
+      for (int64_t j = 0; j < S; ++j) q[j] = std::max(p[j] * a + b, 0.0f);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < S; ++j) q[j] = p[j] * a + b;
+    }
+    if (pool) maxPoolArgPlane(*pool, q, relu, y + i * poolStride, arg + i * poolStride);
+  }
+  *mean = m;
+  *var = vr;
+}
+
+// Backward of one channel with k = scale / sqrt(var + eps):
 //   dShift = sum(dy), dScale = sum(dy * (x - mean)) / sqrt(var + eps),
 //   dx = k * (dy - sum(dy) / M - (x - mean) * sum(dy * (x - mean)) / ((var + eps) * M)),
-// or dx = k * dy when the statistics are constants (global_stats).
-void batchNormBackward(const ChannelView& v, const float* x, const float* dy, const float* scale,
-                       const float* mean, const float* var, float eps, bool global, float* dx,
-                       float* dScale, float* dShift) {
+// or dx = k * dy when the statistics are constants (global). With `pool`, `dy` and `arg` are
+// the pooled gradient's rows (`poolStride` apart) and each row of the normalization's dy is
+// rebuilt by maxPoolArgScatter when a pass needs it.
+__attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
+    const ChannelRows& v, const float* x, const float* dy, float scale, float mean, float var,
+    float eps, bool global, const MaxPool2d* pool, int64_t poolStride, const uint8_t* arg,
+    float* dx, float* dScale, float* dShift) {
   const int64_t S = v.s;
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < v.c; ++ch) {
-    const float m = mean[ch], istd = 1.0f / std::sqrt(var[ch] + eps);
-    double sdy = 0, sdyx = 0;
-    v.rows(ch, [&](int64_t off) {
-      const float *p = x + off, *g = dy + off;
-      float r1 = 0, r2 = 0;
+  thread_local std::vector<float> planeBuf;  // kept across calls: no allocation per step
+  auto dyRow = [&](int64_t i) -> const float* {
+    if (!pool) return dy + i * v.stride;
+    float* d = likeAligned(planeBuf, S, x + i * v.stride);
+    maxPoolArgScatter(*pool, dy + i * poolStride, arg + i * poolStride, d);
+    return d;
+  };
+  const float m = mean, istd = 1.0f / std::sqrt(var + eps);
+  double sdy = 0, sdyx = 0;
+  for (int64_t i = 0; i < v.n; ++i) {
+    const float *p = x + i * v.stride, *g = dyRow(i);
+    float r1 = 0, r2 = 0;
 #pragma omp simd reduction(+ : r1, r2)
-      for (int64_t i = 0; i < S; ++i) {
-        r1 += g[i];
-        r2 += g[i] * (p[i] - m);
-      }
-      sdy += r1;
-      sdyx += r2;
-    });
-    dShift[ch] = static_cast<float>(sdy);
-    dScale[ch] = static_cast<float>(sdyx) * istd;
-    const float k = scale[ch] * istd;
-    const double M = static_cast<double>(v.count());
-    const float a = global ? 0.0f : static_cast<float>(sdy / M);
-    const float b = global ? 0.0f : static_cast<float>(sdyx / M) * istd * istd;
-    v.rows(ch, [&](int64_t off) {
-      const float *p = x + off, *g = dy + off;
-      float* q = dx + off;
+    for (int64_t j = 0; j < S; ++j) {
+      r1 += g[j];
+      r2 += g[j] * (p[j] - m);
+    }
+    sdy += r1;
+    sdyx += r2;
+  }
+  *dShift = static_cast<float>(sdy);
+  *dScale = static_cast<float>(sdyx) * istd;
+  const float k = scale * istd;
+  const double M = static_cast<double>(v.n * S);
+  const float a = global ? 0.0f : static_cast<float>(sdy / M);
+  const float b = global ? 0.0f : static_cast<float>(sdyx / M) * istd * istd;
+  for (int64_t i = 0; i < v.n; ++i) {
+    const float *p = x + i * v.stride, *g = dyRow(i);
+    float* q = dx + i * v.stride;
 #pragma omp simd
-      for (int64_t i = 0; i < S; ++i) q[i] = k * (g[i] - a - (p[i] - m) * b);
-    });
+    for (int64_t j = 0; j < S; ++j) q[j] = k * (g[j] - a - (p[j] - m) * b);
   }
 }
+
+// The max pooling fused into a BatchNormalizationTraining / BatchNormalizationGrad pair by the
+// session ("__dw_maxpool_kernel", "_strides", "_pads"), resolved against a 4-D input.
+struct FusedPool {
+  bool on = false;
+  std::vector<int64_t> kernel, strides, pads;
+
+  explicit FusedPool(const Attributes& a)
+      : on(!a.getInts("__dw_maxpool_kernel").empty()),
+        kernel(a.getInts("__dw_maxpool_kernel")),
+        strides(a.getInts("__dw_maxpool_strides")),
+        pads(a.getInts("__dw_maxpool_pads")) {}
+
+  // The window over x (N x C x H x W); an error where the fusion does not apply.
+  Result<MaxPool2d> resolve(const Tensor& x) const {
+    if (x.rank() != 4 || kernel.size() != 2 || (!strides.empty() && strides.size() != 2) ||
+        (!pads.empty() && pads.size() != 4) || kernel[0] * kernel[1] >= kMaxPoolArgWindow ||
+        kernel[0] < 1 || kernel[1] < 1)
+      return Status::error("the fused max pooling needs a 4-D input and a 2-D window under " +
+                           std::to_string(kMaxPoolArgWindow) +
+                           " elements; run the session with fuse off");
+    MaxPool2d g;
+    g.h = x.dim(2);
+    g.w = x.dim(3);
+    g.kh = kernel[0];
+    g.kw = kernel[1];
+    if (!strides.empty()) g.sh = strides[0], g.sw = strides[1];
+    int64_t pb = 0, pr = 0;
+    if (!pads.empty()) g.ph = pads[0], g.pw = pads[1], pb = pads[2], pr = pads[3];
+    if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || pb < 0 || pr < 0)
+      return Status::error("the fused max pooling has invalid strides or pads");
+    g.oh = (g.h + g.ph + pb - g.kh) / g.sh + 1;
+    g.ow = (g.w + g.pw + pr - g.kw) / g.sw + 1;
+    if (g.oh < 1 || g.ow < 1)
+      return Status::error("the fused max pooling's window exceeds the input");
+    return g;
+  }
+};
 
 // BatchNormalizationTraining(X, scale, B, mean, var) -> Y, running_mean, running_var,
 // saved_mean, saved_var: normalises with the batch statistics (population variance) and
 // updates the running ones as ONNX specifies: running = input * momentum + batch * (1 - momentum).
+// With a fused max pooling Y is the pooled output and a sixth output holds each window's winner
+// (uint8, the shape of Y) for the fused BatchNormalizationGrad.
 class BatchNormTraining : public Kernel {
  public:
   explicit BatchNormTraining(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         momentum_(init.attrs.getFloat("momentum", 0.9f)),
-        relu_(init.attrs.getString("__dw_activation") == "Relu") {
+        relu_(init.attrs.getString("__dw_activation") == "Relu"),
+        pool_(init.attrs) {
     const std::string act = init.attrs.getString("__dw_activation");
     if (!act.empty() && !relu_) fail("BatchNormalizationTraining cannot apply fused " + act);
+    if (pool_.on && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
   }
 
   Status compute(KernelContext& ctx) override {
@@ -630,15 +927,39 @@ class BatchNormTraining : public Kernel {
     for (int i = 1; i <= 4; ++i)
       if (ctx.input(i).size() != c)
         return Status::error("scale, bias, mean and var must be vectors of length C");
-    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    MaxPool2d g;
+    Shape yShape = x.shape();
+    if (pool_.on) {
+      auto r = pool_.resolve(x);
+      if (!r) return r.status();
+      g = *r;
+      yShape = {x.dim(0), c, g.oh, g.ow};
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, yShape));
     DW_ALLOC(rm, ctx.output(1, DType::kFloat, {c}));
     DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
     DW_ALLOC(sm, ctx.output(3, DType::kFloat, {c}));
     DW_ALLOC(sv, ctx.output(4, DType::kFloat, {c}));
+    Tensor* arg = nullptr;
+    if (pool_.on) {
+      arg = ctx.output(5, DType::kUInt8, yShape);
+      if (!arg) return ctx.status();
+    }
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
-    batchNormForwardTraining(ChannelView(x.shape()), x.data<float>(), ctx.input(1).data<float>(),
-                             ctx.input(2).data<float>(), eps_, relu_, y->data<float>(),
-                             sm->data<float>(), sv->data<float>());
+    int64_t s = 1;
+    for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
+    const ChannelRows rows{x.dim(0), s, c * s};
+    const int64_t ps = pool_.on ? g.oh * g.ow : s;
+    const float* px = x.data<float>();
+    const float* scale = ctx.input(1).data<float>();
+    const float* shift = ctx.input(2).data<float>();
+    float* py = y->data<float>();
+    uint8_t* pa = arg ? arg->data<uint8_t>() : nullptr;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ++ch)
+      bnForwardChannel(rows, px + ch * s, scale[ch], shift[ch], eps_, relu_,
+                       pool_.on ? &g : nullptr, c * ps, py + ch * ps, pa ? pa + ch * ps : nullptr,
+                       sm->data<float>() + ch, sv->data<float>() + ch);
     const float* im = ctx.input(3).data<float>();
     const float* iv = ctx.input(4).data<float>();
     const float m = momentum_;
@@ -651,17 +972,20 @@ class BatchNormTraining : public Kernel {
 
  private:
   float eps_, momentum_;
-  bool relu_;  // a Relu on the output, fused by the session (fuseTrainingChains)
+  bool relu_;       // a Relu on the output, fused by the session (fuseTrainingChains)
+  FusedPool pool_;  // a max pooling after it, fused by the session
 };
 
 // BatchNormalizationGrad(dY, X, scale, mean, var, B) -> dX, dScale, dB. With global_stats=1 the
 // statistics are constants (inference-mode normalisation); otherwise they are the batch's.
-// B does not enter the math.
+// B does not enter the math. With a fused max pooling (and its Relu gradient) dY is the pooled
+// output's gradient and a seventh input holds the winners from BatchNormalizationTraining.
 class BatchNormGrad : public Kernel {
  public:
   explicit BatchNormGrad(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
-        global_(init.attrs.getInt("global_stats", 0) != 0) {}
+        global_(init.attrs.getInt("global_stats", 0) != 0),
+        pool_(init.attrs) {}
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 6));
@@ -669,8 +993,20 @@ class BatchNormGrad : public Kernel {
     const Tensor& x = ctx.input(1);
     if (ctx.numInputs() < 6 || !ctx.hasInput(5))
       return Status::error("BatchNormalizationGrad needs 6 inputs (dY, X, scale, mean, var, B)");
-    if (x.rank() < 2 || dy.shape() != x.shape())
+    MaxPool2d g;
+    if (pool_.on) {
+      auto r = pool_.resolve(x);
+      if (!r) return r.status();
+      g = *r;
+      const Shape pooled{x.dim(0), x.dim(1), g.oh, g.ow};
+      if (dy.shape() != pooled || !ctx.hasInput(6) || ctx.input(6).dtype() != DType::kUInt8 ||
+          ctx.input(6).shape() != pooled)
+        return Status::error(
+            "BatchNormalizationGrad with a fused max pooling: dY and the winners (input 7, "
+            "uint8) must have the pooled shape");
+    } else if (x.rank() < 2 || dy.shape() != x.shape()) {
       return Status::error("BatchNormalizationGrad: dY and X must match, at least 2-D");
+    }
     const int64_t c = x.dim(1);
     for (int i = 2; i <= 4; ++i)
       if (ctx.input(i).size() != c)
@@ -685,16 +1021,29 @@ class BatchNormGrad : public Kernel {
         ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, {c}) : ctx.scratch(DType::kFloat, {c});
     if (!db) return ctx.status();
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
-    batchNormBackward(ChannelView(x.shape()), x.data<float>(), dy.data<float>(),
-                      ctx.input(2).data<float>(), ctx.input(3).data<float>(),
-                      ctx.input(4).data<float>(), eps_, global_, dx->data<float>(),
-                      ds->data<float>(), db->data<float>());
+    int64_t s = 1;
+    for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
+    const ChannelRows rows{x.dim(0), s, c * s};
+    const int64_t ps = pool_.on ? g.oh * g.ow : s;
+    const float* px = x.data<float>();
+    const float* pg = dy.data<float>();
+    const uint8_t* pa = pool_.on ? ctx.input(6).data<uint8_t>() : nullptr;
+    const float* scale = ctx.input(2).data<float>();
+    const float* mean = ctx.input(3).data<float>();
+    const float* var = ctx.input(4).data<float>();
+    float* pdx = dx->data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < c; ++ch)
+      bnBackwardChannel(rows, px + ch * s, pg + ch * ps, scale[ch], mean[ch], var[ch], eps_,
+                        global_, pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr,
+                        pdx + ch * s, ds->data<float>() + ch, db->data<float>() + ch);
     return Status();
   }
 
  private:
   float eps_;
   bool global_;
+  FusedPool pool_;  // the max pooling (and Relu) before it, fused by the session
 };
 
 }  // namespace
