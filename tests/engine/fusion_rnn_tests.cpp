@@ -138,6 +138,86 @@ TEST(Fusion, SingleChannelConvChainMatchesUnfused) {
   checkConvChainFusion(1);
 }
 
+// Batched float32 3x3 / stride 1 convolutions run oneDNN's Winograd kernel (kernels.cpp): its
+// result must stay within float32 rounding of the definition, computed here in double, with
+// and without the fused Relu + MaxPool, and at a batch that stays on the direct kernel.
+TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
+  const int64_t C = 16, OC = 24, H = 9, W = 11;
+  const Tensor w = randomTensor({OC, C, 3, 3}, 21), b = randomTensor({OC}, 22);
+  for (int64_t N : {int64_t{4}, int64_t{16}}) {
+    const Tensor x = randomTensor({N, C, H, W}, 20);
+    // ref[n][o][h][w] and the sum of |terms| that bounds its rounding error.
+    std::vector<double> ref(N * OC * H * W), mag(ref.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < OC; ++o)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t v = 0; v < W; ++v) {
+            double s = b.data<float>()[o], a = std::fabs(s);
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t i = 0; i < 3; ++i)
+                for (int64_t j = 0; j < 3; ++j) {
+                  const int64_t ih = h + i - 1, iw = v + j - 1;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  const double t = double(w.data<float>()[((o * C + c) * 3 + i) * 3 + j]) *
+                                   x.data<float>()[((n * C + c) * H + ih) * W + iw];
+                  s += t;
+                  a += std::fabs(t);
+                }
+            ref[((n * OC + o) * H + h) * W + v] = s;
+            mag[((n * OC + o) * H + h) * W + v] = a;
+          }
+    for (bool pool : {false, true}) {
+      auto m = emptyModel();
+      auto* g = m.mutable_graph();
+      const int64_t PH = H / 2, PW = W / 2;
+      addValue(g->add_input(), "x", {N, C, H, W});
+      addValue(g->add_output(), "y", pool ? Shape{N, OC, PH, PW} : Shape{N, OC, H, W});
+      addInit(g, "w", w);
+      addInit(g, "b", b);
+      auto* conv = addNode(g, "Conv", {"x", "w", "b"}, {pool ? "c" : "y"});
+      auto* pads = conv->add_attribute();
+      pads->set_name("pads");
+      pads->set_type(onnx::AttributeProto::INTS);
+      for (int i = 0; i < 4; ++i) pads->add_ints(1);
+      if (pool) {
+        addNode(g, "Relu", {"c"}, {"r"});
+        auto* mp = addNode(g, "MaxPool", {"r"}, {"y"});
+        for (const char* name : {"kernel_shape", "strides"}) {
+          auto* a = mp->add_attribute();
+          a->set_name(name);
+          a->set_type(onnx::AttributeProto::INTS);
+          a->add_ints(2);
+          a->add_ints(2);
+        }
+      }
+      const Tensor y = runOnce(m, {{"x", x}}, true, "y");
+      ASSERT_TRUE(y.defined());
+      for (int64_t p = 0; p < N * OC; ++p) {
+        const int64_t oh = pool ? PH : H, ow = pool ? PW : W;
+        for (int64_t h = 0; h < oh; ++h)
+          for (int64_t v = 0; v < ow; ++v) {
+            double want = 0, tol = 0;
+            if (!pool) {
+              want = ref[(p * H + h) * W + v];
+              tol = mag[(p * H + h) * W + v];
+            } else {
+              want = -1e300;
+              for (int64_t i = 0; i < 2; ++i)
+                for (int64_t j = 0; j < 2; ++j) {
+                  const int64_t k = (p * H + 2 * h + i) * W + 2 * v + j;
+                  want = std::max(want, ref[k]);
+                  tol = std::max(tol, mag[k]);
+                }
+              want = std::max(want, 0.0);
+            }
+            ASSERT_NEAR(y.data<float>()[(p * oh + h) * ow + v], want, 1e-6 * tol)
+                << "batch " << N << " pool " << pool << " plane " << p << " at " << h << "," << v;
+          }
+      }
+    }
+  }
+}
+
 // A value read by two nodes must not be fused away.
 TEST(Fusion, SharedIntermediateStaysVisible) {
   auto m = emptyModel();
