@@ -110,7 +110,8 @@ void fixBf16(Value& v, const onnx::TypeProto& type) {
     v.tensor = v.tensor.reinterpretAs(DType::kBFloat16);
 }
 
-CaseResult runCaseImpl(const fs::path& dir, const std::string& suite, int threads) {
+CaseResult runCaseImpl(const fs::path& dir, const std::string& suite,
+                       const BackendOptions& backend) {
   CaseResult r;
   r.suite = suite;
   r.name = dir.filename().string();
@@ -121,7 +122,7 @@ CaseResult runCaseImpl(const fs::path& dir, const std::string& suite, int thread
     return r;
   }
   SessionOptions opts;
-  opts.backend.threads = threads;
+  opts.backend = backend;
   auto session = InferenceSession::create(**model, opts);
   if (!session) {
     const std::string& m = session.message();
@@ -190,9 +191,10 @@ CaseResult runCaseImpl(const fs::path& dir, const std::string& suite, int thread
 
 }  // namespace
 
-CaseResult runConformanceCase(const std::string& caseDir, const std::string& suite, int threads) {
+CaseResult runConformanceCase(const std::string& caseDir, const std::string& suite,
+                              const BackendOptions& backend) {
   try {
-    return runCaseImpl(caseDir, suite, threads);
+    return runCaseImpl(caseDir, suite, backend);
   } catch (const std::exception& e) {
     CaseResult r;
     r.suite = suite;
@@ -220,12 +222,16 @@ std::vector<CaseResult> runConformance(const ConformanceOptions& o) {
       cases.emplace_back(suite, d);
     }
   }
+  BackendOptions backend;
+  backend.threads = o.threads;
+  backend.accelerator = o.accelerator;
+  backend.emulateDevice = o.emulateDevice;
   std::vector<CaseResult> results;
   results.reserve(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     if (o.progress)
       o.progress(i, cases.size(), cases[i].first + "/" + cases[i].second.filename().string());
-    results.push_back(runConformanceCase(cases[i].second.string(), cases[i].first, o.threads));
+    results.push_back(runConformanceCase(cases[i].second.string(), cases[i].first, backend));
   }
   if (o.progress) o.progress(cases.size(), cases.size(), "");
   return results;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/tensor.h"
 
 namespace dw::engine {
@@ -26,6 +27,10 @@ struct ConformanceOptions {
   std::vector<std::string> suites = {"node", "simple", "pytorch-converted", "pytorch-operator"};
   std::string filter;  // ECMAScript regex searched in "suite/case"; empty: all
   int threads = 1;     // oneDNN threads per case
+  // Where the cases run (BackendOptions::accelerator): gpu checks the GPU backend against the
+  // same expected outputs.
+  std::string accelerator = "cpu";
+  bool emulateDevice = false;  // tests only: BackendOptions::emulateDevice
   // Called before each case with (index, total, "suite/case").
   std::function<void(size_t, size_t, const std::string&)> progress;
 };
@@ -37,7 +42,7 @@ struct SuiteSummary {
 
 std::vector<CaseResult> runConformance(const ConformanceOptions& options);
 CaseResult runConformanceCase(const std::string& caseDir, const std::string& suite,
-                              int threads = 1);
+                              const BackendOptions& backend);
 std::vector<SuiteSummary> summarize(const std::vector<CaseResult>& results,
                                     const std::vector<std::string>& suites);
 

@@ -19,6 +19,16 @@ inline std::string jsonText(const nlohmann::json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// CLI11 check of --accelerator: "" when `a` is cpu, gpu, gpu:N or auto (whether that device
+// exists here is createBackend's error), else why not.
+inline std::string checkAccelerator(const std::string& a) {
+  if (a == "cpu" || a == "gpu" || a == "auto") return "";
+  if (a.rfind("gpu:", 0) == 0 && a.size() > 4 &&
+      a.find_first_not_of("0123456789", 4) == std::string::npos)
+    return "";
+  return "'" + a + "' is not an accelerator: use cpu, gpu, gpu:N or auto";
+}
+
 inline std::string humanBytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;

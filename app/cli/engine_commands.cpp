@@ -127,6 +127,9 @@ int devicesCommand() {
             << "gpu engines (oneDNN OpenCL, Intel GPUs): " << r.gpuEngines << "\n";
   for (const auto& g : r.gpuNames) std::cout << "  OpenCL GPU: " << g << "\n";
   if (r.gpuNames.empty()) std::cout << "  no OpenCL GPU devices\n";
+  if (r.gpuEngines > 0)
+    std::cout << "  accelerator gpu (fp32) runs the oneDNN kernels there; training gradients and "
+                 "single-channel convolutions stay on the cpu\n";
   std::cout << "accelerators available:";
   for (const auto& s : r.available) std::cout << " " << s;
   std::cout << "\n";
@@ -146,6 +149,7 @@ struct ConformanceArgs {
   std::string data = "/usr/share/libonnx-testdata/data";
   bool json = false;
   int threads = 1;
+  std::string accelerator = "cpu";
 };
 
 int conformanceCommand(const ConformanceArgs& a) {
@@ -154,6 +158,10 @@ int conformanceCommand(const ConformanceArgs& a) {
   if (!a.suites.empty()) o.suites = a.suites;
   o.filter = a.filter;
   o.threads = a.threads;
+  o.accelerator = a.accelerator;
+  BackendOptions probe;
+  probe.accelerator = a.accelerator;
+  if (auto b = createBackend(probe); !b) return fail(b.message(), 2);
   if (!fs::is_directory(o.dataDir))
     return fail("data directory '" + o.dataDir + "' does not exist", 2);
   try {
@@ -218,8 +226,8 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   r->add_option("MODEL", run->model, "Model file")->required();
   r->add_option("--input", run->inputs, "NAME=FILE input (.npy or .pb); repeat per input");
   r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
-  r->add_option("--accelerator", run->accelerator, "cpu, gpu or auto")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  r->add_option("--accelerator", run->accelerator, "cpu, gpu, gpu:N or auto")
+      ->check(checkAccelerator);
   r->add_option("--threads", run->threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   r->add_option("--precision", run->precision,
@@ -240,6 +248,8 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   c->add_option("--filter", conf->filter, "Regex over suite/case names");
   c->add_option("--data", conf->data, "Test data directory");
   c->add_option("--threads", conf->threads, "CPU threads per case")->check(CLI::PositiveNumber);
+  c->add_option("--accelerator", conf->accelerator, "Where the cases run: cpu, gpu, gpu:N or auto")
+      ->check(checkAccelerator);
   c->add_flag("--json", conf->json, "Print results as JSON");
   c->callback([conf, &exitCode] { exitCode = conformanceCommand(*conf); });
 }

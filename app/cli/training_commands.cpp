@@ -274,8 +274,8 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
   t->add_option("--accelerator", train->accelerator,
-                "cpu, gpu or auto (default: the project's Accelerator node, else cpu)")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+                "cpu, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+      ->check(checkAccelerator);
   t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
   t->add_option("--precision", train->precision,
@@ -305,8 +305,8 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
   e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
   e->add_option("--accelerator", ev->accelerator,
-                "cpu, gpu or auto (default: the project's Accelerator node, else cpu)")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+                "cpu, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+      ->check(checkAccelerator);
   e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--precision", ev->precision,

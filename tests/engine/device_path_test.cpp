@@ -18,6 +18,7 @@
 #include "engine/training/autodiff.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
+#include "tests/graph/test_util.h"
 
 using namespace dw::engine;
 namespace fs = std::filesystem;
@@ -185,6 +186,21 @@ TEST(DevicePath, AcceleratorSelection) {
   auto b = createBackend(o);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.message().find("not available on accelerator gpu"), std::string::npos);
+}
+
+// The command line: --accelerator takes gpu:N, and a missing GPU is the backend's error.
+TEST(DevicePath, CliAccelerator) {
+  const std::string cli = DW_CLI_PATH;
+  const std::string mlp = DW_SOURCE_DIR "/resources/examples/fashion_mnist_mlp.dwproj";
+  std::string out;
+  EXPECT_NE(dw::test::runCommand(cli + " run " + mlp + " --accelerator tpu", &out), 0);
+  EXPECT_NE(out.find("use cpu, gpu, gpu:N or auto"), std::string::npos) << out;
+  ASSERT_EQ(dw::test::runCommand(cli + " devices", &out), 0);
+  if (devices().gpuEngines > 0) return;
+  EXPECT_NE(out.find("accelerators available: cpu\n"), std::string::npos) << out;
+  EXPECT_NE(dw::test::runCommand(cli + " run " + mlp + " --accelerator gpu:1", &out), 0);
+  EXPECT_NE(out.find("accelerator 'gpu:1' is not available"), std::string::npos) << out;
+  EXPECT_NE(out.find("Available accelerators: cpu"), std::string::npos) << out;
 }
 
 // The two example models (inference exports) through the device path.
@@ -405,4 +421,24 @@ TEST(DevicePath, OnnxCasesMatchCpuAndExpected) {
       EXPECT_EQ(compareValues(*e, out.at(g.output(k).name())), "") << c;
     }
   }
+}
+
+// The conformance runner through the device path: every backend test case ends as it does on
+// cpu (about a second each way).
+TEST(DevicePath, ConformancePassesAsOnCpu) {
+  ConformanceOptions o;
+  if (!fs::is_directory(o.dataDir)) GTEST_SKIP() << "no ONNX test data at " << o.dataDir;
+  const auto cpu = runConformance(o);
+  o.accelerator = "gpu";
+  o.emulateDevice = true;
+  const auto dev = runConformance(o);
+  ASSERT_EQ(cpu.size(), dev.size());
+  ASSERT_GT(cpu.size(), 1000u);
+  int passed = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_EQ(caseStatusName(dev[i].status), caseStatusName(cpu[i].status))
+        << dev[i].suite << "/" << dev[i].name << ": " << dev[i].reason;
+    passed += dev[i].status == CaseStatus::kPassed;
+  }
+  std::cout << "device path: " << passed << " of " << dev.size() << " cases passed\n";
 }
