@@ -40,6 +40,56 @@ Tensor randomFloats(const Shape& s, uint32_t seed) {
   return t;
 }
 
+void addFloatValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& s) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : s) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+void addInitializer(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
+  auto* p = g->add_initializer();
+  p->set_name(name);
+  p->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : t.shape()) p->add_dims(d);
+  for (int64_t i = 0; i < t.size(); ++i) p->add_float_data(t.data<float>()[i]);
+}
+
+onnx::NodeProto* addNode(onnx::GraphProto* g, const std::string& op,
+                         const std::vector<std::string>& in, const std::vector<std::string>& out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op);
+  for (const auto& i : in) n->add_input(i);
+  for (const auto& o : out) n->add_output(o);
+  return n;
+}
+
+void addAttr(onnx::NodeProto* n, const std::string& name, int64_t i) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(i);
+}
+
+// `m` with a scalar output "loss" = ReduceSumSquare(`of`), and its gradient graph w.r.t. the
+// initializers `weights` (which it feeds from `given`).
+training::GradientGraph gradientGraph(onnx::ModelProto m, const std::string& of,
+                                      const std::map<std::string, Tensor>& weights) {
+  auto* g = m.mutable_graph();
+  addAttr(addNode(g, "ReduceSumSquare", {of}, {"loss"}), "keepdims", 0);
+  addFloatValue(g->add_output(), "loss", {});
+  training::GradientGraphOptions go;
+  go.losses = {"loss"};
+  for (const auto& [name, t] : weights) {
+    addInitializer(g, name, t);
+    go.trainable.push_back(name);
+  }
+  auto gg = training::buildGradientGraph(m, go);
+  EXPECT_TRUE(gg.ok()) << gg.message();
+  return gg.ok() ? *gg : training::GradientGraph();
+}
+
 // Every float of `b` equals `a`'s (NaN where `a` has NaN); other dtypes compare exactly.
 void expectSame(const Value& a, const Value& b, const std::string& what) {
   ASSERT_TRUE(a.isTensor() && b.isTensor()) << what;
@@ -247,55 +297,23 @@ TEST(DevicePath, EltwiseGradientsMatchCpu) {
   m.add_opset_import()->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("grads");
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& s) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : s) t->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "X", {4, 6});
-  value(g->add_output(), "loss", {});
-  std::map<std::string, Shape> weights{{"W", {6, 6}}, {"scale", {6}}, {"bias", {6}}};
-  uint32_t seed = 11;
-  for (const auto& [name, s] : weights) {
-    const Tensor t = randomFloats(s, seed++);
-    auto* p = g->add_initializer();
-    p->set_name(name);
-    p->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : s) p->add_dims(d);
-    for (int64_t i = 0; i < t.size(); ++i) p->add_float_data(t.data<float>()[i]);
-  }
-  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(op);
-    for (const auto& i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
-  };
-  node("MatMul", {"X", "W"}, "h");
-  node("Tanh", {"h"}, "t");
-  node("LayerNormalization", {"t", "scale", "bias"}, "n");
-  node("Softmax", {"n"}, "p");
-  auto* r = node("ReduceSumSquare", {"p"}, "loss");
-  auto* keep = r->add_attribute();
-  keep->set_name("keepdims");
-  keep->set_type(onnx::AttributeProto::INT);
-  keep->set_i(0);
-  training::GradientGraphOptions go;
-  go.losses = {"loss"};
-  go.trainable = {"W", "scale", "bias"};
-  auto gg = training::buildGradientGraph(m, go);
-  ASSERT_TRUE(gg.ok()) << gg.message();
+  addFloatValue(g->add_input(), "X", {4, 6});
+  addNode(g, "MatMul", {"X", "W"}, {"h"});
+  addNode(g, "Tanh", {"h"}, {"t"});
+  addNode(g, "LayerNormalization", {"t", "scale", "bias"}, {"n"});
+  addNode(g, "Softmax", {"n"}, {"p"});
+  const std::map<std::string, Tensor> weights{{"W", randomFloats({6, 6}, 11)},
+                                              {"scale", randomFloats({6}, 12)},
+                                              {"bias", randomFloats({6}, 13)}};
+  const auto gg = gradientGraph(m, "p", weights);
   std::map<std::string, Value> given;
-  seed = 11;
-  for (const auto& [name, s] : weights) given[name] = Value(randomFloats(s, seed++));
-  auto out = runBoth(gg->model, feeds(gg->model, 1, given), "eltwise gradients");
+  for (const auto& [name, t] : weights) given[name] = Value(t);
+  auto out = runBoth(gg.model, feeds(gg.model, 1, given), "eltwise gradients");
   EXPECT_TRUE(out.count("W_grad") && out.count("scale_grad") && out.count("bias_grad"));
 }
 
 // A bidirectional LSTM (the oneDNN path with directions concatenated through a scratch tensor)
-// and a GRU with initial state.
+// and GRU with initial state, and their gradients (rnn_grad.cpp, on the companion cpu engine).
 TEST(DevicePath, RecurrentMatchesCpu) {
   for (const std::string op : {"LSTM", "GRU"}) {
     const int64_t T = 4, B = 3, I = 5, H = 6, D = 2, G = op == "LSTM" ? 4 : 3;
@@ -304,33 +322,27 @@ TEST(DevicePath, RecurrentMatchesCpu) {
     m.add_opset_import()->set_version(17);
     auto* g = m.mutable_graph();
     g->set_name("rnn");
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    for (const char* i : {"X", "W", "R", "B", "", "h0"}) n->add_input(i);
-    n->add_output("Y");
-    n->add_output("Yh");
-    auto* a = n->add_attribute();
-    a->set_name("hidden_size");
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(H);
+    auto* n = addNode(g, op, {"X", "W", "R", "B", "", "h0"}, {"Y", "Yh"});
+    addAttr(n, "hidden_size", H);
     auto* dir = n->add_attribute();
     dir->set_name("direction");
     dir->set_type(onnx::AttributeProto::STRING);
     dir->set_s("bidirectional");
-    std::map<std::string, Shape> shapes{{"X", {T, B, I}},
-                                        {"W", {D, G * H, I}},
-                                        {"R", {D, G * H, H}},
-                                        {"B", {D, 2 * G * H}},
-                                        {"h0", {D, B, H}}};
-    for (const auto& [name, s] : shapes) {
-      auto* v = g->add_input();
-      v->set_name(name);
-      auto* t = v->mutable_type()->mutable_tensor_type();
-      t->set_elem_type(onnx::TensorProto::FLOAT);
-      for (int64_t d : s) t->mutable_shape()->add_dim()->set_dim_value(d);
-    }
-    for (const char* o : {"Y", "Yh"}) g->add_output()->set_name(o);
-    runBoth(m, feeds(m, 1), op + " bidirectional");
+    addFloatValue(g->add_input(), "X", {T, B, I});
+    addFloatValue(g->add_input(), "h0", {D, B, H});
+    addFloatValue(g->add_output(), "Y", {T, D, B, H});
+    addFloatValue(g->add_output(), "Yh", {D, B, H});
+    const std::map<std::string, Tensor> weights{{"W", randomFloats({D, G * H, I}, 21)},
+                                                {"R", randomFloats({D, G * H, H}, 22)},
+                                                {"B", randomFloats({D, 2 * G * H}, 23)}};
+    std::map<std::string, Value> given;
+    for (const auto& [name, t] : weights) given[name] = Value(t);
+    onnx::ModelProto fwd = m;
+    for (const auto& [name, t] : weights) addInitializer(fwd.mutable_graph(), name, t);
+    runBoth(fwd, feeds(fwd, 1), op + " bidirectional");
+    const auto gg = gradientGraph(m, "Y", weights);
+    auto out = runBoth(gg.model, feeds(gg.model, 1, given), op + " gradients");
+    EXPECT_TRUE(out.count("W_grad") && out.count("R_grad") && out.count("B_grad")) << op;
   }
 }
 
