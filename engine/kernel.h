@@ -10,6 +10,9 @@
 //    ctx.output(i, dtype, shape) (returns nullptr once the memory limit is hit: return
 //    ctx.status()), or hand over an existing tensor with ctx.setOutput(i, value).
 //    Cache expensive per-shape state (oneDNN primitives) in the kernel, keyed by input shapes.
+//    A oneDNN kernel takes engine and stream from onednn::dnnlBackend(ctx.backend()) and hands
+//    tensors to primitives through a kernel-owned onednn::Bindings, so it also runs under
+//    accelerator gpu (tests/engine/device_path_test.cpp runs that path on the CPU).
 // 3. List it, with its opset range, in the family's add...Kernels(KernelRegistry&) function right
 //    below the code, and make sure that function is called from the backend's table
 //    (registerCpuKernels in engine/kernels/cpu_table.cpp). There is deliberately no
