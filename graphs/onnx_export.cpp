@@ -804,6 +804,8 @@ Result<onnx::ModelProto> metricFinalizeModel(const onnx::ModelProto& m, const st
 
 Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
+  // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).
+  Catalogue::instance();
   try {
     onnx::checker::check_model(model);
     if (level == CheckLevel::Basic) return Status();

@@ -16,6 +16,7 @@ constexpr Provider kDomainProviders[] = {
     addOutputsDomain,
     addLossesDomain,
     addMetricsDomain,
+    addGradDomain,
 };
 
 std::string lower(std::string_view s) {

@@ -24,6 +24,8 @@ inline constexpr const char* kGraphDomain = "deepwire";
 inline constexpr const char* kLayersDomain = "deepwire.layers";
 inline constexpr const char* kLossesDomain = "deepwire.losses";
 inline constexpr const char* kMetricsDomain = "deepwire.metrics";
+// The backward and training-mode ops autodiff emits (engine/training/autodiff.h).
+inline constexpr const char* kGradDomain = "com.deepwire.grad";
 inline constexpr int kDefaultOnnxOpset = 17;
 
 // "" and "ai.onnx" both mean the default ONNX domain; the catalogue uses "ai.onnx".
@@ -85,6 +87,7 @@ void addLayersDomain(CatalogueBuilder& b);  // deepwire.layers: Keras-style laye
 void addOutputsDomain(CatalogueBuilder& b);  // deepwire.layers: Output Predict, Output Train
 void addLossesDomain(CatalogueBuilder& b);   // deepwire.losses
 void addMetricsDomain(CatalogueBuilder& b);  // deepwire.metrics
+void addGradDomain(CatalogueBuilder& b);     // com.deepwire.grad: what training graphs hold
 const std::vector<std::string>& initializerFills();  // the Initializer node's fill kinds
 
 }  // namespace dw

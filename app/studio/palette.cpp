@@ -77,9 +77,10 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
     leaf->setToolTip(0, docTooltip(*s));
     leaf->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsDragEnabled);
   }
-  // The small hand-made domains open; the big ONNX one stays folded until searched.
+  // The small hand-made domains open; the big ONNX one and the training internals (nodes of
+  // exported training graphs) stay folded until searched.
   for (auto& [name, item] : domains)
-    item->setExpanded(name != kOnnxDomain && name != kTrainingDomain);
+    item->setExpanded(name != kOnnxDomain && name != kTrainingDomain && name != kGradDomain);
 
   connect(filter_, &QLineEdit::textChanged, this, &Palette::setFilter);
   connect(tree_, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem* item, int) {

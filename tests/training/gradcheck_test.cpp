@@ -16,6 +16,7 @@
 #include "engine/tensor.h"
 #include "engine/training/autodiff.h"
 #include "engine/training/grad_builder.h"
+#include "grad_catalogue_util.h"
 #include "gradcheck_util.h"
 #include "nodes/catalogue.h"
 
@@ -530,6 +531,7 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
   opt.training = c.training;
   auto gg = buildGradientGraph(b.model, opt);
   ASSERT_TRUE(gg.ok()) << gg.message();
+  EXPECT_TRUE(test::catalogueAccepts(gg->model, c.name));  // its grad ops are catalogued
   auto session = InferenceSession::create(gg->model);
   ASSERT_TRUE(session.ok()) << session.message();
   const int checked =
