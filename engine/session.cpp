@@ -386,6 +386,130 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
 // normalization's output has the Relu as its only reader and the Relu runs inside the
 // normalization's output pass. Each saves a full pass over the block's largest activation.
 // Kernels see "__dw_relu_grad" on PoolGrad and "__dw_activation" on BatchNormalizationTraining.
+// Then, where the normalization's output feeds only the MaxPool and its gradient, and that
+// gradient feeds only the normalization's gradient, the pooling joins both: the forward pools
+// while it normalises and keeps each window's winner (a new uint8 value, its output 5), and the
+// gradient scatters the pooled gradient through the winners inside its own passes. The
+// full-size activation and its gradient are then never written ("__dw_maxpool_kernel",
+// "_strides", "_pads" on both nodes; see grad_kernels.cpp).
+// The last step of fuseTrainingChains (see there): BatchNormalizationTraining -> MaxPool and
+// PoolGrad -> BatchNormalizationGrad become the two normalization nodes with the pooling inside.
+void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                              const std::set<std::string>& outputs, std::vector<bool>& removed) {
+  constexpr const char* kGrad = "com.deepwire.grad";
+  std::unordered_map<std::string, std::vector<size_t>> users;
+  std::set<std::string> names;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (removed[i]) continue;
+    for (const auto& in : nodes[i].first.input())
+      if (!in.empty()) users[in].push_back(i), names.insert(in);
+    for (const auto& o : nodes[i].first.output()) names.insert(o);
+  }
+  auto find = [](const onnx::NodeProto& n, const std::string& name) -> const onnx::AttributeProto* {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  };
+  auto ints = [&](const onnx::NodeProto& n, const std::string& name, std::vector<int64_t> dflt) {
+    const auto* a = find(n, name);
+    return a && a->ints_size() > 0 ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+                                   : dflt;
+  };
+  auto integer = [&](const onnx::NodeProto& n, const std::string& name) {
+    const auto* a = find(n, name);
+    return a ? a->i() : 0;
+  };
+  auto string = [&](const onnx::NodeProto& n, const std::string& name, const std::string& dflt) {
+    const auto* a = find(n, name);
+    return a ? a->s() : dflt;
+  };
+  auto onnxOp = [](const onnx::NodeProto& n, const char* op) {
+    return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == op;
+  };
+  auto gradOp = [&](const onnx::NodeProto& n, const char* op) {
+    return n.domain() == kGrad && n.op_type() == op;
+  };
+  // The window of a 2-D MaxPool or its PoolGrad, defaults filled in; empty where the fused
+  // kernels do not cover it (auto_pad, ceil_mode, dilation, storage_order, > 254 elements).
+  struct Win {
+    std::vector<int64_t> kernel, strides, pads;
+    bool ok = false;
+  };
+  auto window = [&](const onnx::NodeProto& n) {
+    Win w{ints(n, "kernel_shape", {}), ints(n, "strides", {1, 1}), ints(n, "pads", {0, 0, 0, 0})};
+    if (w.kernel.size() != 2 || w.strides.size() != 2 || w.pads.size() != 4) return w;
+    if (w.kernel[0] < 1 || w.kernel[1] < 1 || w.kernel[0] * w.kernel[1] >= 255) return w;
+    const std::string autoPad = string(n, "auto_pad", "NOTSET");
+    if (autoPad == "VALID")
+      w.pads = {0, 0, 0, 0};
+    else if (autoPad != "NOTSET")
+      return w;
+    if (integer(n, "ceil_mode") != 0 || integer(n, "storage_order") != 0) return w;
+    for (int64_t d : ints(n, "dilations", {1, 1}))
+      if (d != 1) return w;
+    w.ok = true;
+    return w;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto& bn = nodes[i].first;
+    if (removed[i] || !gradOp(bn, "BatchNormalizationTraining") || bn.input_size() != 5 ||
+        bn.output_size() != 5 || find(bn, "__dw_maxpool_kernel"))
+      continue;
+    const std::string& act = bn.output(0);
+    if (act.empty() || outputs.count(act) || users[act].size() != 2) continue;
+    int mp = -1, pg = -1;
+    for (size_t u : users[act]) {
+      const auto& n = nodes[u].first;
+      if (onnxOp(n, "MaxPool") && n.input_size() == 1 &&
+          (n.output_size() == 1 || n.output(1).empty()))
+        mp = static_cast<int>(u);
+      else if (gradOp(n, "PoolGrad") && string(n, "op", "") == "MaxPool" && n.input_size() == 2 &&
+               n.input(1) == act && n.input(0) != act && n.output_size() == 1)
+        pg = static_cast<int>(u);
+    }
+    if (mp < 0 || pg < 0) continue;
+    const auto& pool = nodes[mp].first;
+    const auto& poolGrad = nodes[pg].first;
+    const auto win = window(pool), gradWin = window(poolGrad);
+    if (!win.ok || !gradWin.ok || win.kernel != gradWin.kernel || win.strides != gradWin.strides ||
+        win.pads != gradWin.pads)
+      continue;
+    // The Relu gradient was folded into the pooling gradient exactly when the Relu was folded
+    // into the normalization.
+    if ((integer(poolGrad, "__dw_relu_grad") != 0) != (string(bn, "__dw_activation", "") == "Relu"))
+      continue;
+    const std::string& dAct = poolGrad.output(0);
+    if (dAct.empty() || outputs.count(dAct) || users[dAct].size() != 1) continue;
+    const size_t gi = users[dAct][0];
+    onnx::NodeProto& grad = nodes[gi].first;
+    if (removed[gi] || !gradOp(grad, "BatchNormalizationGrad") || grad.input_size() != 6 ||
+        grad.input(0) != dAct || grad.input(1) != bn.input(0) || grad.input(2) != bn.input(1) ||
+        grad.input(3) != bn.output(3) || grad.input(4) != bn.output(4) ||
+        integer(grad, "global_stats") != 0)
+      continue;
+    std::string winners = act + "__dw_maxpool_winners";
+    while (names.count(winners)) winners += "_";
+    names.insert(winners);
+    for (onnx::NodeProto* n : {&bn, &grad}) {
+      const std::pair<const char*, const std::vector<int64_t>*> attrs[] = {
+          {"__dw_maxpool_kernel", &win.kernel},
+          {"__dw_maxpool_strides", &win.strides},
+          {"__dw_maxpool_pads", &win.pads}};
+      for (const auto& [name, v] : attrs) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t x : *v) a->add_ints(x);
+      }
+    }
+    bn.set_output(0, pool.output(0));
+    bn.add_output(winners);
+    grad.set_input(0, poolGrad.input(0));
+    grad.add_input(winners);
+    removed[mp] = removed[pg] = true;
+  }
+}
+
 void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                         const onnx::GraphProto& g) {
   constexpr const char* kGrad = "com.deepwire.grad";
@@ -453,6 +577,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     n.set_output(0, relu.output(0));
     removed[c] = true;
   }
+  fuseMaxPoolIntoBatchNorm(nodes, outputs, removed);
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
   kept.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i)

@@ -3,9 +3,10 @@
 // operands under precision bf16; one-input-channel weight gradients run direct loops), pooling
 // backward (2-D max pooling as direct NCHW loops, optionally with a fused Relu gradient; other
 // pooling on oneDNN, max recomputing its workspace with a forward_training pass), batch
-// normalization in training mode and its backward as channel-parallel NCHW loops, and a threaded
-// Relu gradient. Primitives are cached per input-shape signature; convolution lets oneDNN choose
-// blocked layouts and reorders only where they differ from plain.
+// normalization in training mode and its backward as channel-parallel NCHW loops (optionally
+// with a Relu and a max pooling fused in, forward and backward), and a threaded Relu gradient.
+// Primitives are cached per input-shape signature; convolution lets oneDNN choose blocked
+// layouts and reorders only where they differ from plain.
 #include <immintrin.h>
 #include <onnx/onnx_pb.h>
 
@@ -773,6 +774,14 @@ float* likeAligned(std::vector<float>& buf, int64_t s, const float* like) {
   return reinterpret_cast<float*>(aligned + (reinterpret_cast<uintptr_t>(like) & 63));
 }
 
+// The rows of one channel lie C*S values apart, too far for the hardware prefetchers (a 7x7
+// pooled row is 196 bytes): the first pass over a channel asks for the rows a few ahead itself.
+constexpr int64_t kPrefetchRows = 4;
+inline void prefetchRow(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 2);
+}
+
 // Forward of one channel: batch mean and population variance (two passes, as oneDNN computes
 // them), then y = (x - mean) / sqrt(var + eps) * scale + shift, with max(0, y) under `relu`.
 // With `pool` the rows of y go through a row buffer into maxPoolArgPlane, and `y` and `arg` are
@@ -784,6 +793,7 @@ __attribute__((target_clones("avx512f", "default"))) void bnForwardChannel(
   const double count = static_cast<double>(v.n * S);
   double sum = 0;
   for (int64_t i = 0; i < v.n; ++i) {
+    if (i + kPrefetchRows < v.n) prefetchRow(x + (i + kPrefetchRows) * v.stride, S * 4);
     const float* p = x + i * v.stride;
     float r = 0;
 #pragma omp simd reduction(+ : r)
@@ -840,6 +850,15 @@ __attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
   const float m = mean, istd = 1.0f / std::sqrt(var + eps);
   double sdy = 0, sdyx = 0;
   for (int64_t i = 0; i < v.n; ++i) {
+    if (const int64_t ahead = i + kPrefetchRows; ahead < v.n) {
+      prefetchRow(x + ahead * v.stride, S * 4);
+      if (pool) {
+        prefetchRow(dy + ahead * poolStride, pool->oh * pool->ow * 4);
+        prefetchRow(arg + ahead * poolStride, pool->oh * pool->ow);
+      } else {
+        prefetchRow(dy + ahead * v.stride, S * 4);
+      }
+    }
     const float *p = x + i * v.stride, *g = dyRow(i);
     float r1 = 0, r2 = 0;
 #pragma omp simd reduction(+ : r1, r2)

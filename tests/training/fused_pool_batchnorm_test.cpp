@@ -1,0 +1,225 @@
+// The training fusion of BatchNormalization (+Relu) -> MaxPool (fuseTrainingChains): the
+// normalization pools while it normalises and keeps each window's winner, and its gradient
+// scatters the pooled gradient through them. The pooled activation, every gradient and the
+// running statistics must be bit-identical to the unfused graph's (SessionOptions::fuse =
+// false), on odd plane sizes (the 2x2/2 window then leaves a row and a column out), overlapping
+// and padded windows, with and without the Relu, on planes wider than one 16-lane vector;
+// windows the fused kernels do not cover (ceil_mode) and activations with other readers stay
+// unfused.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+#include "engine/training/autodiff.h"
+
+namespace dw::engine::training {
+namespace {
+
+Tensor randomTensor(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::kFloat, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+struct PoolCase {
+  std::string name;
+  int64_t n, c, h, w;
+  std::vector<int64_t> kernel, strides, pads;  // pads: top, left, bottom, right
+  bool relu = true;
+  bool ceil = false;         // ceil_mode=1: not fused
+  bool extraReader = false;  // the activation is also part of the loss: not fused
+  bool fused = true;         // whether the fusion is expected
+};
+
+void PrintTo(const PoolCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, bool ceil) {
+  const int64_t span = in + p0 + p1 - k;
+  return (ceil ? (span + s - 1) / s : span / s) + 1;
+}
+
+// Conv(3x3, pad 1) -> BatchNormalization (training) -> [Relu] -> MaxPool -> Mul(R) -> ReduceSum,
+// with the gradient graph for W, scale and shift.
+// The trainable weights and statistics become inputs of the gradient graph: these feed them.
+std::map<std::string, Tensor> weights(const PoolCase& c) {
+  Tensor var(DType::kFloat, {c.c});
+  for (int64_t i = 0; i < c.c; ++i) var.data<float>()[i] = 1.5f;
+  return {{"W", randomTensor({c.c, 2, 3, 3}, 1)},
+          {"scale", randomTensor({c.c}, 2)},
+          {"shift", randomTensor({c.c}, 3)},
+          {"mean", randomTensor({c.c}, 4)},
+          {"var", var},
+          {"X", randomTensor({c.n, 2, c.h, c.w}, 6)}};
+}
+
+onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("bn_pool");
+  auto value = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& shape) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value(g->add_input(), "X", {c.n, 2, c.h, c.w});
+  for (const auto& [name, t] : weights(c))
+    if (name != "X") tensorToProto(t, g->add_initializer(), name);
+  outShape = {c.n, c.c, pooled(c.h, c.kernel[0], c.strides[0], c.pads[0], c.pads[2], c.ceil),
+              pooled(c.w, c.kernel[1], c.strides[1], c.pads[1], c.pads[3], c.ceil)};
+  tensorToProto(randomTensor(outShape, 5), g->add_initializer(), "R");
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  ints(node("Conv", {"X", "W"}, "C"), "pads", {1, 1, 1, 1});
+  node("BatchNormalization", {"C", "scale", "shift", "mean", "var"}, "B");
+  std::string act = "B";
+  if (c.relu) act = node("Relu", {"B"}, "A")->output(0);
+  auto* mp = node("MaxPool", {act}, "P");
+  ints(mp, "kernel_shape", c.kernel);
+  ints(mp, "strides", c.strides);
+  ints(mp, "pads", c.pads);
+  if (c.ceil) {
+    auto* a = mp->add_attribute();
+    a->set_name("ceil_mode");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+  }
+  node("Mul", {"P", "R"}, "PR");
+  std::vector<std::string> terms{"PR"};
+  if (c.extraReader) {
+    node("Mul", {act, act}, "AA");
+    terms.push_back("AA");
+  }
+  std::string total = "PR";
+  for (size_t i = 0; i < terms.size(); ++i) {
+    auto* r = node("ReduceSum", {terms[i]}, terms[i] + "_sum");
+    auto* keep = r->add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(onnx::AttributeProto::INT);
+    keep->set_i(0);
+    total =
+        i == 0 ? r->output(0) : node("Add", {total, r->output(0)}, "loss_" + terms[i])->output(0);
+  }
+  node("Identity", {total}, "loss");
+  value(g->add_output(), "loss", {});
+  value(g->add_output(), "P", outShape);  // the pooled activation itself is compared too
+  GradientGraphOptions go;
+  go.losses = {"loss"};
+  go.trainable = {"W", "scale", "shift"};
+  auto gg = buildGradientGraph(m, go);
+  EXPECT_TRUE(gg.ok()) << gg.message();
+  return gg.ok() ? gg->model : onnx::ModelProto();
+}
+
+class FusedPoolBatchNorm : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
+  const PoolCase& c = GetParam();
+  Shape outShape;
+  const onnx::ModelProto model = buildGradientModel(c, outShape);
+  ASSERT_GT(model.graph().node_size(), 0);
+  const std::map<std::string, Tensor> feeds = weights(c);
+  std::map<std::string, Tensor> results[2];
+  std::string report;
+  for (int fuse = 0; fuse < 2; ++fuse) {
+    SessionOptions o;
+    o.backend.threads = 2;
+    o.fuse = fuse != 0;
+    o.profile = true;
+    auto s = InferenceSession::create(model, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    // Twice: the kernels' cached state (row buffers, primitives) must not change the results.
+    for (int run = 0; run < 2; ++run) {
+      auto r = (*s)->run(feeds);
+      ASSERT_TRUE(r.ok()) << r.message();
+      for (auto& [k, t] : *r) results[fuse][k] = t.clone();
+    }
+    if (fuse) report = (*s)->profileReport(100);
+  }
+  // The fusion removes the MaxPool and its gradient from the plan.
+  EXPECT_EQ(report.find("PoolGrad") == std::string::npos, c.fused) << report;
+  EXPECT_EQ(report.find("MaxPool") == std::string::npos, c.fused) << report;
+  ASSERT_EQ(results[0].size(), results[1].size());
+  std::string names;
+  for (const auto& [k, t] : results[0]) names += k + " ";
+  for (const char* k : {"loss", "W_grad", "scale_grad", "shift_grad"})
+    EXPECT_TRUE(results[0].count(k)) << k << " missing from " << names;
+  for (const auto& [k, t] : results[0]) {
+    ASSERT_TRUE(results[1].count(k)) << k;
+    const Tensor& f = results[1].at(k);
+    ASSERT_EQ(t.shape(), f.shape()) << k;
+    ASSERT_EQ(t.dtype(), f.dtype()) << k;
+    if (k == "loss") {
+      // The loss comes out of oneDNN's reduction primitive, whose summation order follows
+      // where its input lies (the two plans place buffers differently): bit-identical inputs
+      // (P, and with it P * R) can round differently there.
+      EXPECT_NEAR(t.data<float>()[0], f.data<float>()[0], 1e-6 * std::abs(t.data<float>()[0]));
+      continue;
+    }
+    EXPECT_EQ(0, std::memcmp(t.raw(), f.raw(), t.bytes())) << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Windows, FusedPoolBatchNorm,
+    ::testing::Values(
+        PoolCase{"tiled2_even", 4, 3, 12, 10, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+        PoolCase{"tiled2_odd", 3, 5, 11, 9, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+        PoolCase{"tiled2_wide", 2, 3, 6, 70, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+        PoolCase{"tiled2_no_relu", 3, 4, 9, 13, {2, 2}, {2, 2}, {0, 0, 0, 0}, false},
+        PoolCase{"overlap_padded", 3, 5, 11, 9, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+        PoolCase{"asymmetric", 2, 3, 10, 13, {2, 3}, {1, 2}, {0, 1, 1, 0}},
+        PoolCase{"stride_over_kernel_no_relu", 2, 4, 13, 11, {2, 2}, {3, 3}, {0, 0, 0, 0}, false},
+        PoolCase{"ceil_mode_unfused",
+                 2,
+                 3,
+                 11,
+                 9,
+                 {2, 2},
+                 {2, 2},
+                 {0, 0, 0, 0},
+                 true,
+                 true,
+                 false,
+                 false},
+        PoolCase{"extra_reader_unfused",
+                 2,
+                 3,
+                 8,
+                 8,
+                 {2, 2},
+                 {2, 2},
+                 {0, 0, 0, 0},
+                 true,
+                 false,
+                 true,
+                 false}),
+    [](const ::testing::TestParamInfo<PoolCase>& i) { return i.param.name; });
+
+}  // namespace
+}  // namespace dw::engine::training
