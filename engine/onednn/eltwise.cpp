@@ -59,6 +59,7 @@ class DnnlOrHost : public Kernel {
     try {
       return f();
     } catch (const dnnl::error& e) {
+      bind_.discard();
       return Status::error("oneDNN " + init_.opType + ": " + e.what());
     }
   }

@@ -43,14 +43,20 @@ std::vector<int64_t> shapeKey(const KernelContext& ctx) {
   return k;
 }
 
-// Runs oneDNN and converts its exceptions into a Status naming the primitive.
+// Runs oneDNN and converts its exceptions into a Status naming the primitive; a run that fails
+// drops what `bind` was to copy back.
 template <class F>
-Status guarded(const char* what, F&& f) {
+Status guarded(const char* what, onednn::Bindings* bind, F&& f) {
   try {
     return f();
   } catch (const dnnl::error& e) {
+    if (bind) bind->discard();
     return Status::error(std::string("oneDNN ") + what + ": " + e.what());
   }
+}
+template <class F>
+Status guarded(const char* what, F&& f) {
+  return guarded(what, nullptr, std::forward<F>(f));
 }
 
 std::unique_ptr<Kernel> hostFallback(const KernelInit& init) {
@@ -226,7 +232,7 @@ class Conv : public Kernel {
       else
         DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wData, biasData));
     }
-    return guarded("convolution", [&] {
+    return guarded("convolution", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
@@ -598,7 +604,7 @@ class Pool : public Kernel {
       maxPool2d(x, e.params, *y);
       return Status();
     }
-    return guarded("pooling", [&] {
+    return guarded("pooling", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       e.prim.execute(be.stream(), {{DNNL_ARG_SRC, bind_.in(be, DNNL_ARG_SRC, e.src, x.raw())},
                                    {DNNL_ARG_DST, bind_.out(be, DNNL_ARG_DST, e.dst, y->raw())}});
@@ -754,7 +760,7 @@ class MatMulKernel : public Kernel {
       it = cache_.emplace(key, std::move(e)).first;
     }
     Entry& e = it->second;
-    DW_RETURN_IF_ERROR(guarded("matmul", [&] {
+    DW_RETURN_IF_ERROR(guarded("matmul", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
@@ -850,7 +856,7 @@ class BatchNorm : public Kernel {
     Entry& e = it->second;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     if (y->size() == 0) return Status();
-    return guarded("batch normalization", [&] {
+    return guarded("batch normalization", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       memory::desc vec({x.dim(1)}, f32, Tag::a);
       auto m = [&](int arg, int i) { return bind_.in(be, arg, vec, ctx.input(i).raw()); };
@@ -892,7 +898,7 @@ class Lrn : public Kernel {
     if (x.dtype() != DType::kFloat || x.rank() < 3 || x.rank() > 5)
       return Status::error("LRN supports float32 inputs of rank 3 to 5");
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
-    return guarded("lrn", [&] {
+    return guarded("lrn", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       if (!prim_ || shape_ != x.shape()) {
         md_ = plainDesc(x.shape(), f32);

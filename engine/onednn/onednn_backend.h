@@ -91,15 +91,18 @@ CpuBackend& cpuBackend(Backend& b);
 // and writes the host buffer in place (no copy). On a device engine each (slot, descriptor) gets
 // a device buffer, allocated on first use and kept, so running the same shapes again allocates
 // nothing: in() enqueues the copy from the host, finish() the copies back of what out() bound.
-// The copies are reorders from the companion CPU engine on the backend's in-order stream, so
-// they need no synchronization beyond finish()'s wait. Descriptors must be plain (user layouts):
-// their size is what the host buffer holds. A kernel keeps one Bindings for all its runs.
+// The copies are reorders between a CPU engine wrapping the host buffer and the device, on the
+// backend's in-order stream, so they need no synchronization beyond finish()'s wait. Descriptors
+// must be plain (user layouts): their size is what the host buffer holds. A kernel keeps one
+// Bindings for all its runs, and calls discard() where a run fails before finish().
 class Bindings {
  public:
   dnnl::memory in(DnnlBackend& be, int slot, const dnnl::memory::desc& d, const void* host);
   dnnl::memory out(DnnlBackend& be, int slot, const dnnl::memory::desc& d, void* host);
   // Copies outputs back and waits for the stream: call once after the primitives of a run.
   void finish(DnnlBackend& be);
+  // After a failed run: drops its copies back, whose host buffers may be gone by the next run.
+  void discard() { pending_.clear(); }
 
  private:
   struct Buffer {

@@ -280,7 +280,12 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       dnnl::reorder(wiUser, e.wIterMem).execute(strm, wiUser, e.wIterMem);
       // Bidirectional: oneDNN's [T][B][D*H] goes to scratch and is rearranged after the run.
       Tensor* dstHost = D == 2 ? ctx.scratch(DType::kFloat, {T, B, D * H}) : &y;
-      if (!dstHost) return ctx.status();
+      // An initial state oneDNN needs but the node lacks (LSTM: one of h0 / c0) is zeros.
+      const bool needZeros = (withH0 && !ctx.hasInput(5)) || (withC0 && !ctx.hasInput(6));
+      Tensor* zeros = needZeros ? ctx.scratch(DType::kFloat, {D, B, H}) : nullptr;
+      if (!dstHost || (needZeros && !zeros)) return ctx.status();
+      if (zeros) std::fill_n(zeros->data<float>(), zeros->size(), 0.0f);
+      auto initial = [&](int i) { return ctx.hasInput(i) ? ctx.input(i).raw() : zeros->raw(); };
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC_LAYER, bind_.in(be, DNNL_ARG_SRC_LAYER, e.srcLayer, ctx.input(0).raw())},
           {DNNL_ARG_WEIGHTS_LAYER, e.wLayerMem},
@@ -288,25 +293,11 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
           {DNNL_ARG_BIAS, bind_.in(be, DNNL_ARG_BIAS, e.bias, bias.data())},
           {DNNL_ARG_DST_LAYER, bind_.out(be, DNNL_ARG_DST_LAYER, e.dstLayer, dstHost->raw())},
           {DNNL_ARG_DST_ITER, bind_.out(be, DNNL_ARG_DST_ITER, e.state, yh.raw())}};
-      Tensor* zeros = nullptr;
-      auto initial = [&](int i) -> const void* {
-        if (ctx.hasInput(i)) return ctx.input(i).raw();
-        if (!zeros && (zeros = ctx.scratch(DType::kFloat, {D, B, H})))
-          std::fill_n(zeros->data<float>(), zeros->size(), 0.0f);
-        return zeros ? zeros->raw() : nullptr;
-      };
-      if (withH0) {
-        const void* h0 = initial(5);
-        if (!h0) return ctx.status();
-        args[DNNL_ARG_SRC_ITER] = bind_.in(be, DNNL_ARG_SRC_ITER, e.state, h0);
-      }
+      if (withH0) args[DNNL_ARG_SRC_ITER] = bind_.in(be, DNNL_ARG_SRC_ITER, e.state, initial(5));
       if (cell_ == Cell::kLstm) {
         args[DNNL_ARG_DST_ITER_C] = bind_.out(be, DNNL_ARG_DST_ITER_C, e.state, yc->raw());
-        if (withC0) {
-          const void* c0 = initial(6);
-          if (!c0) return ctx.status();
-          args[DNNL_ARG_SRC_ITER_C] = bind_.in(be, DNNL_ARG_SRC_ITER_C, e.state, c0);
-        }
+        if (withC0)
+          args[DNNL_ARG_SRC_ITER_C] = bind_.in(be, DNNL_ARG_SRC_ITER_C, e.state, initial(6));
         if (e.peephole)
           args[DNNL_ARG_WEIGHTS_PEEPHOLE] =
               bind_.in(be, DNNL_ARG_WEIGHTS_PEEPHOLE, e.peep, peep.data());
@@ -316,6 +307,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       // oneDNN concatenates directions along channels: [T][B][D*H] -> ONNX [T][D][B][H].
       if (D == 2) rnn::concatToOnnxY(dstHost->data<float>(), T, D, B, H, y.data<float>());
     } catch (const dnnl::error& err) {
+      bind_.discard();
       return Status::error(std::string("oneDNN rnn: ") + err.what());
     }
     return Status();
