@@ -38,7 +38,9 @@ namespace {
 constexpr const char* kCategory = "training internals";
 constexpr int kNoShape = -1, kNextInput = -2;
 
-enum class Ty { Float, Index, Int64, Int32, Bool, Any };
+// Port types. Float ports share one type (T); Ratio is a float scalar of its own type (Dropout's
+// ratio); each Any port (read for its shape, or passed on) has a constraint of its own.
+enum class Ty { Float, Ratio, Index, Int64, Int32, Bool, Any };
 
 struct Port {
   const char* name;
@@ -59,11 +61,18 @@ struct GradOp {
   // Per output: the input whose shape (and, when it is a float input, type) it has; kNoShape:
   // only the type of input 0; kNextInput: input i + 1 for output i (ConcatGrad).
   std::vector<int> like;
+  // Ports gradients flow through. Autodiff differentiates only the training-mode forward ops
+  // (BatchNormalizationTraining, DropoutTraining); backward ops have no gradient of their own.
+  std::set<std::string> differentiable;
 
   GradOp(std::string t, std::string d, std::vector<Port> in, std::vector<Port> out)
       : type(std::move(t)), doc(std::move(d)), inputs(std::move(in)), outputs(std::move(out)) {}
   GradOp& own(std::vector<ParamSpec> p) {
     params = std::move(p);
+    return *this;
+  }
+  GradOp& gradientsThrough(std::set<std::string> ports) {
+    differentiable = std::move(ports);
     return *this;
   }
   GradOp& shapes(std::vector<int> from) {
@@ -82,6 +91,8 @@ const char* typeStr(Ty t) {
   switch (t) {
     case Ty::Float:
       return "T";
+    case Ty::Ratio:
+      return "T2";
     case Ty::Index:
       return "Tind";
     case Ty::Any:
@@ -102,8 +113,7 @@ PortSpec portSpec(const Port& p, bool input) {
   if (p.type == Ty::Int64) s.typeStr = "tensor(int64)", s.allowedTypes = {"tensor(int64)"};
   if (p.type == Ty::Int32) s.typeStr = "tensor(int32)", s.allowedTypes = {"tensor(int32)"};
   if (p.type == Ty::Bool) s.typeStr = "tensor(bool)", s.allowedTypes = {"tensor(bool)"};
-  s.differentiability = p.type == Ty::Float ? Differentiability::Differentiable
-                                            : Differentiability::NonDifferentiable;
+  s.differentiability = Differentiability::NonDifferentiable;
   return s;
 }
 
@@ -207,12 +217,29 @@ NodeSpec toSpec(const GradOp& op) {
   s.doc = op.doc;
   for (const auto& p : op.inputs) s.inputs.push_back(portSpec(p, true));
   for (const auto& p : op.outputs) s.outputs.push_back(portSpec(p, false));
-  s.typeConstraints = {
-      {"T",
-       {"tensor(bfloat16)", "tensor(double)", "tensor(float)", "tensor(float16)"},
-       "Floating-point tensors (the values and gradients)."},
-      {"Tind", {"tensor(int32)", "tensor(int64)"}, "Integer tensors (labels, indices)."},
-      {"T1", {}, "Any tensor: only its shape is read."}};
+  for (auto* ports : {&s.inputs, &s.outputs})
+    for (auto& p : *ports)
+      if (op.differentiable.count(p.name)) p.differentiability = Differentiability::Differentiable;
+  // Constraints of the type names the ports use; Any ports get T1, T3, T4... in order.
+  const std::vector<std::string> kFloat = {"tensor(bfloat16)", "tensor(double)", "tensor(float)",
+                                           "tensor(float16)"};
+  int anyCount = 0;
+  std::set<std::string> declared;
+  for (auto* ports : {&s.inputs, &s.outputs})
+    for (auto& p : *ports) {
+      if (p.typeStr == "T1" && anyCount++ > 0) p.typeStr = "T" + std::to_string(anyCount + 1);
+      if (!declared.insert(p.typeStr).second || p.typeStr.rfind("tensor(", 0) == 0) continue;
+      if (p.typeStr == "T")
+        s.typeConstraints.push_back(
+            {"T", kFloat, "Floating-point tensors (the values and gradients)."});
+      else if (p.typeStr == "T2")
+        s.typeConstraints.push_back({"T2", kFloat, "A floating-point scalar."});
+      else if (p.typeStr == "Tind")
+        s.typeConstraints.push_back(
+            {"Tind", {"tensor(int32)", "tensor(int64)"}, "Integer tensors (labels, indices)."});
+      else
+        s.typeConstraints.push_back({p.typeStr, {}, "Any tensor."});
+    }
   s.params = op.params;
   for (auto& p : mirroredParams(op))
     if (!s.param(p.name)) s.params.push_back(std::move(p));
@@ -349,7 +376,8 @@ std::vector<GradOp> gradOps() {
       GradOp("DropoutGrad", "dX of Dropout: dY * mask / (1 - ratio).",
              {dY,
               {"mask", Ty::Bool, "The forward's mask output."},
-              optional("ratio", "The forward's ratio input (opset 12+); else the attribute.")},
+              {"ratio", Ty::Ratio, "The forward's ratio input (opset 12+); else the attribute.",
+               kOpt}},
              {dX})
           .shapes({0})
           .mirror({"Dropout"}, 7, {"ratio"}),
@@ -358,10 +386,11 @@ std::vector<GradOp> gradOps() {
              "scales the rest by 1 / (1 - ratio); the random stream continues from step to step, "
              "so each step drops different units while a seed reproduces the whole run.",
              {{"data", Ty::Float, "The input."},
-              optional("ratio", "Drop probability (a scalar); else the ratio attribute.")},
+              {"ratio", Ty::Ratio, "Drop probability (a scalar); else the ratio attribute.", kOpt}},
              {{"output", Ty::Float, "The input with dropped elements zeroed and the rest scaled."},
               {"mask", Ty::Bool, "True where the element was kept."}})
           .shapes({0, 0})
+          .gradientsThrough({"data", "output"})
           .mirror({"Dropout"}, 7, {"ratio", "seed"}),
       GradOp("LayerNormalizationGrad",
              "dX, dScale and dB of LayerNormalization from the forward's saved Mean and "
@@ -398,7 +427,7 @@ std::vector<GradOp> gradOps() {
              "BatchNormalization in training: normalises with the batch mean and population "
              "variance, and updates the running statistics as running = input * momentum + "
              "batch * (1 - momentum).",
-             {X,
+             {{"X", Ty::Float, "The input, channels on axis 1."},
               {"scale", Ty::Float, "Scale per channel."},
               {"B", Ty::Float, "Bias per channel."},
               {"input_mean", Ty::Float, "Running mean before this batch."},
@@ -409,6 +438,7 @@ std::vector<GradOp> gradOps() {
               {"saved_mean", Ty::Float, "This batch's mean (for the gradient)."},
               {"saved_var", Ty::Float, "This batch's population variance (for the gradient)."}})
           .shapes({0, 3, 4, 3, 4})
+          .gradientsThrough({"X", "scale", "B", "Y"})
           .mirror({"BatchNormalization"}, 9, {"epsilon", "momentum"}),
       GradOp("BatchNormalizationGrad",
              "dX, dScale and dB of BatchNormalization, from the batch statistics (training) or "
