@@ -151,17 +151,14 @@ std::vector<ParamSpec> mirroredParams(const GradOp& op) {
   };
   std::map<std::string, Seen> seen;
   int schemas = 0;
-  static const auto all = onnx::OpSchemaRegistry::get_all_schemas_with_history();
   for (const auto& fwd : op.mirrors)
-    for (const auto& s : all) {
-      if (!s.domain().empty() || s.Name() != fwd || s.since_version() > kDefaultOnnxOpset) continue;
-      // The version in force at mirrorSince counts too, though it may be older.
-      if (s.since_version() < op.mirrorSince) {
-        const auto* inForce = onnx::OpSchemaRegistry::Schema(fwd, op.mirrorSince, "");
-        if (!inForce || inForce->since_version() != s.since_version()) continue;
-      }
+    for (int v = op.mirrorSince, last = 0; v <= kDefaultOnnxOpset; ++v) {
+      // Each schema in force at some opset of the range (the first may be older than it).
+      const auto* s = onnx::OpSchemaRegistry::Schema(fwd, v, "");
+      if (!s || s->since_version() == last) continue;
+      last = s->since_version();
       ++schemas;
-      const NodeSpec spec = specFromSchema(s, kOnnxDomain);
+      const NodeSpec spec = specFromSchema(*s, kOnnxDomain);
       for (const auto& p : spec.params) {
         if (!op.only.empty() && !op.only.count(p.name)) continue;
         Seen& e = seen[p.name];
