@@ -414,8 +414,9 @@ Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& forward,
     out.gradOutputs.push_back(name);
   }
   for (const auto& [stat, name] : out.stateUpdates) addOutput(g, name, types, stat);
-  // Forward types as value_info: shape inference stops at the grad-domain ops (they have no
-  // schema), and function-expanded ops such as SoftmaxCrossEntropyLoss need their input types.
+  // Forward types as value_info: shape inference stops at the grad-domain ops in a process that
+  // has not built the catalogue (which registers their schemas), and function-expanded ops such
+  // as SoftmaxCrossEntropyLoss need their input types.
   addForwardValueInfo(g, types);
   return out;
 }
