@@ -323,13 +323,27 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
                          ". Available accelerators: " + joined(acceleratorNames(gpus)));
   if (isAuto) gpu = gpus > 0;
   bool bf16 = o.precision == "bf16";
+  // oneDNN's GPU bf16 support depends on the device; the GPU backend is validated in fp32 only.
+  if (bf16 && gpu && !isAuto)
+    return Status::error(
+        "precision bf16 is not available on accelerator gpu (it runs fp32 only). Use precision "
+        "fp32, or accelerator cpu");
+  std::shared_ptr<onednn::GpuBackend> device;
+  std::string choice = isAuto ? "accelerator auto: no oneDNN GPU engine found, running on cpu" : "";
+  if (gpu) {
+    try {
+      device = std::make_shared<onednn::GpuBackend>(index, o.threads, o.emulateDevice);
+      choice = "accelerator " + acc + ": running on " + device->description();
+    } catch (const dnnl::error& e) {
+      if (!isAuto)
+        return Status::error("accelerator '" + acc + "': oneDNN could not open the GPU engine: " +
+                             e.what() + ". Available accelerators: cpu");
+      choice = "accelerator auto: oneDNN could not open GPU engine 0 (" + std::string(e.what()) +
+               "), running on cpu";
+    }
+  }
   std::string bf16Notice;
-  if (bf16 && gpu) {
-    // oneDNN's GPU bf16 support depends on the device; the GPU backend is validated in fp32 only.
-    if (!isAuto)
-      return Status::error(
-          "precision bf16 is not available on accelerator gpu (it runs fp32 "
-          "only). Use precision fp32, or accelerator cpu");
+  if (bf16 && device) {
     bf16 = false;
     bf16Notice = "precision bf16: the gpu runs fp32 only; running in fp32";
   }
@@ -344,26 +358,11 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
     bf16 = false;
     bf16Notice = "precision bf16: " + why + "; running in fp32";
   }
-  auto withNotice = [&](std::string n) {
-    if (!notice) return;
-    if (!bf16Notice.empty()) n += (n.empty() ? "" : "; ") + bf16Notice;
-    *notice = n;
-  };
-  if (gpu) {
-    try {
-      auto b = std::make_shared<onednn::GpuBackend>(index, o.threads, o.emulateDevice);
-      withNotice("accelerator " + acc + ": running on " + b->description());
-      return std::shared_ptr<Backend>(std::move(b));
-    } catch (const dnnl::error& e) {
-      if (!isAuto)
-        return Status::error("accelerator '" + acc + "': oneDNN could not open the GPU engine: " +
-                             e.what() + ". Available accelerators: cpu");
-      withNotice("accelerator auto: oneDNN could not open GPU engine 0 (" + std::string(e.what()) +
-                 "), running on cpu");
-      return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
-    }
+  if (notice) {
+    if (!bf16Notice.empty()) choice += (choice.empty() ? "" : "; ") + bf16Notice;
+    *notice = choice;
   }
-  withNotice(isAuto ? "accelerator auto: no oneDNN GPU engine found, running on cpu" : "");
+  if (device) return std::shared_ptr<Backend>(std::move(device));
   return std::shared_ptr<Backend>(new onednn::CpuBackend(o.threads, bf16));
 }
 
