@@ -68,13 +68,15 @@ Bindings::Buffer& Bindings::buffer(DnnlBackend& be, int slot, const dnnl::memory
   for (Buffer& b : buffers_)
     if (b.slot == slot && b.desc == d) return b;
   ++be.deviceAllocations_;
-  return buffers_.emplace_back(Buffer{slot, d, dnnl::memory(d, be.engine()), {}, {}});
+  return buffers_.emplace_back(Buffer{slot, d, dnnl::memory(d, be.engine()), {}, {}, nullptr});
 }
 
-dnnl::memory Bindings::in(DnnlBackend& be, int slot, const dnnl::memory::desc& d,
-                          const void* host) {
+dnnl::memory Bindings::in(DnnlBackend& be, int slot, const dnnl::memory::desc& d, const void* host,
+                          bool constant) {
   if (be.hostMemory()) return dnnl::memory(d, be.engine(), const_cast<void*>(host));
   Buffer& b = buffer(be, slot, d);
+  if (constant && b.uploaded == host) return b.device;
+  b.uploaded = constant ? host : nullptr;
   dnnl::memory h(d, be.hostEngine_, const_cast<void*>(host));
   if (!b.up) b.up = dnnl::reorder(h, b.device);
   b.up.execute(be.stream(), h, b.device);

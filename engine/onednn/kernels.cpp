@@ -769,7 +769,8 @@ class MatMulKernel : public Kernel {
       if (constB_ && e.bFrom == b0.raw()) {
         mb = e.rB.scratch;
       } else {
-        mb = e.rB.in(bind_.in(be, DNNL_ARG_WEIGHTS, e.b, b.raw()), e.pb, eng, s);
+        mb = e.rB.in(bind_.in(be, DNNL_ARG_WEIGHTS, e.b, b.raw(), constB_ && b.raw() == b0.raw()),
+                     e.pb, eng, s);
         if (constB_ && mb == e.rB.scratch) e.bFrom = b0.raw();
       }
       memory mc = bind_.out(be, DNNL_ARG_DST, e.c, y->raw());

@@ -97,7 +97,10 @@ CpuBackend& cpuBackend(Backend& b);
 // Bindings for all its runs, and calls discard() where a run fails before finish().
 class Bindings {
  public:
-  dnnl::memory in(DnnlBackend& be, int slot, const dnnl::memory::desc& d, const void* host);
+  // `constant`: `host` is an initializer no feed overrides (KernelInit::constantInputs), copied
+  // again only when the slot last held other data.
+  dnnl::memory in(DnnlBackend& be, int slot, const dnnl::memory::desc& d, const void* host,
+                  bool constant = false);
   dnnl::memory out(DnnlBackend& be, int slot, const dnnl::memory::desc& d, void* host);
   // Copies outputs back and waits for the stream: call once after the primitives of a run.
   void finish(DnnlBackend& be);
@@ -110,6 +113,7 @@ class Bindings {
     dnnl::memory::desc desc;
     dnnl::memory device;
     dnnl::reorder up, down;
+    const void* uploaded = nullptr;  // the constant input it holds
   };
   Buffer& buffer(DnnlBackend& be, int slot, const dnnl::memory::desc& d);
   std::deque<Buffer> buffers_;
