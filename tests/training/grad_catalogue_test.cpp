@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -99,15 +100,17 @@ Batch randomBatch(int64_t n, uint32_t seed) {
   return b;
 }
 
-// What `deepwire train PROJECT --max-steps 2 --export-training-onnx` writes, on random batches.
-onnx::ModelProto trainingExport(const std::string& project) {
+// What `deepwire train PROJECT --max-steps 2 --export-training-onnx` writes, on random batches;
+// `optimizer` replaces the project's.
+onnx::ModelProto trainingExport(const std::string& project,
+                                const std::optional<OptimizerConfig>& optimizer = std::nullopt) {
   auto g = loadProject(std::string(DW_SOURCE_DIR) + "/resources/examples/" + project);
   EXPECT_TRUE(g.ok()) << g.message();
   if (!g.ok()) return {};
   auto cfg = trainingConfigFromGraph(*g);
   EXPECT_TRUE(cfg.ok()) << cfg.message();
   TrainOptions o;
-  o.optimizer = cfg->optimizer;
+  o.optimizer = optimizer ? *optimizer : cfg->optimizer;
   o.seed = cfg->seed;
   o.threads = 1;
   auto t = Trainer::create(*g, o);
@@ -158,8 +161,9 @@ std::map<std::string, Tensor> runOnce(const onnx::ModelProto& m, const Batch& ba
   return r.ok() ? *r : std::map<std::string, Tensor>();
 }
 
-void checkRoundTrip(const std::string& project) {
-  const onnx::ModelProto original = trainingExport(project);
+void checkRoundTrip(const std::string& project,
+                    const std::optional<OptimizerConfig>& optimizer = std::nullopt) {
+  const onnx::ModelProto original = trainingExport(project, optimizer);
   ASSERT_GT(original.graph().node_size(), 0);
   int gradNodes = 0;
   for (const auto& n : original.graph().node()) gradNodes += n.domain() == kGradDomain;
@@ -210,6 +214,23 @@ TEST(GradCatalogue, MlpTrainingExportChecksImportsAndRoundTrips) {
 
 TEST(GradCatalogue, CnnTrainingExportChecksImportsAndRoundTrips) {
   checkRoundTrip("fashion_mnist_cnn.dwproj");
+}
+
+// The optimizers' update nodes (Momentum, Adagrad, plain ops for RMSprop, AdamW's decay).
+TEST(GradCatalogue, TrainingExportRoundTripsWithEveryOptimizer) {
+  std::vector<OptimizerConfig> configs(4);
+  configs[0].type = "sgd";
+  configs[0].momentum = 0.9;
+  configs[0].nesterov = true;
+  configs[0].weightDecay = 1e-4;
+  configs[1].type = "adagrad";
+  configs[2].type = "rmsprop";
+  configs[3].type = "adamw";
+  configs[3].weightDecay = 0.01;
+  for (const auto& c : configs) {
+    SCOPED_TRACE(c.type);
+    checkRoundTrip("fashion_mnist_mlp.dwproj", c);
+  }
 }
 
 // ---- The command line ----------------------------------------------------------------------
