@@ -76,10 +76,11 @@ dnnl::memory Bindings::in(DnnlBackend& be, int slot, const dnnl::memory::desc& d
   if (be.hostMemory()) return dnnl::memory(d, be.engine(), const_cast<void*>(host));
   Buffer& b = buffer(be, slot, d);
   if (constant && b.uploaded == host) return b.device;
-  b.uploaded = constant ? host : nullptr;
+  b.uploaded = nullptr;
   dnnl::memory h(d, be.hostEngine_, const_cast<void*>(host));
   if (!b.up) b.up = dnnl::reorder(h, b.device);
   b.up.execute(be.stream(), h, b.device);
+  if (constant) b.uploaded = host;
   return b.device;
 }
 
