@@ -38,9 +38,11 @@ namespace {
 constexpr const char* kCategory = "training internals";
 constexpr int kNoShape = -1, kNextInput = -2;
 
-// Port types. Float ports share one type (T); Ratio is a float scalar of its own type (Dropout's
-// ratio); each Any port (read for its shape, or passed on) has a constraint of its own.
-enum class Ty { Float, Ratio, Index, Int64, Int32, Bool, Any };
+// Port types. Float ports share one type (T); as in the forward ops' schemas, normalisation
+// scales and biases (Affine) and statistics (Stat) may have float types of their own, and so
+// may Dropout's ratio (Ratio); each Any port (read for its shape, or passed on) has a
+// constraint of its own.
+enum class Ty { Float, Affine, Stat, Ratio, Index, Int64, Int32, Bool, Any };
 
 struct Port {
   const char* name;
@@ -91,6 +93,10 @@ const char* typeStr(Ty t) {
   switch (t) {
     case Ty::Float:
       return "T";
+    case Ty::Affine:
+      return "Ta";
+    case Ty::Stat:
+      return "Ts";
     case Ty::Ratio:
       return "T2";
     case Ty::Index:
@@ -231,6 +237,10 @@ NodeSpec toSpec(const GradOp& op) {
             {"T", kFloat, "Floating-point tensors (the values and gradients)."});
       else if (p.typeStr == "T2")
         s.typeConstraints.push_back({"T2", kFloat, "A floating-point scalar."});
+      else if (p.typeStr == "Ta")
+        s.typeConstraints.push_back({"Ta", kFloat, "Floating-point scale and bias."});
+      else if (p.typeStr == "Ts")
+        s.typeConstraints.push_back({"Ts", kFloat, "Floating-point statistics."});
       else if (p.typeStr == "Tind")
         s.typeConstraints.push_back(
             {"Tind", {"tensor(int32)", "tensor(int64)"}, "Integer tensors (labels, indices)."});
@@ -395,8 +405,8 @@ std::vector<GradOp> gradOps() {
              {dY,
               X,
               {"Scale", Ty::Float, "The forward's scale."},
-              {"Mean", Ty::Float, "The forward's Mean output."},
-              {"InvStdDev", Ty::Float, "The forward's InvStdDev output."}},
+              {"Mean", Ty::Stat, "The forward's Mean output."},
+              {"InvStdDev", Ty::Stat, "The forward's InvStdDev output."}},
              {optional("dX", "Gradient with respect to X."),
               optional("dScale", "Gradient with respect to Scale."),
               optional("dB", "Gradient with respect to B.")})
@@ -425,15 +435,15 @@ std::vector<GradOp> gradOps() {
              "variance, and updates the running statistics as running = input * momentum + "
              "batch * (1 - momentum).",
              {{"X", Ty::Float, "The input, channels on axis 1."},
-              {"scale", Ty::Float, "Scale per channel."},
-              {"B", Ty::Float, "Bias per channel."},
-              {"input_mean", Ty::Float, "Running mean before this batch."},
-              {"input_var", Ty::Float, "Running variance before this batch."}},
+              {"scale", Ty::Affine, "Scale per channel."},
+              {"B", Ty::Affine, "Bias per channel."},
+              {"input_mean", Ty::Stat, "Running mean before this batch."},
+              {"input_var", Ty::Stat, "Running variance before this batch."}},
              {{"Y", Ty::Float, "The normalised output."},
-              {"running_mean", Ty::Float, "Updated running mean."},
-              {"running_var", Ty::Float, "Updated running variance."},
-              {"saved_mean", Ty::Float, "This batch's mean (for the gradient)."},
-              {"saved_var", Ty::Float, "This batch's population variance (for the gradient)."}})
+              {"running_mean", Ty::Stat, "Updated running mean."},
+              {"running_var", Ty::Stat, "Updated running variance."},
+              {"saved_mean", Ty::Stat, "This batch's mean (for the gradient)."},
+              {"saved_var", Ty::Stat, "This batch's population variance (for the gradient)."}})
           .shapes({0, 3, 4, 3, 4})
           .gradientsThrough({"X", "scale", "B", "Y"})
           .mirror({"BatchNormalization"}, 9, {"epsilon", "momentum"}),
@@ -442,13 +452,13 @@ std::vector<GradOp> gradOps() {
              "from constant running statistics (global_stats = 1).",
              {dY,
               X,
-              {"scale", Ty::Float, "Scale per channel."},
-              {"mean", Ty::Float, "Mean the forward used (saved batch mean or running mean)."},
-              {"var", Ty::Float, "Variance the forward used (saved or running)."},
-              {"B", Ty::Float, "Bias per channel (fixes the channel count; not in the math)."}},
+              {"scale", Ty::Affine, "Scale per channel."},
+              {"mean", Ty::Stat, "Mean the forward used (saved batch mean or running mean)."},
+              {"var", Ty::Stat, "Variance the forward used (saved or running)."},
+              {"B", Ty::Affine, "Bias per channel (fixes the channel count; not in the math)."}},
              {optional("dX", "Gradient with respect to X."),
-              optional("dScale", "Gradient with respect to scale."),
-              optional("dB", "Gradient with respect to B.")})
+              {"dScale", Ty::Affine, "Gradient with respect to scale.", kOpt},
+              {"dB", Ty::Affine, "Gradient with respect to B.", kOpt}})
           .shapes({1, 2, 5})
           .own({own("global_stats", ParamType::Bool, Param::makeBool(false),
                     "mean and var are constants (inference-mode normalisation), so dX = dY * "
@@ -530,7 +540,8 @@ void inferLike(onnx::InferenceContext& ctx, const NodeSpec& spec, const std::vec
     if (!out) continue;
     const PortSpec* outPort = spec.outputPort(static_cast<int>(decl));
     const PortSpec* srcPort = spec.inputPort(src);
-    const bool floatSource = srcPort && srcPort->typeStr == "T";
+    const bool floatSource = srcPort && (srcPort->typeStr == "T" || srcPort->typeStr == "Ta" ||
+                                         srcPort->typeStr == "Ts");
     const onnx::TypeProto* typeFrom = inputType(floatSource ? src : 0);
     auto* tt = out->mutable_tensor_type();
     if (outPort && outPort->typeStr == "tensor(bool)")
