@@ -735,20 +735,33 @@ class MatMulKernel : public Kernel {
       DW_RETURN_IF_ERROR(guarded("matmul setup", [&]() -> Status {
         auto& eng = dnnlBackend(ctx.backend()).engine();
         const int64_t Ba = a.dim(0), Bb = b.dim(0);
-        e.a = transA_ ? memory::desc({Ba, M, K}, f32, {M * K, 1, M})
-                      : memory::desc({Ba, M, K}, f32, {M * K, K, 1});
-        e.b = transB_ ? memory::desc({Bb, K, N}, f32, {K * N, 1, K})
-                      : memory::desc({Bb, K, N}, f32, {K * N, N, 1});
+        auto descA = [&](memory::data_type t) {
+          return transA_ ? memory::desc({Ba, M, K}, t, {M * K, 1, M})
+                         : memory::desc({Ba, M, K}, t, {M * K, K, 1});
+        };
+        auto descB = [&](memory::data_type t) {
+          return transB_ ? memory::desc({Bb, K, N}, t, {K * N, 1, K})
+                         : memory::desc({Bb, K, N}, t, {K * N, N, 1});
+        };
+        e.a = descA(f32);
+        e.b = descB(f32);
         e.c = memory::desc({B, M, N}, f32, {M * N, N, 1});
         if (cAsBias) e.bias = memory::desc({1, cm, cn}, f32, {cm * cn, cn, 1});
         dnnl::primitive_attr attr;
         if (alpha_ != 1.0f) attr.set_output_scales(0, {alpha_});
         if (actInPrim) act_.addTo(attr);
-        // Precision bf16: the primitive reads bf16 operands in layouts of its choosing (AMX
-        // wants the weights blocked); the f32 inputs are converted by reorders.
+        // Precision bf16: the primitive reads bf16 copies of the f32 inputs. A constant B is
+        // converted once, into the layout the primitive prefers (AMX wants it blocked). Operands
+        // that change every run keep their own element order: a plain conversion is cheap, while
+        // a transposing one (Gemm's transB weights during training) cost more than the matmul
+        // (M64 K3136 N128: 0.46 -> 0.29 ms for conversion and matmul together).
         const auto ct = onednn::computeType(ctx.backend());
-        memory::desc pa = ct == f32 ? e.a : memory::desc({Ba, M, K}, ct, Tag::any);
-        memory::desc pb = ct == f32 ? e.b : memory::desc({Bb, K, N}, ct, Tag::any);
+        memory::desc pa = descA(ct);
+        memory::desc pb = constB_ ? memory::desc({Bb, K, N}, ct, Tag::any) : descB(ct);
+        if (ct == f32) {
+          pa = e.a;
+          pb = e.b;
+        }
         dnnl::matmul::desc d =
             cAsBias ? dnnl::matmul::desc(pa, pb, e.bias, e.c) : dnnl::matmul::desc(pa, pb, e.c);
         dnnl::matmul::primitive_desc pd(d, attr, eng);
