@@ -99,7 +99,9 @@ class Sgd final : public Optimizer {
 };
 
 // One Adam/AdamW update over [lo, hi), in PyTorch's order of float operations. Each stage is its
-// own branch-free loop so that it vectorizes.
+// own branch-free loop so that it vectorizes. This file is built without multiply-add contraction
+// (engine/CMakeLists.txt): the scalar copies of these loops, which run the elements an alignment
+// peel or a failed alias check leaves them, must round exactly as the vector copies do.
 struct Step {
   float *w, *g, *m, *v, *vmax;
   float b1, b2, eps, stepSize, sbc2 = 1, preScale = 1, l2 = 0, postDecay = 0;
