@@ -17,8 +17,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "engine/onednn/onednn_backend.h"
@@ -136,16 +138,10 @@ __attribute__((target_clones("avx2", "default"))) void forwardPlaneGeneric(const
 void forwardChannels(const Shifted& p, const float* xp, const float* w, const float* bias, int n,
                      float* out) {
   if (useAvx512()) {
-    switch (n) {
-      case 4:
-        return forwardBlock512<4>(p, xp, w, bias, out);
-      case 3:
-        return forwardBlock512<3>(p, xp, w, bias, out);
-      case 2:
-        return forwardBlock512<2>(p, xp, w, bias, out);
-      default:
-        return forwardBlock512<1>(p, xp, w, bias, out);
-    }
+    static constexpr std::array blocks{&forwardBlock512<1>, &forwardBlock512<2>,
+                                       &forwardBlock512<3>, &forwardBlock512<4>};
+    static_assert(blocks.size() == kFwdChannels);
+    return blocks[n - 1](p, xp, w, bias, out);
   }
   const int64_t taps = static_cast<int64_t>(p.offs.size());
   for (int c = 0; c < n; ++c) forwardPlaneGeneric(p, xp, w + c * taps, bias[c], out + c * p.span);
@@ -198,31 +194,17 @@ __attribute__((target("avx512f"))) void weightGradBlock512(const Shifted& p, con
   }
 }
 
+// weightGradBlock512<C, G> for G = 1 .. kGradTaps, indexed by G - 1.
+template <int C, int... G>
+constexpr auto gradBlocks(std::integer_sequence<int, G...>) {
+  return std::array{&weightGradBlock512<C, G + 1>...};
+}
+
 template <int C>
 void weightGradTaps512(const Shifted& p, const float* xp, const float* dy, int t0, int n,
                        double* dw, int stride, double* db) {
-  const int64_t* offs = p.offs.data() + t0;
-  const bool bias = t0 == 0;
-  switch (n) {
-    case 9:
-      return weightGradBlock512<C, 9>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 8:
-      return weightGradBlock512<C, 8>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 7:
-      return weightGradBlock512<C, 7>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 6:
-      return weightGradBlock512<C, 6>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 5:
-      return weightGradBlock512<C, 5>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 4:
-      return weightGradBlock512<C, 4>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 3:
-      return weightGradBlock512<C, 3>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    case 2:
-      return weightGradBlock512<C, 2>(p, xp, dy, offs, bias, dw + t0, stride, db);
-    default:
-      return weightGradBlock512<C, 1>(p, xp, dy, offs, bias, dw + t0, stride, db);
-  }
+  static constexpr auto blocks = gradBlocks<C>(std::make_integer_sequence<int, kGradTaps>{});
+  blocks[n - 1](p, xp, dy, p.offs.data() + t0, t0 == 0, dw + t0, stride, db);
 }
 
 // dW[tap] += sum(dY * shifted X), dB += sum(dY) for one (n, oc) plane, without AVX-512.
