@@ -19,6 +19,7 @@
 #include "engine/training/autodiff.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
+#include "tests/engine/onnx_builder.h"
 #include "tests/graph/test_util.h"
 
 using namespace dw::engine;
@@ -33,38 +34,7 @@ SessionOptions deviceOptions() {
   return o;
 }
 
-Tensor randomFloats(const Shape& s, uint32_t seed) {
-  Tensor t(DType::kFloat, s);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-void addFloatValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& s) {
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : s) t->mutable_shape()->add_dim()->set_dim_value(d);
-}
-
-void addInitializer(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
-  auto* p = g->add_initializer();
-  p->set_name(name);
-  p->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : t.shape()) p->add_dims(d);
-  for (int64_t i = 0; i < t.size(); ++i) p->add_float_data(t.data<float>()[i]);
-}
-
-onnx::NodeProto* addNode(onnx::GraphProto* g, const std::string& op,
-                         const std::vector<std::string>& in, const std::vector<std::string>& out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(op);
-  for (const auto& i : in) n->add_input(i);
-  for (const auto& o : out) n->add_output(o);
-  return n;
-}
+using test::addNode;
 
 void addAttr(onnx::NodeProto* n, const std::string& name, int64_t i) {
   auto* a = n->add_attribute();
@@ -79,11 +49,11 @@ training::GradientGraph gradientGraph(onnx::ModelProto m, const std::string& of,
                                       const std::map<std::string, Tensor>& weights) {
   auto* g = m.mutable_graph();
   addAttr(addNode(g, "ReduceSumSquare", {of}, {"loss"}), "keepdims", 0);
-  addFloatValue(g->add_output(), "loss", {});
+  test::addValue(g->add_output(), "loss", {});
   training::GradientGraphOptions go;
   go.losses = {"loss"};
   for (const auto& [name, t] : weights) {
-    addInitializer(g, name, t);
+    test::addInit(g, name, t);
     go.trainable.push_back(name);
   }
   auto gg = training::buildGradientGraph(m, go);
@@ -173,7 +143,7 @@ std::map<std::string, Value> feeds(const onnx::ModelProto& m, int64_t batch,
     for (int64_t d : io.dims) s.push_back(d < 0 ? batch : d);
     Tensor t;
     if (io.dtype == DType::kFloat) {
-      t = randomFloats(s, seed++);
+      t = test::randomTensor(s, seed++);
     } else {
       EXPECT_EQ(io.dtype, DType::kInt64) << in.name();
       t = Tensor(DType::kInt64, s);
@@ -298,14 +268,14 @@ TEST(DevicePath, EltwiseGradientsMatchCpu) {
   m.add_opset_import()->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("grads");
-  addFloatValue(g->add_input(), "X", {4, 6});
+  test::addValue(g->add_input(), "X", {4, 6});
   addNode(g, "MatMul", {"X", "W"}, {"h"});
   addNode(g, "Tanh", {"h"}, {"t"});
   addNode(g, "LayerNormalization", {"t", "scale", "bias"}, {"n"});
   addNode(g, "Softmax", {"n"}, {"p"});
-  const std::map<std::string, Tensor> weights{{"W", randomFloats({6, 6}, 11)},
-                                              {"scale", randomFloats({6}, 12)},
-                                              {"bias", randomFloats({6}, 13)}};
+  const std::map<std::string, Tensor> weights{{"W", test::randomTensor({6, 6}, 11)},
+                                              {"scale", test::randomTensor({6}, 12)},
+                                              {"bias", test::randomTensor({6}, 13)}};
   const auto gg = gradientGraph(m, "p", weights);
   std::map<std::string, Value> given;
   for (const auto& [name, t] : weights) given[name] = Value(t);
@@ -329,17 +299,17 @@ TEST(DevicePath, RecurrentMatchesCpu) {
     dir->set_name("direction");
     dir->set_type(onnx::AttributeProto::STRING);
     dir->set_s("bidirectional");
-    addFloatValue(g->add_input(), "X", {T, B, I});
-    addFloatValue(g->add_input(), "h0", {D, B, H});
-    addFloatValue(g->add_output(), "Y", {T, D, B, H});
-    addFloatValue(g->add_output(), "Yh", {D, B, H});
-    const std::map<std::string, Tensor> weights{{"W", randomFloats({D, G * H, I}, 21)},
-                                                {"R", randomFloats({D, G * H, H}, 22)},
-                                                {"B", randomFloats({D, 2 * G * H}, 23)}};
+    test::addValue(g->add_input(), "X", {T, B, I});
+    test::addValue(g->add_input(), "h0", {D, B, H});
+    test::addValue(g->add_output(), "Y", {T, D, B, H});
+    test::addValue(g->add_output(), "Yh", {D, B, H});
+    const std::map<std::string, Tensor> weights{{"W", test::randomTensor({D, G * H, I}, 21)},
+                                                {"R", test::randomTensor({D, G * H, H}, 22)},
+                                                {"B", test::randomTensor({D, 2 * G * H}, 23)}};
     std::map<std::string, Value> given;
     for (const auto& [name, t] : weights) given[name] = Value(t);
     onnx::ModelProto fwd = m;
-    for (const auto& [name, t] : weights) addInitializer(fwd.mutable_graph(), name, t);
+    for (const auto& [name, t] : weights) test::addInit(fwd.mutable_graph(), name, t);
     runBoth(fwd, feeds(fwd, 1), op + " bidirectional");
     const auto gg = gradientGraph(m, "Y", weights);
     auto out = runBoth(gg.model, feeds(gg.model, 1, given), op + " gradients");

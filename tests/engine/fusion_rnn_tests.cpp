@@ -7,51 +7,17 @@
 #include <random>
 
 #include "engine/session.h"
+#include "tests/engine/onnx_builder.h"
 
 using namespace dw::engine;
 
 namespace {
 
-onnx::ModelProto emptyModel(int opset = 17) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(opset);
-  m.mutable_graph()->set_name("g");
-  return m;
-}
-
-void addValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-}
-
-Tensor randomTensor(const Shape& s, uint32_t seed, float lo = -1, float hi = 1) {
-  Tensor t(DType::kFloat, s);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-void addInit(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
-  auto* p = g->add_initializer();
-  p->set_name(name);
-  p->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : t.shape()) p->add_dims(d);
-  for (int64_t i = 0; i < t.size(); ++i) p->add_float_data(t.data<float>()[i]);
-}
-
-onnx::NodeProto* addNode(onnx::GraphProto* g, const std::string& op,
-                         const std::vector<std::string>& in, const std::vector<std::string>& out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(op + "_" + out[0]);
-  for (const auto& i : in) n->add_input(i);
-  for (const auto& o : out) n->add_output(o);
-  return n;
-}
+using test::addInit;
+using test::addNode;
+using test::addValue;
+using test::emptyModel;
+using test::randomTensor;
 
 float maxDiff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
