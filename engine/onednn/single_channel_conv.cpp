@@ -86,11 +86,12 @@ void shiftPlanes(const SingleChannelConv& g, const Shifted& p, const float* xs, 
   }
 }
 
-// C output channels of one image into planes `out` (p.span apart).
+// C output channels of one image into planes `out` (`stride` apart). Nothing is stored past
+// p.len of a plane, so the planes may be the output tensor's own.
 template <int C>
 __attribute__((target("avx512f"))) void forwardBlock512(const Shifted& p, const float* xp,
                                                         const float* w, const float* bias,
-                                                        float* out) {
+                                                        float* out, int64_t stride) {
   const int64_t* offs = p.offs.data();
   const int taps = static_cast<int>(p.offs.size());
   for (int64_t i0 = 0; i0 < p.len; i0 += kFwdSpan) {
@@ -110,9 +111,19 @@ __attribute__((target("avx512f"))) void forwardBlock512(const Shifted& p, const 
         a[c][3] = _mm512_fmadd_ps(k, x3, a[c][3]);
       }
     }
+    if (i0 + kFwdSpan <= p.len) {
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c)
-      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + c * p.span + i0 + v * kVec, a[c][v]);
+      for (int c = 0; c < C; ++c)
+        for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + c * stride + i0 + v * kVec, a[c][v]);
+      continue;
+    }
+    for (int v = 0; v < 4; ++v) {
+      const int64_t left = p.len - i0 - v * kVec;
+      if (left <= 0) break;
+      const __mmask16 m = left >= kVec ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      for (int c = 0; c < C; ++c)
+        _mm512_mask_storeu_ps(out + c * stride + i0 + v * kVec, m, a[c][v]);
+    }
   }
 }
 
@@ -130,21 +141,21 @@ __attribute__((target_clones("avx2", "default"))) void forwardPlaneGeneric(const
       const float* src = xp + p.offs[t] + i0;
       for (int64_t j = 0; j < kFwdSpan; ++j) a[j] += c * src[j];
     }
-    std::copy_n(a, kFwdSpan, out + i0);
+    std::copy_n(a, std::min(kFwdSpan, p.len - i0), out + i0);
   }
 }
 
 // Channels [o, o + n) of one image (n <= kFwdChannels) into planes p.span apart.
 void forwardChannels(const Shifted& p, const float* xp, const float* w, const float* bias, int n,
-                     float* out) {
+                     float* out, int64_t stride) {
   if (useAvx512()) {
     static constexpr std::array blocks{&forwardBlock512<1>, &forwardBlock512<2>,
                                        &forwardBlock512<3>, &forwardBlock512<4>};
     static_assert(blocks.size() == kFwdChannels);
-    return blocks[n - 1](p, xp, w, bias, out);
+    return blocks[n - 1](p, xp, w, bias, out, stride);
   }
   const int64_t taps = static_cast<int64_t>(p.offs.size());
-  for (int c = 0; c < n; ++c) forwardPlaneGeneric(p, xp, w + c * taps, bias[c], out + c * p.span);
+  for (int c = 0; c < n; ++c) forwardPlaneGeneric(p, xp, w + c * taps, bias[c], out + c * stride);
 }
 
 // GCC's _mm512_reduce_add_ps trips its own uninitialized-value warnings; this runs once per
@@ -395,9 +406,12 @@ void singleChannelConvForward(const SingleChannelConv& g, const float* x, const 
       shiftPlanes(g, p, xs, xp.data());
       for (int64_t o = 0; o < g.oc; o += kFwdChannels) {
         const int c = static_cast<int>(std::min<int64_t>(kFwdChannels, g.oc - o));
-        forwardChannels(p, xp.data(), w + o * taps, bias + o, c, planes.data());
-        for (int i = 0; i < c; ++i)
-          finishPlane(g, ep, planes.data() + i * p.span, y + (n * g.oc + o + i) * outPlane);
+        // Without pooling the planes are computed straight into the output.
+        float* first = y + (n * g.oc + o) * outPlane;
+        float* conv = pool ? planes.data() : first;
+        const int64_t stride = pool ? p.span : outPlane;
+        forwardChannels(p, xp.data(), w + o * taps, bias + o, c, conv, stride);
+        for (int i = 0; i < c; ++i) finishPlane(g, ep, conv + i * stride, first + i * outPlane);
       }
       continue;
     }
