@@ -59,6 +59,19 @@ std::vector<double> referenceForward(const SingleChannelConv& g, const std::vect
   return y;
 }
 
+// One geometry's convolution with random input, weights and bias, and its reference output.
+struct Problem {
+  Problem(const Geometry& q, unsigned seed)
+      : g(convOf(q)),
+        x(randoms(g.n * g.h * g.w, seed)),
+        w(randoms(g.oc * g.kh * g.kw, seed + 1)),
+        b(randoms(g.oc, seed + 2)),
+        ref(referenceForward(g, x, w, b)) {}
+  SingleChannelConv g;
+  std::vector<float> x, w, b;
+  std::vector<double> ref;
+};
+
 class SingleChannelConvKernel : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override { singleChannelConvGenericOnly(GetParam()); }
@@ -82,11 +95,8 @@ const std::vector<Geometry>& geometries() {
 TEST_P(SingleChannelConvKernel, ForwardMatchesReference) {
   unsigned seed = 1;
   for (const auto& q : geometries()) {
-    const auto g = convOf(q);
-    const auto x = randoms(g.n * g.h * g.w, seed++);
-    const auto w = randoms(g.oc * g.kh * g.kw, seed++);
-    const auto b = randoms(g.oc, seed++);
-    const auto ref = referenceForward(g, x, w, b);
+    const Problem pr(q, seed += 3);
+    const auto& [g, x, w, b, ref] = pr;
     std::vector<float> y(ref.size(), std::numeric_limits<float>::quiet_NaN());
     singleChannelConvForward(g, x.data(), w.data(), b.data(), y.data());
     for (size_t i = 0; i < y.size(); ++i)
@@ -104,11 +114,8 @@ TEST_P(SingleChannelConvKernel, ForwardMatchesReference) {
 TEST_P(SingleChannelConvKernel, FusedReluMaxPoolMatchesReference) {
   unsigned seed = 100;
   for (const auto& q : geometries()) {
-    const auto g = convOf(q);
-    const auto x = randoms(g.n * g.h * g.w, seed++);
-    const auto w = randoms(g.oc * g.kh * g.kw, seed++);
-    const auto b = randoms(g.oc, seed++);
-    const auto ref = referenceForward(g, x, w, b);
+    const Problem pr(q, seed += 3);
+    const auto& [g, x, w, b, ref] = pr;
     // The 2x2 / stride 2 window has its own vector path; 3x2 / stride (2, 1) takes the general one.
     for (auto [kh, kw, sh, sw] : {std::array<int64_t, 4>{2, 2, 2, 2}, {3, 2, 2, 1}}) {
       if (g.oh < kh || g.ow < kw) continue;
