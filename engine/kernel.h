@@ -131,7 +131,8 @@ class KernelContext {
   bool wantsOutput(size_t i) const { return i < outputs_.size() && outputs_[i] != nullptr; }
 
   // Allocates output i from the session's buffer pool; nullptr (with status() set) when the
-  // request exceeds available memory. Unused outputs get scratch storage.
+  // request exceeds available memory. An output the graph does not use gets storage released
+  // when the kernel returns, like scratch(): kernels need not check wantsOutput() first.
   Tensor* output(size_t i, DType dtype, Shape shape);
   void setOutput(size_t i, Value v);
   // Scratch tensor from the pool, released when the kernel returns.

@@ -476,12 +476,9 @@ class LayerNormGrad : public DnnlOrHost {
         ctx.input(2).size() != inner || ctx.input(3).size() != outer ||
         ctx.input(4).size() != outer)
       return host(ctx);
-    Tensor* dx = ctx.wantsOutput(0) ? ctx.output(0, DType::kFloat, x.shape())
-                                    : ctx.scratch(DType::kFloat, x.shape());
-    Tensor* ds = ctx.wantsOutput(1) ? ctx.output(1, DType::kFloat, ctx.input(2).shape())
-                                    : ctx.scratch(DType::kFloat, {inner});
-    Tensor* db = ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, ctx.input(2).shape())
-                                    : ctx.scratch(DType::kFloat, {inner});
+    Tensor* dx = ctx.output(0, DType::kFloat, x.shape());
+    Tensor* ds = ctx.output(1, DType::kFloat, ctx.input(2).shape());
+    Tensor* db = ctx.output(2, DType::kFloat, ctx.input(2).shape());
     Tensor* var = ctx.scratch(DType::kFloat, {outer});
     if (!dx || !ds || !db || !var) return ctx.status();
     const float* is = ctx.input(4).data<float>();

@@ -257,11 +257,9 @@ class ConvGrad : public Kernel {
       it = direct_.emplace(key, g).first;
     }
     const int64_t oc = dy.dim(1);
-    Tensor* dw = ctx.wantsOutput(1) ? ctx.output(1, DType::kFloat, w.shape())
-                                    : ctx.scratch(DType::kFloat, w.shape());
+    Tensor* dw = ctx.output(1, DType::kFloat, w.shape());
     if (!dw) return ctx.status();
-    Tensor* db =
-        ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, {oc}) : ctx.scratch(DType::kFloat, {oc});
+    Tensor* db = ctx.output(2, DType::kFloat, {oc});
     if (!db) return ctx.status();
     onednn::singleChannelConvWeightGrad(it->second, x.data<float>(), dy.data<float>(),
                                         dw->data<float>(), db->data<float>());
@@ -1045,14 +1043,11 @@ class BatchNormGrad : public Kernel {
     for (int i = 2; i <= 4; ++i)
       if (ctx.input(i).size() != c)
         return Status::error("scale, mean and var must be vectors of length C");
-    Tensor* dx = ctx.wantsOutput(0) ? ctx.output(0, DType::kFloat, x.shape())
-                                    : ctx.scratch(DType::kFloat, x.shape());
+    Tensor* dx = ctx.output(0, DType::kFloat, x.shape());
     if (!dx) return ctx.status();
-    Tensor* ds =
-        ctx.wantsOutput(1) ? ctx.output(1, DType::kFloat, {c}) : ctx.scratch(DType::kFloat, {c});
+    Tensor* ds = ctx.output(1, DType::kFloat, {c});
     if (!ds) return ctx.status();
-    Tensor* db =
-        ctx.wantsOutput(2) ? ctx.output(2, DType::kFloat, {c}) : ctx.scratch(DType::kFloat, {c});
+    Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!db) return ctx.status();
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
     int64_t s = 1;
