@@ -357,6 +357,13 @@ struct ChannelRows {
   int64_t n, s, stride;
 };
 
+// The rows of an N x C x spatial... tensor's channels.
+ChannelRows channelRows(const Tensor& x) {
+  int64_t s = 1;
+  for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
+  return {x.dim(0), s, x.dim(1) * s};
+}
+
 // A 2-D max pooling window (explicit padding, no dilation) over h x w planes.
 struct MaxPool2d {
   int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
@@ -978,9 +985,8 @@ class BatchNormTraining : public Kernel {
       if (!arg) return ctx.status();
     }
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
-    int64_t s = 1;
-    for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
-    const ChannelRows rows{x.dim(0), s, c * s};
+    const ChannelRows rows = channelRows(x);
+    const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
     const float* px = x.data<float>();
     const float* scale = ctx.input(1).data<float>();
@@ -1050,9 +1056,8 @@ class BatchNormGrad : public Kernel {
     Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!db) return ctx.status();
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
-    int64_t s = 1;
-    for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
-    const ChannelRows rows{x.dim(0), s, c * s};
+    const ChannelRows rows = channelRows(x);
+    const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
     const float* px = x.data<float>();
     const float* pg = dy.data<float>();
