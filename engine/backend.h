@@ -21,6 +21,11 @@ class Backend {
   virtual std::string kernelTable() const { return name(); }
   virtual std::string description() const = 0;  // for logs: device and ISA
   virtual int threads() const = 0;
+  // Makes kernels started from the calling thread use threads(). The count is per calling thread
+  // (OpenMP keeps it so), and another backend created or run on the same thread, such as a
+  // trainer's one-thread metric sessions, sets its own: every session run and every optimizer
+  // update therefore applies it first.
+  virtual void applyThreads() const {}
   // "fp32", or "bf16": mixed precision like PyTorch's CPU autocast. Convolution, deconvolution
   // and matmul/Gemm (forward and their backward primitives) read bf16 copies of their inputs and
   // accumulate and write float32; every tensor the graph sees stays float32.

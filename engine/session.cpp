@@ -1193,6 +1193,7 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
     return Status::error("missing input " + m + "; the model expects:\n" + describeInputs());
   }
   reclaimOutputs();
+  backend_->applyThreads();
   const auto t0 = ProfileClock::now();
   DW_RETURN_IF_ERROR(executePlan(p, values, *backend_, *pool_, nullptr));
   if (p.profile) {

@@ -27,9 +27,11 @@ namespace onednn {
 
 CpuBackend::CpuBackend(int threads, bool bf16)
     : DnnlBackend(dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::engine(), bf16),
-      threads_(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())) {
-  // This oneDNN build uses the OpenMP runtime, so the thread count is OpenMP's.
-  omp_set_num_threads(threads_);
+      threads_(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())) {}
+
+// This oneDNN build uses the OpenMP runtime, so the thread count is OpenMP's.
+void CpuBackend::applyThreads() const {
+  if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
 }
 
 std::string CpuBackend::description() const {

@@ -53,6 +53,7 @@ class CpuBackend : public DnnlBackend {
   std::string name() const override { return "cpu"; }
   std::string description() const override;
   int threads() const override { return threads_; }
+  void applyThreads() const override;
   CpuBackend& cpu() override { return *this; }
 
  private:
@@ -74,6 +75,7 @@ class GpuBackend : public DnnlBackend {
   std::string kernelTable() const override { return "cpu"; }
   std::string description() const override { return description_; }
   int threads() const override { return cpu_.threads(); }
+  void applyThreads() const override { cpu_.applyThreads(); }
   CpuBackend& cpu() override { return cpu_; }
 
  private:

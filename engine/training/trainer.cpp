@@ -654,6 +654,7 @@ Status Trainer::Impl::optimizerStep() {
   lastGradNorm = oc.clipNorm > 0 ? clipGradNorm(gs, oc.clipNorm, oc.clipNormType)
                                  : gradNorm(gs, oc.clipNormType);
   lastLr = scheduledLr(oc.schedule, baseLr, counters.optimizerSteps);
+  trainSession->backend().applyThreads();
   for (auto& p : params) {
     if (p.frozen) continue;
     Tensor& w = weights.at(p.name);

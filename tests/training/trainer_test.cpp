@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <omp.h>
 #include <unistd.h>
 #include <cmath>
 #include <cstring>
@@ -126,6 +127,25 @@ class TrainerTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
+
+// OpenMP keeps its thread count per calling thread, and the trainer's one-thread metric sessions
+// are created on the thread that later trains: the training kernels and the optimizer must still
+// run with the count the trainer was given.
+TEST(TrainerThreads, TrainingUsesItsThreadCountAfterOneThreadMetricSessions) {
+  auto g = projectFromJsonText(tinyProject(), "<tiny>");
+  ASSERT_TRUE(g.ok()) << g.message();
+  TrainOptions o;
+  o.threads = 3;
+  auto t = Trainer::create(*g, o);
+  ASSERT_TRUE(t.ok()) << t.message();
+  omp_set_num_threads(1);  // as any other one-thread session created on this thread leaves it
+  auto data = blobs(12);
+  ASSERT_TRUE((*t)->trainStep(firstBatch(*data, 12)).ok());
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  omp_set_num_threads(1);
+  ASSERT_TRUE((*t)->optimizerStep().ok());
+  EXPECT_EQ(omp_get_max_threads(), 3);
+}
 
 TEST_F(TrainerTest, StepsAccumulateAndStatusIsRespected) {
   OptimizerConfig sgd;
