@@ -408,10 +408,15 @@ class Conv : public Kernel {
     dnnl::primitive_attr attr;
     act_.addTo(attr);
     if (!transposed_) {
+      // Winograd under forward_inference wants its weights pre-transformed by a reorder: worth it
+      // for weights reordered once, but weights that change every run (training) cost a reorder
+      // per run as long as the convolution itself, so there forward_training, which transforms
+      // them inside the kernel, is used.
+      const auto prop =
+          constWeights_ ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
       auto describe = [&](dnnl::algorithm alg) {
-        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, alg, srcMd, wMd,
-                                          biasMd, dstMd, p.strides, minus1(p.dilations), p.padL,
-                                          p.padR);
+        dnnl::convolution_forward::desc d(prop, alg, srcMd, wMd, biasMd, dstMd, p.strides,
+                                          minus1(p.dilations), p.padL, p.padR);
         return dnnl::convolution_forward::primitive_desc(d, attr, eng);
       };
       // Batched float32 3x3 / stride 1 convolutions take oneDNN's Winograd F(4x4, 3x3) kernel:

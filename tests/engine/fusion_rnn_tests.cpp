@@ -106,7 +106,9 @@ TEST(Fusion, SingleChannelConvChainMatchesUnfused) {
 
 // Batched float32 3x3 / stride 1 convolutions run oneDNN's Winograd kernel (kernels.cpp): its
 // result must stay within float32 rounding of the definition, computed here in double, with
-// and without the fused Relu + MaxPool, and at a batch that stays on the direct kernel.
+// and without the fused Relu + MaxPool, at a batch that stays on the direct kernel, and with
+// weights that are initializers (transformed once, forward_inference) or graph inputs, as in
+// training (transformed inside the kernel on every run, forward_training).
 TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
   const int64_t C = 16, OC = 24, H = 9, W = 11;
   const Tensor w = randomTensor({OC, C, 3, 3}, 21), b = randomTensor({OC}, 22);
@@ -132,14 +134,20 @@ TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
             ref[((n * OC + o) * H + h) * W + v] = s;
             mag[((n * OC + o) * H + h) * W + v] = a;
           }
-    for (bool pool : {false, true}) {
+    for (const auto& [pool, weightsIn] :
+         {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
       auto m = emptyModel();
       auto* g = m.mutable_graph();
       const int64_t PH = H / 2, PW = W / 2;
       addValue(g->add_input(), "x", {N, C, H, W});
       addValue(g->add_output(), "y", pool ? Shape{N, OC, PH, PW} : Shape{N, OC, H, W});
-      addInit(g, "w", w);
-      addInit(g, "b", b);
+      if (weightsIn) {
+        addValue(g->add_input(), "w", w.shape());
+        addValue(g->add_input(), "b", b.shape());
+      } else {
+        addInit(g, "w", w);
+        addInit(g, "b", b);
+      }
       auto* conv = addNode(g, "Conv", {"x", "w", "b"}, {pool ? "c" : "y"});
       auto* pads = conv->add_attribute();
       pads->set_name("pads");
@@ -156,7 +164,9 @@ TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
           a->add_ints(2);
         }
       }
-      const Tensor y = runOnce(m, {{"x", x}}, true, "y");
+      std::map<std::string, Tensor> feeds{{"x", x}};
+      if (weightsIn) feeds.insert({{"w", w}, {"b", b}});
+      const Tensor y = runOnce(m, feeds, true, "y");
       ASSERT_TRUE(y.defined());
       for (int64_t p = 0; p < N * OC; ++p) {
         const int64_t oh = pool ? PH : H, ow = pool ? PW : W;
@@ -177,7 +187,8 @@ TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
               want = std::max(want, 0.0);
             }
             ASSERT_NEAR(y.data<float>()[(p * oh + h) * ow + v], want, 1e-6 * tol)
-                << "batch " << N << " pool " << pool << " plane " << p << " at " << h << "," << v;
+                << "batch " << N << " pool " << pool << " weights as inputs " << weightsIn
+                << " plane " << p << " at " << h << "," << v;
           }
       }
     }
