@@ -92,7 +92,8 @@ struct PlanNode {
   std::vector<int> outputs;  // value ids, -1 for an omitted optional output
   std::vector<int> release;  // values whose last reader is this node
   bool halfViaFloat = false;
-  double seconds = 0;  // kernel time, when the plan is profiled
+  std::string layouts;  // tensors handed over in nChw16c (markBlockedLayouts), for the profile
+  double seconds = 0;   // kernel time, when the plan is profiled
   int64_t calls = 0;
 };
 
@@ -510,8 +511,102 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
   }
 }
 
+// The training CNN block Conv -> BatchNormalizationTraining (its max pooling fused in): the
+// convolution's output is read only by the normalization and the normalization's gradient, and
+// that gradient's dX only by the convolution's ConvGrad, as dY. Both tensors are then handed
+// over in oneDNN's nChw16c layout instead of plain NCHW (onednn_backend.h): the convolution
+// primitives read and write them as they are, and the normalization kernels gather and scatter
+// one channel block at a time while it is in cache. This saves two reorders of the block's
+// activation per step. Needs statically known weights of 2-D convolutions (group 1, more than
+// one input channel, output channels a multiple of 16).
+void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                        const std::set<std::string>& outputs, const std::vector<bool>& removed,
+                        const std::unordered_map<std::string, onnx::TypeProto>& types) {
+  constexpr const char* kGrad = "com.deepwire.grad";
+  std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> users;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (removed[i]) continue;
+    for (int k = 0; k < nodes[i].first.input_size(); ++k)
+      if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
+  }
+  auto has = [](const onnx::NodeProto& n, const char* name) {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return true;
+    return false;
+  };
+  auto integer = [](const onnx::NodeProto& n, const char* name, int64_t dflt) {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return a.i();
+    return dflt;
+  };
+  auto mark = [](onnx::NodeProto& n, const char* name, int64_t index) {
+    for (auto& a : *n.mutable_attribute())
+      if (a.name() == name) return a.add_ints(index);
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(index);
+  };
+  auto is = [&](const onnx::NodeProto& n, const char* domain, const char* op) {
+    const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
+    return d == domain && n.op_type() == op;
+  };
+  // The weights' dims, all statically known, or empty.
+  auto dims = [&](const std::string& v) {
+    std::vector<int64_t> d;
+    auto it = types.find(v);
+    if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())
+      return d;
+    for (const auto& x : it->second.tensor_type().shape().dim()) {
+      if (!x.has_dim_value()) return std::vector<int64_t>{};
+      d.push_back(x.dim_value());
+    }
+    return d;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto& conv = nodes[i].first;
+    if (removed[i] || !is(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
+        integer(conv, "group", 1) != 1 || has(conv, "__dw_maxpool_kernel"))
+      continue;
+    const std::string& y = conv.output(0);
+    const auto w = dims(conv.input(1));
+    if (y.empty() || outputs.count(y) || w.size() != 4 || w[1] < 2 || w[0] % 16 != 0) continue;
+    std::vector<std::pair<size_t, int>> bns, grads;
+    bool ok = true;
+    for (const auto& [u, k] : users[y]) {
+      const auto& n = nodes[u].first;
+      if (k == 0 && is(n, kGrad, "BatchNormalizationTraining") && has(n, "__dw_maxpool_kernel"))
+        bns.emplace_back(u, k);
+      else if (k == 1 && is(n, kGrad, "BatchNormalizationGrad") && has(n, "__dw_maxpool_kernel"))
+        grads.emplace_back(u, k);
+      else
+        ok = false;
+    }
+    if (!ok || bns.empty()) continue;
+    mark(conv, "__dw_blocked_outputs", 0);
+    for (const auto& [u, k] : bns) mark(nodes[u].first, "__dw_blocked_inputs", k);
+    for (const auto& [u, k] : grads) {
+      onnx::NodeProto& grad = nodes[u].first;
+      mark(grad, "__dw_blocked_inputs", k);
+      const std::string& dx = grad.output(0);
+      if (dx.empty() || outputs.count(dx) || users[dx].empty()) continue;
+      bool convGradsOnly = true;
+      for (const auto& [cu, ck] : users[dx]) {
+        const auto& cg = nodes[cu].first;
+        convGradsOnly &= ck == 0 && is(cg, kGrad, "ConvGrad") && cg.input_size() >= 3 &&
+                         cg.input(1) == conv.input(0) && cg.input(2) == conv.input(1) &&
+                         integer(cg, "transposed", 0) == 0;
+      }
+      if (!convGradsOnly) continue;
+      mark(grad, "__dw_blocked_outputs", 0);
+      for (const auto& [cu, ck] : users[dx]) mark(nodes[cu].first, "__dw_blocked_inputs", ck);
+    }
+  }
+}
+
 void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
-                        const onnx::GraphProto& g) {
+                        const onnx::GraphProto& g,
+                        const std::unordered_map<std::string, onnx::TypeProto>& types) {
   constexpr const char* kGrad = "com.deepwire.grad";
   std::set<std::string> outputs;
   for (const auto& o : g.output()) outputs.insert(o.name());
@@ -578,6 +673,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     removed[c] = true;
   }
   fuseMaxPoolIntoBatchNorm(nodes, outputs, removed);
+  markBlockedLayouts(nodes, outputs, removed, types);
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
   kept.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -777,7 +873,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
   if (fuse) {
     fuseForOneDnn(expanded, g, types);
-    fuseTrainingChains(expanded, g);
+    fuseTrainingChains(expanded, g, types);
   }
 
   // Topological order (Kahn), counting values a node's subgraphs read as its inputs too.
@@ -848,6 +944,14 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     pn.op = node.op_type();
     pn.domain = normDomain(node.domain());
     pn.opset = opsetFor(nodeOpsets, pn.domain);
+    for (const auto& a : node.attribute()) {
+      if (a.name() != "__dw_blocked_inputs" && a.name() != "__dw_blocked_outputs") continue;
+      for (int64_t i : a.ints())
+        pn.layouts += std::string(pn.layouts.empty() ? "" : ", ") +
+                      (a.name() == "__dw_blocked_inputs" ? "input " : "output ") +
+                      std::to_string(i);
+    }
+    if (!pn.layouts.empty()) pn.layouts += " in nChw16c";
     DW_RETURN_IF_ERROR(buildKernel(pn, node, nodeOpsets, visible));
     for (const auto& in : node.input()) pn.inputs.push_back(in.empty() ? -1 : p->id(in));
     for (const auto& o : node.output()) pn.outputs.push_back(o.empty() ? -1 : p->id(o));
@@ -1052,8 +1156,9 @@ std::string InferenceSession::profileReport(size_t top) const {
             [](const PlanNode* a, const PlanNode* b) { return a->seconds > b->seconds; });
   os << "  costliest nodes:\n";
   for (size_t i = 0; i < nodes.size() && i < top; ++i) {
-    std::snprintf(line, sizeof line, "  %8.3f ms  %s (%s)\n", 1e3 * nodes[i]->seconds / runs,
-                  nodes[i]->name.c_str(), nodes[i]->op.c_str());
+    std::snprintf(line, sizeof line, "  %8.3f ms  %s (%s%s%s)\n", 1e3 * nodes[i]->seconds / runs,
+                  nodes[i]->name.c_str(), nodes[i]->op.c_str(),
+                  nodes[i]->layouts.empty() ? "" : "; ", nodes[i]->layouts.c_str());
     os << line;
   }
   return os.str();

@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <oneapi/dnnl/dnnl_ocl.hpp>
 #include <thread>
@@ -186,6 +187,19 @@ dnnl::memory::format_tag plainTag(size_t rank) {
     default:
       return tag::undef;
   }
+}
+
+bool blockedShapeOk(const Shape& s) {
+  return s.size() == 4 && s[1] % kChannelBlock == 0;
+}
+
+dnnl::memory::desc blockedDesc(const Shape& s) {
+  return dnnl::memory::desc(toDims(s), dnnl::memory::data_type::f32,
+                            dnnl::memory::format_tag::aBcd16b);
+}
+
+bool listed(const std::vector<int64_t>& indices, int64_t i) {
+  return std::find(indices.begin(), indices.end(), i) != indices.end();
 }
 
 dnnl::memory::desc plainDesc(const Shape& s, dnnl::memory::data_type dt) {

@@ -131,7 +131,8 @@ class ConvGrad : public Kernel {
   explicit ConvGrad(const KernelInit& init)
       : attrs_(init.attrs),
         transposed_(init.attrs.getInt("transposed", 0) != 0),
-        group_(init.attrs.getInt("group", 1)) {}
+        group_(init.attrs.getInt("group", 1)),
+        blockedDy_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)) {}
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 3));
@@ -141,6 +142,11 @@ class ConvGrad : public Kernel {
     if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() || dy.rank() != x.rank())
       return Status::error("ConvGrad: inputs must be 3-D to 5-D with matching ranks");
     auto key = inputShapesKey(ctx);
+    if (blockedDy_ && (transposed_ || !onednn::blockedShapeOk(dy.shape()) || x.dim(1) == 1))
+      return Status::error("dY of shape " + shapeToString(dy.shape()) +
+                           " cannot arrive in the nChw16c layout (it needs a 2-D convolution of "
+                           "more than one input channel and output channels a multiple of 16); "
+                           "run the session with fuse off");
     if (!ctx.wantsOutput(0) && !transposed_ && group_ == 1 && x.rank() == 4 && x.dim(1) == 1 &&
         w.dim(1) == 1 && w.dim(0) == dy.dim(1))
       return singleChannel(ctx, key);
@@ -297,7 +303,7 @@ class ConvGrad : public Kernel {
       e.userW = memory::desc(wdims, f32, wstrides);
     }
     e.userSrc = plainDesc(x.shape(), f32);
-    e.userDst = plainDesc(dy.shape(), f32);
+    e.userDst = blockedDy_ ? onednn::blockedDesc(dy.shape()) : plainDesc(dy.shape(), f32);
     e.biasD = memory::desc({oc}, f32, Tag::a);
     const Dims srcDims = onednn::toDims(x.shape()), dstDims = onednn::toDims(dy.shape());
     const Dims dil = dilationsMinus1(win->dilations);
@@ -334,6 +340,7 @@ class ConvGrad : public Kernel {
   Attributes attrs_;
   bool transposed_;
   int64_t group_;
+  bool blockedDy_;  // dY arrives in nChw16c (the session's markBlockedLayouts)
   std::map<std::vector<int64_t>, Entry> cache_;
   std::map<std::vector<int64_t>, onednn::SingleChannelConv> direct_;
 };
@@ -362,6 +369,79 @@ ChannelRows channelRows(const Tensor& x) {
   int64_t s = 1;
   for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
   return {x.dim(0), s, x.dim(1) * s};
+}
+
+// One channel block (16 channels) of an N x C x S tensor in nChw16c (onednn::kChannelBlock)
+// as 16 channels of plain rows, for the normalization kernels to run their per-channel code on.
+// Each row lies at the same offset within a 64-byte line as in the plain NCHW tensor, so the
+// vectorised loops split it the same way and the results are bit-identical to the plain path.
+struct GatheredBlock {
+  int64_t n = 0, c = 0, s = 0, rowStride = 0, chanStride = 0;
+  float* base = nullptr;  // 64-byte aligned
+
+  // Sized for N x C x S in `buf` (kept by the caller across calls).
+  GatheredBlock(int64_t n_, int64_t c_, int64_t s_, std::vector<float>& buf) : n(n_), c(c_), s(s_) {
+    // Row i + 1 of a plain channel lies c * s after row i: congruent mod 16 floats.
+    rowStride = s + ((c * s - s) % 16 + 16) % 16;
+    chanStride = (n * rowStride + 16 + 15) / 16 * 16;
+    buf.resize(static_cast<size_t>(onednn::kChannelBlock * chanStride + 16));
+    const auto p = reinterpret_cast<uintptr_t>(buf.data());
+    base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+  }
+  ChannelRows rows() const { return {n, s, rowStride}; }
+  // Channel l of block cb: where the plain tensor's channel starts, mod 16 floats.
+  float* channel(int64_t cb, int64_t l) const {
+    return base + l * chanStride + ((cb * onednn::kChannelBlock + l) * s) % 16;
+  }
+
+  // Tiles of 16 positions keep both sides of the transposition in L1.
+  void gather(const float* x, int64_t cb) const {
+    constexpr int64_t B = onednn::kChannelBlock;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* src = x + (i * (c / B) + cb) * s * B;
+      for (int64_t j0 = 0; j0 < s; j0 += B) {
+        const int64_t len = std::min(B, s - j0);
+        for (int64_t l = 0; l < B; ++l) {
+          float* o = channel(cb, l) + i * rowStride + j0;
+          for (int64_t j = 0; j < len; ++j) o[j] = src[(j0 + j) * B + l];
+        }
+      }
+    }
+  }
+  void scatter(float* x, int64_t cb) const {
+    constexpr int64_t B = onednn::kChannelBlock;
+    for (int64_t i = 0; i < n; ++i) {
+      float* dst = x + (i * (c / B) + cb) * s * B;
+      for (int64_t j0 = 0; j0 < s; j0 += B) {
+        const int64_t len = std::min(B, s - j0);
+        for (int64_t l = 0; l < B; ++l) {
+          const float* in = channel(cb, l) + i * rowStride + j0;
+          for (int64_t j = 0; j < len; ++j) dst[(j0 + j) * B + l] = in[j];
+        }
+      }
+    }
+  }
+  // The same rows copied from and to a plain tensor.
+  void copyIn(const float* x, int64_t cb) const {
+    for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(x + ((i * c) + cb * onednn::kChannelBlock + l) * s, s,
+                    channel(cb, l) + i * rowStride);
+  }
+  void copyOut(float* x, int64_t cb) const {
+    for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(channel(cb, l) + i * rowStride, s,
+                    x + ((i * c) + cb * onednn::kChannelBlock + l) * s);
+  }
+};
+
+// A blocked tensor the session declared: its shape must allow the layout.
+Status checkBlocked(const Tensor& t, const char* what) {
+  if (onednn::blockedShapeOk(t.shape())) return Status();
+  return Status::error(std::string(what) + " of shape " + shapeToString(t.shape()) +
+                       " cannot be handed over in the nChw16c layout (it needs 4-D with channels "
+                       "a multiple of 16); run the session with fuse off");
 }
 
 // A 2-D max pooling window (explicit padding, no dilation) over h x w planes.
@@ -952,10 +1032,13 @@ class BatchNormTraining : public Kernel {
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         momentum_(init.attrs.getFloat("momentum", 0.9f)),
         relu_(init.attrs.getString("__dw_activation") == "Relu"),
-        pool_(init.attrs) {
+        pool_(init.attrs),
+        blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)) {
     const std::string act = init.attrs.getString("__dw_activation");
     if (!act.empty() && !relu_) fail("BatchNormalizationTraining cannot apply fused " + act);
     if (pool_.on && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
+    // Y's rows are written with X's stride, which a gathered channel does not have.
+    if (blockedX_ && !pool_.on) fail("a blocked input needs the fused max pooling");
   }
 
   Status compute(KernelContext& ctx) override {
@@ -985,6 +1068,7 @@ class BatchNormTraining : public Kernel {
       if (!arg) return ctx.status();
     }
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
+    if (blockedX_) DW_RETURN_IF_ERROR(checkBlocked(x, "input X"));
     const ChannelRows rows = channelRows(x);
     const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
@@ -993,11 +1077,24 @@ class BatchNormTraining : public Kernel {
     const float* shift = ctx.input(2).data<float>();
     float* py = y->data<float>();
     uint8_t* pa = arg ? arg->data<uint8_t>() : nullptr;
+    auto channel = [&](const ChannelRows& r, const float* xc, int64_t ch) {
+      bnForwardChannel(r, xc, scale[ch], shift[ch], eps_, relu_, pool_.on ? &g : nullptr, c * ps,
+                       py + ch * ps, pa ? pa + ch * ps : nullptr, sm->data<float>() + ch,
+                       sv->data<float>() + ch);
+    };
+    if (blockedX_) {
+      constexpr int64_t B = onednn::kChannelBlock;
 #pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < c; ++ch)
-      bnForwardChannel(rows, px + ch * s, scale[ch], shift[ch], eps_, relu_,
-                       pool_.on ? &g : nullptr, c * ps, py + ch * ps, pa ? pa + ch * ps : nullptr,
-                       sm->data<float>() + ch, sv->data<float>() + ch);
+      for (int64_t cb = 0; cb < c / B; ++cb) {
+        thread_local std::vector<float> buf;  // kept across calls: no allocation per step
+        const GatheredBlock blk(rows.n, c, s, buf);
+        blk.gather(px, cb);
+        for (int64_t l = 0; l < B; ++l) channel(blk.rows(), blk.channel(cb, l), cb * B + l);
+      }
+    } else {
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch) channel(rows, px + ch * s, ch);
+    }
     const float* im = ctx.input(3).data<float>();
     const float* iv = ctx.input(4).data<float>();
     const float m = momentum_;
@@ -1012,6 +1109,7 @@ class BatchNormTraining : public Kernel {
   float eps_, momentum_;
   bool relu_;       // a Relu on the output, fused by the session (fuseTrainingChains)
   FusedPool pool_;  // a max pooling after it, fused by the session
+  bool blockedX_;   // X arrives in nChw16c (markBlockedLayouts)
 };
 
 // BatchNormalizationGrad(dY, X, scale, mean, var, B) -> dX, dScale, dB. With global_stats=1 the
@@ -1023,7 +1121,13 @@ class BatchNormGrad : public Kernel {
   explicit BatchNormGrad(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         global_(init.attrs.getInt("global_stats", 0) != 0),
-        pool_(init.attrs) {}
+        pool_(init.attrs),
+        blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 1)),
+        blockedDx_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)) {
+    // Without the pooling dY has X's rows, which a gathered channel does not have.
+    if ((blockedX_ || blockedDx_) && !pool_.on)
+      fail("a blocked input or output needs the fused max pooling");
+  }
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 6));
@@ -1056,6 +1160,7 @@ class BatchNormGrad : public Kernel {
     Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!db) return ctx.status();
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
+    if (blockedX_ || blockedDx_) DW_RETURN_IF_ERROR(checkBlocked(x, "input X"));
     const ChannelRows rows = channelRows(x);
     const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
@@ -1066,18 +1171,42 @@ class BatchNormGrad : public Kernel {
     const float* mean = ctx.input(3).data<float>();
     const float* var = ctx.input(4).data<float>();
     float* pdx = dx->data<float>();
+    auto channel = [&](const ChannelRows& r, const float* xc, float* dxc, int64_t ch) {
+      bnBackwardChannel(r, xc, pg + ch * ps, scale[ch], mean[ch], var[ch], eps_, global_,
+                        pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr, dxc,
+                        ds->data<float>() + ch, db->data<float>() + ch);
+    };
+    if (blockedX_ || blockedDx_) {
+      // X gathered (or copied) into plain rows, and dX computed into rows laid out alike, then
+      // scattered (or copied) out.
+      constexpr int64_t B = onednn::kChannelBlock;
 #pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < c; ++ch)
-      bnBackwardChannel(rows, px + ch * s, pg + ch * ps, scale[ch], mean[ch], var[ch], eps_,
-                        global_, pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr,
-                        pdx + ch * s, ds->data<float>() + ch, db->data<float>() + ch);
+      for (int64_t cb = 0; cb < c / B; ++cb) {
+        thread_local std::vector<float> xBuf, dxBuf;  // kept across calls: no allocation per step
+        const GatheredBlock xs(rows.n, c, s, xBuf), dxs(rows.n, c, s, dxBuf);
+        if (blockedX_)
+          xs.gather(px, cb);
+        else
+          xs.copyIn(px, cb);
+        for (int64_t l = 0; l < B; ++l)
+          channel(xs.rows(), xs.channel(cb, l), dxs.channel(cb, l), cb * B + l);
+        if (blockedDx_)
+          dxs.scatter(pdx, cb);
+        else
+          dxs.copyOut(pdx, cb);
+      }
+    } else {
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch) channel(rows, px + ch * s, pdx + ch * s, ch);
+    }
     return Status();
   }
 
  private:
   float eps_;
   bool global_;
-  FusedPool pool_;  // the max pooling (and Relu) before it, fused by the session
+  FusedPool pool_;             // the max pooling (and Relu) before it, fused by the session
+  bool blockedX_, blockedDx_;  // X arrives / dX leaves in nChw16c (markBlockedLayouts)
 };
 
 }  // namespace

@@ -185,7 +185,8 @@ class Conv : public Kernel {
         bnEps_(init.attrs.getFloat("__dw_bn_epsilon", 0)),
         poolKernel_(init.attrs.getInts("__dw_maxpool_kernel")),
         poolStrides_(init.attrs.getInts("__dw_maxpool_strides")),
-        poolPads_(init.attrs.getInts("__dw_maxpool_pads")) {
+        poolPads_(init.attrs.getInts("__dw_maxpool_pads")),
+        blockedY_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)) {
     // Weights (and a fused BatchNormalization's parameters, folded into them) that are
     // initializers are folded and reordered once, on the first run of each shape.
     constWeights_ = init.constantInputs.size() > 1;
@@ -344,6 +345,12 @@ class Conv : public Kernel {
       }
     }
     e.outShape = out;
+    if (blockedY_ &&
+        (transposed_ || !poolKernel_.empty() || !onednn::blockedShapeOk(out) || (g == 1 && c == 1)))
+      return Status::error("output of shape " + shapeToString(out) +
+                           " cannot be handed over in the nChw16c layout (it needs a 2-D "
+                           "convolution of more than one input channel, no fused pooling and "
+                           "output channels a multiple of 16); run the session with fuse off");
     bool unpaddedPool = poolKernel_.size() == 2;
     for (int64_t v : poolPads_) unpaddedPool &= v == 0;
     if (!transposed_ && g == 1 && c == 1 && ns == 2 && (poolKernel_.empty() || unpaddedPool) &&
@@ -370,7 +377,7 @@ class Conv : public Kernel {
       return Status();
     }
     e.userSrc = plainDesc(x.shape(), f32);
-    e.userDst = plainDesc(out, f32);
+    e.userDst = blockedY_ ? onednn::blockedDesc(out) : plainDesc(out, f32);
     const int64_t oc = out[1];
     Dims wdims, wstrides;
     const int64_t K = numElements(kernel);
@@ -512,6 +519,7 @@ class Conv : public Kernel {
   std::vector<float> foldedW_, foldedB_;
   bool constWeights_ = false;
   std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool
+  bool blockedY_;  // Y leaves in nChw16c (the session's markBlockedLayouts)
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;

@@ -5,7 +5,8 @@
 // false), on odd plane sizes (the 2x2/2 window then leaves a row and a column out), overlapping
 // and padded windows, with and without the Relu, on planes wider than one 16-lane vector;
 // windows the fused kernels do not cover (ceil_mode) and activations with other readers stay
-// unfused.
+// unfused. With channels a multiple of 16 the convolution's output and its gradient also pass
+// between the kernels in nChw16c, and the results must still be bit-identical.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -164,6 +165,14 @@ TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
   // The fusion removes the MaxPool and its gradient from the plan.
   EXPECT_EQ(report.find("PoolGrad") == std::string::npos, c.fused) << report;
   EXPECT_EQ(report.find("MaxPool") == std::string::npos, c.fused) << report;
+  // Where the channels allow it, the convolution's output and the normalization gradient's dX
+  // are handed over in nChw16c: Conv output 0, the normalization's X, its gradient's X and dX,
+  // and ConvGrad's dY.
+  const bool blocked = c.fused && c.c % 16 == 0;
+  for (const char* node :
+       {"(Conv; output 0 in nChw16c)", "(BatchNormalizationTraining; input 0 in nChw16c)",
+        "(BatchNormalizationGrad; input 1, output 0 in nChw16c)", "(ConvGrad; input 0 in nChw16c)"})
+    EXPECT_EQ(report.find(node) != std::string::npos, blocked) << node << "\n" << report;
   ASSERT_EQ(results[0].size(), results[1].size());
   std::string names;
   for (const auto& [k, t] : results[0]) names += k + " ";
@@ -195,6 +204,10 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"overlap_padded", 3, 5, 11, 9, {3, 3}, {2, 2}, {1, 1, 1, 1}},
         PoolCase{"asymmetric", 2, 3, 10, 13, {2, 3}, {1, 2}, {0, 1, 1, 0}},
         PoolCase{"stride_over_kernel_no_relu", 2, 4, 13, 11, {2, 2}, {3, 3}, {0, 0, 0, 0}, false},
+        // 16 and 32 channels: the convolution's output and its gradient go between the
+        // convolution and normalization kernels in nChw16c (markBlockedLayouts).
+        PoolCase{"blocked_16", 3, 16, 11, 9, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+        PoolCase{"blocked_32_overlap_no_relu", 2, 32, 14, 14, {3, 3}, {2, 2}, {1, 1, 1, 1}, false},
         PoolCase{"ceil_mode_unfused",
                  2,
                  3,
