@@ -606,7 +606,8 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
 
 void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                         const onnx::GraphProto& g,
-                        const std::unordered_map<std::string, onnx::TypeProto>& types) {
+                        const std::unordered_map<std::string, onnx::TypeProto>& types,
+                        bool blockedLayouts) {
   constexpr const char* kGrad = "com.deepwire.grad";
   std::set<std::string> outputs;
   for (const auto& o : g.output()) outputs.insert(o.name());
@@ -673,7 +674,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     removed[c] = true;
   }
   fuseMaxPoolIntoBatchNorm(nodes, outputs, removed);
-  markBlockedLayouts(nodes, outputs, removed, types);
+  if (blockedLayouts) markBlockedLayouts(nodes, outputs, removed, types);
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
   kept.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -873,7 +874,9 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
   if (fuse) {
     fuseForOneDnn(expanded, g, types);
-    fuseTrainingChains(expanded, g, types);
+    // bf16 convolutions want NHWC bf16 operands, so an nChw16c handoff would only move their
+    // reorder and add the normalization's transposes.
+    fuseTrainingChains(expanded, g, types, backend->precision() == "fp32");
   }
 
   // Topological order (Kahn), counting values a node's subgraphs read as its inputs too.
