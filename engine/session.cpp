@@ -136,7 +136,8 @@ struct Planner {
   std::unordered_map<std::string, onnx::TypeProto> types;
   std::map<std::string, const onnx::FunctionProto*> localFunctions;  // "domain:name"
   int counter = 0;
-  bool fuse = true;  // SessionOptions::fuse
+  bool fuse = true;            // SessionOptions::fuse
+  bool blockedLayouts = true;  // SessionOptions::blockedLayouts
   // Initializers of the graph being planned (and its enclosing ones) that are not graph inputs:
   // KernelInit::constantInputs.
   std::set<std::string> constants;
@@ -517,8 +518,10 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
 // over in oneDNN's nChw16c layout instead of plain NCHW (onednn_backend.h): the convolution
 // primitives read and write them as they are, and the normalization kernels gather and scatter
 // one channel block at a time while it is in cache. This saves two reorders of the block's
-// activation per step. Needs statically known weights of 2-D convolutions (group 1, more than
-// one input channel, output channels a multiple of 16).
+// activation per step. (The block's other end, the pooled output feeding the next convolution,
+// measured no gain: its tensors are a quarter the size, and the transposes cost what the
+// reorders did.) Needs statically known weights of 2-D convolutions (group 1, more than one
+// input channel, output channels a multiple of 16).
 void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                         const std::set<std::string>& outputs, const std::vector<bool>& removed,
                         const std::unordered_map<std::string, onnx::TypeProto>& types) {
@@ -876,7 +879,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     fuseForOneDnn(expanded, g, types);
     // bf16 convolutions want NHWC bf16 operands, so an nChw16c handoff would only move their
     // reorder and add the normalization's transposes.
-    fuseTrainingChains(expanded, g, types, backend->precision() == "fp32");
+    fuseTrainingChains(expanded, g, types, blockedLayouts && backend->precision() == "fp32");
   }
 
   // Topological order (Kahn), counting values a node's subgraphs read as its inputs too.
@@ -1210,6 +1213,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   planner.backend = s->backend_.get();
   planner.registry = &KernelRegistry::global();
   planner.fuse = options.fuse;
+  planner.blockedLayouts = options.blockedLayouts;
   const auto& ig = inferred.graph();
   for (const auto& v : ig.input()) planner.types[v.name()] = v.type();
   for (const auto& v : ig.value_info()) planner.types[v.name()] = v.type();

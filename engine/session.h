@@ -25,6 +25,10 @@ struct SessionOptions {
   size_t memoryLimitBytes = 0;
   // Fuse Conv+BatchNormalization and Conv/Gemm/MatMul+activation into single oneDNN primitives.
   bool fuse = true;
+  // Under fuse, in fp32: let a training CNN block hand its convolution activations and their
+  // gradients between kernels in oneDNN's nChw16c layout (see markBlockedLayouts); false keeps
+  // every tensor plain NCHW, for comparisons.
+  bool blockedLayouts = true;
   // Time every kernel call (also on when the DEEPWIRE_PROFILE environment variable is set; the
   // session then prints profileReport() to stderr when it is destroyed).
   bool profile = false;
