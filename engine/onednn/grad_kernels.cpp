@@ -447,7 +447,13 @@ Status checkBlocked(const Tensor& t, const char* what) {
 // A 2-D max pooling window (explicit padding, no dilation) over h x w planes.
 struct MaxPool2d {
   int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
-  bool tiled2() const { return kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0; }
+  // The 2x2 / stride 2 window with every window inside the plane. ceil_mode's last, partial
+  // window (a bottom or right padding) is not: the tiled loops would read and write a row or
+  // column past the plane, into the next one.
+  bool tiled2() const {
+    return kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && 2 * oh <= h &&
+           2 * ow <= w;
+  }
 };
 // The winner of a window is stored as its row-major position in the window; kNoArg marks a
 // window that passes no gradient (no element, or a fused Relu blocks it).

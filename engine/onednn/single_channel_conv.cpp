@@ -360,8 +360,10 @@ void singleChannelConvGenericOnly(bool on) {
 __attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
     const float* in, int64_t H, int64_t W, float* out, int64_t OH, int64_t OW, int64_t kh,
     int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
-  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0) {
-    // The common 2x2 / stride 2 window, branch-free so that it vectorizes.
+  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && 2 * OH <= H &&
+      2 * OW <= W) {
+    // The common 2x2 / stride 2 window, branch-free so that it vectorizes. ceil_mode's partial
+    // last window takes the general loop: this one would read past the plane.
     for (int64_t oh = 0; oh < OH; ++oh) {
       const float* __restrict r0 = in + 2 * oh * W;
       const float* __restrict r1 = r0 + W;

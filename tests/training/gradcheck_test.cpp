@@ -417,6 +417,16 @@ std::vector<GradCase> cases() {
                 attrInts("pads", {1, 1, 0, 0}), attrI("ceil_mode", 1)},
                false});
   v.back().distinct = true;
+  // 2x2 / stride 2 with ceil_mode on odd planes: the last window of each row and column is
+  // partial, and the gradient must not take the tiled 2x2 loops (they would read and write past
+  // the plane, into the next one).
+  v.push_back(
+      {"MaxPool_2x2_ceil_odd",
+       "MaxPool",
+       {In{{2, 2, 5, 7}}},
+       {attrInts("kernel_shape", {2, 2}), attrInts("strides", {2, 2}), attrI("ceil_mode", 1)},
+       false});
+  v.back().distinct = true;
   v.push_back({"AveragePool",
                "AveragePool",
                {In{{1, 2, 5, 5}}},
