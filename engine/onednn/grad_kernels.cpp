@@ -371,6 +371,60 @@ ChannelRows channelRows(const Tensor& x) {
   return {x.dim(0), s, x.dim(1) * s};
 }
 
+// The project builds for baseline x86-64: AVX-512 loops are compiled for it explicitly and run
+// where the CPU has it.
+#define DW_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+bool avx512Usable() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+// out[c][r] = in[r][c] for the r < rows and c < cols of a 16 x 16 tile: input row r at
+// in + r * inStride, output row c at out + c * outStride. Four rounds of in-register shuffles:
+// pairs of 32-bit, then 64-bit elements within each 128-bit lane, then a 4 x 4 transpose of
+// the lanes.
+DW_AVX512 void transposeTile16(const float* in, int64_t inStride, float* out, int64_t outStride,
+                               int64_t rows, int64_t cols) {
+  const __mmask16 colMask = cols >= 16 ? 0xffff : static_cast<__mmask16>((1u << cols) - 1);
+  const __mmask16 rowMask = rows >= 16 ? 0xffff : static_cast<__mmask16>((1u << rows) - 1);
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(colMask, in + i * inStride) : _mm512_setzero_ps();
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + m], 128-bit lane k: column 4k + m of rows 4g .. 4g + 3.
+  for (int g = 0; g < 4; ++g) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]),
+                  c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+    r[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // Output column 4k + m gathers lane k of u[m], u[4 + m], u[8 + m], u[12 + m].
+  for (int m = 0; m < 4; ++m) {
+    const __m512 p = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x44);
+    const __m512 q = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x44);
+    const __m512 u = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xee);
+    const __m512 v = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xee);
+    t[m] = _mm512_shuffle_f32x4(p, q, 0x88);
+    t[4 + m] = _mm512_shuffle_f32x4(p, q, 0xdd);
+    t[8 + m] = _mm512_shuffle_f32x4(u, v, 0x88);
+    t[12 + m] = _mm512_shuffle_f32x4(u, v, 0xdd);
+  }
+  for (int c = 0; c < cols; ++c) _mm512_mask_storeu_ps(out + c * outStride, rowMask, t[c]);
+}
+
+// The same tile, portably.
+void transposeTile(const float* in, int64_t inStride, float* out, int64_t outStride, int64_t rows,
+                   int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t i = 0; i < rows; ++i) out[c * outStride + i] = in[i * inStride + c];
+}
+
 // One channel block (16 channels) of an N x C x S tensor in nChw16c (onednn::kChannelBlock)
 // as 16 channels of plain rows, for the normalization kernels to run their per-channel code on.
 // Each row lies at the same offset within a 64-byte line as in the plain NCHW tensor, so the
@@ -381,58 +435,50 @@ struct GatheredBlock {
 
   // Sized for N x C x S in `buf` (kept by the caller across calls).
   GatheredBlock(int64_t n_, int64_t c_, int64_t s_, std::vector<float>& buf) : n(n_), c(c_), s(s_) {
-    // Row i + 1 of a plain channel lies c * s after row i: congruent mod 16 floats.
+    // In the plain tensor row i + 1 of a channel lies c * s after row i, and channel ch + 1
+    // starts s after channel ch: both strides keep those offsets mod 16 floats (a line), and
+    // are even, so a block's rows are one 2-D array.
     rowStride = s + ((c * s - s) % 16 + 16) % 16;
-    chanStride = (n * rowStride + 16 + 15) / 16 * 16;
+    chanStride = (n * rowStride + 15) / 16 * 16 + s % 16;
     buf.resize(static_cast<size_t>(onednn::kChannelBlock * chanStride + 16));
     const auto p = reinterpret_cast<uintptr_t>(buf.data());
     base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
   }
   ChannelRows rows() const { return {n, s, rowStride}; }
-  // Channel l of block cb: where the plain tensor's channel starts, mod 16 floats.
-  float* channel(int64_t cb, int64_t l) const {
-    return base + l * chanStride + ((cb * onednn::kChannelBlock + l) * s) % 16;
-  }
+  // Channel l of the block (any block: its first channel's offset, 16 * cb * s, is 0 mod 16).
+  float* channel(int64_t l) const { return base + l * chanStride; }
 
-  // Tiles of 16 positions keep both sides of the transposition in L1.
+  // 16 x 16 tiles: 16 positions of the block's 16 channels.
   void gather(const float* x, int64_t cb) const {
     constexpr int64_t B = onednn::kChannelBlock;
+    const auto tile = avx512Usable() ? transposeTile16 : transposeTile;
     for (int64_t i = 0; i < n; ++i) {
       const float* src = x + (i * (c / B) + cb) * s * B;
-      for (int64_t j0 = 0; j0 < s; j0 += B) {
-        const int64_t len = std::min(B, s - j0);
-        for (int64_t l = 0; l < B; ++l) {
-          float* o = channel(cb, l) + i * rowStride + j0;
-          for (int64_t j = 0; j < len; ++j) o[j] = src[(j0 + j) * B + l];
-        }
-      }
+      for (int64_t j0 = 0; j0 < s; j0 += B)
+        tile(src + j0 * B, B, base + i * rowStride + j0, chanStride, std::min(B, s - j0), B);
     }
   }
   void scatter(float* x, int64_t cb) const {
     constexpr int64_t B = onednn::kChannelBlock;
+    const auto tile = avx512Usable() ? transposeTile16 : transposeTile;
     for (int64_t i = 0; i < n; ++i) {
       float* dst = x + (i * (c / B) + cb) * s * B;
-      for (int64_t j0 = 0; j0 < s; j0 += B) {
-        const int64_t len = std::min(B, s - j0);
-        for (int64_t l = 0; l < B; ++l) {
-          const float* in = channel(cb, l) + i * rowStride + j0;
-          for (int64_t j = 0; j < len; ++j) dst[(j0 + j) * B + l] = in[j];
-        }
-      }
+      for (int64_t j0 = 0; j0 < s; j0 += B)
+        tile(base + i * rowStride + j0, chanStride, dst + j0 * B, B, B, std::min(B, s - j0));
     }
   }
   // The same rows copied from and to a plain tensor.
   void copyIn(const float* x, int64_t cb) const {
     for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
       for (int64_t i = 0; i < n; ++i)
-        std::copy_n(x + ((i * c) + cb * onednn::kChannelBlock + l) * s, s,
-                    channel(cb, l) + i * rowStride);
+        std::copy_n(x + (i * c + cb * onednn::kChannelBlock + l) * s, s,
+                    channel(l) + i * rowStride);
   }
   void copyOut(float* x, int64_t cb) const {
     for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
       for (int64_t i = 0; i < n; ++i)
-        std::copy_n(channel(cb, l) + i * rowStride, s,
-                    x + ((i * c) + cb * onednn::kChannelBlock + l) * s);
+        std::copy_n(channel(l) + i * rowStride, s,
+                    x + (i * c + cb * onednn::kChannelBlock + l) * s);
   }
 };
 
@@ -466,14 +512,6 @@ constexpr int64_t kMaxPoolArgWindow = 255;  // kh * kw must stay below kNoArg
 // operand order (MAXPS returns its second operand on ties and NaN) and the first maximum in scan
 // order (a, b, c, d).
 namespace tiled2 {
-
-#define DW_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-
-bool usable() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
-  return ok;
-}
 
 // Masks for the 2n floats of n (<= 16) window pairs.
 struct PairMask {
@@ -586,8 +624,6 @@ DW_AVX512 void scatter(const MaxPool2d& g, const float* dy, const uint8_t* arg, 
   }
 }
 
-#undef DW_AVX512
-
 }  // namespace tiled2
 
 // Max pooling of one plane with the winners, choosing exactly as PoolGrad's maxPool2dBackward
@@ -596,7 +632,7 @@ DW_AVX512 void scatter(const MaxPool2d& g, const float* dy, const uint8_t* arg, 
 // positive gets kNoArg, as the fused Relu gradient there passes nothing.
 inline void maxPoolArgPlane(const MaxPool2d& g, const float* in, bool relu, float* out,
                             uint8_t* arg) {
-  if (g.tiled2() && tiled2::usable()) return tiled2::forward(g, in, relu, out, arg);
+  if (g.tiled2() && avx512Usable()) return tiled2::forward(g, in, relu, out, arg);
   if (g.tiled2()) {
     for (int64_t oh = 0; oh < g.oh; ++oh) {
       const float* r0 = in + 2 * oh * g.w;
@@ -643,7 +679,7 @@ inline void maxPoolArgPlane(const MaxPool2d& g, const float* in, bool relu, floa
 // The gradient of a max-pooled plane: dy goes to each window's winner. Written exactly as
 // maxPool2dBackward writes it (assignments for the 2x2/2 window, zeros then sums otherwise).
 inline void maxPoolArgScatter(const MaxPool2d& g, const float* dy, const uint8_t* arg, float* ds) {
-  if (g.tiled2() && tiled2::usable()) return tiled2::scatter(g, dy, arg, ds);
+  if (g.tiled2() && avx512Usable()) return tiled2::scatter(g, dy, arg, ds);
   if (g.tiled2()) {
     if (2 * g.oh != g.h || 2 * g.ow != g.w) std::fill_n(ds, g.h * g.w, 0.0f);
     for (int64_t oh = 0; oh < g.oh; ++oh) {
@@ -680,7 +716,7 @@ inline void maxPoolArgScatter(const MaxPool2d& g, const float* dy, const uint8_t
 // `relu` (a fused Relu gradient; x is the Relu's output) nothing flows where x <= 0.
 void maxPoolBackwardPlane(const MaxPool2d& g, const float* xs, const float* gs, bool relu,
                           float* ds) {
-  if (g.tiled2() && tiled2::usable()) {
+  if (g.tiled2() && avx512Usable()) {
     if (2 * g.oh != g.h || 2 * g.ow != g.w) std::fill_n(ds, g.h * g.w, 0.0f);
     return tiled2::backward(g, xs, gs, relu, ds);
   }
@@ -1095,7 +1131,7 @@ class BatchNormTraining : public Kernel {
         thread_local std::vector<float> buf;  // kept across calls: no allocation per step
         const GatheredBlock blk(rows.n, c, s, buf);
         blk.gather(px, cb);
-        for (int64_t l = 0; l < B; ++l) channel(blk.rows(), blk.channel(cb, l), cb * B + l);
+        for (int64_t l = 0; l < B; ++l) channel(blk.rows(), blk.channel(l), cb * B + l);
       }
     } else {
 #pragma omp parallel for schedule(static)
@@ -1195,7 +1231,7 @@ class BatchNormGrad : public Kernel {
         else
           xs.copyIn(px, cb);
         for (int64_t l = 0; l < B; ++l)
-          channel(xs.rows(), xs.channel(cb, l), dxs.channel(cb, l), cb * B + l);
+          channel(xs.rows(), xs.channel(l), dxs.channel(l), cb * B + l);
         if (blockedDx_)
           dxs.scatter(pdx, cb);
         else
