@@ -46,6 +46,13 @@ struct PoolCase {
   bool secondBlock = false;
 };
 
+// A fused 2x2 / stride 2 block followed by the second one.
+PoolCase twoBlocks(std::string name, int64_t n, int64_t c, int64_t h, int64_t w) {
+  PoolCase p{std::move(name), n, c, h, w, {2, 2}, {2, 2}, {0, 0, 0, 0}};
+  p.secondBlock = true;
+  return p;
+}
+
 void PrintTo(const PoolCase& c, std::ostream* os) {
   *os << c.name;
 }
@@ -278,32 +285,8 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"blocked_16", 3, 16, 11, 9, {2, 2}, {2, 2}, {0, 0, 0, 0}},
         PoolCase{"blocked_32_overlap_no_relu", 2, 32, 14, 14, {3, 3}, {2, 2}, {1, 1, 1, 1}, false},
         PoolCase{"blocked_16_s36", 3, 16, 6, 6, {2, 2}, {2, 2}, {0, 0, 0, 0}},
-        PoolCase{"blocked_two_blocks",
-                 3,
-                 16,
-                 12,
-                 13,
-                 {2, 2},
-                 {2, 2},
-                 {0, 0, 0, 0},
-                 true,
-                 false,
-                 false,
-                 true,
-                 true},
-        PoolCase{"two_blocks_unblocked",
-                 2,
-                 8,
-                 12,
-                 12,
-                 {2, 2},
-                 {2, 2},
-                 {0, 0, 0, 0},
-                 true,
-                 false,
-                 false,
-                 true,
-                 true},
+        twoBlocks("blocked_two_blocks", 3, 16, 12, 13),
+        twoBlocks("two_blocks_unblocked", 2, 8, 12, 12),
         PoolCase{"ceil_mode_unfused",
                  2,
                  3,
