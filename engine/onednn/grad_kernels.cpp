@@ -437,7 +437,7 @@ struct GatheredBlock {
   GatheredBlock(int64_t n_, int64_t c_, int64_t s_, std::vector<float>& buf) : n(n_), c(c_), s(s_) {
     // In the plain tensor row i + 1 of a channel lies c * s after row i, and channel ch + 1
     // starts s after channel ch: both strides keep those offsets mod 16 floats (a line), and
-    // are even, so a block's rows are one 2-D array.
+    // are uniform, so a block's rows are one 2-D array.
     rowStride = s + ((c * s - s) % 16 + 16) % 16;
     chanStride = (n * rowStride + 15) / 16 * 16 + s % 16;
     buf.resize(static_cast<size_t>(onednn::kChannelBlock * chanStride + 16));
@@ -467,13 +467,7 @@ struct GatheredBlock {
         tile(base + i * rowStride + j0, chanStride, dst + j0 * B, B, B, std::min(B, s - j0));
     }
   }
-  // The same rows copied from and to a plain tensor.
-  void copyIn(const float* x, int64_t cb) const {
-    for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
-      for (int64_t i = 0; i < n; ++i)
-        std::copy_n(x + (i * c + cb * onednn::kChannelBlock + l) * s, s,
-                    channel(l) + i * rowStride);
-  }
+  // The same rows copied to a plain tensor.
   void copyOut(float* x, int64_t cb) const {
     for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
       for (int64_t i = 0; i < n; ++i)
@@ -1166,9 +1160,10 @@ class BatchNormGrad : public Kernel {
         pool_(init.attrs),
         blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 1)),
         blockedDx_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)) {
-    // Without the pooling dY has X's rows, which a gathered channel does not have.
-    if ((blockedX_ || blockedDx_) && !pool_.on)
-      fail("a blocked input or output needs the fused max pooling");
+    // Without the pooling dY has X's rows, which a gathered channel does not have. dX is
+    // computed with X's rows, so it is blocked only where X is (the session's only case).
+    if (blockedX_ && !pool_.on) fail("a blocked input needs the fused max pooling");
+    if (blockedDx_ && !blockedX_) fail("a blocked dX needs a blocked X");
   }
 
   Status compute(KernelContext& ctx) override {
@@ -1202,7 +1197,7 @@ class BatchNormGrad : public Kernel {
     Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!db) return ctx.status();
     if (x.size() == 0) return Status::error("batch normalization of an empty batch");
-    if (blockedX_ || blockedDx_) DW_RETURN_IF_ERROR(checkBlocked(x, "input X"));
+    if (blockedX_) DW_RETURN_IF_ERROR(checkBlocked(x, "input X"));
     const ChannelRows rows = channelRows(x);
     const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
@@ -1218,18 +1213,15 @@ class BatchNormGrad : public Kernel {
                         pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr, dxc,
                         ds->data<float>() + ch, db->data<float>() + ch);
     };
-    if (blockedX_ || blockedDx_) {
-      // X gathered (or copied) into plain rows, and dX computed into rows laid out alike, then
-      // scattered (or copied) out.
+    if (blockedX_) {
+      // X gathered into plain rows, and dX computed into rows laid out alike, then scattered
+      // (or copied out, where dX is plain).
       constexpr int64_t B = onednn::kChannelBlock;
 #pragma omp parallel for schedule(static)
       for (int64_t cb = 0; cb < c / B; ++cb) {
         thread_local std::vector<float> xBuf, dxBuf;  // kept across calls: no allocation per step
         const GatheredBlock xs(rows.n, c, s, xBuf), dxs(rows.n, c, s, dxBuf);
-        if (blockedX_)
-          xs.gather(px, cb);
-        else
-          xs.copyIn(px, cb);
+        xs.gather(px, cb);
         for (int64_t l = 0; l < B; ++l)
           channel(xs.rows(), xs.channel(l), dxs.channel(l), cb * B + l);
         if (blockedDx_)
