@@ -601,6 +601,10 @@ onnx::OpSchema schemaOf(const NodeSpec& spec, const std::vector<int>& like) {
 
 }  // namespace
 
+const std::vector<std::string>& unaryGradOps() {
+  return kUnaryOps;
+}
+
 void addGradDomain(CatalogueBuilder& b) {
   b.setDefaultOpset(kGradDomain, 1);
   static std::once_flag registered;

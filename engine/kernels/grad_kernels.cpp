@@ -7,6 +7,7 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -82,15 +83,8 @@ class UnaryGrad : public Kernel {
       alpha_ = a.getFloat("min", -std::numeric_limits<float>::infinity());
       beta_ = a.getFloat("max", std::numeric_limits<float>::infinity());
     }
-    static const char* known[] = {
-        "Relu",       "LeakyRelu", "Sigmoid",     "Tanh",      "Elu",   "Selu",
-        "Softplus",   "Softsign",  "HardSigmoid", "HardSwish", "Celu",  "ThresholdedRelu",
-        "Mish",       "Erf",       "Exp",         "Log",       "Sqrt",  "Abs",
-        "Reciprocal", "Sin",       "Cos",         "Tan",       "Asin",  "Acos",
-        "Atan",       "Sinh",      "Cosh",        "Asinh",     "Acosh", "Atanh",
-        "Clip"};
-    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return op_ == k; }) ==
-        std::end(known))
+    const auto& known = unaryGradOps();  // the catalogue entry's list
+    if (std::find(known.begin(), known.end(), op_) == known.end())
       fail("UnaryGrad: unknown op '" + op_ + "'");
   }
 
