@@ -16,6 +16,10 @@ namespace {
 using test::addInit;
 using test::addNode;
 using test::addValue;
+using test::attrF;
+using test::attrI;
+using test::attrInts;
+using test::attrS;
 using test::emptyModel;
 using test::randomTensor;
 
@@ -60,32 +64,14 @@ void checkConvChainFusion(int64_t c) {
   addInit(g, "var", randomTensor({4}, 6, 0.5f, 2.0f));
   addInit(g, "fw", randomTensor({5, 4 * 4 * 4}, 7, -0.1f, 0.1f));
   addInit(g, "fb", randomTensor({5}, 8));
-  auto* conv = addNode(g, "Conv", {"x", "w", "b"}, {"c"});
-  auto* pads = conv->add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  attrInts(addNode(g, "Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
   addNode(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"});
   addNode(g, "Relu", {"bn"}, {"r"});
   auto* pool = addNode(g, "MaxPool", {"r"}, {"p"});
-  for (const char* name : {"kernel_shape", "strides"}) {
-    auto* a = pool->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    a->add_ints(2);
-    a->add_ints(2);
-  }
+  for (const char* name : {"kernel_shape", "strides"}) attrInts(pool, name, {2, 2});
   addNode(g, "Flatten", {"p"}, {"f"});
-  auto* gemm = addNode(g, "Gemm", {"f", "fw", "fb"}, {"gm"});
-  auto* tb = gemm->add_attribute();
-  tb->set_name("transB");
-  tb->set_type(onnx::AttributeProto::INT);
-  tb->set_i(1);
-  auto* lr = addNode(g, "LeakyRelu", {"gm"}, {"y"});
-  auto* alpha = lr->add_attribute();
-  alpha->set_name("alpha");
-  alpha->set_type(onnx::AttributeProto::FLOAT);
-  alpha->set_f(0.2f);
+  attrI(addNode(g, "Gemm", {"f", "fw", "fb"}, {"gm"}), "transB", 1);
+  attrF(addNode(g, "LeakyRelu", {"gm"}, {"y"}), "alpha", 0.2f);
   std::map<std::string, Tensor> in{{"x", randomTensor({2, c, 8, 8}, 9)}};
   Tensor fused = runOnce(m, in, true, "y");
   Tensor plain = runOnce(m, in, false, "y");
@@ -148,21 +134,11 @@ TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
         addInit(g, "w", w);
         addInit(g, "b", b);
       }
-      auto* conv = addNode(g, "Conv", {"x", "w", "b"}, {pool ? "c" : "y"});
-      auto* pads = conv->add_attribute();
-      pads->set_name("pads");
-      pads->set_type(onnx::AttributeProto::INTS);
-      for (int i = 0; i < 4; ++i) pads->add_ints(1);
+      attrInts(addNode(g, "Conv", {"x", "w", "b"}, {pool ? "c" : "y"}), "pads", {1, 1, 1, 1});
       if (pool) {
         addNode(g, "Relu", {"c"}, {"r"});
         auto* mp = addNode(g, "MaxPool", {"r"}, {"y"});
-        for (const char* name : {"kernel_shape", "strides"}) {
-          auto* a = mp->add_attribute();
-          a->set_name(name);
-          a->set_type(onnx::AttributeProto::INTS);
-          a->add_ints(2);
-          a->add_ints(2);
-        }
+        for (const char* name : {"kernel_shape", "strides"}) attrInts(mp, name, {2, 2});
       }
       std::map<std::string, Tensor> feeds{{"x", x}};
       if (weightsIn) feeds.insert({{"w", w}, {"b", b}});
@@ -244,24 +220,10 @@ onnx::ModelProto rnnModel(const std::string& op, const std::string& direction, b
     ins.push_back("p");
   }
   auto* n = addNode(g, op, ins, {"y", "yh"});
-  auto attrI = [&](const std::string& name, int64_t v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  };
-  attrI("hidden_size", H);
-  auto* d = n->add_attribute();
-  d->set_name("direction");
-  d->set_type(onnx::AttributeProto::STRING);
-  d->set_s(direction);
-  if (lbr) attrI("linear_before_reset", 1);
-  if (clip) {
-    auto* c = n->add_attribute();
-    c->set_name("clip");
-    c->set_type(onnx::AttributeProto::FLOAT);
-    c->set_f(1e30f);
-  }
+  attrI(n, "hidden_size", H);
+  attrS(n, "direction", direction);
+  if (lbr) attrI(n, "linear_before_reset", 1);
+  if (clip) attrF(n, "clip", 1e30f);
   return m;
 }
 

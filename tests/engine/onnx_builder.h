@@ -36,6 +36,15 @@ inline Tensor randomTensor(const Shape& s, uint32_t seed, float lo = -1, float h
   return t;
 }
 
+// Standard normal, fixed by `seed`.
+inline Tensor normalTensor(const Shape& s, uint32_t seed) {
+  Tensor t(DType::kFloat, s);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
 inline void addInit(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
   auto* p = g->add_initializer();
   p->set_name(name);
@@ -54,6 +63,31 @@ inline onnx::NodeProto* addNode(onnx::GraphProto* g, const std::string& op,
   for (const auto& i : in) n->add_input(i);
   for (const auto& o : out) n->add_output(o);
   return n;
+}
+
+inline void attrF(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+inline void attrI(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+inline void attrS(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+inline void attrInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
 }
 
 }  // namespace dw::engine::test

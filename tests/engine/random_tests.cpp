@@ -11,8 +11,12 @@
 
 #include "engine/session.h"
 #include "graphs/onnx_export.h"
+#include "tests/engine/onnx_builder.h"
 
 using namespace dw::engine;
+using dw::engine::test::attrF;
+using dw::engine::test::attrI;
+using dw::engine::test::attrInts;
 
 namespace {
 
@@ -37,25 +41,6 @@ onnx::NodeProto* addNode(onnx::ModelProto& m, const std::string& op,
   for (const auto& i : in) n->add_input(i);
   n->add_output("y");
   return n;
-}
-
-void attrF(onnx::NodeProto* n, const std::string& name, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-void attrI(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-void attrInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
 }
 
 // A generator model: op with the given attributes, no inputs, output y of `outType`.

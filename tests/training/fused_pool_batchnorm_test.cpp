@@ -21,17 +21,15 @@
 
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
+#include "tests/engine/onnx_builder.h"
 
 namespace dw::engine::training {
 namespace {
 
-Tensor randomTensor(const Shape& shape, uint32_t seed) {
-  Tensor t(DType::kFloat, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using test::addValue;
+using test::attrI;
+using test::attrInts;
+using test::normalTensor;
 
 struct PoolCase {
   std::string name;
@@ -68,17 +66,17 @@ int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, bool ce
 std::map<std::string, Tensor> weights(const PoolCase& c) {
   Tensor var(DType::kFloat, {c.c});
   for (int64_t i = 0; i < c.c; ++i) var.data<float>()[i] = 1.5f;
-  std::map<std::string, Tensor> w{{"W", randomTensor({c.c, 2, 3, 3}, 1)},
-                                  {"scale", randomTensor({c.c}, 2)},
-                                  {"shift", randomTensor({c.c}, 3)},
-                                  {"mean", randomTensor({c.c}, 4)},
+  std::map<std::string, Tensor> w{{"W", normalTensor({c.c, 2, 3, 3}, 1)},
+                                  {"scale", normalTensor({c.c}, 2)},
+                                  {"shift", normalTensor({c.c}, 3)},
+                                  {"mean", normalTensor({c.c}, 4)},
                                   {"var", var},
-                                  {"X", randomTensor({c.n, 2, c.h, c.w}, 6)}};
+                                  {"X", normalTensor({c.n, 2, c.h, c.w}, 6)}};
   if (c.secondBlock) {
-    w["W2"] = randomTensor({c.c, c.c, 3, 3}, 7);
-    w["scale2"] = randomTensor({c.c}, 8);
-    w["shift2"] = randomTensor({c.c}, 9);
-    w["mean2"] = randomTensor({c.c}, 10);
+    w["W2"] = normalTensor({c.c, c.c, 3, 3}, 7);
+    w["scale2"] = normalTensor({c.c}, 8);
+    w["shift2"] = normalTensor({c.c}, 9);
+    w["mean2"] = normalTensor({c.c}, 10);
     w["var2"] = var;
   }
   return w;
@@ -90,19 +88,13 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
   m.add_opset_import()->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("bn_pool");
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& shape) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "X", {c.n, 2, c.h, c.w});
+  addValue(g->add_input(), "X", {c.n, 2, c.h, c.w});
   for (const auto& [name, t] : weights(c))
     if (name != "X") tensorToProto(t, g->add_initializer(), name);
   outShape = {c.n, c.c, pooled(c.h, c.kernel[0], c.strides[0], c.pads[0], c.pads[2], c.ceil),
               pooled(c.w, c.kernel[1], c.strides[1], c.pads[1], c.pads[3], c.ceil)};
   if (c.secondBlock) outShape = {c.n, c.c, outShape[2] / 2, outShape[3] / 2};
-  tensorToProto(randomTensor(outShape, 5), g->add_initializer(), "R");
+  tensorToProto(normalTensor(outShape, 5), g->add_initializer(), "R");
   auto node = [&](const std::string& op, std::vector<std::string> in, std::string out) {
     auto* n = g->add_node();
     n->set_op_type(op);
@@ -111,33 +103,22 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
     n->add_output(out);
     return n;
   };
-  auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  };
-  ints(node("Conv", {"X", "W"}, "C"), "pads", {1, 1, 1, 1});
+  attrInts(node("Conv", {"X", "W"}, "C"), "pads", {1, 1, 1, 1});
   node("BatchNormalization", {"C", "scale", "shift", "mean", "var"}, "B");
   std::string act = "B";
   if (c.relu) act = node("Relu", {"B"}, "A")->output(0);
   auto* mp = node("MaxPool", {act}, c.secondBlock ? "Q" : "P");
-  ints(mp, "kernel_shape", c.kernel);
-  ints(mp, "strides", c.strides);
-  ints(mp, "pads", c.pads);
-  if (c.ceil) {
-    auto* a = mp->add_attribute();
-    a->set_name("ceil_mode");
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(1);
-  }
+  attrInts(mp, "kernel_shape", c.kernel);
+  attrInts(mp, "strides", c.strides);
+  attrInts(mp, "pads", c.pads);
+  if (c.ceil) attrI(mp, "ceil_mode", 1);
   if (c.secondBlock) {
-    ints(node("Conv", {"Q", "W2"}, "C2"), "pads", {1, 1, 1, 1});
+    attrInts(node("Conv", {"Q", "W2"}, "C2"), "pads", {1, 1, 1, 1});
     node("BatchNormalization", {"C2", "scale2", "shift2", "mean2", "var2"}, "B2");
     node("Relu", {"B2"}, "A2");
     auto* mp2 = node("MaxPool", {"A2"}, "P");
-    ints(mp2, "kernel_shape", {2, 2});
-    ints(mp2, "strides", {2, 2});
+    attrInts(mp2, "kernel_shape", {2, 2});
+    attrInts(mp2, "strides", {2, 2});
   }
   node("Mul", {"P", "R"}, "PR");
   std::vector<std::string> terms{"PR"};
@@ -148,16 +129,13 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
   std::string total = "PR";
   for (size_t i = 0; i < terms.size(); ++i) {
     auto* r = node("ReduceSum", {terms[i]}, terms[i] + "_sum");
-    auto* keep = r->add_attribute();
-    keep->set_name("keepdims");
-    keep->set_type(onnx::AttributeProto::INT);
-    keep->set_i(0);
+    attrI(r, "keepdims", 0);
     total =
         i == 0 ? r->output(0) : node("Add", {total, r->output(0)}, "loss_" + terms[i])->output(0);
   }
   node("Identity", {total}, "loss");
-  value(g->add_output(), "loss", {});
-  value(g->add_output(), "P", outShape);  // the pooled activation itself is compared too
+  addValue(g->add_output(), "loss", {});
+  addValue(g->add_output(), "P", outShape);  // the pooled activation itself is compared too
   GradientGraphOptions go;
   go.losses = {"loss"};
   go.trainable = {"W", "scale", "shift"};

@@ -23,29 +23,19 @@
 #include "graphs/graph.h"
 #include "graphs/project.h"
 #include "nodes/catalogue.h"
+#include "tests/engine/onnx_builder.h"
 
 namespace dw::engine::training {
 namespace {
 
 namespace fs = std::filesystem;
+using test::addValue;
+using test::attrI;
+using test::attrInts;
+using test::normalTensor;
 
 bool nativeBf16() {
   return !devices().bf16Native.empty();
-}
-
-Tensor randomTensor(const Shape& shape, uint32_t seed) {
-  Tensor t(DType::kFloat, shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d;
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-void addValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& shape) {
-  v->set_name(name);
-  auto* tt = v->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
 struct OpCase {
@@ -65,23 +55,18 @@ onnx::ModelProto buildModel(const OpCase& c) {
   g->set_name(c.name);
   uint32_t seed = 11;
   for (const auto& [name, shape] : c.operands)
-    tensorToProto(randomTensor(shape, seed++), g->add_initializer(), name);
-  tensorToProto(randomTensor(c.yShape, 5), g->add_initializer(), "R");
+    tensorToProto(normalTensor(shape, seed++), g->add_initializer(), name);
+  tensorToProto(normalTensor(c.yShape, 5), g->add_initializer(), "R");
   auto* n = g->add_node();
   n->set_op_type(c.op);
   n->set_name(c.name);
   for (const auto& [name, shape] : c.operands) n->add_input(name);
   n->add_output("Y");
   for (const auto& [k, v] : c.ints) {
-    auto* a = n->add_attribute();
-    a->set_name(k);
-    if (k == "transB" || k == "group") {
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(v.at(0));
-    } else {
-      a->set_type(onnx::AttributeProto::INTS);
-      for (int64_t x : v) a->add_ints(x);
-    }
+    if (k == "transB" || k == "group")
+      attrI(n, k, v.at(0));
+    else
+      attrInts(n, k, v);
   }
   auto* mul = g->add_node();
   mul->set_op_type("Mul");
@@ -92,10 +77,7 @@ onnx::ModelProto buildModel(const OpCase& c) {
   red->set_op_type("ReduceSum");
   red->add_input("YR");
   red->add_output("loss");
-  auto* keep = red->add_attribute();
-  keep->set_name("keepdims");
-  keep->set_type(onnx::AttributeProto::INT);
-  keep->set_i(0);
+  attrI(red, "keepdims", 0);
   addValue(g->add_output(), "loss", {});
   addValue(g->add_output(), "Y", c.yShape);
   return m;
@@ -193,7 +175,7 @@ TEST_P(MixedPrecision, GradientsMatchFp32) {
   ASSERT_TRUE(gg.ok()) << gg.message();
   std::map<std::string, Tensor> feeds;
   uint32_t seed = 11;
-  for (const auto& [name, shape] : c.operands) feeds[name] = randomTensor(shape, seed++);
+  for (const auto& [name, shape] : c.operands) feeds[name] = normalTensor(shape, seed++);
   auto ref = run(gg->model, "fp32", feeds);
   auto got = run(gg->model, "bf16", feeds, 2);
   ASSERT_EQ(gg->gradOutputs.size(), c.operands.size());
@@ -280,8 +262,8 @@ TEST(TrainingFusion, BatchNormReluMaxPoolChainMatchesUnfused) {
     auto* g = m.mutable_graph();
     g->set_name("chain");
     addValue(g->add_input(), "X", {4, 3, 10, 10});
-    tensorToProto(randomTensor({8, 3, 3, 3}, 1), g->add_initializer(), "W");
-    Tensor scale = randomTensor({8}, 2), shift = randomTensor({8}, 3);
+    tensorToProto(normalTensor({8, 3, 3, 3}, 1), g->add_initializer(), "W");
+    Tensor scale = normalTensor({8}, 2), shift = normalTensor({8}, 3);
     tensorToProto(scale, g->add_initializer(), "scale");
     tensorToProto(shift, g->add_initializer(), "shift");
     tensorToProto(Tensor(DType::kFloat, {8}), g->add_initializer(), "mean");
@@ -289,7 +271,7 @@ TEST(TrainingFusion, BatchNormReluMaxPoolChainMatchesUnfused) {
     for (int i = 0; i < 8; ++i) var.data<float>()[i] = 1;
     tensorToProto(var, g->add_initializer(), "var");
     const int64_t out = (10 + 2 * pool[4] - pool[0]) / pool[2] + 1;
-    tensorToProto(randomTensor({4, 8, out, out}, 4), g->add_initializer(), "R");
+    tensorToProto(normalTensor({4, 8, out, out}, 4), g->add_initializer(), "R");
     auto node = [&](const std::string& op, std::vector<std::string> in,
                     std::vector<std::string> outs) {
       auto* n = g->add_node();
@@ -299,33 +281,24 @@ TEST(TrainingFusion, BatchNormReluMaxPoolChainMatchesUnfused) {
       for (auto& o : outs) n->add_output(o);
       return n;
     };
-    auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-      auto* a = n->add_attribute();
-      a->set_name(name);
-      a->set_type(onnx::AttributeProto::INTS);
-      for (int64_t x : v) a->add_ints(x);
-    };
-    ints(node("Conv", {"X", "W"}, {"C"}), "pads", {1, 1, 1, 1});
+    attrInts(node("Conv", {"X", "W"}, {"C"}), "pads", {1, 1, 1, 1});
     node("BatchNormalization", {"C", "scale", "shift", "mean", "var"}, {"B"});
     node("Relu", {"B"}, {"A"});
     auto* mp = node("MaxPool", {"A"}, {"P"});
-    ints(mp, "kernel_shape", {pool[0], pool[1]});
-    ints(mp, "strides", {pool[2], pool[3]});
-    ints(mp, "pads", {pool[4], pool[5], pool[4], pool[5]});
+    attrInts(mp, "kernel_shape", {pool[0], pool[1]});
+    attrInts(mp, "strides", {pool[2], pool[3]});
+    attrInts(mp, "pads", {pool[4], pool[5], pool[4], pool[5]});
     node("Mul", {"P", "R"}, {"PR"});
     auto* red = node("ReduceSum", {"PR"}, {"loss"});
-    auto* keep = red->add_attribute();
-    keep->set_name("keepdims");
-    keep->set_type(onnx::AttributeProto::INT);
-    keep->set_i(0);
+    attrI(red, "keepdims", 0);
     addValue(g->add_output(), "loss", {});
     GradientGraphOptions go;
     go.losses = {"loss"};
     go.trainable = {"W", "scale", "shift"};
     auto gg = buildGradientGraph(m, go);
     ASSERT_TRUE(gg.ok()) << gg.message();
-    std::map<std::string, Tensor> feeds{{"X", randomTensor({4, 3, 10, 10}, 5)},
-                                        {"W", randomTensor({8, 3, 3, 3}, 1)},
+    std::map<std::string, Tensor> feeds{{"X", normalTensor({4, 3, 10, 10}, 5)},
+                                        {"W", normalTensor({8, 3, 3, 3}, 1)},
                                         {"scale", scale},
                                         {"shift", shift},
                                         {"mean", Tensor(DType::kFloat, {8})},
@@ -393,9 +366,9 @@ TEST(SingleChannelConv, DirectLoopsMatchOneDnn) {
           withX ? std::vector<std::string>{"W", "B", "X"} : std::vector<std::string>{"W", "B"};
       auto gg = buildGradientGraph(m, go);
       ASSERT_TRUE(gg.ok()) << gg.message();
-      std::map<std::string, Tensor> feeds{{"W", randomTensor({5, 1, 3, 3}, 12)},
-                                          {"B", randomTensor({5}, 13)},
-                                          {"X", randomTensor({3, 1, 11, 9}, 11)}};
+      std::map<std::string, Tensor> feeds{{"W", normalTensor({5, 1, 3, 3}, 12)},
+                                          {"B", normalTensor({5}, 13)},
+                                          {"X", normalTensor({3, 1, 11, 9}, 11)}};
       if (!withX) {
         // X stays an initializer of the gradient graph (the same values as fed above).
         feeds.erase("X");
