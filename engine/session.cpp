@@ -92,8 +92,9 @@ struct PlanNode {
   std::vector<int> outputs;  // value ids, -1 for an omitted optional output
   std::vector<int> release;  // values whose last reader is this node
   bool halfViaFloat = false;
-  std::string layouts;  // tensors handed over in nChw16c (markBlockedLayouts), for the profile
-  double seconds = 0;   // kernel time, when the plan is profiled
+  // For the profile: tensors handed over in nChw16c (markBlockedLayouts), a convolution fused in.
+  std::string layouts;
+  double seconds = 0;  // kernel time, when the plan is profiled
   int64_t calls = 0;
 };
 
@@ -607,6 +608,131 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
   }
 }
 
+// The training CNN's first block, Conv -> BatchNormalizationTraining (its max pooling fused in)
+// on a one-channel image: where the convolution's output X is read only by the normalization
+// and its gradient, and that gradient's dX only by the convolution's ConvGrad (whose own dX,
+// the image's gradient, nobody wants), the convolution moves into both normalization nodes
+// ("__dw_conv" and its window; see FusedConv in grad_kernels.cpp). They compute X's channels
+// where they read them, and the gradient node sums the weight and bias gradients from dX's rows
+// as it makes them: X and dX, the block's two largest tensors, are never written, and the
+// Conv and ConvGrad nodes go. Needs stride, pads and dilations the direct one-channel loops
+// take (auto_pad NOTSET or VALID) and statically known N x 1 x KH x KW weights.
+void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                           const std::set<std::string>& outputs, std::vector<bool>& removed,
+                           const std::unordered_map<std::string, onnx::TypeProto>& types) {
+  constexpr const char* kGrad = "com.deepwire.grad";
+  std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> users;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (removed[i]) continue;
+    for (int k = 0; k < nodes[i].first.input_size(); ++k)
+      if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
+  }
+  auto find = [](const onnx::NodeProto& n, const char* name) -> const onnx::AttributeProto* {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  };
+  auto ints = [&](const onnx::NodeProto& n, const char* name, std::vector<int64_t> dflt) {
+    const auto* a = find(n, name);
+    return a && a->ints_size() > 0 ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+                                   : dflt;
+  };
+  auto is = [](const onnx::NodeProto& n, const char* domain, const char* op) {
+    const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
+    return d == domain && n.op_type() == op;
+  };
+  auto dims = [&](const std::string& v) {
+    std::vector<int64_t> d;
+    auto it = types.find(v);
+    if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())
+      return d;
+    for (const auto& x : it->second.tensor_type().shape().dim()) {
+      if (!x.has_dim_value()) return std::vector<int64_t>{};
+      d.push_back(x.dim_value());
+    }
+    return d;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const onnx::NodeProto& conv = nodes[i].first;
+    if (removed[i] || !is(conv, "", "Conv") || conv.input_size() < 2 || conv.input_size() > 3 ||
+        conv.output_size() != 1 || conv.output(0).empty() || outputs.count(conv.output(0)))
+      continue;
+    bool plain = true;  // no attribute the direct loops or the fused window do not take
+    for (const auto& a : conv.attribute())
+      plain &= a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "pads" ||
+               a.name() == "dilations" || (a.name() == "group" && a.i() == 1) ||
+               (a.name() == "auto_pad" && (a.s() == "NOTSET" || a.s() == "VALID"));
+    const auto w = dims(conv.input(1));
+    if (!plain || w.size() != 4 || w[1] != 1) continue;
+    const auto* autoPad = find(conv, "auto_pad");
+    const bool valid = autoPad && autoPad->s() == "VALID";
+    const std::vector<int64_t> strides = ints(conv, "strides", {1, 1});
+    const std::vector<int64_t> pads =
+        valid ? std::vector<int64_t>{0, 0, 0, 0} : ints(conv, "pads", {0, 0, 0, 0});
+    const std::vector<int64_t> dilations = ints(conv, "dilations", {1, 1});
+    if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2) continue;
+    if (ints(conv, "kernel_shape", {w[2], w[3]}) != std::vector<int64_t>{w[2], w[3]}) continue;
+    int bn = -1, grad = -1;
+    bool ok = users[conv.output(0)].size() == 2;
+    for (const auto& [u, k] : users[conv.output(0)]) {
+      const auto& n = nodes[u].first;
+      if (k == 0 && is(n, kGrad, "BatchNormalizationTraining") && n.input_size() == 5 &&
+          find(n, "__dw_maxpool_kernel") && !find(n, "__dw_conv"))
+        bn = static_cast<int>(u);
+      else if (k == 1 && is(n, kGrad, "BatchNormalizationGrad") && n.input_size() == 7 &&
+               n.output_size() == 3 && find(n, "__dw_maxpool_kernel") && !find(n, "__dw_conv"))
+        grad = static_cast<int>(u);
+      else
+        ok = false;
+    }
+    if (!ok || bn < 0 || grad < 0) continue;
+    onnx::NodeProto& bnNode = nodes[bn].first;
+    onnx::NodeProto& gradNode = nodes[grad].first;
+    if (gradNode.input(2) != bnNode.input(1) || gradNode.input(3) != bnNode.output(3) ||
+        gradNode.input(4) != bnNode.output(4))
+      continue;
+    const std::string& dx = gradNode.output(0);
+    if (dx.empty() || outputs.count(dx) || users[dx].size() != 1) continue;
+    const size_t cgi = users[dx][0].first;
+    const onnx::NodeProto& cg = nodes[cgi].first;
+    const auto* transposed = find(cg, "transposed");
+    if (users[dx][0].second != 0 || !is(cg, kGrad, "ConvGrad") || cg.input_size() != 3 ||
+        cg.input(1) != conv.input(0) || cg.input(2) != conv.input(1) ||
+        (transposed && transposed->i() != 0) || (cg.output_size() > 0 && !cg.output(0).empty()))
+      continue;
+    const std::string bias = conv.input_size() > 2 ? conv.input(2) : "";
+    const std::string dw = cg.output_size() > 1 ? cg.output(1) : "";
+    const std::string dbias = cg.output_size() > 2 ? cg.output(2) : "";
+    if (bias.empty() && !dbias.empty()) continue;
+    for (onnx::NodeProto* n : {&bnNode, &gradNode}) {
+      auto* name = n->add_attribute();
+      name->set_name("__dw_conv");
+      name->set_type(onnx::AttributeProto::STRING);
+      name->set_s(displayName(conv));
+      const std::pair<const char*, const std::vector<int64_t>*> window[] = {
+          {"__dw_conv_strides", &strides},
+          {"__dw_conv_pads", &pads},
+          {"__dw_conv_dilations", &dilations}};
+      for (const auto& [attr, v] : window) {
+        auto* a = n->add_attribute();
+        a->set_name(attr);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t x : *v) a->add_ints(x);
+      }
+    }
+    bnNode.set_input(0, conv.input(0));
+    bnNode.add_input(conv.input(1));
+    bnNode.add_input(bias);
+    gradNode.set_input(1, conv.input(0));
+    gradNode.add_input(conv.input(1));
+    gradNode.add_input(bias);
+    gradNode.set_output(0, "");
+    gradNode.add_output(dw);
+    gradNode.add_output(dbias);
+    removed[i] = removed[cgi] = true;
+  }
+}
+
 void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                         const onnx::GraphProto& g,
                         const std::unordered_map<std::string, onnx::TypeProto>& types,
@@ -677,6 +803,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     removed[c] = true;
   }
   fuseMaxPoolIntoBatchNorm(nodes, outputs, removed);
+  fuseConvIntoBatchNorm(nodes, outputs, removed, types);
   if (blockedLayouts) markBlockedLayouts(nodes, outputs, removed, types);
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> kept;
   kept.reserve(nodes.size());
@@ -958,6 +1085,9 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
                       std::to_string(i);
     }
     if (!pn.layouts.empty()) pn.layouts += " in nChw16c";
+    for (const auto& a : node.attribute())
+      if (a.name() == "__dw_conv")
+        pn.layouts += (pn.layouts.empty() ? "" : "; ") + a.s() + " fused in";
     DW_RETURN_IF_ERROR(buildKernel(pn, node, nodeOpsets, visible));
     for (const auto& in : node.input()) pn.inputs.push_back(in.empty() ? -1 : p->id(in));
     for (const auto& o : node.output()) pn.outputs.push_back(o.empty() ? -1 : p->id(o));

@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "engine/kernels/common.h"
@@ -365,10 +367,10 @@ struct ChannelRows {
 };
 
 // The rows of an N x C x spatial... tensor's channels.
-ChannelRows channelRows(const Tensor& x) {
+ChannelRows channelRows(const Shape& x) {
   int64_t s = 1;
-  for (size_t i = 2; i < x.rank(); ++i) s *= x.dim(i);
-  return {x.dim(0), s, x.dim(1) * s};
+  for (size_t i = 2; i < x.size(); ++i) s *= x[i];
+  return {x[0], s, x[1] * s};
 }
 
 // The project builds for baseline x86-64: AVX-512 loops are compiled for it explicitly and run
@@ -425,28 +427,37 @@ void transposeTile(const float* in, int64_t inStride, float* out, int64_t outStr
     for (int64_t i = 0; i < rows; ++i) out[c * outStride + i] = in[i * inStride + c];
 }
 
-// One channel block (16 channels) of an N x C x S tensor in nChw16c (onednn::kChannelBlock)
-// as 16 channels of plain rows, for the normalization kernels to run their per-channel code on.
-// Each row lies at the same offset within a 64-byte line as in the plain NCHW tensor, so the
-// vectorised loops split it the same way and the results are bit-identical to the plain path.
-struct GatheredBlock {
+// Channels [first, first + count) of an N x C x S tensor as rows in a buffer, for the
+// normalization kernels to run their per-channel code on. Each row lies at the same offset
+// within a 64-byte line as in the plain NCHW tensor, so the vectorised loops split it the same
+// way and the results are bit-identical to the plain path.
+struct ChannelBuffer {
   int64_t n = 0, c = 0, s = 0, rowStride = 0, chanStride = 0;
-  float* base = nullptr;  // 64-byte aligned
+  float* base = nullptr;  // channel `first`
 
-  // Sized for N x C x S in `buf` (kept by the caller across calls).
-  GatheredBlock(int64_t n_, int64_t c_, int64_t s_, std::vector<float>& buf) : n(n_), c(c_), s(s_) {
+  // Sized in `buf` (kept by the caller across calls).
+  ChannelBuffer(int64_t n_, int64_t c_, int64_t s_, int64_t count, int64_t first,
+                std::vector<float>& buf)
+      : n(n_), c(c_), s(s_) {
     // In the plain tensor row i + 1 of a channel lies c * s after row i, and channel ch + 1
     // starts s after channel ch: both strides keep those offsets mod 16 floats (a line), and
-    // are uniform, so a block's rows are one 2-D array.
+    // are uniform, so the rows are one 2-D array.
     rowStride = s + ((c * s - s) % 16 + 16) % 16;
     chanStride = (n * rowStride + 15) / 16 * 16 + s % 16;
-    buf.resize(static_cast<size_t>(onednn::kChannelBlock * chanStride + 16));
+    buf.resize(static_cast<size_t>(count * chanStride + 32));
     const auto p = reinterpret_cast<uintptr_t>(buf.data());
-    base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+    base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63}) + (first * s) % 16;
   }
   ChannelRows rows() const { return {n, s, rowStride}; }
-  // Channel l of the block (any block: its first channel's offset, 16 * cb * s, is 0 mod 16).
   float* channel(int64_t l) const { return base + l * chanStride; }
+};
+
+// One channel block (16 channels) of an N x C x S tensor in nChw16c (onednn::kChannelBlock),
+// gathered into plain rows and scattered back. Any block's first channel lies at 16 * cb * s,
+// 0 mod 16, so one geometry serves every block.
+struct GatheredBlock : ChannelBuffer {
+  GatheredBlock(int64_t n_, int64_t c_, int64_t s_, std::vector<float>& buf)
+      : ChannelBuffer(n_, c_, s_, onednn::kChannelBlock, 0, buf) {}
 
   // 16 x 16 tiles: 16 positions of the block's 16 channels.
   void gather(const float* x, int64_t cb) const {
@@ -918,6 +929,83 @@ inline void prefetchRow(const void* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 2);
 }
 
+// Sums over one row, in an order fixed by the row's length alone: element j goes to lane j % 64
+// of four 16-float accumulators, which are folded pairwise at the end. A single accumulator (as
+// `omp simd reduction` makes) waits on each addition's latency; four keep the adder busy. The
+// order does not depend on the row's address or on the vector width the caller was compiled
+// for, so every copy of a loop rounds alike.
+namespace rowsum {
+
+typedef float V16 __attribute__((vector_size(64), aligned(4), may_alias));
+constexpr int64_t kSpan = 64;
+
+inline float fold(V16 a, V16 b, V16 c, V16 d) {
+  const V16 v = (a + b) + (c + d);
+  float t[16];
+  std::memcpy(t, &v, sizeof t);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int k = 0; k < w; ++k) t[k] += t[k + w];
+  return t[0];
+}
+
+// The sum of f(j) for j < S, where f(j, V16*) adds the 16 terms from j into its accumulator and
+// tail(j, k) is term j + k of the partial last span.
+template <class Full, class Tail>
+inline float sum(int64_t S, Full&& full, Tail&& tail) {
+  V16 a = {}, b = {}, c = {}, d = {};
+  int64_t j = 0;
+  for (; j + kSpan <= S; j += kSpan) {
+    a += full(j);
+    b += full(j + 16);
+    c += full(j + 32);
+    d += full(j + 48);
+  }
+  if (j < S) {
+    alignas(64) float t[kSpan] = {};
+    for (int64_t k = 0; k < S - j; ++k) t[k] = tail(j, k);
+    V16 v[4];
+    std::memcpy(v, t, sizeof t);
+    a += v[0];
+    b += v[1];
+    c += v[2];
+    d += v[3];
+  }
+  return fold(a, b, c, d);
+}
+
+inline V16 load(const float* p) {
+  return *reinterpret_cast<const V16*>(p);
+}
+
+// sum(p[j])
+inline float plain(const float* p, int64_t S) {
+  return sum(
+      S, [&](int64_t j) { return load(p + j); }, [&](int64_t j, int64_t k) { return p[j + k]; });
+}
+
+// sum((p[j] - m)^2)
+inline float squaredDeviations(const float* p, int64_t S, float m) {
+  return sum(
+      S,
+      [&](int64_t j) {
+        const V16 d = load(p + j) - m;
+        return d * d;
+      },
+      [&](int64_t j, int64_t k) {
+        const float d = p[j + k] - m;
+        return d * d;
+      });
+}
+
+// sum(g[j] * (p[j] - m))
+inline float products(const float* g, const float* p, int64_t S, float m) {
+  return sum(
+      S, [&](int64_t j) { return load(g + j) * (load(p + j) - m); },
+      [&](int64_t j, int64_t k) { return g[j + k] * (p[j + k] - m); });
+}
+
+}  // namespace rowsum
+
 // Forward of one channel: batch mean and population variance (two passes, as oneDNN computes
 // them), then y = (x - mean) / sqrt(var + eps) * scale + shift, with max(0, y) under `relu`.
 // With `pool` the rows of y go through a row buffer into maxPoolArgPlane, and `y` and `arg` are
@@ -930,21 +1018,11 @@ __attribute__((target_clones("avx512f", "default"))) void bnForwardChannel(
   double sum = 0;
   for (int64_t i = 0; i < v.n; ++i) {
     if (i + kPrefetchRows < v.n) prefetchRow(x + (i + kPrefetchRows) * v.stride, S * 4);
-    const float* p = x + i * v.stride;
-    float r = 0;
-#pragma omp simd reduction(+ : r)
-    for (int64_t j = 0; j < S; ++j) r += p[j];
-    sum += r;
+    sum += rowsum::plain(x + i * v.stride, S);
   }
   const float m = static_cast<float>(sum / count);
   double sq = 0;
-  for (int64_t i = 0; i < v.n; ++i) {
-    const float* p = x + i * v.stride;
-    float r = 0;
-#pragma omp simd reduction(+ : r)
-    for (int64_t j = 0; j < S; ++j) r += (p[j] - m) * (p[j] - m);
-    sq += r;
-  }
+  for (int64_t i = 0; i < v.n; ++i) sq += rowsum::squaredDeviations(x + i * v.stride, S, m);
   const float vr = static_cast<float>(sq / count);
   const float a = scale / std::sqrt(vr + eps), b = shift - m * a;
   thread_local std::vector<float> rowBuf;  // kept across calls: no allocation per step
@@ -970,11 +1048,17 @@ __attribute__((target_clones("avx512f", "default"))) void bnForwardChannel(
 //   dx = k * (dy - sum(dy) / M - (x - mean) * sum(dy * (x - mean)) / ((var + eps) * M)),
 // or dx = k * dy when the statistics are constants (global). With `pool`, `dy` and `arg` are
 // the pooled gradient's rows (`poolStride` apart) and each row of the normalization's dy is
-// rebuilt by maxPoolArgScatter when a pass needs it.
+// rebuilt by maxPoolArgScatter when a pass needs it. With `sink` the rows of dx are not stored:
+// each is computed into sink->row and handed to sink->take.
+struct DxRowSink {
+  float* row;
+  void (*take)(void* ctx, int64_t i, const float* row);
+  void* ctx;
+};
 __attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
     const ChannelRows& v, const float* x, const float* dy, float scale, float mean, float var,
     float eps, bool global, const MaxPool2d* pool, int64_t poolStride, const uint8_t* arg,
-    float* dx, float* dScale, float* dShift) {
+    float* dx, float* dScale, float* dShift, const DxRowSink* sink = nullptr) {
   const int64_t S = v.s;
   thread_local std::vector<float> planeBuf;  // kept across calls: no allocation per step
   auto dyRow = [&](int64_t i) -> const float* {
@@ -996,14 +1080,8 @@ __attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
       }
     }
     const float *p = x + i * v.stride, *g = dyRow(i);
-    float r1 = 0, r2 = 0;
-#pragma omp simd reduction(+ : r1, r2)
-    for (int64_t j = 0; j < S; ++j) {
-      r1 += g[j];
-      r2 += g[j] * (p[j] - m);
-    }
-    sdy += r1;
-    sdyx += r2;
+    sdy += rowsum::plain(g, S);
+    sdyx += rowsum::products(g, p, S, m);
   }
   *dShift = static_cast<float>(sdy);
   *dScale = static_cast<float>(sdyx) * istd;
@@ -1013,9 +1091,10 @@ __attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
   const float b = global ? 0.0f : static_cast<float>(sdyx / M) * istd * istd;
   for (int64_t i = 0; i < v.n; ++i) {
     const float *p = x + i * v.stride, *g = dyRow(i);
-    float* q = dx + i * v.stride;
+    float* q = sink ? sink->row : dx + i * v.stride;
 #pragma omp simd
     for (int64_t j = 0; j < S; ++j) q[j] = k * (g[j] - a - (p[j] - m) * b);
+    if (sink) sink->take(sink->ctx, i, q);
   }
 }
 
@@ -1032,16 +1111,16 @@ struct FusedPool {
         pads(a.getInts("__dw_maxpool_pads")) {}
 
   // The window over x (N x C x H x W); an error where the fusion does not apply.
-  Result<MaxPool2d> resolve(const Tensor& x) const {
-    if (x.rank() != 4 || kernel.size() != 2 || (!strides.empty() && strides.size() != 2) ||
+  Result<MaxPool2d> resolve(const Shape& x) const {
+    if (x.size() != 4 || kernel.size() != 2 || (!strides.empty() && strides.size() != 2) ||
         (!pads.empty() && pads.size() != 4) || kernel[0] * kernel[1] >= kMaxPoolArgWindow ||
         kernel[0] < 1 || kernel[1] < 1)
       return Status::error("the fused max pooling needs a 4-D input and a 2-D window under " +
                            std::to_string(kMaxPoolArgWindow) +
                            " elements; run the session with fuse off");
     MaxPool2d g;
-    g.h = x.dim(2);
-    g.w = x.dim(3);
+    g.h = x[2];
+    g.w = x[3];
     g.kh = kernel[0];
     g.kw = kernel[1];
     if (!strides.empty()) g.sh = strides[0], g.sw = strides[1];
@@ -1057,11 +1136,119 @@ struct FusedPool {
   }
 };
 
+// The one-input-channel convolution fused into a BatchNormalizationTraining /
+// BatchNormalizationGrad pair by the session (fuseConvIntoBatchNorm; "__dw_conv" names it,
+// "__dw_conv_strides", "_pads", "_dilations" give its window). The node reads the image (input
+// `image`), the weights and the bias (inputs `at`, `at + 1`) in place of the convolution's output X
+// and computes X a block of channels at a time, into a buffer that stays in the thread's cache: X,
+// the block's largest tensor, is never written, and the gradient node hands each row of dX straight
+// to the weight-gradient sums instead of storing it. The per-image convolution functions are the
+// unfused kernels' own (SingleChannelImages), and the weight gradient adds the images in the same
+// order, so results are bit-identical to the unfused graph's.
+class FusedConv {
+ public:
+  FusedConv(const Attributes& a, int image, int at)
+      : on_(!a.getString("__dw_conv").empty()),
+        imageAt_(image),
+        at_(at),
+        strides_(a.getInts("__dw_conv_strides")),
+        pads_(a.getInts("__dw_conv_pads")),
+        dilations_(a.getInts("__dw_conv_dilations")) {}
+  bool on() const { return on_; }
+
+  // Prepares every image of `x` (N x 1 x H x W) for the convolution with the weights W
+  // (OC x 1 x KH x KW) and returns X's shape.
+  Result<Shape> load(KernelContext& ctx) {
+    const Tensor& x = ctx.input(imageAt_);
+    if (!ctx.hasInput(at_)) return Status::error("the fused convolution's weights are missing");
+    const Tensor& w = ctx.input(at_);
+    w_ = w.data<float>();
+    b_ = ctx.hasInput(at_ + 1) ? ctx.input(at_ + 1).data<float>() : nullptr;
+    if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat ||
+        (b_ && ctx.input(at_ + 1).dtype() != DType::kFloat))
+      return Status::error("the fused convolution supports float32 only");
+    if (x.rank() != 4 || x.dim(1) != 1 || w.rank() != 4 || w.dim(1) != 1)
+      return Status::error("the fused convolution needs an N x 1 x H x W input (got " +
+                           shapeToString(x.shape()) + ") and OC x 1 x KH x KW weights (got " +
+                           shapeToString(w.shape()) + "); run the session with fuse off");
+    if (b_ && ctx.input(at_ + 1).size() != w.dim(0))
+      return Status::error("the fused convolution's bias of shape " +
+                           shapeToString(ctx.input(at_ + 1).shape()) + " does not match its " +
+                           std::to_string(w.dim(0)) + " output channels");
+    const std::vector<int64_t> key{x.dim(0), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3)};
+    if (!images_ || key != key_) {
+      if (strides_.size() != 2 || pads_.size() != 4 || dilations_.size() != 2)
+        return Status::error("the fused convolution needs 2-D strides, pads and dilations");
+      onednn::SingleChannelConv g{x.dim(0), w.dim(0), x.dim(2),      x.dim(3),     0,
+                                  0,        w.dim(2), w.dim(3),      strides_[0],  strides_[1],
+                                  pads_[0], pads_[1], dilations_[0], dilations_[1]};
+      for (int i = 0; i < 2; ++i) {
+        const int64_t span = (i == 0 ? g.h : g.w) + pads_[i] + pads_[i + 2] -
+                             ((i == 0 ? g.kh : g.kw) - 1) * dilations_[i] - 1;
+        if (strides_[i] < 1 || dilations_[i] < 1 || span < 0)
+          return Status::error("the fused convolution's window exceeds its input of shape " +
+                               shapeToString(x.shape()));
+        (i == 0 ? g.oh : g.ow) = span / strides_[i] + 1;
+      }
+      images_.emplace(g);
+      key_ = key;
+    }
+    const auto& g = images_->geometry();
+    const int64_t size = images_->preparedSize();
+    prepared_.resize(static_cast<size_t>(g.n * size));
+    image_.resize(static_cast<size_t>(g.n));
+    const float* px = x.data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < g.n; ++i)
+      image_[i] = images_->prepare(px + i * g.h * g.w, prepared_.data() + i * size);
+    return Shape{g.n, g.oc, g.oh, g.ow};
+  }
+
+  // Channels of X a thread computes at once: as many as keep their rows (N * S floats each)
+  // within about 1 MiB of its L2 cache, at least 1.
+  int64_t block(const ChannelRows& r) const {
+    return std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(1, r.n * r.s), 1, 4);
+  }
+  // Channels [o, o + count) of X into `xb`.
+  void compute(const ChannelBuffer& xb, int64_t o, int64_t count) const {
+    for (int64_t i = 0; i < xb.n; ++i)
+      images_->forward(image_[i], w_, b_, o, count, xb.channel(0) + i * xb.rowStride,
+                       xb.chanStride);
+  }
+
+  // Sums for one output channel's weight and bias gradients, fed the rows of dX image by image
+  // (a DxRowSink): sums[t] for each tap, then the bias.
+  struct Sums {
+    const FusedConv* conv;
+    std::vector<double> sums, image;
+    void reset() {
+      sums.assign(static_cast<size_t>(conv->images_->taps() + 1), 0.0);
+      image.resize(sums.size());
+    }
+    static void take(void* ctx, int64_t i, const float* row) {
+      auto* s = static_cast<Sums*>(ctx);
+      s->conv->images_->weightGrad(s->conv->image_[i], row, 1, s->image.data());
+      for (size_t t = 0; t < s->sums.size(); ++t) s->sums[t] += s->image[t];
+    }
+  };
+
+ private:
+  bool on_;
+  int imageAt_, at_;
+  std::vector<int64_t> strides_, pads_, dilations_;
+  std::optional<onednn::SingleChannelImages> images_;  // for the shapes in key_
+  std::vector<int64_t> key_;
+  std::vector<float> prepared_;      // every image, prepared (kept: no allocation per step)
+  std::vector<const float*> image_;  // where each prepared image lies
+  const float *w_ = nullptr, *b_ = nullptr;
+};
+
 // BatchNormalizationTraining(X, scale, B, mean, var) -> Y, running_mean, running_var,
 // saved_mean, saved_var: normalises with the batch statistics (population variance) and
 // updates the running ones as ONNX specifies: running = input * momentum + batch * (1 - momentum).
 // With a fused max pooling Y is the pooled output and a sixth output holds each window's winner
-// (uint8, the shape of Y) for the fused BatchNormalizationGrad.
+// (uint8, the shape of Y) for the fused BatchNormalizationGrad. With a fused convolution X is
+// the image, and inputs 6 and 7 are the convolution's weights and bias.
 class BatchNormTraining : public Kernel {
  public:
   explicit BatchNormTraining(const KernelInit& init)
@@ -1069,29 +1256,37 @@ class BatchNormTraining : public Kernel {
         momentum_(init.attrs.getFloat("momentum", 0.9f)),
         relu_(init.attrs.getString("__dw_activation") == "Relu"),
         pool_(init.attrs),
+        conv_(init.attrs, 0, 5),
         blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)) {
     const std::string act = init.attrs.getString("__dw_activation");
     if (!act.empty() && !relu_) fail("BatchNormalizationTraining cannot apply fused " + act);
     if (pool_.on && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
-    // Y's rows are written with X's stride, which a gathered channel does not have.
-    if (blockedX_ && !pool_.on) fail("a blocked input needs the fused max pooling");
+    // Y's rows are written with X's stride, which a gathered or computed channel does not have.
+    if ((blockedX_ || conv_.on()) && !pool_.on)
+      fail("a blocked input or a fused convolution needs the fused max pooling");
   }
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 5));
     const Tensor& x = ctx.input(0);
-    if (x.rank() < 2) return Status::error("input must be at least 2-D (N, C, ...)");
-    const int64_t c = x.dim(1);
+    Shape xShape = x.shape();
+    if (conv_.on()) {
+      auto r = conv_.load(ctx);
+      if (!r) return r.status();
+      xShape = *r;
+    }
+    if (xShape.size() < 2) return Status::error("input must be at least 2-D (N, C, ...)");
+    const int64_t c = xShape[1];
     for (int i = 1; i <= 4; ++i)
       if (ctx.input(i).size() != c)
         return Status::error("scale, bias, mean and var must be vectors of length C");
     MaxPool2d g;
-    Shape yShape = x.shape();
+    Shape yShape = xShape;
     if (pool_.on) {
-      auto r = pool_.resolve(x);
+      auto r = pool_.resolve(xShape);
       if (!r) return r.status();
       g = *r;
-      yShape = {x.dim(0), c, g.oh, g.ow};
+      yShape = {xShape[0], c, g.oh, g.ow};
     }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, yShape));
     DW_ALLOC(rm, ctx.output(1, DType::kFloat, {c}));
@@ -1103,9 +1298,9 @@ class BatchNormTraining : public Kernel {
       arg = ctx.output(5, DType::kUInt8, yShape);
       if (!arg) return ctx.status();
     }
-    if (x.size() == 0) return Status::error("batch normalization of an empty batch");
+    if (numElements(xShape) == 0) return Status::error("batch normalization of an empty batch");
     if (blockedX_) DW_RETURN_IF_ERROR(checkBlocked(x, "input X"));
-    const ChannelRows rows = channelRows(x);
+    const ChannelRows rows = channelRows(xShape);
     const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
     const float* px = x.data<float>();
@@ -1118,7 +1313,17 @@ class BatchNormTraining : public Kernel {
                        py + ch * ps, pa ? pa + ch * ps : nullptr, sm->data<float>() + ch,
                        sv->data<float>() + ch);
     };
-    if (blockedX_) {
+    if (conv_.on()) {
+      const int64_t per = conv_.block(rows), blocks = (c + per - 1) / per;
+#pragma omp parallel for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) {
+        thread_local std::vector<float> buf;  // kept across calls: no allocation per step
+        const int64_t o = b * per, count = std::min(per, c - o);
+        const ChannelBuffer xb(rows.n, c, s, count, o, buf);
+        conv_.compute(xb, o, count);
+        for (int64_t l = 0; l < count; ++l) channel(xb.rows(), xb.channel(l), o + l);
+      }
+    } else if (blockedX_) {
       constexpr int64_t B = onednn::kChannelBlock;
 #pragma omp parallel for schedule(static)
       for (int64_t cb = 0; cb < c / B; ++cb) {
@@ -1145,6 +1350,7 @@ class BatchNormTraining : public Kernel {
   float eps_, momentum_;
   bool relu_;       // a Relu on the output, fused by the session (fuseTrainingChains)
   FusedPool pool_;  // a max pooling after it, fused by the session
+  FusedConv conv_;  // a one-input-channel convolution before it, fused by the session
   bool blockedX_;   // X arrives in nChw16c (markBlockedLayouts)
 };
 
@@ -1152,17 +1358,21 @@ class BatchNormTraining : public Kernel {
 // statistics are constants (inference-mode normalisation); otherwise they are the batch's.
 // B does not enter the math. With a fused max pooling (and its Relu gradient) dY is the pooled
 // output's gradient and a seventh input holds the winners from BatchNormalizationTraining.
+// With a fused convolution X is the image, inputs 8 and 9 are the convolution's weights and
+// bias, and outputs 4 and 5 their gradients in place of dX.
 class BatchNormGrad : public Kernel {
  public:
   explicit BatchNormGrad(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         global_(init.attrs.getInt("global_stats", 0) != 0),
         pool_(init.attrs),
+        conv_(init.attrs, 1, 7),
         blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 1)),
         blockedDx_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)) {
-    // Without the pooling dY has X's rows, which a gathered channel does not have. dX is
-    // computed with X's rows, so it is blocked only where X is (the session's only case).
-    if (blockedX_ && !pool_.on) fail("a blocked input needs the fused max pooling");
+    // Without the pooling dY has X's rows, which a gathered or computed channel does not have.
+    // dX is computed with X's rows, so it is blocked only where X is (the session's only case).
+    if ((blockedX_ || conv_.on()) && !pool_.on)
+      fail("a blocked input or a fused convolution needs the fused max pooling");
     if (blockedDx_ && !blockedX_) fail("a blocked dX needs a blocked X");
   }
 
@@ -1172,33 +1382,39 @@ class BatchNormGrad : public Kernel {
     const Tensor& x = ctx.input(1);
     if (ctx.numInputs() < 6 || !ctx.hasInput(5))
       return Status::error("BatchNormalizationGrad needs 6 inputs (dY, X, scale, mean, var, B)");
+    Shape xShape = x.shape();
+    if (conv_.on()) {
+      if (ctx.wantsOutput(0))
+        return Status::error("with a fused convolution there is no dX to give");
+      auto r = conv_.load(ctx);
+      if (!r) return r.status();
+      xShape = *r;
+    }
     MaxPool2d g;
     if (pool_.on) {
-      auto r = pool_.resolve(x);
+      auto r = pool_.resolve(xShape);
       if (!r) return r.status();
       g = *r;
-      const Shape pooled{x.dim(0), x.dim(1), g.oh, g.ow};
+      const Shape pooled{xShape[0], xShape[1], g.oh, g.ow};
       if (dy.shape() != pooled || !ctx.hasInput(6) || ctx.input(6).dtype() != DType::kUInt8 ||
           ctx.input(6).shape() != pooled)
         return Status::error(
             "BatchNormalizationGrad with a fused max pooling: dY and the winners (input 7, "
             "uint8) must have the pooled shape");
-    } else if (x.rank() < 2 || dy.shape() != x.shape()) {
+    } else if (xShape.size() < 2 || dy.shape() != xShape) {
       return Status::error("BatchNormalizationGrad: dY and X must match, at least 2-D");
     }
-    const int64_t c = x.dim(1);
+    const int64_t c = xShape[1];
     for (int i = 2; i <= 4; ++i)
       if (ctx.input(i).size() != c)
         return Status::error("scale, mean and var must be vectors of length C");
-    Tensor* dx = ctx.output(0, DType::kFloat, x.shape());
-    if (!dx) return ctx.status();
-    Tensor* ds = ctx.output(1, DType::kFloat, {c});
-    if (!ds) return ctx.status();
-    Tensor* db = ctx.output(2, DType::kFloat, {c});
-    if (!db) return ctx.status();
-    if (x.size() == 0) return Status::error("batch normalization of an empty batch");
+    Tensor* dx = conv_.on() ? nullptr : ctx.output(0, DType::kFloat, xShape);
+    if (!conv_.on() && !dx) return ctx.status();
+    DW_ALLOC(ds, ctx.output(1, DType::kFloat, {c}));
+    DW_ALLOC(db, ctx.output(2, DType::kFloat, {c}));
+    if (numElements(xShape) == 0) return Status::error("batch normalization of an empty batch");
     if (blockedX_) DW_RETURN_IF_ERROR(checkBlocked(x, "input X"));
-    const ChannelRows rows = channelRows(x);
+    const ChannelRows rows = channelRows(xShape);
     const int64_t s = rows.s;
     const int64_t ps = pool_.on ? g.oh * g.ow : s;
     const float* px = x.data<float>();
@@ -1207,15 +1423,45 @@ class BatchNormGrad : public Kernel {
     const float* scale = ctx.input(2).data<float>();
     const float* mean = ctx.input(3).data<float>();
     const float* var = ctx.input(4).data<float>();
-    float* pdx = dx->data<float>();
-    auto channel = [&](const ChannelRows& r, const float* xc, float* dxc, int64_t ch) {
+    auto channel = [&](const ChannelRows& r, const float* xc, float* dxc, int64_t ch,
+                       const DxRowSink* sink = nullptr) {
       bnBackwardChannel(r, xc, pg + ch * ps, scale[ch], mean[ch], var[ch], eps_, global_,
                         pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr, dxc,
-                        ds->data<float>() + ch, db->data<float>() + ch);
+                        ds->data<float>() + ch, db->data<float>() + ch, sink);
     };
-    if (blockedX_) {
+    if (conv_.on()) {
+      const Shape& ws = ctx.input(7).shape();
+      const int64_t taps = ws[2] * ws[3];
+      // The weight gradient is always summed; unwanted, it goes to scratch.
+      DW_ALLOC(dw, ctx.wantsOutput(3) ? ctx.output(3, DType::kFloat, ws)
+                                      : ctx.scratch(DType::kFloat, ws));
+      Tensor* dcb = ctx.wantsOutput(4) ? ctx.output(4, DType::kFloat, {c}) : nullptr;
+      if (ctx.wantsOutput(4) && !dcb) return ctx.status();
+      float* pdw = dw->data<float>();
+      float* pdcb = dcb ? dcb->data<float>() : nullptr;
+      const int64_t per = conv_.block(rows), blocks = (c + per - 1) / per;
+#pragma omp parallel for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) {
+        thread_local std::vector<float> buf, row;  // kept across calls: no allocation per step
+        thread_local FusedConv::Sums sums;
+        const int64_t o = b * per, count = std::min(per, c - o);
+        const ChannelBuffer xb(rows.n, c, s, count, o, buf);
+        conv_.compute(xb, o, count);
+        row.resize(static_cast<size_t>(s));
+        sums.conv = &conv_;
+        const DxRowSink sink{row.data(), &FusedConv::Sums::take, &sums};
+        for (int64_t l = 0; l < count; ++l) {
+          sums.reset();
+          channel(xb.rows(), xb.channel(l), nullptr, o + l, &sink);
+          for (int64_t t = 0; t < taps; ++t)
+            pdw[(o + l) * taps + t] = static_cast<float>(sums.sums[t]);
+          if (pdcb) pdcb[o + l] = static_cast<float>(sums.sums[taps]);
+        }
+      }
+    } else if (blockedX_) {
       // X gathered into plain rows, and dX computed into rows laid out alike, then scattered
       // (or copied out, where dX is plain).
+      float* pdx = dx->data<float>();
       constexpr int64_t B = onednn::kChannelBlock;
 #pragma omp parallel for schedule(static)
       for (int64_t cb = 0; cb < c / B; ++cb) {
@@ -1230,6 +1476,7 @@ class BatchNormGrad : public Kernel {
           dxs.copyOut(pdx, cb);
       }
     } else {
+      float* pdx = dx->data<float>();
 #pragma omp parallel for schedule(static)
       for (int64_t ch = 0; ch < c; ++ch) channel(rows, px + ch * s, pdx + ch * s, ch);
     }
@@ -1240,6 +1487,7 @@ class BatchNormGrad : public Kernel {
   float eps_;
   bool global_;
   FusedPool pool_;             // the max pooling (and Relu) before it, fused by the session
+  FusedConv conv_;             // the one-input-channel convolution before X, fused by the session
   bool blockedX_, blockedDx_;  // X arrives / dX leaves in nChw16c (markBlockedLayouts)
 };
 

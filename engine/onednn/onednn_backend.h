@@ -197,9 +197,49 @@ struct SingleChannelEpilogue {
 // y = conv(x, w) + b (b may be null), then `ep` where given (y is then the pooled output).
 void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
                               const float* b, float* y, const SingleChannelEpilogue* ep = nullptr);
-// dW and dB from dY; dX is not computed (an image input has no gradient).
+// dW and dB from dY; dX is not computed (an image input has no gradient). Each image's sums
+// are kept apart and added in image order, so the result does not depend on the thread count.
 void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
                                  float* dw, float* db);
+
+// With stride 1 every image is first copied into KW zero-padded planes, one per kernel column,
+// shifted by that column's offset (single_channel_conv.cpp): `ok` is false for other strides.
+struct SingleChannelShifted {
+  bool ok = false;
+  int64_t rows = 0;           // input rows the taps reach: oh + (kh - 1) * dh
+  int64_t len = 0;            // outputs per plane: oh * ow
+  int64_t span = 0;           // len rounded up to whole forward blocks
+  int64_t copy = 0;           // floats per shifted plane, with room for the blocks' overrun
+  std::vector<int64_t> offs;  // each tap's offset into the shifted planes
+};
+
+// The per-image work of a SingleChannelConv, for kernels that run it inside their own loops:
+// the training CNN block fuses its first convolution into the BatchNormalization after it
+// (grad_kernels.cpp), recomputing the activation wherever it is read instead of storing it.
+// singleChannelConvForward and singleChannelConvWeightGrad run the same functions, so fused and
+// unfused results are bit-identical.
+class SingleChannelImages {
+ public:
+  explicit SingleChannelImages(const SingleChannelConv& g);
+  const SingleChannelConv& geometry() const { return g_; }
+  int64_t taps() const { return g_.kh * g_.kw; }
+  // Floats one prepared image takes.
+  int64_t preparedSize() const;
+  // One h x w image in the form forward() and weightGrad() read: `buf` (preparedSize() floats)
+  // filled, or the image itself where it needs no preparation.
+  const float* prepare(const float* image, float* buf) const;
+  // Output channels [o, o + count) of a prepared image into planes `stride` floats apart, oh * ow
+  // floats each (nothing is written between them). b may be null.
+  void forward(const float* xp, const float* w, const float* b, int64_t o, int64_t count,
+               float* out, int64_t stride) const;
+  // For the channels c < count of dY planes (oh * ow floats each, contiguous from dy):
+  // dwdb[c * (taps + 1) + t] = sum(dY * the input under tap t), then at index taps sum(dY).
+  void weightGrad(const float* xp, const float* dy, int64_t count, double* dwdb) const;
+
+ private:
+  SingleChannelConv g_;
+  SingleChannelShifted p_;
+};
 // Tests: true makes the direct loops take their portable path even where AVX-512 is available,
 // so that both paths are checked on one machine.
 void singleChannelConvGenericOnly(bool on);

@@ -14,7 +14,6 @@
 // gradient). One channel at a time, every multiply-add needed its own unaligned load, and the
 // loads, not the arithmetic, bounded the loop.
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -47,14 +46,7 @@ int64_t roundUp(int64_t v, int64_t m) {
 }
 
 // The shifted-plane geometry of stride-1 convolutions; ok = false where another path is needed.
-struct Shifted {
-  bool ok = false;
-  int64_t rows = 0;           // input rows the taps reach: oh + (kh - 1) * dh
-  int64_t len = 0;            // outputs per plane: oh * ow
-  int64_t span = 0;           // len rounded up to whole forward blocks
-  int64_t copy = 0;           // floats per shifted plane, with room for the blocks' overrun
-  std::vector<int64_t> offs;  // each tap's offset into the shifted planes
-};
+using Shifted = SingleChannelShifted;
 
 Shifted shifted(const SingleChannelConv& g) {
   Shifted p;
@@ -158,14 +150,17 @@ void forwardChannels(const Shifted& p, const float* xp, const float* w, const fl
   for (int c = 0; c < n; ++c) forwardPlaneGeneric(p, xp, w + c * taps, bias[c], out + c * stride);
 }
 
-// GCC's _mm512_reduce_add_ps trips its own uninitialized-value warnings; this runs once per
-// plane, outside the loops.
-__attribute__((target("avx512f"))) double sum512(__m512 v) {
-  alignas(64) float t[kVec];
-  _mm512_store_ps(t, v);
-  double s = 0;
-  for (float f : t) s += f;
-  return s;
+// The 16 lanes added pairwise (8 + 8, 4 + 4, ...), in registers: this runs for every tap of
+// every (image, channel) plane, and a chain of 16 dependent additions through memory cost more
+// than the plane's own multiply-adds. (GCC's _mm512_reduce_add_ps trips its own
+// uninitialized-value warnings.)
+__attribute__((target("avx512f"))) inline double sum512(__m512 v) {
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_movehdup_ps(q));
+  return _mm_cvtss_f32(q);
 }
 
 // Sums of dY * (X shifted by each of G taps) and, for the first tap block, of dY, for C
@@ -389,78 +384,100 @@ __attribute__((target_clones("avx512f", "default"))) void maxPoolPlane(
   }
 }
 
+SingleChannelImages::SingleChannelImages(const SingleChannelConv& g) : g_(g), p_(shifted(g)) {}
+
+int64_t SingleChannelImages::preparedSize() const {
+  return p_.ok ? g_.kw * p_.copy : 0;
+}
+
+const float* SingleChannelImages::prepare(const float* image, float* buf) const {
+  if (!p_.ok) return image;
+  shiftPlanes(g_, p_, image, buf);
+  return buf;
+}
+
+void SingleChannelImages::forward(const float* xp, const float* w, const float* b, int64_t o,
+                                  int64_t count, float* out, int64_t stride) const {
+  const int64_t taps = g_.kh * g_.kw;
+  if (!p_.ok) {
+    for (int64_t c = 0; c < count; ++c)
+      forwardPlane(g_, xp, w + (o + c) * taps, b ? b[o + c] : 0.0f, out + c * stride);
+    return;
+  }
+  const float zeros[kFwdChannels] = {};
+  for (int64_t c0 = 0; c0 < count; c0 += kFwdChannels) {
+    const int n = static_cast<int>(std::min<int64_t>(kFwdChannels, count - c0));
+    forwardChannels(p_, xp, w + (o + c0) * taps, b ? b + o + c0 : zeros, n, out + c0 * stride,
+                    stride);
+  }
+}
+
+void SingleChannelImages::weightGrad(const float* xp, const float* dy, int64_t count,
+                                     double* dwdb) const {
+  const int64_t k = g_.kh * g_.kw, per = k + 1;
+  std::fill_n(dwdb, count * per, 0.0);
+  for (int64_t c0 = 0; c0 < count; c0 += kGradChannels) {
+    const int n = static_cast<int>(std::min<int64_t>(kGradChannels, count - c0));
+    double* d = dwdb + c0 * per;
+    const float* gs = dy + c0 * g_.oh * g_.ow;
+    if (p_.ok) {
+      weightGradChannels(p_, xp, gs, n, d, d + k);
+      continue;
+    }
+    for (int c = 0; c < n; ++c)
+      weightGradPlane(g_, xp, gs + c * g_.oh * g_.ow, d + c * per, d + c * per + k);
+  }
+}
+
 void singleChannelConvForward(const SingleChannelConv& g, const float* x, const float* w,
                               const float* b, float* y, const SingleChannelEpilogue* ep) {
-  const Shifted p = shifted(g);
+  const SingleChannelImages im(g);
   const bool pool = ep && ep->kh > 0;
   const int64_t outPlane = pool ? ep->oh * ep->ow : g.oh * g.ow;
-  const int64_t taps = g.kh * g.kw;
-  std::vector<float> zeros(b ? 0 : g.oc, 0.0f);
-  const float* bias = b ? b : zeros.data();
+  // Room past the last plane for the epilogue's vector reads.
+  const int64_t planeStride = roundUp(g.oh * g.ow, kFwdSpan);
   // A thread per image: its shifted planes serve every output channel.
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < g.n; ++n) {
-    const float* xs = x + n * g.h * g.w;
-    thread_local std::vector<float> xp, planes;  // kept across calls: no allocation per step
-    if (p.ok) {
-      xp.resize(g.kw * p.copy);
-      planes.resize((kFwdChannels + 1) * p.span);  // room past the last plane for the epilogue
-      shiftPlanes(g, p, xs, xp.data());
-      for (int64_t o = 0; o < g.oc; o += kFwdChannels) {
-        const int c = static_cast<int>(std::min<int64_t>(kFwdChannels, g.oc - o));
-        // Without pooling the planes are computed straight into the output.
-        float* first = y + (n * g.oc + o) * outPlane;
-        float* conv = pool ? planes.data() : first;
-        const int64_t stride = pool ? p.span : outPlane;
-        forwardChannels(p, xp.data(), w + o * taps, bias + o, c, conv, stride);
-        for (int i = 0; i < c; ++i) finishPlane(g, ep, conv + i * stride, first + i * outPlane);
-      }
+    thread_local std::vector<float> xbuf, planes;  // kept across calls: no allocation per step
+    xbuf.resize(im.preparedSize());
+    const float* xp = im.prepare(x + n * g.h * g.w, xbuf.data());
+    if (!pool) {
+      // Without pooling the planes are computed straight into the output.
+      float* out = y + n * g.oc * outPlane;
+      im.forward(xp, w, b, 0, g.oc, out, outPlane);
+      for (int64_t o = 0; o < g.oc; ++o) finishPlane(g, ep, out + o * outPlane, out + o * outPlane);
       continue;
     }
-    if (pool) planes.resize(g.oh * g.ow + kFwdSpan);
-    for (int64_t o = 0; o < g.oc; ++o) {
-      float* out = y + (n * g.oc + o) * outPlane;
-      float* conv = pool ? planes.data() : out;
-      forwardPlane(g, xs, w + o * taps, bias[o], conv);
-      finishPlane(g, ep, conv, out);
+    planes.resize((kFwdChannels + 1) * planeStride);
+    for (int64_t o = 0; o < g.oc; o += kFwdChannels) {
+      const int64_t c = std::min<int64_t>(kFwdChannels, g.oc - o);
+      im.forward(xp, w, b, o, c, planes.data(), planeStride);
+      for (int64_t i = 0; i < c; ++i)
+        finishPlane(g, ep, planes.data() + i * planeStride, y + (n * g.oc + o + i) * outPlane);
     }
   }
 }
 
 void singleChannelConvWeightGrad(const SingleChannelConv& g, const float* x, const float* dy,
                                  float* dw, float* db) {
+  const SingleChannelImages im(g);
   const int64_t k = g.kh * g.kw, per = k + 1;
-  const Shifted p = shifted(g);
-  // Each thread takes whole images (shifting each once for all output channels) into its own
-  // partial sums, added in thread order: the result is fixed for a given thread count, like
-  // oneDNN's own reductions.
-  const int threads = omp_get_max_threads();
-  std::vector<double> part(static_cast<size_t>(threads) * g.oc * per, 0.0);
-#pragma omp parallel num_threads(threads)
-  {
-    double* mine = part.data() + static_cast<size_t>(omp_get_thread_num()) * g.oc * per;
-    thread_local std::vector<float> xp;
-    if (p.ok) xp.resize(g.kw * p.copy);
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < g.n; ++n) {
-      const float* xs = x + n * g.h * g.w;
-      const float* gs = dy + n * g.oc * g.oh * g.ow;
-      if (!p.ok) {
-        for (int64_t o = 0; o < g.oc; ++o)
-          weightGradPlane(g, xs, gs + o * g.oh * g.ow, mine + o * per, mine + o * per + k);
-        continue;
-      }
-      shiftPlanes(g, p, xs, xp.data());
-      for (int64_t o = 0; o < g.oc; o += kGradChannels) {
-        const int c = static_cast<int>(std::min<int64_t>(kGradChannels, g.oc - o));
-        weightGradChannels(p, xp.data(), gs + o * p.len, c, mine + o * per, mine + o * per + k);
-      }
-    }
+  thread_local std::vector<double> part;  // kept across calls: no allocation per step
+  part.resize(static_cast<size_t>(g.n * g.oc * per));
+  double* parts = part.data();
+  // Each thread takes whole images, shifting each once for all output channels.
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < g.n; ++n) {
+    thread_local std::vector<float> xbuf;
+    xbuf.resize(im.preparedSize());
+    const float* xp = im.prepare(x + n * g.h * g.w, xbuf.data());
+    im.weightGrad(xp, dy + n * g.oc * g.oh * g.ow, g.oc, parts + n * g.oc * per);
   }
   for (int64_t o = 0; o < g.oc; ++o) {
     for (int64_t i = 0; i <= k; ++i) {
       double v = 0;
-      for (int t = 0; t < threads; ++t) v += part[(static_cast<size_t>(t) * g.oc + o) * per + i];
+      for (int64_t n = 0; n < g.n; ++n) v += parts[(n * g.oc + o) * per + i];
       if (i < k)
         dw[o * k + i] = static_cast<float>(v);
       else

@@ -8,7 +8,9 @@
 // unfused. With channels a multiple of 16 the convolution's activations and their gradients
 // also pass between the kernels in nChw16c (markBlockedLayouts; in one block, and in each of two
 // chained blocks), bit-identical to the fused graph in plain NCHW
-// (SessionOptions::blockedLayouts = false).
+// (SessionOptions::blockedLayouts = false). On a one-channel image the convolution itself joins
+// the normalization and its gradient (fuseConvIntoBatchNorm), again bit for bit, on both of the
+// direct convolution loops' paths, and with results that do not depend on the thread count.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/onednn/onednn_backend.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
 #include "tests/engine/onnx_builder.h"
@@ -42,7 +45,25 @@ struct PoolCase {
   // A second block Conv(3x3, pad 1, c -> c) -> BatchNormalization -> Relu -> MaxPool(2x2/2)
   // reads the first one's pooled output.
   bool secondBlock = false;
+  // The first convolution: one input channel fuses it into the normalization
+  // (fuseConvIntoBatchNorm); its window and an optional bias.
+  int64_t inChannels = 2;
+  std::vector<int64_t> convStrides = {1, 1}, convPads = {1, 1, 1, 1}, convDilations = {1, 1};
+  bool convBias = false;
 };
+
+// A one-channel image whose convolution fuses into the normalization, 2x2 / stride 2 pooling.
+PoolCase imageCase(std::string name, int64_t n, int64_t c, int64_t h, int64_t w,
+                   std::vector<int64_t> strides, std::vector<int64_t> pads,
+                   std::vector<int64_t> dilations, bool bias) {
+  PoolCase p{std::move(name), n, c, h, w, {2, 2}, {2, 2}, {0, 0, 0, 0}};
+  p.inChannels = 1;
+  p.convStrides = std::move(strides);
+  p.convPads = std::move(pads);
+  p.convDilations = std::move(dilations);
+  p.convBias = bias;
+  return p;
+}
 
 // A fused 2x2 / stride 2 block followed by the second one.
 PoolCase twoBlocks(std::string name, int64_t n, int64_t c, int64_t h, int64_t w) {
@@ -66,12 +87,13 @@ int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, bool ce
 std::map<std::string, Tensor> weights(const PoolCase& c) {
   Tensor var(DType::kFloat, {c.c});
   for (int64_t i = 0; i < c.c; ++i) var.data<float>()[i] = 1.5f;
-  std::map<std::string, Tensor> w{{"W", normalTensor({c.c, 2, 3, 3}, 1)},
+  std::map<std::string, Tensor> w{{"W", normalTensor({c.c, c.inChannels, 3, 3}, 1)},
                                   {"scale", normalTensor({c.c}, 2)},
                                   {"shift", normalTensor({c.c}, 3)},
                                   {"mean", normalTensor({c.c}, 4)},
                                   {"var", var},
-                                  {"X", normalTensor({c.n, 2, c.h, c.w}, 6)}};
+                                  {"X", normalTensor({c.n, c.inChannels, c.h, c.w}, 6)}};
+  if (c.convBias) w["Bc"] = normalTensor({c.c}, 11);
   if (c.secondBlock) {
     w["W2"] = normalTensor({c.c, c.c, 3, 3}, 7);
     w["scale2"] = normalTensor({c.c}, 8);
@@ -88,11 +110,15 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
   m.add_opset_import()->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("bn_pool");
-  addValue(g->add_input(), "X", {c.n, 2, c.h, c.w});
+  addValue(g->add_input(), "X", {c.n, c.inChannels, c.h, c.w});
   for (const auto& [name, t] : weights(c))
     if (name != "X") tensorToProto(t, g->add_initializer(), name);
-  outShape = {c.n, c.c, pooled(c.h, c.kernel[0], c.strides[0], c.pads[0], c.pads[2], c.ceil),
-              pooled(c.w, c.kernel[1], c.strides[1], c.pads[1], c.pads[3], c.ceil)};
+  const int64_t ch = pooled(c.h, 2 * c.convDilations[0] + 1, c.convStrides[0], c.convPads[0],
+                            c.convPads[2], false),
+                cw = pooled(c.w, 2 * c.convDilations[1] + 1, c.convStrides[1], c.convPads[1],
+                            c.convPads[3], false);
+  outShape = {c.n, c.c, pooled(ch, c.kernel[0], c.strides[0], c.pads[0], c.pads[2], c.ceil),
+              pooled(cw, c.kernel[1], c.strides[1], c.pads[1], c.pads[3], c.ceil)};
   if (c.secondBlock) outShape = {c.n, c.c, outShape[2] / 2, outShape[3] / 2};
   tensorToProto(normalTensor(outShape, 5), g->add_initializer(), "R");
   auto node = [&](const std::string& op, std::vector<std::string> in, std::string out) {
@@ -103,7 +129,13 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
     n->add_output(out);
     return n;
   };
-  attrInts(node("Conv", {"X", "W"}, "C"), "pads", {1, 1, 1, 1});
+  auto* conv = node(
+      "Conv",
+      c.convBias ? std::vector<std::string>{"X", "W", "Bc"} : std::vector<std::string>{"X", "W"},
+      "C");
+  attrInts(conv, "pads", c.convPads);
+  attrInts(conv, "strides", c.convStrides);
+  attrInts(conv, "dilations", c.convDilations);
   node("BatchNormalization", {"C", "scale", "shift", "mean", "var"}, "B");
   std::string act = "B";
   if (c.relu) act = node("Relu", {"B"}, "A")->output(0);
@@ -139,6 +171,7 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
   GradientGraphOptions go;
   go.losses = {"loss"};
   go.trainable = {"W", "scale", "shift"};
+  if (c.convBias) go.trainable.push_back("Bc");
   if (c.secondBlock) go.trainable.insert(go.trainable.end(), {"W2", "scale2", "shift2"});
   auto gg = buildGradientGraph(m, go);
   EXPECT_TRUE(gg.ok()) << gg.message();
@@ -176,6 +209,33 @@ void expectSameResults(const std::map<std::string, Tensor>& want,
   }
 }
 
+struct GraphRun {
+  std::map<std::string, Tensor> results;
+  std::string report;
+};
+
+GraphRun runGraph(const onnx::ModelProto& model, const std::map<std::string, Tensor>& feeds,
+                  bool fuse, bool blocked, int threads) {
+  GraphRun out;
+  SessionOptions o;
+  o.backend.threads = threads;
+  o.fuse = fuse;
+  o.blockedLayouts = blocked;
+  o.profile = true;
+  auto s = InferenceSession::create(model, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return out;
+  // Twice: the kernels' cached state (row buffers, primitives) must not change the results.
+  for (int run = 0; run < 2; ++run) {
+    auto r = (*s)->run(feeds);
+    EXPECT_TRUE(r.ok()) << r.message();
+    if (!r.ok()) return out;
+    for (auto& [k, t] : *r) out.results[k] = t.clone();
+  }
+  out.report = (*s)->profileReport(100);
+  return out;
+}
+
 TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
   const PoolCase& c = GetParam();
   Shape outShape;
@@ -186,29 +246,30 @@ TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
   std::map<std::string, Tensor> results[3];
   std::string reports[3];
   for (int v = 0; v < 3; ++v) {
-    SessionOptions o;
-    o.backend.threads = 2;
-    o.fuse = v > 0;
-    o.blockedLayouts = v == 2;
-    o.profile = true;
-    auto s = InferenceSession::create(model, o);
-    ASSERT_TRUE(s.ok()) << s.message();
-    // Twice: the kernels' cached state (row buffers, primitives) must not change the results.
-    for (int run = 0; run < 2; ++run) {
-      auto r = (*s)->run(feeds);
-      ASSERT_TRUE(r.ok()) << r.message();
-      for (auto& [k, t] : *r) results[v][k] = t.clone();
-    }
-    reports[v] = (*s)->profileReport(100);
+    GraphRun r = runGraph(model, feeds, v > 0, v == 2, 2);
+    results[v] = std::move(r.results);
+    reports[v] = std::move(r.report);
   }
   const std::string& report = reports[2];
   // The fusion removes the MaxPool and its gradient from the plan.
   EXPECT_EQ(report.find("PoolGrad") == std::string::npos, c.fused) << report;
   EXPECT_EQ(report.find("MaxPool") == std::string::npos, c.fused) << report;
+  // A one-channel convolution joins the normalization and its gradient: no Conv or ConvGrad
+  // node is left (in the first block).
+  const bool convFused = c.fused && c.inChannels == 1;
+  for (int v = 1; v < 3; ++v) {
+    EXPECT_EQ(reports[v].find("B (BatchNormalizationTraining; C fused in)") != std::string::npos,
+              convFused)
+        << reports[v];
+    EXPECT_EQ(reports[v].find("(BatchNormalizationGrad; C fused in)") != std::string::npos,
+              convFused)
+        << reports[v];
+    EXPECT_EQ(reports[v].find("grad/C/ConvGrad") == std::string::npos, convFused) << reports[v];
+  }
   // Where the channels allow it, the convolution's output and the normalization gradient's dX
   // are handed over in nChw16c: Conv output 0, the normalization's X, its gradient's X and dX,
   // and ConvGrad's dY; in both blocks where there are two.
-  const bool blocked = c.fused && c.c % 16 == 0;
+  const bool blocked = c.fused && c.c % 16 == 0 && !convFused;
   std::vector<std::string> marked{
       "C (Conv; output 0 in nChw16c)", "(BatchNormalizationTraining; input 0 in nChw16c)",
       "(BatchNormalizationGrad; input 1, output 0 in nChw16c)", "(ConvGrad; input 0 in nChw16c)"};
@@ -232,6 +293,31 @@ TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
     EXPECT_TRUE(results[0].count(k)) << k << " missing from " << names;
   expectSameResults(results[0], results[1], "fused against unfused");
   expectSameResults(results[1], results[2], "nChw16c handoffs against plain");
+  if (c.inChannels == 1) {
+    // The image blocks' kernels sum in an order that does not depend on the thread count.
+    expectSameResults(results[0], runGraph(model, feeds, false, false, 1).results,
+                      "unfused, one thread against two");
+    expectSameResults(results[1], runGraph(model, feeds, true, false, 1).results,
+                      "fused, one thread against two");
+  }
+}
+
+// The same for the direct convolution loops' portable path (CPUs without AVX-512).
+TEST(FusedConvBatchNorm, PortableLoopsMatchTheUnfusedGraphBitForBit) {
+  struct Generic {
+    Generic() { onednn::singleChannelConvGenericOnly(true); }
+    ~Generic() { onednn::singleChannelConvGenericOnly(false); }
+  } generic;
+  for (const PoolCase& c :
+       {imageCase("image_conv", 3, 5, 11, 9, {1, 1}, {1, 1, 1, 1}, {1, 1}, true),
+        imageCase("image_conv_strided", 3, 4, 15, 14, {2, 2}, {1, 1, 1, 1}, {1, 1}, true)}) {
+    Shape outShape;
+    const onnx::ModelProto model = buildGradientModel(c, outShape);
+    const std::map<std::string, Tensor> feeds = weights(c);
+    const GraphRun fused = runGraph(model, feeds, true, false, 2);
+    EXPECT_NE(fused.report.find("C fused in"), std::string::npos) << fused.report;
+    expectSameResults(runGraph(model, feeds, false, false, 2).results, fused.results, c.name);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -250,6 +336,16 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"blocked_32_overlap_no_relu", 2, 32, 14, 14, {3, 3}, {2, 2}, {1, 1, 1, 1}, false},
         PoolCase{"blocked_16_s36", 3, 16, 6, 6, {2, 2}, {2, 2}, {0, 0, 0, 0}},
         twoBlocks("blocked_two_blocks", 3, 16, 12, 13),
+        // One-channel images: the convolution runs inside the normalization and its gradient.
+        // Odd plane sizes and channel counts (rows at every offset within a cache line),
+        // strided and dilated windows (the direct loops' unshifted path), with and without a
+        // bias, and channels a multiple of 16 (no nChw16c handoff then).
+        imageCase("image_conv", 3, 5, 11, 9, {1, 1}, {1, 1, 1, 1}, {1, 1}, true),
+        imageCase("image_conv_no_bias_valid", 4, 3, 12, 13, {1, 1}, {0, 0, 0, 0}, {1, 1}, false),
+        imageCase("image_conv_asymmetric_pads", 2, 6, 9, 30, {1, 1}, {0, 2, 1, 0}, {1, 1}, true),
+        imageCase("image_conv_strided", 3, 4, 15, 14, {2, 2}, {1, 1, 1, 1}, {1, 1}, true),
+        imageCase("image_conv_dilated", 2, 5, 13, 12, {1, 1}, {2, 2, 2, 2}, {2, 2}, true),
+        imageCase("image_conv_32", 4, 32, 14, 14, {1, 1}, {1, 1, 1, 1}, {1, 1}, true),
         twoBlocks("two_blocks_unblocked", 2, 8, 12, 12),
         PoolCase{"ceil_mode_unfused",
                  2,
