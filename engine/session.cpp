@@ -517,8 +517,9 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
 // convolution's output is read only by the normalization and the normalization's gradient, and
 // that gradient's dX only by the convolution's ConvGrad, as dY. Both tensors are then handed
 // over in oneDNN's nChw16c layout instead of plain NCHW (onednn_backend.h): the convolution
-// primitives read and write them as they are, and the normalization kernels gather and scatter
-// one channel block at a time while it is in cache. This saves two reorders of the block's
+// primitives read and write them as they are, and the normalization kernels work on 16
+// channels per vector (or, for windows other than 2x2 / stride 2, gather and scatter one
+// channel block at a time while it is in cache). This saves two reorders of the block's
 // activation per step. (The block's other end, the pooled output feeding the next convolution,
 // measured no gain: its tensors are a quarter the size, and the transposes cost what the
 // reorders did.) Needs statically known weights of 2-D convolutions (group 1, more than one

@@ -1098,6 +1098,214 @@ __attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
   }
 }
 
+// The fused normalization over an X that arrives in nChw16c, read as it lies: each vector holds
+// one position of 16 channels, so X and dX need no transposes, only the four times smaller
+// pooled tensors do. Each channel's sums follow rowsum's order exactly (element j of a row in
+// slot j % 64, the slots folded alike, the rows added in double), and every other step mirrors
+// the plain path's operations, so the results are bit-identical to it. The winners are kept in
+// the same blocked order ([n][c / 16][oh][ow][c % 16]) for the gradient. AVX-512 and the 2x2 /
+// stride 2 window only; elsewhere the kernels gather channels into plain rows (GatheredBlock).
+namespace native16 {
+
+constexpr int64_t B = onednn::kChannelBlock;
+
+bool usable(const MaxPool2d& g) {
+  return g.tiled2() && avx512Usable();
+}
+
+// rowsum's 64 lane accumulators, for 16 channels at once: slot 16q + k is lane k of
+// accumulator q.
+struct Slots {
+  __m512 s[64];
+  DW_AVX512 void reset() {
+    for (auto& v : s) v = _mm512_setzero_ps();
+  }
+  DW_AVX512 __m512 fold() const {
+    __m512 v[16];
+    for (int k = 0; k < 16; ++k)
+      v[k] = _mm512_add_ps(_mm512_add_ps(s[k], s[16 + k]), _mm512_add_ps(s[32 + k], s[48 + k]));
+    for (int w = 8; w >= 1; w /= 2)
+      for (int k = 0; k < w; ++k) v[k] = _mm512_add_ps(v[k], v[k + w]);
+    return v[0];
+  }
+};
+
+// A double per channel, as the plain path adds its row sums.
+struct Doubles {
+  __m512d lo, hi;
+  DW_AVX512 Doubles() : lo(_mm512_setzero_pd()), hi(_mm512_setzero_pd()) {}
+  DW_AVX512 void add(__m512 v) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    hi = _mm512_add_pd(
+        hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  }
+  DW_AVX512 void get(double* out) const {
+    _mm512_storeu_pd(out, lo);
+    _mm512_storeu_pd(out + 8, hi);
+  }
+};
+
+// The sum over each image's row of term(j), a vector of 16 channels' terms at position j.
+template <class Term>
+DW_AVX512 inline void rowSums(int64_t n, int64_t S, Term&& term, double* out) {
+  Slots sl;
+  Doubles d;
+  for (int64_t i = 0; i < n; ++i) {
+    sl.reset();
+    for (int64_t j = 0; j < S; ++j) sl.s[j & 63] = _mm512_add_ps(sl.s[j & 63], term(i, j));
+    d.add(sl.fold());
+  }
+  d.get(out);
+}
+
+// The geometry of one channel block: image i's block starts at i * imageStride.
+struct Block {
+  int64_t n, S, imageStride;      // X and dX: S * 16 floats per image
+  int64_t ps, pooledImageStride;  // the pooled planes (plain): ps floats, C * ps per image
+};
+
+// bnForwardChannel for the 16 channels of a block; y: the block's first pooled plane, arg: the
+// block's winners.
+DW_AVX512 void forward(const Block& k, const MaxPool2d& g, const float* x, const float* scale,
+                       const float* shift, float eps, bool relu, float* y, uint8_t* arg,
+                       float* mean, float* var) {
+  const double count = static_cast<double>(k.n * k.S);
+  auto at = [&](int64_t i, int64_t j) DW_AVX512 { return x + i * k.imageStride + j * B; };
+  double sums[B];
+  rowSums(
+      k.n, k.S, [&](int64_t i, int64_t j) DW_AVX512 { return _mm512_loadu_ps(at(i, j)); }, sums);
+  alignas(64) float m[B], a[B], b[B];
+  for (int l = 0; l < B; ++l) m[l] = static_cast<float>(sums[l] / count);
+  const __m512 mv = _mm512_load_ps(m);
+  rowSums(
+      k.n, k.S,
+      [&](int64_t i, int64_t j) DW_AVX512 {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(at(i, j)), mv);
+        return _mm512_mul_ps(d, d);
+      },
+      sums);
+  for (int l = 0; l < B; ++l) {
+    const float vr = static_cast<float>(sums[l] / count);
+    a[l] = scale[l] / std::sqrt(vr + eps);
+    b[l] = shift[l] - m[l] * a[l];
+    mean[l] = m[l];
+    var[l] = vr;
+  }
+  const __m512 av = _mm512_load_ps(a), bv = _mm512_load_ps(b), zero = _mm512_setzero_ps();
+  // y = x * a + b, then max(0, y) under relu: std::max(y, 0) is MAXPS(0, y).
+  auto norm = [&](const float* p) DW_AVX512 {
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p), av), bv);
+    return relu ? _mm512_max_ps(zero, v) : v;
+  };
+  thread_local std::vector<float> pooled;  // one image's pooled block, [position][channel]
+  pooled.resize(static_cast<size_t>(k.ps * B));
+  for (int64_t i = 0; i < k.n; ++i) {
+    uint8_t* ai = arg + i * k.pooledImageStride;
+    for (int64_t oh = 0; oh < g.oh; ++oh)
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        const float* p = at(i, 2 * oh * g.w + 2 * ow);
+        const __m512 va = norm(p), vb = norm(p + B), vc = norm(p + g.w * B),
+                     vd = norm(p + (g.w + 1) * B);
+        // As tiled2::windows: std::max(std::max(a, b), std::max(c, d)), the first winner.
+        const __m512 mx = _mm512_max_ps(_mm512_max_ps(vd, vc), _mm512_max_ps(vb, va));
+        const __mmask16 ia = _mm512_cmp_ps_mask(va, mx, _CMP_EQ_OQ);
+        const __mmask16 ib = _mm512_cmp_ps_mask(vb, mx, _CMP_EQ_OQ) & ~ia;
+        const __mmask16 ic = _mm512_cmp_ps_mask(vc, mx, _CMP_EQ_OQ) & ~(ia | ib);
+        __m512i w = _mm512_set1_epi32(3);
+        w = _mm512_mask_mov_epi32(w, ic, _mm512_set1_epi32(2));
+        w = _mm512_mask_mov_epi32(w, ib, _mm512_set1_epi32(1));
+        w = _mm512_mask_mov_epi32(w, ia, _mm512_setzero_si512());
+        if (relu)
+          w = _mm512_mask_mov_epi32(w, _mm512_cmp_ps_mask(mx, zero, _CMP_LE_OQ),
+                                    _mm512_set1_epi32(kNoArg));
+        const int64_t q = oh * g.ow + ow;
+        _mm512_storeu_ps(pooled.data() + q * B, mx);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(ai + q * B), _mm512_cvtepi32_epi8(w));
+      }
+    for (int64_t q0 = 0; q0 < k.ps; q0 += B)
+      transposeTile16(pooled.data() + q0 * B, B, y + i * k.pooledImageStride + q0, k.ps,
+                      std::min(B, k.ps - q0), B);
+  }
+}
+
+// bnBackwardChannel for the 16 channels of a block, pooled: dy the block's first pooled
+// gradient plane, arg its winners. dX is written blocked, or where plainStride > 0 as the
+// block's 16 plain planes (dx the first, plainStride = C * S floats per image).
+DW_AVX512 void backward(const Block& k, const MaxPool2d& g, const float* x, const float* dy,
+                        const uint8_t* arg, const float* scale, const float* mean, const float* var,
+                        float eps, bool global, float* dx, int64_t plainStride, float* dScale,
+                        float* dShift) {
+  const bool plainDx = plainStride > 0;
+  // Each image's dy rebuilt at full size, [position][channel], as maxPoolArgScatter writes it.
+  thread_local std::vector<float> full, pooled, dxImage;
+  full.resize(static_cast<size_t>(k.n * k.S * B));
+  pooled.resize(static_cast<size_t>(k.ps * B));
+  for (int64_t i = 0; i < k.n; ++i) {
+    for (int64_t q0 = 0; q0 < k.ps; q0 += B)
+      transposeTile16(dy + i * k.pooledImageStride + q0, k.ps, pooled.data() + q0 * B, B, B,
+                      std::min(B, k.ps - q0));
+    float* f = full.data() + i * k.S * B;
+    if (2 * g.oh != g.h || 2 * g.ow != g.w) std::fill_n(f, k.S * B, 0.0f);
+    const uint8_t* ai = arg + i * k.pooledImageStride;
+    for (int64_t oh = 0; oh < g.oh; ++oh)
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        const int64_t q = oh * g.ow + ow;
+        const __m512i w =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ai + q * B)));
+        const __m512 gv = _mm512_loadu_ps(pooled.data() + q * B);
+        float* p = f + (2 * oh * g.w + 2 * ow) * B;
+        _mm512_storeu_ps(
+            p, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_setzero_si512()), gv));
+        _mm512_storeu_ps(p + B,
+                         _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(1)), gv));
+        _mm512_storeu_ps(p + g.w * B,
+                         _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(2)), gv));
+        _mm512_storeu_ps(p + (g.w + 1) * B,
+                         _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(3)), gv));
+      }
+  }
+  auto xAt = [&](int64_t i, int64_t j) DW_AVX512 { return x + i * k.imageStride + j * B; };
+  auto gAt = [&](int64_t i, int64_t j) DW_AVX512 { return full.data() + (i * k.S + j) * B; };
+  const __m512 mv = _mm512_loadu_ps(mean);
+  double sdy[B], sdyx[B];
+  rowSums(
+      k.n, k.S, [&](int64_t i, int64_t j) DW_AVX512 { return _mm512_loadu_ps(gAt(i, j)); }, sdy);
+  rowSums(
+      k.n, k.S,
+      [&](int64_t i, int64_t j) DW_AVX512 {
+        return _mm512_mul_ps(_mm512_loadu_ps(gAt(i, j)),
+                             _mm512_sub_ps(_mm512_loadu_ps(xAt(i, j)), mv));
+      },
+      sdyx);
+  alignas(64) float kv[B], av[B], bv[B];
+  const double M = static_cast<double>(k.n * k.S);
+  for (int l = 0; l < B; ++l) {
+    const float istd = 1.0f / std::sqrt(var[l] + eps);
+    dShift[l] = static_cast<float>(sdy[l]);
+    dScale[l] = static_cast<float>(sdyx[l]) * istd;
+    kv[l] = scale[l] * istd;
+    av[l] = global ? 0.0f : static_cast<float>(sdy[l] / M);
+    bv[l] = global ? 0.0f : static_cast<float>(sdyx[l] / M) * istd * istd;
+  }
+  const __m512 kk = _mm512_load_ps(kv), aa = _mm512_load_ps(av), bb = _mm512_load_ps(bv);
+  if (plainDx) dxImage.resize(static_cast<size_t>(k.S * B));
+  for (int64_t i = 0; i < k.n; ++i) {
+    float* out = plainDx ? dxImage.data() : dx + i * k.imageStride;
+    // k * (dy - a - (x - mean) * b)
+    for (int64_t j = 0; j < k.S; ++j) {
+      const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xAt(i, j)), mv), bb);
+      _mm512_storeu_ps(
+          out + j * B,
+          _mm512_mul_ps(kk, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(gAt(i, j)), aa), d)));
+    }
+    if (plainDx)
+      for (int64_t j0 = 0; j0 < k.S; j0 += B)
+        transposeTile16(out + j0 * B, B, dx + i * plainStride + j0, k.S, std::min(B, k.S - j0), B);
+  }
+}
+
+}  // namespace native16
+
 // The max pooling fused into a BatchNormalizationTraining / BatchNormalizationGrad pair by the
 // session ("__dw_maxpool_kernel", "_strides", "_pads"), resolved against a 4-D input.
 struct FusedPool {
@@ -1323,6 +1531,14 @@ class BatchNormTraining : public Kernel {
         conv_.compute(xb, o, count);
         for (int64_t l = 0; l < count; ++l) channel(xb.rows(), xb.channel(l), o + l);
       }
+    } else if (blockedX_ && native16::usable(g)) {
+      constexpr int64_t B = onednn::kChannelBlock;
+      const native16::Block k{rows.n, s, c * s, ps, c * ps};
+#pragma omp parallel for schedule(static)
+      for (int64_t cb = 0; cb < c / B; ++cb)
+        native16::forward(k, g, px + cb * s * B, scale + cb * B, shift + cb * B, eps_, relu_,
+                          py + cb * B * ps, pa + cb * B * ps, sm->data<float>() + cb * B,
+                          sv->data<float>() + cb * B);
     } else if (blockedX_) {
       constexpr int64_t B = onednn::kChannelBlock;
 #pragma omp parallel for schedule(static)
@@ -1458,6 +1674,16 @@ class BatchNormGrad : public Kernel {
           if (pdcb) pdcb[o + l] = static_cast<float>(sums.sums[taps]);
         }
       }
+    } else if (blockedX_ && native16::usable(g)) {
+      constexpr int64_t B = onednn::kChannelBlock;
+      const native16::Block k{rows.n, s, c * s, ps, c * ps};
+      float* pdx = dx->data<float>();
+#pragma omp parallel for schedule(static)
+      for (int64_t cb = 0; cb < c / B; ++cb)
+        native16::backward(k, g, px + cb * s * B, pg + cb * B * ps, pa + cb * B * ps,
+                           scale + cb * B, mean + cb * B, var + cb * B, eps_, global_,
+                           pdx + cb * B * s, blockedDx_ ? 0 : c * s, ds->data<float>() + cb * B,
+                           db->data<float>() + cb * B);
     } else if (blockedX_) {
       // X gathered into plain rows, and dX computed into rows laid out alike, then scattered
       // (or copied out, where dX is plain).
