@@ -427,37 +427,35 @@ void transposeTile(const float* in, int64_t inStride, float* out, int64_t outStr
     for (int64_t i = 0; i < rows; ++i) out[c * outStride + i] = in[i * inStride + c];
 }
 
-// Channels [first, first + count) of an N x C x S tensor as rows in a buffer, for the
-// normalization kernels to run their per-channel code on. Each row lies at the same offset
-// within a 64-byte line as in the plain NCHW tensor, so the vectorised loops split it the same
-// way and the results are bit-identical to the plain path.
+// Channels of an N x C x S tensor as rows in a buffer, for the normalization kernels to run
+// their per-channel code on: each channel's N rows of S floats back to back, channels
+// `chanStride` apart. (Where a row starts does not change any result: the kernels' sums follow
+// rowsum's fixed order, and their other loops are elementwise.) Channel starts are staggered by
+// a cache line's multiple within each 4 KiB: at a whole multiple of 4 KiB apart, the rows that a
+// loop writes or reads together, one per channel, would all map to the same few L1 sets and
+// alias in the store buffer.
 struct ChannelBuffer {
   int64_t n = 0, c = 0, s = 0, rowStride = 0, chanStride = 0;
-  float* base = nullptr;  // channel `first`
+  float* base = nullptr;
 
-  // Sized in `buf` (kept by the caller across calls).
-  ChannelBuffer(int64_t n_, int64_t c_, int64_t s_, int64_t count, int64_t first,
-                std::vector<float>& buf)
-      : n(n_), c(c_), s(s_) {
-    // In the plain tensor row i + 1 of a channel lies c * s after row i, and channel ch + 1
-    // starts s after channel ch: both strides keep those offsets mod 16 floats (a line), and
-    // are uniform, so the rows are one 2-D array.
-    rowStride = s + ((c * s - s) % 16 + 16) % 16;
-    chanStride = (n * rowStride + 15) / 16 * 16 + s % 16;
-    buf.resize(static_cast<size_t>(count * chanStride + 32));
+  // `count` channels, sized in `buf` (kept by the caller across calls).
+  ChannelBuffer(int64_t n_, int64_t c_, int64_t s_, int64_t count, std::vector<float>& buf)
+      : n(n_), c(c_), s(s_), rowStride(s_) {
+    constexpr int64_t kPage = 1024, kStagger = 64;  // floats: 4 KiB, 256 bytes
+    chanStride = (n * s + kPage - 1) / kPage * kPage + kStagger;
+    buf.resize(static_cast<size_t>(count * chanStride + 16));
     const auto p = reinterpret_cast<uintptr_t>(buf.data());
-    base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63}) + (first * s) % 16;
+    base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
   }
   ChannelRows rows() const { return {n, s, rowStride}; }
   float* channel(int64_t l) const { return base + l * chanStride; }
 };
 
 // One channel block (16 channels) of an N x C x S tensor in nChw16c (onednn::kChannelBlock),
-// gathered into plain rows and scattered back. Any block's first channel lies at 16 * cb * s,
-// 0 mod 16, so one geometry serves every block.
+// gathered into plain rows and scattered back.
 struct GatheredBlock : ChannelBuffer {
   GatheredBlock(int64_t n_, int64_t c_, int64_t s_, std::vector<float>& buf)
-      : ChannelBuffer(n_, c_, s_, onednn::kChannelBlock, 0, buf) {}
+      : ChannelBuffer(n_, c_, s_, onednn::kChannelBlock, buf) {}
 
   // 16 x 16 tiles: 16 positions of the block's 16 channels.
   void gather(const float* x, int64_t cb) const {
@@ -911,16 +909,6 @@ class PoolGrad : public Kernel {
   std::map<std::vector<int64_t>, Entry> cache_;
 };
 
-// A row buffer of s floats placed at the same offset within a 64-byte line as `like`: the
-// vectorised loops then split the buffer's row exactly as they split a row of a tensor, so
-// fused and unfused sums round alike.
-float* likeAligned(std::vector<float>& buf, int64_t s, const float* like) {
-  buf.resize(static_cast<size_t>(s) + 32);
-  const auto base = reinterpret_cast<uintptr_t>(buf.data());
-  const uintptr_t aligned = (base + 63) & ~uintptr_t{63};
-  return reinterpret_cast<float*>(aligned + (reinterpret_cast<uintptr_t>(like) & 63));
-}
-
 // The rows of one channel lie C*S values apart, too far for the hardware prefetchers (a 7x7
 // pooled row is 196 bytes): the first pass over a channel asks for the rows a few ahead itself.
 constexpr int64_t kPrefetchRows = 4;
@@ -1048,54 +1036,72 @@ __attribute__((target_clones("avx512f", "default"))) void bnForwardChannel(
 //   dx = k * (dy - sum(dy) / M - (x - mean) * sum(dy * (x - mean)) / ((var + eps) * M)),
 // or dx = k * dy when the statistics are constants (global). With `pool`, `dy` and `arg` are
 // the pooled gradient's rows (`poolStride` apart) and each row of the normalization's dy is
-// rebuilt by maxPoolArgScatter when a pass needs it. With `sink` the rows of dx are not stored:
-// each is computed into sink->row and handed to sink->take.
-struct DxRowSink {
-  float* row;
-  void (*take)(void* ctx, int64_t i, const float* row);
-  void* ctx;
-};
-__attribute__((target_clones("avx512f", "default"))) void bnBackwardChannel(
-    const ChannelRows& v, const float* x, const float* dy, float scale, float mean, float var,
-    float eps, bool global, const MaxPool2d* pool, int64_t poolStride, const uint8_t* arg,
-    float* dx, float* dScale, float* dShift, const DxRowSink* sink = nullptr) {
-  const int64_t S = v.s;
-  thread_local std::vector<float> planeBuf;  // kept across calls: no allocation per step
-  auto dyRow = [&](int64_t i) -> const float* {
+// rebuilt by maxPoolArgScatter when a pass needs it. The first pass (BnGradChannel) sums and
+// gives the coefficients, the second runs row by row (row()), so that a caller can interleave
+// the rows of several channels.
+struct BnGradChannel {
+  ChannelRows v;
+  const float *x, *dy;
+  const MaxPool2d* pool;
+  int64_t poolStride;
+  const uint8_t* arg;
+  float m = 0, k = 0, a = 0, b = 0;
+
+  // Row i of dy: the tensor's own, or rebuilt from the pooled gradient in `buf`.
+  const float* dyRow(int64_t i, std::vector<float>& buf) const {
     if (!pool) return dy + i * v.stride;
-    float* d = likeAligned(planeBuf, S, x + i * v.stride);
-    maxPoolArgScatter(*pool, dy + i * poolStride, arg + i * poolStride, d);
-    return d;
-  };
-  const float m = mean, istd = 1.0f / std::sqrt(var + eps);
-  double sdy = 0, sdyx = 0;
-  for (int64_t i = 0; i < v.n; ++i) {
-    if (const int64_t ahead = i + kPrefetchRows; ahead < v.n) {
-      prefetchRow(x + ahead * v.stride, S * 4);
-      if (pool) {
-        prefetchRow(dy + ahead * poolStride, pool->oh * pool->ow * 4);
-        prefetchRow(arg + ahead * poolStride, pool->oh * pool->ow);
-      } else {
-        prefetchRow(dy + ahead * v.stride, S * 4);
+    buf.resize(static_cast<size_t>(v.s));
+    maxPoolArgScatter(*pool, dy + i * poolStride, arg + i * poolStride, buf.data());
+    return buf.data();
+  }
+
+  __attribute__((target_clones("avx512f", "default"))) void sums(float scale, float mean, float var,
+                                                                 float eps, bool global,
+                                                                 float* dScale, float* dShift) {
+    const int64_t S = v.s;
+    thread_local std::vector<float> buf;  // kept across calls: no allocation per step
+    m = mean;
+    const float istd = 1.0f / std::sqrt(var + eps);
+    double sdy = 0, sdyx = 0;
+    for (int64_t i = 0; i < v.n; ++i) {
+      if (const int64_t ahead = i + kPrefetchRows; ahead < v.n) {
+        prefetchRow(x + ahead * v.stride, S * 4);
+        if (pool) {
+          prefetchRow(dy + ahead * poolStride, pool->oh * pool->ow * 4);
+          prefetchRow(arg + ahead * poolStride, pool->oh * pool->ow);
+        } else {
+          prefetchRow(dy + ahead * v.stride, S * 4);
+        }
       }
+      const float *p = x + i * v.stride, *g = dyRow(i, buf);
+      sdy += rowsum::plain(g, S);
+      sdyx += rowsum::products(g, p, S, m);
     }
-    const float *p = x + i * v.stride, *g = dyRow(i);
-    sdy += rowsum::plain(g, S);
-    sdyx += rowsum::products(g, p, S, m);
+    *dShift = static_cast<float>(sdy);
+    *dScale = static_cast<float>(sdyx) * istd;
+    k = scale * istd;
+    const double M = static_cast<double>(v.n * S);
+    a = global ? 0.0f : static_cast<float>(sdy / M);
+    b = global ? 0.0f : static_cast<float>(sdyx / M) * istd * istd;
   }
-  *dShift = static_cast<float>(sdy);
-  *dScale = static_cast<float>(sdyx) * istd;
-  const float k = scale * istd;
-  const double M = static_cast<double>(v.n * S);
-  const float a = global ? 0.0f : static_cast<float>(sdy / M);
-  const float b = global ? 0.0f : static_cast<float>(sdyx / M) * istd * istd;
-  for (int64_t i = 0; i < v.n; ++i) {
-    const float *p = x + i * v.stride, *g = dyRow(i);
-    float* q = sink ? sink->row : dx + i * v.stride;
+
+  // Row i of dx into q.
+  __attribute__((target_clones("avx512f", "default"))) void row(int64_t i, float* q) const {
+    thread_local std::vector<float> buf;
+    const float *p = x + i * v.stride, *g = dyRow(i, buf);
+    const float kk = k, aa = a, bb = b, mm = m;
 #pragma omp simd
-    for (int64_t j = 0; j < S; ++j) q[j] = k * (g[j] - a - (p[j] - m) * b);
-    if (sink) sink->take(sink->ctx, i, q);
+    for (int64_t j = 0; j < v.s; ++j) q[j] = kk * (g[j] - aa - (p[j] - mm) * bb);
   }
+};
+
+void bnBackwardChannel(const ChannelRows& v, const float* x, const float* dy, float scale,
+                       float mean, float var, float eps, bool global, const MaxPool2d* pool,
+                       int64_t poolStride, const uint8_t* arg, float* dx, float* dScale,
+                       float* dShift) {
+  BnGradChannel c{v, x, dy, pool, poolStride, arg};
+  c.sums(scale, mean, var, eps, global, dScale, dShift);
+  for (int64_t i = 0; i < v.n; ++i) c.row(i, dx + i * v.stride);
 }
 
 // The fused normalization over an X that arrives in nChw16c, read as it lies: each vector holds
@@ -1438,21 +1444,14 @@ class FusedConv {
                        xb.chanStride);
   }
 
-  // Sums for one output channel's weight and bias gradients, fed the rows of dX image by image
-  // (a DxRowSink): sums[t] for each tap, then the bias.
-  struct Sums {
-    const FusedConv* conv;
-    std::vector<double> sums, image;
-    void reset() {
-      sums.assign(static_cast<size_t>(conv->images_->taps() + 1), 0.0);
-      image.resize(sums.size());
-    }
-    static void take(void* ctx, int64_t i, const float* row) {
-      auto* s = static_cast<Sums*>(ctx);
-      s->conv->images_->weightGrad(s->conv->image_[i], row, 1, s->image.data());
-      for (size_t t = 0; t < s->sums.size(); ++t) s->sums[t] += s->image[t];
-    }
-  };
+  // The weight and bias gradient sums of channels [o, o + count) over one image, whose rows
+  // of dX (contiguous, S floats each) are in `rows`: out[c * (taps + 1) + t].
+  void weightGrad(int64_t i, const float* rows, int64_t count, double* out) const {
+    images_->weightGrad(image_[i], rows, count, out);
+  }
+  int64_t taps() const {
+    return images_->taps();
+  }
 
  private:
   bool on_;
@@ -1541,7 +1540,7 @@ class BatchNormTraining : public Kernel {
       for (int64_t b = 0; b < blocks; ++b) {
         thread_local std::vector<float> buf;  // kept across calls: no allocation per step
         const int64_t o = b * per, count = std::min(per, c - o);
-        const ChannelBuffer xb(rows.n, c, s, count, o, buf);
+        const ChannelBuffer xb(rows.n, c, s, count, buf);
         conv_.compute(xb, o, count);
         for (int64_t l = 0; l < count; ++l) channel(xb.rows(), xb.channel(l), o + l);
       }
@@ -1653,15 +1652,14 @@ class BatchNormGrad : public Kernel {
     const float* scale = ctx.input(2).data<float>();
     const float* mean = ctx.input(3).data<float>();
     const float* var = ctx.input(4).data<float>();
-    auto channel = [&](const ChannelRows& r, const float* xc, float* dxc, int64_t ch,
-                       const DxRowSink* sink = nullptr) {
+    auto channel = [&](const ChannelRows& r, const float* xc, float* dxc, int64_t ch) {
       bnBackwardChannel(r, xc, pg + ch * ps, scale[ch], mean[ch], var[ch], eps_, global_,
                         pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr, dxc,
-                        ds->data<float>() + ch, db->data<float>() + ch, sink);
+                        ds->data<float>() + ch, db->data<float>() + ch);
     };
     if (conv_.on()) {
       const Shape& ws = ctx.input(7).shape();
-      const int64_t taps = ws[2] * ws[3];
+      const int64_t taps = conv_.taps(), per = taps + 1;
       // The weight gradient is always summed; unwanted, it goes to scratch.
       DW_ALLOC(dw, ctx.wantsOutput(3) ? ctx.output(3, DType::kFloat, ws)
                                       : ctx.scratch(DType::kFloat, ws));
@@ -1669,23 +1667,38 @@ class BatchNormGrad : public Kernel {
       if (ctx.wantsOutput(4) && !dcb) return ctx.status();
       float* pdw = dw->data<float>();
       float* pdcb = dcb ? dcb->data<float>() : nullptr;
-      const int64_t per = conv_.block(rows), blocks = (c + per - 1) / per;
+      const int64_t block = conv_.block(rows), blocks = (c + block - 1) / block;
 #pragma omp parallel for schedule(static)
       for (int64_t b = 0; b < blocks; ++b) {
-        thread_local std::vector<float> buf, row;  // kept across calls: no allocation per step
-        thread_local FusedConv::Sums sums;
-        const int64_t o = b * per, count = std::min(per, c - o);
-        const ChannelBuffer xb(rows.n, c, s, count, o, buf);
+        // Kept across calls: no allocation per step.
+        thread_local std::vector<float> buf, dxRows;
+        thread_local std::vector<double> sums, image;
+        thread_local std::vector<BnGradChannel> chans;
+        const int64_t o = b * block, count = std::min(block, c - o);
+        const ChannelBuffer xb(rows.n, c, s, count, buf);
         conv_.compute(xb, o, count);
-        row.resize(static_cast<size_t>(s));
-        sums.conv = &conv_;
-        const DxRowSink sink{row.data(), &FusedConv::Sums::take, &sums};
+        chans.clear();
+        const ChannelRows r = xb.rows();
         for (int64_t l = 0; l < count; ++l) {
-          sums.reset();
-          channel(xb.rows(), xb.channel(l), nullptr, o + l, &sink);
+          const int64_t ch = o + l;
+          chans.push_back({r, xb.channel(l), pg + ch * ps, &g, c * ps, pa + ch * ps});
+          chans.back().sums(scale[ch], mean[ch], var[ch], eps_, global_, ds->data<float>() + ch,
+                            db->data<float>() + ch);
+        }
+        // Image by image, the block's rows of dX go straight into the weight-gradient sums
+        // (added in image order, as the unfused kernel adds them) while the image is in L1.
+        dxRows.resize(static_cast<size_t>(count * s));
+        sums.assign(static_cast<size_t>(count * per), 0.0);
+        image.resize(sums.size());
+        for (int64_t i = 0; i < rows.n; ++i) {
+          for (int64_t l = 0; l < count; ++l) chans[l].row(i, dxRows.data() + l * s);
+          conv_.weightGrad(i, dxRows.data(), count, image.data());
+          for (size_t t = 0; t < sums.size(); ++t) sums[t] += image[t];
+        }
+        for (int64_t l = 0; l < count; ++l) {
           for (int64_t t = 0; t < taps; ++t)
-            pdw[(o + l) * taps + t] = static_cast<float>(sums.sums[t]);
-          if (pdcb) pdcb[o + l] = static_cast<float>(sums.sums[taps]);
+            pdw[(o + l) * taps + t] = static_cast<float>(sums[l * per + t]);
+          if (pdcb) pdcb[o + l] = static_cast<float>(sums[l * per + taps]);
         }
       }
     } else if (blockedX_ && native16::usable(g)) {
