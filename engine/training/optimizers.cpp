@@ -292,21 +292,37 @@ double laneSum(const float* g, int64_t n, F f) {
 
 double gradNorm(const std::vector<std::pair<float*, int64_t>>& grads, double normType) {
   const bool inf = std::isinf(normType) || normType <= 0;
-  double acc = 0;
-  for (const auto& [g, n] : grads) {
+  // Fixed-size chunks, each summed alone and then added in order: the threads share the work
+  // (this runs before every update, over every weight) and the result does not depend on how
+  // many there are.
+  constexpr int64_t kChunk = 16384;
+  auto chunk = [&](const float* g, int64_t n) {
     if (inf) {
       float m = 0;
       for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(g[i]));
-      acc = std::max(acc, static_cast<double>(m));
-    } else if (normType == 2) {
-      acc += laneSum(g, n, [](float v) { return v * v; });
-    } else if (normType == 1) {
-      acc += laneSum(g, n, [](float v) { return std::fabs(v); });
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        acc += std::pow(std::fabs(static_cast<double>(g[i])), normType);
+      return static_cast<double>(m);
     }
-  }
+    if (normType == 2) return laneSum(g, n, [](float v) { return v * v; });
+    if (normType == 1) return laneSum(g, n, [](float v) { return std::fabs(v); });
+    double acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(g[i])), normType);
+    return acc;
+  };
+  // The calling thread's buffers, named through references: inside the parallel loop the
+  // thread_local names would be each thread's own (empty) copies.
+  thread_local std::vector<std::pair<const float*, int64_t>> chunkBuf;  // no allocation per step
+  thread_local std::vector<double> partBuf;
+  auto& chunks = chunkBuf;
+  auto& parts = partBuf;
+  chunks.clear();
+  for (const auto& [g, n] : grads)
+    for (int64_t i = 0; i < n; i += kChunk) chunks.emplace_back(g + i, std::min(kChunk, n - i));
+  parts.resize(chunks.size());
+  const int64_t count = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t c = 0; c < count; ++c) parts[c] = chunk(chunks[c].first, chunks[c].second);
+  double acc = 0;
+  for (double v : parts) acc = inf ? std::max(acc, v) : acc + v;
   if (inf || normType == 1) return acc;
   if (normType == 2) return std::sqrt(acc);
   return std::pow(acc, 1.0 / normType);

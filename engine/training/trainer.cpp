@@ -651,10 +651,10 @@ Status Trainer::Impl::optimizerStep() {
     if (!p.frozen) gs.emplace_back(gp, g.size());
   }
   const auto& oc = opt.optimizer;
+  trainSession->backend().applyThreads();
   lastGradNorm = oc.clipNorm > 0 ? clipGradNorm(gs, oc.clipNorm, oc.clipNormType)
                                  : gradNorm(gs, oc.clipNormType);
   lastLr = scheduledLr(oc.schedule, baseLr, counters.optimizerSteps);
-  trainSession->backend().applyThreads();
   for (auto& p : params) {
     if (p.frozen) continue;
     Tensor& w = weights.at(p.name);
