@@ -103,16 +103,15 @@ __attribute__((target("avx512f"))) void forwardBlock512(const Shifted& p, const 
         a[c][3] = _mm512_fmadd_ps(k, x3, a[c][3]);
       }
     }
-    if (i0 + kFwdSpan <= p.len) {
+    // Fully unrolled, masks and all: a loop that indexed a[c][v] at run time kept the
+    // accumulators on the stack, a round trip through memory for every block.
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c)
-        for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + c * stride + i0 + v * kVec, a[c][v]);
-      continue;
-    }
     for (int v = 0; v < 4; ++v) {
       const int64_t left = p.len - i0 - v * kVec;
-      if (left <= 0) break;
-      const __mmask16 m = left >= kVec ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      const __mmask16 m = left >= kVec ? 0xFFFF
+                          : left <= 0  ? 0
+                                       : static_cast<__mmask16>((1u << left) - 1);
+#pragma GCC unroll 4
       for (int c = 0; c < C; ++c)
         _mm512_mask_storeu_ps(out + c * stride + i0 + v * kVec, m, a[c][v]);
     }
@@ -194,7 +193,11 @@ __attribute__((target("avx512f"))) void weightGradBlock512(const Shifted& p, con
       for (int c = 0; c < C; ++c) a[c][t] = _mm512_fmadd_ps(d[c], x, a[c][t]);
     }
   }
+  // Unrolled like the loops above: indexing a[c][t] at run time here kept the accumulators on
+  // the stack, stored on every iteration of the main loop.
+#pragma GCC unroll 2
   for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 9
     for (int t = 0; t < G; ++t) dw[c * stride + t] += sum512(a[c][t]);
     if (withBias) db[c * stride] += sum512(b[c]);
   }
