@@ -244,6 +244,44 @@ Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn
   return Status();
 }
 
+// Node and value lookups shared by the fusion passes below.
+const onnx::AttributeProto* findAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+std::vector<int64_t> intsAttr(const onnx::NodeProto& n, const std::string& name,
+                              std::vector<int64_t> dflt) {
+  const auto* a = findAttr(n, name);
+  return a && a->ints_size() > 0 ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : dflt;
+}
+int64_t intAttr(const onnx::NodeProto& n, const std::string& name, int64_t dflt) {
+  const auto* a = findAttr(n, name);
+  return a ? a->i() : dflt;
+}
+std::string stringAttr(const onnx::NodeProto& n, const std::string& name, const std::string& dflt) {
+  const auto* a = findAttr(n, name);
+  return a ? a->s() : dflt;
+}
+// Whether n is `op` of `domain` ("" is the default ONNX domain, however spelled).
+bool isOp(const onnx::NodeProto& n, const char* domain, const char* op) {
+  const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
+  return d == domain && n.op_type() == op;
+}
+// A value's dims where all are statically known, else empty.
+std::vector<int64_t> staticDims(const std::unordered_map<std::string, onnx::TypeProto>& types,
+                                const std::string& v) {
+  std::vector<int64_t> d;
+  auto it = types.find(v);
+  if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())
+    return d;
+  for (const auto& x : it->second.tensor_type().shape().dim()) {
+    if (!x.has_dim_value()) return std::vector<int64_t>{};
+    d.push_back(x.dim_value());
+  }
+  return d;
+}
+
 // Graph-level fusion for the oneDNN kernels: Conv followed by an inference-mode
 // BatchNormalization folds the normalization into the convolution, and Conv/Gemm/MatMul followed
 // by an activation runs it as a oneDNN post-op. Only values with a single reader that are not
@@ -294,12 +332,6 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       if (c.input(i) == y) return -1;
     return static_cast<int>(it->second);
   };
-  auto attrOf = [](const onnx::NodeProto& n,
-                   const std::string& name) -> const onnx::AttributeProto* {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  };
   auto absorb = [&](onnx::NodeProto& n, size_t c) {
     n.set_output(0, nodes[c].first.output(0));
     removed[c] = true;
@@ -308,18 +340,18 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   // result goes back to plain NCHW: explicit pads only, no ceil_mode, dilation or Indices.
   auto fuseMaxPool = [&](onnx::NodeProto& n, size_t c) {
     const auto& mp = nodes[c].first;
-    const auto* ap = attrOf(mp, "auto_pad");
-    const auto* cm = attrOf(mp, "ceil_mode");
-    const auto* so = attrOf(mp, "storage_order");
-    const auto* dl = attrOf(mp, "dilations");
-    const auto* ks = attrOf(mp, "kernel_shape");
+    const auto* ap = findAttr(mp, "auto_pad");
+    const auto* cm = findAttr(mp, "ceil_mode");
+    const auto* so = findAttr(mp, "storage_order");
+    const auto* dl = findAttr(mp, "dilations");
+    const auto* ks = findAttr(mp, "kernel_shape");
     if (!ks || (ap && ap->s() != "NOTSET") || (cm && cm->i() != 0) || (so && so->i() != 0)) return;
     if (mp.output_size() > 1 && !mp.output(1).empty()) return;
     if (dl)
       for (auto d : dl->ints())
         if (d != 1) return;
     for (const char* name : {"kernel_shape", "strides", "pads"}) {
-      const auto* a = attrOf(mp, name);
+      const auto* a = findAttr(mp, name);
       if (!a) continue;
       auto* f = n.add_attribute();
       f->set_name(std::string("__dw_maxpool_") + (name[0] == 'k' ? "kernel" : name));
@@ -338,16 +370,16 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     int c = soleReader(n);
     if (conv && c >= 0 && nodes[c].first.op_type() == "BatchNormalization") {
       const auto& bn = nodes[c].first;
-      const auto* tm = attrOf(bn, "training_mode");
-      const auto* it = attrOf(bn, "is_test");
+      const auto* tm = findAttr(bn, "training_mode");
+      const auto* it = findAttr(bn, "is_test");
       const int bnOpset = nodes[c].second.count("") ? nodes[c].second.at("") : 0;
       const bool inference = bn.output_size() == 1 && bn.input_size() == 5 && bnOpset >= 7 &&
                              (!tm || tm->i() == 0) && (!it || it->i() != 0 || bnOpset >= 7) &&
-                             !attrOf(bn, "spatial");
+                             !findAttr(bn, "spatial");
       if (inference) {
         while (n.input_size() < 3) n.add_input("");
         for (int k = 1; k < 5; ++k) n.add_input(bn.input(k));
-        const auto* eps = attrOf(bn, "epsilon");
+        const auto* eps = findAttr(bn, "epsilon");
         auto* a = n.add_attribute();
         a->set_name("__dw_bn_epsilon");
         a->set_type(onnx::AttributeProto::FLOAT);
@@ -367,7 +399,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     a->set_name("__dw_activation");
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(op);
-    const auto* alpha = attrOf(act, "alpha");
+    const auto* alpha = findAttr(act, "alpha");
     auto* al = n.add_attribute();
     al->set_name("__dw_activation_alpha");
     al->set_type(onnx::AttributeProto::FLOAT);
@@ -408,24 +440,6 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
       if (!in.empty()) users[in].push_back(i), names.insert(in);
     for (const auto& o : nodes[i].first.output()) names.insert(o);
   }
-  auto find = [](const onnx::NodeProto& n, const std::string& name) -> const onnx::AttributeProto* {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  };
-  auto ints = [&](const onnx::NodeProto& n, const std::string& name, std::vector<int64_t> dflt) {
-    const auto* a = find(n, name);
-    return a && a->ints_size() > 0 ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
-                                   : dflt;
-  };
-  auto integer = [&](const onnx::NodeProto& n, const std::string& name) {
-    const auto* a = find(n, name);
-    return a ? a->i() : 0;
-  };
-  auto string = [&](const onnx::NodeProto& n, const std::string& name, const std::string& dflt) {
-    const auto* a = find(n, name);
-    return a ? a->s() : dflt;
-  };
   auto onnxOp = [](const onnx::NodeProto& n, const char* op) {
     return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == op;
   };
@@ -439,16 +453,17 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     bool ok = false;
   };
   auto window = [&](const onnx::NodeProto& n) {
-    Win w{ints(n, "kernel_shape", {}), ints(n, "strides", {1, 1}), ints(n, "pads", {0, 0, 0, 0})};
+    Win w{intsAttr(n, "kernel_shape", {}), intsAttr(n, "strides", {1, 1}),
+          intsAttr(n, "pads", {0, 0, 0, 0})};
     if (w.kernel.size() != 2 || w.strides.size() != 2 || w.pads.size() != 4) return w;
     if (w.kernel[0] < 1 || w.kernel[1] < 1 || w.kernel[0] * w.kernel[1] >= 255) return w;
-    const std::string autoPad = string(n, "auto_pad", "NOTSET");
+    const std::string autoPad = stringAttr(n, "auto_pad", "NOTSET");
     if (autoPad == "VALID")
       w.pads = {0, 0, 0, 0};
     else if (autoPad != "NOTSET")
       return w;
-    if (integer(n, "ceil_mode") != 0 || integer(n, "storage_order") != 0) return w;
-    for (int64_t d : ints(n, "dilations", {1, 1}))
+    if (intAttr(n, "ceil_mode", 0) != 0 || intAttr(n, "storage_order", 0) != 0) return w;
+    for (int64_t d : intsAttr(n, "dilations", {1, 1}))
       if (d != 1) return w;
     w.ok = true;
     return w;
@@ -456,7 +471,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& bn = nodes[i].first;
     if (removed[i] || !gradOp(bn, "BatchNormalizationTraining") || bn.input_size() != 5 ||
-        bn.output_size() != 5 || find(bn, "__dw_maxpool_kernel"))
+        bn.output_size() != 5 || findAttr(bn, "__dw_maxpool_kernel"))
       continue;
     const std::string& act = bn.output(0);
     if (act.empty() || outputs.count(act) || users[act].size() != 2) continue;
@@ -466,8 +481,9 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
       if (onnxOp(n, "MaxPool") && n.input_size() == 1 &&
           (n.output_size() == 1 || n.output(1).empty()))
         mp = static_cast<int>(u);
-      else if (gradOp(n, "PoolGrad") && string(n, "op", "") == "MaxPool" && n.input_size() == 2 &&
-               n.input(1) == act && n.input(0) != act && n.output_size() == 1)
+      else if (gradOp(n, "PoolGrad") && stringAttr(n, "op", "") == "MaxPool" &&
+               n.input_size() == 2 && n.input(1) == act && n.input(0) != act &&
+               n.output_size() == 1)
         pg = static_cast<int>(u);
     }
     if (mp < 0 || pg < 0) continue;
@@ -479,7 +495,8 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
       continue;
     // The Relu gradient was folded into the pooling gradient exactly when the Relu was folded
     // into the normalization.
-    if ((integer(poolGrad, "__dw_relu_grad") != 0) != (string(bn, "__dw_activation", "") == "Relu"))
+    if ((intAttr(poolGrad, "__dw_relu_grad", 0) != 0) !=
+        (stringAttr(bn, "__dw_activation", "") == "Relu"))
       continue;
     const std::string& dAct = poolGrad.output(0);
     if (dAct.empty() || outputs.count(dAct) || users[dAct].size() != 1) continue;
@@ -488,7 +505,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     if (removed[gi] || !gradOp(grad, "BatchNormalizationGrad") || grad.input_size() != 6 ||
         grad.input(0) != dAct || grad.input(1) != bn.input(0) || grad.input(2) != bn.input(1) ||
         grad.input(3) != bn.output(3) || grad.input(4) != bn.output(4) ||
-        integer(grad, "global_stats") != 0)
+        intAttr(grad, "global_stats", 0) != 0)
       continue;
     std::string winners = act + "__dw_maxpool_winners";
     while (names.count(winners)) winners += "_";
@@ -534,16 +551,6 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     for (int k = 0; k < nodes[i].first.input_size(); ++k)
       if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
   }
-  auto has = [](const onnx::NodeProto& n, const char* name) {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return true;
-    return false;
-  };
-  auto integer = [](const onnx::NodeProto& n, const char* name, int64_t dflt) {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return a.i();
-    return dflt;
-  };
   auto mark = [](onnx::NodeProto& n, const char* name, int64_t index) {
     for (auto& a : *n.mutable_attribute())
       if (a.name() == name) return a.add_ints(index);
@@ -552,37 +559,23 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     a->set_type(onnx::AttributeProto::INTS);
     a->add_ints(index);
   };
-  auto is = [&](const onnx::NodeProto& n, const char* domain, const char* op) {
-    const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
-    return d == domain && n.op_type() == op;
-  };
-  // The weights' dims, all statically known, or empty.
-  auto dims = [&](const std::string& v) {
-    std::vector<int64_t> d;
-    auto it = types.find(v);
-    if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())
-      return d;
-    for (const auto& x : it->second.tensor_type().shape().dim()) {
-      if (!x.has_dim_value()) return std::vector<int64_t>{};
-      d.push_back(x.dim_value());
-    }
-    return d;
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
-    if (removed[i] || !is(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
-        integer(conv, "group", 1) != 1 || has(conv, "__dw_maxpool_kernel"))
+    if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
+        intAttr(conv, "group", 1) != 1 || findAttr(conv, "__dw_maxpool_kernel"))
       continue;
     const std::string& y = conv.output(0);
-    const auto w = dims(conv.input(1));
+    const auto w = staticDims(types, conv.input(1));
     if (y.empty() || outputs.count(y) || w.size() != 4 || w[1] < 2 || w[0] % 16 != 0) continue;
     std::vector<std::pair<size_t, int>> bns, grads;
     bool ok = true;
     for (const auto& [u, k] : users[y]) {
       const auto& n = nodes[u].first;
-      if (k == 0 && is(n, kGrad, "BatchNormalizationTraining") && has(n, "__dw_maxpool_kernel"))
+      if (k == 0 && isOp(n, kGrad, "BatchNormalizationTraining") &&
+          findAttr(n, "__dw_maxpool_kernel"))
         bns.emplace_back(u, k);
-      else if (k == 1 && is(n, kGrad, "BatchNormalizationGrad") && has(n, "__dw_maxpool_kernel"))
+      else if (k == 1 && isOp(n, kGrad, "BatchNormalizationGrad") &&
+               findAttr(n, "__dw_maxpool_kernel"))
         grads.emplace_back(u, k);
       else
         ok = false;
@@ -598,9 +591,9 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
       bool convGradsOnly = true;
       for (const auto& [cu, ck] : users[dx]) {
         const auto& cg = nodes[cu].first;
-        convGradsOnly &= ck == 0 && is(cg, kGrad, "ConvGrad") && cg.input_size() >= 3 &&
+        convGradsOnly &= ck == 0 && isOp(cg, kGrad, "ConvGrad") && cg.input_size() >= 3 &&
                          cg.input(1) == conv.input(0) && cg.input(2) == conv.input(1) &&
-                         integer(cg, "transposed", 0) == 0;
+                         intAttr(cg, "transposed", 0) == 0;
       }
       if (!convGradsOnly) continue;
       mark(grad, "__dw_blocked_outputs", 0);
@@ -628,34 +621,9 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     for (int k = 0; k < nodes[i].first.input_size(); ++k)
       if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
   }
-  auto find = [](const onnx::NodeProto& n, const char* name) -> const onnx::AttributeProto* {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  };
-  auto ints = [&](const onnx::NodeProto& n, const char* name, std::vector<int64_t> dflt) {
-    const auto* a = find(n, name);
-    return a && a->ints_size() > 0 ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
-                                   : dflt;
-  };
-  auto is = [](const onnx::NodeProto& n, const char* domain, const char* op) {
-    const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
-    return d == domain && n.op_type() == op;
-  };
-  auto dims = [&](const std::string& v) {
-    std::vector<int64_t> d;
-    auto it = types.find(v);
-    if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())
-      return d;
-    for (const auto& x : it->second.tensor_type().shape().dim()) {
-      if (!x.has_dim_value()) return std::vector<int64_t>{};
-      d.push_back(x.dim_value());
-    }
-    return d;
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& conv = nodes[i].first;
-    if (removed[i] || !is(conv, "", "Conv") || conv.input_size() < 2 || conv.input_size() > 3 ||
+    if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.input_size() > 3 ||
         conv.output_size() != 1 || conv.output(0).empty() || outputs.count(conv.output(0)))
       continue;
     bool plain = true;  // no attribute the direct loops or the fused window do not take
@@ -663,25 +631,26 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
       plain &= a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "pads" ||
                a.name() == "dilations" || (a.name() == "group" && a.i() == 1) ||
                (a.name() == "auto_pad" && (a.s() == "NOTSET" || a.s() == "VALID"));
-    const auto w = dims(conv.input(1));
+    const auto w = staticDims(types, conv.input(1));
     if (!plain || w.size() != 4 || w[1] != 1) continue;
-    const auto* autoPad = find(conv, "auto_pad");
+    const auto* autoPad = findAttr(conv, "auto_pad");
     const bool valid = autoPad && autoPad->s() == "VALID";
-    const std::vector<int64_t> strides = ints(conv, "strides", {1, 1});
+    const std::vector<int64_t> strides = intsAttr(conv, "strides", {1, 1});
     const std::vector<int64_t> pads =
-        valid ? std::vector<int64_t>{0, 0, 0, 0} : ints(conv, "pads", {0, 0, 0, 0});
-    const std::vector<int64_t> dilations = ints(conv, "dilations", {1, 1});
+        valid ? std::vector<int64_t>{0, 0, 0, 0} : intsAttr(conv, "pads", {0, 0, 0, 0});
+    const std::vector<int64_t> dilations = intsAttr(conv, "dilations", {1, 1});
     if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2) continue;
-    if (ints(conv, "kernel_shape", {w[2], w[3]}) != std::vector<int64_t>{w[2], w[3]}) continue;
+    if (intsAttr(conv, "kernel_shape", {w[2], w[3]}) != std::vector<int64_t>{w[2], w[3]}) continue;
     int bn = -1, grad = -1;
     bool ok = users[conv.output(0)].size() == 2;
     for (const auto& [u, k] : users[conv.output(0)]) {
       const auto& n = nodes[u].first;
-      if (k == 0 && is(n, kGrad, "BatchNormalizationTraining") && n.input_size() == 5 &&
-          find(n, "__dw_maxpool_kernel") && !find(n, "__dw_conv"))
+      if (k == 0 && isOp(n, kGrad, "BatchNormalizationTraining") && n.input_size() == 5 &&
+          findAttr(n, "__dw_maxpool_kernel") && !findAttr(n, "__dw_conv"))
         bn = static_cast<int>(u);
-      else if (k == 1 && is(n, kGrad, "BatchNormalizationGrad") && n.input_size() == 7 &&
-               n.output_size() == 3 && find(n, "__dw_maxpool_kernel") && !find(n, "__dw_conv"))
+      else if (k == 1 && isOp(n, kGrad, "BatchNormalizationGrad") && n.input_size() == 7 &&
+               n.output_size() == 3 && findAttr(n, "__dw_maxpool_kernel") &&
+               !findAttr(n, "__dw_conv"))
         grad = static_cast<int>(u);
       else
         ok = false;
@@ -696,8 +665,8 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     if (dx.empty() || outputs.count(dx) || users[dx].size() != 1) continue;
     const size_t cgi = users[dx][0].first;
     const onnx::NodeProto& cg = nodes[cgi].first;
-    const auto* transposed = find(cg, "transposed");
-    if (users[dx][0].second != 0 || !is(cg, kGrad, "ConvGrad") || cg.input_size() != 3 ||
+    const auto* transposed = findAttr(cg, "transposed");
+    if (users[dx][0].second != 0 || !isOp(cg, kGrad, "ConvGrad") || cg.input_size() != 3 ||
         cg.input(1) != conv.input(0) || cg.input(2) != conv.input(1) ||
         (transposed && transposed->i() != 0) || (cg.output_size() > 0 && !cg.output(0).empty()))
       continue;
@@ -757,11 +726,6 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     }
     return true;
   };
-  auto attr = [](const onnx::NodeProto& n, const std::string& name) -> std::string {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return a.s();
-    return "";
-  };
   // The node that alone reads output 0 of n, if any.
   auto soleReader = [&](const onnx::NodeProto& n) -> int {
     if (n.output_size() < 1 || n.output(0).empty() || outputs.count(n.output(0))) return -1;
@@ -771,12 +735,13 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
   if (!count()) return;
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& n = nodes[i].first;
-    if (n.domain() != kGrad || n.op_type() != "PoolGrad" || attr(n, "op") != "MaxPool") continue;
+    if (n.domain() != kGrad || n.op_type() != "PoolGrad" || stringAttr(n, "op", "") != "MaxPool")
+      continue;
     if (n.output_size() != 1 || n.input_size() != 2) continue;
     const int c = soleReader(n);
     if (c < 0) continue;
     const auto& ug = nodes[c].first;
-    if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || attr(ug, "op") != "Relu" ||
+    if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || stringAttr(ug, "op", "") != "Relu" ||
         ug.input_size() != 3 || ug.input(0) != n.output(0) || ug.input(2) != n.input(1))
       continue;
     auto* a = n.add_attribute();
