@@ -1,4 +1,5 @@
 #include "engine/session.h"
+
 #include "graphs/subgraph.h"
 
 #include <onnx/defs/schema.h>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 
 #include "engine/kernel.h"
+#include "engine/onnx_attrs.h"
 #include "engine/training/autodiff.h"
 
 namespace dw::engine {
@@ -244,25 +246,7 @@ Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn
   return Status();
 }
 
-// Node and value lookups shared by the fusion passes below.
-const onnx::AttributeProto* findAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-std::vector<int64_t> intsAttr(const onnx::NodeProto& n, const std::string& name,
-                              std::vector<int64_t> dflt) {
-  const auto* a = findAttr(n, name);
-  return a && a->ints_size() > 0 ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : dflt;
-}
-int64_t intAttr(const onnx::NodeProto& n, const std::string& name, int64_t dflt) {
-  const auto* a = findAttr(n, name);
-  return a ? a->i() : dflt;
-}
-std::string stringAttr(const onnx::NodeProto& n, const std::string& name, const std::string& dflt) {
-  const auto* a = findAttr(n, name);
-  return a ? a->s() : dflt;
-}
+// Node and value lookups shared by the fusion passes below (attributes: engine/onnx_attrs.h).
 // Whether n is `op` of `domain` ("" is the default ONNX domain, however spelled).
 bool isOp(const onnx::NodeProto& n, const char* domain, const char* op) {
   const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
@@ -453,17 +437,17 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     bool ok = false;
   };
   auto window = [&](const onnx::NodeProto& n) {
-    Win w{intsAttr(n, "kernel_shape", {}), intsAttr(n, "strides", {1, 1}),
-          intsAttr(n, "pads", {0, 0, 0, 0})};
+    Win w{attrInts(n, "kernel_shape", {}), attrInts(n, "strides", {1, 1}),
+          attrInts(n, "pads", {0, 0, 0, 0})};
     if (w.kernel.size() != 2 || w.strides.size() != 2 || w.pads.size() != 4) return w;
     if (w.kernel[0] < 1 || w.kernel[1] < 1 || w.kernel[0] * w.kernel[1] >= 255) return w;
-    const std::string autoPad = stringAttr(n, "auto_pad", "NOTSET");
+    const std::string autoPad = attrString(n, "auto_pad", "NOTSET");
     if (autoPad == "VALID")
       w.pads = {0, 0, 0, 0};
     else if (autoPad != "NOTSET")
       return w;
-    if (intAttr(n, "ceil_mode", 0) != 0 || intAttr(n, "storage_order", 0) != 0) return w;
-    for (int64_t d : intsAttr(n, "dilations", {1, 1}))
+    if (attrInt(n, "ceil_mode", 0) != 0 || attrInt(n, "storage_order", 0) != 0) return w;
+    for (int64_t d : attrInts(n, "dilations", {1, 1}))
       if (d != 1) return w;
     w.ok = true;
     return w;
@@ -481,7 +465,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
       if (onnxOp(n, "MaxPool") && n.input_size() == 1 &&
           (n.output_size() == 1 || n.output(1).empty()))
         mp = static_cast<int>(u);
-      else if (gradOp(n, "PoolGrad") && stringAttr(n, "op", "") == "MaxPool" &&
+      else if (gradOp(n, "PoolGrad") && attrString(n, "op", "") == "MaxPool" &&
                n.input_size() == 2 && n.input(1) == act && n.input(0) != act &&
                n.output_size() == 1)
         pg = static_cast<int>(u);
@@ -495,8 +479,8 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
       continue;
     // The Relu gradient was folded into the pooling gradient exactly when the Relu was folded
     // into the normalization.
-    if ((intAttr(poolGrad, "__dw_relu_grad", 0) != 0) !=
-        (stringAttr(bn, "__dw_activation", "") == "Relu"))
+    if ((attrInt(poolGrad, "__dw_relu_grad", 0) != 0) !=
+        (attrString(bn, "__dw_activation", "") == "Relu"))
       continue;
     const std::string& dAct = poolGrad.output(0);
     if (dAct.empty() || outputs.count(dAct) || users[dAct].size() != 1) continue;
@@ -505,7 +489,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     if (removed[gi] || !gradOp(grad, "BatchNormalizationGrad") || grad.input_size() != 6 ||
         grad.input(0) != dAct || grad.input(1) != bn.input(0) || grad.input(2) != bn.input(1) ||
         grad.input(3) != bn.output(3) || grad.input(4) != bn.output(4) ||
-        intAttr(grad, "global_stats", 0) != 0)
+        attrInt(grad, "global_stats", 0) != 0)
       continue;
     std::string winners = act + "__dw_maxpool_winners";
     while (names.count(winners)) winners += "_";
@@ -562,7 +546,7 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
     if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
-        intAttr(conv, "group", 1) != 1 || findAttr(conv, "__dw_maxpool_kernel"))
+        attrInt(conv, "group", 1) != 1 || findAttr(conv, "__dw_maxpool_kernel"))
       continue;
     const std::string& y = conv.output(0);
     const auto w = staticDims(types, conv.input(1));
@@ -593,7 +577,7 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
         const auto& cg = nodes[cu].first;
         convGradsOnly &= ck == 0 && isOp(cg, kGrad, "ConvGrad") && cg.input_size() >= 3 &&
                          cg.input(1) == conv.input(0) && cg.input(2) == conv.input(1) &&
-                         intAttr(cg, "transposed", 0) == 0;
+                         attrInt(cg, "transposed", 0) == 0;
       }
       if (!convGradsOnly) continue;
       mark(grad, "__dw_blocked_outputs", 0);
@@ -635,12 +619,12 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     if (!plain || w.size() != 4 || w[1] != 1) continue;
     const auto* autoPad = findAttr(conv, "auto_pad");
     const bool valid = autoPad && autoPad->s() == "VALID";
-    const std::vector<int64_t> strides = intsAttr(conv, "strides", {1, 1});
+    const std::vector<int64_t> strides = attrInts(conv, "strides", {1, 1});
     const std::vector<int64_t> pads =
-        valid ? std::vector<int64_t>{0, 0, 0, 0} : intsAttr(conv, "pads", {0, 0, 0, 0});
-    const std::vector<int64_t> dilations = intsAttr(conv, "dilations", {1, 1});
+        valid ? std::vector<int64_t>{0, 0, 0, 0} : attrInts(conv, "pads", {0, 0, 0, 0});
+    const std::vector<int64_t> dilations = attrInts(conv, "dilations", {1, 1});
     if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2) continue;
-    if (intsAttr(conv, "kernel_shape", {w[2], w[3]}) != std::vector<int64_t>{w[2], w[3]}) continue;
+    if (attrInts(conv, "kernel_shape", {w[2], w[3]}) != std::vector<int64_t>{w[2], w[3]}) continue;
     int bn = -1, grad = -1;
     bool ok = users[conv.output(0)].size() == 2;
     for (const auto& [u, k] : users[conv.output(0)]) {
@@ -735,13 +719,13 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
   if (!count()) return;
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& n = nodes[i].first;
-    if (n.domain() != kGrad || n.op_type() != "PoolGrad" || stringAttr(n, "op", "") != "MaxPool")
+    if (n.domain() != kGrad || n.op_type() != "PoolGrad" || attrString(n, "op", "") != "MaxPool")
       continue;
     if (n.output_size() != 1 || n.input_size() != 2) continue;
     const int c = soleReader(n);
     if (c < 0) continue;
     const auto& ug = nodes[c].first;
-    if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || stringAttr(ug, "op", "") != "Relu" ||
+    if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || attrString(ug, "op", "") != "Relu" ||
         ug.input_size() != 3 || ug.input(0) != n.output(0) || ug.input(2) != n.input(1))
       continue;
     auto* a = n.add_attribute();

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/onnx_attrs.h"
 #include "nodes/status.h"
 
 namespace dw::engine::training {
@@ -76,12 +77,12 @@ onnx::AttributeProto attrF(const std::string& n, float v);
 onnx::AttributeProto attrS(const std::string& n, const std::string& v);
 onnx::AttributeProto attrInts(const std::string& n, const std::vector<int64_t>& v);
 onnx::AttributeProto attrT(const std::string& n, const onnx::TensorProto& t);
-
-const onnx::AttributeProto* findAttr(const onnx::NodeProto& n, const std::string& name);
-int64_t attrInt(const onnx::NodeProto& n, const std::string& name, int64_t def);
-float attrFloat(const onnx::NodeProto& n, const std::string& name, float def);
-std::string attrString(const onnx::NodeProto& n, const std::string& name, const std::string& def);
-std::vector<int64_t> attrInts(const onnx::NodeProto& n, const std::string& name);
+// The readers (engine/onnx_attrs.h), visible next to the builders' attrInts of the same name.
+using dw::engine::attrFloat;
+using dw::engine::attrInt;
+using dw::engine::attrInts;
+using dw::engine::attrString;
+using dw::engine::findAttr;
 
 struct GradCtx {
   Emitter& e;

@@ -189,29 +189,6 @@ onnx::AttributeProto attrT(const std::string& n, const onnx::TensorProto& t) {
   return a;
 }
 
-const onnx::AttributeProto* findAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-int64_t attrInt(const onnx::NodeProto& n, const std::string& name, int64_t def) {
-  const auto* a = findAttr(n, name);
-  return a ? a->i() : def;
-}
-float attrFloat(const onnx::NodeProto& n, const std::string& name, float def) {
-  const auto* a = findAttr(n, name);
-  return a ? a->f() : def;
-}
-std::string attrString(const onnx::NodeProto& n, const std::string& name, const std::string& def) {
-  const auto* a = findAttr(n, name);
-  return a ? a->s() : def;
-}
-std::vector<int64_t> attrInts(const onnx::NodeProto& n, const std::string& name) {
-  const auto* a = findAttr(n, name);
-  if (!a) return {};
-  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
-}
-
 int32_t GradCtx::gradType() const {
   int32_t t = types.elemType(out(0));
   if (!t) t = types.elemType(in(0));

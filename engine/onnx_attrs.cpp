@@ -1,0 +1,33 @@
+#include "engine/onnx_attrs.h"
+
+namespace dw::engine {
+
+const onnx::AttributeProto* findAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t attrInt(const onnx::NodeProto& n, const std::string& name, int64_t def) {
+  const auto* a = findAttr(n, name);
+  return a ? a->i() : def;
+}
+
+float attrFloat(const onnx::NodeProto& n, const std::string& name, float def) {
+  const auto* a = findAttr(n, name);
+  return a ? a->f() : def;
+}
+
+std::string attrString(const onnx::NodeProto& n, const std::string& name, const std::string& def) {
+  const auto* a = findAttr(n, name);
+  return a ? a->s() : def;
+}
+
+std::vector<int64_t> attrInts(const onnx::NodeProto& n, const std::string& name,
+                              std::vector<int64_t> def) {
+  const auto* a = findAttr(n, name);
+  if (!a || a->ints_size() == 0) return def;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+}  // namespace dw::engine
