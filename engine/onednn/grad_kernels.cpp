@@ -3,8 +3,9 @@
 // operands under precision bf16; one-input-channel weight gradients run direct loops), pooling
 // backward (2-D max pooling as direct NCHW loops, optionally with a fused Relu gradient; other
 // pooling on oneDNN, max recomputing its workspace with a forward_training pass), batch
-// normalization in training mode and its backward as channel-parallel NCHW loops (optionally
-// with a Relu and a max pooling fused in, forward and backward), and a threaded Relu gradient.
+// normalization in training mode and its backward as channel-parallel loops (optionally with a
+// Relu and a max pooling fused in, forward and backward, over NCHW, nChw16c, or the output of a
+// one-input-channel convolution they compute themselves), and a threaded Relu gradient.
 // Primitives are cached per input-shape signature; convolution lets oneDNN choose blocked
 // layouts and reorders only where they differ from plain.
 #include <immintrin.h>
@@ -359,7 +360,9 @@ class ConvGrad : public Kernel {
 // per pooled value, which window element won (the full-size normalised activation is never
 // written), and the backward scatters the pooled gradient through those positions straight
 // into its reductions. Both fused and unfused paths run the same per-channel functions, so the
-// fused results are bit-identical to the unfused ones.
+// fused results are bit-identical to the unfused ones. The same holds for the two further
+// fusions below: an X that arrives in nChw16c (native16) and an X that the normalization
+// computes itself from a one-channel image (FusedConv).
 
 // One channel of an N x C x S tensor: N rows of S contiguous values, `stride` (C*S) apart.
 struct ChannelRows {
