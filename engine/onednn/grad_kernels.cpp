@@ -433,24 +433,25 @@ void transposeTile(const float* in, int64_t inStride, float* out, int64_t outStr
 // Channels of an N x C x S tensor as rows in a buffer, for the normalization kernels to run
 // their per-channel code on: each channel's N rows of S floats back to back, channels
 // `chanStride` apart. (Where a row starts does not change any result: the kernels' sums follow
-// rowsum's fixed order, and their other loops are elementwise.) Channel starts are staggered by
-// a cache line's multiple within each 4 KiB: at a whole multiple of 4 KiB apart, the rows that a
-// loop writes or reads together, one per channel, would all map to the same few L1 sets and
-// alias in the store buffer.
+// rowsum's fixed order, and their other loops are elementwise.) Channels are never a whole
+// multiple of 4 KiB apart: the rows that a loop writes or reads together, one per channel, would
+// then all map to the same few L1 sets and alias in the store buffer (64 rows of 784 floats
+// are exactly 49 pages).
 struct ChannelBuffer {
-  int64_t n = 0, c = 0, s = 0, rowStride = 0, chanStride = 0;
+  int64_t n = 0, c = 0, s = 0, chanStride = 0;
   float* base = nullptr;
 
   // `count` channels, sized in `buf` (kept by the caller across calls).
   ChannelBuffer(int64_t n_, int64_t c_, int64_t s_, int64_t count, std::vector<float>& buf)
-      : n(n_), c(c_), s(s_), rowStride(s_) {
+      : n(n_), c(c_), s(s_) {
     constexpr int64_t kPage = 1024, kStagger = 64;  // floats: 4 KiB, 256 bytes
-    chanStride = (n * s + kPage - 1) / kPage * kPage + kStagger;
+    chanStride = (n * s + 15) / 16 * 16;
+    if (chanStride % kPage == 0) chanStride += kStagger;
     buf.resize(static_cast<size_t>(count * chanStride + 16));
     const auto p = reinterpret_cast<uintptr_t>(buf.data());
     base = reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
   }
-  ChannelRows rows() const { return {n, s, rowStride}; }
+  ChannelRows rows() const { return {n, s, s}; }
   float* channel(int64_t l) const { return base + l * chanStride; }
 };
 
@@ -467,7 +468,7 @@ struct GatheredBlock : ChannelBuffer {
     for (int64_t i = 0; i < n; ++i) {
       const float* src = x + (i * (c / B) + cb) * s * B;
       for (int64_t j0 = 0; j0 < s; j0 += B)
-        tile(src + j0 * B, B, base + i * rowStride + j0, chanStride, std::min(B, s - j0), B);
+        tile(src + j0 * B, B, base + i * s + j0, chanStride, std::min(B, s - j0), B);
     }
   }
   void scatter(float* x, int64_t cb) const {
@@ -476,15 +477,14 @@ struct GatheredBlock : ChannelBuffer {
     for (int64_t i = 0; i < n; ++i) {
       float* dst = x + (i * (c / B) + cb) * s * B;
       for (int64_t j0 = 0; j0 < s; j0 += B)
-        tile(base + i * rowStride + j0, chanStride, dst + j0 * B, B, B, std::min(B, s - j0));
+        tile(base + i * s + j0, chanStride, dst + j0 * B, B, B, std::min(B, s - j0));
     }
   }
   // The same rows copied to a plain tensor.
   void copyOut(float* x, int64_t cb) const {
     for (int64_t l = 0; l < onednn::kChannelBlock; ++l)
       for (int64_t i = 0; i < n; ++i)
-        std::copy_n(channel(l) + i * rowStride, s,
-                    x + (i * c + cb * onednn::kChannelBlock + l) * s);
+        std::copy_n(channel(l) + i * s, s, x + (i * c + cb * onednn::kChannelBlock + l) * s);
   }
 };
 
@@ -1391,34 +1391,46 @@ class FusedConv {
   // (OC x 1 x KH x KW) and returns X's shape.
   Result<Shape> load(KernelContext& ctx) {
     const Tensor& x = ctx.input(imageAt_);
-    if (!ctx.hasInput(at_)) return Status::error("the fused convolution's weights are missing");
+    const std::string fix = "; run the session with fuse off";
+    if (!ctx.hasInput(at_))
+      return Status::error("the fused convolution's weights (input " + std::to_string(at_ + 1) +
+                           ") are missing" + fix);
     const Tensor& w = ctx.input(at_);
     w_ = w.data<float>();
     b_ = ctx.hasInput(at_ + 1) ? ctx.input(at_ + 1).data<float>() : nullptr;
-    if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat ||
-        (b_ && ctx.input(at_ + 1).dtype() != DType::kFloat))
-      return Status::error("the fused convolution supports float32 only");
+    const std::pair<const char*, const Tensor*> operands[] = {
+        {"image", &x}, {"weights", &w}, {"bias", b_ ? &ctx.input(at_ + 1) : nullptr}};
+    for (const auto& [what, t] : operands)
+      if (t && t->dtype() != DType::kFloat)
+        return Status::error(std::string("the fused convolution supports float32 only, got ") +
+                             dtypeName(t->dtype()) + " for the " + what + fix);
     if (x.rank() != 4 || x.dim(1) != 1 || w.rank() != 4 || w.dim(1) != 1)
       return Status::error("the fused convolution needs an N x 1 x H x W input (got " +
                            shapeToString(x.shape()) + ") and OC x 1 x KH x KW weights (got " +
-                           shapeToString(w.shape()) + "); run the session with fuse off");
+                           shapeToString(w.shape()) + ")" + fix);
     if (b_ && ctx.input(at_ + 1).size() != w.dim(0))
       return Status::error("the fused convolution's bias of shape " +
                            shapeToString(ctx.input(at_ + 1).shape()) + " does not match its " +
-                           std::to_string(w.dim(0)) + " output channels");
+                           std::to_string(w.dim(0)) + " output channels" + fix);
     const std::vector<int64_t> key{x.dim(0), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3)};
     if (!images_ || key != key_) {
       if (strides_.size() != 2 || pads_.size() != 4 || dilations_.size() != 2)
-        return Status::error("the fused convolution needs 2-D strides, pads and dilations");
+        return Status::error("the fused convolution needs 2-D strides, pads and dilations" + fix);
+      for (int i = 0; i < 2; ++i)
+        if (strides_[i] < 1 || dilations_[i] < 1 || pads_[i] < 0 || pads_[i + 2] < 0)
+          return Status::error(
+              "the fused convolution needs strides and dilations of at least 1 "
+              "and pads of at least 0" +
+              fix);
       onednn::SingleChannelConv g{x.dim(0), w.dim(0), x.dim(2),      x.dim(3),     0,
                                   0,        w.dim(2), w.dim(3),      strides_[0],  strides_[1],
                                   pads_[0], pads_[1], dilations_[0], dilations_[1]};
       for (int i = 0; i < 2; ++i) {
         const int64_t span = (i == 0 ? g.h : g.w) + pads_[i] + pads_[i + 2] -
                              ((i == 0 ? g.kh : g.kw) - 1) * dilations_[i] - 1;
-        if (strides_[i] < 1 || dilations_[i] < 1 || span < 0)
+        if (span < 0)
           return Status::error("the fused convolution's window exceeds its input of shape " +
-                               shapeToString(x.shape()));
+                               shapeToString(x.shape()) + fix);
         (i == 0 ? g.oh : g.ow) = span / strides_[i] + 1;
       }
       images_.emplace(g);
@@ -1436,15 +1448,15 @@ class FusedConv {
   }
 
   // Channels of X a thread computes at once: as many as keep their rows (N * S floats each)
-  // within about 1 MiB of its L2 cache, at least 1.
+  // within about 1 MiB of its L2 cache, from 1 up to the 4 that one call of the convolution's
+  // register-blocked loop computes from each load of the image (kFwdChannels).
   int64_t block(const ChannelRows& r) const {
     return std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(1, r.n * r.s), 1, 4);
   }
   // Channels [o, o + count) of X into `xb`.
   void compute(const ChannelBuffer& xb, int64_t o, int64_t count) const {
     for (int64_t i = 0; i < xb.n; ++i)
-      images_->forward(image_[i], w_, b_, o, count, xb.channel(0) + i * xb.rowStride,
-                       xb.chanStride);
+      images_->forward(image_[i], w_, b_, o, count, xb.channel(0) + i * xb.s, xb.chanStride);
   }
 
   // The weight and bias gradient sums of channels [o, o + count) over one image, whose rows
@@ -1488,6 +1500,7 @@ class BatchNormTraining : public Kernel {
     // Y's rows are written with X's stride, which a gathered or computed channel does not have.
     if ((blockedX_ || conv_.on()) && !pool_.on)
       fail("a blocked input or a fused convolution needs the fused max pooling");
+    if (blockedX_ && conv_.on()) fail("a fused convolution's output cannot arrive blocked");
   }
 
   Status compute(KernelContext& ctx) override {
@@ -1605,6 +1618,7 @@ class BatchNormGrad : public Kernel {
     // dX is computed with X's rows, so it is blocked only where X is (the session's only case).
     if ((blockedX_ || conv_.on()) && !pool_.on)
       fail("a blocked input or a fused convolution needs the fused max pooling");
+    if (blockedX_ && conv_.on()) fail("a fused convolution's output cannot arrive blocked");
     if (blockedDx_ && !blockedX_) fail("a blocked dX needs a blocked X");
   }
 

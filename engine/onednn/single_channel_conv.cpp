@@ -136,7 +136,7 @@ __attribute__((target_clones("avx2", "default"))) void forwardPlaneGeneric(const
   }
 }
 
-// Channels [o, o + n) of one image (n <= kFwdChannels) into planes p.span apart.
+// Channels [o, o + n) of one image (n <= kFwdChannels) into planes `stride` apart.
 void forwardChannels(const Shifted& p, const float* xp, const float* w, const float* bias, int n,
                      float* out, int64_t stride) {
   if (useAvx512()) {
@@ -216,20 +216,29 @@ void weightGradTaps512(const Shifted& p, const float* xp, const float* dy, int t
   blocks[n - 1](p, xp, dy, p.offs.data() + t0, t0 == 0, dw + t0, stride, db);
 }
 
+// The sum of f(i) for i < n, element i in lane i % 16, the lanes then added in order: an order
+// fixed by n alone. (An `omp simd` reduction may split the loop where the data's alignment
+// says, and the fused kernels pass dY rows from their own buffers.)
+template <class F>
+float laneSum(int64_t n, F&& f) {
+  float lanes[kVec] = {};
+  int64_t i = 0;
+  for (; i + kVec <= n; i += kVec)
+    for (int64_t k = 0; k < kVec; ++k) lanes[k] += f(i + k);
+  for (int64_t k = 0; i + k < n; ++k) lanes[k] += f(i + k);
+  float s = 0;
+  for (float v : lanes) s += v;
+  return s;
+}
+
 // dW[tap] += sum(dY * shifted X), dB += sum(dY) for one (n, oc) plane, without AVX-512.
 __attribute__((target_clones("avx2", "default"))) void weightGradPlaneGeneric(
     const Shifted& p, const float* xp, const float* dy, double* dw, double* db) {
   for (size_t t = 0; t < p.offs.size(); ++t) {
     const float* src = xp + p.offs[t];
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < p.len; ++i) s += dy[i] * src[i];
-    dw[t] += s;
+    dw[t] += laneSum(p.len, [&](int64_t i) { return dy[i] * src[i]; });
   }
-  float b = 0;
-#pragma omp simd reduction(+ : b)
-  for (int64_t i = 0; i < p.len; ++i) b += dy[i];
-  *db += b;
+  *db += laneSum(p.len, [&](int64_t i) { return dy[i]; });
 }
 
 // Channels [o, o + n) (n <= kGradChannels) of one image; dw/db are those channels' partials.
