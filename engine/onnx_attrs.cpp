@@ -30,4 +30,28 @@ std::vector<int64_t> attrInts(const onnx::NodeProto& n, const std::string& name,
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+namespace {
+onnx::AttributeProto* added(onnx::NodeProto& n, const std::string& name,
+                            onnx::AttributeProto::AttributeType type) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(type);
+  return a;
+}
+}  // namespace
+
+void addIntAttr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  added(n, name, onnx::AttributeProto::INT)->set_i(v);
+}
+void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v) {
+  added(n, name, onnx::AttributeProto::FLOAT)->set_f(v);
+}
+void addStringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  added(n, name, onnx::AttributeProto::STRING)->set_s(v);
+}
+void addIntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = added(n, name, onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
 }  // namespace dw::engine

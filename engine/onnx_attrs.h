@@ -1,5 +1,5 @@
-// Reading a NodeProto's attributes, for the passes that rewrite graphs before kernels see them
-// (the session's fusions, the autodiff's gradient builders).
+// Reading and adding a NodeProto's attributes, for the passes that rewrite graphs before kernels
+// see them (the session's fusions, the autodiff's gradient builders).
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -17,5 +17,11 @@ std::string attrString(const onnx::NodeProto& n, const std::string& name, const 
 // `def` where the attribute is absent or empty.
 std::vector<int64_t> attrInts(const onnx::NodeProto& n, const std::string& name,
                               std::vector<int64_t> def = {});
+
+// Appending an attribute (the session's private "__dw_*" ones).
+void addIntAttr(onnx::NodeProto& n, const std::string& name, int64_t v);
+void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v);
+void addStringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v);
+void addIntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v);
 
 }  // namespace dw::engine

@@ -337,10 +337,8 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     for (const char* name : {"kernel_shape", "strides", "pads"}) {
       const auto* a = findAttr(mp, name);
       if (!a) continue;
-      auto* f = n.add_attribute();
-      f->set_name(std::string("__dw_maxpool_") + (name[0] == 'k' ? "kernel" : name));
-      f->set_type(onnx::AttributeProto::INTS);
-      *f->mutable_ints() = a->ints();
+      addIntsAttr(n, std::string("__dw_maxpool_") + (name[0] == 'k' ? "kernel" : name),
+                  std::vector<int64_t>(a->ints().begin(), a->ints().end()));
     }
     absorb(n, c);
   };
@@ -364,10 +362,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         while (n.input_size() < 3) n.add_input("");
         for (int k = 1; k < 5; ++k) n.add_input(bn.input(k));
         const auto* eps = findAttr(bn, "epsilon");
-        auto* a = n.add_attribute();
-        a->set_name("__dw_bn_epsilon");
-        a->set_type(onnx::AttributeProto::FLOAT);
-        a->set_f(eps ? eps->f() : 1e-5f);
+        addFloatAttr(n, "__dw_bn_epsilon", eps ? eps->f() : 1e-5f);
         absorb(n, c);
         c = soleReader(n);
       }
@@ -379,15 +374,10 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       if (conv && op == "MaxPool") fuseMaxPool(n, c);
       continue;
     }
-    auto* a = n.add_attribute();
-    a->set_name("__dw_activation");
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(op);
+    addStringAttr(n, "__dw_activation", op);
     const auto* alpha = findAttr(act, "alpha");
-    auto* al = n.add_attribute();
-    al->set_name("__dw_activation_alpha");
-    al->set_type(onnx::AttributeProto::FLOAT);
-    al->set_f(alpha ? alpha->f() : (op == "LeakyRelu" ? 0.01f : 0.0f));
+    addFloatAttr(n, "__dw_activation_alpha",
+                 alpha ? alpha->f() : (op == "LeakyRelu" ? 0.01f : 0.0f));
     absorb(n, c);
     c = soleReader(n);
     if (conv && c >= 0 && nodes[c].first.op_type() == "MaxPool") fuseMaxPool(n, c);
@@ -495,16 +485,9 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     while (names.count(winners)) winners += "_";
     names.insert(winners);
     for (onnx::NodeProto* n : {&bn, &grad}) {
-      const std::pair<const char*, const std::vector<int64_t>*> attrs[] = {
-          {"__dw_maxpool_kernel", &win.kernel},
-          {"__dw_maxpool_strides", &win.strides},
-          {"__dw_maxpool_pads", &win.pads}};
-      for (const auto& [name, v] : attrs) {
-        auto* a = n->add_attribute();
-        a->set_name(name);
-        a->set_type(onnx::AttributeProto::INTS);
-        for (int64_t x : *v) a->add_ints(x);
-      }
+      addIntsAttr(*n, "__dw_maxpool_kernel", win.kernel);
+      addIntsAttr(*n, "__dw_maxpool_strides", win.strides);
+      addIntsAttr(*n, "__dw_maxpool_pads", win.pads);
     }
     bn.set_output(0, pool.output(0));
     bn.add_output(winners);
@@ -538,10 +521,7 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
   auto mark = [](onnx::NodeProto& n, const char* name, int64_t index) {
     for (auto& a : *n.mutable_attribute())
       if (a.name() == name) return a.add_ints(index);
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    a->add_ints(index);
+    addIntsAttr(n, name, {index});
   };
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
@@ -659,20 +639,10 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     const std::string dbias = cg.output_size() > 2 ? cg.output(2) : "";
     if (bias.empty() && !dbias.empty()) continue;
     for (onnx::NodeProto* n : {&bnNode, &gradNode}) {
-      auto* name = n->add_attribute();
-      name->set_name("__dw_conv");
-      name->set_type(onnx::AttributeProto::STRING);
-      name->set_s(displayName(conv));
-      const std::pair<const char*, const std::vector<int64_t>*> window[] = {
-          {"__dw_conv_strides", &strides},
-          {"__dw_conv_pads", &pads},
-          {"__dw_conv_dilations", &dilations}};
-      for (const auto& [attr, v] : window) {
-        auto* a = n->add_attribute();
-        a->set_name(attr);
-        a->set_type(onnx::AttributeProto::INTS);
-        for (int64_t x : *v) a->add_ints(x);
-      }
+      addStringAttr(*n, "__dw_conv", displayName(conv));
+      addIntsAttr(*n, "__dw_conv_strides", strides);
+      addIntsAttr(*n, "__dw_conv_pads", pads);
+      addIntsAttr(*n, "__dw_conv_dilations", dilations);
     }
     bnNode.set_input(0, conv.input(0));
     bnNode.add_input(conv.input(1));
@@ -728,10 +698,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || attrString(ug, "op", "") != "Relu" ||
         ug.input_size() != 3 || ug.input(0) != n.output(0) || ug.input(2) != n.input(1))
       continue;
-    auto* a = n.add_attribute();
-    a->set_name("__dw_relu_grad");
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(1);
+    addIntAttr(n, "__dw_relu_grad", 1);
     n.set_output(0, ug.output(0));
     removed[c] = true;
   }
@@ -745,10 +712,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     if ((!relu.domain().empty() && relu.domain() != "ai.onnx") || relu.op_type() != "Relu" ||
         relu.output_size() != 1)
       continue;
-    auto* a = n.add_attribute();
-    a->set_name("__dw_activation");
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s("Relu");
+    addStringAttr(n, "__dw_activation", "Relu");
     n.set_output(0, relu.output(0));
     removed[c] = true;
   }
