@@ -247,6 +247,18 @@ Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn
 }
 
 // Node and value lookups shared by the fusion passes below (attributes: engine/onnx_attrs.h).
+// Each value's readers among the nodes not removed: (node, input index).
+std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> readersOf(
+    const std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+    const std::vector<bool>& removed) {
+  std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> users;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (removed[i]) continue;
+    for (int k = 0; k < nodes[i].first.input_size(); ++k)
+      if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
+  }
+  return users;
+}
 // Whether n is `op` of `domain` ("" is the default ONNX domain, however spelled).
 bool isOp(const onnx::NodeProto& n, const char* domain, const char* op) {
   const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
@@ -512,12 +524,7 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
                         const std::set<std::string>& outputs, const std::vector<bool>& removed,
                         const std::unordered_map<std::string, onnx::TypeProto>& types) {
   constexpr const char* kGrad = "com.deepwire.grad";
-  std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> users;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (removed[i]) continue;
-    for (int k = 0; k < nodes[i].first.input_size(); ++k)
-      if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
-  }
+  auto users = readersOf(nodes, removed);
   auto mark = [](onnx::NodeProto& n, const char* name, int64_t index) {
     for (auto& a : *n.mutable_attribute())
       if (a.name() == name) return a.add_ints(index);
@@ -579,12 +586,7 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
                            const std::set<std::string>& outputs, std::vector<bool>& removed,
                            const std::unordered_map<std::string, onnx::TypeProto>& types) {
   constexpr const char* kGrad = "com.deepwire.grad";
-  std::unordered_map<std::string, std::vector<std::pair<size_t, int>>> users;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (removed[i]) continue;
-    for (int k = 0; k < nodes[i].first.input_size(); ++k)
-      if (!nodes[i].first.input(k).empty()) users[nodes[i].first.input(k)].emplace_back(i, k);
-  }
+  auto users = readersOf(nodes, removed);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& conv = nodes[i].first;
     if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.input_size() > 3 ||
