@@ -107,22 +107,8 @@ Built buildModel(const GradCase& c, const std::vector<int64_t>& yShape, std::mt1
     for (auto& x : r) x = nd(rng);
     *g->add_initializer() = test::makeTensor("R", ft, yShape, r);
   }
-  auto* m = g->add_node();
-  m->set_op_type("Mul");
-  m->set_name("loss_mul");
-  m->add_input("y" + std::to_string(c.lossOutput));
-  m->add_input("R");
-  m->add_output("weighted");
-  auto* s = g->add_node();
-  s->set_op_type("ReduceSum");
-  s->set_name("loss_sum");
-  s->add_input("weighted");
-  s->add_output("loss");
-  *s->add_attribute() = attrI("keepdims", 0);
-  auto* out = g->add_output();
-  out->set_name("loss");
-  out->mutable_type()->mutable_tensor_type()->set_elem_type(ft);
-  out->mutable_type()->mutable_tensor_type()->mutable_shape();
+  test::addWeightedSum(g, "y" + std::to_string(c.lossOutput), "R", "loss", "loss_");
+  test::addLossOutput(g, ft);
   return b;
 }
 

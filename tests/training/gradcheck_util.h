@@ -19,6 +19,35 @@
 
 namespace dw::engine::training::test {
 
+// out = ReduceSum(y * r) with keepdims 0: with r random, a scalar loss term whose gradient with
+// respect to y is r. `prefix` names the two nodes and the product.
+inline void addWeightedSum(onnx::GraphProto* g, const std::string& y, const std::string& r,
+                           const std::string& out, const std::string& prefix) {
+  auto* mul = g->add_node();
+  mul->set_op_type("Mul");
+  mul->set_name(prefix + "mul");
+  mul->add_input(y);
+  mul->add_input(r);
+  mul->add_output(prefix + "weighted");
+  auto* sum = g->add_node();
+  sum->set_op_type("ReduceSum");
+  sum->set_name(prefix + "sum");
+  sum->add_input(prefix + "weighted");
+  sum->add_output(out);
+  auto* kd = sum->add_attribute();
+  kd->set_name("keepdims");
+  kd->set_type(onnx::AttributeProto::INT);
+  kd->set_i(0);
+}
+
+// The graph output "loss": a scalar of element type `type`.
+inline void addLossOutput(onnx::GraphProto* g, int32_t type) {
+  auto* out = g->add_output();
+  out->set_name("loss");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  out->mutable_type()->mutable_tensor_type()->mutable_shape();
+}
+
 struct FdTolerance {
   double h;     // step of the central difference
   double atol;  // |analytic - numeric| <= atol + rtol * |numeric|

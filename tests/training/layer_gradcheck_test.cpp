@@ -140,25 +140,8 @@ struct LayerModel {
     n *= d.dim_value();
   }
   for (int64_t i = 0; i < n; ++i) r->add_float_data(nd(rng));
-  auto* mul = graph->add_node();
-  mul->set_op_type("Mul");
-  mul->set_name("gradcheck.mul");
-  mul->add_input(y.name());
-  mul->add_input("gradcheck.R");
-  mul->add_output("gradcheck.weighted");
-  auto* sum = graph->add_node();
-  sum->set_op_type("ReduceSum");
-  sum->set_name("gradcheck.sum");
-  sum->add_input("gradcheck.weighted");
-  sum->add_output("loss");
-  auto* kd = sum->add_attribute();
-  kd->set_name("keepdims");
-  kd->set_type(onnx::AttributeProto::INT);
-  kd->set_i(0);
-  auto* lo = graph->add_output();
-  lo->set_name("loss");
-  lo->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  lo->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dw::engine::training::test::addWeightedSum(graph, y.name(), "gradcheck.R", "loss", "gradcheck.");
+  dw::engine::training::test::addLossOutput(graph, onnx::TensorProto::FLOAT);
   return ::testing::AssertionSuccess();
 }
 

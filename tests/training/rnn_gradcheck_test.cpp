@@ -109,19 +109,8 @@ Built buildModel(const RnnCase& c) {
     const std::string k = std::to_string(o);
     auto r = floatTensor("Rw" + k, shape, rng, 1.0);
     *g->add_initializer() = r;
-    auto* m = g->add_node();
-    m->set_op_type("Mul");
-    m->set_name("loss_mul" + k);
-    m->add_input("y" + k);
-    m->add_input("Rw" + k);
-    m->add_output("weighted" + k);
-    auto* s = g->add_node();
-    s->set_op_type("ReduceSum");
-    s->set_name("loss_sum" + k);
-    s->add_input("weighted" + k);
-    s->add_output(c.lossOutputs.size() == 1 ? "loss" : "term" + k);
-    *s->add_attribute() = attrI("keepdims", 0);
-    terms.push_back(s->output(0));
+    terms.push_back(c.lossOutputs.size() == 1 ? "loss" : "term" + k);
+    test::addWeightedSum(g, "y" + k, "Rw" + k, terms.back(), "loss" + k + "_");
   }
   if (terms.size() > 1) {
     auto* s = g->add_node();
@@ -130,10 +119,7 @@ Built buildModel(const RnnCase& c) {
     for (const auto& t : terms) s->add_input(t);
     s->add_output("loss");
   }
-  auto* out = g->add_output();
-  out->set_name("loss");
-  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  out->mutable_type()->mutable_tensor_type()->mutable_shape();
+  test::addLossOutput(g, onnx::TensorProto::FLOAT);
   return b;
 }
 
