@@ -135,7 +135,8 @@ class ConvGrad : public Kernel {
       : attrs_(init.attrs),
         transposed_(init.attrs.getInt("transposed", 0) != 0),
         group_(init.attrs.getInt("group", 1)),
-        blockedDy_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)) {}
+        blockedDy_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)),
+        blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 1)) {}
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 3));
@@ -150,6 +151,11 @@ class ConvGrad : public Kernel {
                            " cannot arrive in the nChw16c layout (it needs a 2-D convolution of "
                            "more than one input channel and output channels a multiple of 16); "
                            "run the session with fuse off");
+    if (blockedX_ && (transposed_ || !onednn::blockedShapeOk(x.shape()) || x.dim(1) == 1))
+      return Status::error("X of shape " + shapeToString(x.shape()) +
+                           " cannot arrive in the nChw16c layout (it needs a 2-D convolution "
+                           "whose input channels are a multiple of 16); run the session with "
+                           "fuse off");
     if (!ctx.wantsOutput(0) && !transposed_ && group_ == 1 && x.rank() == 4 && x.dim(1) == 1 &&
         w.dim(1) == 1 && w.dim(0) == dy.dim(1))
       return singleChannel(ctx, key);
@@ -191,7 +197,7 @@ class ConvGrad : public Kernel {
         e.rDx.back(s, mdx, dxUser);
       }
       if (dw) {
-        memory xUser(e.userSrc, eng, const_cast<void*>(x.raw()));
+        memory xUser(e.userX, eng, const_cast<void*>(x.raw()));
         memory dwUser(e.userW, eng, dw->raw());
         // Both primitives usually want diff_dst alike: then it is converted only once.
         memory mdy = dx && e.wDiffDst == e.dataDiffDst && e.rDyData.scratch
@@ -213,7 +219,7 @@ class ConvGrad : public Kernel {
  private:
   struct Entry {
     dnnl::primitive data, weights;
-    memory::desc userSrc, userW, userDst, biasD;
+    memory::desc userSrc, userX, userW, userDst, biasD;  // userSrc: dX's, userX: X's
     memory::desc dataDiffDst, dataW, dataDiffSrc, wDiffDst, wSrc, wDiffW;
     Reorderer rDyData, rW, rDx, rDyW, rX, rDw;
     int64_t oc = 0;
@@ -306,6 +312,7 @@ class ConvGrad : public Kernel {
       e.userW = memory::desc(wdims, f32, wstrides);
     }
     e.userSrc = plainDesc(x.shape(), f32);
+    e.userX = blockedX_ ? onednn::blockedDesc(x.shape()) : e.userSrc;
     e.userDst = blockedDy_ ? onednn::blockedDesc(dy.shape()) : plainDesc(dy.shape(), f32);
     e.biasD = memory::desc({oc}, f32, Tag::a);
     const Dims srcDims = onednn::toDims(x.shape()), dstDims = onednn::toDims(dy.shape());
@@ -344,6 +351,7 @@ class ConvGrad : public Kernel {
   bool transposed_;
   int64_t group_;
   bool blockedDy_;  // dY arrives in nChw16c (the session's markBlockedLayouts)
+  bool blockedX_;   // X arrives in nChw16c (the session's shareConvSourceLayout)
   std::map<std::vector<int64_t>, Entry> cache_;
   std::map<std::vector<int64_t>, onednn::SingleChannelConv> direct_;
 };

@@ -186,7 +186,8 @@ class Conv : public Kernel {
         poolKernel_(init.attrs.getInts("__dw_maxpool_kernel")),
         poolStrides_(init.attrs.getInts("__dw_maxpool_strides")),
         poolPads_(init.attrs.getInts("__dw_maxpool_pads")),
-        blockedY_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)) {
+        blockedY_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)),
+        keepSrc_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 1)) {
     // Weights (and a fused BatchNormalization's parameters, folded into them) that are
     // initializers are folded and reordered once, on the first run of each shape.
     constWeights_ = init.constantInputs.size() > 1;
@@ -210,6 +211,8 @@ class Conv : public Kernel {
     }
     Entry& e = it->second;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
+    Tensor* kept = keepSrc_ ? ctx.output(1, DType::kFloat, x.shape()) : nullptr;
+    if (keepSrc_ && !kept) return ctx.status();
     if (y->size() == 0) return Status();
     if (e.direct) {
       if (ctx.hasInput(2) && ctx.input(2).size() != e.outShape[1])
@@ -237,7 +240,15 @@ class Conv : public Kernel {
       auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
-      memory src = e.rSrc.in(bind_.in(be, DNNL_ARG_SRC, e.userSrc, x.raw()), e.pd_src, eng, s);
+      memory srcUser = bind_.in(be, DNNL_ARG_SRC, e.userSrc, x.raw());
+      if (kept) {
+        // X in nChw16c for the ConvGrad that reads it too (shareConvSourceLayout): converted
+        // once here, straight into the output when that is what the primitive reads.
+        memory k = bind_.out(be, DNNL_ARG_DST_1, e.keptSrc, kept->raw());
+        e.keep.execute(s, srcUser, k);
+        srcUser = k;
+      }
+      memory src = e.rSrc.in(srcUser, e.pd_src, eng, s);
       memory wts = e.wKept;
       if (!wReady) {
         wts = e.rW.in(bind_.in(be, DNNL_ARG_WEIGHTS, e.userW, wData), e.pd_w, eng, s);
@@ -278,6 +289,8 @@ class Conv : public Kernel {
   struct Entry {
     dnnl::primitive prim, pool;
     memory::desc userSrc, userW, userDst, biasD, pd_src, pd_w, pd_dst, poolDst;
+    memory::desc keptSrc;  // output 1 (keepSrc_): X in nChw16c
+    dnnl::reorder keep;
     memory dstR, poolR;
     Reorderer rSrc, rW, rOut;
     memory wKept;  // constant weights, already in the primitive's type and layout
@@ -351,6 +364,12 @@ class Conv : public Kernel {
                            " cannot be handed over in the nChw16c layout (it needs a 2-D "
                            "convolution of more than one input channel, no fused pooling and "
                            "output channels a multiple of 16); run the session with fuse off");
+    if (keepSrc_ && (transposed_ || !poolKernel_.empty() || bnFused_ ||
+                     !onednn::blockedShapeOk(x.shape()) || (g == 1 && c == 1)))
+      return Status::error("input of shape " + shapeToString(x.shape()) +
+                           " cannot be kept in the nChw16c layout (it needs a 2-D convolution, "
+                           "no fused pooling or normalization, and input channels a multiple of "
+                           "16); run the session with fuse off");
     bool unpaddedPool = poolKernel_.size() == 2;
     for (int64_t v : poolPads_) unpaddedPool &= v == 0;
     if (!transposed_ && g == 1 && c == 1 && ns == 2 && (poolKernel_.empty() || unpaddedPool) &&
@@ -377,6 +396,10 @@ class Conv : public Kernel {
       return Status();
     }
     e.userSrc = plainDesc(x.shape(), f32);
+    if (keepSrc_) {
+      e.keptSrc = onednn::blockedDesc(x.shape());
+      e.keep = dnnl::reorder(dnnl::reorder::primitive_desc(eng, e.userSrc, eng, e.keptSrc));
+    }
     e.userDst = blockedY_ ? onednn::blockedDesc(out) : plainDesc(out, f32);
     const int64_t oc = out[1];
     Dims wdims, wstrides;
@@ -520,6 +543,7 @@ class Conv : public Kernel {
   bool constWeights_ = false;
   std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool
   bool blockedY_;  // Y leaves in nChw16c (the session's markBlockedLayouts)
+  bool keepSrc_;   // output 1 is X in nChw16c (the session's shareConvSourceLayout)
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;
@@ -741,6 +765,12 @@ class MatMulKernel : public Kernel {
       }
     }
     const bool actInPrim = !hasC || cAsBias;
+    static const bool xp = getenv("DW_XP_SGEMM") != nullptr;
+    if (xp && !hasC && B == 1 && alpha_ == 1.0f && !act_.any()) {
+      dnnl::sgemm(transA_ ? 'T' : 'N', transB_ ? 'T' : 'N', M, N, K, 1.0f, a.data<float>(),
+                  transA_ ? M : K, b.data<float>(), transB_ ? K : N, 0.0f, y->data<float>(), N);
+      return Status();
+    }
     auto key = std::vector<int64_t>{a.dim(0), b.dim(0), M, K, N, cAsBias, cm, cn};
     auto it = cache_.find(key);
     if (it == cache_.end()) {

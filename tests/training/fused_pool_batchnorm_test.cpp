@@ -72,6 +72,12 @@ PoolCase twoBlocks(std::string name, int64_t n, int64_t c, int64_t h, int64_t w)
   return p;
 }
 
+// The first convolution reads 16 channels, so it keeps its converted input for its ConvGrad.
+PoolCase wideInput(PoolCase p) {
+  p.inChannels = 16;
+  return p;
+}
+
 void PrintTo(const PoolCase& c, std::ostream* os) {
   *os << c.name;
 }
@@ -270,20 +276,27 @@ TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
   // are handed over in nChw16c: Conv output 0, the normalization's X, its gradient's X and dX,
   // and ConvGrad's dY; in both blocks where there are two.
   const bool blocked = c.fused && c.c % 16 == 0 && !convFused;
-  std::vector<std::string> marked{
-      "C (Conv; output 0 in nChw16c)", "(BatchNormalizationTraining; input 0 in nChw16c)",
-      "(BatchNormalizationGrad; input 1, output 0 in nChw16c)", "(ConvGrad; input 0 in nChw16c)"};
+  // A convolution whose input channels are a multiple of 16 also hands its converted input to
+  // its ConvGrad (shareConvSourceLayout): the second block's always, the first one's where the
+  // image has 16 channels.
+  const bool keptC = blocked && c.inChannels % 16 == 0;
+  const std::string convC =
+      keptC ? "C (Conv; output 0, output 1 in nChw16c)" : "C (Conv; output 0 in nChw16c)";
+  const std::string gradC = keptC ? "grad/C/ConvGrad (ConvGrad; input 0, input 1 in nChw16c)"
+                                  : "grad/C/ConvGrad (ConvGrad; input 0 in nChw16c)";
+  std::vector<std::string> marked{convC, "(BatchNormalizationTraining; input 0 in nChw16c)",
+                                  "(BatchNormalizationGrad; input 1, output 0 in nChw16c)", gradC};
   if (c.secondBlock)
     marked = {
-        "C (Conv; output 0 in nChw16c)",
-        "C2 (Conv; output 0 in nChw16c)",
+        convC,
+        "C2 (Conv; output 0, output 1 in nChw16c)",
         "B (BatchNormalizationTraining; input 0 in nChw16c)",
         "B2 (BatchNormalizationTraining; input 0 in nChw16c)",
         "grad/B/BatchNormalizationGrad (BatchNormalizationGrad; input 1, output 0 in nChw16c)",
         "grad/B2/BatchNormalizationGrad (BatchNormalizationGrad; input 1, output 0 in "
         "nChw16c)",
-        "grad/C/ConvGrad (ConvGrad; input 0 in nChw16c)",
-        "grad/C2/ConvGrad (ConvGrad; input 0 in nChw16c)"};
+        gradC,
+        "grad/C2/ConvGrad (ConvGrad; input 0, input 1 in nChw16c)"};
   for (const auto& node : marked)
     EXPECT_EQ(report.find(node) != std::string::npos, blocked) << node << "\n" << report;
   EXPECT_EQ(reports[1].find("nChw16c"), std::string::npos) << reports[1];
@@ -336,6 +349,8 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"blocked_32_overlap_no_relu", 2, 32, 14, 14, {3, 3}, {2, 2}, {1, 1, 1, 1}, false},
         PoolCase{"blocked_16_s36", 3, 16, 6, 6, {2, 2}, {2, 2}, {0, 0, 0, 0}},
         twoBlocks("blocked_two_blocks", 3, 16, 12, 13),
+        wideInput(PoolCase{"blocked_wide_input", 3, 16, 10, 9, {2, 2}, {2, 2}, {0, 0, 0, 0}}),
+        wideInput(twoBlocks("blocked_two_blocks_wide_input", 2, 32, 12, 12)),
         // One-channel images: the convolution runs inside the normalization and its gradient.
         // Odd plane sizes and channel counts (rows at every offset within a cache line),
         // strided and dilated windows (the direct loops' unshifted path), with and without a
