@@ -765,12 +765,6 @@ class MatMulKernel : public Kernel {
       }
     }
     const bool actInPrim = !hasC || cAsBias;
-    static const bool xp = getenv("DW_XP_SGEMM") != nullptr;
-    if (xp && !hasC && B == 1 && alpha_ == 1.0f && !act_.any()) {
-      dnnl::sgemm(transA_ ? 'T' : 'N', transB_ ? 'T' : 'N', M, N, K, 1.0f, a.data<float>(),
-                  transA_ ? M : K, b.data<float>(), transB_ ? K : N, 0.0f, y->data<float>(), N);
-      return Status();
-    }
     auto key = std::vector<int64_t>{a.dim(0), b.dim(0), M, K, N, cAsBias, cm, cn};
     auto it = cache_.find(key);
     if (it == cache_.end()) {
