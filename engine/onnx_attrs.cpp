@@ -54,4 +54,10 @@ void addIntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<
   for (int64_t x : v) a->add_ints(x);
 }
 
+void appendIntsAttr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  for (auto& a : *n.mutable_attribute())
+    if (a.name() == name) return a.add_ints(v);
+  addIntsAttr(n, name, {v});
+}
+
 }  // namespace dw::engine

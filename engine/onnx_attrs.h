@@ -23,5 +23,7 @@ void addIntAttr(onnx::NodeProto& n, const std::string& name, int64_t v);
 void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v);
 void addStringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v);
 void addIntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v);
+// Appends v to the ints attribute `name`, adding the attribute where n has none yet.
+void appendIntsAttr(onnx::NodeProto& n, const std::string& name, int64_t v);
 
 }  // namespace dw::engine

@@ -525,11 +525,6 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
                         const std::unordered_map<std::string, onnx::TypeProto>& types) {
   constexpr const char* kGrad = "com.deepwire.grad";
   auto users = readersOf(nodes, removed);
-  auto mark = [](onnx::NodeProto& n, const char* name, int64_t index) {
-    for (auto& a : *n.mutable_attribute())
-      if (a.name() == name) return a.add_ints(index);
-    addIntsAttr(n, name, {index});
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
     if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
@@ -552,11 +547,11 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
         ok = false;
     }
     if (!ok || bns.empty()) continue;
-    mark(conv, "__dw_blocked_outputs", 0);
-    for (const auto& [u, k] : bns) mark(nodes[u].first, "__dw_blocked_inputs", k);
+    appendIntsAttr(conv, "__dw_blocked_outputs", 0);
+    for (const auto& [u, k] : bns) appendIntsAttr(nodes[u].first, "__dw_blocked_inputs", k);
     for (const auto& [u, k] : grads) {
       onnx::NodeProto& grad = nodes[u].first;
-      mark(grad, "__dw_blocked_inputs", k);
+      appendIntsAttr(grad, "__dw_blocked_inputs", k);
       const std::string& dx = grad.output(0);
       if (dx.empty() || outputs.count(dx) || users[dx].empty()) continue;
       bool convGradsOnly = true;
@@ -567,8 +562,9 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
                          attrInt(cg, "transposed", 0) == 0;
       }
       if (!convGradsOnly) continue;
-      mark(grad, "__dw_blocked_outputs", 0);
-      for (const auto& [cu, ck] : users[dx]) mark(nodes[cu].first, "__dw_blocked_inputs", ck);
+      appendIntsAttr(grad, "__dw_blocked_outputs", 0);
+      for (const auto& [cu, ck] : users[dx])
+        appendIntsAttr(nodes[cu].first, "__dw_blocked_inputs", ck);
     }
   }
 }
@@ -584,11 +580,6 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
                            const std::unordered_map<std::string, onnx::TypeProto>& types) {
   constexpr const char* kGrad = "com.deepwire.grad";
   auto users = readersOf(nodes, removed);
-  auto mark = [](onnx::NodeProto& n, const char* name, int64_t index) {
-    for (auto& a : *n.mutable_attribute())
-      if (a.name() == name) return a.add_ints(index);
-    addIntsAttr(n, name, {index});
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
     if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
@@ -611,10 +602,10 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     if (grads.empty()) continue;
     const std::string kept = "__dw_nChw16c/" + x;
     conv.add_output(kept);
-    mark(conv, "__dw_blocked_outputs", 1);
+    appendIntsAttr(conv, "__dw_blocked_outputs", 1);
     for (size_t u : grads) {
       nodes[u].first.set_input(1, kept);
-      mark(nodes[u].first, "__dw_blocked_inputs", 1);
+      appendIntsAttr(nodes[u].first, "__dw_blocked_inputs", 1);
     }
   }
 }
