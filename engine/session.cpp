@@ -413,11 +413,13 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
 // gradient scatters the pooled gradient through the winners inside its own passes. The
 // full-size activation and its gradient are then never written ("__dw_maxpool_kernel",
 // "_strides", "_pads" on both nodes; see grad_kernels.cpp).
+// The domain of the gradient nodes the fusion passes below look for and rewrite.
+constexpr const char* kGrad = "com.deepwire.grad";
+
 // The last step of fuseTrainingChains (see there): BatchNormalizationTraining -> MaxPool and
 // PoolGrad -> BatchNormalizationGrad become the two normalization nodes with the pooling inside.
 void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                               const std::set<std::string>& outputs, std::vector<bool>& removed) {
-  constexpr const char* kGrad = "com.deepwire.grad";
   std::unordered_map<std::string, std::vector<size_t>> users;
   std::set<std::string> names;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -509,6 +511,13 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
   }
 }
 
+// A Conv the layout passes (markBlockedLayouts, shareConvSourceLayout) may rewrite: group 1, a
+// single output, weights given, and no max pooling fused into it.
+bool layoutConv(const onnx::NodeProto& conv) {
+  return isOp(conv, "", "Conv") && conv.input_size() >= 2 && conv.output_size() == 1 &&
+         attrInt(conv, "group", 1) == 1 && !findAttr(conv, "__dw_maxpool_kernel");
+}
+
 // The training CNN block Conv -> BatchNormalizationTraining (its max pooling fused in): the
 // convolution's output is read only by the normalization and the normalization's gradient, and
 // that gradient's dX only by the convolution's ConvGrad, as dY. Both tensors are then handed
@@ -523,13 +532,10 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
 void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                         const std::set<std::string>& outputs, const std::vector<bool>& removed,
                         const std::unordered_map<std::string, onnx::TypeProto>& types) {
-  constexpr const char* kGrad = "com.deepwire.grad";
   auto users = readersOf(nodes, removed);
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
-    if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
-        attrInt(conv, "group", 1) != 1 || findAttr(conv, "__dw_maxpool_kernel"))
-      continue;
+    if (removed[i] || !layoutConv(conv)) continue;
     const std::string& y = conv.output(0);
     const auto w = staticDims(types, conv.input(1));
     if (y.empty() || outputs.count(y) || w.size() != 4 || w[1] < 2 || w[0] % 16 != 0) continue;
@@ -578,14 +584,10 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
 void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                            const std::vector<bool>& removed,
                            const std::unordered_map<std::string, onnx::TypeProto>& types) {
-  constexpr const char* kGrad = "com.deepwire.grad";
   auto users = readersOf(nodes, removed);
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
-    if (removed[i] || !isOp(conv, "", "Conv") || conv.input_size() < 2 || conv.output_size() != 1 ||
-        attrInt(conv, "group", 1) != 1 || findAttr(conv, "__dw_maxpool_kernel") ||
-        findAttr(conv, "__dw_bn_epsilon"))
-      continue;
+    if (removed[i] || !layoutConv(conv) || findAttr(conv, "__dw_bn_epsilon")) continue;
     const std::string& x = conv.input(0);
     const auto w = staticDims(types, conv.input(1));
     if (x.empty() || w.size() != 4 || w[1] < 16 || w[1] % 16 != 0) continue;
@@ -622,7 +624,6 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
 void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                            const std::set<std::string>& outputs, std::vector<bool>& removed,
                            const std::unordered_map<std::string, onnx::TypeProto>& types) {
-  constexpr const char* kGrad = "com.deepwire.grad";
   auto users = readersOf(nodes, removed);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& conv = nodes[i].first;
@@ -700,7 +701,6 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
                         const onnx::GraphProto& g,
                         const std::unordered_map<std::string, onnx::TypeProto>& types,
                         bool blockedLayouts) {
-  constexpr const char* kGrad = "com.deepwire.grad";
   std::set<std::string> outputs;
   for (const auto& o : g.output()) outputs.insert(o.name());
   std::vector<bool> removed(nodes.size(), false);
