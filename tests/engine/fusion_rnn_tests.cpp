@@ -171,6 +171,54 @@ TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
   }
 }
 
+// MatMul and Gemm pick oneDNN's sgemm for short reductions into wide outputs and the matmul
+// primitive otherwise (kernels.cpp): both sides of that rule, every transpose and a Gemm alpha,
+// against a float64 reference. The first two shapes are the CNN example's Dense-layer
+// gradients, on the sgemm side; the last is too small for it.
+TEST(MatMulAlgorithms, ShortAndLongReductionsMatchFloat64Reference) {
+  struct Case {
+    int64_t M, K, N;
+  };
+  for (const Case c : {Case{64, 128, 600}, Case{40, 64, 1000}, Case{32, 700, 48}, Case{5, 6, 7}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (const bool gemm : {false, true}) {
+          if (!gemm && (ta || tb)) continue;  // MatMul has no transposes
+          const float alpha = gemm ? 0.5f : 1.0f;
+          const Shape sa = ta ? Shape{c.K, c.M} : Shape{c.M, c.K};
+          const Shape sb = tb ? Shape{c.N, c.K} : Shape{c.K, c.N};
+          const Tensor a = randomTensor(sa, 31), b = randomTensor(sb, 32);
+          auto m = emptyModel();
+          auto* g = m.mutable_graph();
+          addValue(g->add_input(), "a", sa);
+          addValue(g->add_input(), "b", sb);
+          addValue(g->add_output(), "y", {c.M, c.N});
+          auto* n = addNode(g, gemm ? "Gemm" : "MatMul", {"a", "b"}, {"y"});
+          if (gemm) {
+            attrI(n, "transA", ta);
+            attrI(n, "transB", tb);
+            attrF(n, "alpha", alpha);
+          }
+          const Tensor y = runOnce(m, {{"a", a}, {"b", b}}, true, "y");
+          ASSERT_TRUE(y.defined());
+          const float* pa = a.data<float>();
+          const float* pb = b.data<float>();
+          for (int64_t i = 0; i < c.M; ++i)
+            for (int64_t j = 0; j < c.N; ++j) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < c.K; ++k) {
+                const double t = double(ta ? pa[k * c.M + i] : pa[i * c.K + k]) *
+                                 (tb ? pb[j * c.K + k] : pb[k * c.N + j]);
+                want += t;
+                mag += std::fabs(t);
+              }
+              ASSERT_NEAR(y.data<float>()[i * c.N + j], alpha * want, 1e-6 * mag)
+                  << (gemm ? "Gemm" : "MatMul") << " M" << c.M << " K" << c.K << " N" << c.N
+                  << " transA " << ta << " transB " << tb << " at " << i << "," << j;
+            }
+        }
+}
+
 // A value read by two nodes must not be fused away.
 TEST(Fusion, SharedIntermediateStaysVisible) {
   auto m = emptyModel();
