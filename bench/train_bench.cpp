@@ -1,20 +1,25 @@
 // Training speed of deepwire against PyTorch, in the same run: the example Fashion-MNIST MLP and
 // CNN (resources/examples/fashion_mnist_{mlp,cnn}.dwproj), Adam lr 1e-3, batch 64, shuffled,
 // a fixed thread count (default 2) on both sides. PyTorch runs bench/train_torch.py with
-// /usr/bin/python3 on the same architecture.
+// /usr/bin/python3 on the same architecture, as a child process that takes its turns with ours:
+// --rounds R alternate runs of each side (default 5), and the time ratio is the median of the
+// rounds' ratios, so that a drift of the machine's speed during the run cancels out.
 //
-// Prints per model: seconds per epoch (deepwire measured over --steps steps, or a whole epoch
-// with --steps 0, and extrapolated to the 938 steps of an epoch), PyTorch's, their ratio, and a
-// breakdown of a step: waiting for data, the training-graph run (kernels + executor), the
+// Prints per model: seconds per epoch (deepwire measured over --steps steps in all, or a whole
+// epoch with --steps 0, and extrapolated to the 938 steps of an epoch), PyTorch's, their ratio,
+// and a breakdown of a step: waiting for data, the training-graph run (kernels + executor), the
 // optimizer update and the trainer's own bookkeeping; in both precisions (fp32, and bf16 mixed
 // precision where the CPU has native bf16), PyTorch in fp32 and under bf16 autocast. A summary
 // table ends the run with the targets (MLP <= 1.0 s/epoch, CNN <= 12 s/epoch). Peak RSS
 // at the end.
 //
-// Usage: train_bench [--model mlp|cnn|both] [--steps N] [--threads T] [--no-torch]
+// Usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] [--no-torch]
 //                    [--precision fp32|bf16|both]
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,101 +51,188 @@ double since(Clock::time_point t) {
 }
 
 struct Figures {
-  double perStep = 0, dataWait = 0, train = 0, optim = 0, other = 0;
-  double perEpoch = 0;
+  double seconds = 0, dataWait = 0, train = 0, optim = 0, other = 0;
   int64_t steps = 0;
+  double perStep() const { return seconds / static_cast<double>(std::max<int64_t>(steps, 1)); }
 };
 
-Figures benchDeepwire(const std::string& project, int64_t steps, int threads,
-                      const std::string& precision) {
-  auto g = dw::loadProject(project);
-  if (!g) die(g.message());
-  auto cfg = trainingConfigFromGraph(*g);
-  if (!cfg) die(cfg.message());
-  auto ds = loadDataset(cfg->dataset.train, "");
-  if (!ds) die(ds.message());
-  auto data = std::make_shared<Dataset>(std::move(ds.value()));
-  TrainOptions o;
-  o.optimizer.type = "adam";
-  o.optimizer.lr = 1e-3;
-  o.threads = threads;
-  o.precision = precision;
-  auto t = Trainer::create(*g, o);
-  if (!t) die(t.message());
-  Trainer& tr = **t;
-  LoaderOptions lo;
-  lo.batchSize = 64;
-  lo.seed = 1;
-  BatchLoader loader(data, lo);
-  const int64_t perEpoch = loader.batchesPerEpoch();
-  if (steps <= 0 || steps > perEpoch) steps = perEpoch;
-  loader.startEpoch(0);
-  // Warm-up: plans, primitive caches and pooled buffers settle in the first steps.
-  for (int i = 0; i < 5; ++i) {
-    auto b = loader.next();
-    if (!b) die("dataset too small");
-    auto r = tr.fullTrainStep(*b);
-    if (!r) die(r.message());
+// One model's deepwire training, set up and warmed up once, then timed a chunk of steps at a
+// time.
+class DeepwireRun {
+ public:
+  DeepwireRun(const std::string& project, int threads, const std::string& precision) {
+    auto g = dw::loadProject(project);
+    if (!g) die(g.message());
+    auto cfg = trainingConfigFromGraph(*g);
+    if (!cfg) die(cfg.message());
+    auto ds = loadDataset(cfg->dataset.train, "");
+    if (!ds) die(ds.message());
+    auto data = std::make_shared<Dataset>(std::move(ds.value()));
+    TrainOptions o;
+    o.optimizer.type = "adam";
+    o.optimizer.lr = 1e-3;
+    o.threads = threads;
+    o.precision = precision;
+    auto t = Trainer::create(*g, o);
+    if (!t) die(t.message());
+    trainer_ = std::move(t.value());
+    LoaderOptions lo;
+    lo.batchSize = 64;
+    lo.seed = 1;
+    loader_ = std::make_unique<BatchLoader>(data, lo);
+    loader_->startEpoch(0);
+    // Warm-up: plans, primitive caches and pooled buffers settle in the first steps.
+    for (int i = 0; i < 5; ++i) {
+      auto r = trainer_->fullTrainStep(next());
+      if (!r) die(r.message());
+    }
+    loader_->startEpoch(++epoch_);
   }
-  loader.startEpoch(1);
-  Figures f;
-  const auto start = Clock::now();
-  for (int64_t s = 0; s < steps; ++s) {
-    auto t0 = Clock::now();
-    auto b = loader.next();
-    if (!b) break;
-    auto t1 = Clock::now();
-    auto r = tr.trainStep(*b);
-    if (!r) die(r.message());
-    auto t2 = Clock::now();
-    auto st = tr.optimizerStep();
-    if (!st.ok()) die(st.message());
-    auto t3 = Clock::now();
-    tr.resetGrad();
-    auto t4 = Clock::now();
-    f.dataWait += std::chrono::duration<double>(t1 - t0).count();
-    f.train += std::chrono::duration<double>(t2 - t1).count();
-    f.optim += std::chrono::duration<double>(t3 - t2).count();
-    f.other += std::chrono::duration<double>(t4 - t3).count();
-    ++f.steps;
-  }
-  const double total = since(start);
-  f.perStep = total / static_cast<double>(f.steps);
-  f.dataWait /= static_cast<double>(f.steps);
-  f.train /= static_cast<double>(f.steps);
-  f.optim /= static_cast<double>(f.steps);
-  f.other /= static_cast<double>(f.steps);
-  f.perEpoch = f.perStep * static_cast<double>(perEpoch);
-  return f;
-}
+  int64_t stepsPerEpoch() const { return loader_->batchesPerEpoch(); }
 
-// Runs the PyTorch side and returns its seconds per epoch (0 when unavailable).
-double benchTorch(const std::string& root, const std::string& model, int64_t steps, int threads,
-                  const std::string& precision, double* rssMib) {
-  const std::string cmd = "/usr/bin/python3 " + root + "/bench/train_torch.py " + model + " " +
-                          std::to_string(steps) + " " + std::to_string(threads) + " " + precision;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return 0;
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  if (pclose(p) != 0) {
-    std::fprintf(stderr, "train_bench: PyTorch side failed: %s\n", out.c_str());
-    return 0;
+  // Times `steps` more steps into figures(); returns their seconds.
+  double chunk(int64_t steps) {
+    const auto start = Clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      auto t0 = Clock::now();
+      const Batch b = next();
+      auto t1 = Clock::now();
+      auto r = trainer_->trainStep(b);
+      if (!r) die(r.message());
+      auto t2 = Clock::now();
+      auto st = trainer_->optimizerStep();
+      if (!st.ok()) die(st.message());
+      auto t3 = Clock::now();
+      trainer_->resetGrad();
+      auto t4 = Clock::now();
+      f_.dataWait += std::chrono::duration<double>(t1 - t0).count();
+      f_.train += std::chrono::duration<double>(t2 - t1).count();
+      f_.optim += std::chrono::duration<double>(t3 - t2).count();
+      f_.other += std::chrono::duration<double>(t4 - t3).count();
+      ++f_.steps;
+    }
+    const double seconds = since(start);
+    f_.seconds += seconds;
+    return seconds;
   }
-  double epoch = 0;
-  if (auto pos = out.find("\"seconds_per_epoch\": "); pos != std::string::npos)
-    epoch = std::atof(out.c_str() + pos + 21);
-  if (auto pos = out.find("\"peak_rss_mib\": "); pos != std::string::npos && rssMib)
-    *rssMib = std::atof(out.c_str() + pos + 16);
-  return epoch;
+  const Figures& figures() const { return f_; }
+
+ private:
+  Batch next() {
+    auto b = loader_->next();
+    if (!b) {
+      loader_->startEpoch(++epoch_);
+      b = loader_->next();
+    }
+    if (!b) die("the dataset gives no batch of 64");
+    return std::move(*b);
+  }
+
+  std::unique_ptr<Trainer> trainer_;
+  std::unique_ptr<BatchLoader> loader_;
+  int64_t epoch_ = 0;
+  Figures f_;
+};
+
+// bench/train_torch.py in its serve mode, a child process fed step counts on a pipe: runs of
+// both sides alternate, so that both see the same phases of a machine whose speed drifts (on
+// the shared VMs this runs on, PyTorch's CNN epoch varied from 80 to 123 s within minutes).
+class TorchServer {
+ public:
+  TorchServer(const std::string& root, const std::string& model, int threads,
+              const std::string& precision) {
+    int toChild[2], fromChild[2];
+    if (pipe(toChild) != 0 || pipe(fromChild) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(toChild[0], 0);
+      dup2(fromChild[1], 1);
+      close(toChild[1]);
+      close(fromChild[0]);
+      const std::string script = root + "/bench/train_torch.py";
+      const std::string th = std::to_string(threads);
+      execl("/usr/bin/python3", "python3", script.c_str(), model.c_str(), "serve", th.c_str(),
+            precision.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(toChild[0]);
+    close(fromChild[1]);
+    if (pid_ < 0) {
+      close(toChild[1]);
+      close(fromChild[0]);
+      return;
+    }
+    in_ = fdopen(toChild[1], "w");
+    out_ = fdopen(fromChild[0], "r");
+    ok_ = in_ && out_ && readLine() == "ready";
+    if (!ok_) std::fprintf(stderr, "train_bench: the PyTorch side did not start\n");
+  }
+  ~TorchServer() { finish(); }
+  bool ok() const { return ok_; }
+
+  // Times `steps` more PyTorch steps; returns their seconds, or a negative number on failure.
+  double chunk(int64_t steps) {
+    if (!ok_) return -1;
+    std::fprintf(in_, "%lld\n", static_cast<long long>(steps));
+    std::fflush(in_);
+    const std::string line = readLine();
+    if (line.empty()) {
+      ok_ = false;
+      std::fprintf(stderr, "train_bench: the PyTorch side stopped\n");
+      return -1;
+    }
+    seconds_ += std::atof(line.c_str());
+    steps_ += steps;
+    return std::atof(line.c_str());
+  }
+  double perStep() const { return steps_ > 0 ? seconds_ / static_cast<double>(steps_) : 0; }
+  int64_t steps() const { return steps_; }
+
+  // Ends the child; returns its peak RSS in MiB (0 if unknown).
+  double finish() {
+    if (pid_ <= 0) return 0;
+    if (in_) std::fclose(in_);
+    in_ = nullptr;
+    double rss = 0;
+    const std::string json = out_ ? readLine() : "";
+    if (auto pos = json.find("\"peak_rss_mib\": "); pos != std::string::npos)
+      rss = std::atof(json.c_str() + pos + 16);
+    if (out_) std::fclose(out_);
+    out_ = nullptr;
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return rss;
+  }
+
+ private:
+  std::string readLine() {
+    char buf[1024];
+    if (!out_ || !std::fgets(buf, sizeof buf, out_)) return "";
+    std::string s = buf;
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+  bool ok_ = false;
+  double seconds_ = 0;
+  int64_t steps_ = 0;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string which = "both";
-  int64_t steps = 300;
+  int64_t steps = 300, rounds = 5;
   int threads = 2;
   bool torch = true;
   std::string precision = "both";
@@ -150,6 +242,8 @@ int main(int argc, char** argv) {
       which = argv[++i];
     else if (a == "--steps" && i + 1 < argc)
       steps = std::atoll(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::max<int64_t>(1, std::atoll(argv[++i]));
     else if (a == "--threads" && i + 1 < argc)
       threads = std::atoi(argv[++i]);
     else if (a == "--no-torch")
@@ -157,8 +251,8 @@ int main(int argc, char** argv) {
     else if (a == "--precision" && i + 1 < argc)
       precision = argv[++i];
     else
-      die("usage: train_bench [--model mlp|cnn|both] [--steps N] [--threads T] [--no-torch] "
-          "[--precision fp32|bf16|both]");
+      die("usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] "
+          "[--no-torch] [--precision fp32|bf16|both]");
   }
   const std::string root = DW_SOURCE_DIR;
   std::vector<std::string> models, precisions;
@@ -175,36 +269,64 @@ int main(int argc, char** argv) {
   std::printf(
       "training benchmark: Adam lr 1e-3, batch 64, %d threads, Fashion-MNIST (938 steps/epoch)\n",
       threads);
+  if (torch)
+    std::printf(
+        "deepwire and PyTorch alternate in %lld rounds; the ratio is the median of the rounds' "
+        "ratios\n",
+        static_cast<long long>(rounds));
   struct Row {
     std::string model, precision;
-    double ours = 0, torch = 0;
+    double ours = 0, torch = 0, ratio = 0;
   };
   std::vector<Row> rows;
   for (const auto& m : models) {
     const std::string project = root + "/resources/examples/fashion_mnist_" + m + ".dwproj";
     for (const auto& p : precisions) {
-      Figures f = benchDeepwire(project, steps, threads, p);
+      DeepwireRun ours(project, threads, p);
+      const int64_t perEpoch = ours.stepsPerEpoch();
+      if (steps <= 0) steps = perEpoch;
+      // PyTorch's CNN takes ~0.1 s a step here (~1 s under bf16 autocast): time fewer steps
+      // and extrapolate.
+      const int64_t torchSteps = m == "cnn" ? (p == "bf16" ? 10 : 60) : 300;
+      std::unique_ptr<TorchServer> server;
+      if (torch) server = std::make_unique<TorchServer>(root, m, threads, p);
+      const bool paired = server && server->ok();
+      const int64_t n = paired ? rounds : 1;
+      std::vector<double> ratios;
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t ourSteps = steps * (r + 1) / n - steps * r / n;
+        const int64_t theirSteps =
+            std::max<int64_t>(1, torchSteps * (r + 1) / n - torchSteps * r / n);
+        const double a = ours.chunk(ourSteps) / static_cast<double>(ourSteps);
+        if (!paired) continue;
+        const double b = server->chunk(theirSteps);
+        if (b <= 0) break;
+        ratios.push_back(a / (b / static_cast<double>(theirSteps)));
+      }
+      const Figures& f = ours.figures();
+      const double perStep = f.perStep(), count = static_cast<double>(f.steps);
+      Row row{m, p, perStep * static_cast<double>(perEpoch), 0, 0};
       std::printf("\n%s %s: deepwire %.3f s/epoch (%.2f ms/step over %lld steps)\n", m.c_str(),
-                  p.c_str(), f.perEpoch, f.perStep * 1e3, static_cast<long long>(f.steps));
+                  p.c_str(), row.ours, perStep * 1e3, static_cast<long long>(f.steps));
       std::printf(
           "  per step: data wait %.3f ms, training graph %.3f ms, optimizer %.3f ms, "
           "reset/bookkeeping %.3f ms\n",
-          f.dataWait * 1e3, f.train * 1e3, f.optim * 1e3, f.other * 1e3);
+          f.dataWait / count * 1e3, f.train / count * 1e3, f.optim / count * 1e3,
+          f.other / count * 1e3);
       std::printf("  outside the training graph: %.3f ms/step (%.1f%% of the step)\n",
-                  (f.perStep - f.train) * 1e3, 100.0 * (f.perStep - f.train) / f.perStep);
-      Row row{m, p, f.perEpoch, 0};
-      if (torch) {
-        double rss = 0;
-        // PyTorch's CNN takes ~0.1 s a step here (~1 s under bf16 autocast): time fewer steps
-        // and extrapolate.
-        const int64_t torchSteps = m == "cnn" ? (p == "bf16" ? 10 : 60) : 300;
-        row.torch = benchTorch(root, m, torchSteps, threads, p, &rss);
-        if (row.torch > 0)
-          std::printf(
-              "  PyTorch (%s) %.3f s/epoch (%lld steps timed, peak RSS %.0f MiB); "
-              "deepwire/PyTorch time ratio %.3f (%.1fx faster)\n",
-              p == "bf16" ? "bf16 autocast" : "fp32", row.torch, static_cast<long long>(torchSteps),
-              rss, f.perEpoch / row.torch, row.torch / f.perEpoch);
+                  (perStep - f.train / count) * 1e3, 100.0 * (perStep - f.train / count) / perStep);
+      if (server && !ratios.empty()) {
+        const double theirs = server->perStep() * static_cast<double>(perEpoch);
+        const long long timed = static_cast<long long>(server->steps());
+        const double rss = server->finish();
+        row.torch = theirs;
+        row.ratio = median(ratios);
+        std::printf(
+            "  PyTorch (%s) %.3f s/epoch (%lld steps timed, peak RSS %.0f MiB); "
+            "deepwire/PyTorch time ratio %.3f, rounds %.3f to %.3f (%.1fx faster)\n",
+            p == "bf16" ? "bf16 autocast" : "fp32", theirs, timed, rss, row.ratio,
+            *std::min_element(ratios.begin(), ratios.end()),
+            *std::max_element(ratios.begin(), ratios.end()), 1.0 / row.ratio);
       }
       rows.push_back(row);
     }
@@ -216,7 +338,7 @@ int main(int argc, char** argv) {
     char torchCol[32] = "-", ratio[32] = "-";
     if (r.torch > 0) {
       std::snprintf(torchCol, sizeof torchCol, "%.2f", r.torch);
-      std::snprintf(ratio, sizeof ratio, "%.3f", r.ours / r.torch);
+      std::snprintf(ratio, sizeof ratio, "%.3f", r.ratio);
     }
     std::printf("%-5s %-9s %14.2f %14s %10s %8.1f %s\n", r.model.c_str(), r.precision.c_str(),
                 r.ours, torchCol, ratio, target, r.ours <= target ? "met" : "missed");

@@ -6,6 +6,11 @@ line: {"model", "threads", "steps", "seconds_per_step", "seconds_per_epoch", "pe
 
 Run with /usr/bin/python3 (Debian python3-torch).
 Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16]
+       train_torch.py mlp|cnn serve THREADS [fp32|bf16]
+serve: after the warm-up prints "ready", then for every line N read from stdin times N more steps
+and prints their seconds, one line each; at the end of stdin prints the JSON line (steps and
+seconds_per_step over every timed step). train_bench.cpp drives this to alternate short runs of
+both sides, so that both see the same phases of a machine whose speed drifts.
 bf16 runs forward and loss under torch.autocast("cpu", bfloat16), PyTorch's counterpart of
 deepwire's precision bf16 (weights, gradients and the optimizer stay float32).
 """
@@ -42,7 +47,9 @@ def model(kind):
 
 
 def main():
-    kind, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    kind, threads = sys.argv[1], int(sys.argv[3])
+    serve = sys.argv[2] == "serve"
+    steps = 0 if serve else int(sys.argv[2])
     bf16 = len(sys.argv) > 4 and sys.argv[4] == "bf16"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -66,10 +73,26 @@ def main():
 
     for i in range(5):
         step(i)
-    start = time.perf_counter()
-    for i in range(steps):
-        step(i + 5)
-    per_step = (time.perf_counter() - start) / steps
+    done, seconds = 5, 0.0
+
+    def timed(n):
+        nonlocal done
+        start = time.perf_counter()
+        for i in range(n):
+            step(done + i)
+        done += n
+        return time.perf_counter() - start
+
+    if serve:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            t = timed(int(line))
+            seconds += t
+            print(t, flush=True)
+        steps = done - 5
+    else:
+        seconds = timed(steps)
+    per_step = seconds / max(steps, 1)
     steps_per_epoch = (n + batch - 1) // batch
     print(json.dumps({"model": kind, "threads": threads, "steps": steps,
                       "precision": "bf16" if bf16 else "fp32",
