@@ -1,5 +1,6 @@
 // Optimizer update rules. Each loop keeps PyTorch's order of float operations where it matters
-// for matching its results to ~1e-6 (e.g. Adam's denominator sqrt(v)/sqrt(bc2) + eps).
+// for matching its results to ~1e-6 (e.g. Adam's denominator sqrt(v)/sqrt(bc2) + eps, where
+// the division by sqrt(bc2) is a multiplication by its reciprocal, within an ulp of it).
 #include "engine/training/optimizers.h"
 
 #include <algorithm>
@@ -104,7 +105,7 @@ class Sgd final : public Optimizer {
 // peel or a failed alias check leaves them, must round exactly as the vector copies do.
 struct Step {
   float *w, *g, *m, *v, *vmax;
-  float b1, b2, eps, stepSize, sbc2 = 1, preScale = 1, l2 = 0, postDecay = 0;
+  float b1, b2, eps, stepSize, invSbc2 = 1, preScale = 1, l2 = 0, postDecay = 0;
   bool hf;
   // Cloned for AVX-512: the update is bound by sqrt and division throughput, which 512-bit
   // vectors quadruple over the baseline SSE2 build; the loader picks the clone at run time.
@@ -116,7 +117,7 @@ struct Step {
     const int64_t n = hi - lo;
     // Locals, not members: the compiler must otherwise assume stores through pw/pm/pv change them.
     const float scale = preScale, l2c = l2, fb1 = b1, fb2 = b2, omb1 = 1.f - b1, omb2 = 1.f - b2;
-    const float step = stepSize, e = eps, s2 = sbc2, decay = postDecay;
+    const float step = stepSize, e = eps, is2 = invSbc2, decay = postDecay;
     if (scale != 1)
       for (int64_t i = 0; i < n; ++i) pw[i] *= scale;
     if (l2c != 0)
@@ -137,7 +138,10 @@ struct Step {
       if (decay != 0)
         for (int64_t i = 0; i < n; ++i) pw[i] -= decay * pw[i];
     } else {
-      for (int64_t i = 0; i < n; ++i) pw[i] -= step * pm[i] / (std::sqrt(den[i]) / s2 + e);
+      // sqrt and division share one unit and bound this loop: a multiplication in place of
+      // PyTorch's division by sqrt(bc2) takes one of three off it (MLP example: Adam 0.30 ->
+      // 0.25 ms a step).
+      for (int64_t i = 0; i < n; ++i) pw[i] -= step * pm[i] / (std::sqrt(den[i]) * is2 + e);
     }
   }
 };
@@ -171,7 +175,7 @@ class Adam final : public Optimizer {
       a.postDecay = static_cast<float>(lr * wd);
     } else {
       a.stepSize = static_cast<float>(lr / bc1);
-      a.sbc2 = static_cast<float>(std::sqrt(bc2));
+      a.invSbc2 = static_cast<float>(1.0 / std::sqrt(bc2));
     }
     // Cache-sized chunks, each running every stage of the update before the next chunk, split
     // over the threads; every element is computed the same way whatever the split.
