@@ -323,10 +323,11 @@ int main(int argc, char** argv) {
         row.ratio = median(ratios);
         std::printf(
             "  PyTorch (%s) %.3f s/epoch (%lld steps timed, peak RSS %.0f MiB); "
-            "deepwire/PyTorch time ratio %.3f, rounds %.3f to %.3f (%.1fx faster)\n",
+            "deepwire/PyTorch time ratio %.3f (%.1fx faster)\n  ratio by round:",
             p == "bf16" ? "bf16 autocast" : "fp32", theirs, timed, rss, row.ratio,
-            *std::min_element(ratios.begin(), ratios.end()),
-            *std::max_element(ratios.begin(), ratios.end()), 1.0 / row.ratio);
+            1.0 / row.ratio);
+        for (double r : ratios) std::printf(" %.3f", r);
+        std::printf("\n");
       }
       rows.push_back(row);
     }

@@ -244,6 +244,22 @@ class SingleChannelImages {
 // so that both paths are checked on one machine.
 void singleChannelConvGenericOnly(bool on);
 
+// Winograd F(4x4, 3x3) convolution of nChw16c tensors (winograd.cpp): 3 x 3 filters, stride 1,
+// one pixel of zero padding on every side, n images of c channels (h x w) to k channels of the
+// same size. c and k are multiples of kChannelBlock.
+struct Winograd43 {
+  int64_t n, c, k, h, w;
+  // Whether the CPU and the channel counts allow it.
+  static bool usable(int64_t n, int64_t c, int64_t k);
+  int64_t weightsSize() const { return 36 * c * k; }
+  // The transformed filters the convolution reads: from weights [k][c][3][3], or with `flip`
+  // from [c][k][3][3] turned by 180 degrees, which makes run() the data gradient of a
+  // convolution of k to c channels with those weights.
+  void transformWeights(const float* w, bool flip, float* u) const;
+  // y = conv(x) + bias (bias may be null).
+  void run(const float* x, const float* u, const float* bias, float* y) const;
+};
+
 // Max pooling of one H x W plane into OH x OW (window kh x kw, strides sh/sw, top/left padding
 // ph/pw; padding never wins the max), shared by the MaxPool kernel and the fused conv epilogue.
 void maxPoolPlane(const float* in, int64_t H, int64_t W, float* out, int64_t OH, int64_t OW,
