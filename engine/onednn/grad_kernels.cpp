@@ -187,13 +187,19 @@ class ConvGrad : public Kernel {
       auto& s = be.stream();
       memory dyUser(e.userDst, eng, const_cast<void*>(dy.raw()));
       if (dx) {
-        memory wUser(e.userW, eng, const_cast<void*>(w.raw()));
         memory dxUser(e.userSrc, eng, dx->raw());
         memory mdy = e.rDyData.in(dyUser, e.dataDiffDst, eng, s);
-        memory mw = e.rW.in(wUser, e.dataW, eng, s);
         memory mdx = e.rDx.out(dxUser, e.dataDiffSrc, eng);
-        e.data.execute(
-            s, {{DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DIFF_SRC, mdx}});
+        if (e.wino) {
+          e.wino->transformWeights(w.data<float>(), true, e.transformed.data());
+          e.wino->run(static_cast<const float*>(mdy.get_data_handle()), e.transformed.data(),
+                      nullptr, static_cast<float*>(mdx.get_data_handle()));
+        } else {
+          memory wUser(e.userW, eng, const_cast<void*>(w.raw()));
+          memory mw = e.rW.in(wUser, e.dataW, eng, s);
+          e.data.execute(
+              s, {{DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DIFF_SRC, mdx}});
+        }
         e.rDx.back(s, mdx, dxUser);
       }
       if (dw) {
@@ -223,6 +229,8 @@ class ConvGrad : public Kernel {
     memory::desc dataDiffDst, dataW, dataDiffSrc, wDiffDst, wSrc, wDiffW;
     Reorderer rDyData, rW, rDx, rDyW, rX, rDw;
     int64_t oc = 0;
+    std::optional<onednn::Winograd43> wino;  // our kernel for the data gradient
+    std::vector<float> transformed;          // its turned, transformed weights
   };
 
   // Convolution and deconvolution differ only in their oneDNN types: both take the forward
@@ -333,6 +341,16 @@ class ConvGrad : public Kernel {
           oc >= 16) {
         try {
           build(dnnl::algorithm::convolution_winograd);
+          // The data gradient, a convolution of dY with the turned weights, runs our Winograd
+          // kernel (winograd.cpp) where it applies: the CNN example's conv2 ConvGrad node took
+          // 4.3 ms against 4.8 with oneDNN's (alternating runs).
+          if (win->padL == Dims{1, 1} && win->padR == Dims{1, 1} &&
+              onednn::Winograd43::usable(x.dim(0), oc, c)) {
+            e.wino = onednn::Winograd43{x.dim(0), oc, c, x.dim(2), x.dim(3)};
+            e.transformed.resize(static_cast<size_t>(e.wino->weightsSize()));
+            e.dataDiffDst = onednn::blockedDesc(dy.shape());
+            e.dataDiffSrc = onednn::blockedDesc(x.shape());
+          }
           return Status();
         } catch (const dnnl::error&) {
           // not implemented for this ISA or shape: direct below
