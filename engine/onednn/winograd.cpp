@@ -83,6 +83,18 @@ DW_WINO inline void product(int64_t C, const float* v, const float* u, int64_t K
     for (int j = 0; j < NR; ++j) _mm512_storeu_ps(m + i * K + j * kV, acc[i][j]);
 }
 
+// The last `left` (< MR + 1) tiles of a position, as one block of that many rows.
+template <int MR, int NR>
+DW_WINO void productTail(int64_t left, int64_t C, const float* v, const float* u, int64_t K,
+                         float* m) {
+  if constexpr (MR > 0) {
+    if (left == MR)
+      product<MR, NR>(C, v, u, K, m);
+    else
+      productTail<MR - 1, NR>(left, C, v, u, K, m);
+  }
+}
+
 // All T tiles of one position, output channels [k0, k0 + 16 NR).
 template <int NR>
 DW_WINO void productRows(int64_t T, int64_t C, const float* v, const float* u, int64_t K,
@@ -92,33 +104,7 @@ DW_WINO void productRows(int64_t T, int64_t C, const float* v, const float* u, i
   constexpr int rows = NR >= 3 ? 6 : (NR == 2 ? 8 : 4);
   int64_t t = 0;
   for (; t + rows <= T; t += rows) product<rows, NR>(C, v + t * C, u, K, m + t * K);
-  const float* vt = v + t * C;
-  float* mt = m + t * K;
-  switch (T - t) {
-    case 7:
-      product<7, NR>(C, vt, u, K, mt);
-      break;
-    case 6:
-      product<6, NR>(C, vt, u, K, mt);
-      break;
-    case 5:
-      product<5, NR>(C, vt, u, K, mt);
-      break;
-    case 4:
-      product<4, NR>(C, vt, u, K, mt);
-      break;
-    case 3:
-      product<3, NR>(C, vt, u, K, mt);
-      break;
-    case 2:
-      product<2, NR>(C, vt, u, K, mt);
-      break;
-    case 1:
-      product<1, NR>(C, vt, u, K, mt);
-      break;
-    default:
-      break;
-  }
+  if (t < T) productTail<rows - 1, NR>(T - t, C, v + t * C, u, K, m + t * K);
 }
 
 DW_WINO void products(int64_t T, int64_t C, const float* v, const float* u, int64_t K, float* m) {
