@@ -15,12 +15,14 @@
 //
 // Usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] [--no-torch]
 //                    [--precision fp32|bf16|both]
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -141,29 +143,34 @@ class TorchServer {
  public:
   TorchServer(const std::string& root, const std::string& model, int threads,
               const std::string& precision) {
-    int toChild[2], fromChild[2];
-    if (pipe(toChild) != 0 || pipe(fromChild) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(toChild[0], 0);
-      dup2(fromChild[1], 1);
-      close(toChild[1]);
-      close(fromChild[0]);
-      const std::string script = root + "/bench/train_torch.py";
-      const std::string th = std::to_string(threads);
-      execl("/usr/bin/python3", "python3", script.c_str(), model.c_str(), "serve", th.c_str(),
-            precision.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
+    // A child that dies between rounds must fail a write, not kill the benchmark.
+    std::signal(SIGPIPE, SIG_IGN);
+    int toChild[2] = {-1, -1}, fromChild[2] = {-1, -1};
+    if (pipe(toChild) == 0 && pipe(fromChild) == 0) {
+      const std::string script = root + "/bench/train_torch.py", th = std::to_string(threads);
+      std::vector<std::string> args{"python3", script, model, "serve", th, precision};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      posix_spawn_file_actions_t fa;
+      posix_spawn_file_actions_init(&fa);
+      posix_spawn_file_actions_adddup2(&fa, toChild[0], 0);
+      posix_spawn_file_actions_adddup2(&fa, fromChild[1], 1);
+      for (int fd : {toChild[0], toChild[1], fromChild[0], fromChild[1]})
+        posix_spawn_file_actions_addclose(&fa, fd);
+      if (posix_spawn(&pid_, "/usr/bin/python3", &fa, nullptr, argv.data(), environ) != 0)
+        pid_ = -1;
+      posix_spawn_file_actions_destroy(&fa);
     }
-    close(toChild[0]);
-    close(fromChild[1]);
-    if (pid_ < 0) {
-      close(toChild[1]);
-      close(fromChild[0]);
-      return;
+    // The child's ends, and on failure ours too.
+    for (int fd : {toChild[0], fromChild[1]})
+      if (fd >= 0) close(fd);
+    if (pid_ > 0) {
+      in_ = fdopen(toChild[1], "w");
+      out_ = fdopen(fromChild[0], "r");
     }
-    in_ = fdopen(toChild[1], "w");
-    out_ = fdopen(fromChild[0], "r");
+    if (!in_ && toChild[1] >= 0) close(toChild[1]);
+    if (!out_ && fromChild[0] >= 0) close(fromChild[0]);
     ok_ = in_ && out_ && readLine() == "ready";
     if (!ok_) std::fprintf(stderr, "train_bench: the PyTorch side did not start\n");
   }
@@ -173,24 +180,24 @@ class TorchServer {
   // Times `steps` more PyTorch steps; returns their seconds, or a negative number on failure.
   double chunk(int64_t steps) {
     if (!ok_) return -1;
-    std::fprintf(in_, "%lld\n", static_cast<long long>(steps));
-    std::fflush(in_);
-    const std::string line = readLine();
+    const bool sent =
+        std::fprintf(in_, "%lld\n", static_cast<long long>(steps)) > 0 && std::fflush(in_) == 0;
+    const std::string line = sent ? readLine() : "";
     if (line.empty()) {
       ok_ = false;
       std::fprintf(stderr, "train_bench: the PyTorch side stopped\n");
       return -1;
     }
-    seconds_ += std::atof(line.c_str());
+    const double seconds = std::atof(line.c_str());
+    seconds_ += seconds;
     steps_ += steps;
-    return std::atof(line.c_str());
+    return seconds;
   }
   double perStep() const { return steps_ > 0 ? seconds_ / static_cast<double>(steps_) : 0; }
   int64_t steps() const { return steps_; }
 
   // Ends the child; returns its peak RSS in MiB (0 if unknown).
   double finish() {
-    if (pid_ <= 0) return 0;
     if (in_) std::fclose(in_);
     in_ = nullptr;
     double rss = 0;
@@ -199,7 +206,7 @@ class TorchServer {
       rss = std::atof(json.c_str() + pos + 16);
     if (out_) std::fclose(out_);
     out_ = nullptr;
-    waitpid(pid_, nullptr, 0);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
     pid_ = -1;
     return rss;
   }
@@ -284,17 +291,17 @@ int main(int argc, char** argv) {
     for (const auto& p : precisions) {
       DeepwireRun ours(project, threads, p);
       const int64_t perEpoch = ours.stepsPerEpoch();
-      if (steps <= 0) steps = perEpoch;
+      const int64_t total = steps > 0 ? steps : perEpoch;
       // PyTorch's CNN takes ~0.1 s a step here (~1 s under bf16 autocast): time fewer steps
       // and extrapolate.
       const int64_t torchSteps = m == "cnn" ? (p == "bf16" ? 10 : 60) : 300;
       std::unique_ptr<TorchServer> server;
       if (torch) server = std::make_unique<TorchServer>(root, m, threads, p);
       const bool paired = server && server->ok();
-      const int64_t n = paired ? rounds : 1;
+      const int64_t n = paired ? std::min(rounds, total) : 1;  // each round a step at least
       std::vector<double> ratios;
       for (int64_t r = 0; r < n; ++r) {
-        const int64_t ourSteps = steps * (r + 1) / n - steps * r / n;
+        const int64_t ourSteps = total * (r + 1) / n - total * r / n;
         const int64_t theirSteps =
             std::max<int64_t>(1, torchSteps * (r + 1) / n - torchSteps * r / n);
         const double a = ours.chunk(ourSteps) / static_cast<double>(ourSteps);
@@ -324,8 +331,7 @@ int main(int argc, char** argv) {
         std::printf(
             "  PyTorch (%s) %.3f s/epoch (%lld steps timed, peak RSS %.0f MiB); "
             "deepwire/PyTorch time ratio %.3f (%.1fx faster)\n  ratio by round:",
-            p == "bf16" ? "bf16 autocast" : "fp32", theirs, timed, rss, row.ratio,
-            1.0 / row.ratio);
+            p == "bf16" ? "bf16 autocast" : "fp32", theirs, timed, rss, row.ratio, 1.0 / row.ratio);
         for (double r : ratios) std::printf(" %.3f", r);
         std::printf("\n");
       }

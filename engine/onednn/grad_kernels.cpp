@@ -191,9 +191,10 @@ class ConvGrad : public Kernel {
         memory mdy = e.rDyData.in(dyUser, e.dataDiffDst, eng, s);
         memory mdx = e.rDx.out(dxUser, e.dataDiffSrc, eng);
         if (e.wino) {
+          s.wait();  // the kernel reads the reorder's result on the host
           e.wino->transformWeights(w.data<float>(), true, e.transformed.data());
           e.wino->run(static_cast<const float*>(mdy.get_data_handle()), e.transformed.data(),
-                      nullptr, static_cast<float*>(mdx.get_data_handle()));
+                      nullptr, false, static_cast<float*>(mdx.get_data_handle()));
         } else {
           memory wUser(e.userW, eng, const_cast<void*>(w.raw()));
           memory mw = e.rW.in(wUser, e.dataW, eng, s);
@@ -345,7 +346,7 @@ class ConvGrad : public Kernel {
           // kernel (winograd.cpp) where it applies: the CNN example's conv2 ConvGrad node took
           // 4.3 ms against 4.8 with oneDNN's (alternating runs).
           if (win->padL == Dims{1, 1} && win->padR == Dims{1, 1} &&
-              onednn::Winograd43::usable(x.dim(0), oc, c)) {
+              onednn::Winograd43::usable(oc, c, x.dim(2), x.dim(3))) {
             e.wino = onednn::Winograd43{x.dim(0), oc, c, x.dim(2), x.dim(3)};
             e.transformed.resize(static_cast<size_t>(e.wino->weightsSize()));
             e.dataDiffDst = onednn::blockedDesc(dy.shape());

@@ -214,11 +214,12 @@ class Conv : public Kernel {
     Tensor* kept = keepSrc_ ? ctx.output(1, DType::kFloat, x.shape()) : nullptr;
     if (keepSrc_ && !kept) return ctx.status();
     if (y->size() == 0) return Status();
+    if (ctx.hasInput(2) &&
+        (ctx.input(2).dtype() != DType::kFloat || ctx.input(2).size() != e.outShape[1]))
+      return Status::error("bias of shape " + shapeToString(ctx.input(2).shape()) +
+                           " does not match the " + std::to_string(e.outShape[1]) +
+                           " output channels (float32)");
     if (e.direct) {
-      if (ctx.hasInput(2) && ctx.input(2).size() != e.outShape[1])
-        return Status::error("bias of shape " + shapeToString(ctx.input(2).shape()) +
-                             " does not match the " + std::to_string(e.outShape[1]) +
-                             " output channels");
       const void* wd = w.raw();
       const void* bd = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
       if (bnFused_) DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wd, bd));
@@ -293,30 +294,27 @@ class Conv : public Kernel {
   // weights transformed, and Y written in nChw16c, then made plain unless it is handed over so.
   Status runWinograd(KernelContext& ctx, Entry& e, const Tensor& x, const Tensor& w, Tensor* kept,
                      Tensor* y) {
-    const int64_t oc = e.outShape[1];
-    const float* bias = nullptr;
-    if (ctx.hasInput(2)) {
-      const Tensor& b = ctx.input(2);
-      if (b.dtype() != DType::kFloat || b.size() != oc)
-        return Status::error("bias of shape " + shapeToString(b.shape()) + " does not match the " +
-                             std::to_string(oc) + " output channels");
-      bias = b.data<float>();
-    }
+    const float* bias = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
     return guarded("convolution", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
       memory src = bind_.in(be, DNNL_ARG_SRC, e.userSrc, x.raw());
-      memory blockedX = kept ? bind_.out(be, DNNL_ARG_DST_1, e.keptSrc, kept->raw()) : e.srcR;
-      e.keep.execute(s, src, blockedX);
-      e.wino->transformWeights(w.data<float>(), false, e.transformed.data());
+      memory blockedX;
+      if (kept) {
+        blockedX = bind_.out(be, DNNL_ARG_DST_1, e.keptSrc, kept->raw());
+        e.keep.execute(s, src, blockedX);
+      } else {
+        blockedX = e.rSrc.in(src, e.pd_src, eng, s);
+      }
       memory dst = bind_.out(be, DNNL_ARG_DST, e.userDst, y->raw());
-      float* out = blockedY_ ? y->data<float>() : static_cast<float*>(e.dstR.get_data_handle());
+      memory blockedY = e.rOut.out(dst, e.pd_dst, eng);
+      s.wait();  // the kernel reads the reorder's result on the host
+      e.wino->transformWeights(w.data<float>(), false, e.transformed.data());
       e.wino->run(static_cast<const float*>(blockedX.get_data_handle()), e.transformed.data(), bias,
-                  out);
-      if (!blockedY_) e.toUser.execute(s, e.dstR, dst);
+                  act_.any(), static_cast<float*>(blockedY.get_data_handle()));
+      e.rOut.back(s, blockedY, dst);
       bind_.finish(be);
-      if (act_.any()) act_.applyHost(y->data<float>(), y->size());
       return Status();
     });
   }
@@ -328,8 +326,6 @@ class Conv : public Kernel {
     dnnl::reorder keep;
     std::optional<onednn::Winograd43> wino;  // our Winograd kernel instead of a primitive
     std::vector<float> transformed;          // its transformed weights
-    memory srcR;                             // X in nChw16c where it is not output 1
-    dnnl::reorder toUser;                    // its nChw16c result to a plain Y
     memory dstR, poolR;
     Reorderer rSrc, rW, rOut;
     memory wKept;  // constant weights, already in the primitive's type and layout
@@ -480,22 +476,15 @@ class Conv : public Kernel {
         n >= 16 && ns == 2 && kernel == std::vector<int64_t>{3, 3} &&
         p.strides == std::vector<int64_t>{1, 1} && p.dilations == std::vector<int64_t>{1, 1} &&
         p.padL == std::vector<int64_t>{1, 1} && p.padR == std::vector<int64_t>{1, 1} &&
-        dnnlBackend(ctx.backend()).hostMemory() && onednn::Winograd43::usable(n, c, oc)) {
-      // Training's batched 3x3 convolutions run our Winograd kernel (winograd.cpp), which took
-      // 25-30% less time than oneDNN's on the CNN example's second layer. Weights that are fixed
-      // (inference) stay on oneDNN's, which transforms them once.
+        (!act_.any() || act_.op == "Relu") && dnnlBackend(ctx.backend()).hostMemory() &&
+        onednn::Winograd43::usable(c, oc, x.dim(2), x.dim(3))) {
+      // Training's batched 3x3 convolutions run our Winograd kernel (winograd.cpp): on the CNN
+      // example's second layer the node took 1.7-2.0 ms against 2.2-2.4 with oneDNN's. Weights
+      // that are fixed (inference) stay on oneDNN's, which transforms them once.
       e.wino = onednn::Winograd43{n, c, oc, x.dim(2), x.dim(3)};
       e.transformed.resize(static_cast<size_t>(e.wino->weightsSize()));
-      if (!keepSrc_) {
-        e.keptSrc = onednn::blockedDesc(x.shape());
-        e.keep = dnnl::reorder(dnnl::reorder::primitive_desc(eng, e.userSrc, eng, e.keptSrc));
-        e.srcR = memory(e.keptSrc, eng);
-      }
-      if (!blockedY_) {
-        e.pd_dst = onednn::blockedDesc(out);
-        e.dstR = memory(e.pd_dst, eng);
-        e.toUser = dnnl::reorder(dnnl::reorder::primitive_desc(eng, e.pd_dst, eng, e.userDst));
-      }
+      e.pd_src = onednn::blockedDesc(x.shape());
+      e.pd_dst = onednn::blockedDesc(out);
       return Status();
     }
     if (!transposed_) {

@@ -249,15 +249,16 @@ void singleChannelConvGenericOnly(bool on);
 // same size. c and k are multiples of kChannelBlock.
 struct Winograd43 {
   int64_t n, c, k, h, w;
-  // Whether the CPU and the channel counts allow it.
-  static bool usable(int64_t n, int64_t c, int64_t k);
+  // Whether the CPU, the channel counts and the plane's size (an image's work within 4 MiB)
+  // allow it.
+  static bool usable(int64_t c, int64_t k, int64_t h, int64_t w);
   int64_t weightsSize() const { return 36 * c * k; }
   // The transformed filters the convolution reads: from weights [k][c][3][3], or with `flip`
   // from [c][k][3][3] turned by 180 degrees, which makes run() the data gradient of a
   // convolution of k to c channels with those weights.
   void transformWeights(const float* w, bool flip, float* u) const;
-  // y = conv(x) + bias (bias may be null).
-  void run(const float* x, const float* u, const float* bias, float* y) const;
+  // y = conv(x) + bias (bias may be null), then max(y, 0) with `relu`.
+  void run(const float* x, const float* u, const float* bias, bool relu, float* y) const;
 };
 
 // Max pooling of one H x W plane into OH x OW (window kh x kw, strides sh/sw, top/left padding

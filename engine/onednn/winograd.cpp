@@ -10,15 +10,17 @@
 // transformed (B^T d B, sixteen channels to a vector), then each of the 36 tile positions is a
 // small matrix product [tiles x C] x [C x K] held in registers (6 tiles x 64 output channels or
 // 8 tiles x 32 at a time), and the products are transformed back (A^T m A) straight into the
-// output. Everything an image needs (about 230 KB) stays in the thread's L2 cache between the
-// stages.
+// output. Everything an image needs (230 KB on the CNN example; usable() allows up to 4 MiB)
+// stays in the thread's L2 cache between the stages.
 //
 // The interpolation points are 0, +-1, +-2 (Lavin & Gray): float32 results lie within 2e-6 of
 // the float64 convolution, relative to the sum of the products' magnitudes.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/onednn/onednn_backend.h"
@@ -99,8 +101,8 @@ DW_WINO void productTail(int64_t left, int64_t C, const float* v, const float* u
 template <int NR>
 DW_WINO void productRows(int64_t T, int64_t C, const float* v, const float* u, int64_t K,
                          float* m) {
-  // Tiles per register block: 6 x 4 or 8 x 2 vectors of accumulators, 4 x 1 where a block of
-  // 8 x 1 would need more loads than multiply-adds.
+  // Tiles per register block: 6 x 4 (and 6 x 3) or 8 x 2 vectors of accumulators, 4 x 1 where
+  // a block of 8 x 1 would need more loads than multiply-adds.
   constexpr int rows = NR >= 3 ? 6 : (NR == 2 ? 8 : 4);
   int64_t t = 0;
   for (; t + rows <= T; t += rows) product<rows, NR>(C, v + t * C, u, K, m + t * K);
@@ -156,20 +158,27 @@ DW_WINO void filterBlock(const float* f, int64_t stride, float* u, int64_t ustri
   }
 }
 
-// One thread's buffers, grown once: no allocation once the shapes have been seen.
+// One thread's buffers, kept between calls: no allocation while the shapes stay the same.
+// `padded` is zeroed whenever its layout changes (shape = {channel blocks, rows, row length}):
+// only its interior is rewritten for each image, so a border left from another shape of the
+// same size would not be zero.
 struct Workspace {
   std::vector<float> padded, v, m;
+  std::array<int64_t, 3> shape{};
 };
 
-DW_WINO void image(const Winograd43& g, const float* x, const float* u, const float* bias, float* y,
-                   Workspace& ws) {
+DW_WINO void image(const Winograd43& g, const float* x, const float* u, const float* bias,
+                   bool relu, float* y, Workspace& ws) {
   const int64_t th = (g.h + 3) / 4, tw = (g.w + 3) / 4, T = th * tw;
   const int64_t hp = 4 * th + 2, wp = 4 * tw + 2, plane = hp * wp * kV;
   const int64_t cb = g.c / kV, kb = g.k / kV;
   // Positions one vector apart more than their size: 36 rows a multiple of 4 KiB apart would
   // share a few L1 sets.
   const int64_t vs = T * g.c + kV, ms = T * g.k + kV;
-  if (ws.padded.size() != static_cast<size_t>(cb * plane)) ws.padded.assign(cb * plane, 0.0f);
+  if (ws.shape != std::array<int64_t, 3>{cb, hp, wp}) {
+    ws.padded.assign(static_cast<size_t>(cb * plane), 0.0f);
+    ws.shape = {cb, hp, wp};
+  }
   if (ws.v.size() < static_cast<size_t>(kPos * vs)) ws.v.resize(kPos * vs);
   if (ws.m.size() < static_cast<size_t>(kPos * ms)) ws.m.resize(kPos * ms);
   float* p = ws.padded.data();
@@ -200,6 +209,7 @@ DW_WINO void image(const Winograd43& g, const float* x, const float* u, const fl
   for (int q = 0; q < kPos; ++q) products(T, g.c, v + q * vs, u + q * g.c * g.k, g.k, m + q * ms);
   for (int64_t b = 0; b < kb; ++b) {
     const __m512 bv = bias ? _mm512_loadu_ps(bias + b * kV) : _mm512_setzero_ps();
+    const __m512 floor = _mm512_set1_ps(relu ? 0.0f : -std::numeric_limits<float>::infinity());
     float* yb = y + b * g.h * g.w * kV;
     for (int64_t ty = 0; ty < th; ++ty)
       for (int64_t tx = 0; tx < tw; ++tx) {
@@ -215,7 +225,8 @@ DW_WINO void image(const Winograd43& g, const float* x, const float* u, const fl
           for (int i = 0; i < 6; ++i) col[i] = rows[i][j];
           outputRow(col, o);
           for (int i = 0; i < 4 && 4 * ty + i < g.h; ++i)
-            _mm512_storeu_ps(yb + ((4 * ty + i) * g.w + 4 * tx + j) * kV, _mm512_add_ps(o[i], bv));
+            _mm512_storeu_ps(yb + ((4 * ty + i) * g.w + 4 * tx + j) * kV,
+                             _mm512_max_ps(floor, _mm512_add_ps(o[i], bv)));
         }
       }
   }
@@ -223,9 +234,13 @@ DW_WINO void image(const Winograd43& g, const float* x, const float* u, const fl
 
 }  // namespace
 
-bool Winograd43::usable(int64_t n, int64_t c, int64_t k) {
+bool Winograd43::usable(int64_t c, int64_t k, int64_t h, int64_t w) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512 && n >= 1 && c > 0 && k > 0 && c % kV == 0 && k % kV == 0;
+  // An image's transformed input and products, 36 x tiles x (c + k) floats, kept within 4 MiB:
+  // the kernel was built and measured for work that stays in L2 (230 KB on the CNN example).
+  const int64_t tiles = ((h + 3) / 4) * ((w + 3) / 4);
+  return avx512 && c > 0 && k > 0 && h > 0 && w > 0 && c % kV == 0 && k % kV == 0 &&
+         kPos * tiles * (c + k) * int64_t{sizeof(float)} <= (int64_t{4} << 20);
 }
 
 void Winograd43::transformWeights(const float* w, bool flip, float* u) const {
@@ -246,11 +261,14 @@ void Winograd43::transformWeights(const float* w, bool flip, float* u) const {
   }
 }
 
-void Winograd43::run(const float* x, const float* u, const float* bias, float* y) const {
-  thread_local Workspace ws;  // each OpenMP thread's own
+void Winograd43::run(const float* x, const float* u, const float* bias, bool relu, float* y) const {
   const int64_t in = c * h * w, out = k * h * w;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) image(*this, x + i * in, u, bias, y + i * out, ws);
+  for (int64_t i = 0; i < n; ++i) {
+    // Declared here, inside the parallel region: every OpenMP thread then constructs its own.
+    thread_local Workspace ws;
+    image(*this, x + i * in, u, bias, relu, y + i * out, ws);
+  }
 }
 
 }  // namespace dw::engine::onednn

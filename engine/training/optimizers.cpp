@@ -1,6 +1,7 @@
 // Optimizer update rules. Each loop keeps PyTorch's order of float operations where it matters
-// for matching its results to ~1e-6 (e.g. Adam's denominator sqrt(v)/sqrt(bc2) + eps, where
-// the division by sqrt(bc2) is a multiplication by its reciprocal, within an ulp of it).
+// for matching its results to ~1e-6 (e.g. Adam's denominator sqrt(v)/sqrt(bc2) + eps), with one
+// deliberate exception: Adam multiplies by 1/sqrt(bc2) where PyTorch divides by sqrt(bc2), which
+// moves the denominator by about an ulp (see Step::run).
 #include "engine/training/optimizers.h"
 
 #include <algorithm>

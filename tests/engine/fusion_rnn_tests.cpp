@@ -174,15 +174,18 @@ TEST(ConvAlgorithms, BatchedConv3x3MatchesFloat64Reference) {
 // Training's batched 3x3 convolutions (weights given at run time, channels multiples of 16) run
 // our Winograd F(4x4, 3x3) kernel (engine/onednn/winograd.cpp): against a float64 reference, on
 // planes whose sides are and are not multiples of its 4 x 4 output tiles, with and without bias
-// and a fused Relu, handing plain NCHW in and out. Winograd's transforms cost some float32
-// accuracy: the bound is 4e-6 of the products' magnitudes (measured up to 2.1e-6).
+// and a fused Relu, handing plain NCHW in and out. The 5 x 9 and 9 x 5 planes follow each other
+// on purpose: their padded buffers are the same size but not the same layout, and each thread
+// keeps its buffers between calls. Winograd's transforms cost some float32 accuracy: the bound
+// is 4e-6 of the products' magnitudes (measured up to 2.1e-6).
 TEST(ConvAlgorithms, WinogradMatchesFloat64Reference) {
   struct Case {
     int64_t N, C, OC, H, W;
     bool bias, relu;
   };
   for (const Case k : {Case{16, 32, 64, 14, 14, true, false}, Case{17, 16, 32, 9, 11, false, true},
-                       Case{16, 48, 16, 5, 4, true, true}}) {
+                       Case{16, 48, 16, 5, 4, true, true}, Case{16, 16, 16, 5, 9, true, false},
+                       Case{16, 16, 16, 9, 5, true, false}}) {
     const Tensor x = randomTensor({k.N, k.C, k.H, k.W}, 40),
                  w = randomTensor({k.OC, k.C, 3, 3}, 41), b = randomTensor({k.OC}, 42);
     auto m = emptyModel();
@@ -225,8 +228,8 @@ TEST(ConvAlgorithms, WinogradMatchesFloat64Reference) {
 
 // MatMul and Gemm pick oneDNN's sgemm for short reductions into wide outputs and the matmul
 // primitive otherwise (kernels.cpp): both sides of that rule, every transpose and a Gemm alpha,
-// against a float64 reference. The first two shapes are the CNN example's Dense-layer
-// gradients, on the sgemm side; the last is too small for it.
+// against a float64 reference. The first two shapes fall on the sgemm side (short K, wide N, like
+// a wide Dense layer's gradients), the last two on the primitive's (long K; too small).
 TEST(MatMulAlgorithms, ShortAndLongReductionsMatchFloat64Reference) {
   struct Case {
     int64_t M, K, N;

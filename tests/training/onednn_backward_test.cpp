@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -147,8 +148,10 @@ INSTANTIATE_TEST_SUITE_P(Activations, OneDnnBackward, ::testing::ValuesIn(cases(
 // the X, W and B gradients of loss = ReduceSum(Conv(X) * R) against the definition in float64
 // (Conv has no float64 kernel to compare with).
 TEST(OneDnnConvBackward, AgreesWithThePlainKernel) {
-  for (int64_t n : {int64_t{16}, int64_t{3}}) {
-    const int64_t C = 16, OC = 16, H = 6, W = 7;
+  // Batch 16 with C != OC also takes deepwire's Winograd kernel for the data gradient.
+  for (const auto& shape : {std::array<int64_t, 3>{16, 16, 16}, std::array<int64_t, 3>{3, 16, 16},
+                            std::array<int64_t, 3>{16, 32, 16}}) {
+    const int64_t n = shape[0], C = shape[1], OC = shape[2], H = 6, W = 7;
     const std::vector<int64_t> xs{n, C, H, W}, ws{OC, C, 3, 3}, ys{n, OC, H, W};
     std::mt19937 rng(3);
     std::uniform_real_distribution<double> u(-1, 1);
@@ -221,7 +224,8 @@ TEST(OneDnnConvBackward, AgreesWithThePlainKernel) {
       for (double v : ref) scale = std::max(scale, std::fabs(v));
       ASSERT_GT(scale, 1.0) << name;
       for (size_t i = 0; i < ref.size(); ++i)
-        ASSERT_NEAR(got[i], ref[i], 1e-5 * scale) << name << " batch " << n << " element " << i;
+        ASSERT_NEAR(got[i], ref[i], 1e-5 * scale)
+            << name << " batch " << n << " C " << C << " OC " << OC << " element " << i;
     }
   }
 }
