@@ -345,8 +345,8 @@ class ConvGrad : public Kernel {
           // The data gradient, a convolution of dY with the turned weights, runs our Winograd
           // kernel (winograd.cpp) where it applies: the CNN example's conv2 ConvGrad node took
           // 4.3 ms against 4.8 with oneDNN's (alternating runs).
-          if (win->padL == Dims{1, 1} && win->padR == Dims{1, 1} &&
-              onednn::Winograd43::usable(oc, c, x.dim(2), x.dim(3))) {
+          if (onednn::Winograd43::usable(kernel, win->strides, win->dilations, win->padL, win->padR,
+                                         oc, c, x.dim(2), x.dim(3))) {
             e.wino = onednn::Winograd43{x.dim(0), oc, c, x.dim(2), x.dim(3)};
             e.transformed.resize(static_cast<size_t>(e.wino->weightsSize()));
             e.dataDiffDst = onednn::blockedDesc(dy.shape());

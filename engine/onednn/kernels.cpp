@@ -473,11 +473,9 @@ class Conv : public Kernel {
     dnnl::primitive_attr attr;
     act_.addTo(attr);
     if (!transposed_ && ct == f32 && !constWeights_ && !bnFused_ && poolKernel_.empty() && g == 1 &&
-        n >= 16 && ns == 2 && kernel == std::vector<int64_t>{3, 3} &&
-        p.strides == std::vector<int64_t>{1, 1} && p.dilations == std::vector<int64_t>{1, 1} &&
-        p.padL == std::vector<int64_t>{1, 1} && p.padR == std::vector<int64_t>{1, 1} &&
-        (!act_.any() || act_.op == "Relu") && dnnlBackend(ctx.backend()).hostMemory() &&
-        onednn::Winograd43::usable(c, oc, x.dim(2), x.dim(3))) {
+        n >= 16 && (!act_.any() || act_.op == "Relu") && dnnlBackend(ctx.backend()).hostMemory() &&
+        onednn::Winograd43::usable(kernel, p.strides, p.dilations, p.padL, p.padR, c, oc, x.dim(2),
+                                   x.dim(3))) {
       // Training's batched 3x3 convolutions run our Winograd kernel (winograd.cpp): on the CNN
       // example's second layer the node took 1.7-2.0 ms against 2.2-2.4 with oneDNN's. Weights
       // that are fixed (inference) stay on oneDNN's, which transforms them once.

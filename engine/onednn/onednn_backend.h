@@ -249,9 +249,11 @@ void singleChannelConvGenericOnly(bool on);
 // same size. c and k are multiples of kChannelBlock.
 struct Winograd43 {
   int64_t n, c, k, h, w;
-  // Whether the CPU, the channel counts and the plane's size (an image's work within 4 MiB)
-  // allow it.
-  static bool usable(int64_t c, int64_t k, int64_t h, int64_t w);
+  // Whether a convolution's window (a 2-D kernel, strides, dilations with 1 = none, and pads),
+  // the CPU, the channel counts and the plane's size (an image's work within 4 MiB) allow it.
+  static bool usable(const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                     const std::vector<int64_t>& dilations, const std::vector<int64_t>& padL,
+                     const std::vector<int64_t>& padR, int64_t c, int64_t k, int64_t h, int64_t w);
   int64_t weightsSize() const { return 36 * c * k; }
   // The transformed filters the convolution reads: from weights [k][c][3][3], or with `flip`
   // from [c][k][3][3] turned by 180 degrees, which makes run() the data gradient of a

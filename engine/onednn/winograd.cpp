@@ -131,12 +131,13 @@ DW_WINO void products(int64_t T, int64_t C, const float* v, const float* u, int6
 // filters at f + t * stride, position q of U at u + q * ustride.
 DW_WINO void filterBlock(const float* f, int64_t stride, float* u, int64_t ustride) {
   const __m512 quarter = _mm512_set1_ps(1.0f / 4), sixth = _mm512_set1_ps(1.0f / 6),
-               twelfth = _mm512_set1_ps(1.0f / 12), x24 = _mm512_set1_ps(1.0f / 24);
+               minusSixth = _mm512_set1_ps(-1.0f / 6), twelfth = _mm512_set1_ps(1.0f / 12),
+               x24 = _mm512_set1_ps(1.0f / 24);
   // One column (or row) of three through G: six values.
   auto apply = [&](__m512 a, __m512 b, __m512 c, __m512 r[6]) DW_WINO {
     const __m512 ac = _mm512_add_ps(a, c);
     r[0] = _mm512_mul_ps(quarter, a);
-    r[1] = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), sixth), _mm512_add_ps(ac, b));
+    r[1] = _mm512_mul_ps(minusSixth, _mm512_add_ps(ac, b));
     r[2] = _mm512_mul_ps(sixth, _mm512_sub_ps(b, ac));
     const __m512 e = _mm512_fmadd_ps(x24, a, _mm512_mul_ps(sixth, c));
     r[3] = _mm512_fmadd_ps(twelfth, b, e);
@@ -234,8 +235,14 @@ DW_WINO void image(const Winograd43& g, const float* x, const float* u, const fl
 
 }  // namespace
 
-bool Winograd43::usable(int64_t c, int64_t k, int64_t h, int64_t w) {
+bool Winograd43::usable(const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                        const std::vector<int64_t>& dilations, const std::vector<int64_t>& padL,
+                        const std::vector<int64_t>& padR, int64_t c, int64_t k, int64_t h,
+                        int64_t w) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
+  const std::vector<int64_t> three{3, 3}, one{1, 1};
+  if (kernel != three || strides != one || dilations != one || padL != one || padR != one)
+    return false;
   // An image's transformed input and products, 36 x tiles x (c + k) floats, kept within 4 MiB:
   // the kernel was built and measured for work that stays in L2 (230 KB on the CNN example).
   const int64_t tiles = ((h + 3) / 4) * ((w + 3) / 4);
