@@ -15,6 +15,7 @@
 #include "app/cli/commands.h"
 #include "engine/training/trainer.h"
 #include "graphs/file_io.h"
+#include "graphs/onnx_export.h"
 #include "graphs/project.h"
 
 namespace dw::cli {
@@ -31,7 +32,8 @@ struct TrainArgs {
   double lr = -1;
   // accelerator, precision and threads default to the project's Accelerator node ("", -1).
   std::string optimizer, accelerator, precision, checkpoint, resume, exportOnnx, exportTraining;
-  std::string saveProject;  // the project with its trained weights (--save-project)
+  std::string saveProject;        // the project with its trained weights (--save-project)
+  bool noDataConversion = false;  // --export-onnx without the data panel's conversion prelude
   int64_t seed = -1;
   int threads = -1;
   bool json = false, quiet = false;
@@ -47,13 +49,14 @@ struct Setup {
   Graph graph;
   TrainingConfig config;
   std::unique_ptr<Trainer> trainer;
-  std::shared_ptr<Dataset> train, test;
+  std::string baseDir;  // the project's folder: relative data paths resolve against it
+  std::shared_ptr<const Dataset> train, test;
 };
 
 Result<Setup> prepare(const TrainArgs& a) {
   auto g = loadProject(a.project);
   if (!g) return g.status();
-  Setup s{std::move(g.value()), {}, nullptr, nullptr, nullptr};
+  Setup s{std::move(g.value()), {}, nullptr, {}, nullptr, nullptr};
   auto cfg = trainingConfigFromGraph(s.graph);
   if (!cfg) return cfg.status().withContext(a.project);
   s.config = std::move(cfg.value());
@@ -78,23 +81,27 @@ Result<Setup> prepare(const TrainArgs& a) {
   DW_RETURN_IF_ERROR(validateOptimizerConfig(c.optimizer));
   if (c.dataset.train.empty() && !a.evalOnly)
     return Status::error(a.project +
-                         ": the project has no training dataset: add a \"training\" section "
-                         "with dataset/train files (see README)");
-  const std::string baseDir = fs::absolute(a.project).parent_path().string();
-  if (!c.dataset.train.empty() && !a.evalOnly) {
-    auto d = loadDataset(c.dataset.train, baseDir);
-    if (!d) return d.status();
-    s.train = std::make_shared<Dataset>(std::move(d.value()));
-    if (a.trainLimit > 0 && a.trainLimit < s.train->size())
-      s.train = std::make_shared<Dataset>(s.train->slice(0, a.trainLimit));
-  }
-  if (!c.dataset.test.empty()) {
-    auto d = loadDataset(c.dataset.test, baseDir);
-    if (!d) return d.status();
+                         ": the project has no training dataset: give each data input a source "
+                         "in the studio's Data panel, or add a \"training\" section with "
+                         "dataset/train files (see README)");
+  s.baseDir = fs::absolute(a.project).parent_path().string();
+  if (a.trainLimit > 0) c.dataset.trainLimit = a.trainLimit;
+  if (a.evalOnly && !c.dataset.test.empty()) {
+    // Only the test sources: evaluating needs nothing else read.
+    auto d = loadDataset(c.dataset.test, s.baseDir);
+    if (!d) return d.status().withContext(a.project + ": test split");
     s.test = std::make_shared<Dataset>(std::move(d.value()));
-  } else if (a.evalOnly) {
-    return Status::error(a.project + ": the training section names no test dataset to evaluate");
+  } else if (!c.dataset.train.empty()) {
+    // The same reading, conversion and split as the studio's Data panel (data_source.h).
+    auto d = loadData(c.dataset, s.baseDir);
+    if (!d) return d.status().withContext(a.project);
+    s.train = d->train;
+    s.test = a.evalOnly ? d->test : d->evaluation();
   }
+  if (a.evalOnly && !s.test)
+    return Status::error(a.project +
+                         ": the training section names no test data to evaluate: give the test "
+                         "split its own sources or a fraction of train (test_split)");
   TrainOptions to;
   to.optimizer = c.optimizer;
   to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;
@@ -142,7 +149,6 @@ int trainCommand(const TrainArgs& a) {
   FitOptions fo;
   fo.train = st.train;
   fo.test = st.test;
-  fo.validationSplit = st.config.dataset.validationSplit;
   fo.epochs = st.config.epochs;
   fo.batchSize = st.config.batchSize;
   fo.shuffle = st.config.shuffle;
@@ -212,6 +218,12 @@ int trainCommand(const TrainArgs& a) {
   if (!a.exportOnnx.empty()) {
     auto m = tr.exportInference();
     if (!m) return fail(m.message());
+    if (!a.noDataConversion) {
+      auto changed = prependDataConversion(*m, st.config.dataset, st.baseDir);
+      if (!changed) return fail(changed.message());
+      Status cs = checkOnnxModel(*m);
+      if (!cs.ok()) return fail("the exported model with its data conversion: " + cs.message());
+    }
     Status ws = writeOnnxFile(*m, a.exportOnnx);
     if (!ws.ok()) return fail(ws.message(), 2);
     if (!a.json) std::cout << "exported " << a.exportOnnx << "\n";
@@ -287,6 +299,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--checkpoint", train->checkpoint, "Save a checkpoint here after every epoch");
   t->add_option("--resume", train->resume, "Continue from this checkpoint directory");
   t->add_option("--export-onnx", train->exportOnnx, "Write the trained inference model here");
+  t->add_flag("--no-data-conversion", train->noDataConversion,
+              "Export the model without the data conversion (cast, scale, normalization, "
+              "reshape) in front of its inputs: for callers that convert the data themselves");
   t->add_option("--export-training-onnx", train->exportTraining,
                 "Write the training graph (gradients, optimizer state) here");
   t->add_option("--save-project", train->saveProject,

@@ -116,6 +116,18 @@ void MainWindow::createDocks() {
   trainingDock->setWidget(training_);
   addDockWidget(Qt::BottomDockWidgetArea, trainingDock);
 
+  auto* dataDock = new QDockWidget(tr("Data"), this);
+  dataDock->setObjectName("dataDock");
+  dataDock->setWidget(training_->dataPanel());
+  addDockWidget(Qt::RightDockWidgetArea, dataDock);
+  tabifyDockWidget(paramsDock, dataDock);
+  paramsDock->raise();
+  connect(training_, &TrainingPanel::showDataRequested, this, [dataDock] {
+    dataDock->show();
+    dataDock->raise();
+  });
+  connect(training_, &TrainingPanel::weightsStateChanged, this, &MainWindow::updateTitle);
+
   problems_ = new QListWidget(this);
   problems_->setWordWrap(true);
   problems_->setAlternatingRowColors(true);
@@ -179,6 +191,17 @@ void MainWindow::createActions() {
              this, tr("Export ONNX with training info"), QString(), tr("ONNX models (*.onnx)"));
          if (!path.isEmpty()) exportOnnxTo(path, true);
        });
+  QAction* conv = make("exportDataConversion", tr("Export Includes the &Data Conversion"),
+                       QKeySequence(), [this] {
+                         QSettings().setValue(QStringLiteral("exportDataConversion"),
+                                              action("exportDataConversion")->isChecked());
+                       });
+  conv->setCheckable(true);
+  conv->setChecked(QSettings().value(QStringLiteral("exportDataConversion"), true).toBool());
+  conv->setToolTip(
+      tr("The exported model starts with the Data panel's conversion (cast, scale, "
+         "normalization, reshape), so it takes the data as stored. Off: it takes converted "
+         "data, for callers that convert it themselves."));
   make("quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
   QAction* undo = model_->undoStack()->createUndoAction(this, tr("&Undo"));
@@ -229,6 +252,7 @@ void MainWindow::createMenus() {
   file->addAction(action("importOnnx"));
   file->addAction(action("exportOnnx"));
   file->addAction(action("exportTraining"));
+  file->addAction(action("exportDataConversion"));
   file->addSeparator();
   file->addAction(action("quit"));
   rebuildRecentMenu();
@@ -252,7 +276,7 @@ void MainWindow::createMenus() {
 
 void MainWindow::showError(const QString& title, const QString& message) {
   lastError_ = message;
-  statusBar()->showMessage(title + QStringLiteral(": ") + message.section('\n', 0, 0), 15000);
+  showStatus(title + QStringLiteral(": ") + message);
   if (!interactive_) return;
   // Non-modal: an error never blocks the event loop (training keeps reporting behind it).
   auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
@@ -261,13 +285,18 @@ void MainWindow::showError(const QString& title, const QString& message) {
 }
 
 void MainWindow::showStatus(const QString& message) {
-  statusBar()->showMessage(message, 12000);
+  // One line in the bar (a message's lines joined), the whole text in its tooltip.
+  QString line = message.trimmed();
+  line.replace(QRegularExpression(QStringLiteral("\\s*\\n\\s*")), QStringLiteral(" · "));
+  statusBar()->showMessage(line, 15000);
+  statusBar()->setToolTip(message);
 }
 
 void MainWindow::updateTitle() {
   const QString name = currentFile_.isEmpty() ? tr("untitled") : QFileInfo(currentFile_).fileName();
   setWindowTitle(QStringLiteral("%1[*] — deepwire studio").arg(name));
-  setWindowModified(!model_->undoStack()->isClean());
+  // Trained weights the graph does not hold yet are unsaved work too.
+  setWindowModified(!model_->undoStack()->isClean() || training_->hasUnsyncedWeights());
 }
 
 void MainWindow::refreshProblems() {
@@ -304,6 +333,7 @@ bool MainWindow::writeAtomically(const QString& path, const QByteArray& bytes) {
 }
 
 void MainWindow::newDocument() {
+  training_->setProjectDir(QString());
   model_->reset(Graph());
   currentFile_.clear();
   pasteCount_ = 0;
@@ -326,6 +356,7 @@ bool MainWindow::openFile(const QString& path) {
     showError(isOnnx ? tr("Cannot import ONNX") : tr("Cannot open project"), qs(g.message()));
     return false;
   }
+  training_->setProjectDir(QFileInfo(path).absolutePath());
   model_->reset(std::move(*g));
   // An imported model is a new document: Save asks where to put the project.
   currentFile_ = isOnnx ? QString() : QFileInfo(path).absoluteFilePath();
@@ -341,7 +372,12 @@ bool MainWindow::openFile(const QString& path) {
 }
 
 bool MainWindow::saveTo(const QString& path) {
-  // The training panel's settings travel in the project's "training" section.
+  // Save keeps what was just trained, and the training panel's settings travel in the
+  // project's "training" section.
+  if (Status st = training_->syncWeights(); !st.ok()) {
+    showError(tr("Cannot save the trained weights"), qs(st.message()));
+    return false;
+  }
   training_->storeSettingsInModel();
   if (!writeAtomically(path, QByteArray::fromStdString(projectToJsonText(model_->graph()))))
     return false;
@@ -367,7 +403,8 @@ bool MainWindow::saveAs() {
 }
 
 bool MainWindow::maybeSave() {
-  if (model_->undoStack()->isClean() || !interactive_) return true;
+  if ((model_->undoStack()->isClean() && !training_->hasUnsyncedWeights()) || !interactive_)
+    return true;
   const auto answer = QMessageBox::warning(
       this, tr("Unsaved changes"), tr("The document has unsaved changes. Save them?"),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
@@ -376,8 +413,11 @@ bool MainWindow::maybeSave() {
 }
 
 bool MainWindow::exportOnnxTo(const QString& path, bool withTrainingInfo) {
-  Result<onnx::ModelProto> m =
-      withTrainingInfo ? training_->exportTrainingModel() : exportOnnx(model_->graph());
+  // The weights just trained, and (unless switched off) the Data panel's conversion in front of
+  // the inputs, so the model takes the data as stored.
+  const bool conversion = action(QStringLiteral("exportDataConversion"))->isChecked();
+  Result<onnx::ModelProto> m = withTrainingInfo ? training_->exportTrainingModel()
+                                                : training_->exportInferenceModel(conversion);
   if (!m.ok()) {
     showError(tr("Cannot export ONNX"), qs(m.message()));
     return false;
@@ -389,7 +429,9 @@ bool MainWindow::exportOnnxTo(const QString& path, bool withTrainingInfo) {
   }
   if (!writeAtomically(path, QByteArray::fromStdString(bytes))) return false;
   showStatus(tr("Exported %1 (%2)")
-                 .arg(path, withTrainingInfo ? tr("with training info") : tr("inference")));
+                 .arg(path, withTrainingInfo ? tr("with training info")
+                            : conversion     ? tr("inference, taking the data as stored")
+                                             : tr("inference")));
   return true;
 }
 

@@ -4,6 +4,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
@@ -14,7 +15,9 @@
 #include <QHeaderView>
 #include <QLineSeries>
 #include <QLogValueAxis>
+#include <QRegularExpression>
 #include <QScatterSeries>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <chrono>
@@ -22,6 +25,7 @@
 
 #include "app/studio/params_panel.h"
 #include "engine/backend.h"
+#include "graphs/onnx_export.h"
 
 namespace dw::studio {
 
@@ -93,7 +97,7 @@ class TrainingWorker : public QObject {
   TrainingPanel* panel_;
   std::unique_ptr<Trainer> trainer_;
   std::string dataKey_;
-  std::shared_ptr<Dataset> train_, test_;
+  std::shared_ptr<const Dataset> train_, test_;  // test_: what Eval Step and Fit evaluate
   std::unique_ptr<BatchLoader> trainLoader_, testLoader_;
   int64_t trainEpoch_ = 0, testEpoch_ = 0;
   int64_t batchSize_ = 0;
@@ -117,22 +121,11 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     trainLoader_.reset();
     testLoader_.reset();
     dataKey_.clear();
-    if (req.config.dataset.train.empty())
-      return Status::error(
-          "no training data: give a file for each data input in the Training dock's dataset table");
-    auto train = loadDataset(req.config.dataset.train, req.baseDir);
-    if (!train.ok()) return train.status();
-    train_ = std::make_shared<Dataset>(std::move(*train));
-    if (!req.config.dataset.test.empty()) {
-      auto test = loadDataset(req.config.dataset.test, req.baseDir);
-      if (!test.ok()) return test.status();
-      test_ = std::make_shared<Dataset>(std::move(*test));
-    } else if (req.config.dataset.validationSplit > 0 && train_->size() > 1) {
-      const int64_t n = train_->size();
-      const int64_t held = std::max<int64_t>(1, int64_t(n * req.config.dataset.validationSplit));
-      test_ = std::make_shared<Dataset>(train_->slice(n - held, n));
-      train_ = std::make_shared<Dataset>(train_->slice(0, n - held));
-    }
+    // The same reading, conversion and split as `deepwire train` (data_source.h).
+    auto data = loadData(req.config.dataset, req.baseDir);
+    if (!data.ok()) return data.status();
+    train_ = data->train;
+    test_ = data->evaluation();
     dataKey_ = key;
   }
   if (!trainLoader_ || batchSize_ != req.config.batchSize) {
@@ -189,11 +182,13 @@ void TrainingWorker::run(const JobRequest& req) {
                                          : job == 1 ? "Full Train Step"
                                                     : "Eval Step",
                                          *r, eval);
-    post([p = panel_, eval, step, loss, sps, metric, summary] {
+    const double batchMetric =
+        headlineMetric(r->batchMetrics.empty() ? r->metrics : r->batchMetrics);
+    post([p = panel_, eval, step, loss, sps, metric, batchMetric, summary] {
       if (eval)
-        p->onEpoch(-1, step, std::nan(""), true, loss, std::nan(""), metric);
+        p->onEpoch(-1, step, true, loss, metric, std::nan(""));
       else
-        p->onStep(step, loss, sps, 1.0);
+        p->onStep(step, loss, batchMetric, sps, 1.0);
       p->onFinished(QString(), summary);
     });
     return;
@@ -221,15 +216,17 @@ void TrainingWorker::run(const JobRequest& req) {
                         double(info.batch + 1) / std::max<int64_t>(1, info.batchesPerEpoch);
     const double progress = std::clamp(done / std::max<int64_t>(1, epochs), 0.0, 1.0);
     const double sps = info.seconds > 0 ? info.samplesDone / info.seconds : 0;
+    const auto& m =
+        info.result.batchMetrics.empty() ? info.result.metrics : info.result.batchMetrics;
     post([p = panel_, step = qint64(trainer_->counters().trainSteps),
-          loss = info.result.totalLoss(), sps, progress] { p->onStep(step, loss, sps, progress); });
+          loss = info.result.totalLoss(), metric = headlineMetric(m), sps,
+          progress] { p->onStep(step, loss, metric, sps, progress); });
   };
   cb.onEpoch = [&](const EpochReport& e) {
     post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
-          train = e.trainLoss, hasTest = e.hasTest, test = e.testLoss,
-          trainAcc = headlineMetric(e.trainMetrics),
+          hasTest = e.hasTest, test = e.testLoss, trainAcc = headlineMetric(e.trainMetrics),
           testAcc = e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics)] {
-      p->onEpoch(epoch, step, train, hasTest, test, trainAcc, testAcc);
+      p->onEpoch(epoch, step, hasTest, test, testAcc, trainAcc);
     });
   };
   auto report = trainer_->fit(fo, cb, req.cancel.get());
@@ -268,25 +265,37 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   thread_.start();
 
   // --- Settings column ---
+  // One source of truth: the Accelerator node when the canvas has one (the dock edits it), and
+  // what the engine reports usable here decides which choices are enabled.
   accelerator_ = new QComboBox;
+  accelerator_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   const auto dev = dw::engine::devices();
-  for (const auto& a : dev.available) accelerator_->addItem(qs(a));
-  if (accelerator_->count() == 0) accelerator_->addItem(QStringLiteral("cpu"));
-  accelerator_->setToolTip(
-      tr("Devices the engine can run on here (CPU: %1, %2)").arg(qs(dev.cpuModel), qs(dev.cpuIsa)));
+  for (const char* a : {"cpu", "gpu", "auto"}) {
+    accelerator_->addItem(QString::fromLatin1(a), QString::fromLatin1(a));
+    const bool usable =
+        std::find(dev.available.begin(), dev.available.end(), a) != dev.available.end() ||
+        std::string(a) == "auto";
+    if (!usable) {
+      auto* m = qobject_cast<QStandardItemModel*>(accelerator_->model());
+      if (m) m->item(accelerator_->count() - 1)->setEnabled(false);
+      accelerator_->setItemText(accelerator_->count() - 1, tr("gpu (none here)"));
+    }
+  }
+  accelerator_->setToolTip(tr("Where training runs (the canvas's Accelerator node, when it has "
+                              "one). Usable here: %1. CPU: %2, %3")
+                               .arg(qs([&] {
+                                      std::string l;
+                                      for (const auto& a : dev.available)
+                                        l += (l.empty() ? "" : ", ") + a;
+                                      return l;
+                                    }()),
+                                    qs(dev.cpuModel), qs(dev.cpuIsa)));
 
-  dataset_ = new QTableWidget(0, 3);
-  dataset_->setHorizontalHeaderLabels({tr("Split"), tr("Input"), tr("File")});
-  dataset_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::Stretch);
-  dataset_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  dataset_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-  dataset_->verticalHeader()->hide();
-  dataset_->verticalHeader()->setDefaultSectionSize(22);
-  dataset_->setMinimumHeight(4 * 22 + 26);
-  dataset_->setMaximumHeight(4 * 22 + 26);
-  dataset_->setToolTip(
-      tr("One file per data input (IDX, NPY or CSV). Relative paths resolve "
-         "against the project's folder. Double-click a file cell to edit it."));
+  data_ = new DataPanel(model_);
+  dataStatus_ = new QLabel;
+  dataStatus_->setWordWrap(true);
+  editData_ = new QPushButton(tr("Data…"));
+  editData_->setToolTip(tr("Show the Data panel: a source for each data input, and the splits"));
 
   optimizer_ = new QComboBox;
   for (const char* o : {"sgd", "adam", "adamw", "adagrad", "rmsprop"}) optimizer_->addItem(o);
@@ -352,7 +361,12 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   left->addLayout(row({{tr("Accelerator"), accelerator_},
                        {tr("Batch size"), batchSize_},
                        {tr("Epochs"), epochs_}}));
-  left->addWidget(dataset_);
+  {
+    auto* h = new QHBoxLayout;
+    h->addWidget(dataStatus_, 1);
+    h->addWidget(editData_);
+    left->addLayout(h);
+  }
   left->addLayout(row({{tr("Optimizer"), optimizer_}, {tr("lr"), lr_}}));
   left->addLayout(row({{tr("Momentum"), momentum_}, {tr("Weight decay"), weightDecay_}}));
   auto* buttons = new QHBoxLayout;
@@ -390,6 +404,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     x->setLabelFormat(QStringLiteral("%.0f"));
     x->setTickCount(6);
     auto* y = new QValueAxis;
+    y->setLabelFormat(QStringLiteral("%.3g"));
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
     for (auto* s : {train, test}) {
@@ -447,33 +462,42 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     emit statusMessage(st.ok() ? tr("Trained weights written to the graph") : qs(st.message()));
   });
   connect(logScale_, &QCheckBox::toggled, this, [this] { applyLogScale(); });
-  connect(clear, &QPushButton::clicked, this, [this] {
-    for (auto* s : {trainLoss_, testLoss_, trainMetric_, testMetric_}) s->clear();
-    best_->clear();
-    lossChart_->setTitle(tr("Loss"));
+  connect(clear, &QPushButton::clicked, this, [this] { clearCharts(); });
+  connect(editData_, &QPushButton::clicked, this, [this] { emit showDataRequested(); });
+  connect(data_, &DataPanel::specChanged, this, [this] {
+    touched_ = true;
+    updateDataStatus();
   });
   // A change to the canvas or to the optimizer means a new trainer on the next job.
   auto dirty = [this] { graphDirty_ = true; };
   connect(model_, &GraphModel::nodeAdded, this, dirty);
   connect(model_, &GraphModel::nodeRemoved, this, dirty);
-  connect(model_, &GraphModel::nodeChanged, this, dirty);
+  connect(model_, &GraphModel::nodeChanged, this, [this](qint64 id) {
+    graphDirty_ = true;
+    const Node* n = model_->graph().node(id);
+    if (n && n->type == "Accelerator") acceleratorFromGraph();
+  });
+  connect(model_, &GraphModel::validated, this, [this] { updateDataStatus(); });
   connect(model_, &GraphModel::linkAdded, this, dirty);
   connect(model_, &GraphModel::linkRemoved, this, dirty);
   connect(model_, &GraphModel::modelReset, this, [this] {
-    graphDirty_ = true;
+    // A new document: nothing of the last one's training carries over.
+    resetForNewDocument();
     loadSettingsFromModel();
   });
   auto touched = [this] {
     touched_ = true;
     graphDirty_ = true;
   };
-  connect(accelerator_, &QComboBox::currentIndexChanged, this, touched);
+  connect(accelerator_, &QComboBox::currentIndexChanged, this, [this, touched] {
+    touched();
+    acceleratorToGraph();
+  });
   connect(optimizer_, &QComboBox::currentIndexChanged, this, touched);
   for (auto* box : {lr_, momentum_, weightDecay_})
     connect(box, &QDoubleSpinBox::valueChanged, this, touched);
   connect(batchSize_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
   connect(epochs_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
-  connect(dataset_, &QTableWidget::itemChanged, this, [this] { touched_ = true; });
   loadSettingsFromModel();
 }
 
@@ -491,6 +515,7 @@ void TrainingPanel::stopAndWait() {
 
 void TrainingPanel::setProjectDir(const QString& dir) {
   projectDir_ = dir;
+  data_->setBaseDir(dir);
 }
 
 void TrainingPanel::loadSettingsFromModel() {
@@ -498,15 +523,15 @@ void TrainingPanel::loadSettingsFromModel() {
   hasSection_ = g.info().sections.count("training") > 0;
   auto cfg = trainingConfigFromGraph(g);
   config_ = cfg.ok() ? *cfg : TrainingConfig{};
+  error_->hide();
   if (!cfg.ok()) {
     error_->setText(tr("The project's training section is invalid: %1").arg(qs(cfg.message())));
     error_->show();
   }
   const OptimizerConfig& o = config_.optimizer;
   const QSignalBlocker b1(optimizer_), b2(lr_), b3(momentum_), b4(weightDecay_), b5(batchSize_),
-      b6(epochs_), b7(dataset_), b8(accelerator_);
-  // An Accelerator node on the canvas chooses the device, where this machine has it.
-  if (const int i = accelerator_->findText(qs(config_.accelerator)); i >= 0)
+      b6(epochs_), b8(accelerator_);
+  if (const int i = accelerator_->findData(qs(config_.accelerator)); i >= 0)
     accelerator_->setCurrentIndex(i);
   optimizer_->setCurrentText(qs(o.type));
   lr_->setValue(o.lr);
@@ -514,32 +539,41 @@ void TrainingPanel::loadSettingsFromModel() {
   weightDecay_->setValue(o.weightDecay);
   batchSize_->setValue(int(config_.batchSize));
   epochs_->setValue(int(config_.epochs));
-  fillDatasetTable();
+  {
+    const QSignalBlocker b7(data_);
+    data_->setSpec(config_.dataset, projectDir_);
+  }
+  updateDataStatus();
   touched_ = false;
 }
 
-void TrainingPanel::fillDatasetTable() {
-  dataset_->setRowCount(0);
-  auto addRow = [this](const QString& split, const QString& input, const QString& path) {
-    const int r = dataset_->rowCount();
-    dataset_->insertRow(r);
-    auto* s = new QTableWidgetItem(split);
-    s->setFlags(Qt::ItemIsEnabled);
-    auto* i = new QTableWidgetItem(input);
-    i->setFlags(Qt::ItemIsEnabled);
-    dataset_->setItem(r, 0, s);
-    dataset_->setItem(r, 1, i);
-    dataset_->setItem(r, 2, new QTableWidgetItem(path));
-  };
-  for (const auto& f : config_.dataset.train) addRow(tr("train"), qs(f.input), qs(f.path));
-  for (const auto& f : config_.dataset.test) addRow(tr("test"), qs(f.input), qs(f.path));
-  if (config_.dataset.train.empty()) {
-    // No dataset yet: one row per data input of the graph, to fill in.
-    const Graph& g = model_->graph();
-    for (const auto& [id, n] : g.nodes()) {
-      const NodeSpec* s = g.spec(n);
-      if (s && s->kind == NodeKind::GraphInput) addRow(tr("train"), qs(n.name), QString());
-    }
+void TrainingPanel::acceleratorFromGraph() {
+  auto cfg = trainingConfigFromGraph(model_->graph());
+  if (!cfg.ok()) return;
+  const QSignalBlocker b(accelerator_);
+  if (const int i = accelerator_->findData(qs(cfg->accelerator)); i >= 0)
+    accelerator_->setCurrentIndex(i);
+}
+
+void TrainingPanel::acceleratorToGraph() {
+  const QString device = accelerator_->currentData().toString();
+  const Node* acc = nullptr;
+  for (const auto& [id, n] : model_->graph().nodes())
+    if (n.type == "Accelerator" && n.domain == kGraphDomain && (!acc || n.model.empty())) acc = &n;
+  if (!acc) return;
+  auto cur = model_->graph().param(acc->id, "device");
+  if (cur && qs(cur->asString()) == device) return;
+  Status st = model_->setParam(acc->id, "device", Param::makeString(device.toStdString()));
+  if (!st.ok()) emit statusMessage(qs(st.message()));
+}
+
+void TrainingPanel::updateDataStatus() {
+  const QString problem = data_->readiness();
+  if (problem.isEmpty()) {
+    const DatasetSpec d = data_->spec();
+    dataStatus_->setText(tr("<b>Data</b>: %n input(s) ready", "", int(d.train.size())));
+  } else {
+    dataStatus_->setText(tr("<b>Data</b>: %1").arg(problem.toHtmlEscaped()));
   }
 }
 
@@ -551,23 +585,8 @@ TrainingConfig TrainingPanel::currentConfig() const {
   c.optimizer.weightDecay = weightDecay_->value();
   c.batchSize = batchSize_->value();
   c.epochs = epochs_->value();
-  // Paths from the table; files the project did not list yet are added with defaults.
-  int trainRow = 0, testRow = 0;
-  std::vector<DataFileSpec> train, test;
-  for (int r = 0; r < dataset_->rowCount(); ++r) {
-    const bool isTest = dataset_->item(r, 0)->text() == tr("test");
-    const std::string input = dataset_->item(r, 1)->text().toStdString();
-    const std::string path = dataset_->item(r, 2)->text().trimmed().toStdString();
-    auto& from = isTest ? config_.dataset.test : config_.dataset.train;
-    int& idx = isTest ? testRow : trainRow;
-    DataFileSpec f = idx < int(from.size()) ? from[idx] : DataFileSpec{};
-    ++idx;
-    f.input = input;
-    f.path = path;
-    if (!path.empty()) (isTest ? test : train).push_back(f);
-  }
-  c.dataset.train = train;
-  c.dataset.test = test;
+  c.dataset = data_->spec();
+  c.accelerator = accelerator_->currentData().toString().toStdString();
   return c;
 }
 
@@ -575,7 +594,7 @@ TrainOptions TrainingPanel::currentOptions() const {
   TrainOptions o;
   const TrainingConfig c = currentConfig();
   o.optimizer = c.optimizer;
-  o.accelerator = accelerator_->currentText().toStdString();
+  o.accelerator = c.accelerator;
   // Threads and precision are the Accelerator node's parameters (Parameters panel).
   o.threads = c.threads;
   o.precision = c.precision;
@@ -598,6 +617,24 @@ Result<onnx::ModelProto> TrainingPanel::exportTrainingModel() {
   return worker_->exportTraining(model_->graph(), currentOptions());
 }
 
+Result<onnx::ModelProto> TrainingPanel::exportInferenceModel(bool withDataConversion) {
+  DW_RETURN_IF_ERROR(syncWeights());
+  auto m = exportOnnx(model_->graph());
+  if (!m.ok() || !withDataConversion) return m;
+  const TrainingConfig c = currentConfig();
+  auto changed = prependDataConversion(
+      *m, c.dataset, data_->spec().train.empty() ? std::string() : projectDir_.toStdString());
+  if (!changed.ok()) return changed.status();
+  if (!changed->empty())
+    DW_RETURN_IF_ERROR(checkOnnxModel(*m).withContext("the model with its data conversion"));
+  return m;
+}
+
+Status TrainingPanel::syncWeights() {
+  if (!unsynced_) return Status();
+  return writeWeightsToGraph();
+}
+
 Status TrainingPanel::writeWeightsToGraph() {
   if (busy_)
     return Status::error("training is running; press Stop and wait for it to finish first");
@@ -614,14 +651,50 @@ Status TrainingPanel::writeWeightsToGraph() {
   DW_RETURN_IF_ERROR(model_->applyNodeStates(changed, tr("Write trained weights")));
   // The graph now holds what the trainer holds: keep training with it (and its optimizer state).
   graphDirty_ = false;
+  unsynced_ = false;
+  emit weightsStateChanged();
   return Status();
+}
+
+void TrainingPanel::resetForNewDocument() {
+  stopAndWaitForJob();
+  worker_->trainer_.reset();
+  worker_->dataKey_.clear();
+  graphDirty_ = true;
+  unsynced_ = false;
+  clearCharts();
+  stepOffset_ = lastStep_ = 0;
+  result_->clear();
+  error_->hide();
+  lastError_.clear();
+  progress_->setValue(0);
+  throughput_->setText(tr("— samples/s"));
+  emit weightsStateChanged();
 }
 
 void TrainingPanel::start(Job job) {
   if (busy_) return;
+  const QString notReady = data_->readiness();
+  if (!notReady.isEmpty()) {
+    lastError_ = tr("No training data yet: %1.").arg(notReady);
+    error_->setText(lastError_);
+    error_->show();
+    emit statusMessage(lastError_);
+    emit showDataRequested();
+    emit jobFinished();
+    return;
+  }
+  if (graphDirty_ && unsynced_) {
+    // A new trainer starts from the graph's weights: keep what was trained (same names).
+    graphDirty_ = false;
+    Status st = writeWeightsToGraph();
+    graphDirty_ = true;
+    if (!st.ok()) emit statusMessage(tr("Trained weights not kept: %1").arg(qs(st.message())));
+  }
   JobRequest req;
   req.job = static_cast<int>(job);
-  req.rebuild = graphDirty_;
+  req.rebuild = graphDirty_ || !worker_->trainer_;
+  if (req.rebuild) stepOffset_ = lastStep_;  // the new trainer counts from 0
   req.graph = std::make_shared<const Graph>(model_->graph());
   req.options = currentOptions();
   req.config = currentConfig();
@@ -640,34 +713,59 @@ void TrainingPanel::start(Job job) {
       worker_, [w = worker_, req] { w->run(req); }, Qt::QueuedConnection);
 }
 
+void TrainingPanel::stopAndWaitForJob() {
+  cancel_->store(true);
+  QElapsedTimer t;
+  t.start();
+  while (busy_ && t.elapsed() < 60000) QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+}
+
 void TrainingPanel::setBusy(bool on) {
   busy_ = on;
   for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, writeWeights_}) b->setEnabled(!on);
   stop_->setEnabled(on);
 }
 
-void TrainingPanel::onStep(qint64 step, double loss, double samplesPerSec, double progress) {
-  if (std::isfinite(loss)) trainLoss_->append(double(step), loss);
+void TrainingPanel::onStep(qint64 step, double loss, double metric, double samplesPerSec,
+                           double progress) {
+  lastStep_ = stepOffset_ + step;
+  if (std::isfinite(loss)) trainLoss_->append(double(lastStep_), loss);
+  if (std::isfinite(metric)) trainMetric_->append(double(lastStep_), metric);
+  if (step > 0 && !unsynced_) {
+    unsynced_ = true;
+    emit weightsStateChanged();
+  }
   throughput_->setText(tr("%1 samples/s").arg(samplesPerSec, 0, 'f', 0));
   progress_->setValue(int(progress * 1000));
   rescaleAxes();
 }
 
-void TrainingPanel::onEpoch(qint64 epoch, qint64 step, double trainLoss, bool hasTest,
-                            double testLoss, double trainAcc, double testAcc) {
-  (void)trainLoss;
-  if (hasTest && std::isfinite(testLoss)) testLoss_->append(double(step), testLoss);
-  if (std::isfinite(trainAcc)) trainMetric_->append(double(step), trainAcc);
-  if (std::isfinite(testAcc)) testMetric_->append(double(step), testAcc);
+void TrainingPanel::onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss,
+                            double testAcc, double trainAcc) {
+  const double x = double(stepOffset_ + step);
+  // The epoch's training metric, where the steps did not report one of their own.
+  if (std::isfinite(trainAcc) &&
+      (trainMetric_->count() == 0 || trainMetric_->points().back().x() < x))
+    trainMetric_->append(x, trainAcc);
+  if (hasTest && std::isfinite(testLoss)) testLoss_->append(x, testLoss);
+  if (hasTest && std::isfinite(testAcc)) testMetric_->append(x, testAcc);
   // Best epoch: lowest validation loss seen in a Fit.
   if (epoch >= 0 && hasTest && std::isfinite(testLoss) &&
       (best_->count() == 0 || testLoss < bestLoss_)) {
     bestLoss_ = testLoss;
     best_->clear();
-    best_->append(double(step), testLoss);
+    best_->append(x, testLoss);
     lossChart_->setTitle(
-        tr("Loss — best epoch %1 (validation %2)").arg(epoch + 1).arg(testLoss, 0, 'g', 4));
+        tr("Loss — best epoch %1 (validation %2)").arg(epoch + 1).arg(testLoss, 0, 'g', 3));
   }
+  rescaleAxes();
+}
+
+void TrainingPanel::clearCharts() {
+  for (auto* s : {trainLoss_, testLoss_, trainMetric_, testMetric_}) s->clear();
+  best_->clear();
+  lossChart_->setTitle(tr("Loss"));
+  // Later points continue from the last step, so a cleared chart never runs backwards.
   rescaleAxes();
 }
 
@@ -676,9 +774,11 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
   if (!error.isEmpty()) {
     lastError_ = error;
     error_->setText(error);
+    error_->setToolTip(error);
     error_->show();
-    emit statusMessage(tr("Training error: %1").arg(error.section('\n', 0, 0)));
+    emit statusMessage(tr("Training error: %1").arg(error));
   } else {
+    error_->hide();
     result_->setText(summary);
     if (progress_->value() == 0) progress_->setValue(1000);
     emit statusMessage(QString(summary).remove(QRegularExpression(QStringLiteral("<[^>]*>"))));
@@ -686,8 +786,20 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
   emit jobFinished();
 }
 
+QDoubleSpinBox* TrainingPanel::learningRateBox() const {
+  return lr_;
+}
+
 int TrainingPanel::trainPoints() const {
   return trainLoss_->count();
+}
+
+int TrainingPanel::seriesPoints(const QString& which) const {
+  if (which == QLatin1String("train loss")) return trainLoss_->count();
+  if (which == QLatin1String("validation loss")) return testLoss_->count();
+  if (which == QLatin1String("train metric")) return trainMetric_->count();
+  if (which == QLatin1String("validation metric")) return testMetric_->count();
+  return -1;
 }
 
 void TrainingPanel::applyLogScale() {
@@ -696,10 +808,12 @@ void TrainingPanel::applyLogScale() {
   if (logScale_->isChecked()) {
     auto* log = new QLogValueAxis;
     log->setBase(10);
-    log->setLabelFormat(QStringLiteral("%g"));
+    log->setLabelFormat(QStringLiteral("%.3g"));
     y = log;
   } else {
-    y = new QValueAxis;
+    auto* lin = new QValueAxis;
+    lin->setLabelFormat(QStringLiteral("%.3g"));
+    y = lin;
   }
   for (QAbstractSeries* s : lossChart_->series()) s->detachAxis(old);
   lossChart_->removeAxis(old);
@@ -711,17 +825,35 @@ void TrainingPanel::applyLogScale() {
 
 void TrainingPanel::rescaleAxes() {
   auto fit = [this](QChart* chart, std::initializer_list<QLineSeries*> series, bool log) {
-    double x0 = 0, x1 = 5, y0 = INFINITY, y1 = -INFINITY;
-    for (QLineSeries* s : series)
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    for (QLineSeries* s : series) {
+      // Markers while a series is sparse, so a single point shows; a line once it is dense.
+      s->setPointsVisible(s->count() <= 60);
       for (const QPointF& p : s->points()) {
         if (log && p.y() <= 0) continue;
+        x0 = std::min(x0, p.x());
         x1 = std::max(x1, p.x());
         y0 = std::min(y0, p.y());
         y1 = std::max(y1, p.y());
       }
-    // Whole steps on the axis: round the end up to a multiple of the 5 tick intervals.
-    x1 = std::ceil(x1 / 5) * 5;
-    chart->axes(Qt::Horizontal).first()->setRange(x0, x1);
+    }
+    if (!std::isfinite(x0)) x0 = x1 = double(lastStep_);
+    // Whole steps: a tick every 1, 2 or 5 x 10^k steps, about five of them.
+    double span = std::max(5.0, x1 - x0);
+    double tick = std::pow(10.0, std::floor(std::log10(span / 5)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+      if (span / (tick * m) <= 6) {
+        tick *= m;
+        break;
+      }
+    tick = std::max(1.0, tick);
+    x0 = std::floor(x0 / tick) * tick;
+    x1 = std::max(x0 + tick, std::ceil(x1 / tick) * tick);
+    auto* x = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
+    x->setTickType(QValueAxis::TicksDynamic);
+    x->setTickAnchor(0);
+    x->setTickInterval(tick);
+    x->setRange(x0, x1);
     if (!std::isfinite(y0)) {
       y0 = log ? 0.1 : 0;
       y1 = 1;
@@ -729,8 +861,10 @@ void TrainingPanel::rescaleAxes() {
     if (log) {
       chart->axes(Qt::Vertical).first()->setRange(y0 / 1.5, y1 * 1.5);
     } else {
-      const double pad = std::max(1e-6, (y1 - y0) * 0.08);
-      chart->axes(Qt::Vertical).first()->setRange(std::max(0.0, y0 - pad), y1 + pad);
+      const double pad = std::max(std::abs(y1) * 1e-3 + 1e-6, (y1 - y0) * 0.08);
+      chart->axes(Qt::Vertical)
+          .first()
+          ->setRange(y0 >= 0 ? std::max(0.0, y0 - pad) : y0 - pad, y1 + pad);
     }
   };
   fit(lossChart_, {trainLoss_, testLoss_}, logScale_->isChecked());

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <memory>
 
+#include "app/studio/data_panel.h"
 #include "app/studio/graph_model.h"
 #include "engine/training/trainer.h"
 
@@ -43,6 +44,18 @@ class TrainingPanel : public QWidget {
 
   // Relative dataset paths resolve against the project's folder.
   void setProjectDir(const QString& dir);
+  // The Data dock's panel (created here: the dataset is part of the training settings).
+  DataPanel* dataPanel() const { return data_; }
+  // Forgets the trainer, the charts and the results (New, Open, Import).
+  void resetForNewDocument();
+  // Trained weights the graph does not hold yet (the document is modified until they are
+  // written and saved).
+  bool hasUnsyncedWeights() const { return unsynced_; }
+  // Writes the trained weights into the graph when it lacks them (before Save and Export).
+  dw::Status syncWeights();
+  // The inference model of the canvas, with the data conversion in front of its inputs unless
+  // `withDataConversion` is false, checked.
+  dw::Result<onnx::ModelProto> exportInferenceModel(bool withDataConversion);
   // Writes the dock's settings into the project's "training" section (before a save).
   void storeSettingsInModel();
   // The gradient graph of the current canvas, for "Export ONNX with training info".
@@ -57,32 +70,47 @@ class TrainingPanel : public QWidget {
   // Copies the trained weights into the graph's Initializer nodes (one undo step).
   dw::Status writeWeightsToGraph();
   QSpinBox* batchSizeBox() const { return batchSize_; }
+  QComboBox* acceleratorBox() const { return accelerator_; }
+  QLabel* dataStatusLabel() const { return dataStatus_; }
+  // Points on the charts' series, for tests: train loss / train metric per step, validation
+  // loss / metric per epoch.
+  int seriesPoints(const QString& which) const;
+  QChart* lossChart() const { return lossChart_; }
+  QChart* metricChart() const { return metricChart_; }
   QSpinBox* epochsBox() const { return epochs_; }
   QComboBox* optimizerBox() const { return optimizer_; }
+  QDoubleSpinBox* learningRateBox() const;
   QCheckBox* logScaleBox() const { return logScale_; }
   bool busy() const { return busy_; }
   QString lastError() const { return lastError_; }
   QString lastResult() const { return result_->text(); }
   int trainPoints() const;  // points on the train-loss curve
   void stopAndWait();
+  // Cancels a running job and waits (processing events) until it has finished.
+  void stopAndWaitForJob();
 
  signals:
   void statusMessage(const QString& text);
-  void jobFinished();  // after every job, successful or not
+  void showDataRequested();    // the user asked for the Data dock
+  void weightsStateChanged();  // trained weights appeared in, or were written from, the trainer
+  void jobFinished();          // after every job, successful or not
 
  private:
   friend class TrainingWorker;
   enum class Job { TrainStep, FullTrainStep, EvalStep, Fit };
   void start(Job job);
   void loadSettingsFromModel();
-  void onStep(qint64 step, double loss, double samplesPerSec, double progress);
-  void onEpoch(qint64 epoch, qint64 step, double trainLoss, bool hasTest, double testLoss,
-               double trainAcc, double testAcc);
+  void onStep(qint64 step, double loss, double metric, double samplesPerSec, double progress);
+  void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc,
+               double trainAcc);
+  void clearCharts();
+  void updateDataStatus();
+  void acceleratorFromGraph();
+  void acceleratorToGraph();
   void onFinished(const QString& error, const QString& summary);
   void setBusy(bool on);
   void applyLogScale();
   void rescaleAxes();
-  void fillDatasetTable();
   // The dock's settings: the project's config with the widgets' values applied.
   dw::engine::training::TrainingConfig currentConfig() const;
   dw::engine::training::TrainOptions currentOptions() const;
@@ -100,7 +128,9 @@ class TrainingPanel : public QWidget {
   TrainingWorker* worker_;
 
   QComboBox* accelerator_;
-  QTableWidget* dataset_;
+  DataPanel* data_;
+  QLabel* dataStatus_;
+  QPushButton* editData_;
   QComboBox* optimizer_;
   ScientificSpinBox* lr_;
   ScientificSpinBox* momentum_;
@@ -117,8 +147,12 @@ class TrainingPanel : public QWidget {
   QChart* metricChart_;
   QLineSeries *trainLoss_, *testLoss_, *trainMetric_, *testMetric_;
   QScatterSeries* best_;
-  qint64 stepCount_ = 0;
   double bestLoss_ = 0;
+  // Steps continue across trainers (a rebuilt one counts from 0): the x of a point is
+  // stepOffset_ plus the trainer's own step.
+  qint64 stepOffset_ = 0;
+  qint64 lastStep_ = 0;
+  bool unsynced_ = false;  // the trainer holds weights the graph does not
 };
 
 }  // namespace dw::studio

@@ -78,6 +78,14 @@ Status parseFile(const json& j, const std::string& path, DataFileSpec& f) {
   r.get("csv_label_column", f.csvLabelColumn);
   r.get("csv_header", f.csvHeader);
   r.get("csv_take_label", f.csvTakeLabel);
+  r.get("csv_feature_columns", f.csvFeatureColumns);
+  r.get("one_hot", f.oneHot);
+  r.get("image_height", f.imageHeight);
+  r.get("image_width", f.imageWidth);
+  r.get("image_channels", f.imageChannels);
+  r.get("image_take_label", f.imageTakeLabel);
+  r.get("stored_dtype", f.storedDtype);
+  r.get("stored_shape", f.storedShape);
   if (const json* n = r.sub("normalization")) {
     Fields rn(*n, path + "/normalization");
     rn.get("scale", f.normalization.scale);
@@ -154,6 +162,14 @@ json fileToJson(const DataFileSpec& f) {
   if (!f.csvLabelColumn.empty()) j["csv_label_column"] = f.csvLabelColumn;
   if (!f.csvHeader) j["csv_header"] = false;
   if (f.csvTakeLabel) j["csv_take_label"] = true;
+  if (!f.csvFeatureColumns.empty()) j["csv_feature_columns"] = f.csvFeatureColumns;
+  if (f.oneHot > 0) j["one_hot"] = f.oneHot;
+  if (f.imageHeight > 0) j["image_height"] = f.imageHeight;
+  if (f.imageWidth > 0) j["image_width"] = f.imageWidth;
+  if (f.imageChannels > 0) j["image_channels"] = f.imageChannels;
+  if (f.imageTakeLabel) j["image_take_label"] = true;
+  if (!f.storedDtype.empty()) j["stored_dtype"] = f.storedDtype;
+  if (!f.storedShape.empty()) j["stored_shape"] = f.storedShape;
   return j;
 }
 
@@ -177,8 +193,12 @@ Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText) {
   if (const json* d = r.sub("dataset")) {
     Fields rd(*d, root + "/dataset");
     DW_RETURN_IF_ERROR(parseFiles(rd.sub("train"), root + "/dataset/train", c.dataset.train));
+    DW_RETURN_IF_ERROR(
+        parseFiles(rd.sub("validation"), root + "/dataset/validation", c.dataset.validation));
     DW_RETURN_IF_ERROR(parseFiles(rd.sub("test"), root + "/dataset/test", c.dataset.test));
     rd.get("validation_split", c.dataset.validationSplit);
+    rd.get("test_split", c.dataset.testSplit);
+    rd.get("train_limit", c.dataset.trainLimit);
     DW_RETURN_IF_ERROR(rd.check());
   }
   if (const json* o = r.sub("optimizer"))
@@ -189,6 +209,11 @@ Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText) {
   if (c.accumulationSteps < 1) return Status::error(root + "/accumulation_steps: must be >= 1");
   if (c.dataset.validationSplit < 0 || c.dataset.validationSplit >= 1)
     return Status::error(root + "/dataset/validation_split: must be in [0, 1)");
+  if (c.dataset.testSplit < 0 || c.dataset.validationSplit + c.dataset.testSplit >= 1)
+    return Status::error(root +
+                         "/dataset/test_split: must be >= 0, and with validation_split under 1");
+  if (c.dataset.trainLimit < 0)
+    return Status::error(root + "/dataset/train_limit: must be >= 0 (0 = every sample)");
   return c;
 }
 
@@ -229,8 +254,11 @@ std::string trainingConfigToJson(const TrainingConfig& c) {
   json j;
   json d;
   for (const auto& f : c.dataset.train) d["train"].push_back(fileToJson(f));
+  for (const auto& f : c.dataset.validation) d["validation"].push_back(fileToJson(f));
   for (const auto& f : c.dataset.test) d["test"].push_back(fileToJson(f));
   if (c.dataset.validationSplit > 0) d["validation_split"] = c.dataset.validationSplit;
+  if (c.dataset.testSplit > 0) d["test_split"] = c.dataset.testSplit;
+  if (c.dataset.trainLimit > 0) d["train_limit"] = c.dataset.trainLimit;
   if (!d.is_null()) j["dataset"] = d;
   const OptimizerConfig& o = c.optimizer;
   json oj = {{"type", o.type}, {"lr", o.lr}};
@@ -809,7 +837,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   if (!test && fo.validationSplit > 0) {
     if (fo.validationSplit >= 1) return Status::error("fit: validation split must be < 1");
     const int64_t n = train->size();
-    const auto nVal = static_cast<int64_t>(std::floor(static_cast<double>(n) * fo.validationSplit));
+    const int64_t nVal = splitSizes(n, fo.validationSplit, 0).validation;
     if (nVal > 0 && nVal < n) {
       test = std::make_shared<Dataset>(train->slice(n - nVal, n));
       train = std::make_shared<Dataset>(train->slice(0, n - nVal));

@@ -29,6 +29,7 @@
 
 #include "engine/tensor.h"
 #include "engine/training/data.h"
+#include "engine/training/data_source.h"
 #include "engine/training/optimizers.h"
 #include "nodes/status.h"
 
@@ -48,12 +49,17 @@ namespace dw::engine::training {
 // The project's "training" section (ModelInfo::sections["training"]), parsed. JSON shape:
 // {"dataset": {"train": [{"input": "input", "path": "...", "format": "idx",
 //                          "normalization": {"scale": 0.00392156862745098, "mean": 0.2860,
-//                                            "std": 0.3530}, "shape": [1, 28, 28]},
+//                                            "std": 0.3530}, "shape": [1, 28, 28],
+//                          "stored_dtype": "uint8", "stored_shape": [28, 28]},
 //                         {"input": "label", "path": "...", "dtype": "int64"}],
-//              "test": [...], "validation_split": 0.0},
+//              "validation": [...], "test": [...],  (own sources of those splits, or:)
+//              "validation_split": 0.1, "test_split": 0.0, "train_limit": 0},
 //  "optimizer": {"type": "adam", "lr": 0.001, ...,
 //                "schedule": {"type": "cosine", ...}, "clip_norm": 0},
 //  "batch_size": 64, "epochs": 10, "seed": 0, "shuffle": true, "accumulation_steps": 1}
+// A source's other keys: "one_hot" (class count), "csv_label_column", "csv_header",
+// "csv_take_label", "csv_feature_columns", "image_height", "image_width", "image_channels",
+// "image_take_label" (see DataFileSpec).
 struct TrainingConfig {
   DatasetSpec dataset;
   OptimizerConfig optimizer;

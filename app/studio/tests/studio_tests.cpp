@@ -385,12 +385,27 @@ class StudioTest : public QObject {
     MainWindow w(false);
     QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
     const QString path = dir.filePath("mlp.onnx");
+    // Without the data conversion: the model takes what the graph's Input says.
+    w.action("exportDataConversion")->setChecked(false);
     QVERIFY2(w.exportOnnxTo(path, false), qPrintable(w.lastError()));
     auto m = dw::readOnnxFile(path.toStdString());
     QVERIFY(m.ok());
     dw::Status st = dw::checkOnnxModel(*m, dw::CheckLevel::Full);
     QVERIFY2(st.ok(), st.message().c_str());
-    QCOMPARE(m->graph().node_size(), 6);  // Flatten, 3 Gemm, 2 Relu
+    QCOMPARE(m->graph().node_size(), 6);                                // Flatten, 3 Gemm, 2 Relu
+    QCOMPARE(m->graph().input(0).type().tensor_type().elem_type(), 1);  // float
+    // With it: the raw IDX pixels go in (uint8[N,28,28]) and the example's scale, mean/std and
+    // reshape run first.
+    w.action("exportDataConversion")->setChecked(true);
+    QVERIFY2(w.exportOnnxTo(path, false), qPrintable(w.lastError()));
+    m = dw::readOnnxFile(path.toStdString());
+    QVERIFY(m.ok());
+    st = dw::checkOnnxModel(*m, dw::CheckLevel::Full);
+    QVERIFY2(st.ok(), st.message().c_str());
+    QCOMPARE(m->graph().node_size(), 11);  // Cast, Mul, Sub, Mul, Reshape first
+    QCOMPARE(m->graph().node(0).op_type(), std::string("Cast"));
+    QCOMPARE(m->graph().input(0).type().tensor_type().elem_type(), 2);  // uint8
+    QCOMPARE(m->graph().input(0).type().tensor_type().shape().dim_size(), 3);
   }
 
   void importOnnxTestData() {

@@ -1,0 +1,909 @@
+#include "app/studio/data_panel.h"
+
+#include <QApplication>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QPainter>
+#include <QScrollArea>
+#include <QSettings>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "app/studio/params_panel.h"
+#include "nodes/type_syntax.h"
+
+namespace dw::studio {
+
+using namespace dw::engine::training;
+using dw::engine::DType;
+using dw::engine::Shape;
+using dw::engine::Tensor;
+
+namespace {
+
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+QString splitName(DataPanel::Split s) {
+  return s == DataPanel::kTrain        ? QObject::tr("Train")
+         : s == DataPanel::kValidation ? QObject::tr("Validation")
+                                       : QObject::tr("Test");
+}
+
+QString shapeText(const Shape& s) {
+  QStringList parts;
+  for (int64_t d : s) parts << QString::number(d);
+  return QStringLiteral("[%1]").arg(parts.join(QStringLiteral(",")));
+}
+
+// Up to 16 samples as a grid of thumbnails: uint8 or float images of [H,W], [C,H,W] (C = 1 or
+// 3) per sample, each scaled to its own min..max when it is not 8-bit.
+QPixmap thumbnails(const Tensor& t) {
+  if (t.rank() < 3) return {};
+  const int64_t n = t.dim(0);
+  int64_t c = 1, h = 0, w = 0;
+  if (t.rank() == 3) {
+    h = t.dim(1);
+    w = t.dim(2);
+  } else if (t.rank() == 4 && (t.dim(1) == 1 || t.dim(1) == 3)) {
+    c = t.dim(1);
+    h = t.dim(2);
+    w = t.dim(3);
+  } else {
+    return {};
+  }
+  if (h <= 0 || w <= 0 || h * w > 4096 * 4096) return {};
+  const int cell = 44, cols = 8;
+  const int rows = int((n + cols - 1) / cols);
+  QPixmap pix(cols * cell, rows * cell);
+  pix.fill(Qt::transparent);
+  QPainter p(&pix);
+  p.setRenderHint(QPainter::SmoothPixmapTransform);
+  const int64_t plane = h * w;
+  for (int64_t i = 0; i < n; ++i) {
+    double lo = 0, hi = 255;
+    if (t.dtype() != DType::kUInt8) {
+      lo = INFINITY;
+      hi = -INFINITY;
+      for (int64_t k = 0; k < c * plane; ++k) {
+        const double v = t.getDouble(i * c * plane + k);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      if (!(hi > lo)) hi = lo + 1;
+    }
+    QImage img(int(w), int(h), QImage::Format_RGB32);
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) {
+        int rgb[3];
+        for (int k = 0; k < 3; ++k) {
+          const int64_t ch = c == 3 ? k : 0;
+          const double v = t.getDouble(i * c * plane + ch * plane + y * w + x);
+          rgb[k] = std::clamp(int(std::lround((v - lo) / (hi - lo) * 255)), 0, 255);
+        }
+        img.setPixel(int(x), int(y), qRgb(rgb[0], rgb[1], rgb[2]));
+      }
+    const QRect r(int(i % cols) * cell + 2, int(i / cols) * cell + 2, cell - 4, cell - 4);
+    p.drawImage(r, img);
+  }
+  return pix;
+}
+
+// Samples per class as bars, with the class names (or indices) under them.
+QPixmap histogram(const std::vector<int64_t>& counts, const std::vector<std::string>& names) {
+  const int k = int(counts.size());
+  if (k == 0) return {};
+  const int barW = std::clamp(320 / k, 4, 32), height = 90, labelH = 14;
+  QPixmap pix(std::max(k * barW, 120), height + labelH);
+  pix.fill(Qt::transparent);
+  QPainter p(&pix);
+  const int64_t top = *std::max_element(counts.begin(), counts.end());
+  QFont f = p.font();
+  f.setPointSizeF(7);
+  p.setFont(f);
+  for (int i = 0; i < k; ++i) {
+    const int bh = top > 0 ? int(double(counts[size_t(i)]) / double(top) * (height - 12)) : 0;
+    p.fillRect(i * barW + 1, height - bh, barW - 2, bh, QColor(0x3b, 0x7d, 0xd8));
+    if (barW >= 12 || k <= 20) {
+      const QString label =
+          i < int(names.size()) ? qs(names[size_t(i)]).left(barW / 5 + 1) : QString::number(i);
+      p.drawText(QRect(i * barW, height, barW, labelH), Qt::AlignCenter, label);
+    }
+  }
+  p.drawText(QRect(0, 0, pix.width(), 12), Qt::AlignLeft, QObject::tr("max %1 per class").arg(top));
+  return pix;
+}
+
+QString tableHtml(const std::vector<std::string>& header,
+                  const std::vector<std::vector<std::string>>& rows) {
+  const size_t cols = std::min<size_t>(8, header.size());
+  QString html = QStringLiteral("<table cellspacing=0 cellpadding=2 style='font-size:small'><tr>");
+  for (size_t i = 0; i < cols; ++i)
+    html += QStringLiteral("<th>%1</th>").arg(qs(header[i]).toHtmlEscaped());
+  if (header.size() > cols) html += QStringLiteral("<th>…</th>");
+  html += QStringLiteral("</tr>");
+  for (const auto& r : rows) {
+    html += QStringLiteral("<tr>");
+    for (size_t i = 0; i < cols; ++i)
+      html +=
+          QStringLiteral("<td>%1</td>").arg(i < r.size() ? qs(r[i]).toHtmlEscaped() : QString());
+    if (header.size() > cols) html += QStringLiteral("<td>…</td>");
+    html += QStringLiteral("</tr>");
+  }
+  return html + QStringLiteral("</table>");
+}
+
+}  // namespace
+
+struct DataPanel::InputRow {
+  DataInput input;
+  DataFileSpec conv;  // format options and conversion; path unused
+  QString paths[3];
+  std::optional<SourceSummary> summary;
+  QString error;
+  bool inspected = false;
+
+  QGroupBox* box = nullptr;
+  QWidget* pathRow[3] = {};
+  QLineEdit* path[3] = {};
+  QPushButton* browse[3] = {};
+  QLabel* info = nullptr;
+  QLabel* preview = nullptr;
+  QLabel* fit = nullptr;
+  QPushButton* convert = nullptr;
+  QPushButton* changeInput = nullptr;
+  QComboBox* dtype = nullptr;
+  ScientificSpinBox *scale = nullptr, *mean = nullptr, *std = nullptr;
+  QPushButton* computeNorm = nullptr;
+  QLineEdit* reshape = nullptr;
+  QSpinBox* oneHot = nullptr;
+  QWidget* csvRow = nullptr;
+  QCheckBox* csvHeader = nullptr;
+  QComboBox* csvLabel = nullptr;
+  QComboBox* csvTake = nullptr;
+  QWidget* imageRow = nullptr;
+  QSpinBox *imageH = nullptr, *imageW = nullptr;
+  QComboBox* imageChannels = nullptr;
+  QComboBox* imageTake = nullptr;
+};
+
+DataPanel::DataPanel(GraphModel* model, QWidget* parent) : QWidget(parent), model_(model) {
+  lastDir_ = QSettings().value(QStringLiteral("dataPanel/lastDir")).toString();
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(4, 4, 4, 4);
+
+  auto* splits = new QGroupBox(tr("Splits"));
+  auto* form = new QFormLayout(splits);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  trainLimit_ = new QSpinBox;
+  trainLimit_->setRange(0, std::numeric_limits<int>::max());
+  trainLimit_->setSpecialValueText(tr("all"));
+  trainLimit_->setToolTip(tr("Train on the first N samples of the train sources (all: 0)"));
+  form->addRow(tr("Train samples"), trainLimit_);
+  auto splitRow = [this, form](const QString& label, QComboBox*& mode, QDoubleSpinBox*& fraction) {
+    mode = new QComboBox;
+    mode->addItems({tr("none"), tr("fraction of train"), tr("own sources")});
+    mode->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    fraction = new QDoubleSpinBox;
+    fraction->setRange(0, 0.9);
+    fraction->setSingleStep(0.05);
+    fraction->setDecimals(3);
+    auto* h = new QHBoxLayout;
+    h->setContentsMargins(0, 0, 0, 0);
+    h->addWidget(mode);
+    h->addWidget(fraction, 1);
+    auto* w = new QWidget;
+    w->setLayout(h);
+    form->addRow(label, w);
+    connect(mode, &QComboBox::currentIndexChanged, this, [this] {
+      updateSplitWidgets();
+      changed();
+    });
+    connect(fraction, &QDoubleSpinBox::valueChanged, this, [this] { changed(); });
+  };
+  splitRow(tr("Validation"), valMode_, valFraction_);
+  splitRow(tr("Test"), testMode_, testFraction_);
+  valMode_->setToolTip(tr("Evaluated after every epoch of Fit, and by Eval Step"));
+  testMode_->setToolTip(tr("Held out: evaluated by Eval Step when there is no validation split"));
+  summary_ = new QLabel;
+  summary_->setWordWrap(true);
+  form->addRow(summary_);
+  connect(trainLimit_, &QSpinBox::valueChanged, this, [this] { changed(); });
+  outer->addWidget(splits);
+
+  empty_ = new QLabel(
+      tr("The graph has no data inputs yet. Add an <b>Input</b> node (and a loss or Output Train "
+         "for its targets); each one gets its data here."));
+  empty_->setWordWrap(true);
+  outer->addWidget(empty_);
+
+  rowsHost_ = new QWidget;
+  auto* rowsLayout = new QVBoxLayout(rowsHost_);
+  rowsLayout->setContentsMargins(0, 0, 0, 0);
+  rowsLayout->addStretch();
+  auto* scroll = new QScrollArea;
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setWidget(rowsHost_);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll, 1);
+
+  refresh_.setSingleShot(true);
+  refresh_.setInterval(150);
+  connect(&refresh_, &QTimer::timeout, this, &DataPanel::refreshInputs);
+  connect(model_, &GraphModel::validated, this, [this] { refresh_.start(); });
+  updateSplitWidgets();
+}
+
+DataPanel::~DataPanel() = default;
+
+void DataPanel::setBaseDir(const QString& dir) {
+  baseDir_ = dir;
+}
+
+void DataPanel::setSpec(const DatasetSpec& spec, const QString& baseDir) {
+  loading_ = true;
+  baseDir_ = baseDir;
+  spec_ = spec;
+  for (auto& r : rows_) delete r->box;
+  rows_.clear();
+  valMode_->setCurrentIndex(!spec.validation.empty()   ? kOwnFiles
+                            : spec.validationSplit > 0 ? kFraction
+                                                       : kNone);
+  valFraction_->setValue(spec.validationSplit > 0 ? spec.validationSplit : 0.1);
+  testMode_->setCurrentIndex(!spec.test.empty()   ? kOwnFiles
+                             : spec.testSplit > 0 ? kFraction
+                                                  : kNone);
+  testFraction_->setValue(spec.testSplit > 0 ? spec.testSplit : 0.1);
+  trainLimit_->setValue(int(std::min<int64_t>(spec.trainLimit, std::numeric_limits<int>::max())));
+  loading_ = false;
+  refreshInputs();
+}
+
+std::vector<DataInput> DataPanel::graphInputs() const {
+  auto in = dataInputsOf(model_->graph());
+  if (in.ok()) return *in;
+  // A graph that does not lower yet still shows its Input nodes, typed as they say.
+  std::vector<DataInput> out;
+  for (const auto& [id, n] : model_->graph().nodes()) {
+    const NodeSpec* s = model_->graph().spec(n);
+    if (!s || s->kind != NodeKind::GraphInput) continue;
+    DataInput d;
+    d.name = n.name;
+    if (auto v = model_->graph().param(id, "type")) d.typeText = v->asString();
+    if (auto t = parseType(d.typeText); t.ok() && t->has_tensor_type()) {
+      d.dtype = dw::engine::dtypeFromOnnx(t->tensor_type().elem_type());
+      if (t->tensor_type().has_shape())
+        for (const auto& dim : t->tensor_type().shape().dim())
+          d.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+void DataPanel::refreshInputs() {
+  rebuildRows(graphInputs());
+}
+
+void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
+  // Rows are kept by input name, so a graph edit never loses a chosen source.
+  std::vector<std::unique_ptr<InputRow>> next;
+  bool structural = inputs.size() != rows_.size();
+  for (const DataInput& in : inputs) {
+    auto it = std::find_if(rows_.begin(), rows_.end(),
+                           [&](const auto& r) { return r && r->input.name == in.name; });
+    if (it != rows_.end()) {
+      const bool retyped = (*it)->input.typeText != in.typeText;
+      (*it)->input = in;
+      next.push_back(std::move(*it));
+      if (retyped) {
+        next.back()->box->setTitle(tr("%1 — takes %2").arg(qs(in.name), qs(in.typeText)));
+        updateFit(next.back().get());
+      }
+      continue;
+    }
+    structural = true;
+    auto r = std::make_unique<InputRow>();
+    r->input = in;
+    // The project's sources for this input, if it names any.
+    auto find = [&](const std::vector<DataFileSpec>& files) -> const DataFileSpec* {
+      for (const auto& f : files)
+        if (f.input == in.name) return &f;
+      return nullptr;
+    };
+    if (const DataFileSpec* f = find(spec_.train)) {
+      r->conv = *f;
+      r->paths[kTrain] = qs(f->path);
+    }
+    if (const DataFileSpec* f = find(spec_.validation)) r->paths[kValidation] = qs(f->path);
+    if (const DataFileSpec* f = find(spec_.test)) r->paths[kTest] = qs(f->path);
+    r->conv.input = in.name;
+
+    InputRow* row = r.get();
+    r->box = new QGroupBox(tr("%1 — takes %2").arg(qs(in.name), qs(in.typeText)));
+    r->box->setObjectName(QStringLiteral("data:") + qs(in.name));
+    r->box->setToolTip(in.target ? tr("A target: what the losses and metrics compare against")
+                                 : tr("A model input"));
+    auto* v = new QVBoxLayout(r->box);
+    v->setSpacing(3);
+    for (Split s : {kTrain, kValidation, kTest}) {
+      auto* h = new QHBoxLayout;
+      h->setContentsMargins(0, 0, 0, 0);
+      auto* label = new QLabel(splitName(s));
+      label->setMinimumWidth(62);
+      h->addWidget(label);
+      r->path[s] = new QLineEdit(r->paths[s]);
+      r->path[s]->setPlaceholderText(tr("a file (IDX, NPY, CSV) or an image folder"));
+      r->path[s]->setToolTip(r->paths[s]);
+      h->addWidget(r->path[s], 1);
+      r->browse[s] = new QPushButton(tr("Choose…"));
+      h->addWidget(r->browse[s]);
+      r->pathRow[s] = new QWidget;
+      r->pathRow[s]->setLayout(h);
+      v->addWidget(r->pathRow[s]);
+      connect(r->path[s], &QLineEdit::editingFinished, this, [this, row, s] {
+        if (row->path[s]->text() != row->paths[s]) setPath(row, s, row->path[s]->text());
+      });
+      connect(r->browse[s], &QPushButton::clicked, this, [this, row, s] { chooseFile(row, s); });
+    }
+    r->info = new QLabel;
+    r->info->setWordWrap(true);
+    r->info->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(r->info);
+    r->preview = new QLabel;
+    r->preview->setWordWrap(true);
+    v->addWidget(r->preview);
+
+    // Format options.
+    r->csvRow = new QWidget;
+    {
+      auto* h = new QHBoxLayout(r->csvRow);
+      h->setContentsMargins(0, 0, 0, 0);
+      r->csvHeader = new QCheckBox(tr("Header row"));
+      r->csvHeader->setChecked(r->conv.csvHeader);
+      r->csvLabel = new QComboBox;
+      r->csvLabel->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+      r->csvTake = new QComboBox;
+      r->csvTake->addItems({tr("feature columns"), tr("label column")});
+      r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
+      h->addWidget(r->csvHeader);
+      h->addWidget(new QLabel(tr("Label column")));
+      h->addWidget(r->csvLabel, 1);
+      h->addWidget(new QLabel(tr("Takes")));
+      h->addWidget(r->csvTake);
+      connect(r->csvHeader, &QCheckBox::toggled, this, [this, row](bool on) {
+        row->conv.csvHeader = on;
+        inspect(row);
+        changed();
+      });
+      connect(r->csvLabel, &QComboBox::activated, this, [this, row] {
+        row->conv.csvLabelColumn = row->csvLabel->currentIndex() <= 0
+                                       ? std::string()
+                                       : row->csvLabel->currentText().toStdString();
+        inspect(row);
+        changed();
+      });
+      connect(r->csvTake, &QComboBox::activated, this, [this, row](int i) {
+        row->conv.csvTakeLabel = i == 1;
+        inspect(row);
+        changed();
+      });
+    }
+    v->addWidget(r->csvRow);
+    r->imageRow = new QWidget;
+    {
+      auto* h = new QHBoxLayout(r->imageRow);
+      h->setContentsMargins(0, 0, 0, 0);
+      r->imageTake = new QComboBox;
+      r->imageTake->addItems({tr("pixels"), tr("class index")});
+      r->imageTake->setCurrentIndex(r->conv.imageTakeLabel ? 1 : 0);
+      r->imageH = new QSpinBox;
+      r->imageW = new QSpinBox;
+      for (QSpinBox* b : {r->imageH, r->imageW}) {
+        b->setRange(0, 8192);
+        b->setSpecialValueText(tr("keep"));
+      }
+      r->imageH->setValue(int(r->conv.imageHeight));
+      r->imageW->setValue(int(r->conv.imageWidth));
+      r->imageChannels = new QComboBox;
+      r->imageChannels->addItems({tr("keep"), tr("grey"), QString(), tr("RGB")});
+      r->imageChannels->removeItem(2);
+      r->imageChannels->setCurrentIndex(r->conv.imageChannels == 1   ? 1
+                                        : r->conv.imageChannels == 3 ? 2
+                                                                     : 0);
+      h->addWidget(new QLabel(tr("Takes")));
+      h->addWidget(r->imageTake);
+      h->addWidget(new QLabel(tr("Size")));
+      h->addWidget(r->imageH);
+      h->addWidget(new QLabel(QStringLiteral("×")));
+      h->addWidget(r->imageW);
+      h->addWidget(r->imageChannels);
+      auto apply = [this, row] {
+        row->conv.imageTakeLabel = row->imageTake->currentIndex() == 1;
+        row->conv.imageHeight = row->imageH->value();
+        row->conv.imageWidth = row->imageW->value();
+        const int c = row->imageChannels->currentIndex();
+        row->conv.imageChannels = c == 1 ? 1 : c == 2 ? 3 : 0;
+        inspect(row);
+        changed();
+      };
+      connect(r->imageTake, &QComboBox::activated, this, apply);
+      connect(r->imageChannels, &QComboBox::activated, this, apply);
+      connect(r->imageH, &QSpinBox::editingFinished, this, apply);
+      connect(r->imageW, &QSpinBox::editingFinished, this, apply);
+    }
+    v->addWidget(r->imageRow);
+
+    // Conversion.
+    auto* conv = new QWidget;
+    auto* grid = new QFormLayout(conv);
+    grid->setContentsMargins(0, 0, 0, 0);
+    grid->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    r->dtype = new QComboBox;
+    r->dtype->addItems({tr("as stored"), "float32", "int64", "int32", "uint8", "double"});
+    r->dtype->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    r->scale = new ScientificSpinBox;
+    r->mean = new ScientificSpinBox;
+    r->std = new ScientificSpinBox;
+    r->scale->setToolTip(tr("Each value is multiplied by this first (1/255 for 8-bit images)"));
+    r->mean->setToolTip(tr("Then this is subtracted"));
+    r->std->setToolTip(tr("Then the result is divided by this"));
+    r->computeNorm = new QPushButton(tr("Compute from train"));
+    r->computeNorm->setToolTip(
+        tr("Mean and standard deviation of the train samples after the scale"));
+    auto* normRow = new QHBoxLayout;
+    normRow->addWidget(new QLabel(tr("× ")));
+    normRow->addWidget(r->scale, 1);
+    normRow->addWidget(new QLabel(tr("− mean")));
+    normRow->addWidget(r->mean, 1);
+    normRow->addWidget(new QLabel(tr("÷ std")));
+    normRow->addWidget(r->std, 1);
+    auto* normHost = new QWidget;
+    normRow->setContentsMargins(0, 0, 0, 0);
+    normHost->setLayout(normRow);
+    r->reshape = new QLineEdit;
+    r->reshape->setPlaceholderText(tr("per sample, e.g. 1,28,28 (empty: keep)"));
+    r->oneHot = new QSpinBox;
+    r->oneHot->setRange(0, 100000);
+    r->oneHot->setSpecialValueText(tr("off (class indices)"));
+    r->oneHot->setToolTip(tr("Turn class indices into one-hot rows of this many classes"));
+    auto* dtypeRow = new QHBoxLayout;
+    dtypeRow->setContentsMargins(0, 0, 0, 0);
+    dtypeRow->addWidget(r->dtype);
+    dtypeRow->addWidget(new QLabel(tr("One-hot")));
+    dtypeRow->addWidget(r->oneHot, 1);
+    auto* dtypeHost = new QWidget;
+    dtypeHost->setLayout(dtypeRow);
+    grid->addRow(tr("Type"), dtypeHost);
+    grid->addRow(tr("Scale"), normHost);
+    grid->addRow(QString(), r->computeNorm);
+    grid->addRow(tr("Reshape"), r->reshape);
+    v->addWidget(conv);
+    auto edited = [this, row] {
+      if (loading_) return;
+      widgetsToConversion(row);
+      updateFit(row);
+      changed();
+    };
+    connect(r->dtype, &QComboBox::activated, this, edited);
+    for (auto* b : {r->scale, r->mean, r->std})
+      connect(b, &QDoubleSpinBox::valueChanged, this, edited);
+    connect(r->oneHot, &QSpinBox::valueChanged, this, edited);
+    connect(r->reshape, &QLineEdit::editingFinished, this, edited);
+    connect(r->computeNorm, &QPushButton::clicked, this,
+            [this, row] { computeNormalization(row); });
+
+    r->fit = new QLabel;
+    r->fit->setWordWrap(true);
+    r->fit->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(r->fit);
+    auto* fixes = new QHBoxLayout;
+    r->convert = new QPushButton(tr("Convert the data"));
+    r->convert->setToolTip(tr("Apply the proposed conversion (shown above); undo by editing it"));
+    r->changeInput = new QPushButton(tr("Change the Input"));
+    r->changeInput->setToolTip(tr("Set the Input node's type to what the data holds"));
+    fixes->addWidget(r->convert);
+    fixes->addWidget(r->changeInput);
+    fixes->addStretch();
+    v->addLayout(fixes);
+    connect(r->convert, &QPushButton::clicked, this, [this, row] { applyProposal(row); });
+    connect(r->changeInput, &QPushButton::clicked, this, [this, row] { changeInput(row); });
+
+    conversionToWidgets(row);
+    next.push_back(std::move(r));
+  }
+  for (auto& r : rows_)
+    if (r) delete r->box;  // inputs gone from the graph
+  rows_ = std::move(next);
+  if (structural) {
+    auto* layout = static_cast<QVBoxLayout*>(rowsHost_->layout());
+    for (auto& r : rows_) layout->removeWidget(r->box);
+    int i = 0;
+    for (auto& r : rows_) layout->insertWidget(i++, r->box);
+  }
+  empty_->setVisible(rows_.empty());
+  updateSplitWidgets();
+  for (auto& r : rows_)
+    if (!r->inspected) inspect(r.get());
+  updateSummary();
+}
+
+void DataPanel::updateSplitWidgets() {
+  valFraction_->setVisible(valMode_->currentIndex() == kFraction);
+  testFraction_->setVisible(testMode_->currentIndex() == kFraction);
+  for (auto& r : rows_) {
+    r->pathRow[kValidation]->setVisible(valMode_->currentIndex() == kOwnFiles);
+    r->pathRow[kTest]->setVisible(testMode_->currentIndex() == kOwnFiles);
+  }
+  updateSummary();
+}
+
+void DataPanel::chooseFile(InputRow* r, Split split) {
+  const QString start =
+      r->paths[split].isEmpty() ? lastDir_ : QFileInfo(r->paths[split]).absolutePath();
+  QFileDialog dialog(this, tr("Data for %1 (%2)").arg(qs(r->input.name), splitName(split)), start,
+                     tr("Data files (*.gz *ubyte* *.idx *.npy *.csv *.tsv);;All files (*)"));
+  dialog.setFileMode(QFileDialog::ExistingFile);
+  // A folder of class subfolders is a source too: let the dialog pick either.
+  dialog.setOption(QFileDialog::DontUseNativeDialog, true);
+  dialog.setLabelText(QFileDialog::Accept, tr("Choose"));
+  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
+  const QString path = dialog.selectedFiles().first();
+  lastDir_ = QFileInfo(path).absolutePath();
+  QSettings().setValue(QStringLiteral("dataPanel/lastDir"), lastDir_);
+  setPath(r, split, path);
+}
+
+void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
+  r->paths[split] = path.trimmed();
+  {
+    const QSignalBlocker b(r->path[split]);
+    r->path[split]->setText(r->paths[split]);
+    r->path[split]->setToolTip(r->paths[split]);
+  }
+  if (split == kTrain) {
+    // A new source may be another format: its format options start over.
+    r->conv.format.clear();
+    inspect(r);
+  } else {
+    // Other splits are read with the train source's conversion; check they exist now.
+    DataFileSpec probe = r->conv;
+    probe.path = r->paths[split].toStdString();
+    if (!r->paths[split].isEmpty()) {
+      auto s = inspectSource(probe, baseDir_.toStdString());
+      if (!s.ok())
+        r->info->setText(tr("<span style='color:#b00020'>%1: %2</span>")
+                             .arg(splitName(split), qs(s.message()).toHtmlEscaped()));
+    }
+  }
+  changed();
+}
+
+void DataPanel::inspect(InputRow* r) {
+  r->inspected = true;
+  r->summary.reset();
+  r->error.clear();
+  if (!r->paths[kTrain].isEmpty()) {
+    DataFileSpec probe = r->conv;
+    probe.path = r->paths[kTrain].toStdString();
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    auto s = inspectSource(probe, baseDir_.toStdString());
+    QApplication::restoreOverrideCursor();
+    if (s.ok()) {
+      r->summary = std::move(s.value());
+      r->conv.format = r->summary->format;
+    } else {
+      r->error = qs(s.message());
+    }
+  }
+  showSummary(r);
+  updateFit(r);
+  updateSummary();
+}
+
+void DataPanel::showSummary(InputRow* r) {
+  const bool csv = r->summary && r->summary->format == "csv";
+  const bool images = r->summary && r->summary->format == "images";
+  r->csvRow->setVisible(csv);
+  r->imageRow->setVisible(images);
+  r->preview->clear();
+  if (!r->error.isEmpty()) {
+    r->info->setText(
+        QStringLiteral("<span style='color:#b00020'>%1</span>").arg(r->error.toHtmlEscaped()));
+    return;
+  }
+  if (!r->summary) {
+    r->info->setText(tr("<i>Choose a source for the train split.</i>"));
+    return;
+  }
+  const SourceSummary& s = *r->summary;
+  r->info->setText(tr("%1 · %2 samples · %3%4")
+                       .arg(s.format.c_str())
+                       .arg(QLocale().toString(qlonglong(s.samples)))
+                       .arg(dw::engine::dtypeName(s.dtype))
+                       .arg(shapeText(s.sampleShape)));
+  if (csv) {
+    const QSignalBlocker b(r->csvLabel);
+    r->csvLabel->clear();
+    r->csvLabel->addItem(tr("(none)"));
+    for (const auto& c : s.csvColumns) r->csvLabel->addItem(qs(c));
+    const int i = r->csvLabel->findText(qs(r->conv.csvLabelColumn));
+    r->csvLabel->setCurrentIndex(std::max(0, i));
+  }
+  if (s.isLabels()) {
+    r->preview->setPixmap(histogram(s.labelCounts, s.classes));
+    r->preview->setToolTip(tr("Samples per class"));
+  } else if (csv) {
+    r->preview->setText(tableHtml(s.csvColumns, s.previewRows));
+  } else {
+    QPixmap pix = thumbnails(s.preview);
+    if (!pix.isNull()) {
+      r->preview->setPixmap(pix);
+      r->preview->setToolTip(tr("The first samples, as stored"));
+    } else if (s.preview.defined() && s.preview.size() > 0) {
+      QStringList vals;
+      for (int64_t i = 0; i < std::min<int64_t>(8, s.preview.size()); ++i)
+        vals << QString::number(s.preview.getDouble(i), 'g', 4);
+      r->preview->setText(tr("first values: %1…").arg(vals.join(QStringLiteral(", "))));
+    }
+  }
+}
+
+void DataPanel::conversionToWidgets(InputRow* r) {
+  const bool was = loading_;
+  loading_ = true;
+  const DataFileSpec& c = r->conv;
+  const int d =
+      c.dtype.empty() ? 0 : r->dtype->findText(qs(c.dtype == "float" ? "float32" : c.dtype));
+  r->dtype->setCurrentIndex(std::max(0, d));
+  r->scale->setValue(c.normalization.scale);
+  r->mean->setValue(c.normalization.mean);
+  r->std->setValue(c.normalization.std);
+  QStringList dims;
+  for (int64_t x : c.shape) dims << QString::number(x);
+  r->reshape->setText(dims.join(QStringLiteral(",")));
+  r->oneHot->setValue(int(c.oneHot));
+  r->imageH->setValue(int(c.imageHeight));
+  r->imageW->setValue(int(c.imageWidth));
+  r->imageChannels->setCurrentIndex(c.imageChannels == 1 ? 1 : c.imageChannels == 3 ? 2 : 0);
+  loading_ = was;
+}
+
+void DataPanel::widgetsToConversion(InputRow* r) {
+  DataFileSpec& c = r->conv;
+  c.dtype = r->dtype->currentIndex() == 0 ? std::string() : r->dtype->currentText().toStdString();
+  c.normalization.scale = r->scale->value();
+  c.normalization.mean = r->mean->value();
+  c.normalization.std = r->std->value() == 0 ? 1.0 : r->std->value();
+  c.shape.clear();
+  for (const QString& part : r->reshape->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    bool ok = false;
+    const qlonglong v = part.trimmed().toLongLong(&ok);
+    if (ok && v > 0) c.shape.push_back(v);
+  }
+  c.oneHot = r->oneHot->value();
+}
+
+void DataPanel::updateFit(InputRow* r) {
+  r->convert->setEnabled(false);
+  r->changeInput->setEnabled(false);
+  if (!r->summary) {
+    r->fit->clear();
+    r->convert->hide();
+    r->changeInput->hide();
+    return;
+  }
+  const std::string misfit = checkFit(*r->summary, r->conv, r->input);
+  const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+  QString text;
+  if (misfit.empty()) {
+    text = QStringLiteral("<span style='color:#1b7a30'>✔ %1</span>")
+               .arg(tr("Fits input '%1' (%2).").arg(qs(r->input.name), qs(r->input.typeText)));
+    if (p.changes && p.fits)
+      text += QStringLiteral("<br>") + tr("Suggested: %1").arg(qs(p.message));
+  } else {
+    text =
+        QStringLiteral("<span style='color:#b00020'>✘ %1.</span>").arg(qs(misfit).toHtmlEscaped());
+    if (p.fits && p.changes)
+      text += QStringLiteral("<br>") + tr("Proposed: %1").arg(qs(p.message).toHtmlEscaped());
+  }
+  r->fit->setText(text);
+  r->convert->setVisible(p.changes);
+  r->convert->setEnabled(p.changes && p.fits);
+  // Only an Input node's type can change; a target's type comes from its loss.
+  bool isInputNode = false;
+  for (const auto& [id, n] : model_->graph().nodes()) {
+    const NodeSpec* s = model_->graph().spec(n);
+    if (s && s->kind == NodeKind::GraphInput && n.name == r->input.name) isInputNode = true;
+  }
+  const bool canChange = isInputNode && !misfit.empty() && p.inputTypeForData != r->input.typeText;
+  r->changeInput->setVisible(canChange);
+  r->changeInput->setEnabled(canChange);
+  r->changeInput->setToolTip(
+      tr("Set input '%1' to %2").arg(qs(r->input.name), qs(p.inputTypeForData)));
+}
+
+void DataPanel::applyProposal(InputRow* r) {
+  if (!r->summary) return;
+  const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+  const bool reinspect = p.spec.imageHeight != r->conv.imageHeight ||
+                         p.spec.imageWidth != r->conv.imageWidth ||
+                         p.spec.imageChannels != r->conv.imageChannels;
+  r->conv = p.spec;
+  conversionToWidgets(r);
+  if (reinspect)
+    inspect(r);
+  else
+    updateFit(r);
+  changed();
+}
+
+void DataPanel::changeInput(InputRow* r) {
+  if (!r->summary) return;
+  const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+  for (const auto& [id, n] : model_->graph().nodes()) {
+    const NodeSpec* s = model_->graph().spec(n);
+    if (s && s->kind == NodeKind::GraphInput && n.name == r->input.name) {
+      Status st = model_->setParam(id, "type", Param::makeString(p.inputTypeForData));
+      if (!st.ok()) r->fit->setText(qs(st.message()).toHtmlEscaped());
+      break;
+    }
+  }
+  model_->validateNow();
+  refreshInputs();
+}
+
+void DataPanel::computeNormalization(InputRow* r) {
+  if (r->paths[kTrain].isEmpty()) return;
+  DataFileSpec probe = r->conv;
+  probe.path = r->paths[kTrain].toStdString();
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  auto n = dw::engine::training::computeNormalization(probe, baseDir_.toStdString(),
+                                                      trainLimit_->value());
+  QApplication::restoreOverrideCursor();
+  if (!n.ok()) {
+    r->fit->setText(QStringLiteral("<span style='color:#b00020'>%1</span>")
+                        .arg(qs(n.message()).toHtmlEscaped()));
+    return;
+  }
+  r->conv.normalization = *n;
+  conversionToWidgets(r);
+  updateFit(r);
+  changed();
+}
+
+void DataPanel::changed() {
+  if (loading_) return;
+  updateSummary();
+  emit specChanged();
+}
+
+void DataPanel::updateSummary() {
+  int64_t n = -1;
+  for (auto& r : rows_)
+    if (r->summary) n = n < 0 ? r->summary->samples : std::min(n, r->summary->samples);
+  if (n < 0) {
+    summary_->setText(tr("<i>No train source yet.</i>"));
+    return;
+  }
+  if (trainLimit_->value() > 0) n = std::min<int64_t>(n, trainLimit_->value());
+  const double vs = valMode_->currentIndex() == kFraction ? valFraction_->value() : 0;
+  const double ts = testMode_->currentIndex() == kFraction ? testFraction_->value() : 0;
+  const SplitSizes s = splitSizes(n, vs, ts);
+  auto count = [](int64_t v) { return QLocale().toString(qlonglong(v)); };
+  QString text = tr("Train %1").arg(count(s.train));
+  text += tr(" · validation %1")
+              .arg(valMode_->currentIndex() == kOwnFiles   ? tr("own sources")
+                   : valMode_->currentIndex() == kFraction ? count(s.validation)
+                                                           : tr("none"));
+  text += tr(" · test %1")
+              .arg(testMode_->currentIndex() == kOwnFiles   ? tr("own sources")
+                   : testMode_->currentIndex() == kFraction ? count(s.test)
+                                                            : tr("none"));
+  summary_->setText(text);
+}
+
+DatasetSpec DataPanel::spec() const {
+  DatasetSpec d;
+  d.trainLimit = trainLimit_->value();
+  if (valMode_->currentIndex() == kFraction) d.validationSplit = valFraction_->value();
+  if (testMode_->currentIndex() == kFraction) d.testSplit = testFraction_->value();
+  for (const auto& r : rows_) {
+    auto add = [&](Split s, std::vector<DataFileSpec>& to) {
+      if (r->paths[s].isEmpty()) return;
+      DataFileSpec f = r->conv;
+      f.input = r->input.name;
+      f.path = r->paths[s].toStdString();
+      to.push_back(std::move(f));
+    };
+    add(kTrain, d.train);
+    if (valMode_->currentIndex() == kOwnFiles) add(kValidation, d.validation);
+    if (testMode_->currentIndex() == kOwnFiles) add(kTest, d.test);
+  }
+  return d;
+}
+
+QString DataPanel::readiness() const {
+  if (rows_.empty()) return tr("the graph has no data inputs");
+  QStringList missing, misfit;
+  for (const auto& r : rows_) {
+    if (r->paths[kTrain].isEmpty())
+      missing << qs(r->input.name);
+    else if (!r->error.isEmpty())
+      misfit << tr("%1: %2").arg(qs(r->input.name), r->error);
+    else if (r->summary) {
+      const std::string m = checkFit(*r->summary, r->conv, r->input);
+      if (!m.empty()) misfit << qs(m);
+    }
+  }
+  if (!missing.isEmpty())
+    return tr("choose a train source for %1 in the Data panel").arg(missing.join(tr(", ")));
+  if (!misfit.isEmpty()) return misfit.join(QStringLiteral("; "));
+  return QString();
+}
+
+DataPanel::InputRow* DataPanel::row(const QString& input) const {
+  for (const auto& r : rows_)
+    if (qs(r->input.name) == input) return r.get();
+  return nullptr;
+}
+QLineEdit* DataPanel::pathEdit(const QString& input, Split split) const {
+  auto* r = row(input);
+  return r ? r->path[split] : nullptr;
+}
+QPushButton* DataPanel::browseButton(const QString& input, Split split) const {
+  auto* r = row(input);
+  return r ? r->browse[split] : nullptr;
+}
+QPushButton* DataPanel::convertButton(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->convert : nullptr;
+}
+QPushButton* DataPanel::changeInputButton(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->changeInput : nullptr;
+}
+QLabel* DataPanel::fitLabel(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->fit : nullptr;
+}
+QLabel* DataPanel::infoLabel(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->info : nullptr;
+}
+QLabel* DataPanel::previewLabel(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->preview : nullptr;
+}
+QPushButton* DataPanel::computeNormButton(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->computeNorm : nullptr;
+}
+QComboBox* DataPanel::csvLabelColumnBox(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->csvLabel : nullptr;
+}
+QComboBox* DataPanel::csvTakeBox(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->csvTake : nullptr;
+}
+QComboBox* DataPanel::imageTakeBox(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->imageTake : nullptr;
+}
+QSpinBox* DataPanel::imageSizeBox(const QString& input, bool width) const {
+  auto* r = row(input);
+  return r ? (width ? r->imageW : r->imageH) : nullptr;
+}
+QStringList DataPanel::inputNames() const {
+  QStringList names;
+  for (const auto& r : rows_) names << qs(r->input.name);
+  return names;
+}
+
+}  // namespace dw::studio

@@ -1,0 +1,106 @@
+// The Data dock: where each data input of the graph (a model Input, or the target of a loss or
+// metric) gets its training, validation and test sources, and how they are converted to what the
+// input takes. Everything it shows comes from engine/training/data_source.h, the same functions
+// `deepwire train` loads with, so what the panel proposes is what training does.
+//
+// Per input: a file (or image folder) for train and, when the split has its own sources, for
+// validation and test; what the source holds (samples, shape, dtype, a preview: thumbnails,
+// table rows or a label histogram); the conversion (dtype, scale, mean/std, one-hot, reshape,
+// image size); and one sentence saying whether the data fits the input, with the fix one click
+// away: "Convert the data" or "Change the Input".
+#pragma once
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QGroupBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTimer>
+#include <optional>
+#include <vector>
+
+#include "app/studio/graph_model.h"
+#include "engine/training/data_source.h"
+
+namespace dw::studio {
+
+class DataPanel : public QWidget {
+  Q_OBJECT
+ public:
+  enum Split { kTrain = 0, kValidation = 1, kTest = 2 };
+  enum SplitMode { kNone = 0, kFraction = 1, kOwnFiles = 2 };
+
+  explicit DataPanel(GraphModel* model, QWidget* parent = nullptr);
+  ~DataPanel() override;
+
+  // The project's dataset (on open / new) and the folder relative paths resolve against.
+  void setSpec(const dw::engine::training::DatasetSpec& spec, const QString& baseDir);
+  void setBaseDir(const QString& dir);
+  dw::engine::training::DatasetSpec spec() const;
+  // "" when every data input has a train source that fits it; else what is missing or wrong.
+  QString readiness() const;
+
+  // The widgets a test (or a user) drives.
+  struct InputRow;
+  InputRow* row(const QString& input) const;
+  QLineEdit* pathEdit(const QString& input, Split split = kTrain) const;
+  QPushButton* browseButton(const QString& input, Split split = kTrain) const;
+  QPushButton* convertButton(const QString& input) const;
+  QPushButton* changeInputButton(const QString& input) const;
+  QLabel* fitLabel(const QString& input) const;
+  QLabel* infoLabel(const QString& input) const;
+  QLabel* previewLabel(const QString& input) const;
+  QPushButton* computeNormButton(const QString& input) const;
+  QComboBox* csvLabelColumnBox(const QString& input) const;
+  QComboBox* csvTakeBox(const QString& input) const;
+  QComboBox* imageTakeBox(const QString& input) const;
+  QSpinBox* imageSizeBox(const QString& input, bool width) const;
+  QComboBox* splitModeBox(Split split) const { return split == kTest ? testMode_ : valMode_; }
+  QDoubleSpinBox* splitFractionBox(Split split) const {
+    return split == kTest ? testFraction_ : valFraction_;
+  }
+  QSpinBox* trainLimitBox() const { return trainLimit_; }
+  QLabel* summaryLabel() const { return summary_; }
+  QStringList inputNames() const;
+  // Re-reads the graph's data inputs now (normally debounced after edits).
+  void refreshInputs();
+
+ signals:
+  void specChanged();  // a source, conversion or split changed
+
+ private:
+  void rebuildRows(const std::vector<dw::engine::training::DataInput>& inputs);
+  void chooseFile(InputRow* r, Split split);
+  void setPath(InputRow* r, Split split, const QString& path);
+  void inspect(InputRow* r);
+  void showSummary(InputRow* r);
+  void updateFit(InputRow* r);
+  void conversionToWidgets(InputRow* r);
+  void widgetsToConversion(InputRow* r);
+  void applyProposal(InputRow* r);
+  void changeInput(InputRow* r);
+  void computeNormalization(InputRow* r);
+  void updateSplitWidgets();
+  void updateSummary();
+  void changed();
+  std::vector<dw::engine::training::DataInput> graphInputs() const;
+
+  GraphModel* model_;
+  QString baseDir_;
+  QString lastDir_;
+  dw::engine::training::DatasetSpec spec_;  // what setSpec gave, for inputs not on the canvas
+  std::vector<std::unique_ptr<InputRow>> rows_;
+  QWidget* rowsHost_;
+  QComboBox *valMode_, *testMode_;
+  QDoubleSpinBox *valFraction_, *testFraction_;
+  QSpinBox* trainLimit_;
+  QLabel* summary_;
+  QLabel* empty_;
+  QTimer refresh_;
+  bool loading_ = false;
+};
+
+}  // namespace dw::studio

@@ -1,0 +1,749 @@
+#include "engine/training/data_source.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include "engine/onnx_attrs.h"
+#include "engine/training/image_folder.h"
+#include "graphs/graph.h"
+#include "graphs/onnx_export.h"
+#include "nodes/type_syntax.h"
+
+namespace dw::engine::training {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Engine dtypes by the names the project JSON and the panel use (ONNX's, plus float32).
+DType dtypeByName(const std::string& name) {
+  if (name == "float32") return DType::kFloat;
+  for (DType t : {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+                  DType::kInt16, DType::kInt32, DType::kInt64, DType::kUInt8, DType::kUInt16,
+                  DType::kUInt32, DType::kUInt64, DType::kBool})
+    if (name == dtypeName(t)) return t;
+  return DType::kUndefined;
+}
+
+bool isIntegral(DType t) {
+  switch (t) {
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string dimsText(const std::vector<int64_t>& dims, bool batch) {
+  std::string s = "[";
+  if (batch) s += "N";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (batch || i > 0) s += ",";
+    s += dims[i] < 0 ? "?" : std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+std::string typeText(DType t, const std::vector<int64_t>& sampleShape) {
+  return std::string(dtypeName(t)) + dimsText(sampleShape, true);
+}
+
+std::string fileName(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  return name.empty() ? path : name;
+}
+
+bool wantsFloat(const DataFileSpec& s) {
+  return !s.normalization.isIdentity() || s.dtype == "float" || s.dtype == "float32";
+}
+
+// The CSV options a spec asks for (labels as int64: class indices).
+CsvOptions csvOptions(const DataFileSpec& s) {
+  CsvOptions o;
+  o.header = s.csvHeader;
+  o.labelColumn = s.csvLabelColumn;
+  o.featureColumns = s.csvFeatureColumns;
+  return o;
+}
+
+ImageFolderOptions imageOptions(const DataFileSpec& s) {
+  ImageFolderOptions o;
+  o.height = s.imageHeight;
+  o.width = s.imageWidth;
+  o.channels = s.imageChannels;
+  return o;
+}
+
+// A source as stored: the tensor a spec reads before any conversion.
+Result<Tensor> readRaw(const DataFileSpec& spec, const std::string& path, const std::string& format,
+                       int64_t limit) {
+  if (format == "idx") return readIdx(path);
+  if (format == "npy") return readNpy(path);
+  if (format == "csv") {
+    auto r = readCsv(path, csvOptions(spec));
+    if (!r) return r.status();
+    if (spec.csvTakeLabel) {
+      if (!r->labels)
+        return Status::error(path +
+                             ": this source takes the label column, but none is chosen; "
+                             "choose the CSV's label column");
+      return *r->labels;
+    }
+    return r->features;
+  }
+  if (format == "images") {
+    auto r = readImageFolder(path, imageOptions(spec), limit);
+    if (!r) return r.status();
+    return spec.imageTakeLabel ? r->labels : r->images;
+  }
+  return Status::error(path + ": format '" + format +
+                       "' is not supported; use idx, npy, csv or images (a folder)");
+}
+
+// Class indices [n] (or [n, 1]) to one-hot float rows [n, classes].
+Result<Tensor> oneHot(const Tensor& t, int64_t classes, const std::string& path) {
+  if (!isIntegral(t.dtype()) && !isFloating(t.dtype()))
+    return Status::error(path + ": one-hot needs class indices, not " + dtypeName(t.dtype()));
+  const int64_t n = t.rank() ? t.dim(0) : 1;
+  if (t.size() != n)
+    return Status::error(path + ": one-hot needs one class index per sample, the data holds " +
+                         shapeToString(t.shape()));
+  Tensor out(DType::kFloat, {n, classes});
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = t.getDouble(i);
+    if (v < 0 || v >= static_cast<double>(classes) || v != std::floor(v))
+      return Status::error(path + ": sample " + std::to_string(i) + " has class " +
+                           std::to_string(v) + ", outside 0.." + std::to_string(classes - 1) +
+                           "; raise the one-hot class count or fix the labels");
+    o[i * classes + static_cast<int64_t>(v)] = 1.0f;
+  }
+  return out;
+}
+
+// Applies a spec's conversion to a source as stored: normalize (to float) or cast, then one-hot,
+// then the per-sample reshape.
+Result<Tensor> convert(Tensor t, const DataFileSpec& spec, const std::string& path) {
+  if (wantsFloat(spec)) {
+    auto r = normalize(t, spec.normalization);
+    if (!r) return r.status().withContext(path);
+    t = std::move(r.value());
+  } else if (!spec.dtype.empty()) {
+    const DType to = dtypeByName(spec.dtype);
+    if (to == DType::kUndefined)
+      return Status::error(path + ": dtype '" + spec.dtype +
+                           "' is not supported; use float32, int64, int32, uint8, ...");
+    if (to != t.dtype()) {
+      auto r = t.cast(to);
+      if (!r) return r.status().withContext(path);
+      t = std::move(r.value());
+    }
+  }
+  if (spec.oneHot > 0) {
+    auto r = oneHot(t, spec.oneHot, path);
+    if (!r) return r.status();
+    t = std::move(r.value());
+  }
+  if (!spec.shape.empty()) {
+    Shape s{t.rank() ? t.dim(0) : 1};
+    s.insert(s.end(), spec.shape.begin(), spec.shape.end());
+    if (numElements(s) != t.size())
+      return Status::error(path + ": cannot reshape " + shapeToString(t.shape()) + " to " +
+                           shapeToString(s) + " (\"shape\" is the per-sample shape)");
+    t = t.reshaped(s);
+  }
+  return t;
+}
+
+// The dtype and per-sample shape a spec's conversion gives a source (what checkFit compares).
+std::pair<DType, Shape> convertedType(const SourceSummary& src, const DataFileSpec& spec) {
+  DType t = src.dtype;
+  Shape s = src.sampleShape;
+  if (src.format == "images" && !spec.imageTakeLabel && s.size() == 3) {
+    if (spec.imageChannels > 0) s[0] = spec.imageChannels;
+    if (spec.imageHeight > 0) s[1] = spec.imageHeight;
+    if (spec.imageWidth > 0) s[2] = spec.imageWidth;
+  }
+  if (wantsFloat(spec))
+    t = DType::kFloat;
+  else if (!spec.dtype.empty() && dtypeByName(spec.dtype) != DType::kUndefined)
+    t = dtypeByName(spec.dtype);
+  if (spec.oneHot > 0) {
+    t = DType::kFloat;
+    s = {spec.oneHot};
+  }
+  if (!spec.shape.empty() && numElements(spec.shape) == numElements(s)) s = spec.shape;
+  return {t, s};
+}
+
+std::vector<int64_t> perSample(const DataInput& in) {
+  if (in.shape.empty()) return {};
+  return std::vector<int64_t>(in.shape.begin() + 1, in.shape.end());
+}
+
+bool fullyKnown(const std::vector<int64_t>& dims) {
+  return std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
+}
+
+}  // namespace
+
+bool DataFileSpec::convertsData() const {
+  return wantsFloat(*this) || !dtype.empty() || oneHot > 0 || !shape.empty();
+}
+
+std::string resolvePath(const std::string& path, const std::string& baseDir) {
+  fs::path p(path);
+  if (p.is_relative() && !baseDir.empty()) p = fs::path(baseDir) / p;
+  return p.string();
+}
+
+Result<std::string> detectFormat(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return std::string("images");
+  std::string name = lower(fs::path(path).filename().string());
+  if (endsWith(name, ".gz")) name = name.substr(0, name.size() - 3);
+  if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos)
+    return std::string("idx");
+  if (endsWith(name, ".npy")) return std::string("npy");
+  if (endsWith(name, ".csv") || endsWith(name, ".tsv")) return std::string("csv");
+  return Status::error(path +
+                       ": cannot tell the format from the name; choose idx (MNIST-style), npy, "
+                       "csv, or a folder of images with one subfolder per class");
+}
+
+SplitSizes splitSizes(int64_t n, double validationSplit, double testSplit) {
+  SplitSizes s;
+  auto part = [n](double f) {
+    return f > 0 ? static_cast<int64_t>(std::floor(static_cast<double>(n) * f)) : int64_t{0};
+  };
+  s.test = part(testSplit);
+  s.validation = part(validationSplit);
+  s.train = n - s.test - s.validation;
+  return s;
+}
+
+Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir,
+                            int64_t limit) {
+  Dataset d;
+  for (const auto& spec : files) {
+    const std::string path = resolvePath(spec.path, baseDir);
+    std::string format = spec.format;
+    if (format.empty()) {
+      auto f = detectFormat(path);
+      if (!f) return f.status();
+      format = *f;
+    }
+    auto raw = readRaw(spec, path, format, limit);
+    if (!raw) return raw.status();
+    Tensor t = std::move(raw.value());
+    if (limit > 0 && t.rank() > 0 && t.dim(0) > limit) {
+      Dataset one;
+      one.columns["x"] = std::move(t);
+      t = one.slice(0, limit).columns["x"];
+    }
+    auto c = convert(std::move(t), spec, path);
+    if (!c) return c.status();
+    if (d.columns.count(spec.input))
+      return Status::error(path + ": input '" + spec.input +
+                           "' is fed by two sources; remove one of them");
+    d.columns[spec.input] = std::move(c.value());
+  }
+  DW_RETURN_IF_ERROR(d.validate());
+  return d;
+}
+
+Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir) {
+  if (spec.train.empty())
+    return Status::error(
+        "no training data: choose a source for each data input (the studio's Data panel, or the "
+        "project's training/dataset/train list)");
+  auto train = loadDataset(spec.train, baseDir, spec.trainLimit);
+  if (!train) return train.status().withContext("train split");
+  LoadedData out;
+  const SplitSizes sizes =
+      splitSizes(train->size(), spec.validation.empty() ? spec.validationSplit : 0,
+                 spec.test.empty() ? spec.testSplit : 0);
+  if (sizes.train <= 0)
+    return Status::error("train split: " + std::to_string(train->size()) +
+                         " samples leave none for training after the validation and test "
+                         "fractions; lower the fractions or add data");
+  auto sameInputs = [&](const Dataset& d, const char* split) -> Status {
+    for (const auto& [name, t] : train->columns)
+      if (!d.columns.count(name))
+        return Status::error(std::string(split) + " split: no source for input '" + name +
+                             "', which the train split feeds; add one");
+    for (const auto& [name, t] : d.columns)
+      if (!train->columns.count(name))
+        return Status::error(std::string(split) + " split: input '" + name +
+                             "' has a source here but none in the train split");
+    return Status();
+  };
+  auto own = [&](const std::vector<DataFileSpec>& files,
+                 const char* split) -> Result<std::shared_ptr<const Dataset>> {
+    auto d = loadDataset(files, baseDir);
+    if (!d) return d.status().withContext(std::string(split) + " split");
+    DW_RETURN_IF_ERROR(sameInputs(*d, split));
+    return std::shared_ptr<const Dataset>(std::make_shared<Dataset>(std::move(d.value())));
+  };
+  const int64_t n = train->size();
+  if (!spec.validation.empty()) {
+    auto v = own(spec.validation, "validation");
+    if (!v) return v.status();
+    out.validation = *v;
+  } else if (sizes.validation > 0) {
+    out.validation =
+        std::make_shared<Dataset>(train->slice(sizes.train, sizes.train + sizes.validation));
+  }
+  if (!spec.test.empty()) {
+    auto t = own(spec.test, "test");
+    if (!t) return t.status();
+    out.test = *t;
+  } else if (sizes.test > 0) {
+    out.test = std::make_shared<Dataset>(train->slice(n - sizes.test, n));
+  }
+  out.train = sizes.train == n ? std::make_shared<Dataset>(std::move(train.value()))
+                               : std::make_shared<Dataset>(train->slice(0, sizes.train));
+  return out;
+}
+
+// ---- Inspection ---------------------------------------------------------------------------------
+
+Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string& baseDir) {
+  SourceSummary s;
+  s.path = resolvePath(spec.path, baseDir);
+  std::error_code ec;
+  if (spec.path.empty()) return Status::error("no file chosen");
+  if (!fs::exists(s.path, ec))
+    return Status::error(s.path + ": no such file or folder; choose an existing one");
+  s.format = spec.format;
+  if (s.format.empty()) {
+    auto f = detectFormat(s.path);
+    if (!f) return f.status();
+    s.format = *f;
+  }
+  Tensor t;
+  if (s.format == "images") {
+    auto info = inspectImageFolder(s.path);
+    if (!info) return info.status();
+    s.classes = info->classes;
+    s.samples = info->samples;
+    if (spec.imageTakeLabel) {
+      s.dtype = DType::kInt64;
+      s.labelCounts = info->countPerClass;
+      return s;
+    }
+    s.dtype = DType::kUInt8;
+    ImageFolderOptions o = imageOptions(spec);
+    const int64_t c = o.channels > 0 ? o.channels : info->firstChannels;
+    const int64_t h = o.height > 0 ? o.height : info->firstHeight;
+    const int64_t w = o.width > 0 ? o.width : info->firstWidth;
+    s.sampleShape = {c, h, w};
+    // Every preview the same size, so they stack; the first image's when no resize is set.
+    o.channels = c;
+    o.height = h;
+    o.width = w;
+    const auto count = static_cast<int64_t>(info->firstFiles.size());
+    s.preview = Tensor(DType::kUInt8, {count, c, h, w});
+    for (int64_t i = 0; i < count; ++i) {
+      auto img = readImage(info->firstFiles[static_cast<size_t>(i)], o);
+      if (!img) return img.status();
+      std::copy_n(img->data<uint8_t>(), c * h * w, s.preview.data<uint8_t>() + i * c * h * w);
+    }
+    return s;
+  }
+  if (s.format == "csv") {
+    // The header and the first rows as text, so the panel can offer the columns by name.
+    std::ifstream f(s.path);
+    std::string line;
+    for (int row = 0; row < 6 && std::getline(f, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty()) continue;
+      std::vector<std::string> cells;
+      size_t start = 0;
+      for (size_t i = 0; i <= line.size(); ++i)
+        if (i == line.size() || line[i] == ',') {
+          cells.push_back(line.substr(start, i - start));
+          start = i + 1;
+        }
+      if (row == 0 && spec.csvHeader)
+        s.csvColumns = cells;
+      else
+        s.previewRows.push_back(cells);
+      ++row;
+    }
+    if (!spec.csvHeader && !s.previewRows.empty())
+      for (size_t i = 0; i < s.previewRows[0].size(); ++i)
+        s.csvColumns.push_back(std::to_string(i));
+  }
+  auto raw = readRaw(spec, s.path, s.format, 0);
+  if (!raw) return raw.status();
+  t = std::move(raw.value());
+  s.dtype = t.dtype();
+  s.samples = t.rank() ? t.dim(0) : 1;
+  if (t.rank() > 0) s.sampleShape.assign(t.shape().begin() + 1, t.shape().end());
+  const int64_t per = numElements(s.sampleShape);
+  const int64_t shown = std::min<int64_t>(16, s.samples);
+  {
+    Dataset one;
+    one.columns["x"] = t;
+    if (t.rank() > 0) s.preview = one.slice(0, shown).columns["x"];
+  }
+  // Integer data with one value per sample and a small range reads as class labels.
+  if (isIntegral(t.dtype()) && per == 1 && s.samples > 0) {
+    int64_t lo = 0, hi = -1;
+    bool ok = true;
+    for (int64_t i = 0; i < t.size() && ok; ++i) {
+      const int64_t v = t.getInt(i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      ok = lo >= 0 && hi < 10000;
+    }
+    if (ok) {
+      s.labelCounts.assign(static_cast<size_t>(hi + 1), 0);
+      for (int64_t i = 0; i < t.size(); ++i) ++s.labelCounts[static_cast<size_t>(t.getInt(i))];
+    }
+  }
+  return s;
+}
+
+Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::string& model) {
+  ExportOptions eo;
+  eo.model = model;
+  eo.withLosses = true;
+  eo.check = CheckLevel::None;
+  eo.inferShapes = false;
+  auto withLosses = exportOnnx(graph, eo);
+  if (!withLosses) return withLosses.status();
+  eo.withLosses = false;
+  auto inference = exportOnnx(graph, eo);
+  std::set<std::string> modelInputs;
+  if (inference)
+    for (const auto& in : inference->graph().input()) modelInputs.insert(in.name());
+  std::set<std::string> inits;
+  for (const auto& i : withLosses->graph().initializer()) inits.insert(i.name());
+  std::vector<DataInput> out;
+  for (const auto& in : withLosses->graph().input()) {
+    if (inits.count(in.name())) continue;
+    DataInput d;
+    d.name = in.name();
+    d.target = inference.ok() && !modelInputs.count(in.name());
+    d.typeText = formatType(in.type());
+    if (in.type().has_tensor_type()) {
+      const auto& tt = in.type().tensor_type();
+      d.dtype = dtypeFromOnnx(tt.elem_type());
+      if (tt.has_shape())
+        for (const auto& dim : tt.shape().dim())
+          d.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const DataInput& input) {
+  const auto [dtype, shape] = convertedType(src, spec);
+  const std::string data = fileName(src.path) + " gives " + typeText(dtype, shape);
+  const std::string wants = "input '" + input.name + "' takes " + input.typeText;
+  if (dtype != input.dtype) return data + " but " + wants + ": convert the dtype";
+  if (input.shape.empty()) return "";  // unknown rank: anything goes
+  const auto want = perSample(input);
+  if (want.size() != shape.size()) {
+    if (fullyKnown(want) && numElements(want) == numElements(shape))
+      return data + " but " + wants + ": reshape each sample to " + dimsText(want, false);
+    return data + " but " + wants + ": the ranks differ; change the Input's type or reshape";
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i] >= 0 && want[i] != shape[i]) {
+      if (fullyKnown(want) && numElements(want) == numElements(shape))
+        return data + " but " + wants + ": reshape each sample to " + dimsText(want, false);
+      return data + " but " + wants + ": " + std::to_string(numElements(shape)) +
+             " values per sample against " +
+             (fullyKnown(want) ? std::to_string(numElements(want)) : std::string("another shape")) +
+             "; change the Input's type to " + typeText(dtype, shape);
+    }
+  return "";
+}
+
+Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current,
+                           const DataInput& input) {
+  Proposal p;
+  DataFileSpec s = current;
+  {
+    const auto [t, shape] = convertedType(src, current);
+    p.inputTypeForData = typeText(t, shape);
+  }
+  s.storedDtype = dtypeName(src.dtype);
+  s.storedShape = src.sampleShape;
+  const auto want = perSample(input);
+  std::vector<std::string> steps;
+  // Image folders are resized to the input's height and width, in its channel count.
+  if (src.format == "images" && !s.imageTakeLabel && want.size() >= 2) {
+    const size_t r = want.size();
+    const int64_t h = want[r - 2], w = want[r - 1];
+    const int64_t c = r >= 3 ? want[r - 3] : 1;
+    if (h > 0 && w > 0 && (s.imageHeight != h || s.imageWidth != w) &&
+        (src.sampleShape.size() != 3 || src.sampleShape[1] != h || src.sampleShape[2] != w)) {
+      s.imageHeight = h;
+      s.imageWidth = w;
+      steps.push_back("resize to " + std::to_string(h) + "x" + std::to_string(w));
+    }
+    if ((c == 1 || c == 3) && src.sampleShape.size() == 3 && src.sampleShape[0] != c &&
+        s.imageChannels != c) {
+      s.imageChannels = c;
+      steps.push_back(c == 1 ? "convert to grey" : "convert to RGB");
+    }
+  }
+  if (isFloating(input.dtype)) {
+    const bool classes = src.isLabels() && want.size() == 1 && want[0] > 1;
+    if (classes) {
+      if (s.oneHot != want[0]) {
+        s.oneHot = want[0];
+        steps.push_back("one-hot encode " + std::to_string(want[0]) + " classes");
+      }
+      s.dtype.clear();
+      s.normalization = {};
+    } else {
+      if (src.dtype == DType::kUInt8 && s.normalization.scale == 1.0) {
+        s.normalization.scale = 1.0 / 255.0;
+        steps.push_back("scale by 1/255");
+      }
+      const std::string name = dtypeName(input.dtype);
+      if (input.dtype == DType::kFloat && !wantsFloat(s) && src.dtype != DType::kFloat) {
+        s.dtype = "float32";
+        steps.push_back("convert to float32");
+      } else if (input.dtype != DType::kFloat && s.dtype != name && src.dtype != input.dtype) {
+        s.dtype = name;
+        steps.push_back("convert to " + name);
+      } else if (steps.size() && wantsFloat(s) && src.dtype != DType::kFloat) {
+        steps.back() += " as float32";
+      }
+    }
+  } else if (input.dtype != DType::kUndefined && input.dtype != DType::kString) {
+    const std::string name = dtypeName(input.dtype);
+    if (src.dtype != input.dtype && s.dtype != name) {
+      s.dtype = name;
+      s.normalization = {};
+      s.oneHot = 0;
+      steps.push_back("convert to " + name);
+    }
+  }
+  // Reshape each sample when the counts agree and the layouts do not.
+  {
+    DataFileSpec noShape = s;
+    noShape.shape.clear();
+    const auto [t, shape] = convertedType(src, noShape);
+    if (!want.empty() && fullyKnown(want) && numElements(want) == numElements(shape) &&
+        want != shape) {
+      if (s.shape != want) steps.push_back("reshape each sample to " + dimsText(want, false));
+      s.shape = want;
+    } else if (!s.shape.empty() && numElements(s.shape) != numElements(shape)) {
+      s.shape.clear();
+    }
+  }
+  const std::string stored = fileName(src.path) + ": " + std::to_string(src.samples) +
+                             " samples of " + typeText(src.dtype, src.sampleShape);
+  const std::string misfit = checkFit(src, s, input);
+  p.fits = misfit.empty();
+  p.changes = !steps.empty();
+  p.spec = std::move(s);
+  if (!p.fits)
+    p.message = misfit;
+  else if (steps.empty())
+    p.message = stored + "; input '" + input.name + "' takes " + input.typeText + ": it fits.";
+  else {
+    std::string list;
+    for (size_t i = 0; i < steps.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == steps.size() ? " and " : ", ") + steps[i];
+    p.message = stored + "; input '" + input.name + "' takes " + input.typeText + ": " + list + ".";
+  }
+  return p;
+}
+
+Result<Normalization> computeNormalization(const DataFileSpec& spec, const std::string& baseDir,
+                                           int64_t limit) {
+  DataFileSpec s = spec;
+  s.normalization.mean = 0;
+  s.normalization.std = 1;
+  s.oneHot = 0;
+  s.shape.clear();
+  s.dtype = "float32";
+  auto d = loadDataset({s}, baseDir, limit);
+  if (!d) return d.status();
+  const Tensor& t = d->columns.begin()->second;
+  const float* p = t.data<float>();
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < t.size(); ++i) sum += p[i];
+  const double mean = t.size() ? sum / static_cast<double>(t.size()) : 0;
+  for (int64_t i = 0; i < t.size(); ++i) sq += (p[i] - mean) * (p[i] - mean);
+  const double var = t.size() ? sq / static_cast<double>(t.size()) : 0;
+  if (!(var > 0))
+    return Status::error(resolvePath(spec.path, baseDir) +
+                         ": every value is the same, so there is no spread to normalize by");
+  Normalization n;
+  n.scale = spec.normalization.scale;
+  n.mean = mean;
+  n.std = std::sqrt(var);
+  return n;
+}
+
+// ---- The ONNX data prelude ----------------------------------------------------------------------
+
+namespace {
+
+void renameInputs(onnx::GraphProto& g, const std::string& from, const std::string& to) {
+  for (auto& n : *g.mutable_node()) {
+    for (auto& in : *n.mutable_input())
+      if (in == from) in = to;
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) renameInputs(*a.mutable_g(), from, to);
+      for (auto& sub : *a.mutable_graphs()) renameInputs(sub, from, to);
+    }
+  }
+  for (auto& o : *g.mutable_output())
+    if (o.name() == from) o.set_name(to);
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
+                                                       const DatasetSpec& spec,
+                                                       const std::string& baseDir) {
+  std::vector<std::string> changed;
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::vector<onnx::NodeProto> prelude;
+  for (const DataFileSpec& f : spec.train) {
+    if (!f.convertsData()) continue;
+    int index = -1;
+    for (int i = 0; i < g.input_size(); ++i)
+      if (g.input(i).name() == f.input) index = i;
+    if (index < 0) continue;  // a target: not in this model
+    DType stored = dtypeByName(f.storedDtype);
+    std::vector<int64_t> storedShape = f.storedShape;
+    if (stored == DType::kUndefined) {
+      auto s = inspectSource(f, baseDir);
+      if (!s)
+        return s.status().withContext(
+            "the data conversion of input '" + f.input +
+            "' needs its source's stored type; make the file available or export without the "
+            "data conversion");
+      stored = s->dtype;
+      storedShape = s->sampleShape;
+    }
+    onnx::ValueInfoProto& in = *g.mutable_input(index);
+    const int32_t finalType = in.type().tensor_type().elem_type();
+    const std::string prefix = f.input + "/data_prelude/";
+    std::string cur = f.input;
+    auto addNode = [&](const std::string& op, std::vector<std::string> inputs,
+                       const std::string& out) {
+      onnx::NodeProto n;
+      n.set_op_type(op);
+      n.set_name(prefix + out);
+      for (auto& i : inputs) n.add_input(i);
+      n.add_output(prefix + out);
+      prelude.push_back(n);
+      cur = prefix + out;
+      return &prelude.back();
+    };
+    auto addScalar = [&](const std::string& name, float v) {
+      tensorToProto(Tensor::fromVector<float>({v}, {}), g.add_initializer(), prefix + name);
+      return prefix + name;
+    };
+    int32_t curType = dtypeToOnnx(stored);
+    if (wantsFloat(f)) {
+      if (stored != DType::kFloat) {
+        addIntAttr(*addNode("Cast", {cur}, "float"), "to", onnx::TensorProto::FLOAT);
+        curType = onnx::TensorProto::FLOAT;
+      }
+      // The same float operations as normalize(): (x * scale - mean) * (1 / std).
+      const Normalization& n = f.normalization;
+      if (n.scale != 1.0)
+        addNode("Mul", {cur, addScalar("scale", static_cast<float>(n.scale))}, "scaled");
+      if (n.mean != 0.0)
+        addNode("Sub", {cur, addScalar("mean", static_cast<float>(n.mean))}, "centred");
+      if (n.std != 1.0)
+        addNode("Mul", {cur, addScalar("inv_std", static_cast<float>(1.0 / n.std))}, "normalized");
+    } else if (!f.dtype.empty() && dtypeByName(f.dtype) != stored) {
+      curType = dtypeToOnnx(dtypeByName(f.dtype));
+      addIntAttr(*addNode("Cast", {cur}, "cast"), "to", curType);
+    }
+    if (f.oneHot > 0) {
+      if (curType != onnx::TensorProto::INT64) {
+        addIntAttr(*addNode("Cast", {cur}, "indices"), "to", onnx::TensorProto::INT64);
+      }
+      tensorToProto(Tensor::fromVector<int64_t>({f.oneHot}, {}), g.add_initializer(),
+                    prefix + "depth");
+      tensorToProto(Tensor::fromVector<float>({0.0f, 1.0f}, {2}), g.add_initializer(),
+                    prefix + "on_off");
+      addIntAttr(*addNode("OneHot", {cur, prefix + "depth", prefix + "on_off"}, "one_hot"), "axis",
+                 -1);
+      curType = onnx::TensorProto::FLOAT;
+    }
+    if (!f.shape.empty() && f.shape != storedShape) {
+      std::vector<int64_t> target{-1};
+      target.insert(target.end(), f.shape.begin(), f.shape.end());
+      tensorToProto(Tensor::fromVector<int64_t>(target, {static_cast<int64_t>(target.size())}),
+                    g.add_initializer(), prefix + "shape");
+      addNode("Reshape", {cur, prefix + "shape"}, "reshaped");
+    }
+    if (curType != finalType) addIntAttr(*addNode("Cast", {cur}, "typed"), "to", finalType);
+    if (cur == f.input) continue;  // nothing to do after all
+    // Readers of the input now read the prelude's result; the input takes the stored data.
+    renameInputs(g, f.input, cur);
+    std::string batchParam = "N";
+    int64_t batchValue = -1;
+    if (in.type().tensor_type().has_shape() && in.type().tensor_type().shape().dim_size() > 0) {
+      const auto& d0 = in.type().tensor_type().shape().dim(0);
+      if (d0.has_dim_value()) batchValue = d0.dim_value();
+      if (d0.has_dim_param()) batchParam = d0.dim_param();
+    }
+    auto* tt = in.mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(dtypeToOnnx(stored));
+    tt->clear_shape();
+    auto* shape = tt->mutable_shape();
+    auto* d0 = shape->add_dim();
+    if (batchValue >= 0)
+      d0->set_dim_value(batchValue);
+    else
+      d0->set_dim_param(batchParam);
+    for (int64_t d : storedShape) shape->add_dim()->set_dim_value(d);
+    for (int i = 0; i < g.value_info_size(); ++i)
+      if (g.value_info(i).name() == f.input) {
+        g.mutable_value_info()->DeleteSubrange(i, 1);
+        break;
+      }
+    changed.push_back(f.input);
+  }
+  if (!prelude.empty()) {
+    // The prelude runs first: prepend it, keeping the graph's topological order.
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (auto& n : prelude) *nodes.Add() = std::move(n);
+    for (auto& n : *g.mutable_node()) *nodes.Add() = std::move(n);
+    g.mutable_node()->Swap(&nodes);
+  }
+  return changed;
+}
+
+}  // namespace dw::engine::training
