@@ -1,6 +1,7 @@
 #include "graphs/onnx_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -267,8 +268,46 @@ Result<Graph> importOnnx(const onnx::ModelProto& model, const std::string& sourc
   return Importer(model, source).run();
 }
 
+namespace {
+
+// The studio's node geometry (app/studio/graph_scene.cpp: rows, header, width cap), estimated
+// here without fonts, generously, so that the layout keeps nodes apart as they are drawn.
+constexpr double kMaxNodeWidth = 280;  // NodeItem::kMaxWidth: longer names are elided
+constexpr double kMinNodeWidth = 150;
+constexpr double kColumnGap = 160;  // room for a link's shape label between two columns
+constexpr double kRowGap = 40;      // includes the "graph" captions above a node
+
+struct Footprint {
+  double width = kMinNodeWidth, height = 0;
+};
+
+Footprint footprint(const Graph& g, const Node& n) {
+  const NodeSpec* s = g.spec(n);
+  Footprint f;
+  if (!s) return f;
+  const int in = g.inputPortCount(n.id), out = g.outputPortCount(n.id);
+  const bool detail = s->kind != NodeKind::Op && s->kind != NodeKind::Layer;
+  f.height = 42 + (detail ? 16 : 0) + std::max({in, out, 1}) * 22 + 6;
+  auto portLabel = [&](bool output, int i) -> size_t {
+    if (output && i < static_cast<int>(n.specifiedOutputsName.size()) &&
+        !n.specifiedOutputsName[i].empty())
+      return n.specifiedOutputsName[i].size();
+    const PortSpec* ps = output ? s->outputPort(i) : s->inputPort(i);
+    return (ps ? ps->name.size() : 2) + 4;
+  };
+  size_t inChars = 0, outChars = 0;
+  for (int i = 0; i < in; ++i) inChars = std::max(inChars, portLabel(false, i));
+  for (int i = 0; i < out; ++i) outChars = std::max(outChars, portLabel(true, i));
+  // Average advances of the studio's fonts, rounded up: 11 pt bold titles, 9 pt ports.
+  f.width = std::max({kMinNodeWidth, n.type.size() * 9.0 + 48, n.name.size() * 7.5 + 32,
+                      (inChars + outChars) * 7.0 + 44, detail ? 24 * 7.5 + 32 : 0.0});
+  f.width = std::min(f.width, kMaxNodeWidth);
+  return f;
+}
+
+}  // namespace
+
 void autoLayout(Graph& g) {
-  constexpr double kColumn = 260, kRow = 140;
   // Depth of each op: 1 + deepest producer; sources (inputs) at 0.
   std::map<NodeId, int> depth;
   std::map<NodeId, std::vector<NodeId>> users, producers;
@@ -292,19 +331,93 @@ void autoLayout(Graph& g) {
     for (NodeId u : users[id])
       if (--pending[u] == 0) ready.push_back(u);
   }
-  // Initializers sit just left of their first user rather than in one tall column.
+  // Initializers sit just left of their first user rather than in one tall column, placed after
+  // the ops (next to the port they feed), so they do not steer where the ops go.
+  std::set<NodeId> nearUser;
   for (const auto& [id, n] : g.nodes()) {
     const NodeSpec* s = g.spec(n);
     if (s && s->kind == NodeKind::Initializer && !users[id].empty()) {
       int d = INT32_MAX;
       for (NodeId u : users[id]) d = std::min(d, depth[u]);
       depth[id] = std::max(0, d - 1);
+      nearUser.insert(id);
     }
   }
-  std::map<int, int> rows;
+  std::map<NodeId, Footprint> size;
+  std::map<int, std::vector<NodeId>> columns;
   for (const auto& [id, n] : g.nodes()) {
-    const int d = depth[id];
-    (void)g.moveNode(id, {d * kColumn, rows[d]++ * kRow});
+    size[id] = footprint(g, n);
+    columns[depth[id]].push_back(id);
+  }
+  // Columns as wide as their widest node, with room for link labels in between.
+  std::map<int, double> x;
+  double next = 0;
+  for (const auto& [d, ids] : columns) {
+    x[d] = next;
+    double widest = 0;
+    for (NodeId id : ids) widest = std::max(widest, size[id].width);
+    next += widest + kColumnGap;
+  }
+  // Each column's nodes take the free spot nearest to where they want to be, keeping a row gap.
+  std::map<int, std::vector<std::pair<double, double>>> taken;  // column -> [top, bottom) spans
+  std::map<NodeId, double> y;
+  auto place = [&](NodeId id, int d, double want) {
+    auto& spans = taken[d];
+    const double h = size[id].height + kRowGap;
+    auto freeAt = [&](double top) {
+      for (const auto& [a, b] : spans)
+        if (top < b && a < top + h) return false;
+      return true;
+    };
+    // Candidates: the wish, and the edges of the spans in the way, nearest first.
+    std::vector<double> tops{want};
+    for (const auto& [a, b] : spans) tops.insert(tops.end(), {b, a - h});
+    std::sort(tops.begin(), tops.end(), [&](double p, double q) {
+      return std::abs(p - want) < std::abs(q - want) ||
+             (std::abs(p - want) == std::abs(q - want) && p > q);
+    });
+    double top = want;
+    for (double t : tops)
+      if (freeAt(t)) {
+        top = t;
+        break;
+      }
+    spans.push_back({top, top + h});
+    y[id] = top;
+    (void)g.moveNode(id, {x[d], top});
+  };
+  // Ops go column by column at the mean height of what feeds them (a chain runs straight), in
+  // the order of those heights so that links do not cross needlessly.
+  for (const auto& [d, ids] : columns) {
+    std::vector<std::pair<double, NodeId>> order;
+    double stack = 0;
+    for (NodeId id : ids) {
+      if (nearUser.count(id)) continue;
+      double sum = 0;
+      int count = 0;
+      for (NodeId p : producers[id])
+        if (y.count(p)) sum += y[p], ++count;
+      if (count) {
+        order.push_back({sum / count, id});
+      } else {
+        order.push_back({stack, id});
+        stack += size[id].height + kRowGap;
+      }
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [want, id] : order) place(id, d, want);
+  }
+  // Initializers beside the row of the port they feed.
+  for (NodeId id : nearUser) {
+    double want = 0;
+    for (const auto& l : g.outputLinks(id, 0))
+      if (depth[l.to.node] == depth[id] + 1 && y.count(l.to.node)) {
+        // Its output port (below a three-line header) level with the input it feeds.
+        want = y[l.to.node] + 22.0 * l.to.port - 16;
+        break;
+      }
+    place(id, depth[id], want);
   }
 }
 

@@ -48,6 +48,30 @@ void applyNodeState(Graph& g, const Node& target) {
   if (cur->weights != target.weights) (void)g.setWeights(target.id, target.weights);
 }
 
+// Keras's to_snake_case, so a layer reads as it would in Keras: "SparseCategoricalAccuracy" ->
+// "sparse_categorical_accuracy", "Conv2D" -> "conv2d"; spaces become underscores.
+std::string snakeCase(const std::string& type) {
+  static const QRegularExpression kWord(QStringLiteral("(.)([A-Z][a-z]+)"));
+  static const QRegularExpression kCamel(QStringLiteral("([a-z])([A-Z])"));
+  static const QRegularExpression kOther(QStringLiteral("[^a-z0-9]+"));
+  QString s = QString::fromStdString(type);
+  s.replace(kWord, QStringLiteral("\\1_\\2"));
+  s.replace(kCamel, QStringLiteral("\\1_\\2"));
+  s = s.toLower().replace(kOther, QStringLiteral("_"));
+  while (s.startsWith('_')) s.remove(0, 1);
+  while (s.endsWith('_')) s.chop(1);
+  return s.isEmpty() ? std::string("node") : s.toStdString();
+}
+
+// `base`, else the first free "base_1", "base_2"... as Keras numbers its layers.
+std::string uniqueName(const Graph& g, const std::string& base) {
+  std::set<std::string> used;
+  for (const auto& [id, n] : g.nodes()) used.insert(n.name);
+  if (!used.count(base)) return base;
+  for (int i = 1;; ++i)
+    if (std::string name = base + "_" + std::to_string(i); !used.count(name)) return name;
+}
+
 }  // namespace
 
 // Inserts (or, inverted, removes) a set of nodes and links: create, paste, duplicate, delete,
@@ -152,7 +176,7 @@ void GraphModel::reset(Graph graph) {
   graph_.addObserver(relay_.get());
   problems_.clear();
   nodeProblems_.clear();
-  tensorTypes_.clear();
+  portTypes_.clear();
   emit modelReset();
   validateNow();
 }
@@ -165,6 +189,10 @@ Result<NodeId> GraphModel::createNode(const std::string& domain, const std::stri
                                       Position pos) {
   auto id = graph_.addNode(domain, type, pos);
   if (!id.ok()) return id;
+  const NodeSpec* s = graph_.spec(*id);
+  if (s && s->kind == NodeKind::Layer && graph_.node(*id)->name.empty())
+    (void)graph_.rename(*id, uniqueName(graph_, snakeCase(type)));
+  placeNew({*id});
   undo_.push(new FragmentCommand(this, {*graph_.node(*id)}, {}, true,
                                  tr("Create %1").arg(QString::fromStdString(type))));
   return id;
@@ -204,9 +232,33 @@ Status GraphModel::moveNodes(const std::map<NodeId, Position>& to) {
   return Status();
 }
 
+void GraphModel::placeNew(const std::vector<NodeId>& ids) {
+  if (!placer_ || ids.empty()) return;
+  const std::optional<Position> shift = placer_(ids);
+  if (!shift || (shift->x == 0 && shift->y == 0)) return;
+  for (NodeId id : ids)
+    if (const Node* n = graph_.node(id))
+      (void)graph_.moveNode(id, {n->position.x + shift->x, n->position.y + shift->y});
+}
+
 Status GraphModel::connectPorts(const Link& link) {
-  DW_RETURN_IF_ERROR(graph_.addLink(link));
+  const std::optional<Link> old = graph_.inputLink(link.to.node, link.to.port);
+  if (!old || *old == link) {
+    DW_RETURN_IF_ERROR(graph_.addLink(link));
+    undo_.push(new FragmentCommand(this, {}, {link}, true, tr("Connect")));
+    return Status();
+  }
+  // The new link is checked as if the input were free (its types may have been bound by the old
+  // one), so the old link goes first and comes back if the new one is refused.
+  DW_RETURN_IF_ERROR(graph_.removeLink(*old));
+  if (Status st = graph_.addLink(link); !st.ok()) {
+    (void)graph_.addLink(*old, false);
+    return st;
+  }
+  undo_.beginMacro(tr("Replace link"));
+  undo_.push(new FragmentCommand(this, {}, {*old}, false, tr("Disconnect")));
   undo_.push(new FragmentCommand(this, {}, {link}, true, tr("Connect")));
+  undo_.endMacro();
   return Status();
 }
 
@@ -338,6 +390,8 @@ Result<std::vector<NodeId>> GraphModel::pasteFragment(const std::string& json, P
     added.push_back(n.id);
   }
   for (const auto& l : links) (void)graph_.addLink(l, false);
+  placeNew(added);
+  for (auto& n : nodes) n.position = graph_.node(n.id)->position;
   undo_.push(new FragmentCommand(this, std::move(nodes), std::move(links), true,
                                  tr("Paste %n node(s)", "", int(added.size()))));
   return added;
@@ -350,49 +404,84 @@ QString GraphModel::problemText(NodeId id) const {
 
 QString GraphModel::linkLabel(const Link& link) const {
   if (link.isGraphLink()) return {};
-  auto it = tensorTypes_.find(graph_.tensorName(link.from));
-  return it == tensorTypes_.end() ? QString() : it->second;
+  auto it = portTypes_.find(link.from);
+  return it == portTypes_.end() ? QString() : it->second;
 }
+
+namespace {
+
+const QRegularExpression& nodeRef() {
+  static const QRegularExpression kNodeRef(QStringLiteral("\\(#(\\d+)\\)"));
+  return kNodeRef;
+}
+
+// The node an export error names ("Gemm 'fc1' (#3): ..."), or 0.
+NodeId nodeNamedIn(const std::string& message) {
+  auto match = nodeRef().match(QString::fromStdString(message));
+  return match.hasMatch() ? match.captured(1).toLongLong() : 0;
+}
+
+// Every tensor of a lowered model with its inferred type, by tensor name.
+void collectTypes(const onnx::ModelProto& m, std::map<std::string, QString>& types) {
+  const auto& g = m.graph();
+  for (const auto& vi : g.input()) types[vi.name()] = QString::fromStdString(formatType(vi.type()));
+  for (const auto& vi : g.value_info())
+    types[vi.name()] = QString::fromStdString(formatType(vi.type()));
+  for (const auto& vi : g.output())
+    types[vi.name()] = QString::fromStdString(formatType(vi.type()));
+  for (const auto& init : g.initializer()) {
+    if (types.count(init.name())) continue;
+    QString dims;
+    for (int i = 0; i < init.dims_size(); ++i)
+      dims += (i ? "," : "") + QString::number(init.dims(i));
+    types[init.name()] = QString::fromStdString(dtypeName(init.data_type())) + "[" + dims + "]";
+  }
+}
+
+// Resolves tensor names to the output ports of `g` that write them; ports already known keep
+// their type.
+void typesToPorts(const Graph& g, const std::map<std::string, QString>& types,
+                  std::map<PortRef, QString>& ports) {
+  if (types.empty()) return;
+  for (const auto& [id, n] : g.nodes())
+    for (int p = 0; p < g.outputPortCount(id); ++p) {
+      auto it = types.find(g.tensorName({id, p}));
+      if (it != types.end()) ports.emplace(PortRef{id, p}, it->second);
+    }
+}
+
+std::set<std::string> modelsOf(const Graph& g) {
+  std::set<std::string> models;
+  for (const auto& [id, n] : g.nodes()) models.insert(g.modelOf(id));
+  return models;
+}
+
+}  // namespace
 
 void GraphModel::validateNow() {
   validateTimer_.stop();
   problems_ = graph_.validate();
-  tensorTypes_.clear();
+  portTypes_.clear();
   if (problems_.empty() && !graph_.nodes().empty()) {
     // Each model on the canvas is lowered on its own; the checker and shape inference find what
     // the graph model alone cannot (shape mismatches, opset rules).
-    std::set<std::string> models;
-    for (const auto& [id, n] : graph_.nodes()) models.insert(graph_.modelOf(id));
-    static const QRegularExpression kNodeRef(QStringLiteral("\\(#(\\d+)\\)"));
-    for (const auto& model : models) {
+    std::map<std::string, QString> types;
+    for (const auto& model : modelsOf(graph_)) {
       ExportOptions opt;
       opt.model = model;
       opt.check = CheckLevel::Full;
       opt.inferShapes = true;
       auto m = exportOnnx(graph_, opt);
       if (!m.ok()) {
-        auto match = kNodeRef.match(QString::fromStdString(m.message()));
-        NodeId id = match.hasMatch() ? match.captured(1).toLongLong() : 0;
+        const NodeId id = nodeNamedIn(m.message());
         problems_.push_back({graph_.node(id) ? id : 0, m.message()});
         continue;
       }
-      const auto& g = m->graph();
-      for (const auto& vi : g.input())
-        tensorTypes_[vi.name()] = QString::fromStdString(formatType(vi.type()));
-      for (const auto& vi : g.value_info())
-        tensorTypes_[vi.name()] = QString::fromStdString(formatType(vi.type()));
-      for (const auto& vi : g.output())
-        tensorTypes_[vi.name()] = QString::fromStdString(formatType(vi.type()));
-      for (const auto& init : g.initializer()) {
-        if (tensorTypes_.count(init.name())) continue;
-        QString dims;
-        for (int i = 0; i < init.dims_size(); ++i)
-          dims += (i ? "," : "") + QString::number(init.dims(i));
-        tensorTypes_[init.name()] =
-            QString::fromStdString(dtypeName(init.data_type())) + "[" + dims + "]";
-      }
+      collectTypes(*m, types);
     }
+    typesToPorts(graph_, types, portTypes_);
   }
+  if (!problems_.empty()) inferTypesAroundProblems();
   nodeProblems_.clear();
   for (const auto& p : problems_) {
     if (!p.node) continue;
@@ -400,6 +489,53 @@ void GraphModel::validateNow() {
     text += (text.isEmpty() ? "" : "\n") + QString::fromStdString(p.message);
   }
   emit validated();
+}
+
+void GraphModel::inferTypesAroundProblems() {
+  std::set<NodeId> drop;
+  for (const auto& p : problems_)
+    if (graph_.node(p.node)) drop.insert(p.node);
+  // A problem that names no node cannot be cut out of the graph.
+  if (drop.empty()) return;
+  // A copy without observers: the widgets must not hear about the pruning.
+  Graph part(graph_.catalogue());
+  part.setInfo(graph_.info());
+  for (const auto& [id, n] : graph_.nodes()) (void)part.insertNode(n);
+  for (const auto& l : graph_.links()) (void)part.addLink(l, false);
+  // A few rounds: cutting nodes out can leave, or the checker can find, new problems.
+  for (int round = 0; round < 6 && !drop.empty(); ++round) {
+    // Whatever a problem feeds has no type to infer either.
+    std::vector<NodeId> todo(drop.begin(), drop.end());
+    while (!todo.empty()) {
+      const NodeId id = todo.back();
+      todo.pop_back();
+      for (int p = 0; p < part.outputPortCount(id); ++p)
+        for (const auto& l : part.outputLinks(id, p))
+          if (drop.insert(l.to.node).second) todo.push_back(l.to.node);
+    }
+    for (NodeId id : drop) (void)part.removeNode(id);
+    drop.clear();
+    if (part.nodes().empty()) return;
+    for (const auto& p : part.validate()) {
+      if (!part.node(p.node)) return;
+      drop.insert(p.node);
+    }
+    if (!drop.empty()) continue;
+    std::map<std::string, QString> types;
+    for (const auto& model : modelsOf(part)) {
+      ExportOptions opt;
+      opt.model = model;
+      opt.check = CheckLevel::None;  // only the types are wanted, not a verdict
+      opt.inferShapes = true;
+      auto m = exportOnnx(part, opt);
+      if (m.ok()) {
+        collectTypes(*m, types);
+      } else if (const NodeId id = nodeNamedIn(m.message()); part.node(id)) {
+        drop.insert(id);
+      }
+    }
+    typesToPorts(part, types, portTypes_);
+  }
 }
 
 }  // namespace dw::studio

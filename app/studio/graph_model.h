@@ -13,8 +13,10 @@
 #include <QString>
 #include <QTimer>
 #include <QUndoStack>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "graphs/graph.h"
@@ -33,11 +35,21 @@ class GraphModel : public QObject {
   // Replaces the document (New, Open, Import); clears undo history.
   void reset(dw::Graph graph);
 
+  // Where freshly created or pasted nodes go: given their ids (already in the graph, at the
+  // requested places), the shift that moves them all onto free space, or nullopt to leave them.
+  // The canvas installs it, since only the canvas knows how big a node is drawn.
+  using Placer = std::function<std::optional<dw::Position>(const std::vector<dw::NodeId>&)>;
+  void setPlacer(Placer placer) { placer_ = std::move(placer); }
+
   // --- Edits: each is one undo step; a refused edit returns the reason and changes nothing. ---
+  // Layers, losses and metrics get a unique snake_case name after their type ("dense_1",
+  // "sparse_categorical_accuracy"): that name is what training reports and charts show.
   dw::Result<dw::NodeId> createNode(const std::string& domain, const std::string& type,
                                     dw::Position pos);
   dw::Status removeItems(const std::vector<dw::NodeId>& nodes, const std::vector<dw::Link>& links);
   dw::Status moveNodes(const std::map<dw::NodeId, dw::Position>& to);
+  // An input that is already connected gives up its old link: the swap is one undo step, and a
+  // refused new link leaves the old one in place.
   dw::Status connectPorts(const dw::Link& link);
   dw::Status disconnect(const dw::Link& link);
   dw::Status setParam(dw::NodeId id, const std::string& name, const dw::Param& value);
@@ -62,7 +74,8 @@ class GraphModel : public QObject {
   void validateNow();
   const std::vector<dw::Problem>& problems() const { return problems_; }
   QString problemText(dw::NodeId id) const;  // "" when the node is fine
-  // "float[N,256]" for a tensor link once shapes are inferred, else "".
+  // "float[N,256]" for a tensor link once its shape is inferred, else "". Known also while other
+  // parts of the graph have problems: only what the problems feed stays unknown.
   QString linkLabel(const dw::Link& link) const;
 
  signals:
@@ -85,6 +98,10 @@ class GraphModel : public QObject {
   void scheduleValidation();
   // Records an edit already applied to the graph, from the node's state `before` it.
   dw::Status recordNodeEdit(const dw::Node& before, const QString& text);
+  // Moves just-inserted nodes where the placer says, before their undo command is recorded.
+  void placeNew(const std::vector<dw::NodeId>& ids);
+  // Fills portTypes_ from the part of the graph upstream of every problem.
+  void inferTypesAroundProblems();
 
   dw::Graph graph_;
   std::unique_ptr<Relay> relay_;
@@ -92,7 +109,9 @@ class GraphModel : public QObject {
   QTimer validateTimer_;
   std::vector<dw::Problem> problems_;
   std::map<dw::NodeId, QString> nodeProblems_;
-  std::map<std::string, QString> tensorTypes_;
+  // The inferred type of each tensor output port.
+  std::map<dw::PortRef, QString> portTypes_;
+  Placer placer_;
 };
 
 }  // namespace dw::studio

@@ -4,19 +4,23 @@
 #include <QGraphicsSceneHoverEvent>
 #include <QGraphicsSceneMouseEvent>
 #include <QPainter>
+#include <QPointer>
 #include <QStyleOptionGraphicsItem>
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "app/studio/style.h"
 
 namespace dw::studio {
 
 namespace {
-constexpr qreal kRow = 22;      // one port row
-constexpr qreal kPortR = 5.5;   // port radius
-constexpr qreal kTitleH = 42;   // type + name
-constexpr qreal kDetailH = 16;  // a third header line for inputs, outputs and initializers
+constexpr qreal kRow = 22;            // one port row
+constexpr qreal kPortR = 5.5;         // port radius
+constexpr qreal kTitleH = 42;         // type + name
+constexpr qreal kDetailH = 16;        // a third header line for inputs, outputs and initializers
+constexpr qreal kGraphCaptionH = 13;  // the "graph" captions over the Graphs in / out ports
+constexpr qreal kMaxLinkLabel = 170;  // longer shape labels are elided (full in the tooltip)
 
 bool hasDetail(const NodeSpec* s) {
   return s && s->kind != NodeKind::Op && s->kind != NodeKind::Layer;
@@ -63,29 +67,73 @@ void NodeItem::refresh() {
   inputs_ = g.inputPortCount(id_);
   outputs_ = g.outputPortCount(id_);
   QFontMetricsF title(style::titleFont()), port(style::portFont()), body(style::bodyFont());
-  qreal inW = 0, outW = 0;
   // Optional ports are drawn in italics with a "?": measure them that way.
   QFont italic = style::portFont();
   italic.setItalic(true);
   QFontMetricsF portItalic(italic);
-  auto labelWidth = [&](bool out, int i) {
+  auto isOptional = [&](bool out, int i) {
     const PortSpec* ps = out ? s->outputPort(i) : s->inputPort(i);
-    const bool optional = ps && ps->option == PortOption::Optional;
-    const QString label = portLabel(out, i) + (optional ? QStringLiteral("?") : QString());
-    return (optional ? portItalic : port).horizontalAdvance(label) + 4;
+    return ps && ps->option == PortOption::Optional;
   };
-  for (int i = 0; i < inputs_; ++i) inW = std::max(inW, labelWidth(false, i));
-  for (int i = 0; i < outputs_; ++i) outW = std::max(outW, labelWidth(true, i));
-  qreal w =
-      std::max({150.0, title.horizontalAdvance(QString::fromStdString(n->type)) + 48,
-                body.horizontalAdvance(QString::fromStdString(n->name)) + 32, inW + outW + 44});
-  if (hasDetail(s)) w = std::max(w, body.horizontalAdvance(detailLine(g, *n, s)) + 32);
+  QStringList in, out;
+  qreal inW = 0, outW = 0;
+  for (bool o : {false, true})
+    for (int i = 0, count = o ? outputs_ : inputs_; i < count; ++i) {
+      const bool optional = isOptional(o, i);
+      QString label = portLabel(o, i) + (optional ? QStringLiteral("?") : QString());
+      qreal& w = o ? outW : inW;
+      w = std::max(w, (optional ? portItalic : port).horizontalAdvance(label) + 4);
+      (o ? out : in).push_back(std::move(label));
+    }
+  const QString type = QString::fromStdString(n->type), name = QString::fromStdString(n->name);
+  const QString detail = hasDetail(s) ? detailLine(g, *n, s) : QString();
+  qreal w = std::max({150.0, title.horizontalAdvance(type) + 48, body.horizontalAdvance(name) + 32,
+                      inW + outW + 44});
+  if (hasDetail(s)) w = std::max(w, body.horizontalAdvance(detail) + 32);
+  w = std::min(std::ceil(w / 10) * 10, kMaxWidth);
   const qreal header = kTitleH + (hasDetail(s) ? kDetailH : 0);
   const qreal h = header + std::max({inputs_, outputs_, 1}) * kRow + 6;
   if (w != width_ || h != height_) {
     prepareGeometryChange();
-    width_ = std::ceil(w / 10) * 10;
+    width_ = w;
     height_ = h;
+  }
+  // A row's two labels share the room between the ports; a side that needs less than half
+  // leaves the rest to the other.
+  const qreal room = width_ - 44;
+  qreal inRoom = inW, outRoom = outW;
+  if (inW + outW > room) {
+    if (inW <= room / 2)
+      outRoom = room - inW;
+    else if (outW <= room / 2)
+      inRoom = room - outW;
+    else
+      inRoom = outRoom = room / 2;
+  }
+  auto fit = [&](QStringList& labels, bool o, qreal roomFor) {
+    for (int i = 0; i < labels.size(); ++i) {
+      if (!isOptional(o, i)) {
+        labels[i] = port.elidedText(labels[i], Qt::ElideMiddle, roomFor - 4);
+      } else {
+        labels[i].chop(1);  // keep the "?" whatever is elided
+        labels[i] = portItalic.elidedText(labels[i], Qt::ElideMiddle,
+                                          roomFor - 4 - portItalic.horizontalAdvance('?')) +
+                    QLatin1Char('?');
+      }
+    }
+  };
+  fit(in, false, inRoom);
+  fit(out, true, outRoom);
+  inLabels_ = std::move(in);
+  outLabels_ = std::move(out);
+  title_ = title.elidedText(type, Qt::ElideRight, width_ - 32);
+  name_ = body.elidedText(name, Qt::ElideMiddle, width_ - 32);
+  detail_ = body.elidedText(detail, Qt::ElideRight, width_ - 32);
+
+  // While a port is hovered the tooltip is the port's; validation must not take it away.
+  if (hover_) {
+    update();
+    return;
   }
   QString problem = scene_->model()->problemText(id_);
   if (!problem.isEmpty()) {
@@ -94,8 +142,13 @@ void NodeItem::refresh() {
   } else {
     QString doc = QString::fromStdString(s->doc).section(QStringLiteral("\n\n"), 0, 0);
     if (doc.size() > 400) doc = doc.left(400) + QStringLiteral("…");
-    setToolTip(QStringLiteral("<p><b>%1</b> · %2</p><p>%3</p>")
-                   .arg(QString::fromStdString(s->type), QString::fromStdString(s->domain),
+    // The full type, name and detail: the node may show them elided.
+    const QString named = name.isEmpty() ? QString() : QStringLiteral(" '%1'").arg(name);
+    setToolTip(QStringLiteral("<p><b>%1</b>%2 · %3</p>%4<p>%5</p>")
+                   .arg(type.toHtmlEscaped(), named.toHtmlEscaped(),
+                        QString::fromStdString(s->domain),
+                        detail.isEmpty() ? QString()
+                                         : QStringLiteral("<p>%1</p>").arg(detail.toHtmlEscaped()),
                         doc.toHtmlEscaped()));
   }
   update();
@@ -143,7 +196,8 @@ std::optional<PortHit> NodeItem::portAt(QPointF local) const {
 }
 
 QRectF NodeItem::boundingRect() const {
-  return QRectF(-kPortR - 4, -4, width_ + 2 * kPortR + 8, height_ + 8);
+  return QRectF(-kPortR - 4, -kGraphCaptionH - 2, width_ + 2 * kPortR + 8,
+                height_ + kGraphCaptionH + 6);
 }
 
 void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
@@ -177,19 +231,24 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
   // Title: type, then name (or a hint that it has none), then the detail line.
   p->setPen(style::titleText());
   p->setFont(style::titleFont());
-  p->drawText(QRectF(16, 3, width_ - 32, 20), Qt::AlignLeft | Qt::AlignVCenter,
-              QString::fromStdString(n->type));
+  p->drawText(QRectF(16, 3, width_ - 32, 20), Qt::AlignLeft | Qt::AlignVCenter, title_);
   p->setFont(style::bodyFont());
   p->setPen(n->name.empty() ? style::dimText() : style::nameText());
   p->drawText(QRectF(16, 21, width_ - 32, 18), Qt::AlignLeft | Qt::AlignVCenter,
-              n->name.empty() ? QObject::tr("(unnamed)") : QString::fromStdString(n->name));
+              n->name.empty() ? QObject::tr("(unnamed)") : name_);
   if (hasDetail(s)) {
     p->setPen(style::dimText());
-    p->drawText(QRectF(16, 38, width_ - 32, 16), Qt::AlignLeft | Qt::AlignVCenter,
-                detailLine(g, *n, s));
+    p->drawText(QRectF(16, 38, width_ - 32, 16), Qt::AlignLeft | Qt::AlignVCenter, detail_);
   }
 
-  // Graphs in / out: diamonds in the header corners, drawn apart from tensor ports.
+  // Graphs in / out: diamonds in the header corners, drawn apart from tensor ports, each
+  // captioned just above the node so that it does not read as a tensor port.
+  p->setFont(style::graphPortFont());
+  p->setPen(style::graphPort());
+  p->drawText(QRectF(-6, -kGraphCaptionH, width_ / 2, kGraphCaptionH - 1),
+              Qt::AlignLeft | Qt::AlignBottom, QObject::tr("graph"));
+  p->drawText(QRectF(width_ / 2, -kGraphCaptionH, width_ / 2 + 6, kGraphCaptionH - 1),
+              Qt::AlignRight | Qt::AlignBottom, QObject::tr("graph"));
   for (bool out : {false, true}) {
     const QPointF c = portPos(out, kGraphPort);
     const bool linked =
@@ -224,7 +283,7 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
       f.setItalic(optional);
       p->setFont(f);
       p->setPen(optional ? style::dimText() : style::portText());
-      const QString label = portLabel(out, i) + (optional ? QStringLiteral("?") : QString());
+      const QString label = out ? outLabels_.value(i) : inLabels_.value(i);
       if (out)
         // Full-width rects: the node is sized so that a row's two labels never meet.
         p->drawText(QRectF(12, c.y() - kRow / 2, width_ - 24, kRow),
@@ -266,9 +325,19 @@ void NodeItem::hoverMoveEvent(QGraphicsSceneHoverEvent* e) {
     const NodeSpec* s = g.spec(id_);
     QString text;
     if (hit->port == kGraphPort) {
-      text = hit->output ? QObject::tr("Graphs out: nodes linked from here join this node's model")
-                         : QObject::tr("Graphs in: the model this node belongs to (model '%1')")
-                               .arg(QString::fromStdString(g.modelOf(id_)));
+      const std::string model = g.modelOf(id_);
+      const QString modelText = model.empty()
+                                    ? QObject::tr("the default model")
+                                    : QObject::tr("model '%1'").arg(QString::fromStdString(model));
+      text = hit->output ? QObject::tr(
+                               "<b>graph</b> (Graphs out)<br>Carries model membership, not a "
+                               "tensor: nodes linked from here join this node's model (%1).")
+                               .arg(modelText.toHtmlEscaped())
+                         : QObject::tr(
+                               "<b>graph</b> (Graphs in)<br>Carries model membership, not a "
+                               "tensor: link another node's Graphs out here to put this node "
+                               "in that node's model. It is in %1 now.")
+                               .arg(modelText.toHtmlEscaped());
     } else {
       const PortSpec* ps = hit->output ? s->outputPort(hit->port) : s->inputPort(hit->port);
       auto types = portTypes(g, {id_, hit->port}, hit->output);
@@ -317,23 +386,33 @@ void LinkItem::updatePath() {
   QPainterPath path(p0);
   path.cubicTo(p0 + QPointF(dx, 0), p1 - QPointF(dx, 0), p1);
   prepareGeometryChange();
-  label_ = scene_->model()->linkLabel(link_);
+  const QString full = scene_->model()->linkLabel(link_);
+  if (full.isEmpty()) {
+    label_.clear();
+    labelBox_ = QRectF();
+  } else {
+    // The type sits just above the middle of the curve.
+    const QFontMetricsF fm(style::linkFont());
+    label_ = fm.elidedText(full, Qt::ElideMiddle, kMaxLinkLabel);
+    const QPointF mid = path.pointAtPercent(0.5);
+    const qreal w = fm.horizontalAdvance(label_) + 12;
+    labelBox_ = QRectF(mid.x() - w / 2, mid.y() - 20, w, 17);
+  }
   setPath(path);
   setToolTip(
-      label_.isEmpty()
+      full.isEmpty()
           ? QString()
           : QStringLiteral("%1 : %2").arg(
-                QString::fromStdString(scene_->model()->graph().tensorName(link_.from)), label_));
+                QString::fromStdString(scene_->model()->graph().tensorName(link_.from)), full));
+}
+
+QRectF LinkItem::labelRect() const {
+  return labelBox_.isNull() ? QRectF() : mapRectToScene(labelBox_);
 }
 
 QRectF LinkItem::boundingRect() const {
   QRectF r = QGraphicsPathItem::boundingRect().adjusted(-4, -4, 4, 4);
-  if (!label_.isEmpty()) {
-    QFontMetricsF fm(style::linkFont());
-    const QPointF mid = path().pointAtPercent(0.5);
-    const qreal w = fm.horizontalAdvance(label_) + 12;
-    r |= QRectF(mid.x() - w / 2, mid.y() - 20, w, 18);
-  }
+  if (!labelBox_.isNull()) r |= labelBox_.adjusted(0, 0, 0, 1);
   return r;
 }
 
@@ -354,17 +433,12 @@ void LinkItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
   p->setBrush(Qt::NoBrush);
   p->drawPath(path());
   if (label_.isEmpty()) return;
-  // The inferred type sits just above the middle of the curve.
-  QFontMetricsF fm(style::linkFont());
-  const QPointF mid = path().pointAtPercent(0.5);
-  const qreal w = fm.horizontalAdvance(label_) + 12;
-  const QRectF box(mid.x() - w / 2, mid.y() - 20, w, 17);
   p->setPen(Qt::NoPen);
   p->setBrush(style::labelBackground());
-  p->drawRoundedRect(box, 4, 4);
+  p->drawRoundedRect(labelBox_, 4, 4);
   p->setPen(style::labelText());
   p->setFont(style::linkFont());
-  p->drawText(box, Qt::AlignCenter, label_);
+  p->drawText(labelBox_, Qt::AlignCenter, label_);
 }
 
 // ---------------------------------------------------------------------------- GraphScene
@@ -414,7 +488,59 @@ GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(pare
     for (auto& [id, item] : nodes_) item->refresh();
     for (auto& [l, item] : links_) item->updatePath();
   });
+  // The model asks where new nodes fit; a guard, since the model may outlive this scene.
+  model_->setPlacer([self = QPointer<GraphScene>(this)](const std::vector<NodeId>& ids) {
+    std::optional<Position> shift;
+    if (!self) return shift;
+    if (auto d = self->freeSpotShift(ids)) shift = Position{d->x(), d->y()};
+    return shift;
+  });
   rebuild();
+}
+
+std::optional<QPointF> GraphScene::freeSpotShift(const std::vector<NodeId>& ids) const {
+  std::set<const QGraphicsItem*> mine;
+  QRectF group;
+  for (NodeId id : ids)
+    if (NodeItem* item = nodeItem(id)) {
+      mine.insert(item);
+      group |= item->sceneBoundingRect();
+    }
+  if (mine.empty()) return std::nullopt;
+  // A grid step of air around the group, so that ports and labels stay apart.
+  const QRectF need = group.adjusted(-kGrid, -kGrid, kGrid, kGrid);
+  auto blocked = [&](QPointF d) {
+    for (QGraphicsItem* item : items(need.translated(d), Qt::IntersectsItemBoundingRect))
+      if (item->type() == NodeItem::Type && !mine.count(item)) return true;
+    return false;
+  };
+  if (!blocked({0, 0})) return QPointF(0, 0);
+  // Rings of grid steps around the asked-for spot, the nearest spots of a ring first.
+  constexpr int kRings = 40;
+  for (int r = 1; r <= kRings; ++r) {
+    std::vector<QPoint> ring;
+    for (int i = -r; i <= r; ++i) {
+      ring.push_back({i, -r});
+      ring.push_back({i, r});
+      if (i != -r && i != r) {
+        ring.push_back({-r, i});
+        ring.push_back({r, i});
+      }
+    }
+    // Nearest first; on a tie, below before above and right before left, where a reader of a
+    // left-to-right graph looks next.
+    std::stable_sort(ring.begin(), ring.end(), [](QPoint a, QPoint b) {
+      const int da = a.x() * a.x() + a.y() * a.y(), db = b.x() * b.x() + b.y() * b.y();
+      if (da != db) return da < db;
+      if (a.y() != b.y()) return a.y() > b.y();
+      return a.x() > b.x();
+    });
+    for (QPoint p : ring) {
+      const QPointF d(p.x() * kGrid, p.y() * kGrid);
+      if (!blocked(d)) return d;
+    }
+  }
+  return std::nullopt;
 }
 
 void GraphScene::rebuild() {
@@ -509,14 +635,20 @@ bool GraphScene::tryConnect(NodeId a, PortHit pa, NodeId b, PortHit pb) {
     std::swap(a, b);
     std::swap(pa, pb);
   }
+  const std::optional<Link> old = model_->graph().inputLink(b, pb.port);
   Status st = model_->connectPorts({{a, pa.port}, {b, pb.port}});
   if (!st.ok()) {
     emit statusMessage(QString::fromStdString(st.message()));
     return false;
   }
-  emit statusMessage(tr("Connected %1 to %2")
-                         .arg(QString::fromStdString(model_->graph().describe(a)),
-                              QString::fromStdString(model_->graph().describe(b))));
+  const Graph& g = model_->graph();
+  QString text =
+      tr("Connected %1 to %2")
+          .arg(QString::fromStdString(g.describe(a)), QString::fromStdString(g.describe(b)));
+  if (old && old->from != PortRef{a, pa.port})
+    text += tr(", replacing the link from %1 (Undo brings it back)")
+                .arg(QString::fromStdString(g.describe(old->from.node)));
+  emit statusMessage(text);
   return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include <QGraphicsPathItem>
 #include <QGraphicsScene>
+#include <QStringList>
 #include <map>
 #include <optional>
 #include <vector>
@@ -22,6 +23,10 @@ struct PortHit {
 
 class NodeItem : public QGraphicsItem {
  public:
+  // Wider nodes are elided (full names in the tooltips): the automatic layout places columns
+  // this far apart, and long imported tensor names would otherwise push nodes over each other.
+  static constexpr qreal kMaxWidth = 280;
+
   NodeItem(GraphScene* scene, dw::NodeId id);
   dw::NodeId id() const { return id_; }
   // Re-reads the model: ports, labels, size, problem state.
@@ -47,6 +52,9 @@ class NodeItem : public QGraphicsItem {
   // Layout cached from the last refresh(); recomputed from the model, never edited.
   qreal width_ = 160, height_ = 60;
   int inputs_ = 0, outputs_ = 0;
+  // The texts as drawn: elided to fit width_.
+  QString title_, name_, detail_;
+  QStringList inLabels_, outLabels_;
   std::optional<PortHit> hover_;
 };
 
@@ -58,6 +66,9 @@ class LinkItem : public QGraphicsPathItem {
   void paint(QPainter* p, const QStyleOptionGraphicsItem* opt, QWidget* w) override;
   QRectF boundingRect() const override;
   QPainterPath shape() const override;
+  // The shape label as drawn ("" when the type is unknown); the full text is in the tooltip.
+  QString label() const { return label_; }
+  QRectF labelRect() const;  // in scene coordinates; empty without a label
   enum { Type = UserType + 2 };
   int type() const override { return Type; }
 
@@ -65,6 +76,7 @@ class LinkItem : public QGraphicsPathItem {
   GraphScene* scene_;
   dw::Link link_;
   QString label_;
+  QRectF labelBox_;  // item coordinates
 };
 
 class GraphScene : public QGraphicsScene {
@@ -95,6 +107,9 @@ class GraphScene : public QGraphicsScene {
   void nodeGeometryChanged(dw::NodeId id);
   // Records the positions of items moved by the mouse as one undoable move.
   void commitMoves();
+  // The shift (in whole grid steps, nearest first) that puts the nodes `ids` as a group clear
+  // of every other node; nullopt when there is no room nearby.
+  std::optional<QPointF> freeSpotShift(const std::vector<dw::NodeId>& ids) const;
 
  signals:
   void statusMessage(const QString& text);

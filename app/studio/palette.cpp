@@ -49,6 +49,12 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
   tree_->setDragDropMode(QAbstractItemView::DragOnly);
   tree_->setSelectionMode(QAbstractItemView::SingleSelection);
   tree_->setUniformRowHeights(true);
+  // Long type names (SparseCategoricalCrossentropy) elide in the middle, so both the start and
+  // the end stay readable; the column follows the dock's width instead of scrolling sideways.
+  tree_->setTextElideMode(Qt::ElideMiddle);
+  tree_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  tree_->header()->setStretchLastSection(false);
+  tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addWidget(filter_);
@@ -65,11 +71,13 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
       QFont f = dom->font(0);
       f.setBold(true);
       dom->setFont(0, f);
+      dom->setToolTip(0, QString::fromStdString(s->domain));
     }
     QTreeWidgetItem*& cat = categories[s->domain + "/" + s->category];
     if (!cat) {
       cat = new QTreeWidgetItem(dom, {QString::fromStdString(s->category)});
       cat->setFlags(Qt::ItemIsEnabled);
+      cat->setToolTip(0, QString::fromStdString(s->category));
     }
     auto* leaf = new QTreeWidgetItem(cat, {QString::fromStdString(s->type)});
     leaf->setData(0, kDomainRole, QString::fromStdString(s->domain));

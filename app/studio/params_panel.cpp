@@ -51,27 +51,35 @@ QValidator::State ScientificSpinBox::validate(QString& text, int&) const {
 ListEdit::ListEdit(Kind kind, QWidget* parent) : QWidget(parent), kind_(kind) {
   edit_ = new QLineEdit(this);
   edit_->setPlaceholderText(kind == Kind::Strings ? tr("a, b, c") : tr("1, 2, 3"));
-  auto* more = new QToolButton(this);
-  more->setText(QStringLiteral("…"));
-  more->setToolTip(tr("Edit the list one item per line"));
+  more_ = new QToolButton(this);
+  more_->setText(QStringLiteral("…"));
+  more_->setToolTip(tr("Edit the list one item per line"));
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(2);
   layout->addWidget(edit_, 1);
-  layout->addWidget(more);
+  layout->addWidget(more_);
   connect(edit_, &QLineEdit::editingFinished, this, [this] {
     if (edit_->isModified()) {
       edit_->setModified(false);
       emit committed();
     }
   });
-  connect(more, &QToolButton::clicked, this, [this] {
+  connect(more_, &QToolButton::clicked, this, &ListEdit::openDialog);
+}
+
+void ListEdit::openDialog() {
+  QStringList items;
+  QString err;
+  parse(&items, &err);
+  std::optional<QStringList> edited;
+  if (dialog_) {
+    edited = dialog_(this, items);
+  } else {
     QDialog dlg(this);
-    dlg.setWindowTitle(tr("Edit list"));
+    dlg.setObjectName(QStringLiteral("listDialog"));
+    dlg.setWindowTitle(title_.isEmpty() ? tr("Edit list") : title_);
     auto* text = new QPlainTextEdit(&dlg);
-    QStringList items;
-    QString err;
-    parse(&items, &err);
     text->setPlainText(items.join('\n'));
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dlg);
     auto* layout = new QVBoxLayout(&dlg);
@@ -80,12 +88,15 @@ ListEdit::ListEdit(Kind kind, QWidget* parent) : QWidget(parent), kind_(kind) {
     layout->addWidget(buttons);
     connect(buttons, &QDialogButtonBox::accepted, &dlg, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
-    if (dlg.exec() != QDialog::Accepted) return;
-    QStringList lines = text->toPlainText().split('\n');
-    while (!lines.isEmpty() && lines.last().trimmed().isEmpty()) lines.removeLast();
-    setValues(lines);
-    emit committed();
-  });
+    if (dlg.exec() == QDialog::Accepted) {
+      QStringList lines = text->toPlainText().split('\n');
+      while (!lines.isEmpty() && lines.last().trimmed().isEmpty()) lines.removeLast();
+      edited = lines;
+    }
+  }
+  if (!edited) return;
+  setValues(*edited);
+  emit committed();
 }
 
 void ListEdit::setValues(const QStringList& values) {
@@ -123,12 +134,67 @@ QStringList ListEdit::values() const {
   return v;
 }
 
-// ---------------------------------------------------------------------------- ParamsPanel
+// ---------------------------------------------------------------------------- editOutputNames
 
 namespace {
 QString qs(const std::string& s) {
   return QString::fromStdString(s);
 }
+}  // namespace
+
+std::optional<QStringList> editOutputNames(QWidget* parent, const Graph& g, NodeId id,
+                                           const QStringList& current) {
+  const Node* n = g.node(id);
+  const NodeSpec* s = n ? g.spec(*n) : nullptr;
+  if (!s) return std::nullopt;
+  QDialog dlg(parent);
+  dlg.setObjectName(QStringLiteral("outputNamesDialog"));
+  dlg.setWindowTitle(QObject::tr("Output names of %1").arg(qs(g.describe(id))));
+  auto* layout = new QVBoxLayout(&dlg);
+  auto* intro =
+      new QLabel(QObject::tr("The tensor name of each output port (specified_outputs_name). "
+                             "Leave a row empty to keep the name shown in grey."),
+                 &dlg);
+  intro->setWordWrap(true);
+  layout->addWidget(intro);
+  auto* form = new QFormLayout;
+  layout->addLayout(form);
+  // Every port the node shows (a variadic tail shows one free slot), and any name set beyond.
+  const int rows = std::max<int>(g.outputPortCount(id), current.size());
+  std::vector<QLineEdit*> edits;
+  for (int i = 0; i < rows; ++i) {
+    const PortSpec* ps = s->outputPort(i);
+    QString port = ps ? qs(ps->name) : QString::number(i);
+    if (ps && ps->option == PortOption::Variadic)
+      port += QStringLiteral("[%1]").arg(i - static_cast<int>(s->outputs.size()) + 1);
+    auto* e = new QLineEdit(current.value(i), &dlg);
+    e->setObjectName(QStringLiteral("outputName%1").arg(i));
+    // The default is what the tensor is called without a specified name; for a port that has one
+    // now, the graph's current name is that name, so only say that a default exists.
+    const bool named =
+        i < static_cast<int>(n->specifiedOutputsName.size()) && !n->specifiedOutputsName[i].empty();
+    e->setPlaceholderText(named || i >= g.outputPortCount(id) ? QObject::tr("default name")
+                                                              : qs(g.tensorName({id, i})));
+    e->setMinimumWidth(220);
+    auto* label = new QLabel(port, &dlg);
+    if (ps) label->setToolTip(qs(ps->doc));
+    form->addRow(label, e);
+    edits.push_back(e);
+  }
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dlg);
+  layout->addWidget(buttons);
+  QObject::connect(buttons, &QDialogButtonBox::accepted, &dlg, &QDialog::accept);
+  QObject::connect(buttons, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
+  if (dlg.exec() != QDialog::Accepted) return std::nullopt;
+  QStringList names;
+  for (QLineEdit* e : edits) names << e->text().trimmed();
+  while (!names.isEmpty() && names.last().isEmpty()) names.removeLast();
+  return names;
+}
+
+// ---------------------------------------------------------------------------- ParamsPanel
+
+namespace {
 
 QStringList paramItems(const Param& p) {
   QStringList out;
@@ -148,6 +214,17 @@ QStringList paramItems(const Param& p) {
   return out;
 }
 
+// Zero-width spaces after separators and between camel-case words let a word-wrapped label
+// break long names ("SparseCategoricalAccuracy", "/data/train-images.idx") rather than hold the
+// whole dock at their width.
+QString breakable(QString text) {
+  static const QRegularExpression kAfter(QStringLiteral("([/._:,=\\-])(?=\\S)"));
+  static const QRegularExpression kCamel(QStringLiteral("([a-z0-9])([A-Z])"));
+  text.replace(kAfter, QStringLiteral("\\1\u200B"));
+  text.replace(kCamel, QStringLiteral("\\1\u200B\\2"));
+  return text;
+}
+
 QString defaultText(const ParamSpec& ps) {
   if (ps.defaultValue) return qs(ps.defaultValue->toDisplay());
   return ps.required ? QObject::tr("required") : QObject::tr("unset");
@@ -157,8 +234,9 @@ QString defaultText(const ParamSpec& ps) {
 ParamsPanel::ParamsPanel(GraphModel* model, QWidget* parent) : QScrollArea(parent), model_(model) {
   setWidgetResizable(true);
   setFrameShape(QFrame::NoFrame);
-  // Rows shrink to the dock's width; only long forms scroll, vertically.
-  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // Rows shrink to the dock's width and texts wrap; a dock narrower than the widest editor
+  // scrolls sideways rather than cutting fields off.
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   connect(model_, &GraphModel::nodeChanged, this, [this](qint64 id) {
     if (id == id_) refreshValues();
   });
@@ -169,7 +247,8 @@ ParamsPanel::ParamsPanel(GraphModel* model, QWidget* parent) : QScrollArea(paren
   connect(model_, &GraphModel::validated, this, [this] {
     if (!problem_) return;
     const QString text = model_->problemText(id_);
-    problem_->setText(text);
+    problem_->setText(breakable(text));
+    problem_->setToolTip(text);
     problem_->setVisible(!text.isEmpty());
   });
   rebuild();
@@ -218,23 +297,30 @@ void ParamsPanel::rebuild() {
   auto* title =
       new QLabel(QStringLiteral("<b style='font-size:12pt'>%1</b> <span style='color:gray'>"
                                 "%2 · opset %3 · #%4</span>")
-                     .arg(qs(s->type), qs(s->domain))
+                     .arg(breakable(qs(s->type)).toHtmlEscaped(), qs(s->domain).toHtmlEscaped())
                      .arg(s->version)
                      .arg(id),
                  content);
+  title->setObjectName(QStringLiteral("paramsTitle"));
+  title->setWordWrap(true);
+  title->setToolTip(qs(s->type));
   outer->addWidget(title);
   QString brief = qs(s->doc).section(QStringLiteral("\n\n"), 0, 0).trimmed();
   if (brief.size() > 300) brief = brief.left(300) + QStringLiteral("…");
-  auto* doc = new QLabel(brief, content);
+  auto* doc = new QLabel(breakable(brief), content);
   doc->setWordWrap(true);
   doc->setToolTip(qs(s->doc));
   doc->setStyleSheet(QStringLiteral("color: #555"));
   outer->addWidget(doc);
   problem_ = new QLabel(content);
+  problem_->setObjectName(QStringLiteral("paramsProblem"));
   problem_->setWordWrap(true);
+  problem_->setTextFormat(Qt::PlainText);
+  problem_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   problem_->setStyleSheet(
       QStringLiteral("color: #b00020; background: #fdecea; padding: 4px; border-radius: 3px"));
-  problem_->setText(model_->problemText(id));
+  problem_->setText(breakable(model_->problemText(id)));
+  problem_->setToolTip(model_->problemText(id));
   problem_->setVisible(!problem_->text().isEmpty());
   outer->addWidget(problem_);
 
@@ -246,9 +332,15 @@ void ParamsPanel::rebuild() {
     auto* h = new QHBoxLayout(row);
     h->setContentsMargins(0, 0, 0, 0);
     h->setSpacing(4);
-    editor->setMinimumWidth(60);
+    // A combo box keeps the width of its longest choice: "glorot_unif" reads as a typo.
+    if (auto* combo = qobject_cast<QComboBox*>(editor)) {
+      combo->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+      combo->setMinimumWidth(combo->sizeHint().width());
+    } else {
+      editor->setMinimumWidth(60);
+    }
     h->addWidget(editor, 1);
-    auto* defLabel = new QLabel(def.size() > 12 ? def.left(10) + QStringLiteral("…") : def);
+    auto* defLabel = new QLabel(def.size() > 16 ? def.left(14) + QStringLiteral("…") : def);
     defLabel->setStyleSheet(QStringLiteral("color: gray; font-size: 8pt"));
     defLabel->setToolTip(tr("Default: %1").arg(def));
     h->addWidget(defLabel);
@@ -281,6 +373,8 @@ void ParamsPanel::rebuild() {
   auto* common = new QGroupBox(tr("Node"), content);
   auto* commonForm = new QFormLayout(common);
   commonForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  // A narrow dock puts a field under its label rather than squeezing both.
+  commonForm->setRowWrapPolicy(QFormLayout::WrapLongRows);
   for (const CommonField& cf : commonFields()) {
     const QString field = qs(cf.name);
     const QString def = cf.defaultValue.empty() ? tr("empty") : qs(cf.defaultValue);
@@ -302,6 +396,10 @@ void ParamsPanel::rebuild() {
           [this, id] { return model_->rename(id, ""); });
     } else if (cf.name == "specified_outputs_name") {
       auto* e = new ListEdit(ListEdit::Kind::Strings);
+      e->setDialog([this, id](QWidget* parent, const QStringList& current) {
+        return editOutputNames(parent, model_->graph(), id, current);
+      });
+      e->dialogButton()->setToolTip(tr("Name each output port"));
       connect(e, &ListEdit::committed, this, [this, e, id] {
         QStringList items;
         QString err;
@@ -342,6 +440,7 @@ void ParamsPanel::rebuild() {
     auto* box = new QGroupBox(name, content);
     auto* form = new QFormLayout(box);
     form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    form->setRowWrapPolicy(QFormLayout::WrapLongRows);
     outer->addWidget(box);
     return form;
   };
@@ -464,6 +563,7 @@ void ParamsPanel::rebuild() {
                           : ps.type == ParamType::Floats ? ListEdit::Kind::Floats
                                                          : ListEdit::Kind::Strings;
         auto* e = new ListEdit(kind);
+        e->setDialogTitle(tr("%1 of %2").arg(field, qs(g.describe(id))));
         const ParamType type = ps.type;
         connect(e, &ListEdit::committed, this, [this, e, apply, type] {
           QStringList items;

@@ -9,7 +9,9 @@
 #include <QLineEdit>
 #include <QMap>
 #include <QScrollArea>
+#include <QToolButton>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "app/studio/graph_model.h"
@@ -31,7 +33,14 @@ class ListEdit : public QWidget {
   Q_OBJECT
  public:
   enum class Kind { Ints, Floats, Strings };
+  // Edits the items in a dialog of its own; nullopt when cancelled.
+  using Dialog = std::function<std::optional<QStringList>(QWidget* parent, const QStringList&)>;
   ListEdit(Kind kind, QWidget* parent = nullptr);
+  // The title of the one-item-per-line dialog (what is being edited).
+  void setDialogTitle(const QString& title) { title_ = title; }
+  // Replaces the one-item-per-line dialog.
+  void setDialog(Dialog dialog) { dialog_ = std::move(dialog); }
+  QToolButton* dialogButton() const { return more_; }
   void setValues(const QStringList& values);
   QStringList values() const;
   QLineEdit* lineEdit() const { return edit_; }
@@ -42,9 +51,19 @@ class ListEdit : public QWidget {
   void committed();
 
  private:
+  void openDialog();
   Kind kind_;
   QLineEdit* edit_;
+  QToolButton* more_;
+  QString title_;
+  Dialog dialog_;
 };
+
+// The specified_outputs_name editor: one row per output port of node `id`, labelled with the
+// port's name, each showing the name the tensor gets when left empty. Returns the names (trailing
+// empty ones dropped), or nullopt when cancelled.
+std::optional<QStringList> editOutputNames(QWidget* parent, const dw::Graph& graph, dw::NodeId id,
+                                           const QStringList& current);
 
 class ParamsPanel : public QScrollArea {
   Q_OBJECT

@@ -76,28 +76,36 @@ inline QFont portFont() {
   f.setPointSizeF(9);
   return f;
 }
+inline QFont graphPortFont() {
+  QFont f;
+  f.setPointSizeF(7.5);
+  return f;
+}
 inline QFont linkFont() {
   QFont f;
   f.setPointSizeF(8.5);
   return f;
 }
 
-// Header colour by category, so the kinds of node read at a glance.
+// Header colour by category, so the kinds of node read at a glance. Red means a problem
+// (errorHeader()), so no category is red: the training nodes (Accelerator, the steps) were once
+// a brick red that made a valid Accelerator look broken.
 inline QColor categoryColor(const std::string& category, const std::string& domain) {
   static const QHash<QString, QColor> kKnown = {
       {"graph", QColor(0x2f, 0x7d, 0x74)},         {"nn", QColor(0x3a, 0x5f, 0xa8)},
       {"math", QColor(0x8a, 0x5a, 0x2b)},          {"tensor", QColor(0x5b, 0x6b, 0x2f)},
       {"reduction", QColor(0x7a, 0x3e, 0x6e)},     {"logical", QColor(0x55, 0x55, 0x7a)},
-      {"controlflow", QColor(0x6a, 0x45, 0x45)},   {"generator", QColor(0x3f, 0x6f, 0x4f)},
+      {"controlflow", QColor(0x5e, 0x4a, 0x78)},   {"generator", QColor(0x3f, 0x6f, 0x4f)},
       {"rnn", QColor(0x4b, 0x4f, 0x9a)},           {"object_detection", QColor(0x6f, 0x5a, 0x38)},
       {"quantization", QColor(0x4f, 0x5f, 0x66)},  {"sequence", QColor(0x66, 0x52, 0x7a)},
-      {"traditionalml", QColor(0x55, 0x60, 0x4a)}, {"training", QColor(0x8c, 0x3f, 0x3f)},
+      {"traditionalml", QColor(0x55, 0x60, 0x4a)}, {"training", QColor(0x2e, 0x6a, 0x8c)},
   };
   const QString c = QString::fromStdString(category).toLower();
   if (auto it = kKnown.find(c); it != kKnown.end()) return *it;
   if (domain.rfind("deepwire.", 0) == 0) return QColor(0x6a, 0x48, 0x9e);
+  // Other categories hash to a hue, kept clear of the reds (hue 330..30) that mean an error.
   const uint h = qHash(c);
-  return QColor::fromHsl(int(h % 360), 70, 80);
+  return QColor::fromHsl(int(40 + h % 280), 70, 80);
 }
 
 }  // namespace dw::studio::style
