@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QMenu>
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
@@ -57,7 +58,7 @@ QPixmap thumbnails(const Tensor& t) {
     return {};
   }
   if (h <= 0 || w <= 0 || h * w > 4096 * 4096) return {};
-  const int cell = 44, cols = 8;
+  const int cell = 34, cols = 8;
   const int rows = int((n + cols - 1) / cols);
   QPixmap pix(cols * cell, rows * cell);
   pix.fill(Qt::transparent);
@@ -229,6 +230,7 @@ DataPanel::DataPanel(GraphModel* model, QWidget* parent) : QWidget(parent), mode
   scroll->setWidgetResizable(true);
   scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   scroll->setWidget(rowsHost_);
+  rowsHost_->setMinimumWidth(0);
   scroll->setFrameShape(QFrame::NoFrame);
   outer->addWidget(scroll, 1);
 
@@ -456,12 +458,11 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     r->computeNorm = new QPushButton(tr("Compute from train"));
     r->computeNorm->setToolTip(
         tr("Mean and standard deviation of the train samples after the scale"));
+    // Two rows, so the dock never needs to be wider than one spin box pair.
     auto* normRow = new QHBoxLayout;
-    normRow->addWidget(new QLabel(tr("× ")));
-    normRow->addWidget(r->scale, 1);
-    normRow->addWidget(new QLabel(tr("− mean")));
+    normRow->addWidget(new QLabel(tr("mean")));
     normRow->addWidget(r->mean, 1);
-    normRow->addWidget(new QLabel(tr("÷ std")));
+    normRow->addWidget(new QLabel(tr("std")));
     normRow->addWidget(r->std, 1);
     auto* normHost = new QWidget;
     normRow->setContentsMargins(0, 0, 0, 0);
@@ -480,7 +481,8 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     auto* dtypeHost = new QWidget;
     dtypeHost->setLayout(dtypeRow);
     grid->addRow(tr("Type"), dtypeHost);
-    grid->addRow(tr("Scale"), normHost);
+    grid->addRow(tr("Scale ×"), r->scale);
+    grid->addRow(tr("Then −/÷"), normHost);
     grid->addRow(QString(), r->computeNorm);
     grid->addRow(tr("Reshape"), r->reshape);
     v->addWidget(conv);
@@ -544,18 +546,25 @@ void DataPanel::updateSplitWidgets() {
 }
 
 void DataPanel::chooseFile(InputRow* r, Split split) {
+  // A source is a file, or a folder with one subfolder of images per class.
+  QMenu menu;
+  QAction* file = menu.addAction(tr("File (IDX, NPY, CSV)…"));
+  QAction* folder = menu.addAction(tr("Image folder (one subfolder per class)…"));
+  QAction* picked = menu.exec(r->browse[split]->mapToGlobal(QPoint(0, r->browse[split]->height())));
+  if (!picked) return;
   const QString start =
       r->paths[split].isEmpty() ? lastDir_ : QFileInfo(r->paths[split]).absolutePath();
-  QFileDialog dialog(this, tr("Data for %1 (%2)").arg(qs(r->input.name), splitName(split)), start,
-                     tr("Data files (*.gz *ubyte* *.idx *.npy *.csv *.tsv);;All files (*)"));
-  dialog.setFileMode(QFileDialog::ExistingFile);
-  // A folder of class subfolders is a source too: let the dialog pick either.
-  dialog.setOption(QFileDialog::DontUseNativeDialog, true);
-  dialog.setLabelText(QFileDialog::Accept, tr("Choose"));
-  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
-  const QString path = dialog.selectedFiles().first();
-  lastDir_ = QFileInfo(path).absolutePath();
+  const QString title = tr("Data for %1 (%2)").arg(qs(r->input.name), splitName(split));
+  const QString path =
+      picked == folder
+          ? QFileDialog::getExistingDirectory(this, title, start)
+          : QFileDialog::getOpenFileName(
+                this, title, start,
+                tr("Data files (*.gz *ubyte* *.idx *.npy *.csv *.tsv);;All files (*)"));
+  if (path.isEmpty()) return;
+  lastDir_ = picked == folder ? QFileInfo(path).absolutePath() : QFileInfo(path).absolutePath();
   QSettings().setValue(QStringLiteral("dataPanel/lastDir"), lastDir_);
+  Q_UNUSED(file);
   setPath(r, split, path);
 }
 

@@ -499,6 +499,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(batchSize_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
   connect(epochs_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
   loadSettingsFromModel();
+  rescaleAxes();  // whole-step ticks from the start, not a default 0..1 axis
 }
 
 TrainingPanel::~TrainingPanel() {

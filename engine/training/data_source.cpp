@@ -473,6 +473,11 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
   if (want.size() != shape.size()) {
     if (fullyKnown(want) && numElements(want) == numElements(shape))
       return data + " but " + wants + ": reshape each sample to " + dimsText(want, false);
+    if (fullyKnown(want))
+      return data + " but " + wants + ": " + std::to_string(numElements(shape)) +
+             " values per sample against " + std::to_string(numElements(want)) +
+             "; change the Input's type to " + typeText(dtype, shape) +
+             ", or the data's size (image folders: resize)";
     return data + " but " + wants + ": the ranks differ; change the Input's type or reshape";
   }
   for (size_t i = 0; i < want.size(); ++i)

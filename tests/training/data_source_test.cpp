@@ -1,0 +1,112 @@
+// engine/training/data_source.h: the split rule, loadData's held-out samples (what the studio's
+// Data panel and `deepwire train` both read), the conversion a panel proposes, and the data
+// prelude of an exported model.
+#include "engine/training/data_source.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "engine/training/trainer.h"
+
+namespace dw::engine::training {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tempDir() {
+  const fs::path p = fs::temp_directory_path() / ("dw_data_source_" + std::to_string(::getpid()));
+  fs::create_directories(p);
+  return p.string();
+}
+
+TEST(DataSource, SplitSizesFloorAndTakeFromTheEnd) {
+  const SplitSizes s = splitSizes(100, 0.1, 0.2);
+  EXPECT_EQ(s.train, 70);
+  EXPECT_EQ(s.validation, 10);
+  EXPECT_EQ(s.test, 20);
+  EXPECT_EQ(splitSizes(5, 0.1, 0).validation, 0);  // floor: too few samples hold out none
+  EXPECT_EQ(splitSizes(5, 0.1, 0).train, 5);
+}
+
+TEST(DataSource, LoadDataHoldsOutTheLastSamplesInFileOrder) {
+  const std::string dir = tempDir();
+  std::vector<float> x(20);
+  std::vector<int64_t> y(20);
+  for (int i = 0; i < 20; ++i) {
+    x[size_t(i)] = float(i);
+    y[size_t(i)] = i % 3;
+  }
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {20, 1})).ok());
+  ASSERT_TRUE(writeNpy(dir + "/y.npy", Tensor::fromVector(y, {20})).ok());
+  DatasetSpec spec;
+  spec.train = {{"x", "x.npy"}, {"y", "y.npy"}};
+  spec.trainLimit = 18;
+  spec.validationSplit = 0.25;  // floor(18 * 0.25) = 4
+  spec.testSplit = 0.1;         // floor(1.8) = 1
+  auto d = loadData(spec, dir);
+  ASSERT_TRUE(d.ok()) << d.message();
+  ASSERT_TRUE(d->validation && d->test);
+  EXPECT_EQ(d->train->size(), 13);
+  EXPECT_EQ(d->validation->size(), 4);
+  EXPECT_EQ(d->test->size(), 1);
+  EXPECT_EQ(d->validation->columns.at("x").data<float>()[0], 13.0f);
+  EXPECT_EQ(d->test->columns.at("x").data<float>()[0], 17.0f);
+  EXPECT_EQ(d->evaluation(), d->validation);
+  // The same section through the project's JSON (what deepwire train parses) gives the same.
+  TrainingConfig c;
+  c.dataset = spec;
+  auto parsed = parseTrainingConfig(trainingConfigToJson(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  auto again = loadData(parsed->dataset, dir);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->validation->columns.at("x").data<float>()[0], 13.0f);
+  EXPECT_EQ(again->train->size(), 13);
+  // A split left with no training samples is an error that says how to fix it.
+  spec.validationSplit = 0.5;
+  spec.testSplit = 0.5;
+  auto none = loadData(spec, dir);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("lower the fractions"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(DataSource, ProposesScaleAndReshapeForBytesIntoAFloatImageInput) {
+  SourceSummary src;
+  src.path = "/data/train-images-idx3-ubyte.gz";
+  src.format = "idx";
+  src.samples = 60000;
+  src.sampleShape = {28, 28};
+  src.dtype = DType::kUInt8;
+  DataInput in{"image", DType::kFloat, {-1, 1, 28, 28}, false, "float[N,1,28,28]"};
+  DataFileSpec current;
+  current.input = "image";
+  EXPECT_NE(checkFit(src, current, in), "");  // uint8 into float: not yet
+  const Proposal p = proposeConversion(src, current, in);
+  EXPECT_TRUE(p.fits) << p.message;
+  EXPECT_TRUE(p.changes);
+  EXPECT_DOUBLE_EQ(p.spec.normalization.scale, 1.0 / 255.0);
+  EXPECT_EQ(p.spec.shape, (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_EQ(p.spec.storedDtype, "uint8");
+  EXPECT_EQ(checkFit(src, p.spec, in), "");
+  EXPECT_NE(p.message.find("1/255"), std::string::npos) << p.message;
+  // Class labels into a float [N,10] input: one-hot, never scaled.
+  SourceSummary labels = src;
+  labels.sampleShape = {};
+  labels.labelCounts = std::vector<int64_t>(10, 6000);
+  DataInput onehot{"label", DType::kFloat, {-1, 10}, true, "float[N,10]"};
+  const Proposal q = proposeConversion(labels, DataFileSpec{}, onehot);
+  EXPECT_TRUE(q.fits) << q.message;
+  EXPECT_EQ(q.spec.oneHot, 10);
+  EXPECT_DOUBLE_EQ(q.spec.normalization.scale, 1.0);
+  // 144 values against 64: nothing converts them; the sentence says what to change.
+  SourceSummary big = src;
+  big.sampleShape = {12, 12};
+  DataInput small{"x", DType::kFloat, {-1, 64}, false, "float[N,64]"};
+  const Proposal r = proposeConversion(big, DataFileSpec{}, small);
+  EXPECT_FALSE(r.fits);
+  EXPECT_NE(r.message.find("144"), std::string::npos) << r.message;
+}
+
+}  // namespace
+}  // namespace dw::engine::training
