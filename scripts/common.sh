@@ -11,6 +11,7 @@ PACKAGES=(
   libdnnl-dev opencl-headers ocl-icd-opencl-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev zlib1g-dev
+  libpng-dev libjpeg-dev
   libonnx-testdata dataset-fashion-mnist
   python3 python3-onnx python3-torch python3-numpy
   xvfb xauth

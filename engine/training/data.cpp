@@ -8,18 +8,48 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace dw::engine::training {
 
 namespace {
 
+constexpr const char* kCopyAgain = "copy or download the file again";
+
+// A folder opens as a stream on Linux and reads as empty, which would be reported as a
+// truncated file.
+Status notAFolder(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::error(path +
+                         ": is a folder; give a data file (an image folder is read as "
+                         "images, not as IDX, NPY or CSV)");
+  return Status();
+}
+
 Result<std::string> readFileBytes(const std::string& path) {
+  DW_RETURN_IF_ERROR(notAFolder(path));
   std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::error(path + ": cannot open file");
+  if (!f) return Status::error(path + ": cannot open file (check that it exists and is readable)");
   std::ostringstream ss;
   ss << f.rdbuf();
+  if (f.bad()) return Status::error(path + ": read error");
   return ss.str();
+}
+
+// The first `n` bytes (fewer if the file is shorter), and the file's size, for header-only reads.
+Result<std::string> readFilePrefix(const std::string& path, size_t n, uint64_t* fileSize) {
+  DW_RETURN_IF_ERROR(notAFolder(path));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::error(path + ": cannot open file (check that it exists and is readable)");
+  f.seekg(0, std::ios::end);
+  *fileSize = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  std::string s(static_cast<size_t>(std::min<uint64_t>(n, *fileSize)), '\0');
+  f.read(s.data(), static_cast<std::streamsize>(s.size()));
+  if (!f) return Status::error(path + ": read error");
+  return s;
 }
 
 bool isGzip(const std::string& bytes) {
@@ -27,37 +57,71 @@ bool isGzip(const std::string& bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-// Inflates a whole gzip stream; a corrupt or truncated stream names the compressed byte offset.
-Result<std::string> gunzip(const std::string& in, const std::string& path) {
+// "00 01 08 03": how a file really starts says what it is when its magic is wrong.
+std::string hexBytes(const std::string& bytes, size_t n) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (size_t i = 0; i < std::min(n, bytes.size()); ++i) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    if (i) out += ' ';
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+// Inflates a gzip stream, all of it or (`limit` > 0) only until `limit` bytes are out. A corrupt
+// or truncated stream names the compressed byte offset. `more` supplies compressed input in
+// pieces (returns false at the file's end), so a header read inflates only its first block.
+template <typename More>
+Result<std::string> gunzipFrom(More&& more, const std::string& path, size_t limit) {
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return Status::error(path + ": zlib init failed");
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  std::string out;
-  std::vector<char> chunk(1 << 20);
+  std::string in, out;
+  std::vector<char> chunk(limit ? std::max<size_t>(limit, 64) : (1 << 20));
+  bool eof = false;
   int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
+  while (rc != Z_STREAM_END && !(limit && out.size() >= limit)) {
+    if (zs.avail_in == 0 && !eof) {
+      eof = !more(in);
+      zs.next_in = reinterpret_cast<Bytef*>(in.data());
+      zs.avail_in = static_cast<uInt>(in.size());
+    }
     zs.next_out = reinterpret_cast<Bytef*>(chunk.data());
     zs.avail_out = static_cast<uInt>(chunk.size());
     rc = inflate(&zs, Z_NO_FLUSH);
     out.append(chunk.data(), chunk.size() - zs.avail_out);
     if (rc == Z_STREAM_END) break;
-    if (rc != Z_OK) {
+    if (rc != Z_OK && !(rc == Z_BUF_ERROR && zs.avail_in == 0 && !eof)) {
       const std::string msg = zs.msg ? zs.msg : "corrupt data";
       const auto at = zs.total_in;
       inflateEnd(&zs);
+      if (rc == Z_BUF_ERROR)
+        return Status::error(path + ": gzip stream is truncated at compressed byte " +
+                             std::to_string(at) + " (the file ends before the stream does); " +
+                             kCopyAgain);
       return Status::error(path + ": gzip data is corrupt at compressed byte " +
-                           std::to_string(at) + " (" + msg + ")");
+                           std::to_string(at) + " (" + msg + "); " + kCopyAgain);
     }
-    if (zs.avail_in == 0 && zs.avail_out != 0) {
+    if (eof && zs.avail_in == 0 && zs.avail_out != 0) {
       const auto at = zs.total_in;
       inflateEnd(&zs);
       return Status::error(path + ": gzip stream is truncated at compressed byte " +
-                           std::to_string(at) + " (the file ends before the stream does)");
+                           std::to_string(at) + " (the file ends before the stream does); " +
+                           kCopyAgain);
     }
   }
   inflateEnd(&zs);
   return out;
+}
+
+Result<std::string> gunzip(std::string in, const std::string& path) {
+  return gunzipFrom(
+      [&](std::string& buf) {
+        buf = std::move(in);
+        return false;  // everything at once: the end of the input
+      },
+      path, 0);
 }
 
 uint32_t readBe32(const unsigned char* p) {
@@ -74,76 +138,172 @@ void byteSwapInPlace(void* data, size_t count, size_t width) {
   for (size_t i = 0; i < count; ++i) std::reverse(p + i * width, p + (i + 1) * width);
 }
 
+// Bytes `shape` of `dtype` takes, or nullopt past 2^63: a corrupt header's dims can multiply to
+// anything, and the comparison with the file's size must not wrap.
+std::optional<uint64_t> payloadBytes(const Shape& shape, DType dtype) {
+  unsigned __int128 n = dtypeSize(dtype);
+  for (int64_t d : shape) {
+    n *= static_cast<uint64_t>(d);
+    if (n > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()))
+      return std::nullopt;
+  }
+  return static_cast<uint64_t>(n);
+}
+
+// The shared truncation message of the binary formats: what the header promised, what is there.
+Status truncatedData(const std::string& path, const Shape& shape, DType dtype, size_t dataStart,
+                     uint64_t available, const std::optional<uint64_t>& need,
+                     const std::string& where, const std::string& fix) {
+  return Status::error(path + ": truncated: the header promises " +
+                       (need ? std::to_string(*need) : std::string("more than 2^63")) +
+                       " bytes of data after byte " + std::to_string(dataStart) + where +
+                       " (shape " + shapeToString(shape) + ", " + dtypeName(dtype) +
+                       "), the file holds " + std::to_string(available) + " (it ends at byte " +
+                       std::to_string(dataStart + available) + "); " + fix);
+}
+
+// ---- IDX --------------------------------------------------------------------------------------
+
+struct IdxLayout {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  size_t headerEnd = 0;
+  std::optional<uint64_t> dataBytes;
+};
+
+// Parses the magic and dims from the first bytes of the (decompressed) file. `where` says which
+// byte positions are meant for a gzip file.
+Result<IdxLayout> parseIdxHeader(const std::string& bytes, const std::string& path,
+                                 const std::string& where) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() < 4)
+    return Status::error(path + ": truncated: the IDX header needs 4 bytes of magic, the file" +
+                         where + " holds " + std::to_string(bytes.size()) + "; " + kCopyAgain);
+  if (p[0] != 0 || p[1] != 0)
+    return Status::error(path + ": not an IDX file: its magic at byte 0" + where + " is " +
+                         hexBytes(bytes, 4) +
+                         ", where an IDX file starts with 00 00, a type code and the rank "
+                         "(00 00 08 03 for MNIST images); check that this is an IDX images or "
+                         "labels file, plain or gzip");
+  IdxLayout l;
+  switch (p[2]) {
+    case 0x08:
+      l.dtype = DType::kUInt8;
+      break;
+    case 0x09:
+      l.dtype = DType::kInt8;
+      break;
+    case 0x0B:
+      l.dtype = DType::kInt16;
+      break;
+    case 0x0C:
+      l.dtype = DType::kInt32;
+      break;
+    case 0x0D:
+      l.dtype = DType::kFloat;
+      break;
+    case 0x0E:
+      l.dtype = DType::kDouble;
+      break;
+    default:
+      return Status::error(path + ": IDX type code " + hexBytes(bytes.substr(2), 1) + " at byte 2" +
+                           where +
+                           " is not one of 08 (uint8) 09 (int8) 0B (int16) 0C (int32) 0D "
+                           "(float32) 0E (float64); the file is corrupt or not IDX: " +
+                           kCopyAgain);
+  }
+  const int rank = p[3];
+  l.headerEnd = 4 + 4 * static_cast<size_t>(rank);
+  if (bytes.size() < l.headerEnd)
+    return Status::error(path + ": truncated: the IDX header of rank " + std::to_string(rank) +
+                         " needs " + std::to_string(l.headerEnd) + " bytes, the file" + where +
+                         " holds " + std::to_string(bytes.size()) + "; " + kCopyAgain);
+  for (int i = 0; i < rank; ++i) l.shape.push_back(readBe32(p + 4 + 4 * i));
+  l.dataBytes = payloadBytes(l.shape, l.dtype);
+  return l;
+}
+
+// Whether `total` bytes (of the decompressed file) are exactly what the header promises.
+Status checkIdxSize(const IdxLayout& l, uint64_t total, const std::string& path,
+                    const std::string& where) {
+  const uint64_t available = total - l.headerEnd;
+  if (!l.dataBytes || available < *l.dataBytes)
+    return truncatedData(path, l.shape, l.dtype, l.headerEnd, available, l.dataBytes, where,
+                         kCopyAgain);
+  if (available > *l.dataBytes)
+    return Status::error(path + ": " + std::to_string(available - *l.dataBytes) +
+                         " extra bytes after byte " + std::to_string(l.headerEnd + *l.dataBytes) +
+                         where + ": the header's shape " + shapeToString(l.shape) + " of " +
+                         dtypeName(l.dtype) + " accounts for " +
+                         std::to_string(l.headerEnd + *l.dataBytes) +
+                         " bytes; the header or the data is wrong: " + kCopyAgain);
+  return Status();
+}
+
+constexpr const char* kDecompressed = " of the decompressed data";
+
 }  // namespace
 
 Result<Tensor> readIdx(const std::string& path) {
   auto raw = readFileBytes(path);
   if (!raw) return raw.status();
   std::string bytes = std::move(raw.value());
+  std::string where;
   if (isGzip(bytes)) {
-    auto inflated = gunzip(bytes, path);
+    auto inflated = gunzip(std::move(bytes), path);
+    if (!inflated) return inflated.status();
+    bytes = std::move(inflated.value());
+    where = kDecompressed;
+  }
+  auto l = parseIdxHeader(bytes, path, where);
+  if (!l) return l.status();
+  DW_RETURN_IF_ERROR(checkIdxSize(*l, bytes.size(), path, where));
+  Tensor t(l->dtype, l->shape);
+  if (*l->dataBytes) std::memcpy(t.raw(), bytes.data() + l->headerEnd, *l->dataBytes);
+  if (dtypeSize(l->dtype) > 1 && hostLittleEndian())
+    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(l->dtype));
+  return t;
+}
+
+Result<SourceHeader> readIdxHeader(const std::string& path) {
+  // The largest IDX header: magic and 255 dims.
+  constexpr size_t kMaxHeader = 4 + 4 * 255;
+  uint64_t fileSize = 0;
+  auto start = readFilePrefix(path, kMaxHeader, &fileSize);
+  if (!start) return start.status();
+  std::string bytes = std::move(start.value());
+  const bool gz = isGzip(bytes);
+  if (gz) {
+    // Inflate only until the header is out: the file is read 16 KiB at a time, as needed.
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return Status::error(path + ": cannot open file");
+    auto more = [&](std::string& buf) {
+      buf.resize(1 << 14);
+      f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.resize(static_cast<size_t>(f.gcount()));
+      return f.good() && f.peek() != std::char_traits<char>::eof();
+    };
+    auto inflated = gunzipFrom(more, path, kMaxHeader);
     if (!inflated) return inflated.status();
     bytes = std::move(inflated.value());
   }
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() < 4)
-    return Status::error(path + ": IDX header truncated at byte " + std::to_string(bytes.size()) +
-                         " (need 4 bytes of magic)");
-  if (p[0] != 0 || p[1] != 0)
-    return Status::error(path +
-                         ": not an IDX file: magic at byte 0 must start with two zero bytes");
-  DType dt;
-  switch (p[2]) {
-    case 0x08:
-      dt = DType::kUInt8;
-      break;
-    case 0x09:
-      dt = DType::kInt8;
-      break;
-    case 0x0B:
-      dt = DType::kInt16;
-      break;
-    case 0x0C:
-      dt = DType::kInt32;
-      break;
-    case 0x0D:
-      dt = DType::kFloat;
-      break;
-    case 0x0E:
-      dt = DType::kDouble;
-      break;
-    default:
-      return Status::error(path + ": IDX type code 0x" + std::to_string(p[2]) +
-                           " at byte 2 is not one of 08 09 0B 0C 0D 0E");
-  }
-  const int rank = p[3];
-  const size_t headerEnd = 4 + 4 * static_cast<size_t>(rank);
-  if (bytes.size() < headerEnd)
-    return Status::error(path + ": IDX header truncated at byte " + std::to_string(bytes.size()) +
-                         " (rank " + std::to_string(rank) + " needs " + std::to_string(headerEnd) +
-                         " header bytes)");
-  Shape shape;
-  for (int i = 0; i < rank; ++i) shape.push_back(readBe32(p + 4 + 4 * i));
-  const size_t need = static_cast<size_t>(numElements(shape)) * dtypeSize(dt);
-  if (bytes.size() - headerEnd < need)
-    return Status::error(path + ": IDX data truncated at byte " + std::to_string(bytes.size()) +
-                         " (shape " + shapeToString(shape) + " needs " +
-                         std::to_string(headerEnd + need) + " bytes)");
-  if (bytes.size() - headerEnd > need)
-    return Status::error(path + ": IDX file has " +
-                         std::to_string(bytes.size() - headerEnd - need) +
-                         " extra bytes after byte " + std::to_string(headerEnd + need) +
-                         " (the header's shape " + shapeToString(shape) + " does not match)");
-  Tensor t(dt, shape);
-  if (need) std::memcpy(t.raw(), p + headerEnd, need);
-  if (dtypeSize(dt) > 1 && hostLittleEndian())
-    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(dt));
-  return t;
+  auto l = parseIdxHeader(bytes, path, gz ? kDecompressed : "");
+  if (!l) return l.status();
+  // A plain file's size is known without reading it, so a truncated one fails here already; a
+  // gzip file's is not (readIdx checks it).
+  if (!gz) DW_RETURN_IF_ERROR(checkIdxSize(*l, fileSize, path, ""));
+  SourceHeader h;
+  h.format = "idx";
+  h.shape = l->shape;
+  h.dtype = l->dtype;
+  return h;
 }
 
 // ---- NPY ----------------------------------------------------------------------------------
 
 namespace {
+
+constexpr const char* kResaveNpy = "re-save the array with numpy.save";
 
 // Value of `key` in the NPY header dict (a Python literal), raw text up to the next top-level
 // comma or closing brace.
@@ -163,7 +323,140 @@ std::optional<std::string> npyField(const std::string& header, const std::string
     if (c == ')' || c == ']') --depth;
     if (depth == 0 && (c == ',' || c == '}')) break;
   }
-  return header.substr(pos, end - pos + (header[pos] == '(' ? 0 : 0));
+  std::string v = header.substr(pos, end - pos);
+  while (!v.empty() && v.back() == ' ') v.pop_back();
+  return v;
+}
+
+// "(2, 3)", "(5,)" or "()": anything else (names, negative or fractional dims) is refused
+// rather than half-read.
+std::optional<Shape> parseNpyShape(const std::string& text) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')') return std::nullopt;
+  const std::string inner = text.substr(1, text.size() - 2);
+  std::vector<std::string> cells;
+  for (size_t pos = 0;;) {
+    const size_t comma = inner.find(',', pos);
+    cells.push_back(
+        inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  Shape shape;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::string cell = cells[i];
+    cell.erase(0, std::min(cell.size(), cell.find_first_not_of(' ')));
+    while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+    // Python 2 wrote long dims with an L suffix.
+    if (!cell.empty() && cell.back() == 'L') cell.pop_back();
+    if (cell.empty()) {
+      // Only "()" itself, or the empty item after a 1-tuple's trailing comma ("(5,)").
+      if (i + 1 == cells.size()) continue;
+      return std::nullopt;
+    }
+    if (cell.find_first_not_of("0123456789") != std::string::npos || cell.size() > 18)
+      return std::nullopt;
+    shape.push_back(std::stoll(cell));
+  }
+  return shape;
+}
+
+struct NpyLayout {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  size_t dataStart = 0;
+  bool littleEndian = true;
+  std::optional<uint64_t> dataBytes;
+};
+
+// Parses the magic, version and header dict. `b` holds at least the file's first bytes up to the
+// header's end when the file has them; `fileSize` is the whole file's.
+Result<NpyLayout> parseNpyHeader(const std::string& b, uint64_t fileSize, const std::string& path) {
+  if (b.size() < 6 || b.compare(0, 6, "\x93NUMPY") != 0)
+    return Status::error(path + ": not an NPY file: it starts with " + hexBytes(b, 6) +
+                         " at byte 0, where an NPY file starts with 93 4E 55 4D 50 59 "
+                         "(\\x93NUMPY); " +
+                         kResaveNpy);
+  if (b.size() < 10)
+    return Status::error(path + ": truncated: the NPY preamble needs 10 bytes, the file holds " +
+                         std::to_string(b.size()) + "; " + kResaveNpy);
+  const int major = static_cast<unsigned char>(b[6]);
+  size_t headerLen = 0, headerStart = 0;
+  if (major == 1) {
+    headerLen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
+    headerStart = 10;
+  } else if (major == 2 || major == 3) {
+    if (b.size() < 12)
+      return Status::error(path + ": truncated: the NPY version " + std::to_string(major) +
+                           " preamble needs 12 bytes, the file holds " + std::to_string(b.size()) +
+                           "; " + kResaveNpy);
+    for (int i = 0; i < 4; ++i)
+      headerLen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
+    headerStart = 12;
+  } else {
+    return Status::error(path + ": NPY version " + std::to_string(major) +
+                         " at byte 6 is not supported (1, 2 or 3); " + kResaveNpy);
+  }
+  if (fileSize < headerStart + headerLen || b.size() < headerStart + headerLen)
+    return Status::error(path + ": truncated: the NPY header (length " + std::to_string(headerLen) +
+                         " at byte 8) needs " + std::to_string(headerStart + headerLen) +
+                         " bytes, the file holds " + std::to_string(fileSize) + "; " + kResaveNpy);
+  const std::string header = b.substr(headerStart, headerLen);
+  const std::string at = " in the header at byte " + std::to_string(headerStart);
+  const std::string shown = header.size() > 120 ? header.substr(0, 120) + "..." : header;
+  const auto open = header.find_first_not_of(' ');
+  if (open == std::string::npos || header[open] != '{' || header.find('}') == std::string::npos)
+    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) +
+                         " is not a Python dict: '" + shown + "'; " + kResaveNpy);
+  auto descr = npyField(header, "descr");
+  auto fortran = npyField(header, "fortran_order");
+  auto shapeText = npyField(header, "shape");
+  if (!descr || !fortran || !shapeText)
+    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) + " lacks " +
+                         (!descr     ? "descr"
+                          : !fortran ? "fortran_order"
+                                     : "shape") +
+                         ": '" + shown + "'; " + kResaveNpy);
+  if (*fortran == "True")
+    return Status::error(path +
+                         ": NPY array is in Fortran order; save it with "
+                         "numpy.ascontiguousarray first");
+  if (*fortran != "False")
+    return Status::error(path + ": NPY fortran_order '" + *fortran + "'" + at +
+                         " is neither True nor False; " + kResaveNpy);
+  std::string d = *descr;
+  if (d.size() < 2 || (d.front() != '\'' && d.front() != '"') || d.back() != d.front())
+    return Status::error(path + ": NPY dtype " + d + at +
+                         " is a structured or object dtype; save a plain numeric array");
+  d = d.substr(1, d.size() - 2);
+  if (d.size() < 3)
+    return Status::error(path + ": NPY dtype '" + d + "'" + at + " is not understood");
+  const char endian = d[0];
+  const std::string code = d.substr(1);
+  static const std::pair<const char*, DType> kCodes[] = {
+      {"f4", DType::kFloat},  {"f8", DType::kDouble}, {"f2", DType::kFloat16},
+      {"i1", DType::kInt8},   {"i2", DType::kInt16},  {"i4", DType::kInt32},
+      {"i8", DType::kInt64},  {"u1", DType::kUInt8},  {"u2", DType::kUInt16},
+      {"u4", DType::kUInt32}, {"u8", DType::kUInt64}, {"b1", DType::kBool}};
+  NpyLayout l;
+  for (const auto& [c, t] : kCodes)
+    if (code == c) l.dtype = t;
+  if (l.dtype == DType::kUndefined ||
+      (endian != '<' && endian != '>' && endian != '|' && endian != '='))
+    return Status::error(path + ": NPY dtype '" + d + "'" + at +
+                         " is not supported (numeric dtypes only: f2 f4 f8 i1-i8 u1-u8 b1); "
+                         "convert it with numpy's astype and save it again");
+  auto shape = parseNpyShape(*shapeText);
+  if (!shape)
+    return Status::error(path + ": NPY shape " + *shapeText + at +
+                         " is not a tuple of non-negative integers; " + kResaveNpy);
+  l.shape = *shape;
+  l.littleEndian = endian != '>' && (endian != '=' || hostLittleEndian());
+  l.dataStart = headerStart + headerLen;
+  l.dataBytes = payloadBytes(l.shape, l.dtype);
+  if (!l.dataBytes || fileSize - l.dataStart < *l.dataBytes)
+    return truncatedData(path, l.shape, l.dtype, l.dataStart, fileSize - l.dataStart, l.dataBytes,
+                         "", kResaveNpy);
+  return l;
 }
 
 }  // namespace
@@ -172,92 +465,39 @@ Result<Tensor> readNpy(const std::string& path) {
   auto raw = readFileBytes(path);
   if (!raw) return raw.status();
   const std::string& b = raw.value();
-  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0)
-    return Status::error(path + ": not an NPY file (magic \\x93NUMPY missing at byte 0)");
-  const int major = static_cast<unsigned char>(b[6]);
-  size_t headerLen, headerStart;
-  if (major == 1) {
-    headerLen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
-    headerStart = 10;
-  } else if (major == 2 || major == 3) {
-    if (b.size() < 12)
-      return Status::error(path + ": NPY header truncated at byte " + std::to_string(b.size()));
-    headerLen = 0;
-    for (int i = 0; i < 4; ++i)
-      headerLen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
-    headerStart = 12;
-  } else {
-    return Status::error(path + ": NPY version " + std::to_string(major) +
-                         " at byte 6 is not supported (1, 2 or 3)");
-  }
-  if (b.size() < headerStart + headerLen)
-    return Status::error(path + ": NPY header truncated at byte " + std::to_string(b.size()) +
-                         " (header needs " + std::to_string(headerStart + headerLen) + " bytes)");
-  const std::string header = b.substr(headerStart, headerLen);
-  auto descr = npyField(header, "descr");
-  auto fortran = npyField(header, "fortran_order");
-  auto shapeText = npyField(header, "shape");
-  if (!descr || !fortran || !shapeText)
-    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) +
-                         " lacks descr, fortran_order or shape: " + header);
-  if (fortran->rfind("True", 0) == 0)
-    return Status::error(path +
-                         ": NPY array is in Fortran order; save it with "
-                         "numpy.ascontiguousarray first");
-  std::string d = *descr;
-  d.erase(std::remove(d.begin(), d.end(), '\''), d.end());
-  d.erase(std::remove(d.begin(), d.end(), '"'), d.end());
-  if (d.size() < 3) return Status::error(path + ": NPY descr '" + d + "' is not understood");
-  const char endian = d[0];
-  const std::string code = d.substr(1);
-  DType dt = DType::kUndefined;
-  if (code == "f4")
-    dt = DType::kFloat;
-  else if (code == "f8")
-    dt = DType::kDouble;
-  else if (code == "f2")
-    dt = DType::kFloat16;
-  else if (code == "i1")
-    dt = DType::kInt8;
-  else if (code == "i2")
-    dt = DType::kInt16;
-  else if (code == "i4")
-    dt = DType::kInt32;
-  else if (code == "i8")
-    dt = DType::kInt64;
-  else if (code == "u1")
-    dt = DType::kUInt8;
-  else if (code == "u2")
-    dt = DType::kUInt16;
-  else if (code == "u4")
-    dt = DType::kUInt32;
-  else if (code == "u8")
-    dt = DType::kUInt64;
-  else if (code == "b1")
-    dt = DType::kBool;
-  if (dt == DType::kUndefined)
-    return Status::error(path + ": NPY dtype '" + d + "' is not supported (numeric dtypes only)");
-  Shape shape;
-  {
-    std::string s = *shapeText;
-    for (char& c : s)
-      if (c == '(' || c == ')' || c == ',') c = ' ';
-    std::istringstream ss(s);
-    int64_t v;
-    while (ss >> v) shape.push_back(v);
-  }
-  const size_t dataStart = headerStart + headerLen;
-  const size_t need = static_cast<size_t>(numElements(shape)) * dtypeSize(dt);
-  if (b.size() - dataStart < need)
-    return Status::error(path + ": NPY data truncated at byte " + std::to_string(b.size()) +
-                         " (shape " + shapeToString(shape) + " needs " +
-                         std::to_string(dataStart + need) + " bytes)");
-  Tensor t(dt, shape);
-  if (need) std::memcpy(t.raw(), b.data() + dataStart, need);
-  const bool fileLittle = endian == '<' || endian == '|' || endian == '=';
-  if (dtypeSize(dt) > 1 && fileLittle != hostLittleEndian())
-    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(dt));
+  auto l = parseNpyHeader(b, b.size(), path);
+  if (!l) return l.status();
+  Tensor t(l->dtype, l->shape);
+  if (*l->dataBytes) std::memcpy(t.raw(), b.data() + l->dataStart, *l->dataBytes);
+  if (dtypeSize(l->dtype) > 1 && l->littleEndian != hostLittleEndian())
+    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(l->dtype));
   return t;
+}
+
+Result<SourceHeader> readNpyHeader(const std::string& path) {
+  uint64_t fileSize = 0;
+  auto pre = readFilePrefix(path, 12, &fileSize);
+  if (!pre) return pre.status();
+  size_t want = 12;
+  if (pre->size() >= 10 && pre->compare(0, 6, "\x93NUMPY") == 0) {
+    const std::string& b = *pre;
+    if (b[6] == 1)
+      want = 10 + (static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8));
+    else if (b.size() >= 12)
+      for (int i = 0; i < 4; ++i) want += size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
+  }
+  // A header longer than the file is reported as truncated by the parser; reading just what is
+  // there keeps a corrupt length from allocating gigabytes.
+  auto head =
+      readFilePrefix(path, static_cast<size_t>(std::min<uint64_t>(want, fileSize)), &fileSize);
+  if (!head) return head.status();
+  auto l = parseNpyHeader(*head, fileSize, path);
+  if (!l) return l.status();
+  SourceHeader h;
+  h.format = "npy";
+  h.shape = l->shape;
+  h.dtype = l->dtype;
+  return h;
 }
 
 Status writeNpy(const std::string& path, const Tensor& t) {
@@ -326,8 +566,10 @@ Status writeNpy(const std::string& path, const Tensor& t) {
 
 namespace {
 
-std::vector<std::string> splitCsvLine(const std::string& line, char delim) {
-  std::vector<std::string> out;
+// Splits one line into trimmed fields ("" quotes an embedded quote). Returns false when a quoted
+// field is still open at the line's end: fields spanning lines are not supported.
+bool splitCsvLine(const std::string& line, char delim, std::vector<std::string>& out) {
+  out.clear();
   std::string cur;
   bool quoted = false;
   for (size_t i = 0; i < line.size(); ++i) {
@@ -356,7 +598,7 @@ std::vector<std::string> splitCsvLine(const std::string& line, char delim) {
     const auto e = s.find_last_not_of(" \t");
     s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
   }
-  return out;
+  return !quoted;
 }
 
 bool parseNumber(const std::string& s, double& v) {
@@ -366,41 +608,77 @@ bool parseNumber(const std::string& s, double& v) {
   return end == s.c_str() + s.size();
 }
 
+bool blankLine(const std::string& line) {
+  return line.find_first_not_of(" \t\r") == std::string::npos;
+}
+
+// Reads lines, skipping blank ones, numbering every line as an editor does.
+class CsvLines {
+ public:
+  explicit CsvLines(const std::string& path) : f_(path) {}
+  bool opened() const { return static_cast<bool>(f_); }
+  bool next(std::string& line) {
+    while (std::getline(f_, line)) {
+      ++lineNo_;
+      // A UTF-8 byte order mark (spreadsheets write one) is not part of the first name.
+      if (lineNo_ == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+      if (!blankLine(line)) return true;
+    }
+    return false;
+  }
+  int64_t lineNo() const { return lineNo_; }
+
+ private:
+  std::ifstream f_;
+  int64_t lineNo_ = 0;
+};
+
+Status unclosedQuote(const std::string& path, int64_t line) {
+  return Status::error(path + " line " + std::to_string(line) +
+                       ": a quoted field is not closed on this line (fields spanning lines are "
+                       "not supported); close the quote or remove the line break inside it");
+}
+
+// The column names: the header line's, or "0", "1", ... from the first row's field count.
+Result<std::vector<std::string>> csvColumnNames(CsvLines& lines, const std::string& path,
+                                                const CsvOptions& options,
+                                                std::vector<std::string>& firstRow) {
+  std::string line;
+  if (!lines.next(line))
+    return Status::error(path +
+                         ": the file is empty: a CSV needs a header line (or, without one, a "
+                         "first row) and data rows");
+  std::vector<std::string> cells;
+  if (!splitCsvLine(line, options.delimiter, cells)) return unclosedQuote(path, lines.lineNo());
+  std::vector<std::string> names;
+  if (options.header) {
+    names = cells;
+  } else {
+    for (size_t i = 0; i < cells.size(); ++i) names.push_back(std::to_string(i));
+    firstRow = cells;
+  }
+  return names;
+}
+
 }  // namespace
 
 Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
-  std::ifstream f(path);
-  if (!f) return Status::error(path + ": cannot open file");
-  std::string line;
-  int64_t lineNo = 0;
-  std::vector<std::string> names;
-  size_t columns = 0;
-  std::vector<std::vector<double>> rows;
-  while (std::getline(f, line)) {
-    ++lineNo;
-    if (line.empty() || line == "\r") continue;
-    auto cells = splitCsvLine(line, options.delimiter);
-    if (names.empty() && columns == 0) {
-      columns = cells.size();
-      if (options.header) {
-        names = cells;
-        continue;
-      }
-      for (size_t i = 0; i < columns; ++i) names.push_back(std::to_string(i));
-    }
-    if (cells.size() != columns)
-      return Status::error(path + ":" + std::to_string(lineNo) + ": expected " +
-                           std::to_string(columns) + " columns, found " +
-                           std::to_string(cells.size()));
-    std::vector<double> row(columns);
-    for (size_t i = 0; i < columns; ++i) {
-      if (!parseNumber(cells[i], row[i]))
-        return Status::error(path + ":" + std::to_string(lineNo) + ": column '" + names[i] +
-                             "' value '" + cells[i] + "' is not a number");
-    }
-    rows.push_back(std::move(row));
-  }
-  if (columns == 0) return Status::error(path + ":1: the CSV file is empty");
+  DW_RETURN_IF_ERROR(notAFolder(path));
+  CsvLines lines(path);
+  if (!lines.opened())
+    return Status::error(path + ": cannot open file (check that it exists and is readable)");
+  std::vector<std::string> firstRow;
+  auto namesOr = csvColumnNames(lines, path, options, firstRow);
+  if (!namesOr) return namesOr.status();
+  const std::vector<std::string> names = std::move(namesOr.value());
+  const size_t columns = names.size();
+  const int64_t headerLine = lines.lineNo();
+
+  // Columns are resolved before any row is parsed, so a misnamed column fails at once, and only
+  // the columns in use must hold numbers (a text column left out of the features is fine).
+  std::string nameList;
+  for (size_t i = 0; i < columns && i < 12; ++i) nameList += (i ? ", " : "") + names[i];
+  if (columns > 12) nameList += ", ...";
   auto findColumn = [&](const std::string& key) -> int64_t {
     for (size_t i = 0; i < names.size(); ++i)
       if (names[i] == key) return static_cast<int64_t>(i);
@@ -409,12 +687,14 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
       return static_cast<int64_t>(v);
     return -1;
   };
+  auto noColumn = [&](const std::string& what, const std::string& key) {
+    return Status::error(path + ": " + what + " column '" + key + "' is neither a column name (" +
+                         nameList + ") nor an index below " + std::to_string(columns));
+  };
   int64_t label = -1;
   if (!options.labelColumn.empty()) {
     label = findColumn(options.labelColumn);
-    if (label < 0)
-      return Status::error(path + ":1: label column '" + options.labelColumn +
-                           "' is not a column name or index");
+    if (label < 0) return noColumn("label", options.labelColumn);
   }
   std::vector<int64_t> feats;
   if (options.featureColumns.empty()) {
@@ -423,27 +703,99 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
   } else {
     for (const auto& c : options.featureColumns) {
       const int64_t i = findColumn(c);
-      if (i < 0) return Status::error(path + ":1: feature column '" + c + "' is not a column");
+      if (i < 0) return noColumn("feature", c);
       feats.push_back(i);
     }
   }
+  const bool integralLabel = !isFloating(options.labelType);
+
+  std::vector<float> features;
+  std::vector<double> labels;
+  int64_t rows = 0;
+  std::vector<std::string> cells;
+  std::string line;
+  auto takeRow = [&](const std::vector<std::string>& row, int64_t lineNo) -> Status {
+    if (row.size() != columns)
+      return Status::error(path + " line " + std::to_string(lineNo) + ": " +
+                           std::to_string(row.size()) + " fields, the " +
+                           (options.header ? "header" : "first line") + " has " +
+                           std::to_string(columns) +
+                           "; every row needs one value per column: fix the row or its "
+                           "delimiters");
+    auto cell = [&](int64_t i, double& v) -> Status {
+      if (parseNumber(row[i], v)) return Status();
+      const std::string where = path + " line " + std::to_string(lineNo) + ", column " +
+                                std::to_string(i + 1) + " ('" + names[i] + "')";
+      if (row[i].empty())
+        return Status::error(where +
+                             " is empty; fill it in, or leave the column out of the "
+                             "features");
+      return Status::error(where + ": '" + row[i] +
+                           "' is not a number; fix the cell, or leave the column out of the "
+                           "features");
+    };
+    double v = 0;
+    for (int64_t i : feats) {
+      DW_RETURN_IF_ERROR(cell(i, v));
+      features.push_back(static_cast<float>(v));
+    }
+    if (label >= 0) {
+      DW_RETURN_IF_ERROR(cell(label, v));
+      if (integralLabel && v != std::floor(v))
+        return Status::error(path + " line " + std::to_string(lineNo) + ", column " +
+                             std::to_string(label + 1) + " ('" + names[label] + "'): label '" +
+                             row[label] + "' is not a whole number, as a " +
+                             dtypeName(options.labelType) +
+                             " class index must be; fix it or choose a float label type");
+      labels.push_back(v);
+    }
+    ++rows;
+    return Status();
+  };
+  if (!firstRow.empty()) DW_RETURN_IF_ERROR(takeRow(firstRow, headerLine));
+  while ((options.maxRows <= 0 || rows < options.maxRows) && lines.next(line)) {
+    if (!splitCsvLine(line, options.delimiter, cells)) return unclosedQuote(path, lines.lineNo());
+    DW_RETURN_IF_ERROR(takeRow(cells, lines.lineNo()));
+  }
+  if (rows == 0)
+    return Status::error(path + ": the header names " + std::to_string(columns) +
+                         " columns but no data rows follow it; add rows (one sample per line)");
+
   CsvData out;
-  const auto n = static_cast<int64_t>(rows.size());
-  out.features = Tensor(DType::kFloat, {n, static_cast<int64_t>(feats.size())});
-  float* fp = out.features.data<float>();
-  for (int64_t r = 0; r < n; ++r)
-    for (size_t j = 0; j < feats.size(); ++j)
-      fp[r * static_cast<int64_t>(feats.size()) + static_cast<int64_t>(j)] =
-          static_cast<float>(rows[r][feats[j]]);
+  out.columns = names;
+  const auto nf = static_cast<int64_t>(feats.size());
+  out.features = Tensor(DType::kFloat, {rows, nf});
+  if (!features.empty())
+    std::memcpy(out.features.data<float>(), features.data(), features.size() * sizeof(float));
   for (auto i : feats) out.featureNames.push_back(names[i]);
   if (label >= 0) {
-    Tensor lab(DType::kDouble, {n});
-    for (int64_t r = 0; r < n; ++r) lab.data<double>()[r] = rows[r][label];
+    Tensor lab(DType::kDouble, {rows});
+    std::memcpy(lab.data<double>(), labels.data(), labels.size() * sizeof(double));
     auto cast = lab.cast(options.labelType);
     if (!cast) return cast.status().withContext(path);
     out.labels = std::move(cast.value());
   }
   return out;
+}
+
+Result<SourceHeader> readCsvHeader(const std::string& path, const CsvOptions& options) {
+  DW_RETURN_IF_ERROR(notAFolder(path));
+  CsvLines lines(path);
+  if (!lines.opened())
+    return Status::error(path + ": cannot open file (check that it exists and is readable)");
+  std::vector<std::string> firstRow;
+  auto names = csvColumnNames(lines, path, options, firstRow);
+  if (!names) return names.status();
+  // Counting rows reads the file but parses nothing: no number conversion, no allocation per row.
+  int64_t rows = firstRow.empty() ? 0 : 1;
+  std::string line;
+  while (lines.next(line)) ++rows;
+  SourceHeader h;
+  h.format = "csv";
+  h.shape = {rows, static_cast<int64_t>(names->size())};
+  h.dtype = DType::kFloat;
+  h.csvColumns = std::move(names.value());
+  return h;
 }
 
 // ---- Normalization, datasets --------------------------------------------------------------
@@ -632,89 +984,6 @@ std::optional<Batch> BatchLoader::next() {
   ready_.pop_front();
   cv_.notify_all();
   return b;
-}
-
-// ---- Project dataset specs ----------------------------------------------------------------
-
-Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir) {
-  Dataset d;
-  for (const auto& spec : files) {
-    std::filesystem::path p(spec.path);
-    if (p.is_relative() && !baseDir.empty()) p = std::filesystem::path(baseDir) / p;
-    const std::string path = p.string();
-    std::string format = spec.format;
-    if (format.empty()) {
-      std::string name = p.filename().string();
-      if (name.size() > 3 && name.substr(name.size() - 3) == ".gz")
-        name = name.substr(0, name.size() - 3);
-      if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos)
-        format = "idx";
-      else if (p.extension() == ".npy")
-        format = "npy";
-      else if (p.extension() == ".csv")
-        format = "csv";
-      else
-        return Status::error(path +
-                             ": cannot tell the format from the name; set \"format\" to "
-                             "idx, npy or csv");
-    }
-    Tensor t;
-    if (format == "idx") {
-      auto r = readIdx(path);
-      if (!r) return r.status();
-      t = std::move(r.value());
-    } else if (format == "npy") {
-      auto r = readNpy(path);
-      if (!r) return r.status();
-      t = std::move(r.value());
-    } else if (format == "csv") {
-      CsvOptions o;
-      o.header = spec.csvHeader;
-      o.labelColumn = spec.csvLabelColumn;
-      auto r = readCsv(path, o);
-      if (!r) return r.status();
-      if (spec.csvTakeLabel) {
-        if (!r->labels) return Status::error(path + ": label requested but no label column set");
-        t = *r->labels;
-      } else {
-        t = r->features;
-      }
-    } else {
-      return Status::error(path + ": format '" + format +
-                           "' is not supported; use idx, npy or csv");
-    }
-    if (!spec.normalization.isIdentity() || spec.dtype == "float" || spec.dtype == "float32") {
-      auto r = normalize(t, spec.normalization);
-      if (!r) return r.status().withContext(path);
-      t = std::move(r.value());
-    } else if (!spec.dtype.empty()) {
-      DType to = DType::kUndefined;
-      for (DType c : {DType::kFloat, DType::kDouble, DType::kInt32, DType::kInt64, DType::kUInt8,
-                      DType::kInt8, DType::kBool, DType::kFloat16})
-        if (spec.dtype == dtypeName(c)) to = c;
-      if (spec.dtype == "int64") to = DType::kInt64;
-      if (spec.dtype == "int32") to = DType::kInt32;
-      if (spec.dtype == "double") to = DType::kDouble;
-      if (to == DType::kUndefined)
-        return Status::error(path + ": dtype '" + spec.dtype + "' is not supported");
-      auto r = t.cast(to);
-      if (!r) return r.status().withContext(path);
-      t = std::move(r.value());
-    }
-    if (!spec.shape.empty()) {
-      Shape s{t.rank() ? t.dim(0) : 1};
-      s.insert(s.end(), spec.shape.begin(), spec.shape.end());
-      if (numElements(s) != t.size())
-        return Status::error(path + ": cannot reshape " + shapeToString(t.shape()) + " to " +
-                             shapeToString(s) + " (\"shape\" is the per-sample shape)");
-      t = t.reshaped(s);
-    }
-    if (d.columns.count(spec.input))
-      return Status::error(path + ": input '" + spec.input + "' is fed by two files");
-    d.columns[spec.input] = std::move(t);
-  }
-  DW_RETURN_IF_ERROR(d.validate());
-  return d;
 }
 
 }  // namespace dw::engine::training

@@ -42,15 +42,33 @@ struct CsvOptions {
   char delimiter = ',';
   std::string labelColumn;  // by name (needs header) or a 0-based index as text; "" = none
   DType labelType = DType::kInt64;
-  // Columns to use as features; empty = every column except the label.
+  // Columns to use as features, by name or 0-based index as text; empty = every column except
+  // the label. Only the feature and label columns must hold numbers.
   std::vector<std::string> featureColumns;
+  int64_t maxRows = 0;  // read only the first maxRows data rows (previews); 0 = all
 };
 struct CsvData {
   Tensor features;               // float32 [rows, features]
   std::optional<Tensor> labels;  // [rows] of labelType when a label column is given
   std::vector<std::string> featureNames;
+  std::vector<std::string> columns;  // every column's name: the header's, or "0", "1", ...
 };
+// Errors name the line (and column): "f.csv line 7: 3 fields, the header has 5".
 Result<CsvData> readCsv(const std::string& path, const CsvOptions& options = {});
+
+// What a data panel shows before reading a whole file. Header-only: IDX and NPY read their
+// first bytes (a .gz IDX inflates only those); CSV reads its header line and counts the lines.
+struct SourceHeader {
+  std::string format;               // "idx", "npy" or "csv"
+  Shape shape;                      // the sample dim first; CSV: [rows, columns]
+  DType dtype = DType::kUndefined;  // CSV: float32 (what readCsv's features are)
+  std::vector<std::string> csvColumns;
+};
+// A plain IDX or NPY file whose size does not match its header already fails here (truncated);
+// a gzip IDX file's size is only checked by readIdx.
+Result<SourceHeader> readIdxHeader(const std::string& path);
+Result<SourceHeader> readNpyHeader(const std::string& path);
+Result<SourceHeader> readCsvHeader(const std::string& path, const CsvOptions& options = {});
 
 // ---- Normalization ----------------------------------------------------------------------------
 
@@ -129,30 +147,5 @@ class BatchLoader {
   bool workerDone_ = true;
   std::atomic<bool> stop_{false};
 };
-
-// ---- The project's dataset description --------------------------------------------------------
-
-// One file of a dataset split, feeding one graph input.
-struct DataFileSpec {
-  std::string input;   // graph input name
-  std::string path;    // file path (relative paths resolve against the project's directory)
-  std::string format;  // "idx" | "npy" | "csv" ("" = from the extension)
-  Normalization normalization;
-  std::string dtype;  // convert to this dtype after reading ("" = float for normalized data,
-                      // else keep); e.g. "int64" for class labels
-  std::vector<int64_t> shape;  // per-sample shape to reshape to (e.g. [1,28,28]); empty = keep
-  // CSV only: which columns (see CsvOptions).
-  std::string csvLabelColumn;
-  bool csvHeader = true;
-  bool csvTakeLabel = false;  // this file spec takes the CSV's label column instead of features
-};
-struct DatasetSpec {
-  std::vector<DataFileSpec> train;
-  std::vector<DataFileSpec> test;  // empty = no test set
-  double validationSplit = 0;      // fraction of train held out when there is no test set
-};
-
-// Loads every file of `files` into one Dataset (columns keyed by input).
-Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir);
 
 }  // namespace dw::engine::training

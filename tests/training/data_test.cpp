@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/training/data.h"
+#include "engine/training/data_source.h"
 
 namespace dw::engine::training {
 namespace {
@@ -73,11 +74,11 @@ TEST_F(DataTest, IdxTruncatedOrCorruptNamesBytePosition) {
   const std::string bytes = idxBytes(0x08, {4, 5}, std::string(20, 'x'));
   auto t = readIdx(write("trunc.idx", bytes.substr(0, bytes.size() - 3)));
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.message().find("truncated at byte 29"), std::string::npos) << t.message();
+  EXPECT_NE(t.message().find("ends at byte 29"), std::string::npos) << t.message();
   EXPECT_NE(t.message().find("trunc.idx"), std::string::npos);
   t = readIdx(write("hdr.idx", bytes.substr(0, 6)));
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.message().find("header truncated at byte 6"), std::string::npos) << t.message();
+  EXPECT_NE(t.message().find("needs 12 bytes, the file holds 6"), std::string::npos) << t.message();
   t = readIdx(write("magic.idx", "\x01\x02\x08\x01"));
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.message().find("magic"), std::string::npos) << t.message();
@@ -118,8 +119,7 @@ TEST_F(DataTest, NpyRoundTripAndErrors) {
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
   r = readNpy(write("cut.npy", bytes.substr(0, bytes.size() - 4)));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("truncated at byte " + std::to_string(bytes.size() - 4)),
-            std::string::npos)
+  EXPECT_NE(r.message().find("ends at byte " + std::to_string(bytes.size() - 4)), std::string::npos)
       << r.message();
   r = readNpy(write("x.npy", "hello world"));
   ASSERT_FALSE(r.ok());
@@ -152,15 +152,241 @@ TEST_F(DataTest, CsvHeaderLabelAndErrors) {
 
   r = readCsv(write("bad.csv", "a,b\n1,2\n3,x\n"), {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("bad.csv:3"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("bad.csv line 3, column 2 ('b')"), std::string::npos) << r.message();
   r = readCsv(write("ragged.csv", "a,b\n1,2\n3\n"), {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("ragged.csv:3: expected 2 columns"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("ragged.csv line 3: 1 fields, the header has 2"), std::string::npos)
+      << r.message();
   o = CsvOptions{};
   o.labelColumn = "nope";
   r = readCsv(p, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("nope"), std::string::npos);
+}
+
+// Every message names the file, the byte (binary) or line (CSV), and says what to do.
+void expectMentions(const std::string& message, const std::string& what) {
+  EXPECT_NE(message.find(what), std::string::npos) << "'" << what << "' missing in: " << message;
+}
+
+TEST_F(DataTest, IdxErrorsSayWhatTheHeaderPromised) {
+  const std::string bytes = idxBytes(0x08, {2, 2, 5}, std::string(20, 'x'));
+  auto t = readIdx(write("short.idx", bytes.substr(0, bytes.size() - 3)));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(),
+                 "short.idx: truncated: the header promises 20 bytes of data after byte 16 "
+                 "(shape [2, 2, 5], uint8), the file holds 17 (it ends at byte 33)");
+  expectMentions(t.message(), "copy or download the file again");
+  // The same inside a gzip file: positions are in the decompressed data.
+  t = readIdx(writeGz("short.idx.gz", bytes.substr(0, bytes.size() - 3)));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(),
+                 "short.idx.gz: truncated: the header promises 20 bytes of data "
+                 "after byte 16 of the decompressed data");
+  t = readIdx(write("long.idx", bytes + "zz"));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(), "long.idx: 2 extra bytes after byte 36");
+  // A text file: the magic is shown as it is.
+  t = readIdx(write("text.idx", "label,pixel0\n1,2\n"));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(), "text.idx: not an IDX file: its magic at byte 0 is 6C 61 62 65");
+  // Dims whose product does not fit in 64 bits: refused, not wrapped.
+  t = readIdx(write("huge.idx", idxBytes(0x0D, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, "abcd")));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(), "huge.idx: truncated: the header promises more than 2^63 bytes");
+  // A type code is shown in hex.
+  t = readIdx(write("type.idx", idxBytes(0x1A, {1}, "x")));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(), "type.idx: IDX type code 1A at byte 2");
+  // A corrupt gzip stream names the compressed byte.
+  const std::string gz = writeGz("ok.gz", idxBytes(0x08, {3000}, std::string(3000, 'q')));
+  std::ifstream in(gz, std::ios::binary);
+  std::string z((std::istreambuf_iterator<char>(in)), {});
+  for (size_t i = 10; i < z.size() - 8; ++i) z[i] = static_cast<char>(0xff);
+  t = readIdx(write("bad.gz", z));
+  ASSERT_FALSE(t.ok());
+  expectMentions(t.message(), "bad.gz: gzip data is corrupt at compressed byte ");
+  expectMentions(t.message(), "copy or download the file again");
+}
+
+TEST_F(DataTest, IdxHeaderOnly) {
+  const std::string bytes = idxBytes(0x0C, {3, 2}, std::string(24, '\0'));
+  for (const auto& path : {write("h.idx", bytes), writeGz("h.idx.gz", bytes)}) {
+    auto h = readIdxHeader(path);
+    ASSERT_TRUE(h.ok()) << h.message();
+    EXPECT_EQ(h->format, "idx");
+    EXPECT_EQ(h->shape, (Shape{3, 2}));
+    EXPECT_EQ(h->dtype, DType::kInt32);
+  }
+  // A plain file's size is checked against its header at once.
+  auto h = readIdxHeader(write("cut.idx", bytes.substr(0, 20)));
+  ASSERT_FALSE(h.ok());
+  expectMentions(h.message(),
+                 "cut.idx: truncated: the header promises 24 bytes of data after "
+                 "byte 12 (shape [3, 2], int32), the file holds 8");
+  h = readIdxHeader(write("magic.idx", "\x01\x02\x08\x01"));
+  ASSERT_FALSE(h.ok());
+  expectMentions(h.message(), "magic.idx: not an IDX file");
+  // A gzip file cut inside its header.
+  const std::string gz = writeGz("g.gz", bytes);
+  std::ifstream in(gz, std::ios::binary);
+  std::string z((std::istreambuf_iterator<char>(in)), {});
+  h = readIdxHeader(write("gcut.gz", z.substr(0, 12)));
+  ASSERT_FALSE(h.ok());
+  expectMentions(h.message(), "gcut.gz: gzip stream is truncated at compressed byte");
+
+  const std::string fm = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+  if (!fs::exists(fm)) GTEST_SKIP() << "dataset not installed";
+  h = readIdxHeader(fm);
+  ASSERT_TRUE(h.ok()) << h.message();
+  EXPECT_EQ(h->shape, (Shape{60000, 28, 28}));
+  EXPECT_EQ(h->dtype, DType::kUInt8);
+}
+
+TEST_F(DataTest, NpyBadHeadersAndHeaderOnly) {
+  Tensor t = Tensor::fromVector<int16_t>({1, 2, 3, 4, 5, 6}, {3, 2});
+  const std::string p = (dir_ / "a.npy").string();
+  ASSERT_TRUE(writeNpy(p, t).ok());
+  auto h = readNpyHeader(p);
+  ASSERT_TRUE(h.ok()) << h.message();
+  EXPECT_EQ(h->format, "npy");
+  EXPECT_EQ(h->shape, (Shape{3, 2}));
+  EXPECT_EQ(h->dtype, DType::kInt16);
+
+  std::ifstream in(p, std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  auto withHeader = [&](const std::string& from, const std::string& to) {
+    std::string b = good;
+    const auto at = b.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    b.replace(at, from.size(), to + std::string(from.size() - to.size(), ' '));
+    return b;
+  };
+  struct Case {
+    std::string name, from, to, expect;
+  };
+  const std::vector<Case> cases = {
+      {"shape.npy", "(3, 2)", "(3, x)", "shape.npy: NPY shape (3, x) in the header at byte 10"},
+      {"neg.npy", "(3, 2)", "(-6,)", "neg.npy: NPY shape (-6,) in the header at byte 10"},
+      {"descr.npy", "'<i2'", "'<U2'", "descr.npy: NPY dtype '<U2' in the header at byte 10"},
+      {"nodict.npy", "{", "[", "nodict.npy: NPY header at byte 10 is not a Python dict"},
+      {"noshape.npy", "'shape'", "'shope'", "noshape.npy: NPY header at byte 10 lacks shape"},
+      {"fortran.npy", "False", "Maybe", "fortran.npy: NPY fortran_order 'Maybe'"},
+      {"big.npy", "(3, 2)", "(3, 4)",
+       "big.npy: truncated: the header promises 24 bytes of data after byte 128 (shape [3, 4], "
+       "int16), the file holds 12"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write(c.name, withHeader(c.from, c.to));
+    for (const auto& message : {readNpy(path).message(), readNpyHeader(path).message()}) {
+      expectMentions(message, c.expect);
+      expectMentions(message, c.name == "descr.npy" ? "save it again" : "numpy");
+    }
+  }
+  // A header length past the end of the file.
+  std::string longHeader = good;
+  longHeader[8] = static_cast<char>(0xff);
+  longHeader[9] = static_cast<char>(0x7f);
+  const std::string lp = write("len.npy", longHeader);
+  for (const auto& message : {readNpy(lp).message(), readNpyHeader(lp).message()})
+    expectMentions(message,
+                   "len.npy: truncated: the NPY header (length 32767 at byte 8) needs "
+                   "32777 bytes, the file holds " +
+                       std::to_string(good.size()));
+  auto r = readNpyHeader(write("x.npy", "hello"));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "x.npy: not an NPY file: it starts with 68 65 6C 6C 6F at byte 0");
+}
+
+TEST_F(DataTest, CsvErrorsNameLineAndColumn) {
+  const std::string ragged =
+      write("file.csv", "a,b,c,d,e\n1,2,3,4,5\n\n1,2,3,4,5\n1,2,3,4,5\n1,2,3,4,5\n1,2,3\n");
+  auto r = readCsv(ragged);
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "file.csv line 7: 3 fields, the header has 5");
+  CsvOptions noHeader;
+  noHeader.header = false;
+  r = readCsv(write("nh.csv", "1,2\n3,4,5\n"), noHeader);
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "nh.csv line 2: 3 fields, the first line has 2");
+  r = readCsv(write("cell.csv", "a,b\n1,2\n3,4\n5,seven\n"));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "cell.csv line 4, column 2 ('b'): 'seven' is not a number");
+  r = readCsv(write("gap.csv", "a,b\n1,\n"));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "gap.csv line 2, column 2 ('b') is empty");
+  r = readCsv(write("empty.csv", ""));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "empty.csv: the file is empty");
+  r = readCsv(write("blank.csv", "\n  \n"));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "blank.csv: the file is empty");
+  r = readCsv(write("head.csv", "a,b\n"));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "head.csv: the header names 2 columns but no data rows");
+  r = readCsv(write("quote.csv", "a,b\n1,\"2\n"));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "quote.csv line 2: a quoted field is not closed");
+  CsvOptions o;
+  o.labelColumn = "label";
+  r = readCsv(write("frac.csv", "x,label\n1,0\n2,1.5\n"), o);
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "frac.csv line 3, column 2 ('label'): label '1.5' is not a whole");
+  o.labelColumn = "nope";
+  r = readCsv(write("cols.csv", "x,label\n1,0\n"), o);
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "cols.csv: label column 'nope' is neither a column name (x, label)");
+}
+
+TEST_F(DataTest, CsvFeatureColumnsColumnsAndHeaderOnly) {
+  // A text column left out of the features does not have to be numeric; a BOM is not a name.
+  const std::string p =
+      write("iris.csv",
+            "\xEF\xBB\xBFid,name,w,h,label\n0,setosa,1.5,2,0\n1,virginica,3,4.25,2\n"
+            "2,versicolor,5,6,1\n");
+  CsvOptions o;
+  o.labelColumn = "label";
+  o.featureColumns = {"h", "2"};  // by name and by index, in the order given
+  auto r = readCsv(p, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->columns, (std::vector<std::string>{"id", "name", "w", "h", "label"}));
+  EXPECT_EQ(r->featureNames, (std::vector<std::string>{"h", "w"}));
+  EXPECT_EQ(r->features.shape(), (Shape{3, 2}));
+  EXPECT_FLOAT_EQ(r->features.data<float>()[2], 4.25f);
+  EXPECT_FLOAT_EQ(r->features.data<float>()[3], 3.f);
+  EXPECT_EQ(r->labels->data<int64_t>()[1], 2);
+  // Without featureColumns every other column is a feature, and the text one fails.
+  o.featureColumns.clear();
+  r = readCsv(p, o);
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "iris.csv line 2, column 2 ('name'): 'setosa' is not a number");
+  o.featureColumns = {"w"};
+  o.maxRows = 2;
+  r = readCsv(p, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->features.shape(), (Shape{2, 1}));
+  CsvOptions nh;
+  nh.header = false;
+  r = readCsv(write("n.csv", "1,2,3\n4,5,6\n"), nh);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->columns, (std::vector<std::string>{"0", "1", "2"}));
+
+  auto h = readCsvHeader(p);
+  ASSERT_TRUE(h.ok()) << h.message();
+  EXPECT_EQ(h->format, "csv");
+  EXPECT_EQ(h->shape, (Shape{3, 5}));
+  EXPECT_EQ(h->csvColumns, (std::vector<std::string>{"id", "name", "w", "h", "label"}));
+  h = readCsvHeader(write("n2.csv", "1,2,3\n\n4,5,6\n"), nh);
+  ASSERT_TRUE(h.ok()) << h.message();
+  EXPECT_EQ(h->shape, (Shape{2, 3}));
+  h = readCsvHeader(dir_.string());
+  ASSERT_FALSE(h.ok());
+  expectMentions(h.message(), ": is a folder");
+  EXPECT_FALSE(readIdx(dir_.string()).ok());
+  EXPECT_FALSE(readNpyHeader(dir_.string()).ok());
+  h = readCsvHeader(write("e.csv", ""));
+  ASSERT_FALSE(h.ok());
+  expectMentions(h.message(), "e.csv: the file is empty");
 }
 
 TEST_F(DataTest, Normalization) {
