@@ -243,12 +243,15 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
 
   // Graphs in / out: diamonds in the header corners, drawn apart from tensor ports, each
   // captioned just above the node so that it does not read as a tensor port.
-  p->setFont(style::graphPortFont());
-  p->setPen(style::graphPort());
-  p->drawText(QRectF(-6, -kGraphCaptionH, width_ / 2, kGraphCaptionH - 1),
-              Qt::AlignLeft | Qt::AlignBottom, QObject::tr("graph"));
-  p->drawText(QRectF(width_ / 2, -kGraphCaptionH, width_ / 2 + 6, kGraphCaptionH - 1),
-              Qt::AlignRight | Qt::AlignBottom, QObject::tr("graph"));
+  static const bool noCap = qEnvironmentVariableIsSet("DBG_NOCAP");
+  if (!noCap) {
+    p->setFont(style::graphPortFont());
+    p->setPen(style::graphPort());
+    p->drawText(QRectF(-6, -kGraphCaptionH, width_ / 2, kGraphCaptionH - 1),
+                Qt::AlignLeft | Qt::AlignBottom, QObject::tr("graph"));
+    p->drawText(QRectF(width_ / 2, -kGraphCaptionH, width_ / 2 + 6, kGraphCaptionH - 1),
+                Qt::AlignRight | Qt::AlignBottom, QObject::tr("graph"));
+  }
   for (bool out : {false, true}) {
     const QPointF c = portPos(out, kGraphPort);
     const bool linked =
@@ -385,25 +388,52 @@ void LinkItem::updatePath() {
   const qreal dx = std::max(50.0, std::abs(p1.x() - p0.x()) * 0.5);
   QPainterPath path(p0);
   path.cubicTo(p0 + QPointF(dx, 0), p1 - QPointF(dx, 0), p1);
-  prepareGeometryChange();
   const QString full = scene_->model()->linkLabel(link_);
-  if (full.isEmpty()) {
-    label_.clear();
-    labelBox_ = QRectF();
-  } else {
-    // The type sits just above the middle of the curve.
-    const QFontMetricsF fm(style::linkFont());
-    label_ = fm.elidedText(full, Qt::ElideMiddle, kMaxLinkLabel);
-    const QPointF mid = path.pointAtPercent(0.5);
-    const qreal w = fm.horizontalAdvance(label_) + 12;
-    labelBox_ = QRectF(mid.x() - w / 2, mid.y() - 20, w, 17);
-  }
-  setPath(path);
   setToolTip(
       full.isEmpty()
           ? QString()
           : QStringLiteral("%1 : %2").arg(
                 QString::fromStdString(scene_->model()->graph().tensorName(link_.from)), full));
+  // Validation refreshes every link; most have not changed, and placing a label asks the scene
+  // what is in the way, which is too slow to repeat for hundreds of links.
+  if (path == this->path() && full == fullLabel_ && !labelBox_.isNull() == !full.isEmpty()) return;
+  prepareGeometryChange();
+  fullLabel_ = full;
+  if (full.isEmpty()) {
+    label_.clear();
+    labelBox_ = QRectF();
+  } else {
+    const QFontMetricsF fm(style::linkFont());
+    label_ = fm.elidedText(full, Qt::ElideMiddle, kMaxLinkLabel);
+    const qreal w = fm.horizontalAdvance(label_) + 12;
+    auto boxAt = [&](qreal t, bool below) {
+      const QPointF p = path.pointAtPercent(t);
+      return QRectF(p.x() - w / 2, below ? p.y() + 3 : p.y() - 20, w, 17);
+    };
+    // The type sits just above the middle of the curve. Where a node or another label is in
+    // the way (links that skip columns run behind nodes, beside other links), it takes the
+    // nearest clear spot along the curve, above or below it; failing that, one clear of nodes.
+    labelBox_ = boxAt(0.5, false);
+    std::optional<QRectF> clearOfNodes;
+    static const bool noSearch = qEnvironmentVariableIsSet("DBG_NOSEARCH");
+    for (int step = 0; step <= (noSearch ? -1 : 36); ++step) {
+      const qreal t = 0.5 + (step / 2 % 2 ? 1 : -1) * 0.025 * ((step / 2 + 1) / 2);
+      const QRectF box = boxAt(t, step % 2);
+      bool node = false, label = false;
+      for (QGraphicsItem* i : scene_->items(box, Qt::IntersectsItemBoundingRect)) {
+        node |= i->type() == NodeItem::Type;
+        label |= i != this && i->type() == LinkItem::Type &&
+                 static_cast<LinkItem*>(i)->labelRect().intersects(box);
+      }
+      if (!node && !label) {
+        clearOfNodes = box;
+        break;
+      }
+      if (!node && !clearOfNodes) clearOfNodes = box;
+    }
+    if (clearOfNodes) labelBox_ = *clearOfNodes;
+  }
+  setPath(path);
 }
 
 QRectF LinkItem::labelRect() const {

@@ -76,7 +76,8 @@ class LinkItem : public QGraphicsPathItem {
   GraphScene* scene_;
   dw::Link link_;
   QString label_;
-  QRectF labelBox_;  // item coordinates
+  QString fullLabel_;  // the label before eliding: with the path, what the label was placed for
+  QRectF labelBox_;    // item coordinates
 };
 
 class GraphScene : public QGraphicsScene {

@@ -388,6 +388,7 @@ void ParamsPanel::rebuild() {
       });
       refreshers_.push_back([this, e, id] {
         e->setText(qs(model_->graph().node(id)->name));
+        e->setCursorPosition(0);  // a long name reads from its start
         e->setModified(false);
       });
       addRow(
