@@ -122,13 +122,18 @@ void NodeItem::refresh() {
       }
     }
   };
-  fit(in, false, inRoom);
-  fit(out, true, outRoom);
+  // Eliding lays text out again: skip it for the usual node whose labels fit.
+  if (inW > inRoom) fit(in, false, inRoom);
+  if (outW > outRoom) fit(out, true, outRoom);
   inLabels_ = std::move(in);
   outLabels_ = std::move(out);
-  title_ = title.elidedText(type, Qt::ElideRight, width_ - 32);
-  name_ = body.elidedText(name, Qt::ElideMiddle, width_ - 32);
-  detail_ = body.elidedText(detail, Qt::ElideRight, width_ - 32);
+  const qreal text = width_ - 32;
+  title_ =
+      title.horizontalAdvance(type) <= text ? type : title.elidedText(type, Qt::ElideRight, text);
+  name_ =
+      body.horizontalAdvance(name) <= text ? name : body.elidedText(name, Qt::ElideMiddle, text);
+  detail_ = body.horizontalAdvance(detail) <= text ? detail
+                                                   : body.elidedText(detail, Qt::ElideRight, text);
 
   // While a port is hovered the tooltip is the port's; validation must not take it away.
   if (hover_) {
@@ -243,15 +248,12 @@ void NodeItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
 
   // Graphs in / out: diamonds in the header corners, drawn apart from tensor ports, each
   // captioned just above the node so that it does not read as a tensor port.
-  static const bool noCap = qEnvironmentVariableIsSet("DBG_NOCAP");
-  if (!noCap) {
-    p->setFont(style::graphPortFont());
-    p->setPen(style::graphPort());
-    p->drawText(QRectF(-6, -kGraphCaptionH, width_ / 2, kGraphCaptionH - 1),
-                Qt::AlignLeft | Qt::AlignBottom, QObject::tr("graph"));
-    p->drawText(QRectF(width_ / 2, -kGraphCaptionH, width_ / 2 + 6, kGraphCaptionH - 1),
-                Qt::AlignRight | Qt::AlignBottom, QObject::tr("graph"));
-  }
+  p->setFont(style::graphPortFont());
+  p->setPen(style::graphPort());
+  p->drawText(QRectF(-6, -kGraphCaptionH, width_ / 2, kGraphCaptionH - 1),
+              Qt::AlignLeft | Qt::AlignBottom, QObject::tr("graph"));
+  p->drawText(QRectF(width_ / 2, -kGraphCaptionH, width_ / 2 + 6, kGraphCaptionH - 1),
+              Qt::AlignRight | Qt::AlignBottom, QObject::tr("graph"));
   for (bool out : {false, true}) {
     const QPointF c = portPos(out, kGraphPort);
     const bool linked =
@@ -396,7 +398,10 @@ void LinkItem::updatePath() {
                 QString::fromStdString(scene_->model()->graph().tensorName(link_.from)), full));
   // Validation refreshes every link; most have not changed, and placing a label asks the scene
   // what is in the way, which is too slow to repeat for hundreds of links.
-  if (path == this->path() && full == fullLabel_ && !labelBox_.isNull() == !full.isEmpty()) return;
+  if (path == this->path() && full == fullLabel_ && labelBox_.isNull() == full.isEmpty()) {
+    if (!labelBox_.isNull()) scene_->labelPlaced(mapRectToScene(labelBox_));
+    return;
+  }
   prepareGeometryChange();
   fullLabel_ = full;
   if (full.isEmpty()) {
@@ -415,16 +420,10 @@ void LinkItem::updatePath() {
     // nearest clear spot along the curve, above or below it; failing that, one clear of nodes.
     labelBox_ = boxAt(0.5, false);
     std::optional<QRectF> clearOfNodes;
-    static const bool noSearch = qEnvironmentVariableIsSet("DBG_NOSEARCH");
-    for (int step = 0; step <= (noSearch ? -1 : 36); ++step) {
+    for (int step = 0; step <= 36; ++step) {
       const qreal t = 0.5 + (step / 2 % 2 ? 1 : -1) * 0.025 * ((step / 2 + 1) / 2);
       const QRectF box = boxAt(t, step % 2);
-      bool node = false, label = false;
-      for (QGraphicsItem* i : scene_->items(box, Qt::IntersectsItemBoundingRect)) {
-        node |= i->type() == NodeItem::Type;
-        label |= i != this && i->type() == LinkItem::Type &&
-                 static_cast<LinkItem*>(i)->labelRect().intersects(box);
-      }
+      const auto [node, label] = scene_->labelSpotTaken(box, this);
       if (!node && !label) {
         clearOfNodes = box;
         break;
@@ -432,6 +431,7 @@ void LinkItem::updatePath() {
       if (!node && !clearOfNodes) clearOfNodes = box;
     }
     if (clearOfNodes) labelBox_ = *clearOfNodes;
+    scene_->labelPlaced(mapRectToScene(labelBox_));
   }
   setPath(path);
 }
@@ -516,7 +516,12 @@ GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(pare
   });
   connect(model_, &GraphModel::validated, this, [this] {
     for (auto& [id, item] : nodes_) item->refresh();
+    // Labels placed in one pass look up nodes and earlier labels in a grid built for the pass:
+    // hundreds of scene queries took longer than the validation itself.
+    obstacles_ = std::make_unique<Obstacles>();
+    for (auto& [id, item] : nodes_) obstacles_->add(item->sceneBoundingRect(), true);
     for (auto& [l, item] : links_) item->updatePath();
+    obstacles_.reset();
   });
   // The model asks where new nodes fit; a guard, since the model may outlive this scene.
   model_->setPlacer([self = QPointer<GraphScene>(this)](const std::vector<NodeId>& ids) {
@@ -526,6 +531,39 @@ GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(pare
     return shift;
   });
   rebuild();
+}
+
+void GraphScene::Obstacles::add(const QRectF& r, bool node) {
+  for (int x = int(std::floor(r.left() / kCell)); x <= int(std::floor(r.right() / kCell)); ++x)
+    for (int y = int(std::floor(r.top() / kCell)); y <= int(std::floor(r.bottom() / kCell)); ++y)
+      cells[{x, y}].push_back({r, node});
+}
+
+std::pair<bool, bool> GraphScene::Obstacles::taken(const QRectF& r) const {
+  bool node = false, label = false;
+  for (int x = int(std::floor(r.left() / kCell)); x <= int(std::floor(r.right() / kCell)); ++x)
+    for (int y = int(std::floor(r.top() / kCell)); y <= int(std::floor(r.bottom() / kCell)); ++y) {
+      auto it = cells.find({x, y});
+      if (it == cells.end()) continue;
+      for (const auto& [rect, isNode] : it->second)
+        if (rect.intersects(r)) (isNode ? node : label) = true;
+    }
+  return {node, label};
+}
+
+std::pair<bool, bool> GraphScene::labelSpotTaken(const QRectF& box, const LinkItem* self) const {
+  if (obstacles_) return obstacles_->taken(box);
+  bool node = false, label = false;
+  for (QGraphicsItem* i : items(box, Qt::IntersectsItemBoundingRect)) {
+    node |= i->type() == NodeItem::Type;
+    label |= i != self && i->type() == LinkItem::Type &&
+             static_cast<LinkItem*>(i)->labelRect().intersects(box);
+  }
+  return {node, label};
+}
+
+void GraphScene::labelPlaced(const QRectF& box) {
+  if (obstacles_) obstacles_->add(box, false);
 }
 
 std::optional<QPointF> GraphScene::freeSpotShift(const std::vector<NodeId>& ids) const {

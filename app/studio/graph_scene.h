@@ -7,6 +7,7 @@
 #include <QGraphicsScene>
 #include <QStringList>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -108,6 +109,9 @@ class GraphScene : public QGraphicsScene {
   void nodeGeometryChanged(dw::NodeId id);
   // Records the positions of items moved by the mouse as one undoable move.
   void commitMoves();
+  // Whether a link label at `box` (scene coordinates) would cover {a node, another label}.
+  std::pair<bool, bool> labelSpotTaken(const QRectF& box, const LinkItem* self) const;
+  void labelPlaced(const QRectF& box);
   // The shift (in whole grid steps, nearest first) that puts the nodes `ids` as a group clear
   // of every other node; nullopt when there is no room nearby.
   std::optional<QPointF> freeSpotShift(const std::vector<dw::NodeId>& ids) const;
@@ -124,7 +128,15 @@ class GraphScene : public QGraphicsScene {
   void addNodeItem(dw::NodeId id);
   void addLinkItem(const dw::Link& link);
   void refreshLinksOf(dw::NodeId id);
+  // Node and label rectangles bucketed by cell, while every link's label is placed at once.
+  struct Obstacles {
+    static constexpr qreal kCell = 256;
+    std::map<std::pair<int, int>, std::vector<std::pair<QRectF, bool>>> cells;  // rect, is node
+    void add(const QRectF& r, bool node);
+    std::pair<bool, bool> taken(const QRectF& r) const;
+  };
   GraphModel* model_;
+  std::unique_ptr<Obstacles> obstacles_;
   std::map<dw::NodeId, NodeItem*> nodes_;
   std::map<dw::Link, LinkItem*> links_;
   bool snap_ = true;
