@@ -392,6 +392,9 @@ Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& forward,
   std::map<std::string, onnx::ValueInfoProto> byName;
   for (const auto& o : g->output()) byName[o.name()] = o;
   for (const auto& l : opt.losses) *outs.Add() = byName[l];
+  for (const auto& k : opt.keepOutputs)
+    if (byName.count(k) && std::find(opt.losses.begin(), opt.losses.end(), k) == opt.losses.end())
+      *outs.Add() = byName[k];
   g->mutable_output()->Swap(&outs);
   Emitter e(g, "grad_out/");
   for (size_t i = 0; i < opt.trainable.size(); ++i) {

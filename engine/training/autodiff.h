@@ -34,6 +34,9 @@ struct GradientGraphOptions {
   std::vector<std::string> trainable;      // initializer names that get gradients
   std::map<std::string, double> ldaCoeff;  // ONNX node name -> coefficient on grads to its inputs
   bool training = true;  // BatchNormalization uses batch statistics, Dropout is active
+  // Forward outputs to keep after the losses (a training step's metrics: what the studio plots
+  // per step costs a few ops, not a second forward pass). Names that are not outputs are skipped.
+  std::vector<std::string> keepOutputs;
 };
 
 struct GradientGraph {

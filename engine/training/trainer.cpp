@@ -517,6 +517,7 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   if (!lda) return lda.status();
   go.ldaCoeff = std::move(lda.value());
   go.training = true;
+  for (const auto& mi : meta.metrics) go.keepOutputs.push_back(mi.output);
   auto g = buildGradientGraph(forward, go);
   if (!g) return g.status();
   gg = std::move(g.value());
@@ -855,7 +856,13 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
 
   FitReport report;
   using Clock = std::chrono::steady_clock;
+  // The epoch's training metrics: each batch's value weighted by its samples (exact for
+  // accuracies; batches before a resume are not in it).
+  std::map<std::string, double> metricSums;
+  int64_t metricSamples = 0;
   while (counters.epoch < fo.epochs) {
+    metricSums.clear();
+    metricSamples = 0;
     if (counters.batchInEpoch == 0) {
       epochLossSum = 0;
       epochSamples = 0;
@@ -890,6 +897,9 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       }
       epochLossSum += r->totalLoss() * static_cast<double>(r->samples);
       epochSamples += r->samples;
+      for (const auto& [name, v] : r->batchMetrics)
+        metricSums[name] += v * static_cast<double>(r->samples);
+      metricSamples += r->samples;
       if (cb.onStep) {
         StepInfo si;
         si.epoch = counters.epoch;
@@ -905,6 +915,8 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     EpochReport er;
     er.epoch = counters.epoch;
     er.trainLoss = epochSamples > 0 ? epochLossSum / static_cast<double>(epochSamples) : 0;
+    for (const auto& [name, sum] : metricSums)
+      er.trainMetrics[name] = sum / static_cast<double>(std::max<int64_t>(1, metricSamples));
     er.seconds = epochSeconds;
     er.samplesPerSecond = epochSeconds > 0 ? static_cast<double>(epochSamples) / epochSeconds : 0;
     if (test && test->size() > 0) {

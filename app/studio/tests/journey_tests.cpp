@@ -283,6 +283,7 @@ class JourneyTest : public QObject {
     QVERIFY(w.isWindowModified());  // trained weights are unsaved work
     // Steps continue from the Train Step: 1 + ceil(10800 / 64) = 170.
     QVERIFY(panel->seriesPoints("train loss") >= 3);
+    QCOMPARE(panel->seriesPoints("train metric"), panel->seriesPoints("train loss"));
 
     QCOMPARE(panel->seriesPoints("validation loss"), 2);  // the Eval Step, then the epoch
     QCOMPARE(panel->seriesPoints("validation metric"), 2);
