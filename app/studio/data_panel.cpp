@@ -4,12 +4,14 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QMenu>
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 
@@ -147,6 +149,8 @@ struct DataPanel::InputRow {
   std::optional<SourceSummary> summary;
   QString error;
   bool inspected = false;
+  int generation = 0;  // the newest inspection; older results are dropped
+  int applied = 0;     // the inspection whose result the row shows
 
   QGroupBox* box = nullptr;
   QWidget* pathRow[3] = {};
@@ -399,8 +403,12 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     v->addWidget(r->csvRow);
     r->imageRow = new QWidget;
     {
-      auto* h = new QHBoxLayout(r->imageRow);
-      h->setContentsMargins(0, 0, 0, 0);
+      auto* rows = new QVBoxLayout(r->imageRow);
+      rows->setContentsMargins(0, 0, 0, 0);
+      auto* h = new QHBoxLayout;
+      auto* h2 = new QHBoxLayout;
+      rows->addLayout(h);
+      rows->addLayout(h2);
       r->imageTake = new QComboBox;
       r->imageTake->addItems({tr("pixels"), tr("class index")});
       r->imageTake->setCurrentIndex(r->conv.imageTakeLabel ? 1 : 0);
@@ -413,18 +421,18 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       r->imageH->setValue(int(r->conv.imageHeight));
       r->imageW->setValue(int(r->conv.imageWidth));
       r->imageChannels = new QComboBox;
-      r->imageChannels->addItems({tr("keep"), tr("grey"), QString(), tr("RGB")});
-      r->imageChannels->removeItem(2);
+      r->imageChannels->addItems({tr("as stored"), tr("grey"), tr("RGB")});
       r->imageChannels->setCurrentIndex(r->conv.imageChannels == 1   ? 1
                                         : r->conv.imageChannels == 3 ? 2
                                                                      : 0);
       h->addWidget(new QLabel(tr("Takes")));
       h->addWidget(r->imageTake);
-      h->addWidget(new QLabel(tr("Size")));
-      h->addWidget(r->imageH);
-      h->addWidget(new QLabel(QStringLiteral("×")));
-      h->addWidget(r->imageW);
       h->addWidget(r->imageChannels);
+      h->addStretch();
+      h2->addWidget(new QLabel(tr("Size")));
+      h2->addWidget(r->imageH, 1);
+      h2->addWidget(new QLabel(QStringLiteral("×")));
+      h2->addWidget(r->imageW, 1);
       auto apply = [this, row] {
         row->conv.imageTakeLabel = row->imageTake->currentIndex() == 1;
         row->conv.imageHeight = row->imageH->value();
@@ -471,7 +479,7 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     r->reshape->setPlaceholderText(tr("per sample, e.g. 1,28,28 (empty: keep)"));
     r->oneHot = new QSpinBox;
     r->oneHot->setRange(0, 100000);
-    r->oneHot->setSpecialValueText(tr("off (class indices)"));
+    r->oneHot->setSpecialValueText(tr("off"));
     r->oneHot->setToolTip(tr("Turn class indices into one-hot rows of this many classes"));
     auto* dtypeRow = new QHBoxLayout;
     dtypeRow->setContentsMargins(0, 0, 0, 0);
@@ -595,24 +603,68 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
 
 void DataPanel::inspect(InputRow* r) {
   r->inspected = true;
+  const int generation = ++r->generation;
+  if (r->paths[kTrain].isEmpty()) {
+    r->applied = generation;
+    inspected(r, Status::error(""));
+    return;
+  }
+  DataFileSpec probe = r->conv;
+  probe.path = r->paths[kTrain].toStdString();
+  r->info->setText(
+      tr("<i>Reading %1…</i>").arg(QFileInfo(r->paths[kTrain]).fileName().toHtmlEscaped()));
+  // Reading a source can take seconds (a large CSV, a gzip IDX): off the GUI thread.
+  auto* watcher = new QFutureWatcher<Result<SourceSummary>>(r->box);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, r, watcher, generation] {
+    watcher->deleteLater();
+    if (generation == r->generation) {
+      r->applied = generation;
+      inspected(r, watcher->result());
+    }
+    if (!busy()) emit specChanged();
+  });
+  watcher->setFuture(QtConcurrent::run(
+      [probe, base = baseDir_.toStdString()] { return inspectSource(probe, base); }));
+}
+
+bool DataPanel::busy() const {
+  // Until its result is shown: a finished future's signal may still be queued.
+  for (const auto& r : rows_)
+    if (r->applied != r->generation) return true;
+  return false;
+}
+
+void DataPanel::inspected(InputRow* r, const Result<SourceSummary>& s) {
   r->summary.reset();
   r->error.clear();
-  if (!r->paths[kTrain].isEmpty()) {
-    DataFileSpec probe = r->conv;
-    probe.path = r->paths[kTrain].toStdString();
-    QApplication::setOverrideCursor(Qt::WaitCursor);
-    auto s = inspectSource(probe, baseDir_.toStdString());
-    QApplication::restoreOverrideCursor();
-    if (s.ok()) {
-      r->summary = std::move(s.value());
-      r->conv.format = r->summary->format;
-    } else {
-      r->error = qs(s.message());
-    }
+  if (s.ok()) {
+    // The spec keeps the user's format ("" = from the name): what was detected is shown, not
+    // stored, so reading a source never changes what training loads.
+    r->summary = s.value();
+  } else if (!r->paths[kTrain].isEmpty()) {
+    r->error = qs(s.message());
   }
   showSummary(r);
   updateFit(r);
   updateSummary();
+}
+
+QString DataPanel::sampleCountProblem() const {
+  const InputRow* first = nullptr;
+  for (const auto& r : rows_) {
+    if (!r->summary) continue;
+    if (!first) {
+      first = r.get();
+    } else if (r->summary->samples != first->summary->samples) {
+      return tr("%1 has %2 samples but %3 has %4: give every input a source with the same "
+                "samples, in the same order")
+          .arg(qs(first->input.name))
+          .arg(QLocale().toString(qlonglong(first->summary->samples)))
+          .arg(qs(r->input.name))
+          .arg(QLocale().toString(qlonglong(r->summary->samples)));
+    }
+  }
+  return QString();
 }
 
 void DataPanel::showSummary(InputRow* r) {
@@ -814,6 +866,8 @@ void DataPanel::updateSummary() {
               .arg(testMode_->currentIndex() == kOwnFiles   ? tr("own sources")
                    : testMode_->currentIndex() == kFraction ? count(s.test)
                                                             : tr("none"));
+  if (const QString counts = sampleCountProblem(); !counts.isEmpty())
+    text += QStringLiteral("<br><span style='color:#b00020'>%1</span>").arg(counts.toHtmlEscaped());
   summary_->setText(text);
 }
 
@@ -852,6 +906,9 @@ QString DataPanel::readiness() const {
   }
   if (!missing.isEmpty())
     return tr("choose a train source for %1 in the Data panel").arg(missing.join(tr(", ")));
+  // A source still being read is not held against training: the trainer reads it anyway and
+  // says what is wrong with it.
+  if (const QString counts = sampleCountProblem(); !counts.isEmpty()) misfit << counts;
   if (!misfit.isEmpty()) return misfit.join(QStringLiteral("; "));
   return QString();
 }

@@ -42,6 +42,8 @@ class DataPanel : public QWidget {
   dw::engine::training::DatasetSpec spec() const;
   // "" when every data input has a train source that fits it; else what is missing or wrong.
   QString readiness() const;
+  // A source is being read (in the background: a large file never freezes the window).
+  bool busy() const;
 
   // The widgets a test (or a user) drives.
   struct InputRow;
@@ -76,6 +78,8 @@ class DataPanel : public QWidget {
   void chooseFile(InputRow* r, Split split);
   void setPath(InputRow* r, Split split, const QString& path);
   void inspect(InputRow* r);
+  void inspected(InputRow* r, const dw::Result<dw::engine::training::SourceSummary>& s);
+  QString sampleCountProblem() const;
   void showSummary(InputRow* r);
   void updateFit(InputRow* r);
   void conversionToWidgets(InputRow* r);

@@ -106,6 +106,14 @@ void chooseParam(MainWindow& w, dw::NodeId id, const char* field, const QString&
   emit c->activated(i);
 }
 
+// Waits while the Data panel reads sources in the background.
+void settle(DataPanel* d) {
+  QElapsedTimer t;
+  t.start();
+  while (d->busy() && t.elapsed() < 60000) QTest::qWait(10);
+  if (d->busy()) qFatal("the Data panel is still reading after a minute");
+}
+
 // Types a path into the Data panel's source field of `input` and presses Return.
 void giveSource(DataPanel* d, const QString& input, const QString& path,
                 DataPanel::Split split = DataPanel::kTrain) {
@@ -114,6 +122,7 @@ void giveSource(DataPanel* d, const QString& input, const QString& path,
   e->clear();
   QTest::keyClicks(e, path);
   QTest::keyClick(e, Qt::Key_Return);
+  settle(d);
 }
 
 bool waitIdle(dw::studio::TrainingPanel* p, int ms = 300000) {
@@ -402,15 +411,18 @@ class JourneyTest : public QObject {
       QComboBox* col = data->csvLabelColumnBox("x");
       col->setCurrentIndex(col->findText("label"));
       emit col->activated(col->currentIndex());
+      settle(data);
       QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
                qPrintable(data->fitLabel("x")->text()));
       giveSource(data, "label", tmp.filePath("points.csv"));
       col = data->csvLabelColumnBox("label");
       col->setCurrentIndex(col->findText("label"));
       emit col->activated(col->currentIndex());
+      settle(data);
       QComboBox* take = data->csvTakeBox("label");
       take->setCurrentIndex(1);
       emit take->activated(1);
+      settle(data);
       QVERIFY2(data->fitLabel("label")->text().contains("Fits"),
                qPrintable(data->fitLabel("label")->text()));
       QVERIFY(!data->previewLabel("label")->pixmap().isNull());  // histogram of 0 / 1
@@ -444,17 +456,20 @@ class JourneyTest : public QObject {
         size->setValue(8);
         emit size->editingFinished();
       }
+      settle(data);
       QVERIFY2(data->infoLabel("x")->text().contains("[1,8,8]"),
                qPrintable(data->infoLabel("x")->text()));
       QVERIFY2(data->fitLabel("x")->text().contains("reshape"),
                qPrintable(data->fitLabel("x")->text()));
       QTest::mouseClick(data->convertButton("x"), Qt::LeftButton);
+      settle(data);
       QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
                qPrintable(data->fitLabel("x")->text()));
       giveSource(data, "label", tmp.filePath("images"));
       QComboBox* take = data->imageTakeBox("label");
       take->setCurrentIndex(1);
       emit take->activated(1);
+      settle(data);
       QVERIFY2(data->fitLabel("label")->text().contains("Fits"),
                qPrintable(data->fitLabel("label")->text()));
       data->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kNone);
@@ -465,6 +480,27 @@ class JourneyTest : public QObject {
       QVERIFY2(w.exportOnnxTo(model, false), qPrintable(w.lastError()));
       QVERIFY(pythonChecker(model));
     }
+  }
+
+  // Sources with different sample counts: the panel says which, before any training.
+  void mismatchedSampleCounts() {
+    if (!QFile::exists(QString::fromLatin1(kFashion) + "t10k-labels-idx1-ubyte.gz"))
+      QSKIP("dataset-fashion-mnist is not installed");
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId a = drop(w, "deepwire", "Input", {120, 120});
+    const dw::NodeId b = drop(w, "deepwire", "Input", {120, 330});
+    typeParam(w, a, "name", QStringLiteral("image"));
+    typeParam(w, b, "name", QStringLiteral("label"));
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    giveSource(data, "image", QString::fromLatin1(kFashion) + "train-images-idx3-ubyte.gz");
+    giveSource(data, "label", QString::fromLatin1(kFashion) + "t10k-labels-idx1-ubyte.gz");
+    QVERIFY2(data->summaryLabel()->text().contains("10,000") ||
+                 data->summaryLabel()->text().contains("10000"),
+             qPrintable(data->summaryLabel()->text()));
+    QVERIFY2(data->readiness().contains("same samples"), qPrintable(data->readiness()));
   }
 
   // Bad data gets a sentence in the panel naming the file, and nothing crashes.
