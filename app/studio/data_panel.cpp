@@ -460,6 +460,11 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     r->scale = new ScientificSpinBox;
     r->mean = new ScientificSpinBox;
     r->std = new ScientificSpinBox;
+    // A double spin box sizes itself for its longest value (17 digits): let the layout decide.
+    for (auto* b : {r->scale, r->mean, r->std}) {
+      b->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+      b->setMinimumWidth(70);
+    }
     r->scale->setToolTip(tr("Each value is multiplied by this first (1/255 for 8-bit images)"));
     r->mean->setToolTip(tr("Then this is subtracted"));
     r->std->setToolTip(tr("Then the result is divided by this"));

@@ -855,17 +855,17 @@ void TrainingPanel::rescaleAxes() {
     x->setTickAnchor(0);
     x->setTickInterval(tick);
     x->setRange(x0, x1);
-    if (!std::isfinite(y0)) {
-      y0 = log ? 0.1 : 0;
-      y1 = 1;
+    if (!std::isfinite(y0)) {  // no points yet: a plain unit range
+      chart->axes(Qt::Vertical).first()->setRange(log ? 0.1 : 0, 1);
+      return;
     }
     if (log) {
       chart->axes(Qt::Vertical).first()->setRange(y0 / 1.5, y1 * 1.5);
     } else {
       const double pad = std::max(std::abs(y1) * 1e-3 + 1e-6, (y1 - y0) * 0.08);
-      chart->axes(Qt::Vertical)
-          .first()
-          ->setRange(y0 >= 0 ? std::max(0.0, y0 - pad) : y0 - pad, y1 + pad);
+      auto* y = static_cast<QValueAxis*>(chart->axes(Qt::Vertical).first());
+      y->setRange(y0 >= 0 ? std::max(0.0, y0 - pad) : y0 - pad, y1 + pad);
+      y->applyNiceNumbers();  // ticks at 0.5, 1, 2, ... rather than 1.82, 3.64
     }
   };
   fit(lossChart_, {trainLoss_, testLoss_}, logScale_->isChecked());
