@@ -623,8 +623,10 @@ Result<onnx::ModelProto> TrainingPanel::exportInferenceModel(bool withDataConver
   auto m = exportOnnx(model_->graph());
   if (!m.ok() || !withDataConversion) return m;
   const TrainingConfig c = currentConfig();
-  auto changed = prependDataConversion(
-      *m, c.dataset, data_->spec().train.empty() ? std::string() : projectDir_.toStdString());
+  // Relative sources resolve as training resolves them (start()).
+  const std::string base =
+      projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
+  auto changed = prependDataConversion(*m, c.dataset, base);
   if (!changed.ok()) return changed.status();
   if (!changed->empty())
     DW_RETURN_IF_ERROR(checkOnnxModel(*m).withContext("the model with its data conversion"));

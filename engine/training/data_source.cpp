@@ -645,17 +645,21 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
     for (int i = 0; i < g.input_size(); ++i)
       if (g.input(i).name() == f.input) index = i;
     if (index < 0) continue;  // a target: not in this model
-    DType stored = dtypeByName(f.storedDtype);
-    std::vector<int64_t> storedShape = f.storedShape;
-    if (stored == DType::kUndefined) {
-      auto s = inspectSource(f, baseDir);
-      if (!s)
-        return s.status().withContext(
-            "the data conversion of input '" + f.input +
-            "' needs its source's stored type; make the file available or export without the "
-            "data conversion");
+    // What the source holds now (its image size may have changed since the panel recorded
+    // it); the recorded type when the file is not at hand.
+    DType stored = DType::kUndefined;
+    std::vector<int64_t> storedShape;
+    if (auto s = inspectSource(f, baseDir); s.ok()) {
       stored = s->dtype;
       storedShape = s->sampleShape;
+    } else if (dtypeByName(f.storedDtype) != DType::kUndefined) {
+      stored = dtypeByName(f.storedDtype);
+      storedShape = f.storedShape;
+    } else {
+      return s.status().withContext(
+          "the data conversion of input '" + f.input +
+          "' needs its source's stored type; make the file available or export without the "
+          "data conversion");
     }
     onnx::ValueInfoProto& in = *g.mutable_input(index);
     const int32_t finalType = in.type().tensor_type().elem_type();
