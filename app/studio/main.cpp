@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
   if (screenshot) window.resize(1920, 1080);
   window.show();
   QApplication::processEvents();
-  if (!cli.positionalArguments().isEmpty() && !window.openFile(cli.positionalArguments().first())) {
+  const QString file = cli.positionalArguments().value(0);
+  // Interactively, no file (or one that cannot be opened) starts on the welcome page.
+  if (!screenshot ? !window.openAtStart(file) : !file.isEmpty() && !window.openFile(file)) {
     std::fprintf(stderr, "deepwire-studio: %s\n", qPrintable(window.lastError()));
     if (screenshot) return 1;
   }

@@ -20,6 +20,7 @@
 #include "app/studio/palette.h"
 #include "app/studio/params_panel.h"
 #include "app/studio/training_panel.h"
+#include "app/studio/welcome_page.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/onnx_import.h"
@@ -40,7 +41,14 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   model_ = new GraphModel(this);
   scene_ = new GraphScene(model_, this);
   view_ = new GraphView(scene_, this);
-  setCentralWidget(view_);
+  // The canvas and the welcome page share the central area; the canvas is the default.
+  central_ = new QStackedWidget(this);
+  central_->addWidget(view_);
+  welcome_ = new WelcomePage(central_);
+  welcome_->setExamples(findExamples());
+  central_->addWidget(welcome_);
+  central_->setCurrentWidget(view_);
+  setCentralWidget(central_);
   summary_ = new QLabel(this);
   statusBar()->addPermanentWidget(summary_);
   createDocks();
@@ -59,6 +67,25 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
     params_->setNode(ids.size() == 1 ? ids.front() : 0);
   });
   connect(model_, &GraphModel::validated, this, &MainWindow::refreshProblems);
+  // Any document (New, Open, Import, recovery) or any node placed means the canvas is wanted.
+  connect(model_, &GraphModel::modelReset, this, [this] { setWelcomeVisible(false); });
+  connect(model_, &GraphModel::nodeAdded, this, [this] { setWelcomeVisible(false); });
+  connect(welcome_, &WelcomePage::newRequested, this, [this] {
+    if (maybeSave()) newDocument();
+  });
+  connect(welcome_, &WelcomePage::openRequested, this, [this](const QString& path) {
+    if (path.isEmpty()) return action("open")->trigger();
+    if (maybeSave()) openFile(path);
+  });
+  connect(welcome_, &WelcomePage::templateRequested, this,
+          [this](ClassifierTemplate kind) { startTemplate(int(kind)); });
+  connect(welcome_, &WelcomePage::nodeDropped, this,
+          [this](const QString& d, const QString& t, QPoint pos) {
+            setWelcomeVisible(false);
+            placeNode(d, t,
+                      scene_->snapped(view_->mapToScene(
+                          view_->viewport()->mapFrom(this, welcome_->mapTo(this, pos)))));
+          });
   connect(model_->undoStack(), &QUndoStack::cleanChanged, this, [this] { updateTitle(); });
   connect(model_->undoStack(), &QUndoStack::indexChanged, this, [this] { autosaveDirty_ = true; });
 
@@ -238,6 +265,9 @@ void MainWindow::createActions() {
     view_->fitToView();
   });
   make("validate", tr("&Validate Now"), QKeySequence(tr("F5")), [this] { model_->validateNow(); });
+  QAction* welcome = make("welcome", tr("&Welcome Page"), QKeySequence(),
+                          [this] { setWelcomeVisible(action("welcome")->isChecked()); });
+  welcome->setCheckable(true);
 }
 
 void MainWindow::createMenus() {
@@ -267,6 +297,8 @@ void MainWindow::createMenus() {
   edit->addAction(action("selectAll"));
 
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
+  viewMenu->addAction(action("welcome"));
+  viewMenu->addSeparator();
   for (const char* name : {"fit", "zoomIn", "zoomOut", "snap", "autoLayout", "validate"})
     viewMenu->addAction(action(name));
   viewMenu->addSeparator();
@@ -330,6 +362,49 @@ bool MainWindow::writeAtomically(const QString& path, const QByteArray& bytes) {
     return false;
   }
   return true;
+}
+
+void MainWindow::setWelcomeVisible(bool on) {
+  if (on) welcome_->setRecentFiles(recentFiles());
+  central_->setCurrentWidget(on ? static_cast<QWidget*>(welcome_) : view_);
+  if (QAction* a = action(QStringLiteral("welcome"))) {
+    const QSignalBlocker b(a);
+    a->setChecked(on);
+  }
+}
+
+bool MainWindow::welcomeVisible() const {
+  return central_->currentWidget() == welcome_;
+}
+
+bool MainWindow::openAtStart(const QString& file) {
+  if (!file.isEmpty() && openFile(file)) return true;
+  setWelcomeVisible(true);
+  return file.isEmpty();
+}
+
+void MainWindow::startTemplate(int kind) {
+  const auto k = static_cast<ClassifierTemplate>(kind);
+  if (!maybeSave()) return;
+  const std::optional<TemplateSource> source = welcome_->askTemplateSource(k);
+  if (!source) return;
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  const QString error = buildClassifier(*this, k, *source);
+  QApplication::restoreOverrideCursor();
+  if (!error.isEmpty()) {
+    // Nothing built: back to the page, so the user can pick other data.
+    if (model_->graph().nodes().empty()) setWelcomeVisible(true);
+    showError(tr("Template"), error);
+    return;
+  }
+  // The Data dock shows what the template did with the data: the sources and their conversion.
+  if (auto* dock = findChild<QDockWidget*>(QStringLiteral("dataDock"))) {
+    dock->show();
+    dock->raise();
+  }
+  showStatus(tr("Built the %1 classifier for %2: press Fit in the Training dock to train it")
+                 .arg(k == ClassifierTemplate::kMlp ? tr("MLP") : tr("CNN"),
+                      QFileInfo(source->samples).fileName()));
 }
 
 void MainWindow::newDocument() {
@@ -473,6 +548,7 @@ void MainWindow::rebuildRecentMenu() {
     });
   }
   recentMenu_->setEnabled(!list.isEmpty());
+  if (welcome_) welcome_->setRecentFiles(list);
 }
 
 QString MainWindow::autosavePath() {

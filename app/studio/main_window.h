@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QMainWindow>
+#include <QStackedWidget>
 #include <QTimer>
 
 #include "app/studio/graph_model.h"
@@ -18,6 +19,7 @@ class GraphView;
 class Palette;
 class ParamsPanel;
 class TrainingPanel;
+class WelcomePage;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -35,6 +37,16 @@ class MainWindow : public QMainWindow {
   TrainingPanel* training() const { return training_; }
   QListWidget* problemsList() const { return problems_; }
   QAction* action(const QString& objectName) const;
+  WelcomePage* welcome() const { return welcome_; }
+
+  // The welcome page stands in for the canvas until there is something to show: a document is
+  // opened, New or a template is chosen, or a node is placed. It is never shown unless asked
+  // (tests and screenshots drop nodes straight onto the canvas).
+  void setWelcomeVisible(bool on);
+  bool welcomeVisible() const;
+  // What the studio does on start: opens `file`, or shows the welcome page when there is none
+  // (or when it cannot be opened: false then, with lastError()).
+  bool openAtStart(const QString& file);
 
   // Opens a project (.dwproj) or imports an ONNX model (.onnx); false, with the error shown, if
   // it cannot. The current document is replaced only on success.
@@ -78,6 +90,7 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void refreshProblems();
+  void startTemplate(int kind);  // a ClassifierTemplate chosen on the welcome page
   bool maybeSave();
   bool writeAtomically(const QString& path, const QByteArray& bytes);
   bool saveAs();
@@ -87,6 +100,8 @@ class MainWindow : public QMainWindow {
   GraphModel* model_;
   GraphScene* scene_;
   GraphView* view_;
+  QStackedWidget* central_ = nullptr;
+  WelcomePage* welcome_ = nullptr;
   Palette* palette_;
   ParamsPanel* params_;
   TrainingPanel* training_;
