@@ -98,8 +98,7 @@ class TrainingWorker : public QObject {
   std::unique_ptr<Trainer> trainer_;
   std::string dataKey_;
   std::shared_ptr<const Dataset> train_, test_;  // test_: what Eval Step and Fit evaluate
-  std::unique_ptr<BatchLoader> trainLoader_, testLoader_;
-  int64_t trainEpoch_ = 0, testEpoch_ = 0;
+  std::unique_ptr<BatchCursor> trainCursor_, testCursor_;
   int64_t batchSize_ = 0;
   friend class TrainingPanel;
 };
@@ -118,8 +117,8 @@ Status TrainingWorker::prepare(const JobRequest& req) {
   if (key != dataKey_) {
     train_.reset();
     test_.reset();
-    trainLoader_.reset();
-    testLoader_.reset();
+    trainCursor_.reset();
+    testCursor_.reset();
     dataKey_.clear();
     // The same reading, conversion and split as `deepwire train` (data_source.h).
     auto data = loadData(req.config.dataset, req.baseDir);
@@ -128,31 +127,21 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     test_ = data->evaluation();
     dataKey_ = key;
   }
-  if (!trainLoader_ || batchSize_ != req.config.batchSize) {
+  if (!trainCursor_ || batchSize_ != req.config.batchSize) {
     batchSize_ = req.config.batchSize;
     LoaderOptions lo;
     lo.batchSize = batchSize_;
     lo.shuffle = req.config.shuffle;
     lo.seed = req.config.seed;
-    trainLoader_ = std::make_unique<BatchLoader>(train_, lo);
-    trainLoader_->startEpoch(trainEpoch_ = 0);
+    trainCursor_ = std::make_unique<BatchCursor>(train_, lo);
     lo.shuffle = false;
-    testLoader_ = std::make_unique<BatchLoader>(test_ ? test_ : train_, lo);
-    testLoader_->startEpoch(testEpoch_ = 0);
+    testCursor_ = std::make_unique<BatchCursor>(test_ ? test_ : train_, lo);
   }
   return Status();
 }
 
 Result<Batch> TrainingWorker::nextBatch(bool test) {
-  BatchLoader& loader = test ? *testLoader_ : *trainLoader_;
-  int64_t& epoch = test ? testEpoch_ : trainEpoch_;
-  auto b = loader.next();
-  if (!b) {  // wrap around: single steps walk the data epoch after epoch
-    loader.startEpoch(++epoch);
-    b = loader.next();
-  }
-  if (!b) return Status::error("the dataset has no samples");
-  return std::move(*b);
+  return (test ? testCursor_ : trainCursor_)->next();
 }
 
 void TrainingWorker::run(const JobRequest& req) {

@@ -329,6 +329,21 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
   return out;
 }
 
+BatchCursor::BatchCursor(std::shared_ptr<const Dataset> data, LoaderOptions options)
+    : loader_(std::move(data), options) {
+  loader_.startEpoch(epoch_);
+}
+
+Result<Batch> BatchCursor::next() {
+  auto b = loader_.next();
+  if (!b) {  // the epoch ran out: single steps walk the data epoch after epoch
+    loader_.startEpoch(++epoch_);
+    b = loader_.next();
+  }
+  if (!b) return Status::error("the dataset has no samples");
+  return std::move(*b);
+}
+
 // ---- Inspection ---------------------------------------------------------------------------------
 
 Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string& baseDir) {

@@ -85,6 +85,19 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
 Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir,
                             int64_t limit = 0);
 
+// Single steps (the studio's Train Step and Eval Step buttons): one batch at a time from a
+// dataset, starting the next epoch (its own shuffle) when one runs out.
+class BatchCursor {
+ public:
+  BatchCursor(std::shared_ptr<const Dataset> data, LoaderOptions options);
+  Result<Batch> next();
+  int64_t epoch() const { return epoch_; }
+
+ private:
+  BatchLoader loader_;
+  int64_t epoch_ = 0;
+};
+
 // "idx" | "npy" | "csv" | "images" for a path (a directory is an image folder); an error that
 // says which formats exist when the name does not tell.
 Result<std::string> detectFormat(const std::string& path);

@@ -110,3 +110,28 @@ TEST(DataSource, ProposesScaleAndReshapeForBytesIntoAFloatImageInput) {
 
 }  // namespace
 }  // namespace dw::engine::training
+
+namespace dw::engine::training {
+namespace {
+
+TEST(DataSource, BatchCursorWalksEpochAfterEpoch) {
+  auto d = std::make_shared<Dataset>();
+  d->columns["x"] = Tensor::fromVector<float>({0, 1, 2, 3, 4}, {5});
+  LoaderOptions lo;
+  lo.batchSize = 2;
+  lo.shuffle = false;
+  BatchCursor c(d, lo);
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 4; ++i) {
+    auto b = c.next();
+    ASSERT_TRUE(b.ok()) << b.message();
+    sizes.push_back(b->size);
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{2, 2, 1, 2}));  // the fourth starts epoch 1
+  EXPECT_EQ(c.epoch(), 1);
+  BatchCursor empty(std::make_shared<Dataset>(), lo);
+  EXPECT_FALSE(empty.next().ok());
+}
+
+}  // namespace
+}  // namespace dw::engine::training
