@@ -245,6 +245,26 @@ SplitSizes splitSizes(int64_t n, double validationSplit, double testSplit) {
   return s;
 }
 
+SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit) {
+  const SplitSizes sizes = splitSizes(n, validationSplit, testSplit);
+  SplitIndices out;
+  if (sizes.validation == 0 && sizes.test == 0) {
+    out.train.resize(static_cast<size_t>(n));
+    std::iota(out.train.begin(), out.train.end(), int64_t{0});
+    return out;
+  }
+  // A constant seed: the held-out samples are a property of the data, not of a run.
+  constexpr uint64_t kSplitSeed = 0x5d1e5eedULL;
+  const std::vector<int64_t> order = shuffledIndices(n, kSplitSeed, 0);
+  const auto cut1 = static_cast<std::ptrdiff_t>(sizes.train);
+  const auto cut2 = static_cast<std::ptrdiff_t>(sizes.train + sizes.validation);
+  out.train.assign(order.begin(), order.begin() + cut1);
+  out.validation.assign(order.begin() + cut1, order.begin() + cut2);
+  out.test.assign(order.begin() + cut2, order.end());
+  for (auto* v : {&out.train, &out.validation, &out.test}) std::sort(v->begin(), v->end());
+  return out;
+}
+
 Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir,
                             int64_t limit) {
   Dataset d;
@@ -308,24 +328,25 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
     DW_RETURN_IF_ERROR(sameInputs(*d, split));
     return std::shared_ptr<const Dataset>(std::make_shared<Dataset>(std::move(d.value())));
   };
-  const int64_t n = train->size();
+  const SplitIndices split =
+      splitIndices(train->size(), spec.validation.empty() ? spec.validationSplit : 0,
+                   spec.test.empty() ? spec.testSplit : 0);
   if (!spec.validation.empty()) {
     auto v = own(spec.validation, "validation");
     if (!v) return v.status();
     out.validation = *v;
-  } else if (sizes.validation > 0) {
-    out.validation =
-        std::make_shared<Dataset>(train->slice(sizes.train, sizes.train + sizes.validation));
+  } else if (!split.validation.empty()) {
+    out.validation = std::make_shared<Dataset>(train->gather(split.validation));
   }
   if (!spec.test.empty()) {
     auto t = own(spec.test, "test");
     if (!t) return t.status();
     out.test = *t;
-  } else if (sizes.test > 0) {
-    out.test = std::make_shared<Dataset>(train->slice(n - sizes.test, n));
+  } else if (!split.test.empty()) {
+    out.test = std::make_shared<Dataset>(train->gather(split.test));
   }
-  out.train = sizes.train == n ? std::make_shared<Dataset>(std::move(train.value()))
-                               : std::make_shared<Dataset>(train->slice(0, sizes.train));
+  out.train = sizes.train == train->size() ? std::make_shared<Dataset>(std::move(train.value()))
+                                           : std::make_shared<Dataset>(train->gather(split.train));
   return out;
 }
 

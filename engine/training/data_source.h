@@ -62,13 +62,19 @@ struct DatasetSpec {
   int64_t trainLimit = 0;  // > 0: only the first trainLimit samples of the train sources
 };
 
-// How many of n train samples each split gets: test takes the last floor(n * testSplit), the
-// validation the floor(n * validationSplit) before them, train the rest (in file order, so the
-// held-out samples never depend on a seed).
+// How many of n train samples each split gets: floor(n * testSplit) for test,
+// floor(n * validationSplit) for validation, the rest for train.
 struct SplitSizes {
   int64_t train = 0, validation = 0, test = 0;
 };
 SplitSizes splitSizes(int64_t n, double validationSplit, double testSplit);
+// Which samples: a fixed permutation of [0, n) (shuffledIndices with a constant seed, the same
+// on every machine and run) deals the held-out samples, so a source stored class by class (an
+// image folder) still gets every class in each split; each split keeps file order.
+struct SplitIndices {
+  std::vector<int64_t> train, validation, test;
+};
+SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit);
 
 struct LoadedData {
   std::shared_ptr<const Dataset> train;

@@ -837,11 +837,11 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   std::shared_ptr<const Dataset> train = fo.train, test = fo.test;
   if (!test && fo.validationSplit > 0) {
     if (fo.validationSplit >= 1) return Status::error("fit: validation split must be < 1");
-    const int64_t n = train->size();
-    const int64_t nVal = splitSizes(n, fo.validationSplit, 0).validation;
-    if (nVal > 0 && nVal < n) {
-      test = std::make_shared<Dataset>(train->slice(n - nVal, n));
-      train = std::make_shared<Dataset>(train->slice(0, n - nVal));
+    // The same held-out samples as loadData's validation fraction (data_source.h).
+    const SplitIndices split = splitIndices(train->size(), fo.validationSplit, 0);
+    if (!split.validation.empty() && !split.train.empty()) {
+      test = std::make_shared<Dataset>(train->gather(split.validation));
+      train = std::make_shared<Dataset>(train->gather(split.train));
     }
   }
   if (test) DW_RETURN_IF_ERROR(test->validate());

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/training/trainer.h"
@@ -29,7 +30,30 @@ TEST(DataSource, SplitSizesFloorAndTakeFromTheEnd) {
   EXPECT_EQ(splitSizes(5, 0.1, 0).train, 5);
 }
 
-TEST(DataSource, LoadDataHoldsOutTheLastSamplesInFileOrder) {
+TEST(DataSource, SplitIndicesDealEveryClassAndNeverChange) {
+  // 100 samples stored class by class (as an image folder is): 50 of class 0, then 50 of 1.
+  const SplitIndices s = splitIndices(100, 0.2, 0.1);
+  ASSERT_EQ(s.train.size(), 70u);
+  ASSERT_EQ(s.validation.size(), 20u);
+  ASSERT_EQ(s.test.size(), 10u);
+  std::vector<int64_t> all;
+  for (const auto* v : {&s.train, &s.validation, &s.test}) {
+    EXPECT_TRUE(std::is_sorted(v->begin(), v->end()));  // file order inside a split
+    all.insert(all.end(), v->begin(), v->end());
+  }
+  std::sort(all.begin(), all.end());
+  for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(all[size_t(i)], i);  // disjoint, complete
+  const auto classOne =
+      std::count_if(s.validation.begin(), s.validation.end(), [](int64_t i) { return i >= 50; });
+  EXPECT_GT(classOne, 3);  // both classes are held out, not only the last one stored
+  EXPECT_LT(classOne, 17);
+  const SplitIndices again = splitIndices(100, 0.2, 0.1);
+  EXPECT_EQ(again.validation, s.validation);
+  EXPECT_EQ(again.test, s.test);
+  EXPECT_EQ(splitIndices(100, 0, 0).train.size(), 100u);
+}
+
+TEST(DataSource, LoadDataHoldsOutTheSplitIndices) {
   const std::string dir = tempDir();
   std::vector<float> x(20);
   std::vector<int64_t> y(20);
@@ -50,8 +74,10 @@ TEST(DataSource, LoadDataHoldsOutTheLastSamplesInFileOrder) {
   EXPECT_EQ(d->train->size(), 13);
   EXPECT_EQ(d->validation->size(), 4);
   EXPECT_EQ(d->test->size(), 1);
-  EXPECT_EQ(d->validation->columns.at("x").data<float>()[0], 13.0f);
-  EXPECT_EQ(d->test->columns.at("x").data<float>()[0], 17.0f);
+  const SplitIndices s = splitIndices(18, 0.25, 0.1);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(d->validation->columns.at("x").data<float>()[i], float(s.validation[i]));
+  EXPECT_EQ(d->test->columns.at("x").data<float>()[0], float(s.test[0]));
   EXPECT_EQ(d->evaluation(), d->validation);
   // The same section through the project's JSON (what deepwire train parses) gives the same.
   TrainingConfig c;
@@ -60,7 +86,7 @@ TEST(DataSource, LoadDataHoldsOutTheLastSamplesInFileOrder) {
   ASSERT_TRUE(parsed.ok()) << parsed.message();
   auto again = loadData(parsed->dataset, dir);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->validation->columns.at("x").data<float>()[0], 13.0f);
+  EXPECT_EQ(again->validation->columns.at("x").data<float>()[0], float(s.validation[0]));
   EXPECT_EQ(again->train->size(), 13);
   // A split left with no training samples is an error that says how to fix it.
   spec.validationSplit = 0.5;

@@ -252,6 +252,10 @@ class JourneyTest : public QObject {
     QTest::mouseClick(data->convertButton("image"), Qt::LeftButton);
     QVERIFY2(data->fitLabel("image")->text().contains("Fits"),
              qPrintable(data->fitLabel("image")->text()));
+    data->trainLimitBox()->setValue(12000);
+    QTest::mouseClick(data->computeNormButton("image"), Qt::LeftButton);  // mean and std
+    QVERIFY2(data->fitLabel("image")->text().contains("Fits"),
+             qPrintable(data->fitLabel("image")->text()));
     giveSource(data, "label", QString::fromLatin1(kFashion) + "train-labels-idx1-ubyte.gz");
     QVERIFY(!data->previewLabel("label")->pixmap().isNull());  // the label histogram
     QVERIFY(data->convertButton("label")->isEnabled());
@@ -282,22 +286,22 @@ class JourneyTest : public QObject {
 
     // 4. Fit one epoch on the first 12,000 samples (10,800 after the validation tenth).
     panel->optimizerBox()->setCurrentText(QStringLiteral("adam"));
-    panel->learningRateBox()->setValue(0.003);
-    panel->batchSizeBox()->setValue(64);
+    panel->learningRateBox()->setValue(0.001);
+    panel->batchSizeBox()->setValue(32);
     panel->epochsBox()->setValue(1);
     QTest::mouseClick(panel->fitButton(), Qt::LeftButton);
     QVERIFY(waitIdle(panel));
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     QVERIFY(panel->hasUnsyncedWeights());
     QVERIFY(w.isWindowModified());  // trained weights are unsaved work
-    // Steps continue from the Train Step: 1 + ceil(10800 / 64) = 170.
+    // Steps continue from the Train Step: 1 + ceil(10800 / 32) = 339.
     QVERIFY(panel->seriesPoints("train loss") >= 3);
     QCOMPARE(panel->seriesPoints("train metric"), panel->seriesPoints("train loss"));
 
     QCOMPARE(panel->seriesPoints("validation loss"), 2);  // the Eval Step, then the epoch
     QCOMPARE(panel->seriesPoints("validation metric"), 2);
     auto* x = panel->lossChart()->axes(Qt::Horizontal).first();
-    QVERIFY(static_cast<QValueAxis*>(x)->max() >= 170);
+    QVERIFY(static_cast<QValueAxis*>(x)->max() >= 339);
     shot(w, "4-trained");
 
     // 5. Export ONNX: the trained weights, taking raw IDX pixels.
