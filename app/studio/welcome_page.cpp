@@ -375,12 +375,10 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
   }
   convert(inputName);
   convert(QStringLiteral("label"));
-  // Hold out a tenth for the per-epoch validation curve. Not for image folders: they are read
-  // class by class, so the last tenth would be nearly all one class.
-  if (*format != "images") {
-    data->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kFraction);
-    data->splitFractionBox(DataPanel::kValidation)->setValue(0.1);
-  }
+  // Hold out a tenth for the per-epoch validation curve (dealt across the whole source, so an
+  // image folder read class by class still validates on every class).
+  data->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kFraction);
+  data->splitFractionBox(DataPanel::kValidation)->setValue(0.1);
   // Settings that train a fresh classifier well without tuning (Keras' defaults for Adam).
   TrainingPanel* panel = w.training();
   panel->optimizerBox()->setCurrentText(QStringLiteral("adam"));
