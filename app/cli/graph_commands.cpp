@@ -3,6 +3,7 @@
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
+#include "engine/training/trainer.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/onnx_import.h"
@@ -82,7 +83,11 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                     "full: ONNX checker + strict shape inference (default); basic: checker only; "
                     "none")
         ->check(CLI::IsMember({"full", "basic", "none"}));
-    cmd->callback([in, out, model, check, &exitCode] {
+    auto noConversion = std::make_shared<bool>(false);
+    cmd->add_flag("--no-data-conversion", *noConversion,
+                  "Leave out the data conversion (cast, scale, normalization, reshape) that the "
+                  "project's training data section puts in front of the inputs");
+    cmd->callback([in, out, model, check, noConversion, &exitCode] {
       auto g = loadProject(*in);
       if (!g.ok()) {
         exitCode = fail(g.message());
@@ -97,6 +102,18 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
       if (!m.ok()) {
         exitCode = fail(*in + ": " + m.message());
         return;
+      }
+      // As the studio's Export ONNX: the model takes the data as its project's sources store it.
+      if (!*noConversion) {
+        auto cfg = dw::engine::training::trainingConfigFromGraph(*g);
+        Status cs =
+            cfg.ok() ? dw::engine::training::addDataConversion(
+                           *m, cfg->dataset, std::filesystem::absolute(*in).parent_path().string())
+                     : cfg.status();
+        if (!cs.ok()) {
+          exitCode = fail(*in + ": " + cs.message());
+          return;
+        }
       }
       Status st = writeOnnxFile(*m, *out);
       if (!st.ok()) {

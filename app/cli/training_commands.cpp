@@ -219,10 +219,8 @@ int trainCommand(const TrainArgs& a) {
     auto m = tr.exportInference();
     if (!m) return fail(m.message());
     if (!a.noDataConversion) {
-      auto changed = prependDataConversion(*m, st.config.dataset, st.baseDir);
-      if (!changed) return fail(changed.message());
-      Status cs = checkOnnxModel(*m);
-      if (!cs.ok()) return fail("the exported model with its data conversion: " + cs.message());
+      Status cs = addDataConversion(*m, st.config.dataset, st.baseDir);
+      if (!cs.ok()) return fail(cs.message());
     }
     Status ws = writeOnnxFile(*m, a.exportOnnx);
     if (!ws.ok()) return fail(ws.message(), 2);

@@ -615,10 +615,7 @@ Result<onnx::ModelProto> TrainingPanel::exportInferenceModel(bool withDataConver
   // Relative sources resolve as training resolves them (start()).
   const std::string base =
       projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
-  auto changed = prependDataConversion(*m, c.dataset, base);
-  if (!changed.ok()) return changed.status();
-  if (!changed->empty())
-    DW_RETURN_IF_ERROR(checkOnnxModel(*m).withContext("the model with its data conversion"));
+  DW_RETURN_IF_ERROR(addDataConversion(*m, c.dataset, base));
   return m;
 }
 

@@ -791,4 +791,12 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
   return changed;
 }
 
+Status addDataConversion(onnx::ModelProto& model, const DatasetSpec& spec,
+                         const std::string& baseDir) {
+  auto changed = prependDataConversion(model, spec, baseDir);
+  if (!changed) return changed.status();
+  if (changed->empty()) return Status();
+  return checkOnnxModel(model).withContext("the model with its data conversion");
+}
+
 }  // namespace dw::engine::training

@@ -171,4 +171,9 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
                                                        const DatasetSpec& spec,
                                                        const std::string& baseDir);
 
+// prependDataConversion, then the full ONNX check when anything changed: what every export that
+// takes the data as stored does (the studio's Export ONNX, deepwire export and train).
+Status addDataConversion(onnx::ModelProto& model, const DatasetSpec& spec,
+                         const std::string& baseDir);
+
 }  // namespace dw::engine::training
