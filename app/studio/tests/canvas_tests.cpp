@@ -32,18 +32,15 @@
 #include "app/studio/palette.h"
 #include "app/studio/params_panel.h"
 #include "app/studio/style.h"
+#include "app/studio/tests/studio_test_util.h"
 #include "graphs/file_io.h"
 #include "nodes/catalogue.h"
 
 using dw::studio::MainWindow;
 
-namespace {
+using namespace dw::studio::test;
 
-dw::NodeId addNode(MainWindow& w, const char* domain, const char* type, double x, double y) {
-  auto id = w.model()->createNode(domain, type, {x, y});
-  if (!id.ok()) qFatal("createNode %s: %s", type, id.message().c_str());
-  return *id;
-}
+namespace {
 
 dw::NodeId addInput(MainWindow& w, const char* type, double x, double y) {
   const dw::NodeId id = addNode(w, "deepwire", "Input", x, y);
@@ -55,16 +52,6 @@ dw::NodeId findByType(const dw::Graph& g, const std::string& type) {
   for (const auto& [id, n] : g.nodes())
     if (n.type == type) return id;
   return 0;
-}
-
-// Presses the mouse on a port and releases it on another, as a user wires a link.
-void dragLink(MainWindow& w, QPointF fromScene, QPointF toScene) {
-  QWidget* vp = w.view()->viewport();
-  const QPoint a = w.view()->mapFromScene(fromScene), b = w.view()->mapFromScene(toScene);
-  QTest::mousePress(vp, Qt::LeftButton, {}, a);
-  QTest::mouseMove(vp, (a + b) / 2);
-  QTest::mouseMove(vp, b);
-  QTest::mouseRelease(vp, Qt::LeftButton, {}, b);
 }
 
 // Double-clicks a palette entry, which places the node at the centre of the view.

@@ -34,6 +34,7 @@
 #include "app/studio/main_window.h"
 #include "app/studio/palette.h"
 #include "app/studio/params_panel.h"
+#include "app/studio/tests/studio_test_util.h"
 #include "app/studio/training_panel.h"
 #include "engine/training/data.h"
 #include "graphs/file_io.h"
@@ -41,6 +42,8 @@
 
 using dw::studio::DataPanel;
 using dw::studio::MainWindow;
+
+using namespace dw::studio::test;
 
 namespace {
 
@@ -66,17 +69,6 @@ dw::NodeId drop(MainWindow& w, const char* domain, const char* type, QPoint at) 
   dw::NodeId newest = 0;
   for (const auto& [id, n] : w.model()->graph().nodes()) newest = std::max(newest, id);
   return newest;
-}
-
-// Presses on an output port and releases on an input port, as a user wires a link.
-void wire(MainWindow& w, dw::NodeId from, int out, dw::NodeId to, int in) {
-  QWidget* vp = w.view()->viewport();
-  const QPoint a = w.view()->mapFromScene(w.scene()->nodeItem(from)->portScenePos(true, out));
-  const QPoint b = w.view()->mapFromScene(w.scene()->nodeItem(to)->portScenePos(false, in));
-  QTest::mousePress(vp, Qt::LeftButton, {}, a);
-  QTest::mouseMove(vp, (a + b) / 2);
-  QTest::mouseMove(vp, b);
-  QTest::mouseRelease(vp, Qt::LeftButton, {}, b);
 }
 
 void select(MainWindow& w, dw::NodeId id) {
@@ -106,14 +98,6 @@ void chooseParam(MainWindow& w, dw::NodeId id, const char* field, const QString&
   emit c->activated(i);
 }
 
-// Waits while the Data panel reads sources in the background.
-void settle(DataPanel* d) {
-  QElapsedTimer t;
-  t.start();
-  while (d->busy() && t.elapsed() < 60000) QTest::qWait(10);
-  if (d->busy()) qFatal("the Data panel is still reading after a minute");
-}
-
 // Types a path into the Data panel's source field of `input` and presses Return.
 void giveSource(DataPanel* d, const QString& input, const QString& path,
                 DataPanel::Split split = DataPanel::kTrain) {
@@ -123,13 +107,6 @@ void giveSource(DataPanel* d, const QString& input, const QString& path,
   QTest::keyClicks(e, path);
   QTest::keyClick(e, Qt::Key_Return);
   settle(d);
-}
-
-bool waitIdle(dw::studio::TrainingPanel* p, int ms = 300000) {
-  QElapsedTimer t;
-  t.start();
-  while (p->busy() && t.elapsed() < ms) QTest::qWait(20);
-  return !p->busy();
 }
 
 void shot(MainWindow& w, const char* name) {

@@ -21,6 +21,7 @@
 #include "app/studio/main_window.h"
 #include "app/studio/palette.h"
 #include "app/studio/params_panel.h"
+#include "app/studio/tests/studio_test_util.h"
 #include "app/studio/training_panel.h"
 #include "engine/training/data.h"
 #include "graphs/file_io.h"
@@ -28,6 +29,8 @@
 #include "graphs/project.h"
 
 using dw::studio::MainWindow;
+
+using namespace dw::studio::test;
 
 namespace {
 
@@ -46,40 +49,6 @@ std::string canonical(const MainWindow& w) {
   std::sort(links.begin(), links.end());
   for (const auto& l : links) (void)copy.addLink(l, false);
   return dw::projectToJsonText(copy);
-}
-
-dw::NodeId findByName(const dw::Graph& g, const std::string& name) {
-  for (const auto& [id, n] : g.nodes())
-    if (n.name == name) return id;
-  return 0;
-}
-
-dw::NodeId addNode(MainWindow& w, const char* domain, const char* type, double x, double y) {
-  auto id = w.model()->createNode(domain, type, {x, y});
-  if (!id.ok()) qFatal("createNode %s: %s", type, id.message().c_str());
-  return *id;
-}
-
-// Waits (running the event loop) until the training dock is idle.
-bool waitIdle(dw::studio::TrainingPanel* p, int ms = 120000) {
-  QElapsedTimer t;
-  t.start();
-  while (p->busy() && t.elapsed() < ms) QTest::qWait(10);
-  return !p->busy();
-}
-
-// Presses the mouse on a port and releases it on another, as a user wires a link.
-void dragLink(MainWindow& w, QPointF fromScene, QPointF toScene) {
-  QWidget* vp = w.view()->viewport();
-  const QPoint a = w.view()->mapFromScene(fromScene), b = w.view()->mapFromScene(toScene);
-  QTest::mousePress(vp, Qt::LeftButton, {}, a);
-  QTest::mouseMove(vp, (a + b) / 2);
-  QTest::mouseMove(vp, b);
-  QTest::mouseRelease(vp, Qt::LeftButton, {}, b);
-}
-
-QString example(const char* name) {
-  return QStringLiteral(DW_SOURCE_DIR "/resources/examples/") + name;
 }
 
 }  // namespace

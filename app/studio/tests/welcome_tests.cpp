@@ -19,6 +19,7 @@
 #include "app/studio/graph_scene.h"
 #include "app/studio/graph_view.h"
 #include "app/studio/main_window.h"
+#include "app/studio/tests/studio_test_util.h"
 #include "app/studio/training_panel.h"
 #include "app/studio/welcome_page.h"
 
@@ -26,16 +27,11 @@ using dw::studio::ClassifierTemplate;
 using dw::studio::MainWindow;
 using dw::studio::TemplateSource;
 
+using namespace dw::studio::test;
+
 namespace {
 
 const QString kFashion = QStringLiteral("/usr/share/datasets/fashion-mnist/");
-
-bool waitIdle(dw::studio::TrainingPanel* p, int ms = 300000) {
-  QElapsedTimer t;
-  t.start();
-  while (p->busy() && t.elapsed() < ms) QTest::qWait(20);
-  return !p->busy();
-}
 
 const dw::Node* nodeOfType(const MainWindow& w, const std::string& type, int nth = 0) {
   for (const auto& [id, n] : w.model()->graph().nodes())
