@@ -456,6 +456,11 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(data_, &DataPanel::specChanged, this, [this] {
     touched_ = true;
     updateDataStatus();
+    // A data error is about the sources as they were: it goes once they change.
+    if (!busy_ && error_->isVisible() && data_->readiness().isEmpty()) {
+      error_->hide();
+      lastError_.clear();
+    }
   });
   // A change to the canvas or to the optimizer means a new trainer on the next job.
   auto dirty = [this] { graphDirty_ = true; };

@@ -520,6 +520,14 @@ class JourneyTest : public QObject {
     QTest::mouseClick(w.training()->trainStepButton(), Qt::LeftButton);
     QVERIFY(waitIdle(w.training()));
     QVERIFY(!w.training()->lastError().isEmpty());
+    // Once the source is fixed the error goes, without another step.
+    const QString good = tmp.filePath("good.npy");
+    QVERIFY(dw::engine::training::writeNpy(good.toStdString(),
+                                           dw::engine::Tensor(dw::engine::DType::kFloat, {4}))
+                .ok());
+    giveSource(data, name, good);
+    QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+    QVERIFY2(w.training()->lastError().isEmpty(), qPrintable(w.training()->lastError()));
   }
 };
 
