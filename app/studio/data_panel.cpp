@@ -1,6 +1,7 @@
 #include "app/studio/data_panel.h"
 
 #include <QApplication>
+#include <QCoreApplication>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -149,8 +150,9 @@ struct DataPanel::InputRow {
   std::optional<SourceSummary> summary;
   QString error;
   bool inspected = false;
-  int generation = 0;  // the newest inspection; older results are dropped
-  int applied = 0;     // the inspection whose result the row shows
+  int generation = 0;     // the newest inspection; older results are dropped
+  int applied = 0;        // the inspection whose result the row shows
+  QString csvGuessedFor;  // the CSV whose label column was guessed (once per file)
 
   QGroupBox* box = nullptr;
   QWidget* pathRow[3] = {};
@@ -246,6 +248,18 @@ DataPanel::DataPanel(GraphModel* model, QWidget* parent) : QWidget(parent), mode
 }
 
 DataPanel::~DataPanel() = default;
+
+bool DataPanel::eventFilter(QObject* watched, QEvent* event) {
+  // Scrolling the panel must not change a setting that passes under the pointer.
+  if (event->type() == QEvent::Wheel) {
+    auto* w = qobject_cast<QWidget*>(watched);
+    if (w && !w->hasFocus() && w->parentWidget()) {
+      QCoreApplication::sendEvent(w->parentWidget(), event);  // on to the scroll area
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, event);
+}
 
 void DataPanel::setBaseDir(const QString& dir) {
   baseDir_ = dir;
@@ -368,8 +382,12 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     // Format options.
     r->csvRow = new QWidget;
     {
-      auto* h = new QHBoxLayout(r->csvRow);
-      h->setContentsMargins(0, 0, 0, 0);
+      auto* rows = new QVBoxLayout(r->csvRow);
+      rows->setContentsMargins(0, 0, 0, 0);
+      auto* h = new QHBoxLayout;
+      auto* h2 = new QHBoxLayout;
+      rows->addLayout(h);
+      rows->addLayout(h2);
       r->csvHeader = new QCheckBox(tr("Header row"));
       r->csvHeader->setChecked(r->conv.csvHeader);
       r->csvLabel = new QComboBox;
@@ -377,11 +395,11 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       r->csvTake = new QComboBox;
       r->csvTake->addItems({tr("feature columns"), tr("label column")});
       r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
-      h->addWidget(r->csvHeader);
       h->addWidget(new QLabel(tr("Label column")));
       h->addWidget(r->csvLabel, 1);
-      h->addWidget(new QLabel(tr("Takes")));
-      h->addWidget(r->csvTake);
+      h->addWidget(r->csvHeader);
+      h2->addWidget(new QLabel(tr("Takes")));
+      h2->addWidget(r->csvTake, 1);
       connect(r->csvHeader, &QCheckBox::toggled, this, [this, row](bool on) {
         row->conv.csvHeader = on;
         inspect(row);
@@ -529,6 +547,11 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     connect(r->convert, &QPushButton::clicked, this, [this, row] { applyProposal(row); });
     connect(r->changeInput, &QPushButton::clicked, this, [this, row] { changeInput(row); });
 
+    for (QWidget* w : r->box->findChildren<QWidget*>())
+      if (qobject_cast<QComboBox*>(w) || qobject_cast<QAbstractSpinBox*>(w)) {
+        w->setFocusPolicy(Qt::StrongFocus);
+        w->installEventFilter(this);
+      }
     conversionToWidgets(row);
     next.push_back(std::move(r));
   }
@@ -626,7 +649,7 @@ void DataPanel::inspect(InputRow* r) {
       r->applied = generation;
       inspected(r, watcher->result());
     }
-    if (!busy()) emit specChanged();
+    if (!busy()) emit sourcesRead();
   });
   watcher->setFuture(QtConcurrent::run(
       [probe, base = baseDir_.toStdString()] { return inspectSource(probe, base); }));
@@ -640,6 +663,26 @@ bool DataPanel::busy() const {
 }
 
 void DataPanel::inspected(InputRow* r, const Result<SourceSummary>& s) {
+  // A CSV with a column named like a label: that column is the label, and a target input (or
+  // one named like it) takes it while the others take the remaining columns, so giving the
+  // same file to both rows is all a table needs. Shown in the combos; once per file.
+  if (s.ok() && s->format == "csv" && r->conv.csvLabelColumn.empty() &&
+      r->csvGuessedFor != r->paths[kTrain]) {
+    r->csvGuessedFor = r->paths[kTrain];
+    // In order of preference: "y" only when nothing says label more plainly.
+    for (const char* wanted : {"label", "labels", "class", "target", "category", "y"})
+      for (const auto& c : s->csvColumns) {
+        if (qs(c).trimmed().toLower() != QLatin1String(wanted)) continue;
+        r->conv.csvLabelColumn = c;
+        const QString input = qs(r->input.name).toLower();
+        r->conv.csvTakeLabel =
+            r->input.target || input.contains("label") || input.contains("target") || input == "y";
+        r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
+        inspect(r);  // the features without the label column
+        changed();
+        return;
+      }
+  }
   r->summary.reset();
   r->error.clear();
   if (s.ok()) {
@@ -816,7 +859,9 @@ void DataPanel::changeInput(InputRow* r) {
     const NodeSpec* s = model_->graph().spec(n);
     if (s && s->kind == NodeKind::GraphInput && n.name == r->input.name) {
       Status st = model_->setParam(id, "type", Param::makeString(p.inputTypeForData));
-      if (!st.ok()) r->fit->setText(qs(st.message()).toHtmlEscaped());
+      if (!st.ok())
+        r->fit->setText(QStringLiteral("<span style='color:#b00020'>%1</span>")
+                            .arg(qs(st.message()).toHtmlEscaped()));
       break;
     }
   }

@@ -71,7 +71,11 @@ class DataPanel : public QWidget {
   void refreshInputs();
 
  signals:
-  void specChanged();  // a source, conversion or split changed
+  void specChanged();  // a source, conversion or split changed (by the user)
+  void sourcesRead();  // every source has been read: readiness() is up to date
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void rebuildRows(const std::vector<dw::engine::training::DataInput>& inputs);

@@ -154,6 +154,7 @@ void MainWindow::createDocks() {
     dataDock->raise();
   });
   connect(training_, &TrainingPanel::weightsStateChanged, this, &MainWindow::updateTitle);
+  connect(training_, &TrainingPanel::settingsChanged, this, &MainWindow::updateTitle);
 
   problems_ = new QListWidget(this);
   problems_->setWordWrap(true);
@@ -166,7 +167,8 @@ void MainWindow::createDocks() {
   trainingDock->raise();
   // Dock sizes apply once the window is laid out.
   QTimer::singleShot(0, this, [this, paletteDock, paramsDock, trainingDock] {
-    resizeDocks({paletteDock, paramsDock}, {220, 360}, Qt::Horizontal);
+    // Wide enough for the Data panel's source rows (it shares this area with Parameters).
+    resizeDocks({paletteDock, paramsDock}, {220, 430}, Qt::Horizontal);
     resizeDocks({trainingDock}, {330}, Qt::Vertical);
   });
 
@@ -208,14 +210,15 @@ void MainWindow::createActions() {
     if (!path.isEmpty()) openFile(path);
   });
   make("exportOnnx", tr("&Export ONNX for Inference…"), QKeySequence(tr("Ctrl+E")), [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export ONNX"), QString(),
-                                                      tr("ONNX models (*.onnx)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export ONNX"), exportSuggestion(QString()), tr("ONNX models (*.onnx)"));
     if (!path.isEmpty()) exportOnnxTo(path, false);
   });
   make("exportTraining", tr("Export ONNX with &Training Info…"), QKeySequence(tr("Ctrl+Shift+E")),
        [this] {
          const QString path = QFileDialog::getSaveFileName(
-             this, tr("Export ONNX with training info"), QString(), tr("ONNX models (*.onnx)"));
+             this, tr("Export ONNX with training info"),
+             exportSuggestion(QStringLiteral("_training")), tr("ONNX models (*.onnx)"));
          if (!path.isEmpty()) exportOnnxTo(path, true);
        });
   QAction* conv = make("exportDataConversion", tr("Export Includes the &Data Conversion"),
@@ -328,7 +331,8 @@ void MainWindow::updateTitle() {
   const QString name = currentFile_.isEmpty() ? tr("untitled") : QFileInfo(currentFile_).fileName();
   setWindowTitle(QStringLiteral("%1[*] — deepwire studio").arg(name));
   // Trained weights the graph does not hold yet are unsaved work too.
-  setWindowModified(!model_->undoStack()->isClean() || training_->hasUnsyncedWeights());
+  setWindowModified(!model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
+                    training_->hasUnsavedSettings());
 }
 
 void MainWindow::refreshProblems() {
@@ -459,6 +463,7 @@ bool MainWindow::saveTo(const QString& path) {
   currentFile_ = QFileInfo(path).absoluteFilePath();
   training_->setProjectDir(QFileInfo(path).absolutePath());
   model_->undoStack()->setClean();
+  training_->markSettingsSaved();
   addRecent(currentFile_);
   updateTitle();
   showStatus(tr("Saved %1").arg(path));
@@ -478,13 +483,27 @@ bool MainWindow::saveAs() {
 }
 
 bool MainWindow::maybeSave() {
-  if ((model_->undoStack()->isClean() && !training_->hasUnsyncedWeights()) || !interactive_)
+  if ((model_->undoStack()->isClean() && !training_->hasUnsyncedWeights() &&
+       !training_->hasUnsavedSettings()) ||
+      !interactive_)
     return true;
   const auto answer = QMessageBox::warning(
       this, tr("Unsaved changes"), tr("The document has unsaved changes. Save them?"),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
   if (answer == QMessageBox::Save) return save();
   return answer == QMessageBox::Discard;
+}
+
+QString MainWindow::exportSuggestion(const QString& suffix) const {
+  // Next to the project, named after it; else in Documents: never the last folder a data
+  // source was chosen from (often a read-only dataset folder).
+  if (!currentFile_.isEmpty()) {
+    const QFileInfo f(currentFile_);
+    return f.absoluteDir().filePath(f.completeBaseName() + suffix + QStringLiteral(".onnx"));
+  }
+  QString dir = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+  if (dir.isEmpty() || !QFileInfo(dir).isWritable()) dir = QDir::homePath();
+  return QDir(dir).filePath(QStringLiteral("model") + suffix + QStringLiteral(".onnx"));
 }
 
 bool MainWindow::exportOnnxTo(const QString& path, bool withTrainingInfo) {

@@ -93,6 +93,7 @@ class MainWindow : public QMainWindow {
   void startTemplate(int kind);  // a ClassifierTemplate chosen on the welcome page
   bool maybeSave();
   bool writeAtomically(const QString& path, const QByteArray& bytes);
+  QString exportSuggestion(const QString& suffix) const;
   bool saveAs();
   bool save();
 

@@ -282,7 +282,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
 
   data_ = new DataPanel(model_);
   dataStatus_ = new QLabel;
-  dataStatus_->setWordWrap(true);
+  dataStatus_->setWordWrap(false);
+  dataStatus_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   editData_ = new QPushButton(tr("Data…"));
   editData_->setToolTip(tr("Show the Data panel: a source for each data input, and the splits"));
 
@@ -453,14 +454,11 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(logScale_, &QCheckBox::toggled, this, [this] { applyLogScale(); });
   connect(clear, &QPushButton::clicked, this, [this] { clearCharts(); });
   connect(editData_, &QPushButton::clicked, this, [this] { emit showDataRequested(); });
+  connect(data_, &DataPanel::sourcesRead, this, [this] { updateDataStatus(); });
   connect(data_, &DataPanel::specChanged, this, [this] {
     touched_ = true;
+    emit settingsChanged();
     updateDataStatus();
-    // A data error is about the sources as they were: it goes once they change.
-    if (!busy_ && error_->isVisible() && data_->readiness().isEmpty()) {
-      error_->hide();
-      lastError_.clear();
-    }
   });
   // A change to the canvas or to the optimizer means a new trainer on the next job.
   auto dirty = [this] { graphDirty_ = true; };
@@ -482,6 +480,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   auto touched = [this] {
     touched_ = true;
     graphDirty_ = true;
+    emit settingsChanged();
   };
   connect(accelerator_, &QComboBox::currentIndexChanged, this, [this, touched] {
     touched();
@@ -490,8 +489,14 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(optimizer_, &QComboBox::currentIndexChanged, this, touched);
   for (auto* box : {lr_, momentum_, weightDecay_})
     connect(box, &QDoubleSpinBox::valueChanged, this, touched);
-  connect(batchSize_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
-  connect(epochs_, &QSpinBox::valueChanged, this, [this] { touched_ = true; });
+  connect(batchSize_, &QSpinBox::valueChanged, this, [this] {
+    touched_ = true;
+    emit settingsChanged();
+  });
+  connect(epochs_, &QSpinBox::valueChanged, this, [this] {
+    touched_ = true;
+    emit settingsChanged();
+  });
   loadSettingsFromModel();
   rescaleAxes();  // whole-step ticks from the start, not a default 0..1 axis
 }
@@ -540,6 +545,12 @@ void TrainingPanel::loadSettingsFromModel() {
   }
   updateDataStatus();
   touched_ = false;
+  emit settingsChanged();
+}
+
+void TrainingPanel::markSettingsSaved() {
+  touched_ = false;
+  emit settingsChanged();
 }
 
 void TrainingPanel::acceleratorFromGraph() {
@@ -564,11 +575,17 @@ void TrainingPanel::acceleratorToGraph() {
 
 void TrainingPanel::updateDataStatus() {
   const QString problem = data_->readiness();
-  if (problem.isEmpty()) {
-    const DatasetSpec d = data_->spec();
-    dataStatus_->setText(tr("<b>Data</b>: %n input(s) ready", "", int(d.train.size())));
-  } else {
-    dataStatus_->setText(tr("<b>Data</b>: %1").arg(problem.toHtmlEscaped()));
+  const QString text =
+      problem.isEmpty() ? tr("<b>Data</b>: %n input(s) ready", "", int(data_->spec().train.size()))
+                        : tr("<b>Data</b>: %1").arg(problem.toHtmlEscaped());
+  // One line, so the buttons below never move; the whole sentence in the tooltip.
+  dataStatus_->setText(text);
+  dataStatus_->setToolTip(problem.isEmpty() ? QString() : problem);
+  // A data error is about the sources as they were: it goes once they are ready.
+  if (problem.isEmpty() && !busy_ && error_->isVisible() && lastErrorIsData_) {
+    error_->hide();
+    lastError_.clear();
+    lastErrorIsData_ = false;
   }
 }
 
@@ -656,8 +673,8 @@ void TrainingPanel::resetForNewDocument() {
   worker_->dataKey_.clear();
   graphDirty_ = true;
   unsynced_ = false;
-  clearCharts();
   stepOffset_ = lastStep_ = 0;
+  clearCharts();
   result_->clear();
   error_->hide();
   lastError_.clear();
@@ -671,6 +688,7 @@ void TrainingPanel::start(Job job) {
   const QString notReady = data_->readiness();
   if (!notReady.isEmpty()) {
     lastError_ = tr("No training data yet: %1.").arg(notReady);
+    lastErrorIsData_ = true;
     error_->setText(lastError_);
     error_->show();
     emit statusMessage(lastError_);
@@ -855,17 +873,20 @@ void TrainingPanel::rescaleAxes() {
     if (log) {
       chart->axes(Qt::Vertical).first()->setRange(y0 / 1.5, y1 * 1.5);
     } else {
-      const double pad = std::max(std::abs(y1) * 1e-3 + 1e-6, (y1 - y0) * 0.08);
+      // At least 2% of the value: a flat curve still gets ticks that differ at 3 figures.
+      const double pad = std::max(std::abs(y1) * 0.02 + 1e-6, (y1 - y0) * 0.08);
       auto* y = static_cast<QValueAxis*>(chart->axes(Qt::Vertical).first());
       y->setRange(y0 >= 0 ? std::max(0.0, y0 - pad) : y0 - pad, y1 + pad);
-      y->applyNiceNumbers();  // ticks at 0.5, 1, 2, ... rather than 1.82, 3.64
+      if (chart == metricChart_ && y0 >= 0 && y1 <= 1) {
+        y->setRange(0, 1);  // accuracies live in [0, 1]: the whole range, not a sliver
+        y->setTickCount(6);
+      } else {
+        y->applyNiceNumbers();  // ticks at 0.5, 1, 2, ... rather than 1.82, 3.64
+      }
     }
   };
   fit(lossChart_, {trainLoss_, testLoss_}, logScale_->isChecked());
   fit(metricChart_, {trainMetric_, testMetric_}, false);
-  // Accuracies live in [0, 1]: show the whole range rather than a magnified sliver.
-  auto* my = static_cast<QValueAxis*>(metricChart_->axes(Qt::Vertical).first());
-  if (my->min() >= 0 && my->max() <= 1.1) my->setRange(0, 1);
 }
 
 }  // namespace dw::studio

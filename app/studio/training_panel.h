@@ -51,6 +51,9 @@ class TrainingPanel : public QWidget {
   // Trained weights the graph does not hold yet (the document is modified until they are
   // written and saved).
   bool hasUnsyncedWeights() const { return unsynced_; }
+  // The dock's or the Data panel's settings changed since the project was opened or saved.
+  bool hasUnsavedSettings() const { return touched_; }
+  void markSettingsSaved();
   // Writes the trained weights into the graph when it lacks them (before Save and Export).
   dw::Status syncWeights();
   // The inference model of the canvas, with the data conversion in front of its inputs unless
@@ -93,6 +96,7 @@ class TrainingPanel : public QWidget {
   void statusMessage(const QString& text);
   void showDataRequested();    // the user asked for the Data dock
   void weightsStateChanged();  // trained weights appeared in, or were written from, the trainer
+  void settingsChanged();      // hasUnsavedSettings() may have changed
   void jobFinished();          // after every job, successful or not
 
  private:
@@ -152,7 +156,8 @@ class TrainingPanel : public QWidget {
   // stepOffset_ plus the trainer's own step.
   qint64 stepOffset_ = 0;
   qint64 lastStep_ = 0;
-  bool unsynced_ = false;  // the trainer holds weights the graph does not
+  bool unsynced_ = false;         // the trainer holds weights the graph does not
+  bool lastErrorIsData_ = false;  // the shown error is the Data panel's (cleared when fixed)
 };
 
 }  // namespace dw::studio

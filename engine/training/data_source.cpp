@@ -67,8 +67,9 @@ std::string dimsText(const std::vector<int64_t>& dims, bool batch) {
   return s + "]";
 }
 
+// In the type syntax of an Input node (nodes/type_syntax.h), so "Change the Input" can use it.
 std::string typeText(DType t, const std::vector<int64_t>& sampleShape) {
-  return std::string(dtypeName(t)) + dimsText(sampleShape, true);
+  return dw::dtypeName(dtypeToOnnx(t)) + dimsText(sampleShape, true);
 }
 
 std::string fileName(const std::string& path) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/training/trainer.h"
+#include "nodes/type_syntax.h"
 
 namespace dw::engine::training {
 namespace {
@@ -132,6 +133,12 @@ TEST(DataSource, ProposesScaleAndReshapeForBytesIntoAFloatImageInput) {
   const Proposal r = proposeConversion(big, DataFileSpec{}, small);
   EXPECT_FALSE(r.fits);
   EXPECT_NE(r.message.find("144"), std::string::npos) << r.message;
+  // "Change the Input" writes this into the Input's type: it must be the Input's own syntax.
+  SourceSummary floats = big;
+  floats.dtype = DType::kFloat;
+  const Proposal t = proposeConversion(floats, DataFileSpec{}, small);
+  EXPECT_EQ(t.inputTypeForData, "float[N,12,12]");
+  EXPECT_TRUE(dw::parseType(t.inputTypeForData).ok()) << t.inputTypeForData;
 }
 
 }  // namespace

@@ -389,6 +389,10 @@ class JourneyTest : public QObject {
       data->refreshInputs();
       giveSource(data, "x", tmp.filePath("points.csv"));
       QVERIFY(!data->csvLabelColumnBox("x")->parentWidget()->isHidden());  // CSV options shown
+      // The column named "label" is taken as the label, so x gets the other three.
+      QCOMPARE(data->csvLabelColumnBox("x")->currentText(), QStringLiteral("label"));
+      QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
+               qPrintable(data->fitLabel("x")->text()));
       QComboBox* col = data->csvLabelColumnBox("x");
       col->setCurrentIndex(col->findText("label"));
       emit col->activated(col->currentIndex());
@@ -396,6 +400,7 @@ class JourneyTest : public QObject {
       QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
                qPrintable(data->fitLabel("x")->text()));
       giveSource(data, "label", tmp.filePath("points.csv"));
+      QCOMPARE(data->csvTakeBox("label")->currentIndex(), 1);  // the label row takes the label
       col = data->csvLabelColumnBox("label");
       col->setCurrentIndex(col->findText("label"));
       emit col->activated(col->currentIndex());
@@ -461,6 +466,27 @@ class JourneyTest : public QObject {
       QVERIFY2(w.exportOnnxTo(model, false), qPrintable(w.lastError()));
       QVERIFY(pythonChecker(model));
     }
+  }
+
+  // A change in the Data panel is unsaved work, like an edit of the graph.
+  void dataEditsMarkTheProjectModified() {
+    QTemporaryDir tmp;
+    MainWindow w(false);
+    w.show();
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    settle(w.training()->dataPanel());
+    QVERIFY(!w.isWindowModified());
+    w.training()
+        ->dataPanel()
+        ->splitModeBox(DataPanel::kValidation)
+        ->setCurrentIndex(DataPanel::kFraction);
+    QVERIFY(w.isWindowModified());
+    QVERIFY(w.saveTo(tmp.filePath("p.dwproj")));
+    QVERIFY(!w.isWindowModified());
+    MainWindow again(false);
+    QVERIFY(again.openFile(tmp.filePath("p.dwproj")));
+    QCOMPARE(again.training()->dataPanel()->splitModeBox(DataPanel::kValidation)->currentIndex(),
+             int(DataPanel::kFraction));
   }
 
   // Sources with different sample counts: the panel says which, before any training.
