@@ -38,6 +38,11 @@ ParamSpec lossParam(const std::string& name, Param def, const std::string& doc,
                     std::vector<std::string> allowed = {});
 
 // --- Lowering pieces ---------------------------------------------------------------------------
+// For losses and metrics that compare the prediction with the target element by element: the
+// target must have the prediction's shape. Broadcasting [N,32] against [N] would silently
+// compare every output with every label (and fail only when a smaller last batch stops it from
+// broadcasting), so a rank or a known dim that differs is an error naming both shapes.
+Status sameShapeTarget(LoweringBuilder& b);
 // A float32 scalar constant.
 std::string floatConst(LoweringBuilder& b, float v);
 // The element type of input `port` (onnx::TensorProto::DataType), 0 when unknown.

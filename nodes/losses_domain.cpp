@@ -7,6 +7,7 @@
 // deepwire.metrics follow from that entry.
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "nodes/catalogue.h"
 #include "nodes/losses.h"
@@ -52,6 +53,7 @@ Result<PredTarget> predTarget(LoweringBuilder& b, int64_t minRank = 1) {
   if (*r < minRank)
     return b.fail("the prediction has rank " + std::to_string(*r) + "; this loss needs rank " +
                   std::to_string(minRank) + " or more (batch, ..., classes)");
+  DW_RETURN_IF_ERROR(sameShapeTarget(b));
   return PredTarget{b.input(0), inputAsFloat(b, 1), *r};
 }
 
@@ -503,6 +505,35 @@ std::string floatConst(LoweringBuilder& b, float v) {
 int inputElemType(LoweringBuilder& b, int port) {
   auto t = b.inputType(port);
   return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
+}
+
+Status sameShapeTarget(LoweringBuilder& b) {
+  auto dimsOf = [&](int port) -> std::optional<std::vector<int64_t>> {
+    auto t = b.inputType(port);
+    if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) return std::nullopt;
+    std::vector<int64_t> dims;
+    for (const auto& d : t->tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    return dims;
+  };
+  const auto pred = dimsOf(0), target = dimsOf(1);
+  if (!pred || !target) return Status();  // unknown: checked when the shapes are
+  auto text = [](const std::vector<int64_t>& d) {
+    std::string s = "[";
+    for (size_t i = 0; i < d.size(); ++i)
+      s += (i ? "," : "") + (d[i] < 0 ? std::string(i == 0 ? "N" : "?") : std::to_string(d[i]));
+    return s + "]";
+  };
+  bool differ = pred->size() != target->size();
+  for (size_t i = 0; !differ && i < pred->size(); ++i)
+    differ = (*pred)[i] >= 0 && (*target)[i] >= 0 && (*pred)[i] != (*target)[i];
+  if (!differ) return Status();
+  std::string fix = "give the target the prediction's shape";
+  if (pred->size() == target->size() + 1 && pred->back() > 1)
+    fix = "for class indices use a Sparse... loss or metric; otherwise " + fix +
+          ", or make the last layer output 1 unit per target value";
+  return b.fail("the prediction " + text(*pred) + " and the target " + text(*target) +
+                " must have the same shape: this compares them element by element; " + fix);
 }
 
 std::string inputAsFloat(LoweringBuilder& b, int port) {

@@ -101,6 +101,7 @@ Result<std::vector<std::string>> lossMetricStats(LoweringBuilder& b) {
 Result<std::vector<std::string>> accuracyStats(LoweringBuilder& b) {
   auto r = predRank(b, 0);
   if (!r.ok()) return r.status();
+  DW_RETURN_IF_ERROR(sameShapeTarget(b));
   std::string p = b.input(0), t = b.input(1);
   const int pt = elemType(b, 0), tt = elemType(b, 1);
   if (pt == 0 || pt != tt) {
@@ -116,6 +117,7 @@ Result<std::vector<std::string>> accuracyStats(LoweringBuilder& b) {
 Result<std::vector<std::string>> binaryAccuracyStats(LoweringBuilder& b) {
   auto r = predRank(b, 0);
   if (!r.ok()) return r.status();
+  DW_RETURN_IF_ERROR(sameShapeTarget(b));
   const float thr = static_cast<float>(b.param("threshold").asFloat());
   const auto p = toFloat(b, b.op1("Greater", {inputAsFloat(b, 0), k(b, thr)}));
   return meanStats(b, {toFloat(b, b.op1("Equal", {inputAsFloat(b, 1), p})), *r});

@@ -192,6 +192,39 @@ TEST(OutputTrain, LossErrorsNameTheNode) {
   EXPECT_NE(m.message().find("loss CategoricalCrossentropy"), std::string::npos) << m.message();
 }
 
+// A user's graph: Dense left at 32 units, a float[N] target, the default MeanSquaredError.
+// Broadcasting compared every output with every label and failed only at a smaller last batch.
+TEST(OutputTrain, ElementwiseLossesAndMetricsNeedTheTargetsShape) {
+  Small s = smallGraph();  // x: float[N,3], t: int64[N], the default loss MeanSquaredError
+  ExportOptions opt;
+  opt.withLosses = true;
+  auto m = exportOnnx(s.g, opt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("the prediction [N,3] and the target [N] must have the same shape"),
+            std::string::npos)
+      << m.message();
+  EXPECT_NE(m.message().find("Output Train 'y'"), std::string::npos) << m.message();
+  // Class indices against class scores are what the Sparse losses take.
+  ASSERT_TRUE(s.g.setParam(s.out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
+  EXPECT_TRUE(exportOnnx(s.g, opt).ok());
+  // The same shape trains; so does a dim known on one side only.
+  ASSERT_TRUE(s.g.setParam(s.out, "loss", Param::makeString("MeanSquaredError")).ok());
+  ASSERT_TRUE(s.g.setParam(s.target, "type", Param::makeString("float[N,3]")).ok());
+  EXPECT_TRUE(exportOnnx(s.g, opt).ok());
+  ASSERT_TRUE(s.g.setParam(s.target, "type", Param::makeString("float[N,?]")).ok());
+  EXPECT_TRUE(exportOnnx(s.g, opt).ok());
+  // A metric that compares element by element says the same.
+  auto acc = s.g.addNode(kMetricsDomain, "BinaryAccuracy");
+  ASSERT_TRUE(acc.ok());
+  ASSERT_TRUE(s.g.setParam(s.target, "type", Param::makeString("float[N]")).ok());
+  ASSERT_TRUE(s.g.setParam(s.out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
+  ASSERT_TRUE(s.g.addLink({{s.pred, 0}, {*acc, 0}}).ok());
+  ASSERT_TRUE(s.g.addLink({{s.target, 0}, {*acc, 1}}).ok());
+  m = exportOnnx(s.g, opt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("must have the same shape"), std::string::npos) << m.message();
+}
+
 TEST(TrainingExport, AnUnusedLossNodeIsALossOutput) {
   Graph g;
   auto x = *g.addNode(kGraphDomain, "Input");
