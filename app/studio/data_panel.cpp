@@ -172,6 +172,7 @@ struct DataPanel::InputRow {
   QCheckBox* csvHeader = nullptr;
   QComboBox* csvLabel = nullptr;
   QComboBox* csvTake = nullptr;
+  QLineEdit* csvFeatures = nullptr;
   QWidget* imageRow = nullptr;
   QSpinBox *imageH = nullptr, *imageW = nullptr;
   QComboBox* imageChannels = nullptr;
@@ -400,6 +401,26 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       h->addWidget(r->csvHeader);
       h2->addWidget(new QLabel(tr("Takes")));
       h2->addWidget(r->csvTake, 1);
+      r->csvFeatures = new QLineEdit(qs([&] {
+        std::string l;
+        for (const auto& c : r->conv.csvFeatureColumns) l += (l.empty() ? "" : ", ") + c;
+        return l;
+      }()));
+      r->csvFeatures->setPlaceholderText(tr("feature columns: all but the label"));
+      r->csvFeatures->setToolTip(
+          tr("The columns the features come from, by name or number, separated by commas; "
+             "empty: every column but the label"));
+      rows->addWidget(r->csvFeatures);
+      connect(r->csvFeatures, &QLineEdit::editingFinished, this, [this, row] {
+        std::vector<std::string> cols;
+        for (const QString& c :
+             row->csvFeatures->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
+          if (!c.trimmed().isEmpty()) cols.push_back(c.trimmed().toStdString());
+        if (cols == row->conv.csvFeatureColumns) return;
+        row->conv.csvFeatureColumns = cols;
+        inspect(row);
+        changed();
+      });
       connect(r->csvHeader, &QCheckBox::toggled, this, [this, row](bool on) {
         row->conv.csvHeader = on;
         inspect(row);
@@ -719,6 +740,7 @@ void DataPanel::showSummary(InputRow* r) {
   const bool csv = r->summary && r->summary->format == "csv";
   const bool images = r->summary && r->summary->format == "images";
   r->csvRow->setVisible(csv);
+  r->csvFeatures->setVisible(!r->conv.csvTakeLabel);
   r->imageRow->setVisible(images);
   r->preview->clear();
   if (!r->error.isEmpty()) {
@@ -1007,6 +1029,10 @@ QComboBox* DataPanel::csvLabelColumnBox(const QString& input) const {
 QComboBox* DataPanel::csvTakeBox(const QString& input) const {
   auto* r = row(input);
   return r ? r->csvTake : nullptr;
+}
+QLineEdit* DataPanel::csvFeatureColumnsEdit(const QString& input) const {
+  auto* r = row(input);
+  return r ? r->csvFeatures : nullptr;
 }
 QComboBox* DataPanel::imageTakeBox(const QString& input) const {
   auto* r = row(input);

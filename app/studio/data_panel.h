@@ -58,6 +58,7 @@ class DataPanel : public QWidget {
   QPushButton* computeNormButton(const QString& input) const;
   QComboBox* csvLabelColumnBox(const QString& input) const;
   QComboBox* csvTakeBox(const QString& input) const;
+  QLineEdit* csvFeatureColumnsEdit(const QString& input) const;
   QComboBox* imageTakeBox(const QString& input) const;
   QSpinBox* imageSizeBox(const QString& input, bool width) const;
   QComboBox* splitModeBox(Split split) const { return split == kTest ? testMode_ : valMode_; }

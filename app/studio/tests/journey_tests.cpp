@@ -399,6 +399,18 @@ class JourneyTest : public QObject {
       settle(data);
       QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
                qPrintable(data->fitLabel("x")->text()));
+      // Two of the three feature columns: the data then gives 2 values against the input's 3.
+      QLineEdit* features = data->csvFeatureColumnsEdit("x");
+      features->setText(QStringLiteral("x, z"));
+      emit features->editingFinished();
+      settle(data);
+      QVERIFY2(data->fitLabel("x")->text().contains("2 values"),
+               qPrintable(data->fitLabel("x")->text()));
+      features->clear();
+      emit features->editingFinished();
+      settle(data);
+      QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
+               qPrintable(data->fitLabel("x")->text()));
       giveSource(data, "label", tmp.filePath("points.csv"));
       QCOMPARE(data->csvTakeBox("label")->currentIndex(), 1);  // the label row takes the label
       col = data->csvLabelColumnBox("label");
