@@ -19,6 +19,7 @@
 #include "engine/kernel.h"
 #include "engine/onnx_attrs.h"
 #include "engine/training/autodiff.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -414,7 +415,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
 // full-size activation and its gradient are then never written ("__dw_maxpool_kernel",
 // "_strides", "_pads" on both nodes; see grad_kernels.cpp).
 // The domain of the gradient nodes the fusion passes below look for and rewrite.
-constexpr const char* kGrad = "com.deepwire.grad";
+constexpr const char* kGrad = dw::kGradDomain;
 
 // The last step of fuseTrainingChains (see there): BatchNormalizationTraining -> MaxPool and
 // PoolGrad -> BatchNormalizationGrad become the two normalization nodes with the pooling inside.

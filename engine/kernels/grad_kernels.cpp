@@ -16,7 +16,7 @@ void addResizeGradKernels(KernelRegistry& r);  // kernels/resize_grad.cpp
 
 namespace {
 
-constexpr const char* kGrad = "com.deepwire.grad";
+constexpr const char* kGrad = dw::kGradDomain;
 
 // dY summed down to the shape of input 1 (the operand that was broadcast).
 class SumToShape : public Kernel {

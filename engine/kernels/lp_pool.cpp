@@ -6,6 +6,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/pool_geometry.h"
 #include "engine/kernels/tables.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -176,7 +177,7 @@ void addLpPoolKernels(KernelRegistry& r) {
   // Opset 1 gave p as a float; from opset 2 it is an int.
   r.add("host", "LpPool", 2, kMaxOpset, &makeKernel<LpPool>);
   r.add("host", "GlobalLpPool", 2, kMaxOpset, &makeKernel<LpPool>);
-  r.add("host", "LpPoolGrad", 1, kMaxOpset, &makeKernel<LpPoolGrad>, true, "com.deepwire.grad");
+  r.add("host", "LpPoolGrad", 1, kMaxOpset, &makeKernel<LpPoolGrad>, true, dw::kGradDomain);
 }
 
 }  // namespace dw::engine

@@ -7,6 +7,7 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -127,8 +128,7 @@ class MaxRoiPoolGrad : public Kernel {
 
 void addMaxRoiPoolKernels(KernelRegistry& r) {
   r.add("host", "MaxRoiPool", 1, kMaxOpset, &makeKernel<MaxRoiPool>);
-  r.add("host", "MaxRoiPoolGrad", 1, kMaxOpset, &makeKernel<MaxRoiPoolGrad>, true,
-        "com.deepwire.grad");
+  r.add("host", "MaxRoiPoolGrad", 1, kMaxOpset, &makeKernel<MaxRoiPoolGrad>, true, dw::kGradDomain);
 }
 
 }  // namespace dw::engine

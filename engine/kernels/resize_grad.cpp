@@ -9,6 +9,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/resize_sampling.h"
 #include "engine/kernels/tables.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -86,7 +87,7 @@ class ResizeGrad : public Kernel {
 }  // namespace
 
 void addResizeGradKernels(KernelRegistry& r) {
-  r.add("host", "ResizeGrad", 1, kMaxOpset, &makeKernel<ResizeGrad>, true, "com.deepwire.grad");
+  r.add("host", "ResizeGrad", 1, kMaxOpset, &makeKernel<ResizeGrad>, true, dw::kGradDomain);
 }
 
 }  // namespace dw::engine

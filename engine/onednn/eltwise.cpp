@@ -13,6 +13,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -731,7 +732,7 @@ void addOneDnnEltwiseKernels(KernelRegistry& r) {
   r.add(c, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LogSoftmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LayerNormalization", 17, kMaxOpset, &makeKernel<LayerNorm>);
-  const char* grad = "com.deepwire.grad";
+  const char* grad = dw::kGradDomain;
   r.add(c, "LayerNormalizationGrad", 1, kMaxOpset, &makeKernel<LayerNormGrad>, true, grad);
   r.add(c, "SoftmaxGrad", 1, kMaxOpset, &makeKernel<SoftmaxGradOp>, true, grad);
   r.add(c, "UnaryGrad", 1, kMaxOpset, &makeKernel<EltwiseGrad>, true, grad);

@@ -23,6 +23,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -1792,7 +1793,7 @@ class BatchNormGrad : public Kernel {
 
 void addOneDnnGradKernels(KernelRegistry& r) {
   const char* c = "cpu";
-  const char* d = "com.deepwire.grad";
+  const char* d = dw::kGradDomain;
   r.add(c, "ConvGrad", 1, kMaxOpset, &makeKernel<ConvGrad>, true, d);
   r.add(c, "PoolGrad", 1, kMaxOpset, &makeKernel<PoolGrad>, true, d);
   r.add(c, "BatchNormalizationTraining", 1, kMaxOpset, &makeKernel<BatchNormTraining>, true, d);

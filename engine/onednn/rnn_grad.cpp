@@ -21,6 +21,7 @@
 #include "engine/kernels/common.h"
 #include "engine/onednn/onednn_backend.h"
 #include "engine/onednn/rnn_common.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -557,8 +558,7 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
 }  // namespace
 
 void addRnnGradKernels(KernelRegistry& r) {
-  r.add("cpu", "RecurrentGrad", 1, kMaxOpset, &makeKernel<RecurrentGrad>, true,
-        "com.deepwire.grad");
+  r.add("cpu", "RecurrentGrad", 1, kMaxOpset, &makeKernel<RecurrentGrad>, true, dw::kGradDomain);
 }
 
 }  // namespace dw::engine

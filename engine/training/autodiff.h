@@ -23,11 +23,12 @@
 #include <utility>
 #include <vector>
 
+#include "nodes/catalogue.h"
 #include "nodes/status.h"
 
 namespace dw::engine::training {
 
-inline constexpr const char* kGradDomain = "com.deepwire.grad";
+using dw::kGradDomain;  // the one definition is the catalogue's (nodes/catalogue.h)
 
 struct GradientGraphOptions {
   std::vector<std::string> losses;         // scalar graph outputs to minimise (summed)

@@ -17,6 +17,7 @@
 
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
+#include "graphs/file_io.h"
 #include "graphs/graph.h"
 #include "graphs/onnx_export.h"
 #include "nodes/catalogue.h"
@@ -945,20 +946,6 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
 
 namespace {
 
-Status writeAtomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return Status::error(tmp.string() + ": cannot write");
-    f << text;
-    if (!f) return Status::error(tmp.string() + ": write failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::error(path.string() + ": " + ec.message());
-  return Status();
-}
-
 json configJson(const OptimizerConfig& o) {
   TrainingConfig c;
   c.optimizer = o;
@@ -1019,7 +1006,9 @@ Status Trainer::Impl::save(const std::string& dir) const {
     }
     j["eval_metrics"][name] = mj;
   }
-  return writeAtomically(fs::path(dir) / "checkpoint.json", j.dump(1));
+  // Written last and atomically (fsync, then rename): a checkpoint.json names only tensors that
+  // are already on disk.
+  return writeFileAtomic((fs::path(dir) / "checkpoint.json").string(), j.dump(1));
 }
 
 Status Trainer::Impl::load(const std::string& dir) {
