@@ -10,7 +10,6 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
-#include <QSaveFile>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -355,14 +354,10 @@ void MainWindow::refreshProblems() {
 }
 
 bool MainWindow::writeAtomically(const QString& path, const QByteArray& bytes) {
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly)) {
-    showError(tr("Cannot save"), tr("%1: %2").arg(path, file.errorString()));
-    return false;
-  }
-  file.write(bytes);
-  if (!file.commit()) {
-    showError(tr("Cannot save"), tr("%1: %2").arg(path, file.errorString()));
+  // The same write as the CLI's (unique temp file, fsync, rename): one guarantee, one place.
+  const Status st = writeFileAtomic(path.toStdString(), bytes.toStdString());
+  if (!st.ok()) {
+    showError(tr("Cannot save"), qs(st.message()));
     return false;
   }
   return true;
@@ -578,13 +573,10 @@ QString MainWindow::autosavePath() {
 void MainWindow::autosaveNow() {
   if (!autosaveDirty_ || model_->undoStack()->isClean()) return;
   QDir().mkpath(QFileInfo(autosavePath()).absolutePath());
-  QSaveFile file(autosavePath());
-  if (file.open(QIODevice::WriteOnly)) {
-    file.write(QByteArray::fromStdString(projectToJsonText(model_->graph())));
-    if (file.commit()) {
-      QSettings().setValue(QStringLiteral("autosave/source"), currentFile_);
-      autosaveDirty_ = false;
-    }
+  // Quietly: a failed autosave is retried at the next tick, and never interrupts the user.
+  if (writeFileAtomic(autosavePath().toStdString(), projectToJsonText(model_->graph())).ok()) {
+    QSettings().setValue(QStringLiteral("autosave/source"), currentFile_);
+    autosaveDirty_ = false;
   }
 }
 

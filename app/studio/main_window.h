@@ -1,6 +1,7 @@
 // The studio's main window: the canvas in the middle, the palette, parameters, problems and
 // training docks around it, and the File / Edit / View menus. File operations call graphs/
-// (projects, ONNX import/export); every document write goes through QSaveFile (atomic).
+// (projects, ONNX import/export); every document write goes through graphs/file_io.h's
+// writeFileAtomic (temp, fsync, rename).
 #pragma once
 
 #include <QAction>
