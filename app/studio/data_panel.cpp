@@ -322,10 +322,10 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       const bool retyped = (*it)->input.typeText != in.typeText;
       (*it)->input = in;
       next.push_back(std::move(*it));
-      if (retyped) {
+      if (retyped)
         next.back()->box->setTitle(tr("%1 — takes %2").arg(qs(in.name), qs(in.typeText)));
-        updateFit(next.back().get());
-      }
+      // Also when only the nodes around it changed (a loss chosen for these labels).
+      updateFit(next.back().get());
       continue;
     }
     structural = true;
@@ -843,6 +843,8 @@ void DataPanel::updateFit(InputRow* r) {
     if (p.fits && p.changes)
       text += QStringLiteral("<br>") + tr("Proposed: %1").arg(qs(p.message).toHtmlEscaped());
   }
+  if (const QString hint = lossHint(r); !hint.isEmpty())
+    text += QStringLiteral("<br><i>%1</i>").arg(hint.toHtmlEscaped());
   r->fit->setText(text);
   r->convert->setVisible(p.changes);
   r->convert->setEnabled(p.changes && p.fits);
@@ -857,6 +859,34 @@ void DataPanel::updateFit(InputRow* r) {
   r->changeInput->setEnabled(canChange);
   r->changeInput->setToolTip(
       tr("Set input '%1' to %2").arg(qs(r->input.name), qs(p.inputTypeForData)));
+}
+
+QString DataPanel::lossHint(const InputRow* r) const {
+  // Class indices fed as the target of a loss that compares values (the default
+  // MeanSquaredError): a new user's model then trains on the wrong objective. Say so where the
+  // labels are chosen; the fix is one choice in Output Train's parameters.
+  if (!r->summary || !r->summary->isLabels() || r->summary->labelCounts.size() < 2 ||
+      r->conv.oneHot > 0)
+    return QString();
+  const Graph& g = model_->graph();
+  NodeId input = 0;
+  for (const auto& [id, n] : g.nodes())
+    if (n.name == r->input.name && g.spec(n) && g.spec(n)->kind == NodeKind::GraphInput) input = id;
+  if (!input) return QString();
+  for (const Link& l : g.links()) {
+    if (l.from.node != input || l.to.port != 1) continue;
+    const Node* out = g.node(l.to.node);
+    if (!out || out->type != "Output Train") continue;
+    const auto loss = g.param(out->id, "loss");
+    const std::string name = loss ? loss->asString() : std::string();
+    if (name.find("Sparse") != std::string::npos || name == "BinaryCrossentropy") continue;
+    return tr("These are class indices (%1 classes), but Output Train '%2' uses %3, which "
+              "compares values: choose SparseCategoricalCrossentropy in its Parameters (with "
+              "from_logits when its last layer has no softmax).")
+        .arg(r->summary->labelCounts.size())
+        .arg(qs(out->name), qs(name));
+  }
+  return QString();
 }
 
 void DataPanel::applyProposal(InputRow* r) {

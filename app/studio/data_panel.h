@@ -85,6 +85,8 @@ class DataPanel : public QWidget {
   void inspect(InputRow* r);
   void inspected(InputRow* r, const dw::Result<dw::engine::training::SourceSummary>& s);
   QString sampleCountProblem() const;
+  // A sentence when class labels feed a loss that compares values; "" otherwise.
+  QString lossHint(const InputRow* r) const;
   void showSummary(InputRow* r);
   void updateFit(InputRow* r);
   void conversionToWidgets(InputRow* r);

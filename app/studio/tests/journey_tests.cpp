@@ -233,7 +233,17 @@ class JourneyTest : public QObject {
     QTest::mouseClick(data->computeNormButton("image"), Qt::LeftButton);  // mean and std
     QVERIFY2(data->fitLabel("image")->text().contains("Fits"),
              qPrintable(data->fitLabel("image")->text()));
+    // While Output Train still has its default MeanSquaredError, the panel says class labels
+    // want a Sparse loss.
+    chooseParam(w, out, "loss", QStringLiteral("MeanSquaredError"));
     giveSource(data, "label", QString::fromLatin1(kFashion) + "train-labels-idx1-ubyte.gz");
+    QVERIFY2(data->fitLabel("label")->text().contains("SparseCategoricalCrossentropy"),
+             qPrintable(data->fitLabel("label")->text()));
+    chooseParam(w, out, "loss", QStringLiteral("SparseCategoricalCrossentropy"));
+    w.model()->validateNow();
+    data->refreshInputs();
+    QVERIFY2(!data->fitLabel("label")->text().contains("compares values"),
+             qPrintable(data->fitLabel("label")->text()));
     QVERIFY(!data->previewLabel("label")->pixmap().isNull());  // the label histogram
     QVERIFY(data->convertButton("label")->isEnabled());
     QTest::mouseClick(data->convertButton("label"), Qt::LeftButton);
