@@ -605,7 +605,7 @@ void DataPanel::updateSplitWidgets() {
 void DataPanel::chooseFile(InputRow* r, Split split) {
   // A source is a file, or a folder with one subfolder of images per class.
   QMenu menu;
-  QAction* file = menu.addAction(tr("File (IDX, NPY, CSV)…"));
+  menu.addAction(tr("File (IDX, NPY, CSV)…"));
   QAction* folder = menu.addAction(tr("Image folder (one subfolder per class)…"));
   QAction* picked = menu.exec(r->browse[split]->mapToGlobal(QPoint(0, r->browse[split]->height())));
   if (!picked) return;
@@ -619,9 +619,8 @@ void DataPanel::chooseFile(InputRow* r, Split split) {
                 this, title, start,
                 tr("Data files (*.gz *ubyte* *.idx *.npy *.csv *.tsv);;All files (*)"));
   if (path.isEmpty()) return;
-  lastDir_ = picked == folder ? QFileInfo(path).absolutePath() : QFileInfo(path).absolutePath();
+  lastDir_ = QFileInfo(path).absolutePath();
   QSettings().setValue(QStringLiteral("dataPanel/lastDir"), lastDir_);
-  Q_UNUSED(file);
   setPath(r, split, path);
 }
 
@@ -637,11 +636,12 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
     r->conv.format.clear();
     inspect(r);
   } else {
-    // Other splits are read with the train source's conversion; check they exist now.
+    // Other splits are read with the train source's conversion; check now that the file is
+    // there and readable (its header is enough).
     DataFileSpec probe = r->conv;
     probe.path = r->paths[split].toStdString();
     if (!r->paths[split].isEmpty()) {
-      auto s = inspectSource(probe, baseDir_.toStdString());
+      auto s = storedType(probe, baseDir_.toStdString());
       if (!s.ok())
         r->info->setText(tr("<span style='color:#b00020'>%1: %2</span>")
                              .arg(splitName(split), qs(s.message()).toHtmlEscaped()));
@@ -690,19 +690,16 @@ void DataPanel::inspected(InputRow* r, const Result<SourceSummary>& s) {
   if (s.ok() && s->format == "csv" && r->conv.csvLabelColumn.empty() &&
       r->csvGuessedFor != r->paths[kTrain]) {
     r->csvGuessedFor = r->paths[kTrain];
-    // In order of preference: "y" only when nothing says label more plainly.
-    for (const char* wanted : {"label", "labels", "class", "target", "category", "y"})
-      for (const auto& c : s->csvColumns) {
-        if (qs(c).trimmed().toLower() != QLatin1String(wanted)) continue;
-        r->conv.csvLabelColumn = c;
-        const QString input = qs(r->input.name).toLower();
-        r->conv.csvTakeLabel =
-            r->input.target || input.contains("label") || input.contains("target") || input == "y";
-        r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
-        inspect(r);  // the features without the label column
-        changed();
-        return;
-      }
+    if (const std::string c = guessLabelColumn(s->csvColumns); !c.empty()) {
+      r->conv.csvLabelColumn = c;
+      const QString input = qs(r->input.name).toLower();
+      r->conv.csvTakeLabel =
+          r->input.target || input.contains("label") || input.contains("target") || input == "y";
+      r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
+      inspect(r);  // the features without the label column
+      changed();
+      return;
+    }
   }
   r->summary.reset();
   r->error.clear();

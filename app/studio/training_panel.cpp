@@ -171,11 +171,10 @@ void TrainingWorker::run(const JobRequest& req) {
                                          : job == 1 ? "Full Train Step"
                                                     : "Eval Step",
                                          *r, eval);
-    const double batchMetric =
-        headlineMetric(r->batchMetrics.empty() ? r->metrics : r->batchMetrics);
+    const double batchMetric = headlineMetric(r->batchMetrics);
     post([p = panel_, eval, step, loss, sps, metric, batchMetric, summary] {
       if (eval)
-        p->onEpoch(-1, step, true, loss, metric, std::nan(""));
+        p->onEpoch(-1, step, true, loss, metric);
       else
         p->onStep(step, loss, batchMetric, sps, 1.0);
       p->onFinished(QString(), summary);
@@ -205,17 +204,15 @@ void TrainingWorker::run(const JobRequest& req) {
                         double(info.batch + 1) / std::max<int64_t>(1, info.batchesPerEpoch);
     const double progress = std::clamp(done / std::max<int64_t>(1, epochs), 0.0, 1.0);
     const double sps = info.seconds > 0 ? info.samplesDone / info.seconds : 0;
-    const auto& m =
-        info.result.batchMetrics.empty() ? info.result.metrics : info.result.batchMetrics;
     post([p = panel_, step = qint64(trainer_->counters().trainSteps),
-          loss = info.result.totalLoss(), metric = headlineMetric(m), sps,
+          loss = info.result.totalLoss(), metric = headlineMetric(info.result.batchMetrics), sps,
           progress] { p->onStep(step, loss, metric, sps, progress); });
   };
   cb.onEpoch = [&](const EpochReport& e) {
     post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
-          hasTest = e.hasTest, test = e.testLoss, trainAcc = headlineMetric(e.trainMetrics),
+          hasTest = e.hasTest, test = e.testLoss,
           testAcc = e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics)] {
-      p->onEpoch(epoch, step, hasTest, test, testAcc, trainAcc);
+      p->onEpoch(epoch, step, hasTest, test, testAcc);
     });
   };
   auto report = trainer_->fit(fo, cb, req.cancel.get());
@@ -633,11 +630,10 @@ Result<onnx::ModelProto> TrainingPanel::exportInferenceModel(bool withDataConver
   DW_RETURN_IF_ERROR(syncWeights());
   auto m = exportOnnx(model_->graph());
   if (!m.ok() || !withDataConversion) return m;
-  const TrainingConfig c = currentConfig();
   // Relative sources resolve as training resolves them (start()).
   const std::string base =
       projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
-  DW_RETURN_IF_ERROR(addDataConversion(*m, c.dataset, base));
+  DW_RETURN_IF_ERROR(addDataConversion(*m, data_->spec(), base));
   return m;
 }
 
@@ -652,6 +648,14 @@ Status TrainingPanel::writeWeightsToGraph() {
   if (!worker_->trainer_ || graphDirty_)
     return Status::error(
         "nothing trained for this graph yet: press Train Step, Full Train Step or Fit first");
+  DW_RETURN_IF_ERROR(copyTrainedWeights());
+  // The graph now holds what the trainer holds: keep training with it (and its optimizer state).
+  graphDirty_ = false;
+  return Status();
+}
+
+Status TrainingPanel::copyTrainedWeights() {
+  if (!worker_->trainer_) return Status::error("nothing has been trained yet");
   Graph copy = model_->graph();
   DW_RETURN_IF_ERROR(worker_->trainer_->writeWeightsTo(copy));
   std::vector<Node> changed;
@@ -660,8 +664,6 @@ Status TrainingPanel::writeWeightsToGraph() {
     if (cur && (cur->params != n.params || cur->weights != n.weights)) changed.push_back(n);
   }
   DW_RETURN_IF_ERROR(model_->applyNodeStates(changed, tr("Write trained weights")));
-  // The graph now holds what the trainer holds: keep training with it (and its optimizer state).
-  graphDirty_ = false;
   unsynced_ = false;
   emit weightsStateChanged();
   return Status();
@@ -698,9 +700,7 @@ void TrainingPanel::start(Job job) {
   }
   if (graphDirty_ && unsynced_) {
     // A new trainer starts from the graph's weights: keep what was trained (same names).
-    graphDirty_ = false;
-    Status st = writeWeightsToGraph();
-    graphDirty_ = true;
+    Status st = copyTrainedWeights();
     if (!st.ok()) emit statusMessage(tr("Trained weights not kept: %1").arg(qs(st.message())));
   }
   JobRequest req;
@@ -753,12 +753,8 @@ void TrainingPanel::onStep(qint64 step, double loss, double metric, double sampl
 }
 
 void TrainingPanel::onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss,
-                            double testAcc, double trainAcc) {
+                            double testAcc) {
   const double x = double(stepOffset_ + step);
-  // The epoch's training metric, where the steps did not report one of their own.
-  if (std::isfinite(trainAcc) &&
-      (trainMetric_->count() == 0 || trainMetric_->points().back().x() < x))
-    trainMetric_->append(x, trainAcc);
   if (hasTest && std::isfinite(testLoss)) testLoss_->append(x, testLoss);
   if (hasTest && std::isfinite(testAcc)) testMetric_->append(x, testAcc);
   // Best epoch: lowest validation loss seen in a Fit.

@@ -105,9 +105,10 @@ class TrainingPanel : public QWidget {
   void start(Job job);
   void loadSettingsFromModel();
   void onStep(qint64 step, double loss, double metric, double samplesPerSec, double progress);
-  void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc,
-               double trainAcc);
+  void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc);
   void clearCharts();
+  // The trainer's weights into the graph (one undo step), whatever the canvas did since.
+  dw::Status copyTrainedWeights();
   void updateDataStatus();
   void acceleratorFromGraph();
   void acceleratorToGraph();

@@ -85,26 +85,11 @@ QString exampleDetail(const QString& fileName) {
 }
 
 // The column of a CSV table that holds the class: one named like a label, else the last.
-std::string labelColumnOf(const std::vector<std::string>& columns) {
-  for (const auto& c : columns) {
-    const QString l = qs(c).trimmed().toLower();
-    if (l == QStringLiteral("label") || l == QStringLiteral("labels") ||
-        l == QStringLiteral("class") || l == QStringLiteral("target") || l == QStringLiteral("y"))
-      return c;
-  }
-  return columns.empty() ? std::string() : columns.back();
-}
 
 QString dimsText(const std::vector<int64_t>& dims) {
   QStringList parts;
   for (int64_t d : dims) parts << QString::number(d);
   return parts.join(QLatin1Char(','));
-}
-
-QString typeText(const std::vector<int64_t>& perSample) {
-  QStringList dims{QStringLiteral("N")};
-  for (int64_t d : perSample) dims << QString::number(d);
-  return QStringLiteral("float[%1]").arg(dims.join(QLatin1Char(',')));
 }
 
 }  // namespace
@@ -160,9 +145,11 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
       return QObject::tr(
           "A CNN classifier learns from images: choose an image folder or an IDX/NPY file of "
           "images, or take the MLP classifier for a CSV table.");
-    auto peek = inspectSource(sampleSpec, "");
-    if (!peek.ok()) return qs(peek.message());
-    csvLabel = labelColumnOf(peek->csvColumns);
+    // The header names the columns; the label is the one named like it, else the last.
+    auto header = readCsvHeader(sampleSpec.path);
+    if (!header.ok()) return qs(header.message());
+    csvLabel = guessLabelColumn(header->csvColumns);
+    if (csvLabel.empty() && !header->csvColumns.empty()) csvLabel = header->csvColumns.back();
     sampleSpec.csvLabelColumn = csvLabel;
     labelSpec = sampleSpec;
     labelSpec.csvTakeLabel = true;
@@ -178,7 +165,8 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
     if (!lf.ok()) return qs(lf.message());
     labelSpec.format = *lf;
   }
-  auto samples = inspectSource(sampleSpec, "");
+  // The samples' type is in their header; the labels are read whole, for their classes.
+  auto samples = storedType(sampleSpec, "");
   if (!samples.ok()) return qs(samples.message());
   auto labels = inspectSource(labelSpec, "");
   if (!labels.ok()) return qs(labels.message());
@@ -190,7 +178,7 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
         .arg(QFileInfo(qs(labels->path)).fileName());
   if (labels->samples != samples->samples)
     return QObject::tr("%1 has %2 samples but %3 has %4 labels: they must be the same data set.")
-        .arg(QFileInfo(qs(samples->path)).fileName())
+        .arg(QFileInfo(samplesPath).fileName())
         .arg(samples->samples)
         .arg(QFileInfo(qs(labels->path)).fileName())
         .arg(labels->samples);
@@ -212,11 +200,11 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
       return QObject::tr(
                  "%1 holds samples of shape [%2], not images: a CNN classifier needs [H,W] or "
                  "[C,H,W] per sample (channels first). Try the MLP classifier.")
-          .arg(QFileInfo(qs(samples->path)).fileName())
+          .arg(QFileInfo(samplesPath).fileName())
           .arg(dimsText(samples->sampleShape));
     if (std::min(shape[1], shape[2]) < 4)
       return QObject::tr("%1 holds %2x%3 images: a CNN classifier needs at least 4x4.")
-          .arg(QFileInfo(qs(samples->path)).fileName())
+          .arg(QFileInfo(samplesPath).fileName())
           .arg(shape[1])
           .arg(shape[2]);
   }
@@ -259,7 +247,7 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
     if (Status st = m->rename(input, images ? "image" : "features"); !st.ok())
       failure = qs(st.message());
   }
-  set(input, "type", dw::Param::makeString(typeText(shape).toStdString()));
+  set(input, "type", dw::Param::makeString(inputTypeText(dw::engine::DType::kFloat, shape)));
   if (cnn) {
     // Two blocks of convolution and pooling where the image is big enough for both.
     const int blocks = std::min(shape[1], shape[2]) >= 8 ? 2 : 1;

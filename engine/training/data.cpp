@@ -564,10 +564,6 @@ Status writeNpy(const std::string& path, const Tensor& t) {
 
 // ---- CSV ----------------------------------------------------------------------------------
 
-namespace {
-
-// Splits one line into trimmed fields ("" quotes an embedded quote). Returns false when a quoted
-// field is still open at the line's end: fields spanning lines are not supported.
 bool splitCsvLine(const std::string& line, char delim, std::vector<std::string>& out) {
   out.clear();
   std::string cur;
@@ -600,6 +596,8 @@ bool splitCsvLine(const std::string& line, char delim, std::vector<std::string>&
   }
   return !quoted;
 }
+
+namespace {
 
 bool parseNumber(const std::string& s, double& v) {
   if (s.empty()) return false;

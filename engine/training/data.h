@@ -55,6 +55,9 @@ struct CsvData {
 };
 // Errors name the line (and column): "f.csv line 7: 3 fields, the header has 5".
 Result<CsvData> readCsv(const std::string& path, const CsvOptions& options = {});
+// One CSV line into trimmed fields ("" quotes an embedded quote), as readCsv splits it; false
+// when a quoted field is still open at the line's end (fields spanning lines are refused).
+bool splitCsvLine(const std::string& line, char delim, std::vector<std::string>& out);
 
 // What a data panel shows before reading a whole file. Header-only: IDX and NPY read their
 // first bytes (a .gz IDX inflates only those); CSV reads its header line and counts the lines.

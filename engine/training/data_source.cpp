@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
@@ -31,14 +31,12 @@ bool endsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Engine dtypes by the names the project JSON and the panel use (ONNX's, plus float32).
+// Engine dtypes by the names the project JSON and the panel use: ONNX's (type_syntax.h) and the
+// engine's own (float32).
 DType dtypeByName(const std::string& name) {
   if (name == "float32") return DType::kFloat;
-  for (DType t : {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16, DType::kInt8,
-                  DType::kInt16, DType::kInt32, DType::kInt64, DType::kUInt8, DType::kUInt16,
-                  DType::kUInt32, DType::kUInt64, DType::kBool})
-    if (name == dtypeName(t)) return t;
-  return DType::kUndefined;
+  const auto onnx = dw::dtypeFromName(name);
+  return onnx ? dtypeFromOnnx(*onnx) : DType::kUndefined;
 }
 
 bool isIntegral(DType t) {
@@ -67,9 +65,12 @@ std::string dimsText(const std::vector<int64_t>& dims, bool batch) {
   return s + "]";
 }
 
-// In the type syntax of an Input node (nodes/type_syntax.h), so "Change the Input" can use it.
-std::string typeText(DType t, const std::vector<int64_t>& sampleShape) {
-  return dw::dtypeName(dtypeToOnnx(t)) + dimsText(sampleShape, true);
+// The first n samples of a tensor (a copy; the whole tensor when it holds no more).
+Tensor firstSamples(Tensor t, int64_t n) {
+  if (t.rank() == 0 || t.dim(0) <= n) return t;
+  Dataset one;
+  one.columns.emplace("", std::move(t));
+  return one.slice(0, n).columns.begin()->second;
 }
 
 std::string fileName(const std::string& path) {
@@ -100,12 +101,13 @@ ImageFolderOptions imageOptions(const DataFileSpec& s) {
 
 // A source as stored: the tensor a spec reads before any conversion.
 Result<Tensor> readRaw(const DataFileSpec& spec, const std::string& path, const std::string& format,
-                       int64_t limit) {
+                       int64_t limit, std::vector<std::string>* csvColumns = nullptr) {
   if (format == "idx") return readIdx(path);
   if (format == "npy") return readNpy(path);
   if (format == "csv") {
     auto r = readCsv(path, csvOptions(spec));
     if (!r) return r.status();
+    if (csvColumns) *csvColumns = r->columns;
     if (spec.csvTakeLabel) {
       if (!r->labels)
         return Status::error(path +
@@ -190,8 +192,8 @@ std::pair<DType, Shape> convertedType(const SourceSummary& src, const DataFileSp
   }
   if (wantsFloat(spec))
     t = DType::kFloat;
-  else if (!spec.dtype.empty() && dtypeByName(spec.dtype) != DType::kUndefined)
-    t = dtypeByName(spec.dtype);
+  else if (const DType to = dtypeByName(spec.dtype); to != DType::kUndefined)
+    t = to;
   if (spec.oneHot > 0) {
     t = DType::kFloat;
     s = {spec.oneHot};
@@ -280,11 +282,7 @@ Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::s
     auto raw = readRaw(spec, path, format, limit);
     if (!raw) return raw.status();
     Tensor t = std::move(raw.value());
-    if (limit > 0 && t.rank() > 0 && t.dim(0) > limit) {
-      Dataset one;
-      one.columns["x"] = std::move(t);
-      t = one.slice(0, limit).columns["x"];
-    }
+    if (limit > 0) t = firstSamples(std::move(t), limit);
     auto c = convert(std::move(t), spec, path);
     if (!c) return c.status();
     if (d.columns.count(spec.input))
@@ -304,10 +302,10 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
   auto train = loadDataset(spec.train, baseDir, spec.trainLimit);
   if (!train) return train.status().withContext("train split");
   LoadedData out;
-  const SplitSizes sizes =
-      splitSizes(train->size(), spec.validation.empty() ? spec.validationSplit : 0,
-                 spec.test.empty() ? spec.testSplit : 0);
-  if (sizes.train <= 0)
+  const SplitIndices split =
+      splitIndices(train->size(), spec.validation.empty() ? spec.validationSplit : 0,
+                   spec.test.empty() ? spec.testSplit : 0);
+  if (split.train.empty())
     return Status::error("train split: " + std::to_string(train->size()) +
                          " samples leave none for training after the validation and test "
                          "fractions; lower the fractions or add data");
@@ -329,9 +327,6 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
     DW_RETURN_IF_ERROR(sameInputs(*d, split));
     return std::shared_ptr<const Dataset>(std::make_shared<Dataset>(std::move(d.value())));
   };
-  const SplitIndices split =
-      splitIndices(train->size(), spec.validation.empty() ? spec.validationSplit : 0,
-                   spec.test.empty() ? spec.testSplit : 0);
   if (!spec.validation.empty()) {
     auto v = own(spec.validation, "validation");
     if (!v) return v.status();
@@ -346,8 +341,9 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
   } else if (!split.test.empty()) {
     out.test = std::make_shared<Dataset>(train->gather(split.test));
   }
-  out.train = sizes.train == train->size() ? std::make_shared<Dataset>(std::move(train.value()))
-                                           : std::make_shared<Dataset>(train->gather(split.train));
+  out.train = static_cast<int64_t>(split.train.size()) == train->size()
+                  ? std::make_shared<Dataset>(std::move(train.value()))
+                  : std::make_shared<Dataset>(train->gather(split.train));
   return out;
 }
 
@@ -412,42 +408,26 @@ Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string&
     return s;
   }
   if (s.format == "csv") {
-    // The header and the first rows as text, so the panel can offer the columns by name.
+    // The first rows as text, so the panel shows the table as written (the reader's numbers
+    // would drop a text column).
     std::ifstream f(s.path);
     std::string line;
-    for (int row = 0; row < 6 && std::getline(f, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty()) continue;
-      std::vector<std::string> cells;
-      size_t start = 0;
-      for (size_t i = 0; i <= line.size(); ++i)
-        if (i == line.size() || line[i] == ',') {
-          cells.push_back(line.substr(start, i - start));
-          start = i + 1;
-        }
-      if (row == 0 && spec.csvHeader)
-        s.csvColumns = cells;
-      else
-        s.previewRows.push_back(cells);
-      ++row;
+    std::vector<std::string> cells;
+    for (bool header = spec.csvHeader; s.previewRows.size() < 5 && std::getline(f, line);) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      splitCsvLine(line, ',', cells);
+      if (!header) s.previewRows.push_back(cells);
+      header = false;
     }
-    if (!spec.csvHeader && !s.previewRows.empty())
-      for (size_t i = 0; i < s.previewRows[0].size(); ++i)
-        s.csvColumns.push_back(std::to_string(i));
   }
-  auto raw = readRaw(spec, s.path, s.format, 0);
+  auto raw = readRaw(spec, s.path, s.format, 0, &s.csvColumns);
   if (!raw) return raw.status();
   t = std::move(raw.value());
   s.dtype = t.dtype();
   s.samples = t.rank() ? t.dim(0) : 1;
   if (t.rank() > 0) s.sampleShape.assign(t.shape().begin() + 1, t.shape().end());
   const int64_t per = numElements(s.sampleShape);
-  const int64_t shown = std::min<int64_t>(16, s.samples);
-  {
-    Dataset one;
-    one.columns["x"] = t;
-    if (t.rank() > 0) s.preview = one.slice(0, shown).columns["x"];
-  }
+  if (t.rank() > 0) s.preview = firstSamples(t, 16);
   // Integer data with one value per sample and a small range reads as class labels.
   if (isIntegral(t.dtype()) && per == 1 && s.samples > 0) {
     int64_t lo = 0, hi = -1;
@@ -466,6 +446,67 @@ Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string&
   return s;
 }
 
+Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseDir) {
+  StoredType out;
+  const std::string path = resolvePath(spec.path, baseDir);
+  out.format = spec.format;
+  if (out.format.empty()) {
+    auto f = detectFormat(path);
+    if (!f) return f.status();
+    out.format = *f;
+  }
+  if (out.format == "images") {
+    auto info = inspectImageFolder(path);
+    if (!info) return info.status();
+    out.samples = info->samples;
+    out.dtype = spec.imageTakeLabel ? DType::kInt64 : DType::kUInt8;
+    if (!spec.imageTakeLabel)
+      out.sampleShape = {spec.imageChannels > 0 ? spec.imageChannels : info->firstChannels,
+                         spec.imageHeight > 0 ? spec.imageHeight : info->firstHeight,
+                         spec.imageWidth > 0 ? spec.imageWidth : info->firstWidth};
+    return out;
+  }
+  Result<SourceHeader> h = out.format == "idx"   ? readIdxHeader(path)
+                           : out.format == "npy" ? readNpyHeader(path)
+                           : out.format == "csv"
+                               ? readCsvHeader(path, csvOptions(spec))
+                               : Result<SourceHeader>(Status::error(
+                                     path + ": format '" + out.format +
+                                     "' is not supported; use idx, npy, csv or images (a folder)"));
+  if (!h) return h.status();
+  out.samples = h->shape.empty() ? 0 : h->shape[0];
+  out.dtype = h->dtype;
+  if (h->shape.size() > 1) out.sampleShape.assign(h->shape.begin() + 1, h->shape.end());
+  if (out.format == "csv") {  // what readCsv makes of the columns the spec takes
+    if (spec.csvTakeLabel) {
+      out.dtype = CsvOptions{}.labelType;
+      out.sampleShape.clear();
+    } else {
+      const auto all = static_cast<int64_t>(h->csvColumns.size());
+      out.sampleShape = {!spec.csvFeatureColumns.empty()
+                             ? static_cast<int64_t>(spec.csvFeatureColumns.size())
+                             : all - (spec.csvLabelColumn.empty() ? 0 : 1)};
+    }
+  }
+  return out;
+}
+
+std::string guessLabelColumn(const std::vector<std::string>& columns) {
+  // In order of preference: "y" only when nothing says label more plainly.
+  for (const char* wanted : {"label", "labels", "class", "target", "category", "y"})
+    for (const auto& c : columns) {
+      std::string name = c;
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      if (lower(name) == wanted) return c;
+    }
+  return "";
+}
+
+std::string inputTypeText(DType dtype, const std::vector<int64_t>& sampleShape) {
+  return dw::dtypeName(dtypeToOnnx(dtype)) + dimsText(sampleShape, true);
+}
+
 Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::string& model) {
   ExportOptions eo;
   eo.model = model;
@@ -474,11 +515,15 @@ Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::strin
   eo.inferShapes = false;
   auto withLosses = exportOnnx(graph, eo);
   if (!withLosses) return withLosses.status();
-  eo.withLosses = false;
-  auto inference = exportOnnx(graph, eo);
-  std::set<std::string> modelInputs;
-  if (inference)
-    for (const auto& in : inference->graph().input()) modelInputs.insert(in.name());
+  // The export lists the inputs only losses and metrics read (the targets) in its metadata.
+  std::set<std::string> targets;
+  for (const auto& p : withLosses->metadata_props())
+    if (p.key() == kTrainingMetadataKey) {
+      const auto meta = nlohmann::json::parse(p.value(), nullptr, false);
+      if (meta.is_object() && meta.contains("targets") && meta["targets"].is_array())
+        for (const auto& t : meta["targets"])
+          if (t.is_string()) targets.insert(t.get<std::string>());
+    }
   std::set<std::string> inits;
   for (const auto& i : withLosses->graph().initializer()) inits.insert(i.name());
   std::vector<DataInput> out;
@@ -486,7 +531,7 @@ Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::strin
     if (inits.count(in.name())) continue;
     DataInput d;
     d.name = in.name();
-    d.target = inference.ok() && !modelInputs.count(in.name());
+    d.target = targets.count(in.name()) > 0;
     d.typeText = formatType(in.type());
     if (in.type().has_tensor_type()) {
       const auto& tt = in.type().tensor_type();
@@ -502,7 +547,7 @@ Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::strin
 
 std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const DataInput& input) {
   const auto [dtype, shape] = convertedType(src, spec);
-  const std::string data = fileName(src.path) + " gives " + typeText(dtype, shape);
+  const std::string data = fileName(src.path) + " gives " + inputTypeText(dtype, shape);
   const std::string wants = "input '" + input.name + "' takes " + input.typeText;
   if (dtype != input.dtype) return data + " but " + wants + ": convert the dtype";
   if (input.shape.empty()) return "";  // unknown rank: anything goes
@@ -513,7 +558,7 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
     if (fullyKnown(want))
       return data + " but " + wants + ": " + std::to_string(numElements(shape)) +
              " values per sample against " + std::to_string(numElements(want)) +
-             "; change the Input's type to " + typeText(dtype, shape) +
+             "; change the Input's type to " + inputTypeText(dtype, shape) +
              ", or the data's size (image folders: resize)";
     return data + " but " + wants + ": the ranks differ; change the Input's type or reshape";
   }
@@ -524,7 +569,7 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
       return data + " but " + wants + ": " + std::to_string(numElements(shape)) +
              " values per sample against " +
              (fullyKnown(want) ? std::to_string(numElements(want)) : std::string("another shape")) +
-             "; change the Input's type to " + typeText(dtype, shape);
+             "; change the Input's type to " + inputTypeText(dtype, shape);
     }
   return "";
 }
@@ -535,7 +580,7 @@ Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current
   DataFileSpec s = current;
   {
     const auto [t, shape] = convertedType(src, current);
-    p.inputTypeForData = typeText(t, shape);
+    p.inputTypeForData = inputTypeText(t, shape);
   }
   s.storedDtype = dtypeName(src.dtype);
   s.storedShape = src.sampleShape;
@@ -606,7 +651,7 @@ Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current
     }
   }
   const std::string stored = fileName(src.path) + ": " + std::to_string(src.samples) +
-                             " samples of " + typeText(src.dtype, src.sampleShape);
+                             " samples of " + inputTypeText(src.dtype, src.sampleShape);
   const std::string misfit = checkFit(src, s, input);
   p.fits = misfit.empty();
   p.changes = !steps.empty();
@@ -686,7 +731,7 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
     // it); the recorded type when the file is not at hand.
     DType stored = DType::kUndefined;
     std::vector<int64_t> storedShape;
-    if (auto s = inspectSource(f, baseDir); s.ok()) {
+    if (auto s = storedType(f, baseDir); s.ok()) {
       stored = s->dtype;
       storedShape = s->sampleShape;
     } else if (dtypeByName(f.storedDtype) != DType::kUndefined) {
@@ -731,8 +776,8 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
         addNode("Sub", {cur, addScalar("mean", static_cast<float>(n.mean))}, "centred");
       if (n.std != 1.0)
         addNode("Mul", {cur, addScalar("inv_std", static_cast<float>(1.0 / n.std))}, "normalized");
-    } else if (!f.dtype.empty() && dtypeByName(f.dtype) != stored) {
-      curType = dtypeToOnnx(dtypeByName(f.dtype));
+    } else if (const DType to = dtypeByName(f.dtype); to != DType::kUndefined && to != stored) {
+      curType = dtypeToOnnx(to);
       addIntAttr(*addNode("Cast", {cur}, "cast"), "to", curType);
     }
     if (f.oneHot > 0) {

@@ -129,6 +129,24 @@ struct SourceSummary {
 // the panel shows). `spec` gives the format and the CSV / image options.
 Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string& baseDir);
 
+// What a source holds as stored, from its header alone (no samples are decoded): for exports,
+// for checking a second split's file, and wherever only the type matters.
+struct StoredType {
+  std::string format;
+  int64_t samples = 0;
+  DType dtype = DType::kUndefined;
+  Shape sampleShape;
+};
+Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseDir);
+
+// The column of a table that reads as its label ("label", "class", "target", ... in that order
+// of preference), or "" when none does.
+std::string guessLabelColumn(const std::vector<std::string>& columns);
+
+// "float[N,1,28,28]": an element type and a per-sample shape in the type syntax of an Input node
+// (nodes/type_syntax.h), so a proposal can be written into one.
+std::string inputTypeText(DType dtype, const std::vector<int64_t>& sampleShape);
+
 // A data input of the graph: a model input, or the target of a loss or metric.
 struct DataInput {
   std::string name;
