@@ -14,7 +14,9 @@
 // at the end.
 //
 // Usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] [--no-torch]
-//                    [--precision fp32|bf16|both]
+//                    [--precision fp32|bf16|both] [--accelerator cpu|cuda]
+// --accelerator cuda trains deepwire on the GPU and PyTorch on the same GPU (the python3 on PATH
+// there must have a CUDA PyTorch), in fp32; each side copies its batches up every step.
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -39,6 +41,8 @@
 #endif
 
 namespace {
+
+std::string gAccelerator = "cpu";  // --accelerator: both sides
 
 using namespace dw::engine::training;
 using Clock = std::chrono::steady_clock;
@@ -75,6 +79,7 @@ class DeepwireRun {
     o.optimizer.lr = 1e-3;
     o.threads = threads;
     o.precision = precision;
+    o.accelerator = gAccelerator;
     auto t = Trainer::create(*g, o);
     if (!t) die(t.message());
     trainer_ = std::move(t.value());
@@ -148,7 +153,8 @@ class TorchServer {
     int toChild[2] = {-1, -1}, fromChild[2] = {-1, -1};
     if (pipe(toChild) == 0 && pipe(fromChild) == 0) {
       const std::string script = root + "/bench/train_torch.py", th = std::to_string(threads);
-      std::vector<std::string> args{"python3", script, model, "serve", th, precision};
+      std::vector<std::string> args{"python3", script, model, "serve", th, precision,
+                                    gAccelerator};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -257,9 +263,12 @@ int main(int argc, char** argv) {
       torch = false;
     else if (a == "--precision" && i + 1 < argc)
       precision = argv[++i];
+    else if (a == "--accelerator" && i + 1 < argc)
+      gAccelerator = argv[++i];
     else
       die("usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] "
-          "[--no-torch] [--precision fp32|bf16|both]");
+          "[--no-torch] [--precision fp32|bf16|both] [--accelerator cpu|cuda]");
+  if (gAccelerator == "cuda") precision = "fp32";
   }
   const std::string root = DW_SOURCE_DIR;
   std::vector<std::string> models, precisions;

@@ -5,8 +5,10 @@ a fixed number of CPU threads. Times STEPS training steps after a warm-up and pr
 line: {"model", "threads", "steps", "seconds_per_step", "seconds_per_epoch", "peak_rss_mib"}.
 
 Run with /usr/bin/python3 (Debian python3-torch).
-Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16]
-       train_torch.py mlp|cnn serve THREADS [fp32|bf16]
+Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16 [cpu|cuda]]
+       train_torch.py mlp|cnn serve THREADS [fp32|bf16 [cpu|cuda]]
+cuda: the model and optimizer on the GPU, each batch copied up as it is drawn (as deepwire does);
+TF32 stays off, as in deepwire, so both compute full fp32 products.
 serve: after the warm-up prints "ready", then for every line N read from stdin times N more steps
 and prints their seconds, one line each; at the end of stdin prints the JSON line (steps and
 seconds_per_step over every timed step). train_bench.cpp drives this to alternate short runs of
@@ -61,6 +63,11 @@ def main():
     serve = sys.argv[2] == "serve"
     steps = 0 if serve else int(sys.argv[2])
     bf16 = len(sys.argv) > 4 and sys.argv[4] == "bf16"
+    device = sys.argv[5] if len(sys.argv) > 5 else "cpu"
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     images = read_idx(f"{DATA}/train-images-idx3-ubyte.gz")
@@ -68,7 +75,7 @@ def main():
     x = torch.tensor(((images.astype(np.float32) / 255.0) - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)
     y = torch.tensor(labels.astype(np.int64))
     n, batch = x.shape[0], 64
-    net = model(kind)
+    net = model(kind).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     order = torch.randperm(n)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -77,7 +84,7 @@ def main():
         idx = order[(i * batch) % (n - batch):(i * batch) % (n - batch) + batch]
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
-            loss = loss_fn(net(x[idx]), y[idx])
+            loss = loss_fn(net(x[idx].to(device)), y[idx].to(device))
         loss.backward()
         opt.step()
 
@@ -90,6 +97,8 @@ def main():
         start = time.perf_counter()
         for i in range(count):
             step(done + i)
+        if device == "cuda":
+            torch.cuda.synchronize()
         done += count
         return time.perf_counter() - start
 
@@ -108,7 +117,9 @@ def main():
                       "precision": "bf16" if bf16 else "fp32",
                       "seconds_per_step": per_step,
                       "seconds_per_epoch": per_step * steps_per_epoch,
-                      "peak_rss_mib": peak_rss_mib()}))
+                      "peak_rss_mib": peak_rss_mib(),
+                      "peak_gpu_mib": (torch.cuda.max_memory_allocated() / 2**20
+                                       if device == "cuda" else 0)}))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tensor.h"
 #include "nodes/status.h"
 
 namespace dw::engine {
@@ -33,10 +34,35 @@ class Backend {
   // Device buffers kernels have allocated so far (0 where tensors are used in place): constant
   // once the same shapes run again.
   virtual size_t deviceAllocations() const { return 0; }
+
+  // ---- Backends whose kernels work on device memory (cuda) ----
+  // Where the tensors its own kernel table reads and writes live. kHost for cpu and gpu (the
+  // oneDNN GPU backend copies inside its kernels).
+  virtual Device memory() const { return Device::kHost; }
+  // The backend that runs the ops this one's table lacks, on host memory: the planner places a
+  // node there and the executor copies its inputs and outputs across. nullptr: none (host-side
+  // backends fall back to the "host" table themselves).
+  virtual Backend* hostBackend() { return nullptr; }
+  // Device memory of at least `bytes` (served from a cache once warm). Host backends: an error.
+  virtual Result<std::shared_ptr<Buffer>> allocate(size_t bytes);
+  // Copies between host and this backend's memory. `to` gets storage from `buffer` when it is
+  // large enough (a pooled buffer), a fresh allocation otherwise. toHost waits for the copy.
+  virtual Result<Tensor> toDevice(const Tensor& host, std::shared_ptr<Buffer> buffer = nullptr);
+  virtual Result<Tensor> toHost(const Tensor& device, std::shared_ptr<Buffer> buffer = nullptr);
+  // Waits until the device finished everything queued so far; reports asynchronous errors.
+  virtual Status synchronize() { return Status(); }
+  // Whether the planner should apply the oneDNN-specific fusions and layouts (session.cpp).
+  virtual bool oneDnnFusions() const { return true; }
 };
 
+// `t` in host memory: `t` itself when it is there already, else a copy through the backend
+// that owns its memory (`backend` or its hostBackend()).
+Result<Tensor> toHostTensor(Backend& backend, const Tensor& t);
+
 struct BackendOptions {
-  // cpu | gpu | gpu:N (oneDNN GPU engine N; gpu is gpu:0) | auto (gpu when oneDNN finds one).
+  // cpu | gpu | gpu:N (oneDNN GPU engine N; gpu is gpu:0) | cuda | cuda:N (NVIDIA GPU N, where
+  // deepwire was built with CUDA) | auto (cuda when an NVIDIA GPU is usable, else gpu when
+  // oneDNN finds one, else cpu).
   std::string accelerator = "cpu";
   int threads = 0;  // 0: all cores (under gpu: the kernels that stay on the cpu)
   // fp32 | bf16. bf16 needs native bf16 arithmetic (AVX512-BF16 or AMX): elsewhere it is an
@@ -64,6 +90,11 @@ struct DeviceReport {
   // or "" (no native bf16: only fp32 is available).
   std::string bf16Native;
   std::string onednnVersion;
+  // NVIDIA GPUs (builds with CUDA): one line each, "cuda:0: NVIDIA H100 80GB HBM3, 79.1 GiB,
+  // compute capability 9.0", and the libraries' versions; or why none is usable.
+  std::vector<std::string> cudaDevices;
+  std::string cudaLibraries;   // "CUDA runtime 13.0, driver 13.0, cuBLAS 13.1, cuDNN 9.19.0"
+  std::string cudaUnavailable;  // empty when cudaDevices lists GPUs
 };
 DeviceReport devices();
 

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <mutex>
 
+#include "engine/backend.h"
+#include "engine/cuda/cuda.h"
 #include "engine/kernels/tables.h"
 
 namespace dw::engine {
@@ -79,7 +81,7 @@ Tensor* KernelContext::output(size_t i, DType dtype, Shape shape) {
     return &slot->tensor;
   }
   size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
-  auto buf = pool_.get(bytes);
+  auto buf = pool_.get(bytes, memory_);
   if (!buf) {
     status_ = buf.status();
     return nullptr;
@@ -94,7 +96,7 @@ void KernelContext::setOutput(size_t i, Value v) {
 
 Tensor* KernelContext::scratch(DType dtype, Shape shape) {
   size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
-  auto buf = pool_.get(bytes);
+  auto buf = pool_.get(bytes, memory_);
   if (!buf) {
     status_ = buf.status();
     return nullptr;
@@ -103,12 +105,18 @@ Tensor* KernelContext::scratch(DType dtype, Shape shape) {
   return &scratch_.back();
 }
 
-Result<std::shared_ptr<Buffer>> BufferPool::get(size_t bytes) {
-  auto it = free_.lower_bound(bytes);
+Result<std::shared_ptr<Buffer>> BufferPool::get(size_t bytes, Backend* device) {
+  auto& list = device ? deviceFree_ : free_;
+  auto it = list.lower_bound(bytes);
   // Reuse only buffers of similar size so a tiny tensor doesn't pin a huge one.
-  if (it != free_.end() && it->first <= bytes * 2 + 4096) {
+  if (it != list.end() && it->first <= bytes * 2 + 4096) {
     auto b = std::move(it->second);
-    free_.erase(it);
+    list.erase(it);
+    return b;
+  }
+  if (device) {
+    auto b = device->allocate(bytes);
+    if (b) ++allocations_;
     return b;
   }
   if (bytes > limit_)
@@ -124,7 +132,9 @@ Result<std::shared_ptr<Buffer>> BufferPool::get(size_t bytes) {
 }
 
 void BufferPool::give(std::shared_ptr<Buffer> b) {
-  if (b && b.use_count() == 1) free_.emplace(b->capacity, std::move(b));
+  if (!b || b.use_count() != 1) return;
+  auto& list = b->device == Device::kHost ? free_ : deviceFree_;
+  list.emplace(b->capacity, std::move(b));
 }
 
 size_t availableMemoryBytes() {
@@ -168,6 +178,13 @@ const KernelDef* KernelRegistry::find(const std::string& domain, const std::stri
   return nullptr;
 }
 
+void KernelRegistry::setShapeOnlyInputs(const std::string& backend, const std::string& op,
+                                        uint32_t mask, const std::string& domain) {
+  auto range = defs_.equal_range(domain + ":" + op);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second.backend == backend) it->second.shapeOnlyInputs = mask;
+}
+
 std::vector<const KernelDef*> KernelRegistry::all() const {
   std::vector<const KernelDef*> r;
   for (const auto& [k, d] : defs_) r.push_back(&d);
@@ -178,6 +195,7 @@ const KernelRegistry& KernelRegistry::global() {
   static const KernelRegistry reg = [] {
     KernelRegistry r;
     registerCpuKernels(r);
+    cuda::registerKernels(r);
     return r;
   }();
   return reg;

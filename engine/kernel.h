@@ -120,6 +120,9 @@ class KernelContext {
  public:
   KernelContext(Backend& backend, BufferPool& pool, const Scope* scope)
       : backend_(backend), pool_(pool), scope_(scope) {}
+  // Outputs and scratch come from `memory`'s device memory (the cuda backend's own kernels).
+  KernelContext(Backend& backend, BufferPool& pool, const Scope* scope, Backend* memory)
+      : backend_(backend), pool_(pool), scope_(scope), memory_(memory) {}
 
   size_t numInputs() const { return inputs_.size(); }
   bool hasInput(size_t i) const {
@@ -154,6 +157,7 @@ class KernelContext {
   Backend& backend_;
   BufferPool& pool_;
   const Scope* scope_;
+  Backend* memory_ = nullptr;  // null: host memory
   Status status_;
 };
 
@@ -168,6 +172,11 @@ Result<std::unique_ptr<Kernel>> makeKernel(const KernelInit& init) {
 
 constexpr int kMaxOpset = std::numeric_limits<int>::max();
 
+// Whether a kernel runs a node with these input dtypes (kUndefined where the planner does not
+// know one). A table whose kernels cover only some dtypes (cuda: float) declares it, and the
+// planner places the other nodes on the backend's host fallback.
+using KernelSupports = bool (*)(const KernelInit& init, const std::vector<DType>& inputTypes);
+
 struct KernelDef {
   std::string domain;  // "" is ai.onnx
   std::string op;
@@ -176,6 +185,13 @@ struct KernelDef {
   std::string backend;
   KernelFactory factory = nullptr;
   bool halfViaFloat = false;
+  KernelSupports supports = nullptr;  // nullptr: every node the factory accepts
+  // Device tables: inputs (bit i = input i) the kernel reads on the host, such as shapes and
+  // axes; the executor copies them there.
+  uint32_t hostInputs = 0;
+  // Inputs whose shape alone the kernel reads (Shape, Size, SumToShape's target): passed in
+  // whatever memory they are, never copied.
+  uint32_t shapeOnlyInputs = 0;
 };
 
 class KernelRegistry {
@@ -186,6 +202,9 @@ class KernelRegistry {
            bool halfViaFloat = true, const std::string& domain = "");
   const KernelDef* find(const std::string& domain, const std::string& op, int opset,
                         const std::string& backend) const;
+  // Marks inputs (bit i: input i) of every `op` kernel of `backend` as KernelDef::shapeOnlyInputs.
+  void setShapeOnlyInputs(const std::string& backend, const std::string& op, uint32_t mask,
+                          const std::string& domain = "");
   std::vector<const KernelDef*> all() const;
 
   // All backends' tables, built on first use.
@@ -200,13 +219,14 @@ class KernelRegistry {
 class BufferPool {
  public:
   explicit BufferPool(size_t limitBytes) : limit_(limitBytes) {}
-  Result<std::shared_ptr<Buffer>> get(size_t bytes);
+  // Host memory, or with `device` that backend's device memory.
+  Result<std::shared_ptr<Buffer>> get(size_t bytes, Backend* device = nullptr);
   void give(std::shared_ptr<Buffer> b);
   size_t limit() const { return limit_; }
   size_t allocations() const { return allocations_; }
 
  private:
-  std::multimap<size_t, std::shared_ptr<Buffer>> free_;
+  std::multimap<size_t, std::shared_ptr<Buffer>> free_, deviceFree_;
   size_t limit_;
   size_t allocations_ = 0;
 };

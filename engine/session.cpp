@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/kernel.h"
 #include "engine/onnx_attrs.h"
@@ -95,6 +96,13 @@ struct PlanNode {
   std::vector<int> outputs;  // value ids, -1 for an omitted optional output
   std::vector<int> release;  // values whose last reader is this node
   bool halfViaFloat = false;
+  // Where it runs: the session's backend, or for an op the device backend lacks, its host
+  // fallback. `memory` is set when the kernel works on device memory; its inputs are copied
+  // there, except those in `hostInputs` (bit i: input i), which it reads on the host.
+  Backend* backend = nullptr;
+  Backend* memory = nullptr;
+  uint32_t hostInputs = 0;
+  uint32_t shapeOnlyInputs = 0;
   // For the profile: tensors handed over in nChw16c (markBlockedLayouts), a convolution fused in.
   std::string layouts;
   double seconds = 0;  // kernel time, when the plan is profiled
@@ -109,6 +117,14 @@ class GraphPlan {
   std::vector<std::pair<int, Value>> constants;
   std::vector<int> outerIds;  // read from enclosing scopes
   std::vector<PlanNode> nodes;
+  // The backend whose device memory values may live in (cuda), or null.
+  Backend* device = nullptr;
+  // Device copies of constants, made on first use and kept across runs.
+  struct DeviceConstant {
+    const Buffer* host = nullptr;  // the constant's own storage (a feed may replace it)
+    Value device;
+  };
+  std::unordered_map<int, DeviceConstant> deviceConstants;
   bool profile = false;
   double runSeconds = 0;  // whole runs, when profiled: the rest is the executor's own time
   int64_t runs = 0;
@@ -133,6 +149,11 @@ std::string displayName(const onnx::NodeProto& n) {
   return "<" + n.op_type() + (out.empty() ? "" : " -> " + out) + ">";
 }
 
+struct Placement {
+  const KernelDef* def = nullptr;
+  Backend* backend = nullptr;
+};
+
 struct Planner {
   Backend* backend;
   const KernelRegistry* registry;
@@ -153,12 +174,22 @@ struct Planner {
                 const onnx::TypeProto* fallbackType = nullptr);
   Status buildKernel(PlanNode& pn, const onnx::NodeProto& node, const OpsetMap& opsets,
                      const std::set<std::string>& visible);
+  void propagateTypes(const onnx::NodeProto& node, const OpsetMap& opsets);
+  // Which table's kernel runs `node` (with `init`'s attributes), judged on its input types.
+  Placement place(const onnx::NodeProto& node, const KernelInit& init);
 };
 
-const KernelDef* findKernel(const KernelRegistry& r, const Backend& b, const std::string& domain,
-                            const std::string& op, int opset) {
-  if (auto* d = r.find(domain, op, opset, b.kernelTable())) return d;
-  return r.find(domain, op, opset, kHostBackend);
+// The backend's own table first (when its kernel supports the node: `init` and `types` given),
+// then for a device backend its host fallback's table, then the plain C++ "host" table.
+Placement findKernel(const KernelRegistry& r, Backend& b, const std::string& domain,
+                     const std::string& op, int opset, const KernelInit* init = nullptr,
+                     const std::vector<DType>* types = nullptr) {
+  if (auto* d = r.find(domain, op, opset, b.kernelTable()))
+    if (!d->supports || !init || d->supports(*init, *types)) return {d, &b};
+  Backend* host = b.hostBackend() ? b.hostBackend() : &b;
+  if (host != &b)
+    if (auto* d = r.find(domain, op, opset, host->kernelTable())) return {d, host};
+  return {r.find(domain, op, opset, kHostBackend), host};
 }
 
 int opsetFor(const OpsetMap& m, const std::string& domain) {
@@ -787,8 +818,17 @@ Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
   if (opset < 0 && lf == localFunctions.end())
     return Status::error("node '" + displayName(node) + "' uses domain '" + displayDomain(domain) +
                          "' which the model does not import");
-  if (lf == localFunctions.end() &&
-      findKernel(*registry, *backend, domain, node.op_type(), opset)) {
+  KernelInit probe;
+  probe.node = &node;
+  probe.domain = domain;
+  probe.opType = node.op_type();
+  probe.opset = opset;
+  probe.numInputs = node.input_size();
+  probe.numOutputs = node.output_size();
+  if (lf == localFunctions.end() && opset >= 0)
+    applyDefaults(onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain), node,
+                  probe.attrs);
+  if (lf == localFunctions.end() && place(node, probe).def) {
     out.emplace_back(node, opsets);
     return Status();
   }
@@ -871,12 +911,55 @@ class SubgraphImpl : public Subgraph {
   std::unique_ptr<GraphPlan> plan_;
 };
 
+Placement Planner::place(const onnx::NodeProto& node, const KernelInit& init) {
+  std::vector<DType> inTypes;
+  for (const auto& in : node.input()) {
+    auto it = in.empty() ? types.end() : types.find(in);
+    inTypes.push_back(it != types.end() && it->second.has_tensor_type()
+                          ? dtypeFromOnnx(it->second.tensor_type().elem_type())
+                          : DType::kUndefined);
+  }
+  return findKernel(*registry, *backend, init.domain, init.opType, init.opset, &init, &inTypes);
+}
+
+// Element types of outputs that shape inference left unknown (it gives up on a whole graph at
+// its first failure, and on values downstream of an unknown one), from the node's schema: an
+// output shares its type parameter with an input, or has a fixed type. Placement reads them:
+// device kernels accept only some dtypes.
+void Planner::propagateTypes(const onnx::NodeProto& node, const OpsetMap& opsets) {
+  const std::string domain = normDomain(node.domain());
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opsetFor(opsets, domain), domain);
+  if (!schema || schema->outputs().empty()) return;
+  const auto& ins = schema->inputs();
+  const auto& outs = schema->outputs();
+  for (int o = 0; o < node.output_size(); ++o) {
+    const std::string& name = node.output(o);
+    if (name.empty() || types.count(name)) continue;
+    const std::string& ts = outs[std::min<size_t>(o, outs.size() - 1)].GetTypeStr();
+    int32_t elem = 0;
+    for (int i = 0; i < node.input_size() && !ins.empty() && !elem; ++i) {
+      if (ins[std::min<size_t>(i, ins.size() - 1)].GetTypeStr() != ts) continue;
+      auto it = types.find(node.input(i));
+      if (it != types.end() && it->second.has_tensor_type())
+        elem = it->second.tensor_type().elem_type();
+    }
+    if (!elem) {
+      static const std::map<std::string, int32_t> fixed = {
+          {"tensor(float)", onnx::TensorProto::FLOAT}, {"tensor(int64)", onnx::TensorProto::INT64},
+          {"tensor(int32)", onnx::TensorProto::INT32}, {"tensor(bool)", onnx::TensorProto::BOOL}};
+      auto f = fixed.find(ts);
+      if (f != fixed.end()) elem = f->second;
+    }
+    if (elem) types[name].mutable_tensor_type()->set_elem_type(elem);
+  }
+}
+
 Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const OpsetMap& opsets,
                             const std::set<std::string>& visible) {
   const std::string domain = normDomain(node.domain());
   const int opset = opsetFor(opsets, domain);
-  const KernelDef* def = findKernel(*registry, *backend, domain, node.op_type(), opset);
-  if (!def)
+  if (!findKernel(*registry, *backend, domain, node.op_type(), opset).def)
     return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
                          ", opset " + std::to_string(opset) + ") at node '" + displayName(node) +
                          "'");
@@ -885,7 +968,6 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
   init.domain = domain;
   init.opType = node.op_type();
   init.opset = opset;
-  init.backend = backend;
   init.numInputs = node.input_size();
   init.numOutputs = node.output_size();
   for (const auto& in : node.input())
@@ -900,17 +982,28 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
       init.subgraphs[a.name()] = std::make_shared<SubgraphImpl>(std::move(*sub), nullptr);
     }
   }
-  auto k = def->factory(init);
+  const Placement pl = place(node, init);
+  if (!pl.def)
+    return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
+                         ", opset " + std::to_string(opset) + ") at node '" + displayName(node) +
+                         "'");
+  init.backend = pl.backend;
+  auto k = pl.def->factory(init);
   if (!k)
     return k.status().withContext("node '" + displayName(node) + "' (" + node.op_type() + ")");
   pn.kernel = std::move(*k);
-  pn.halfViaFloat = def->halfViaFloat;
+  pn.halfViaFloat = pl.def->halfViaFloat;
+  pn.backend = pl.backend;
+  pn.memory = pl.backend->memory() == Device::kHost ? nullptr : pl.backend;
+  pn.hostInputs = pl.def->hostInputs;
+  pn.shapeOnlyInputs = pl.def->shapeOnlyInputs;
   return Status();
 }
 
 Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, const OpsetMap& opsets,
                                                  const std::set<std::string>& outerNames) {
   auto p = std::make_unique<GraphPlan>();
+  if (backend->memory() != Device::kHost) p->device = backend;
   std::set<std::string> available;
   for (const auto& init : g.initializer()) {
     if (init.name().empty()) return Status::error("an initializer has no name");
@@ -959,7 +1052,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   // Expand functions first so that ordering and liveness see the real nodes.
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
-  if (fuse) {
+  if (fuse && backend->oneDnnFusions()) {
     fuseForOneDnn(expanded, g, types);
     // bf16 convolutions want NHWC bf16 operands, so an nChw16c handoff would only move their
     // reorder and add the normalization's transposes.
@@ -1046,6 +1139,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
       if (a.name() == "__dw_conv")
         pn.layouts += (pn.layouts.empty() ? "" : "; ") + a.s() + " fused in";
     DW_RETURN_IF_ERROR(buildKernel(pn, node, nodeOpsets, visible));
+    propagateTypes(node, nodeOpsets);
     for (const auto& in : node.input()) pn.inputs.push_back(in.empty() ? -1 : p->id(in));
     for (const auto& o : node.output()) pn.outputs.push_back(o.empty() ? -1 : p->id(o));
     for (const auto& r : reads[order[oi]]) {
@@ -1129,23 +1223,63 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
   }
   for (auto& [id, v] : plan.constants)
     if (values[id].isNone()) values[id] = v;
+  // Copies of values in the other memory (device <-> host) for readers there; they go with the
+  // value when its last reader has run.
+  std::vector<Value> mirrors;
   for (auto& node : plan.nodes) {
-    KernelContext ctx(backend, pool, &scope);
+    Backend& nodeBackend = node.backend ? *node.backend : backend;
+    KernelContext ctx(nodeBackend, pool, &scope, node.memory);
     // Converted half-precision inputs live here for the duration of the call.
     std::vector<Value> converted;
     DType halfType = DType::kUndefined;
+    // The value the kernel reads for input i: values[id] or its copy in the memory it needs.
+    auto placed = [&](size_t i, int id) -> Result<const Value*> {
+      const Value& v = values[id];
+      if (!plan.device || !v.isTensor() || !v.tensor.buffer()) return &v;
+      if (i < 32 && (node.shapeOnlyInputs >> i & 1u)) return &v;
+      const bool wantDevice = node.memory && !(i < 32 && (node.hostInputs >> i & 1u));
+      if (v.tensor.onHost() != wantDevice) return &v;
+      if (mirrors.size() < values.size()) mirrors.resize(values.size());
+      Value& m = mirrors[id];
+      if (m.isTensor() && m.tensor.onHost() != wantDevice) return &m;
+      auto cached = plan.deviceConstants.find(id);
+      if (wantDevice && cached != plan.deviceConstants.end() &&
+          cached->second.host == v.tensor.buffer().get())
+        return &cached->second.device;
+      const size_t bytes = v.tensor.bytes();
+      auto buf = pool.get(bytes, wantDevice ? plan.device : nullptr);
+      if (!buf) return buf.status();
+      auto copy = wantDevice ? plan.device->toDevice(v.tensor, std::move(*buf))
+                             : plan.device->toHost(v.tensor, std::move(*buf));
+      if (!copy) return copy.status();
+      if (wantDevice && std::any_of(plan.constants.begin(), plan.constants.end(),
+                                    [&](const auto& c) {
+                                      return c.first == id && c.second.tensor.buffer() ==
+                                                                  v.tensor.buffer();
+                                    })) {
+        auto& dc = plan.deviceConstants[id];
+        dc.host = v.tensor.buffer().get();
+        dc.device = Value(std::move(*copy));
+        return &dc.device;
+      }
+      m = Value(std::move(*copy));
+      return &m;
+    };
     if (node.halfViaFloat) {
       for (int id : node.inputs)
         if (id >= 0 && values[id].isTensor() && isHalf(values[id].tensor.dtype()))
           halfType = values[id].tensor.dtype();
     }
     converted.reserve(node.inputs.size());
-    for (int id : node.inputs) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int id = node.inputs[i];
       if (id < 0) {
         ctx.inputs_.push_back(nullptr);
         continue;
       }
-      const Value& v = values[id];
+      auto pv = placed(i, id);
+      if (!pv) return pv.status().withContext("node '" + node.name + "' (" + node.op + ")");
+      const Value& v = **pv;
       if (halfType != DType::kUndefined && v.isTensor() && isHalf(v.tensor.dtype())) {
         auto f = v.tensor.cast(DType::kFloat);
         if (!f) return f.status();
@@ -1183,7 +1317,10 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
         }
       }
     }
-    for (int id : node.release) releaseValue(values[id], pool);
+    for (int id : node.release) {
+      releaseValue(values[id], pool);
+      if (static_cast<size_t>(id) < mirrors.size()) releaseValue(mirrors[id], pool);
+    }
   }
   return Status();
 }
@@ -1243,6 +1380,17 @@ std::string InferenceSession::profileReport(size_t top) const {
                   100 * ops[i].first / std::max(kernels, 1e-12), ops[i].second.c_str());
     os << line;
   }
+  if (p.device) {
+    // Kernel times under a device backend are launch times; the ops listed here ran on the
+    // host backend, their inputs and outputs copied across.
+    std::map<std::string, int> host;
+    for (const auto& n : p.nodes)
+      if (!n.memory) ++host[n.domain.empty() ? n.op : n.domain + ":" + n.op];
+    std::string l;
+    for (const auto& [op, c] : host) l += (l.empty() ? "" : ", ") + op + " x" + std::to_string(c);
+    os << "  on " << p.device->hostBackend()->name() << " (no " << p.device->name()
+       << " kernel): " << (l.empty() ? "none" : l) << "\n";
+  }
   std::vector<const PlanNode*> nodes;
   for (const auto& n : p.nodes) nodes.push_back(&n);
   std::sort(nodes.begin(), nodes.end(),
@@ -1255,6 +1403,12 @@ std::string InferenceSession::profileReport(size_t top) const {
     os << line;
   }
   return os.str();
+}
+
+std::map<std::string, std::string> InferenceSession::placement() const {
+  std::map<std::string, std::string> m;
+  for (const auto& n : plan_->nodes) m[n.name] = n.backend ? n.backend->name() : backend_->name();
+  return m;
 }
 
 size_t InferenceSession::allocationCount() const {
@@ -1340,6 +1494,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   if (!plan) return plan.status();
   s->plan_ = std::move(*plan);
   s->plan_->profile = options.profile || std::getenv("DEEPWIRE_PROFILE") != nullptr;
+  s->deviceOutputs_ = options.deviceOutputs;
 
   std::set<std::string> inits;
   for (const auto& i : model.graph().initializer()) inits.insert(i.name());
@@ -1401,7 +1556,22 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
   }
   std::map<std::string, Value> out;
   for (size_t i = 0; i < p.outputIds.size(); ++i) {
-    const Value& v = values[p.outputIds[i]];
+    Value& v = values[p.outputIds[i]];
+    if (p.device && v.isTensor() && v.tensor.onHost() && v.tensor.buffer() &&
+        deviceOutputs_.count(outputs_[i].name)) {
+      // Produced by a host kernel: the caller asked for it in device memory.
+      auto d = p.device->toDevice(v.tensor);
+      if (!d) return d.status().withContext("output '" + outputs_[i].name + "'");
+      v = Value(std::move(*d));
+    }
+    if (v.isTensor() && !v.tensor.onHost() && !deviceOutputs_.count(outputs_[i].name)) {
+      auto buf = pool_->get(v.tensor.bytes());
+      if (!buf) return buf.status();
+      auto host = backend_->toHost(v.tensor, std::move(*buf));
+      if (!host) return host.status().withContext("output '" + outputs_[i].name + "'");
+      releaseValue(v, *pool_);
+      v = Value(std::move(*host));
+    }
     if (v.isTensor() && v.tensor.buffer()) handedOut_.push_back(v.tensor.buffer());
     out[outputs_[i].name] = v;
   }

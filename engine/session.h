@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct SessionOptions {
   // Time every kernel call (also on when the DEEPWIRE_PROFILE environment variable is set; the
   // session then prints profileReport() to stderr when it is destroyed).
   bool profile = false;
+  // Outputs a run leaves in device memory under a device backend (cuda), such as the gradients
+  // a trainer hands to its optimizer there; every other output comes back in host memory.
+  std::set<std::string> deviceOutputs;
 };
 
 // A graph input or output as declared by the model.
@@ -62,6 +66,7 @@ class InferenceSession {
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   const Backend& backend() const { return *backend_; }
+  Backend& backend() { return *backend_; }
   // Message from accelerator selection (auto fallback), empty otherwise.
   const std::string& notice() const { return notice_; }
   // Buffers allocated so far; stays constant when the same shapes run again, provided the caller
@@ -72,6 +77,9 @@ class InferenceSession {
   // Kernel time per op type and per node over the runs since profiling was switched on, and the
   // executor's own time (a run's wall time minus its kernels).
   void setProfiling(bool on);
+  // Where each node of the top-level graph runs: node name -> backend name ("cuda", or "cpu"
+  // for the ops a device backend has no kernel for).
+  std::map<std::string, std::string> placement() const;
   std::string profileReport(size_t top = 12) const;
 
  private:
@@ -81,6 +89,7 @@ class InferenceSession {
   std::unique_ptr<BufferPool> pool_;
   std::vector<IoInfo> inputs_, outputs_;
   std::string notice_;
+  std::set<std::string> deviceOutputs_;
   // Storage of outputs handed to callers; given back to the pool once only we hold it.
   std::vector<std::shared_ptr<Buffer>> handedOut_;
   void reclaimOutputs();

@@ -238,8 +238,14 @@ Buffer::Buffer(size_t bytes) {
   std::memset(data, 0, alloc);
 }
 
+Buffer::Buffer(void* d, size_t cap, Device dev, std::function<void(void*)> release)
+    : data(d), capacity(cap), device(dev), release_(std::move(release)) {}
+
 Buffer::~Buffer() {
-  std::free(data);
+  if (release_)
+    release_(data);
+  else
+    std::free(data);
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,14 +54,25 @@ using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape& s);
 std::string shapeToString(const Shape& s);
 
+// Where a buffer's bytes live. Host code (every kernel of the "cpu" and "host" tables, Tensor's
+// own element accessors) reads only kHost buffers; the session copies a value to the memory its
+// reader needs (see Backend::upload/download).
+enum class Device : uint8_t { kHost, kCuda };
+
 // Raw storage; `capacity` may exceed the tensor's byte size when a pooled buffer is reused.
 struct Buffer {
-  explicit Buffer(size_t bytes);
+  explicit Buffer(size_t bytes);  // host memory, zeroed
+  // Memory a backend allocated (device memory, pinned host memory): `release` gives it back.
+  Buffer(void* data, size_t capacity, Device device, std::function<void(void*)> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   void* data = nullptr;
   size_t capacity = 0;
+  Device device = Device::kHost;
+
+ private:
+  std::function<void(void*)> release_;
 };
 
 class Tensor {
@@ -82,6 +94,8 @@ class Tensor {
   int64_t size() const { return numElements(shape_); }
   size_t bytes() const { return static_cast<size_t>(size()) * dtypeSize(dtype_); }
   bool defined() const { return dtype_ != DType::kUndefined; }
+  Device device() const { return buffer_ ? buffer_->device : Device::kHost; }
+  bool onHost() const { return device() == Device::kHost; }
 
   void* raw() { return buffer_ ? buffer_->data : nullptr; }
   const void* raw() const { return buffer_ ? buffer_->data : nullptr; }

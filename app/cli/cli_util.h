@@ -22,11 +22,14 @@ inline std::string jsonText(const nlohmann::json& j, int indent = -1) {
 // CLI11 check of --accelerator: "" when `a` is cpu, gpu, gpu:N or auto (whether that device
 // exists here is createBackend's error), else why not.
 inline std::string checkAccelerator(const std::string& a) {
-  if (a == "cpu" || a == "gpu" || a == "auto") return "";
-  if (a.rfind("gpu:", 0) == 0 && a.size() > 4 &&
-      a.find_first_not_of("0123456789", 4) == std::string::npos)
-    return "";
-  return "'" + a + "' is not an accelerator: use cpu, gpu, gpu:N or auto";
+  if (a == "cpu" || a == "gpu" || a == "cuda" || a == "auto") return "";
+  for (const char* indexed : {"gpu:", "cuda:"}) {
+    const size_t n = std::string(indexed).size();
+    if (a.rfind(indexed, 0) == 0 && a.size() > n &&
+        a.find_first_not_of("0123456789", n) == std::string::npos)
+      return "";
+  }
+  return "'" + a + "' is not an accelerator: use cpu, gpu, gpu:N or auto (cuda, cuda:N: NVIDIA GPUs)";
 }
 
 inline std::string humanBytes(double bytes) {

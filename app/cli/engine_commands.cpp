@@ -130,6 +130,10 @@ int devicesCommand() {
   if (r.gpuEngines > 0)
     std::cout << "  accelerator gpu (fp32) runs the oneDNN kernels there; training gradients and "
                  "single-channel convolutions stay on the cpu\n";
+  std::cout << "NVIDIA GPUs (accelerator cuda): " << r.cudaDevices.size() << "\n";
+  for (const auto& g : r.cudaDevices) std::cout << "  " << g << "\n";
+  if (!r.cudaLibraries.empty()) std::cout << "  " << r.cudaLibraries << "\n";
+  if (!r.cudaUnavailable.empty()) std::cout << "  not available: " << r.cudaUnavailable << "\n";
   std::cout << "accelerators available:";
   for (const auto& s : r.available) std::cout << " " << s;
   std::cout << "\n";
@@ -226,7 +230,7 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   r->add_option("MODEL", run->model, "Model file")->required();
   r->add_option("--input", run->inputs, "NAME=FILE input (.npy or .pb); repeat per input");
   r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
-  r->add_option("--accelerator", run->accelerator, "cpu, gpu, gpu:N or auto")
+  r->add_option("--accelerator", run->accelerator, "cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);
   r->add_option("--threads", run->threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
@@ -248,7 +252,7 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   c->add_option("--filter", conf->filter, "Regex over suite/case names");
   c->add_option("--data", conf->data, "Test data directory");
   c->add_option("--threads", conf->threads, "CPU threads per case")->check(CLI::PositiveNumber);
-  c->add_option("--accelerator", conf->accelerator, "Where the cases run: cpu, gpu, gpu:N or auto")
+  c->add_option("--accelerator", conf->accelerator, "Where the cases run: cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);
   c->add_flag("--json", conf->json, "Print results as JSON");
   c->callback([conf, &exitCode] { exitCode = conformanceCommand(*conf); });

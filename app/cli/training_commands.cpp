@@ -284,7 +284,7 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
   t->add_option("--accelerator", train->accelerator,
-                "cpu, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+                "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
       ->check(checkAccelerator);
   t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
@@ -318,7 +318,7 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
   e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
   e->add_option("--accelerator", ev->accelerator,
-                "cpu, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+                "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
       ->check(checkAccelerator);
   e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);

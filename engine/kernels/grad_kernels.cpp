@@ -751,6 +751,7 @@ void addGradKernels(KernelRegistry& r) {
     r.add(h, op, 1, kMaxOpset, f, halfViaFloat, kGrad);
   };
   add("SumToShape", &makeKernel<SumToShape>);
+  r.setShapeOnlyInputs(h, "SumToShape", 2u, kGrad);
   add("UnaryGrad", &makeKernel<UnaryGrad>);
   add("SoftmaxGrad", &makeKernel<SoftmaxGrad>);
   add("SoftmaxCrossEntropyLossGrad", &makeKernel<SoftmaxCrossEntropyLossGrad>);

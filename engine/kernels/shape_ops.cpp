@@ -852,7 +852,9 @@ void addShapeKernels(KernelRegistry& r) {
   r.add(h, "Squeeze", 1, kMaxOpset, &makeKernel<Squeeze>, false);
   r.add(h, "Unsqueeze", 1, kMaxOpset, &makeKernel<Unsqueeze>, false);
   r.add(h, "Shape", 1, kMaxOpset, &makeKernel<ShapeOp>, false);
+  r.setShapeOnlyInputs(h, "Shape", 1u);
   r.add(h, "Size", 1, kMaxOpset, &makeKernel<SizeOp>, false);
+  r.setShapeOnlyInputs(h, "Size", 1u);
   r.add(h, "Transpose", 1, kMaxOpset, &makeKernel<Transpose>, false);
   r.add(h, "Concat", 1, kMaxOpset, &makeKernel<Concat>, false);
   r.add(h, "Split", 1, kMaxOpset, &makeKernel<Split>, false);

@@ -7,9 +7,26 @@
 #include <oneapi/dnnl/dnnl_ocl.hpp>
 #include <thread>
 
+#include "engine/cuda/cuda.h"
 #include "engine/onednn/onednn_backend.h"
 
 namespace dw::engine {
+
+Result<std::shared_ptr<Buffer>> Backend::allocate(size_t) {
+  return Status::error("accelerator " + name() + " keeps tensors in host memory");
+}
+Result<Tensor> Backend::toDevice(const Tensor&, std::shared_ptr<Buffer>) {
+  return Status::error("accelerator " + name() + " keeps tensors in host memory");
+}
+Result<Tensor> Backend::toHost(const Tensor& t, std::shared_ptr<Buffer>) {
+  if (t.onHost()) return t;
+  return Status::error("accelerator " + name() + " cannot read device memory");
+}
+
+Result<Tensor> toHostTensor(Backend& backend, const Tensor& t) {
+  if (t.onHost()) return t;
+  return backend.toHost(t);
+}
 
 namespace {
 
@@ -312,6 +329,14 @@ DeviceReport devices() {
   const dnnl_version_t* v = dnnl_version();
   r.onednnVersion =
       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  cuda::describe(r);
+  if (!r.cudaDevices.empty()) {
+    std::vector<std::string> names{r.available.front()};
+    for (size_t i = 0; i < r.cudaDevices.size(); ++i)
+      names.push_back(i ? "cuda:" + std::to_string(i) : "cuda");
+    names.insert(names.end(), r.available.begin() + 1, r.available.end());
+    r.available = names;
+  }
   return r;
 }
 
@@ -329,8 +354,45 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
       return Status::error("accelerator '" + acc + "': write gpu:N with N the GPU engine index");
     index = std::stoul(n);
   }
+  if (acc == "cuda" || acc.rfind("cuda:", 0) == 0) {
+    int cudaIndex = 0;
+    if (acc.size() > 5) {
+      const std::string n = acc.substr(5);
+      if (n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+        return Status::error("accelerator '" + acc + "': write cuda:N with N the GPU index");
+      cudaIndex = std::stoi(n);
+    } else if (acc != "cuda") {
+      return Status::error("accelerator '" + acc + "': write cuda:N with N the GPU index");
+    }
+    if (o.precision != "fp32")
+      return Status::error("precision " + o.precision +
+                           " is not available on accelerator cuda yet (it runs fp32). Use "
+                           "precision fp32, or accelerator cpu");
+    auto b = cuda::createBackend(cudaIndex, o);
+    if (b && notice) *notice = "accelerator " + acc + ": running on " + (*b)->description();
+    return b;
+  }
+  std::string cudaWhy;
+  if (isAuto) {
+    std::string& why = cudaWhy;
+    if (cuda::deviceCount(&why) > 0) {
+      BackendOptions co = o;
+      co.precision = "fp32";
+      auto b = cuda::createBackend(0, co);
+      if (b) {
+        if (notice)
+          *notice = "accelerator auto: running on " + (*b)->description() +
+                    (o.precision != "fp32" ? "; precision " + o.precision +
+                                                 ": cuda runs fp32 only, running in fp32"
+                                           : std::string());
+        return b;
+      }
+      why = b.message();
+    }
+  }
   if (!gpu && !isAuto && acc != "cpu")
-    return Status::error("unknown accelerator '" + acc + "'; use cpu, gpu, gpu:N or auto");
+    return Status::error("unknown accelerator '" + acc +
+                         "'; use cpu, gpu, gpu:N or auto (cuda, cuda:N: NVIDIA GPUs)");
   if (o.emulateDevice && !gpu)
     return Status::error("emulateDevice (tests only) needs accelerator gpu");
   const int gpus = o.emulateDevice ? static_cast<int>(index) + 1 : gpuEngineCount();
@@ -348,7 +410,11 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
         "precision bf16 is not available on accelerator gpu (it runs fp32 only). Use precision "
         "fp32, or accelerator cpu");
   std::shared_ptr<onednn::GpuBackend> device;
-  std::string choice = isAuto ? "accelerator auto: no oneDNN GPU engine found, running on cpu" : "";
+  std::string choice =
+      isAuto ? "accelerator auto: " +
+                   (cuda::built() ? "no usable NVIDIA GPU (" + cudaWhy + ") and " : std::string()) +
+                   "no oneDNN GPU engine found, running on cpu"
+             : "";
   if (gpu) {
     try {
       device = std::make_shared<onednn::GpuBackend>(index, o.threads, o.emulateDevice);

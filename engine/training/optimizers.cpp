@@ -147,6 +147,32 @@ struct Step {
   }
 };
 
+}  // namespace
+
+AdamScalars adamScalars(const OptimizerConfig& c, bool decoupled, double lr, int64_t step) {
+  const double b1 = c.beta1, b2 = c.beta2;
+  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step));
+  AdamScalars a;
+  a.hf = decoupled && c.adamwMode == "huggingface";
+  a.b1 = static_cast<float>(b1);
+  a.b2 = static_cast<float>(b2);
+  a.eps = static_cast<float>(c.eps);
+  const double wd = c.weightDecay;
+  if (decoupled && !a.hf) a.preScale = static_cast<float>(1.0 - lr * wd);
+  if (!decoupled) a.l2 = static_cast<float>(wd);
+  if (a.hf) {
+    a.stepSize = static_cast<float>(lr * std::sqrt(bc2) / bc1);
+    a.postDecay = static_cast<float>(lr * wd);
+  } else {
+    a.stepSize = static_cast<float>(lr / bc1);
+    a.invSbc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  }
+  return a;
+}
+
+namespace {
+
 // torch.optim.Adam / AdamW, and Hugging Face's transformers AdamW (decay applied after the Adam
 // step with the same lr, bias correction folded into the step size).
 class Adam final : public Optimizer {
@@ -154,30 +180,22 @@ class Adam final : public Optimizer {
   Adam(OptimizerConfig c, bool decoupled) : Optimizer(std::move(c)), decoupled_(decoupled) {}
   void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
     ++s.step;
-    const double b1 = config_.beta1, b2 = config_.beta2;
-    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(s.step));
-    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(s.step));
-    const bool hf = decoupled_ && config_.adamwMode == "huggingface";
+    const AdamScalars k = adamScalars(config_, decoupled_, lr, s.step);
     Step a;
     a.w = w;
     a.g = g;
     a.m = buf(s, "m", n).data();
     a.v = buf(s, "v", n).data();
     a.vmax = config_.amsgrad ? buf(s, "vmax", n).data() : nullptr;
-    a.b1 = static_cast<float>(b1);
-    a.b2 = static_cast<float>(b2);
-    a.eps = static_cast<float>(config_.eps);
-    a.hf = hf;
-    const double wd = config_.weightDecay;
-    if (decoupled_ && !hf) a.preScale = static_cast<float>(1.0 - lr * wd);
-    if (!decoupled_) a.l2 = static_cast<float>(wd);
-    if (hf) {
-      a.stepSize = static_cast<float>(lr * std::sqrt(bc2) / bc1);
-      a.postDecay = static_cast<float>(lr * wd);
-    } else {
-      a.stepSize = static_cast<float>(lr / bc1);
-      a.invSbc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-    }
+    a.b1 = k.b1;
+    a.b2 = k.b2;
+    a.eps = k.eps;
+    a.hf = k.hf;
+    a.preScale = k.preScale;
+    a.l2 = k.l2;
+    a.stepSize = k.stepSize;
+    a.postDecay = k.postDecay;
+    a.invSbc2 = k.invSbc2;
     // Cache-sized chunks, each running every stage of the update before the next chunk, split
     // over the threads; every element is computed the same way whatever the split.
     constexpr int64_t kChunk = 4096;

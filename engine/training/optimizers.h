@@ -71,6 +71,14 @@ class Optimizer {
   OptimizerConfig config_;
 };
 
+// The scalars of one Adam/AdamW step at `lr` (step: the count after this step), shared by the
+// host loop and the cuda kernel so both follow one rule.
+struct AdamScalars {
+  float b1 = 0, b2 = 0, eps = 0, stepSize = 0, invSbc2 = 1, preScale = 1, l2 = 0, postDecay = 0;
+  bool hf = false;  // Hugging Face's AdamW
+};
+AdamScalars adamScalars(const OptimizerConfig& c, bool decoupled, double lr, int64_t step);
+
 // ---- Regularization and clipping ----------------------------------------------------------
 
 struct Regularizer {

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/cuda/cuda.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
 #include "graphs/file_io.h"
@@ -432,10 +433,23 @@ class Trainer::Impl {
   std::unique_ptr<InferenceSession> trainSession, evalSession;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<std::string> dataInputs, metricNames, trainableNames;
-  std::vector<ParamEntry> params;                          // same order as trainableNames
+  mutable std::vector<ParamEntry> params;                  // same order as trainableNames
   std::vector<std::pair<std::string, std::string>> stats;  // (stat, new output)
-  std::map<std::string, Tensor> weights;                   // trainables + stats
-  std::map<std::string, Tensor> grads;                     // by weight name
+  // Trainables + stats, and gradients by weight name. Under a device backend (cuda) they are
+  // host copies of devWeights/devGrads, brought up to date by syncHost() for whoever reads them.
+  mutable std::map<std::string, Tensor> weights;
+  mutable std::map<std::string, Tensor> grads;
+  // Under cuda: weights, gradients and optimizer state stay in GPU memory for the whole run;
+  // a step moves only the batch up and the losses and metrics down.
+  std::unique_ptr<cuda::TrainingOps> dev;
+  std::map<std::string, Tensor> devWeights, devGrads;
+  std::map<std::string, std::map<std::string, Tensor>> devState;  // param -> "m", "v", ...
+  mutable bool hostStale = false;  // the device holds newer values than the host maps
+  bool devStale = false;           // the host maps changed (load): upload before the next step
+  Status syncHost() const;
+  Status syncDevice();
+  Result<Tensor*> deviceState(ParamEntry& p, const char* name);
+  Status deviceOptimizerStep();
   TrainerCounters counters;
   double baseLr = 0;
   double lastLr = 0, lastGradNorm = 0;
@@ -539,7 +553,10 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   so.backend.accelerator = opt.accelerator;
   so.backend.threads = opt.threads;
   so.backend.precision = opt.precision;
-  auto ts = InferenceSession::create(gg.model, so);
+  SessionOptions tso = so;
+  for (const auto& g : gg.gradOutputs) tso.deviceOutputs.insert(g);
+  for (const auto& [stat, out] : stats) tso.deviceOutputs.insert(out);
+  auto ts = InferenceSession::create(gg.model, tso);
   if (!ts) return ts.status().withContext("training graph");
   trainSession = std::move(ts.value());
   notice = trainSession->notice();
@@ -585,7 +602,75 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   optimizer = std::move(optim.value());
   baseLr = opt.optimizer.lr;
   for (const auto& p : params) grads[p.name] = Tensor(DType::kFloat, weights[p.name].shape());
+  dev = cuda::trainingOps(trainSession->backend());
+  devStale = dev != nullptr;
+  return dev ? syncDevice() : Status();
+}
+
+Status Trainer::Impl::syncDevice() {
+  if (!dev || !devStale) return Status();
+  Backend& be = trainSession->backend();
+  devWeights.clear();
+  devGrads.clear();
+  devState.clear();  // re-uploaded from the host state on first use (deviceState)
+  for (const auto& [name, t] : weights) {
+    auto d = be.toDevice(t);
+    if (!d) return d.status().withContext("weight '" + name + "'");
+    devWeights[name] = std::move(*d);
+  }
+  if (counters.accumulated > 0)
+    for (const auto& [name, g] : grads) {
+      auto d = be.toDevice(g);
+      if (!d) return d.status();
+      devGrads[name] = std::move(*d);
+    }
+  devStale = false;
+  hostStale = false;
   return Status();
+}
+
+Status Trainer::Impl::syncHost() const {
+  if (!dev || !hostStale) return Status();
+  Backend& be = trainSession->backend();
+  for (const auto& [name, t] : devWeights) {
+    auto h = be.toHost(t);
+    if (!h) return h.status();
+    weights[name] = std::move(*h);
+  }
+  for (const auto& [name, t] : devGrads) {
+    if (!t.defined()) continue;
+    auto h = be.toHost(t);
+    if (!h) return h.status();
+    grads[name] = h->reshaped(weights.at(name).shape());
+  }
+  for (auto& p : params) {
+    auto it = devState.find(p.name);
+    if (it == devState.end()) continue;
+    for (const auto& [k, t] : it->second) {
+      auto h = be.toHost(t);
+      if (!h) return h.status();
+      p.state.buffers[k].assign(h->data<float>(), h->data<float>() + h->size());
+    }
+  }
+  hostStale = false;
+  return Status();
+}
+
+Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name) {
+  auto& slot = devState[p.name][name];
+  if (slot.defined()) return &slot;
+  const Shape& shape = weights.at(p.name).shape();
+  auto hb = p.state.buffers.find(name);
+  if (hb != p.state.buffers.end() && static_cast<int64_t>(hb->second.size()) == numElements(shape)) {
+    auto d = trainSession->backend().toDevice(Tensor::fromVector(hb->second, shape));
+    if (!d) return d.status();
+    slot = std::move(*d);
+  } else {
+    auto z = dev->zeros(shape);
+    if (!z) return z.status();
+    slot = std::move(*z);
+  }
+  return &slot;
 }
 
 Status Trainer::Impl::checkBatch(const Batch& b) const {
@@ -603,16 +688,18 @@ Status Trainer::Impl::checkBatch(const Batch& b) const {
 std::map<std::string, Tensor> Trainer::Impl::feeds(const Batch& b) const {
   std::map<std::string, Tensor> in;
   for (const auto& name : dataInputs) in.emplace(name, b.inputs.at(name));
-  for (const auto& [k, v] : weights) in.emplace(k, v);
+  for (const auto& [k, v] : dev ? devWeights : weights) in.emplace(k, v);
   return in;
 }
 
 Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
   DW_RETURN_IF_ERROR(checkBatch(b));
+  DW_RETURN_IF_ERROR(syncDevice());
   if (counters.accumulated == 0) {
     // Nothing is accumulated, so the last step's gradient buffers can go back to the session,
     // which reuses them for this step's gradients: no allocation in the steady state.
     for (auto& [name, g] : grads) g = Tensor();
+    for (auto& [name, g] : devGrads) g = Tensor();
     gradsStale = true;
   }
   auto out = trainSession->run(feeds(b));
@@ -633,7 +720,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     auto it = o.find(gg.gradOutputs[i]);
     if (it == o.end())
       return Status::error("the training graph did not produce '" + gg.gradOutputs[i] + "'");
-    Tensor& acc = grads[params[i].name];
+    Tensor& acc = dev ? devGrads[params[i].name] : grads[params[i].name];
     const Tensor& w = weights.at(params[i].name);
     const Tensor& g = it->second;
     if (g.size() != w.size() || g.dtype() != DType::kFloat)
@@ -643,6 +730,8 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     if (counters.accumulated == 0) {
       // The first micro-batch takes the session's output buffer instead of adding into zeros.
       acc = g.reshaped(w.shape());
+    } else if (dev) {
+      DW_RETURN_IF_ERROR(dev->addInto(acc, g));
     } else {
       float* a = acc.data<float>();
       const float* s = g.data<float>();
@@ -653,10 +742,12 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
   for (const auto& [stat, newOut] : stats) {
     auto it = o.find(newOut);
     if (it == o.end()) return Status::error("the training graph did not produce '" + newOut + "'");
-    weights[stat] = it->second;
+    (dev ? devWeights : weights)[stat] = it->second;
   }
+  if (dev) hostStale = true;
   for (const auto& p : params)
     if (p.reg.active()) {
+      DW_RETURN_IF_ERROR(syncHost());
       const Tensor& w = weights.at(p.name);
       r.regularization += p.reg.penalty(w.data<float>(), w.size());
     }
@@ -669,6 +760,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
 Status Trainer::Impl::optimizerStep() {
   if (counters.accumulated == 0)
     return Status::error("no gradients to apply: run a Train Step first (Reset Grad cleared them)");
+  if (dev) return deviceOptimizerStep();
   std::vector<std::pair<float*, int64_t>> gs;
   for (auto& p : params) {
     Tensor& g = grads.at(p.name);
@@ -694,6 +786,95 @@ Status Trainer::Impl::optimizerStep() {
   return Status();
 }
 
+// The same step as optimizerStep's, on the device: Adam/AdamW and SGD run there; the other rules
+// (and regularization's gradient) take the values to the host and back.
+Status Trainer::Impl::deviceOptimizerStep() {
+  DW_RETURN_IF_ERROR(syncDevice());
+  Backend& be = trainSession->backend();
+  be.applyThreads();
+  const auto& oc = opt.optimizer;
+  std::vector<Tensor*> gs;
+  for (auto& p : params) {
+    Tensor& g = devGrads.at(p.name);
+    if (gradScale != 1.0) DW_RETURN_IF_ERROR(dev->scale(g, static_cast<float>(gradScale)));
+    if (p.reg.active()) {
+      Tensor& w = devWeights.at(p.name);
+      auto hw = be.toHost(w);
+      auto hg = be.toHost(g);
+      if (!hw || !hg) return !hw ? hw.status() : hg.status();
+      Tensor hgc = hg->clone();
+      p.reg.addGradient(hw->data<float>(), hgc.data<float>(), hgc.size());
+      auto dg = be.toDevice(hgc);
+      if (!dg) return dg.status();
+      g = std::move(*dg);
+    }
+    if (!p.frozen) gs.push_back(&g);
+  }
+  auto norm = dev->norm(gs, oc.clipNormType);
+  if (!norm) return norm.status();
+  lastGradNorm = *norm;
+  if (oc.clipNorm > 0 && *norm > oc.clipNorm) {
+    const float f = static_cast<float>(oc.clipNorm / (*norm + 1e-6));
+    for (Tensor* g : gs) DW_RETURN_IF_ERROR(dev->scale(*g, f));
+  }
+  lastLr = scheduledLr(oc.schedule, baseLr, counters.optimizerSteps);
+  for (auto& p : params) {
+    if (p.frozen) continue;
+    Tensor& w = devWeights.at(p.name);
+    Tensor& g = devGrads.at(p.name);
+    if (oc.type == "adam" || oc.type == "adamw") {
+      ++p.state.step;
+      const AdamScalars k = adamScalars(oc, oc.type == "adamw", lastLr, p.state.step);
+      auto m = deviceState(p, "m");
+      auto v = deviceState(p, "v");
+      if (!m || !v) return !m ? m.status() : v.status();
+      Tensor* vmax = nullptr;
+      if (oc.amsgrad) {
+        auto x = deviceState(p, "vmax");
+        if (!x) return x.status();
+        vmax = *x;
+      }
+      cuda::AdamStepArgs a;
+      a.b1 = k.b1;
+      a.b2 = k.b2;
+      a.eps = k.eps;
+      a.stepSize = k.stepSize;
+      a.invSbc2 = k.invSbc2;
+      a.preScale = k.preScale;
+      a.l2 = k.l2;
+      a.postDecay = k.postDecay;
+      a.hf = k.hf;
+      DW_RETURN_IF_ERROR(dev->adam(a, w, g, **m, **v, vmax));
+    } else if (oc.type == "sgd") {
+      Tensor* buf = nullptr;
+      bool first = false;
+      if (oc.momentum != 0) {
+        first = !devState[p.name].count("momentum") && !p.state.buffers.count("momentum");
+        auto b = deviceState(p, "momentum");
+        if (!b) return b.status();
+        buf = *b;
+      }
+      DW_RETURN_IF_ERROR(dev->sgd(static_cast<float>(lastLr), static_cast<float>(oc.momentum),
+                                  static_cast<float>(oc.dampening),
+                                  static_cast<float>(oc.weightDecay), oc.nesterov, first, w, g,
+                                  buf));
+      ++p.state.step;
+    } else {
+      auto hw = be.toHost(w);
+      auto hg = be.toHost(g);
+      if (!hw || !hg) return !hw ? hw.status() : hg.status();
+      Tensor nw = hw->clone(), ng = hg->clone();
+      optimizer->update(nw.data<float>(), ng.data<float>(), nw.size(), lastLr, p.state);
+      auto dw = be.toDevice(nw);
+      if (!dw) return dw.status();
+      w = std::move(*dw);
+    }
+  }
+  ++counters.optimizerSteps;
+  hostStale = true;
+  return Status();
+}
+
 void Trainer::Impl::resetGrad() {
   // The next trainStep takes the session's gradient buffers as they are, so zeroing is only
   // needed if someone looks at the gradients before that (gradients()).
@@ -702,6 +883,7 @@ void Trainer::Impl::resetGrad() {
 }
 
 const std::map<std::string, Tensor>& Trainer::Impl::gradients() {
+  (void)syncHost();  // a failed copy leaves the last host values, which the caller then sees
   if (gradsStale && counters.accumulated == 0) {
     for (auto& [name, g] : grads) g = Tensor(DType::kFloat, weights.at(name).shape());
     gradsStale = false;
@@ -955,6 +1137,7 @@ json configJson(const OptimizerConfig& o) {
 }  // namespace
 
 Status Trainer::Impl::save(const std::string& dir) const {
+  DW_RETURN_IF_ERROR(syncHost());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
@@ -1114,6 +1297,8 @@ Status Trainer::Impl::load(const std::string& dir) {
                              loaded.type);
     }
     weights = std::move(newWeights);
+    devStale = dev != nullptr;
+    hostStale = false;
     evalSums = std::move(newSums);
     counters = c;
     for (size_t i = 0; i < params.size(); ++i) params[i].state = std::move(states[i]);
@@ -1184,6 +1369,7 @@ void setAttr(onnx::NodeProto* n, const std::string& name, const std::string& v) 
 }  // namespace
 
 Result<onnx::ModelProto> Trainer::Impl::exportInference() const {
+  DW_RETURN_IF_ERROR(syncHost());
   // The clean inference model from the same graph (no losses), with the trained values.
   onnx::ModelProto m = inference;
   for (auto& init : *m.mutable_graph()->mutable_initializer()) {
@@ -1196,6 +1382,7 @@ Result<onnx::ModelProto> Trainer::Impl::exportInference() const {
 }
 
 Result<onnx::ModelProto> Trainer::Impl::exportTraining() const {
+  DW_RETURN_IF_ERROR(syncHost());
   onnx::ModelProto m = gg.model;
   auto* g = m.mutable_graph();
   // Current weights and statistics become the defaults of their inputs.
@@ -1416,6 +1603,7 @@ Result<onnx::ModelProto> Trainer::exportTraining() const {
 // included) go back to their layer node as its stored weights, replacing the whole set: the
 // export's layout names the layer node, its type and the weight of each initializer.
 Status Trainer::writeWeightsTo(Graph& graph) const {
+  DW_RETURN_IF_ERROR(impl_->syncHost());
   int written = 0;
   for (const auto& [id, n] : graph.nodes()) {
     if (n.type != "Initializer") continue;
@@ -1476,6 +1664,7 @@ const std::vector<std::string>& Trainer::trainableNames() const {
   return impl_->trainableNames;
 }
 const std::map<std::string, Tensor>& Trainer::weights() const {
+  (void)impl_->syncHost();  // a failed copy leaves the last host values
   return impl_->weights;
 }
 const std::map<std::string, Tensor>& Trainer::gradients() const {

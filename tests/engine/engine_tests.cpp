@@ -10,6 +10,7 @@
 #include "engine/conformance.h"
 #include "engine/io.h"
 #include "engine/kernel.h"
+#include "engine/cuda/cuda.h"
 #include "engine/session.h"
 
 using namespace dw::engine;
@@ -160,7 +161,9 @@ TEST(Registry, FindsKernelsByOpsetAndBackend) {
   EXPECT_NE(r.find("", "Relu", 14, "host"), nullptr);
   EXPECT_NE(r.find("ai.onnx", "Relu", 14, "host"), nullptr);
   EXPECT_NE(r.find("", "Conv", 11, "cpu"), nullptr);
-  EXPECT_EQ(r.find("", "Conv", 11, "cuda"), nullptr);
+  EXPECT_EQ(r.find("", "Conv", 11, "no-such-table"), nullptr);
+  // The cuda table exists in builds with CUDA only.
+  EXPECT_EQ(r.find("", "Conv", 11, "cuda") != nullptr, cuda::built());
   EXPECT_EQ(r.find("", "NoSuchOp", 11, "host"), nullptr);
   EXPECT_EQ(r.find("", "Scatter", 11, "host"), nullptr);  // Scatter ends at opset 10
   EXPECT_NE(r.find("", "Scatter", 10, "host"), nullptr);

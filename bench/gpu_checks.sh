@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The cuda accelerator's checks on a machine with an NVIDIA GPU, in one go (the lent GPU machine
+# gives a session one short slot: ../shared/device/README.md). From the repo root, after
+# ../shared/device/pack:  bash .device-pack/run.sh bash bench/gpu_checks.sh [OUT_DIR]
+# Each step logs to OUT_DIR/<step>.log and has its own time limit, so one slow or failing step
+# leaves the others' results.
+set -u
+OUT=${1:-${OUT:-/tmp/gpu-checks}}
+mkdir -p "$OUT"
+B=build
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  want "$name" || return 0
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  printf '%-14s rc=%-3s %4ss  %s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$*" | tee -a "$OUT/summary.txt"
+  tail -n "${TAIL:-15}" "$OUT/$name.log"
+}
+# STEPS (space-separated names) runs only those steps.
+want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+nvidia-smi > "$OUT/nvidia-smi.log" 2>&1
+step devices 30 $B/app/cli/deepwire devices
+step cuda-tests 240 $B/tests/engine/engine_tests --gtest_filter='Cuda*'
+step mlp-profile 60 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
+step mlp-10-epochs 150 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 10 --quiet
+step bench-mlp 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 300
+step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 2 --steps 100
+step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda
+cat "$OUT/summary.txt"

@@ -1,0 +1,47 @@
+// The cuda accelerator as the rest of the engine sees it. Built with CUDA (DEEPWIRE_CUDA), these
+// come from engine/cuda/*.cpp; without it, from engine/cuda_absent.cpp, which says how to get it.
+// Nothing here needs the CUDA headers: a build without the toolkit compiles every caller.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/kernel.h"
+
+namespace dw::engine::cuda {
+
+// Whether this deepwire was built with CUDA.
+bool built();
+// Usable NVIDIA GPUs; 0 with `why` saying what is missing (no driver, no GPU, no cuBLAS...).
+int deviceCount(std::string* why);
+// Backend for GPU `index` (accelerator cuda:N).
+Result<std::shared_ptr<Backend>> createBackend(int index, const BackendOptions& options);
+// Fills the cuda part of `deepwire devices`.
+void describe(DeviceReport& report);
+// The "cuda" kernel table.
+void registerKernels(KernelRegistry& r);
+
+// The trainer's arithmetic on tensors in a cuda backend's memory: gradient accumulation and
+// clipping, and the optimizer rules that run there (the rest run on the host, through copies).
+class TrainingOps {
+ public:
+  virtual ~TrainingOps() = default;
+  virtual Result<Tensor> zeros(const Shape& shape) = 0;
+  virtual Status addInto(Tensor& acc, const Tensor& x) = 0;
+  virtual Status scale(Tensor& x, float factor) = 0;
+  // The p-norm of all tensors together (p <= 0 or inf: max-abs); waits for the result.
+  virtual Result<double> norm(const std::vector<Tensor*>& xs, double p) = 0;
+  virtual Status adam(const struct AdamStepArgs& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
+                      Tensor* vmax) = 0;
+  virtual Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
+                     bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) = 0;
+};
+struct AdamStepArgs {
+  float b1 = 0, b2 = 0, eps = 0, stepSize = 0, invSbc2 = 1, preScale = 1, l2 = 0, postDecay = 0;
+  bool hf = false;
+};
+// For a backend whose memory() is kCuda; nullptr otherwise.
+std::unique_ptr<TrainingOps> trainingOps(Backend& backend);
+
+}  // namespace dw::engine::cuda

@@ -1,0 +1,715 @@
+// The "cuda" kernel table: kernels whose tensors live in GPU memory. Each reads its inputs and
+// writes its outputs there, on the backend's stream; the device code is in the .cu files of
+// this folder (launch.h). Ops missing here run on the cpu backend, which the planner picks.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/cuda/kernel_util.h"
+#include "engine/kernels/common.h"
+#include "nodes/catalogue.h"
+
+namespace dw::engine::cuda {
+
+namespace {
+
+// ---- Element-wise ----
+
+struct UnaryInfo {
+  const char* name;
+  UnaryOp op;
+};
+constexpr UnaryInfo kUnary[] = {
+    {"Relu", UnaryOp::kRelu},
+    {"Neg", UnaryOp::kNeg},
+    {"Exp", UnaryOp::kExp},
+    {"Log", UnaryOp::kLog},
+    {"Sqrt", UnaryOp::kSqrt},
+    {"Sigmoid", UnaryOp::kSigmoid},
+    {"Tanh", UnaryOp::kTanh},
+    {"Abs", UnaryOp::kAbs},
+    {"LeakyRelu", UnaryOp::kLeakyRelu},
+    {"Elu", UnaryOp::kElu},
+    {"Softplus", UnaryOp::kSoftplus},
+    {"Reciprocal", UnaryOp::kReciprocal},
+    {"Floor", UnaryOp::kFloor},
+    {"Ceil", UnaryOp::kCeil},
+    {"Erf", UnaryOp::kErf},
+    {"HardSigmoid", UnaryOp::kHardSigmoid},
+    {"Selu", UnaryOp::kSelu},
+    {"Sin", UnaryOp::kSin},
+    {"Cos", UnaryOp::kCos},
+};
+
+bool unaryOf(const std::string& name, UnaryOp& op) {
+  for (const auto& u : kUnary)
+    if (name == u.name) {
+      op = u.op;
+      return true;
+    }
+  return false;
+}
+
+// Attribute defaults as the ONNX schemas give them; Attributes already carry the node's values.
+void unaryParams(const std::string& name, const Attributes& a, float& alpha, float& beta) {
+  alpha = 0.f;
+  beta = 0.f;
+  if (name == "LeakyRelu") alpha = a.getFloat("alpha", 0.01f);
+  if (name == "Elu") alpha = a.getFloat("alpha", 1.0f);
+  if (name == "HardSigmoid") {
+    alpha = a.getFloat("alpha", 0.2f);
+    beta = a.getFloat("beta", 0.5f);
+  }
+  if (name == "Selu") {
+    alpha = a.getFloat("alpha", 1.67326319217681884765625f);
+    beta = a.getFloat("gamma", 1.05070102214813232421875f);
+  }
+}
+
+class Unary : public Kernel {
+ public:
+  explicit Unary(const KernelInit& init) {
+    if (!unaryOf(init.opType, op_)) fail("cuda: no unary op " + init.opType);
+    unaryParams(init.opType, init.attrs, alpha_, beta_);
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    launchUnary(op_, alpha_, beta_, fp(x), y->data<float>(), x.size(),
+                cudaBackend(ctx.backend()).stream());
+    return launched("Unary");
+  }
+
+ private:
+  UnaryOp op_;
+  float alpha_, beta_;
+};
+
+bool unaryGradSupported(const KernelInit& init, const std::vector<DType>& t) {
+  UnaryOp op;
+  return unaryOf(init.attrs.getString("op"), op) && init.numInputs <= 3 && floatInputs(init, t);
+}
+
+class UnaryGrad : public Kernel {
+ public:
+  explicit UnaryGrad(const KernelInit& init) {
+    const std::string name = init.attrs.getString("op");
+    if (!unaryOf(name, op_)) fail("cuda: UnaryGrad of " + name + " is not implemented here");
+    unaryParams(name, init.attrs, alpha_, beta_);
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& y = ctx.input(2);
+    if (dy.shape() != x.shape() || y.shape() != x.shape())
+      return Status::error("UnaryGrad: dY, X and Y must have the same shape");
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
+    launchUnaryGrad(op_, alpha_, beta_, fp(dy), fp(x), fp(y), dx->data<float>(), dy.size(),
+                    cudaBackend(ctx.backend()).stream());
+    return launched("UnaryGrad");
+  }
+
+ private:
+  UnaryOp op_;
+  float alpha_, beta_;
+};
+
+struct BinaryInfo {
+  const char* name;
+  BinaryOp op;
+};
+constexpr BinaryInfo kBinary[] = {
+    {"Add", BinaryOp::kAdd},
+    {"Sub", BinaryOp::kSub},
+    {"Mul", BinaryOp::kMul},
+    {"Div", BinaryOp::kDiv},
+    {"Pow", BinaryOp::kPow},
+    {"Equal", BinaryOp::kEqual},
+    {"Less", BinaryOp::kLess},
+    {"Greater", BinaryOp::kGreater},
+    {"LessOrEqual", BinaryOp::kLessEqual},
+    {"GreaterOrEqual", BinaryOp::kGreaterEqual},
+};
+
+bool binaryOf(const std::string& name, BinaryOp& op) {
+  for (const auto& b : kBinary)
+    if (name == b.name) {
+      op = b.op;
+      return true;
+    }
+  return false;
+}
+
+// Arithmetic on float; comparisons also on integers and bool. Integer arithmetic stays on the
+// host: it computes shapes, which the host reads next.
+bool binarySupported(const KernelInit& init, const std::vector<DType>& t) {
+  BinaryOp op;
+  if (!binaryOf(init.opType, op) || t.size() != 2 || t[0] != t[1]) return false;
+  if (op < BinaryOp::kEqual) return t[0] == DType::kFloat;
+  ElemType e;
+  return elemType(t[0], e);
+}
+
+class Binary : public Kernel {
+ public:
+  explicit Binary(const KernelInit& init) {
+    if (!binaryOf(init.opType, op_)) fail("cuda: no binary op " + init.opType);
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    ElemType e;
+    if (a.dtype() != b.dtype() || !elemType(a.dtype(), e))
+      return Status::error("cuda: unsupported dtypes for " + std::string(kBinary[0].name));
+    auto shape = broadcastShapes({a.shape(), b.shape()});
+    if (!shape) return shape.status();
+    DW_RETURN_IF_ERROR(rankOk(*shape, "broadcast"));
+    const bool cmp = op_ >= BinaryOp::kEqual;
+    DW_ALLOC(y, ctx.output(0, cmp ? DType::kBool : a.dtype(), *shape));
+    launchBinary(op_, e, a.raw(), broadcastStrides(a.shape(), *shape), b.raw(),
+                 broadcastStrides(b.shape(), *shape), y->raw(), y->size(),
+                 cudaBackend(ctx.backend()).stream());
+    return launched("binary op");
+  }
+
+ private:
+  BinaryOp op_;
+};
+
+bool whereSupported(const KernelInit&, const std::vector<DType>& t) {
+  return t.size() == 3 && t[0] == DType::kBool && t[1] == DType::kFloat && t[2] == DType::kFloat;
+}
+
+class Where : public Kernel {
+ public:
+  explicit Where(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& c = ctx.input(0);
+    const Tensor& a = ctx.input(1);
+    const Tensor& b = ctx.input(2);
+    auto shape = broadcastShapes({c.shape(), a.shape(), b.shape()});
+    if (!shape) return shape.status();
+    DW_RETURN_IF_ERROR(rankOk(*shape, "Where"));
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, *shape));
+    launchWhere(c.data<uint8_t>(), broadcastStrides(c.shape(), *shape), fp(a),
+                broadcastStrides(a.shape(), *shape), fp(b), broadcastStrides(b.shape(), *shape),
+                y->data<float>(), y->size(), cudaBackend(ctx.backend()).stream());
+    return launched("Where");
+  }
+};
+
+bool castSupported(const KernelInit& init, const std::vector<DType>& t) {
+  ElemType e;
+  const DType to = dtypeFromOnnx(static_cast<int32_t>(init.attrs.getInt("to")));
+  return t.size() == 1 && elemType(t[0], e) && elemType(to, e);
+}
+
+class Cast : public Kernel {
+ public:
+  explicit Cast(const KernelInit& init)
+      : to_(dtypeFromOnnx(static_cast<int32_t>(init.attrs.getInt("to")))) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    ElemType from, to;
+    if (!elemType(x.dtype(), from) || !elemType(to_, to))
+      return Status::error("cuda: Cast between these dtypes is not implemented here");
+    DW_ALLOC(y, ctx.output(0, to_, x.shape()));
+    if (x.dtype() == to_) {
+      DW_CUDA_OK(check(cudaMemcpyAsync(y->raw(), x.raw(), x.bytes(), cudaMemcpyDeviceToDevice,
+                                       cudaBackend(ctx.backend()).stream()),
+                       "Cast"));
+      return Status();
+    }
+    launchCast(from, x.raw(), to, y->raw(), x.size(), cudaBackend(ctx.backend()).stream());
+    return launched("Cast");
+  }
+
+ private:
+  DType to_;
+};
+
+class Transpose : public Kernel {
+ public:
+  explicit Transpose(const KernelInit& init) : perm_(init.attrs.getInts("perm")) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_RETURN_IF_ERROR(rankOk(x.shape(), "Transpose"));
+    std::vector<int64_t> perm = perm_;
+    if (perm.empty())
+      for (size_t i = x.rank(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    if (perm.size() != x.rank()) return Status::error("Transpose: perm does not match the rank");
+    const Strided in = contiguousOf(x.shape());
+    Strided s;
+    s.rank = static_cast<int>(x.rank());
+    Shape out(x.rank());
+    for (size_t d = 0; d < x.rank(); ++d) {
+      const int64_t p = perm[d];
+      if (p < 0 || p >= static_cast<int64_t>(x.rank()))
+        return Status::error("Transpose: perm value out of range");
+      out[d] = x.dim(p);
+      s.dims[d] = x.dim(p);
+      s.strides[d] = in.strides[p];
+    }
+    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    launchStridedCopy(x.raw(), s, y->raw(), y->size(), static_cast<int>(dtypeSize(x.dtype())),
+                      cudaBackend(ctx.backend()).stream());
+    return launched("Transpose");
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+};
+
+bool plainSupported(const KernelInit&, const std::vector<DType>& t) {
+  return !t.empty() && t[0] != DType::kString && t[0] != DType::kUndefined;
+}
+
+// ---- Matrix products (cuBLAS, column-major: Y^T = op(B)^T op(A)^T) ----
+
+Status gemm(CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, const float* b, float beta, float* y) {
+  const auto& L = be.libs();
+  std::lock_guard<std::mutex> lock(be.ctx().mutex);
+  if (m == 0 || n == 0) return Status();
+  if (k == 0) beta = beta == 0 ? 0 : beta;  // cuBLAS scales y by beta: y = 0 when k = 0, beta 0
+  return check(
+      L.cublasSgemm_v2(be.ctx().cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                       ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                       static_cast<int>(k), &alpha, b, static_cast<int>(tb ? k : n), a,
+                       static_cast<int>(ta ? m : k), &beta, y, static_cast<int>(n)),
+      "sgemm");
+}
+
+class Gemm : public Kernel {
+ public:
+  explicit Gemm(const KernelInit& init)
+      : ta_(init.attrs.getInt("transA", 0) != 0),
+        tb_(init.attrs.getInt("transB", 0) != 0),
+        alpha_(init.attrs.getFloat("alpha", 1.f)),
+        beta_(init.attrs.getFloat("beta", 1.f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.rank() != 2 || b.rank() != 2) return Status::error("Gemm: A and B must be matrices");
+    const int64_t m = ta_ ? a.dim(1) : a.dim(0), k = ta_ ? a.dim(0) : a.dim(1);
+    const int64_t kb = tb_ ? b.dim(1) : b.dim(0), n = tb_ ? b.dim(0) : b.dim(1);
+    if (k != kb)
+      return Status::error("Gemm: inner dimensions differ (" + shapeToString(a.shape()) + " and " +
+                           shapeToString(b.shape()) + ")");
+    auto& be = cudaBackend(ctx.backend());
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, {m, n}));
+    float beta = 0.f;
+    if (ctx.hasInput(2) && beta_ != 0.f) {
+      const Tensor& c = ctx.input(2);
+      auto bs = broadcastShapes({c.shape(), y->shape()});
+      if (!bs || *bs != y->shape())
+        return Status::error("Gemm: C of shape " + shapeToString(c.shape()) +
+                             " does not broadcast to " + shapeToString(y->shape()));
+      launchStridedCopy(c.raw(), broadcastStrides(c.shape(), y->shape()), y->raw(), y->size(), 4,
+                        be.stream());
+      DW_RETURN_IF_ERROR(launched("Gemm bias"));
+      beta = beta_;
+    }
+    return gemm(be, ta_, tb_, m, n, k, alpha_, fp(a), fp(b), beta, y->data<float>());
+  }
+
+ private:
+  bool ta_, tb_;
+  float alpha_, beta_;
+};
+
+class MatMul : public Kernel {
+ public:
+  explicit MatMul(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.rank() == 0 || b.rank() == 0) return Status::error("MatMul: scalar operands");
+    Shape sa = a.shape(), sb = b.shape();
+    const bool va = sa.size() == 1, vb = sb.size() == 1;
+    if (va) sa.insert(sa.begin(), 1);
+    if (vb) sb.push_back(1);
+    const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+    if (sb[sb.size() - 2] != k)
+      return Status::error("MatMul: inner dimensions differ (" + shapeToString(a.shape()) +
+                           " and " + shapeToString(b.shape()) + ")");
+    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    auto batch = broadcastShapes({ba, bb});
+    if (!batch) return batch.status();
+    Shape out = *batch;
+    if (!va) out.push_back(m);
+    if (!vb) out.push_back(n);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    auto& be = cudaBackend(ctx.backend());
+    const int64_t batches = numElements(*batch);
+    // B shared by every batch: one product with the batches stacked as rows of A.
+    if (numElements(bb) == 1 && ba == *batch)
+      return gemm(be, false, false, batches * m, n, k, 1.f, fp(a), fp(b), 0.f, y->data<float>());
+    if (ba == bb) {
+      const auto& L = be.libs();
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      const float one = 1.f, zero = 0.f;
+      return check(L.cublasSgemmStridedBatched(
+                       be.ctx().cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
+                       static_cast<int>(m), static_cast<int>(k), &one, fp(b), static_cast<int>(n),
+                       k * n, fp(a), static_cast<int>(k), m * k, &zero, y->data<float>(),
+                       static_cast<int>(n), m * n, static_cast<int>(batches)),
+                   "batched sgemm");
+    }
+    // General broadcasting of the batch dimensions: one product per batch.
+    const Strided sA = broadcastStrides(ba, *batch), sB = broadcastStrides(bb, *batch);
+    for (int64_t i = 0; i < batches; ++i) {
+      int64_t oa = 0, ob = 0, r = i;
+      for (int d = sA.rank - 1; d >= 0; --d) {
+        const int64_t c = r % sA.dims[d];
+        r /= sA.dims[d];
+        oa += c * sA.strides[d];
+        ob += c * sB.strides[d];
+      }
+      DW_RETURN_IF_ERROR(gemm(be, false, false, m, n, k, 1.f, fp(a) + oa * m * k,
+                              fp(b) + ob * k * n, 0.f, y->data<float>() + i * m * n));
+    }
+    return Status();
+  }
+};
+
+// ---- Reductions ----
+
+struct ReduceInfo {
+  const char* name;
+  ReduceOp op;
+};
+constexpr ReduceInfo kReduce[] = {
+    {"ReduceSum", ReduceOp::kSum},
+    {"ReduceMean", ReduceOp::kMean},
+    {"ReduceMax", ReduceOp::kMax},
+    {"ReduceMin", ReduceOp::kMin},
+    {"ReduceSumSquare", ReduceOp::kSumSquare},
+    {"ReduceL1", ReduceOp::kL1},
+    {"ReduceL2", ReduceOp::kL2},
+    {"ReduceLogSumExp", ReduceOp::kLogSumExp},
+};
+
+class Reduce : public Kernel {
+ public:
+  explicit Reduce(const KernelInit& init)
+      : keep_(init.attrs.getInt("keepdims", 1) != 0),
+        noop_(init.attrs.getInt("noop_with_empty_axes", 0) != 0) {
+    // The axes attribute exists up to ReduceSum-11 and the others' -13; later opsets take
+    // them as input 1.
+    if (init.opset < (init.opType == "ReduceSum" ? 13 : 18)) axes_ = init.attrs.getInts("axes");
+    bool found = false;
+    for (const auto& r : kReduce)
+      if (init.opType == r.name) {
+        op_ = r.op;
+        found = true;
+      }
+    if (!found) fail("cuda: no reduction " + init.opType);
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_RETURN_IF_ERROR(rankOk(x.shape(), "reduction"));
+    std::vector<int64_t> axes = ctx.hasInput(1) ? ctx.input(1).toInt64Vector() : axes_;
+    auto& be = cudaBackend(ctx.backend());
+    if (axes.empty() && noop_) {
+      DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+      return check(
+          cudaMemcpyAsync(y->raw(), x.raw(), x.bytes(), cudaMemcpyDeviceToDevice, be.stream()),
+          "reduction");
+    }
+    std::vector<bool> reduced(x.rank(), axes.empty());
+    for (int64_t a : axes) {
+      if (!validAxis(a, x.rank())) return Status::error("reduction axis out of range");
+      reduced[normAxis(a, x.rank())] = true;
+    }
+    Shape out;
+    for (size_t d = 0; d < x.rank(); ++d) {
+      if (!reduced[d])
+        out.push_back(x.dim(d));
+      else if (keep_)
+        out.push_back(1);
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    reduceInto(be, op_, x, reduced, y->data<float>());
+    return launched("reduction");
+  }
+
+ private:
+  ReduceOp op_ = ReduceOp::kSum;
+  bool keep_, noop_;
+  std::vector<int64_t> axes_;
+};
+
+// The gradient of a broadcast: dY summed down to the target's shape.
+class SumToShape : public Kernel {
+ public:
+  explicit SumToShape(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& g = ctx.input(0);
+    const Shape& target = ctx.input(1).shape();
+    if (g.shape() == target) {
+      ctx.setOutput(0, ctx.inputValue(0));
+      return Status();
+    }
+    if (numElements(target) == g.size()) {
+      ctx.setOutput(0, Value(g.reshaped(target)));
+      return Status();
+    }
+    auto b = broadcastShapes({g.shape(), target});
+    if (!b || *b != g.shape() || target.size() > g.rank())
+      return Status::error("cannot reduce a gradient of shape " + shapeToString(g.shape()) +
+                           " to " + shapeToString(target));
+    DW_RETURN_IF_ERROR(rankOk(g.shape(), "SumToShape"));
+    std::vector<bool> reduced(g.rank(), false);
+    const size_t lead = g.rank() - target.size();
+    for (size_t d = 0; d < g.rank(); ++d)
+      reduced[d] = d < lead || (target[d - lead] == 1 && g.dim(d) != 1);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, target));
+    reduceInto(cudaBackend(ctx.backend()), ReduceOp::kSum, g, reduced, y->data<float>());
+    return launched("SumToShape");
+  }
+};
+
+bool reduceGradSupported(const KernelInit& init, const std::vector<DType>& t) {
+  const std::string op = init.attrs.getString("op");
+  return (op == "ReduceSum" || op == "ReduceMean") && firstFloat(init, t);
+}
+
+// dX of ReduceSum (dY broadcast back) and ReduceMean (divided by the count).
+class ReduceGrad : public Kernel {
+ public:
+  explicit ReduceGrad(const KernelInit& init)
+      : mean_(init.attrs.getString("op") == "ReduceMean"),
+        axes_(init.attrs.getInts("axes")),
+        noop_(init.attrs.getInt("noop_with_empty_axes", 0) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    std::vector<int64_t> axes = ctx.hasInput(3) ? ctx.input(3).toInt64Vector() : axes_;
+    if (axes.empty() && noop_) {
+      ctx.setOutput(0, ctx.inputValue(0));
+      return Status();
+    }
+    DW_RETURN_IF_ERROR(rankOk(x.shape(), "ReduceGrad"));
+    Shape red = x.shape();
+    std::vector<bool> reduced(x.rank(), axes.empty());
+    for (int64_t a : axes) {
+      if (!validAxis(a, x.rank())) return Status::error("ReduceGrad: axis out of range");
+      reduced[normAxis(a, x.rank())] = true;
+    }
+    int64_t count = 1;
+    for (size_t d = 0; d < x.rank(); ++d)
+      if (reduced[d]) {
+        count *= red[d];
+        red[d] = 1;
+      }
+    if (numElements(red) != dy.size())
+      return Status::error("ReduceGrad: gradient shape does not match the reduction");
+    auto& be = cudaBackend(ctx.backend());
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+    launchStridedCopy(dy.raw(), broadcastStrides(red, x.shape()), dx->raw(), dx->size(), 4,
+                      be.stream());
+    if (mean_)
+      launchScale(dx->data<float>(), dx->size(), 1.f / static_cast<float>(count), be.stream());
+    return launched("ReduceGrad");
+  }
+
+ private:
+  bool mean_;
+  std::vector<int64_t> axes_;
+  bool noop_;
+};
+
+bool argSupported(const KernelInit&, const std::vector<DType>& t) {
+  return !t.empty() && t[0] == DType::kFloat;
+}
+
+class ArgExtreme : public Kernel {
+ public:
+  explicit ArgExtreme(const KernelInit& init)
+      : max_(init.opType == "ArgMax"),
+        axis_(init.attrs.getInt("axis", 0)),
+        keep_(init.attrs.getInt("keepdims", 1) != 0),
+        last_(init.attrs.getInt("select_last_index", 0) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (!validAxis(axis_, x.rank())) return Status::error("ArgMax/ArgMin: axis out of range");
+    const size_t ax = static_cast<size_t>(normAxis(axis_, x.rank()));
+    if (x.dim(ax) == 0) return Status::error("ArgMax/ArgMin over an empty axis");
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < ax; ++d) outer *= x.dim(d);
+    for (size_t d = ax + 1; d < x.rank(); ++d) inner *= x.dim(d);
+    Shape out = x.shape();
+    if (keep_)
+      out[ax] = 1;
+    else
+      out.erase(out.begin() + static_cast<long>(ax));
+    DW_ALLOC(y, ctx.output(0, DType::kInt64, out));
+    launchArgExtreme(max_, last_, fp(x), outer, x.dim(ax), inner, y->data<int64_t>(),
+                     cudaBackend(ctx.backend()).stream());
+    return launched("ArgMax");
+  }
+
+ private:
+  bool max_;
+  int64_t axis_;
+  bool keep_, last_;
+};
+
+// ---- Softmax cross-entropy ----
+
+bool labelsOk(DType t) {
+  return t == DType::kInt64 || t == DType::kInt32;
+}
+
+bool sceSupported(const KernelInit& init, const std::vector<DType>& t) {
+  const bool weights =
+      t.size() > 2 && init.node && init.node->input_size() > 2 && !init.node->input(2).empty();
+  return t.size() >= 2 && t[0] == DType::kFloat && labelsOk(t[1]) && !weights;
+}
+
+class SoftmaxCrossEntropy : public Kernel {
+ public:
+  explicit SoftmaxCrossEntropy(const KernelInit& init)
+      : reduction_(init.attrs.getString("reduction", "mean")),
+        hasIgnore_(init.attrs.has("ignore_index")),
+        ignore_(init.attrs.getInt("ignore_index", 0)) {
+    if (reduction_ != "none" && reduction_ != "mean" && reduction_ != "sum")
+      fail("SoftmaxCrossEntropyLoss: unknown reduction '" + reduction_ + "'");
+  }
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& labels = ctx.input(1);
+    if (x.rank() < 2) return Status::error("SoftmaxCrossEntropyLoss: scores need rank >= 2");
+    const int64_t n = x.dim(0), c = x.dim(1), d = x.size() / std::max<int64_t>(n * c, 1);
+    if (labels.size() != n * d)
+      return Status::error("SoftmaxCrossEntropyLoss: labels of shape " +
+                           shapeToString(labels.shape()) + " do not match scores of shape " +
+                           shapeToString(x.shape()));
+    auto& be = cudaBackend(ctx.backend());
+    Tensor* lp = ctx.output(1, DType::kFloat, x.shape());
+    if (!lp) return ctx.status();
+    Shape perShape = labels.shape();
+    Tensor* per = reduction_ == "none" ? ctx.output(0, DType::kFloat, perShape)
+                                       : ctx.scratch(DType::kFloat, perShape);
+    if (!per) return ctx.status();
+    const bool l64 = labels.dtype() == DType::kInt64;
+    launchSoftmaxCrossEntropy(fp(x), labels.raw(), l64, n, c, d, ignore_, hasIgnore_,
+                              lp->data<float>(), per->data<float>(), be.stream());
+    if (reduction_ != "none") {
+      DW_ALLOC(y, ctx.output(0, DType::kFloat, {}));
+      float* count = nullptr;
+      if (reduction_ == "mean" && hasIgnore_) {
+        Tensor* cnt = ctx.scratch(DType::kFloat, {1});
+        if (!cnt) return ctx.status();
+        count = cnt->data<float>();
+        launchCountNotIgnored(labels.raw(), l64, n * d, ignore_, count, be.stream());
+      }
+      launchLossReduce(per->data<float>(), n * d, reduction_ == "mean", count, y->data<float>(),
+                       be.stream());
+    }
+    return launched("SoftmaxCrossEntropyLoss");
+  }
+
+ private:
+  std::string reduction_;
+  bool hasIgnore_;
+  int64_t ignore_;
+};
+
+bool sceGradSupported(const KernelInit& init, const std::vector<DType>& t) {
+  const bool weights = init.node && init.node->input_size() > 3 && !init.node->input(3).empty();
+  return t.size() >= 3 && t[0] == DType::kFloat && t[1] == DType::kFloat && labelsOk(t[2]) &&
+         !weights;
+}
+
+class SoftmaxCrossEntropyGrad : public Kernel {
+ public:
+  explicit SoftmaxCrossEntropyGrad(const KernelInit& init)
+      : reduction_(init.attrs.getString("reduction", "mean")),
+        hasIgnore_(init.attrs.has("ignore_index")),
+        ignore_(init.attrs.getInt("ignore_index", 0)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dl = ctx.input(0);
+    const Tensor& lp = ctx.input(1);
+    const Tensor& labels = ctx.input(2);
+    if (lp.rank() < 2) return Status::error("log_prob must have rank >= 2");
+    const int64_t n = lp.dim(0), c = lp.dim(1), d = lp.size() / std::max<int64_t>(n * c, 1);
+    if (labels.size() != n * d) return Status::error("labels do not match the scores");
+    auto& be = cudaBackend(ctx.backend());
+    const bool l64 = labels.dtype() == DType::kInt64;
+    const bool perSample = reduction_ == "none";
+    if (perSample && dl.size() != n * d)
+      return Status::error("SoftmaxCrossEntropyLossGrad: the loss gradient has " +
+                           std::to_string(dl.size()) + " elements, expected " +
+                           std::to_string(n * d));
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, lp.shape()));
+    float factor = 1.f;
+    const float* scale = fp(dl);
+    if (reduction_ == "mean") {
+      if (hasIgnore_) {
+        // The count of kept labels divides dL on the device: no copy to the host.
+        Tensor* cnt = ctx.scratch(DType::kFloat, {1});
+        Tensor* s = ctx.scratch(DType::kFloat, {1});
+        if (!cnt || !s) return ctx.status();
+        launchCountNotIgnored(labels.raw(), l64, n * d, ignore_, cnt->data<float>(), be.stream());
+        launchBinary(BinaryOp::kDiv, ElemType::kFloat, dl.raw(), contiguousOf({1}), cnt->raw(),
+                     contiguousOf({1}), s->raw(), 1, be.stream());
+        scale = s->data<float>();
+      } else {
+        factor = 1.f / static_cast<float>(n * d);
+      }
+    }
+    launchSoftmaxCrossEntropyGrad(scale, perSample, factor, fp(lp), labels.raw(), l64, n, c, d,
+                                  ignore_, hasIgnore_, dx->data<float>(), be.stream());
+    return launched("SoftmaxCrossEntropyLossGrad");
+  }
+
+ private:
+  std::string reduction_;
+  bool hasIgnore_;
+  int64_t ignore_;
+};
+
+// The host table's view kernels (they only relabel the shape of the same buffer) serve device
+// tensors as they are; their shape and axes inputs are read on the host.
+void addViews(KernelRegistry& r) {
+  const std::pair<const char*, uint32_t> views[] = {
+      {"Identity", 0}, {"Reshape", 2u}, {"Flatten", 0}, {"Squeeze", 2u}, {"Unsqueeze", 2u}};
+  for (const auto& [op, hostInputs] : views) {
+    std::vector<KernelDef> found;
+    for (const KernelDef* d : r.all())
+      if (d->backend == "host" && d->domain.empty() && d->op == op) found.push_back(*d);
+    for (KernelDef d : found) {
+      d.backend = kTable;
+      d.hostInputs = hostInputs;
+      d.supports = &plainSupported;
+      r.add(std::move(d));
+    }
+  }
+}
+
+}  // namespace
+
+void registerKernels(KernelRegistry& r) {
+  for (const auto& u : kUnary) add<Unary>(r, u.name, &floatInputs);
+  add<UnaryGrad>(r, "UnaryGrad", &unaryGradSupported, kGradDomain);
+  for (const auto& b : kBinary) add<Binary>(r, b.name, &binarySupported);
+  add<Where>(r, "Where", &whereSupported);
+  add<Cast>(r, "Cast", &castSupported);
+  add<Transpose>(r, "Transpose", &plainSupported);
+  add<Gemm>(r, "Gemm", &floatInputs);
+  add<MatMul>(r, "MatMul", &floatInputs);
+  for (const auto& red : kReduce) add<Reduce>(r, red.name, &firstFloat, "", 2u);
+  add<SumToShape>(r, "SumToShape", &firstFloat, kGradDomain, 0, 2u);
+  add<ReduceGrad>(r, "ReduceGrad", &reduceGradSupported, kGradDomain, 8u);
+  add<ArgExtreme>(r, "ArgMax", &argSupported);
+  add<ArgExtreme>(r, "ArgMin", &argSupported);
+  add<SoftmaxCrossEntropy>(r, "SoftmaxCrossEntropyLoss", &sceSupported);
+  add<SoftmaxCrossEntropyGrad>(r, "SoftmaxCrossEntropyLossGrad", &sceGradSupported, kGradDomain);
+  addViews(r);
+  addNnKernels(r);
+}
+
+}  // namespace dw::engine::cuda

@@ -1,0 +1,151 @@
+// Internal to engine/cuda: the device kernels' launchers (defined in the .cu files), on plain
+// pointers and sizes, so that the kernel classes (kernels.cpp) need no CUDA compiler.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dw::engine::cuda {
+
+constexpr int kMaxRank = 8;
+// A tensor's dimensions and the strides (in elements) its reader walks them with; a stride of 0
+// broadcasts that dimension.
+struct Strided {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+};
+
+// Element-wise functions of one value, with their derivatives (UnaryGrad).
+enum class UnaryOp : int {
+  kRelu,
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kSigmoid,
+  kTanh,
+  kAbs,
+  kLeakyRelu,
+  kElu,
+  kSoftplus,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kErf,
+  kHardSigmoid,
+  kSelu,
+  kSin,
+  kCos,
+  kIdentity
+};
+enum class BinaryOp : int {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,
+  kEqual,
+  kLess,
+  kGreater,
+  kLessEqual,
+  kGreaterEqual
+};
+// Element types the launchers take: float, int64, int32, uint8 (bool).
+enum class ElemType : int { kFloat, kInt64, kInt32, kUInt8, kDouble };
+
+void launchUnary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
+                 cudaStream_t s);
+// dx = dy * f'(x) (y = f(x) given for the ops whose derivative reads it).
+void launchUnaryGrad(UnaryOp op, float alpha, float beta, const float* dy, const float* x,
+                     const float* y, float* dx, int64_t n, cudaStream_t s);
+// out[i] = op(a[ia], b[ib]) over `out`'s shape; a and b carry broadcast strides. Arithmetic ops
+// write `t`, comparisons write uint8 (bool).
+void launchBinary(BinaryOp op, ElemType t, const void* a, const Strided& as, const void* b,
+                  const Strided& bs, void* out, int64_t n, cudaStream_t s);
+// out (contiguous, `src.dims`) = src walked with its strides: transpose, expand, broadcast copy.
+void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n, int elemBytes,
+                       cudaStream_t s);
+void launchCast(ElemType from, const void* x, ElemType to, void* y, int64_t n, cudaStream_t s);
+void launchWhere(const uint8_t* c, const Strided& cs, const float* a, const Strided& as,
+                 const float* b, const Strided& bs, float* out, int64_t n, cudaStream_t s);
+
+// Reductions of float `x` to `outer` outputs: output o reads the `inner` elements at
+// base(o) + offset(r), base from `kept` (dims and strides of the kept axes, in output order) and
+// offset from `reduced`. Mean divides by `inner`; SumSquare sums x*x; Max/Min.
+enum class ReduceOp : int { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };
+void launchReduce(ReduceOp op, const float* x, const Strided& kept, const Strided& reduced,
+                  float* y, int64_t outer, int64_t inner, cudaStream_t s);
+// ArgMax/ArgMin along one axis of x viewed as [outer, axis, inner]; writes int64.
+void launchArgExtreme(bool max, bool selectLast, const float* x, int64_t outer, int64_t axis,
+                      int64_t inner, int64_t* y, cudaStream_t s);
+
+// Softmax cross-entropy on scores [n, c, d] (d = product of trailing dims) and labels (int64 or
+// int32) [n, d]: log_prob and the per-sample loss, 0 (and excluded) where label == ignore.
+void launchSoftmaxCrossEntropy(const float* x, const void* labels, bool labels64, int64_t n,
+                               int64_t c, int64_t d, int64_t ignore, bool hasIgnore, float* logProb,
+                               float* loss, cudaStream_t s);
+// dx = scale[s] * (exp(logProb) - onehot(label)), scale[s] = dl[s] (reduction none) or
+// dl[0] * `factor` (mean: factor = 1 / count, sum: 1), 0 where ignored.
+void launchSoftmaxCrossEntropyGrad(const float* dl, bool perSample, float factor,
+                                   const float* logProb, const void* labels, bool labels64,
+                                   int64_t n, int64_t c, int64_t d, int64_t ignore, bool hasIgnore,
+                                   float* dx, cudaStream_t s);
+// Number of labels that are not `ignore`, as a float on the device.
+void launchCountNotIgnored(const void* labels, bool labels64, int64_t n, int64_t ignore,
+                           float* count, cudaStream_t s);
+// loss[0] = sum(l) (mean: / count[0] when count is given, else / n).
+void launchLossReduce(const float* l, int64_t n, bool mean, const float* count, float* out,
+                      cudaStream_t s);
+
+// ---- Pooling and batch normalization (nn.cu) ----
+// 2-D max pooling of x [n*c, h, w] into y [n*c, oh, ow]; ties go to the first maximum in
+// row-major window order, as on the cpu.
+struct Pool2d {
+  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw;  // pads: leading (top, left)
+};
+void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
+// dx (overwritten) = dy routed to each window's first maximum; no atomics, so repeatable.
+void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx, cudaStream_t s);
+// Per-channel batch statistics of x [n, c, hw]: mean and population variance.
+void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* mean, float* var,
+                        cudaStream_t s);
+// y = scale * (x - mean) / sqrt(var + eps) + b, per channel.
+void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
+                          const float* var, const float* scale, const float* b, float eps, float* y,
+                          cudaStream_t s);
+// running = running * momentum + batch * (1 - momentum), for mean and variance.
+void launchRunningStats(const float* inMean, const float* inVar, const float* mean,
+                        const float* var, int64_t c, float momentum, float* outMean, float* outVar,
+                        cudaStream_t s);
+// dB = sum dy, dScale = sum dy * xhat over [n, hw] per channel.
+void launchBatchNormGradSums(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
+                             const float* mean, const float* var, float eps, float* dScale,
+                             float* dB, cudaStream_t s);
+// dX: training (batch statistics) or global (constant statistics: dy * scale * invstd).
+void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
+                              const float* mean, const float* var, const float* scale, float eps,
+                              const float* dScale, const float* dB, bool global, float* dx,
+                              cudaStream_t s);
+
+// ---- Optimizers (engine/training/optimizers.h describes the rules) ----
+struct AdamArgs {
+  float b1, b2, eps, stepSize, invSbc2, preScale, l2, postDecay;
+  bool hf;
+};
+void launchAdam(const AdamArgs& a, float* w, float* g, float* m, float* v, float* vmax, int64_t n,
+                cudaStream_t s);
+// SGD: g += wd * w; momentum buffer (first step: copy); w -= lr * (nesterov ? g + mom*b : b).
+void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
+               bool firstStep, float* w, float* g, float* buf, int64_t n, cudaStream_t s);
+// out[0] += sum |g|^p (p = 2: squares; p = 0 stands for inf: max |g|). out must start at 0.
+void launchNormAccumulate(const float* g, int64_t n, float p, float* out, cudaStream_t s);
+void launchScale(float* x, int64_t n, float factor, cudaStream_t s);
+// x *= scale[0] where `scale` lives in device memory.
+void launchScaleByDevice(float* x, int64_t n, const float* scale, cudaStream_t s);
+void launchAddInto(float* acc, const float* x, int64_t n, cudaStream_t s);
+
+}  // namespace dw::engine::cuda

@@ -1,0 +1,524 @@
+// Convolution through cuDNN (forward, data and weight gradients), max pooling and batch
+// normalization (nn.cu) on the cuda backend.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <map>
+
+#include "engine/cuda/kernel_util.h"
+#include "engine/kernels/common.h"
+#include "engine/kernels/pool_geometry.h"
+#include "nodes/catalogue.h"
+
+namespace dw::engine::cuda {
+
+namespace {
+
+// ---- cuDNN descriptors, owned ----
+
+struct TensorDesc {
+  const Libs* l = nullptr;
+  cudnnTensorDescriptor_t d = nullptr;
+  ~TensorDesc() {
+    if (d) l->cudnnDestroyTensorDescriptor(d);
+  }
+};
+struct FilterDesc {
+  const Libs* l = nullptr;
+  cudnnFilterDescriptor_t d = nullptr;
+  ~FilterDesc() {
+    if (d) l->cudnnDestroyFilterDescriptor(d);
+  }
+};
+struct ConvDesc {
+  const Libs* l = nullptr;
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ~ConvDesc() {
+    if (d) l->cudnnDestroyConvolutionDescriptor(d);
+  }
+};
+
+std::vector<int> toInts(const Shape& s) {
+  return std::vector<int>(s.begin(), s.end());
+}
+
+// A packed NCHW (or NCDHW) tensor; 1-D convolutions get a height of 1 (cuDNN wants 4 dims).
+Status setTensor(const Libs& l, TensorDesc& t, const Shape& shape) {
+  t.l = &l;
+  if (!t.d) DW_CUDA_OK(check(l, l.cudnnCreateTensorDescriptor(&t.d), "tensor descriptor"));
+  std::vector<int> dims = toInts(shape), strides(dims.size());
+  int st = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = st;
+    st *= std::max(dims[i], 1);
+  }
+  return check(l,
+               l.cudnnSetTensorNdDescriptor(t.d, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
+                                            dims.data(), strides.data()),
+               "tensor descriptor");
+}
+
+Shape as4d(Shape s) {
+  if (s.size() == 3) s.insert(s.begin() + 2, 1);
+  return s;
+}
+
+bool convSupported(const KernelInit& init, const std::vector<DType>& t) {
+  if (t.empty() || t[0] != DType::kFloat) return false;
+  const std::string ap = init.attrs.getString("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "VALID") return false;
+  const auto pads = init.attrs.getInts("pads");
+  for (size_t i = 0; i < pads.size() / 2; ++i)
+    if (pads[i] != pads[i + pads.size() / 2]) return false;  // cuDNN pads symmetrically
+  if (init.opType == "ConvGrad" && init.attrs.getInt("transposed", 0) != 0) return false;
+  return true;
+}
+
+// What a convolution node's attributes and shapes fix: the cuDNN descriptors, the chosen
+// algorithms and their workspace sizes, built once per input shape.
+struct ConvPlan {
+  Shape x, w, y;  // as the graph sees them
+  TensorDesc xd, yd, bd;
+  FilterDesc wd;
+  ConvDesc cd;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwdData{};
+  cudnnConvolutionBwdFilterAlgo_t bwdFilter{};
+  size_t fwdWs = 0, dataWs = 0, filterWs = 0;
+  bool haveFwd = false, haveData = false, haveFilter = false;
+};
+
+class ConvBase : public Kernel {
+ protected:
+  explicit ConvBase(const KernelInit& init)
+      : strides_(init.attrs.getInts("strides")),
+        dilations_(init.attrs.getInts("dilations")),
+        pads_(init.attrs.getInts("pads")),
+        group_(init.attrs.getInt("group", 1)),
+        valid_(init.attrs.getString("auto_pad", "NOTSET") == "VALID") {}
+
+  // The plan for input x and weights w (cached by shape).
+  Result<ConvPlan*> plan(CudaBackend& be, const Shape& x, const Shape& w) {
+    auto key = std::make_pair(x, w);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second.get();
+    const Libs& l = be.libs();
+    if (!be.ctx().cudnn) return Status::error("cuda: convolution needs cuDNN: " + l.cudnnWhy);
+    if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
+      return Status::error("Conv on cuda: X " + shapeToString(x) + " and W " + shapeToString(w) +
+                           " must be 3- to 5-dimensional");
+    const size_t sr = x.size() - 2;
+    if (x[1] != w[1] * group_)
+      return Status::error("Conv: X has " + std::to_string(x[1]) + " channels, W expects " +
+                           std::to_string(w[1] * group_));
+    auto p = std::make_unique<ConvPlan>();
+    p->x = x;
+    p->w = w;
+    std::vector<int> pad(sr), str(sr), dil(sr);
+    Shape y{x[0], w[0]};
+    for (size_t i = 0; i < sr; ++i) {
+      pad[i] = valid_ || pads_.empty() ? 0 : static_cast<int>(pads_[i]);
+      str[i] = strides_.empty() ? 1 : static_cast<int>(strides_[i]);
+      dil[i] = dilations_.empty() ? 1 : static_cast<int>(dilations_[i]);
+      const int64_t span = static_cast<int64_t>(dil[i]) * (w[2 + i] - 1) + 1;
+      const int64_t o = (x[2 + i] + 2 * pad[i] - span) / str[i] + 1;
+      if (o < 1)
+        return Status::error("Conv: the kernel " + shapeToString(w) + " does not fit the input " +
+                             shapeToString(x));
+      y.push_back(o);
+    }
+    p->y = y;
+    if (sr == 1) {  // cuDNN needs at least two spatial dimensions
+      pad.insert(pad.begin(), 0);
+      str.insert(str.begin(), 1);
+      dil.insert(dil.begin(), 1);
+    }
+    DW_RETURN_IF_ERROR(setTensor(l, p->xd, as4d(x)));
+    DW_RETURN_IF_ERROR(setTensor(l, p->yd, as4d(y)));
+    p->wd.l = &l;
+    DW_CUDA_OK(check(l, l.cudnnCreateFilterDescriptor(&p->wd.d), "filter descriptor"));
+    const std::vector<int> wdims = toInts(as4d(w));
+    DW_CUDA_OK(check(l,
+                     l.cudnnSetFilterNdDescriptor(p->wd.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                  static_cast<int>(wdims.size()), wdims.data()),
+                     "filter descriptor"));
+    p->cd.l = &l;
+    DW_CUDA_OK(check(l, l.cudnnCreateConvolutionDescriptor(&p->cd.d), "convolution descriptor"));
+    DW_CUDA_OK(check(l,
+                     l.cudnnSetConvolutionNdDescriptor(p->cd.d, static_cast<int>(pad.size()),
+                                                       pad.data(), str.data(), dil.data(),
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                     "convolution descriptor"));
+    DW_CUDA_OK(check(l, l.cudnnSetConvolutionGroupCount(p->cd.d, static_cast<int>(group_)),
+                     "convolution groups"));
+    // Full fp32 products, as on the cpu (no TF32).
+    DW_CUDA_OK(check(l, l.cudnnSetConvolutionMathType(p->cd.d, CUDNN_FMA_MATH), "math type"));
+    ConvPlan* raw = p.get();
+    plans_.emplace(key, std::move(p));
+    return raw;
+  }
+
+  // The fastest deterministic algorithm cuDNN's heuristics rank first, once per shape.
+  Status chooseForward(CudaBackend& be, ConvPlan& p) {
+    if (p.haveFwd) return Status();
+    const Libs& l = be.libs();
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    int n = 0;
+    DW_CUDA_OK(check(l,
+                     l.cudnnGetConvolutionForwardAlgorithm_v7(be.ctx().cudnn, p.xd.d, p.wd.d,
+                                                              p.cd.d, p.yd.d, 8, &n, perf),
+                     "choosing a convolution algorithm"));
+    for (int i = 0; i < n; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
+        p.fwd = perf[i].algo;
+        DW_CUDA_OK(check(l,
+                         l.cudnnGetConvolutionForwardWorkspaceSize(be.ctx().cudnn, p.xd.d, p.wd.d,
+                                                                   p.cd.d, p.yd.d, p.fwd, &p.fwdWs),
+                         "convolution workspace"));
+        p.haveFwd = true;
+        return Status();
+      }
+    return Status::error("cuDNN offers no deterministic convolution for X " + shapeToString(p.x) +
+                         ", W " + shapeToString(p.w));
+  }
+
+  Status chooseBackward(CudaBackend& be, ConvPlan& p) {
+    const Libs& l = be.libs();
+    if (!p.haveData) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+      int n = 0;
+      DW_CUDA_OK(check(l,
+                       l.cudnnGetConvolutionBackwardDataAlgorithm_v7(be.ctx().cudnn, p.wd.d, p.yd.d,
+                                                                     p.cd.d, p.xd.d, 8, &n, perf),
+                       "choosing a backward-data algorithm"));
+      for (int i = 0; i < n && !p.haveData; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
+          p.bwdData = perf[i].algo;
+          DW_CUDA_OK(
+              check(l,
+                    l.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                        be.ctx().cudnn, p.wd.d, p.yd.d, p.cd.d, p.xd.d, p.bwdData, &p.dataWs),
+                    "backward-data workspace"));
+          p.haveData = true;
+        }
+      if (!p.haveData)
+        return Status::error("cuDNN offers no deterministic backward-data algorithm");
+    }
+    if (!p.haveFilter) {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+      int n = 0;
+      DW_CUDA_OK(check(l,
+                       l.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                           be.ctx().cudnn, p.xd.d, p.yd.d, p.cd.d, p.wd.d, 8, &n, perf),
+                       "choosing a backward-filter algorithm"));
+      for (int i = 0; i < n && !p.haveFilter; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
+          p.bwdFilter = perf[i].algo;
+          DW_CUDA_OK(
+              check(l,
+                    l.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                        be.ctx().cudnn, p.xd.d, p.yd.d, p.cd.d, p.wd.d, p.bwdFilter, &p.filterWs),
+                    "backward-filter workspace"));
+          p.haveFilter = true;
+        }
+      if (!p.haveFilter)
+        return Status::error("cuDNN offers no deterministic backward-filter algorithm");
+    }
+    return Status();
+  }
+
+  // Workspace from the session's pool (so steady steps allocate nothing).
+  static Result<void*> workspace(KernelContext& ctx, size_t bytes) {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    Tensor* t = ctx.scratch(DType::kUInt8, {static_cast<int64_t>(bytes)});
+    if (!t) return ctx.status();
+    return t->raw();
+  }
+
+  std::vector<int64_t> strides_, dilations_, pads_;
+  int64_t group_;
+  bool valid_;
+  std::map<std::pair<Shape, Shape>, std::unique_ptr<ConvPlan>> plans_;
+};
+
+class Conv : public ConvBase {
+ public:
+  explicit Conv(const KernelInit& init) : ConvBase(init) {}
+  Status compute(KernelContext& ctx) override {
+    auto& be = cudaBackend(ctx.backend());
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    auto p = plan(be, x.shape(), w.shape());
+    if (!p) return p.status();
+    DW_RETURN_IF_ERROR(chooseForward(be, **p));
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, (*p)->y));
+    auto ws = workspace(ctx, (*p)->fwdWs);
+    if (!ws) return ws.status();
+    const Libs& l = be.libs();
+    {
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      const float one = 1.f, zero = 0.f;
+      DW_CUDA_OK(check(l,
+                       l.cudnnConvolutionForward(be.ctx().cudnn, &one, (*p)->xd.d, x.raw(),
+                                                 (*p)->wd.d, w.raw(), (*p)->cd.d, (*p)->fwd, *ws,
+                                                 (*p)->fwdWs, &zero, (*p)->yd.d, y->raw()),
+                       "convolution"));
+    }
+    if (ctx.hasInput(2)) {
+      const Tensor& b = ctx.input(2);
+      if (b.size() != y->dim(1))
+        return Status::error("Conv: B has " + std::to_string(b.size()) + " elements, expected " +
+                             std::to_string(y->dim(1)));
+      Shape bshape(y->rank(), 1);
+      bshape[1] = b.size();
+      launchBinary(BinaryOp::kAdd, ElemType::kFloat, y->raw(), contiguousOf(y->shape()), b.raw(),
+                   broadcastStrides(bshape, y->shape()), y->raw(), y->size(), be.stream());
+      return launched("Conv bias");
+    }
+    return Status();
+  }
+};
+
+class ConvGrad : public ConvBase {
+ public:
+  explicit ConvGrad(const KernelInit& init) : ConvBase(init) {}
+  Status compute(KernelContext& ctx) override {
+    auto& be = cudaBackend(ctx.backend());
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& w = ctx.input(2);
+    auto p = plan(be, x.shape(), w.shape());
+    if (!p) return p.status();
+    if (dy.shape() != (*p)->y)
+      return Status::error("ConvGrad: dY has shape " + shapeToString(dy.shape()) + ", expected " +
+                           shapeToString((*p)->y));
+    DW_RETURN_IF_ERROR(chooseBackward(be, **p));
+    const Libs& l = be.libs();
+    const float one = 1.f, zero = 0.f;
+    if (ctx.wantsOutput(0)) {
+      DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+      auto ws = workspace(ctx, (*p)->dataWs);
+      if (!ws) return ws.status();
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      DW_CUDA_OK(
+          check(l,
+                l.cudnnConvolutionBackwardData(be.ctx().cudnn, &one, (*p)->wd.d, w.raw(),
+                                               (*p)->yd.d, dy.raw(), (*p)->cd.d, (*p)->bwdData, *ws,
+                                               (*p)->dataWs, &zero, (*p)->xd.d, dx->raw()),
+                "convolution backward data"));
+    }
+    if (ctx.wantsOutput(1)) {
+      DW_ALLOC(dw, ctx.output(1, DType::kFloat, w.shape()));
+      auto ws = workspace(ctx, (*p)->filterWs);
+      if (!ws) return ws.status();
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      DW_CUDA_OK(
+          check(l,
+                l.cudnnConvolutionBackwardFilter(be.ctx().cudnn, &one, (*p)->xd.d, x.raw(),
+                                                 (*p)->yd.d, dy.raw(), (*p)->cd.d, (*p)->bwdFilter,
+                                                 *ws, (*p)->filterWs, &zero, (*p)->wd.d, dw->raw()),
+                "convolution backward filter"));
+    }
+    if (ctx.wantsOutput(2)) {
+      DW_ALLOC(db, ctx.output(2, DType::kFloat, {w.dim(0)}));
+      std::vector<bool> reduced(dy.rank(), true);
+      reduced[1] = false;
+      reduceInto(be, ReduceOp::kSum, dy, reduced, db->data<float>());
+      return launched("Conv bias gradient");
+    }
+    return Status();
+  }
+};
+
+// ---- Max pooling ----
+
+bool maxPoolSupported(const KernelInit& init, const std::vector<DType>& t) {
+  if (t.empty() || t[0] != DType::kFloat) return false;
+  if (init.opType == "PoolGrad" && init.attrs.getString("op") != "MaxPool") return false;
+  if (init.opType == "MaxPool" && init.numOutputs > 1 && init.node && !init.node->output(1).empty())
+    return false;  // Indices
+  for (int64_t d : init.attrs.getInts("dilations"))
+    if (d != 1) return false;
+  return init.attrs.getInt("storage_order", 0) == 0 &&
+         init.attrs.getInts("kernel_shape").size() == 2;
+}
+
+Result<Pool2d> pool2d(const Attributes& a, const Shape& x) {
+  if (x.size() != 4) return Status::error("MaxPool on cuda: the input must be NCHW");
+  auto g = poolGeometry(a, x, a.getInts("kernel_shape"));
+  if (!g) return g.status();
+  Pool2d p{};
+  p.planes = x[0] * x[1];
+  p.h = x[2];
+  p.w = x[3];
+  p.oh = g->out[0];
+  p.ow = g->out[1];
+  p.kh = g->kernel[0];
+  p.kw = g->kernel[1];
+  p.sh = g->strides[0];
+  p.sw = g->strides[1];
+  p.ph = g->padL[0];
+  p.pw = g->padL[1];
+  return p;
+}
+
+class MaxPool : public Kernel {
+ public:
+  explicit MaxPool(const KernelInit& init) : attrs_(init.attrs) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    auto p = pool2d(attrs_, x.shape());
+    if (!p) return p.status();
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, {x.dim(0), x.dim(1), p->oh, p->ow}));
+    launchMaxPool(*p, fp(x), y->data<float>(), cudaBackend(ctx.backend()).stream());
+    return launched("MaxPool");
+  }
+
+ private:
+  Attributes attrs_;
+};
+
+class MaxPoolGrad : public Kernel {
+ public:
+  explicit MaxPoolGrad(const KernelInit& init) : attrs_(init.attrs) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    auto p = pool2d(attrs_, x.shape());
+    if (!p) return p.status();
+    if (dy.size() != p->planes * p->oh * p->ow)
+      return Status::error("PoolGrad: dY has shape " + shapeToString(dy.shape()) +
+                           ", which does not match the pooling of " + shapeToString(x.shape()));
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+    launchMaxPoolGrad(*p, fp(x), fp(dy), dx->data<float>(), cudaBackend(ctx.backend()).stream());
+    return launched("MaxPool gradient");
+  }
+
+ private:
+  Attributes attrs_;
+};
+
+// ---- Batch normalization ----
+
+struct Channels {
+  int64_t n, c, hw;
+};
+Result<Channels> channelsOf(const Tensor& x) {
+  if (x.rank() < 2) return Status::error("BatchNormalization: X needs rank >= 2");
+  return Channels{x.dim(0), x.dim(1), x.size() / std::max<int64_t>(x.dim(0) * x.dim(1), 1)};
+}
+
+Status checkPerChannel(const Tensor& t, int64_t c, const char* what) {
+  if (t.size() != c)
+    return Status::error(std::string("BatchNormalization: ") + what + " has " +
+                         std::to_string(t.size()) + " elements, X has " + std::to_string(c) +
+                         " channels");
+  return Status();
+}
+
+class BatchNormTraining : public Kernel {
+ public:
+  explicit BatchNormTraining(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
+        momentum_(init.attrs.getFloat("momentum", 0.9f)) {}
+  Status compute(KernelContext& ctx) override {
+    auto& be = cudaBackend(ctx.backend());
+    const Tensor& x = ctx.input(0);
+    auto ch = channelsOf(x);
+    if (!ch) return ch.status();
+    const int64_t c = ch->c;
+    for (int i = 1; i < 5; ++i)
+      DW_RETURN_IF_ERROR(checkPerChannel(ctx.input(i), c, i == 1 ? "scale" : "a statistic"));
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    DW_ALLOC(rm, ctx.output(1, DType::kFloat, {c}));
+    DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
+    DW_ALLOC(mean, ctx.output(3, DType::kFloat, {c}));
+    DW_ALLOC(var, ctx.output(4, DType::kFloat, {c}));
+    launchChannelStats(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(),
+                       be.stream());
+    launchBatchNormApply(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(),
+                         fp(ctx.input(1)), fp(ctx.input(2)), eps_, y->data<float>(), be.stream());
+    launchRunningStats(fp(ctx.input(3)), fp(ctx.input(4)), mean->data<float>(), var->data<float>(),
+                       c, momentum_, rm->data<float>(), rv->data<float>(), be.stream());
+    return launched("BatchNormalizationTraining");
+  }
+
+ private:
+  float eps_, momentum_;
+};
+
+bool bnInferenceSupported(const KernelInit& init, const std::vector<DType>& t) {
+  return floatInputs(init, t) && init.attrs.getInt("training_mode", 0) == 0 && init.numOutputs == 1;
+}
+
+class BatchNormInference : public Kernel {
+ public:
+  explicit BatchNormInference(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    auto ch = channelsOf(x);
+    if (!ch) return ch.status();
+    for (int i = 1; i < 5; ++i)
+      DW_RETURN_IF_ERROR(checkPerChannel(ctx.input(i), ch->c, "a per-channel input"));
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    launchBatchNormApply(fp(x), ch->n, ch->c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),
+                         fp(ctx.input(1)), fp(ctx.input(2)), eps_, y->data<float>(),
+                         cudaBackend(ctx.backend()).stream());
+    return launched("BatchNormalization");
+  }
+
+ private:
+  float eps_;
+};
+
+class BatchNormGrad : public Kernel {
+ public:
+  explicit BatchNormGrad(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
+        global_(init.attrs.getInt("global_stats", 0) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    auto& be = cudaBackend(ctx.backend());
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (dy.shape() != x.shape())
+      return Status::error("BatchNormalizationGrad: dY and X must have the same shape");
+    auto ch = channelsOf(x);
+    if (!ch) return ch.status();
+    const int64_t c = ch->c;
+    for (int i = 2; i < 5; ++i)
+      DW_RETURN_IF_ERROR(checkPerChannel(ctx.input(i), c, "a per-channel input"));
+    const bool needSums = ctx.wantsOutput(1) || ctx.wantsOutput(2) || !global_;
+    Tensor* ds = ctx.output(1, DType::kFloat, {c});
+    Tensor* db = ctx.output(2, DType::kFloat, {c});
+    if (!ds || !db) return ctx.status();
+    if (needSums)
+      launchBatchNormGradSums(fp(dy), fp(x), ch->n, c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),
+                              eps_, ds->data<float>(), db->data<float>(), be.stream());
+    if (ctx.wantsOutput(0)) {
+      DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+      launchBatchNormGradInput(fp(dy), fp(x), ch->n, c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),
+                               fp(ctx.input(2)), eps_, ds->data<float>(), db->data<float>(),
+                               global_, dx->data<float>(), be.stream());
+    }
+    return launched("BatchNormalizationGrad");
+  }
+
+ private:
+  float eps_;
+  bool global_;
+};
+
+}  // namespace
+
+void addNnKernels(KernelRegistry& r) {
+  add<Conv>(r, "Conv", &convSupported);
+  add<ConvGrad>(r, "ConvGrad", &convSupported, kGradDomain);
+  add<MaxPool>(r, "MaxPool", &maxPoolSupported);
+  add<MaxPoolGrad>(r, "PoolGrad", &maxPoolSupported, kGradDomain);
+  add<BatchNormTraining>(r, "BatchNormalizationTraining", &floatInputs, kGradDomain);
+  add<BatchNormInference>(r, "BatchNormalization", &bnInferenceSupported);
+  add<BatchNormGrad>(r, "BatchNormalizationGrad", &firstFloat, kGradDomain);
+}
+
+}  // namespace dw::engine::cuda

@@ -1,0 +1,74 @@
+#include <cmath>
+#include <limits>
+
+#include "engine/cuda/cuda.h"
+#include "engine/cuda/launch.h"
+#include "engine/cuda/runtime.h"
+
+namespace dw::engine::cuda {
+
+namespace {
+
+class CudaTrainingOps : public TrainingOps {
+ public:
+  explicit CudaTrainingOps(CudaBackend& b) : be_(b) {}
+
+  Result<Tensor> zeros(const Shape& shape) override {
+    const size_t bytes = static_cast<size_t>(numElements(shape)) * sizeof(float);
+    auto buf = be_.allocate(bytes);
+    if (!buf) return buf.status();
+    Tensor t(DType::kFloat, shape, *buf);
+    DW_CUDA_OK(check(cudaMemsetAsync(t.raw(), 0, bytes, be_.stream()), "zeroing"));
+    return t;
+  }
+  Status addInto(Tensor& acc, const Tensor& x) override {
+    if (acc.size() != x.size()) return Status::error("cuda: accumulating tensors of other sizes");
+    launchAddInto(acc.data<float>(), x.data<float>(), acc.size(), be_.stream());
+    return launched("gradient accumulation");
+  }
+  Status scale(Tensor& x, float factor) override {
+    launchScale(x.data<float>(), x.size(), factor, be_.stream());
+    return launched("gradient scaling");
+  }
+  Result<double> norm(const std::vector<Tensor*>& xs, double p) override {
+    const bool inf = p <= 0 || std::isinf(p);
+    auto acc = zeros({1});
+    if (!acc) return acc.status();
+    for (Tensor* x : xs)
+      launchNormAccumulate(x->data<float>(), x->size(), inf ? 0.f : static_cast<float>(p),
+                           acc->data<float>(), be_.stream());
+    DW_CUDA_OK(launched("gradient norm"));
+    float h = 0;
+    DW_CUDA_OK(
+        check(cudaMemcpyAsync(&h, acc->raw(), sizeof h, cudaMemcpyDeviceToHost, be_.stream()),
+              "reading the gradient norm"));
+    DW_CUDA_OK(check(cudaStreamSynchronize(be_.stream()), "gradient norm"));
+    if (inf) return static_cast<double>(h);
+    return p == 2 ? std::sqrt(static_cast<double>(h)) : std::pow(static_cast<double>(h), 1.0 / p);
+  }
+  Status adam(const AdamStepArgs& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
+              Tensor* vmax) override {
+    AdamArgs k{a.b1, a.b2, a.eps, a.stepSize, a.invSbc2, a.preScale, a.l2, a.postDecay, a.hf};
+    launchAdam(k, w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
+               vmax ? vmax->data<float>() : nullptr, w.size(), be_.stream());
+    return launched("Adam update");
+  }
+  Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
+             bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) override {
+    launchSgd(lr, momentum, dampening, weightDecay, nesterov, firstStep, w.data<float>(),
+              g.data<float>(), buffer ? buffer->data<float>() : nullptr, w.size(), be_.stream());
+    return launched("SGD update");
+  }
+
+ private:
+  CudaBackend& be_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingOps> trainingOps(Backend& backend) {
+  if (backend.memory() != Device::kCuda) return nullptr;
+  return std::make_unique<CudaTrainingOps>(cudaBackend(backend));
+}
+
+}  // namespace dw::engine::cuda
