@@ -23,7 +23,15 @@ nvidia-smi > "$OUT/nvidia-smi.log" 2>&1
 step devices 30 $B/app/cli/deepwire devices
 step cuda-tests 240 $B/tests/engine/engine_tests --gtest_filter='Cuda*'
 step mlp-profile 60 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
+step placement 60 env DEEPWIRE_PLACEMENT=1 $B/tests/engine/engine_tests --gtest_filter='CudaOps.GradientsMatchCpu'
+step cnn-profile 90 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --max-steps 900 --quiet
 step mlp-10-epochs 150 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 10 --quiet
+# A checkpoint written on cuda resumes on cpu, and one written on cpu resumes on cuda.
+MLP=resources/examples/fashion_mnist_mlp.dwproj
+step ckpt-cuda 60 $B/app/cli/deepwire train $MLP --accelerator cuda --epochs 1 --max-steps 100 --checkpoint "$OUT/ck-cuda" --quiet
+step resume-cpu 60 $B/app/cli/deepwire train $MLP --accelerator cpu --epochs 2 --max-steps 100 --resume "$OUT/ck-cuda" --quiet
+step ckpt-cpu 60 $B/app/cli/deepwire train $MLP --accelerator cpu --epochs 1 --max-steps 100 --checkpoint "$OUT/ck-cpu" --quiet
+step resume-cuda 60 $B/app/cli/deepwire train $MLP --accelerator cuda --epochs 2 --max-steps 100 --resume "$OUT/ck-cpu" --quiet
 step bench-mlp 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 300
 step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 2 --steps 100
 step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda

@@ -22,6 +22,9 @@ Result<std::shared_ptr<Backend>> createBackend(int, const BackendOptions&) {
 void describe(DeviceReport& report) {
   report.cudaUnavailable = kWhy;
 }
+size_t peakDeviceBytes() {
+  return 0;
+}
 void registerKernels(KernelRegistry&) {}
 std::unique_ptr<TrainingOps> trainingOps(Backend&) {
   return nullptr;

@@ -983,6 +983,20 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
     }
   }
   const Placement pl = place(node, init);
+  if (std::getenv("DEEPWIRE_PLACEMENT")) {
+    // Why a node landed where it did: its input types as the planner knows them.
+    std::string in;
+    for (const auto& i : node.input()) {
+      auto it = i.empty() ? types.end() : types.find(i);
+      in += std::string(in.empty() ? "" : ", ") + i + ":" +
+            (it != types.end() && it->second.has_tensor_type()
+                 ? dtypeName(dtypeFromOnnx(it->second.tensor_type().elem_type()))
+                 : "?");
+    }
+    std::fprintf(stderr, "placement: %s (%s) on %s [%s]\n", displayName(node).c_str(),
+                 node.op_type().c_str(), pl.backend ? pl.backend->name().c_str() : "-",
+                 in.c_str());
+  }
   if (!pl.def)
     return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
                          ", opset " + std::to_string(opset) + ") at node '" + displayName(node) +
@@ -1297,6 +1311,9 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
     } catch (const std::exception& e) {
       st = Status::error(std::string("internal error: ") + e.what());
     }
+    // Under a device backend kernels only queue work: profiling waits for each, so that the
+    // times are the device's.
+    if (plan.profile && plan.device && st.ok()) st = plan.device->synchronize();
     if (plan.profile) {
       node.seconds += std::chrono::duration<double>(ProfileClock::now() - t0).count();
       ++node.calls;
@@ -1381,8 +1398,7 @@ std::string InferenceSession::profileReport(size_t top) const {
     os << line;
   }
   if (p.device) {
-    // Kernel times under a device backend are launch times; the ops listed here ran on the
-    // host backend, their inputs and outputs copied across.
+    // The ops listed here ran on the host backend, their inputs and outputs copied across.
     std::map<std::string, int> host;
     for (const auto& n : p.nodes)
       if (!n.memory) ++host[n.domain.empty() ? n.op : n.domain + ":" + n.op];
@@ -1430,6 +1446,9 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     if (!expanded) return expanded.status();
     return create(*expanded, options);
   }
+  // The catalogue registers the gradient ops' ONNX schemas, which shape inference and the
+  // planner's type propagation read: a training graph run on its own needs them too.
+  (void)Catalogue::instance();
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   auto backend = createBackend(options.backend, &s->notice_);
   if (!backend) return backend.status();

@@ -169,11 +169,21 @@ void DeviceAllocator::releaseCached() {
   free_.clear();
 }
 
+namespace {
+std::mutex contextsMutex;
+// Never destroyed: buffers and kernels may outlive any session, up to process exit.
+auto* contexts = new std::map<int, std::shared_ptr<DeviceContext>>();
+}  // namespace
+
+size_t peakDeviceBytes() {
+  std::lock_guard<std::mutex> lock(contextsMutex);
+  size_t total = 0;
+  for (const auto& [i, c] : *contexts) total += c->allocator->peakBytes();
+  return total;
+}
+
 Result<std::shared_ptr<DeviceContext>> deviceContext(int index) {
-  static std::mutex m;
-  // Never destroyed: buffers and kernels may outlive any session, up to process exit.
-  static auto* contexts = new std::map<int, std::shared_ptr<DeviceContext>>();
-  std::lock_guard<std::mutex> lock(m);
+  std::lock_guard<std::mutex> lock(contextsMutex);
   if (auto it = contexts->find(index); it != contexts->end()) return it->second;
   std::string why;
   const int n = deviceCount(&why);

@@ -19,6 +19,9 @@ int deviceCount(std::string* why);
 Result<std::shared_ptr<Backend>> createBackend(int index, const BackendOptions& options);
 // Fills the cuda part of `deepwire devices`.
 void describe(DeviceReport& report);
+// GPU memory the tensors of this process held at most at once, over all cuda backends (as
+// PyTorch's max_memory_allocated: blocks cached for reuse are not counted).
+size_t peakDeviceBytes();
 // The "cuda" kernel table.
 void registerKernels(KernelRegistry& r);
 

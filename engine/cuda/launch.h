@@ -110,9 +110,18 @@ struct Pool2d {
 void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
 // dx (overwritten) = dy routed to each window's first maximum; no atomics, so repeatable.
 void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx, cudaStream_t s);
-// Per-channel batch statistics of x [n, c, hw]: mean and population variance.
-void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* mean, float* var,
-                        cudaStream_t s);
+// How many blocks share one channel's reduction: enough blocks in all to fill the GPU, each
+// with at least a few thousand elements. Partial results per (channel, slice) are combined in a
+// fixed order, so results repeat bit for bit.
+inline int64_t channelSlices(int64_t c, int64_t perChannel) {
+  int64_t s = (512 + c - 1) / (c > 0 ? c : 1);
+  const int64_t most = perChannel / 2048 > 1 ? perChannel / 2048 : 1;
+  return s < 1 ? 1 : (s > most ? most : s);
+}
+// Per-channel batch statistics of x [n, c, hw]: mean and population variance. `partials`
+// holds 3 * c * channelSlices(c, n * hw) floats.
+void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* partials,
+                        float* mean, float* var, cudaStream_t s);
 // y = scale * (x - mean) / sqrt(var + eps) + b, per channel.
 void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
                           const float* var, const float* scale, const float* b, float eps, float* y,
@@ -121,10 +130,11 @@ void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, cons
 void launchRunningStats(const float* inMean, const float* inVar, const float* mean,
                         const float* var, int64_t c, float momentum, float* outMean, float* outVar,
                         cudaStream_t s);
-// dB = sum dy, dScale = sum dy * xhat over [n, hw] per channel.
+// dB = sum dy, dScale = sum dy * xhat over [n, hw] per channel. `partials`: 2 * c *
+// channelSlices(c, n * hw) floats.
 void launchBatchNormGradSums(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
-                             const float* mean, const float* var, float eps, float* dScale,
-                             float* dB, cudaStream_t s);
+                             const float* mean, const float* var, float eps, float* partials,
+                             float* dScale, float* dB, cudaStream_t s);
 // dX: training (batch statistics) or global (constant statistics: dy * scale * invstd).
 void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
                               const float* mean, const float* var, const float* scale, float eps,

@@ -83,23 +83,50 @@ __device__ inline float blockSum(float v, float* part) {
   return r;
 }
 
-// One block per channel; two passes (mean, then squared deviations) for an accurate variance.
-__global__ void channelStatsKernel(const float* x, int64_t n, int64_t c, int64_t hw, float* mean,
-                                   float* var) {
+// Block (channel, slice) over its chunk of the channel: count, mean and the sum of squared
+// deviations (two passes over the chunk, for an accurate variance).
+__global__ void statsPartialKernel(const float* x, int64_t c, int64_t hw, int64_t m, int64_t slices,
+                                   float* partials) {
   __shared__ float part[kThreads];
-  const int64_t ch = blockIdx.x, m = n * hw;
+  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
+  const int64_t chunk = (m + slices - 1) / slices;
+  const int64_t lo = sl * chunk, hi = min(m, lo + chunk);
   float s = 0.f;
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += x[(i / hw * c + ch) * hw + i % hw];
-  const float mu = blockSum(s, part) / static_cast<float>(m);
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+    s += x[(i / hw * c + ch) * hw + i % hw];
+  const float cnt = static_cast<float>(hi > lo ? hi - lo : 0);
+  const float total = blockSum(s, part);
+  const float mu = cnt > 0 ? total / cnt : 0.f;
   float q = 0.f;
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
     const float d = x[(i / hw * c + ch) * hw + i % hw] - mu;
     q += d * d;
   }
-  const float v = blockSum(q, part) / static_cast<float>(m);
+  const float m2 = blockSum(q, part);
   if (threadIdx.x == 0) {
+    float* p = partials + 3 * blockIdx.x;
+    p[0] = cnt;
+    p[1] = mu;
+    p[2] = m2;
+  }
+}
+
+// One thread per channel combines its slices in order (Chan et al.'s pairwise update).
+__global__ void statsCombineKernel(const float* partials, int64_t c, int64_t slices, float* mean,
+                                   float* var) {
+  for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < c;
+       ch += int64_t(gridDim.x) * blockDim.x) {
+    float n = 0.f, mu = 0.f, m2 = 0.f;
+    for (int64_t s = 0; s < slices; ++s) {
+      const float* p = partials + 3 * (ch * slices + s);
+      if (p[0] == 0.f) continue;
+      const float nb = p[0], tot = n + nb, delta = p[1] - mu;
+      mu += delta * (nb / tot);
+      m2 += p[2] + delta * delta * (n * nb / tot);
+      n = tot;
+    }
     mean[ch] = mu;
-    var[ch] = v;
+    var[ch] = n > 0.f ? m2 / n : 0.f;
   }
 }
 
@@ -124,14 +151,16 @@ __global__ void runningKernel(const float* im, const float* iv, const float* m, 
   }
 }
 
-__global__ void bnGradSumsKernel(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
-                                 const float* mean, const float* var, float eps, float* dScale,
-                                 float* dB) {
+__global__ void gradSumsPartialKernel(const float* dy, const float* x, int64_t c, int64_t hw,
+                                      int64_t m, int64_t slices, const float* mean,
+                                      const float* var, float eps, float* partials) {
   __shared__ float part[kThreads];
-  const int64_t ch = blockIdx.x, m = n * hw;
+  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
+  const int64_t chunk = (m + slices - 1) / slices;
+  const int64_t lo = sl * chunk, hi = min(m, lo + chunk);
   const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps);
   float sb = 0.f, ss = 0.f;
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
     const int64_t at = (i / hw * c + ch) * hw + i % hw;
     sb += dy[at];
     ss += dy[at] * ((x[at] - mu) * inv);
@@ -139,6 +168,20 @@ __global__ void bnGradSumsKernel(const float* dy, const float* x, int64_t n, int
   const float b = blockSum(sb, part);
   const float s = blockSum(ss, part);
   if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = b;
+    partials[2 * blockIdx.x + 1] = s;
+  }
+}
+
+__global__ void gradSumsCombineKernel(const float* partials, int64_t c, int64_t slices,
+                                      float* dScale, float* dB) {
+  for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < c;
+       ch += int64_t(gridDim.x) * blockDim.x) {
+    float b = 0.f, s = 0.f;
+    for (int64_t k = 0; k < slices; ++k) {
+      b += partials[2 * (ch * slices + k)];
+      s += partials[2 * (ch * slices + k) + 1];
+    }
     if (dB) dB[ch] = b;
     if (dScale) dScale[ch] = s;
   }
@@ -176,9 +219,13 @@ void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* 
   if (n > 0) maxPoolGradKernel<<<blocksFor(n), kThreads, 0, s>>>(p, x, dy, dx);
 }
 
-void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* mean, float* var,
-                        cudaStream_t s) {
-  if (c > 0) channelStatsKernel<<<static_cast<int>(c), kThreads, 0, s>>>(x, n, c, hw, mean, var);
+void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* partials,
+                        float* mean, float* var, cudaStream_t s) {
+  if (c <= 0) return;
+  const int64_t m = n * hw, slices = channelSlices(c, m);
+  statsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, c, hw, m, slices,
+                                                                       partials);
+  statsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, mean, var);
 }
 
 void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
@@ -198,11 +245,13 @@ void launchRunningStats(const float* inMean, const float* inVar, const float* me
 }
 
 void launchBatchNormGradSums(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
-                             const float* mean, const float* var, float eps, float* dScale,
-                             float* dB, cudaStream_t s) {
-  if (c > 0)
-    bnGradSumsKernel<<<static_cast<int>(c), kThreads, 0, s>>>(dy, x, n, c, hw, mean, var, eps,
-                                                              dScale, dB);
+                             const float* mean, const float* var, float eps, float* partials,
+                             float* dScale, float* dB, cudaStream_t s) {
+  if (c <= 0) return;
+  const int64_t m = n * hw, slices = channelSlices(c, m);
+  gradSumsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(dy, x, c, hw, m, slices,
+                                                                          mean, var, eps, partials);
+  gradSumsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, dScale, dB);
 }
 
 void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,

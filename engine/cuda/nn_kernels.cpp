@@ -158,72 +158,83 @@ class ConvBase : public Kernel {
     return raw;
   }
 
-  // The fastest deterministic algorithm cuDNN's heuristics rank first, once per shape.
-  Status chooseForward(CudaBackend& be, ConvPlan& p) {
-    if (p.haveFwd) return Status();
-    const Libs& l = be.libs();
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    int n = 0;
-    DW_CUDA_OK(check(l,
-                     l.cudnnGetConvolutionForwardAlgorithm_v7(be.ctx().cudnn, p.xd.d, p.wd.d,
-                                                              p.cd.d, p.yd.d, 8, &n, perf),
-                     "choosing a convolution algorithm"));
+  // cuDNN times its algorithms on these buffers (once per shape) and we take the fastest that
+  // is deterministic and computes in full fp32 (FMA math: no TF32 rounding), so that runs
+  // repeat bit for bit and stay close to the cpu. The buffers it writes are written again by
+  // the real call.
+  static constexpr size_t kSearchWorkspace = size_t(64) << 20;
+
+  template <class Perf>
+  static const Perf* pick(const Perf* perf, int n) {
     for (int i = 0; i < n; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
-        p.fwd = perf[i].algo;
-        DW_CUDA_OK(check(l,
-                         l.cudnnGetConvolutionForwardWorkspaceSize(be.ctx().cudnn, p.xd.d, p.wd.d,
-                                                                   p.cd.d, p.yd.d, p.fwd, &p.fwdWs),
-                         "convolution workspace"));
-        p.haveFwd = true;
-        return Status();
-      }
-    return Status::error("cuDNN offers no deterministic convolution for X " + shapeToString(p.x) +
-                         ", W " + shapeToString(p.w));
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+          perf[i].mathType == CUDNN_FMA_MATH && perf[i].memory <= kSearchWorkspace)
+        return &perf[i];
+    return nullptr;
   }
 
-  Status chooseBackward(CudaBackend& be, ConvPlan& p) {
+  Status chooseForward(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* x,
+                       const void* w, void* y) {
+    if (p.haveFwd) return Status();
     const Libs& l = be.libs();
-    if (!p.haveData) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-      int n = 0;
-      DW_CUDA_OK(check(l,
-                       l.cudnnGetConvolutionBackwardDataAlgorithm_v7(be.ctx().cudnn, p.wd.d, p.yd.d,
-                                                                     p.cd.d, p.xd.d, 8, &n, perf),
-                       "choosing a backward-data algorithm"));
-      for (int i = 0; i < n && !p.haveData; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
-          p.bwdData = perf[i].algo;
-          DW_CUDA_OK(
-              check(l,
-                    l.cudnnGetConvolutionBackwardDataWorkspaceSize(
-                        be.ctx().cudnn, p.wd.d, p.yd.d, p.cd.d, p.xd.d, p.bwdData, &p.dataWs),
-                    "backward-data workspace"));
-          p.haveData = true;
-        }
-      if (!p.haveData)
-        return Status::error("cuDNN offers no deterministic backward-data algorithm");
-    }
-    if (!p.haveFilter) {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-      int n = 0;
-      DW_CUDA_OK(check(l,
-                       l.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                           be.ctx().cudnn, p.xd.d, p.yd.d, p.cd.d, p.wd.d, 8, &n, perf),
-                       "choosing a backward-filter algorithm"));
-      for (int i = 0; i < n && !p.haveFilter; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
-          p.bwdFilter = perf[i].algo;
-          DW_CUDA_OK(
-              check(l,
-                    l.cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                        be.ctx().cudnn, p.xd.d, p.yd.d, p.cd.d, p.wd.d, p.bwdFilter, &p.filterWs),
-                    "backward-filter workspace"));
-          p.haveFilter = true;
-        }
-      if (!p.haveFilter)
-        return Status::error("cuDNN offers no deterministic backward-filter algorithm");
-    }
+    auto ws = workspace(ctx, kSearchWorkspace);
+    if (!ws) return ws.status();
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    int n = 0;
+    DW_CUDA_OK(check(
+        l,
+        l.cudnnFindConvolutionForwardAlgorithmEx(be.ctx().cudnn, p.xd.d, x, p.wd.d, w, p.cd.d,
+                                                 p.yd.d, y, 16, &n, perf, *ws, kSearchWorkspace),
+        "timing convolution algorithms"));
+    const auto* best = pick(perf, n);
+    if (!best)
+      return Status::error("cuDNN offers no deterministic fp32 convolution for X " +
+                           shapeToString(p.x) + ", W " + shapeToString(p.w));
+    p.fwd = best->algo;
+    p.fwdWs = best->memory;
+    p.haveFwd = true;
+    return Status();
+  }
+
+  Status chooseBackwardData(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* w,
+                            const void* dy, void* dx) {
+    if (p.haveData) return Status();
+    const Libs& l = be.libs();
+    auto ws = workspace(ctx, kSearchWorkspace);
+    if (!ws) return ws.status();
+    cudnnConvolutionBwdDataAlgoPerf_t perf[16];
+    int n = 0;
+    DW_CUDA_OK(check(l,
+                     l.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                         be.ctx().cudnn, p.wd.d, w, p.yd.d, dy, p.cd.d, p.xd.d, dx, 16, &n, perf,
+                         *ws, kSearchWorkspace),
+                     "timing backward-data algorithms"));
+    const auto* best = pick(perf, n);
+    if (!best) return Status::error("cuDNN offers no deterministic fp32 backward-data algorithm");
+    p.bwdData = best->algo;
+    p.dataWs = best->memory;
+    p.haveData = true;
+    return Status();
+  }
+
+  Status chooseBackwardFilter(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* x,
+                              const void* dy, void* dw) {
+    if (p.haveFilter) return Status();
+    const Libs& l = be.libs();
+    auto ws = workspace(ctx, kSearchWorkspace);
+    if (!ws) return ws.status();
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
+    int n = 0;
+    DW_CUDA_OK(check(l,
+                     l.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                         be.ctx().cudnn, p.xd.d, x, p.yd.d, dy, p.cd.d, p.wd.d, dw, 16, &n, perf,
+                         *ws, kSearchWorkspace),
+                     "timing backward-filter algorithms"));
+    const auto* best = pick(perf, n);
+    if (!best) return Status::error("cuDNN offers no deterministic fp32 backward-filter algorithm");
+    p.bwdFilter = best->algo;
+    p.filterWs = best->memory;
+    p.haveFilter = true;
     return Status();
   }
 
@@ -250,8 +261,11 @@ class Conv : public ConvBase {
     const Tensor& w = ctx.input(1);
     auto p = plan(be, x.shape(), w.shape());
     if (!p) return p.status();
-    DW_RETURN_IF_ERROR(chooseForward(be, **p));
     DW_ALLOC(y, ctx.output(0, DType::kFloat, (*p)->y));
+    {
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      DW_RETURN_IF_ERROR(chooseForward(ctx, be, **p, x.raw(), w.raw(), y->raw()));
+    }
     auto ws = workspace(ctx, (*p)->fwdWs);
     if (!ws) return ws.status();
     const Libs& l = be.libs();
@@ -292,14 +306,14 @@ class ConvGrad : public ConvBase {
     if (dy.shape() != (*p)->y)
       return Status::error("ConvGrad: dY has shape " + shapeToString(dy.shape()) + ", expected " +
                            shapeToString((*p)->y));
-    DW_RETURN_IF_ERROR(chooseBackward(be, **p));
     const Libs& l = be.libs();
     const float one = 1.f, zero = 0.f;
     if (ctx.wantsOutput(0)) {
       DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      DW_RETURN_IF_ERROR(chooseBackwardData(ctx, be, **p, w.raw(), dy.raw(), dx->raw()));
       auto ws = workspace(ctx, (*p)->dataWs);
       if (!ws) return ws.status();
-      std::lock_guard<std::mutex> lock(be.ctx().mutex);
       DW_CUDA_OK(
           check(l,
                 l.cudnnConvolutionBackwardData(be.ctx().cudnn, &one, (*p)->wd.d, w.raw(),
@@ -309,9 +323,10 @@ class ConvGrad : public ConvBase {
     }
     if (ctx.wantsOutput(1)) {
       DW_ALLOC(dw, ctx.output(1, DType::kFloat, w.shape()));
+      std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      DW_RETURN_IF_ERROR(chooseBackwardFilter(ctx, be, **p, x.raw(), dy.raw(), dw->raw()));
       auto ws = workspace(ctx, (*p)->filterWs);
       if (!ws) return ws.status();
-      std::lock_guard<std::mutex> lock(be.ctx().mutex);
       DW_CUDA_OK(
           check(l,
                 l.cudnnConvolutionBackwardFilter(be.ctx().cudnn, &one, (*p)->xd.d, x.raw(),
@@ -434,8 +449,10 @@ class BatchNormTraining : public Kernel {
     DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
     DW_ALLOC(mean, ctx.output(3, DType::kFloat, {c}));
     DW_ALLOC(var, ctx.output(4, DType::kFloat, {c}));
-    launchChannelStats(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(),
-                       be.stream());
+    Tensor* partials = ctx.scratch(DType::kFloat, {3 * c * channelSlices(c, ch->n * ch->hw)});
+    if (!partials) return ctx.status();
+    launchChannelStats(fp(x), ch->n, c, ch->hw, partials->data<float>(), mean->data<float>(),
+                       var->data<float>(), be.stream());
     launchBatchNormApply(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(),
                          fp(ctx.input(1)), fp(ctx.input(2)), eps_, y->data<float>(), be.stream());
     launchRunningStats(fp(ctx.input(3)), fp(ctx.input(4)), mean->data<float>(), var->data<float>(),
@@ -492,9 +509,13 @@ class BatchNormGrad : public Kernel {
     Tensor* ds = ctx.output(1, DType::kFloat, {c});
     Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!ds || !db) return ctx.status();
-    if (needSums)
+    if (needSums) {
+      Tensor* partials = ctx.scratch(DType::kFloat, {2 * c * channelSlices(c, ch->n * ch->hw)});
+      if (!partials) return ctx.status();
       launchBatchNormGradSums(fp(dy), fp(x), ch->n, c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),
-                              eps_, ds->data<float>(), db->data<float>(), be.stream());
+                              eps_, partials->data<float>(), ds->data<float>(), db->data<float>(),
+                              be.stream());
+    }
     if (ctx.wantsOutput(0)) {
       DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
       launchBatchNormGradInput(fp(dy), fp(x), ch->n, c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),

@@ -20,32 +20,37 @@ namespace dw::engine::cuda {
 // Function pointers into libcublas and libcudnn, named after the functions they point to.
 struct Libs {
 #define DW_CUDA_FN(name) decltype(&::name) name = nullptr;
-#define DW_CUBLAS_FNS(X)                                                              \
-  X(cublasCreate_v2)                                                                  \
-  X(cublasDestroy_v2)                                                                 \
-  X(cublasSetStream_v2) X(cublasSetMathMode) X(cublasGetVersion_v2) X(cublasSgemm_v2) \
-      X(cublasSgemmStridedBatched) X(cublasSetWorkspace_v2)
-#define DW_CUDNN_FNS(X)                                                                           \
-  X(cudnnCreate)                                                                                  \
-  X(cudnnDestroy)                                                                                 \
-  X(cudnnSetStream) X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreateTensorDescriptor) X(   \
-      cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor)  \
-      X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor) X(                            \
-          cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                    \
-          X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                      \
-              cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)        \
-              X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(            \
-                  cudnnGetConvolutionBackwardDataAlgorithm_v7)                                    \
-                  X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData) \
-                      X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                            \
-                          X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                       \
-                              X(cudnnConvolutionBackwardFilter) X(cudnnCreatePoolingDescriptor)   \
-                                  X(cudnnSetPoolingNdDescriptor) X(cudnnDestroyPoolingDescriptor) \
-                                      X(cudnnPoolingForward) X(cudnnPoolingBackward)              \
-                                          X(cudnnDeriveBNTensorDescriptor)                        \
-                                              X(cudnnBatchNormalizationForwardTraining)           \
-                                                  X(cudnnBatchNormalizationForwardInference)      \
-                                                      X(cudnnBatchNormalizationBackward)
+#define DW_CUBLAS_FNS(X)                                                                     \
+  X(cublasCreate_v2)                                                                         \
+  X(cublasDestroy_v2)                                                                        \
+  X(cublasSetStream_v2)                                                                      \
+  X(cublasSetMathMode) X(cublasGetVersion_v2) X(cublasSgemm_v2) X(cublasSgemmStridedBatched) \
+      X(cublasSetWorkspace_v2)
+#define DW_CUDNN_FNS(X)                                                                            \
+  X(cudnnCreate)                                                                                   \
+  X(cudnnDestroy)                                                                                  \
+  X(cudnnSetStream)                                                                                \
+  X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreateTensorDescriptor) X(                      \
+      cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor)   \
+      X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor) X(                             \
+          cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                     \
+          X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                       \
+              cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)         \
+              X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(             \
+                  cudnnGetConvolutionBackwardDataAlgorithm_v7)                                     \
+                  X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData)  \
+                      X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                             \
+                          X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                        \
+                              X(cudnnConvolutionBackwardFilter) X(cudnnCreatePoolingDescriptor) X( \
+                                  cudnnSetPoolingNdDescriptor) X(cudnnDestroyPoolingDescriptor)    \
+                                  X(cudnnPoolingForward) X(cudnnPoolingBackward)                   \
+                                      X(cudnnDeriveBNTensorDescriptor) X(                          \
+                                          cudnnBatchNormalizationForwardTraining)                  \
+                                          X(cudnnBatchNormalizationForwardInference) X(            \
+                                              cudnnBatchNormalizationBackward)                     \
+                                              X(cudnnFindConvolutionForwardAlgorithmEx) X(         \
+                                                  cudnnFindConvolutionBackwardDataAlgorithmEx)     \
+                                                  X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
   DW_CUBLAS_FNS(DW_CUDA_FN)
   DW_CUDNN_FNS(DW_CUDA_FN)
 #undef DW_CUDA_FN

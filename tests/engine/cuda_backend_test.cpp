@@ -378,8 +378,8 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   attrI(addNode(g, "Gemm", {"f", "w", "b"}, {"logits"}), "transB", 1);
   addNode(g, "SoftmaxCrossEntropyLoss", {"logits", "label"}, {"loss"});
   addValue(g->add_output(), "loss", {});
-  Tensor rv = randomTensor({4}, 9, 0.5f, 1.5f);
-  addInit(g, "rm", randomTensor({4}, 8));
+  const Tensor rm = randomTensor({4}, 8), rv = randomTensor({4}, 9, 0.5f, 1.5f);
+  addInit(g, "rm", rm);
   addInit(g, "rv", rv);
   training::GradientGraphOptions go;
   go.losses = {"loss"};
@@ -396,6 +396,8 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   ASSERT_TRUE(gg.ok()) << gg.message();
   std::map<std::string, Tensor> feeds = w;
   feeds["x"] = randomTensor({6, 2, 8, 8}, 7);
+  feeds["rm"] = rm;  // the gradient graph takes the running statistics as inputs
+  feeds["rv"] = rv;
   feeds["label"] = makeInput({{6}, DType::kInt64, 0, 5}, 6);
   auto cpu = InferenceSession::create(gg->model);
   auto gpu = InferenceSession::create(gg->model, cudaOptions());
