@@ -14,7 +14,7 @@
 // at the end.
 //
 // Usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] [--no-torch]
-//                    [--precision fp32|bf16|both] [--accelerator cpu|cuda]
+//                    [--precision fp32|bf16|both] [--accelerator cpu|cuda] [--batch B]
 // --accelerator cuda trains deepwire on the GPU and PyTorch on the same GPU (the python3 on PATH
 // there must have a CUDA PyTorch), in fp32; each side copies its batches up every step.
 #include <spawn.h>
@@ -44,6 +44,7 @@
 namespace {
 
 std::string gAccelerator = "cpu";  // --accelerator: both sides
+int64_t gBatch = 64;               // --batch: both sides
 
 using namespace dw::engine::training;
 using Clock = std::chrono::steady_clock;
@@ -85,7 +86,7 @@ class DeepwireRun {
     if (!t) die(t.message());
     trainer_ = std::move(t.value());
     LoaderOptions lo;
-    lo.batchSize = 64;
+    lo.batchSize = gBatch;
     lo.seed = 1;
     loader_ = std::make_unique<BatchLoader>(data, lo);
     loader_->startEpoch(0);
@@ -132,7 +133,7 @@ class DeepwireRun {
       loader_->startEpoch(++epoch_);
       b = loader_->next();
     }
-    if (!b) die("the dataset gives no batch of 64");
+    if (!b) die("the dataset gives no batch of " + std::to_string(gBatch));
     return std::move(*b);
   }
 
@@ -154,8 +155,8 @@ class TorchServer {
     int toChild[2] = {-1, -1}, fromChild[2] = {-1, -1};
     if (pipe(toChild) == 0 && pipe(fromChild) == 0) {
       const std::string script = root + "/bench/train_torch.py", th = std::to_string(threads);
-      std::vector<std::string> args{"python3", script, model, "serve", th, precision,
-                                    gAccelerator};
+      std::vector<std::string> args{"python3", script,    model,        "serve",
+                                    th,        precision, gAccelerator, std::to_string(gBatch)};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -268,10 +269,12 @@ int main(int argc, char** argv) {
       precision = argv[++i];
     else if (a == "--accelerator" && i + 1 < argc)
       gAccelerator = argv[++i];
+    else if (a == "--batch" && i + 1 < argc)
+      gBatch = std::max<int64_t>(1, std::atoll(argv[++i]));
     else
       die("usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] "
-          "[--no-torch] [--precision fp32|bf16|both] [--accelerator cpu|cuda]");
-  if (gAccelerator == "cuda") precision = "fp32";
+          "[--no-torch] [--precision fp32|bf16|both] [--accelerator cpu|cuda] [--batch B]");
+    if (gAccelerator == "cuda") precision = "fp32";
   }
   const std::string root = DW_SOURCE_DIR;
   std::vector<std::string> models, precisions;
@@ -286,8 +289,10 @@ int main(int argc, char** argv) {
   }
   if (models.empty() || precisions.empty()) die("nothing to measure");
   std::printf(
-      "training benchmark: Adam lr 1e-3, batch 64, %d threads, Fashion-MNIST (938 steps/epoch)\n",
-      threads);
+      "training benchmark: Adam lr 1e-3, batch %lld, %d threads, %s, Fashion-MNIST (%lld "
+      "steps/epoch)\n",
+      static_cast<long long>(gBatch), threads, gAccelerator.c_str(),
+      static_cast<long long>((60000 + gBatch - 1) / gBatch));
   if (torch)
     std::printf(
         "deepwire and PyTorch alternate in %lld rounds; the ratio is the median of the rounds' "
@@ -340,9 +345,10 @@ int main(int argc, char** argv) {
         double gpu = 0;
         const double rss = server->finish(&gpu);
         if (gAccelerator == "cuda")
-          std::printf("  GPU memory at peak: deepwire %.0f MiB (this process so far), PyTorch "
-                      "%.0f MiB\n",
-                      static_cast<double>(dw::engine::cuda::peakDeviceBytes()) / (1 << 20), gpu);
+          std::printf(
+              "  GPU memory at peak: deepwire %.0f MiB (this process so far), PyTorch "
+              "%.0f MiB\n",
+              static_cast<double>(dw::engine::cuda::peakDeviceBytes()) / (1 << 20), gpu);
         row.torch = theirs;
         row.ratio = median(ratios);
         std::printf(
@@ -359,8 +365,8 @@ int main(int argc, char** argv) {
               "PyTorch s/ep", "dw/torch", "target s/ep");
   for (const auto& r : rows) {
     // The issues' targets: cpu (2 threads) MLP 1.0 and CNN 12 s/epoch; cuda MLP 0.5, CNN 0.9.
-    const double target = gAccelerator == "cuda" ? (r.model == "mlp" ? 0.5 : 0.9)
-                                                 : (r.model == "mlp" ? 1.0 : 12.0);
+    const double target =
+        gAccelerator == "cuda" ? (r.model == "mlp" ? 0.5 : 0.9) : (r.model == "mlp" ? 1.0 : 12.0);
     char torchCol[32] = "-", ratio[32] = "-";
     if (r.torch > 0) {
       std::snprintf(torchCol, sizeof torchCol, "%.2f", r.torch);

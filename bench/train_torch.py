@@ -5,8 +5,8 @@ a fixed number of CPU threads. Times STEPS training steps after a warm-up and pr
 line: {"model", "threads", "steps", "seconds_per_step", "seconds_per_epoch", "peak_rss_mib"}.
 
 Run with /usr/bin/python3 (Debian python3-torch).
-Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16 [cpu|cuda]]
-       train_torch.py mlp|cnn serve THREADS [fp32|bf16 [cpu|cuda]]
+Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16 [cpu|cuda [BATCH]]]
+       train_torch.py mlp|cnn serve THREADS [fp32|bf16 [cpu|cuda [BATCH]]]
 cuda: the model and optimizer on the GPU, each batch copied up as it is drawn (as deepwire does);
 TF32 stays off, as in deepwire, so both compute full fp32 products.
 serve: after the warm-up prints "ready", then for every line N read from stdin times N more steps
@@ -64,6 +64,7 @@ def main():
     steps = 0 if serve else int(sys.argv[2])
     bf16 = len(sys.argv) > 4 and sys.argv[4] == "bf16"
     device = sys.argv[5] if len(sys.argv) > 5 else "cpu"
+    batch = int(sys.argv[6]) if len(sys.argv) > 6 else 64
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -74,7 +75,7 @@ def main():
     labels = read_idx(f"{DATA}/train-labels-idx1-ubyte.gz")
     x = torch.tensor(((images.astype(np.float32) / 255.0) - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)
     y = torch.tensor(labels.astype(np.int64))
-    n, batch = x.shape[0], 64
+    n = x.shape[0]
     net = model(kind).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     order = torch.randperm(n)

@@ -93,7 +93,7 @@ struct DeviceReport {
   // NVIDIA GPUs (builds with CUDA): one line each, "cuda:0: NVIDIA H100 80GB HBM3, 79.1 GiB,
   // compute capability 9.0", and the libraries' versions; or why none is usable.
   std::vector<std::string> cudaDevices;
-  std::string cudaLibraries;   // "CUDA runtime 13.0, driver 13.0, cuBLAS 13.1, cuDNN 9.19.0"
+  std::string cudaLibraries;    // "CUDA runtime 13.0, driver 13.0, cuBLAS 13.1, cuDNN 9.19.0"
   std::string cudaUnavailable;  // empty when cudaDevices lists GPUs
 };
 DeviceReport devices();

@@ -826,8 +826,7 @@ Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
   probe.numInputs = node.input_size();
   probe.numOutputs = node.output_size();
   if (lf == localFunctions.end() && opset >= 0)
-    applyDefaults(onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain), node,
-                  probe.attrs);
+    applyDefaults(onnx::OpSchemaRegistry::Schema(node.op_type(), opset, domain), node, probe.attrs);
   if (lf == localFunctions.end() && place(node, probe).def) {
     out.emplace_back(node, opsets);
     return Status();
@@ -946,8 +945,10 @@ void Planner::propagateTypes(const onnx::NodeProto& node, const OpsetMap& opsets
     }
     if (!elem) {
       static const std::map<std::string, int32_t> fixed = {
-          {"tensor(float)", onnx::TensorProto::FLOAT}, {"tensor(int64)", onnx::TensorProto::INT64},
-          {"tensor(int32)", onnx::TensorProto::INT32}, {"tensor(bool)", onnx::TensorProto::BOOL}};
+          {"tensor(float)", onnx::TensorProto::FLOAT},
+          {"tensor(int64)", onnx::TensorProto::INT64},
+          {"tensor(int32)", onnx::TensorProto::INT32},
+          {"tensor(bool)", onnx::TensorProto::BOOL}};
       auto f = fixed.find(ts);
       if (f != fixed.end()) elem = f->second;
     }
@@ -994,8 +995,7 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
                  : "?");
     }
     std::fprintf(stderr, "placement: %s (%s) on %s [%s]\n", displayName(node).c_str(),
-                 node.op_type().c_str(), pl.backend ? pl.backend->name().c_str() : "-",
-                 in.c_str());
+                 node.op_type().c_str(), pl.backend ? pl.backend->name().c_str() : "-", in.c_str());
   }
   if (!pl.def)
     return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
@@ -1266,11 +1266,10 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
       auto copy = wantDevice ? plan.device->toDevice(v.tensor, std::move(*buf))
                              : plan.device->toHost(v.tensor, std::move(*buf));
       if (!copy) return copy.status();
-      if (wantDevice && std::any_of(plan.constants.begin(), plan.constants.end(),
-                                    [&](const auto& c) {
-                                      return c.first == id && c.second.tensor.buffer() ==
-                                                                  v.tensor.buffer();
-                                    })) {
+      if (wantDevice &&
+          std::any_of(plan.constants.begin(), plan.constants.end(), [&](const auto& c) {
+            return c.first == id && c.second.tensor.buffer() == v.tensor.buffer();
+          })) {
         auto& dc = plan.deviceConstants[id];
         dc.host = v.tensor.buffer().get();
         dc.device = Value(std::move(*copy));

@@ -360,15 +360,17 @@ void addGraphDomain(CatalogueBuilder& b) {
 
   NodeSpec acc = layerLike(
       "Accelerator", "training",
-      "Where the model runs and trains: cpu (oneDNN), gpu (oneDNN's OpenCL engine, Intel GPUs) "
-      "or auto (gpu when one is usable, else cpu), with a thread count and a precision. A "
+      "Where the model runs and trains: cpu (oneDNN), cuda (an NVIDIA GPU, through cuDNN and "
+      "cuBLAS), gpu (oneDNN's OpenCL engine, Intel GPUs) or auto (cuda, else gpu, when one is "
+      "usable, else cpu), with a thread count and a precision. A "
       "project setting read by the runner and the trainer (their accelerator, threads and "
       "precision options); ONNX export writes nothing for it, so an exported model runs "
       "anywhere.",
       lowerAccelerator);
   acc.params = {
-      param("device", ParamType::String, Param::makeString("cpu"), "The device.",
-            {"cpu", "gpu", "auto"}),
+      param("device", ParamType::String, Param::makeString("cpu"),
+            "The device (the CLI's --accelerator also takes cuda:N for NVIDIA GPU N).",
+            {"cpu", "cuda", "gpu", "auto"}),
       param("threads", ParamType::Int, Param::makeInt(0), "CPU threads; 0 uses every core."),
       param("precision", ParamType::String, Param::makeString("fp32"),
             "fp32: exact float32 everywhere. bf16: mixed precision like PyTorch's CPU autocast: "

@@ -29,7 +29,8 @@ inline std::string checkAccelerator(const std::string& a) {
         a.find_first_not_of("0123456789", n) == std::string::npos)
       return "";
   }
-  return "'" + a + "' is not an accelerator: use cpu, gpu, gpu:N or auto (cuda, cuda:N: NVIDIA GPUs)";
+  return "'" + a +
+         "' is not an accelerator: use cpu, gpu, gpu:N or auto (cuda, cuda:N: NVIDIA GPUs)";
 }
 
 inline std::string humanBytes(double bytes) {

@@ -252,7 +252,8 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   c->add_option("--filter", conf->filter, "Regex over suite/case names");
   c->add_option("--data", conf->data, "Test data directory");
   c->add_option("--threads", conf->threads, "CPU threads per case")->check(CLI::PositiveNumber);
-  c->add_option("--accelerator", conf->accelerator, "Where the cases run: cpu, cuda, cuda:N, gpu, gpu:N or auto")
+  c->add_option("--accelerator", conf->accelerator,
+                "Where the cases run: cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);
   c->add_flag("--json", conf->json, "Print results as JSON");
   c->callback([conf, &exitCode] { exitCode = conformanceCommand(*conf); });

@@ -256,11 +256,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   accelerator_ = new QComboBox;
   accelerator_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   const auto dev = dw::engine::devices();
-  std::vector<std::string> choices{"cpu", "cuda"};
-  for (const auto& a : dev.available)
-    if (a.rfind("cuda:", 0) == 0) choices.push_back(a);
-  choices.insert(choices.end(), {"gpu", "auto"});
-  for (const auto& a : choices) {
+  // The Accelerator node's device values (cuda:N for a second GPU is the CLI's).
+  for (const std::string a : {"cpu", "cuda", "gpu", "auto"}) {
     accelerator_->addItem(qs(a), qs(a));
     const bool usable =
         std::find(dev.available.begin(), dev.available.end(), a) != dev.available.end() ||
@@ -268,12 +265,11 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     if (!usable) {
       auto* m = qobject_cast<QStandardItemModel*>(accelerator_->model());
       if (m) m->item(accelerator_->count() - 1)->setEnabled(false);
-      accelerator_->setItemText(accelerator_->count() - 1,
-                                a == "cuda" ? tr("cuda (no NVIDIA GPU here)")
-                                            : tr("gpu (no Intel GPU here)"));
+      accelerator_->setItemText(accelerator_->count() - 1, a == "cuda"
+                                                               ? tr("cuda (no NVIDIA GPU here)")
+                                                               : tr("gpu (no Intel GPU here)"));
       accelerator_->setItemData(accelerator_->count() - 1,
-                                a == "cuda" ? qs(dev.cudaUnavailable) : QString(),
-                                Qt::ToolTipRole);
+                                a == "cuda" ? qs(dev.cudaUnavailable) : QString(), Qt::ToolTipRole);
     }
   }
   accelerator_->setToolTip(tr("Where training runs (the canvas's Accelerator node, when it has "

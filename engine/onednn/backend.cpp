@@ -382,9 +382,9 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
       if (b) {
         if (notice)
           *notice = "accelerator auto: running on " + (*b)->description() +
-                    (o.precision != "fp32" ? "; precision " + o.precision +
-                                                 ": cuda runs fp32 only, running in fp32"
-                                           : std::string());
+                    (o.precision != "fp32"
+                         ? "; precision " + o.precision + ": cuda runs fp32 only, running in fp32"
+                         : std::string());
         return b;
       }
       why = b.message();

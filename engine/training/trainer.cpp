@@ -661,7 +661,8 @@ Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name) {
   if (slot.defined()) return &slot;
   const Shape& shape = weights.at(p.name).shape();
   auto hb = p.state.buffers.find(name);
-  if (hb != p.state.buffers.end() && static_cast<int64_t>(hb->second.size()) == numElements(shape)) {
+  if (hb != p.state.buffers.end() &&
+      static_cast<int64_t>(hb->second.size()) == numElements(shape)) {
     auto d = trainSession->backend().toDevice(Tensor::fromVector(hb->second, shape));
     if (!d) return d.status();
     slot = std::move(*d);

@@ -336,7 +336,7 @@ TEST(UtilityNodes, StepNodesAreCatalogueEntries) {
   ASSERT_NE(spec("Eval Step").param("reset_metrics?"), nullptr);
   ASSERT_NE(spec("Accelerator").param("device"), nullptr);
   EXPECT_EQ(spec("Accelerator").param("device")->allowedValues,
-            (std::vector<std::string>{"cpu", "gpu", "auto"}));
+            (std::vector<std::string>{"cpu", "cuda", "gpu", "auto"}));
   ASSERT_NE(spec("Accelerator").param("threads"), nullptr);
 }
 
