@@ -32,6 +32,9 @@ step ckpt-cuda 60 $B/app/cli/deepwire train $MLP --accelerator cuda --epochs 1 -
 step resume-cpu 60 $B/app/cli/deepwire train $MLP --accelerator cpu --epochs 2 --max-steps 100 --resume "$OUT/ck-cuda" --quiet
 step ckpt-cpu 60 $B/app/cli/deepwire train $MLP --accelerator cpu --epochs 1 --max-steps 100 --checkpoint "$OUT/ck-cpu" --quiet
 step resume-cuda 60 $B/app/cli/deepwire train $MLP --accelerator cuda --epochs 2 --max-steps 100 --resume "$OUT/ck-cpu" --quiet
+step cnn-10-epochs 200 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 10 --quiet
+step bench-mlp-1024 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 100 --batch 1024
+step bench-cnn-1024 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 3 --steps 60 --batch 1024
 step bench-mlp 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 300
 step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 2 --steps 100
 step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda
