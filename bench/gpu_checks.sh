@@ -25,6 +25,7 @@ step cuda-tests 240 $B/tests/engine/engine_tests --gtest_filter='Cuda*'
 step mlp-profile 60 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
 step placement 60 env DEEPWIRE_PLACEMENT=1 $B/tests/engine/engine_tests --gtest_filter='CudaOps.GradientsMatchCpu'
 step cnn-profile 90 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --max-steps 900 --quiet
+step cnn-profile-1024 90 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --batch-size 1024 --quiet
 step mlp-10-epochs 150 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 10 --quiet
 # A checkpoint written on cuda resumes on cpu, and one written on cpu resumes on cuda.
 MLP=resources/examples/fashion_mnist_mlp.dwproj

@@ -49,6 +49,11 @@ class Backend {
   // large enough (a pooled buffer), a fresh allocation otherwise. toHost waits for the copy.
   virtual Result<Tensor> toDevice(const Tensor& host, std::shared_ptr<Buffer> buffer = nullptr);
   virtual Result<Tensor> toHost(const Tensor& device, std::shared_ptr<Buffer> buffer = nullptr);
+  // toHost without the wait: the copy is queued, and the host tensor is valid once
+  // synchronize() returns (several outputs then cost one wait).
+  virtual Result<Tensor> toHostQueued(const Tensor& device, std::shared_ptr<Buffer> buffer) {
+    return toHost(device, std::move(buffer));
+  }
   // Waits until the device finished everything queued so far; reports asynchronous errors.
   virtual Status synchronize() { return Status(); }
   // Whether the planner should apply the oneDNN-specific fusions and layouts (session.cpp).

@@ -1573,6 +1573,7 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
     ++p.runs;
   }
   std::map<std::string, Value> out;
+  bool queued = false;  // device outputs copied down: one wait for all of them, below
   for (size_t i = 0; i < p.outputIds.size(); ++i) {
     Value& v = values[p.outputIds[i]];
     if (p.device && v.isTensor() && v.tensor.onHost() && v.tensor.buffer() &&
@@ -1585,7 +1586,8 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
     if (v.isTensor() && !v.tensor.onHost() && !deviceOutputs_.count(outputs_[i].name)) {
       auto buf = pool_->get(v.tensor.bytes());
       if (!buf) return buf.status();
-      auto host = backend_->toHost(v.tensor, std::move(*buf));
+      queued = true;
+      auto host = backend_->toHostQueued(v.tensor, std::move(*buf));
       if (!host) return host.status().withContext("output '" + outputs_[i].name + "'");
       releaseValue(v, *pool_);
       v = Value(std::move(*host));
@@ -1593,6 +1595,7 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
     if (v.isTensor() && v.tensor.buffer()) handedOut_.push_back(v.tensor.buffer());
     out[outputs_[i].name] = v;
   }
+  if (queued) DW_RETURN_IF_ERROR(backend_->synchronize());
   return out;
 }
 

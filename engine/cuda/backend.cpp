@@ -254,7 +254,7 @@ Result<Tensor> CudaBackend::toDevice(const Tensor& host, std::shared_ptr<Buffer>
   return t;
 }
 
-Result<Tensor> CudaBackend::toHost(const Tensor& device, std::shared_ptr<Buffer> buffer) {
+Result<Tensor> CudaBackend::toHostQueued(const Tensor& device, std::shared_ptr<Buffer> buffer) {
   if (device.onHost()) return device;
   if (!buffer || buffer->device != Device::kHost || buffer->capacity < device.bytes())
     buffer = std::make_shared<Buffer>(device.bytes());
@@ -263,7 +263,13 @@ Result<Tensor> CudaBackend::toHost(const Tensor& device, std::shared_ptr<Buffer>
     DW_CUDA_OK(check(cudaMemcpyAsync(t.raw(), device.raw(), device.bytes(), cudaMemcpyDeviceToHost,
                                      ctx_->stream),
                      "copying from the GPU"));
-  DW_CUDA_OK(check(cudaStreamSynchronize(ctx_->stream), "running the GPU's queued work"));
+  return t;
+}
+
+Result<Tensor> CudaBackend::toHost(const Tensor& device, std::shared_ptr<Buffer> buffer) {
+  auto t = toHostQueued(device, std::move(buffer));
+  if (!t || device.onHost()) return t;
+  DW_CUDA_OK(synchronize());
   return t;
 }
 

@@ -110,16 +110,18 @@ struct Pool2d {
 void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
 // dx (overwritten) = dy routed to each window's first maximum; no atomics, so repeatable.
 void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx, cudaStream_t s);
-// How many blocks share one channel's reduction: enough blocks in all to fill the GPU, each
-// with at least a few thousand elements. Partial results per (channel, slice) are combined in a
-// fixed order, so results repeat bit for bit.
-inline int64_t channelSlices(int64_t c, int64_t perChannel) {
+// How many blocks share one channel's reduction, each taking a run of samples: enough blocks in
+// all to fill the GPU, each with a few thousand elements at least. Partial results per
+// (channel, slice) are combined in a fixed order, so results repeat bit for bit.
+inline int64_t channelSlices(int64_t c, int64_t n, int64_t hw) {
   int64_t s = (512 + c - 1) / (c > 0 ? c : 1);
-  const int64_t most = perChannel / 2048 > 1 ? perChannel / 2048 : 1;
-  return s < 1 ? 1 : (s > most ? most : s);
+  const int64_t byWork = n * hw / 2048 > 1 ? n * hw / 2048 : 1;
+  if (s > byWork) s = byWork;
+  if (s > n) s = n;
+  return s < 1 ? 1 : s;
 }
 // Per-channel batch statistics of x [n, c, hw]: mean and population variance. `partials`
-// holds 3 * c * channelSlices(c, n * hw) floats.
+// holds 3 * c * channelSlices(c, n, hw) floats.
 void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* partials,
                         float* mean, float* var, cudaStream_t s);
 // y = scale * (x - mean) / sqrt(var + eps) + b, per channel.
@@ -131,7 +133,7 @@ void launchRunningStats(const float* inMean, const float* inVar, const float* me
                         const float* var, int64_t c, float momentum, float* outMean, float* outVar,
                         cudaStream_t s);
 // dB = sum dy, dScale = sum dy * xhat over [n, hw] per channel. `partials`: 2 * c *
-// channelSlices(c, n * hw) floats.
+// channelSlices(c, n, hw) floats.
 void launchBatchNormGradSums(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
                              const float* mean, const float* var, float eps, float* partials,
                              float* dScale, float* dB, cudaStream_t s);
@@ -140,6 +142,13 @@ void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_
                               const float* mean, const float* var, const float* scale, float eps,
                               const float* dScale, const float* dB, bool global, float* dx,
                               cudaStream_t s);
+
+// y [n, c, hw] += b[c] (a convolution's bias).
+void launchChannelBias(float* y, int64_t n, int64_t c, int64_t hw, const float* b, cudaStream_t s);
+// out[c] = sum of x [n, c, hw] over n and hw (a convolution's bias gradient). `partials`:
+// c * channelSlices(c, n, hw) floats.
+void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* partials, float* out,
+                      cudaStream_t s);
 
 // ---- Optimizers (engine/training/optimizers.h describes the rules) ----
 struct AdamArgs {

@@ -9,6 +9,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Kernels that give a block to each plane: at most this many blocks (they loop over the rest),
+// and threads to match the plane's size (a warp at least).
+int planeBlocks(int64_t planes) {
+  return static_cast<int>(planes < (int64_t(1) << 20) ? planes : (int64_t(1) << 20));
+}
+int threadsFor(int64_t perPlane) {
+  int t = 32;
+  while (t < kThreads && t < perPlane) t *= 2;
+  return t;
+}
+
 int blocksFor(int64_t n) {
   int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
@@ -38,35 +49,67 @@ __device__ inline int64_t windowArgmax(const Pool2d& p, const float* plane, int6
   return best;
 }
 
+// One block per plane (image and channel): no 64-bit division per element.
 __global__ void maxPoolKernel(Pool2d p, const float* x, float* y) {
-  const int64_t total = p.planes * p.oh * p.ow;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = i % p.ow, oy = i / p.ow % p.oh, pl = i / (p.ow * p.oh);
-    float v;
-    const int64_t at = windowArgmax(p, x + pl * p.h * p.w, oy, ox, &v);
-    y[i] = at < 0 ? -INFINITY : v;
+  const int outPlane = static_cast<int>(p.oh * p.ow), ow = static_cast<int>(p.ow);
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const float* plane = x + pl * p.h * p.w;
+    float* out = y + pl * outPlane;
+    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
+      float v;
+      const int64_t at = windowArgmax(p, plane, e / ow, e % ow, &v);
+      out[e] = at < 0 ? -INFINITY : v;
+    }
   }
 }
 
 // One thread per input element: it sums dy over the windows whose first maximum it is.
 __global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, float* dx) {
-  const int64_t total = p.planes * p.h * p.w;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t xx = i % p.w, yy = i / p.w % p.h, pl = i / (p.w * p.h);
-    const float* plane = x + pl * p.h * p.w;
+  const int inPlane = static_cast<int>(p.h * p.w), w = static_cast<int>(p.w);
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const float* plane = x + pl * inPlane;
     const float* g = dy + pl * p.oh * p.ow;
-    // Outputs whose window covers (yy, xx).
-    const int64_t oyLo = max(int64_t(0), (yy + p.ph - p.kh + p.sh) / p.sh);
-    const int64_t oyHi = min(p.oh - 1, (yy + p.ph) / p.sh);
-    const int64_t oxLo = max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw);
-    const int64_t oxHi = min(p.ow - 1, (xx + p.pw) / p.sw);
-    float acc = 0.f;
-    for (int64_t oy = oyLo; oy <= oyHi; ++oy)
-      for (int64_t ox = oxLo; ox <= oxHi; ++ox)
-        if (windowArgmax(p, plane, oy, ox, nullptr) == yy * p.w + xx) acc += g[oy * p.ow + ox];
-    dx[i] = acc;
+    float* out = dx + pl * inPlane;
+    for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
+      const int64_t yy = e / w, xx = e % w;
+      // Outputs whose window covers (yy, xx).
+      const int64_t oyLo = max(int64_t(0), (yy + p.ph - p.kh + p.sh) / p.sh);
+      const int64_t oyHi = min(p.oh - 1, (yy + p.ph) / p.sh);
+      const int64_t oxLo = max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw);
+      const int64_t oxHi = min(p.ow - 1, (xx + p.pw) / p.sw);
+      float acc = 0.f;
+      for (int64_t oy = oyLo; oy <= oyHi; ++oy)
+        for (int64_t ox = oxLo; ox <= oxHi; ++ox)
+          if (windowArgmax(p, plane, oy, ox, nullptr) == e) acc += g[oy * p.ow + ox];
+      out[e] = acc;
+    }
+  }
+}
+
+// Windows that tile the plane without overlap (stride = kernel, no padding), as in most CNNs:
+// each output scatters dy to its window's first maximum and zeros to the rest, so every input
+// element is written once, by the window that holds it. Elements no window holds (the last rows
+// or columns when the size is not a multiple) are zeroed separately.
+__global__ void maxPoolGradTiledKernel(Pool2d p, const float* x, const float* dy, float* dx) {
+  const int outPlane = static_cast<int>(p.oh * p.ow), ow = static_cast<int>(p.ow);
+  const int inPlane = static_cast<int>(p.h * p.w);
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const float* plane = x + pl * inPlane;
+    const float* g = dy + pl * outPlane;
+    float* out = dx + pl * inPlane;
+    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
+      const int64_t oy = e / ow, ox = e % ow;
+      const int64_t at = windowArgmax(p, plane, oy, ox, nullptr);
+      for (int64_t ky = 0; ky < p.kh; ++ky)
+        for (int64_t kx = 0; kx < p.kw; ++kx) {
+          const int64_t idx = (oy * p.sh + ky) * p.w + ox * p.sw + kx;
+          out[idx] = idx == at ? g[e] : 0.f;
+        }
+    }
+    for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
+      const int64_t yy = e / p.w, xx = e % p.w;
+      if (yy >= p.oh * p.kh || xx >= p.ow * p.kw) out[e] = 0.f;
+    }
   }
 }
 
@@ -85,22 +128,27 @@ __device__ inline float blockSum(float v, float* part) {
 
 // Block (channel, slice) over its chunk of the channel: count, mean and the sum of squared
 // deviations (two passes over the chunk, for an accurate variance).
-__global__ void statsPartialKernel(const float* x, int64_t c, int64_t hw, int64_t m, int64_t slices,
+__global__ void statsPartialKernel(const float* x, int64_t n, int64_t c, int64_t hw, int64_t slices,
                                    float* partials) {
   __shared__ float part[kThreads];
   const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
-  const int64_t chunk = (m + slices - 1) / slices;
-  const int64_t lo = sl * chunk, hi = min(m, lo + chunk);
+  const int64_t per = (n + slices - 1) / slices;
+  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
   float s = 0.f;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-    s += x[(i / hw * c + ch) * hw + i % hw];
-  const float cnt = static_cast<float>(hi > lo ? hi - lo : 0);
+  for (int64_t i = n0; i < n1; ++i) {
+    const float* row = x + (i * c + ch) * hw;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) s += row[k];
+  }
+  const float cnt = static_cast<float>(n1 > n0 ? (n1 - n0) * hw : 0);
   const float total = blockSum(s, part);
   const float mu = cnt > 0 ? total / cnt : 0.f;
   float q = 0.f;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    const float d = x[(i / hw * c + ch) * hw + i % hw] - mu;
-    q += d * d;
+  for (int64_t i = n0; i < n1; ++i) {
+    const float* row = x + (i * c + ch) * hw;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
+      const float d = row[k] - mu;
+      q += d * d;
+    }
   }
   const float m2 = blockSum(q, part);
   if (threadIdx.x == 0) {
@@ -130,15 +178,16 @@ __global__ void statsCombineKernel(const float* partials, int64_t c, int64_t sli
   }
 }
 
+// One block per plane (sample and channel).
 __global__ void bnApplyKernel(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
                               const float* var, const float* scale, const float* b, float eps,
                               float* y) {
-  const int64_t total = n * c * hw;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = i / hw % c;
-    const float inv = 1.f / sqrtf(var[ch] + eps);
-    y[i] = scale[ch] * ((x[i] - mean[ch]) * inv) + b[ch];
+  for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
+    const int64_t ch = pl % c;
+    const float inv = 1.f / sqrtf(var[ch] + eps), mu = mean[ch], sc = scale[ch], bb = b[ch];
+    const float* in = x + pl * hw;
+    float* out = y + pl * hw;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] = sc * ((in[k] - mu) * inv) + bb;
   }
 }
 
@@ -151,19 +200,22 @@ __global__ void runningKernel(const float* im, const float* iv, const float* m, 
   }
 }
 
-__global__ void gradSumsPartialKernel(const float* dy, const float* x, int64_t c, int64_t hw,
-                                      int64_t m, int64_t slices, const float* mean,
+__global__ void gradSumsPartialKernel(const float* dy, const float* x, int64_t n, int64_t c,
+                                      int64_t hw, int64_t slices, const float* mean,
                                       const float* var, float eps, float* partials) {
   __shared__ float part[kThreads];
   const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
-  const int64_t chunk = (m + slices - 1) / slices;
-  const int64_t lo = sl * chunk, hi = min(m, lo + chunk);
+  const int64_t per = (n + slices - 1) / slices;
+  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
   const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps);
   float sb = 0.f, ss = 0.f;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    const int64_t at = (i / hw * c + ch) * hw + i % hw;
-    sb += dy[at];
-    ss += dy[at] * ((x[at] - mu) * inv);
+  for (int64_t i = n0; i < n1; ++i) {
+    const int64_t base = (i * c + ch) * hw;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
+      const float g = dy[base + k];
+      sb += g;
+      ss += g * ((x[base + k] - mu) * inv);
+    }
   }
   const float b = blockSum(sb, part);
   const float s = blockSum(ss, part);
@@ -191,39 +243,95 @@ __global__ void bnGradInputKernel(const float* dy, const float* x, int64_t n, in
                                   const float* mean, const float* var, const float* scale,
                                   float eps, const float* dScale, const float* dB, bool global,
                                   float* dx) {
-  const int64_t total = n * c * hw;
   const float m = static_cast<float>(n * hw);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = i / hw % c;
-    const float inv = 1.f / sqrtf(var[ch] + eps);
+  for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
+    const int64_t ch = pl % c;
+    const float inv = 1.f / sqrtf(var[ch] + eps), sc = scale[ch];
+    const float* g = dy + pl * hw;
+    const float* in = x + pl * hw;
+    float* out = dx + pl * hw;
     if (global) {
-      dx[i] = dy[i] * scale[ch] * inv;
+      for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] = g[k] * sc * inv;
     } else {
-      const float xhat = (x[i] - mean[ch]) * inv;
-      dx[i] = scale[ch] * inv / m * (m * dy[i] - dB[ch] - xhat * dScale[ch]);
+      const float mu = mean[ch], ds = dScale[ch], db = dB[ch];
+      for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
+        const float xhat = (in[k] - mu) * inv;
+        out[k] = sc * inv / m * (m * g[k] - db - xhat * ds);
+      }
     }
+  }
+}
+
+__global__ void channelBiasKernel(float* y, int64_t n, int64_t c, int64_t hw, const float* b) {
+  for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
+    const float bb = b[pl % c];
+    float* out = y + pl * hw;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] += bb;
+  }
+}
+
+__global__ void channelSumPartialKernel(const float* x, int64_t n, int64_t c, int64_t hw,
+                                        int64_t slices, float* partials) {
+  __shared__ float part[kThreads];
+  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
+  const int64_t per = (n + slices - 1) / slices;
+  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
+  float acc = 0.f;
+  for (int64_t i = n0; i < n1; ++i) {
+    const float* row = x + (i * c + ch) * hw;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) acc += row[k];
+  }
+  const float total = blockSum(acc, part);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void channelSumCombineKernel(const float* partials, int64_t c, int64_t slices,
+                                        float* out) {
+  for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < c;
+       ch += int64_t(gridDim.x) * blockDim.x) {
+    float acc = 0.f;
+    for (int64_t k = 0; k < slices; ++k) acc += partials[ch * slices + k];
+    out[ch] = acc;
   }
 }
 
 }  // namespace
 
+void launchChannelBias(float* y, int64_t n, int64_t c, int64_t hw, const float* b, cudaStream_t s) {
+  if (n * c > 0 && hw > 0)
+    channelBiasKernel<<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(y, n, c, hw, b);
+}
+
+void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* partials, float* out,
+                      cudaStream_t s) {
+  if (c <= 0) return;
+  const int64_t slices = channelSlices(c, n, hw);
+  channelSumPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, n, c, hw, slices,
+                                                                            partials);
+  channelSumCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, out);
+}
+
 void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
-  const int64_t n = p.planes * p.oh * p.ow;
-  if (n > 0) maxPoolKernel<<<blocksFor(n), kThreads, 0, s>>>(p, x, y);
+  if (p.planes > 0 && p.oh * p.ow > 0)
+    maxPoolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y);
 }
 
 void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx,
                        cudaStream_t s) {
-  const int64_t n = p.planes * p.h * p.w;
-  if (n > 0) maxPoolGradKernel<<<blocksFor(n), kThreads, 0, s>>>(p, x, dy, dx);
+  if (p.planes <= 0 || p.h * p.w <= 0) return;
+  const bool tiled = p.sh == p.kh && p.sw == p.kw && p.ph == 0 && p.pw == 0 && p.oh * p.kh <= p.h &&
+                     p.ow * p.kw <= p.w;
+  if (tiled)
+    maxPoolGradTiledKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, dy, dx);
+  else
+    maxPoolGradKernel<<<planeBlocks(p.planes), threadsFor(p.h * p.w), 0, s>>>(p, x, dy, dx);
 }
 
 void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* partials,
                         float* mean, float* var, cudaStream_t s) {
   if (c <= 0) return;
-  const int64_t m = n * hw, slices = channelSlices(c, m);
-  statsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, c, hw, m, slices,
+  const int64_t slices = channelSlices(c, n, hw);
+  statsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, n, c, hw, slices,
                                                                        partials);
   statsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, mean, var);
 }
@@ -231,9 +339,9 @@ void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float*
 void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
                           const float* var, const float* scale, const float* b, float eps, float* y,
                           cudaStream_t s) {
-  const int64_t total = n * c * hw;
-  if (total > 0)
-    bnApplyKernel<<<blocksFor(total), kThreads, 0, s>>>(x, n, c, hw, mean, var, scale, b, eps, y);
+  if (n * c > 0 && hw > 0)
+    bnApplyKernel<<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(x, n, c, hw, mean, var, scale, b,
+                                                                eps, y);
 }
 
 void launchRunningStats(const float* inMean, const float* inVar, const float* mean,
@@ -248,8 +356,8 @@ void launchBatchNormGradSums(const float* dy, const float* x, int64_t n, int64_t
                              const float* mean, const float* var, float eps, float* partials,
                              float* dScale, float* dB, cudaStream_t s) {
   if (c <= 0) return;
-  const int64_t m = n * hw, slices = channelSlices(c, m);
-  gradSumsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(dy, x, c, hw, m, slices,
+  const int64_t slices = channelSlices(c, n, hw);
+  gradSumsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(dy, x, n, c, hw, slices,
                                                                           mean, var, eps, partials);
   gradSumsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, dScale, dB);
 }
@@ -258,10 +366,9 @@ void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_
                               const float* mean, const float* var, const float* scale, float eps,
                               const float* dScale, const float* dB, bool global, float* dx,
                               cudaStream_t s) {
-  const int64_t total = n * c * hw;
-  if (total > 0)
-    bnGradInputKernel<<<blocksFor(total), kThreads, 0, s>>>(dy, x, n, c, hw, mean, var, scale, eps,
-                                                            dScale, dB, global, dx);
+  if (n * c > 0 && hw > 0)
+    bnGradInputKernel<<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(
+        dy, x, n, c, hw, mean, var, scale, eps, dScale, dB, global, dx);
 }
 
 }  // namespace dw::engine::cuda

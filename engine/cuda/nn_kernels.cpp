@@ -283,10 +283,9 @@ class Conv : public ConvBase {
       if (b.size() != y->dim(1))
         return Status::error("Conv: B has " + std::to_string(b.size()) + " elements, expected " +
                              std::to_string(y->dim(1)));
-      Shape bshape(y->rank(), 1);
-      bshape[1] = b.size();
-      launchBinary(BinaryOp::kAdd, ElemType::kFloat, y->raw(), contiguousOf(y->shape()), b.raw(),
-                   broadcastStrides(bshape, y->shape()), y->raw(), y->size(), be.stream());
+      launchChannelBias(y->data<float>(), y->dim(0), y->dim(1),
+                        y->size() / std::max<int64_t>(y->dim(0) * y->dim(1), 1), fp(b),
+                        be.stream());
       return launched("Conv bias");
     }
     return Status();
@@ -336,9 +335,10 @@ class ConvGrad : public ConvBase {
     }
     if (ctx.wantsOutput(2)) {
       DW_ALLOC(db, ctx.output(2, DType::kFloat, {w.dim(0)}));
-      std::vector<bool> reduced(dy.rank(), true);
-      reduced[1] = false;
-      reduceInto(be, ReduceOp::kSum, dy, reduced, db->data<float>());
+      const int64_t n = dy.dim(0), c = dy.dim(1), hw = dy.size() / std::max<int64_t>(n * c, 1);
+      Tensor* partials = ctx.scratch(DType::kFloat, {c * channelSlices(c, n, hw)});
+      if (!partials) return ctx.status();
+      launchChannelSum(fp(dy), n, c, hw, partials->data<float>(), db->data<float>(), be.stream());
       return launched("Conv bias gradient");
     }
     return Status();
@@ -449,7 +449,7 @@ class BatchNormTraining : public Kernel {
     DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
     DW_ALLOC(mean, ctx.output(3, DType::kFloat, {c}));
     DW_ALLOC(var, ctx.output(4, DType::kFloat, {c}));
-    Tensor* partials = ctx.scratch(DType::kFloat, {3 * c * channelSlices(c, ch->n * ch->hw)});
+    Tensor* partials = ctx.scratch(DType::kFloat, {3 * c * channelSlices(c, ch->n, ch->hw)});
     if (!partials) return ctx.status();
     launchChannelStats(fp(x), ch->n, c, ch->hw, partials->data<float>(), mean->data<float>(),
                        var->data<float>(), be.stream());
@@ -510,7 +510,7 @@ class BatchNormGrad : public Kernel {
     Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!ds || !db) return ctx.status();
     if (needSums) {
-      Tensor* partials = ctx.scratch(DType::kFloat, {2 * c * channelSlices(c, ch->n * ch->hw)});
+      Tensor* partials = ctx.scratch(DType::kFloat, {2 * c * channelSlices(c, ch->n, ch->hw)});
       if (!partials) return ctx.status();
       launchBatchNormGradSums(fp(dy), fp(x), ch->n, c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),
                               eps_, partials->data<float>(), ds->data<float>(), db->data<float>(),

@@ -20,20 +20,21 @@ namespace dw::engine::cuda {
 // Function pointers into libcublas and libcudnn, named after the functions they point to.
 struct Libs {
 #define DW_CUDA_FN(name) decltype(&::name) name = nullptr;
-#define DW_CUBLAS_FNS(X)                                                                     \
-  X(cublasCreate_v2)                                                                         \
-  X(cublasDestroy_v2)                                                                        \
-  X(cublasSetStream_v2)                                                                      \
-  X(cublasSetMathMode) X(cublasGetVersion_v2) X(cublasSgemm_v2) X(cublasSgemmStridedBatched) \
-      X(cublasSetWorkspace_v2)
+#define DW_CUBLAS_FNS(X) \
+  X(cublasCreate_v2)     \
+  X(cublasDestroy_v2)    \
+  X(cublasSetStream_v2)  \
+  X(cublasSetMathMode)   \
+  X(cublasGetVersion_v2) X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasSetWorkspace_v2)
 #define DW_CUDNN_FNS(X)                                                                            \
   X(cudnnCreate)                                                                                   \
   X(cudnnDestroy)                                                                                  \
   X(cudnnSetStream)                                                                                \
-  X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreateTensorDescriptor) X(                      \
-      cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor)   \
-      X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor) X(                             \
-          cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                     \
+  X(cudnnGetVersion)                                                                               \
+  X(cudnnGetErrorString)                                                                           \
+  X(cudnnCreateTensorDescriptor) X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(  \
+      cudnnCreateFilterDescriptor) X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)   \
+      X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                       \
           X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                       \
               cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)         \
               X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(             \
@@ -108,6 +109,7 @@ class CudaBackend : public Backend {
   Result<std::shared_ptr<Buffer>> allocate(size_t bytes) override;
   Result<Tensor> toDevice(const Tensor& host, std::shared_ptr<Buffer> buffer) override;
   Result<Tensor> toHost(const Tensor& device, std::shared_ptr<Buffer> buffer) override;
+  Result<Tensor> toHostQueued(const Tensor& device, std::shared_ptr<Buffer> buffer) override;
   Status synchronize() override;
   bool oneDnnFusions() const override { return false; }
 

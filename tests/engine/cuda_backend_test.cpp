@@ -359,8 +359,9 @@ TEST(CudaOps, GradientsMatchCpu) {
 
 // A small CNN's gradient graph in training mode: Conv, BatchNormalizationTraining, Relu,
 // MaxPool (with ties: Relu zeros), Flatten, Gemm and the loss, and all their gradients.
-TEST(CudaOps, CnnGradientsMatchCpu) {
-  SKIP_WITHOUT_GPU();
+// `pool`: MaxPool's kernel, strides and pads (2x2/2 tiles the plane; 3x3/1 with pads overlaps).
+void cnnGradientsMatchCpu(const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                          const std::vector<int64_t>& pads, int64_t flat) {
   onnx::ModelProto m = emptyModel(15);
   auto* g = m.mutable_graph();
   addValue(g->add_input(), "x", {6, 2, 8, 8});
@@ -372,8 +373,9 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   addNode(g, "BatchNormalization", {"c", "s", "bb", "rm", "rv"}, {"n"});
   addNode(g, "Relu", {"n"}, {"r"});
   auto* mp = addNode(g, "MaxPool", {"r"}, {"p"});
-  attrInts(mp, "kernel_shape", {2, 2});
-  attrInts(mp, "strides", {2, 2});
+  attrInts(mp, "kernel_shape", kernel);
+  attrInts(mp, "strides", strides);
+  attrInts(mp, "pads", pads);
   addNode(g, "Flatten", {"p"}, {"f"});
   attrI(addNode(g, "Gemm", {"f", "w", "b"}, {"logits"}), "transB", 1);
   addNode(g, "SoftmaxCrossEntropyLoss", {"logits", "label"}, {"loss"});
@@ -387,7 +389,7 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   const std::map<std::string, Tensor> w = {
       {"cw", randomTensor({4, 2, 3, 3}, 1)},   {"cb", randomTensor({4}, 2)},
       {"s", randomTensor({4}, 3, 0.5f, 1.5f)}, {"bb", randomTensor({4}, 4)},
-      {"w", randomTensor({5, 64}, 5)},         {"b", randomTensor({5}, 6)}};
+      {"w", randomTensor({5, flat}, 5)},       {"b", randomTensor({5}, 6)}};
   for (const auto& [name, t] : w) {
     addInit(g, name, t);
     go.trainable.push_back(name);
@@ -414,6 +416,13 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   for (const auto& [name, t] : *want) expectClose(t, got->at(name), "CNN " + name, 1e-3, 1e-5);
   std::printf("CNN gradient graph: %zu nodes, %d on the host\n", (*gpu)->placement().size(),
               onHost);
+}
+
+TEST(CudaOps, CnnGradientsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  cnnGradientsMatchCpu({2, 2}, {2, 2}, {0, 0, 0, 0}, 4 * 4 * 4);
+  cnnGradientsMatchCpu({3, 3}, {1, 1}, {1, 1, 1, 1}, 4 * 8 * 8);
+  cnnGradientsMatchCpu({3, 3}, {2, 2}, {0, 0, 0, 0}, 4 * 3 * 3);
 }
 
 // ---- Training parity with the cpu ----
