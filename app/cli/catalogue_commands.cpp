@@ -3,6 +3,7 @@
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
+#include "engine/op_support.h"
 #include "nodes/catalogue.h"
 
 namespace dw::cli {
@@ -100,6 +101,12 @@ json specJson(const NodeSpec& s, bool full) {
   if (s.deprecated) j["deprecated"] = true;
   if (full) {
     j["doc"] = s.doc;
+    if (s.kind == NodeKind::Op) {
+      const auto sup = dw::engine::opSupport(s.domain, s.type, s.version);
+      j["kernels"] = sup.tables;
+      j["runs_as_function"] = sup.function;
+      j["gradient"] = sup.gradient;
+    }
     json tcs = json::array();
     for (const auto& tc : s.typeConstraints)
       tcs.push_back({{"name", tc.name}, {"allowed_types", tc.allowedTypes}, {"doc", tc.doc}});
@@ -137,7 +144,13 @@ std::string indent(const std::string& text, const std::string& pad) {
 void printDescribe(const NodeSpec& s) {
   std::cout << s.type << "  (" << s.domain << ", since opset " << s.version << ", category "
             << s.category << ")" << (s.deprecated ? "  [deprecated]" : "") << "\n\n"
-            << indent(s.doc, "  ") << "\n\nPorts\n"
+            << indent(s.doc, "  ") << "\n\n";
+  if (s.kind == NodeKind::Op) {
+    const auto sup = dw::engine::opSupport(s.domain, s.type, s.version);
+    std::cout << "Runs on: " << sup.describe()
+              << "\nGradient: " << (sup.gradient ? "yes" : "no (training stops here)") << "\n\n";
+  }
+  std::cout << "Ports\n"
             << "  Graphs in   the model this node joins\n";
   auto ports = [&](const char* title, const std::vector<PortSpec>& list, bool isInput) {
     std::cout << title << "\n";

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "app/studio/graph_view.h"
+#include "engine/op_support.h"
 #include "nodes/catalogue.h"
 
 namespace dw::studio {
@@ -17,11 +18,20 @@ constexpr int kTypeRole = Qt::UserRole + 1;
 QString docTooltip(const NodeSpec& s) {
   QString doc = QString::fromStdString(s.doc).trimmed();
   if (doc.size() > 1200) doc = doc.left(1200) + QStringLiteral("…");
+  // What the engine does with an op node: where it runs, and whether training goes through it.
+  QString engine;
+  if (s.kind == dw::NodeKind::Op) {
+    const auto sup = dw::engine::opSupport(s.domain, s.type, s.version);
+    engine = QStringLiteral("<p><i>Runs on: %1. Gradient: %2.</i></p>")
+                 .arg(QString::fromStdString(sup.describe()).toHtmlEscaped(),
+                      sup.gradient ? QStringLiteral("yes") : QStringLiteral("no"));
+  }
   return QStringLiteral(
              "<p><b>%1</b> <span style='color:gray'>%2 · %3 · since opset %4</span></p>"
-             "<p style='white-space:pre-wrap'>%5</p>")
+             "%6<p style='white-space:pre-wrap'>%5</p>")
       .arg(QString::fromStdString(s.type), QString::fromStdString(s.domain),
-           QString::fromStdString(s.category), QString::number(s.version), doc.toHtmlEscaped());
+           QString::fromStdString(s.category), QString::number(s.version), doc.toHtmlEscaped(),
+           engine);
 }
 }  // namespace
 

@@ -565,6 +565,10 @@ Result<std::map<std::string, double>> ldaCoeffFromModel(const onnx::ModelProto& 
   return out;
 }
 
+bool hasGradient(const std::string& domain, const std::string& op, int opset) {
+  return findGradBuilder(domain, op, opset) != nullptr;
+}
+
 std::vector<std::string> differentiableOps(int opset) {
   std::vector<std::string> ops;
   for (const auto& b : gradBuilders())

@@ -62,5 +62,7 @@ Result<onnx::ModelProto> expandGradientOps(const onnx::ModelProto& model);
 
 // Ops that have a gradient builder for `opset` of the default domain (for tests and docs).
 std::vector<std::string> differentiableOps(int opset);
+// Whether op (`domain` "" for the default one) at `opset` has a gradient builder.
+bool hasGradient(const std::string& domain, const std::string& op, int opset);
 
 }  // namespace dw::engine::training
