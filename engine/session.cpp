@@ -1293,7 +1293,8 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
       auto pv = placed(i, id);
       if (!pv) return pv.status().withContext("node '" + node.name + "' (" + node.op + ")");
       const Value& v = **pv;
-      if (halfType != DType::kUndefined && v.isTensor() && isHalf(v.tensor.dtype())) {
+      const bool shapeOnly = i < 32 && (node.shapeOnlyInputs >> i & 1u);
+      if (halfType != DType::kUndefined && !shapeOnly && v.isTensor() && isHalf(v.tensor.dtype())) {
         auto f = v.tensor.cast(DType::kFloat);
         if (!f) return f.status();
         converted.emplace_back(std::move(*f));
@@ -1349,7 +1350,16 @@ Result<std::vector<Value>> SubgraphImpl::run(KernelContext& caller, std::vector<
   DW_RETURN_IF_ERROR(executePlan(p, values, caller.backend(), caller.pool(), caller.scope()));
   std::vector<Value> out;
   out.reserve(p.outputIds.size());
-  for (int id : p.outputIds) out.push_back(values[id]);
+  for (int id : p.outputIds) {
+    // The control-flow kernels that run bodies (If, Loop, Scan) are host kernels: they read a
+    // body's results (a loop condition, scan outputs to stack) in host memory.
+    if (p.device && values[id].isTensor() && !values[id].tensor.onHost()) {
+      auto h = p.device->toHost(values[id].tensor);
+      if (!h) return h.status();
+      values[id] = Value(std::move(*h));
+    }
+    out.push_back(values[id]);
+  }
   return out;
 }
 

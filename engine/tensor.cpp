@@ -417,6 +417,8 @@ std::string formatFloatString(double v, DType from) {
 }  // namespace
 
 Result<Tensor> Tensor::cast(DType to) const {
+  if (!onHost())
+    return Status::error("internal error: a cast on the host of a tensor in GPU memory");
   if (to == dtype_) return clone();
   if (to == DType::kUndefined || dtype_ == DType::kUndefined)
     return Status::error("cannot cast to or from an undefined dtype");

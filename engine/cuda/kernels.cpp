@@ -578,6 +578,9 @@ class SoftmaxCrossEntropy : public Kernel {
     if (reduction_ != "none" && reduction_ != "mean" && reduction_ != "sum")
       fail("SoftmaxCrossEntropyLoss: unknown reduction '" + reduction_ + "'");
   }
+  ~SoftmaxCrossEntropy() override {
+    if (badHost_) cudaFreeHost(badHost_);
+  }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& labels = ctx.input(1);
@@ -595,8 +598,19 @@ class SoftmaxCrossEntropy : public Kernel {
                                        : ctx.scratch(DType::kFloat, perShape);
     if (!per) return ctx.status();
     const bool l64 = labels.dtype() == DType::kInt64;
+    // Bad labels are found on the GPU without waiting for it: the kernel records one, the copy
+    // back lands before this run's outputs do, and the next call reports it (the loss of the
+    // batch that had it is NaN).
+    DW_RETURN_IF_ERROR(checkLabels(be, c));
+    // All bits set: -1, without a copy from pageable memory (which would wait for the GPU).
+    DW_CUDA_OK(
+        check(cudaMemsetAsync(bad_.raw(), 0xFF, sizeof(int64_t), be.stream()), "label check"));
     launchSoftmaxCrossEntropy(fp(x), labels.raw(), l64, n, c, d, ignore_, hasIgnore_,
-                              lp->data<float>(), per->data<float>(), be.stream());
+                              lp->data<float>(), per->data<float>(), bad_.data<int64_t>(),
+                              be.stream());
+    DW_CUDA_OK(check(
+        cudaMemcpyAsync(badHost_, bad_.raw(), sizeof(int64_t), cudaMemcpyDeviceToHost, be.stream()),
+        "label check"));
     if (reduction_ != "none") {
       DW_ALLOC(y, ctx.output(0, DType::kFloat, {}));
       float* count = nullptr;
@@ -613,9 +627,34 @@ class SoftmaxCrossEntropy : public Kernel {
   }
 
  private:
+  static constexpr int64_t kNoBadLabel = -1;
+
+  // The label the previous call found outside [0, classes), if any; sets up the buffers on
+  // first use.
+  Status checkLabels(CudaBackend& be, int64_t classes) {
+    if (!badHost_) {
+      DW_CUDA_OK(check(
+          cudaHostAlloc(reinterpret_cast<void**>(&badHost_), sizeof(int64_t), cudaHostAllocDefault),
+          "label check"));
+      *badHost_ = kNoBadLabel;
+      auto b = be.allocate(sizeof(int64_t));
+      if (!b) return b.status();
+      bad_ = Tensor(DType::kInt64, {1}, *b);
+    }
+    const int64_t bad = *badHost_;
+    *badHost_ = kNoBadLabel;
+    if (bad != kNoBadLabel)
+      return Status::error("SoftmaxCrossEntropyLoss: label " + std::to_string(bad) +
+                           " (in the previous batch) is outside [0, " + std::to_string(classes) +
+                           "): the labels must be class indices below the number of scores");
+    return Status();
+  }
+
   std::string reduction_;
   bool hasIgnore_;
   int64_t ignore_;
+  Tensor bad_;                  // device: a bad label of the last call, or -1
+  int64_t* badHost_ = nullptr;  // pinned: where it is copied back
 };
 
 bool sceGradSupported(const KernelInit& init, const std::vector<DType>& t) {

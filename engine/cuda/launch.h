@@ -85,9 +85,11 @@ void launchArgExtreme(bool max, bool selectLast, const float* x, int64_t outer, 
 
 // Softmax cross-entropy on scores [n, c, d] (d = product of trailing dims) and labels (int64 or
 // int32) [n, d]: log_prob and the per-sample loss, 0 (and excluded) where label == ignore.
+// A label outside [0, c) (and not `ignore`) gets a NaN loss and is written to bad[0], which
+// must start at -1 (which of several bad labels lands there is unspecified).
 void launchSoftmaxCrossEntropy(const float* x, const void* labels, bool labels64, int64_t n,
                                int64_t c, int64_t d, int64_t ignore, bool hasIgnore, float* logProb,
-                               float* loss, cudaStream_t s);
+                               float* loss, int64_t* bad, cudaStream_t s);
 // dx = scale[s] * (exp(logProb) - onehot(label)), scale[s] = dl[s] (reduction none) or
 // dl[0] * `factor` (mean: factor = 1 / count, sum: 1), 0 where ignored.
 void launchSoftmaxCrossEntropyGrad(const float* dl, bool perSample, float factor,

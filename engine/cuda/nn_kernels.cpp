@@ -65,6 +65,8 @@ Shape as4d(Shape s) {
 
 bool convSupported(const KernelInit& init, const std::vector<DType>& t) {
   if (t.empty() || t[0] != DType::kFloat) return false;
+  auto l = libs();  // without cuDNN, convolutions run on the cpu
+  if (!l || !(*l)->cudnn) return false;
   const std::string ap = init.attrs.getString("auto_pad", "NOTSET");
   if (ap != "NOTSET" && ap != "VALID") return false;
   const auto pads = init.attrs.getInts("pads");

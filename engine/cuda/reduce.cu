@@ -128,7 +128,8 @@ __device__ inline int64_t labelAt(const void* labels, bool l64, int64_t i) {
 
 // One thread per (sample, position): c is the class count, usually small.
 __global__ void sceKernel(const float* x, const void* labels, bool l64, int64_t n, int64_t c,
-                          int64_t d, int64_t ignore, bool hasIgnore, float* lp, float* loss) {
+                          int64_t d, int64_t ignore, bool hasIgnore, float* lp, float* loss,
+                          int64_t* bad) {
   const int64_t total = n * d;
   for (int64_t s = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; s < total;
        s += int64_t(gridDim.x) * blockDim.x) {
@@ -142,10 +143,14 @@ __global__ void sceKernel(const float* x, const void* labels, bool l64, int64_t 
     float* pl = lp + i * c * d + j;
     for (int64_t k = 0; k < c; ++k) pl[k * d] = px[k * d] - lse;
     const int64_t lab = labelAt(labels, l64, s);
-    if (hasIgnore && lab == ignore)
+    if (hasIgnore && lab == ignore) {
       loss[s] = 0.f;
-    else
-      loss[s] = (lab >= 0 && lab < c) ? -pl[lab * d] : NAN;
+    } else if (lab >= 0 && lab < c) {
+      loss[s] = -pl[lab * d];
+    } else {
+      loss[s] = NAN;
+      bad[0] = lab;
+    }
   }
 }
 
@@ -301,10 +306,10 @@ void launchArgExtreme(bool max, bool selectLast, const float* x, int64_t outer, 
 
 void launchSoftmaxCrossEntropy(const float* x, const void* labels, bool labels64, int64_t n,
                                int64_t c, int64_t d, int64_t ignore, bool hasIgnore, float* logProb,
-                               float* loss, cudaStream_t s) {
+                               float* loss, int64_t* bad, cudaStream_t s) {
   if (n * d > 0)
     sceKernel<<<blocksFor(n * d), kThreads, 0, s>>>(x, labels, labels64, n, c, d, ignore, hasIgnore,
-                                                    logProb, loss);
+                                                    logProb, loss, bad);
 }
 
 void launchSoftmaxCrossEntropyGrad(const float* dl, bool perSample, float factor,

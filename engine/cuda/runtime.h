@@ -32,9 +32,10 @@ struct Libs {
   X(cudnnSetStream)                                                                                \
   X(cudnnGetVersion)                                                                               \
   X(cudnnGetErrorString)                                                                           \
-  X(cudnnCreateTensorDescriptor) X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(  \
-      cudnnCreateFilterDescriptor) X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)   \
-      X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                       \
+  X(cudnnCreateTensorDescriptor)                                                                   \
+  X(cudnnSetTensorNdDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor)     \
+      X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor) X(                             \
+          cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                     \
           X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                       \
               cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)         \
               X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(             \

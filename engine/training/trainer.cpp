@@ -814,10 +814,10 @@ Status Trainer::Impl::deviceOptimizerStep() {
   auto norm = dev->norm(gs, oc.clipNormType);
   if (!norm) return norm.status();
   lastGradNorm = *norm;
-  if (oc.clipNorm > 0 && *norm > oc.clipNorm) {
-    const float f = static_cast<float>(oc.clipNorm / (*norm + 1e-6));
-    for (Tensor* g : gs) DW_RETURN_IF_ERROR(dev->scale(*g, f));
-  }
+  // The cpu's test and factor (clipGradNorm), so both paths clip the same steps.
+  const double coef = oc.clipNorm / (*norm + 1e-6);
+  if (oc.clipNorm > 0 && coef < 1)
+    for (Tensor* g : gs) DW_RETURN_IF_ERROR(dev->scale(*g, static_cast<float>(coef)));
   lastLr = scheduledLr(oc.schedule, baseLr, counters.optimizerSteps);
   for (auto& p : params) {
     if (p.frozen) continue;
@@ -894,6 +894,7 @@ const std::map<std::string, Tensor>& Trainer::Impl::gradients() {
 
 Result<StepResult> Trainer::Impl::evalBatch(const Batch& b, MetricAccumulator& acc) {
   DW_RETURN_IF_ERROR(checkBatch(b));
+  DW_RETURN_IF_ERROR(syncDevice());  // a checkpoint loaded since the last step
   auto out = evalSession->run(feeds(b));
   if (!out) return out.status();
   auto& o = out.value();
@@ -941,6 +942,7 @@ Result<StepResult> Trainer::Impl::evalBatch(const Batch& b, MetricAccumulator& a
   }
   for (const auto& p : params)
     if (p.reg.active()) {
+      DW_RETURN_IF_ERROR(syncHost());
       const Tensor& w = weights.at(p.name);
       r.regularization += p.reg.penalty(w.data<float>(), w.size());
     }

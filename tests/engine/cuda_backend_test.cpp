@@ -496,6 +496,27 @@ TEST(CudaTraining, CnnFollowsCpuLossCurve) {
   expectSameCurve("fashion_mnist_cnn.dwproj", "adam", 1e-2);
 }
 
+// A label outside the classes is an error on cuda as on the cpu (reported by the call after
+// the batch that had it: the GPU is not waited for mid-step).
+TEST(CudaOps, BadLabelIsAnError) {
+  SKIP_WITHOUT_GPU();
+  Case c{"SoftmaxCrossEntropyLoss", {{{4, 10}}, {{4}, DType::kInt64, 0, 10}}, nullptr, 2};
+  std::map<std::string, Tensor> feeds;
+  const onnx::ModelProto m = oneNode(c, feeds);
+  auto gpu = InferenceSession::create(m, cudaOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.message();
+  feeds["in1"].data<int64_t>()[2] = 12;
+  auto first = (*gpu)->run(feeds);
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_TRUE(std::isnan(first->at("out0").data<float>()[0]));
+  feeds["in1"].data<int64_t>()[2] = 3;
+  auto second = (*gpu)->run(feeds);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.message().find("label 12"), std::string::npos) << second.message();
+  auto third = (*gpu)->run(feeds);
+  EXPECT_TRUE(third.ok()) << third.message();
+}
+
 TEST(CudaBackend, WithoutGpuTheErrorSaysWhy) {
   std::string why;
   if (cuda::deviceCount(&why) > 0) GTEST_SKIP() << "this machine has a GPU";
