@@ -178,8 +178,9 @@ ModelResult benchModel(const std::string& name, const std::string& project,
       if (!out) die(out.status().message());
       Tensor small = x.reshaped(shape);
       (void)small;
-      dw::engine::writeNpy(workDir + "/" + name + "_x.npy", x);
-      dw::engine::writeNpy(workDir + "/" + name + "_y.npy", out->begin()->second);
+      for (const auto& [file, t] : {std::pair{"_x.npy", x}, {"_y.npy", out->begin()->second}})
+        if (auto st = dw::engine::writeNpy(workDir + "/" + name + file, t); !st.ok())
+          die(st.message());
     }
     const double sec = timeIt([&] {
       auto out = s.run(feed);

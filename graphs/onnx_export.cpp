@@ -474,6 +474,8 @@ class Lowering {
       while (!constants_.insert(name).second) name += "_";
       onnx::TensorProto t = value;
       t.set_name(name);
+      // Raw bytes where the dtype allows; one toRawData cannot pack (strings) keeps its typed
+      // fields, which are valid ONNX too, so its error is not one to report.
       (void)toRawData(t);
       *l_.model_->mutable_graph()->add_initializer() = std::move(t);
       json& e = l_.layout_["nodes"]["initializer:" + name];

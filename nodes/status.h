@@ -9,7 +9,7 @@
 
 namespace dw {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status okStatus() { return Status(); }
@@ -32,7 +32,7 @@ class Status {
 };
 
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}
   Result(Status status) : v_(std::move(status)) {}

@@ -263,7 +263,8 @@ void MainWindow::createActions() {
     autoLayout(copy);
     std::map<NodeId, Position> to;
     for (const auto& [id, n] : copy.nodes()) to[id] = n.position;
-    model_->moveNodes(to);
+    const dw::Status st = model_->moveNodes(to);
+    if (!st.ok()) statusBar()->showMessage(tr("Auto layout: %1").arg(qs(st.message())), 15000);
     view_->fitToView();
   });
   make("validate", tr("&Validate Now"), QKeySequence(tr("F5")), [this] { model_->validateNow(); });
