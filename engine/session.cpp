@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -1446,8 +1447,87 @@ std::string InferenceSession::describeInputs() const {
   return s;
 }
 
+namespace {
+
+// A node's input and output counts against its schema, its required inputs present, and the
+// window attributes (kernel_shape, strides, dilations) positive; in subgraphs too.
+Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
+                     const std::set<std::string>& localFunctions) {
+  for (const auto& node : g.node()) {
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) DW_RETURN_IF_ERROR(validateNodes(a.g(), opsets, localFunctions));
+      for (const auto& sg : a.graphs())
+        DW_RETURN_IF_ERROR(validateNodes(sg, opsets, localFunctions));
+      if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations")
+        for (int64_t v : a.ints())
+          if (v <= 0)
+            return Status::error("node '" + displayName(node) + "' (" + node.op_type() +
+                                 "): attribute " + a.name() + " has " + std::to_string(v) +
+                                 "; its values must be at least 1");
+    }
+    const std::string domain = normDomain(node.domain());
+    if (localFunctions.count(domain + ":" + node.op_type())) continue;
+    auto it = opsets.find(domain);
+    if (it == opsets.end()) continue;  // the planner names the missing import
+    const onnx::OpSchema* schema =
+        onnx::OpSchemaRegistry::Schema(node.op_type(), it->second, domain);
+    if (!schema) continue;  // the planner reports unsupported ops
+    const std::string what = "node '" + displayName(node) + "' (" + node.op_type() + ")";
+    auto range = [](int lo, int hi) {
+      return lo == hi
+                 ? std::to_string(lo)
+                 : std::to_string(lo) + " to " +
+                       (hi == std::numeric_limits<int>::max() ? "any number" : std::to_string(hi));
+    };
+    auto names = [](const std::vector<onnx::OpSchema::FormalParameter>& ps) {
+      std::string s;
+      for (const auto& p : ps)
+        s += (s.empty() ? "" : ", ") + p.GetName() +
+             (p.GetOption() == onnx::OpSchema::Optional   ? "?"
+              : p.GetOption() == onnx::OpSchema::Variadic ? "..."
+                                                          : "");
+      return s;
+    };
+    // Trailing empty names are omitted optional inputs.
+    int given = node.input_size();
+    while (given > 0 && node.input(given - 1).empty()) --given;
+    if (given < schema->min_input() || node.input_size() > schema->max_input())
+      return Status::error(what + " has " + std::to_string(node.input_size()) + " input(s); " +
+                           node.op_type() + " (opset " + std::to_string(it->second) + ") takes " +
+                           range(schema->min_input(), schema->max_input()) + ": " +
+                           names(schema->inputs()));
+    const auto& formal = schema->inputs();
+    for (int i = 0; i < node.input_size() && i < static_cast<int>(formal.size()); ++i)
+      if (node.input(i).empty() && formal[i].GetOption() == onnx::OpSchema::Single)
+        return Status::error(what + ": input " + std::to_string(i) + " (" + formal[i].GetName() +
+                             ") is required but has no name");
+    if (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())
+      return Status::error(what + " has " + std::to_string(node.output_size()) + " output(s); " +
+                           node.op_type() + " (opset " + std::to_string(it->second) + ") has " +
+                           range(schema->min_output(), schema->max_output()) + ": " +
+                           names(schema->outputs()));
+  }
+  return Status();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::ModelProto& model,
                                                                    const SessionOptions& options) {
+  // The catalogue registers the gradient ops' ONNX schemas, which validation, shape inference
+  // and the planner's type propagation read: a training graph run on its own needs them too.
+  (void)Catalogue::instance();
+  // Arity and window attributes first: autodiff, libonnx's shape inference and the kernels all
+  // assume them (a missing input was a null read, a zero stride a division by zero).
+  if (model.has_graph()) {
+    std::set<std::string> local;
+    for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());
+    OpsetMap imported;
+    for (const auto& imp : model.opset_import())
+      imported[normDomain(imp.domain())] = static_cast<int>(imp.version());
+    if (model.opset_import_size() == 0) imported[""] = 1;
+    DW_RETURN_IF_ERROR(validateNodes(model.graph(), imported, local));
+  }
   // ONNX Gradient nodes (ai.onnx.preview.training) are replaced by the backward nodes that
   // compute them (engine/training/autodiff) before planning.
   if (training::hasGradientOps(model)) {
@@ -1455,9 +1535,6 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     if (!expanded) return expanded.status();
     return create(*expanded, options);
   }
-  // The catalogue registers the gradient ops' ONNX schemas, which shape inference and the
-  // planner's type propagation read: a training graph run on its own needs them too.
-  (void)Catalogue::instance();
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   auto backend = createBackend(options.backend, &s->notice_);
   if (!backend) return backend.status();
