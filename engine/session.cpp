@@ -1449,20 +1449,46 @@ std::string InferenceSession::describeInputs() const {
 
 namespace {
 
-// A node's input and output counts against its schema, its required inputs present, and the
-// window attributes (kernel_shape, strides, dilations) positive; in subgraphs too.
+// Ranks the graph declares for its inputs and initializers: what an `axis` can be checked with
+// before shape inference runs.
+void declaredRanks(const onnx::GraphProto& g, std::map<std::string, int>& ranks) {
+  for (const auto& v : g.input())
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const auto& t : g.initializer()) ranks[t.name()] = t.dims_size();
+}
+
+// A node's input and output counts against its schema, its required inputs present and
+// defined, its attributes known, of their type and present where required, the window
+// attributes (kernel_shape, strides, dilations) positive and an axis within a declared rank;
+// in subgraphs too, where names of the enclosing graphs are defined as well.
+// `inferenceUnsafe` is set for a model that libonnx 1.12's shape inference would crash on though
+// it is valid enough to run: MaxUnpool reads its indices' shape without checking there is one.
 Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
-                     const std::set<std::string>& localFunctions) {
+                     const std::set<std::string>& localFunctions, bool& inferenceUnsafe,
+                     std::set<std::string> defined = {}) {
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& t : g.sparse_initializer()) defined.insert(t.values().name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  std::map<std::string, int> ranks;
+  declaredRanks(g, ranks);
   for (const auto& node : g.node()) {
+    const std::string what = "node '" + displayName(node) + "' (" + node.op_type() + ")";
+    for (const auto& in : node.input())
+      if (!in.empty() && !defined.count(in))
+        return Status::error(what + " reads '" + in +
+                             "', which no node, graph input or initializer defines");
     for (const auto& a : node.attribute()) {
-      if (a.has_g()) DW_RETURN_IF_ERROR(validateNodes(a.g(), opsets, localFunctions));
+      if (a.has_g())
+        DW_RETURN_IF_ERROR(validateNodes(a.g(), opsets, localFunctions, inferenceUnsafe, defined));
       for (const auto& sg : a.graphs())
-        DW_RETURN_IF_ERROR(validateNodes(sg, opsets, localFunctions));
+        DW_RETURN_IF_ERROR(validateNodes(sg, opsets, localFunctions, inferenceUnsafe, defined));
       if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations")
         for (int64_t v : a.ints())
           if (v <= 0)
-            return Status::error("node '" + displayName(node) + "' (" + node.op_type() +
-                                 "): attribute " + a.name() + " has " + std::to_string(v) +
+            return Status::error(what + ": attribute " + a.name() + " has " + std::to_string(v) +
                                  "; its values must be at least 1");
     }
     const std::string domain = normDomain(node.domain());
@@ -1472,7 +1498,7 @@ Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
     const onnx::OpSchema* schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), it->second, domain);
     if (!schema) continue;  // the planner reports unsupported ops
-    const std::string what = "node '" + displayName(node) + "' (" + node.op_type() + ")";
+    const std::string opName = node.op_type() + " (opset " + std::to_string(it->second) + ")";
     auto range = [](int lo, int hi) {
       return lo == hi
                  ? std::to_string(lo)
@@ -1493,9 +1519,8 @@ Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
     while (given > 0 && node.input(given - 1).empty()) --given;
     if (given < schema->min_input() || node.input_size() > schema->max_input())
       return Status::error(what + " has " + std::to_string(node.input_size()) + " input(s); " +
-                           node.op_type() + " (opset " + std::to_string(it->second) + ") takes " +
-                           range(schema->min_input(), schema->max_input()) + ": " +
-                           names(schema->inputs()));
+                           opName + " takes " + range(schema->min_input(), schema->max_input()) +
+                           ": " + names(schema->inputs()));
     const auto& formal = schema->inputs();
     for (int i = 0; i < node.input_size() && i < static_cast<int>(formal.size()); ++i)
       if (node.input(i).empty() && formal[i].GetOption() == onnx::OpSchema::Single)
@@ -1503,9 +1528,48 @@ Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
                              ") is required but has no name");
     if (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())
       return Status::error(what + " has " + std::to_string(node.output_size()) + " output(s); " +
-                           node.op_type() + " (opset " + std::to_string(it->second) + ") has " +
-                           range(schema->min_output(), schema->max_output()) + ": " +
-                           names(schema->outputs()));
+                           opName + " has " + range(schema->min_output(), schema->max_output()) +
+                           ": " + names(schema->outputs()));
+    // Attributes: libonnx's inference reads required ones without checking they are there.
+    const auto& known = schema->attributes();
+    for (const auto& a : node.attribute()) {
+      auto k = known.find(a.name());
+      if (k == known.end()) {
+        std::string list;
+        for (const auto& [name, attr] : known) list += (list.empty() ? "" : ", ") + name;
+        return Status::error(what + ": " + opName + " has no attribute '" + a.name() +
+                             "' (its attributes: " + (list.empty() ? "none" : list) + ")");
+      }
+      if (a.type() != onnx::AttributeProto::UNDEFINED && a.type() != k->second.type)
+        return Status::error(what + ": attribute '" + a.name() + "' has the wrong type (" +
+                             onnx::AttributeProto::AttributeType_Name(a.type()) + ", expected " +
+                             onnx::AttributeProto::AttributeType_Name(k->second.type) + ")");
+    }
+    for (const auto& [name, attr] : known) {
+      if (!attr.required) continue;
+      bool has = false;
+      for (const auto& a : node.attribute()) has |= a.name() == name;
+      if (!has) return Status::error(what + ": the required attribute '" + name + "' is missing");
+    }
+    if (node.op_type() == "MaxUnpool" && domain.empty())
+      for (int i = 0; i < std::min(2, node.input_size()); ++i)
+        for (const auto& v : g.input())
+          if (v.name() == node.input(i) && !ranks.count(v.name())) inferenceUnsafe = true;
+    // An axis of these ops counts the dimensions of input 0.
+    static const std::set<std::string> kAxisOps = {
+        "LayerNormalization", "Softmax",        "LogSoftmax", "Hardmax", "Gather",
+        "GatherElements",     "ArgMax",         "ArgMin",     "Concat",  "Split",
+        "Compress",           "ReverseSequence"};
+    if (domain.empty() && kAxisOps.count(node.op_type()) && node.input_size() > 0) {
+      auto r = ranks.find(node.input(0));
+      for (const auto& a : node.attribute())
+        if (r != ranks.end() &&
+            (a.name() == "axis" || a.name() == "batch_axis" || a.name() == "time_axis") &&
+            (a.i() < -r->second || a.i() >= std::max(r->second, 1)))
+          return Status::error(what + ": attribute " + a.name() + " is " + std::to_string(a.i()) +
+                               ", outside the " + std::to_string(r->second) +
+                               " dimensions of input '" + node.input(0) + "'");
+    }
   }
   return Status();
 }
@@ -1517,6 +1581,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   // The catalogue registers the gradient ops' ONNX schemas, which validation, shape inference
   // and the planner's type propagation read: a training graph run on its own needs them too.
   (void)Catalogue::instance();
+  bool inferenceUnsafe = false;
   // Arity and window attributes first: autodiff, libonnx's shape inference and the kernels all
   // assume them (a missing input was a null read, a zero stride a division by zero).
   if (model.has_graph()) {
@@ -1526,7 +1591,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     for (const auto& imp : model.opset_import())
       imported[normDomain(imp.domain())] = static_cast<int>(imp.version());
     if (model.opset_import_size() == 0) imported[""] = 1;
-    DW_RETURN_IF_ERROR(validateNodes(model.graph(), imported, local));
+    DW_RETURN_IF_ERROR(validateNodes(model.graph(), imported, local, inferenceUnsafe));
   }
   // ONNX Gradient nodes (ai.onnx.preview.training) are replaced by the backward nodes that
   // compute them (engine/training/autodiff) before planning.
@@ -1551,7 +1616,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   // Static shapes where ONNX can infer them; failures only cost us static information.
   onnx::ModelProto inferred = model;
   try {
-    onnx::shape_inference::InferShapes(inferred);
+    if (!inferenceUnsafe) onnx::shape_inference::InferShapes(inferred);
   } catch (const std::exception&) {
     inferred = model;
   }

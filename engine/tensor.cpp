@@ -517,8 +517,15 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
     return Status::error("tensor '" + p.name() + "' has unsupported data type " +
                          std::to_string(p.data_type()));
   Shape shape(p.dims().begin(), p.dims().end());
-  for (int64_t d : shape)
+  // Sizes are checked before anything is allocated: a file may declare far more than it holds.
+  long double declared = 1;
+  for (int64_t d : shape) {
     if (d < 0) return Status::error("tensor '" + p.name() + "' has a negative dimension");
+    declared *= static_cast<long double>(d);
+  }
+  if (declared * dtypeSize(dt) > static_cast<long double>(int64_t(1) << 48))
+    return Status::error("tensor '" + p.name() + "' declares dims " + shapeToString(shape) +
+                         ", more elements than any memory holds");
   const int64_t n = numElements(shape);
   if (dt == DType::kString) {
     if (p.string_data_size() != n)
@@ -526,8 +533,7 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
                            " strings for shape " + shapeToString(shape));
     return Tensor::fromStrings({p.string_data().begin(), p.string_data().end()}, shape);
   }
-  Tensor t(dt, shape);
-  const size_t bytes = t.bytes();
+  const size_t bytes = static_cast<size_t>(n) * dtypeSize(dt);
   std::string external;
   const std::string* raw = nullptr;
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -539,10 +545,17 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
       if (e.key() == "length") length = std::stoll(e.value());
     }
     std::string path = baseDir.empty() ? location : baseDir + "/" + location;
-    std::ifstream f(path, std::ios::binary);
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) return Status::error("cannot open external data file '" + path + "'");
+    const auto fileSize = static_cast<int64_t>(f.tellg());
+    const int64_t want = length >= 0 ? length : static_cast<int64_t>(bytes);
+    if (offset < 0 || want != static_cast<int64_t>(bytes) || offset + want > fileSize)
+      return Status::error("external data of tensor '" + p.name() + "' (" + std::to_string(want) +
+                           " bytes at offset " + std::to_string(offset) + " of '" + path + "', " +
+                           std::to_string(fileSize) + " bytes long) does not hold the " +
+                           std::to_string(bytes) + " bytes of shape " + shapeToString(shape));
     f.seekg(offset);
-    external.resize(length >= 0 ? static_cast<size_t>(length) : bytes);
+    external.resize(static_cast<size_t>(want));
     f.read(external.data(), static_cast<std::streamsize>(external.size()));
     if (static_cast<size_t>(f.gcount()) != external.size())
       return Status::error("external data file '" + path + "' is shorter than tensor '" + p.name() +
@@ -556,6 +569,7 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
       return Status::error("tensor '" + p.name() + "' raw_data has " + std::to_string(raw->size()) +
                            " bytes, expected " + std::to_string(bytes) + " for shape " +
                            shapeToString(shape));
+    Tensor t(dt, shape);
     if (bytes) std::memcpy(t.raw(), raw->data(), bytes);
     return t;
   }
@@ -565,29 +579,43 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
                            " values for shape " + shapeToString(shape));
     return Status();
   };
+  // The typed field this dtype's values are stored in must hold exactly n of them.
   switch (dt) {
     case DType::kFloat:
       DW_RETURN_IF_ERROR(check(p.float_data_size()));
-      copyField<float>(p.float_data(), t);
       break;
     case DType::kDouble:
       DW_RETURN_IF_ERROR(check(p.double_data_size()));
-      copyField<double>(p.double_data(), t);
       break;
     case DType::kInt64:
       DW_RETURN_IF_ERROR(check(p.int64_data_size()));
-      copyField<int64_t>(p.int64_data(), t);
       break;
     case DType::kUInt32:
     case DType::kUInt64:
       DW_RETURN_IF_ERROR(check(p.uint64_data_size()));
+      break;
+    default:
+      DW_RETURN_IF_ERROR(check(p.int32_data_size()));
+  }
+  Tensor t(dt, shape);
+  switch (dt) {
+    case DType::kFloat:
+      copyField<float>(p.float_data(), t);
+      break;
+    case DType::kDouble:
+      copyField<double>(p.double_data(), t);
+      break;
+    case DType::kInt64:
+      copyField<int64_t>(p.int64_data(), t);
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
       if (dt == DType::kUInt32)
         copyField<uint32_t>(p.uint64_data(), t);
       else
         copyField<uint64_t>(p.uint64_data(), t);
       break;
     default:  // int32_data carries all narrower types, including fp16/bf16 bit patterns.
-      DW_RETURN_IF_ERROR(check(p.int32_data_size()));
       switch (dt) {
         case DType::kInt32:
           copyField<int32_t>(p.int32_data(), t);

@@ -80,6 +80,11 @@ class TfIdfVectorizer : public Kernel {
       const int64_t n = static_cast<int64_t>(i) + 1;
       const int64_t start = counts[i];
       const int64_t end = i + 1 < counts.size() ? counts[i + 1] : poolSize;
+      if (start < 0 || start > end || end > poolSize) {
+        fail("ngram_counts must rise from 0 to at most the pool's " + std::to_string(poolSize) +
+             " entries; entry " + std::to_string(i) + " is " + std::to_string(start));
+        return;
+      }
       for (int64_t p = start; p + n <= end; p += n, ++gramIndex) {
         if (gramIndex >= static_cast<int64_t>(indexes.size())) {
           fail("ngram_indexes has fewer entries than the pool has n-grams");
@@ -88,6 +93,11 @@ class TfIdfVectorizer : public Kernel {
         std::vector<std::string> key;
         for (int64_t k = 0; k < n; ++k)
           key.push_back(strings_ ? strs[p + k] : std::to_string(ints[p + k]));
+        if (indexes[gramIndex] < 0 || indexes[gramIndex] > (int64_t(1) << 31)) {
+          fail("ngram_indexes holds " + std::to_string(indexes[gramIndex]) +
+               ", not an output column index");
+          return;
+        }
         pool_[key] = indexes[gramIndex];
         outSize_ = std::max(outSize_, indexes[gramIndex] + 1);
       }

@@ -71,3 +71,69 @@ TEST(MalformedModel, OmittedOptionalInputsAreFine) {
 }
 
 }  // namespace
+
+namespace {
+
+// A tensor that declares more than it holds is refused before anything is allocated (a file
+// of a few bytes used to cost gigabytes first).
+TEST(MalformedModel, TensorSizesAreCheckedBeforeAllocating) {
+  onnx::TensorProto p;
+  p.set_name("big");
+  p.set_data_type(onnx::TensorProto::FLOAT);
+  p.add_dims(1000000000);
+  for (int i = 0; i < 3; ++i) p.add_float_data(1.f);
+  auto t = tensorFromProto(p);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("tensor 'big' has 3 values for shape [1000000000]"), std::string::npos)
+      << t.message();
+  p.set_raw_data(std::string(12, '\0'));
+  t = tensorFromProto(p);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("raw_data has 12 bytes, expected 4000000000"), std::string::npos)
+      << t.message();
+  p.add_dims(int64_t(1) << 31);
+  p.add_dims(int64_t(1) << 31);
+  t = tensorFromProto(p);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("more elements than any memory holds"), std::string::npos)
+      << t.message();
+}
+
+}  // namespace
+
+namespace {
+
+TEST(MalformedModel, AttributesAgainstTheSchema) {
+  std::string e = createError("Relu", {"x0"}, 1, [](N n) { attrI(n, "alpha", 1); });
+  EXPECT_NE(e.find("Relu (opset 17) has no attribute 'alpha' (its attributes: none)"),
+            std::string::npos)
+      << e;
+  e = createError("Cast", {"x0"}, 1);
+  EXPECT_NE(e.find("the required attribute 'to' is missing"), std::string::npos) << e;
+  e = createError("Softmax", {"x0"}, 1, [](N n) { attrF(n, "axis", 1.f); });
+  EXPECT_NE(e.find("attribute 'axis' has the wrong type (FLOAT, expected INT)"), std::string::npos)
+      << e;
+}
+
+TEST(MalformedModel, AxisOutsideTheDeclaredRank) {
+  const std::string e = createError("Softmax", {"x0"}, 1, [](N n) { attrI(n, "axis", -5); });
+  EXPECT_NE(e.find("attribute axis is -5, outside the 4 dimensions of input 'x0'"),
+            std::string::npos)
+      << e;
+}
+
+TEST(MalformedModel, UndefinedInput) {
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2});
+  addNode(g, "Add", {"x", "nowhere"}, {"y"})->set_name("add");
+  addValue(g->add_output(), "y", {2});
+  auto s = InferenceSession::create(m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("node 'add' (Add) reads 'nowhere', which no node, graph input or "
+                             "initializer defines"),
+            std::string::npos)
+      << s.message();
+}
+
+}  // namespace
