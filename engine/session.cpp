@@ -1309,6 +1309,10 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
     const auto t0 = plan.profile ? ProfileClock::now() : ProfileClock::time_point();
     try {
       st = node.kernel->compute(ctx);
+    } catch (const std::bad_alloc&) {
+      st = Status::error(
+          "out of memory: the host could not allocate what this node needs; use a smaller batch "
+          "or smaller inputs");
     } catch (const std::exception& e) {
       st = Status::error(std::string("internal error: ") + e.what());
     }

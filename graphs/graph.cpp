@@ -18,9 +18,8 @@ std::string joinNames(const std::vector<std::string>& v) {
 }
 
 bool isValidTensorName(const std::string& s) {
-  return !s.empty() && std::none_of(s.begin(), s.end(), [](char c) {
-    return c == '\n' || c == '\r' || c == '\t';
-  });
+  return !s.empty() && std::none_of(s.begin(), s.end(),
+                                    [](char c) { return c == '\n' || c == '\r' || c == '\t'; });
 }
 
 // A stored layer weight (Node::weights) is a float tensor whose data fills its dims.
@@ -141,6 +140,10 @@ Result<NodeId> Graph::addNode(const std::string& domain, const std::string& type
 
 Status Graph::insertNode(Node n) {
   if (n.id <= 0) return Status::error("node id " + std::to_string(n.id) + " must be positive");
+  // Ids stay below 2^53, where JSON numbers are still exact and id + 1 cannot overflow.
+  if (n.id >= (int64_t(1) << 53))
+    return Status::error("node id " + std::to_string(n.id) +
+                         " is too large; ids must be below 2^53 (9007199254740992)");
   if (nodes_.count(n.id))
     return Status::error("node id " + std::to_string(n.id) + " is already used by " +
                          describe(n.id));
@@ -171,7 +174,8 @@ Status Graph::removeNode(NodeId id) {
   if (!node(id)) return Status::error("no node #" + std::to_string(id));
   std::vector<Link> gone = outgoing_[id];
   auto end = incoming_.lower_bound({id + 1, kGraphPort});
-  for (auto it = incoming_.lower_bound({id, kGraphPort}); it != end; ++it) gone.push_back(it->second);
+  for (auto it = incoming_.lower_bound({id, kGraphPort}); it != end; ++it)
+    gone.push_back(it->second);
   for (const auto& l : gone) DW_RETURN_IF_ERROR(removeLink(l));
   nodes_.erase(id);
   outgoing_.erase(id);
@@ -250,7 +254,8 @@ std::vector<std::string> portTypes(const Graph& g, PortRef port, bool isOutput) 
       text = p ? p->asString() : "";
     }
     auto t = parseType(text);
-    if (t.ok() && t->has_tensor_type()) return {"tensor(" + dtypeName(t->tensor_type().elem_type()) + ")"};
+    if (t.ok() && t->has_tensor_type())
+      return {"tensor(" + dtypeName(t->tensor_type().elem_type()) + ")"};
     return {};
   }
   return isOutput ? s->outputTypes(port.port) : s->inputTypes(port.port);
@@ -259,9 +264,12 @@ std::vector<std::string> portTypes(const Graph& g, PortRef port, bool isOutput) 
 Status Graph::checkLink(const Link& l, bool checkTypes) const {
   const Node* from = node(l.from.node);
   const Node* to = node(l.to.node);
-  if (!from) return Status::error("link source node #" + std::to_string(l.from.node) + " does not exist");
-  if (!to) return Status::error("link target node #" + std::to_string(l.to.node) + " does not exist");
-  const std::string where = "cannot connect " + describe(l.from.node) + " to " + describe(l.to.node);
+  if (!from)
+    return Status::error("link source node #" + std::to_string(l.from.node) + " does not exist");
+  if (!to)
+    return Status::error("link target node #" + std::to_string(l.to.node) + " does not exist");
+  const std::string where =
+      "cannot connect " + describe(l.from.node) + " to " + describe(l.to.node);
   if ((l.from.port == kGraphPort) != (l.to.port == kGraphPort))
     return Status::error(where + ": a Graphs out port connects only to a Graphs in port");
   if (l.from.node == l.to.node) return Status::error(where + ": a node cannot feed itself");
@@ -498,8 +506,7 @@ std::string Graph::tensorName(PortRef out) const {
   const std::string base = n->name.empty() ? n->type + "_" + std::to_string(n->id) : n->name;
   const PortSpec* p = s->outputPort(out.port);
   std::string port = p ? p->name : std::to_string(out.port);
-  if (out.port >= static_cast<int>(s->outputs.size()) ||
-      (p && p->option == PortOption::Variadic))
+  if (out.port >= static_cast<int>(s->outputs.size()) || (p && p->option == PortOption::Variadic))
     port += "_" + std::to_string(out.port - static_cast<int>(s->outputs.size()) + 1);
   return base + "_" + port;
 }
@@ -529,8 +536,8 @@ std::vector<Problem> Graph::validate() const {
     for (size_t i = 0; i < s->inputs.size(); ++i) {
       const auto& port = s->inputs[i];
       if (port.option == PortOption::Single && !inputLink(id, static_cast<int>(i)))
-        add(id, "required input '" + port.name + "' (port " + std::to_string(i) +
-                    ") is not connected");
+        add(id,
+            "required input '" + port.name + "' (port " + std::to_string(i) + ") is not connected");
       if (port.option == PortOption::Variadic) {
         int connected = 0;
         auto end = incoming_.lower_bound({id + 1, kGraphPort});
@@ -559,11 +566,11 @@ std::vector<Problem> Graph::validate() const {
     // Tensor names must be unique across the model (ONNX is SSA).
     if (s->kind == NodeKind::GraphOutput) continue;
     for (int p = 0; p < outputPortCount(id); ++p) {
-      const bool used = !outputLinks(id, p).empty() ||
-                        (p < static_cast<int>(n.specifiedOutputsName.size()) &&
-                         !n.specifiedOutputsName[p].empty()) ||
-                        (p < static_cast<int>(s->outputs.size()) &&
-                         s->outputs[p].option == PortOption::Single);
+      const bool used =
+          !outputLinks(id, p).empty() ||
+          (p < static_cast<int>(n.specifiedOutputsName.size()) &&
+           !n.specifiedOutputsName[p].empty()) ||
+          (p < static_cast<int>(s->outputs.size()) && s->outputs[p].option == PortOption::Single);
       if (used) tensorOwners[tensorName({id, p})].push_back(id);
     }
   }

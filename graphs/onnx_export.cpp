@@ -117,7 +117,7 @@ class Lowering {
         if (declared.insert(name).second) graph->add_output()->set_name(name);
       auto* p = m.add_metadata_props();
       p->set_key(kTrainingMetadataKey);
-      p->set_value(training_.dump());
+      p->set_value(training_.dump(-1, ' ', false, json::error_handler_t::replace));
     } else {
       DW_RETURN_IF_ERROR(keepDetached());
     }
@@ -131,7 +131,7 @@ class Lowering {
       if (l.isGraphLink()) layout_["graph_links"].push_back({l.from.node, l.to.node});
     auto* p = m.add_metadata_props();
     p->set_key(kLayoutMetadataKey);
-    p->set_value(layout_.dump());
+    p->set_value(layout_.dump(-1, ' ', false, json::error_handler_t::replace));
 
     DW_RETURN_IF_ERROR(inferOutputTypes(m));
     if (opt_.check != CheckLevel::None) {

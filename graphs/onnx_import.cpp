@@ -149,7 +149,7 @@ class Importer {
     const json& d = layout_["detached"];
     if (!d.contains("project") || !d["project"].is_object()) return Status();
     auto part = projectFromJsonText(
-        d["project"].dump(),
+        d["project"].dump(-1, ' ', false, json::error_handler_t::replace),
         source_ + " (metadata '" + std::string(kLayoutMetadataKey) + "', detached nodes)");
     if (!part.ok()) return part.status();
     for (const auto& [id, n] : part->nodes()) storedIds_.insert(id);

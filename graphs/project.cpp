@@ -79,18 +79,26 @@ std::optional<double> floatFromJson(const json& j) {
 
 json paramToJson(const Param& p) {
   switch (p.type) {
-    case ParamType::Float: return floatToJson(p.asFloat());
-    case ParamType::Int: return p.asInt();
-    case ParamType::Bool: return p.asBool();
-    case ParamType::String: return p.asString();
-    case ParamType::Ints: return p.asInts();
+    case ParamType::Float:
+      return floatToJson(p.asFloat());
+    case ParamType::Int:
+      return p.asInt();
+    case ParamType::Bool:
+      return p.asBool();
+    case ParamType::String:
+      return p.asString();
+    case ParamType::Ints:
+      return p.asInts();
     case ParamType::Floats: {
       json a = json::array();
       for (double v : p.asFloats()) a.push_back(floatToJson(v));
       return a;
     }
-    case ParamType::Strings: return p.asStrings();
-    case ParamType::Tensor: case ParamType::Graph: case ParamType::SparseTensor:
+    case ParamType::Strings:
+      return p.asStrings();
+    case ParamType::Tensor:
+    case ParamType::Graph:
+    case ParamType::SparseTensor:
     case ParamType::TypeProto:
       return base64Encode(p.asString());
     default: {
@@ -105,7 +113,7 @@ json paramToJson(const Param& p) {
 Result<Param> paramFromJson(const json& j, ParamType t) {
   auto bad = [&](const std::string& expected) {
     return Status::error("expected " + expected + ", got " + std::string(j.type_name()) + " " +
-                         j.dump().substr(0, 40));
+                         j.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40));
   };
   switch (t) {
     case ParamType::Float: {
@@ -152,7 +160,9 @@ Result<Param> paramFromJson(const json& j, ParamType t) {
       }
       return Param::makeStrings(std::move(v));
     }
-    case ParamType::Tensor: case ParamType::Graph: case ParamType::SparseTensor:
+    case ParamType::Tensor:
+    case ParamType::Graph:
+    case ParamType::SparseTensor:
     case ParamType::TypeProto: {
       if (!j.is_string()) return bad("a base64 string");
       auto bytes = base64Decode(j.get<std::string>());
@@ -176,7 +186,9 @@ Result<Param> paramFromJson(const json& j, ParamType t) {
 // Top-level keys the reader interprets; any other is a section kept verbatim.
 const std::set<std::string> kKnownKeys = {"format", "version", "model", "nodes", "links"};
 
-json portToJson(int port) { return port == kGraphPort ? json("graph") : json(port); }
+json portToJson(int port) {
+  return port == kGraphPort ? json("graph") : json(port);
+}
 
 // Reads the fields of a project, tracking the JSON path for messages.
 class Reader {
@@ -191,12 +203,13 @@ class Reader {
   Status get(const json& obj, const std::string& path, const char* key, T* out, bool required,
              const char* expected) const {
     auto it = obj.find(key);
-    if (it == obj.end()) return required ? fail(path, std::string("missing \"") + key + "\"") : Status();
+    if (it == obj.end())
+      return required ? fail(path, std::string("missing \"") + key + "\"") : Status();
     try {
       *out = it->template get<T>();
     } catch (const json::exception&) {
-      return fail(path + "/" + key, std::string("expected ") + expected + ", got " +
-                                        it->type_name());
+      return fail(path + "/" + key,
+                  std::string("expected ") + expected + ", got " + it->type_name());
     }
     return Status();
   }
@@ -234,11 +247,14 @@ class Reader {
       DW_RETURN_IF_ERROR(
           get(m, "/model", "producer_version", &info.producerVersion, false, "a string"));
       DW_RETURN_IF_ERROR(get(m, "/model", "domain", &info.modelDomain, false, "a string"));
-      DW_RETURN_IF_ERROR(get(m, "/model", "model_version", &info.modelVersion, false, "an integer"));
-      DW_RETURN_IF_ERROR(get(m, "/model", "metadata", &info.metadata, false, "an object of strings"));
+      DW_RETURN_IF_ERROR(
+          get(m, "/model", "model_version", &info.modelVersion, false, "an integer"));
+      DW_RETURN_IF_ERROR(
+          get(m, "/model", "metadata", &info.metadata, false, "an object of strings"));
     }
     for (const auto& [key, value] : root.items())
-      if (!kKnownKeys.count(key)) info.sections[key] = value.dump();
+      if (!kKnownKeys.count(key))
+        info.sections[key] = value.dump(-1, ' ', false, json::error_handler_t::replace);
     g.setInfo(info);
 
     auto nodes = root.find("nodes");
@@ -265,7 +281,8 @@ class Reader {
 
  private:
   Status readEnd(const json& l, const std::string& path, const char* key, PortRef* out) const {
-    if (!l.is_object()) return fail(path, "a link is an object {\"from\": [node, port], \"to\": ...}");
+    if (!l.is_object())
+      return fail(path, "a link is an object {\"from\": [node, port], \"to\": ...}");
     auto it = l.find(key);
     if (it == l.end()) return fail(path, std::string("missing \"") + key + "\"");
     const json& e = *it;
@@ -273,7 +290,8 @@ class Reader {
     if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer())
       return fail(p, "expected [node id, port index or \"graph\"]");
     out->node = e[0].get<NodeId>();
-    if (e[1].is_string() && e[1].get<std::string>() == "graph") out->port = kGraphPort;
+    if (e[1].is_string() && e[1].get<std::string>() == "graph")
+      out->port = kGraphPort;
     else if (e[1].is_number_integer() && e[1].get<int64_t>() >= 0 && e[1].get<int64_t>() < 1 << 20)
       out->port = e[1].get<int>();
     else
@@ -319,8 +337,9 @@ class Reader {
         if (!ps) {
           std::string names;
           for (const auto& p : spec->params) names += (names.empty() ? "" : ", ") + p.name;
-          return fail(path + "/params/" + key, n.type + " has no parameter '" + key + "'" +
-                                                   (names.empty() ? "" : " (it has: " + names + ")"));
+          return fail(path + "/params/" + key,
+                      n.type + " has no parameter '" + key + "'" +
+                          (names.empty() ? "" : " (it has: " + names + ")"));
         }
         auto p = paramFromJson(value, ps->type);
         if (!p.ok()) return fail(path + "/params/" + key, p.message());
@@ -402,8 +421,30 @@ std::string projectToJsonText(const Graph& g) {
     auto value = json::parse(text, nullptr, false);
     if (!value.is_discarded()) root[key] = std::move(value);
   }
-  return root.dump(1) + "\n";
+  // Invalid UTF-8 in a name is written as U+FFFD rather than failing the save.
+  return root.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
+
+namespace {
+
+constexpr int kMaxJsonDepth = 64;
+
+// Nesting depth of `j`, without recursion (a hostile file could be deep enough to overflow it).
+int jsonDepth(const json& j) {
+  int deepest = 0;
+  std::vector<std::pair<const json*, int>> stack{{&j, 1}};
+  while (!stack.empty()) {
+    auto [v, d] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, d);
+    if (d > kMaxJsonDepth) break;
+    if (v->is_structured())
+      for (const auto& child : *v) stack.emplace_back(&child, d + 1);
+  }
+  return deepest;
+}
+
+}  // namespace
 
 Result<Graph> projectFromJsonText(const std::string& text, const std::string& source) {
   json root;
@@ -417,6 +458,11 @@ Result<Graph> projectFromJsonText(const std::string& text, const std::string& so
                          (pos == std::string::npos ? what : what.substr(pos)) +
                          "); the file may be truncated");
   }
+  // Readers, error messages and the writer recurse over the document: a file nested deeper
+  // than any project is refused here instead of running out of stack there.
+  if (jsonDepth(root) > kMaxJsonDepth)
+    return Status::error(source + ": the JSON nests more than " + std::to_string(kMaxJsonDepth) +
+                         " levels deep, deeper than any project");
   return Reader(source).read(root);
 }
 

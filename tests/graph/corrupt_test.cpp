@@ -11,7 +11,9 @@
 namespace dw {
 namespace {
 
-std::string mlpText() { return readFile(test::example("fashion_mnist_mlp.dwproj")).value(); }
+std::string mlpText() {
+  return readFile(test::example("fashion_mnist_mlp.dwproj")).value();
+}
 
 std::string loadError(const std::string& text) {
   auto g = projectFromJsonText(text, "p.dwproj");
@@ -66,7 +68,8 @@ TEST(CorruptProject, UnknownParam) {
 }
 
 TEST(CorruptProject, BadLinks) {
-  std::string msg = loadError(replaceOnce(mlpText(), "\"from\": [\n    1,", "\"from\": [\n    99,"));
+  std::string msg =
+      loadError(replaceOnce(mlpText(), "\"from\": [\n    1,", "\"from\": [\n    99,"));
   EXPECT_NE(msg.find("/links/0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("#99"), std::string::npos) << msg;
   msg = loadError(replaceOnce(mlpText(), "\"links\": [", "\"links\": [{\"from\": 3},"));
@@ -90,7 +93,8 @@ TEST(CorruptProject, MissingFileAndDirectory) {
 
 TEST(CorruptOnnx, TruncatedAndGarbage) {
   auto dir = test::tempDir();
-  auto bytes = readFile("/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx");
+  auto bytes =
+      readFile("/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx");
   ASSERT_TRUE(bytes.ok());
   int refused = 0;
   for (size_t n : {size_t{0}, size_t{1}, bytes->size() / 3, bytes->size() / 2, bytes->size() - 1}) {
@@ -129,6 +133,23 @@ TEST(CorruptOnnx, DanglingInputIsNamed) {
   auto g = importOnnx(*m, "relu.onnx");
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.message().find("'nowhere'"), std::string::npos) << g.message();
+}
+
+}  // namespace
+}  // namespace dw
+
+namespace dw {
+namespace {
+
+// Issue 19: deep nesting used to overflow the stack of the readers and the writer; an id of
+// 2^63-1 overflowed the next id.
+TEST(CorruptProject, DeepNestingAndHugeIds) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string msg =
+      loadError(replaceOnce(mlpText(), "\"links\"", "\"x\": " + deep + ", \"links\""));
+  EXPECT_NE(msg.find("nests more than 64 levels deep"), std::string::npos) << msg;
+  msg = loadError(replaceOnce(mlpText(), "\"id\": 1,", "\"id\": 9223372036854775807,"));
+  EXPECT_NE(msg.find("ids must be below 2^53"), std::string::npos) << msg;
 }
 
 }  // namespace
