@@ -2,18 +2,12 @@
 // strided copies (transpose, expand) and Where.
 #include <cstdint>
 
+#include "engine/cuda/grid.h"
 #include "engine/cuda/launch.h"
 
 namespace dw::engine::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocksFor(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
-}
 
 __device__ inline float unaryF(UnaryOp op, float x, float a, float b) {
   switch (op) {

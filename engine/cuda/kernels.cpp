@@ -410,27 +410,20 @@ class Reduce : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     DW_RETURN_IF_ERROR(rankOk(x.shape(), "reduction"));
-    std::vector<int64_t> axes = ctx.hasInput(1) ? ctx.input(1).toInt64Vector() : axes_;
     auto& be = cudaBackend(ctx.backend());
-    if (axes.empty() && noop_) {
+    // The host kernels' geometry: the same axes rules and errors.
+    auto plan =
+        planReduce(x.shape(), ctx.hasInput(1) ? ctx.input(1).toInt64Vector() : axes_, keep_, noop_);
+    if (!plan) return plan.status();
+    if (plan->empty) {
       DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
       return check(
           cudaMemcpyAsync(y->raw(), x.raw(), x.bytes(), cudaMemcpyDeviceToDevice, be.stream()),
           "reduction");
     }
-    std::vector<bool> reduced(x.rank(), axes.empty());
-    for (int64_t a : axes) {
-      if (!validAxis(a, x.rank())) return Status::error("reduction axis out of range");
-      reduced[normAxis(a, x.rank())] = true;
-    }
-    Shape out;
-    for (size_t d = 0; d < x.rank(); ++d) {
-      if (!reduced[d])
-        out.push_back(x.dim(d));
-      else if (keep_)
-        out.push_back(1);
-    }
-    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    std::vector<bool> reduced(x.rank());
+    for (size_t d = 0; d < x.rank(); ++d) reduced[d] = plan->outKeep[d] == 1 && x.dim(d) != 1;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, plan->outShape));
     reduceInto(be, op_, x, reduced, y->data<float>());
     return launched("reduction");
   }
@@ -448,14 +441,7 @@ class SumToShape : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& g = ctx.input(0);
     const Shape& target = ctx.input(1).shape();
-    if (g.shape() == target) {
-      ctx.setOutput(0, ctx.inputValue(0));
-      return Status();
-    }
-    if (numElements(target) == g.size()) {
-      ctx.setOutput(0, Value(g.reshaped(target)));
-      return Status();
-    }
+    if (sumToShapeByView(ctx, g, target)) return Status();
     auto b = broadcastShapes({g.shape(), target});
     if (!b || *b != g.shape() || target.size() > g.rank())
       return Status::error("cannot reduce a gradient of shape " + shapeToString(g.shape()) +

@@ -1,13 +1,12 @@
 // Max pooling and batch normalization, forward and backward, on NCHW float tensors.
 #include <cstdint>
 
+#include "engine/cuda/grid.h"
 #include "engine/cuda/launch.h"
 
 namespace dw::engine::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
 
 // Kernels that give a block to each plane: at most this many blocks (they loop over the rest),
 // and threads to match the plane's size (a warp at least).
@@ -18,11 +17,6 @@ int threadsFor(int64_t perPlane) {
   int t = 32;
   while (t < kThreads && t < perPlane) t *= 2;
   return t;
-}
-
-int blocksFor(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
 }
 
 // The first maximum of output (plane, oy, ox)'s window, as an index into the plane; -1 when the

@@ -2,18 +2,12 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "engine/cuda/grid.h"
 #include "engine/cuda/launch.h"
 
 namespace dw::engine::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocksFor(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
-}
 
 __device__ inline int64_t offsetOf(int64_t i, const Strided& s) {
   int64_t off = 0;

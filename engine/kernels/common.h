@@ -160,6 +160,20 @@ inline std::vector<int64_t> intsInput(const KernelContext& ctx, size_t i) {
   return ctx.input(i).toInt64Vector();
 }
 
+// SumToShape's cases that need no arithmetic, on any backend: the gradient already has the
+// target's shape, or its element count (a reshape). True when it has set output 0.
+inline bool sumToShapeByView(KernelContext& ctx, const Tensor& g, const Shape& target) {
+  if (g.shape() == target) {
+    ctx.setOutput(0, ctx.inputValue(0));
+    return true;
+  }
+  if (numElements(target) == g.size()) {
+    ctx.setOutput(0, Value(g.reshaped(target)));
+    return true;
+  }
+  return false;
+}
+
 // Reduction geometry shared by the host and oneDNN reduce kernels (kernels/reduce.cpp).
 struct ReducePlan {
   Shape outShape;  // with keepdims

@@ -25,14 +25,7 @@ class SumToShape : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& g = ctx.input(0);
     const Shape& target = ctx.input(1).shape();
-    if (g.shape() == target) {
-      ctx.setOutput(0, ctx.inputValue(0));
-      return Status();
-    }
-    if (numElements(target) == g.size()) {
-      ctx.setOutput(0, Value(g.reshaped(target)));
-      return Status();
-    }
+    if (sumToShapeByView(ctx, g, target)) return Status();
     auto b = broadcastShapes({g.shape(), target});
     if (!b || *b != g.shape())
       return Status::error("cannot reduce a gradient of shape " + shapeToString(g.shape()) +
