@@ -4,6 +4,7 @@
 #include "engine/training/trainer.h"
 
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <chrono>
@@ -433,6 +434,17 @@ class Trainer::Impl {
   std::unique_ptr<InferenceSession> trainSession, evalSession;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<std::string> dataInputs, metricNames, trainableNames;
+  // Class-index inputs of the classification losses, with their class counts: bad labels are
+  // reported as data errors (sample, input, classes), not as a failing node deep in the loss.
+  struct LabelCheck {
+    std::string input, loss;
+    int64_t classes = 0;
+    bool hasIgnore = false;
+    int64_t ignore = 0;
+  };
+  std::vector<LabelCheck> labelChecks;
+  void findLabelChecks();
+  Status checkLabels(const std::map<std::string, Tensor>& columns, const std::string& where) const;
   mutable std::vector<ParamEntry> params;                  // same order as trainableNames
   std::vector<std::pair<std::string, std::string>> stats;  // (stat, new output)
   // Trainables + stats, and gradients by weight name. Under a device backend (cuda) they are
@@ -527,6 +539,7 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
     return Status::error("the model has no Trainable or Frozen float initializer to train");
   for (const auto& in : forward.graph().input())
     if (!initNames.count(in.name())) dataInputs.push_back(in.name());
+  findLabelChecks();
 
   auto lda = ldaCoeffFromModel(forward);
   if (!lda) return lda.status();
@@ -674,6 +687,61 @@ Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name) {
   return &slot;
 }
 
+void Trainer::Impl::findLabelChecks() {
+  onnx::ModelProto inferred = forward;
+  try {
+    onnx::shape_inference::InferShapes(inferred);
+  } catch (const std::exception&) {
+    return;  // no class counts known: the loss kernels still refuse bad labels
+  }
+  std::map<std::string, const onnx::TypeProto*> types;
+  for (const auto& v : inferred.graph().value_info()) types[v.name()] = &v.type();
+  for (const auto& v : inferred.graph().output()) types[v.name()] = &v.type();
+  for (const auto& v : inferred.graph().input()) types[v.name()] = &v.type();
+  for (const auto& n : forward.graph().node()) {
+    if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 2) continue;
+    if (n.op_type() != "SoftmaxCrossEntropyLoss" && n.op_type() != "NegativeLogLikelihoodLoss")
+      continue;
+    if (std::find(dataInputs.begin(), dataInputs.end(), n.input(1)) == dataInputs.end()) continue;
+    auto t = types.find(n.input(0));
+    if (t == types.end() || !t->second->has_tensor_type()) continue;
+    const auto& shape = t->second->tensor_type().shape();
+    if (shape.dim_size() < 2 || !shape.dim(1).has_dim_value()) continue;
+    LabelCheck c;
+    c.input = n.input(1);
+    c.loss = n.name().empty() ? n.output(0) : n.name();
+    c.classes = shape.dim(1).dim_value();
+    for (const auto& a : n.attribute())
+      if (a.name() == "ignore_index") {
+        c.hasIgnore = true;
+        c.ignore = a.i();
+      }
+    labelChecks.push_back(c);
+  }
+}
+
+Status Trainer::Impl::checkLabels(const std::map<std::string, Tensor>& columns,
+                                  const std::string& where) const {
+  for (const auto& c : labelChecks) {
+    auto it = columns.find(c.input);
+    if (it == columns.end()) continue;
+    const Tensor& t = it->second;
+    if (!t.onHost() || (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)) continue;
+    const int64_t perSample = t.rank() > 0 && t.dim(0) > 0 ? t.size() / t.dim(0) : 1;
+    for (int64_t i = 0; i < t.size(); ++i) {
+      const int64_t v = t.getInt(i);
+      if ((v >= 0 && v < c.classes) || (c.hasIgnore && v == c.ignore)) continue;
+      return Status::error(
+          "sample " + std::to_string(i / perSample) + " of " + where + " has label " +
+          std::to_string(v) + " in input '" + c.input + "', outside [0, " +
+          std::to_string(c.classes) + "): the loss '" + c.loss + "' scores " +
+          std::to_string(c.classes) + " classes, so labels must be class indices 0 to " +
+          std::to_string(c.classes - 1) + " (fix the data, or give the model that many outputs)");
+    }
+  }
+  return Status();
+}
+
 Status Trainer::Impl::checkBatch(const Batch& b) const {
   for (const auto& name : dataInputs)
     if (!b.inputs.count(name)) {
@@ -683,7 +751,7 @@ Status Trainer::Impl::checkBatch(const Batch& b) const {
                            "' (it has: " + (have.empty() ? "nothing" : have) +
                            "); map a dataset file to it in the training section");
     }
-  return Status();
+  return checkLabels(b.inputs, "the batch");
 }
 
 std::map<std::string, Tensor> Trainer::Impl::feeds(const Batch& b) const {
@@ -1018,6 +1086,8 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   if (!fo.train || fo.train->size() == 0)
     return Status::error("fit: no training data (set the dataset in the training section)");
   DW_RETURN_IF_ERROR(fo.train->validate());
+  DW_RETURN_IF_ERROR(checkLabels(fo.train->columns, "the training data"));
+  if (fo.test) DW_RETURN_IF_ERROR(checkLabels(fo.test->columns, "the test data"));
   if (fo.batchSize < 1) return Status::error("fit: batch size must be >= 1");
   if (fo.accumulationSteps < 1) return Status::error("fit: accumulation steps must be >= 1");
   std::shared_ptr<const Dataset> train = fo.train, test = fo.test;

@@ -705,3 +705,31 @@ TEST_F(TrainerTest, EvalStepNodeSaysWhetherToResetMetrics) {
 
 }  // namespace
 }  // namespace dw::engine::training
+
+namespace dw::engine::training {
+namespace {
+
+// Issue 19: a class label the loss cannot score is a data error that names the sample, the
+// input and the class count, not a failing node inside the lowered loss.
+TEST(TrainerLabels, OutOfRangeLabelNamesTheSample) {
+  auto t = makeTrainer(tinyProject());
+  ASSERT_TRUE(t.ok()) << t.message();
+  auto data = blobs(12);
+  data->columns["label"].data<int64_t>()[7] = 5;  // the tiny model scores 3 classes
+  Batch b = firstBatch(*data, 12);
+  auto r = (*t)->trainStep(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("sample 7 of the batch has label 5 in input 'label', outside [0, 3)"),
+            std::string::npos)
+      << r.message();
+  FitOptions fo;
+  fo.train = data;
+  fo.batchSize = 4;
+  auto f = (*t)->fit(fo);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.message().find("sample 7 of the training data has label 5"), std::string::npos)
+      << f.message();
+}
+
+}  // namespace
+}  // namespace dw::engine::training
