@@ -60,10 +60,6 @@ class Backend {
   virtual bool oneDnnFusions() const { return true; }
 };
 
-// `t` in host memory: `t` itself when it is there already, else a copy through the backend
-// that owns its memory (`backend` or its hostBackend()).
-Result<Tensor> toHostTensor(Backend& backend, const Tensor& t);
-
 struct BackendOptions {
   // cpu | gpu | gpu:N (oneDNN GPU engine N; gpu is gpu:0) | cuda | cuda:N (NVIDIA GPU N, where
   // deepwire was built with CUDA) | auto (cuda when an NVIDIA GPU is usable, else gpu when

@@ -176,8 +176,10 @@ struct Planner {
   Status buildKernel(PlanNode& pn, const onnx::NodeProto& node, const OpsetMap& opsets,
                      const std::set<std::string>& visible);
   void propagateTypes(const onnx::NodeProto& node, const OpsetMap& opsets);
-  // Which table's kernel runs `node` (with `init`'s attributes), judged on its input types.
-  Placement place(const onnx::NodeProto& node, const KernelInit& init);
+  // Which table's kernel runs `node` (with `init`'s attributes), judged on its input types
+  // (given back in `inTypes` when asked).
+  Placement place(const onnx::NodeProto& node, const KernelInit& init,
+                  std::vector<DType>* inTypes = nullptr);
 };
 
 // The backend's own table first (when its kernel supports the node: `init` and `types` given),
@@ -911,15 +913,18 @@ class SubgraphImpl : public Subgraph {
   std::unique_ptr<GraphPlan> plan_;
 };
 
-Placement Planner::place(const onnx::NodeProto& node, const KernelInit& init) {
-  std::vector<DType> inTypes;
+Placement Planner::place(const onnx::NodeProto& node, const KernelInit& init,
+                         std::vector<DType>* inTypes) {
+  std::vector<DType> own;
+  std::vector<DType>& t = inTypes ? *inTypes : own;
+  t.clear();
   for (const auto& in : node.input()) {
     auto it = in.empty() ? types.end() : types.find(in);
-    inTypes.push_back(it != types.end() && it->second.has_tensor_type()
-                          ? dtypeFromOnnx(it->second.tensor_type().elem_type())
-                          : DType::kUndefined);
+    t.push_back(it != types.end() && it->second.has_tensor_type()
+                    ? dtypeFromOnnx(it->second.tensor_type().elem_type())
+                    : DType::kUndefined);
   }
-  return findKernel(*registry, *backend, init.domain, init.opType, init.opset, &init, &inTypes);
+  return findKernel(*registry, *backend, init.domain, init.opType, init.opset, &init, &t);
 }
 
 // Element types of outputs that shape inference left unknown (it gives up on a whole graph at
@@ -961,10 +966,6 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
                             const std::set<std::string>& visible) {
   const std::string domain = normDomain(node.domain());
   const int opset = opsetFor(opsets, domain);
-  if (!findKernel(*registry, *backend, domain, node.op_type(), opset).def)
-    return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
-                         ", opset " + std::to_string(opset) + ") at node '" + displayName(node) +
-                         "'");
   KernelInit init;
   init.node = &node;
   init.domain = domain;
@@ -984,17 +985,14 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
       init.subgraphs[a.name()] = std::make_shared<SubgraphImpl>(std::move(*sub), nullptr);
     }
   }
-  const Placement pl = place(node, init);
+  std::vector<DType> inTypes;
+  const Placement pl = place(node, init, &inTypes);
   if (std::getenv("DEEPWIRE_PLACEMENT")) {
     // Why a node landed where it did: its input types as the planner knows them.
     std::string in;
-    for (const auto& i : node.input()) {
-      auto it = i.empty() ? types.end() : types.find(i);
-      in += std::string(in.empty() ? "" : ", ") + i + ":" +
-            (it != types.end() && it->second.has_tensor_type()
-                 ? dtypeName(dtypeFromOnnx(it->second.tensor_type().elem_type()))
-                 : "?");
-    }
+    for (int i = 0; i < node.input_size(); ++i)
+      in += std::string(in.empty() ? "" : ", ") + node.input(i) + ":" +
+            (inTypes[i] == DType::kUndefined ? "?" : dtypeName(inTypes[i]));
     std::fprintf(stderr, "placement: %s (%s) on %s [%s]\n", displayName(node).c_str(),
                  node.op_type().c_str(), pl.backend ? pl.backend->name().c_str() : "-", in.c_str());
   }
@@ -1247,11 +1245,12 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
     // Converted half-precision inputs live here for the duration of the call.
     std::vector<Value> converted;
     DType halfType = DType::kUndefined;
+    auto shapeOnlyInput = [&](size_t i) { return i < 32 && (node.shapeOnlyInputs >> i & 1u); };
     // The value the kernel reads for input i: values[id] or its copy in the memory it needs.
     auto placed = [&](size_t i, int id) -> Result<const Value*> {
       const Value& v = values[id];
       if (!plan.device || !v.isTensor() || !v.tensor.buffer()) return &v;
-      if (i < 32 && (node.shapeOnlyInputs >> i & 1u)) return &v;
+      if (shapeOnlyInput(i)) return &v;
       const bool wantDevice = node.memory && !(i < 32 && (node.hostInputs >> i & 1u));
       if (v.tensor.onHost() != wantDevice) return &v;
       if (mirrors.size() < values.size()) mirrors.resize(values.size());
@@ -1294,8 +1293,8 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
       auto pv = placed(i, id);
       if (!pv) return pv.status().withContext("node '" + node.name + "' (" + node.op + ")");
       const Value& v = **pv;
-      const bool shapeOnly = i < 32 && (node.shapeOnlyInputs >> i & 1u);
-      if (halfType != DType::kUndefined && !shapeOnly && v.isTensor() && isHalf(v.tensor.dtype())) {
+      if (halfType != DType::kUndefined && !shapeOnlyInput(i) && v.isTensor() &&
+          isHalf(v.tensor.dtype())) {
         auto f = v.tensor.cast(DType::kFloat);
         if (!f) return f.status();
         converted.emplace_back(std::move(*f));
@@ -1585,17 +1584,18 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   // The catalogue registers the gradient ops' ONNX schemas, which validation, shape inference
   // and the planner's type propagation read: a training graph run on its own needs them too.
   (void)Catalogue::instance();
+  if (!model.has_graph()) return Status::error("the model has no graph");
+  OpsetMap opsets;
+  for (const auto& imp : model.opset_import())
+    opsets[normDomain(imp.domain())] = static_cast<int>(imp.version());
+  if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
   bool inferenceUnsafe = false;
   // Arity and window attributes first: autodiff, libonnx's shape inference and the kernels all
   // assume them (a missing input was a null read, a zero stride a division by zero).
-  if (model.has_graph()) {
+  {
     std::set<std::string> local;
     for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());
-    OpsetMap imported;
-    for (const auto& imp : model.opset_import())
-      imported[normDomain(imp.domain())] = static_cast<int>(imp.version());
-    if (model.opset_import_size() == 0) imported[""] = 1;
-    DW_RETURN_IF_ERROR(validateNodes(model.graph(), imported, local, inferenceUnsafe));
+    DW_RETURN_IF_ERROR(validateNodes(model.graph(), opsets, local, inferenceUnsafe));
   }
   // ONNX Gradient nodes (ai.onnx.preview.training) are replaced by the backward nodes that
   // compute them (engine/training/autodiff) before planning.
@@ -1610,12 +1610,6 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   s->backend_ = std::move(*backend);
   const size_t limit = options.memoryLimitBytes ? options.memoryLimitBytes : availableMemoryBytes();
   s->pool_ = std::make_unique<BufferPool>(limit);
-
-  if (!model.has_graph()) return Status::error("the model has no graph");
-  OpsetMap opsets;
-  for (const auto& imp : model.opset_import())
-    opsets[normDomain(imp.domain())] = static_cast<int>(imp.version());
-  if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
 
   // Static shapes where ONNX can infer them; failures only cost us static information.
   onnx::ModelProto inferred = model;

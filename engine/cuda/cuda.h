@@ -8,6 +8,7 @@
 
 #include "engine/backend.h"
 #include "engine/kernel.h"
+#include "engine/training/optimizers.h"
 
 namespace dw::engine::cuda {
 
@@ -35,14 +36,10 @@ class TrainingOps {
   virtual Status scale(Tensor& x, float factor) = 0;
   // The p-norm of all tensors together (p <= 0 or inf: max-abs); waits for the result.
   virtual Result<double> norm(const std::vector<Tensor*>& xs, double p) = 0;
-  virtual Status adam(const struct AdamStepArgs& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
+  virtual Status adam(const training::AdamScalars& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
                       Tensor* vmax) = 0;
   virtual Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
                      bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) = 0;
-};
-struct AdamStepArgs {
-  float b1 = 0, b2 = 0, eps = 0, stepSize = 0, invSbc2 = 1, preScale = 1, l2 = 0, postDecay = 0;
-  bool hf = false;
 };
 // For a backend whose memory() is kCuda; nullptr otherwise.
 std::unique_ptr<TrainingOps> trainingOps(Backend& backend);

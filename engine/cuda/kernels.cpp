@@ -472,24 +472,17 @@ class ReduceGrad : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    std::vector<int64_t> axes = ctx.hasInput(3) ? ctx.input(3).toInt64Vector() : axes_;
-    if (axes.empty() && noop_) {
+    // The forward reduction's geometry: x's shape with the reduced axes 1, as dY has it.
+    auto plan =
+        planReduce(x.shape(), ctx.hasInput(3) ? ctx.input(3).toInt64Vector() : axes_, true, noop_);
+    if (!plan) return plan.status().withContext("ReduceGrad");
+    if (plan->empty) {
       ctx.setOutput(0, ctx.inputValue(0));
       return Status();
     }
     DW_RETURN_IF_ERROR(rankOk(x.shape(), "ReduceGrad"));
-    Shape red = x.shape();
-    std::vector<bool> reduced(x.rank(), axes.empty());
-    for (int64_t a : axes) {
-      if (!validAxis(a, x.rank())) return Status::error("ReduceGrad: axis out of range");
-      reduced[normAxis(a, x.rank())] = true;
-    }
-    int64_t count = 1;
-    for (size_t d = 0; d < x.rank(); ++d)
-      if (reduced[d]) {
-        count *= red[d];
-        red[d] = 1;
-      }
+    const Shape& red = plan->outKeep;
+    const int64_t count = x.size() / std::max<int64_t>(numElements(red), 1);
     if (numElements(red) != dy.size())
       return Status::error("ReduceGrad: gradient shape does not match the reduction");
     auto& be = cudaBackend(ctx.backend());

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "engine/training/optimizers.h"
+
 namespace dw::engine::cuda {
 
 constexpr int kMaxRank = 8;
@@ -153,12 +155,8 @@ void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* p
                       cudaStream_t s);
 
 // ---- Optimizers (engine/training/optimizers.h describes the rules) ----
-struct AdamArgs {
-  float b1, b2, eps, stepSize, invSbc2, preScale, l2, postDecay;
-  bool hf;
-};
-void launchAdam(const AdamArgs& a, float* w, float* g, float* m, float* v, float* vmax, int64_t n,
-                cudaStream_t s);
+void launchAdam(const training::AdamScalars& a, float* w, float* g, float* m, float* v, float* vmax,
+                int64_t n, cudaStream_t s);
 // SGD: g += wd * w; momentum buffer (first step: copy); w -= lr * (nesterov ? g + mom*b : b).
 void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
                bool firstStep, float* w, float* g, float* buf, int64_t n, cudaStream_t s);

@@ -192,8 +192,8 @@ __global__ void lossReduceKernel(const float* l, int64_t n, bool mean, const flo
 }
 
 // PyTorch's order of float operations, as engine/training/optimizers.cpp (Step::run).
-__global__ void adamKernel(AdamArgs a, float* w, float* g, float* m, float* v, float* vmax,
-                           int64_t n) {
+__global__ void adamKernel(training::AdamScalars a, float* w, float* g, float* m, float* v,
+                           float* vmax, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float wi = w[i], gi = g[i];
@@ -326,8 +326,8 @@ void launchLossReduce(const float* l, int64_t n, bool mean, const float* count, 
   lossReduceKernel<<<1, kThreads, 0, s>>>(l, n, mean, count, out);
 }
 
-void launchAdam(const AdamArgs& a, float* w, float* g, float* m, float* v, float* vmax, int64_t n,
-                cudaStream_t s) {
+void launchAdam(const training::AdamScalars& a, float* w, float* g, float* m, float* v, float* vmax,
+                int64_t n, cudaStream_t s) {
   if (n > 0) adamKernel<<<blocksFor(n), kThreads, 0, s>>>(a, w, g, m, v, vmax, n);
 }
 

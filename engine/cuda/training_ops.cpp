@@ -46,10 +46,9 @@ class CudaTrainingOps : public TrainingOps {
     if (inf) return static_cast<double>(h);
     return p == 2 ? std::sqrt(static_cast<double>(h)) : std::pow(static_cast<double>(h), 1.0 / p);
   }
-  Status adam(const AdamStepArgs& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
+  Status adam(const training::AdamScalars& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
               Tensor* vmax) override {
-    AdamArgs k{a.b1, a.b2, a.eps, a.stepSize, a.invSbc2, a.preScale, a.l2, a.postDecay, a.hf};
-    launchAdam(k, w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
+    launchAdam(a, w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
                vmax ? vmax->data<float>() : nullptr, w.size(), be_.stream());
     return launched("Adam update");
   }

@@ -23,11 +23,6 @@ Result<Tensor> Backend::toHost(const Tensor& t, std::shared_ptr<Buffer>) {
   return Status::error("accelerator " + name() + " cannot read device memory");
 }
 
-Result<Tensor> toHostTensor(Backend& backend, const Tensor& t) {
-  if (t.onHost()) return t;
-  return backend.toHost(t);
-}
-
 namespace {
 
 std::string clDeviceInfo(cl_device_id d, cl_device_info what) {

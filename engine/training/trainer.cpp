@@ -4,7 +4,6 @@
 #include "engine/training/trainer.h"
 
 #include <onnx/onnx_pb.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <chrono>
@@ -539,7 +538,6 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
     return Status::error("the model has no Trainable or Frozen float initializer to train");
   for (const auto& in : forward.graph().input())
     if (!initNames.count(in.name())) dataInputs.push_back(in.name());
-  findLabelChecks();
 
   auto lda = ldaCoeffFromModel(forward);
   if (!lda) return lda.status();
@@ -549,6 +547,7 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   auto g = buildGradientGraph(forward, go);
   if (!g) return g.status();
   gg = std::move(g.value());
+  findLabelChecks();
   stats = gg.stateUpdates;
   for (const auto& init : forward.graph().initializer()) {
     for (const auto& [stat, out] : stats) {
@@ -687,17 +686,13 @@ Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name) {
   return &slot;
 }
 
+// The class counts come from the forward types the gradient graph carries (autodiff's
+// inference); where a count is unknown, the loss kernels still refuse bad labels.
 void Trainer::Impl::findLabelChecks() {
-  onnx::ModelProto inferred = forward;
-  try {
-    onnx::shape_inference::InferShapes(inferred);
-  } catch (const std::exception&) {
-    return;  // no class counts known: the loss kernels still refuse bad labels
-  }
   std::map<std::string, const onnx::TypeProto*> types;
-  for (const auto& v : inferred.graph().value_info()) types[v.name()] = &v.type();
-  for (const auto& v : inferred.graph().output()) types[v.name()] = &v.type();
-  for (const auto& v : inferred.graph().input()) types[v.name()] = &v.type();
+  for (const auto& v : gg.model.graph().value_info()) types[v.name()] = &v.type();
+  for (const auto& v : gg.model.graph().output()) types[v.name()] = &v.type();
+  for (const auto& v : gg.model.graph().input()) types[v.name()] = &v.type();
   for (const auto& n : forward.graph().node()) {
     if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 2) continue;
     if (n.op_type() != "SoftmaxCrossEntropyLoss" && n.op_type() != "NegativeLogLikelihoodLoss")
@@ -903,17 +898,7 @@ Status Trainer::Impl::deviceOptimizerStep() {
         if (!x) return x.status();
         vmax = *x;
       }
-      cuda::AdamStepArgs a;
-      a.b1 = k.b1;
-      a.b2 = k.b2;
-      a.eps = k.eps;
-      a.stepSize = k.stepSize;
-      a.invSbc2 = k.invSbc2;
-      a.preScale = k.preScale;
-      a.l2 = k.l2;
-      a.postDecay = k.postDecay;
-      a.hf = k.hf;
-      DW_RETURN_IF_ERROR(dev->adam(a, w, g, **m, **v, vmax));
+      DW_RETURN_IF_ERROR(dev->adam(k, w, g, **m, **v, vmax));
     } else if (oc.type == "sgd") {
       Tensor* buf = nullptr;
       bool first = false;
