@@ -21,6 +21,7 @@
 #include "engine/kernel.h"
 #include "engine/onnx_attrs.h"
 #include "engine/training/autodiff.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine {
@@ -417,14 +418,19 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (c < 0) continue;
     const auto& act = nodes[c].first;
     const std::string& op = act.op_type();
-    if (op != "Relu" && op != "LeakyRelu" && op != "Sigmoid" && op != "Tanh") {
+    const ops::UnaryOp* row =
+        (act.domain().empty() || act.domain() == "ai.onnx") ? ops::findUnaryOp(op) : nullptr;
+    Attributes actAttrs;
+    for (const auto& a : act.attribute()) actAttrs.set(a);
+    auto fused = row && row->postOp ? resolveUnary(*row, actAttrs) : Status::error("");
+    if (!fused) {
       if (conv && op == "MaxPool") fuseMaxPool(n, c);
       continue;
     }
     addStringAttr(n, "__dw_activation", op);
-    const auto* alpha = findAttr(act, "alpha");
-    addFloatAttr(n, "__dw_activation_alpha",
-                 alpha ? alpha->f() : (op == "LeakyRelu" ? 0.01f : 0.0f));
+    addFloatAttr(n, "__dw_activation_alpha", fused->params.alpha);
+    addFloatAttr(n, "__dw_activation_beta", fused->params.beta);
+    addFloatAttr(n, "__dw_activation_gamma", fused->params.gamma);
     absorb(n, c);
     c = soleReader(n);
     if (conv && c >= 0 && nodes[c].first.op_type() == "MaxPool") fuseMaxPool(n, c);

@@ -30,6 +30,7 @@
 
 #include "nodes/catalogue.h"
 #include "nodes/onnx_params.h"
+#include "ops/unary_table.h"
 
 namespace dw {
 
@@ -266,13 +267,46 @@ NodeSpec toSpec(const GradOp& op) {
 constexpr auto kOpt = PortOption::Optional;
 constexpr auto kVar = PortOption::Variadic;
 
-const std::vector<std::string> kUnaryOps = {
-    "Relu",       "LeakyRelu", "Sigmoid",     "Tanh",      "Elu",   "Selu",
-    "Softplus",   "Softsign",  "HardSigmoid", "HardSwish", "Celu",  "ThresholdedRelu",
-    "Mish",       "Erf",       "Exp",         "Log",       "Sqrt",  "Abs",
-    "Reciprocal", "Sin",       "Cos",         "Tan",       "Asin",  "Acos",
-    "Atan",       "Sinh",      "Cosh",        "Asinh",     "Acosh", "Atanh",
-    "Clip"};
+// The forward ops UnaryGrad differentiates: the rows of ops/unary_table.h with a gradient, and
+// Clip (whose bounds are inputs).
+const std::vector<std::string> kUnaryOps = [] {
+  std::vector<std::string> v;
+  for (const auto& op : ops::unaryOps())
+    if (op.isOp() && op.gradient) v.push_back(op.name);
+  v.push_back("Clip");
+  return v;
+}();
+
+// UnaryGrad's own attributes besides op: those of the differentiable ops that libonnx has no
+// schema for (newer than its opsets), which the mirrored schemas cannot supply.
+std::vector<ParamSpec> unaryGradOwn() {
+  std::vector<ParamSpec> v{opParam(kUnaryOps, "f")};
+  std::set<std::string> fromSchemas;
+  for (const auto& op : ops::unaryOps())
+    if (const auto* s = onnx::OpSchemaRegistry::Schema(op.name, kDefaultOnnxOpset, ""))
+      for (const auto& [name, a] : s->attributes()) fromSchemas.insert(name);
+  for (const auto& op : ops::unaryOps()) {
+    if (!op.isOp() || !op.gradient ||
+        onnx::OpSchemaRegistry::Schema(op.name, kDefaultOnnxOpset, ""))
+      continue;
+    for (const auto& a : op.attrs)
+      if (a.name && fromSchemas.insert(a.name).second)
+        v.push_back(own(a.name, ParamType::Float, std::nullopt,
+                        std::string("The forward op's ") + a.name + " (" + op.name + ")."));
+    if (op.choiceAttr && fromSchemas.insert(op.choiceAttr).second) {
+      std::vector<std::string> allowed;
+      for (const auto& c : op.choices)
+        if (c.value) allowed.push_back(c.value);
+      v.push_back(own(op.choiceAttr, ParamType::String, Param::makeString(allowed[0]),
+                      std::string("The forward op's ") + op.choiceAttr + " (" + op.name + ").",
+                      allowed));
+    }
+  }
+  for (auto& p : v)
+    if (p.name != "op") p.required = false;
+  return v;
+}
+
 const std::vector<std::string> kReduceOps = {
     "ReduceSum", "ReduceMean",      "ReduceMax",       "ReduceMin",  "ReduceL1",
     "ReduceL2",  "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "ReduceLogSum"};
@@ -301,7 +335,7 @@ std::vector<GradOp> gradOps() {
               optional("max", "Clip (opset 11+): the forward's max input.")},
              {dX})
           .shapes({0})
-          .own({opParam(kUnaryOps, "f")})
+          .own(unaryGradOwn())
           .mirror(kUnaryOps, 6),
       GradOp("SoftmaxGrad",
              "dX of Softmax (dX = Y * (dY - sum(dY * Y))) or, with log, of LogSoftmax "

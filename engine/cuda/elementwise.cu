@@ -9,113 +9,21 @@ namespace dw::engine::cuda {
 
 namespace {
 
-__device__ inline float unaryF(UnaryOp op, float x, float a, float b) {
-  switch (op) {
-    case UnaryOp::kRelu:
-      return x > 0.f ? x : 0.f;
-    case UnaryOp::kNeg:
-      return -x;
-    case UnaryOp::kExp:
-      return expf(x);
-    case UnaryOp::kLog:
-      return logf(x);
-    case UnaryOp::kSqrt:
-      return sqrtf(x);
-    case UnaryOp::kSigmoid:
-      return 1.f / (1.f + expf(-x));
-    case UnaryOp::kTanh:
-      return tanhf(x);
-    case UnaryOp::kAbs:
-      return fabsf(x);
-    case UnaryOp::kLeakyRelu:
-      return x >= 0.f ? x : a * x;
-    case UnaryOp::kElu:
-      return x >= 0.f ? x : a * (expf(x) - 1.f);
-    case UnaryOp::kSoftplus:
-      return x > 20.f ? x : log1pf(expf(x));
-    case UnaryOp::kReciprocal:
-      return 1.f / x;
-    case UnaryOp::kFloor:
-      return floorf(x);
-    case UnaryOp::kCeil:
-      return ceilf(x);
-    case UnaryOp::kErf:
-      return erff(x);
-    case UnaryOp::kHardSigmoid:
-      return fmaxf(0.f, fminf(1.f, a * x + b));
-    case UnaryOp::kSelu:
-      return x > 0.f ? b * x : b * (a * expf(x) - a);
-    case UnaryOp::kSin:
-      return sinf(x);
-    case UnaryOp::kCos:
-      return cosf(x);
-    case UnaryOp::kIdentity:
-      return x;
-  }
-  return x;
-}
-
-// d f(x) / dx, given x and y = f(x).
-__device__ inline float unaryD(UnaryOp op, float x, float y, float a, float b) {
-  switch (op) {
-    case UnaryOp::kRelu:
-      return x > 0.f ? 1.f : 0.f;
-    case UnaryOp::kNeg:
-      return -1.f;
-    case UnaryOp::kExp:
-      return y;
-    case UnaryOp::kLog:
-      return 1.f / x;
-    case UnaryOp::kSqrt:
-      return 0.5f / y;
-    case UnaryOp::kSigmoid:
-      return y * (1.f - y);
-    case UnaryOp::kTanh:
-      return 1.f - y * y;
-    case UnaryOp::kAbs:
-      return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
-    case UnaryOp::kLeakyRelu:
-      return x >= 0.f ? 1.f : a;
-    case UnaryOp::kElu:
-      return x >= 0.f ? 1.f : y + a;
-    case UnaryOp::kSoftplus:
-      return 1.f / (1.f + expf(-x));
-    case UnaryOp::kReciprocal:
-      return -y * y;
-    case UnaryOp::kFloor:
-    case UnaryOp::kCeil:
-      return 0.f;
-    case UnaryOp::kErf:
-      return 1.1283791670955126f * expf(-x * x);
-    case UnaryOp::kHardSigmoid: {
-      const float v = a * x + b;
-      return v > 0.f && v < 1.f ? a : 0.f;
-    }
-    case UnaryOp::kSelu:
-      return x > 0.f ? b : b * a * expf(x);
-    case UnaryOp::kSin:
-      return cosf(x);
-    case UnaryOp::kCos:
-      return -sinf(x);
-    case UnaryOp::kIdentity:
-      return 1.f;
-  }
-  return 1.f;
-}
-
-__global__ void unaryKernel(UnaryOp op, float a, float b, const float* x, float* y, int64_t n) {
+template <ops::UnaryFn F>
+__global__ void unaryKernel(ops::UnaryParams p, const float* x, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = unaryF(op, x[i], a, b);
+    y[i] = ops::unaryForward<F>(x[i], p);
 }
 
-__global__ void unaryGradKernel(UnaryOp op, float a, float b, const float* dy, const float* x,
-                                const float* y, float* dx, int64_t n) {
+template <ops::UnaryFn F>
+__global__ void unaryGradKernel(ops::UnaryParams p, const float* dy, const float* x, const float* y,
+                                float* dx, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    // Relu's derivative reads x; a zero upstream gradient stays zero whatever f'(x) is (0 * inf).
+    // A zero upstream gradient stays zero whatever f'(x) is (0 * inf).
     const float g = dy[i];
-    dx[i] = g == 0.f ? 0.f : g * unaryD(op, x ? x[i] : 0.f, y ? y[i] : 0.f, a, b);
+    dx[i] = g == 0.f ? 0.f : g * ops::unaryDerivative<F>(x[i], y[i], p);
   }
 }
 
@@ -289,14 +197,20 @@ __global__ void whereKernel(const uint8_t* c, Strided cs, const float* a, Stride
 
 }  // namespace
 
-void launchUnary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
+void launchUnary(ops::UnaryFn fn, const ops::UnaryParams& p, const float* x, float* y, int64_t n,
                  cudaStream_t s) {
-  if (n > 0) unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, alpha, beta, x, y, n);
+  if (n <= 0) return;
+  ops::visitUnary(fn, [&](auto f) {
+    unaryKernel<decltype(f)::value><<<blocksFor(n), kThreads, 0, s>>>(p, x, y, n);
+  });
 }
 
-void launchUnaryGrad(UnaryOp op, float alpha, float beta, const float* dy, const float* x,
+void launchUnaryGrad(ops::UnaryFn fn, const ops::UnaryParams& p, const float* dy, const float* x,
                      const float* y, float* dx, int64_t n, cudaStream_t s) {
-  if (n > 0) unaryGradKernel<<<blocksFor(n), kThreads, 0, s>>>(op, alpha, beta, dy, x, y, dx, n);
+  if (n <= 0) return;
+  ops::visitUnary(fn, [&](auto f) {
+    unaryGradKernel<decltype(f)::value><<<blocksFor(n), kThreads, 0, s>>>(p, dy, x, y, dx, n);
+  });
 }
 
 void launchBinary(BinaryOp op, ElemType t, const void* a, const Strided& as, const void* b,

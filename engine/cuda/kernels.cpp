@@ -8,6 +8,7 @@
 
 #include "engine/cuda/kernel_util.h"
 #include "engine/kernels/common.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine::cuda {
@@ -16,87 +17,46 @@ namespace {
 
 // ---- Element-wise ----
 
-struct UnaryInfo {
-  const char* name;
-  UnaryOp op;
-};
-constexpr UnaryInfo kUnary[] = {
-    {"Relu", UnaryOp::kRelu},
-    {"Neg", UnaryOp::kNeg},
-    {"Exp", UnaryOp::kExp},
-    {"Log", UnaryOp::kLog},
-    {"Sqrt", UnaryOp::kSqrt},
-    {"Sigmoid", UnaryOp::kSigmoid},
-    {"Tanh", UnaryOp::kTanh},
-    {"Abs", UnaryOp::kAbs},
-    {"LeakyRelu", UnaryOp::kLeakyRelu},
-    {"Elu", UnaryOp::kElu},
-    {"Softplus", UnaryOp::kSoftplus},
-    {"Reciprocal", UnaryOp::kReciprocal},
-    {"Floor", UnaryOp::kFloor},
-    {"Ceil", UnaryOp::kCeil},
-    {"Erf", UnaryOp::kErf},
-    {"HardSigmoid", UnaryOp::kHardSigmoid},
-    {"Selu", UnaryOp::kSelu},
-    {"Sin", UnaryOp::kSin},
-    {"Cos", UnaryOp::kCos},
-};
-
-bool unaryOf(const std::string& name, UnaryOp& op) {
-  for (const auto& u : kUnary)
-    if (name == u.name) {
-      op = u.op;
-      return true;
-    }
-  return false;
-}
-
-// Attribute defaults as the ONNX schemas give them; Attributes already carry the node's values.
-void unaryParams(const std::string& name, const Attributes& a, float& alpha, float& beta) {
-  alpha = 0.f;
-  beta = 0.f;
-  if (name == "LeakyRelu") alpha = a.getFloat("alpha", 0.01f);
-  if (name == "Elu") alpha = a.getFloat("alpha", 1.0f);
-  if (name == "HardSigmoid") {
-    alpha = a.getFloat("alpha", 0.2f);
-    beta = a.getFloat("beta", 0.5f);
-  }
-  if (name == "Selu") {
-    alpha = a.getFloat("alpha", 1.67326319217681884765625f);
-    beta = a.getFloat("gamma", 1.05070102214813232421875f);
-  }
-}
-
+// The ops of ops/unary_table.h, on float tensors.
 class Unary : public Kernel {
  public:
   explicit Unary(const KernelInit& init) {
-    if (!unaryOf(init.opType, op_)) fail("cuda: no unary op " + init.opType);
-    unaryParams(init.opType, init.attrs, alpha_, beta_);
+    const ops::UnaryOp* row = ops::findUnaryOp(init.opType);
+    auto u =
+        row ? resolveUnary(*row, init.attrs) : Status::error("cuda: no unary op " + init.opType);
+    if (u)
+      u_ = *u;
+    else
+      fail(u.status().message());
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
-    launchUnary(op_, alpha_, beta_, fp(x), y->data<float>(), x.size(),
+    launchUnary(u_.fn, u_.params, fp(x), y->data<float>(), x.size(),
                 cudaBackend(ctx.backend()).stream());
     return launched("Unary");
   }
 
  private:
-  UnaryOp op_;
-  float alpha_, beta_;
+  UnaryInstance u_;
 };
 
 bool unaryGradSupported(const KernelInit& init, const std::vector<DType>& t) {
-  UnaryOp op;
-  return unaryOf(init.attrs.getString("op"), op) && init.numInputs <= 3 && floatInputs(init, t);
+  const ops::UnaryOp* row = ops::findUnaryOp(init.attrs.getString("op"));
+  return row && row->gradient && init.numInputs <= 3 && floatInputs(init, t);
 }
 
 class UnaryGrad : public Kernel {
  public:
   explicit UnaryGrad(const KernelInit& init) {
     const std::string name = init.attrs.getString("op");
-    if (!unaryOf(name, op_)) fail("cuda: UnaryGrad of " + name + " is not implemented here");
-    unaryParams(name, init.attrs, alpha_, beta_);
+    const ops::UnaryOp* row = ops::findUnaryOp(name);
+    auto u = row && row->gradient ? resolveUnary(*row, init.attrs)
+                                  : Status::error("cuda: no UnaryGrad of " + name);
+    if (u)
+      u_ = *u;
+    else
+      fail(u.status().message());
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
@@ -105,14 +65,13 @@ class UnaryGrad : public Kernel {
     if (dy.shape() != x.shape() || y.shape() != x.shape())
       return Status::error("UnaryGrad: dY, X and Y must have the same shape");
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
-    launchUnaryGrad(op_, alpha_, beta_, fp(dy), fp(x), fp(y), dx->data<float>(), dy.size(),
+    launchUnaryGrad(u_.fn, u_.params, fp(dy), fp(x), fp(y), dx->data<float>(), dy.size(),
                     cudaBackend(ctx.backend()).stream());
     return launched("UnaryGrad");
   }
 
  private:
-  UnaryOp op_;
-  float alpha_, beta_;
+  UnaryInstance u_;
 };
 
 struct BinaryInfo {
@@ -711,7 +670,8 @@ void addViews(KernelRegistry& r) {
 }  // namespace
 
 void registerKernels(KernelRegistry& r) {
-  for (const auto& u : kUnary) add<Unary>(r, u.name, &floatInputs);
+  for (const auto& op : ops::unaryOps())
+    if (op.isOp()) add<Unary>(r, op.name, &floatInputs);
   add<UnaryGrad>(r, "UnaryGrad", &unaryGradSupported, kGradDomain);
   for (const auto& b : kBinary) add<Binary>(r, b.name, &binarySupported);
   add<Where>(r, "Where", &whereSupported);

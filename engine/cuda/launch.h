@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/training/optimizers.h"
+#include "ops/unary.h"
 
 namespace dw::engine::cuda {
 
@@ -19,29 +20,6 @@ struct Strided {
   int64_t strides[kMaxRank] = {};
 };
 
-// Element-wise functions of one value, with their derivatives (UnaryGrad).
-enum class UnaryOp : int {
-  kRelu,
-  kNeg,
-  kExp,
-  kLog,
-  kSqrt,
-  kSigmoid,
-  kTanh,
-  kAbs,
-  kLeakyRelu,
-  kElu,
-  kSoftplus,
-  kReciprocal,
-  kFloor,
-  kCeil,
-  kErf,
-  kHardSigmoid,
-  kSelu,
-  kSin,
-  kCos,
-  kIdentity
-};
 enum class BinaryOp : int {
   kAdd,
   kSub,
@@ -59,10 +37,11 @@ enum class BinaryOp : int {
 // Element types the launchers take: float, int64, int32, uint8 (bool).
 enum class ElemType : int { kFloat, kInt64, kInt32, kUInt8, kDouble };
 
-void launchUnary(UnaryOp op, float alpha, float beta, const float* x, float* y, int64_t n,
+// y = f(x) for a function of ops/unary.h.
+void launchUnary(ops::UnaryFn fn, const ops::UnaryParams& p, const float* x, float* y, int64_t n,
                  cudaStream_t s);
-// dx = dy * f'(x) (y = f(x) given for the ops whose derivative reads it).
-void launchUnaryGrad(UnaryOp op, float alpha, float beta, const float* dy, const float* x,
+// dx = dy * f'(x), given x and y = f(x).
+void launchUnaryGrad(ops::UnaryFn fn, const ops::UnaryParams& p, const float* dy, const float* x,
                      const float* y, float* dx, int64_t n, cudaStream_t s);
 // out[i] = op(a[ia], b[ib]) over `out`'s shape; a and b carry broadcast strides. Arithmetic ops
 // write `t`, comparisons write uint8 (bool).

@@ -7,305 +7,92 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "engine/unary_op.h"
 
 namespace dw::engine {
 
 namespace {
 
-enum class UOp {
-  kAbs,
-  kNeg,
-  kSign,
-  kRelu,
-  kFloor,
-  kCeil,
-  kRound,
-  kReciprocal,
-  kSqrt,
-  kExp,
-  kLog,
-  kSin,
-  kCos,
-  kTan,
-  kAsin,
-  kAcos,
-  kAtan,
-  kSinh,
-  kCosh,
-  kAsinh,
-  kAcosh,
-  kAtanh,
-  kSigmoid,
-  kTanh,
-  kErf,
-  kSoftplus,
-  kSoftsign,
-  kLeakyRelu,
-  kElu,
-  kSelu,
-  kHardSigmoid,
-  kThresholdedRelu,
-  kHardSwish,
-  kMish,
-  kShrink,
-  kCelu,
-  kNot,
-  kIsNaN,
-  kIsInf,
-};
-
-const std::unordered_map<std::string, UOp>& unaryOps() {
-  static const std::unordered_map<std::string, UOp> m = {
-      {"Abs", UOp::kAbs},
-      {"Neg", UOp::kNeg},
-      {"Sign", UOp::kSign},
-      {"Relu", UOp::kRelu},
-      {"Floor", UOp::kFloor},
-      {"Ceil", UOp::kCeil},
-      {"Round", UOp::kRound},
-      {"Reciprocal", UOp::kReciprocal},
-      {"Sqrt", UOp::kSqrt},
-      {"Exp", UOp::kExp},
-      {"Log", UOp::kLog},
-      {"Sin", UOp::kSin},
-      {"Cos", UOp::kCos},
-      {"Tan", UOp::kTan},
-      {"Asin", UOp::kAsin},
-      {"Acos", UOp::kAcos},
-      {"Atan", UOp::kAtan},
-      {"Sinh", UOp::kSinh},
-      {"Cosh", UOp::kCosh},
-      {"Asinh", UOp::kAsinh},
-      {"Acosh", UOp::kAcosh},
-      {"Atanh", UOp::kAtanh},
-      {"Sigmoid", UOp::kSigmoid},
-      {"Tanh", UOp::kTanh},
-      {"Erf", UOp::kErf},
-      {"Softplus", UOp::kSoftplus},
-      {"Softsign", UOp::kSoftsign},
-      {"LeakyRelu", UOp::kLeakyRelu},
-      {"Elu", UOp::kElu},
-      {"Selu", UOp::kSelu},
-      {"HardSigmoid", UOp::kHardSigmoid},
-      {"ThresholdedRelu", UOp::kThresholdedRelu},
-      {"HardSwish", UOp::kHardSwish},
-      {"Mish", UOp::kMish},
-      {"Shrink", UOp::kShrink},
-      {"Celu", UOp::kCelu},
-      {"Not", UOp::kNot},
-      {"IsNaN", UOp::kIsNaN},
-      {"IsInf", UOp::kIsInf},
-  };
-  return m;
-}
-
+// The ops of ops/unary_table.h: one loop per function and dtype.
 class Unary : public Kernel {
  public:
-  explicit Unary(const KernelInit& init) : op_(unaryOps().at(init.opType)) {
-    const auto& a = init.attrs;
-    switch (op_) {
-      case UOp::kLeakyRelu:
-        alpha_ = a.getFloat("alpha", 0.01f);
-        break;
-      case UOp::kElu:
-        alpha_ = a.getFloat("alpha", 1.0f);
-        break;
-      case UOp::kCelu:
-        alpha_ = a.getFloat("alpha", 1.0f);
-        break;
-      case UOp::kSelu:
-        alpha_ = a.getFloat("alpha", 1.67326319217681884765625f);
-        beta_ = a.getFloat("gamma", 1.05070102214813232421875f);
-        break;
-      case UOp::kHardSigmoid:
-        alpha_ = a.getFloat("alpha", 0.2f);
-        beta_ = a.getFloat("beta", 0.5f);
-        break;
-      case UOp::kThresholdedRelu:
-        alpha_ = a.getFloat("alpha", 1.0f);
-        break;
-      case UOp::kShrink:
-        alpha_ = a.getFloat("lambd", 0.5f);
-        beta_ = a.getFloat("bias", 0.0f);
-        break;
-      case UOp::kIsInf:
-        detectPos_ = a.getInt("detect_positive", 1) != 0;
-        detectNeg_ = a.getInt("detect_negative", 1) != 0;
-        break;
-      default:
-        break;
-    }
+  explicit Unary(const KernelInit& init) {
+    const ops::UnaryOp* row = ops::findUnaryOp(init.opType);
+    if (!row) fail("no unary op " + init.opType);
+    auto u = resolveUnary(*row, init.attrs);
+    if (!u) fail(u.status().message());
+    u_ = *u;
   }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    const int64_t n = x.size();
+    return dispatchNumeric(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* px = x.data<T>();
+      T* py = y->data<T>();
+      if constexpr (std::is_floating_point_v<T>) {
+        u_.apply(px, py, n);
+        return Status();
+      } else {
+        return ops::visitUnary(u_.fn, [&](auto f) {
+          constexpr ops::UnaryFn kF = decltype(f)::value;
+          const ops::UnaryParams p = u_.params;
+          if constexpr (ops::nativeIntegers(kF)) {
+            for (int64_t i = 0; i < n; ++i) py[i] = ops::unaryForward<kF>(px[i], p);
+          } else {
+            if (u_.op->integers != ops::Integers::kViaDouble)
+              return Status::error(std::string(dtypeName(x.dtype())) +
+                                   " input is not supported by " + u_.op->name +
+                                   "; it takes floating-point tensors");
+            for (int64_t i = 0; i < n; ++i)
+              py[i] = static_cast<T>(ops::unaryForward<kF>(static_cast<double>(px[i]), p));
+          }
+          return Status();
+        });
+      }
+    });
+  }
+
+ private:
+  UnaryInstance u_;
+};
+
+// Tests of each value with a bool result: Not, IsNaN, IsInf.
+class Predicate : public Kernel {
+ public:
+  explicit Predicate(const KernelInit& init)
+      : op_(init.opType),
+        detectPos_(init.attrs.getInt("detect_positive") != 0),
+        detectNeg_(init.attrs.getInt("detect_negative") != 0) {}
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t n = x.size();
-    if (op_ == UOp::kNot) {
+    DW_ALLOC(y, ctx.output(0, DType::kBool, x.shape()));
+    bool* d = y->data<bool>();
+    if (op_ == "Not") {
       if (x.dtype() != DType::kBool) return Status::error("Not needs a bool tensor");
-      DW_ALLOC(y, ctx.output(0, DType::kBool, x.shape()));
       const bool* s = x.data<bool>();
-      bool* d = y->data<bool>();
       for (int64_t i = 0; i < n; ++i) d[i] = !s[i];
       return Status();
     }
-    if (op_ == UOp::kIsNaN || op_ == UOp::kIsInf) {
-      DW_ALLOC(y, ctx.output(0, DType::kBool, x.shape()));
-      bool* d = y->data<bool>();
-      return dispatchFloat(x.dtype(), [&](auto z) {
-        using T = decltype(z);
-        const T* s = x.data<T>();
-        if (op_ == UOp::kIsNaN)
-          for (int64_t i = 0; i < n; ++i) d[i] = std::isnan(s[i]);
-        else
-          for (int64_t i = 0; i < n; ++i)
-            d[i] = std::isinf(s[i]) && ((s[i] > 0 && detectPos_) || (s[i] < 0 && detectNeg_));
-        return Status();
-      });
-    }
-    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
-    return dispatchNumeric(
-        x.dtype(), [&](auto z) { return run(x.data<decltype(z)>(), y->data<decltype(z)>(), n); });
-  }
-
- private:
-  template <class T>
-  Status run(const T* x, T* y, int64_t n) {
-    auto map = [&](auto f) {
-      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(f(x[i]));
-      return Status();
-    };
-    if constexpr (std::is_integral_v<T>) {
-      switch (op_) {
-        case UOp::kAbs:
-          if constexpr (std::is_signed_v<T>)
-            return map([](T v) { return v < 0 ? -v : v; });
-          else
-            return map([](T v) { return v; });
-        case UOp::kNeg:
-          return map([](T v) { return -v; });
-        case UOp::kSign:
-          return map([](T v) { return v > 0 ? 1 : (v < 0 ? -1 : 0); });
-        case UOp::kRelu:
-          return map([](T v) { return v > 0 ? v : T(0); });
-        default:
-          return Status::error("integer input is not supported by this op");
-      }
-    } else {
-      const T a = static_cast<T>(alpha_), b = static_cast<T>(beta_);
-      switch (op_) {
-        case UOp::kAbs:
-          return map([](T v) { return std::fabs(v); });
-        case UOp::kNeg:
-          return map([](T v) { return -v; });
-        case UOp::kSign:
-          return map([](T v) { return v > 0 ? T(1) : (v < 0 ? T(-1) : T(0)); });
-        case UOp::kRelu:
-          return map([](T v) { return v > 0 ? v : T(0); });
-        case UOp::kFloor:
-          return map([](T v) { return std::floor(v); });
-        case UOp::kCeil:
-          return map([](T v) { return std::ceil(v); });
-        case UOp::kRound:
-          return map([](T v) { return std::nearbyint(v); });
-        case UOp::kReciprocal:
-          return map([](T v) { return T(1) / v; });
-        case UOp::kSqrt:
-          return map([](T v) { return std::sqrt(v); });
-        case UOp::kExp:
-          return map([](T v) { return std::exp(v); });
-        case UOp::kLog:
-          return map([](T v) { return std::log(v); });
-        case UOp::kSin:
-          return map([](T v) { return std::sin(v); });
-        case UOp::kCos:
-          return map([](T v) { return std::cos(v); });
-        case UOp::kTan:
-          return map([](T v) { return std::tan(v); });
-        case UOp::kAsin:
-          return map([](T v) { return std::asin(v); });
-        case UOp::kAcos:
-          return map([](T v) { return std::acos(v); });
-        case UOp::kAtan:
-          return map([](T v) { return std::atan(v); });
-        case UOp::kSinh:
-          return map([](T v) { return std::sinh(v); });
-        case UOp::kCosh:
-          return map([](T v) { return std::cosh(v); });
-        case UOp::kAsinh:
-          return map([](T v) { return std::asinh(v); });
-        case UOp::kAcosh:
-          return map([](T v) { return std::acosh(v); });
-        case UOp::kAtanh:
-          return map([](T v) { return std::atanh(v); });
-        case UOp::kSigmoid:
-          return map([](T v) {
-            return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-          });
-        case UOp::kTanh:
-          return map([](T v) { return std::tanh(v); });
-        case UOp::kErf:
-          return map([](T v) { return std::erf(v); });
-        case UOp::kSoftplus:
-          return map(
-              [](T v) { return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)); });
-        case UOp::kSoftsign:
-          return map([](T v) { return v / (T(1) + std::fabs(v)); });
-        case UOp::kLeakyRelu:
-          return map([a](T v) { return v >= 0 ? v : a * v; });
-        case UOp::kElu:
-          return map([a](T v) { return v >= 0 ? v : a * (std::exp(v) - T(1)); });
-        case UOp::kCelu:
-          return map([a](T v) {
-            return std::max(T(0), v) + std::min(T(0), a * (std::exp(v / a) - T(1)));
-          });
-        case UOp::kSelu:
-          return map([a, b](T v) { return v > 0 ? b * v : b * (a * std::exp(v) - a); });
-        case UOp::kHardSigmoid:
-          return map([a, b](T v) { return std::max(T(0), std::min(T(1), a * v + b)); });
-        case UOp::kThresholdedRelu:
-          return map([a](T v) { return v > a ? v : T(0); });
-        case UOp::kHardSwish:
-          return map([](T v) { return v * std::max(T(0), std::min(T(1), v / T(6) + T(0.5))); });
-        case UOp::kMish:
-          return map([](T v) {
-            T sp = v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
-            return v * std::tanh(sp);
-          });
-        case UOp::kShrink:
-          return map([a, b](T v) { return v < -a ? v + b : (v > a ? v - b : T(0)); });
-        default:
-          return Status::error("unsupported unary op");
-      }
-    }
-  }
-
-  UOp op_;
-  float alpha_ = 0, beta_ = 0;
-  bool detectPos_ = true, detectNeg_ = true;
-};
-
-// Shrink also accepts integer inputs with float attributes.
-class ShrinkKernel : public Kernel {
- public:
-  explicit ShrinkKernel(const KernelInit& init)
-      : lambd_(init.attrs.getFloat("lambd", 0.5f)), bias_(init.attrs.getFloat("bias", 0)) {}
-  Status compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
-    return dispatchNumeric(x.dtype(), [&](auto z) {
+    return dispatchFloat(x.dtype(), [&](auto z) {
       using T = decltype(z);
       const T* s = x.data<T>();
-      T* d = y->data<T>();
-      for (int64_t i = 0; i < x.size(); ++i) {
-        double v = static_cast<double>(s[i]);
-        d[i] = static_cast<T>(v < -lambd_ ? v + bias_ : (v > lambd_ ? v - bias_ : 0.0));
-      }
+      if (op_ == "IsNaN")
+        for (int64_t i = 0; i < n; ++i) d[i] = std::isnan(s[i]);
+      else
+        for (int64_t i = 0; i < n; ++i)
+          d[i] = std::isinf(s[i]) && ((s[i] > 0 && detectPos_) || (s[i] < 0 && detectNeg_));
       return Status();
     });
   }
 
  private:
-  double lambd_, bias_;
+  std::string op_;
+  bool detectPos_, detectNeg_;
 };
 
 enum class BOp {
@@ -695,14 +482,10 @@ class Where : public Kernel {
 
 void addElementwiseKernels(KernelRegistry& r) {
   const char* h = "host";
-  for (const auto& [name, op] : unaryOps()) {
-    if (name == "Shrink") continue;
-    r.add(h, name, 1, kMaxOpset, &makeKernel<Unary>,
-          name != "Not" && name != "IsNaN" && name != "IsInf");
-  }
-  r.add(h, "IsNaN", 1, kMaxOpset, &makeKernel<Unary>, true);
-  r.add(h, "IsInf", 1, kMaxOpset, &makeKernel<Unary>, true);
-  r.add(h, "Shrink", 1, kMaxOpset, &makeKernel<ShrinkKernel>);
+  for (const auto& op : ops::unaryOps())
+    if (op.isOp()) r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Unary>);
+  r.add(h, "Not", 1, kMaxOpset, &makeKernel<Predicate>, false);
+  for (const char* op : {"IsNaN", "IsInf"}) r.add(h, op, 1, kMaxOpset, &makeKernel<Predicate>);
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal",
                          "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift"})
     r.add(h, op, 1, kMaxOpset, &makeKernel<Binary>);

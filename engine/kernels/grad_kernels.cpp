@@ -7,6 +7,7 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine {
@@ -55,30 +56,26 @@ class SumToShape : public Kernel {
   }
 };
 
-// dX = dY * f'(X) for activations and unary math, f' from X and/or Y = f(X).
+// dX = dY * f'(X) for the ops of ops/unary_table.h and Clip, f' from X and/or Y = f(X).
 class UnaryGrad : public Kernel {
  public:
-  explicit UnaryGrad(const KernelInit& init)
-      : op_(init.attrs.getString("op")), relu_(op_ == "Relu") {
-    const auto& a = init.attrs;
-    if (op_ == "LeakyRelu") alpha_ = a.getFloat("alpha", 0.01f);
-    if (op_ == "Elu" || op_ == "Celu" || op_ == "ThresholdedRelu")
-      alpha_ = a.getFloat("alpha", 1.0f);
-    if (op_ == "Selu") {
-      alpha_ = a.getFloat("alpha", 1.67326319217681884765625f);
-      gamma_ = a.getFloat("gamma", 1.05070102214813232421875f);
+  explicit UnaryGrad(const KernelInit& init) : clip_(init.attrs.getString("op") == "Clip") {
+    const std::string op = init.attrs.getString("op");
+    if (clip_) {
+      lo_ = init.attrs.getFloat("min", -std::numeric_limits<float>::infinity());
+      hi_ = init.attrs.getFloat("max", std::numeric_limits<float>::infinity());
+      return;
     }
-    if (op_ == "HardSigmoid") {
-      alpha_ = a.getFloat("alpha", 0.2f);
-      beta_ = a.getFloat("beta", 0.5f);
+    const ops::UnaryOp* row = ops::findUnaryOp(op);
+    if (!row || !row->gradient) {
+      fail("UnaryGrad: no gradient for op '" + op + "'");
+      return;
     }
-    if (op_ == "Clip") {
-      alpha_ = a.getFloat("min", -std::numeric_limits<float>::infinity());
-      beta_ = a.getFloat("max", std::numeric_limits<float>::infinity());
-    }
-    const auto& known = unaryGradOps();  // the catalogue entry's list
-    if (std::find(known.begin(), known.end(), op_) == known.end())
-      fail("UnaryGrad: unknown op '" + op_ + "'");
+    auto u = resolveUnary(*row, init.attrs);
+    if (!u)
+      fail(u.status().message());
+    else
+      u_ = *u;
   }
 
   Status compute(KernelContext& ctx) override {
@@ -87,8 +84,8 @@ class UnaryGrad : public Kernel {
     const Tensor& y = ctx.input(2);
     if (dy.shape() != x.shape() || y.shape() != x.shape())
       return Status::error("UnaryGrad: dY, X and Y must have the same shape");
-    double lo = alpha_, hi = beta_;
-    if (op_ == "Clip") {
+    double lo = lo_, hi = hi_;
+    if (clip_) {
       if (ctx.hasInput(3)) lo = ctx.input(3).getDouble(0);
       if (ctx.hasInput(4)) hi = ctx.input(4).getDouble(0);
     }
@@ -100,95 +97,24 @@ class UnaryGrad : public Kernel {
       const T* __restrict py = y.data<T>();
       T* __restrict o = dx->data<T>();
       const int64_t n = dy.size();
-      const T a = static_cast<T>(alpha_), b = static_cast<T>(beta_), gm = static_cast<T>(gamma_);
-      auto run = [g, px, py, o, n](auto f) {
-        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * f(px[i], py[i]);
-      };
-      if (relu_) {
-        for (int64_t i = 0; i < n; ++i) o[i] = px[i] > 0 ? g[i] : T(0);
+      if (clip_) {
+        const T l = static_cast<T>(lo), h = static_cast<T>(hi);
+        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * (px[i] >= l && px[i] <= h ? T(1) : T(0));
         return Status();
       }
-      if (op_ == "Relu")
-        run([](T v, T) { return v > 0 ? T(1) : T(0); });
-      else if (op_ == "LeakyRelu")
-        run([a](T v, T) { return v > 0 ? T(1) : a; });
-      else if (op_ == "Sigmoid")
-        run([](T, T s) { return s * (1 - s); });
-      else if (op_ == "Tanh")
-        run([](T, T t) { return 1 - t * t; });
-      else if (op_ == "Elu")
-        run([a](T v, T e) { return v > 0 ? T(1) : e + a; });
-      else if (op_ == "Selu")
-        run([a, gm](T v, T e) { return v > 0 ? gm : e + gm * a; });
-      else if (op_ == "Celu")
-        run([a](T v, T) { return v > 0 ? T(1) : std::exp(v / a); });
-      else if (op_ == "ThresholdedRelu")
-        run([a](T v, T) { return v > a ? T(1) : T(0); });
-      else if (op_ == "Softplus")
-        run([](T v, T) { return T(1) / (1 + std::exp(-v)); });
-      else if (op_ == "Softsign")
-        run([](T v, T) {
-          T d = 1 + std::abs(v);
-          return 1 / (d * d);
-        });
-      else if (op_ == "HardSigmoid")
-        run([a, b](T v, T) {
-          T t = a * v + b;
-          return t > 0 && t < 1 ? a : T(0);
-        });
-      else if (op_ == "HardSwish")
-        run([](T v, T) { return v < -3 ? T(0) : (v > 3 ? T(1) : (2 * v + 3) / 6); });
-      else if (op_ == "Mish")
-        run([](T v, T) {
-          const T sp = std::log1p(std::exp(v)), t = std::tanh(sp), s = 1 / (1 + std::exp(-v));
-          return t + v * (1 - t * t) * s;
-        });
-      else if (op_ == "Erf")
-        run([](T v, T) { return T(1.1283791670955126) * std::exp(-v * v); });
-      else if (op_ == "Exp")
-        run([](T, T e) { return e; });
-      else if (op_ == "Log")
-        run([](T v, T) { return 1 / v; });
-      else if (op_ == "Sqrt")
-        run([](T, T s) { return T(0.5) / s; });
-      else if (op_ == "Abs")
-        run([](T v, T) { return v > 0 ? T(1) : (v < 0 ? T(-1) : T(0)); });
-      else if (op_ == "Reciprocal")
-        run([](T, T r) { return -r * r; });
-      else if (op_ == "Sin")
-        run([](T v, T) { return std::cos(v); });
-      else if (op_ == "Cos")
-        run([](T v, T) { return -std::sin(v); });
-      else if (op_ == "Tan")
-        run([](T, T t) { return 1 + t * t; });
-      else if (op_ == "Asin")
-        run([](T v, T) { return 1 / std::sqrt(1 - v * v); });
-      else if (op_ == "Acos")
-        run([](T v, T) { return -1 / std::sqrt(1 - v * v); });
-      else if (op_ == "Atan")
-        run([](T v, T) { return 1 / (1 + v * v); });
-      else if (op_ == "Sinh")
-        run([](T v, T) { return std::cosh(v); });
-      else if (op_ == "Cosh")
-        run([](T v, T) { return std::sinh(v); });
-      else if (op_ == "Asinh")
-        run([](T v, T) { return 1 / std::sqrt(v * v + 1); });
-      else if (op_ == "Acosh")
-        run([](T v, T) { return 1 / std::sqrt(v * v - 1); });
-      else if (op_ == "Atanh")
-        run([](T v, T) { return 1 / (1 - v * v); });
-      else if (op_ == "Clip") {
-        const T l = static_cast<T>(lo), h = static_cast<T>(hi);
-        run([l, h](T v, T) { return v >= l && v <= h ? T(1) : T(0); });
-      }
+      ops::visitUnary(u_.fn, [&](auto f) {
+        constexpr ops::UnaryFn kF = decltype(f)::value;
+        const ops::UnaryParams p = u_.params;
+        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * ops::unaryDerivative<kF>(px[i], py[i], p);
+      });
       return Status();
     });
   }
 
  private:
-  std::string op_;
-  bool relu_;  // the common case, kept free of the per-op dispatch
-  float alpha_ = 0, beta_ = 0, gamma_ = 0;
+  bool clip_;
+  float lo_ = 0, hi_ = 0;
+  UnaryInstance u_;
 };
 
 // Splits a shape around `axis` into (outer, len, inner).

@@ -160,6 +160,48 @@ std::string nativeBf16() {
   return "";
 }
 
+dnnl::algorithm eltwiseAlgorithm(ops::Eltwise e) {
+  using A = dnnl::algorithm;
+  using E = ops::Eltwise;
+  switch (e) {
+    case E::kRelu:
+      return A::eltwise_relu;
+    case E::kElu:
+      return A::eltwise_elu;
+    case E::kLogistic:
+      return A::eltwise_logistic;
+    case E::kTanh:
+      return A::eltwise_tanh;
+    case E::kExp:
+      return A::eltwise_exp;
+    case E::kLog:
+      return A::eltwise_log;
+    case E::kAbs:
+      return A::eltwise_abs;
+    case E::kSqrt:
+      return A::eltwise_sqrt;
+    case E::kLinear:
+      return A::eltwise_linear;
+    case E::kPow:
+      return A::eltwise_pow;
+    case E::kHardswish:
+      return A::eltwise_hardswish;
+    case E::kSoftRelu:
+      return A::eltwise_soft_relu;
+    case E::kMish:
+      return A::eltwise_mish;
+    case E::kGeluErf:
+      return A::eltwise_gelu_erf;
+    case E::kGeluTanh:
+      return A::eltwise_gelu_tanh;
+    case E::kSwish:
+      return A::eltwise_swish;
+    case E::kNone:
+      break;
+  }
+  return A::undef;
+}
+
 dnnl::memory::data_type toDnnl(DType t) {
   using dt = dnnl::memory::data_type;
   switch (t) {

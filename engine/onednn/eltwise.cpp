@@ -13,6 +13,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine {
@@ -87,58 +88,30 @@ class DnnlOrHost : public Kernel {
   onednn::Bindings bind_;
 };
 
-// The oneDNN eltwise algorithm (and its alpha/beta) computing an ONNX unary op, shared by the
-// forward kernel and the UnaryGrad backward kernel; false where oneDNN has none.
+// The oneDNN eltwise call computing an op of ops/unary_table.h, shared by the forward kernel
+// and the UnaryGrad backward kernel; an error where oneDNN has none or the node's attributes are
+// invalid.
 struct EltwiseAlg {
   dnnl::algorithm alg = dnnl::algorithm::eltwise_relu;
   float alpha = 0, beta = 0;
 };
-bool eltwiseAlg(const std::string& op, const Attributes& a, EltwiseAlg* e) {
-  using A = dnnl::algorithm;
-  if (op == "Relu") {
-    e->alg = A::eltwise_relu;
-  } else if (op == "LeakyRelu") {
-    e->alg = A::eltwise_relu;
-    e->alpha = a.getFloat("alpha", 0.01f);
-  } else if (op == "Elu") {
-    e->alg = A::eltwise_elu;
-    e->alpha = a.getFloat("alpha", 1.0f);
-  } else if (op == "Sigmoid") {
-    e->alg = A::eltwise_logistic;
-  } else if (op == "Tanh") {
-    e->alg = A::eltwise_tanh;
-  } else if (op == "Exp") {
-    e->alg = A::eltwise_exp;
-  } else if (op == "Log") {
-    e->alg = A::eltwise_log;
-  } else if (op == "Abs") {
-    e->alg = A::eltwise_abs;
-  } else if (op == "Sqrt") {
-    e->alg = A::eltwise_sqrt;
-  } else if (op == "Neg") {
-    e->alg = A::eltwise_linear;
-    e->alpha = -1.0f;
-  } else if (op == "Reciprocal") {
-    e->alg = A::eltwise_pow;
-    e->alpha = 1.0f;
-    e->beta = -1.0f;
-  } else if (op == "HardSwish") {
-    e->alg = A::eltwise_hardswish;
-  } else if (op == "Softplus") {
-    e->alg = A::eltwise_soft_relu;
-  } else if (op == "Mish") {
-    e->alg = A::eltwise_mish;
-  } else {
-    return false;
-  }
-  return true;
+Status eltwiseAlg(const std::string& op, const Attributes& a, EltwiseAlg* e) {
+  const ops::UnaryOp* row = ops::findUnaryOp(op);
+  if (!row) return Status::error("no elementwise op " + op);
+  auto u = resolveUnary(*row, a);
+  if (!u) return u.status();
+  if (u->onednn.alg == ops::Eltwise::kNone) return Status::error("no oneDNN eltwise for " + op);
+  e->alg = onednn::eltwiseAlgorithm(u->onednn.alg);
+  e->alpha = u->onednn.alpha;
+  e->beta = u->onednn.beta;
+  return Status();
 }
 
 // Unary activations with a oneDNN eltwise algorithm.
 class Eltwise : public DnnlOrHost {
  public:
   explicit Eltwise(const KernelInit& init) : DnnlOrHost(init) {
-    if (!eltwiseAlg(init.opType, init.attrs, &e_)) fail("no oneDNN eltwise for " + init.opType);
+    if (Status st = eltwiseAlg(init.opType, init.attrs, &e_); !st.ok()) fail(st.message());
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -169,7 +142,7 @@ class Eltwise : public DnnlOrHost {
 class EltwiseGrad : public DnnlOrHost {
  public:
   explicit EltwiseGrad(const KernelInit& init) : DnnlOrHost(init) {
-    ok_ = eltwiseAlg(init.attrs.getString("op"), init.attrs, &e_);
+    ok_ = eltwiseAlg(init.attrs.getString("op"), init.attrs, &e_).ok();
   }
   Status compute(KernelContext& ctx) override {
     if (!ok_ || !allFloat(ctx) || ctx.input(0).size() == 0 ||
@@ -724,9 +697,9 @@ class ResampleOp : public DnnlOrHost {
 
 void addOneDnnEltwiseKernels(KernelRegistry& r) {
   const char* c = "cpu";
-  for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Exp", "Log", "Abs", "Sqrt",
-                         "Neg", "Reciprocal", "HardSwish", "Softplus", "Mish"})
-    r.add(c, op, 1, kMaxOpset, &makeKernel<Eltwise>);
+  for (const auto& op : ops::unaryOps())
+    if (op.isOp() && op.onednn.alg != ops::Eltwise::kNone)
+      r.add(c, op.name, op.since, kMaxOpset, &makeKernel<Eltwise>);
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
     r.add(c, op, 1, kMaxOpset, &makeKernel<BinaryOp>);
   r.add(c, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);

@@ -18,6 +18,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
+#include "engine/unary_op.h"
 
 namespace dw::engine {
 
@@ -140,36 +141,32 @@ Dims minus1(const std::vector<int64_t>& d) {
 
 using onednn::Reorderer;
 
-// An activation absorbed by the session's fusion pass ("__dw_activation"), applied as a oneDNN
-// eltwise post-op, or on host memory where the primitive could not take it.
+// An activation absorbed by the session's fusion pass ("__dw_activation", a row of
+// ops/unary_table.h marked postOp, with its resolved constants), applied as a oneDNN eltwise
+// post-op, or on host memory where the primitive could not take it.
 struct FusedActivation {
-  explicit FusedActivation(const Attributes& a)
-      : op(a.getString("__dw_activation")), alpha(a.getFloat("__dw_activation_alpha", 0)) {}
-  bool any() const { return !op.empty(); }
-  dnnl::algorithm algorithm() const {
-    if (op == "Sigmoid") return dnnl::algorithm::eltwise_logistic;
-    if (op == "Tanh") return dnnl::algorithm::eltwise_tanh;
-    return dnnl::algorithm::eltwise_relu;  // Relu (alpha 0) and LeakyRelu
+  explicit FusedActivation(const Attributes& a) {
+    const std::string op = a.getString("__dw_activation");
+    if (op.empty()) return;
+    const ops::UnaryOp* row = ops::findUnaryOp(op);
+    if (!row || !row->postOp) return;
+    ops::UnaryParams p;
+    p.alpha = a.getFloat("__dw_activation_alpha");
+    p.beta = a.getFloat("__dw_activation_beta");
+    p.gamma = a.getFloat("__dw_activation_gamma");
+    u = unaryWithParams(*row, p);
   }
+  bool any() const { return u.op != nullptr; }
   void addTo(dnnl::primitive_attr& attr) const {
     if (!any()) return;
     dnnl::post_ops po;
-    po.append_eltwise(1.0f, algorithm(), op == "LeakyRelu" ? alpha : 0.0f, 0.0f);
+    po.append_eltwise(1.0f, onednn::eltwiseAlgorithm(u.onednn.alg), u.onednn.alpha, u.onednn.beta);
     attr.set_post_ops(po);
   }
   void applyHost(float* v, int64_t n) const {
-    if (op == "Relu") {
-      for (int64_t i = 0; i < n; ++i) v[i] = std::max(v[i], 0.0f);
-    } else if (op == "LeakyRelu") {
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i];
-    } else if (op == "Sigmoid") {
-      for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + std::exp(-v[i]));
-    } else if (op == "Tanh") {
-      for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
-    }
+    if (any()) u.apply(v, v, n);
   }
-  std::string op;
-  float alpha;
+  UnaryInstance u;
 };
 
 class Conv : public Kernel {
@@ -408,7 +405,7 @@ class Conv : public Kernel {
     bool unpaddedPool = poolKernel_.size() == 2;
     for (int64_t v : poolPads_) unpaddedPool &= v == 0;
     if (!transposed_ && g == 1 && c == 1 && ns == 2 && (poolKernel_.empty() || unpaddedPool) &&
-        (!act_.any() || act_.op == "Relu")) {
+        (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu)) {
       // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN, with a
       // fused BatchNormalization folded into the weights and Relu/MaxPool applied per plane.
       e.direct = onednn::SingleChannelConv{
@@ -473,7 +470,8 @@ class Conv : public Kernel {
     dnnl::primitive_attr attr;
     act_.addTo(attr);
     if (!transposed_ && ct == f32 && !constWeights_ && !bnFused_ && poolKernel_.empty() && g == 1 &&
-        n >= 16 && (!act_.any() || act_.op == "Relu") && dnnlBackend(ctx.backend()).hostMemory() &&
+        n >= 16 && (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu) &&
+        dnnlBackend(ctx.backend()).hostMemory() &&
         onednn::Winograd43::usable(kernel, p.strides, p.dilations, p.padL, p.padR, c, oc, x.dim(2),
                                    x.dim(3))) {
       // Training's batched 3x3 convolutions run our Winograd kernel (winograd.cpp): on the CNN

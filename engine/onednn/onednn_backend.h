@@ -7,6 +7,7 @@
 #include "engine/backend.h"
 #include "engine/kernel.h"
 #include "engine/tensor.h"
+#include "ops/unary_table.h"
 
 namespace dw::engine::onednn {
 
@@ -145,6 +146,8 @@ inline dnnl::memory::dims toDims(const Shape& s) {
   return dnnl::memory::dims(s.begin(), s.end());
 }
 dnnl::memory::data_type toDnnl(DType t);  // undef where oneDNN lacks the type
+// oneDNN's algorithm for an eltwise call of ops/unary_table.h (not Eltwise::kNone).
+dnnl::algorithm eltwiseAlgorithm(ops::Eltwise e);
 // Plain row-major descriptor for a tensor's shape (scalars become {1}).
 dnnl::memory::desc plainDesc(const Shape& s, dnnl::memory::data_type dt);
 dnnl::memory::format_tag plainTag(size_t rank);

@@ -6,113 +6,14 @@
 
 namespace dw::engine::rnn {
 
-void Act::apply(float* v, int64_t n) const {
-  switch (kind) {
-    case kRelu:
-      for (int64_t i = 0; i < n; ++i) v[i] = std::max(v[i], 0.0f);
-      break;
-    case kTanh:
-      for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
-      break;
-    case kSigmoid:
-      for (int64_t i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + std::exp(-v[i]));
-      break;
-    case kAffine:
-      for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta;
-      break;
-    case kLeakyRelu:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * v[i];
-      break;
-    case kThresholdedRelu:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : 0.0f;
-      break;
-    case kScaledTanh:
-      for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]);
-      break;
-    case kHardSigmoid:
-      for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(alpha * v[i] + beta, 0.0f, 1.0f);
-      break;
-    case kElu:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * (std::exp(v[i]) - 1);
-      break;
-    case kSoftsign:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (1 + std::fabs(v[i]));
-      break;
-    case kSoftplus:
-      for (int64_t i = 0; i < n; ++i) v[i] = std::log1p(std::exp(v[i]));
-      break;
-  }
-}
+Act::Act() : Act(resolveUnary(*ops::findRnnActivation("Tanh"), NAN, NAN)) {}
 
-float Act::derivative(float x, float y) const {
-  switch (kind) {
-    case kRelu:
-      return x > 0 ? 1.0f : 0.0f;
-    case kTanh:
-      return 1 - y * y;
-    case kSigmoid:
-      return y * (1 - y);
-    case kAffine:
-      return alpha;
-    case kLeakyRelu:
-      return x >= 0 ? 1.0f : alpha;
-    case kThresholdedRelu:
-      return x > alpha ? 1.0f : 0.0f;
-    case kScaledTanh: {
-      const float t = std::tanh(beta * x);
-      return alpha * beta * (1 - t * t);
-    }
-    case kHardSigmoid: {
-      const float v = alpha * x + beta;
-      return v > 0 && v < 1 ? alpha : 0.0f;
-    }
-    case kElu:
-      return x >= 0 ? 1.0f : alpha * std::exp(x);
-    case kSoftsign: {
-      const float d = 1 + std::fabs(x);
-      return 1 / (d * d);
-    }
-    case kSoftplus:
-      return 1.0f / (1.0f + std::exp(-x));
-  }
-  return 0.0f;
-}
-
-bool parseAct(std::string name, Act& a, bool& usesAlpha, bool& usesBeta) {
-  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-  usesAlpha = usesBeta = false;
-  if (name == "relu") {
-    a.kind = Act::kRelu;
-  } else if (name == "tanh") {
-    a.kind = Act::kTanh;
-  } else if (name == "sigmoid") {
-    a.kind = Act::kSigmoid;
-  } else if (name == "affine") {
-    a = {Act::kAffine, 1.0f, 0.0f};
-    usesAlpha = usesBeta = true;
-  } else if (name == "leakyrelu") {
-    a = {Act::kLeakyRelu, 0.01f, 0};
-    usesAlpha = true;
-  } else if (name == "thresholdedrelu") {
-    a = {Act::kThresholdedRelu, 1.0f, 0};
-    usesAlpha = true;
-  } else if (name == "scaledtanh") {
-    a = {Act::kScaledTanh, 1.0f, 1.0f};
-    usesAlpha = usesBeta = true;
-  } else if (name == "hardsigmoid") {
-    a = {Act::kHardSigmoid, 0.2f, 0.5f};
-    usesAlpha = usesBeta = true;
-  } else if (name == "elu") {
-    a = {Act::kElu, 1.0f, 0};
-    usesAlpha = true;
-  } else if (name == "softsign") {
-    a.kind = Act::kSoftsign;
-  } else if (name == "softplus") {
-    a.kind = Act::kSoftplus;
-  } else {
-    return false;
-  }
-  return true;
+Act::Act(const UnaryInstance& u) : u_(u) {
+  ops::visitUnary(u.fn, [&](auto f) {
+    derivative_ = [](float x, float y, const ops::UnaryParams& p) {
+      return ops::unaryDerivative<decltype(f)::value>(x, y, p);
+    };
+  });
 }
 
 namespace {
@@ -170,25 +71,26 @@ Status RnnAttrs::parse(const std::string& opType, const Attributes& a,
   size_t ai = 0, bi = 0;
   acts_.clear();
   for (const auto& n : names) {
-    Act act;
-    bool ua = false, ub = false;
-    if (!parseAct(n, act, ua, ub))
-      return Status::error("activation '" + n + "' is not an ONNX RNN activation function");
-    if (ua && ai < alphas.size()) act.alpha = alphas[ai++];
-    if (ub && bi < betas.size()) act.beta = betas[bi++];
-    acts_.push_back(act);
+    const ops::UnaryOp* row = ops::findRnnActivation(n);
+    if (!row) return Status::error("activation '" + n + "' is not an ONNX RNN activation function");
+    // Each function takes as many alphas and betas, in order, as it has constants.
+    const bool ua = row->attrs[0].name != nullptr, ub = row->attrs[1].name != nullptr;
+    const float alpha = ua && ai < alphas.size() ? alphas[ai++] : NAN;
+    const float beta = ub && bi < betas.size() ? betas[bi++] : NAN;
+    acts_.emplace_back(resolveUnary(*row, alpha, beta));
   }
   // oneDNN's cells have fixed activations (vanilla RNN: tanh, relu or logistic).
   defaultActs_ = true;
   if (cell_ == Cell::kRnn) {
     for (const auto& act : acts_)
-      defaultActs_ =
-          defaultActs_ && act.kind == acts_[0].kind &&
-          (act.kind == Act::kTanh || act.kind == Act::kSigmoid || act.kind == Act::kRelu);
+      defaultActs_ = defaultActs_ && act.fn() == acts_[0].fn() &&
+                     (act.fn() == ops::UnaryFn::kTanh || act.fn() == ops::UnaryFn::kSigmoid ||
+                      act.fn() == ops::UnaryFn::kRelu);
   } else {
     for (size_t i = 0; i < acts_.size(); ++i) {
       const size_t k = i % perDir;
-      defaultActs_ = defaultActs_ && acts_[i].kind == (k == 0 ? Act::kSigmoid : Act::kTanh);
+      defaultActs_ =
+          defaultActs_ && acts_[i].fn() == (k == 0 ? ops::UnaryFn::kSigmoid : ops::UnaryFn::kTanh);
     }
   }
   return Status();
@@ -201,9 +103,9 @@ dnnl::rnn_direction RnnAttrs::oneDnnDirection() const {
 }
 
 dnnl::algorithm RnnAttrs::vanillaActivation() const {
-  if (acts_[0].kind == Act::kRelu) return dnnl::algorithm::eltwise_relu;
-  return acts_[0].kind == Act::kSigmoid ? dnnl::algorithm::eltwise_logistic
-                                        : dnnl::algorithm::eltwise_tanh;
+  if (acts_[0].fn() == ops::UnaryFn::kRelu) return dnnl::algorithm::eltwise_relu;
+  return acts_[0].fn() == ops::UnaryFn::kSigmoid ? dnnl::algorithm::eltwise_logistic
+                                                 : dnnl::algorithm::eltwise_tanh;
 }
 
 Status checkInputs(const KernelContext& ctx, const RnnAttrs& a, RnnDims* d) {

@@ -10,36 +10,26 @@
 #include <vector>
 
 #include "engine/kernel.h"
+#include "engine/unary_op.h"
 
 namespace dw::engine::rnn {
 
 enum class Cell { kRnn, kGru, kLstm };
 
-// One activation function of the cell with its alpha/beta.
+// One activation function of the cell (a row of ops/unary_table.h marked rnnActivation) with
+// its constants.
 struct Act {
-  enum Kind {
-    kRelu,
-    kTanh,
-    kSigmoid,
-    kAffine,
-    kLeakyRelu,
-    kThresholdedRelu,
-    kScaledTanh,
-    kHardSigmoid,
-    kElu,
-    kSoftsign,
-    kSoftplus
-  } kind = kTanh;
-  float alpha = 0, beta = 0;
-
-  void apply(float* v, int64_t n) const;
+  Act();  // tanh
+  explicit Act(const UnaryInstance& u);
+  ops::UnaryFn fn() const { return u_.fn; }
+  void apply(float* v, int64_t n) const { u_.apply(v, v, n); }
   // d act / d x at pre-activation x with y = act(x).
-  float derivative(float x, float y) const;
-};
+  float derivative(float x, float y) const { return derivative_(x, y, u_.params); }
 
-// Parses an activation name (case-insensitive) and its default alpha/beta, which match the
-// standalone ONNX ops of the same name.
-bool parseAct(std::string name, Act& a, bool& usesAlpha, bool& usesBeta);
+ private:
+  UnaryInstance u_;
+  float (*derivative_)(float, float, const ops::UnaryParams&) = nullptr;
+};
 
 // The attributes of an ONNX RNN/GRU/LSTM node (members named as the kernels use them).
 struct RnnAttrs {

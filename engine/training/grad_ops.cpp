@@ -1,9 +1,11 @@
 // Gradient builders, one per forward op family, and the table listing them with the forward
 // opset range each covers (how to add one: grad_builder.h).
+#include <algorithm>
 #include <limits>
 
 #include "engine/training/autodiff.h"
 #include "engine/training/grad_builder.h"
+#include "ops/unary_table.h"
 
 namespace dw::engine::training {
 
@@ -402,16 +404,7 @@ Status gradLayerNorm(GradCtx& c) {
   return Status();
 }
 
-// ---- Shrink, unpooling and the Lp and ROI pools -------------------------------------------
-
-// Shrink's slope is 1 outside [-lambd, lambd] and 0 inside (bias only shifts the value).
-Status gradShrink(GradCtx& c) {
-  const int32_t t = c.gradType();
-  const double lambd = attrFloat(c.node, "lambd", 0.5f);  // the float the kernel compares with
-  auto outside = c.e.op1("Greater", {c.e.op1("Abs", {c.in(0)}), c.e.scalar(lambd, t)});
-  c.dX[0] = c.e.op1("Where", {outside, c.dY[0], c.e.scalar(0, t)});
-  return Status();
-}
+// ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
 // reads dY at I (MaxUnpoolGrad, which also knows that the last of repeated indices wins). With
@@ -523,18 +516,13 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"GRU", 7, kMax, gradRecurrent},
         {"LSTM", 7, kMax, gradRecurrent},
     };
-    for (const char* op :
-         {"Relu",       "LeakyRelu", "Sigmoid",     "Tanh",      "Elu",   "Selu",
-          "Softplus",   "Softsign",  "HardSigmoid", "HardSwish", "Celu",  "ThresholdedRelu",
-          "Mish",       "Erf",       "Exp",         "Log",       "Sqrt",  "Abs",
-          "Reciprocal", "Sin",       "Cos",         "Tan",       "Asin",  "Acos",
-          "Atan",       "Sinh",      "Cosh",        "Asinh",     "Acosh", "Atanh"})
-      t.push_back({op, 6, kMax, gradUnary});
+    // Opset 6 dropped the consumed_inputs attribute of the oldest versions.
+    for (const auto& op : ops::unaryOps())
+      if (op.isOp() && op.gradient) t.push_back({op.name, std::max(6, op.since), kMax, gradUnary});
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1",
                            "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd"})
       t.push_back({op, 1, kMax, gradReduce});
     t.push_back({"ReduceLogSum", 1, kMax, gradReduce});
-    t.push_back({"Shrink", 9, kMax, gradShrink});
     t.push_back({"MaxUnpool", 9, kMax, gradMaxUnpool});
     t.push_back({"LpPool", 2, kMax, gradLpPool});
     t.push_back({"GlobalLpPool", 2, kMax, gradLpPool});
