@@ -160,6 +160,19 @@ std::string nativeBf16() {
   return "";
 }
 
+std::vector<int64_t> inputShapesKey(const KernelContext& ctx) {
+  std::vector<int64_t> k;
+  for (size_t i = 0; i < ctx.numInputs(); ++i) {
+    if (!ctx.hasInput(i) || !ctx.inputValue(i).isTensor()) {
+      k.push_back(-2);
+      continue;
+    }
+    for (int64_t d : ctx.input(i).shape()) k.push_back(d);
+    k.push_back(-1);
+  }
+  return k;
+}
+
 dnnl::algorithm eltwiseAlgorithm(ops::Eltwise e) {
   using A = dnnl::algorithm;
   using E = ops::Eltwise;

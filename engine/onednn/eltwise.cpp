@@ -25,16 +25,7 @@ constexpr auto f32 = memory::data_type::f32;
 using onednn::dnnlBackend;
 using onednn::plainDesc;
 
-// Shapes of all tensor inputs, as a cache key.
-std::vector<int64_t> shapesKey(const KernelContext& ctx) {
-  std::vector<int64_t> k;
-  for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    if (ctx.hasInput(i) && ctx.inputValue(i).isTensor())
-      for (int64_t d : ctx.input(i).shape()) k.push_back(d);
-    k.push_back(-1);
-  }
-  return k;
-}
+using onednn::inputShapesKey;
 
 bool allFloat(const KernelContext& ctx) {
   for (size_t i = 0; i < ctx.numInputs(); ++i)
@@ -58,12 +49,7 @@ class DnnlOrHost : public Kernel {
   }
   template <class F>
   Status guarded(F&& f) {
-    try {
-      return f();
-    } catch (const dnnl::error& e) {
-      bind_.discard();
-      return Status::error("oneDNN " + init_.opType + ": " + e.what());
-    }
+    return onednn::guarded(init_.opType, &bind_, std::forward<F>(f));
   }
   // One argument of a primitive call: a tensor as `desc`.
   struct Arg {
@@ -520,7 +506,7 @@ class ConcatOp : public DnnlOrHost {
       for (size_t i = 0; i < ctx.numInputs(); ++i)
         mds.push_back(plainDesc(ctx.input(i).shape(), f32));
       const memory::desc od = plainDesc(out, f32);
-      auto key = shapesKey(ctx);
+      auto key = inputShapesKey(ctx);
       key.push_back(a);
       auto& prim = cache_[key];
       if (!prim) prim = dnnl::concat(dnnl::concat::primitive_desc(od, a, mds, be.engine()));
@@ -552,7 +538,7 @@ class PReluOp : public DnnlOrHost {
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
       const memory::desc xd = plainDesc(x.shape(), f32), wd = plainDesc(ws, f32);
-      auto& prim = cache_[shapesKey(ctx)];
+      auto& prim = cache_[inputShapesKey(ctx)];
       if (!prim) {
         dnnl::prelu_forward::desc d(dnnl::prop_kind::forward_inference, xd, wd);
         prim = dnnl::prelu_forward(dnnl::prelu_forward::primitive_desc(d, be.engine()));

@@ -36,27 +36,9 @@ constexpr auto f32 = memory::data_type::f32;
 using onednn::cpuBackend;
 using onednn::plainDesc;
 
-template <class F>
-Status guardedGrad(const char* what, F&& f) {
-  try {
-    return f();
-  } catch (const dnnl::error& e) {
-    return Status::error(std::string("oneDNN ") + what + ": " + e.what());
-  }
-}
+using onednn::guarded;
+using onednn::inputShapesKey;
 
-std::vector<int64_t> inputShapesKey(const KernelContext& ctx) {
-  std::vector<int64_t> k;
-  for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    if (!ctx.hasInput(i)) {
-      k.push_back(-2);
-      continue;
-    }
-    for (int64_t d : ctx.input(i).shape()) k.push_back(d);
-    k.push_back(-1);
-  }
-  return k;
-}
 
 Status needFloat(const KernelContext& ctx, size_t n) {
   for (size_t i = 0; i < n; ++i)
@@ -163,7 +145,7 @@ class ConvGrad : public Kernel {
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Entry e;
-      DW_RETURN_IF_ERROR(guardedGrad("convolution backward setup", [&] { return build(ctx, e); }));
+      DW_RETURN_IF_ERROR(guarded("convolution backward setup", [&] { return build(ctx, e); }));
       it = cache_.emplace(key, std::move(e)).first;
     }
     Entry& e = it->second;
@@ -182,7 +164,7 @@ class ConvGrad : public Kernel {
       db = wantB ? ctx.output(2, DType::kFloat, {e.oc}) : ctx.scratch(DType::kFloat, {e.oc});
       if (!db) return ctx.status();
     }
-    return guardedGrad("convolution backward", [&] {
+    return guarded("convolution backward", [&] {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();
@@ -831,7 +813,7 @@ class PoolGrad : public Kernel {
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Entry e;
-      DW_RETURN_IF_ERROR(guardedGrad("pooling backward setup", [&]() -> Status {
+      DW_RETURN_IF_ERROR(guarded("pooling backward setup", [&]() -> Status {
         auto& eng = cpuBackend(ctx.backend()).engine();
         std::vector<int64_t> kernel =
             global_ ? std::vector<int64_t>(x.shape().begin() + 2, x.shape().end())
@@ -883,7 +865,7 @@ class PoolGrad : public Kernel {
       maxPool2dBackward(x, dy, e.win, reluGrad_, *dx);
       return Status();
     }
-    DW_RETURN_IF_ERROR(guardedGrad("pooling backward", [&] {
+    DW_RETURN_IF_ERROR(guarded("pooling backward", [&] {
       auto& be = cpuBackend(ctx.backend());
       auto& eng = be.engine();
       auto& s = be.stream();

@@ -31,34 +31,9 @@ constexpr auto f32 = memory::data_type::f32;
 using onednn::dnnlBackend;
 using onednn::plainDesc;
 
-std::vector<int64_t> shapeKey(const KernelContext& ctx) {
-  std::vector<int64_t> k;
-  for (size_t i = 0; i < ctx.numInputs(); ++i) {
-    if (!ctx.hasInput(i) || !ctx.inputValue(i).isTensor()) {
-      k.push_back(-2);
-      continue;
-    }
-    for (int64_t d : ctx.input(i).shape()) k.push_back(d);
-    k.push_back(-1);
-  }
-  return k;
-}
 
-// Runs oneDNN and converts its exceptions into a Status naming the primitive; a run that fails
-// drops what `bind` was to copy back.
-template <class F>
-Status guarded(const char* what, onednn::Bindings* bind, F&& f) {
-  try {
-    return f();
-  } catch (const dnnl::error& e) {
-    if (bind) bind->discard();
-    return Status::error(std::string("oneDNN ") + what + ": " + e.what());
-  }
-}
-template <class F>
-Status guarded(const char* what, F&& f) {
-  return guarded(what, nullptr, std::forward<F>(f));
-}
+using onednn::guarded;
+using onednn::inputShapesKey;
 
 std::unique_ptr<Kernel> hostFallback(const KernelInit& init) {
   return onednn::hostKernel(init);
@@ -199,7 +174,7 @@ class Conv : public Kernel {
       return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
     if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
       return Status::error("input must be 3-D to 5-D with matching weight rank");
-    auto key = shapeKey(ctx);
+    auto key = inputShapesKey(ctx);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Entry e;
@@ -634,7 +609,7 @@ class Pool : public Kernel {
       return fallback_->compute(ctx);
     }
     if (x.rank() < 3 || x.rank() > 5) return Status::error("input must be 3-D to 5-D");
-    auto key = shapeKey(ctx);
+    auto key = inputShapesKey(ctx);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
       Entry e;

@@ -123,6 +123,25 @@ class Bindings {
   std::vector<std::pair<Buffer*, dnnl::memory>> pending_;  // outputs with their host memory
 };
 
+// Runs oneDNN and converts its exceptions into a Status naming the primitive (or op); a run that
+// fails drops what `bind` was to copy back.
+template <class F>
+Status guarded(const std::string& what, Bindings* bind, F&& f) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    if (bind) bind->discard();
+    return Status::error("oneDNN " + what + ": " + e.what());
+  }
+}
+template <class F>
+Status guarded(const std::string& what, F&& f) {
+  return guarded(what, nullptr, std::forward<F>(f));
+}
+
+// The shapes of a node's inputs as a primitive-cache key (absent or non-tensor inputs marked).
+std::vector<int64_t> inputShapesKey(const KernelContext& ctx);
+
 // What the compute-bound primitives (convolution, deconvolution, matmul and their backward
 // passes) read: bf16 under precision bf16, else f32. Their outputs stay f32 either way.
 inline dnnl::memory::data_type computeType(Backend& b) {
