@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -345,9 +346,13 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     }
   }
   std::unordered_map<std::string, size_t> consumer;
+  std::unordered_map<std::string, std::vector<size_t>> consumers;
   for (size_t i = 0; i < nodes.size(); ++i)
     for (const auto& in : nodes[i].first.input())
-      if (!in.empty()) consumer[in] = i;
+      if (!in.empty()) {
+        consumer[in] = i;
+        consumers[in].push_back(i);
+      }
   std::vector<bool> removed(nodes.size(), false);
   auto soleReader = [&](const onnx::NodeProto& n) -> int {
     if (n.output_size() < 1 || n.output(0).empty()) return -1;
@@ -367,6 +372,33 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   auto absorb = [&](onnx::NodeProto& n, size_t c) {
     n.set_output(0, nodes[c].first.output(0));
     removed[c] = true;
+  };
+  // Clip's bounds where they are known now: attributes before opset 11, then inputs that are
+  // initializers or Constant nodes (ReLU6 as exported); absent ones are unbounded.
+  std::unordered_map<std::string, const onnx::TensorProto*> constants;
+  for (const auto& t : g.initializer()) constants[t.name()] = &t;
+  for (const auto& [node, ops] : nodes)
+    if (node.op_type() == "Constant" && node.domain().empty() && node.output_size() == 1)
+      if (const auto* v = findAttr(node, "value"); v && v->has_t())
+        constants[node.output(0)] = &v->t();
+  auto clipBounds = [&](const onnx::NodeProto& clip,
+                        int opset) -> std::optional<std::pair<float, float>> {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    std::pair<float, float> b{-kInf, kInf};
+    if (opset < 11) {
+      if (const auto* a = findAttr(clip, "min")) b.first = a->f();
+      if (const auto* a = findAttr(clip, "max")) b.second = a->f();
+      return b;
+    }
+    for (int i : {1, 2}) {
+      if (clip.input_size() <= i || clip.input(i).empty()) continue;
+      auto it = constants.find(clip.input(i));
+      if (it == constants.end()) return std::nullopt;
+      auto t = tensorFromProto(*it->second);
+      if (!t || t->size() != 1 || t->dtype() != DType::kFloat) return std::nullopt;
+      (i == 1 ? b.first : b.second) = t->data<float>()[0];
+    }
+    return b;
   };
   // A MaxPool after a Conv (and its BN/activation) pools in oneDNN's blocked layout before the
   // result goes back to plain NCHW: explicit pads only, no ceil_mode, dilation or Indices.
@@ -415,14 +447,48 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         c = soleReader(n);
       }
     }
-    if (c < 0) continue;
+    if (c < 0) {
+      // SiLU as exporters write it, Mul(v, Sigmoid(v)), with v read by just those two: the
+      // Swish post-op (alpha 1).
+      const std::string& v = n.output(0);
+      const auto& rs = consumers[v];
+      if (n.output_size() != 1 || outputs.count(v) || readers[v] != 2 || rs.size() != 2 ||
+          removed[rs[0]] || removed[rs[1]])
+        continue;
+      for (int k = 0; k < 2; ++k) {
+        const auto& sig = nodes[rs[k]].first;
+        const auto& mul = nodes[rs[1 - k]].first;
+        if (!isOp(sig, "", "Sigmoid") || !isOp(mul, "", "Mul") || sig.output_size() != 1 ||
+            mul.input_size() != 2)
+          continue;
+        const std::string& s = sig.output(0);
+        if (outputs.count(s) || readers[s] != 1 ||
+            !((mul.input(0) == v && mul.input(1) == s) || (mul.input(0) == s && mul.input(1) == v)))
+          continue;
+        addStringAttr(n, "__dw_activation", "Swish");
+        addFloatAttr(n, "__dw_activation_alpha", 1.0f);
+        addFloatAttr(n, "__dw_activation_beta", 0.0f);
+        addFloatAttr(n, "__dw_activation_gamma", 0.0f);
+        removed[rs[k]] = true;
+        absorb(n, rs[1 - k]);
+        break;
+      }
+      continue;
+    }
     const auto& act = nodes[c].first;
     const std::string& op = act.op_type();
     const ops::UnaryOp* row =
         (act.domain().empty() || act.domain() == "ai.onnx") ? ops::findUnaryOp(op) : nullptr;
-    Attributes actAttrs;
-    for (const auto& a : act.attribute()) actAttrs.set(a);
-    auto fused = row && row->postOp ? resolveUnary(*row, actAttrs) : Status::error("");
+    Result<UnaryInstance> fused = Status::error("not fusable");
+    if (row && row->postOp && op == "Clip") {
+      const int clipOpset = nodes[c].second.count("") ? nodes[c].second.at("") : 0;
+      if (auto bounds = clipBounds(act, clipOpset))
+        fused = unaryWithParams(*row, ops::UnaryParams{bounds->first, bounds->second});
+    } else if (row && row->postOp) {
+      Attributes actAttrs;
+      for (const auto& a : act.attribute()) actAttrs.set(a);
+      fused = resolveUnary(*row, actAttrs);
+    }
     if (!fused) {
       if (conv && op == "MaxPool") fuseMaxPool(n, c);
       continue;
@@ -613,6 +679,111 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
       for (const auto& [cu, ck] : users[dx])
         appendIntsAttr(nodes[cu].first, "__dw_blocked_inputs", ck);
     }
+  }
+}
+
+// Inference chains of convolutions (MobileNet, ResNet, EfficientNet blocks) keep their
+// activations in NHWC between the convolutions instead of NCHW: oneDNN's 1x1 and depthwise
+// kernels work on NHWC, so every plain tensor cost a reorder in and one out, more than the
+// convolutions themselves on mobilenet_v2 at batch 1 (6.9 of 12 ms). Elementwise ops between
+// the convolutions (Relu, Clip, Add of two such tensors of the same shape) do not care about the
+// layout, so a group of values joined through them shares one: it goes NHWC when every value
+// is a float32 4-D tensor of known shape, made by a convolution or such an elementwise op, and
+// read only by them or as a convolution's input X, and none is a graph input or output. The
+// convolutions writing or reading it get "__dw_nhwc_outputs" / "__dw_nhwc_inputs"; the shapes
+// stay NCHW, only the memory order differs.
+void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                    const onnx::GraphProto& g,
+                    const std::unordered_map<std::string, onnx::TypeProto>& types) {
+  std::set<std::string> fixed;  // graph inputs, outputs, initializers
+  for (const auto& v : g.input()) fixed.insert(v.name());
+  for (const auto& v : g.output()) fixed.insert(v.name());
+  for (const auto& v : g.initializer()) fixed.insert(v.name());
+  auto float4d = [&](const std::string& v) {
+    auto it = types.find(v);
+    return it != types.end() && it->second.tensor_type().elem_type() == onnx::TensorProto::FLOAT &&
+           staticDims(types, v).size() == 4;
+  };
+  // Convolutions whose kernel can read and write NHWC: 2-D, not transposed, no fused pooling,
+  // not the one-input-channel direct loops, nothing training handed over.
+  auto nhwcConv = [&](const onnx::NodeProto& n) {
+    if (!isOp(n, "", "Conv") || n.input_size() < 2 || n.output_size() != 1) return false;
+    if (findAttr(n, "__dw_maxpool_kernel") || findAttr(n, "__dw_blocked_outputs") ||
+        findAttr(n, "__dw_blocked_inputs"))
+      return false;
+    const auto w = staticDims(types, n.input(1));
+    return w.size() == 4 && !(w[1] == 1 && attrInt(n, "group", 1) == 1);
+  };
+  // The inputs of an elementwise node that share its output's layout.
+  auto elementwiseInputs = [&](const onnx::NodeProto& n) -> std::vector<int> {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") return {};
+    if (n.output_size() != 1 || n.input_size() < 1) return {};
+    const std::string& op = n.op_type();
+    if (op == "Identity") return {0};
+    if (op == "Clip") return {0};
+    if (const auto* row = ops::findUnaryOp(op); row && row->tableKernels()) return {0};
+    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.input_size() == 2) {
+      const auto a = staticDims(types, n.input(0));
+      if (a.empty() || a != staticDims(types, n.input(1)) || a != staticDims(types, n.output(0)))
+        return {};
+      return {0, 1};
+    }
+    return {};
+  };
+  std::unordered_map<std::string, std::string> parent;
+  std::function<std::string(const std::string&)> find = [&](const std::string& v) {
+    auto it = parent.find(v);
+    if (it == parent.end() || it->second == v) return v;
+    return it->second = find(it->second);
+  };
+  auto unite = [&](const std::string& a, const std::string& b) { parent[find(a)] = find(b); };
+  std::vector<std::vector<int>> shared(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i].first;
+    shared[i] = elementwiseInputs(n);
+    for (int k : shared[i])
+      if (!n.input(k).empty()) unite(n.input(k), n.output(0));
+  }
+  // Disqualify groups: a member that is fixed, not float 4-D, made or read by anything else.
+  std::set<std::string> bad;
+  std::set<std::string> madeByConv;
+  std::set<std::string> readByConv;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i].first;
+    const bool conv = nhwcConv(n);
+    for (int k = 0; k < n.input_size(); ++k) {
+      const std::string& v = n.input(k);
+      if (v.empty()) continue;
+      const bool ok =
+          (conv && k == 0) || std::find(shared[i].begin(), shared[i].end(), k) != shared[i].end();
+      if (!ok) bad.insert(find(v));
+      if (conv && k == 0) readByConv.insert(find(v));
+    }
+    for (int k = 0; k < n.output_size(); ++k) {
+      const std::string& v = n.output(k);
+      if (v.empty()) continue;
+      const bool ok = k == 0 && (conv || !shared[i].empty());
+      if (!ok) bad.insert(find(v));
+      if (conv) madeByConv.insert(find(v));
+      if (fixed.count(v) || !float4d(v)) bad.insert(find(v));
+    }
+    // Subgraphs read values by name: keep those plain.
+    for (const auto& a : n.attribute()) {
+      std::set<std::string> inner;
+      if (a.has_g()) inner.merge(dw::outerNames(a.g()));
+      for (const auto& sg : a.graphs()) inner.merge(dw::outerNames(sg));
+      for (const auto& v : inner) bad.insert(find(v));
+    }
+  }
+  for (const auto& v : fixed) bad.insert(find(v));
+  auto nhwc = [&](const std::string& v) {
+    const std::string r = find(v);
+    return !bad.count(r) && madeByConv.count(r) && readByConv.count(r);
+  };
+  for (auto& [n, opsets] : nodes) {
+    if (!nhwcConv(n)) continue;
+    if (nhwc(n.input(0))) appendIntsAttr(n, "__dw_nhwc_inputs", 0);
+    if (nhwc(n.output(0))) appendIntsAttr(n, "__dw_nhwc_outputs", 0);
   }
 }
 
@@ -1073,6 +1244,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
   if (fuse && backend->oneDnnFusions()) {
     fuseForOneDnn(expanded, g, types);
+    if (blockedLayouts && backend->precision() == "fp32") markNhwcChains(expanded, g, types);
     // bf16 convolutions want NHWC bf16 operands, so an nChw16c handoff would only move their
     // reorder and add the normalization's transposes.
     fuseTrainingChains(expanded, g, types, blockedLayouts && backend->precision() == "fp32");
@@ -1154,6 +1326,14 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
                       std::to_string(i);
     }
     if (!pn.layouts.empty()) pn.layouts += " in nChw16c";
+    std::string nhwc;
+    for (const auto& a : node.attribute()) {
+      if (a.name() != "__dw_nhwc_inputs" && a.name() != "__dw_nhwc_outputs") continue;
+      for (int64_t i : a.ints())
+        nhwc += std::string(nhwc.empty() ? "" : ", ") +
+                (a.name() == "__dw_nhwc_inputs" ? "input " : "output ") + std::to_string(i);
+    }
+    if (!nhwc.empty()) pn.layouts += (pn.layouts.empty() ? "" : "; ") + nhwc + " in NHWC";
     for (const auto& a : node.attribute())
       if (a.name() == "__dw_conv")
         pn.layouts += (pn.layouts.empty() ? "" : "; ") + a.s() + " fused in";

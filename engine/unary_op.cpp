@@ -25,6 +25,7 @@ float defaultOf(const ops::UnaryOp& row, const ops::UnaryAttr& a) {
 
 ops::EltwiseCall withParams(ops::EltwiseCall c, const ops::UnaryParams& p) {
   if (c.alphaFromParam) c.alpha = p.alpha;
+  if (c.betaFromParam) c.beta = p.beta;
   return c;
 }
 

@@ -59,6 +59,7 @@ enum class UnaryFn : uint8_t {
   kGelu,
   kGeluTanh,
   kSwish,
+  kClip,        // bounds alpha..beta (Clip's min/max inputs, resolved where the op is fused)
   kAffine,      // recurrent-cell activation only
   kScaledTanh,  // recurrent-cell activation only
   kCount
@@ -191,6 +192,8 @@ DW_HOST_DEVICE inline T unaryForward(T x, const UnaryParams& p) {
     return T(0.5) * x * (T(1) + tanh(kSqrt2OverPi<T> * (x + kGeluCubic<T> * x * x * x)));
   } else if constexpr (F == UnaryFn::kSwish) {
     return x * sigmoid(a * x);
+  } else if constexpr (F == UnaryFn::kClip) {
+    return x < a ? a : (x > b ? b : x);
   } else if constexpr (F == UnaryFn::kAffine) {
     return a * x + b;
   } else if constexpr (F == UnaryFn::kScaledTanh) {
@@ -289,6 +292,8 @@ DW_HOST_DEVICE inline T unaryDerivative(T x, T y, const UnaryParams& p) {
   } else if constexpr (F == UnaryFn::kSwish) {
     const T s = sigmoid(a * x);
     return s + a * x * s * (T(1) - s);
+  } else if constexpr (F == UnaryFn::kClip) {
+    return x >= a && x <= b ? T(1) : T(0);
   } else if constexpr (F == UnaryFn::kAffine) {
     return a;
   } else if constexpr (F == UnaryFn::kScaledTanh) {

@@ -87,7 +87,11 @@ const UnaryOp kUnaryOps[] = {
      .choices = {{{"none", F::kGelu, dnnl(E::kGeluErf)},
                   {"tanh", F::kGeluTanh, dnnl(E::kGeluTanh)}}}},
     {.name = "Swish", .fn = F::kSwish, .since = 24, .attrs = {attr("alpha", &P::alpha, 1.0f)},
-     .gradient = true, .onednn = dnnlAlpha(E::kSwish)},
+     .gradient = true, .onednn = dnnlAlpha(E::kSwish), .postOp = true},
+    // Fused after a Conv/Gemm/MatMul as oneDNN's clip when its bounds are constants (ReLU6).
+    {.name = "Clip", .fn = F::kClip, .since = 6,
+     .onednn = {.alg = E::kClip, .alphaFromParam = true, .betaFromParam = true}, .postOp = true,
+     .ownKernels = true},
     // Recurrent-cell activations that are not ops of their own (ONNX's RNN, GRU and LSTM).
     {.name = "Affine", .fn = F::kAffine, .since = 0,
      .attrs = {attr("alpha", &P::alpha, 1.0f), attr("beta", &P::beta, 0.0f)},

@@ -48,14 +48,15 @@ enum class Eltwise : uint8_t {
   kMish,
   kGeluErf,
   kGeluTanh,
-  kSwish
+  kSwish,
+  kClip
 };
-// The oneDNN call computing the op: its algorithm and (alpha, beta); with alphaFromParam,
-// alpha is the op's alpha attribute.
+// The oneDNN call computing the op: its algorithm and (alpha, beta); with alphaFromParam
+// (betaFromParam), alpha (beta) is the op's constant of that name.
 struct EltwiseCall {
   Eltwise alg = Eltwise::kNone;
   float alpha = 0, beta = 0;
-  bool alphaFromParam = false;
+  bool alphaFromParam = false, betaFromParam = false;
 };
 
 // A string attribute that picks between functions (Gelu's approximate = "none" | "tanh"), each
@@ -81,8 +82,13 @@ struct UnaryOp {
   bool postOp = false;         // fused into the Conv/Gemm/MatMul before it
   const char* choiceAttr = nullptr;
   std::array<UnaryChoice, 2> choices{};
+  // The op has kernels and a gradient builder of its own (Clip, whose bounds are inputs); the
+  // row gives its maths to the fusion pass.
+  bool ownKernels = false;
 
   bool isOp() const { return since > 0; }
+  // The table's generic kernels run it.
+  bool tableKernels() const { return isOp() && !ownKernels; }
 };
 
 std::span<const UnaryOp> unaryOps();

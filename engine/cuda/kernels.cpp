@@ -671,7 +671,7 @@ void addViews(KernelRegistry& r) {
 
 void registerKernels(KernelRegistry& r) {
   for (const auto& op : ops::unaryOps())
-    if (op.isOp()) add<Unary>(r, op.name, &floatInputs);
+    if (op.tableKernels()) add<Unary>(r, op.name, &floatInputs);
   add<UnaryGrad>(r, "UnaryGrad", &unaryGradSupported, kGradDomain);
   for (const auto& b : kBinary) add<Binary>(r, b.name, &binarySupported);
   add<Where>(r, "Where", &whereSupported);

@@ -483,7 +483,7 @@ class Where : public Kernel {
 void addElementwiseKernels(KernelRegistry& r) {
   const char* h = "host";
   for (const auto& op : ops::unaryOps())
-    if (op.isOp()) r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Unary>);
+    if (op.tableKernels()) r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Unary>);
   r.add(h, "Not", 1, kMaxOpset, &makeKernel<Predicate>, false);
   for (const char* op : {"IsNaN", "IsInf"}) r.add(h, op, 1, kMaxOpset, &makeKernel<Predicate>);
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal",

@@ -209,6 +209,8 @@ dnnl::algorithm eltwiseAlgorithm(ops::Eltwise e) {
       return A::eltwise_gelu_tanh;
     case E::kSwish:
       return A::eltwise_swish;
+    case E::kClip:
+      return A::eltwise_clip;
     case E::kNone:
       break;
   }

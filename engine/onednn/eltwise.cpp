@@ -83,7 +83,8 @@ struct EltwiseAlg {
 };
 Status eltwiseAlg(const std::string& op, const Attributes& a, EltwiseAlg* e) {
   const ops::UnaryOp* row = ops::findUnaryOp(op);
-  if (!row) return Status::error("no elementwise op " + op);
+  // Rows with kernels of their own (Clip: bounds from inputs) are not computed from attributes.
+  if (!row || row->ownKernels) return Status::error("no table-driven elementwise op " + op);
   auto u = resolveUnary(*row, a);
   if (!u) return u.status();
   if (u->onednn.alg == ops::Eltwise::kNone) return Status::error("no oneDNN eltwise for " + op);
@@ -684,7 +685,7 @@ class ResampleOp : public DnnlOrHost {
 void addOneDnnEltwiseKernels(KernelRegistry& r) {
   const char* c = "cpu";
   for (const auto& op : ops::unaryOps())
-    if (op.isOp() && op.onednn.alg != ops::Eltwise::kNone)
+    if (op.tableKernels() && op.onednn.alg != ops::Eltwise::kNone)
       r.add(c, op.name, op.since, kMaxOpset, &makeKernel<Eltwise>);
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
     r.add(c, op, 1, kMaxOpset, &makeKernel<BinaryOp>);

@@ -31,7 +31,6 @@ constexpr auto f32 = memory::data_type::f32;
 using onednn::dnnlBackend;
 using onednn::plainDesc;
 
-
 using onednn::guarded;
 using onednn::inputShapesKey;
 
@@ -159,7 +158,9 @@ class Conv : public Kernel {
         poolStrides_(init.attrs.getInts("__dw_maxpool_strides")),
         poolPads_(init.attrs.getInts("__dw_maxpool_pads")),
         blockedY_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)),
-        keepSrc_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 1)) {
+        keepSrc_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 1)),
+        nhwcX_(onednn::listed(init.attrs.getInts("__dw_nhwc_inputs"), 0)),
+        nhwcY_(onednn::listed(init.attrs.getInts("__dw_nhwc_outputs"), 0)) {
     // Weights (and a fused BatchNormalization's parameters, folded into them) that are
     // initializers are folded and reordered once, on the first run of each shape.
     constWeights_ = init.constantInputs.size() > 1;
@@ -379,7 +380,13 @@ class Conv : public Kernel {
                            "16); run the session with fuse off");
     bool unpaddedPool = poolKernel_.size() == 2;
     for (int64_t v : poolPads_) unpaddedPool &= v == 0;
-    if (!transposed_ && g == 1 && c == 1 && ns == 2 && (poolKernel_.empty() || unpaddedPool) &&
+    const bool nhwc = nhwcX_ || nhwcY_;
+    if (nhwc && (transposed_ || ns != 2 || !poolKernel_.empty() || blockedY_ || keepSrc_))
+      return Status::error(
+          "a convolution of this kind cannot hand over NHWC tensors; run the "
+          "session with fuse off");
+    if (!nhwc && !transposed_ && g == 1 && c == 1 && ns == 2 &&
+        (poolKernel_.empty() || unpaddedPool) &&
         (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu)) {
       // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN, with a
       // fused BatchNormalization folded into the weights and Relu/MaxPool applied per plane.
@@ -402,12 +409,15 @@ class Conv : public Kernel {
       }
       return Status();
     }
-    e.userSrc = plainDesc(x.shape(), f32);
+    e.userSrc = nhwcX_ ? memory::desc(onednn::toDims(x.shape()), f32, Tag::acdb)
+                       : plainDesc(x.shape(), f32);
     if (keepSrc_) {
       e.keptSrc = onednn::blockedDesc(x.shape());
       e.keep = dnnl::reorder(dnnl::reorder::primitive_desc(eng, e.userSrc, eng, e.keptSrc));
     }
-    e.userDst = blockedY_ ? onednn::blockedDesc(out) : plainDesc(out, f32);
+    e.userDst = blockedY_ ? onednn::blockedDesc(out)
+                : nhwcY_  ? memory::desc(onednn::toDims(out), f32, Tag::acdb)
+                          : plainDesc(out, f32);
     const int64_t oc = out[1];
     Dims wdims, wstrides;
     const int64_t K = numElements(kernel);
@@ -438,14 +448,16 @@ class Conv : public Kernel {
     memory::desc srcMd(srcAny, ct, Tag::any), dstMd(dstAny, f32, Tag::any),
         wMd(wdims, ct, Tag::any);
     // With few input channels (image inputs) oneDNN's direct "first convolution" kernels read
-    // plain NCHW and are far faster than what format_tag::any picks for the source.
-    if (!transposed_ && c / g <= 4) srcMd = plainDesc(x.shape(), ct);
+    // plain NCHW and are far faster than what format_tag::any picks for the source. Not for
+    // grouped convolutions: with a plain source a depthwise one (one channel per group) falls
+    // to im2col and a GEMM per group, 10x slower than its blocked kernel.
+    if (!transposed_ && g == 1 && c <= 4 && !nhwcX_) srcMd = plainDesc(x.shape(), ct);
     e.biasD = memory::desc({oc}, f32, Tag::a);
     memory::desc biasMd = ctx.hasInput(2) || bnFused_ ? e.biasD : memory::desc();
     dnnl::primitive_attr attr;
     act_.addTo(attr);
     if (!transposed_ && ct == f32 && !constWeights_ && !bnFused_ && poolKernel_.empty() && g == 1 &&
-        n >= 16 && (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu) &&
+        !nhwc && n >= 16 && (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu) &&
         dnnlBackend(ctx.backend()).hostMemory() &&
         onednn::Winograd43::usable(kernel, p.strides, p.dilations, p.padL, p.padR, c, oc, x.dim(2),
                                    x.dim(3))) {
@@ -563,8 +575,9 @@ class Conv : public Kernel {
   std::vector<float> foldedW_, foldedB_;
   bool constWeights_ = false;
   std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool
-  bool blockedY_;  // Y leaves in nChw16c (the session's markBlockedLayouts)
-  bool keepSrc_;   // output 1 is X in nChw16c (the session's shareConvSourceLayout)
+  bool blockedY_;       // Y leaves in nChw16c (the session's markBlockedLayouts)
+  bool keepSrc_;        // output 1 is X in nChw16c (the session's shareConvSourceLayout)
+  bool nhwcX_, nhwcY_;  // X arrives, Y leaves in NHWC (the session's markNhwcChains)
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Exports the zoo's models for bench/zoo/run: torchvision's resnet18, mobilenet_v2 and
+efficientnet_b0 (random weights: speed does not depend on them), a 4-layer transformer encoder
+(d=256) and a 2-layer LSTM (64 -> 128, 50 steps), each at batch 1 and 8, with torch.onnx at
+opset 17. Next to each MODEL.onnx go its input (MODEL.input.npy) and torch's output
+(MODEL.torch.npy), so the run can check every runtime's answer.
+
+Usage: /usr/bin/python3 bench/zoo/make_models.py OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "zoo_models"
+os.makedirs(OUT, exist_ok=True)
+torch.manual_seed(0)
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024,
+                                                 batch_first=True)
+        self.enc = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.enc(x)
+
+
+class Lstm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(64, 128, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.head(y[:, -1])
+
+
+def models():
+    yield "resnet18", torchvision.models.resnet18(), lambda b: torch.randn(b, 3, 224, 224)
+    yield "mobilenet_v2", torchvision.models.mobilenet_v2(), lambda b: torch.randn(b, 3, 224, 224)
+    yield ("efficientnet_b0", torchvision.models.efficientnet_b0(),
+           lambda b: torch.randn(b, 3, 224, 224))
+    yield "transformer", Encoder(), lambda b: torch.randn(b, 128, 256)
+    yield "lstm", Lstm(), lambda b: torch.randn(b, 50, 64)
+
+
+for name, model, make_input in models():
+    model.eval()
+    for batch in (1, 8):
+        path = os.path.join(OUT, f"{name}_b{batch}")
+        if os.path.exists(path + ".onnx"):
+            continue
+        x = make_input(batch)
+        with torch.no_grad():
+            y = model(x)
+        # Traced with gradients on: torch 1.13's fused transformer path, which has no ONNX
+        # export, runs only without them.
+        torch.onnx.export(model, (x,), path + ".onnx", opset_version=17,
+                          input_names=["input"], output_names=["output"],
+                          do_constant_folding=True)
+        np.save(path + ".input.npy", x.numpy().astype(np.float32))
+        np.save(path + ".torch.npy", y.numpy().astype(np.float32))
+        print(f"{path}.onnx", flush=True)

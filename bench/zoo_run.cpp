@@ -1,0 +1,82 @@
+// One side of bench/zoo/run: times one model through deepwire's InferenceSession the way
+// bench/zoo/ort_run.js times it through ONNX Runtime, so the driver can alternate the two.
+//
+// Usage: zoo_run MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]
+// Prints one line of JSON: {"create_ms": ..., "runs_ms": [...]} (the session's creation, and
+// each timed run after W untimed ones); --out writes the first output.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/io.h"
+#include "engine/session.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "zoo_run: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3)
+    return fail(
+        "usage: zoo_run MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]");
+  const std::string modelPath = argv[1], inputPath = argv[2];
+  int threads = 0, runs = 10, warmup = 3;
+  std::string out;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (a == "--runs")
+      runs = std::atoi(argv[i + 1]);
+    else if (a == "--warmup")
+      warmup = std::atoi(argv[i + 1]);
+    else if (a == "--out")
+      out = argv[i + 1];
+    else
+      return fail("unknown option " + a);
+  }
+  auto model = dw::engine::loadOnnxModel(modelPath);
+  if (!model) return fail(model.message());
+  auto x = dw::engine::readNpy(inputPath);
+  if (!x) return fail(x.message());
+  dw::engine::SessionOptions opt;
+  opt.backend.threads = threads;
+  const auto t0 = Clock::now();
+  auto s = dw::engine::InferenceSession::create(**model, opt);
+  if (!s) return fail(s.message());
+  const double createMs = msSince(t0);
+  const std::string inName = (*s)->inputs().at(0).name;
+  std::vector<double> times;
+  for (int r = 0; r < warmup + runs; ++r) {
+    const auto t = Clock::now();
+    auto y = (*s)->run({{inName, *x}});
+    const double ms = msSince(t);
+    if (!y) return fail(y.message());
+    if (r >= warmup) times.push_back(ms);
+    if (r == 0 && !out.empty()) {
+      if (auto st = dw::engine::writeNpy(out, y->begin()->second); !st.ok())
+        return fail(st.message());
+    }
+  }
+  std::printf("{\"create_ms\": %.3f, \"runs_ms\": [", createMs);
+  for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.4f", i ? ", " : "", times[i]);
+  std::printf("]}\n");
+  return 0;
+}

@@ -1,0 +1,140 @@
+// Inference chains of convolutions hand their activations over in NHWC (the session's
+// markNhwcChains), with ReLU6 (Clip with constant bounds) fused into the convolution before it:
+// the result must be the same as with plain NCHW hand-overs, bit for bit, and agree with the
+// node-by-node graph; a value the chain cannot own (a graph output) stays plain.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/session.h"
+#include "onnx_builder.h"
+
+namespace {
+
+using namespace dw::engine;
+using test::addInit;
+using test::addNode;
+using test::addValue;
+using test::attrI;
+using test::attrInts;
+using test::emptyModel;
+using test::randomTensor;
+
+struct Outcome {
+  Tensor y;
+  std::string profile;
+};
+
+Outcome run(const onnx::ModelProto& m, const Tensor& x, bool fuse, bool layouts) {
+  SessionOptions o;
+  o.fuse = fuse;
+  o.blockedLayouts = layouts;
+  o.profile = true;
+  auto s = InferenceSession::create(m, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return {};
+  auto r = (*s)->run({{"x", x}});
+  EXPECT_TRUE(r.ok()) << r.message();
+  if (!r.ok()) return {};
+  return {r->at("y"), (*s)->profileReport(50)};
+}
+
+// A MobileNet-like block: Conv -> ReLU6 -> depthwise Conv -> ReLU6 -> 1x1 Conv -> Add (the
+// residual) -> Relu -> 1x1 Conv -> GlobalAveragePool. `exposeFirst` makes the first ReLU6's
+// output a graph output as well.
+onnx::ModelProto block(bool exposeFirst) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 8, 10, 10});
+  addValue(g->add_output(), "y", {2, 4, 1, 1});
+  if (exposeFirst) addValue(g->add_output(), "r1", {2, 16, 10, 10});
+  addInit(g, "w1", randomTensor({16, 8, 3, 3}, 1, -0.3f, 0.3f));
+  addInit(g, "b1", randomTensor({16}, 2));
+  addInit(g, "wd", randomTensor({16, 1, 3, 3}, 3, -0.5f, 0.5f));
+  addInit(g, "w2", randomTensor({16, 16, 1, 1}, 4, -0.4f, 0.4f));
+  addInit(g, "w3", randomTensor({4, 16, 1, 1}, 5, -0.4f, 0.4f));
+  addInit(g, "lo", Tensor::scalar(DType::kFloat, 0.0));
+  addInit(g, "hi", Tensor::scalar(DType::kFloat, 6.0));
+  attrInts(addNode(g, "Conv", {"x", "w1", "b1"}, {"c1"}), "pads", {1, 1, 1, 1});
+  addNode(g, "Clip", {"c1", "lo", "hi"}, {"r1"});
+  auto* dw = addNode(g, "Conv", {"r1", "wd"}, {"c2"});
+  attrInts(dw, "pads", {1, 1, 1, 1});
+  attrI(dw, "group", 16);
+  addNode(g, "Clip", {"c2", "lo", "hi"}, {"r2"});
+  addNode(g, "Conv", {"r2", "w2"}, {"c3"});
+  addNode(g, "Add", {"c3", "r1"}, {"sum"});
+  addNode(g, "Relu", {"sum"}, {"r3"});
+  addNode(g, "Conv", {"r3", "w3"}, {"c4"});
+  addNode(g, "GlobalAveragePool", {"c4"}, {"y"});
+  return m;
+}
+
+float maxDiff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float d = 0;
+  for (int64_t i = 0; i < a.size(); ++i)
+    d = std::max(d, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return d;
+}
+
+TEST(LayoutChains, NhwcHandOversMatchPlainBitForBit) {
+  // Inputs up to 4 make the ReLU6 clip at 6 somewhere.
+  const Tensor x = randomTensor({2, 8, 10, 10}, 7, -4.0f, 4.0f);
+  const auto m = block(false);
+  const Outcome nhwc = run(m, x, true, true), plain = run(m, x, true, false),
+                unfused = run(m, x, false, false);
+  ASSERT_TRUE(nhwc.y.defined() && plain.y.defined() && unfused.y.defined());
+  EXPECT_EQ(maxDiff(nhwc.y, plain.y), 0.0f);
+  EXPECT_LT(maxDiff(nhwc.y, unfused.y), 1e-5f);
+  // The two middle convolutions read and write NHWC, the first writes it, the last reads it;
+  // both Clips are fused away.
+  EXPECT_NE(nhwc.profile.find("input 0, output 0 in NHWC"), std::string::npos) << nhwc.profile;
+  EXPECT_NE(nhwc.profile.find("(Conv; output 0 in NHWC)"), std::string::npos) << nhwc.profile;
+  EXPECT_NE(nhwc.profile.find("(Conv; input 0 in NHWC)"), std::string::npos) << nhwc.profile;
+  EXPECT_EQ(nhwc.profile.find("Clip"), std::string::npos) << nhwc.profile;
+  EXPECT_EQ(plain.profile.find("NHWC"), std::string::npos) << plain.profile;
+}
+
+TEST(LayoutChains, AGraphOutputStaysPlain) {
+  const Tensor x = randomTensor({2, 8, 10, 10}, 8, -4.0f, 4.0f);
+  const auto m = block(true);
+  SessionOptions o;
+  auto s = InferenceSession::create(m, o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"x", x}});
+  ASSERT_TRUE(r.ok()) << r.message();
+  SessionOptions u;
+  u.fuse = false;
+  auto su = InferenceSession::create(m, u);
+  ASSERT_TRUE(su.ok());
+  auto ru = (*su)->run({{"x", x}});
+  ASSERT_TRUE(ru.ok());
+  // r1 is read back by the caller in NCHW, and the residual Add reads it with c3.
+  EXPECT_EQ(maxDiff(r->at("r1"), ru->at("r1")), 0.0f);
+  EXPECT_LT(maxDiff(r->at("y"), ru->at("y")), 1e-5f);
+}
+
+// SiLU as exporters write it, Mul(v, Sigmoid(v)) after a convolution, runs as the
+// convolution's Swish post-op; the chain around it stays NHWC.
+TEST(LayoutChains, SiluAfterAConvolutionIsFused) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {1, 16, 6, 6});
+  addValue(g->add_output(), "y", {1, 16, 1, 1});
+  addInit(g, "w1", randomTensor({16, 16, 1, 1}, 11, -0.4f, 0.4f));
+  addInit(g, "w2", randomTensor({16, 16, 1, 1}, 12, -0.4f, 0.4f));
+  addNode(g, "Conv", {"x", "w1"}, {"c1"});
+  addNode(g, "Sigmoid", {"c1"}, {"s1"});
+  addNode(g, "Mul", {"s1", "c1"}, {"m1"});
+  addNode(g, "Conv", {"m1", "w2"}, {"c2"});
+  addNode(g, "GlobalAveragePool", {"c2"}, {"y"});
+  const Tensor x = randomTensor({1, 16, 6, 6}, 13, -3.0f, 3.0f);
+  const Outcome fused = run(m, x, true, true), unfused = run(m, x, false, false);
+  ASSERT_TRUE(fused.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(fused.y, unfused.y), 1e-5f);
+  EXPECT_EQ(fused.profile.find("Sigmoid"), std::string::npos) << fused.profile;
+  EXPECT_EQ(fused.profile.find("Mul"), std::string::npos) << fused.profile;
+  EXPECT_NE(fused.profile.find("(Conv; output 0 in NHWC)"), std::string::npos) << fused.profile;
+}
+
+}  // namespace
