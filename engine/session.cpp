@@ -377,10 +377,18 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   // initializers or Constant nodes (ReLU6 as exported); absent ones are unbounded.
   std::unordered_map<std::string, const onnx::TensorProto*> constants;
   for (const auto& t : g.initializer()) constants[t.name()] = &t;
-  for (const auto& [node, ops] : nodes)
-    if (node.op_type() == "Constant" && node.domain().empty() && node.output_size() == 1)
+  for (const auto& in : g.input()) constants.erase(in.name());  // a feed may replace those
+  for (const auto& [node, ops] : nodes) {
+    if (!node.domain().empty() || node.output_size() != 1) continue;
+    if (node.op_type() == "Constant") {
       if (const auto* v = findAttr(node, "value"); v && v->has_t())
         constants[node.output(0)] = &v->t();
+    } else if (node.op_type() == "Identity" && node.input_size() == 1) {
+      // Exporters share one weight between layers through Identity nodes.
+      if (auto it = constants.find(node.input(0)); it != constants.end())
+        constants[node.output(0)] = it->second;
+    }
+  }
   auto clipBounds = [&](const onnx::NodeProto& clip,
                         int opset) -> std::optional<std::pair<float, float>> {
     constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -399,6 +407,24 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       (i == 1 ? b.first : b.second) = t->data<float>()[0];
     }
     return b;
+  };
+  // MatMul then Add of a constant vector along the last axis (a Linear layer as exported): the
+  // vector becomes the matmul primitive's bias, a third input.
+  auto fuseBias = [&](onnx::NodeProto& n) {
+    const std::string& y = n.output(0);
+    const auto& rs = consumers[y];
+    if (outputs.count(y) || readers[y] != 1 || rs.size() != 1 || removed[rs[0]]) return;
+    const auto& add = nodes[rs[0]].first;
+    if (!isOp(add, "", "Add") || add.input_size() != 2 || add.input(0) == add.input(1)) return;
+    const int other = add.input(0) == y ? 1 : (add.input(1) == y ? 0 : -1);
+    if (other < 0) return;
+    auto it = constants.find(add.input(other));
+    const auto w = staticDims(types, n.input(1));
+    if (it == constants.end() || it->second->data_type() != onnx::TensorProto::FLOAT ||
+        it->second->dims_size() != 1 || w.size() < 2 || it->second->dims(0) != w.back())
+      return;
+    n.add_input(add.input(other));
+    absorb(n, rs[0]);
   };
   // A MaxPool after a Conv (and its BN/activation) pools in oneDNN's blocked layout before the
   // result goes back to plain NCHW: explicit pads only, no ceil_mode, dilation or Indices.
@@ -429,6 +455,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     const bool conv = n.op_type() == "Conv";
     if (!conv && n.op_type() != "Gemm" && n.op_type() != "MatMul") continue;
     if (n.output_size() < 1 || !isFloat(n.output(0))) continue;
+    if (n.op_type() == "MatMul" && n.input_size() == 2) fuseBias(n);
     int c = soleReader(n);
     if (conv && c >= 0 && nodes[c].first.op_type() == "BatchNormalization") {
       const auto& bn = nodes[c].first;

@@ -747,6 +747,20 @@ class MatMulKernel : public Kernel {
     const bool aVec = sa.size() == 1, bVec = sb.size() == 1;
     if (aVec) sa.insert(sa.begin(), 1);
     if (bVec) sb.push_back(1);
+    // A batch of A against one B (a Linear layer on [seq, batch, features]) is one matrix
+    // product with the batch folded into M: one primitive call instead of one per batch entry.
+    Shape foldedOut;  // the output's shape, where A's batch was folded
+    if (!gemm_ && !transA_ && !aVec && sa.size() > 2 &&
+        numElements(Shape(sb.begin(), sb.end() - 2)) == 1) {
+      auto batch =
+          broadcastShapes({Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2)});
+      if (!batch) return batch.status();
+      foldedOut = *batch;
+      foldedOut.push_back(sa[sa.size() - 2]);
+      if (!bVec) foldedOut.push_back(sb.back());
+      sa = {numElements(Shape(sa.begin(), sa.end() - 1)), sa.back()};
+      sb = {sb[sb.size() - 2], sb.back()};
+    }
     const int64_t M = transA_ ? sa[sa.size() - 1] : sa[sa.size() - 2];
     const int64_t K = transA_ ? sa[sa.size() - 2] : sa[sa.size() - 1];
     const int64_t Kb = transB_ ? sb[sb.size() - 1] : sb[sb.size() - 2];
@@ -761,6 +775,7 @@ class MatMulKernel : public Kernel {
     Shape out = *batch;
     if (!aVec) out.push_back(M);
     if (!bVec) out.push_back(N);
+    if (!foldedOut.empty()) out = foldedOut;
     DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
     if (y->size() == 0) return Status();
     // Operands whose batch dims differ from the broadcast batch are expanded first.
@@ -784,8 +799,9 @@ class MatMulKernel : public Kernel {
     a = *ea;
     b = *eb;
     // Gemm's C goes in as the primitive's bias when it needs no scaling and broadcasts as
-    // [1|M, 1|N]; then a fused activation can follow as a post-op too.
-    const bool hasC = gemm_ && ctx.hasInput(2) && beta_ != 0;
+    // [1|M, 1|N]; then a fused activation can follow as a post-op too. A MatMul has a third
+    // input where the session fused the Add of a bias vector into it (fuseForOneDnn).
+    const bool hasC = ctx.hasInput(2) && (!gemm_ || beta_ != 0);
     int64_t cm = 1, cn = 1;
     bool cAsBias = false;
     if (hasC) {

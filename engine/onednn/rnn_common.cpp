@@ -13,6 +13,9 @@ Act::Act(const UnaryInstance& u) : u_(u) {
     derivative_ = [](float x, float y, const ops::UnaryParams& p) {
       return ops::unaryDerivative<decltype(f)::value>(x, y, p);
     };
+    apply_ = [](float* v, int64_t n, const ops::UnaryParams& p) {
+      for (int64_t i = 0; i < n; ++i) v[i] = ops::unaryForward<decltype(f)::value>(v[i], p);
+    };
   });
 }
 
@@ -233,6 +236,23 @@ void fromOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const
     for (int64_t d = 0; d < D; ++d)
       for (int64_t k = 0; k < 3; ++k)
         std::copy_n(&g.peep[(d * 3 + k) * H], H, dP + (d * 3 + kPeepPerm[k]) * H);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void smallGemm(
+    int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, const float* rt, int64_t ldr,
+    float* out, int64_t ldo) {
+  // One pass over rt for the whole batch: its rows stream from memory once a step, while the
+  // batch's output rows stay in L1.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < N; ++j) out[b * ldo + j] = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const float* __restrict r = rt + k * ldr;
+    for (int64_t b = 0; b < B; ++b) {
+      const float v = h[b * ldh + k];
+      float* __restrict o = out + b * ldo;
+      for (int64_t j = 0; j < N; ++j) o[j] += v * r[j];
+    }
+  }
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

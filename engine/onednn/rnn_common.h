@@ -22,13 +22,16 @@ struct Act {
   Act();  // tanh
   explicit Act(const UnaryInstance& u);
   ops::UnaryFn fn() const { return u_.fn; }
-  void apply(float* v, int64_t n) const { u_.apply(v, v, n); }
+  // In place, through a loop compiled for this function (a step calls it on a few short
+  // vectors, so the per-call dispatch matters).
+  void apply(float* v, int64_t n) const { apply_(v, n, u_.params); }
   // d act / d x at pre-activation x with y = act(x).
   float derivative(float x, float y) const { return derivative_(x, y, u_.params); }
 
  private:
   UnaryInstance u_;
   float (*derivative_)(float, float, const ops::UnaryParams&) = nullptr;
+  void (*apply_)(float*, int64_t, const ops::UnaryParams&) = nullptr;
 };
 
 // The attributes of an ONNX RNN/GRU/LSTM node (members named as the kernels use them).
@@ -74,6 +77,12 @@ void toOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const f
 // null outputs are skipped.
 void fromOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const OneDnnWeights& g,
                        float* dW, float* dR, float* dB, float* dP);
+
+// out[b][j] = sum_k h[b][k] * rt[k][j] for b < B, j < N, k < K: the recurrent product of a
+// small batch against the transposed weights (rt row stride ldr, out row stride ldo), on one
+// thread. At batch 1 a step's product is a few microseconds, less than sgemm's dispatch.
+void smallGemm(int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, const float* rt,
+               int64_t ldr, float* out, int64_t ldo);
 
 // Row-major C = op(A) op(B) + beta C (sgemm; nothing to do for empty matrices).
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

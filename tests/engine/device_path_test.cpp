@@ -61,8 +61,9 @@ training::GradientGraph gradientGraph(onnx::ModelProto m, const std::string& of,
   return gg.ok() ? *gg : training::GradientGraph();
 }
 
-// Every float of `b` equals `a`'s (NaN where `a` has NaN); other dtypes compare exactly.
-void expectSame(const Value& a, const Value& b, const std::string& what) {
+// Every float of `b` equals `a`'s (NaN where `a` has NaN), or is within `tolerance` of it
+// (relative and absolute); other dtypes compare exactly.
+void expectSame(const Value& a, const Value& b, const std::string& what, float tolerance = 0) {
   ASSERT_TRUE(a.isTensor() && b.isTensor()) << what;
   const Tensor &x = a.tensor, &y = b.tensor;
   ASSERT_EQ(x.shape(), y.shape()) << what;
@@ -74,7 +75,9 @@ void expectSame(const Value& a, const Value& b, const std::string& what) {
   int64_t bad = 0;
   for (int64_t i = 0; i < x.size(); ++i) {
     const float p = x.data<float>()[i], q = y.data<float>()[i];
-    if (!(p == q || (std::isnan(p) && std::isnan(q)))) ++bad;
+    if (!(p == q || (std::isnan(p) && std::isnan(q)) ||
+          std::fabs(p - q) <= tolerance * (1 + std::fabs(p))))
+      ++bad;
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << x.size() << " elements differ";
 }
@@ -84,7 +87,8 @@ void expectSame(const Value& a, const Value& b, const std::string& what) {
 // second run allocated nothing. Returns the device path's outputs.
 std::map<std::string, Value> runBoth(const onnx::ModelProto& model,
                                      const std::map<std::string, Value>& in,
-                                     const std::string& what, bool wantDevice = true) {
+                                     const std::string& what, bool wantDevice = true,
+                                     float tolerance = 0) {
   auto cpu = InferenceSession::create(model);
   EXPECT_TRUE(cpu.ok()) << what << ": " << cpu.message();
   auto dev = InferenceSession::create(model, deviceOptions());
@@ -116,7 +120,7 @@ std::map<std::string, Value> runBoth(const onnx::ModelProto& model,
   for (const auto& [name, v] : *expected) {
     auto it = got.find(name);
     EXPECT_NE(it, got.end()) << what << ": output " << name << " missing";
-    if (it != got.end()) expectSame(v, it->second, what + " output " + name);
+    if (it != got.end()) expectSame(v, it->second, what + " output " + name, tolerance);
   }
   return got;
 }
@@ -395,7 +399,10 @@ TEST(DevicePath, OnnxCasesMatchCpuAndExpected) {
       ASSERT_TRUE(v.ok()) << c << ": " << v.message();
       in[g.input(k).name()] = *v;
     }
-    auto out = runBoth(**model, in, c);
+    // A recurrent batch of one or two runs the plain loops on the cpu backend and oneDNN's
+    // cells on a device (rnn.cpp's kSmallBatch): the two round differently.
+    const bool smallRnn = c == "node/test_lstm_with_peepholes";
+    auto out = runBoth(**model, in, c, true, smallRnn ? 1e-5f : 0.0f);
     for (int k = 0; k < g.output_size(); ++k) {
       const fs::path p = dir / "test_data_set_0" / ("output_" + std::to_string(k) + ".pb");
       if (!fs::exists(p) || !out.count(g.output(k).name())) continue;

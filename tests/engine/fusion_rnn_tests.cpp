@@ -352,6 +352,43 @@ TEST(Rnn, OneDnnAndPlainPathsAgree) {
       }
 }
 
+// Batches of one or two run the plain loops with the transposed recurrent weights kept between
+// runs (rnn.cpp's kSmallBatch); batch entry 0 of a batch of 3, which oneDNN's cells compute,
+// must come out the same, run after run.
+TEST(Rnn, SmallBatchPathMatchesOneDnn) {
+  const int64_t T = 6, B = 3, I = 5, H = 7;
+  // Entry 0 of a [T|D, B, F] tensor as [T|D, 1, F].
+  auto first = [](const Tensor& t) {
+    Tensor r(DType::kFloat, {t.dim(0), 1, t.dim(2)});
+    for (int64_t a = 0; a < t.dim(0); ++a)
+      for (int64_t f = 0; f < t.dim(2); ++f)
+        r.data<float>()[a * t.dim(2) + f] = t.data<float>()[(a * t.dim(1)) * t.dim(2) + f];
+    return r;
+  };
+  for (std::string op : {"RNN", "GRU", "LSTM"})
+    for (std::string dir : {"forward", "bidirectional"}) {
+      const int64_t D = dir == "bidirectional" ? 2 : 1;
+      std::map<std::string, Tensor> in{{"x", randomTensor({T, B, I}, 31)},
+                                       {"h0", randomTensor({D, B, H}, 32)}};
+      if (op == "LSTM") in["c0"] = randomTensor({D, B, H}, 33);
+      std::map<std::string, Tensor> one;
+      for (const auto& [k, v] : in) one[k] = first(v);
+      const Tensor big = runOnce(rnnModel(op, dir, false, false, T, B, I, H), in, true, "yh");
+      SessionOptions o;
+      auto s = InferenceSession::create(rnnModel(op, dir, false, false, T, 1, I, H), o);
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (int run = 0; run < 2; ++run) {
+        auto r = (*s)->run(one);
+        ASSERT_TRUE(r.ok()) << r.message();
+        const Tensor& yh = r->at("yh");
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t h = 0; h < H; ++h)
+            EXPECT_NEAR(yh.data<float>()[d * H + h], big.data<float>()[(d * B) * H + h], 1e-5)
+                << op << " " << dir << " run " << run << " direction " << d << " unit " << h;
+      }
+    }
+}
+
 // A tensor whose size is only known at run time (ConstantOfShape of a huge shape) is refused
 // with an error naming the node instead of being allocated.
 TEST(Session, RefusesOversizedRuntimeTensors) {

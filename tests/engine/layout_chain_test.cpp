@@ -137,4 +137,40 @@ TEST(LayoutChains, SiluAfterAConvolutionIsFused) {
   EXPECT_NE(fused.profile.find("(Conv; output 0 in NHWC)"), std::string::npos) << fused.profile;
 }
 
+// A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
+// Add of the bias (either operand order), then Relu. The bias becomes the matmul's, the Relu its
+// post-op, and the batch of A is folded into one product; all of it against float64.
+TEST(InferenceFusion, LinearLayerMatchesFloat64) {
+  const int64_t S = 5, Bt = 3, K = 7, N = 6;
+  const Tensor x = randomTensor({S, Bt, K}, 21), w = randomTensor({K, N}, 22),
+               bias = randomTensor({N}, 23);
+  for (bool biasFirst : {false, true}) {
+    auto m = emptyModel();
+    auto* g = m.mutable_graph();
+    addValue(g->add_input(), "x", {S, Bt, K});
+    addValue(g->add_output(), "y", {S, Bt, N});
+    addInit(g, "w", w);
+    addInit(g, "bias", bias);
+    addNode(g, "MatMul", {"x", "w"}, {"mm"});
+    addNode(
+        g, "Add",
+        biasFirst ? std::vector<std::string>{"bias", "mm"} : std::vector<std::string>{"mm", "bias"},
+        {"lin"});
+    addNode(g, "Relu", {"lin"}, {"y"});
+    const Outcome fused = run(m, x, true, true), unfused = run(m, x, false, false);
+    ASSERT_TRUE(fused.y.defined() && unfused.y.defined());
+    EXPECT_EQ(fused.profile.find("Add"), std::string::npos) << fused.profile;
+    EXPECT_EQ(fused.profile.find("Relu"), std::string::npos) << fused.profile;
+    for (const Tensor* got : {&fused.y, &unfused.y})
+      for (int64_t r = 0; r < S * Bt; ++r)
+        for (int64_t j = 0; j < N; ++j) {
+          double v = bias.data<float>()[j];
+          for (int64_t k = 0; k < K; ++k)
+            v += double(x.data<float>()[r * K + k]) * w.data<float>()[k * N + j];
+          EXPECT_NEAR(got->data<float>()[r * N + j], std::max(v, 0.0), 1e-5)
+              << "row " << r << " column " << j << (got == &fused.y ? " fused" : " unfused");
+        }
+  }
+}
+
 }  // namespace

@@ -17,6 +17,7 @@
 #include "engine/kernel.h"
 #include "engine/session.h"
 #include "engine/training/grad_builder.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 #include "ops/unary_table.h"
 
@@ -283,6 +284,47 @@ TEST_P(UnaryGolden, ForwardOnBothTables) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, UnaryGolden, ::testing::ValuesIn(goldenCases()),
                          [](const auto& info) { return info.param.name; });
+
+// The float32 maths the host loops, fused post-ops and recurrent cells run (the cpu backend's
+// float32 kernels above are oneDNN's for many rows).
+TEST_P(UnaryGolden, HostFloatMaths) {
+  const Case& c = GetParam();
+  Attributes attrs;
+  for (const auto& [name, v] : c.attrs.items()) {
+    onnx::AttributeProto a;
+    a.set_name(name);
+    if (v.is_string()) {
+      a.set_type(onnx::AttributeProto::STRING);
+      a.set_s(v.get<std::string>());
+    } else {
+      a.set_type(onnx::AttributeProto::FLOAT);
+      a.set_f(v.get<float>());
+    }
+    attrs.set(a);
+  }
+  auto u = resolveUnary(*dw::ops::findUnaryOp(c.op), attrs);
+  ASSERT_TRUE(u.ok()) << u.message();
+  std::vector<float> x(c.x.begin(), c.x.end()), y(x.size());
+  u->apply(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  expectNear(std::vector<double>(y.begin(), y.end()), c.y, 1e-6, 2e-6, "host float32");
+}
+
+// Float sigmoid and tanh on the host use ops/unary.h's arithmetic exponential (so that loops
+// over them vectorize): within a few float ulps of libm over the whole range.
+TEST(UnaryTable, ArithmeticExponentialMatchesLibm) {
+  const dw::ops::UnaryParams p;
+  for (float x = -100.0f; x <= 100.0f; x += 0.0137f) {
+    const double s = 1.0 / (1.0 + std::exp(-double(x))), t = std::tanh(double(x));
+    const float gs = dw::ops::unaryForward<dw::ops::UnaryFn::kSigmoid>(x, p);
+    const float gt = dw::ops::unaryForward<dw::ops::UnaryFn::kTanh>(x, p);
+    ASSERT_NEAR(gs, s, 4e-7 * s + 1e-37) << "sigmoid at " << x;
+    ASSERT_NEAR(gt, t, 4e-7 * std::abs(t) + 1e-9) << "tanh at " << x;
+  }
+  for (float x : {1e-8f, -3e-5f, 0.29f, 0.31f, -0.3f}) {
+    const float gt = dw::ops::unaryForward<dw::ops::UnaryFn::kTanh>(x, p);
+    EXPECT_NEAR(gt, std::tanh(double(x)), 4e-7 * std::abs(std::tanh(double(x)))) << x;
+  }
+}
 
 class UnaryGoldenGradient : public ::testing::TestWithParam<Case> {};
 
