@@ -3,11 +3,13 @@
 // primitives, with ONNX's gate order converted to oneDNN's. Everything oneDNN can't express
 // (clip, custom activations with their alpha/beta, input_forget, per-batch sequence_lens,
 // batch-major layout) runs in a plain C++ cell loop whose matrix products go through sgemm.
+#include <omp.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
@@ -25,11 +27,20 @@ constexpr auto f32 = memory::data_type::f32;
 using rnn::Act;
 using rnn::Cell;
 
-// Up to this batch the plain loops run every configuration: a step is then a matrix-vector
-// product and a few vectors of activations, and oneDNN's cells spent more in per-step dispatch
-// and threading (an LSTM of 128 units over 50 steps, batch 1, 2 threads: 0.7 ms a layer, the
-// plain loops 0.25 ms; at batch 8 oneDNN's cells win).
-constexpr int64_t kSmallBatch = 2;
+// Up to this batch the plain loops run every configuration, their steps on one thread: a step
+// is then a small product and a few vectors of activations, and oneDNN's cells spent more in
+// per-step dispatch and waking threads (an LSTM of 128 units over 50 steps, 2 threads: at batch
+// 1, 0.7 ms a layer against 0.25; at batch 8, 1.1 to 10 ms against 1.1).
+constexpr int64_t kSmallBatch = 16;
+// Up to this batch the recurrent product is smallGemm's pass over R transposed; above, sgemm.
+constexpr int64_t kGemvBatch = 2;
+
+// Runs the enclosed code on one OpenMP thread (sgemm asks omp_get_max_threads per call).
+struct OneThread {
+  OneThread() : saved(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved); }
+  int saved;
+};
 
 class RnnKernel : public Kernel, private rnn::RnnAttrs {
  public:
@@ -89,7 +100,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       return base + (layout_ ? (b * D + d) * H : (d * B + b) * H);
     };
     std::vector<float> xw(T * B * GH), hr(B * GH), hPrev(B * H), cPrev(B * H), tmp(B * H), gate(GH);
-    if (B <= kSmallBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {
+    if (B <= kGemvBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {
       rt_.assign(D * GH * H, 0.0f);
       rtFrom_ = nullptr;
     }
@@ -126,7 +137,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(v[i], -clip_, clip_);
       };
       // Small batches: the transposed R, for smallGemm; kept while R is the same constant.
-      const bool small = B <= kSmallBatch;
+      const bool small = B <= kGemvBatch;
       float* rt = small ? rt_.data() + d * GH * H : nullptr;
       if (small && rtFrom_ != ctx.input(2).raw())
         for (int64_t j = 0; j < GH; ++j)
@@ -137,6 +148,8 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         else
           rnn::gemm(false, true, B, cols, H, h, H, R + col0 * H, H, 0.0f, out, GH);
       };
+      std::optional<OneThread> oneThread;
+      if (B <= kSmallBatch) oneThread.emplace();
       for (int64_t s = 0; s < T; ++s) {
         // Recurrent projection of all gates (GRU without linear_before_reset: z and r only).
         const int64_t rCols = cell_ == Cell::kGru && !lbr_ ? 2 * H : GH;
@@ -216,7 +229,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       }
     }
     // Only a constant R (an initializer) can be trusted to be the same next run.
-    rtFrom_ = B <= kSmallBatch && constR_ ? ctx.input(2).raw() : nullptr;
+    rtFrom_ = B <= kGemvBatch && constR_ ? ctx.input(2).raw() : nullptr;
     return Status();
   }
 

@@ -333,7 +333,8 @@ onnx::ModelProto rnnModel(const std::string& op, const std::string& direction, b
 }  // namespace
 
 TEST(Rnn, OneDnnAndPlainPathsAgree) {
-  const int64_t T = 5, B = 3, I = 4, H = 6;
+  // Batches up to 16 run the plain loops either way (rnn.cpp's kSmallBatch).
+  const int64_t T = 5, B = 17, I = 4, H = 6;
   for (std::string op : {"RNN", "GRU", "LSTM"})
     for (std::string dir : {"forward", "reverse", "bidirectional"})
       for (bool lbr : {false, true}) {
@@ -352,11 +353,11 @@ TEST(Rnn, OneDnnAndPlainPathsAgree) {
       }
 }
 
-// Batches of one or two run the plain loops with the transposed recurrent weights kept between
-// runs (rnn.cpp's kSmallBatch); batch entry 0 of a batch of 3, which oneDNN's cells compute,
-// must come out the same, run after run.
+// Small batches run the plain loops on one thread (rnn.cpp's kSmallBatch), batches of one or
+// two with the transposed recurrent weights kept between runs; batch entry 0 of a batch of 17,
+// which oneDNN's cells compute, must come out the same, run after run.
 TEST(Rnn, SmallBatchPathMatchesOneDnn) {
-  const int64_t T = 6, B = 3, I = 5, H = 7;
+  const int64_t T = 6, B = 17, I = 5, H = 7;
   // Entry 0 of a [T|D, B, F] tensor as [T|D, 1, F].
   auto first = [](const Tensor& t) {
     Tensor r(DType::kFloat, {t.dim(0), 1, t.dim(2)});
