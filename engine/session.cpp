@@ -750,12 +750,28 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (op == "Clip") return {0};
     if (const auto* row = ops::findUnaryOp(op); row && row->tableKernels()) return {0};
     if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.input_size() == 2) {
-      const auto a = staticDims(types, n.input(0));
-      if (a.empty() || a != staticDims(types, n.input(1)) || a != staticDims(types, n.output(0)))
-        return {};
-      return {0, 1};
+      const auto a = staticDims(types, n.input(0)), b = staticDims(types, n.input(1));
+      const auto y = staticDims(types, n.output(0));
+      if (a.empty() || y.empty()) return {};
+      if (a == b && a == y) return {0, 1};
+      // One 4-D operand and one that broadcasts per channel ([N|1, C|1, 1, 1], the same bytes in
+      // either layout): squeeze-and-excitation's scaling. Its kernel is told which.
+      auto perChannel = [&](const std::vector<int64_t>& s) {
+        if (s.empty() || s.size() > 4 || y.size() != 4) return false;
+        std::vector<int64_t> r(4 - s.size(), 1);
+        r.insert(r.end(), s.begin(), s.end());
+        return r[2] == 1 && r[3] == 1 && (r[0] == 1 || r[0] == y[0]) && (r[1] == 1 || r[1] == y[1]);
+      };
+      const bool commutes = op == "Add" || op == "Mul";
+      if (a == y && perChannel(b)) return {0};
+      if (commutes && b == y && perChannel(a) && !(a == b)) return {1};
+      return {};
     }
     return {};
+  };
+  // Readers that take an NHWC input 0 besides convolutions.
+  auto nhwcReader = [&](const onnx::NodeProto& n) {
+    return isOp(n, "", "GlobalAveragePool") && n.output_size() == 1;
   };
   std::unordered_map<std::string, std::string> parent;
   std::function<std::string(const std::string&)> find = [&](const std::string& v) {
@@ -781,8 +797,8 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     for (int k = 0; k < n.input_size(); ++k) {
       const std::string& v = n.input(k);
       if (v.empty()) continue;
-      const bool ok =
-          (conv && k == 0) || std::find(shared[i].begin(), shared[i].end(), k) != shared[i].end();
+      const bool ok = ((conv || nhwcReader(n)) && k == 0) ||
+                      std::find(shared[i].begin(), shared[i].end(), k) != shared[i].end();
       if (!ok) bad.insert(find(v));
       if (conv && k == 0) readByConv.insert(find(v));
     }
@@ -807,10 +823,17 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     const std::string r = find(v);
     return !bad.count(r) && madeByConv.count(r) && readByConv.count(r);
   };
-  for (auto& [n, opsets] : nodes) {
-    if (!nhwcConv(n)) continue;
-    if (nhwc(n.input(0))) appendIntsAttr(n, "__dw_nhwc_inputs", 0);
-    if (nhwc(n.output(0))) appendIntsAttr(n, "__dw_nhwc_outputs", 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto& n = nodes[i].first;
+    if (nhwcConv(n)) {
+      if (nhwc(n.input(0))) appendIntsAttr(n, "__dw_nhwc_inputs", 0);
+      if (nhwc(n.output(0))) appendIntsAttr(n, "__dw_nhwc_outputs", 0);
+    } else if (nhwcReader(n) && nhwc(n.input(0))) {
+      appendIntsAttr(n, "__dw_nhwc_inputs", 0);
+    } else if (shared[i].size() == 1 && n.input_size() == 2 && nhwc(n.output(0))) {
+      // A per-channel broadcast: its kernel must know which operand is NHWC.
+      appendIntsAttr(n, "__dw_nhwc_inputs", shared[i][0]);
+    }
   }
 }
 

@@ -173,24 +173,41 @@ class BinaryOp : public DnnlOrHost {
                : (op == "Sub" ? A::binary_sub : (op == "Mul" ? A::binary_mul : A::binary_div));
     commutes_ = op == "Add" || op == "Mul";
     legacy_ = init.opset < 7 && init.attrs.getInt("broadcast", 0) != 0;
+    const auto nhwc = init.attrs.getInts("__dw_nhwc_inputs");
+    nhwc_ = !nhwc.empty();
+    nhwcInput_ = nhwc_ ? nhwc[0] : 0;
   }
   Status compute(KernelContext& ctx) override {
-    if (legacy_ || !allFloat(ctx)) return host(ctx);
     const Tensor* a = &ctx.input(0);
     const Tensor* b = &ctx.input(1);
     auto out = broadcastShapes({a->shape(), b->shape()});
     if (!out) return out.status();
-    if (numElements(*out) == 0 || out->empty()) return host(ctx);
-    if (a->shape() != *out) {
-      if (!commutes_ || b->shape() != *out) return host(ctx);
-      std::swap(a, b);
+    if (nhwc_) {
+      // The session's markNhwcChains: input nhwcInput_ and the output are NHWC 4-D tensors, the
+      // other operand broadcasts per channel ([N|1, C, 1, 1], the same in either layout).
+      if (nhwcInput_ == 1) std::swap(a, b);
+      if (legacy_ || !allFloat(ctx) || out->size() != 4 || a->shape() != *out ||
+          (nhwcInput_ == 1 && !commutes_))
+        return Status::error(
+            "this node cannot take an NHWC operand; run the session with fuse "
+            "off");
+    } else {
+      if (legacy_ || !allFloat(ctx)) return host(ctx);
+      if (numElements(*out) == 0 || out->empty()) return host(ctx);
+      if (a->shape() != *out) {
+        if (!commutes_ || b->shape() != *out) return host(ctx);
+        std::swap(a, b);
+      }
     }
     Shape sb = b->shape();
     while (sb.size() < out->size()) sb.insert(sb.begin(), 1);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, *out));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
-      const memory::desc da = plainDesc(*out, f32), db = plainDesc(sb, f32);
+      const memory::desc da = nhwc_ ? memory::desc(onednn::toDims(*out), f32,
+                                                   memory::format_tag::acdb)
+                                    : plainDesc(*out, f32),
+                         db = plainDesc(sb, f32);
       std::vector<int64_t> key = *out;
       key.push_back(-1);
       key.insert(key.end(), sb.begin(), sb.end());
@@ -208,6 +225,8 @@ class BinaryOp : public DnnlOrHost {
  private:
   dnnl::algorithm alg_;
   bool commutes_ = false, legacy_ = false;
+  bool nhwc_ = false;      // one operand and the output are NHWC (markNhwcChains)
+  int64_t nhwcInput_ = 0;  // which operand
 };
 
 // The shape oneDNN's softmax sees and its axis: opset 13 normalizes along one axis; earlier

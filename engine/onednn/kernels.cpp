@@ -606,6 +606,7 @@ class Pool : public Kernel {
         max_(init.opType.find("Max") != std::string::npos),
         ceil_(init.attrs.getInt("ceil_mode", 0) != 0),
         includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
+        nhwcX_(onednn::listed(init.attrs.getInts("__dw_nhwc_inputs"), 0)),
         init_(init) {
     // oneDNN has no Indices output, column-major indices or integer max pooling: the host
     // MaxPool (kernels/nn.cpp) takes those.
@@ -615,6 +616,10 @@ class Pool : public Kernel {
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
+    if (nhwcX_ && (needHost_ || x.dtype() != DType::kFloat || !global_ || x.rank() != 4))
+      return Status::error(
+          "only a float32 2-D global pooling reads an NHWC input; run the "
+          "session with fuse off");
     if (needHost_ || x.dtype() != DType::kFloat) {
       if (!fallback_) fallback_ = hostFallback(init_);
       if (!fallback_)
@@ -657,13 +662,18 @@ class Pool : public Kernel {
         const auto alg = max_ ? dnnl::algorithm::pooling_max
                               : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding);
-        dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg,
-                                         plainDesc(x.shape(), f32), plainDesc(out, f32), p.strides,
-                                         p.kernel, minus1(p.dilations), p.padL, p.padR);
+        // An NHWC input (the session's markNhwcChains): the output's 1x1 planes are the same
+        // in either layout.
+        e.src = nhwcX_ ? memory::desc(onednn::toDims(x.shape()), f32, Tag::acdb)
+                       : plainDesc(x.shape(), f32);
+        // Its output described as NHWC too, or oneDNN takes its reference implementation.
+        const memory::desc dst =
+            nhwcX_ ? memory::desc(onednn::toDims(out), f32, Tag::acdb) : plainDesc(out, f32);
+        dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, e.src, dst,
+                                         p.strides, p.kernel, minus1(p.dilations), p.padL, p.padR);
         dnnl::pooling_v2_forward::primitive_desc pd(d, eng);
         e.prim = dnnl::pooling_v2_forward(pd);
-        e.src = plainDesc(x.shape(), f32);
-        e.dst = plainDesc(out, f32);
+        e.dst = dst;
         return Status();
       }));
       it = cache_.emplace(key, std::move(e)).first;
@@ -709,6 +719,7 @@ class Pool : public Kernel {
   }
   ConvLikeAttrs attrs_;
   bool global_, max_, ceil_, includePad_, needHost_ = false;
+  bool nhwcX_;  // X arrives in NHWC (global pooling only)
   KernelInit init_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;

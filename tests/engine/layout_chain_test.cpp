@@ -137,6 +137,40 @@ TEST(LayoutChains, SiluAfterAConvolutionIsFused) {
   EXPECT_NE(fused.profile.find("(Conv; output 0 in NHWC)"), std::string::npos) << fused.profile;
 }
 
+// Squeeze-and-excitation as EfficientNet has it: the block's tensor x is pooled to one value per
+// channel, two 1x1 convolutions make a per-channel scale s, and Mul(x, s) rescales x. Global
+// pooling and the per-channel Mul read x in NHWC, so the chain does not break there.
+TEST(LayoutChains, SqueezeExcitationStaysNhwc) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 16, 7, 7});
+  addValue(g->add_output(), "y", {2, 8, 1, 1});
+  addInit(g, "w1", randomTensor({16, 16, 1, 1}, 41, -0.4f, 0.4f));
+  addInit(g, "ws", randomTensor({4, 16, 1, 1}, 42, -0.4f, 0.4f));
+  addInit(g, "we", randomTensor({16, 4, 1, 1}, 43, -0.4f, 0.4f));
+  addInit(g, "w2", randomTensor({8, 16, 1, 1}, 44, -0.4f, 0.4f));
+  addNode(g, "Conv", {"x", "w1"}, {"c1"});
+  addNode(g, "Relu", {"c1"}, {"a"});
+  addNode(g, "GlobalAveragePool", {"a"}, {"p"});
+  addNode(g, "Conv", {"p", "ws"}, {"sq"});
+  addNode(g, "Relu", {"sq"}, {"sqr"});
+  addNode(g, "Conv", {"sqr", "we"}, {"ex"});
+  addNode(g, "Sigmoid", {"ex"}, {"s"});
+  addNode(g, "Mul", {"s", "a"}, {"scaled"});  // the per-channel operand first
+  addNode(g, "Conv", {"scaled", "w2"}, {"c2"});
+  addNode(g, "GlobalAveragePool", {"c2"}, {"y"});
+  const Tensor x = randomTensor({2, 16, 7, 7}, 45, -2.0f, 2.0f);
+  const Outcome nhwc = run(m, x, true, true), plain = run(m, x, true, false),
+                unfused = run(m, x, false, false);
+  ASSERT_TRUE(nhwc.y.defined() && plain.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(nhwc.y, plain.y), 1e-6f);
+  EXPECT_LT(maxDiff(nhwc.y, unfused.y), 1e-5f);
+  EXPECT_NE(nhwc.profile.find("(GlobalAveragePool; input 0 in NHWC)"), std::string::npos)
+      << nhwc.profile;
+  EXPECT_NE(nhwc.profile.find("(Mul; input 1 in NHWC)"), std::string::npos) << nhwc.profile;
+  EXPECT_NE(nhwc.profile.find("(Conv; input 0 in NHWC)"), std::string::npos) << nhwc.profile;
+}
+
 // A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
 // Add of the bias (either operand order), then Relu. The bias becomes the matmul's, the Relu its
 // post-op, and the batch of A is folded into one product; all of it against float64.
