@@ -8,14 +8,29 @@ namespace dw::engine::rnn {
 
 Act::Act() : Act(resolveUnary(*ops::findRnnActivation("Tanh"), NAN, NAN)) {}
 
+namespace {
+
+// A cell activation in place, compiled twice: for AVX-512 where the CPU has it, and for the
+// baseline (the file is built with -fno-trapping-math, so both vectorize).
+template <ops::UnaryFn F>
+__attribute__((target("avx512f"))) void applyAvx512(float* v, int64_t n,
+                                                    const ops::UnaryParams& p) {
+  for (int64_t i = 0; i < n; ++i) v[i] = ops::unaryForward<F>(v[i], p);
+}
+template <ops::UnaryFn F>
+void applyBaseline(float* v, int64_t n, const ops::UnaryParams& p) {
+  for (int64_t i = 0; i < n; ++i) v[i] = ops::unaryForward<F>(v[i], p);
+}
+
+}  // namespace
+
 Act::Act(const UnaryInstance& u) : u_(u) {
   ops::visitUnary(u.fn, [&](auto f) {
     derivative_ = [](float x, float y, const ops::UnaryParams& p) {
       return ops::unaryDerivative<decltype(f)::value>(x, y, p);
     };
-    apply_ = [](float* v, int64_t n, const ops::UnaryParams& p) {
-      for (int64_t i = 0; i < n; ++i) v[i] = ops::unaryForward<decltype(f)::value>(v[i], p);
-    };
+    constexpr ops::UnaryFn kF = decltype(f)::value;
+    apply_ = __builtin_cpu_supports("avx512f") ? &applyAvx512<kF> : &applyBaseline<kF>;
   });
 }
 
@@ -238,21 +253,44 @@ void fromOneDnnWeights(const RnnAttrs& a, int64_t D, int64_t H, int64_t I, const
         std::copy_n(&g.peep[(d * 3 + k) * H], H, dP + (d * 3 + kPeepPerm[k]) * H);
 }
 
+namespace {
+
+// Rows b0..b0+BR of out, 32 columns at a time with the block's sums in registers: each k reads
+// 32 of R's transposed row once for all BR batch rows.
+template <int BR>
+__attribute__((always_inline)) inline void smallGemmRows(int64_t N, int64_t K, const float* h,
+                                                         int64_t ldh, const float* rt, int64_t ldr,
+                                                         float* out, int64_t ldo) {
+  constexpr int64_t kCols = 32;
+  int64_t j0 = 0;
+  for (; j0 + kCols <= N; j0 += kCols) {
+    float acc[BR][kCols] = {};
+    for (int64_t k = 0; k < K; ++k) {
+      const float* __restrict r = rt + k * ldr + j0;
+      for (int b = 0; b < BR; ++b) {
+        const float v = h[b * ldh + k];
+        for (int64_t jj = 0; jj < kCols; ++jj) acc[b][jj] += v * r[jj];
+      }
+    }
+    for (int b = 0; b < BR; ++b)
+      for (int64_t jj = 0; jj < kCols; ++jj) out[b * ldo + j0 + jj] = acc[b][jj];
+  }
+  for (int b = 0; b < BR; ++b)
+    for (int64_t j = j0; j < N; ++j) {
+      float v = 0;
+      for (int64_t k = 0; k < K; ++k) v += h[b * ldh + k] * rt[k * ldr + j];
+      out[b * ldo + j] = v;
+    }
+}
+
+}  // namespace
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) void smallGemm(
     int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, const float* rt, int64_t ldr,
     float* out, int64_t ldo) {
-  // One pass over rt for the whole batch: its rows stream from memory once a step, while the
-  // batch's output rows stay in L1.
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < N; ++j) out[b * ldo + j] = 0;
-  for (int64_t k = 0; k < K; ++k) {
-    const float* __restrict r = rt + k * ldr;
-    for (int64_t b = 0; b < B; ++b) {
-      const float v = h[b * ldh + k];
-      float* __restrict o = out + b * ldo;
-      for (int64_t j = 0; j < N; ++j) o[j] += v * r[j];
-    }
-  }
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) smallGemmRows<4>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  for (; b < B; ++b) smallGemmRows<1>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
