@@ -1,0 +1,37 @@
+// Graph rewrites the session runs on a plan's nodes before it builds their kernels: fused oneDNN
+// primitives (a convolution or matrix product absorbing the normalization, bias, activation and
+// pooling after it), the NHWC hand-over of inference convolution chains, and the training CNN
+// block's fusions and blocked layouts. Each pass keeps the graph's values and results: only
+// values a single reader consumes disappear, and private "__dw_*" attributes (and appended
+// inputs) tell the kernels what they absorbed.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace dw::engine {
+
+// A node's opset per domain, as the plan keeps it.
+using OpsetMap = std::map<std::string, int>;
+
+namespace fusion {
+
+using PlanNodes = std::vector<std::pair<onnx::NodeProto, OpsetMap>>;
+using ValueTypes = std::unordered_map<std::string, onnx::TypeProto>;
+
+// onednn_fusion.cpp
+void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
+// nhwc_chains.cpp
+void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
+// training_chains.cpp
+void fuseTrainingChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
+                        bool blockedLayouts);
+
+}  // namespace fusion
+}  // namespace dw::engine

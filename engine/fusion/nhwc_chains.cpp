@@ -1,0 +1,139 @@
+#include <algorithm>
+#include <functional>
+
+#include "engine/fusion/graph_queries.h"
+#include "engine/onnx_attrs.h"
+#include "graphs/subgraph.h"
+#include "ops/unary_table.h"
+
+namespace dw::engine::fusion {
+
+// Inference chains of convolutions (MobileNet, ResNet, EfficientNet blocks) keep their
+// activations in NHWC between the convolutions instead of NCHW: oneDNN's 1x1 and depthwise
+// kernels work on NHWC, so every plain tensor cost a reorder in and one out, more than the
+// convolutions themselves on mobilenet_v2 at batch 1 (6.9 of 12 ms). Elementwise ops between
+// the convolutions (Relu, Clip, Add of two such tensors of the same shape) do not care about the
+// layout, so a group of values joined through them shares one: it goes NHWC when every value
+// is a float32 4-D tensor of known shape, made by a convolution or such an elementwise op, and
+// read only by them or as a convolution's input X, and none is a graph input or output. The
+// convolutions writing or reading it get "__dw_nhwc_outputs" / "__dw_nhwc_inputs"; the shapes
+// stay NCHW, only the memory order differs.
+void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
+                    const onnx::GraphProto& g,
+                    const std::unordered_map<std::string, onnx::TypeProto>& types) {
+  std::set<std::string> fixed;  // graph inputs, outputs, initializers
+  for (const auto& v : g.input()) fixed.insert(v.name());
+  for (const auto& v : g.output()) fixed.insert(v.name());
+  for (const auto& v : g.initializer()) fixed.insert(v.name());
+  auto float4d = [&](const std::string& v) {
+    auto it = types.find(v);
+    return it != types.end() && it->second.tensor_type().elem_type() == onnx::TensorProto::FLOAT &&
+           staticDims(types, v).size() == 4;
+  };
+  // Convolutions whose kernel can read and write NHWC: 2-D, not transposed, no fused pooling,
+  // not the one-input-channel direct loops, nothing training handed over.
+  auto nhwcConv = [&](const onnx::NodeProto& n) {
+    if (!isOp(n, "", "Conv") || n.input_size() < 2 || n.output_size() != 1) return false;
+    if (findAttr(n, "__dw_maxpool_kernel") || findAttr(n, "__dw_blocked_outputs") ||
+        findAttr(n, "__dw_blocked_inputs"))
+      return false;
+    const auto w = staticDims(types, n.input(1));
+    return w.size() == 4 && !(w[1] == 1 && attrInt(n, "group", 1) == 1);
+  };
+  // The inputs of an elementwise node that share its output's layout.
+  auto elementwiseInputs = [&](const onnx::NodeProto& n) -> std::vector<int> {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") return {};
+    if (n.output_size() != 1 || n.input_size() < 1) return {};
+    const std::string& op = n.op_type();
+    if (op == "Identity") return {0};
+    if (op == "Clip") return {0};
+    if (const auto* row = ops::findUnaryOp(op); row && row->tableKernels()) return {0};
+    if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.input_size() == 2) {
+      const auto a = staticDims(types, n.input(0)), b = staticDims(types, n.input(1));
+      const auto y = staticDims(types, n.output(0));
+      if (a.empty() || y.empty()) return {};
+      if (a == b && a == y) return {0, 1};
+      // One 4-D operand and one that broadcasts per channel ([N|1, C|1, 1, 1], the same bytes in
+      // either layout): squeeze-and-excitation's scaling. Its kernel is told which.
+      auto perChannel = [&](const std::vector<int64_t>& s) {
+        if (s.empty() || s.size() > 4 || y.size() != 4) return false;
+        std::vector<int64_t> r(4 - s.size(), 1);
+        r.insert(r.end(), s.begin(), s.end());
+        return r[2] == 1 && r[3] == 1 && (r[0] == 1 || r[0] == y[0]) && (r[1] == 1 || r[1] == y[1]);
+      };
+      const bool commutes = op == "Add" || op == "Mul";
+      if (a == y && perChannel(b)) return {0};
+      if (commutes && b == y && perChannel(a) && !(a == b)) return {1};
+      return {};
+    }
+    return {};
+  };
+  // Readers that take an NHWC input 0 besides convolutions.
+  auto nhwcReader = [&](const onnx::NodeProto& n) {
+    return isOp(n, "", "GlobalAveragePool") && n.output_size() == 1;
+  };
+  std::unordered_map<std::string, std::string> parent;
+  std::function<std::string(const std::string&)> find = [&](const std::string& v) {
+    auto it = parent.find(v);
+    if (it == parent.end() || it->second == v) return v;
+    return it->second = find(it->second);
+  };
+  auto unite = [&](const std::string& a, const std::string& b) { parent[find(a)] = find(b); };
+  std::vector<std::vector<int>> shared(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i].first;
+    shared[i] = elementwiseInputs(n);
+    for (int k : shared[i])
+      if (!n.input(k).empty()) unite(n.input(k), n.output(0));
+  }
+  // Disqualify groups: a member that is fixed, not float 4-D, made or read by anything else.
+  std::set<std::string> bad;
+  std::set<std::string> madeByConv;
+  std::set<std::string> readByConv;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i].first;
+    const bool conv = nhwcConv(n);
+    for (int k = 0; k < n.input_size(); ++k) {
+      const std::string& v = n.input(k);
+      if (v.empty()) continue;
+      const bool ok = ((conv || nhwcReader(n)) && k == 0) ||
+                      std::find(shared[i].begin(), shared[i].end(), k) != shared[i].end();
+      if (!ok) bad.insert(find(v));
+      if (conv && k == 0) readByConv.insert(find(v));
+    }
+    for (int k = 0; k < n.output_size(); ++k) {
+      const std::string& v = n.output(k);
+      if (v.empty()) continue;
+      const bool ok = k == 0 && (conv || !shared[i].empty());
+      if (!ok) bad.insert(find(v));
+      if (conv) madeByConv.insert(find(v));
+      if (fixed.count(v) || !float4d(v)) bad.insert(find(v));
+    }
+    // Subgraphs read values by name: keep those plain.
+    for (const auto& a : n.attribute()) {
+      std::set<std::string> inner;
+      if (a.has_g()) inner.merge(dw::outerNames(a.g()));
+      for (const auto& sg : a.graphs()) inner.merge(dw::outerNames(sg));
+      for (const auto& v : inner) bad.insert(find(v));
+    }
+  }
+  for (const auto& v : fixed) bad.insert(find(v));
+  auto nhwc = [&](const std::string& v) {
+    const std::string r = find(v);
+    return !bad.count(r) && madeByConv.count(r) && readByConv.count(r);
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    onnx::NodeProto& n = nodes[i].first;
+    if (nhwcConv(n)) {
+      if (nhwc(n.input(0))) appendIntsAttr(n, "__dw_nhwc_inputs", 0);
+      if (nhwc(n.output(0))) appendIntsAttr(n, "__dw_nhwc_outputs", 0);
+    } else if (nhwcReader(n) && nhwc(n.input(0))) {
+      appendIntsAttr(n, "__dw_nhwc_inputs", 0);
+    } else if (shared[i].size() == 1 && n.input_size() == 2 && nhwc(n.output(0))) {
+      // A per-channel broadcast: its kernel must know which operand is NHWC.
+      appendIntsAttr(n, "__dw_nhwc_inputs", shared[i][0]);
+    }
+  }
+}
+
+}  // namespace dw::engine::fusion
