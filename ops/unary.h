@@ -71,7 +71,7 @@ struct UnaryParams {
 };
 
 // The functions computed in the input's own integer type; the others are floating point only.
-constexpr bool nativeIntegers(UnaryFn f) {
+DW_HOST_DEVICE constexpr bool nativeIntegers(UnaryFn f) {
   return f == UnaryFn::kAbs || f == UnaryFn::kNeg || f == UnaryFn::kSign || f == UnaryFn::kRelu;
 }
 

@@ -38,91 +38,37 @@ __device__ inline int64_t offsetOf(int64_t i, const Strided& s) {
   return off;
 }
 
-template <class T>
-__device__ inline T arith(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      return a + b;
-    case BinaryOp::kSub:
-      return a - b;
-    case BinaryOp::kMul:
-      return a * b;
-    case BinaryOp::kDiv:
-      return a / b;
-    case BinaryOp::kPow:
-      return static_cast<T>(pow(static_cast<double>(a), static_cast<double>(b)));
-    case BinaryOp::kMax:
-      return a > b ? a : b;
-    case BinaryOp::kMin:
-      return a < b ? a : b;
-    default:
-      return a;
-  }
-}
-template <>
-__device__ inline float arith<float>(BinaryOp op, float a, float b) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      return a + b;
-    case BinaryOp::kSub:
-      return a - b;
-    case BinaryOp::kMul:
-      return a * b;
-    case BinaryOp::kDiv:
-      return a / b;
-    case BinaryOp::kPow:
-      return powf(a, b);
-    case BinaryOp::kMax:
-      return fmaxf(a, b);
-    case BinaryOp::kMin:
-      return fminf(a, b);
-    default:
-      return a;
-  }
+// The functions the cuda table runs (ops/binary_table.h marks them): arithmetic, comparisons.
+template <ops::BinaryFn F, class T>
+constexpr bool kOnDevice =
+    ops::kindOf(F) == ops::BinaryKind::kCompare ||
+    (ops::kindOf(F) == ops::BinaryKind::kArithmetic && F != ops::BinaryFn::kMod &&
+     F != ops::BinaryFn::kFmod);
+
+template <ops::BinaryFn F, class T>
+__device__ inline void binaryAt(const T* a, int64_t ia, const T* b, int64_t ib, void* out,
+                                int64_t i) {
+  const auto v = ops::binaryForward<F>(a[ia], b[ib]);
+  if constexpr (ops::kindOf(F) == ops::BinaryKind::kCompare)
+    static_cast<uint8_t*>(out)[i] = v ? 1 : 0;
+  else
+    static_cast<T*>(out)[i] = v;
 }
 
-template <class T>
-__device__ inline bool compare(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::kEqual:
-      return a == b;
-    case BinaryOp::kLess:
-      return a < b;
-    case BinaryOp::kGreater:
-      return a > b;
-    case BinaryOp::kLessEqual:
-      return a <= b;
-    case BinaryOp::kGreaterEqual:
-      return a >= b;
-    default:
-      return false;
-  }
-}
-
-template <class T>
-__global__ void binaryKernel(BinaryOp op, const T* a, Strided as, const T* b, Strided bs, void* out,
-                             int64_t n, bool cmp) {
+template <ops::BinaryFn F, class T>
+__global__ void binaryKernel(const T* a, Strided as, const T* b, Strided bs, void* out,
+                             int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const T x = a[offsetOf(i, as)], y = b[offsetOf(i, bs)];
-    if (cmp)
-      static_cast<uint8_t*>(out)[i] = compare(op, x, y) ? 1 : 0;
-    else
-      static_cast<T*>(out)[i] = arith(op, x, y);
-  }
+       i += int64_t(gridDim.x) * blockDim.x)
+    binaryAt<F>(a, offsetOf(i, as), b, offsetOf(i, bs), out, i);
 }
 
 // Same shapes on both sides: no index arithmetic.
-template <class T>
-__global__ void binaryFlatKernel(BinaryOp op, const T* a, const T* b, void* out, int64_t n,
-                                 bool cmp) {
+template <ops::BinaryFn F, class T>
+__global__ void binaryFlatKernel(const T* a, const T* b, void* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    if (cmp)
-      static_cast<uint8_t*>(out)[i] = compare(op, a[i], b[i]) ? 1 : 0;
-    else
-      static_cast<T*>(out)[i] = arith(op, a[i], b[i]);
-  }
+       i += int64_t(gridDim.x) * blockDim.x)
+    binaryAt<F>(a, i, b, i, out, i);
 }
 
 bool contiguous(const Strided& s) {
@@ -135,15 +81,20 @@ bool contiguous(const Strided& s) {
 }
 
 template <class T>
-void binaryTyped(BinaryOp op, const void* a, const Strided& as, const void* b, const Strided& bs,
-                 void* out, int64_t n, cudaStream_t s) {
-  const bool cmp = op >= BinaryOp::kEqual;
-  if (contiguous(as) && contiguous(bs))
-    binaryFlatKernel<T><<<blocksFor(n), kThreads, 0, s>>>(op, static_cast<const T*>(a),
-                                                          static_cast<const T*>(b), out, n, cmp);
-  else
-    binaryKernel<T><<<blocksFor(n), kThreads, 0, s>>>(op, static_cast<const T*>(a), as,
-                                                      static_cast<const T*>(b), bs, out, n, cmp);
+void binaryTyped(ops::BinaryFn fn, const void* a, const Strided& as, const void* b,
+                 const Strided& bs, void* out, int64_t n, cudaStream_t s) {
+  const T* pa = static_cast<const T*>(a);
+  const T* pb = static_cast<const T*>(b);
+  const bool flat = contiguous(as) && contiguous(bs);
+  ops::visitBinary(fn, [&](auto f) {
+    constexpr ops::BinaryFn kF = decltype(f)::value;
+    if constexpr (kOnDevice<kF, T>) {
+      if (flat)
+        binaryFlatKernel<kF, T><<<blocksFor(n), kThreads, 0, s>>>(pa, pb, out, n);
+      else
+        binaryKernel<kF, T><<<blocksFor(n), kThreads, 0, s>>>(pa, as, pb, bs, out, n);
+    }
+  });
 }
 
 template <class T>
@@ -213,7 +164,7 @@ void launchUnaryGrad(ops::UnaryFn fn, const ops::UnaryParams& p, const float* dy
   });
 }
 
-void launchBinary(BinaryOp op, ElemType t, const void* a, const Strided& as, const void* b,
+void launchBinary(ops::BinaryFn op, ElemType t, const void* a, const Strided& as, const void* b,
                   const Strided& bs, void* out, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
   switch (t) {

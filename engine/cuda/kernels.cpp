@@ -10,6 +10,7 @@
 #include "engine/kernels/common.h"
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
+#include "ops/binary_table.h"
 
 namespace dw::engine::cuda {
 
@@ -74,38 +75,13 @@ class UnaryGrad : public Kernel {
   UnaryInstance u_;
 };
 
-struct BinaryInfo {
-  const char* name;
-  BinaryOp op;
-};
-constexpr BinaryInfo kBinary[] = {
-    {"Add", BinaryOp::kAdd},
-    {"Sub", BinaryOp::kSub},
-    {"Mul", BinaryOp::kMul},
-    {"Div", BinaryOp::kDiv},
-    {"Pow", BinaryOp::kPow},
-    {"Equal", BinaryOp::kEqual},
-    {"Less", BinaryOp::kLess},
-    {"Greater", BinaryOp::kGreater},
-    {"LessOrEqual", BinaryOp::kLessEqual},
-    {"GreaterOrEqual", BinaryOp::kGreaterEqual},
-};
-
-bool binaryOf(const std::string& name, BinaryOp& op) {
-  for (const auto& b : kBinary)
-    if (name == b.name) {
-      op = b.op;
-      return true;
-    }
-  return false;
-}
-
-// Arithmetic on float; comparisons also on integers and bool. Integer arithmetic stays on the
-// host: it computes shapes, which the host reads next.
+// The ops of ops/binary_table.h marked for the cuda table: arithmetic on float, comparisons also
+// on integers and bool. Integer arithmetic stays on the host: it computes shapes, which the host
+// reads next.
 bool binarySupported(const KernelInit& init, const std::vector<DType>& t) {
-  BinaryOp op;
-  if (!binaryOf(init.opType, op) || t.size() != 2 || t[0] != t[1]) return false;
-  if (op < BinaryOp::kEqual) return t[0] == DType::kFloat;
+  const ops::BinaryOp* row = ops::findBinaryOp(init.opType);
+  if (!row || !row->cuda || t.size() != 2 || t[0] != t[1]) return false;
+  if (ops::kindOf(row->fn) != ops::BinaryKind::kCompare) return t[0] == DType::kFloat;
   ElemType e;
   return elemType(t[0], e);
 }
@@ -113,27 +89,33 @@ bool binarySupported(const KernelInit& init, const std::vector<DType>& t) {
 class Binary : public Kernel {
  public:
   explicit Binary(const KernelInit& init) {
-    if (!binaryOf(init.opType, op_)) fail("cuda: no binary op " + init.opType);
+    const ops::BinaryOp* row = ops::findBinaryOp(init.opType);
+    if (!row || !row->cuda) {
+      fail("cuda: no binary op " + init.opType);
+      return;
+    }
+    fn_ = row->fn;
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     ElemType e;
     if (a.dtype() != b.dtype() || !elemType(a.dtype(), e))
-      return Status::error("cuda: unsupported dtypes for " + std::string(kBinary[0].name));
+      return Status::error("cuda: unsupported dtypes " + std::string(dtypeName(a.dtype())) +
+                           " and " + dtypeName(b.dtype()));
     auto shape = broadcastShapes({a.shape(), b.shape()});
     if (!shape) return shape.status();
     DW_RETURN_IF_ERROR(rankOk(*shape, "broadcast"));
-    const bool cmp = op_ >= BinaryOp::kEqual;
+    const bool cmp = ops::kindOf(fn_) == ops::BinaryKind::kCompare;
     DW_ALLOC(y, ctx.output(0, cmp ? DType::kBool : a.dtype(), *shape));
-    launchBinary(op_, e, a.raw(), broadcastStrides(a.shape(), *shape), b.raw(),
+    launchBinary(fn_, e, a.raw(), broadcastStrides(a.shape(), *shape), b.raw(),
                  broadcastStrides(b.shape(), *shape), y->raw(), y->size(),
                  cudaBackend(ctx.backend()).stream());
     return launched("binary op");
   }
 
  private:
-  BinaryOp op_;
+  ops::BinaryFn fn_ = ops::BinaryFn::kAdd;
 };
 
 bool whereSupported(const KernelInit&, const std::vector<DType>& t) {
@@ -631,7 +613,7 @@ class SoftmaxCrossEntropyGrad : public Kernel {
         Tensor* s = ctx.scratch(DType::kFloat, {1});
         if (!cnt || !s) return ctx.status();
         launchCountNotIgnored(labels.raw(), l64, n * d, ignore_, cnt->data<float>(), be.stream());
-        launchBinary(BinaryOp::kDiv, ElemType::kFloat, dl.raw(), contiguousOf({1}), cnt->raw(),
+        launchBinary(ops::BinaryFn::kDiv, ElemType::kFloat, dl.raw(), contiguousOf({1}), cnt->raw(),
                      contiguousOf({1}), s->raw(), 1, be.stream());
         scale = s->data<float>();
       } else {
@@ -673,7 +655,8 @@ void registerKernels(KernelRegistry& r) {
   for (const auto& op : ops::unaryOps())
     if (op.tableKernels()) add<Unary>(r, op.name, &floatInputs);
   add<UnaryGrad>(r, "UnaryGrad", &unaryGradSupported, kGradDomain);
-  for (const auto& b : kBinary) add<Binary>(r, b.name, &binarySupported);
+  for (const auto& op : ops::binaryOps())
+    if (op.cuda) add<Binary>(r, op.name, &binarySupported);
   add<Where>(r, "Where", &whereSupported);
   add<Cast>(r, "Cast", &castSupported);
   add<Transpose>(r, "Transpose", &plainSupported);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/training/optimizers.h"
+#include "ops/binary.h"
 #include "ops/unary.h"
 
 namespace dw::engine::cuda {
@@ -20,20 +21,6 @@ struct Strided {
   int64_t strides[kMaxRank] = {};
 };
 
-enum class BinaryOp : int {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMax,
-  kMin,
-  kEqual,
-  kLess,
-  kGreater,
-  kLessEqual,
-  kGreaterEqual
-};
 // Element types the launchers take: float, int64, int32, uint8 (bool).
 enum class ElemType : int { kFloat, kInt64, kInt32, kUInt8, kDouble };
 
@@ -45,7 +32,7 @@ void launchUnaryGrad(ops::UnaryFn fn, const ops::UnaryParams& p, const float* dy
                      const float* y, float* dx, int64_t n, cudaStream_t s);
 // out[i] = op(a[ia], b[ib]) over `out`'s shape; a and b carry broadcast strides. Arithmetic ops
 // write `t`, comparisons write uint8 (bool).
-void launchBinary(BinaryOp op, ElemType t, const void* a, const Strided& as, const void* b,
+void launchBinary(ops::BinaryFn fn, ElemType t, const void* a, const Strided& as, const void* b,
                   const Strided& bs, void* out, int64_t n, cudaStream_t s);
 // out (contiguous, `src.dims`) = src walked with its strides: transpose, expand, broadcast copy.
 void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n, int elemBytes,

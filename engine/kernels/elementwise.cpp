@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "engine/binary_op.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/unary_op.h"
@@ -95,48 +96,22 @@ class Predicate : public Kernel {
   bool detectPos_, detectNeg_;
 };
 
-enum class BOp {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMod,
-  kMin,
-  kMax,
-  kAnd,
-  kOr,
-  kXor,
-  kEq,
-  kLt,
-  kGt,
-  kLe,
-  kGe,
-  kShl,
-  kShr
-};
-
+// The ops of ops/binary_table.h, with numpy broadcasting; Pow also takes an exponent of another
+// type.
 class Binary : public Kernel {
  public:
   explicit Binary(const KernelInit& init) {
-    static const std::unordered_map<std::string, BOp> m = {
-        {"Add", BOp::kAdd},        {"Sub", BOp::kSub},
-        {"Mul", BOp::kMul},        {"Div", BOp::kDiv},
-        {"Pow", BOp::kPow},        {"Mod", BOp::kMod},
-        {"And", BOp::kAnd},        {"Or", BOp::kOr},
-        {"Xor", BOp::kXor},        {"Equal", BOp::kEq},
-        {"Less", BOp::kLt},        {"Greater", BOp::kGt},
-        {"LessOrEqual", BOp::kLe}, {"GreaterOrEqual", BOp::kGe},
-        {"BitShift", BOp::kShl}};
-    op_ = m.at(init.opType);
-    fmod_ = init.attrs.getInt("fmod", 0) != 0;
-    if (op_ == BOp::kShl) {
-      std::string dir = init.attrs.getString("direction", "");
-      if (dir == "RIGHT")
-        op_ = BOp::kShr;
-      else if (dir != "LEFT")
-        fail("BitShift direction must be LEFT or RIGHT, got '" + dir + "'");
+    const ops::BinaryOp* row = ops::findBinaryOp(init.opType);
+    if (!row) {
+      fail("no binary op " + init.opType);
+      return;
     }
+    auto fn = chooseBinary(*row, init.attrs);
+    if (!fn) {
+      fail(fn.status().message());
+      return;
+    }
+    fn_ = *fn;
     // Opsets before 7 broadcast only with broadcast=1 and an axis; numpy rules cover axis=-1.
     if (init.opset < 7 && init.attrs.getInt("broadcast", 0) && init.attrs.has("axis"))
       legacyAxis_ = init.attrs.getInt("axis", -1);
@@ -154,156 +129,66 @@ class Binary : public Kernel {
     }
     auto shape = broadcastShapes({a.shape(), b.shape()});
     if (!shape) return shape.status();
-    const bool cmp = op_ >= BOp::kEq && op_ <= BOp::kGe;
-    const bool logic = op_ == BOp::kAnd || op_ == BOp::kOr || op_ == BOp::kXor;
-    if (op_ == BOp::kPow) return pow(ctx, a, b, *shape);
+    if (fn_ == ops::BinaryFn::kPow) return pow(ctx, a, b, *shape);
     if (a.dtype() != b.dtype())
       return Status::error(std::string("input dtypes differ: ") + dtypeName(a.dtype()) + " and " +
                            dtypeName(b.dtype()));
-    if (logic) {
-      if (a.dtype() != DType::kBool) return Status::error("logical ops need bool inputs");
-      DW_ALLOC(y, ctx.output(0, DType::kBool, *shape));
-      const bool* pa = a.data<bool>();
-      const bool* pb = b.data<bool>();
-      bool* py = y->data<bool>();
-      if (op_ == BOp::kAnd)
-        broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                        [](bool x, bool z) { return x && z; });
-      if (op_ == BOp::kOr)
-        broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                        [](bool x, bool z) { return x || z; });
-      if (op_ == BOp::kXor)
-        broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                        [](bool x, bool z) { return x != z; });
-      return Status();
-    }
-    if (cmp) {
-      DW_ALLOC(y, ctx.output(0, DType::kBool, *shape));
-      if (a.dtype() == DType::kString) {
-        if (op_ != BOp::kEq) return Status::error("strings support only Equal");
-        const auto& sa = a.strings();
-        const auto& sb = b.strings();
-        bool* py = y->data<bool>();
-        std::array<const Shape*, 2> ins{&a.shape(), &b.shape()};
-        forEachBroadcast<2>(*shape, ins, [&](int64_t i, const std::array<int64_t, 2>& o) {
-          py[i] = sa[o[0]] == sb[o[1]];
-        });
+    return ops::visitBinary(fn_, [&](auto f) -> Status {
+      constexpr ops::BinaryFn kF = decltype(f)::value;
+      constexpr ops::BinaryKind kKind = ops::kindOf(kF);
+      if constexpr (kF == ops::BinaryFn::kPow) {
+        return Status();  // handled above
+      } else if constexpr (kKind == ops::BinaryKind::kLogic) {
+        if (a.dtype() != DType::kBool) return Status::error("logical ops need bool inputs");
+        DW_ALLOC(y, ctx.output(0, DType::kBool, *shape));
+        broadcastBinary(a.data<bool>(), a.shape(), b.data<bool>(), b.shape(), y->data<bool>(),
+                        *shape, [&](bool x, bool w) { return ops::binaryForward<kF>(x, w); });
         return Status();
-      }
-      return dispatchNumericBool(a.dtype(), [&](auto z) {
-        using T = decltype(z);
-        const T* pa = a.data<T>();
-        const T* pb = b.data<T>();
-        bool* py = y->data<bool>();
-        switch (op_) {
-          case BOp::kEq:
-            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                            [](T x, T w) { return x == w; });
-            break;
-          case BOp::kLt:
-            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                            [](T x, T w) { return x < w; });
-            break;
-          case BOp::kGt:
-            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                            [](T x, T w) { return x > w; });
-            break;
-          case BOp::kLe:
-            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                            [](T x, T w) { return x <= w; });
-            break;
-          default:
-            broadcastBinary(pa, a.shape(), pb, b.shape(), py, *shape,
-                            [](T x, T w) { return x >= w; });
-            break;
+      } else if constexpr (kKind == ops::BinaryKind::kCompare) {
+        DW_ALLOC(y, ctx.output(0, DType::kBool, *shape));
+        if (a.dtype() == DType::kString) {
+          if constexpr (kF != ops::BinaryFn::kEqual) {
+            return Status::error("strings support only Equal");
+          } else {
+            const auto& sa = a.strings();
+            const auto& sb = b.strings();
+            bool* py = y->data<bool>();
+            std::array<const Shape*, 2> ins{&a.shape(), &b.shape()};
+            forEachBroadcast<2>(*shape, ins, [&](int64_t i, const std::array<int64_t, 2>& o) {
+              py[i] = sa[o[0]] == sb[o[1]];
+            });
+            return Status();
+          }
         }
-        return Status();
-      });
-    }
-    DW_ALLOC(y, ctx.output(0, a.dtype(), *shape));
-    return dispatchNumeric(a.dtype(), [&](auto z) {
-      using T = decltype(z);
-      const T* pa = a.data<T>();
-      const T* pb = b.data<T>();
-      T* py = y->data<T>();
-      const Shape& sa = a.shape();
-      const Shape& sb = b.shape();
-      switch (op_) {
-        case BOp::kAdd:
-          broadcastBinary(pa, sa, pb, sb, py, *shape,
-                          [](T x, T w) { return static_cast<T>(x + w); });
-          break;
-        case BOp::kSub:
-          broadcastBinary(pa, sa, pb, sb, py, *shape,
-                          [](T x, T w) { return static_cast<T>(x - w); });
-          break;
-        case BOp::kMul:
-          broadcastBinary(pa, sa, pb, sb, py, *shape,
-                          [](T x, T w) { return static_cast<T>(x * w); });
-          break;
-        case BOp::kDiv:
-          if constexpr (std::is_integral_v<T>) {
-            bool zero = false;
-            broadcastBinary(pa, sa, pb, sb, py, *shape, [&zero](T x, T w) {
-              if (w == 0) {
-                zero = true;
-                return T(0);
-              }
-              return static_cast<T>(x / w);
-            });
-            if (zero) return Status::error("integer division by zero");
+        return dispatchNumericBool(a.dtype(), [&](auto z) {
+          using T = decltype(z);
+          broadcastBinary(a.data<T>(), a.shape(), b.data<T>(), b.shape(), y->data<bool>(), *shape,
+                          [&](T x, T w) { return ops::binaryForward<kF>(x, w); });
+          return Status();
+        });
+      } else {
+        DW_ALLOC(y, ctx.output(0, a.dtype(), *shape));
+        return dispatchNumeric(a.dtype(), [&](auto z) {
+          using T = decltype(z);
+          if constexpr (kKind == ops::BinaryKind::kShift && !std::is_unsigned_v<T>) {
+            return Status::error("BitShift needs unsigned integers");
           } else {
-            broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) { return x / w; });
-          }
-          break;
-        case BOp::kMod:
-          if constexpr (std::is_integral_v<T>) {
-            bool zero = false;
-            const bool f = fmod_;
-            broadcastBinary(pa, sa, pb, sb, py, *shape, [&zero, f](T x, T w) {
-              if (w == 0) {
-                zero = true;
-                return T(0);
-              }
-              T r = static_cast<T>(x % w);
-              if constexpr (std::is_signed_v<T>) {
-                if (!f && r != 0 && ((r < 0) != (w < 0))) r = static_cast<T>(r + w);
-              }
-              return r;
-            });
-            if (zero) return Status::error("integer modulo by zero");
-          } else {
-            if (fmod_) {
-              broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) { return std::fmod(x, w); });
-            } else {
-              broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) {
-                T r = std::fmod(x, w);
-                if (r != 0 && ((r < 0) != (w < 0))) r += w;
-                return r;
-              });
+            const T* pb = b.data<T>();
+            if constexpr (std::is_integral_v<T> &&
+                          (kF == ops::BinaryFn::kDiv || kF == ops::BinaryFn::kMod ||
+                           kF == ops::BinaryFn::kFmod)) {
+              for (int64_t i = 0; i < b.size() && y->size() > 0; ++i)
+                if (pb[i] == 0)
+                  return Status::error(std::string("integer ") +
+                                       (kF == ops::BinaryFn::kDiv ? "division" : "modulo") +
+                                       " by zero");
             }
+            broadcastBinary(a.data<T>(), a.shape(), pb, b.shape(), y->data<T>(), *shape,
+                            [&](T x, T w) { return ops::binaryForward<kF>(x, w); });
+            return Status();
           }
-          break;
-        case BOp::kShl:
-          if constexpr (std::is_unsigned_v<T>) {
-            broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) {
-              return w >= sizeof(T) * 8 ? T(0) : static_cast<T>(x << w);
-            });
-            break;
-          }
-          return Status::error("BitShift needs unsigned integers");
-        case BOp::kShr:
-          if constexpr (std::is_unsigned_v<T>) {
-            broadcastBinary(pa, sa, pb, sb, py, *shape, [](T x, T w) {
-              return w >= sizeof(T) * 8 ? T(0) : static_cast<T>(x >> w);
-            });
-            break;
-          }
-          return Status::error("BitShift needs unsigned integers");
-        default:
-          return Status::error("unsupported binary op");
+        });
       }
-      return Status();
     });
   }
 
@@ -316,20 +201,14 @@ class Binary : public Kernel {
       using T = decltype(z);
       return dispatchNumeric(b.dtype(), [&](auto w) {
         using U = decltype(w);
-        broadcastBinary(
-            a.data<T>(), a.shape(), b.data<U>(), b.shape(), y->data<T>(), shape, [](T x, U e) {
-              if constexpr (std::is_same_v<T, float> && std::is_same_v<U, float>)
-                return std::pow(x, e);
-              else
-                return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(e)));
-            });
+        broadcastBinary(a.data<T>(), a.shape(), b.data<U>(), b.shape(), y->data<T>(), shape,
+                        [](T x, U e) { return ops::powOf(x, e); });
         return Status();
       });
     });
   }
 
-  BOp op_;
-  bool fmod_ = false;
+  ops::BinaryFn fn_ = ops::BinaryFn::kAdd;
   int64_t legacyAxis_ = kNoAxis;
 };
 
@@ -486,9 +365,8 @@ void addElementwiseKernels(KernelRegistry& r) {
     if (op.tableKernels()) r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Unary>);
   r.add(h, "Not", 1, kMaxOpset, &makeKernel<Predicate>, false);
   for (const char* op : {"IsNaN", "IsInf"}) r.add(h, op, 1, kMaxOpset, &makeKernel<Predicate>);
-  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Equal",
-                         "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift"})
-    r.add(h, op, 1, kMaxOpset, &makeKernel<Binary>);
+  for (const auto& op : ops::binaryOps())
+    r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Binary>);
   for (const char* op : {"Sum", "Mean", "Max", "Min"})
     r.add(h, op, 1, kMaxOpset, &makeKernel<Variadic>);
   r.add(h, "Clip", 1, kMaxOpset, &makeKernel<Clip>);

@@ -15,6 +15,7 @@
 #include "engine/onednn/onednn_backend.h"
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
+#include "ops/binary_table.h"
 
 namespace dw::engine {
 
@@ -166,12 +167,18 @@ class EltwiseGrad : public DnnlOrHost {
 class BinaryOp : public DnnlOrHost {
  public:
   explicit BinaryOp(const KernelInit& init) : DnnlOrHost(init) {
-    const std::string& op = init.opType;
+    const ops::BinaryOp* row = ops::findBinaryOp(init.opType);
+    if (!row || row->onednn == ops::BinaryAlg::kNone) {
+      fail("no oneDNN binary algorithm for " + init.opType);
+      return;
+    }
     using A = dnnl::algorithm;
-    alg_ = op == "Add"
-               ? A::binary_add
-               : (op == "Sub" ? A::binary_sub : (op == "Mul" ? A::binary_mul : A::binary_div));
-    commutes_ = op == "Add" || op == "Mul";
+    using B = ops::BinaryAlg;
+    alg_ = row->onednn == B::kAdd   ? A::binary_add
+           : row->onednn == B::kSub ? A::binary_sub
+           : row->onednn == B::kMul ? A::binary_mul
+                                    : A::binary_div;
+    commutes_ = row->fn == ops::BinaryFn::kAdd || row->fn == ops::BinaryFn::kMul;
     legacy_ = init.opset < 7 && init.attrs.getInt("broadcast", 0) != 0;
     const auto nhwc = init.attrs.getInts("__dw_nhwc_inputs");
     nhwc_ = !nhwc.empty();
@@ -706,8 +713,9 @@ void addOneDnnEltwiseKernels(KernelRegistry& r) {
   for (const auto& op : ops::unaryOps())
     if (op.tableKernels() && op.onednn.alg != ops::Eltwise::kNone)
       r.add(c, op.name, op.since, kMaxOpset, &makeKernel<Eltwise>);
-  for (const char* op : {"Add", "Sub", "Mul", "Div"})
-    r.add(c, op, 1, kMaxOpset, &makeKernel<BinaryOp>);
+  for (const auto& op : ops::binaryOps())
+    if (op.onednn != ops::BinaryAlg::kNone)
+      r.add(c, op.name, op.since, kMaxOpset, &makeKernel<BinaryOp>);
   r.add(c, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LogSoftmax", 1, kMaxOpset, &makeKernel<SoftmaxOp>);
   r.add(c, "LayerNormalization", 17, kMaxOpset, &makeKernel<LayerNorm>);

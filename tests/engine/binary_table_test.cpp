@@ -1,0 +1,96 @@
+// The elementwise ops of two inputs (ops/binary_table.h): every row runs on the host table, the
+// rows that name a oneDNN algorithm on the oneDNN table and the rows marked for cuda on the cuda
+// table; attribute choices pick their function or say what is allowed. Their numerics are the
+// ONNX backend cases' (conformance) and, for Mod's two remainders, checked here.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "engine/cuda/cuda.h"
+#include "engine/kernel.h"
+#include "engine/session.h"
+#include "nodes/catalogue.h"
+#include "ops/binary_table.h"
+
+namespace {
+
+using namespace dw::engine;
+using dw::Result;
+
+TEST(BinaryTable, EveryRowHasItsKernels) {
+  const auto& reg = KernelRegistry::global();
+  for (const auto& row : dw::ops::binaryOps()) {
+    SCOPED_TRACE(row.name);
+    EXPECT_NE(reg.find("", row.name, row.since, "host"), nullptr);
+    EXPECT_EQ(reg.find("", row.name, row.since - 1, "host"), nullptr)
+        << "runs before the opset that introduced it";
+    if (row.onednn != dw::ops::BinaryAlg::kNone) {
+      EXPECT_NE(reg.find("", row.name, row.since, "cpu"), nullptr);
+    }
+    if (row.cuda && cuda::built()) {
+      EXPECT_NE(reg.find("", row.name, row.since, "cuda"), nullptr);
+    }
+    EXPECT_NE(dw::Catalogue::instance().find(dw::kOnnxDomain, row.name), nullptr)
+        << "not an ONNX op";
+  }
+}
+
+// Mod(a, b) over int32 and float with fmod 0 (the divisor's sign) and 1 (the dividend's).
+Result<Tensor> mod(const Tensor& a, const Tensor& b, const char* fmod) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("mod");
+  for (const char* name : {"a", "b", "y"}) {
+    auto* v = name[0] == 'y' ? g->add_output() : g->add_input();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(
+        a.dtype() == DType::kFloat ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT32);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Mod");
+  n->add_input("a");
+  n->add_input("b");
+  n->add_output("y");
+  if (fmod) {
+    auto* at = n->add_attribute();
+    at->set_name("fmod");
+    at->set_type(onnx::AttributeProto::INT);
+    at->set_i(std::atoi(fmod));
+  }
+  auto s = InferenceSession::create(m);
+  if (!s) return s.status();
+  auto r = (*s)->run({{"a", a}, {"b", b}});
+  if (!r) return r.status();
+  return r->at("y");
+}
+
+TEST(BinaryTable, ModChoosesItsRemainderByAttribute) {
+  const Tensor ai = Tensor::fromVector(std::vector<int32_t>{7, -7, 7, -7}, {4});
+  const Tensor bi = Tensor::fromVector(std::vector<int32_t>{3, 3, -3, -3}, {4});
+  auto py = mod(ai, bi, nullptr);  // fmod 0, the schema's default
+  ASSERT_TRUE(py.ok()) << py.message();
+  EXPECT_EQ((std::vector<int32_t>(py->data<int32_t>(), py->data<int32_t>() + 4)),
+            (std::vector<int32_t>{1, 2, -2, -1}));
+  auto c = mod(ai, bi, "1");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ((std::vector<int32_t>(c->data<int32_t>(), c->data<int32_t>() + 4)),
+            (std::vector<int32_t>{1, -1, 1, -1}));
+  const Tensor af = Tensor::fromVector(std::vector<float>{5.5f, -5.5f}, {2});
+  const Tensor bf = Tensor::fromVector(std::vector<float>{2.0f, 2.0f}, {2});
+  auto f = mod(af, bf, "1");
+  ASSERT_TRUE(f.ok()) << f.message();
+  EXPECT_FLOAT_EQ(f->data<float>()[0], 1.5f);
+  EXPECT_FLOAT_EQ(f->data<float>()[1], -1.5f);
+  auto bad = mod(ai, bi, "2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("fmod must be 0 or 1, got '2'"), std::string::npos) << bad.message();
+  auto zero = mod(ai, Tensor::fromVector(std::vector<int32_t>{3, 0, 1, 1}, {4}), nullptr);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.message().find("integer modulo by zero"), std::string::npos) << zero.message();
+}
+
+}  // namespace
