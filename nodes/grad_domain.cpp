@@ -30,6 +30,7 @@
 
 #include "nodes/catalogue.h"
 #include "nodes/onnx_params.h"
+#include "ops/reduce_table.h"
 #include "ops/unary_table.h"
 
 namespace dw {
@@ -307,9 +308,12 @@ std::vector<ParamSpec> unaryGradOwn() {
   return v;
 }
 
-const std::vector<std::string> kReduceOps = {
-    "ReduceSum", "ReduceMean",      "ReduceMax",       "ReduceMin",  "ReduceL1",
-    "ReduceL2",  "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "ReduceLogSum"};
+const std::vector<std::string> kReduceOps = [] {
+  std::vector<std::string> v;
+  for (const auto& op : ops::reduceOps())
+    if (op.gradient) v.push_back(op.name);
+  return v;
+}();
 const std::vector<std::string> kPoolOps = {"MaxPool", "AveragePool", "GlobalMaxPool",
                                            "GlobalAveragePool"};
 const std::vector<std::string> kRecurrentOps = {"RNN", "GRU", "LSTM"};

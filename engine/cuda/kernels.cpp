@@ -11,6 +11,7 @@
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 #include "ops/binary_table.h"
+#include "ops/reduce_table.h"
 
 namespace dw::engine::cuda {
 
@@ -317,36 +318,19 @@ class MatMul : public Kernel {
 
 // ---- Reductions ----
 
-struct ReduceInfo {
-  const char* name;
-  ReduceOp op;
-};
-constexpr ReduceInfo kReduce[] = {
-    {"ReduceSum", ReduceOp::kSum},
-    {"ReduceMean", ReduceOp::kMean},
-    {"ReduceMax", ReduceOp::kMax},
-    {"ReduceMin", ReduceOp::kMin},
-    {"ReduceSumSquare", ReduceOp::kSumSquare},
-    {"ReduceL1", ReduceOp::kL1},
-    {"ReduceL2", ReduceOp::kL2},
-    {"ReduceLogSumExp", ReduceOp::kLogSumExp},
-};
-
 class Reduce : public Kernel {
  public:
   explicit Reduce(const KernelInit& init)
       : keep_(init.attrs.getInt("keepdims", 1) != 0),
         noop_(init.attrs.getInt("noop_with_empty_axes", 0) != 0) {
-    // The axes attribute exists up to ReduceSum-11 and the others' -13; later opsets take
-    // them as input 1.
-    if (init.opset < (init.opType == "ReduceSum" ? 13 : 18)) axes_ = init.attrs.getInts("axes");
-    bool found = false;
-    for (const auto& r : kReduce)
-      if (init.opType == r.name) {
-        op_ = r.op;
-        found = true;
-      }
-    if (!found) fail("cuda: no reduction " + init.opType);
+    const ops::ReduceOp* row = ops::findReduceOp(init.opType);
+    if (!row || !row->cuda) {
+      fail("cuda: no reduction " + init.opType);
+      return;
+    }
+    op_ = row->fn;
+    // Before the table's axes-input opset the axes are an attribute.
+    if (!row->axesAsInput(init.opset)) axes_ = init.attrs.getInts("axes");
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -662,7 +646,8 @@ void registerKernels(KernelRegistry& r) {
   add<Transpose>(r, "Transpose", &plainSupported);
   add<Gemm>(r, "Gemm", &floatInputs);
   add<MatMul>(r, "MatMul", &floatInputs);
-  for (const auto& red : kReduce) add<Reduce>(r, red.name, &firstFloat, "", 2u);
+  for (const auto& red : ops::reduceOps())
+    if (red.cuda) add<Reduce>(r, red.name, &firstFloat, "", 2u);
   add<SumToShape>(r, "SumToShape", &firstFloat, kGradDomain, 0, 2u);
   add<ReduceGrad>(r, "ReduceGrad", &reduceGradSupported, kGradDomain, 8u);
   add<ArgExtreme>(r, "ArgMax", &argSupported);

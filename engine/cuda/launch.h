@@ -8,6 +8,7 @@
 
 #include "engine/training/optimizers.h"
 #include "ops/binary.h"
+#include "ops/reduce.h"
 #include "ops/unary.h"
 
 namespace dw::engine::cuda {
@@ -44,7 +45,8 @@ void launchWhere(const uint8_t* c, const Strided& cs, const float* a, const Stri
 // Reductions of float `x` to `outer` outputs: output o reads the `inner` elements at
 // base(o) + offset(r), base from `kept` (dims and strides of the kept axes, in output order) and
 // offset from `reduced`. Mean divides by `inner`; SumSquare sums x*x; Max/Min.
-enum class ReduceOp : int { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };
+// The reductions' functions (ops/reduce_table.h; the launcher takes those the cuda table marks).
+using ReduceOp = ops::ReduceFn;
 void launchReduce(ReduceOp op, const float* x, const Strided& kept, const Strided& reduced,
                   float* y, int64_t outer, int64_t inner, cudaStream_t s);
 // ArgMax/ArgMin along one axis of x viewed as [outer, axis, inner]; writes int64.

@@ -9,6 +9,7 @@
 #include "engine/kernels/tables.h"
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
+#include "ops/reduce_table.h"
 
 namespace dw::engine {
 
@@ -287,9 +288,14 @@ class NegativeLogLikelihoodLossGrad : public Kernel {
 class ReduceGrad : public Kernel {
  public:
   explicit ReduceGrad(const KernelInit& init)
-      : op_(init.attrs.getString("op")),
-        axes_(init.attrs.getInts("axes")),
-        noop_(init.attrs.getInt("noop_with_empty_axes", 0) != 0) {}
+      : axes_(init.attrs.getInts("axes")),
+        noop_(init.attrs.getInt("noop_with_empty_axes", 0) != 0) {
+    const ops::ReduceOp* row = ops::findReduceOp(init.attrs.getString("op"));
+    if (!row || !row->gradient)
+      fail("ReduceGrad: no gradient for op '" + init.attrs.getString("op") + "'");
+    else
+      fn_ = row->fn;
+  }
   Status compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
@@ -320,23 +326,23 @@ class ReduceGrad : public Kernel {
         });
       };
       const T inv = T(1) / static_cast<T>(std::max<int64_t>(count, 1));
-      if (op_ == "ReduceSum")
+      if (fn_ == R::kSum)
         run([](T gg, T, T) { return gg; });
-      else if (op_ == "ReduceMean")
+      else if (fn_ == R::kMean)
         run([inv](T gg, T, T) { return gg * inv; });
-      else if (op_ == "ReduceMax" || op_ == "ReduceMin")
+      else if (fn_ == R::kMax || fn_ == R::kMin)
         run([](T gg, T v, T r) { return v == r ? gg : T(0); });
-      else if (op_ == "ReduceL1")
+      else if (fn_ == R::kL1)
         run([](T gg, T v, T) { return v > 0 ? gg : (v < 0 ? -gg : T(0)); });
-      else if (op_ == "ReduceL2")
+      else if (fn_ == R::kL2)
         run([](T gg, T v, T r) { return r == 0 ? T(0) : gg * v / r; });
-      else if (op_ == "ReduceSumSquare")
+      else if (fn_ == R::kSumSquare)
         run([](T gg, T v, T) { return 2 * gg * v; });
-      else if (op_ == "ReduceLogSumExp")
+      else if (fn_ == R::kLogSumExp)
         run([](T gg, T v, T r) { return gg * std::exp(v - r); });
-      else if (op_ == "ReduceLogSum")  // Y = log(S): dY / S, and S = exp(Y)
+      else if (fn_ == R::kLogSum)  // Y = log(S): dY / S, and S = exp(Y)
         run([](T gg, T, T r) { return gg * std::exp(-r); });
-      else if (op_ == "ReduceProd") {
+      else if (fn_ == R::kProd) {
         // d(prod)/dv is the product of the others: r / v unless v is 0, where it is the
         // product of the group's nonzeros when v is the group's only zero (0 otherwise).
         std::vector<int64_t> zeros(dy.size(), 0);
@@ -352,14 +358,14 @@ class ReduceGrad : public Kernel {
           const T d = z == 0 ? py[off[0]] / px[i] : (z == 1 && px[i] == 0 ? nonzero[off[0]] : T(0));
           o[i] = g[off[0]] * d;
         });
-      } else
-        return Status::error("ReduceGrad: unknown op '" + op_ + "'");
+      }
       return Status();
     });
   }
 
  private:
-  std::string op_;
+  using R = ops::ReduceFn;
+  R fn_ = R::kSum;
   std::vector<int64_t> axes_;
   bool noop_;
 };

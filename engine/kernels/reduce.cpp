@@ -5,12 +5,13 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "ops/reduce_table.h"
 
 namespace dw::engine {
 
 namespace {
 
-enum class ROp { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+using ROp = ops::ReduceFn;
 
 template <class F>
 void walk(const Shape& in, const std::vector<int64_t>& ost, F&& f) {
@@ -39,21 +40,16 @@ void walk(const Shape& in, const std::vector<int64_t>& ost, F&& f) {
 class Reduce : public Kernel {
  public:
   explicit Reduce(const KernelInit& init) : opset_(init.opset) {
-    static const std::map<std::string, ROp> m = {{"ReduceSum", ROp::kSum},
-                                                 {"ReduceMean", ROp::kMean},
-                                                 {"ReduceMax", ROp::kMax},
-                                                 {"ReduceMin", ROp::kMin},
-                                                 {"ReduceProd", ROp::kProd},
-                                                 {"ReduceL1", ROp::kL1},
-                                                 {"ReduceL2", ROp::kL2},
-                                                 {"ReduceLogSum", ROp::kLogSum},
-                                                 {"ReduceLogSumExp", ROp::kLogSumExp},
-                                                 {"ReduceSumSquare", ROp::kSumSquare}};
-    op_ = m.at(init.opType);
+    const ops::ReduceOp* row = ops::findReduceOp(init.opType);
+    if (!row) {
+      fail("no reduction " + init.opType);
+      return;
+    }
+    op_ = row->fn;
     keep_ = init.attrs.getInt("keepdims", 1) != 0;
     noop_ = init.attrs.getInt("noop_with_empty_axes", 0) != 0;
     axes_ = init.attrs.getInts("axes");
-    axesInput_ = (op_ == ROp::kSum && opset_ >= 13) || opset_ >= 18;
+    axesInput_ = row->axesAsInput(opset_);
   }
 
   Status compute(KernelContext& ctx) override {
@@ -322,10 +318,7 @@ Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool k
 
 void addReduceKernels(KernelRegistry& r) {
   const char* h = "host";
-  for (const char* op :
-       {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
-    r.add(h, op, 1, kMaxOpset, &makeKernel<Reduce>);
+  for (const auto& op : ops::reduceOps()) r.add(h, op.name, 1, kMaxOpset, &makeKernel<Reduce>);
   r.add(h, "ArgMax", 1, kMaxOpset, &makeKernel<ArgReduce>);
   r.add(h, "ArgMin", 1, kMaxOpset, &makeKernel<ArgReduce>);
   r.add(h, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxKernel>);

@@ -16,6 +16,7 @@
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 #include "ops/binary_table.h"
+#include "ops/reduce_table.h"
 
 namespace dw::engine {
 
@@ -583,35 +584,44 @@ class PReluOp : public DnnlOrHost {
 class ReduceOp : public DnnlOrHost {
  public:
   explicit ReduceOp(const KernelInit& init) : DnnlOrHost(init) {
-    const std::string& op = init.opType;
-    using A = dnnl::algorithm;
-    if (op == "ReduceSum") {
-      alg_ = A::reduction_sum;
-    } else if (op == "ReduceMean") {
-      alg_ = A::reduction_mean;
-    } else if (op == "ReduceMax") {
-      alg_ = A::reduction_max;
-    } else if (op == "ReduceMin") {
-      alg_ = A::reduction_min;
-    } else if (op == "ReduceProd") {
-      alg_ = A::reduction_mul;
-    } else if (op == "ReduceL1") {
-      alg_ = A::reduction_norm_lp_sum;
-      p_ = 1;
-    } else if (op == "ReduceL2") {
-      alg_ = A::reduction_norm_lp_sum;
-      p_ = 2;
-    } else if (op == "ReduceSumSquare") {
-      alg_ = A::reduction_norm_lp_power_p_sum;
-      p_ = 2;
-    } else {
-      fail("no oneDNN reduction for " + op);
+    const ops::ReduceOp* row = ops::findReduceOp(init.opType);
+    if (!row || row->onednn == ops::ReduceAlg::kNone) {
+      fail("no oneDNN reduction for " + init.opType);
+      return;
     }
+    using A = dnnl::algorithm;
+    using R = ops::ReduceAlg;
+    switch (row->onednn) {
+      case R::kSum:
+        alg_ = A::reduction_sum;
+        break;
+      case R::kMean:
+        alg_ = A::reduction_mean;
+        break;
+      case R::kMax:
+        alg_ = A::reduction_max;
+        break;
+      case R::kMin:
+        alg_ = A::reduction_min;
+        break;
+      case R::kMul:
+        alg_ = A::reduction_mul;
+        break;
+      case R::kNormLpSum:
+        alg_ = A::reduction_norm_lp_sum;
+        break;
+      case R::kNormLpPowerPSum:
+        alg_ = A::reduction_norm_lp_power_p_sum;
+        break;
+      case R::kNone:
+        break;
+    }
+    p_ = row->p;
     keep_ = init.attrs.getInt("keepdims", 1) != 0;
     noop_ = init.attrs.getInt("noop_with_empty_axes", 0) != 0;
     axes_ = init.attrs.getInts("axes");
-    axesInput_ = (op == "ReduceSum" && init.opset >= 13) || init.opset >= 18;
-    maxMin_ = op == "ReduceMax" || op == "ReduceMin";
+    axesInput_ = row->axesAsInput(init.opset);
+    maxMin_ = row->fn == ops::ReduceFn::kMax || row->fn == ops::ReduceFn::kMin;
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -725,9 +735,8 @@ void addOneDnnEltwiseKernels(KernelRegistry& r) {
   r.add(c, "UnaryGrad", 1, kMaxOpset, &makeKernel<EltwiseGrad>, true, grad);
   r.add(c, "Concat", 1, kMaxOpset, &makeKernel<ConcatOp>, false);
   r.add(c, "PRelu", 1, kMaxOpset, &makeKernel<PReluOp>);
-  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                         "ReduceL1", "ReduceL2", "ReduceSumSquare"})
-    r.add(c, op, 1, kMaxOpset, &makeKernel<ReduceOp>);
+  for (const auto& op : ops::reduceOps())
+    if (op.onednn != ops::ReduceAlg::kNone) r.add(c, op.name, 1, kMaxOpset, &makeKernel<ReduceOp>);
   r.add(c, "Resize", 11, kMaxOpset, &makeKernel<ResampleOp>);
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/training/autodiff.h"
 #include "engine/training/grad_builder.h"
+#include "ops/reduce_table.h"
 #include "ops/unary_table.h"
 
 namespace dw::engine::training {
@@ -519,10 +520,8 @@ const std::vector<GradBuilder>& gradBuilders() {
     // Opset 6 dropped the consumed_inputs attribute of the oldest versions.
     for (const auto& op : ops::unaryOps())
       if (op.isOp() && op.gradient) t.push_back({op.name, std::max(6, op.since), kMax, gradUnary});
-    for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1",
-                           "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd"})
-      t.push_back({op, 1, kMax, gradReduce});
-    t.push_back({"ReduceLogSum", 1, kMax, gradReduce});
+    for (const auto& op : ops::reduceOps())
+      if (op.gradient) t.push_back({op.name, 1, kMax, gradReduce});
     t.push_back({"MaxUnpool", 9, kMax, gradMaxUnpool});
     t.push_back({"LpPool", 2, kMax, gradLpPool});
     t.push_back({"GlobalLpPool", 2, kMax, gradLpPool});

@@ -3,6 +3,7 @@
 // table; attribute choices pick their function or say what is allowed. Their numerics are the
 // ONNX backend cases' (conformance) and, for Mod's two remainders, checked here.
 #include <gtest/gtest.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstdlib>
@@ -11,8 +12,10 @@
 #include "engine/cuda/cuda.h"
 #include "engine/kernel.h"
 #include "engine/session.h"
+#include "engine/training/grad_builder.h"
 #include "nodes/catalogue.h"
 #include "ops/binary_table.h"
+#include "ops/reduce_table.h"
 
 namespace {
 
@@ -91,6 +94,28 @@ TEST(BinaryTable, ModChoosesItsRemainderByAttribute) {
   auto zero = mod(ai, Tensor::fromVector(std::vector<int32_t>{3, 0, 1, 1}, {4}), nullptr);
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.message().find("integer modulo by zero"), std::string::npos) << zero.message();
+}
+
+// The Reduce* ops (ops/reduce_table.h) likewise, and the opset from which each takes its axes
+// as an input, checked against libonnx's schemas where they reach it.
+TEST(ReduceTable, EveryRowHasItsKernelsAndItsAxesOpset) {
+  const auto& reg = KernelRegistry::global();
+  for (const auto& row : dw::ops::reduceOps()) {
+    SCOPED_TRACE(row.name);
+    EXPECT_NE(reg.find("", row.name, 13, "host"), nullptr);
+    if (row.onednn != dw::ops::ReduceAlg::kNone) {
+      EXPECT_NE(reg.find("", row.name, 13, "cpu"), nullptr);
+    }
+    if (row.cuda && cuda::built()) {
+      EXPECT_NE(reg.find("", row.name, 13, "cuda"), nullptr);
+    }
+    EXPECT_EQ(training::findGradBuilder("", row.name, 13) != nullptr, row.gradient);
+    for (int opset = 11; opset <= dw::kDefaultOnnxOpset; ++opset) {
+      const auto* schema = onnx::OpSchemaRegistry::Schema(row.name, opset);
+      ASSERT_NE(schema, nullptr) << opset;
+      EXPECT_EQ(schema->inputs().size() > 1, row.axesAsInput(opset)) << "opset " << opset;
+    }
+  }
 }
 
 }  // namespace
