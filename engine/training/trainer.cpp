@@ -12,10 +12,12 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
 #include "engine/cuda/cuda.h"
+#include "engine/io.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
 #include "graphs/file_io.h"
@@ -1211,10 +1213,24 @@ Status Trainer::Impl::save(const std::string& dir) const {
   j["rng"] = {{"seed", opt.seed}};  // shuffles derive from (seed, epoch); nothing else draws
   j["optimizer"] = configJson(opt.optimizer);
   j["base_lr"] = baseLr;
+  // Each save writes its tensors under new names (a generation one above the checkpoint.json
+  // on disk), so that a save killed half way leaves the previous checkpoint whole: its json
+  // names only files this save does not touch.
+  int64_t generation = 0;
+  {
+    std::ifstream old(fs::path(dir) / "checkpoint.json");
+    const json prev = old ? json::parse(old, nullptr, false) : json();
+    if (prev.is_object() && prev.contains("generation") && prev["generation"].is_number_integer())
+      generation = prev["generation"].get<int64_t>() + 1;
+  }
+  j["generation"] = generation;
   int fileNo = 0;
+  std::set<std::string> written;
   auto put = [&](const Tensor& t) -> Result<std::string> {
-    const std::string file = "t" + std::to_string(fileNo++) + ".npy";
-    DW_RETURN_IF_ERROR(writeNpy((fs::path(dir) / file).string(), t));
+    const std::string file =
+        "g" + std::to_string(generation) + "_t" + std::to_string(fileNo++) + ".npy";
+    DW_RETURN_IF_ERROR(writeFileAtomic((fs::path(dir) / file).string(), serializeNpy(t)));
+    written.insert(file);
     return file;
   };
   for (const auto& [name, t] : weights) {
@@ -1249,7 +1265,15 @@ Status Trainer::Impl::save(const std::string& dir) const {
   }
   // Written last and atomically (fsync, then rename): a checkpoint.json names only tensors that
   // are already on disk.
-  return writeFileAtomic((fs::path(dir) / "checkpoint.json").string(), j.dump(1));
+  DW_RETURN_IF_ERROR(writeFileAtomic((fs::path(dir) / "checkpoint.json").string(), j.dump(1)));
+  // Then the tensors of earlier saves go: no checkpoint.json names them any more. Only names this
+  // code writes (tN.npy before generations, gG_tN.npy since), nothing else in the directory.
+  static const std::regex kTensorFile("(g[0-9]+_)?t[0-9]+\\.npy");
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!written.count(name) && std::regex_match(name, kTensorFile)) fs::remove(e.path(), ec);
+  }
+  return Status();
 }
 
 Status Trainer::Impl::load(const std::string& dir) {
