@@ -27,13 +27,13 @@ constexpr auto f32 = memory::data_type::f32;
 using rnn::Act;
 using rnn::Cell;
 
-// Up to this batch the plain loops run every configuration, their steps on one thread: a step
-// is then a small product and a few vectors of activations, and oneDNN's cells spent more in
-// per-step dispatch and waking threads (an LSTM of 128 units over 50 steps, 2 threads: at batch
-// 1, 0.7 ms a layer against 0.25; at batch 8, 1.1 to 10 ms against 1.1).
+// Up to this batch the plain loops run every configuration, their steps on one thread with the
+// recurrent product in smallGemm against R transposed once: a step is then a small product and
+// a few vectors of activations, and oneDNN's cells spent more in per-step dispatch and waking
+// threads (an LSTM of 128 units over 50 steps, 2 threads: at batch 1, 0.7 ms a layer against
+// 0.25; at batch 8, 1.1 to 10 ms against 0.4). Larger batches of the configurations oneDNN's
+// cells cannot run take the plain loops with sgemm.
 constexpr int64_t kSmallBatch = 16;
-// Up to this batch the recurrent product is smallGemm's pass over R transposed; above, sgemm.
-constexpr int64_t kGemvBatch = 2;
 
 // Runs the enclosed code on one OpenMP thread (sgemm asks omp_get_max_threads per call).
 struct OneThread {
@@ -100,7 +100,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       return base + (layout_ ? (b * D + d) * H : (d * B + b) * H);
     };
     std::vector<float> xw(T * B * GH), hr(B * GH), hPrev(B * H), cPrev(B * H), tmp(B * H), gate(GH);
-    if (B <= kGemvBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {
+    if (B <= kSmallBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {
       rt_.assign(D * GH * H, 0.0f);
       rtFrom_ = nullptr;
     }
@@ -137,7 +137,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(v[i], -clip_, clip_);
       };
       // Small batches: the transposed R, for smallGemm; kept while R is the same constant.
-      const bool small = B <= kGemvBatch;
+      const bool small = B <= kSmallBatch;
       float* rt = small ? rt_.data() + d * GH * H : nullptr;
       if (small && rtFrom_ != ctx.input(2).raw())
         for (int64_t j = 0; j < GH; ++j)
@@ -229,7 +229,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       }
     }
     // Only a constant R (an initializer) can be trusted to be the same next run.
-    rtFrom_ = B <= kGemvBatch && constR_ ? ctx.input(2).raw() : nullptr;
+    rtFrom_ = B <= kSmallBatch && constR_ ? ctx.input(2).raw() : nullptr;
     return Status();
   }
 

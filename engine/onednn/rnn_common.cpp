@@ -1,7 +1,9 @@
 // Shared by the recurrent forward and backward kernels (rnn_common.h).
 #include "engine/onednn/rnn_common.h"
 
+#include <immintrin.h>
 #include <algorithm>
+
 #include <cmath>
 
 namespace dw::engine::rnn {
@@ -283,14 +285,58 @@ __attribute__((always_inline)) inline void smallGemmRows(int64_t N, int64_t K, c
     }
 }
 
-}  // namespace
+// AVX-512: up to 8 batch rows and 32 columns of sums in 16 registers; each k loads two vectors
+// of R's transposed row and broadcasts one value per row.
+template <int BR>
+__attribute__((target("avx512f"))) void smallGemmAvx512(int64_t N, int64_t K, const float* h,
+                                                        int64_t ldh, const float* rt, int64_t ldr,
+                                                        float* out, int64_t ldo) {
+  int64_t j0 = 0;
+  for (; j0 + 32 <= N; j0 += 32) {
+    __m512 acc[BR][2];
+    for (int b = 0; b < BR; ++b) acc[b][0] = acc[b][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512 r0 = _mm512_loadu_ps(rt + k * ldr + j0);
+      const __m512 r1 = _mm512_loadu_ps(rt + k * ldr + j0 + 16);
+      for (int b = 0; b < BR; ++b) {
+        const __m512 v = _mm512_set1_ps(h[b * ldh + k]);
+        acc[b][0] = _mm512_fmadd_ps(v, r0, acc[b][0]);
+        acc[b][1] = _mm512_fmadd_ps(v, r1, acc[b][1]);
+      }
+    }
+    for (int b = 0; b < BR; ++b) {
+      _mm512_storeu_ps(out + b * ldo + j0, acc[b][0]);
+      _mm512_storeu_ps(out + b * ldo + j0 + 16, acc[b][1]);
+    }
+  }
+  for (int b = 0; b < BR; ++b)
+    for (int64_t j = j0; j < N; ++j) {
+      float v = 0;
+      for (int64_t k = 0; k < K; ++k) v += h[b * ldh + k] * rt[k * ldr + j];
+      out[b * ldo + j] = v;
+    }
+}
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void smallGemm(
+__attribute__((target_clones("avx512f", "avx2", "default"))) void smallGemmPortable(
     int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, const float* rt, int64_t ldr,
     float* out, int64_t ldo) {
   int64_t b = 0;
   for (; b + 4 <= B; b += 4) smallGemmRows<4>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
   for (; b < B; ++b) smallGemmRows<1>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+}
+
+}  // namespace
+
+void smallGemm(int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, const float* rt,
+               int64_t ldr, float* out, int64_t ldo) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (!avx512) return smallGemmPortable(B, N, K, h, ldh, rt, ldr, out, ldo);
+  int64_t b = 0;
+  for (; b + 8 <= B; b += 8)
+    smallGemmAvx512<8>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  for (; b + 4 <= B; b += 4)
+    smallGemmAvx512<4>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  for (; b < B; ++b) smallGemmAvx512<1>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

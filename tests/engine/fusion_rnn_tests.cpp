@@ -357,37 +357,43 @@ TEST(Rnn, OneDnnAndPlainPathsAgree) {
 // two with the transposed recurrent weights kept between runs; batch entry 0 of a batch of 17,
 // which oneDNN's cells compute, must come out the same, run after run.
 TEST(Rnn, SmallBatchPathMatchesOneDnn) {
-  const int64_t T = 6, B = 17, I = 5, H = 7;
-  // Entry 0 of a [T|D, B, F] tensor as [T|D, 1, F].
-  auto first = [](const Tensor& t) {
-    Tensor r(DType::kFloat, {t.dim(0), 1, t.dim(2)});
+  const int64_t T = 6, B = 17, I = 5, H = 40;  // 4H = 160: full and partial 32-column blocks
+  // Entries [0, n) of a [T|D, B, F] tensor as [T|D, n, F].
+  auto firstN = [](const Tensor& t, int64_t n) {
+    Tensor r(DType::kFloat, {t.dim(0), n, t.dim(2)});
     for (int64_t a = 0; a < t.dim(0); ++a)
-      for (int64_t f = 0; f < t.dim(2); ++f)
-        r.data<float>()[a * t.dim(2) + f] = t.data<float>()[(a * t.dim(1)) * t.dim(2) + f];
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t f = 0; f < t.dim(2); ++f)
+          r.data<float>()[(a * n + b) * t.dim(2) + f] =
+              t.data<float>()[(a * t.dim(1) + b) * t.dim(2) + f];
     return r;
   };
   for (std::string op : {"RNN", "GRU", "LSTM"})
-    for (std::string dir : {"forward", "bidirectional"}) {
-      const int64_t D = dir == "bidirectional" ? 2 : 1;
-      std::map<std::string, Tensor> in{{"x", randomTensor({T, B, I}, 31)},
-                                       {"h0", randomTensor({D, B, H}, 32)}};
-      if (op == "LSTM") in["c0"] = randomTensor({D, B, H}, 33);
-      std::map<std::string, Tensor> one;
-      for (const auto& [k, v] : in) one[k] = first(v);
-      const Tensor big = runOnce(rnnModel(op, dir, false, false, T, B, I, H), in, true, "yh");
-      SessionOptions o;
-      auto s = InferenceSession::create(rnnModel(op, dir, false, false, T, 1, I, H), o);
-      ASSERT_TRUE(s.ok()) << s.message();
-      for (int run = 0; run < 2; ++run) {
-        auto r = (*s)->run(one);
-        ASSERT_TRUE(r.ok()) << r.message();
-        const Tensor& yh = r->at("yh");
-        for (int64_t d = 0; d < D; ++d)
-          for (int64_t h = 0; h < H; ++h)
-            EXPECT_NEAR(yh.data<float>()[d * H + h], big.data<float>()[(d * B) * H + h], 1e-5)
-                << op << " " << dir << " run " << run << " direction " << d << " unit " << h;
+    for (std::string dir : {"forward", "bidirectional"})
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{13}}) {
+        const int64_t D = dir == "bidirectional" ? 2 : 1;
+        std::map<std::string, Tensor> in{{"x", randomTensor({T, B, I}, 31)},
+                                         {"h0", randomTensor({D, B, H}, 32)}};
+        if (op == "LSTM") in["c0"] = randomTensor({D, B, H}, 33);
+        std::map<std::string, Tensor> few;
+        for (const auto& [k, v] : in) few[k] = firstN(v, n);
+        const Tensor big = runOnce(rnnModel(op, dir, false, false, T, B, I, H), in, true, "yh");
+        SessionOptions o;
+        auto s = InferenceSession::create(rnnModel(op, dir, false, false, T, n, I, H), o);
+        ASSERT_TRUE(s.ok()) << s.message();
+        for (int run = 0; run < 2; ++run) {
+          auto r = (*s)->run(few);
+          ASSERT_TRUE(r.ok()) << r.message();
+          const Tensor& yh = r->at("yh");
+          for (int64_t d = 0; d < D; ++d)
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t h = 0; h < H; ++h)
+                EXPECT_NEAR(yh.data<float>()[(d * n + b) * H + h],
+                            big.data<float>()[(d * B + b) * H + h], 1e-5)
+                    << op << " " << dir << " batch " << n << " run " << run << " direction " << d
+                    << " entry " << b << " unit " << h;
+        }
       }
-    }
 }
 
 // A tensor whose size is only known at run time (ConstantOfShape of a huge shape) is refused
