@@ -32,6 +32,22 @@ bool isOp(const onnx::NodeProto& n, const char* domain, const char* op) {
   return d == domain && n.op_type() == op;
 }
 
+std::vector<std::string> shapeOf(const ValueTypes& types, const std::string& v) {
+  std::vector<std::string> d;
+  auto it = types.find(v);
+  if (it == types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())
+    return d;
+  for (const auto& x : it->second.tensor_type().shape().dim()) {
+    if (x.has_dim_value())
+      d.push_back(std::to_string(x.dim_value()));
+    else if (x.has_dim_param() && !x.dim_param().empty())
+      d.push_back("?" + x.dim_param());
+    else
+      return {};
+  }
+  return d;
+}
+
 std::vector<int64_t> staticDims(const ValueTypes& types, const std::string& v) {
   std::vector<int64_t> d;
   auto it = types.find(v);

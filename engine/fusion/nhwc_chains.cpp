@@ -14,8 +14,8 @@ namespace dw::engine::fusion {
 // convolutions themselves on mobilenet_v2 at batch 1 (6.9 of 12 ms). Elementwise ops between
 // the convolutions (Relu, Clip, Add of two such tensors of the same shape) do not care about the
 // layout, so a group of values joined through them shares one: it goes NHWC when every value
-// is a float32 4-D tensor of known shape, made by a convolution or such an elementwise op, and
-// read only by them or as a convolution's input X, and none is a graph input or output. The
+// is a float32 4-D tensor (a dynamic batch is fine), made by a convolution or such an elementwise
+// op, and read only by them or as a convolution's input X, and none is a graph input or output. The
 // convolutions writing or reading it get "__dw_nhwc_outputs" / "__dw_nhwc_inputs"; the shapes
 // stay NCHW, only the memory order differs.
 void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
@@ -28,7 +28,7 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   auto float4d = [&](const std::string& v) {
     auto it = types.find(v);
     return it != types.end() && it->second.tensor_type().elem_type() == onnx::TensorProto::FLOAT &&
-           staticDims(types, v).size() == 4;
+           shapeOf(types, v).size() == 4;
   };
   // Convolutions whose kernel can read and write NHWC: 2-D, not transposed, no fused pooling,
   // not the one-input-channel direct loops, nothing training handed over.
@@ -49,17 +49,19 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (op == "Clip") return {0};
     if (const auto* row = ops::findUnaryOp(op); row && row->tableKernels()) return {0};
     if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.input_size() == 2) {
-      const auto a = staticDims(types, n.input(0)), b = staticDims(types, n.input(1));
-      const auto y = staticDims(types, n.output(0));
+      // Shapes compared as text, so that a dynamic batch ("?N") matches itself.
+      const auto a = shapeOf(types, n.input(0)), b = shapeOf(types, n.input(1));
+      const auto y = shapeOf(types, n.output(0));
       if (a.empty() || y.empty()) return {};
       if (a == b && a == y) return {0, 1};
       // One 4-D operand and one that broadcasts per channel ([N|1, C|1, 1, 1], the same bytes in
       // either layout): squeeze-and-excitation's scaling. Its kernel is told which.
-      auto perChannel = [&](const std::vector<int64_t>& s) {
+      auto perChannel = [&](const std::vector<std::string>& s) {
         if (s.empty() || s.size() > 4 || y.size() != 4) return false;
-        std::vector<int64_t> r(4 - s.size(), 1);
+        std::vector<std::string> r(4 - s.size(), "1");
         r.insert(r.end(), s.begin(), s.end());
-        return r[2] == 1 && r[3] == 1 && (r[0] == 1 || r[0] == y[0]) && (r[1] == 1 || r[1] == y[1]);
+        return r[2] == "1" && r[3] == "1" && (r[0] == "1" || r[0] == y[0]) &&
+               (r[1] == "1" || r[1] == y[1]);
       };
       const bool commutes = op == "Add" || op == "Mul";
       if (a == y && perChannel(b)) return {0};

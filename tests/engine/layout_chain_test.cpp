@@ -95,6 +95,19 @@ TEST(LayoutChains, NhwcHandOversMatchPlainBitForBit) {
   EXPECT_EQ(plain.profile.find("NHWC"), std::string::npos) << plain.profile;
 }
 
+// The same with a dynamic batch, as exporters usually declare it: shapes are compared with their
+// symbolic dims, so the chain still forms.
+TEST(LayoutChains, DynamicBatchStillHandsOverNhwc) {
+  auto m = block(false);
+  for (auto* v : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)})
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  const Tensor x = randomTensor({2, 8, 10, 10}, 9, -4.0f, 4.0f);
+  const Outcome nhwc = run(m, x, true, true), plain = run(m, x, true, false);
+  ASSERT_TRUE(nhwc.y.defined() && plain.y.defined());
+  EXPECT_EQ(maxDiff(nhwc.y, plain.y), 0.0f);
+  EXPECT_NE(nhwc.profile.find("input 0, output 0 in NHWC"), std::string::npos) << nhwc.profile;
+}
+
 TEST(LayoutChains, AGraphOutputStaysPlain) {
   const Tensor x = randomTensor({2, 8, 10, 10}, 8, -4.0f, 4.0f);
   const auto m = block(true);
