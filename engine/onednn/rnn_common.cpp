@@ -327,6 +327,25 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void smallGemmPorta
 
 }  // namespace
 
+// AVX-512, one row: 128 columns at a time in eight independent sums, enough to keep both FMA
+// units busy (two sums would wait on each other's latency).
+static __attribute__((target("avx512f"))) void smallGemvAvx512(int64_t N, int64_t K, const float* h,
+                                                               const float* rt, int64_t ldr,
+                                                               float* out) {
+  int64_t j0 = 0;
+  for (; j0 + 128 <= N; j0 += 128) {
+    __m512 acc[8];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512 v = _mm512_set1_ps(h[k]);
+      const float* r = rt + k * ldr + j0;
+      for (int c = 0; c < 8; ++c) acc[c] = _mm512_fmadd_ps(v, _mm512_loadu_ps(r + 16 * c), acc[c]);
+    }
+    for (int c = 0; c < 8; ++c) _mm512_storeu_ps(out + j0 + 16 * c, acc[c]);
+  }
+  if (j0 < N) smallGemmAvx512<1>(N - j0, K, h, 1, rt + j0, ldr, out + j0, 1);
+}
+
 void smallGemm(int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, const float* rt,
                int64_t ldr, float* out, int64_t ldo) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
@@ -336,7 +355,7 @@ void smallGemm(int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, con
     smallGemmAvx512<8>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
   for (; b + 4 <= B; b += 4)
     smallGemmAvx512<4>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
-  for (; b < B; ++b) smallGemmAvx512<1>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  for (; b < B; ++b) smallGemvAvx512(N, K, h + b * ldh, rt, ldr, out + b * ldo);
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
