@@ -118,17 +118,9 @@ DW_HOST_DEVICE inline auto binaryForward(T a, T b) {
   }
 }
 
-// Calls f(std::integral_constant<BinaryFn, op>{}) with the runtime `op` as a compile-time
-// constant (see visitUnary).
-template <int I = 0, class Visitor>
+template <class Visitor>
 DW_HOST_DEVICE inline decltype(auto) visitBinary(BinaryFn op, Visitor&& f) {
-  constexpr auto kF = static_cast<BinaryFn>(I);
-  if constexpr (I + 1 < static_cast<int>(BinaryFn::kCount)) {
-    if (op == kF) return f(std::integral_constant<BinaryFn, kF>{});
-    return visitBinary<I + 1>(op, static_cast<Visitor&&>(f));
-  } else {
-    return f(std::integral_constant<BinaryFn, kF>{});
-  }
+  return visitFunctions(op, static_cast<Visitor&&>(f));  // ops/unary.h
 }
 
 }  // namespace dw::ops

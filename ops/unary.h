@@ -356,17 +356,22 @@ DW_HOST_DEVICE inline T unaryDerivative(T x, T y, const UnaryParams& p) {
   }
 }
 
-// Calls f(std::integral_constant<UnaryFn, op>{}) with the runtime `op` as a compile-time
-// constant, so that the caller's loop is instantiated once per function.
-template <int I = 0, class Visitor>
-DW_HOST_DEVICE inline decltype(auto) visitUnary(UnaryFn op, Visitor&& f) {
-  constexpr auto kF = static_cast<UnaryFn>(I);
-  if constexpr (I + 1 < static_cast<int>(UnaryFn::kCount)) {
-    if (op == kF) return f(std::integral_constant<UnaryFn, kF>{});
-    return visitUnary<I + 1>(op, static_cast<Visitor&&>(f));
+// Calls f(std::integral_constant<Enum, op>{}) with the runtime `op` as a compile-time constant,
+// so that the caller's loop is instantiated once per function (Enum counts its values in kCount).
+template <class Enum, int I = 0, class Visitor>
+DW_HOST_DEVICE inline decltype(auto) visitFunctions(Enum op, Visitor&& f) {
+  constexpr auto kF = static_cast<Enum>(I);
+  if constexpr (I + 1 < static_cast<int>(Enum::kCount)) {
+    if (op == kF) return f(std::integral_constant<Enum, kF>{});
+    return visitFunctions<Enum, I + 1>(op, static_cast<Visitor&&>(f));
   } else {
-    return f(std::integral_constant<UnaryFn, kF>{});
+    return f(std::integral_constant<Enum, kF>{});
   }
+}
+
+template <class Visitor>
+DW_HOST_DEVICE inline decltype(auto) visitUnary(UnaryFn op, Visitor&& f) {
+  return visitFunctions(op, static_cast<Visitor&&>(f));
 }
 
 }  // namespace dw::ops
