@@ -81,7 +81,8 @@ namespace detail {
 // below 1e-8), times 2^n built in the exponent bits. Within 2 ulp of expf; x is clamped to
 // where 2^n stays a normal float, so very negative x give about 1e-38 instead of 0.
 inline float expArith(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // Written so that NaN lands on -87 (no float-to-int conversion of a NaN); callers pass NaN on.
+  x = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;
   // Adding and removing 1.5 * 2^23 rounds to the nearest integer.
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-6f;  // ln2 in two parts
@@ -119,7 +120,7 @@ DW_HOST_DEVICE inline T sigmoid(T v) {
   if constexpr (std::is_same_v<T, float> && kArithExp) {
     // One exponential of -|v|, which cannot overflow: e / (1 + e) below 0.
     const float e = expArith(v < 0 ? v : -v), s = 1.0f / (1.0f + e);
-    return v >= 0 ? s : e * s;
+    return v != v ? v : (v >= 0 ? s : e * s);
   } else {
     return v >= T(0) ? T(1) / (T(1) + exp(-v)) : exp(v) / (T(1) + exp(v));
   }
@@ -135,7 +136,7 @@ DW_HOST_DEVICE inline T tanhOf(T v) {
     const float small =
         a * (1 + z * (-1.0f / 3 + z * (2.0f / 15 + z * (-17.0f / 315 + z * (62.0f / 2835)))));
     const float t = a < 0.3f ? small : big;
-    return v < 0 ? -t : t;
+    return v != v ? v : (v < 0 ? -t : t);
   } else {
     return tanh(v);
   }

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -320,6 +321,11 @@ TEST(UnaryTable, ArithmeticExponentialMatchesLibm) {
     ASSERT_NEAR(gs, s, 4e-7 * s + 1e-37) << "sigmoid at " << x;
     ASSERT_NEAR(gt, t, 4e-7 * std::abs(t) + 1e-9) << "tanh at " << x;
   }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(dw::ops::unaryForward<dw::ops::UnaryFn::kSigmoid>(nan, p)));
+  EXPECT_TRUE(std::isnan(dw::ops::unaryForward<dw::ops::UnaryFn::kTanh>(nan, p)));
+  EXPECT_EQ(dw::ops::unaryForward<dw::ops::UnaryFn::kTanh>(-INFINITY, p), -1.0f);
+  EXPECT_EQ(dw::ops::unaryForward<dw::ops::UnaryFn::kSigmoid>(INFINITY, p), 1.0f);
   for (float x : {1e-8f, -3e-5f, 0.29f, 0.31f, -0.3f}) {
     const float gt = dw::ops::unaryForward<dw::ops::UnaryFn::kTanh>(x, p);
     EXPECT_NEAR(gt, std::tanh(double(x)), 4e-7 * std::abs(std::tanh(double(x)))) << x;
