@@ -115,6 +115,11 @@ MainWindow::~MainWindow() {
   // Items die with the scene below; their selection changes must not reach half-destroyed docks.
   scene_->blockSignals(true);
   training_->stopAndWait();
+  // The model and its undo stack are children, deleted after this destructor has run: what they
+  // emit then must not reach this window's slots (UBSan: member access within a MainWindow that
+  // is no longer one).
+  QObject::disconnect(model_->undoStack(), nullptr, this, nullptr);
+  QObject::disconnect(model_, nullptr, this, nullptr);
 }
 
 QAction* MainWindow::action(const QString& name) const {
