@@ -5,9 +5,10 @@
 // is in ops/unary.h.
 //
 // How to add an activation: give it a UnaryFn with its formula and derivative in ops/unary.h, a
-// row in kUnaryOps (unary_table.cpp), and reference values in tests/engine/unary_golden.json
-// (tests/engine/make_unary_golden.py). tests/engine/unary_table_test.cpp then checks its forward
-// on every backend, its gradient by finite differences, and its catalogue and kernel entries.
+// row in kUnaryOps (unary_table.cpp), and torch references in tests/golden/make_unary_golden.py
+// (run it to refresh tests/golden/unary_golden.json). tests/engine/unary_table_test.cpp then
+// checks its forward on every backend, its gradient against autograd and by finite differences,
+// and its kernel and builder entries (DEVELOPERS.md, "How to add an activation").
 #pragma once
 
 #include <array>
