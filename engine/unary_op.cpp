@@ -32,14 +32,10 @@ ops::EltwiseCall withParams(ops::EltwiseCall c, const ops::UnaryParams& p) {
 }  // namespace
 
 Result<UnaryInstance> resolveUnary(const ops::UnaryOp& row, const Attributes& attrs) {
-  UnaryInstance u;
-  u.op = &row;
-  u.fn = row.fn;
-  ops::EltwiseCall call = row.onednn;
-  for (const auto& a : row.attrs) {
-    if (!a.name) continue;
-    u.params.*a.slot = attrs.has(a.name) ? attrs.getFloat(a.name) : defaultOf(row, a);
-  }
+  ops::UnaryParams params;
+  for (const auto& a : row.attrs)
+    if (a.name) params.*a.slot = attrs.has(a.name) ? attrs.getFloat(a.name) : defaultOf(row, a);
+  UnaryInstance u = unaryWithParams(row, params);
   if (row.choiceAttr) {
     const std::string v = attrs.getString(row.choiceAttr, row.choices[0].value);
     const ops::UnaryChoice* found = nullptr;
@@ -53,23 +49,19 @@ Result<UnaryInstance> resolveUnary(const ops::UnaryOp& row, const Attributes& at
       return Status::error(std::string("attribute ") + row.choiceAttr + " is \"" + v +
                            "\"; it must be one of " + allowed);
     u.fn = found->fn;
-    call = found->onednn;
+    u.onednn = withParams(found->onednn, params);
   }
-  u.onednn = withParams(call, u.params);
   return u;
 }
 
 UnaryInstance resolveUnary(const ops::UnaryOp& row, float alpha, float beta) {
-  UnaryInstance u;
-  u.op = &row;
-  u.fn = row.fn;
+  ops::UnaryParams params;
   const float given[2] = {alpha, beta};
   for (size_t i = 0; i < row.attrs.size(); ++i) {
     const auto& a = row.attrs[i];
-    if (a.name) u.params.*a.slot = std::isnan(given[i]) ? defaultOf(row, a) : given[i];
+    if (a.name) params.*a.slot = std::isnan(given[i]) ? defaultOf(row, a) : given[i];
   }
-  u.onednn = withParams(row.onednn, u.params);
-  return u;
+  return unaryWithParams(row, params);
 }
 
 UnaryInstance unaryWithParams(const ops::UnaryOp& row, const ops::UnaryParams& params) {

@@ -39,11 +39,10 @@ __device__ inline int64_t offsetOf(int64_t i, const Strided& s) {
 }
 
 // The functions the cuda table runs (ops/binary_table.h marks them): arithmetic, comparisons.
-template <ops::BinaryFn F, class T>
-constexpr bool kOnDevice =
-    ops::kindOf(F) == ops::BinaryKind::kCompare ||
-    (ops::kindOf(F) == ops::BinaryKind::kArithmetic && F != ops::BinaryFn::kMod &&
-     F != ops::BinaryFn::kFmod);
+template <ops::BinaryFn F>
+constexpr bool kOnDevice = ops::kindOf(F) == ops::BinaryKind::kCompare ||
+                           (ops::kindOf(F) == ops::BinaryKind::kArithmetic &&
+                            F != ops::BinaryFn::kMod && F != ops::BinaryFn::kFmod);
 
 template <ops::BinaryFn F, class T>
 __device__ inline void binaryAt(const T* a, int64_t ia, const T* b, int64_t ib, void* out,
@@ -56,8 +55,7 @@ __device__ inline void binaryAt(const T* a, int64_t ia, const T* b, int64_t ib, 
 }
 
 template <ops::BinaryFn F, class T>
-__global__ void binaryKernel(const T* a, Strided as, const T* b, Strided bs, void* out,
-                             int64_t n) {
+__global__ void binaryKernel(const T* a, Strided as, const T* b, Strided bs, void* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     binaryAt<F>(a, offsetOf(i, as), b, offsetOf(i, bs), out, i);
@@ -88,7 +86,7 @@ void binaryTyped(ops::BinaryFn fn, const void* a, const Strided& as, const void*
   const bool flat = contiguous(as) && contiguous(bs);
   ops::visitBinary(fn, [&](auto f) {
     constexpr ops::BinaryFn kF = decltype(f)::value;
-    if constexpr (kOnDevice<kF, T>) {
+    if constexpr (kOnDevice<kF>) {
       if (flat)
         binaryFlatKernel<kF, T><<<blocksFor(n), kThreads, 0, s>>>(pa, pb, out, n);
       else

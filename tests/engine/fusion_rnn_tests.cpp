@@ -21,15 +21,8 @@ using test::attrI;
 using test::attrInts;
 using test::attrS;
 using test::emptyModel;
+using test::maxDiff;
 using test::randomTensor;
-
-float maxDiff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float m = 0;
-  for (int64_t i = 0; i < a.size(); ++i)
-    m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return m;
-}
 
 Tensor runOnce(const onnx::ModelProto& m, const std::map<std::string, Tensor>& in, bool fuse,
                const std::string& out) {

@@ -18,6 +18,7 @@ using test::addValue;
 using test::attrI;
 using test::attrInts;
 using test::emptyModel;
+using test::maxDiff;
 using test::randomTensor;
 
 struct Outcome {
@@ -67,14 +68,6 @@ onnx::ModelProto block(bool exposeFirst) {
   addNode(g, "Conv", {"r3", "w3"}, {"c4"});
   addNode(g, "GlobalAveragePool", {"c4"}, {"y"});
   return m;
-}
-
-float maxDiff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float d = 0;
-  for (int64_t i = 0; i < a.size(); ++i)
-    d = std::max(d, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return d;
 }
 
 TEST(LayoutChains, NhwcHandOversMatchPlainBitForBit) {

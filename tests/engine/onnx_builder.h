@@ -1,8 +1,12 @@
 // Small helpers that build ONNX models by hand for the engine tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +29,16 @@ inline void addValue(onnx::ValueInfoProto* v, const std::string& name, const Sha
   auto* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::FLOAT);
   for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+// The largest |a - b| over two float tensors of the same shape.
+inline float maxDiff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (a.shape() != b.shape()) return std::numeric_limits<float>::infinity();
+  float m = 0;
+  for (int64_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return m;
 }
 
 // Uniform in [lo, hi), fixed by `seed`.
