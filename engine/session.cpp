@@ -983,6 +983,12 @@ Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
     if (localFunctions.count(domain + ":" + node.op_type())) continue;
     auto it = opsets.find(domain);
     if (it == opsets.end()) continue;  // the planner names the missing import
+    // libonnx knows each domain up to some opset (ai.onnx: 17). Under a newer one, the op may
+    // have a version libonnx lacks (ReduceMean-18 takes its axes as an input), so the schema it
+    // returns would misjudge the node: the kernel checks such nodes itself.
+    const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    const auto newest = versions.find(domain);
+    if (newest != versions.end() && it->second > newest->second.second) continue;
     const onnx::OpSchema* schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), it->second, domain);
     if (!schema) continue;  // the planner reports unsupported ops

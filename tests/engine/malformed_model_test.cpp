@@ -136,4 +136,23 @@ TEST(MalformedModel, UndefinedInput) {
       << s.message();
 }
 
+// libonnx 1.12 stops at opset 17. A model importing opset 18 gets opset 18's ReduceMean, whose
+// axes are input 1, and not the opset-13 schema libonnx would hand back for it.
+TEST(MalformedModel, NewerOpsetsAreNotJudgedByOlderSchemas) {
+  onnx::ModelProto m = emptyModel(18);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 3});
+  addInit(g, "axes", Tensor::fromVector(std::vector<int64_t>{1}, {1}));
+  addNode(g, "ReduceMean", {"x", "axes"}, {"y"})->set_name("mean");
+  addValue(g->add_output(), "y", {});
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto y = (*s)->run({{"x", Tensor::fromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3})}});
+  ASSERT_TRUE(y.ok()) << y.message();
+  const Tensor& t = y->at("y");
+  ASSERT_EQ(t.shape(), (Shape{2, 1}));
+  EXPECT_FLOAT_EQ(t.data<float>()[0], 2.f);
+  EXPECT_FLOAT_EQ(t.data<float>()[1], 5.f);
+}
+
 }  // namespace

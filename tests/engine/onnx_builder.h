@@ -62,8 +62,13 @@ inline Tensor normalTensor(const Shape& s, uint32_t seed) {
 inline void addInit(onnx::GraphProto* g, const std::string& name, const Tensor& t) {
   auto* p = g->add_initializer();
   p->set_name(name);
-  p->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : t.shape()) p->add_dims(d);
+  if (t.dtype() == DType::kInt64) {
+    p->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t i = 0; i < t.size(); ++i) p->add_int64_data(t.data<int64_t>()[i]);
+    return;
+  }
+  p->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t i = 0; i < t.size(); ++i) p->add_float_data(t.data<float>()[i]);
 }
 
