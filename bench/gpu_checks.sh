@@ -39,4 +39,6 @@ step bench-cnn-1024 120 $B/bench/train_bench --accelerator cuda --model cnn --ro
 step bench-mlp 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 300
 step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 2 --steps 100
 step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda
+# torchvision's resnet18 and mobilenet_v2 at batch 1 and 64 against PyTorch eager on this GPU.
+step zoo-gpu 240 python3 bench/zoo/gpu_compare.py $B "$OUT/zoo" --rounds 3 --runs 20
 cat "$OUT/summary.txt"

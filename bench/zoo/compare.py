@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Alternates deepwire (build/bench/zoo_run) and ONNX Runtime (bench/zoo/ort_run.js) on each
+"""Alternates deepwire (build/bench/zoo_bench) and ONNX Runtime (bench/zoo/ort_run.js) on each
 zoo model; see bench/zoo/run, which prepares what this needs."""
 import argparse
 import json
@@ -24,7 +24,7 @@ ap.add_argument("--batches", default="1,8")
 args = ap.parse_args()
 
 build = os.path.dirname(os.path.dirname(args.zoo))
-zoo_run = os.path.join(build, "bench", "zoo_run")
+zoo_bench = os.path.join(build, "bench", "zoo_bench")
 ort_js = os.path.join(args.root, "bench", "zoo", "ort_run.js")
 ort_pkg = os.path.abspath(os.path.join(args.zoo, "ort", "node_modules", "onnxruntime-node"))
 # The environment as a user's: OpenMP's default waiting (spin a while, then sleep) is what
@@ -57,7 +57,7 @@ for name in args.models.split(","):
         notes = []
         for r in range(args.rounds):
             first = r == 0
-            dw, err = run([zoo_run, model, x, "--threads", str(args.threads), "--runs",
+            dw, err = run([zoo_bench, model, x, "--threads", str(args.threads), "--runs",
                            str(args.runs), "--warmup", "3"] +
                           (["--out", stem + ".deepwire.npy"] if first else []))
             if dw is None:

@@ -6,6 +6,7 @@ opset 17. Next to each MODEL.onnx go its input (MODEL.input.npy) and torch's out
 (MODEL.torch.npy), so the run can check every runtime's answer.
 
 Usage: /usr/bin/python3 bench/zoo/make_models.py OUT_DIR
+(bench/zoo/gpu_compare.py imports the models from here.)
 """
 import os
 import sys
@@ -13,10 +14,6 @@ import sys
 import numpy as np
 import torch
 import torchvision
-
-OUT = sys.argv[1] if len(sys.argv) > 1 else "zoo_models"
-os.makedirs(OUT, exist_ok=True)
-torch.manual_seed(0)
 
 
 class Encoder(torch.nn.Module):
@@ -50,20 +47,28 @@ def models():
     yield "lstm", Lstm(), lambda b: torch.randn(b, 50, 64)
 
 
-for name, model, make_input in models():
-    model.eval()
-    for batch in (1, 8):
-        path = os.path.join(OUT, f"{name}_b{batch}")
-        if os.path.exists(path + ".onnx"):
-            continue
-        x = make_input(batch)
-        with torch.no_grad():
-            y = model(x)
-        # Traced with gradients on: torch 1.13's fused transformer path, which has no ONNX
-        # export, runs only without them.
-        torch.onnx.export(model, (x,), path + ".onnx", opset_version=17,
-                          input_names=["input"], output_names=["output"],
-                          do_constant_folding=True)
-        np.save(path + ".input.npy", x.numpy().astype(np.float32))
-        np.save(path + ".torch.npy", y.numpy().astype(np.float32))
-        print(f"{path}.onnx", flush=True)
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "zoo_models"
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    for name, model, make_input in models():
+        model.eval()
+        for batch in (1, 8):
+            path = os.path.join(out, f"{name}_b{batch}")
+            if os.path.exists(path + ".onnx"):
+                continue
+            x = make_input(batch)
+            with torch.no_grad():
+                y = model(x)
+            # Traced with gradients on: torch 1.13's fused transformer path, which has no ONNX
+            # export, runs only without them.
+            torch.onnx.export(model, (x,), path + ".onnx", opset_version=17,
+                              input_names=["input"], output_names=["output"],
+                              do_constant_folding=True)
+            np.save(path + ".input.npy", x.numpy().astype(np.float32))
+            np.save(path + ".torch.npy", y.numpy().astype(np.float32))
+            print(f"{path}.onnx", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,5 @@
 // The other side of bench/zoo/run: times one model through ONNX Runtime's CPU execution provider
-// (the onnxruntime-node package that bench/zoo/run installs), as bench/zoo_run.cpp times it
+// (the onnxruntime-node package that bench/zoo/run installs), as bench/zoo_bench.cpp times it
 // through deepwire.
 //
 // Usage: node ort_run.js ORT_PACKAGE_DIR MODEL.onnx INPUT.npy THREADS RUNS WARMUP [OUT.npy]

@@ -40,6 +40,10 @@ class TrainingOps {
                       Tensor* vmax) = 0;
   virtual Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
                      bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) = 0;
+  virtual Status adagrad(const ops::AdagradScalars& k, Tensor& w, const Tensor& g, Tensor& sum) = 0;
+  // gradAvg: centered only; buffer: with momentum only.
+  virtual Status rmsprop(const ops::RmsPropScalars& k, Tensor& w, const Tensor& g, Tensor& sq,
+                         Tensor* gradAvg, Tensor* buffer) = 0;
 };
 // For a backend whose memory() is kCuda; nullptr otherwise.
 std::unique_ptr<TrainingOps> trainingOps(Backend& backend);

@@ -102,5 +102,7 @@ void add(KernelRegistry& r, const std::string& op, KernelSupports supports,
 
 // Convolution (cuDNN), pooling and batch normalization: nn_kernels.cpp.
 void addNnKernels(KernelRegistry& r);
+// Softmax, Concat, Gather and their gradients: tensor_kernels.cpp.
+void addTensorKernels(KernelRegistry& r);
 
 }  // namespace dw::engine::cuda

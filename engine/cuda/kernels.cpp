@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/cuda/kernel_util.h"
 #include "engine/kernels/common.h"
@@ -43,14 +44,61 @@ class Unary : public Kernel {
   UnaryInstance u_;
 };
 
+// Clip's bounds: attributes before opset 11, the optional inputs `first` and `first + 1` (scalars
+// the host reads) since. Unbounded sides clip at float's range, as on the host.
+struct ClipBounds {
+  ClipBounds(const KernelInit& init, bool fromInputs)
+      : fromInputs_(fromInputs),
+        lo_(init.attrs.getFloat("min", std::numeric_limits<float>::lowest())),
+        hi_(init.attrs.getFloat("max", std::numeric_limits<float>::max())) {}
+  ops::UnaryParams params(KernelContext& ctx, int first) const {
+    ops::UnaryParams p;
+    p.alpha = lo_;
+    p.beta = hi_;
+    if (fromInputs_) {
+      if (ctx.hasInput(first)) p.alpha = static_cast<float>(ctx.input(first).getDouble(0));
+      if (ctx.hasInput(first + 1)) p.beta = static_cast<float>(ctx.input(first + 1).getDouble(0));
+    }
+    return p;
+  }
+
+ private:
+  bool fromInputs_;
+  float lo_, hi_;
+};
+
+class Clip : public Kernel {
+ public:
+  explicit Clip(const KernelInit& init) : bounds_(init, init.opset >= 11) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    for (int i = 1; i < 3; ++i)
+      if (ctx.hasInput(i) && ctx.input(i).size() != 1)
+        return Status::error("Clip: input " + std::to_string(i) + " (" + (i == 1 ? "min" : "max") +
+                             ") must hold one value, not " + shapeToString(ctx.input(i).shape()));
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    launchUnary(ops::UnaryFn::kClip, bounds_.params(ctx, 1), fp(x), y->data<float>(), x.size(),
+                cudaBackend(ctx.backend()).stream());
+    return launched("Clip");
+  }
+
+ private:
+  ClipBounds bounds_;
+};
+
+// The rows with a gradient, and Clip (bounds: the attributes min/max, or inputs 3 and 4).
 bool unaryGradSupported(const KernelInit& init, const std::vector<DType>& t) {
-  const ops::UnaryOp* row = ops::findUnaryOp(init.attrs.getString("op"));
+  const std::string op = init.attrs.getString("op");
+  if (op == "Clip") return init.numInputs <= 5 && floatInputs(init, t);
+  const ops::UnaryOp* row = ops::findUnaryOp(op);
   return row && row->gradient && init.numInputs <= 3 && floatInputs(init, t);
 }
 
 class UnaryGrad : public Kernel {
  public:
-  explicit UnaryGrad(const KernelInit& init) {
+  explicit UnaryGrad(const KernelInit& init)
+      : clip_(init.attrs.getString("op") == "Clip"), bounds_(init, true) {
+    if (clip_) return;
     const std::string name = init.attrs.getString("op");
     const ops::UnaryOp* row = ops::findUnaryOp(name);
     auto u = row && row->gradient ? resolveUnary(*row, init.attrs)
@@ -67,12 +115,15 @@ class UnaryGrad : public Kernel {
     if (dy.shape() != x.shape() || y.shape() != x.shape())
       return Status::error("UnaryGrad: dY, X and Y must have the same shape");
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
-    launchUnaryGrad(u_.fn, u_.params, fp(dy), fp(x), fp(y), dx->data<float>(), dy.size(),
-                    cudaBackend(ctx.backend()).stream());
+    const ops::UnaryFn fn = clip_ ? ops::UnaryFn::kClip : u_.fn;
+    launchUnaryGrad(fn, clip_ ? bounds_.params(ctx, 3) : u_.params, fp(dy), fp(x), fp(y),
+                    dx->data<float>(), dy.size(), cudaBackend(ctx.backend()).stream());
     return launched("UnaryGrad");
   }
 
  private:
+  bool clip_;
+  ClipBounds bounds_;
   UnaryInstance u_;
 };
 
@@ -638,7 +689,8 @@ void addViews(KernelRegistry& r) {
 void registerKernels(KernelRegistry& r) {
   for (const auto& op : ops::unaryOps())
     if (op.tableKernels()) add<Unary>(r, op.name, &floatInputs);
-  add<UnaryGrad>(r, "UnaryGrad", &unaryGradSupported, kGradDomain);
+  add<Clip>(r, "Clip", &floatInputs, "", 6u);
+  add<UnaryGrad>(r, "UnaryGrad", &unaryGradSupported, kGradDomain, 24u);
   for (const auto& op : ops::binaryOps())
     if (op.cuda) add<Binary>(r, op.name, &binarySupported);
   add<Where>(r, "Where", &whereSupported);
@@ -656,6 +708,7 @@ void registerKernels(KernelRegistry& r) {
   add<SoftmaxCrossEntropyGrad>(r, "SoftmaxCrossEntropyLossGrad", &sceGradSupported, kGradDomain);
   addViews(r);
   addNnKernels(r);
+  addTensorKernels(r);
 }
 
 }  // namespace dw::engine::cuda

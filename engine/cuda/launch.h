@@ -73,15 +73,44 @@ void launchCountNotIgnored(const void* labels, bool labels64, int64_t n, int64_t
 void launchLossReduce(const float* l, int64_t n, bool mean, const float* count, float* out,
                       cudaStream_t s);
 
+// ---- Softmax, layer normalization and Gather (tensor_ops.cu), on tensors viewed as [outer, len,
+// inner] ---- Softmax (or LogSoftmax) of x over the middle axis.
+void launchSoftmax(const float* x, float* y, int64_t outer, int64_t len, int64_t inner, bool log,
+                   cudaStream_t s);
+// Softmax: dx = y * (dy - sum(dy * y)); LogSoftmax: dx = dy - exp(y) * sum(dy).
+void launchSoftmaxGrad(const float* dy, const float* y, float* dx, int64_t outer, int64_t len,
+                       int64_t inner, bool log, cudaStream_t s);
+// y = (x - mean) / sqrt(var + eps) * scale + bias over each row of `len` (bias may be null);
+// mean and invStdDev (one per row) are written where not null.
+void launchLayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
+                     float* invStdDev, int64_t rows, int64_t len, float eps, cudaStream_t s);
+// out [outer, count, inner] = data [outer, len, inner] at rows idx[0..count), each in [0, len).
+// Elements of 1, 4 or 8 bytes.
+void launchGather(const void* data, int elemBytes, const int64_t* idx, void* out, int64_t outer,
+                  int64_t len, int64_t count, int64_t inner, cudaStream_t s);
+// dx [outer, len, inner]: row r sums dy [outer, count, inner] at positions[rowStart[r] ..
+// rowStart[r + 1]), in order (deterministic).
+void launchGatherGrad(const float* dy, const int64_t* rowStart, const int64_t* positions, float* dx,
+                      int64_t outer, int64_t len, int64_t count, int64_t inner, cudaStream_t s);
+
 // ---- Pooling and batch normalization (nn.cu) ----
 // 2-D max pooling of x [n*c, h, w] into y [n*c, oh, ow]; ties go to the first maximum in
 // row-major window order, as on the cpu.
 struct Pool2d {
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw;  // pads: leading (top, left)
+  int64_t pb = 0, pr = 0;                                // trailing pads (bottom, right)
+  bool includePad = false;  // average pooling: padding counts in the divisor
 };
 void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
 // dx (overwritten) = dy routed to each window's first maximum; no atomics, so repeatable.
 void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx, cudaStream_t s);
+// 2-D average pooling, ONNX's divisor: the window's elements inside the input, or inside the
+// padded input where includePad (windows that ceil_mode runs past the padding are cut there).
+void launchAvgPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
+// dx (overwritten) = each window's dy / divisor, summed over the windows that hold an element.
+void launchAvgPoolGrad(const Pool2d& p, const float* dy, float* dx, cudaStream_t s);
+// dx[i] = dy[i / spatial] / spatial: the gradient of a global average over `spatial` elements.
+void launchSpreadMean(const float* dy, int64_t planes, int64_t spatial, float* dx, cudaStream_t s);
 // How many blocks share one channel's reduction, each taking a run of samples: enough blocks in
 // all to fill the GPU, each with a few thousand elements at least. Partial results per
 // (channel, slice) are combined in a fixed order, so results repeat bit for bit.
@@ -128,6 +157,11 @@ void launchAdam(const training::AdamScalars& a, float* w, float* g, float* m, fl
 // SGD: g += wd * w; momentum buffer (first step: copy); w -= lr * (nesterov ? g + mom*b : b).
 void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
                bool firstStep, float* w, float* g, float* buf, int64_t n, cudaStream_t s);
+// Adagrad and RMSprop: ops/optimizer.h's rules; gradAvg (centered) and buf (momentum) may be null.
+void launchAdagrad(const ops::AdagradScalars& k, float* w, const float* g, float* sum, int64_t n,
+                   cudaStream_t s);
+void launchRmsProp(const ops::RmsPropScalars& k, float* w, const float* g, float* sq,
+                   float* gradAvg, float* buf, int64_t n, cudaStream_t s);
 // out[0] += sum |g|^p (p = 2: squares; p = 0 stands for inf: max |g|). out must start at 0.
 void launchNormAccumulate(const float* g, int64_t n, float p, float* out, cudaStream_t s);
 void launchScale(float* x, int64_t n, float factor, cudaStream_t s);

@@ -1,4 +1,4 @@
-// Max pooling and batch normalization, forward and backward, on NCHW float tensors.
+// Max and average pooling and batch normalization, forward and backward, on NCHW float tensors.
 #include <cstdint>
 
 #include "engine/cuda/grid.h"
@@ -289,7 +289,90 @@ __global__ void channelSumCombineKernel(const float* partials, int64_t c, int64_
   }
 }
 
+// The divisor of output (oy, ox)'s window, and its extent clipped to the input.
+struct AvgWindow {
+  int64_t y0, y1, x0, x1;  // [y0, y1) x [x0, x1) inside the input
+  float inv;               // 1 / divisor, 0 for a window with nothing to count
+};
+__device__ inline AvgWindow avgWindow(const Pool2d& p, int64_t oy, int64_t ox) {
+  const int64_t ys = oy * p.sh - p.ph, xs = ox * p.sw - p.pw;
+  AvgWindow w;
+  w.y0 = max(ys, int64_t(0));
+  w.y1 = min(ys + p.kh, p.h);
+  w.x0 = max(xs, int64_t(0));
+  w.x1 = min(xs + p.kw, p.w);
+  int64_t count;
+  if (p.includePad) {
+    const int64_t py1 = min(ys + p.kh, p.h + p.pb), px1 = min(xs + p.kw, p.w + p.pr);
+    count = (py1 - max(ys, -p.ph)) * (px1 - max(xs, -p.pw));
+  } else {
+    count = (w.y1 - w.y0) * (w.x1 - w.x0);
+  }
+  w.inv = count > 0 && w.y1 > w.y0 && w.x1 > w.x0 ? 1.f / static_cast<float>(count) : 0.f;
+  return w;
+}
+
+__global__ void avgPoolKernel(Pool2d p, const float* x, float* y) {
+  const int outPlane = static_cast<int>(p.oh * p.ow), ow = static_cast<int>(p.ow);
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const float* plane = x + pl * p.h * p.w;
+    float* out = y + pl * outPlane;
+    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
+      const AvgWindow w = avgWindow(p, e / ow, e % ow);
+      float acc = 0.f;
+      for (int64_t yy = w.y0; yy < w.y1; ++yy)
+        for (int64_t xx = w.x0; xx < w.x1; ++xx) acc += plane[yy * p.w + xx];
+      out[e] = acc * w.inv;
+    }
+  }
+}
+
+// One thread per input element, summing over the windows that hold it (no atomics).
+__global__ void avgPoolGradKernel(Pool2d p, const float* dy, float* dx) {
+  const int inPlane = static_cast<int>(p.h * p.w), w = static_cast<int>(p.w);
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const float* g = dy + pl * p.oh * p.ow;
+    float* out = dx + pl * inPlane;
+    for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
+      const int64_t yy = e / w, xx = e % w;
+      const int64_t oyLo = max(int64_t(0), (yy + p.ph - p.kh + p.sh) / p.sh);
+      const int64_t oyHi = min(p.oh - 1, (yy + p.ph) / p.sh);
+      const int64_t oxLo = max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw);
+      const int64_t oxHi = min(p.ow - 1, (xx + p.pw) / p.sw);
+      float acc = 0.f;
+      for (int64_t oy = oyLo; oy <= oyHi; ++oy)
+        for (int64_t ox = oxLo; ox <= oxHi; ++ox)
+          acc += g[oy * p.ow + ox] * avgWindow(p, oy, ox).inv;
+      out[e] = acc;
+    }
+  }
+}
+
+__global__ void spreadMeanKernel(const float* dy, int64_t n, int64_t spatial, float inv,
+                                 float* dx) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = dy[i / spatial] * inv;
+}
+
 }  // namespace
+
+void launchAvgPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
+  if (p.planes > 0 && p.oh * p.ow > 0)
+    avgPoolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y);
+}
+
+void launchAvgPoolGrad(const Pool2d& p, const float* dy, float* dx, cudaStream_t s) {
+  if (p.planes > 0 && p.h * p.w > 0)
+    avgPoolGradKernel<<<planeBlocks(p.planes), threadsFor(p.h * p.w), 0, s>>>(p, dy, dx);
+}
+
+void launchSpreadMean(const float* dy, int64_t planes, int64_t spatial, float* dx, cudaStream_t s) {
+  const int64_t n = planes * spatial;
+  if (n > 0)
+    spreadMeanKernel<<<blocksFor(n), kThreads, 0, s>>>(dy, n, spatial,
+                                                       1.f / static_cast<float>(spatial), dx);
+}
 
 void launchChannelBias(float* y, int64_t n, int64_t c, int64_t hw, const float* b, cudaStream_t s) {
   if (n * c > 0 && hw > 0)

@@ -1,4 +1,4 @@
-// Convolution through cuDNN (forward, data and weight gradients), max pooling and batch
+// Convolution through cuDNN (forward, data and weight gradients), pooling and batch
 // normalization (nn.cu) on the cuda backend.
 #include <onnx/onnx_pb.h>
 
@@ -347,21 +347,35 @@ class ConvGrad : public ConvBase {
   }
 };
 
-// ---- Max pooling ----
+// ---- Pooling: max, average and global average ----
+
+// 2-D windows without dilation: what the pooling kernels of nn.cu compute.
+bool plainWindow2d(const Attributes& a) {
+  for (int64_t d : a.getInts("dilations"))
+    if (d != 1) return false;
+  return a.getInts("kernel_shape").size() == 2;
+}
 
 bool maxPoolSupported(const KernelInit& init, const std::vector<DType>& t) {
   if (t.empty() || t[0] != DType::kFloat) return false;
-  if (init.opType == "PoolGrad" && init.attrs.getString("op") != "MaxPool") return false;
   if (init.opType == "MaxPool" && init.numOutputs > 1 && init.node && !init.node->output(1).empty())
     return false;  // Indices
-  for (int64_t d : init.attrs.getInts("dilations"))
-    if (d != 1) return false;
-  return init.attrs.getInt("storage_order", 0) == 0 &&
-         init.attrs.getInts("kernel_shape").size() == 2;
+  return init.attrs.getInt("storage_order", 0) == 0 && plainWindow2d(init.attrs);
+}
+
+bool avgPoolSupported(const KernelInit& init, const std::vector<DType>& t) {
+  return !t.empty() && t[0] == DType::kFloat && plainWindow2d(init.attrs);
+}
+
+bool poolGradSupported(const KernelInit& init, const std::vector<DType>& t) {
+  const std::string op = init.attrs.getString("op");
+  if (op == "MaxPool") return maxPoolSupported(init, t);
+  if (op == "AveragePool") return avgPoolSupported(init, t);
+  return op == "GlobalAveragePool" && firstFloat(init, t);
 }
 
 Result<Pool2d> pool2d(const Attributes& a, const Shape& x) {
-  if (x.size() != 4) return Status::error("MaxPool on cuda: the input must be NCHW");
+  if (x.size() != 4) return Status::error("2-D pooling on cuda: the input must be NCHW");
   auto g = poolGeometry(a, x, a.getInts("kernel_shape"));
   if (!g) return g.status();
   Pool2d p{};
@@ -376,43 +390,89 @@ Result<Pool2d> pool2d(const Attributes& a, const Shape& x) {
   p.sw = g->strides[1];
   p.ph = g->padL[0];
   p.pw = g->padL[1];
+  p.pb = g->padR[0];
+  p.pr = g->padR[1];
+  p.includePad = a.getInt("count_include_pad", 0) != 0;
   return p;
 }
 
-class MaxPool : public Kernel {
+// MaxPool and AveragePool.
+class Pool : public Kernel {
  public:
-  explicit MaxPool(const KernelInit& init) : attrs_(init.attrs) {}
+  explicit Pool(const KernelInit& init) : attrs_(init.attrs), max_(init.opType == "MaxPool") {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     auto p = pool2d(attrs_, x.shape());
     if (!p) return p.status();
     DW_ALLOC(y, ctx.output(0, DType::kFloat, {x.dim(0), x.dim(1), p->oh, p->ow}));
-    launchMaxPool(*p, fp(x), y->data<float>(), cudaBackend(ctx.backend()).stream());
-    return launched("MaxPool");
+    const cudaStream_t s = cudaBackend(ctx.backend()).stream();
+    if (max_)
+      launchMaxPool(*p, fp(x), y->data<float>(), s);
+    else
+      launchAvgPool(*p, fp(x), y->data<float>(), s);
+    return launched(max_ ? "MaxPool" : "AveragePool");
   }
 
  private:
   Attributes attrs_;
+  bool max_;
 };
 
-class MaxPoolGrad : public Kernel {
+// The mean over every axis after the first two, of any rank.
+class GlobalAveragePool : public Kernel {
  public:
-  explicit MaxPoolGrad(const KernelInit& init) : attrs_(init.attrs) {}
+  explicit GlobalAveragePool(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 3)
+      return Status::error("GlobalAveragePool: the input " + shapeToString(x.shape()) +
+                           " needs a spatial axis (rank 3 or more)");
+    DW_RETURN_IF_ERROR(rankOk(x.shape(), "GlobalAveragePool"));
+    Shape out(x.rank(), 1);
+    out[0] = x.dim(0);
+    out[1] = x.dim(1);
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    std::vector<bool> reduced(x.rank(), true);
+    reduced[0] = reduced[1] = false;
+    reduceInto(cudaBackend(ctx.backend()), ReduceOp::kMean, x, reduced, y->data<float>());
+    return launched("GlobalAveragePool");
+  }
+};
+
+class PoolGrad : public Kernel {
+ public:
+  explicit PoolGrad(const KernelInit& init) : attrs_(init.attrs), op_(init.attrs.getString("op")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
+    const cudaStream_t s = cudaBackend(ctx.backend()).stream();
+    auto mismatch = [&] {
+      return Status::error("PoolGrad (" + op_ + "): dY has shape " + shapeToString(dy.shape()) +
+                           ", which does not match the pooling of " + shapeToString(x.shape()));
+    };
+    if (op_ == "GlobalAveragePool") {
+      if (x.rank() < 3) return mismatch();
+      const int64_t planes = x.dim(0) * x.dim(1);
+      if (dy.size() != planes) return mismatch();
+      DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+      launchSpreadMean(fp(dy), planes, x.size() / std::max<int64_t>(planes, 1), dx->data<float>(),
+                       s);
+      return launched("GlobalAveragePool gradient");
+    }
     auto p = pool2d(attrs_, x.shape());
     if (!p) return p.status();
-    if (dy.size() != p->planes * p->oh * p->ow)
-      return Status::error("PoolGrad: dY has shape " + shapeToString(dy.shape()) +
-                           ", which does not match the pooling of " + shapeToString(x.shape()));
+    if (dy.size() != p->planes * p->oh * p->ow) return mismatch();
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
-    launchMaxPoolGrad(*p, fp(x), fp(dy), dx->data<float>(), cudaBackend(ctx.backend()).stream());
-    return launched("MaxPool gradient");
+    if (op_ == "MaxPool")
+      launchMaxPoolGrad(*p, fp(x), fp(dy), dx->data<float>(), s);
+    else
+      launchAvgPoolGrad(*p, fp(dy), dx->data<float>(), s);
+    return launched("pooling gradient");
   }
 
  private:
   Attributes attrs_;
+  std::string op_;
 };
 
 // ---- Batch normalization ----
@@ -537,8 +597,10 @@ class BatchNormGrad : public Kernel {
 void addNnKernels(KernelRegistry& r) {
   add<Conv>(r, "Conv", &convSupported);
   add<ConvGrad>(r, "ConvGrad", &convSupported, kGradDomain);
-  add<MaxPool>(r, "MaxPool", &maxPoolSupported);
-  add<MaxPoolGrad>(r, "PoolGrad", &maxPoolSupported, kGradDomain);
+  add<Pool>(r, "MaxPool", &maxPoolSupported);
+  add<Pool>(r, "AveragePool", &avgPoolSupported);
+  add<GlobalAveragePool>(r, "GlobalAveragePool", &firstFloat);
+  add<PoolGrad>(r, "PoolGrad", &poolGradSupported, kGradDomain);
   add<BatchNormTraining>(r, "BatchNormalizationTraining", &floatInputs, kGradDomain);
   add<BatchNormInference>(r, "BatchNormalization", &bnInferenceSupported);
   add<BatchNormGrad>(r, "BatchNormalizationGrad", &firstFloat, kGradDomain);

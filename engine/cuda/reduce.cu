@@ -237,6 +237,21 @@ __global__ void sgdKernel(float lr, float mom, float damp, float wd, bool nester
   }
 }
 
+__global__ void adagradKernel(ops::AdagradScalars k, float* w, const float* g, float* sum,
+                              int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    ops::adagradStep(k, w[i], g[i], sum[i]);
+}
+
+__global__ void rmspropKernel(ops::RmsPropScalars k, float* w, const float* g, float* sq,
+                              float* gradAvg, float* buf, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    ops::rmspropStep(k, w[i], g[i], sq[i], gradAvg ? gradAvg + i : nullptr,
+                     buf ? buf + i : nullptr);
+}
+
 __global__ void normKernel(const float* g, int64_t n, float p, float* out) {
   __shared__ float part[kThreads];
   float acc = 0.f;
@@ -336,6 +351,16 @@ void launchSgd(float lr, float momentum, float dampening, float weightDecay, boo
   if (n > 0)
     sgdKernel<<<blocksFor(n), kThreads, 0, s>>>(lr, momentum, 1.f - dampening, weightDecay,
                                                 nesterov, firstStep, w, g, buf, n);
+}
+
+void launchAdagrad(const ops::AdagradScalars& k, float* w, const float* g, float* sum, int64_t n,
+                   cudaStream_t s) {
+  if (n > 0) adagradKernel<<<blocksFor(n), kThreads, 0, s>>>(k, w, g, sum, n);
+}
+
+void launchRmsProp(const ops::RmsPropScalars& k, float* w, const float* g, float* sq,
+                   float* gradAvg, float* buf, int64_t n, cudaStream_t s) {
+  if (n > 0) rmspropKernel<<<blocksFor(n), kThreads, 0, s>>>(k, w, g, sq, gradAvg, buf, n);
 }
 
 void launchNormAccumulate(const float* g, int64_t n, float p, float* out, cudaStream_t s) {

@@ -35,7 +35,8 @@ struct Libs {
   X(cudnnCreateTensorDescriptor)                                                                   \
   X(cudnnSetTensorNdDescriptor)                                                                    \
   X(cudnnDestroyTensorDescriptor)                                                                  \
-  X(cudnnCreateFilterDescriptor) X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)     \
+  X(cudnnCreateFilterDescriptor)                                                                   \
+  X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)                                    \
       X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                       \
           X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                       \
               cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)         \

@@ -58,6 +58,17 @@ class CudaTrainingOps : public TrainingOps {
               g.data<float>(), buffer ? buffer->data<float>() : nullptr, w.size(), be_.stream());
     return launched("SGD update");
   }
+  Status adagrad(const ops::AdagradScalars& k, Tensor& w, const Tensor& g, Tensor& sum) override {
+    launchAdagrad(k, w.data<float>(), g.data<float>(), sum.data<float>(), w.size(), be_.stream());
+    return launched("Adagrad update");
+  }
+  Status rmsprop(const ops::RmsPropScalars& k, Tensor& w, const Tensor& g, Tensor& sq,
+                 Tensor* gradAvg, Tensor* buffer) override {
+    launchRmsProp(k, w.data<float>(), g.data<float>(), sq.data<float>(),
+                  gradAvg ? gradAvg->data<float>() : nullptr,
+                  buffer ? buffer->data<float>() : nullptr, w.size(), be_.stream());
+    return launched("RMSprop update");
+  }
 
  private:
   CudaBackend& be_;

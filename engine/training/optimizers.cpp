@@ -59,6 +59,16 @@ Status validateOptimizerConfig(const OptimizerConfig& c) {
   return Status();
 }
 
+ops::AdagradScalars adagradScalars(const OptimizerConfig& c, double lr, int64_t step) {
+  return {static_cast<float>(lr / (1.0 + static_cast<double>(step - 1) * c.lrDecay)),
+          static_cast<float>(c.eps), static_cast<float>(c.weightDecay)};
+}
+
+ops::RmsPropScalars rmspropScalars(const OptimizerConfig& c, double lr) {
+  return {static_cast<float>(lr), static_cast<float>(c.alpha), static_cast<float>(c.eps),
+          static_cast<float>(c.momentum), static_cast<float>(c.weightDecay)};
+}
+
 namespace {
 
 std::vector<float>& buf(ParamState& s, const char* name, int64_t n, float init = 0.f) {
@@ -208,53 +218,30 @@ class Adam final : public Optimizer {
   bool decoupled_;
 };
 
-// torch.optim.Adagrad.
+// torch.optim.Adagrad (ops/optimizer.h, shared with the cuda kernel).
 class Adagrad final : public Optimizer {
  public:
   using Optimizer::Optimizer;
   void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
     ++s.step;
-    addWeightDecay(w, g, n, static_cast<float>(config_.weightDecay));
-    const float clr =
-        static_cast<float>(lr / (1.0 + static_cast<double>(s.step - 1) * config_.lrDecay));
+    const ops::AdagradScalars k = adagradScalars(config_, lr, s.step);
     float* sum = buf(s, "sum", n, static_cast<float>(config_.initialAccumulator)).data();
-    const float eps = static_cast<float>(config_.eps);
-    for (int64_t i = 0; i < n; ++i) {
-      sum[i] += g[i] * g[i];
-      w[i] -= clr * g[i] / (std::sqrt(sum[i]) + eps);
-    }
+    for (int64_t i = 0; i < n; ++i) ops::adagradStep(k, w[i], g[i], sum[i]);
   }
 };
 
-// torch.optim.RMSprop.
+// torch.optim.RMSprop (ops/optimizer.h, shared with the cuda kernel).
 class RmsProp final : public Optimizer {
  public:
   using Optimizer::Optimizer;
   void update(float* w, float* g, int64_t n, double lr, ParamState& s) const override {
     ++s.step;
-    addWeightDecay(w, g, n, static_cast<float>(config_.weightDecay));
-    const float a = static_cast<float>(config_.alpha), oma = 1.f - a;
-    const float eps = static_cast<float>(config_.eps), flr = static_cast<float>(lr);
-    const float mom = static_cast<float>(config_.momentum);
+    const ops::RmsPropScalars k = rmspropScalars(config_, lr);
     float* sq = buf(s, "square_avg", n).data();
     float* ga = config_.centered ? buf(s, "grad_avg", n).data() : nullptr;
-    float* mb = mom > 0 ? buf(s, "momentum", n).data() : nullptr;
-    for (int64_t i = 0; i < n; ++i) {
-      sq[i] = a * sq[i] + oma * g[i] * g[i];
-      float avg;
-      if (ga) {
-        ga[i] = a * ga[i] + oma * g[i];
-        avg = std::sqrt(sq[i] - ga[i] * ga[i]) + eps;
-      } else {
-        avg = std::sqrt(sq[i]) + eps;
-      }
-      if (mb) {
-        mb[i] = mom * mb[i] + g[i] / avg;
-        w[i] -= flr * mb[i];
-      } else {
-        w[i] -= flr * g[i] / avg;
-      }
-    }
+    float* mb = k.momentum > 0 ? buf(s, "momentum", n).data() : nullptr;
+    for (int64_t i = 0; i < n; ++i)
+      ops::rmspropStep(k, w[i], g[i], sq[i], ga ? ga + i : nullptr, mb ? mb + i : nullptr);
   }
 };
 

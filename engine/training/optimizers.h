@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nodes/status.h"
+#include "ops/optimizer.h"
 
 namespace dw::engine::training {
 
@@ -78,6 +79,11 @@ struct AdamScalars {
   bool hf = false;  // Hugging Face's AdamW
 };
 AdamScalars adamScalars(const OptimizerConfig& c, bool decoupled, double lr, int64_t step);
+
+// The scalars of one Adagrad step (step: the count after it) and one RMSprop step at `lr`, for
+// ops/optimizer.h's rules on either accelerator.
+ops::AdagradScalars adagradScalars(const OptimizerConfig& c, double lr, int64_t step);
+ops::RmsPropScalars rmspropScalars(const OptimizerConfig& c, double lr);
 
 // ---- Regularization and clipping ----------------------------------------------------------
 

@@ -367,8 +367,9 @@ Status Trainer::Impl::optimizerStep() {
   return Status();
 }
 
-// The same step as optimizerStep's, on the device: Adam/AdamW and SGD run there; the other rules
-// (and regularization's gradient) take the values to the host and back.
+// The same step as optimizerStep's, on the device: every rule runs there (Adagrad and RMSprop
+// through ops/optimizer.h, which the host uses too); regularization's gradient takes the values
+// to the host and back.
 Status Trainer::Impl::deviceOptimizerStep() {
   DW_RETURN_IF_ERROR(syncDevice());
   Backend& be = trainSession->backend();
@@ -430,6 +431,31 @@ Status Trainer::Impl::deviceOptimizerStep() {
                                   static_cast<float>(oc.weightDecay), oc.nesterov, first, w, g,
                                   buf));
       ++p.state.step;
+    } else if (oc.type == "adagrad") {
+      ++p.state.step;
+      // A fresh accumulator starts at initial_accumulator_value, as on the host.
+      if (!devState[p.name].count("sum") && !p.state.buffers.count("sum"))
+        p.state.buffers["sum"].assign(static_cast<size_t>(w.size()),
+                                      static_cast<float>(oc.initialAccumulator));
+      auto sum = deviceState(p, "sum");
+      if (!sum) return sum.status();
+      DW_RETURN_IF_ERROR(dev->adagrad(adagradScalars(oc, lastLr, p.state.step), w, g, **sum));
+    } else if (oc.type == "rmsprop") {
+      ++p.state.step;
+      auto sq = deviceState(p, "square_avg");
+      if (!sq) return sq.status();
+      Tensor *ga = nullptr, *mb = nullptr;
+      if (oc.centered) {
+        auto t = deviceState(p, "grad_avg");
+        if (!t) return t.status();
+        ga = *t;
+      }
+      if (oc.momentum > 0) {
+        auto t = deviceState(p, "momentum");
+        if (!t) return t.status();
+        mb = *t;
+      }
+      DW_RETURN_IF_ERROR(dev->rmsprop(rmspropScalars(oc, lastLr), w, g, **sq, ga, mb));
     } else {
       auto hw = be.toHost(w);
       auto hg = be.toHost(g);

@@ -1,9 +1,11 @@
 // One side of bench/zoo/run: times one model through deepwire's InferenceSession the way
 // bench/zoo/ort_run.js times it through ONNX Runtime, so the driver can alternate the two.
 //
-// Usage: zoo_run MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]
-// Prints one line of JSON: {"create_ms": ..., "runs_ms": [...]} (the session's creation, and
-// each timed run after W untimed ones); --out writes the first output.
+// Usage: zoo_bench MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]
+//        [--accelerator cpu|cuda|...]
+// Prints one line of JSON: {"create_ms": ..., "runs_ms": [...], "off_accelerator": [...]} (the
+// session's creation, each timed run after W untimed ones, host to host, and the op types of the
+// nodes that did not run on the accelerator asked for); --out writes the first output.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,7 +29,7 @@ double msSince(Clock::time_point t) {
 }
 
 int fail(const std::string& what) {
-  std::fprintf(stderr, "zoo_run: %s\n", what.c_str());
+  std::fprintf(stderr, "zoo_bench: %s\n", what.c_str());
   return 1;
 }
 
@@ -35,10 +38,10 @@ int fail(const std::string& what) {
 int main(int argc, char** argv) {
   if (argc < 3)
     return fail(
-        "usage: zoo_run MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]");
+        "usage: zoo_bench MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]");
   const std::string modelPath = argv[1], inputPath = argv[2];
   int threads = 0, runs = 10, warmup = 3;
-  std::string out;
+  std::string out, accelerator = "cpu";
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--threads")
@@ -49,6 +52,8 @@ int main(int argc, char** argv) {
       warmup = std::atoi(argv[i + 1]);
     else if (a == "--out")
       out = argv[i + 1];
+    else if (a == "--accelerator")
+      accelerator = argv[i + 1];
     else
       return fail("unknown option " + a);
   }
@@ -58,6 +63,7 @@ int main(int argc, char** argv) {
   if (!x) return fail(x.message());
   dw::engine::SessionOptions opt;
   opt.backend.threads = threads;
+  opt.backend.accelerator = accelerator;
   const auto t0 = Clock::now();
   auto s = dw::engine::InferenceSession::create(**model, opt);
   if (!s) return fail(s.message());
@@ -77,6 +83,20 @@ int main(int argc, char** argv) {
   }
   std::printf("{\"create_ms\": %.3f, \"runs_ms\": [", createMs);
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.4f", i ? ", " : "", times[i]);
+  std::printf("], \"off_accelerator\": [");
+  // placement() names nodes; count the op types of those placed elsewhere.
+  std::map<std::string, int> off;
+  std::map<std::string, std::string> types;
+  for (const auto& n : (**model).graph().node())
+    types[n.name().empty() ? (n.output_size() ? n.output(0) : "") : n.name()] = n.op_type();
+  const std::string asked = accelerator.substr(0, accelerator.find(':'));
+  for (const auto& [node, backend] : (*s)->placement())
+    if (backend != asked) ++off[types.count(node) ? types[node] : node];
+  bool first = true;
+  for (const auto& [type, count] : off) {
+    std::printf("%s\"%s x%d\"", first ? "" : ", ", type.c_str(), count);
+    first = false;
+  }
   std::printf("]}\n");
   return 0;
 }
