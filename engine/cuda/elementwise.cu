@@ -102,6 +102,13 @@ __global__ void stridedCopyKernel(const T* src, Strided ss, T* out, int64_t n) {
     out[i] = src[offsetOf(i, ss)];
 }
 
+// The inverse walk: src (contiguous) lands at out's strided positions (distinct ones: no races).
+__global__ void stridedScatterKernel(const float* src, Strided os, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[offsetOf(i, os)] = src[i];
+}
+
 template <class From, class To>
 __global__ void castKernel(const From* x, To* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -205,6 +212,11 @@ void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n,
                                                           static_cast<uint64_t*>(out), n);
       break;
   }
+}
+
+void launchStridedScatter(const float* src, const Strided& os, float* out, int64_t n,
+                          cudaStream_t s) {
+  if (n > 0) stridedScatterKernel<<<blocksFor(n), kThreads, 0, s>>>(src, os, out, n);
 }
 
 void launchCast(ElemType from, const void* x, ElemType to, void* y, int64_t n, cudaStream_t s) {

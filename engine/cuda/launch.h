@@ -38,6 +38,9 @@ void launchBinary(ops::BinaryFn fn, ElemType t, const void* a, const Strided& as
 // out (contiguous, `src.dims`) = src walked with its strides: transpose, expand, broadcast copy.
 void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n, int elemBytes,
                        cudaStream_t s);
+// out at `os`'s strided positions (distinct) = src, contiguous over `os.dims`: a slice's gradient.
+void launchStridedScatter(const float* src, const Strided& os, float* out, int64_t n,
+                          cudaStream_t s);
 void launchCast(ElemType from, const void* x, ElemType to, void* y, int64_t n, cudaStream_t s);
 void launchWhere(const uint8_t* c, const Strided& cs, const float* a, const Strided& as,
                  const float* b, const Strided& bs, float* out, int64_t n, cudaStream_t s);
@@ -84,6 +87,11 @@ void launchSoftmaxGrad(const float* dy, const float* y, float* dx, int64_t outer
 // mean and invStdDev (one per row) are written where not null.
 void launchLayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
                      float* invStdDev, int64_t rows, int64_t len, float eps, cudaStream_t s);
+// LayerNormalization's dX (where dx is not null) from the forward's per-row mean and invStdDev,
+// and dy * xhat into `prod` (where not null) for dScale.
+void launchLayerNormGrad(const float* dy, const float* x, const float* scale, const float* mean,
+                         const float* invStdDev, float* dx, float* prod, int64_t rows, int64_t len,
+                         cudaStream_t s);
 // out [outer, count, inner] = data [outer, len, inner] at rows idx[0..count), each in [0, len).
 // Elements of 1, 4 or 8 bytes.
 void launchGather(const void* data, int elemBytes, const int64_t* idx, void* out, int64_t outer,

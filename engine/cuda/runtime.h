@@ -36,12 +36,12 @@ struct Libs {
   X(cudnnSetTensorNdDescriptor)                                                                    \
   X(cudnnDestroyTensorDescriptor)                                                                  \
   X(cudnnCreateFilterDescriptor)                                                                   \
-  X(cudnnSetFilterNdDescriptor) X(cudnnDestroyFilterDescriptor)                                    \
-      X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                       \
-          X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                       \
-              cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)         \
-              X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(             \
-                  cudnnGetConvolutionBackwardDataAlgorithm_v7)                                     \
+  X(cudnnSetFilterNdDescriptor)                                                                    \
+  X(cudnnDestroyFilterDescriptor) X(cudnnCreateConvolutionDescriptor)                              \
+      X(cudnnSetConvolutionNdDescriptor) X(cudnnSetConvolutionGroupCount)                          \
+          X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor) X(                   \
+              cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize)   \
+              X(cudnnConvolutionForward) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)            \
                   X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData)  \
                       X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                             \
                           X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                        \

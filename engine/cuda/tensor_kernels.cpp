@@ -1,11 +1,11 @@
-// Softmax/LogSoftmax, LayerNormalization (forward), Concat and Gather, and the gradients of all
-// but LayerNormalization, on the cuda backend (device code in tensor_ops.cu; Concat is
-// cudaMemcpy2D). Float data only: integer Concat and Gather compute shapes, which the host reads
-// next, so they stay there.
+// Softmax/LogSoftmax, LayerNormalization, Slice, Concat and Gather, and their gradients, on the
+// cuda backend (device code in tensor_ops.cu; Concat is cudaMemcpy2D). Float data only: integer
+// Concat and Gather compute shapes, which the host reads next, so they stay there.
 #include <cstring>
 
 #include "engine/cuda/kernel_util.h"
 #include "engine/kernels/common.h"
+#include "engine/kernels/slice_plan.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine::cuda {
@@ -133,6 +133,73 @@ class LayerNormalization : public Kernel {
   float eps_;
 };
 
+// Scale (and so dScale and dB) broadcast over the normalized axes like the forward's: the sums
+// over rows are reduced once more to Scale's shape where it is smaller.
+class LayerNormalizationGrad : public Kernel {
+ public:
+  explicit LayerNormalizationGrad(const KernelInit& init) : axis_(init.attrs.getInt("axis", -1)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& scale = ctx.input(2);
+    auto ax = axisOf(axis_, x.shape(), "LayerNormalizationGrad");
+    if (!ax) return ax.status();
+    const Around a = around(x.shape(), *ax, true);
+    const Shape tail(x.shape().begin() + *ax, x.shape().end());
+    if (dy.shape() != x.shape() || ctx.input(3).size() != a.outer || ctx.input(4).size() != a.outer)
+      return Status::error("LayerNormalizationGrad: dY " + shapeToString(dy.shape()) + ", X " +
+                           shapeToString(x.shape()) + " and the statistics (" +
+                           std::to_string(ctx.input(3).size()) + " values) do not match");
+    auto b = broadcastShapes({scale.shape(), tail});
+    if (!b || *b != tail)
+      return Status::error("LayerNormalizationGrad: Scale " + shapeToString(scale.shape()) +
+                           " does not broadcast to " + shapeToString(tail));
+    DW_RETURN_IF_ERROR(rankOk(tail, "LayerNormalizationGrad"));
+    auto& be = cudaBackend(ctx.backend());
+    const cudaStream_t s = be.stream();
+    const float* sc = fp(scale);
+    if (scale.size() != a.len) {
+      Tensor* full = ctx.scratch(DType::kFloat, tail);
+      if (!full) return ctx.status();
+      launchStridedCopy(scale.raw(), broadcastStrides(scale.shape(), tail), full->raw(), a.len, 4,
+                        s);
+      sc = full->data<float>();
+    }
+    float* dx = nullptr;
+    if (ctx.wantsOutput(0)) {
+      DW_ALLOC(t, ctx.output(0, DType::kFloat, x.shape()));
+      dx = t->data<float>();
+    }
+    Tensor* prod = nullptr;
+    if (ctx.wantsOutput(1) && !(prod = ctx.scratch(DType::kFloat, {a.outer, a.len})))
+      return ctx.status();
+    launchLayerNormGrad(fp(dy), fp(x), sc, fp(ctx.input(3)), fp(ctx.input(4)), dx,
+                        prod ? prod->data<float>() : nullptr, a.outer, a.len, s);
+    // dScale from dy * xhat, dB from dy: sums over the rows, then over Scale's broadcast axes.
+    for (int i : {1, 2}) {
+      if (!ctx.wantsOutput(i)) continue;
+      const Tensor rowsView = (i == 1 ? *prod : dy).reshaped({a.outer, a.len});
+      DW_ALLOC(out, ctx.output(i, DType::kFloat, scale.shape()));
+      if (scale.size() == a.len) {
+        reduceInto(be, ReduceOp::kSum, rowsView, {true, false}, out->data<float>());
+        continue;
+      }
+      Tensor* sums = ctx.scratch(DType::kFloat, tail);
+      if (!sums) return ctx.status();
+      reduceInto(be, ReduceOp::kSum, rowsView, {true, false}, sums->data<float>());
+      std::vector<bool> reduced(tail.size());
+      const size_t lead = tail.size() - scale.rank();
+      for (size_t d = 0; d < tail.size(); ++d)
+        reduced[d] = tail[d] != 1 && (d < lead || scale.dim(d - lead) == 1);
+      reduceInto(be, ReduceOp::kSum, *sums, reduced, out->data<float>());
+    }
+    return launched("LayerNormalizationGrad");
+  }
+
+ private:
+  int64_t axis_;
+};
+
 // Copies `rows` rows of `width` bytes between pitched buffers on the stream.
 Status copyRows(void* dst, int64_t dstPitch, const void* src, int64_t srcPitch, int64_t width,
                 int64_t rows, cudaStream_t s) {
@@ -214,6 +281,82 @@ class ConcatGrad : public Kernel {
 
  private:
   int64_t axis_;
+};
+
+// Slice's starts, ends, axes and steps (inputs since opset 10, attributes before) are read on
+// the host; the slice is a strided walk of the input (kernels/slice_plan.h).
+class SliceInputs {
+ public:
+  SliceInputs(const KernelInit& init, int opset)
+      : opset_(opset),
+        starts_(init.attrs.getInts("starts")),
+        ends_(init.attrs.getInts("ends")),
+        axes_(init.attrs.getInts("axes")) {}
+  // `first`: the input that holds starts.
+  Result<SlicePlan> plan(const KernelContext& ctx, const Shape& x, size_t first) const {
+    if (opset_ < 10) return planSlice(x, starts_, ends_, axes_, {});
+    return planSlice(x, intsInput(ctx, first), intsInput(ctx, first + 1), intsInput(ctx, first + 2),
+                     intsInput(ctx, first + 3));
+  }
+
+ private:
+  int opset_;
+  std::vector<int64_t> starts_, ends_, axes_;
+};
+
+Result<Strided> walk(const SlicePlan& p, const char* op) {
+  DW_RETURN_IF_ERROR(rankOk(p.out, op));
+  Strided w;
+  w.rank = static_cast<int>(p.out.size());
+  for (int d = 0; d < w.rank; ++d) {
+    w.dims[d] = p.out[d];
+    w.strides[d] = p.strides[d];
+  }
+  return w;
+}
+
+class Slice : public Kernel {
+ public:
+  explicit Slice(const KernelInit& init) : inputs_(init, init.opset) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    auto p = inputs_.plan(ctx, x.shape(), 1);
+    if (!p) return p.status();
+    auto w = walk(*p, "Slice");
+    if (!w) return w.status();
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, p->out));
+    launchStridedCopy(fp(x) + p->base, *w, y->raw(), y->size(), 4,
+                      cudaBackend(ctx.backend()).stream());
+    return launched("Slice");
+  }
+
+ private:
+  SliceInputs inputs_;
+};
+
+class SliceGrad : public Kernel {
+ public:
+  explicit SliceGrad(const KernelInit& init)
+      : inputs_(init, static_cast<int>(init.attrs.getInt("opset", 13))) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Shape& x = ctx.input(1).shape();
+    auto p = inputs_.plan(ctx, x, 2);
+    if (!p) return p.status();
+    if (dy.shape() != p->out)
+      return Status::error("SliceGrad: dY has shape " + shapeToString(dy.shape()) + ", the slice " +
+                           shapeToString(p->out));
+    auto w = walk(*p, "SliceGrad");
+    if (!w) return w.status();
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, x));
+    const cudaStream_t s = cudaBackend(ctx.backend()).stream();
+    DW_CUDA_OK(check(cudaMemsetAsync(dx->raw(), 0, dx->bytes(), s), "SliceGrad"));
+    launchStridedScatter(fp(dy), *w, dx->data<float>() + p->base, dy.size(), s);
+    return launched("SliceGrad");
+  }
+
+ private:
+  SliceInputs inputs_;
 };
 
 // Indices are read on the host, checked and wrapped there, and sent up as int64.
@@ -325,9 +468,14 @@ void addTensorKernels(KernelRegistry& r) {
   add<Softmax>(r, "LogSoftmax", &floatInputs);
   add<SoftmaxGrad>(r, "SoftmaxGrad", &floatInputs, kGradDomain);
   add<LayerNormalization>(r, "LayerNormalization", &floatInputs);
+  add<LayerNormalizationGrad>(r, "LayerNormalizationGrad", &floatInputs, kGradDomain);
   add<Concat>(r, "Concat", &floatInputs);
   // The forward inputs give ConcatGrad their shapes only.
   add<ConcatGrad>(r, "ConcatGrad", &concatGradSupported, kGradDomain, 0, ~1u);
+  // starts, ends, axes and steps are read on the host (inputs 1-4; SliceGrad's 2-5, after dY and
+  // X, whose shape alone it reads).
+  add<Slice>(r, "Slice", &firstFloat, "", 0x1eu);
+  add<SliceGrad>(r, "SliceGrad", &firstFloat, kGradDomain, 0x3cu, 2u);
   add<Gather>(r, "Gather", &gatherSupported, "", 2u);
   add<GatherGrad>(r, "GatherGrad", &gatherGradSupported, kGradDomain, 4u, 2u);
 }

@@ -120,6 +120,32 @@ __global__ void layerNormKernel(const float* x, const float* scale, const float*
   }
 }
 
+// dX = inv * (dy*scale - mean(dy*scale) - xhat * mean(dy*scale*xhat)) over each row; `prod`
+// (may be null) gets dy * xhat for dScale's column sums.
+__global__ void layerNormGradKernel(const float* dy, const float* x, const float* scale,
+                                    const float* mean, const float* inv, float* dx, float* prod,
+                                    int64_t rows, int64_t len) {
+  __shared__ float part[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float m = mean[r], is = inv[r];
+    const float* g = dy + r * len;
+    const float* xr = x + r * len;
+    float s1 = 0.f, s2 = 0.f;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+      const float gs = g[i] * scale[i];
+      s1 += gs;
+      s2 += gs * (xr[i] - m) * is;
+    }
+    s1 = blockReduce<false>(s1, part) / static_cast<float>(len);
+    s2 = blockReduce<false>(s2, part) / static_cast<float>(len);
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+      const float xhat = (xr[i] - m) * is;
+      if (dx) dx[r * len + i] = is * (g[i] * scale[i] - s1 - xhat * s2);
+      if (prod) prod[r * len + i] = g[i] * xhat;
+    }
+  }
+}
+
 // out [outer, count, inner] = data [outer, len, inner] at rows idx (already within [0, len)).
 template <class T>
 __global__ void gatherKernel(const T* data, const int64_t* idx, T* out, int64_t outer, int64_t len,
@@ -180,6 +206,14 @@ void launchLayerNorm(const float* x, const float* scale, const float* bias, floa
   if (rows > 0 && len > 0)
     layerNormKernel<<<rowBlocks(rows), kThreads, 0, s>>>(x, scale, bias, y, mean, invStdDev, rows,
                                                          len, eps);
+}
+
+void launchLayerNormGrad(const float* dy, const float* x, const float* scale, const float* mean,
+                         const float* invStdDev, float* dx, float* prod, int64_t rows, int64_t len,
+                         cudaStream_t s) {
+  if (rows > 0 && len > 0)
+    layerNormGradKernel<<<rowBlocks(rows), kThreads, 0, s>>>(dy, x, scale, mean, invStdDev, dx,
+                                                             prod, rows, len);
 }
 
 void launchGather(const void* data, int elemBytes, const int64_t* idx, void* out, int64_t outer,

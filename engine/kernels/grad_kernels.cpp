@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/slice_plan.h"
 #include "engine/kernels/tables.h"
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
@@ -446,35 +447,15 @@ class SliceGrad : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    std::vector<int64_t> starts = starts_, axes = axes_, steps;
-    if (opset_ >= 10) {
-      starts = intsInput(ctx, 2);
-      axes = intsInput(ctx, 4);
-      steps = intsInput(ctx, 5);
-    }
+    auto plan = opset_ >= 10 ? planSlice(x.shape(), intsInput(ctx, 2), intsInput(ctx, 3),
+                                         intsInput(ctx, 4), intsInput(ctx, 5))
+                             : planSlice(x.shape(), starts_, ends_, axes_, {});
+    if (!plan) return plan.status();
+    if (dy.shape() != plan->out)
+      return Status::error("SliceGrad: dY has shape " + shapeToString(dy.shape()) + ", the slice " +
+                           shapeToString(plan->out));
     const size_t r = x.rank();
-    std::vector<int64_t> start(r, 0), step(r, 1);
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    for (size_t i = 0; i < axes.size() && i < starts.size(); ++i) {
-      if (!validAxis(axes[i], r)) return Status::error("SliceGrad: axis out of range");
-      const int64_t a = normAxis(axes[i], r), dim = x.dim(a);
-      const int64_t st = steps.empty() ? 1 : steps[i];
-      int64_t s = starts[i];
-      if (s < 0) s += dim;
-      s = st > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
-      start[a] = s;
-      step[a] = st;
-    }
-    if (dy.rank() != r) return Status::error("SliceGrad: rank mismatch");
     DW_ALLOC(dx, ctx.output(0, dy.dtype(), x.shape()));
-    const auto xs = stridesOf(x.shape());
-    int64_t base = 0;
-    std::vector<int64_t> st(r);
-    for (size_t d = 0; d < r; ++d) {
-      base += start[d] * xs[d];
-      st[d] = step[d] * xs[d];
-    }
     return dispatchFloat(dy.dtype(), [&](auto z) {
       using T = decltype(z);
       const T* g = dy.data<T>();
@@ -483,8 +464,8 @@ class SliceGrad : public Kernel {
       std::vector<int64_t> idx(r, 0);
       const int64_t n = dy.size();
       for (int64_t i = 0; i < n; ++i) {
-        int64_t off = base;
-        for (size_t d = 0; d < r; ++d) off += idx[d] * st[d];
+        int64_t off = plan->base;
+        for (size_t d = 0; d < r; ++d) off += idx[d] * plan->strides[d];
         o[off] = g[i];
         for (size_t d = r; d-- > 0;) {
           if (++idx[d] < dy.dim(d)) break;
@@ -608,8 +589,29 @@ class LayerNormalizationGrad : public Kernel {
     int64_t outer = 1;
     for (int64_t d = 0; d < ax; ++d) outer *= x.dim(d);
     const int64_t len = x.size() / std::max<int64_t>(outer, 1);
-    if (scale.size() != len || mean.size() != outer || invStd.size() != outer)
-      return Status::error("LayerNormalizationGrad: scale must cover the normalized axes");
+    if (mean.size() != outer || invStd.size() != outer)
+      return Status::error("LayerNormalizationGrad: the statistics have " +
+                           std::to_string(mean.size()) + " values for " + std::to_string(outer) +
+                           " rows");
+    // Scale broadcasts over the normalized axes as in the forward: at[k] is the scale element
+    // that normalized position k reads, and dScale/dB sum over the positions that share one.
+    const Shape tail(x.shape().begin() + ax, x.shape().end());
+    auto fits = broadcastShapes({scale.shape(), tail});
+    if (!fits || *fits != tail)
+      return Status::error("LayerNormalizationGrad: Scale " + shapeToString(scale.shape()) +
+                           " does not broadcast to the normalized axes " + shapeToString(tail));
+    std::vector<int64_t> at(static_cast<size_t>(len));
+    {
+      const auto ts = stridesOf(tail);
+      const auto ss = stridesOf(scale.shape());
+      const size_t lead = tail.size() - scale.rank();
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t off = 0;
+        for (size_t d = lead; d < tail.size(); ++d)
+          if (scale.dim(d - lead) != 1) off += (k / ts[d]) % tail[d] * ss[d - lead];
+        at[static_cast<size_t>(k)] = off;
+      }
+    }
     Tensor *dx = nullptr, *ds = nullptr, *db = nullptr;
     if (ctx.wantsOutput(0)) {
       dx = ctx.output(0, x.dtype(), x.shape());
@@ -627,7 +629,8 @@ class LayerNormalizationGrad : public Kernel {
       using T = decltype(z);
       const T* g = dy.data<T>();
       const T* px = x.data<T>();
-      const T* w = scale.data<T>();
+      std::vector<T> w(static_cast<size_t>(len));
+      for (int64_t k = 0; k < len; ++k) w[k] = scale.data<T>()[at[k]];
       std::vector<T> accS(len, T(0)), accB(len, T(0));
       for (int64_t a = 0; a < outer; ++a) {
         const T mu = static_cast<T>(mean.getDouble(a)), is = static_cast<T>(invStd.getDouble(a));
@@ -651,8 +654,13 @@ class LayerNormalizationGrad : public Kernel {
           }
         }
       }
-      if (ds) std::copy(accS.begin(), accS.end(), ds->data<T>());
-      if (db) std::copy(accB.begin(), accB.end(), db->data<T>());
+      for (Tensor* t : {ds, db}) {
+        if (!t) continue;
+        const std::vector<T>& acc = t == ds ? accS : accB;
+        T* o = t->data<T>();
+        std::fill_n(o, t->size(), T(0));
+        for (int64_t k = 0; k < len; ++k) o[at[k]] += acc[k];
+      }
       return Status();
     });
   }

@@ -4,11 +4,57 @@
 #include <numeric>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/slice_plan.h"
 #include "engine/kernels/tables.h"
 
 #include <onnx/onnx_pb.h>
 
 namespace dw::engine {
+
+Result<SlicePlan> planSlice(const Shape& x, const std::vector<int64_t>& starts,
+                            const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                            std::vector<int64_t> steps) {
+  const size_t r = x.size();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return Status::error("Slice: starts, ends, axes and steps must have the same length (" +
+                         std::to_string(starts.size()) + ", " + std::to_string(ends.size()) + ", " +
+                         std::to_string(axes.size()) + ", " + std::to_string(steps.size()) + ")");
+  std::vector<int64_t> b(r, 0), st(r, 1);
+  SlicePlan p;
+  p.out = x;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (!validAxis(axes[i], r))
+      return Status::error("Slice: axis " + std::to_string(axes[i]) + " is outside the " +
+                           std::to_string(r) + " dimensions of " + shapeToString(x));
+    const int64_t a = normAxis(axes[i], r);
+    const int64_t dim = x[a], step = steps[i];
+    if (step == 0) return Status::error("Slice: a step is 0 (axis " + std::to_string(a) + ")");
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      p.out[a] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      p.out[a] = s > e ? (s - e - step - 1) / (-step) : 0;
+    }
+    b[a] = s;
+    st[a] = step;
+  }
+  const auto xs = stridesOf(x);
+  p.strides.resize(r);
+  for (size_t d = 0; d < r; ++d) {
+    p.base += b[d] * xs[d];
+    p.strides[d] = st[d] * xs[d];
+  }
+  return p;
+}
 
 namespace {
 
@@ -357,52 +403,13 @@ class Slice : public Kernel {
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    std::vector<int64_t> starts = starts_, ends = ends_, axes = axes_, steps;
-    if (opset_ >= 10) {
-      starts = intsInput(ctx, 1);
-      ends = intsInput(ctx, 2);
-      axes = intsInput(ctx, 3);
-      steps = intsInput(ctx, 4);
-    }
-    const int64_t r = static_cast<int64_t>(x.rank());
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (starts.size() != ends.size() || axes.size() != starts.size() ||
-        steps.size() != starts.size())
-      return Status::error("starts, ends, axes and steps must have the same length");
-    std::vector<int64_t> b(r, 0), st(r, 1);
-    Shape out = x.shape();
-    for (size_t i = 0; i < axes.size(); ++i) {
-      if (!validAxis(axes[i], x.rank())) return Status::error("axis out of range");
-      int64_t a = normAxis(axes[i], x.rank());
-      int64_t dim = x.dim(a), step = steps[i];
-      if (step == 0) return Status::error("step cannot be 0");
-      int64_t s = starts[i], e = ends[i];
-      if (s < 0) s += dim;
-      if (e < 0) e += dim;
-      if (step > 0) {
-        s = std::clamp<int64_t>(s, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        out[a] = e > s ? (e - s + step - 1) / step : 0;
-      } else {
-        s = std::clamp<int64_t>(s, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        out[a] = s > e ? (s - e - step - 1) / (-step) : 0;
-      }
-      b[a] = s;
-      st[a] = step;
-    }
-    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
-    auto xs = stridesOf(x.shape());
-    int64_t base = 0;
-    std::vector<int64_t> inSt(r);
-    for (int64_t d = 0; d < r; ++d) {
-      base += b[d] * xs[d];
-      inSt[d] = st[d] * xs[d];
-    }
+    auto plan = opset_ >= 10 ? planSlice(x.shape(), intsInput(ctx, 1), intsInput(ctx, 2),
+                                         intsInput(ctx, 3), intsInput(ctx, 4))
+                             : planSlice(x.shape(), starts_, ends_, axes_, {});
+    if (!plan) return plan.status();
+    DW_ALLOC(y, ctx.output(0, x.dtype(), plan->out));
     if (y->size() == 0) return Status();
-    return stridedCopyTensor(x, *y, out, inSt, base);
+    return stridedCopyTensor(x, *y, plan->out, plan->strides, plan->base);
   }
 
  private:

@@ -402,6 +402,8 @@ Status gradLayerNorm(GradCtx& c) {
                   {attrI("axis", attrInt(c.node, "axis", -1))}, kGradDomain);
   for (int i = 0; i < 3; ++i)
     if (c.need(i)) c.dX[i] = r[i];
+  // dB comes out shaped like Scale; a B that broadcasts further sums it down.
+  if (c.need(2)) c.dX[2] = c.sumTo(r[2], c.in(1), c.in(2));
   return Status();
 }
 

@@ -335,6 +335,33 @@ std::vector<Case> forwardCases() {
       {"Concat", {{{2, 3, 4}}, {{2, 1, 4}}, {{2, 5, 4}}}, [](N n) { attrI(n, "axis", 1); }});
   cs.push_back({"Concat", {{{2, 3}}, {{0, 3}}, {{4, 3}}}, [](N n) { attrI(n, "axis", 0); }});
   cs.push_back({"Concat", {{{2, 3, 1}}, {{2, 3, 2}}}, [](N n) { attrI(n, "axis", -1); }});
+  // Slice: negative starts and steps, clamped ends, an axis left whole, opset 9's attributes.
+  cs.push_back({"Slice",
+                {{{4, 6, 5}},
+                 {{2}, DType::kInt64},
+                 {{2}, DType::kInt64},
+                 {{2}, DType::kInt64},
+                 {{2}, DType::kInt64}},
+                nullptr,
+                1,
+                13,
+                2e-5,
+                {{1, {1, -1}}, {2, {100, 0}}, {3, {0, 2}}, {4, {2, -2}}}});
+  cs.push_back({"Slice",
+                {{{3, 8}}, {{1}, DType::kInt64}, {{1}, DType::kInt64}},
+                nullptr,
+                1,
+                13,
+                2e-5,
+                {{1, {-5}}, {2, {-1}}}});
+  cs.push_back({"Slice",
+                {{{3, 8}}},
+                [](N n) {
+                  attrInts(n, "starts", {1});
+                  attrInts(n, "ends", {3});
+                },
+                1,
+                9});
   cs.push_back({"Gather", {{{5, 4}}, {{3}, DType::kInt64, -5, 5}}});
   cs.push_back(
       {"Gather", {{{3, 6, 2}}, {{2, 2}, DType::kInt32, 0, 6}}, [](N n) { attrI(n, "axis", 1); }});
@@ -360,8 +387,9 @@ TEST(CudaOps, TableOpsHaveCudaKernels) {
   const auto& r = KernelRegistry::global();
   for (const auto& c : forwardCases())
     EXPECT_NE(r.find("", c.op, c.opset, "cuda"), nullptr) << c.op << " has no cuda kernel";
-  for (const char* op : {"UnaryGrad", "SumToShape", "ReduceGrad", "SoftmaxCrossEntropyLossGrad",
-                         "PoolGrad", "SoftmaxGrad", "ConcatGrad", "GatherGrad"})
+  for (const char* op :
+       {"UnaryGrad", "SumToShape", "ReduceGrad", "SoftmaxCrossEntropyLossGrad", "PoolGrad",
+        "SoftmaxGrad", "ConcatGrad", "GatherGrad", "SliceGrad", "LayerNormalizationGrad"})
     EXPECT_NE(r.find(dw::kGradDomain, op, 1, "cuda"), nullptr) << op << " has no cuda kernel";
 }
 
@@ -525,6 +553,39 @@ TEST(CudaOps, LayerGradientsMatchCpu) {
                    },
                    6,
                    3});
+  cases.push_back(
+      {"LayerNormalization",
+       17,
+       {{"x", randomTensor({4, 3, 5}, 8)},
+        {"scale", randomTensor({3, 5}, 9)},
+        {"bias", randomTensor({3, 5}, 10)}},
+       {},
+       [](onnx::GraphProto* g) {
+         attrI(addNode(g, "LayerNormalization", {"x", "scale", "bias"}, {"h"}), "axis", 1);
+       },
+       4,
+       15});
+  cases.push_back({"LayerNormalization, Scale broadcast",
+                   17,
+                   {{"x", randomTensor({6, 8}, 11)}, {"scale", randomTensor({1}, 12)}},
+                   {},
+                   [](onnx::GraphProto* g) {
+                     addNode(g, "LayerNormalization", {"x", "scale"}, {"h"});
+                   },
+                   6,
+                   8});
+  cases.push_back({"Slice",
+                   13,
+                   {{"x", randomTensor({4, 9}, 13)}},
+                   {{"st", Tensor::fromVector(std::vector<int64_t>{7}, {1})},
+                    {"en", Tensor::fromVector(std::vector<int64_t>{0}, {1})},
+                    {"ax", Tensor::fromVector(std::vector<int64_t>{1}, {1})},
+                    {"sp", Tensor::fromVector(std::vector<int64_t>{-2}, {1})}},
+                   [](onnx::GraphProto* g) {
+                     addNode(g, "Slice", {"x", "st", "en", "ax", "sp"}, {"h"});
+                   },
+                   4,
+                   4});
   for (const auto& c : cases) layerGradientsMatchCpu(c);
 }
 

@@ -449,6 +449,12 @@ std::vector<GradCase> cases() {
                {In{{3, 4}}, In{{4}, 0.5, 1.5}, In{{4}}},
                {attrI("axis", -1)}});
   v.back().dbl = false;  // the function body computes its statistics in float
+  // Scale and B broadcast over the two normalized axes: their gradients sum over the rest.
+  v.push_back({"LayerNormalization_broadcast_scale",
+               "LayerNormalization",
+               {In{{2, 3, 4}}, In{{1, 4}, 0.5, 1.5}, In{{1}}},
+               {attrI("axis", 1)}});
+  v.back().dbl = false;
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
