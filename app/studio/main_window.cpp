@@ -454,10 +454,9 @@ bool MainWindow::openFile(const QString& path) {
 bool MainWindow::saveTo(const QString& path) {
   // Save keeps what was just trained, and the training panel's settings travel in the
   // project's "training" section.
-  if (Status st = training_->syncWeights(); !st.ok()) {
-    showError(tr("Cannot save the trained weights"), qs(st.message()));
-    return false;
-  }
+  // Weights that cannot be written (training still running) never block saving the graph.
+  QString weightsNote;
+  if (Status st = training_->syncWeights(); !st.ok()) weightsNote = qs(st.message());
   training_->storeSettingsInModel();
   if (!writeAtomically(path, QByteArray::fromStdString(projectToJsonText(model_->graph()))))
     return false;
@@ -467,7 +466,13 @@ bool MainWindow::saveTo(const QString& path) {
   training_->markSettingsSaved();
   addRecent(currentFile_);
   updateTitle();
-  showStatus(tr("Saved %1").arg(path));
+  if (!weightsNote.isEmpty())
+    showError(tr("Saved without the latest trained weights"),
+              tr("%1 holds the graph and the weights it had before this training. The trained "
+                 "weights were not written: %2")
+                  .arg(path, weightsNote));
+  else
+    showStatus(tr("Saved %1").arg(path));
   return true;
 }
 

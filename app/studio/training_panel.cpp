@@ -650,12 +650,16 @@ Status TrainingPanel::syncWeights() {
 Status TrainingPanel::writeWeightsToGraph() {
   if (busy_)
     return Status::error("training is running; press Stop and wait for it to finish first");
-  if (!worker_->trainer_ || graphDirty_)
+  if (!worker_->trainer_)
     return Status::error(
         "nothing trained for this graph yet: press Train Step, Full Train Step or Fit first");
+  // After an edit (or an edit and its undo) the trained weights still go to the nodes that have
+  // them, by name and id, as a new trainer would start from them: saving must never lose them.
+  const bool edited = graphDirty_;
   DW_RETURN_IF_ERROR(copyTrainedWeights());
-  // The graph now holds what the trainer holds: keep training with it (and its optimizer state).
-  graphDirty_ = false;
+  // Unedited, the graph now holds what the trainer holds: keep training with it (and its
+  // optimizer state). Edited, the next job builds a trainer for the new graph.
+  graphDirty_ = edited;
   return Status();
 }
 

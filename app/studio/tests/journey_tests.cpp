@@ -291,6 +291,17 @@ class JourneyTest : public QObject {
     QVERIFY(static_cast<QValueAxis*>(x)->max() >= 339);
     shot(w, "4-trained");
 
+    // Deleting a trained layer and undoing it keeps the trained weights saveable: Save and
+    // Export write them (they were refused until the next Train Step).
+    QVERIFY(w.model()->removeItems({dense2}, {}).ok());
+    w.model()->undoStack()->undo();
+    QVERIFY(w.model()->graph().node(dense2));
+    QVERIFY(panel->hasUnsyncedWeights());
+    QTemporaryDir saved;
+    QVERIFY2(w.saveTo(saved.filePath("edited.dwproj")), qPrintable(w.lastError()));
+    QVERIFY(!panel->hasUnsyncedWeights());
+    QVERIFY(!w.model()->graph().node(dense2)->weights.empty());
+
     // 5. Export ONNX: the trained weights, taking raw IDX pixels.
     const QString dir = QStringLiteral(DW_BINARY_DIR "/journey");
     QDir().mkpath(dir);
