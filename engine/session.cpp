@@ -26,6 +26,7 @@
 #include "engine/training/autodiff.h"
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
+#include "nodes/schema_facts.h"
 
 namespace dw::engine {
 
@@ -983,68 +984,11 @@ Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
     if (localFunctions.count(domain + ":" + node.op_type())) continue;
     auto it = opsets.find(domain);
     if (it == opsets.end()) continue;  // the planner names the missing import
-    // libonnx knows each domain up to some opset (ai.onnx: 17). Under a newer one, the op may
-    // have a version libonnx lacks (ReduceMean-18 takes its axes as an input), so the schema it
-    // returns would misjudge the node: the kernel checks such nodes itself.
-    const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
-    const auto newest = versions.find(domain);
-    if (newest != versions.end() && it->second > newest->second.second) continue;
-    const onnx::OpSchema* schema =
-        onnx::OpSchemaRegistry::Schema(node.op_type(), it->second, domain);
+    // The op's version under this opset: libonnx's schema, or for versions newer than libonnx
+    // knows (ReduceMean-18 takes its axes as an input) the facts of onnx 1.23's.
+    const auto schema = schemaFacts(domain, node.op_type(), it->second);
     if (!schema) continue;  // the planner reports unsupported ops
-    const std::string opName = node.op_type() + " (opset " + std::to_string(it->second) + ")";
-    auto range = [](int lo, int hi) {
-      return lo == hi
-                 ? std::to_string(lo)
-                 : std::to_string(lo) + " to " +
-                       (hi == std::numeric_limits<int>::max() ? "any number" : std::to_string(hi));
-    };
-    auto names = [](const std::vector<onnx::OpSchema::FormalParameter>& ps) {
-      std::string s;
-      for (const auto& p : ps)
-        s += (s.empty() ? "" : ", ") + p.GetName() +
-             (p.GetOption() == onnx::OpSchema::Optional   ? "?"
-              : p.GetOption() == onnx::OpSchema::Variadic ? "..."
-                                                          : "");
-      return s;
-    };
-    // Trailing empty names are omitted optional inputs.
-    int given = node.input_size();
-    while (given > 0 && node.input(given - 1).empty()) --given;
-    if (given < schema->min_input() || node.input_size() > schema->max_input())
-      return Status::error(what + " has " + std::to_string(node.input_size()) + " input(s); " +
-                           opName + " takes " + range(schema->min_input(), schema->max_input()) +
-                           ": " + names(schema->inputs()));
-    const auto& formal = schema->inputs();
-    for (int i = 0; i < node.input_size() && i < static_cast<int>(formal.size()); ++i)
-      if (node.input(i).empty() && formal[i].GetOption() == onnx::OpSchema::Single)
-        return Status::error(what + ": input " + std::to_string(i) + " (" + formal[i].GetName() +
-                             ") is required but has no name");
-    if (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())
-      return Status::error(what + " has " + std::to_string(node.output_size()) + " output(s); " +
-                           opName + " has " + range(schema->min_output(), schema->max_output()) +
-                           ": " + names(schema->outputs()));
-    // Attributes: libonnx's inference reads required ones without checking they are there.
-    const auto& known = schema->attributes();
-    for (const auto& a : node.attribute()) {
-      auto k = known.find(a.name());
-      if (k == known.end()) {
-        std::string list;
-        for (const auto& [name, attr] : known) list += (list.empty() ? "" : ", ") + name;
-        return Status::error(what + ": " + opName + " has no attribute '" + a.name() +
-                             "' (its attributes: " + (list.empty() ? "none" : list) + ")");
-      }
-      if (a.type() != onnx::AttributeProto::UNDEFINED && a.type() != k->second.type)
-        return Status::error(what + ": attribute '" + a.name() + "' has the wrong type (" +
-                             onnx::AttributeProto::AttributeType_Name(a.type()) + ", expected " +
-                             onnx::AttributeProto::AttributeType_Name(k->second.type) + ")");
-    }
-    for (const auto& [name, attr] : known) {
-      if (!attr.required) continue;
-      bool has = false;
-      for (const auto& a : node.attribute()) has |= a.name() == name;
-      if (!has) return Status::error(what + ": the required attribute '" + name + "' is missing");
-    }
+    DW_RETURN_IF_ERROR(checkNodeAgainst(node, *schema, it->second, what));
     if (node.op_type() == "MaxUnpool" && domain.empty())
       for (int i = 0; i < std::min(2, node.input_size()); ++i)
         for (const auto& v : g.input())

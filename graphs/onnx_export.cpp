@@ -15,6 +15,7 @@
 #include "graphs/tensor_data.h"
 #include "nodes/lowering.h"
 #include "nodes/onnx_params.h"
+#include "nodes/schema_facts.h"
 #include "nodes/type_syntax.h"
 
 namespace dw {
@@ -804,10 +805,54 @@ Result<onnx::ModelProto> metricFinalizeModel(const onnx::ModelProto& m, const st
   return out;
 }
 
+namespace {
+
+// libonnx 1.12's checker and inference know ai.onnx up to opset 17 (ai.onnx.ml up to 3), and
+// misjudge a newer version of an op by the older one it has. Models importing a newer opset
+// are checked node by node against nodes/schema_facts.h, in subgraphs too.
+bool beyondLibonnx(const onnx::ModelProto& model) {
+  const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  for (const auto& o : model.opset_import()) {
+    const std::string d = o.domain() == "ai.onnx" ? "" : o.domain();
+    auto it = known.find(d);
+    if ((d.empty() || d == "ai.onnx.ml") && it != known.end() && o.version() > it->second.second)
+      return true;
+  }
+  return false;
+}
+
+Status checkNodesAgainstFacts(const onnx::GraphProto& g, const std::map<std::string, int>& opsets) {
+  for (const auto& n : g.node()) {
+    const std::string d = n.domain() == "ai.onnx" ? "" : n.domain();
+    auto it = opsets.find(d);
+    if (it == opsets.end()) continue;
+    auto facts = schemaFacts(d, n.op_type(), static_cast<int>(it->second));
+    const std::string what =
+        "node '" + (n.name().empty() ? n.op_type() : n.name()) + "' (" + n.op_type() + ")";
+    if (!facts)
+      return Status::error(what + ": no operator " + n.op_type() + " in opset " +
+                           std::to_string(it->second) + " of " + (d.empty() ? "ai.onnx" : d));
+    DW_RETURN_IF_ERROR(checkNodeAgainst(n, *facts, it->second, what));
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) DW_RETURN_IF_ERROR(checkNodesAgainstFacts(a.g(), opsets));
+      for (const auto& sg : a.graphs()) DW_RETURN_IF_ERROR(checkNodesAgainstFacts(sg, opsets));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
   // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).
   Catalogue::instance();
+  if (beyondLibonnx(model)) {
+    std::map<std::string, int> opsets;
+    for (const auto& o : model.opset_import())
+      opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+    return checkNodesAgainstFacts(model.graph(), opsets);
+  }
   try {
     onnx::checker::check_model(model);
     if (level == CheckLevel::Basic) return Status();

@@ -10,9 +10,10 @@
 #include <regex>
 #include <set>
 
+#include <cstring>
 #include "nodes/catalogue.h"
 #include "nodes/onnx_params.h"
-#include <cstring>
+#include "nodes/schema_facts.h"
 
 namespace dw {
 
@@ -21,7 +22,7 @@ namespace {
 struct DomainInfo {
   const char* onnxName;  // as registered in libonnx
   const char* canonical;
-  int maxOpset;          // newest opset deepwire targets for this domain
+  int maxOpset;  // newest opset deepwire targets for this domain
 };
 constexpr DomainInfo kOnnxDomains[] = {
     {"", kOnnxDomain, kDefaultOnnxOpset},
@@ -30,7 +31,8 @@ constexpr DomainInfo kOnnxDomains[] = {
 
 std::string categoryFromFile(const std::string& file) {
   static const std::map<std::string, std::string> kPretty = {
-      {"controlflow", "control flow"}, {"object_detection", "object detection"},
+      {"controlflow", "control flow"},
+      {"object_detection", "object detection"},
       {"traditionalml", "traditional ml"}};
   const auto pos = file.rfind("defs/");
   if (pos == std::string::npos) return "misc";
@@ -44,8 +46,9 @@ std::string categoryFromFile(const std::string& file) {
 
 bool isIdentifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 std::string trim(const std::string& s) {
@@ -74,7 +77,8 @@ std::string dedent(const std::string& text) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string line = lines[i];
-    if (i > 0 && common != std::string::npos) line = line.size() > common ? line.substr(common) : "";
+    if (i > 0 && common != std::string::npos)
+      line = line.size() > common ? line.substr(common) : "";
     if (i == 0) line = trim(line);
     out += (i ? "\n" : "") + line;
   }
@@ -86,12 +90,13 @@ bool looksBoolean(const std::string& name, const std::string& doc, int64_t def) 
   if (def != 0 && def != 1) return false;
   // Words that mark an integer setting rather than a switch (axis, layout, group, sizes...).
   static const std::set<std::string> kNotFlagWords = {
-      "axis", "layout", "order", "box", "dtype", "datatype", "group", "size",
-      "height", "width", "ratio", "stash", "start", "k"};
+      "axis", "layout", "order", "box",   "dtype", "datatype", "group",
+      "size", "height", "width", "ratio", "stash", "start",    "k"};
   size_t pos = 0;
   while (pos <= name.size()) {
     const size_t us = name.find('_', pos);
-    if (kNotFlagWords.count(name.substr(pos, us == std::string::npos ? std::string::npos : us - pos)))
+    if (kNotFlagWords.count(
+            name.substr(pos, us == std::string::npos ? std::string::npos : us - pos)))
       return false;
     if (us == std::string::npos) break;
     pos = us + 1;
@@ -129,8 +134,8 @@ std::vector<std::string> enumFromDoc(const std::string& name, const std::string&
     size_t pos = 0;
     while (pos <= list.size()) {
       size_t comma = list.find(',', pos);
-      std::string tok = trim(list.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                          : comma - pos));
+      std::string tok =
+          trim(list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
       tok.erase(std::remove_if(tok.begin(), tok.end(),
                                [](char c) { return c == '"' || c == '\'' || c == '`'; }),
                 tok.end());
@@ -151,8 +156,8 @@ std::vector<std::string> enumFromDoc(const std::string& name, const std::string&
   if (def.empty()) return {};
   std::vector<std::string> quoted;
   static const std::regex kQuoted(R"(["'`]([A-Za-z_][A-Za-z0-9_]*)["'`])");
-  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), kQuoted); it != std::sregex_iterator();
-       ++it)
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), kQuoted);
+       it != std::sregex_iterator(); ++it)
     addUnique(quoted, (*it)[1].str());
   if (accept(quoted)) return values;
   return {};
@@ -165,8 +170,7 @@ std::vector<std::string> typeStrings(const onnx::OpSchema::FormalParameter& p) {
   return out;
 }
 
-PortSpec portFromFormal(const onnx::OpSchema::FormalParameter& p,
-                        const onnx::OpSchema& schema) {
+PortSpec portFromFormal(const onnx::OpSchema::FormalParameter& p, const onnx::OpSchema& schema) {
   PortSpec port;
   port.name = p.GetName();
   port.typeStr = p.GetTypeStr();
@@ -256,9 +260,15 @@ void addOnnxDomains(CatalogueBuilder& b) {
     }
     b.setDefaultOpset(d.canonical, d.maxOpset);
     const std::string onnxName = d.onnxName, canonical = d.canonical;
+    // Versions newer than libonnx's come from nodes/schema_facts.inc, lent the docs of the
+    // version before.
     b.setVersionedLookup(canonical, [onnxName, canonical](const std::string& type, int opset) {
       const auto* schema = onnx::OpSchemaRegistry::Schema(type, opset, onnxName);
-      return schema ? std::make_unique<NodeSpec>(specFromSchema(*schema, canonical)) : nullptr;
+      auto older =
+          schema ? std::make_unique<NodeSpec>(specFromSchema(*schema, canonical)) : nullptr;
+      auto facts = schemaFacts(onnxName, type, opset);
+      if (!facts || facts->fromLibonnx) return older;
+      return std::make_unique<NodeSpec>(specFromFacts(*facts, older.get(), canonical));
     });
   }
   for (const auto& [key, schema] : latest) b.add(specFromSchema(*schema, key.first));

@@ -155,4 +155,34 @@ TEST(MalformedModel, NewerOpsetsAreNotJudgedByOlderSchemas) {
   EXPECT_FLOAT_EQ(t.data<float>()[1], 5.f);
 }
 
+// Opset 18's ReduceMean has no axes attribute: a model that still sets one is refused, with
+// where the axes go now, instead of reducing every axis.
+TEST(MalformedModel, NewerOpsetsAreCheckedAgainstTheirOwnVersion) {
+  onnx::ModelProto m = emptyModel(18);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 3});
+  auto* n = addNode(g, "ReduceMean", {"x"}, {"y"});
+  n->set_name("mean");
+  attrInts(n, "axes", {1});
+  addValue(g->add_output(), "y", {});
+  auto s = InferenceSession::create(m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("node 'mean' (ReduceMean): ReduceMean (opset 18) has no attribute "
+                             "'axes' (its attributes: keepdims, noop_with_empty_axes); give it "
+                             "as input 1 (axes)"),
+            std::string::npos)
+      << s.message();
+  // Split-18 takes num_outputs; three inputs are too many.
+  onnx::ModelProto m2 = emptyModel(18);
+  auto* g2 = m2.mutable_graph();
+  addValue(g2->add_input(), "x", {6});
+  addNode(g2, "Split", {"x", "x", "x"}, {"a", "b"})->set_name("split");
+  addValue(g2->add_output(), "a", {});
+  addValue(g2->add_output(), "b", {});
+  auto s2 = InferenceSession::create(m2);
+  ASSERT_FALSE(s2.ok());
+  EXPECT_NE(s2.message().find("Split (opset 18) takes 1 to 2: input, split?"), std::string::npos)
+      << s2.message();
+}
+
 }  // namespace

@@ -128,7 +128,9 @@ TEST(Export, PythonCheckerAcceptsExamples) {
   const int rc = test::runCommand(
       "/usr/bin/python3 -c \"import sys, onnx\n"
       "for f in sys.argv[1:]: onnx.checker.check_model(onnx.load(f), full_check=True)\n"
-      "print('ok')\"" + files, &out);
+      "print('ok')\"" +
+          files,
+      &out);
   EXPECT_EQ(rc, 0) << out;
 }
 
@@ -152,7 +154,8 @@ TEST(Export, FillsAreDeterministicAndScaled) {
   EXPECT_GT(maxAbs, 0.9f * limit);
   EXPECT_NEAR(mean / 2048, 0.0, 0.02);
   f.seed = 8;
-  EXPECT_NE(makeFilledTensor("w", onnx::TensorProto::FLOAT, {64, 32}, f)->raw_data(), a->raw_data());
+  EXPECT_NE(makeFilledTensor("w", onnx::TensorProto::FLOAT, {64, 32}, f)->raw_data(),
+            a->raw_data());
 }
 
 // Compares two graphs field by field (what a round trip must keep).
@@ -222,6 +225,61 @@ TEST(RoundTrip, SharedOutputGetsIdentityThatImportFolds) {
   expectSameGraph(g, *back);
 }
 
+// PyTorch 2.x exports opset 18 by default. libonnx 1.12 stops at 17, so ReduceMean-18 (axes
+// as input 1) comes from nodes/schema_facts.inc: it imports with both ports, passes the check,
+// and exports back at opset 18.
+TEST(RoundTrip, Opset18ReduceMeanWithAxesInput) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(18);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* x = g->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int d : {2, 3})
+    x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  auto* axes = g->add_initializer();
+  axes->set_name("axes");
+  axes->set_data_type(onnx::TensorProto::INT64);
+  axes->add_dims(1);
+  axes->add_int64_data(1);
+  auto* n = g->add_node();
+  n->set_op_type("ReduceMean");
+  n->set_name("mean");
+  n->add_input("x");
+  n->add_input("axes");
+  n->add_output("y");
+  auto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  EXPECT_TRUE(checkOnnxModel(m).ok()) << checkOnnxModel(m).message();
+  auto imported = importOnnx(m);
+  ASSERT_TRUE(imported.ok()) << imported.message();
+  auto back = exportOnnx(*imported);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->opset_import(0).version(), 18);
+  bool found = false;
+  for (const auto& node : back->graph().node())
+    if (node.op_type() == "ReduceMean") {
+      found = true;
+      EXPECT_EQ(node.input_size(), 2);
+    }
+  EXPECT_TRUE(found);
+  // Still an attribute: opset 18 has none of that name, and the error says where it went.
+  n->clear_input();
+  n->add_input("x");
+  auto* a = n->add_attribute();
+  a->set_name("axes");
+  a->set_type(onnx::AttributeProto::INTS);
+  a->add_ints(1);
+  Status st = checkOnnxModel(m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("give it as input 1 (axes)"), std::string::npos) << st.message();
+}
+
 TEST(RoundTrip, ProjectJsonIsStable) {
   auto g = loadProject(example("fashion_mnist_cnn.dwproj"));
   ASSERT_TRUE(g.ok()) << g.message();
@@ -251,7 +309,8 @@ TEST(RoundTrip, ProjectKeepsOddParams) {
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::FLOAT);
   t.add_float_data(std::numeric_limits<float>::infinity());
-  ASSERT_TRUE(g.setParam(c, "value", Param::makeProto(ParamType::Tensor, t.SerializeAsString())).ok());
+  ASSERT_TRUE(
+      g.setParam(c, "value", Param::makeProto(ParamType::Tensor, t.SerializeAsString())).ok());
   NodeId hard = *g.addNode(kOnnxDomain, "HardSigmoid");
   ASSERT_TRUE(g.setParam(hard, "alpha", Param::makeFloat(std::nan(""))).ok());
   auto back = projectFromJsonText(projectToJsonText(g), "<memory>");

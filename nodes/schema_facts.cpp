@@ -1,0 +1,210 @@
+#include "nodes/schema_facts.h"
+
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "nodes/onnx_params.h"
+
+namespace dw {
+
+namespace {
+
+const std::vector<SchemaFacts>& newerVersions() {
+  static const std::vector<SchemaFacts> table = [] {
+    std::vector<SchemaFacts> t = {
+#include "nodes/schema_facts.inc"
+    };
+    for (auto& f : t)
+      std::sort(f.attributes.begin(), f.attributes.end(),
+                [](const FactAttr& a, const FactAttr& b) { return a.name < b.name; });
+    return t;
+  }();
+  return table;
+}
+
+char optionOf(const onnx::OpSchema::FormalParameter& p) {
+  switch (p.GetOption()) {
+    case onnx::OpSchema::Optional:
+      return 'O';
+    case onnx::OpSchema::Variadic:
+      return 'V';
+    default:
+      return 'S';
+  }
+}
+
+SchemaFacts fromSchema(const onnx::OpSchema& s) {
+  SchemaFacts f;
+  f.domain = s.domain();
+  f.op = s.Name();
+  f.since = s.since_version();
+  f.minInputs = s.min_input();
+  f.maxInputs = s.max_input();
+  f.minOutputs = s.min_output();
+  f.maxOutputs = s.max_output();
+  for (const auto& p : s.inputs()) f.inputs.push_back({p.GetName(), optionOf(p), p.GetTypeStr()});
+  for (const auto& p : s.outputs()) f.outputs.push_back({p.GetName(), optionOf(p), p.GetTypeStr()});
+  for (const auto& [name, a] : s.attributes())
+    f.attributes.push_back({name, a.type, a.required, std::nullopt});
+  for (const auto& tc : s.typeConstraintParams())
+    f.typeConstraints.emplace_back(tc.type_param_str, tc.allowed_type_strs);
+  f.fromLibonnx = true;
+  return f;
+}
+
+}  // namespace
+
+std::optional<SchemaFacts> schemaFacts(const std::string& domain, const std::string& op,
+                                       int opset) {
+  // The newest version at or below opset wins; every version in the table is newer than any
+  // libonnx has of the same op.
+  const SchemaFacts* newest = nullptr;
+  for (const auto& f : newerVersions())
+    if (f.domain == domain && f.op == op && f.since <= opset &&
+        (!newest || f.since > newest->since))
+      newest = &f;
+  if (newest) return *newest;
+  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op, opset, domain);
+  if (!s) return std::nullopt;
+  return fromSchema(*s);
+}
+
+NodeSpec specFromFacts(const SchemaFacts& f, const NodeSpec* older,
+                       const std::string& canonicalDomain) {
+  NodeSpec spec;
+  spec.domain = canonicalDomain;
+  spec.type = f.op;
+  spec.version = f.since;
+  spec.category = older ? older->category : "misc";
+  spec.doc = older ? older->doc : "";
+  spec.doc += (spec.doc.empty() ? "" : "\n\n") + std::string("This is version ") +
+              std::to_string(f.since) + " of " + f.op +
+              ": its ports, types and parameters are listed as that opset defines them.";
+  spec.minInputs = f.minInputs;
+  spec.maxInputs = f.maxInputs;
+  spec.minOutputs = f.minOutputs;
+  spec.maxOutputs = f.maxOutputs;
+  for (const auto& [name, allowed] : f.typeConstraints) {
+    TypeConstraint tc{name, allowed, ""};
+    if (older)
+      for (const auto& o : older->typeConstraints)
+        if (o.name == name) tc.doc = o.doc;
+    spec.typeConstraints.push_back(std::move(tc));
+  }
+  auto portsOf = [&](const std::vector<FactPort>& ps, const std::vector<PortSpec>* was) {
+    std::vector<PortSpec> out;
+    for (const auto& p : ps) {
+      PortSpec port;
+      if (was)
+        for (const auto& o : *was)
+          if (o.name == p.name) port = o;
+      port.name = p.name;
+      port.typeStr = p.typeStr;
+      port.option = p.option == 'O'   ? PortOption::Optional
+                    : p.option == 'V' ? PortOption::Variadic
+                                      : PortOption::Single;
+      port.allowedTypes.clear();
+      bool constraint = false;
+      for (const auto& tc : f.typeConstraints) constraint |= tc.first == p.typeStr;
+      if (!constraint) port.allowedTypes = {p.typeStr};
+      out.push_back(std::move(port));
+    }
+    return out;
+  };
+  spec.inputs = portsOf(f.inputs, older ? &older->inputs : nullptr);
+  spec.outputs = portsOf(f.outputs, older ? &older->outputs : nullptr);
+  for (const auto& a : f.attributes) {
+    ParamSpec p;
+    const ParamSpec* was = nullptr;
+    if (older)
+      for (const auto& o : older->params)
+        if (o.name == a.name) was = &o;
+    const ParamType type = paramTypeFromOnnx(a.type);
+    // A parameter that kept its name and type keeps its doc, choices and boolean look.
+    if (was && (was->type == type || (was->type == ParamType::Bool && type == ParamType::Int)))
+      p = *was;
+    else
+      p.type = type;
+    p.name = a.name;
+    p.required = a.required;
+    if (a.defaultValue) {
+      p.defaultValue = *a.defaultValue;
+      if (p.type == ParamType::Bool) p.defaultValue->type = ParamType::Bool;
+    } else {
+      p.defaultValue.reset();
+    }
+    spec.params.push_back(std::move(p));
+  }
+  return spec;
+}
+
+Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int opset,
+                        const std::string& what) {
+  const std::string opName = node.op_type() + " (opset " + std::to_string(opset) + ")";
+  auto range = [](int lo, int hi) {
+    return lo == hi
+               ? std::to_string(lo)
+               : std::to_string(lo) + " to " +
+                     (hi == std::numeric_limits<int>::max() ? "any number" : std::to_string(hi));
+  };
+  auto names = [](const std::vector<FactPort>& ps) {
+    std::string s;
+    for (const auto& p : ps)
+      s += (s.empty() ? "" : ", ") + p.name +
+           (p.option == 'O'   ? "?"
+            : p.option == 'V' ? "..."
+                              : "");
+    return s;
+  };
+  // Trailing empty names are omitted optional inputs.
+  int given = node.input_size();
+  while (given > 0 && node.input(given - 1).empty()) --given;
+  if (given < f.minInputs || node.input_size() > f.maxInputs)
+    return Status::error(what + " has " + std::to_string(node.input_size()) + " input(s); " +
+                         opName + " takes " + range(f.minInputs, f.maxInputs) + ": " +
+                         names(f.inputs));
+  const auto& formal = f.inputs;
+  for (int i = 0; i < node.input_size() && i < static_cast<int>(formal.size()); ++i)
+    if (node.input(i).empty() && formal[i].option == 'S')
+      return Status::error(what + ": input " + std::to_string(i) + " (" + formal[i].name +
+                           ") is required but has no name");
+  if (node.output_size() < f.minOutputs || node.output_size() > f.maxOutputs)
+    return Status::error(what + " has " + std::to_string(node.output_size()) + " output(s); " +
+                         opName + " has " + range(f.minOutputs, f.maxOutputs) + ": " +
+                         names(f.outputs));
+  // Attributes: libonnx's inference reads required ones without checking they are there.
+  const auto& known = f.attributes;
+  auto find = [&](const std::string& name) {
+    return std::find_if(known.begin(), known.end(),
+                        [&](const FactAttr& k) { return k.name == name; });
+  };
+  for (const auto& a : node.attribute()) {
+    auto k = find(a.name());
+    if (k == known.end()) {
+      std::string list;
+      for (const auto& k2 : known) list += (list.empty() ? "" : ", ") + k2.name;
+      // An attribute that became an input (the axes of ReduceMean-18, Squeeze-13...).
+      std::string moved;
+      for (size_t i = 0; i < formal.size(); ++i)
+        if (formal[i].name == a.name())
+          moved = "; give it as input " + std::to_string(i) + " (" + formal[i].name + ")";
+      return Status::error(what + ": " + opName + " has no attribute '" + a.name() +
+                           "' (its attributes: " + (list.empty() ? "none" : list) + ")" + moved);
+    }
+    if (a.type() != onnx::AttributeProto::UNDEFINED && a.type() != k->type)
+      return Status::error(what + ": attribute '" + a.name() + "' has the wrong type (" +
+                           onnx::AttributeProto::AttributeType_Name(a.type()) + ", expected " +
+                           onnx::AttributeProto::AttributeType_Name(k->type) + ")");
+  }
+  for (const auto& k : known) {
+    if (!k.required) continue;
+    bool has = false;
+    for (const auto& a : node.attribute()) has |= a.name() == k.name;
+    if (!has) return Status::error(what + ": the required attribute '" + k.name + "' is missing");
+  }
+  return Status();
+}
+
+}  // namespace dw

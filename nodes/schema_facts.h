@@ -1,0 +1,60 @@
+// What an operator version takes: its inputs, outputs and attributes, from libonnx 1.12's
+// registry where that is current, and for the versions libonnx does not know (ai.onnx after
+// opset 17, ai.onnx.ml after 3) from nodes/schema_facts.inc, generated from onnx 1.23's
+// registered schemas (scripts/gen_schema_facts.py). Sessions check nodes against it before any
+// kernel or shape inference sees them.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nodes/spec.h"
+#include "nodes/status.h"
+
+namespace dw {
+
+struct FactPort {
+  std::string name;
+  char option;          // 'S' single, 'O' optional, 'V' variadic
+  std::string typeStr;  // a constraint's name ("T") or a type ("tensor(int64)")
+};
+
+struct FactAttr {
+  std::string name;
+  onnx::AttributeProto::AttributeType type;
+  bool required;
+  std::optional<Param> defaultValue;
+};
+
+struct SchemaFacts {
+  std::string domain;  // "" for ai.onnx
+  std::string op;
+  int since = 0;
+  int minInputs = 0, maxInputs = 0, minOutputs = 0, maxOutputs = 0;
+  std::vector<FactPort> inputs, outputs;
+  std::vector<FactAttr> attributes;  // sorted by name
+  std::vector<std::pair<std::string, std::vector<std::string>>> typeConstraints;
+  bool fromLibonnx = false;  // false: a version libonnx 1.12 lacks
+};
+
+// `op` of `domain` ("" or "ai.onnx.ml") as a model importing `opset` of that domain gets it;
+// nullopt where no version at or below `opset` is known.
+std::optional<SchemaFacts> schemaFacts(const std::string& domain, const std::string& op, int opset);
+
+// The node's input and output counts, required inputs and attributes (known, of their type,
+// present where required) against `f`; errors start with `what` (the node) and name the op
+// and opset, what the node has and what the op takes.
+Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int opset,
+                        const std::string& what);
+
+// The catalogue's entry for a version libonnx lacks: `older` (the op's newest libonnx version,
+// or null for an op libonnx does not have) lends its category and the docs of the ports and
+// parameters that kept their names; ports, types and parameters are the new version's.
+NodeSpec specFromFacts(const SchemaFacts& facts, const NodeSpec* older,
+                       const std::string& canonicalDomain);
+
+}  // namespace dw
