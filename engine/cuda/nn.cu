@@ -57,6 +57,15 @@ __global__ void maxPoolKernel(Pool2d p, const float* x, float* y) {
   }
 }
 
+// The outputs whose windows cover input (yy, xx): rows oyLo..oyHi, columns oxLo..oxHi.
+struct Covering {
+  int64_t oyLo, oyHi, oxLo, oxHi;
+};
+__device__ inline Covering covering(const Pool2d& p, int64_t yy, int64_t xx) {
+  return {max(int64_t(0), (yy + p.ph - p.kh + p.sh) / p.sh), min(p.oh - 1, (yy + p.ph) / p.sh),
+          max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw), min(p.ow - 1, (xx + p.pw) / p.sw)};
+}
+
 // One thread per input element: it sums dy over the windows whose first maximum it is.
 __global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, float* dx) {
   const int inPlane = static_cast<int>(p.h * p.w), w = static_cast<int>(p.w);
@@ -65,15 +74,10 @@ __global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, flo
     const float* g = dy + pl * p.oh * p.ow;
     float* out = dx + pl * inPlane;
     for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
-      const int64_t yy = e / w, xx = e % w;
-      // Outputs whose window covers (yy, xx).
-      const int64_t oyLo = max(int64_t(0), (yy + p.ph - p.kh + p.sh) / p.sh);
-      const int64_t oyHi = min(p.oh - 1, (yy + p.ph) / p.sh);
-      const int64_t oxLo = max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw);
-      const int64_t oxHi = min(p.ow - 1, (xx + p.pw) / p.sw);
+      const Covering c = covering(p, e / w, e % w);
       float acc = 0.f;
-      for (int64_t oy = oyLo; oy <= oyHi; ++oy)
-        for (int64_t ox = oxLo; ox <= oxHi; ++ox)
+      for (int64_t oy = c.oyLo; oy <= c.oyHi; ++oy)
+        for (int64_t ox = c.oxLo; ox <= c.oxHi; ++ox)
           if (windowArgmax(p, plane, oy, ox, nullptr) == e) acc += g[oy * p.ow + ox];
       out[e] = acc;
     }
@@ -334,14 +338,10 @@ __global__ void avgPoolGradKernel(Pool2d p, const float* dy, float* dx) {
     const float* g = dy + pl * p.oh * p.ow;
     float* out = dx + pl * inPlane;
     for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
-      const int64_t yy = e / w, xx = e % w;
-      const int64_t oyLo = max(int64_t(0), (yy + p.ph - p.kh + p.sh) / p.sh);
-      const int64_t oyHi = min(p.oh - 1, (yy + p.ph) / p.sh);
-      const int64_t oxLo = max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw);
-      const int64_t oxHi = min(p.ow - 1, (xx + p.pw) / p.sw);
+      const Covering c = covering(p, e / w, e % w);
       float acc = 0.f;
-      for (int64_t oy = oyLo; oy <= oyHi; ++oy)
-        for (int64_t ox = oxLo; ox <= oxHi; ++ox)
+      for (int64_t oy = c.oyLo; oy <= c.oyHi; ++oy)
+        for (int64_t ox = c.oxLo; ox <= c.oxHi; ++ox)
           acc += g[oy * p.ow + ox] * avgWindow(p, oy, ox).inv;
       out[e] = acc;
     }
