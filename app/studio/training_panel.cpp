@@ -32,6 +32,14 @@ namespace dw::studio {
 using namespace dw::engine::training;
 
 namespace {
+
+// What Eval Step and Fit evaluate (LoadedData::evaluation): the validation data where the
+// dataset has some, else its test data. Charts and summaries call it by that name.
+QString evalSetName(const DatasetSpec& d) {
+  return !d.validation.empty() || d.validationSplit > 0 ? QObject::tr("validation")
+                                                        : QObject::tr("test");
+}
+
 QString qs(const std::string& s) {
   return QString::fromStdString(s);
 }
@@ -223,13 +231,14 @@ void TrainingWorker::run(const JobRequest& req) {
         QObject::tr("<b>Fit stopped</b> after %1 complete epoch(s)").arg(report->epochs.size());
   else if (!report->epochs.empty()) {
     const EpochReport& last = report->epochs.back();
-    summary =
-        QObject::tr("<b>Fit</b>: %1 epoch(s), train loss %2%3, %4 samples/s")
-            .arg(report->epochs.size())
-            .arg(last.trainLoss, 0, 'g', 5)
-            .arg(last.hasTest ? QObject::tr(", validation loss %1").arg(last.testLoss, 0, 'g', 5)
-                              : QString())
-            .arg(last.samplesPerSecond, 0, 'f', 0);
+    summary = QObject::tr("<b>Fit</b>: %1 epoch(s), train loss %2%3, %4 samples/s")
+                  .arg(report->epochs.size())
+                  .arg(last.trainLoss, 0, 'g', 5)
+                  .arg(last.hasTest ? QObject::tr(", %1 loss %2")
+                                          .arg(evalSetName(req.config.dataset))
+                                          .arg(last.testLoss, 0, 'g', 5)
+                                    : QString())
+                  .arg(last.samplesPerSecond, 0, 'f', 0);
   }
   post([p = panel_, summary] { p->onFinished(QString(), summary); });
 }
@@ -311,7 +320,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   fullStep_->setToolTip(tr("Train Step, then the optimizer step and a gradient reset"));
   evalStep_ = new QPushButton(tr("Eval Step"));
   evalStep_->setToolTip(
-      tr("Inference on one validation batch: loss and metrics, no gradients. Metrics accumulate "
+      tr("Inference on one batch of the validation data (the test data where there is no "
+         "validation split): loss and metrics, no gradients. Metrics accumulate "
          "over Eval Steps until the Eval Step node's reset_metrics? (or a changed canvas) "
          "resets them"));
   fit_ = new QPushButton(tr("Fit"));
@@ -458,6 +468,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(editData_, &QPushButton::clicked, this, [this] { emit showDataRequested(); });
   connect(data_, &DataPanel::sourcesRead, this, [this] { updateDataStatus(); });
   connect(data_, &DataPanel::specChanged, this, [this] {
+    for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(data_->spec()));
     touched_ = true;
     emit settingsChanged();
     updateDataStatus();
@@ -545,6 +556,7 @@ void TrainingPanel::loadSettingsFromModel() {
     const QSignalBlocker b7(data_);
     data_->setSpec(config_.dataset, projectDir_);
   }
+  for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(config_.dataset));
   updateDataStatus();
   touched_ = false;
   emit settingsChanged();
@@ -766,14 +778,16 @@ void TrainingPanel::onEpoch(qint64 epoch, qint64 step, bool hasTest, double test
   const double x = double(stepOffset_ + step);
   if (hasTest && std::isfinite(testLoss)) testLoss_->append(x, testLoss);
   if (hasTest && std::isfinite(testAcc)) testMetric_->append(x, testAcc);
-  // Best epoch: lowest validation loss seen in a Fit.
+  // Best epoch: lowest evaluation loss seen in a Fit.
   if (epoch >= 0 && hasTest && std::isfinite(testLoss) &&
       (best_->count() == 0 || testLoss < bestLoss_)) {
     bestLoss_ = testLoss;
     best_->clear();
     best_->append(x, testLoss);
-    lossChart_->setTitle(
-        tr("Loss — best epoch %1 (validation %2)").arg(epoch + 1).arg(testLoss, 0, 'g', 3));
+    lossChart_->setTitle(tr("Loss — best epoch %1 (%2 %3)")
+                             .arg(epoch + 1)
+                             .arg(evalSetName(data_->spec()))
+                             .arg(testLoss, 0, 'g', 3));
   }
   rescaleAxes();
 }

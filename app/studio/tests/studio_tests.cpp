@@ -1,7 +1,9 @@
 // QTest suite of deepwire studio, run on the offscreen platform (CTest label "gui").
 // Each test drives the real MainWindow the way a user does (palette, canvas, panels, buttons)
 // and checks the Qt-free document underneath.
+#include <QAbstractSeries>
 #include <QApplication>
+#include <QChart>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDropEvent>
@@ -332,6 +334,15 @@ class StudioTest : public QObject {
     QCOMPARE(g.nodes().size(), nodes);
     w.selectAll();
     QCOMPARE(w.scene()->selectedNodes().size(), nodes);
+  }
+
+  // The MLP example evaluates its own test files (no validation split): the charts say "test".
+  void chartsNameTheSetTheyEvaluate() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    QStringList names;
+    for (auto* series : w.training()->lossChart()->series()) names << series->name();
+    QVERIFY2(names.contains("test") && !names.contains("validation"), qPrintable(names.join(",")));
   }
 
   void saveReloadCompare() {
