@@ -139,89 +139,128 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       // Small batches: the transposed R, for smallGemm; kept while R is the same constant.
       const bool small = B <= kSmallBatch;
       float* rt = small ? rt_.data() + d * GH * H : nullptr;
-      if (small && rtFrom_ != ctx.input(2).raw())
+      if (small && rtFrom_ != ctx.input(2).raw()) {
         for (int64_t j = 0; j < GH; ++j)
           for (int64_t k = 0; k < H; ++k) rt[k * GH + j] = R[j * H + k];
-      auto recurrent = [&](int64_t cols, int64_t col0, const float* h, float* out) {
-        if (small)
-          rnn::smallGemm(B, cols, H, h, H, rt + col0, GH, out, GH);
-        else
-          rnn::gemm(false, true, B, cols, H, h, H, R + col0 * H, H, 0.0f, out, GH);
-      };
-      std::optional<OneThread> oneThread;
-      if (B <= kSmallBatch) oneThread.emplace();
-      for (int64_t s = 0; s < T; ++s) {
-        // Recurrent projection of all gates (GRU without linear_before_reset: z and r only).
-        const int64_t rCols = cell_ == Cell::kGru && !lbr_ ? 2 * H : GH;
-        recurrent(rCols, 0, hPrev.data(), hr.data());
-        if (cell_ == Cell::kGru && !lbr_) {
-          // (r ⊙ H_{t-1}) R_h^T needs r first.
-          for (int64_t b = 0; b < B; ++b) {
+        rtsValid_[d] = false;
+      }
+      // The steps of batch rows [b0, b1): rows never meet, so slices of the batch run on
+      // threads of their own, each through every step without waiting for the others.
+      auto runRows = [&](int64_t b0, int64_t b1, float* gateBuf) {
+        const int64_t nb = b1 - b0;
+        auto recurrent = [&](int64_t cols, int64_t col0, const float* h, float* out) {
+          if (small)
+            rnn::smallGemm(nb, cols, H, h + b0 * H, H, rt + col0, GH, out + b0 * GH, GH);
+          else
+            rnn::gemm(false, true, nb, cols, H, h + b0 * H, H, R + col0 * H, H, 0.0f, out + b0 * GH,
+                      GH);
+        };
+        for (int64_t s = 0; s < T; ++s) {
+          // Recurrent projection of all gates (GRU without linear_before_reset: z and r only).
+          const int64_t rCols = cell_ == Cell::kGru && !lbr_ ? 2 * H : GH;
+          recurrent(rCols, 0, hPrev.data(), hr.data());
+          if (cell_ == Cell::kGru && !lbr_) {
+            // (r ⊙ H_{t-1}) R_h^T needs r first.
+            for (int64_t b = b0; b < b1; ++b) {
+              if (s >= lens[b]) continue;
+              const int64_t t = reverse ? lens[b] - 1 - s : s;
+              float* g = gateBuf;
+              const float* xr = &xw[(t * B + b) * GH];
+              for (int64_t j = 0; j < H; ++j) g[j] = xr[H + j] + hr[b * GH + H + j];
+              clip(g, H);
+              acts[0].apply(g, H);
+              for (int64_t j = 0; j < H; ++j) tmp[b * H + j] = g[j] * hPrev[b * H + j];
+            }
+            recurrent(H, 2 * H, tmp.data(), hr.data() + 2 * H);
+          }
+          for (int64_t b = b0; b < b1; ++b) {
             if (s >= lens[b]) continue;
             const int64_t t = reverse ? lens[b] - 1 - s : s;
-            float* g = gate.data();
+            float* g = gateBuf;
             const float* xr = &xw[(t * B + b) * GH];
-            for (int64_t j = 0; j < H; ++j) g[j] = xr[H + j] + hr[b * GH + H + j];
-            clip(g, H);
-            acts[0].apply(g, H);
-            for (int64_t j = 0; j < H; ++j) tmp[b * H + j] = g[j] * hPrev[b * H + j];
-          }
-          recurrent(H, 2 * H, tmp.data(), hr.data() + 2 * H);
-        }
-        for (int64_t b = 0; b < B; ++b) {
-          if (s >= lens[b]) continue;
-          const int64_t t = reverse ? lens[b] - 1 - s : s;
-          float* g = gate.data();
-          const float* xr = &xw[(t * B + b) * GH];
-          const float* hrb = &hr[b * GH];
-          float* hp = &hPrev[b * H];
-          float* cp = &cPrev[b * H];
-          for (int64_t j = 0; j < GH; ++j) g[j] = xr[j] + hrb[j];
-          if (cell_ == Cell::kRnn) {
-            clip(g, H);
-            acts[0].apply(g, H);
-            std::copy_n(g, H, hp);
-          } else if (cell_ == Cell::kGru) {
-            float *z = g, *rr = g + H, *hh = g + 2 * H;
-            clip(g, 2 * H);
-            acts[0].apply(g, 2 * H);
-            if (lbr_) {
-              const float* rbh = Rb ? Rb + 2 * H : nullptr;
-              for (int64_t j = 0; j < H; ++j)
-                hh[j] = xr[2 * H + j] + rr[j] * (hrb[2 * H + j] + (rbh ? rbh[j] : 0.0f));
-            }
-            clip(hh, H);
-            acts[1].apply(hh, H);
-            for (int64_t j = 0; j < H; ++j) hp[j] = (1 - z[j]) * hh[j] + z[j] * hp[j];
-          } else {
-            // ONNX order: i, o, f, c; peepholes: i, o, f.
-            float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
-            if (P)
-              for (int64_t j = 0; j < H; ++j) {
-                gi[j] += P[j] * cp[j];
-                gf[j] += P[2 * H + j] * cp[j];
+            const float* hrb = &hr[b * GH];
+            float* hp = &hPrev[b * H];
+            float* cp = &cPrev[b * H];
+            for (int64_t j = 0; j < GH; ++j) g[j] = xr[j] + hrb[j];
+            if (cell_ == Cell::kRnn) {
+              clip(g, H);
+              acts[0].apply(g, H);
+              std::copy_n(g, H, hp);
+            } else if (cell_ == Cell::kGru) {
+              float *z = g, *rr = g + H, *hh = g + 2 * H;
+              clip(g, 2 * H);
+              acts[0].apply(g, 2 * H);
+              if (lbr_) {
+                const float* rbh = Rb ? Rb + 2 * H : nullptr;
+                for (int64_t j = 0; j < H; ++j)
+                  hh[j] = xr[2 * H + j] + rr[j] * (hrb[2 * H + j] + (rbh ? rbh[j] : 0.0f));
               }
-            clip(gi, H);
-            acts[0].apply(gi, H);
-            if (inputForget_) {
-              for (int64_t j = 0; j < H; ++j) gf[j] = 1 - gi[j];
+              clip(hh, H);
+              acts[1].apply(hh, H);
+              for (int64_t j = 0; j < H; ++j) hp[j] = (1 - z[j]) * hh[j] + z[j] * hp[j];
             } else {
-              clip(gf, H);
-              acts[0].apply(gf, H);
+              // ONNX order: i, o, f, c; peepholes: i, o, f.
+              float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+              if (P)
+                for (int64_t j = 0; j < H; ++j) {
+                  gi[j] += P[j] * cp[j];
+                  gf[j] += P[2 * H + j] * cp[j];
+                }
+              clip(gi, H);
+              acts[0].apply(gi, H);
+              if (inputForget_) {
+                for (int64_t j = 0; j < H; ++j) gf[j] = 1 - gi[j];
+              } else {
+                clip(gf, H);
+                acts[0].apply(gf, H);
+              }
+              clip(gc, H);
+              acts[1].apply(gc, H);
+              for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+              if (P)
+                for (int64_t j = 0; j < H; ++j) go[j] += P[H + j] * cp[j];
+              clip(go, H);
+              acts[0].apply(go, H);
+              std::copy_n(cp, H, gc);
+              acts[2].apply(gc, H);
+              for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * gc[j];
             }
-            clip(gc, H);
-            acts[1].apply(gc, H);
-            for (int64_t j = 0; j < H; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
-            if (P)
-              for (int64_t j = 0; j < H; ++j) go[j] += P[H + j] * cp[j];
-            clip(go, H);
-            acts[0].apply(go, H);
-            std::copy_n(cp, H, gc);
-            acts[2].apply(gc, H);
-            for (int64_t j = 0; j < H; ++j) hp[j] = go[j] * gc[j];
+            std::copy_n(hp, H, yAt(t, d, b));
           }
-          std::copy_n(hp, H, yAt(t, d, b));
         }
+      };
+      // An LSTM of one to three rows splits its hidden units across the threads instead: each
+      // thread owns the four gates' columns of its units (a quarter of R each, from its own
+      // cache) and their cell state, and the threads meet once a step to exchange h.
+      const int splitThreads =
+          small && cell_ == Cell::kLstm && B < 4 && H >= 64
+              ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), H / 32))
+              : 1;
+      if (splitThreads > 1) {
+        runUnitSplit(splitThreads, T, B, H, d, reverse, rt, lens, xw, P, acts, hPrev, cPrev,
+                     [&](int64_t t, int64_t b) { return yAt(t, d, b); });
+        for (int64_t b = 0; b < B; ++b) {
+          std::copy_n(&hPrev[b * H], H, stateAt(yh.data<float>(), d, b));
+          if (yc) std::copy_n(&cPrev[b * H], H, stateAt(yc->data<float>(), d, b));
+        }
+        continue;
+      }
+      // Two rows a thread at least: one row alone is a vector-matrix product that cannot pay
+      // for a thread.
+      const int nt =
+          small ? static_cast<int>(std::clamp<int64_t>(B / 2, 1, omp_get_max_threads())) : 1;
+      if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+          const int64_t t = omp_get_thread_num(), per = (B + nt - 1) / nt;
+          std::vector<float> g(static_cast<size_t>(GH));
+          const int64_t lo = std::min(B, t * per), hi = std::min(B, lo + per);
+          if (lo < hi) runRows(lo, hi, g.data());
+        }
+      } else {
+        std::optional<OneThread> oneThread;
+        if (small) oneThread.emplace();
+        runRows(0, B, gate.data());
       }
       for (int64_t b = 0; b < B; ++b) {
         std::copy_n(&hPrev[b * H], H, stateAt(yh.data<float>(), d, b));
@@ -231,6 +270,94 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
     // Only a constant R (an initializer) can be trusted to be the same next run.
     rtFrom_ = B <= kSmallBatch && constR_ ? ctx.input(2).raw() : nullptr;
     return Status();
+  }
+
+  // The LSTM steps of rows [0, B) with hidden units split over `nt` threads (see runReference).
+  // Thread k takes units [j0, j1); its columns of R's four gates are copied next to each other
+  // (rts_), so one product per step gives all its gates. h is double-buffered: a step reads the
+  // last step's h whole and writes its own units of the next, then the threads meet.
+  template <class YAt>
+  void runUnitSplit(int nt, int64_t T, int64_t B, int64_t H, int64_t d, bool reverse,
+                    const float* rt, const std::vector<int64_t>& lens, const std::vector<float>& xw,
+                    const float* P, const Act* acts, std::vector<float>& hPrev,
+                    std::vector<float>& cPrev, YAt yAt) {
+    const int64_t GH = 4 * H, per = (H + nt - 1) / nt;
+    std::vector<float>& rts = rts_[d];
+    if (rts.size() != static_cast<size_t>(GH * H) || rtsThreads_[d] != nt || rtsFrom_[d] != rt ||
+        !rtsValid_[d]) {
+      rts.assign(GH * H, 0.0f);
+      for (int k = 0; k < nt; ++k) {
+        const int64_t j0 = std::min(H, k * per), w = std::min(H, j0 + per) - j0;
+        float* block = rts.data() + 4 * j0 * H;  // [H][4 * w]
+        for (int64_t kk = 0; kk < H; ++kk)
+          for (int q = 0; q < 4; ++q)
+            std::copy_n(rt + kk * GH + q * H + j0, w, block + kk * 4 * w + q * w);
+      }
+      rtsThreads_[d] = nt;
+      rtsFrom_[d] = rt;
+      rtsValid_[d] = true;
+    }
+    std::vector<float> hNext(hPrev.size());
+    float* bufs[2] = {hPrev.data(), hNext.data()};
+#pragma omp parallel num_threads(nt)
+    {
+      const int k = omp_get_thread_num();
+      const int64_t j0 = std::min(H, k * per), j1 = std::min(H, j0 + per), w = j1 - j0;
+      const float* block = rts.data() + 4 * j0 * H;
+      std::vector<float> g(static_cast<size_t>(std::max<int64_t>(1, B * 4 * w)));
+      for (int64_t s = 0; s < T; ++s) {
+        const float* hIn = bufs[s & 1];
+        float* hOut = bufs[(s + 1) & 1];
+        if (w > 0) rnn::smallGemm(B, 4 * w, H, hIn, H, block, 4 * w, g.data(), 4 * w);
+        for (int64_t b = 0; b < B && w > 0; ++b) {
+          const float* hb = hIn + b * H;
+          float* ho = hOut + b * H;
+          if (s >= lens[b]) {  // past this row's length: h stays
+            std::copy(hb + j0, hb + j1, ho + j0);
+            continue;
+          }
+          const int64_t t = reverse ? lens[b] - 1 - s : s;
+          const float* xr = &xw[(t * B + b) * GH];
+          // ONNX order: i, o, f, c; peepholes: i, o, f.
+          float* gb = g.data() + b * 4 * w;
+          float *gi = gb, *go = gb + w, *gf = gb + 2 * w, *gc = gb + 3 * w;
+          for (int q = 0; q < 4; ++q)
+            for (int64_t j = 0; j < w; ++j) gb[q * w + j] += xr[q * H + j0 + j];
+          float* cp = &cPrev[b * H + j0];
+          if (P)
+            for (int64_t j = 0; j < w; ++j) {
+              gi[j] += P[j0 + j] * cp[j];
+              gf[j] += P[2 * H + j0 + j] * cp[j];
+            }
+          clipTo(gi, w);
+          acts[0].apply(gi, w);
+          if (inputForget_) {
+            for (int64_t j = 0; j < w; ++j) gf[j] = 1 - gi[j];
+          } else {
+            clipTo(gf, w);
+            acts[0].apply(gf, w);
+          }
+          clipTo(gc, w);
+          acts[1].apply(gc, w);
+          for (int64_t j = 0; j < w; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+          if (P)
+            for (int64_t j = 0; j < w; ++j) go[j] += P[H + j0 + j] * cp[j];
+          clipTo(go, w);
+          acts[0].apply(go, w);
+          std::copy_n(cp, w, gc);
+          acts[2].apply(gc, w);
+          for (int64_t j = 0; j < w; ++j) ho[j0 + j] = go[j] * gc[j];
+          std::copy_n(ho + j0, w, yAt(t, b) + j0);
+        }
+#pragma omp barrier
+      }
+    }
+    if (T & 1) hPrev.swap(hNext);  // the last step wrote bufs[T & 1]
+  }
+
+  void clipTo(float* v, int64_t n) const {
+    if (!hasClip_) return;
+    for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(v[i], -clip_, clip_);
   }
 
   // ---- oneDNN -------------------------------------------------------------------------------
@@ -357,6 +484,12 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
   bool constR_;                   // R is an initializer
   std::vector<float> rt_;         // [D][H][G*H]: R transposed, for small batches
   const void* rtFrom_ = nullptr;  // the constant R that rt_ holds
+  // Per direction: rt_'s columns regrouped by thread for runUnitSplit, and what they came from
+  // (rtsValid_ is cleared whenever rt_ is rebuilt).
+  std::vector<float> rts_[2];
+  int rtsThreads_[2] = {0, 0};
+  const float* rtsFrom_[2] = {nullptr, nullptr};
+  bool rtsValid_[2] = {false, false};
 };
 
 }  // namespace

@@ -349,8 +349,17 @@ TEST(Rnn, OneDnnAndPlainPathsAgree) {
 // Small batches run the plain loops on one thread (rnn.cpp's kSmallBatch), batches of one or
 // two with the transposed recurrent weights kept between runs; batch entry 0 of a batch of 17,
 // which oneDNN's cells compute, must come out the same, run after run.
+void smallBatchPathMatchesOneDnn(int64_t T, int64_t H);
+
+// Batches of 4 and more split their rows over threads; an LSTM of 96 units at batch 1 and 2
+// splits its units (runUnitSplit), over an odd number of steps (its h buffers swap).
 TEST(Rnn, SmallBatchPathMatchesOneDnn) {
-  const int64_t T = 6, B = 17, I = 5, H = 40;  // 4H = 160: full and partial 32-column blocks
+  for (const auto& [T, H] : std::vector<std::pair<int64_t, int64_t>>{{6, 40}, {7, 96}})
+    smallBatchPathMatchesOneDnn(T, H);
+}
+
+void smallBatchPathMatchesOneDnn(int64_t T, int64_t H) {
+  const int64_t B = 17, I = 5;  // 4H = 160: full and partial 32-column blocks
   // Entries [0, n) of a [T|D, B, F] tensor as [T|D, n, F].
   auto firstN = [](const Tensor& t, int64_t n) {
     Tensor r(DType::kFloat, {t.dim(0), n, t.dim(2)});
