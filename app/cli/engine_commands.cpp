@@ -100,6 +100,15 @@ int runCommand(const RunArgs& a) {
     auto write = [&](const Tensor& t, const std::string& fileStem) -> int {
       std::cout << fileStem << ": " << dtypeName(t.dtype()) << shapeToString(t.shape()) << " "
                 << firstValues(t) << "\n";
+      // A declared shape the result does not have is the model's mistake, or a sign that the
+      // inputs are not what it was made for: say so, the numbers stand.
+      bool differs = info.hasShape && info.dims.size() != t.rank();
+      for (size_t d = 0; !differs && info.hasShape && d < info.dims.size(); ++d)
+        differs = info.dims[d] >= 0 && info.dims[d] != t.dim(d);
+      if (differs && fileStem == info.name)
+        std::cerr << "deepwire: warning: output '" << info.name << "' has shape "
+                  << shapeToString(t.shape()) << ", but the model declares " << info.describe()
+                  << "\n";
       if (a.outputDir.empty()) return 0;
       const std::string path = (fs::path(a.outputDir) / (safeFileName(fileStem) + ".npy")).string();
       auto st = writeNpy(path, t);

@@ -868,7 +868,11 @@ void TrainingPanel::rescaleAxes() {
         y1 = std::max(y1, p.y());
       }
     }
-    if (!std::isfinite(x0)) x0 = x1 = double(lastStep_);
+    // No points (a graph without a metric): the steps so far, not a one-step window at the end.
+    if (!std::isfinite(x0)) {
+      x0 = 0;
+      x1 = double(lastStep_);
+    }
     // Whole steps: a tick every 1, 2 or 5 x 10^k steps, about five of them.
     double span = std::max(5.0, x1 - x0);
     double tick = std::pow(10.0, std::floor(std::log10(span / 5)));

@@ -1,5 +1,6 @@
 // The deepwire command line: output formats, exit codes, and errors on stderr.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 #include <nlohmann/json.hpp>
 
 #include "graphs/file_io.h"
@@ -129,6 +130,37 @@ TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("line 1"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir / "x.onnx"));
+}
+
+// The numbers are printed, and a warning says the model declared another shape.
+TEST(Cli, RunWarnsWhenAnOutputIsNotTheDeclaredShape) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* n = g->add_node();
+  n->set_op_type("Constant");
+  n->add_output("y");
+  auto* a = n->add_attribute();
+  a->set_name("value_floats");
+  a->set_type(onnx::AttributeProto::FLOATS);
+  a->add_floats(1.5f);
+  a->add_floats(2.5f);
+  auto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(5);
+  auto dir = test::tempDir();
+  const std::string path = (dir / "declared.onnx").string();
+  ASSERT_TRUE(writeFileAtomic(path, m.SerializeAsString()).ok());
+  int code = 0;
+  const std::string out = run("run " + path + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("y: float32[2] [1.5, 2.5]"), std::string::npos) << out;
+  EXPECT_NE(out.find("warning: output 'y' has shape [2], but the model declares y: float32[5]"),
+            std::string::npos)
+      << out;
 }
 
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
