@@ -184,7 +184,7 @@ void TrainingWorker::run(const JobRequest& req) {
       if (eval)
         p->onEpoch(-1, step, true, loss, metric);
       else
-        p->onStep(step, loss, batchMetric, sps, 1.0);
+        p->onSteps({{step, loss, batchMetric}}, sps, 1.0);
       p->onFinished(QString(), summary);
     });
     return;
@@ -201,9 +201,13 @@ void TrainingWorker::run(const JobRequest& req) {
   const int64_t firstEpoch = trainer_->counters().epoch;
   const int64_t epochs = req.config.epochs;
   auto lastPost = Clock::now() - std::chrono::seconds(1);
+  std::vector<TrainingPanel::StepPoint> pending;
   FitCallbacks cb;
   cb.onStep = [&](const StepInfo& info) {
-    // Throttled: a tiny model steps far faster than a chart can usefully redraw.
+    // Every step is a point; they go to the charts in bunches, since a tiny model steps far
+    // faster than a chart can usefully redraw.
+    pending.push_back({qint64(trainer_->counters().trainSteps), info.result.totalLoss(),
+                       headlineMetric(info.result.batchMetrics)});
     const auto now = Clock::now();
     if (now - lastPost < std::chrono::milliseconds(40) && info.batch + 1 < info.batchesPerEpoch)
       return;
@@ -212,9 +216,10 @@ void TrainingWorker::run(const JobRequest& req) {
                         double(info.batch + 1) / std::max<int64_t>(1, info.batchesPerEpoch);
     const double progress = std::clamp(done / std::max<int64_t>(1, epochs), 0.0, 1.0);
     const double sps = info.seconds > 0 ? info.samplesDone / info.seconds : 0;
-    post([p = panel_, step = qint64(trainer_->counters().trainSteps),
-          loss = info.result.totalLoss(), metric = headlineMetric(info.result.batchMetrics), sps,
-          progress] { p->onStep(step, loss, metric, sps, progress); });
+    post([p = panel_, points = std::move(pending), sps, progress] {
+      p->onSteps(points, sps, progress);
+    });
+    pending.clear();
   };
   cb.onEpoch = [&](const EpochReport& e) {
     post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
@@ -759,11 +764,19 @@ void TrainingPanel::setBusy(bool on) {
   stop_->setEnabled(on);
 }
 
-void TrainingPanel::onStep(qint64 step, double loss, double metric, double samplesPerSec,
-                           double progress) {
+void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samplesPerSec,
+                            double progress) {
+  if (points.empty()) return;
+  QList<QPointF> losses, metrics;
+  for (const StepPoint& p : points) {
+    const double x = double(stepOffset_ + p.step);
+    if (std::isfinite(p.loss)) losses.append({x, p.loss});
+    if (std::isfinite(p.metric)) metrics.append({x, p.metric});
+  }
+  trainLoss_->append(losses);
+  trainMetric_->append(metrics);
+  const qint64 step = points.back().step;
   lastStep_ = stepOffset_ + step;
-  if (std::isfinite(loss)) trainLoss_->append(double(lastStep_), loss);
-  if (std::isfinite(metric)) trainMetric_->append(double(lastStep_), metric);
   if (step > 0 && !unsynced_) {
     unsynced_ = true;
     emit weightsStateChanged();

@@ -14,6 +14,7 @@
 #include <QThread>
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "app/studio/data_panel.h"
 #include "app/studio/graph_model.h"
@@ -104,7 +105,12 @@ class TrainingPanel : public QWidget {
   enum class Job { TrainStep, FullTrainStep, EvalStep, Fit };
   void start(Job job);
   void loadSettingsFromModel();
-  void onStep(qint64 step, double loss, double metric, double samplesPerSec, double progress);
+  // One chart point per training step (step, loss, headline metric); Fit sends them in bunches.
+  struct StepPoint {
+    qint64 step;
+    double loss, metric;
+  };
+  void onSteps(const std::vector<StepPoint>& points, double samplesPerSec, double progress);
   void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc);
   void clearCharts();
   // The trainer's weights into the graph (one undo step), whatever the canvas did since.
