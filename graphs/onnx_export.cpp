@@ -843,6 +843,15 @@ Status checkNodesAgainstFacts(const onnx::GraphProto& g, const std::map<std::str
 
 }  // namespace
 
+Status checkTrainingLowering(const Graph& graph, const std::string& model) {
+  ExportOptions opt;
+  opt.model = model;
+  opt.check = CheckLevel::None;
+  opt.inferShapes = false;
+  opt.withLosses = true;
+  return exportOnnx(graph, opt).status();
+}
+
 Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
   // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).

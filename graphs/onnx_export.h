@@ -41,6 +41,11 @@ struct ExportOptions {
 // refuses the result.
 Result<onnx::ModelProto> exportOnnx(const Graph& graph, const ExportOptions& options = {});
 
+// Lowers `model` of the canvas with its losses and metrics, as training does, unchecked: what
+// an inference export leaves out (Output Train's loss, loss and metric nodes) gets its own
+// checks, such as a target whose shape does not fit the loss. OK where nothing is wrong.
+Status checkTrainingLowering(const Graph& graph, const std::string& model = "");
+
 // The finalize part of metric `metric` of a model exported with losses, as a model of its own:
 // inputs are the metric's statistics (the "stats" outputs), the output is its value. An Eval Step
 // sums each statistic over the batches of an epoch (zeroing the sums resets the metric) and runs

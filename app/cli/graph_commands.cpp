@@ -48,6 +48,8 @@ int runCheck(const std::string& path) {
       auto m = exportOnnx(*g);
       if (!m.ok()) problems.push_back(m.message());
     }
+    if (problems.empty())
+      if (Status st = checkTrainingLowering(*g); !st.ok()) problems.push_back(st.message());
   } else {
     auto m = readOnnxFile(path);
     if (!m.ok()) return fail(m.message());

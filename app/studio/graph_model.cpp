@@ -478,6 +478,11 @@ void GraphModel::validateNow() {
         continue;
       }
       collectTypes(*m, types);
+      // The losses and metrics, as training lowers them: a target that does not fit its loss
+      // shows here, not only when Train Step runs.
+      if (Status st = checkTrainingLowering(graph_, model); !st.ok())
+        problems_.push_back(
+            {graph_.node(nodeNamedIn(st.message())) ? nodeNamedIn(st.message()) : 0, st.message()});
     }
     typesToPorts(graph_, types, portTypes_);
   }

@@ -336,6 +336,27 @@ class StudioTest : public QObject {
     QCOMPARE(w.scene()->selectedNodes().size(), nodes);
   }
 
+  // A loss that cannot take its target is a problem on the canvas as soon as it is chosen, not
+  // only when Train Step runs: MeanSquaredError on the MLP's class indices.
+  void lossTargetMismatchIsAProblemBeforeTraining() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    dw::NodeId out = 0;
+    for (const auto& [id, n] : w.model()->graph().nodes())
+      if (n.type == "Output Train") out = id;
+    QVERIFY(out);
+    QVERIFY(w.model()->setParam(out, "loss", dw::Param::makeString("MeanSquaredError")).ok());
+    QVERIFY(w.model()->resetParam(out, "from_logits").ok());
+    w.model()->validateNow();
+    QString all;
+    bool onNode = false;
+    for (const auto& p : w.model()->problems()) {
+      all += QString::fromStdString(p.message) + "\n";
+      onNode |= p.node == out && p.message.find("must have the same shape") != std::string::npos;
+    }
+    QVERIFY2(onNode, qPrintable(all));
+  }
+
   // The MLP example evaluates its own test files (no validation split): the charts say "test".
   void chartsNameTheSetTheyEvaluate() {
     MainWindow w(false);
