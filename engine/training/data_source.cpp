@@ -625,6 +625,8 @@ Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current
         s.dtype = name;
         steps.push_back("convert to " + name);
       } else if (steps.size() && wantsFloat(s) && src.dtype != DType::kFloat) {
+        // Scaling makes float32 anyway; saying so in the spec shows it in the Type box too.
+        s.dtype = "float32";
         steps.back() += " as float32";
       }
     }
