@@ -18,7 +18,7 @@ std::string attrString(const onnx::NodeProto& n, const std::string& name, const 
 std::vector<int64_t> attrInts(const onnx::NodeProto& n, const std::string& name,
                               std::vector<int64_t> def = {});
 
-// Appending an attribute (the session's private "__dw_*" ones).
+// Appending an attribute (fusion/fused.cpp writes the fusion passes' private ones).
 void addIntAttr(onnx::NodeProto& n, const std::string& name, int64_t v);
 void addFloatAttr(onnx::NodeProto& n, const std::string& name, float v);
 void addStringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v);

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/fusion/fused.h"
 #include "engine/fusion/fusion.h"
 #include "engine/fusion/graph_queries.h"
 #include "engine/kernel.h"
@@ -618,25 +619,21 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     pn.op = node.op_type();
     pn.domain = normDomain(node.domain());
     pn.opset = opsetFor(nodeOpsets, pn.domain);
-    for (const auto& a : node.attribute()) {
-      if (a.name() != "__dw_blocked_inputs" && a.name() != "__dw_blocked_outputs") continue;
-      for (int64_t i : a.ints())
-        pn.layouts += std::string(pn.layouts.empty() ? "" : ", ") +
-                      (a.name() == "__dw_blocked_inputs" ? "input " : "output ") +
-                      std::to_string(i);
-    }
+    // The profile's note of what the fusion passes changed about the node's tensors.
+    const fusion::Fused fused = fusion::fusedOf(node);
+    auto list = [](const std::vector<int64_t>& ins, const std::vector<int64_t>& outs) {
+      std::string s;
+      for (int64_t i : ins) s += std::string(s.empty() ? "" : ", ") + "input " + std::to_string(i);
+      for (int64_t i : outs)
+        s += std::string(s.empty() ? "" : ", ") + "output " + std::to_string(i);
+      return s;
+    };
+    pn.layouts = list(fused.blockedInputs, fused.blockedOutputs);
     if (!pn.layouts.empty()) pn.layouts += " in nChw16c";
-    std::string nhwc;
-    for (const auto& a : node.attribute()) {
-      if (a.name() != "__dw_nhwc_inputs" && a.name() != "__dw_nhwc_outputs") continue;
-      for (int64_t i : a.ints())
-        nhwc += std::string(nhwc.empty() ? "" : ", ") +
-                (a.name() == "__dw_nhwc_inputs" ? "input " : "output ") + std::to_string(i);
-    }
+    const std::string nhwc = list(fused.nhwcInputs, fused.nhwcOutputs);
     if (!nhwc.empty()) pn.layouts += (pn.layouts.empty() ? "" : "; ") + nhwc + " in NHWC";
-    for (const auto& a : node.attribute())
-      if (a.name() == "__dw_conv")
-        pn.layouts += (pn.layouts.empty() ? "" : "; ") + a.s() + " fused in";
+    if (!fused.conv.empty())
+      pn.layouts += (pn.layouts.empty() ? "" : "; ") + fused.conv + " fused in";
     DW_RETURN_IF_ERROR(buildKernel(pn, node, nodeOpsets, visible));
     propagateTypes(node, nodeOpsets);
     for (const auto& in : node.input()) pn.inputs.push_back(in.empty() ? -1 : p->id(in));

@@ -2,7 +2,7 @@
 // primitives (a convolution or matrix product absorbing the normalization, bias, activation and
 // pooling after it), the NHWC hand-over of inference convolution chains, and the training CNN
 // block's fusions and blocked layouts. Each pass keeps the graph's values and results: only
-// values a single reader consumes disappear, and private "__dw_*" attributes (and appended
+// values a single reader consumes disappear, and a Fused record (fused.h; and appended
 // inputs) tell the kernels what they absorbed.
 #pragma once
 

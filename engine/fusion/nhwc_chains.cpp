@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "engine/fusion/fused.h"
 #include "engine/fusion/graph_queries.h"
 #include "engine/onnx_attrs.h"
 #include "graphs/subgraph.h"
@@ -16,8 +17,8 @@ namespace dw::engine::fusion {
 // layout, so a group of values joined through them shares one: it goes NHWC when every value
 // is a float32 4-D tensor (a dynamic batch is fine), made by a convolution or such an elementwise
 // op, and read only by them or as a convolution's input X, and none is a graph input or output. The
-// convolutions writing or reading it get "__dw_nhwc_outputs" / "__dw_nhwc_inputs"; the shapes
-// stay NCHW, only the memory order differs.
+// convolutions writing or reading it are marked (fusion/fused.h: nhwcOutputs / nhwcInputs); the
+// shapes stay NCHW, only the memory order differs.
 void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                     const onnx::GraphProto& g,
                     const std::unordered_map<std::string, onnx::TypeProto>& types) {
@@ -34,9 +35,8 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   // not the one-input-channel direct loops, nothing training handed over.
   auto nhwcConv = [&](const onnx::NodeProto& n) {
     if (!isOp(n, "", "Conv") || n.input_size() < 2 || n.output_size() != 1) return false;
-    if (findAttr(n, "__dw_maxpool_kernel") || findAttr(n, "__dw_blocked_outputs") ||
-        findAttr(n, "__dw_blocked_inputs"))
-      return false;
+    const Fused f = fusedOf(n);
+    if (f.hasMaxPool() || !f.blockedOutputs.empty() || !f.blockedInputs.empty()) return false;
     const auto w = staticDims(types, n.input(1));
     return w.size() == 4 && !(w[1] == 1 && attrInt(n, "group", 1) == 1);
   };
@@ -127,13 +127,13 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& n = nodes[i].first;
     if (nhwcConv(n)) {
-      if (nhwc(n.input(0))) appendIntsAttr(n, "__dw_nhwc_inputs", 0);
-      if (nhwc(n.output(0))) appendIntsAttr(n, "__dw_nhwc_outputs", 0);
+      if (nhwc(n.input(0))) markInput(n, Layout::kNhwc, 0);
+      if (nhwc(n.output(0))) markOutput(n, Layout::kNhwc, 0);
     } else if (nhwcReader(n) && nhwc(n.input(0))) {
-      appendIntsAttr(n, "__dw_nhwc_inputs", 0);
+      markInput(n, Layout::kNhwc, 0);
     } else if (shared[i].size() == 1 && n.input_size() == 2 && nhwc(n.output(0))) {
       // A per-channel broadcast: its kernel must know which operand is NHWC.
-      appendIntsAttr(n, "__dw_nhwc_inputs", shared[i][0]);
+      markInput(n, Layout::kNhwc, shared[i][0]);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include <limits>
 #include <optional>
 
+#include "engine/fusion/fused.h"
 #include "engine/fusion/graph_queries.h"
 #include "engine/onnx_attrs.h"
 #include "engine/tensor.h"
@@ -13,8 +14,8 @@ namespace dw::engine::fusion {
 // BatchNormalization folds the normalization into the convolution, and Conv/Gemm/MatMul followed
 // by an activation runs it as a oneDNN post-op. Only values with a single reader that are not
 // graph outputs are fused away, so nothing another node (or a backward pass) reads disappears.
-// The fused node keeps its op type; private "__dw_*" attributes and appended BN inputs tell the
-// kernel what it absorbed.
+// The fused node keeps its op type; its Fused record (fusion/fused.h) and appended BN inputs tell
+// the kernel what it absorbed.
 void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                    const onnx::GraphProto& g,
                    const std::unordered_map<std::string, onnx::TypeProto>& types) {
@@ -134,12 +135,8 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (dl)
       for (auto d : dl->ints())
         if (d != 1) return;
-    for (const char* name : {"kernel_shape", "strides", "pads"}) {
-      const auto* a = findAttr(mp, name);
-      if (!a) continue;
-      addIntsAttr(n, std::string("__dw_maxpool_") + (name[0] == 'k' ? "kernel" : name),
-                  std::vector<int64_t>(a->ints().begin(), a->ints().end()));
-    }
+    setMaxPool(n,
+               {attrInts(mp, "kernel_shape"), attrInts(mp, "strides"), attrInts(mp, "pads"), {}});
     absorb(n, c);
   };
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -163,7 +160,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         while (n.input_size() < 3) n.add_input("");
         for (int k = 1; k < 5; ++k) n.add_input(bn.input(k));
         const auto* eps = findAttr(bn, "epsilon");
-        addFloatAttr(n, "__dw_bn_epsilon", eps ? eps->f() : 1e-5f);
+        setBnEpsilon(n, eps ? eps->f() : 1e-5f);
         absorb(n, c);
         c = soleReader(n);
       }
@@ -186,10 +183,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         if (outputs.count(s) || readers[s] != 1 ||
             !((mul.input(0) == v && mul.input(1) == s) || (mul.input(0) == s && mul.input(1) == v)))
           continue;
-        addStringAttr(n, "__dw_activation", "Swish");
-        addFloatAttr(n, "__dw_activation_alpha", 1.0f);
-        addFloatAttr(n, "__dw_activation_beta", 0.0f);
-        addFloatAttr(n, "__dw_activation_gamma", 0.0f);
+        setActivation(n, "Swish", ops::UnaryParams{1.0f, 0.0f, 0.0f});
         removed[rs[k]] = true;
         absorb(n, rs[1 - k]);
         break;
@@ -214,10 +208,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       if (conv && op == "MaxPool") fuseMaxPool(n, c);
       continue;
     }
-    addStringAttr(n, "__dw_activation", op);
-    addFloatAttr(n, "__dw_activation_alpha", fused->params.alpha);
-    addFloatAttr(n, "__dw_activation_beta", fused->params.beta);
-    addFloatAttr(n, "__dw_activation_gamma", fused->params.gamma);
+    setActivation(n, op, fused->params);
     absorb(n, c);
     c = soleReader(n);
     if (conv && c >= 0 && nodes[c].first.op_type() == "MaxPool") fuseMaxPool(n, c);

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "engine/fusion/fused.h"
 #include "engine/fusion/graph_queries.h"
 #include "engine/onnx_attrs.h"
 #include "nodes/catalogue.h"
@@ -13,13 +14,13 @@ namespace {
 // output, so "Relu input > 0" is "pool input > 0": no extra read), after which the
 // normalization's output has the Relu as its only reader and the Relu runs inside the
 // normalization's output pass. Each saves a full pass over the block's largest activation.
-// Kernels see "__dw_relu_grad" on PoolGrad and "__dw_activation" on BatchNormalizationTraining.
+// Kernels see Fused::reluGrad on PoolGrad and Fused::activation on BatchNormalizationTraining.
 // Then, where the normalization's output feeds only the MaxPool and its gradient, and that
 // gradient feeds only the normalization's gradient, the pooling joins both: the forward pools
 // while it normalises and keeps each window's winner (a new uint8 value, its output 5), and the
 // gradient scatters the pooled gradient through the winners inside its own passes. The
-// full-size activation and its gradient are then never written ("__dw_maxpool_kernel",
-// "_strides", "_pads" on both nodes; see grad_kernels.cpp).
+// full-size activation and its gradient are then never written (Fused::maxPool on both nodes;
+// see grad_kernels.cpp).
 // The domain of the gradient nodes the fusion passes below look for and rewrite.
 constexpr const char* kGrad = dw::kGradDomain;
 
@@ -66,7 +67,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& bn = nodes[i].first;
     if (removed[i] || !gradOp(bn, "BatchNormalizationTraining") || bn.input_size() != 5 ||
-        bn.output_size() != 5 || findAttr(bn, "__dw_maxpool_kernel"))
+        bn.output_size() != 5 || fusedOf(bn).hasMaxPool())
       continue;
     const std::string& act = bn.output(0);
     if (act.empty() || outputs.count(act) || users[act].size() != 2) continue;
@@ -90,9 +91,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
       continue;
     // The Relu gradient was folded into the pooling gradient exactly when the Relu was folded
     // into the normalization.
-    if ((attrInt(poolGrad, "__dw_relu_grad", 0) != 0) !=
-        (attrString(bn, "__dw_activation", "") == "Relu"))
-      continue;
+    if (fusedOf(poolGrad).reluGrad != (fusedOf(bn).activation == "Relu")) continue;
     const std::string& dAct = poolGrad.output(0);
     if (dAct.empty() || outputs.count(dAct) || users[dAct].size() != 1) continue;
     const size_t gi = users[dAct][0];
@@ -105,11 +104,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     std::string winners = act + "__dw_maxpool_winners";
     while (names.count(winners)) winners += "_";
     names.insert(winners);
-    for (onnx::NodeProto* n : {&bn, &grad}) {
-      addIntsAttr(*n, "__dw_maxpool_kernel", win.kernel);
-      addIntsAttr(*n, "__dw_maxpool_strides", win.strides);
-      addIntsAttr(*n, "__dw_maxpool_pads", win.pads);
-    }
+    for (onnx::NodeProto* n : {&bn, &grad}) setMaxPool(*n, {win.kernel, win.strides, win.pads, {}});
     bn.set_output(0, pool.output(0));
     bn.add_output(winners);
     grad.set_input(0, poolGrad.input(0));
@@ -122,7 +117,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
 // single output, weights given, and no max pooling fused into it.
 bool layoutConv(const onnx::NodeProto& conv) {
   return isOp(conv, "", "Conv") && conv.input_size() >= 2 && conv.output_size() == 1 &&
-         attrInt(conv, "group", 1) == 1 && !findAttr(conv, "__dw_maxpool_kernel");
+         attrInt(conv, "group", 1) == 1 && !fusedOf(conv).hasMaxPool();
 }
 
 // The training CNN block Conv -> BatchNormalizationTraining (its max pooling fused in): the
@@ -150,21 +145,19 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     bool ok = true;
     for (const auto& [u, k] : users[y]) {
       const auto& n = nodes[u].first;
-      if (k == 0 && isOp(n, kGrad, "BatchNormalizationTraining") &&
-          findAttr(n, "__dw_maxpool_kernel"))
+      if (k == 0 && isOp(n, kGrad, "BatchNormalizationTraining") && fusedOf(n).hasMaxPool())
         bns.emplace_back(u, k);
-      else if (k == 1 && isOp(n, kGrad, "BatchNormalizationGrad") &&
-               findAttr(n, "__dw_maxpool_kernel"))
+      else if (k == 1 && isOp(n, kGrad, "BatchNormalizationGrad") && fusedOf(n).hasMaxPool())
         grads.emplace_back(u, k);
       else
         ok = false;
     }
     if (!ok || bns.empty()) continue;
-    appendIntsAttr(conv, "__dw_blocked_outputs", 0);
-    for (const auto& [u, k] : bns) appendIntsAttr(nodes[u].first, "__dw_blocked_inputs", k);
+    markOutput(conv, Layout::kBlocked, 0);
+    for (const auto& [u, k] : bns) markInput(nodes[u].first, Layout::kBlocked, k);
     for (const auto& [u, k] : grads) {
       onnx::NodeProto& grad = nodes[u].first;
-      appendIntsAttr(grad, "__dw_blocked_inputs", k);
+      markInput(grad, Layout::kBlocked, k);
       const std::string& dx = grad.output(0);
       if (dx.empty() || outputs.count(dx) || users[dx].empty()) continue;
       bool convGradsOnly = true;
@@ -175,9 +168,8 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
                          attrInt(cg, "transposed", 0) == 0;
       }
       if (!convGradsOnly) continue;
-      appendIntsAttr(grad, "__dw_blocked_outputs", 0);
-      for (const auto& [cu, ck] : users[dx])
-        appendIntsAttr(nodes[cu].first, "__dw_blocked_inputs", ck);
+      markOutput(grad, Layout::kBlocked, 0);
+      for (const auto& [cu, ck] : users[dx]) markInput(nodes[cu].first, Layout::kBlocked, ck);
     }
   }
 }
@@ -185,8 +177,8 @@ void markBlockedLayouts(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
 // A 2-D Conv whose input X the weight gradient (its ConvGrad) reads as well: oneDNN's kernels
 // for 16 or more input channels read X in nChw16c, so the forward and the backward pass each
 // converted the plain X (the CNN's second layer: 1.6 MB, 0.2 ms a conversion). The Conv now
-// keeps its converted X as a second output, "__dw_blocked_outputs" 1, which the ConvGrad reads
-// in its place ("__dw_blocked_inputs" 1). Needs group 1, statically known 4-D weights with input
+// keeps its converted X as a second output (blocked output 1), which the ConvGrad reads in its
+// place (blocked input 1). Needs group 1, statically known 4-D weights with input
 // channels a multiple of 16, and no pooling or normalization fused into the Conv.
 void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                            const std::vector<bool>& removed,
@@ -194,7 +186,7 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
   auto users = readersOf(nodes, removed);
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& conv = nodes[i].first;
-    if (removed[i] || !layoutConv(conv) || findAttr(conv, "__dw_bn_epsilon")) continue;
+    if (removed[i] || !layoutConv(conv) || fusedOf(conv).bnEpsilon) continue;
     const std::string& x = conv.input(0);
     const auto w = staticDims(types, conv.input(1));
     if (x.empty() || w.size() != 4 || w[1] < 16 || w[1] % 16 != 0) continue;
@@ -211,10 +203,10 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     if (grads.empty()) continue;
     const std::string kept = "__dw_nChw16c/" + x;
     conv.add_output(kept);
-    appendIntsAttr(conv, "__dw_blocked_outputs", 1);
+    markOutput(conv, Layout::kBlocked, 1);
     for (size_t u : grads) {
       nodes[u].first.set_input(1, kept);
-      appendIntsAttr(nodes[u].first, "__dw_blocked_inputs", 1);
+      markInput(nodes[u].first, Layout::kBlocked, 1);
     }
   }
 }
@@ -223,7 +215,7 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
 // on a one-channel image: where the convolution's output X is read only by the normalization
 // and its gradient, and that gradient's dX only by the convolution's ConvGrad (whose own dX,
 // the image's gradient, nobody wants), the convolution moves into both normalization nodes
-// ("__dw_conv" and its window; see FusedConv in grad_kernels.cpp). They compute X's channels
+// (Fused::conv and its window; see FusedConv in grad_kernels.cpp). They compute X's channels
 // where they read them, and the gradient node sums the weight and bias gradients from dX's rows
 // as it makes them: X and dX, the block's two largest tensors, are never written, and the
 // Conv and ConvGrad nodes go. Needs stride, pads and dilations the direct one-channel loops
@@ -256,12 +248,12 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     bool ok = users[conv.output(0)].size() == 2;
     for (const auto& [u, k] : users[conv.output(0)]) {
       const auto& n = nodes[u].first;
+      const Fused f = fusedOf(n);
       if (k == 0 && isOp(n, kGrad, "BatchNormalizationTraining") && n.input_size() == 5 &&
-          findAttr(n, "__dw_maxpool_kernel") && !findAttr(n, "__dw_conv"))
+          f.hasMaxPool() && f.conv.empty())
         bn = static_cast<int>(u);
       else if (k == 1 && isOp(n, kGrad, "BatchNormalizationGrad") && n.input_size() == 7 &&
-               n.output_size() == 3 && findAttr(n, "__dw_maxpool_kernel") &&
-               !findAttr(n, "__dw_conv"))
+               n.output_size() == 3 && f.hasMaxPool() && f.conv.empty())
         grad = static_cast<int>(u);
       else
         ok = false;
@@ -285,12 +277,8 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
     const std::string dw = cg.output_size() > 1 ? cg.output(1) : "";
     const std::string dbias = cg.output_size() > 2 ? cg.output(2) : "";
     if (bias.empty() && !dbias.empty()) continue;
-    for (onnx::NodeProto* n : {&bnNode, &gradNode}) {
-      addStringAttr(*n, "__dw_conv", displayName(conv));
-      addIntsAttr(*n, "__dw_conv_strides", strides);
-      addIntsAttr(*n, "__dw_conv_pads", pads);
-      addIntsAttr(*n, "__dw_conv_dilations", dilations);
-    }
+    for (onnx::NodeProto* n : {&bnNode, &gradNode})
+      setConv(*n, displayName(conv), {{}, strides, pads, dilations});
     bnNode.set_input(0, conv.input(0));
     bnNode.add_input(conv.input(1));
     bnNode.add_input(bias);
@@ -346,7 +334,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     if (ug.domain() != kGrad || ug.op_type() != "UnaryGrad" || attrString(ug, "op", "") != "Relu" ||
         ug.input_size() != 3 || ug.input(0) != n.output(0) || ug.input(2) != n.input(1))
       continue;
-    addIntAttr(n, "__dw_relu_grad", 1);
+    setReluGrad(n);
     n.set_output(0, ug.output(0));
     removed[c] = true;
   }
@@ -360,7 +348,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     if ((!relu.domain().empty() && relu.domain() != "ai.onnx") || relu.op_type() != "Relu" ||
         relu.output_size() != 1)
       continue;
-    addStringAttr(n, "__dw_activation", "Relu");
+    setActivation(n, "Relu", {});
     n.set_output(0, relu.output(0));
     removed[c] = true;
   }

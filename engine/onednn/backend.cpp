@@ -267,10 +267,6 @@ dnnl::memory::desc blockedDesc(const Shape& s) {
                             dnnl::memory::format_tag::aBcd16b);
 }
 
-bool listed(const std::vector<int64_t>& indices, int64_t i) {
-  return std::find(indices.begin(), indices.end(), i) != indices.end();
-}
-
 dnnl::memory::desc plainDesc(const Shape& s, dnnl::memory::data_type dt) {
   if (s.empty()) return dnnl::memory::desc({1}, dt, dnnl::memory::format_tag::a);
   dnnl::memory::dims strides(s.size());

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
@@ -181,7 +182,7 @@ class BinaryOp : public DnnlOrHost {
                                     : A::binary_div;
     commutes_ = row->fn == ops::BinaryFn::kAdd || row->fn == ops::BinaryFn::kMul;
     legacy_ = init.opset < 7 && init.attrs.getInt("broadcast", 0) != 0;
-    const auto nhwc = init.attrs.getInts("__dw_nhwc_inputs");
+    const auto nhwc = fusion::fusedOf(init.attrs).nhwcInputs;
     nhwc_ = !nhwc.empty();
     nhwcInput_ = nhwc_ ? nhwc[0] : 0;
   }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
@@ -38,7 +39,6 @@ using onednn::plainDesc;
 
 using onednn::guarded;
 using onednn::inputShapesKey;
-
 
 Status needFloat(const KernelContext& ctx, size_t n) {
   for (size_t i = 0; i < n; ++i)
@@ -118,8 +118,8 @@ class ConvGrad : public Kernel {
       : attrs_(init.attrs),
         transposed_(init.attrs.getInt("transposed", 0) != 0),
         group_(init.attrs.getInt("group", 1)),
-        blockedDy_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)),
-        blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 1)) {}
+        blockedDy_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)),
+        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 1)) {}
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 3));
@@ -798,7 +798,7 @@ class PoolGrad : public Kernel {
         global_(op_.rfind("Global", 0) == 0),
         max_(op_.find("Max") != std::string::npos),
         includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
-        reluGrad_(init.attrs.getInt("__dw_relu_grad", 0) != 0) {
+        reluGrad_(fusion::fusedOf(init.attrs).reluGrad) {
     if (init.attrs.getInt("storage_order", 0) != 0) fail("storage_order=1 is not supported");
     if (reluGrad_ && !max_) fail("a fused Relu gradient needs max pooling");
   }
@@ -1340,16 +1340,16 @@ DW_AVX512 void backward(const Block& k, const MaxPool2d& g, const float* x, cons
 }  // namespace native16
 
 // The max pooling fused into a BatchNormalizationTraining / BatchNormalizationGrad pair by the
-// session ("__dw_maxpool_kernel", "_strides", "_pads"), resolved against a 4-D input.
+// session (Fused::maxPool), resolved against a 4-D input.
 struct FusedPool {
   bool on = false;
   std::vector<int64_t> kernel, strides, pads;
 
-  explicit FusedPool(const Attributes& a)
-      : on(!a.getInts("__dw_maxpool_kernel").empty()),
-        kernel(a.getInts("__dw_maxpool_kernel")),
-        strides(a.getInts("__dw_maxpool_strides")),
-        pads(a.getInts("__dw_maxpool_pads")) {}
+  explicit FusedPool(const fusion::Fused& f)
+      : on(f.hasMaxPool()),
+        kernel(f.maxPool.kernel),
+        strides(f.maxPool.strides),
+        pads(f.maxPool.pads) {}
 
   // The window over x (N x C x H x W); an error where the fusion does not apply.
   Result<MaxPool2d> resolve(const Shape& x) const {
@@ -1378,8 +1378,8 @@ struct FusedPool {
 };
 
 // The one-input-channel convolution fused into a BatchNormalizationTraining /
-// BatchNormalizationGrad pair by the session (fuseConvIntoBatchNorm; "__dw_conv" names it,
-// "__dw_conv_strides", "_pads", "_dilations" give its window). The node reads the image (input
+// BatchNormalizationGrad pair by the session (fuseConvIntoBatchNorm; Fused::conv names it,
+// Fused::convWindow gives its strides, pads and dilations). The node reads the image (input
 // `image`), the weights and the bias (inputs `at`, `at + 1`) in place of the convolution's output X
 // and computes X a block of channels at a time, into a buffer that stays in the thread's cache: X,
 // the block's largest tensor, is never written, and the gradient node hands each row of dX straight
@@ -1388,13 +1388,13 @@ struct FusedPool {
 // order, so results are bit-identical to the unfused graph's.
 class FusedConv {
  public:
-  FusedConv(const Attributes& a, int image, int at)
-      : on_(!a.getString("__dw_conv").empty()),
+  FusedConv(const fusion::Fused& f, int image, int at)
+      : on_(!f.conv.empty()),
         imageAt_(image),
         at_(at),
-        strides_(a.getInts("__dw_conv_strides")),
-        pads_(a.getInts("__dw_conv_pads")),
-        dilations_(a.getInts("__dw_conv_dilations")) {}
+        strides_(f.convWindow.strides),
+        pads_(f.convWindow.pads),
+        dilations_(f.convWindow.dilations) {}
   bool on() const { return on_; }
 
   // Prepares every image of `x` (N x 1 x H x W) for the convolution with the weights W
@@ -1500,11 +1500,11 @@ class BatchNormTraining : public Kernel {
   explicit BatchNormTraining(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         momentum_(init.attrs.getFloat("momentum", 0.9f)),
-        relu_(init.attrs.getString("__dw_activation") == "Relu"),
-        pool_(init.attrs),
-        conv_(init.attrs, 0, 5),
-        blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 0)) {
-    const std::string act = init.attrs.getString("__dw_activation");
+        relu_(fusion::fusedOf(init.attrs).activation == "Relu"),
+        pool_(fusion::fusedOf(init.attrs)),
+        conv_(fusion::fusedOf(init.attrs), 0, 5),
+        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)) {
+    const std::string act = fusion::fusedOf(init.attrs).activation;
     if (!act.empty() && !relu_) fail("BatchNormalizationTraining cannot apply fused " + act);
     if (pool_.on && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
     // Y's rows are written with X's stride, which a gathered or computed channel does not have.
@@ -1620,10 +1620,10 @@ class BatchNormGrad : public Kernel {
   explicit BatchNormGrad(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         global_(init.attrs.getInt("global_stats", 0) != 0),
-        pool_(init.attrs),
-        conv_(init.attrs, 1, 7),
-        blockedX_(onednn::listed(init.attrs.getInts("__dw_blocked_inputs"), 1)),
-        blockedDx_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)) {
+        pool_(fusion::fusedOf(init.attrs)),
+        conv_(fusion::fusedOf(init.attrs), 1, 7),
+        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 1)),
+        blockedDx_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedOutputs, 0)) {
     // Without the pooling dY has X's rows, which a gathered or computed channel does not have.
     // dX is computed with X's rows, so it is blocked only where X is (the session's only case).
     if ((blockedX_ || conv_.on()) && !pool_.on)

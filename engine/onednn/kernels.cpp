@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 
+#include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
@@ -115,20 +116,15 @@ Dims minus1(const std::vector<int64_t>& d) {
 
 using onednn::Reorderer;
 
-// An activation absorbed by the session's fusion pass ("__dw_activation", a row of
+// An activation absorbed by the session's fusion pass (Fused::activation, a row of
 // ops/unary_table.h marked postOp, with its resolved constants), applied as a oneDNN eltwise
 // post-op, or on host memory where the primitive could not take it.
 struct FusedActivation {
-  explicit FusedActivation(const Attributes& a) {
-    const std::string op = a.getString("__dw_activation");
-    if (op.empty()) return;
-    const ops::UnaryOp* row = ops::findUnaryOp(op);
+  explicit FusedActivation(const fusion::Fused& f) {
+    if (f.activation.empty()) return;
+    const ops::UnaryOp* row = ops::findUnaryOp(f.activation);
     if (!row || !row->postOp) return;
-    ops::UnaryParams p;
-    p.alpha = a.getFloat("__dw_activation_alpha");
-    p.beta = a.getFloat("__dw_activation_beta");
-    p.gamma = a.getFloat("__dw_activation_gamma");
-    u = unaryWithParams(*row, p);
+    u = unaryWithParams(*row, f.activationParams);
   }
   bool any() const { return u.op != nullptr; }
   void addTo(dnnl::primitive_attr& attr) const {
@@ -151,16 +147,17 @@ class Conv : public Kernel {
         group_(init.attrs.getInt("group", 1)),
         outputPadding_(init.attrs.getInts("output_padding")),
         outputShape_(init.attrs.getInts("output_shape")),
-        act_(init.attrs),
-        bnFused_(init.attrs.has("__dw_bn_epsilon")),
-        bnEps_(init.attrs.getFloat("__dw_bn_epsilon", 0)),
-        poolKernel_(init.attrs.getInts("__dw_maxpool_kernel")),
-        poolStrides_(init.attrs.getInts("__dw_maxpool_strides")),
-        poolPads_(init.attrs.getInts("__dw_maxpool_pads")),
-        blockedY_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 0)),
-        keepSrc_(onednn::listed(init.attrs.getInts("__dw_blocked_outputs"), 1)),
-        nhwcX_(onednn::listed(init.attrs.getInts("__dw_nhwc_inputs"), 0)),
-        nhwcY_(onednn::listed(init.attrs.getInts("__dw_nhwc_outputs"), 0)) {
+        fused_(fusion::fusedOf(init.attrs)),
+        act_(fused_),
+        bnFused_(fused_.bnEpsilon.has_value()),
+        bnEps_(fused_.bnEpsilon.value_or(0.0f)),
+        poolKernel_(fused_.maxPool.kernel),
+        poolStrides_(fused_.maxPool.strides),
+        poolPads_(fused_.maxPool.pads),
+        blockedY_(fusion::Fused::listed(fused_.blockedOutputs, 0)),
+        keepSrc_(fusion::Fused::listed(fused_.blockedOutputs, 1)),
+        nhwcX_(fusion::Fused::listed(fused_.nhwcInputs, 0)),
+        nhwcY_(fusion::Fused::listed(fused_.nhwcOutputs, 0)) {
     // Weights (and a fused BatchNormalization's parameters, folded into them) that are
     // initializers are folded and reordered once, on the first run of each shape.
     constWeights_ = init.constantInputs.size() > 1;
@@ -569,6 +566,7 @@ class Conv : public Kernel {
   bool transposed_;
   int64_t group_;
   std::vector<int64_t> outputPadding_, outputShape_;
+  fusion::Fused fused_;  // what the fusion passes folded in
   FusedActivation act_;
   bool bnFused_;
   float bnEps_;
@@ -606,7 +604,7 @@ class Pool : public Kernel {
         max_(init.opType.find("Max") != std::string::npos),
         ceil_(init.attrs.getInt("ceil_mode", 0) != 0),
         includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
-        nhwcX_(onednn::listed(init.attrs.getInts("__dw_nhwc_inputs"), 0)),
+        nhwcX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcInputs, 0)),
         init_(init) {
     // oneDNN has no Indices output, column-major indices or integer max pooling: the host
     // MaxPool (kernels/nn.cpp) takes those.
@@ -737,7 +735,7 @@ class MatMulKernel : public Kernel {
         alpha_(init.attrs.getFloat("alpha", 1.0f)),
         beta_(init.attrs.getFloat("beta", 1.0f)),
         init_(init),
-        act_(init.attrs),
+        act_(fusion::fusedOf(init.attrs)),
         constB_(init.constantInputs.size() > 1 && init.constantInputs[1]) {}
 
   Status compute(KernelContext& ctx) override {

@@ -175,13 +175,11 @@ dnnl::memory::format_tag plainTag(size_t rank);
 // CNN block Conv -> BatchNormalization, see the session's markBlockedLayouts), the tensor is
 // handed over in oneDNN's nChw16c layout instead of plain NCHW, which saves the reorder of a
 // large activation on each side. The session lists such inputs and outputs by index in the
-// attributes "__dw_blocked_inputs" / "__dw_blocked_outputs"; the tensor keeps its NCHW shape and
+// fusion::Fused (blockedInputs / blockedOutputs); the tensor keeps its NCHW shape and
 // element count (C is a multiple of 16), its elements lying at [n][c / 16][h][w][c % 16].
 constexpr int64_t kChannelBlock = 16;
 bool blockedShapeOk(const Shape& s);             // 4-D with C a multiple of kChannelBlock
 dnnl::memory::desc blockedDesc(const Shape& s);  // f32 nChw16c
-// Index sets of those attributes.
-bool listed(const std::vector<int64_t>& indices, int64_t i);
 
 // Moves data between a kernel's plain f32 tensors and the type and layout a primitive chose,
 // through a scratch memory. The reorder primitives are built once per layout pair: creating one

@@ -1,0 +1,108 @@
+#include "engine/fusion/fused.h"
+
+#include <algorithm>
+
+#include "engine/kernel.h"
+#include "engine/onnx_attrs.h"
+
+namespace dw::engine::fusion {
+
+namespace {
+
+// The private attributes; ONNX has none that start with "__".
+constexpr const char* kActivation = "__dw_activation";
+constexpr const char* kActivationAlpha = "__dw_activation_alpha";
+constexpr const char* kActivationBeta = "__dw_activation_beta";
+constexpr const char* kActivationGamma = "__dw_activation_gamma";
+constexpr const char* kBnEpsilon = "__dw_bn_epsilon";
+constexpr const char* kPoolKernel = "__dw_maxpool_kernel";
+constexpr const char* kPoolStrides = "__dw_maxpool_strides";
+constexpr const char* kPoolPads = "__dw_maxpool_pads";
+constexpr const char* kConv = "__dw_conv";
+constexpr const char* kConvStrides = "__dw_conv_strides";
+constexpr const char* kConvPads = "__dw_conv_pads";
+constexpr const char* kConvDilations = "__dw_conv_dilations";
+constexpr const char* kReluGrad = "__dw_relu_grad";
+constexpr const char* kBlockedInputs = "__dw_blocked_inputs";
+constexpr const char* kBlockedOutputs = "__dw_blocked_outputs";
+constexpr const char* kNhwcInputs = "__dw_nhwc_inputs";
+constexpr const char* kNhwcOutputs = "__dw_nhwc_outputs";
+
+// Sets (replacing) an attribute: a pass that fuses twice keeps the last.
+template <class Add>
+void replace(onnx::NodeProto& n, const char* name, Add add) {
+  auto* attrs = n.mutable_attribute();
+  attrs->erase(std::remove_if(attrs->begin(), attrs->end(),
+                              [&](const onnx::AttributeProto& a) { return a.name() == name; }),
+               attrs->end());
+  add();
+}
+
+}  // namespace
+
+bool Fused::listed(const std::vector<int64_t>& v, int64_t i) {
+  return std::find(v.begin(), v.end(), i) != v.end();
+}
+
+Fused fusedOf(const Attributes& a) {
+  Fused f;
+  f.activation = a.getString(kActivation);
+  f.activationParams.alpha = a.getFloat(kActivationAlpha);
+  f.activationParams.beta = a.getFloat(kActivationBeta);
+  f.activationParams.gamma = a.getFloat(kActivationGamma);
+  if (a.has(kBnEpsilon)) f.bnEpsilon = a.getFloat(kBnEpsilon);
+  f.maxPool = {a.getInts(kPoolKernel), a.getInts(kPoolStrides), a.getInts(kPoolPads), {}};
+  f.conv = a.getString(kConv);
+  f.convWindow = {{}, a.getInts(kConvStrides), a.getInts(kConvPads), a.getInts(kConvDilations)};
+  f.reluGrad = a.getInt(kReluGrad, 0) != 0;
+  f.blockedInputs = a.getInts(kBlockedInputs);
+  f.blockedOutputs = a.getInts(kBlockedOutputs);
+  f.nhwcInputs = a.getInts(kNhwcInputs);
+  f.nhwcOutputs = a.getInts(kNhwcOutputs);
+  return f;
+}
+
+Fused fusedOf(const onnx::NodeProto& node) {
+  Attributes a;
+  for (const auto& attr : node.attribute())
+    if (attr.name().rfind("__dw_", 0) == 0) a.set(attr);
+  return fusedOf(a);
+}
+
+void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& p) {
+  replace(n, kActivation, [&] { addStringAttr(n, kActivation, op); });
+  replace(n, kActivationAlpha, [&] { addFloatAttr(n, kActivationAlpha, p.alpha); });
+  replace(n, kActivationBeta, [&] { addFloatAttr(n, kActivationBeta, p.beta); });
+  replace(n, kActivationGamma, [&] { addFloatAttr(n, kActivationGamma, p.gamma); });
+}
+
+void setBnEpsilon(onnx::NodeProto& n, float epsilon) {
+  replace(n, kBnEpsilon, [&] { addFloatAttr(n, kBnEpsilon, epsilon); });
+}
+
+void setMaxPool(onnx::NodeProto& n, const Window& w) {
+  replace(n, kPoolKernel, [&] { addIntsAttr(n, kPoolKernel, w.kernel); });
+  replace(n, kPoolStrides, [&] { addIntsAttr(n, kPoolStrides, w.strides); });
+  replace(n, kPoolPads, [&] { addIntsAttr(n, kPoolPads, w.pads); });
+}
+
+void setConv(onnx::NodeProto& n, const std::string& name, const Window& w) {
+  replace(n, kConv, [&] { addStringAttr(n, kConv, name); });
+  replace(n, kConvStrides, [&] { addIntsAttr(n, kConvStrides, w.strides); });
+  replace(n, kConvPads, [&] { addIntsAttr(n, kConvPads, w.pads); });
+  replace(n, kConvDilations, [&] { addIntsAttr(n, kConvDilations, w.dilations); });
+}
+
+void setReluGrad(onnx::NodeProto& n) {
+  replace(n, kReluGrad, [&] { addIntAttr(n, kReluGrad, 1); });
+}
+
+void markInput(onnx::NodeProto& n, Layout layout, int64_t index) {
+  appendIntsAttr(n, layout == Layout::kBlocked ? kBlockedInputs : kNhwcInputs, index);
+}
+
+void markOutput(onnx::NodeProto& n, Layout layout, int64_t index) {
+  appendIntsAttr(n, layout == Layout::kBlocked ? kBlockedOutputs : kNhwcOutputs, index);
+}
+
+}  // namespace dw::engine::fusion

@@ -1,0 +1,64 @@
+// What a fusion pass folded into a node, for the node's kernel: the passes (fusion/*.cpp) write
+// it and the kernels read it through this struct alone. On the node it travels as private
+// attributes, whose names live in fused.cpp and nowhere else.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/unary.h"
+
+namespace dw::engine {
+
+class Attributes;
+
+namespace fusion {
+
+struct Window {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+};
+
+struct Fused {
+  // An activation applied to the node's output: a row of ops/unary_table.h ("Relu", "Swish"...)
+  // with its parameters; empty: none. On Conv/Gemm/MatMul (inference) and
+  // BatchNormalizationTraining (training chains).
+  std::string activation;
+  ops::UnaryParams activationParams;
+  // A BatchNormalization folded into the Conv before it (its four inputs appended).
+  std::optional<float> bnEpsilon;
+  // A MaxPool absorbed after the node (kernel, strides, pads; empty kernel: none). The node
+  // then also writes the pool's winners.
+  Window maxPool;
+  // The Conv whose backward a BatchNormalizationGrad computes too (FusedConv): its display
+  // name and window; empty: none.
+  std::string conv;
+  Window convWindow;
+  // PoolGrad: the ReLU before the pool is folded in (dY is zero where the ReLU clipped).
+  bool reluGrad = false;
+  // Inputs and outputs (by index) that hold oneDNN's blocked nChw16c layout, and those in
+  // NHWC, instead of plain NCHW.
+  std::vector<int64_t> blockedInputs, blockedOutputs, nhwcInputs, nhwcOutputs;
+
+  bool hasMaxPool() const { return !maxPool.kernel.empty(); }
+  static bool listed(const std::vector<int64_t>& v, int64_t i);
+};
+
+Fused fusedOf(const Attributes& attrs);  // kernels: KernelInit::attrs
+Fused fusedOf(const onnx::NodeProto& node);
+
+// Writers, for the passes. Lists append; the rest set.
+void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& params);
+void setBnEpsilon(onnx::NodeProto& n, float epsilon);
+void setMaxPool(onnx::NodeProto& n, const Window& w);
+void setConv(onnx::NodeProto& n, const std::string& name, const Window& w);
+void setReluGrad(onnx::NodeProto& n);
+enum class Layout { kBlocked, kNhwc };
+void markInput(onnx::NodeProto& n, Layout layout, int64_t index);
+void markOutput(onnx::NodeProto& n, Layout layout, int64_t index);
+
+}  // namespace fusion
+}  // namespace dw::engine
