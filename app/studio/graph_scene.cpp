@@ -42,8 +42,14 @@ QString detailLine(const Graph& g, const Node& n, const NodeSpec* s) {
       QString t = plain("type");
       return t.isEmpty() ? QObject::tr("type inferred") : t;
     }
-    case NodeKind::Initializer:
-      return plain("dtype") + str("shape") + QStringLiteral(" · ") + plain("status");
+    case NodeKind::Initializer: {
+      // Training updates float32 initializers only: the status of others would mislead.
+      const QString dtype = plain("dtype");
+      const QString line = dtype + str("shape");
+      return dtype == QLatin1String("float") || dtype == QLatin1String("float32")
+                 ? line + QStringLiteral(" · ") + plain("status")
+                 : line;
+    }
     default:
       return {};
   }
