@@ -487,7 +487,16 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     const Node* n = model_->graph().node(id);
     if (n && n->type == "Accelerator") acceleratorFromGraph();
   });
-  connect(model_, &GraphModel::validated, this, [this] { updateDataStatus(); });
+  connect(model_, &GraphModel::validated, this, [this] {
+    updateDataStatus();
+    // A training error about the canvas is stale once an edit leaves the canvas without
+    // problems: the next step would build a new trainer anyway.
+    if (!busy_ && !error_->isHidden() && !lastErrorIsData_ && graphDirty_ &&
+        model_->problems().empty()) {
+      error_->hide();
+      lastError_.clear();
+    }
+  });
   connect(model_, &GraphModel::linkAdded, this, dirty);
   connect(model_, &GraphModel::linkRemoved, this, dirty);
   connect(model_, &GraphModel::modelReset, this, [this] {
@@ -601,7 +610,7 @@ void TrainingPanel::updateDataStatus() {
   dataStatus_->setText(text);
   dataStatus_->setToolTip(problem.isEmpty() ? QString() : problem);
   // A data error is about the sources as they were: it goes once they are ready.
-  if (problem.isEmpty() && !busy_ && error_->isVisible() && lastErrorIsData_) {
+  if (problem.isEmpty() && !busy_ && !error_->isHidden() && lastErrorIsData_) {
     error_->hide();
     lastError_.clear();
     lastErrorIsData_ = false;

@@ -355,6 +355,19 @@ class StudioTest : public QObject {
       onNode |= p.node == out && p.message.find("must have the same shape") != std::string::npos;
     }
     QVERIFY2(onNode, qPrintable(all));
+    // Train Step says the same; choosing a loss that fits clears the message.
+    auto* panel = w.training();
+    QTest::mouseClick(panel->trainStepButton(), Qt::LeftButton);
+    QVERIFY(waitIdle(panel));
+    QVERIFY(panel->lastError().contains("must have the same shape"));
+    QVERIFY(w.model()
+                ->setParam(out, "loss", dw::Param::makeString("SparseCategoricalCrossentropy"))
+                .ok());
+    w.model()->validateNow();
+    QString left;
+    for (const auto& p : w.model()->problems()) left += QString::fromStdString(p.message);
+    QVERIFY2(left.isEmpty(), qPrintable(left));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
   }
 
   // The MLP example evaluates its own test files (no validation split): the charts say "test".
