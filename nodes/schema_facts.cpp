@@ -11,14 +11,100 @@ namespace dw {
 
 namespace {
 
+// A row of schema_facts.inc: plain literals (a table of std::vectors takes the compiler
+// minutes), unpacked once into SchemaFacts.
+struct PackedFacts {
+  const char* domain;
+  const char* op;
+  int since, minInputs, maxInputs, minOutputs, maxOutputs;
+  const char* inputs;       // "name|option|type;..."
+  const char* outputs;      // same
+  const char* attributes;   // "name|TYPE|required|default;...", default "i:1", "S:a,b"... or ""
+  const char* constraints;  // "name=type,type;..."
+};
+
+constexpr PackedFacts kNewerVersions[] = {
+#include "nodes/schema_facts.inc"
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+std::vector<FactPort> unpackPorts(const char* packed) {
+  std::vector<FactPort> ports;
+  for (const auto& p : split(packed, ';')) {
+    const auto f = split(p, '|');
+    ports.push_back({f.at(0), f.at(1).at(0), f.at(2)});
+  }
+  return ports;
+}
+
+std::optional<Param> unpackDefault(const std::string& d) {
+  if (d.size() < 2 || d[1] != ':') return std::nullopt;
+  const std::string v = d.substr(2);
+  switch (d[0]) {
+    case 'i':
+      return Param::makeInt(std::stoll(v));
+    case 'f':
+      return Param::makeFloat(std::stod(v));
+    case 's':
+      return Param::makeString(v);
+    case 'I': {
+      std::vector<int64_t> xs;
+      for (const auto& x : split(v, ',')) xs.push_back(std::stoll(x));
+      return Param::makeInts(std::move(xs));
+    }
+    case 'F': {
+      std::vector<double> xs;
+      for (const auto& x : split(v, ',')) xs.push_back(std::stod(x));
+      return Param::makeFloats(std::move(xs));
+    }
+    case 'S':
+      return Param::makeStrings(split(v, ','));
+    default:
+      return std::nullopt;
+  }
+}
+
+SchemaFacts unpack(const PackedFacts& p) {
+  SchemaFacts f;
+  f.domain = p.domain;
+  f.op = p.op;
+  f.since = p.since;
+  f.minInputs = p.minInputs;
+  f.maxInputs = p.maxInputs;
+  f.minOutputs = p.minOutputs;
+  f.maxOutputs = p.maxOutputs;
+  f.inputs = unpackPorts(p.inputs);
+  f.outputs = unpackPorts(p.outputs);
+  for (const auto& a : split(p.attributes, ';')) {
+    const auto x = split(a, '|');
+    onnx::AttributeProto::AttributeType type = onnx::AttributeProto::UNDEFINED;
+    onnx::AttributeProto::AttributeType_Parse(x.at(1), &type);
+    f.attributes.push_back({x.at(0), type, x.at(2) == "1", unpackDefault(x.at(3))});
+  }
+  std::sort(f.attributes.begin(), f.attributes.end(),
+            [](const FactAttr& a, const FactAttr& b) { return a.name < b.name; });
+  for (const auto& c : split(p.constraints, ';')) {
+    const size_t eq = c.find('=');
+    f.typeConstraints.emplace_back(c.substr(0, eq), split(c.substr(eq + 1), ','));
+  }
+  return f;
+}
+
 const std::vector<SchemaFacts>& newerVersions() {
   static const std::vector<SchemaFacts> table = [] {
-    std::vector<SchemaFacts> t = {
-#include "nodes/schema_facts.inc"
-    };
-    for (auto& f : t)
-      std::sort(f.attributes.begin(), f.attributes.end(),
-                [](const FactAttr& a, const FactAttr& b) { return a.name < b.name; });
+    std::vector<SchemaFacts> t;
+    for (const auto& p : kNewerVersions) t.push_back(unpack(p));
     return t;
   }();
   return table;
