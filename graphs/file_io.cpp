@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -61,13 +62,133 @@ Status writeFileAtomic(const std::string& path, const std::string& bytes) {
   return Status();
 }
 
+namespace {
+
+// Where a ModelProto's bytes stop making sense, found by walking protobuf's wire format (tags,
+// varints, lengths) over the model and into its graph: "" where the walk finds nothing wrong.
+class WireWalk {
+ public:
+  explicit WireWalk(const std::string& b) : b_(b) {}
+
+  std::string model() { return walk(0, b_.size(), nullptr, 0); }
+
+ private:
+  static const char* modelField(uint64_t f) {
+    switch (f) {
+      case 7:
+        return "graph";
+      case 8:
+        return "opset_import";
+      case 14:
+        return "metadata_props";
+      case 25:
+        return "functions";
+      default:
+        return nullptr;
+    }
+  }
+  static const char* graphField(uint64_t f) {
+    switch (f) {
+      case 1:
+        return "node";
+      case 5:
+        return "initializer";
+      case 11:
+        return "input";
+      case 12:
+        return "output";
+      case 13:
+        return "value_info";
+      case 15:
+        return "sparse_initializer";
+      default:
+        return nullptr;
+    }
+  }
+
+  bool varint(size_t& pos, size_t end, uint64_t& v) const {
+    v = 0;
+    for (int shift = 0; shift < 64 && pos < end; shift += 7) {
+      const auto c = static_cast<unsigned char>(b_[pos++]);
+      v |= uint64_t(c & 0x7f) << shift;
+      if (!(c & 0x80)) return true;
+    }
+    return false;
+  }
+
+  // `in`: what encloses [begin, end) ("the graph"), null at the top.
+  std::string walk(size_t begin, size_t end, const char* in, int depth) {
+    std::map<uint64_t, int> counts;
+    size_t pos = begin;
+    while (pos < end) {
+      const size_t start = pos;
+      uint64_t tag = 0;
+      const std::string where = std::string(in ? std::string(" in ") + in : "");
+      if (!varint(pos, end, tag))
+        return "byte " + std::to_string(start) + where + " starts a field that runs past the end";
+      const uint64_t field = tag >> 3, wire = tag & 7;
+      const char* named = depth == 0 ? modelField(field) : graphField(field);
+      const int index = counts[field]++;
+      const std::string what = named ? std::string(in ? std::string(in) + "'s " : "") + named +
+                                           (depth == 1 ? " " + std::to_string(index) : "")
+                                     : "field " + std::to_string(field) + where;
+      if (field == 0) return "byte " + std::to_string(start) + where + " holds no valid field";
+      uint64_t n = 0;
+      switch (wire) {
+        case 0:
+          if (!varint(pos, end, n))
+            return what + " (from byte " + std::to_string(start) + ") runs past the end";
+          break;
+        case 1:
+        case 5:
+          pos += wire == 1 ? 8 : 4;
+          if (pos > end)
+            return what + " (from byte " + std::to_string(start) + ") runs past the end";
+          break;
+        case 2: {
+          if (!varint(pos, end, n))
+            return what + " (from byte " + std::to_string(start) + ") runs past the end";
+          // The graph's elements are walked even when the graph runs past the end: the one
+          // that the cut falls in is the better answer.
+          if (depth == 0 && field == 7) {
+            std::string inner = walk(pos, std::min<uint64_t>(end, pos + n), "the graph", 1);
+            if (!inner.empty()) return inner;
+          }
+          if (n > end - pos)
+            return what + " (from byte " + std::to_string(start) + ") needs " + std::to_string(n) +
+                   " bytes, but only " + std::to_string(end - pos) + " remain" +
+                   (end == b_.size() ? " in the file (" + std::to_string(b_.size()) + " bytes)"
+                                     : "");
+          pos += n;
+          break;
+        }
+        default:
+          return what + " (byte " + std::to_string(start) + ") has wire type " +
+                 std::to_string(wire) + ", which no ONNX field uses";
+      }
+    }
+    return "";
+  }
+
+  const std::string& b_;
+};
+
+}  // namespace
+
 Result<onnx::ModelProto> readOnnxFile(const std::string& path) {
   auto bytes = readFile(path);
   if (!bytes.ok()) return bytes.status();
   onnx::ModelProto m;
-  if (bytes->empty() || !m.ParseFromString(*bytes))
-    return Status::error(path + ": not a valid ONNX model (the protobuf could not be parsed; "
-                                "the file may be truncated or of another format)");
+  if (bytes->empty()) return Status::error(path + ": not a valid ONNX model (the file is empty)");
+  if (!m.ParseFromString(*bytes)) {
+    // Say where the bytes go wrong: a file cut short shows as a field that needs more bytes
+    // than are left.
+    const std::string where = WireWalk(*bytes).model();
+    return Status::error(path + ": not a valid ONNX model (the protobuf could not be parsed" +
+                         (where.empty() ? std::string("; the file may be of another format")
+                                        : ": " + where + "; the file is truncated or damaged") +
+                         ")");
+  }
   return m;
 }
 

@@ -116,6 +116,21 @@ TEST(CorruptOnnx, TruncatedAndGarbage) {
   EXPECT_FALSE(readOnnxFile(junk).ok());
 }
 
+// A model cut short says where: the field that needs more bytes than the file has left.
+TEST(CorruptOnnx, TruncationIsLocated) {
+  auto dir = test::tempDir();
+  auto bytes =
+      readFile("/usr/share/libonnx-testdata/data/node/test_conv_with_strides_padding/model.onnx");
+  ASSERT_TRUE(bytes.ok());
+  const std::string path = (dir / "cut.onnx").string();
+  std::ofstream(path, std::ios::binary) << bytes->substr(0, bytes->size() - 20);
+  auto m = readOnnxFile(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("graph"), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("remain in the file"), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find("truncated"), std::string::npos) << m.message();
+}
+
 TEST(CorruptOnnx, UnknownOpIsNamed) {
   auto m = readOnnxFile("/usr/share/libonnx-testdata/data/node/test_relu/model.onnx");
   ASSERT_TRUE(m.ok());
