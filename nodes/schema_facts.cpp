@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "nodes/onnx_params.h"
 
@@ -101,13 +103,20 @@ SchemaFacts unpack(const PackedFacts& p) {
   return f;
 }
 
-const std::vector<SchemaFacts>& newerVersions() {
-  static const std::vector<SchemaFacts> table = [] {
-    std::vector<SchemaFacts> t;
-    for (const auto& p : kNewerVersions) t.push_back(unpack(p));
+// The versions libonnx lacks, by domain and op, oldest first.
+using FactsIndex = std::map<std::pair<std::string, std::string>, std::vector<SchemaFacts>>;
+const FactsIndex& newerVersions() {
+  static const FactsIndex index = [] {
+    FactsIndex t;
+    for (const auto& p : kNewerVersions) {
+      auto& versions = t[{p.domain, p.op}];
+      versions.push_back(unpack(p));
+      std::sort(versions.begin(), versions.end(),
+                [](const SchemaFacts& a, const SchemaFacts& b) { return a.since < b.since; });
+    }
     return t;
   }();
-  return table;
+  return index;
 }
 
 char optionOf(const onnx::OpSchema::FormalParameter& p) {
@@ -142,19 +151,22 @@ SchemaFacts fromSchema(const onnx::OpSchema& s) {
 
 }  // namespace
 
-std::optional<SchemaFacts> schemaFacts(const std::string& domain, const std::string& op,
-                                       int opset) {
+const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op, int opset) {
   // The newest version at or below opset wins; every version in the table is newer than any
   // libonnx has of the same op.
-  const SchemaFacts* newest = nullptr;
-  for (const auto& f : newerVersions())
-    if (f.domain == domain && f.op == op && f.since <= opset &&
-        (!newest || f.since > newest->since))
-      newest = &f;
-  if (newest) return *newest;
+  const auto& index = newerVersions();
+  if (auto it = index.find({domain, op}); it != index.end())
+    for (auto v = it->second.rbegin(); v != it->second.rend(); ++v)
+      if (v->since <= opset) return &*v;
   const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op, opset, domain);
-  if (!s) return std::nullopt;
-  return fromSchema(*s);
+  if (!s) return nullptr;
+  // libonnx's schemas live as long as the process: their facts are made once each.
+  static std::mutex m;
+  static std::map<const onnx::OpSchema*, SchemaFacts> made;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = made.find(s);
+  if (it == made.end()) it = made.emplace(s, fromSchema(*s)).first;
+  return &it->second;
 }
 
 NodeSpec specFromFacts(const SchemaFacts& f, const NodeSpec* older,

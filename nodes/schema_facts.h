@@ -41,9 +41,9 @@ struct SchemaFacts {
   bool fromLibonnx = false;  // false: a version libonnx 1.12 lacks
 };
 
-// `op` of `domain` ("" or "ai.onnx.ml") as a model importing `opset` of that domain gets it;
-// nullopt where no version at or below `opset` is known.
-std::optional<SchemaFacts> schemaFacts(const std::string& domain, const std::string& op, int opset);
+// `op` of `domain` ("" or "ai.onnx.ml") as a model importing `opset` of that domain gets it
+// (made once, kept for the process); null where no version at or below `opset` is known.
+const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op, int opset);
 
 // The node's input and output counts, required inputs and attributes (known, of their type,
 // present where required) against `f`; errors start with `what` (the node) and name the op

@@ -466,6 +466,11 @@ void GraphModel::validateNow() {
     // Each model on the canvas is lowered on its own; the checker and shape inference find what
     // the graph model alone cannot (shape mismatches, opset rules).
     std::map<std::string, QString> types;
+    // A lowering error names its node; the problem goes there (or to the graph).
+    auto problem = [&](const std::string& message) {
+      const NodeId id = nodeNamedIn(message);
+      problems_.push_back({graph_.node(id) ? id : 0, message});
+    };
     for (const auto& model : modelsOf(graph_)) {
       ExportOptions opt;
       opt.model = model;
@@ -473,16 +478,13 @@ void GraphModel::validateNow() {
       opt.inferShapes = true;
       auto m = exportOnnx(graph_, opt);
       if (!m.ok()) {
-        const NodeId id = nodeNamedIn(m.message());
-        problems_.push_back({graph_.node(id) ? id : 0, m.message()});
+        problem(m.message());
         continue;
       }
       collectTypes(*m, types);
       // The losses and metrics, as training lowers them: a target that does not fit its loss
       // shows here, not only when Train Step runs.
-      if (Status st = checkTrainingLowering(graph_, model); !st.ok())
-        problems_.push_back(
-            {graph_.node(nodeNamedIn(st.message())) ? nodeNamedIn(st.message()) : 0, st.message()});
+      if (Status st = checkTrainingLowering(graph_, model); !st.ok()) problem(st.message());
     }
     typesToPorts(graph_, types, portTypes_);
   }

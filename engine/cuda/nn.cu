@@ -43,19 +43,25 @@ __device__ inline int64_t windowArgmax(const Pool2d& p, const float* plane, int6
   return best;
 }
 
-// One block per plane (image and channel): no 64-bit division per element.
-__global__ void maxPoolKernel(Pool2d p, const float* x, float* y) {
+// Pooling forward, one block per plane (image and channel) and a thread per output: no 64-bit
+// division per element. `Window` gives output (oy, ox) of a plane.
+template <class Window>
+__global__ void poolKernel(Pool2d p, const float* x, float* y, Window window) {
   const int outPlane = static_cast<int>(p.oh * p.ow), ow = static_cast<int>(p.ow);
   for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
     const float* plane = x + pl * p.h * p.w;
     float* out = y + pl * outPlane;
-    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
-      float v;
-      const int64_t at = windowArgmax(p, plane, e / ow, e % ow, &v);
-      out[e] = at < 0 ? -INFINITY : v;
-    }
+    for (int e = threadIdx.x; e < outPlane; e += blockDim.x)
+      out[e] = window(p, plane, e / ow, e % ow);
   }
 }
+
+struct MaxWindow {
+  __device__ float operator()(const Pool2d& p, const float* plane, int64_t oy, int64_t ox) const {
+    float v;
+    return windowArgmax(p, plane, oy, ox, &v) < 0 ? -INFINITY : v;
+  }
+};
 
 // The outputs whose windows cover input (yy, xx): rows oyLo..oyHi, columns oxLo..oxHi.
 struct Covering {
@@ -316,20 +322,15 @@ __device__ inline AvgWindow avgWindow(const Pool2d& p, int64_t oy, int64_t ox) {
   return w;
 }
 
-__global__ void avgPoolKernel(Pool2d p, const float* x, float* y) {
-  const int outPlane = static_cast<int>(p.oh * p.ow), ow = static_cast<int>(p.ow);
-  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
-    const float* plane = x + pl * p.h * p.w;
-    float* out = y + pl * outPlane;
-    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
-      const AvgWindow w = avgWindow(p, e / ow, e % ow);
-      float acc = 0.f;
-      for (int64_t yy = w.y0; yy < w.y1; ++yy)
-        for (int64_t xx = w.x0; xx < w.x1; ++xx) acc += plane[yy * p.w + xx];
-      out[e] = acc * w.inv;
-    }
+struct AvgWindowSum {
+  __device__ float operator()(const Pool2d& p, const float* plane, int64_t oy, int64_t ox) const {
+    const AvgWindow w = avgWindow(p, oy, ox);
+    float acc = 0.f;
+    for (int64_t yy = w.y0; yy < w.y1; ++yy)
+      for (int64_t xx = w.x0; xx < w.x1; ++xx) acc += plane[yy * p.w + xx];
+    return acc * w.inv;
   }
-}
+};
 
 // One thread per input element, summing over the windows that hold it (no atomics).
 __global__ void avgPoolGradKernel(Pool2d p, const float* dy, float* dx) {
@@ -359,7 +360,7 @@ __global__ void spreadMeanKernel(const float* dy, int64_t n, int64_t spatial, fl
 
 void launchAvgPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
   if (p.planes > 0 && p.oh * p.ow > 0)
-    avgPoolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y);
+    poolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y, AvgWindowSum{});
 }
 
 void launchAvgPoolGrad(const Pool2d& p, const float* dy, float* dx, cudaStream_t s) {
@@ -390,7 +391,7 @@ void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* p
 
 void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
   if (p.planes > 0 && p.oh * p.ow > 0)
-    maxPoolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y);
+    poolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y, MaxWindow{});
 }
 
 void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx,

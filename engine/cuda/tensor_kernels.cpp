@@ -98,11 +98,8 @@ class LayerNormalization : public Kernel {
     for (int i : {1, 2}) {
       if (!ctx.hasInput(i)) continue;
       const Tensor& p = ctx.input(i);
-      auto b = broadcastShapes({p.shape(), tail});
-      if (!b || *b != tail)
-        return Status::error(std::string("LayerNormalization: ") + (i == 1 ? "Scale " : "B ") +
-                             shapeToString(p.shape()) + " does not broadcast to the normalized " +
-                             "axes " + shapeToString(tail));
+      DW_RETURN_IF_ERROR(broadcastsTo(
+          p.shape(), tail, i == 1 ? "LayerNormalization: Scale" : "LayerNormalization: B"));
       if (p.size() == a.len) {
         params[i - 1] = fp(p);
         continue;
@@ -150,10 +147,7 @@ class LayerNormalizationGrad : public Kernel {
       return Status::error("LayerNormalizationGrad: dY " + shapeToString(dy.shape()) + ", X " +
                            shapeToString(x.shape()) + " and the statistics (" +
                            std::to_string(ctx.input(3).size()) + " values) do not match");
-    auto b = broadcastShapes({scale.shape(), tail});
-    if (!b || *b != tail)
-      return Status::error("LayerNormalizationGrad: Scale " + shapeToString(scale.shape()) +
-                           " does not broadcast to " + shapeToString(tail));
+    DW_RETURN_IF_ERROR(broadcastsTo(scale.shape(), tail, "LayerNormalizationGrad: Scale"));
     DW_RETURN_IF_ERROR(rankOk(tail, "LayerNormalizationGrad"));
     auto& be = cudaBackend(ctx.backend());
     const cudaStream_t s = be.stream();

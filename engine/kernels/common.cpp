@@ -23,6 +23,13 @@ Result<Shape> broadcastShapes(const std::vector<Shape>& shapes) {
   return out;
 }
 
+Status broadcastsTo(const Shape& from, const Shape& to, const std::string& what) {
+  auto b = broadcastShapes({from, to});
+  if (b && *b == to) return Status();
+  return Status::error(what + " " + shapeToString(from) + " does not broadcast to " +
+                       shapeToString(to));
+}
+
 std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out) {
   std::vector<int64_t> st(out.size(), 0);
   int64_t v = 1;

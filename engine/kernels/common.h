@@ -85,6 +85,10 @@ inline bool validAxis(int64_t a, size_t rank) {
 
 Result<Shape> broadcastShapes(const std::vector<Shape>& shapes);
 
+// An error "<what> <from> does not broadcast to <to>" unless `from` broadcasts to exactly `to`
+// (a normalization's Scale and B over its normalized axes).
+Status broadcastsTo(const Shape& from, const Shape& to, const std::string& what);
+
 // Strides of `in` aligned to `out` (right-aligned), 0 on broadcast dimensions.
 std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out);
 

@@ -596,22 +596,10 @@ class LayerNormalizationGrad : public Kernel {
     // Scale broadcasts over the normalized axes as in the forward: at[k] is the scale element
     // that normalized position k reads, and dScale/dB sum over the positions that share one.
     const Shape tail(x.shape().begin() + ax, x.shape().end());
-    auto fits = broadcastShapes({scale.shape(), tail});
-    if (!fits || *fits != tail)
-      return Status::error("LayerNormalizationGrad: Scale " + shapeToString(scale.shape()) +
-                           " does not broadcast to the normalized axes " + shapeToString(tail));
+    DW_RETURN_IF_ERROR(broadcastsTo(scale.shape(), tail, "LayerNormalizationGrad: Scale"));
     std::vector<int64_t> at(static_cast<size_t>(len));
-    {
-      const auto ts = stridesOf(tail);
-      const auto ss = stridesOf(scale.shape());
-      const size_t lead = tail.size() - scale.rank();
-      for (int64_t k = 0; k < len; ++k) {
-        int64_t off = 0;
-        for (size_t d = lead; d < tail.size(); ++d)
-          if (scale.dim(d - lead) != 1) off += (k / ts[d]) % tail[d] * ss[d - lead];
-        at[static_cast<size_t>(k)] = off;
-      }
-    }
+    forEachBroadcast<1>(tail, {&scale.shape()},
+                        [&](int64_t k, const std::array<int64_t, 1>& off) { at[k] = off[0]; });
     Tensor *dx = nullptr, *ds = nullptr, *db = nullptr;
     if (ctx.wantsOutput(0)) {
       dx = ctx.output(0, x.dtype(), x.shape());

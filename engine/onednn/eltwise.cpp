@@ -355,12 +355,11 @@ class LayerNorm : public DnnlOrHost {
     for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
     const int64_t inner = outer ? x.size() / outer : 0;
     const Shape tail(x.shape().begin() + a, x.shape().end());
-    for (int i : {1, 2}) {
-      if (!ctx.hasInput(i)) continue;
-      auto b = broadcastShapes({ctx.input(i).shape(), tail});
-      if (!b || *b != tail)
-        return Status::error("Scale and B must broadcast to " + shapeToString(tail));
-    }
+    for (int i : {1, 2})
+      if (ctx.hasInput(i))
+        DW_RETURN_IF_ERROR(
+            broadcastsTo(ctx.input(i).shape(), tail,
+                         i == 1 ? "LayerNormalization: Scale" : "LayerNormalization: B"));
     const bool stats = ctx.wantsOutput(1) || ctx.wantsOutput(2);
     const bool dnnlOk = allFloat(ctx) && inner > 0 && outer > 0 && ctx.input(1).size() == inner &&
                         (!ctx.hasInput(2) || ctx.input(2).size() == inner);

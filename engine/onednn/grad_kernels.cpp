@@ -114,12 +114,13 @@ using onednn::Reorderer;
 // ConvGrad(dY, X, W) -> dX, dW, dB for Conv (transposed=0) and ConvTranspose (transposed=1).
 class ConvGrad : public Kernel {
  public:
-  explicit ConvGrad(const KernelInit& init)
+  explicit ConvGrad(const KernelInit& init) : ConvGrad(init, fusion::fusedOf(init.attrs)) {}
+  ConvGrad(const KernelInit& init, const fusion::Fused& f)
       : attrs_(init.attrs),
         transposed_(init.attrs.getInt("transposed", 0) != 0),
         group_(init.attrs.getInt("group", 1)),
-        blockedDy_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)),
-        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 1)) {}
+        blockedDy_(fusion::Fused::listed(f.blockedInputs, 0)),
+        blockedX_(fusion::Fused::listed(f.blockedInputs, 1)) {}
 
   Status compute(KernelContext& ctx) override {
     DW_RETURN_IF_ERROR(needFloat(ctx, 3));
@@ -1498,14 +1499,16 @@ class FusedConv {
 class BatchNormTraining : public Kernel {
  public:
   explicit BatchNormTraining(const KernelInit& init)
+      : BatchNormTraining(init, fusion::fusedOf(init.attrs)) {}
+  BatchNormTraining(const KernelInit& init, const fusion::Fused& f)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         momentum_(init.attrs.getFloat("momentum", 0.9f)),
-        relu_(fusion::fusedOf(init.attrs).activation == "Relu"),
-        pool_(fusion::fusedOf(init.attrs)),
-        conv_(fusion::fusedOf(init.attrs), 0, 5),
-        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)) {
-    const std::string act = fusion::fusedOf(init.attrs).activation;
-    if (!act.empty() && !relu_) fail("BatchNormalizationTraining cannot apply fused " + act);
+        relu_(f.activation == "Relu"),
+        pool_(f),
+        conv_(f, 0, 5),
+        blockedX_(fusion::Fused::listed(f.blockedInputs, 0)) {
+    if (!f.activation.empty() && !relu_)
+      fail("BatchNormalizationTraining cannot apply fused " + f.activation);
     if (pool_.on && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
     // Y's rows are written with X's stride, which a gathered or computed channel does not have.
     if ((blockedX_ || conv_.on()) && !pool_.on)
@@ -1618,12 +1621,14 @@ class BatchNormTraining : public Kernel {
 class BatchNormGrad : public Kernel {
  public:
   explicit BatchNormGrad(const KernelInit& init)
+      : BatchNormGrad(init, fusion::fusedOf(init.attrs)) {}
+  BatchNormGrad(const KernelInit& init, const fusion::Fused& f)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         global_(init.attrs.getInt("global_stats", 0) != 0),
-        pool_(fusion::fusedOf(init.attrs)),
-        conv_(fusion::fusedOf(init.attrs), 1, 7),
-        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 1)),
-        blockedDx_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedOutputs, 0)) {
+        pool_(f),
+        conv_(f, 1, 7),
+        blockedX_(fusion::Fused::listed(f.blockedInputs, 1)),
+        blockedDx_(fusion::Fused::listed(f.blockedOutputs, 0)) {
     // Without the pooling dY has X's rows, which a gathered or computed channel does not have.
     // dX is computed with X's rows, so it is blocked only where X is (the session's only case).
     if ((blockedX_ || conv_.on()) && !pool_.on)

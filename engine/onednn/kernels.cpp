@@ -141,23 +141,23 @@ struct FusedActivation {
 
 class Conv : public Kernel {
  public:
-  explicit Conv(const KernelInit& init)
+  explicit Conv(const KernelInit& init) : Conv(init, fusion::fusedOf(init.attrs)) {}
+  Conv(const KernelInit& init, const fusion::Fused& f)
       : attrs_(init),
         transposed_(init.opType == "ConvTranspose"),
         group_(init.attrs.getInt("group", 1)),
         outputPadding_(init.attrs.getInts("output_padding")),
         outputShape_(init.attrs.getInts("output_shape")),
-        fused_(fusion::fusedOf(init.attrs)),
-        act_(fused_),
-        bnFused_(fused_.bnEpsilon.has_value()),
-        bnEps_(fused_.bnEpsilon.value_or(0.0f)),
-        poolKernel_(fused_.maxPool.kernel),
-        poolStrides_(fused_.maxPool.strides),
-        poolPads_(fused_.maxPool.pads),
-        blockedY_(fusion::Fused::listed(fused_.blockedOutputs, 0)),
-        keepSrc_(fusion::Fused::listed(fused_.blockedOutputs, 1)),
-        nhwcX_(fusion::Fused::listed(fused_.nhwcInputs, 0)),
-        nhwcY_(fusion::Fused::listed(fused_.nhwcOutputs, 0)) {
+        act_(f),
+        bnFused_(f.bnEpsilon.has_value()),
+        bnEps_(f.bnEpsilon.value_or(0.0f)),
+        poolKernel_(f.maxPool.kernel),
+        poolStrides_(f.maxPool.strides),
+        poolPads_(f.maxPool.pads),
+        blockedY_(fusion::Fused::listed(f.blockedOutputs, 0)),
+        keepSrc_(fusion::Fused::listed(f.blockedOutputs, 1)),
+        nhwcX_(fusion::Fused::listed(f.nhwcInputs, 0)),
+        nhwcY_(fusion::Fused::listed(f.nhwcOutputs, 0)) {
     // Weights (and a fused BatchNormalization's parameters, folded into them) that are
     // initializers are folded and reordered once, on the first run of each shape.
     constWeights_ = init.constantInputs.size() > 1;
@@ -566,7 +566,6 @@ class Conv : public Kernel {
   bool transposed_;
   int64_t group_;
   std::vector<int64_t> outputPadding_, outputShape_;
-  fusion::Fused fused_;  // what the fusion passes folded in
   FusedActivation act_;
   bool bnFused_;
   float bnEps_;

@@ -185,7 +185,7 @@ Status Trainer::Impl::syncHost() const {
   return Status();
 }
 
-Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name) {
+Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name, float init) {
   auto& slot = devState[p.name][name];
   if (slot.defined()) return &slot;
   const Shape& shape = weights.at(p.name).shape();
@@ -195,10 +195,15 @@ Result<Tensor*> Trainer::Impl::deviceState(ParamEntry& p, const char* name) {
     auto d = trainSession->backend().toDevice(Tensor::fromVector(hb->second, shape));
     if (!d) return d.status();
     slot = std::move(*d);
-  } else {
+  } else if (init == 0) {
     auto z = dev->zeros(shape);
     if (!z) return z.status();
     slot = std::move(*z);
+  } else {
+    auto d = trainSession->backend().toDevice(Tensor::fromVector(
+        std::vector<float>(static_cast<size_t>(numElements(shape)), init), shape));
+    if (!d) return d.status();
+    slot = std::move(*d);
   }
   return &slot;
 }
@@ -434,10 +439,7 @@ Status Trainer::Impl::deviceOptimizerStep() {
     } else if (oc.type == "adagrad") {
       ++p.state.step;
       // A fresh accumulator starts at initial_accumulator_value, as on the host.
-      if (!devState[p.name].count("sum") && !p.state.buffers.count("sum"))
-        p.state.buffers["sum"].assign(static_cast<size_t>(w.size()),
-                                      static_cast<float>(oc.initialAccumulator));
-      auto sum = deviceState(p, "sum");
+      auto sum = deviceState(p, "sum", static_cast<float>(oc.initialAccumulator));
       if (!sum) return sum.status();
       DW_RETURN_IF_ERROR(dev->adagrad(adagradScalars(oc, lastLr, p.state.step), w, g, **sum));
     } else if (oc.type == "rmsprop") {
@@ -457,14 +459,7 @@ Status Trainer::Impl::deviceOptimizerStep() {
       }
       DW_RETURN_IF_ERROR(dev->rmsprop(rmspropScalars(oc, lastLr), w, g, **sq, ga, mb));
     } else {
-      auto hw = be.toHost(w);
-      auto hg = be.toHost(g);
-      if (!hw || !hg) return !hw ? hw.status() : hg.status();
-      Tensor nw = hw->clone(), ng = hg->clone();
-      optimizer->update(nw.data<float>(), ng.data<float>(), nw.size(), lastLr, p.state);
-      auto dw = be.toDevice(nw);
-      if (!dw) return dw.status();
-      w = std::move(*dw);
+      return Status::error("optimizer '" + oc.type + "' has no update on accelerator cuda");
     }
   }
   ++counters.optimizerSteps;

@@ -182,7 +182,9 @@ class Trainer::Impl {
   bool devStale = false;           // the host maps changed (load): upload before the next step
   Status syncHost() const;
   Status syncDevice();
-  Result<Tensor*> deviceState(ParamEntry& p, const char* name);
+  // Optimizer state `name` of `p` on the device: the host's values where it has them (a loaded
+  // checkpoint), else `init` everywhere.
+  Result<Tensor*> deviceState(ParamEntry& p, const char* name, float init = 0);
   Status deviceOptimizerStep();
   TrainerCounters counters;
   double baseLr = 0;
