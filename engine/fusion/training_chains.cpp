@@ -20,7 +20,7 @@ namespace {
 // while it normalises and keeps each window's winner (a new uint8 value, its output 5), and the
 // gradient scatters the pooled gradient through the winners inside its own passes. The
 // full-size activation and its gradient are then never written (Fused::maxPool on both nodes;
-// see grad_kernels.cpp).
+// see onednn/batch_norm_training.cpp).
 // The domain of the gradient nodes the fusion passes below look for and rewrite.
 constexpr const char* kGrad = dw::kGradDomain;
 
@@ -215,7 +215,7 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
 // on a one-channel image: where the convolution's output X is read only by the normalization
 // and its gradient, and that gradient's dX only by the convolution's ConvGrad (whose own dX,
 // the image's gradient, nobody wants), the convolution moves into both normalization nodes
-// (Fused::conv and its window; see FusedConv in grad_kernels.cpp). They compute X's channels
+// (Fused::conv and its window; see FusedConv in batch_norm_training.cpp). They compute X's channels
 // where they read them, and the gradient node sums the weight and bias gradients from dX's rows
 // as it makes them: X and dX, the block's two largest tensors, are never written, and the
 // Conv and ConvGrad nodes go. Needs stride, pads and dilations the direct one-channel loops

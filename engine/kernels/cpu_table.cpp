@@ -16,7 +16,16 @@ void registerCpuKernels(KernelRegistry& r) {
   addSequenceKernels(r);
   addMiscKernels(r);
   addRandomKernels(r);
-  addGradKernels(r);
+  addElementwiseGradKernels(r);
+  addSoftmaxLossGradKernels(r);
+  addReduceGradKernels(r);
+  addDataMovementGradKernels(r);
+  addDropoutTrainingKernels(r);
+  addLayerNormGradKernels(r);
+  addResizeGradKernels(r);
+  addConvGradKernels(r);
+  addPoolGradKernels(r);
+  addBatchNormTrainingKernels(r);
 }
 
 }  // namespace dw::engine

@@ -1,5 +1,5 @@
 // Internal: where ONNX Slice reads, shared by Slice and SliceGrad on the host (kernels/
-// shape_ops.cpp, kernels/grad_kernels.cpp) and on cuda (cuda/tensor_kernels.cpp).
+// shape_ops.cpp, kernels/data_movement_grad.cpp) and on cuda (cuda/tensor_kernels.cpp).
 #pragma once
 
 #include <vector>

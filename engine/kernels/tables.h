@@ -18,7 +18,18 @@ void addControlKernels(KernelRegistry& r);      // kernels/control.cpp
 void addSequenceKernels(KernelRegistry& r);     // kernels/sequence.cpp
 void addMiscKernels(KernelRegistry& r);         // kernels/misc.cpp
 void addRandomKernels(KernelRegistry& r);       // kernels/random.cpp
-void addGradKernels(KernelRegistry& r);         // kernels/grad_kernels.cpp (+ onednn/)
 void addOneDnnKernels(KernelRegistry& r);       // onednn/kernels.cpp
+
+// Gradient and training-mode families (domain com.deepwire.grad).
+void addElementwiseGradKernels(KernelRegistry& r);    // kernels/elementwise_grad.cpp
+void addSoftmaxLossGradKernels(KernelRegistry& r);    // kernels/softmax_loss_grad.cpp
+void addReduceGradKernels(KernelRegistry& r);         // kernels/reduce_grad.cpp
+void addDataMovementGradKernels(KernelRegistry& r);   // kernels/data_movement_grad.cpp
+void addDropoutTrainingKernels(KernelRegistry& r);    // kernels/dropout_training.cpp
+void addLayerNormGradKernels(KernelRegistry& r);      // kernels/layer_norm_grad.cpp
+void addResizeGradKernels(KernelRegistry& r);         // kernels/resize_grad.cpp
+void addConvGradKernels(KernelRegistry& r);           // onednn/conv_grad.cpp
+void addPoolGradKernels(KernelRegistry& r);           // onednn/pool_grad.cpp
+void addBatchNormTrainingKernels(KernelRegistry& r);  // onednn/batch_norm_training.cpp
 
 }  // namespace dw::engine

@@ -63,10 +63,10 @@ class CpuBackend : public DnnlBackend {
 
 // The oneDNN GPU engine (OpenCL; oneDNN supports Intel GPUs only). It runs the oneDNN kernels of
 // the "cpu" table, which take engine and stream from the backend they run on. Kernels written
-// for a CPU engine only (training gradients in grad_kernels.cpp and rnn_grad.cpp, the direct
-// single-channel convolution) run on a companion CpuBackend through cpuBackend(); as tensors
-// live in host memory, mixing them with GPU kernels in one graph needs no transfers of its own.
-// Precision is fp32 only.
+// for a CPU engine only (the training gradients of conv_grad.cpp, pool_grad.cpp,
+// batch_norm_training.cpp and rnn_grad.cpp, the direct single-channel convolution) run on a
+// companion CpuBackend through cpuBackend(); as tensors live in host memory, mixing them with GPU
+// kernels in one graph needs no transfers of its own. Precision is fp32 only.
 class GpuBackend : public DnnlBackend {
  public:
   // `emulated` (tests only): a CPU engine stands in for the GPU, and every bound tensor goes
@@ -235,7 +235,7 @@ struct SingleChannelShifted {
 
 // The per-image work of a SingleChannelConv, for kernels that run it inside their own loops:
 // the training CNN block fuses its first convolution into the BatchNormalization after it
-// (grad_kernels.cpp), recomputing the activation wherever it is read instead of storing it.
+// (batch_norm_training.cpp), recomputing the activation wherever it is read instead of storing it.
 // singleChannelConvForward and singleChannelConvWeightGrad run the same functions, so fused and
 // unfused results are bit-identical.
 class SingleChannelImages {

@@ -12,8 +12,9 @@
 // - an op on such a path without a gradient builder is an error naming the node and the op.
 //
 // Backward ops standard ONNX lacks live in domain "com.deepwire.grad" (kGradDomain); their
-// kernels are in engine/kernels/grad_kernels.cpp and engine/onednn/grad_kernels.cpp, their
-// catalogue entries (and ONNX schemas) in nodes/grad_domain.cpp.
+// kernels are in the *_grad.cpp and *_training.cpp files of engine/kernels/ and engine/onednn/
+// (one per op family, listed in engine/kernels/tables.h), their catalogue entries (and ONNX
+// schemas) in nodes/grad_domain.cpp.
 #pragma once
 
 #include <onnx/onnx_pb.h>

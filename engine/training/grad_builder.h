@@ -8,8 +8,9 @@
 //    (c.needDx[i]). Emit backward nodes with c.e.op(...) and set c.dX[i] for each needed input
 //    (leave it "" for a zero gradient).
 // 2. Prefer standard ONNX ops; put what they cannot express in a kGradDomain op and give it a
-//    kernel in engine/kernels/grad_kernels.cpp (plain C++) or engine/onednn/grad_kernels.cpp,
-//    and a catalogue entry in nodes/grad_domain.cpp (check, import and the studio read it).
+//    kernel in its family's *_grad.cpp file in engine/kernels/ (plain C++) or engine/onednn/
+//    (engine/kernels/tables.h lists them), and a catalogue entry in nodes/grad_domain.cpp (check,
+//    import and the studio read it).
 // 3. List it with the forward opset range it covers in gradBuilders() (grad_ops.cpp) and
 //    add a case to the finite-difference test tests/training/gradcheck_test.cpp.
 #pragma once

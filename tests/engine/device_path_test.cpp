@@ -237,7 +237,7 @@ TEST(DevicePath, ExampleModelsMatchCpu) {
 }
 
 // A training step of the CNN example under gpu: forward kernels on the device path, gradient
-// kernels (grad_kernels.cpp) on the companion cpu engine, all in one graph.
+// kernels (engine/onednn/*_grad.cpp) on the companion cpu engine, all in one graph.
 TEST(DevicePath, TrainingGraphMixesDeviceAndCpuKernels) {
   const onnx::ModelProto fwd = exportExample("fashion_mnist_cnn.dwproj", true);
   training::GradientGraphOptions go;

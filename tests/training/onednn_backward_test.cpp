@@ -144,7 +144,7 @@ std::string caseName(const ::testing::TestParamInfo<Case>& i) {
 INSTANTIATE_TEST_SUITE_P(Activations, OneDnnBackward, ::testing::ValuesIn(cases()), caseName);
 
 // Convolution gradients at a batch and shape where float32 takes oneDNN's Winograd kernels
-// (3x3, stride 1, N >= 16, 16+ channels: grad_kernels.cpp) and at one where it stays direct:
+// (3x3, stride 1, N >= 16, 16+ channels: conv_grad.cpp) and at one where it stays direct:
 // the X, W and B gradients of loss = ReduceSum(Conv(X) * R) against the definition in float64
 // (Conv has no float64 kernel to compare with).
 TEST(OneDnnConvBackward, AgreesWithThePlainKernel) {
