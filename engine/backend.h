@@ -1,7 +1,7 @@
 // Backends own a device's execution resources. Kernels are registered per kernel table, so a
 // new backend (e.g. "cuda") adds its own table without touching other backends' kernels; the
-// session falls back to the plain C++ "host" kernels for ops the backend's table lacks. Tensors
-// live in host memory on every backend.
+// session falls back to the plain C++ kernels of the reference table for ops the backend's table
+// lacks. Tensors live in host memory on every backend.
 #pragma once
 
 #include <memory>
@@ -16,10 +16,10 @@ namespace dw::engine {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;  // "cpu", "gpu"
-  // The registry table its kernels come from: "gpu" runs the "cpu" table's oneDNN kernels on
-  // its own engine.
-  virtual std::string kernelTable() const { return name(); }
+  virtual std::string name() const = 0;  // the accelerator: "cpu", "gpu", "cuda"
+  // The registry table its kernels come from (kernel.h): cpu and gpu both run the onednn
+  // table, gpu on its own engine.
+  virtual std::string kernelTable() const = 0;
   virtual std::string description() const = 0;  // for logs: device and ISA
   virtual int threads() const = 0;
   // Makes kernels started from the calling thread use threads(). The count is per calling thread
@@ -41,7 +41,7 @@ class Backend {
   virtual Device memory() const { return Device::kHost; }
   // The backend that runs the ops this one's table lacks, on host memory: the planner places a
   // node there and the executor copies its inputs and outputs across. nullptr: none (host-side
-  // backends fall back to the "host" table themselves).
+  // backends fall back to the reference table themselves).
   virtual Backend* hostBackend() { return nullptr; }
   // Device memory of at least `bytes` (served from a cache once warm). Host backends: an error.
   virtual Result<std::shared_ptr<Buffer>> allocate(size_t bytes);

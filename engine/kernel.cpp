@@ -154,35 +154,35 @@ void KernelRegistry::add(KernelDef def) {
   defs_.emplace(std::move(key), std::move(def));
 }
 
-void KernelRegistry::add(const std::string& backend, const std::string& op, int since, int until,
+void KernelRegistry::add(const std::string& table, const std::string& op, int since, int until,
                          KernelFactory f, bool halfViaFloat, const std::string& domain) {
   KernelDef d;
   d.domain = domain;
   d.op = op;
   d.since = since;
   d.until = until;
-  d.backend = backend;
+  d.table = table;
   d.factory = f;
   d.halfViaFloat = halfViaFloat;
   add(std::move(d));
 }
 
 const KernelDef* KernelRegistry::find(const std::string& domain, const std::string& op, int opset,
-                                      const std::string& backend) const {
+                                      const std::string& table) const {
   std::string dom = domain == "ai.onnx" ? "" : domain;
   auto range = defs_.equal_range(dom + ":" + op);
   for (auto it = range.first; it != range.second; ++it) {
     const KernelDef& d = it->second;
-    if (d.backend == backend && opset >= d.since && opset <= d.until) return &d;
+    if (d.table == table && opset >= d.since && opset <= d.until) return &d;
   }
   return nullptr;
 }
 
-void KernelRegistry::setShapeOnlyInputs(const std::string& backend, const std::string& op,
+void KernelRegistry::setShapeOnlyInputs(const std::string& table, const std::string& op,
                                         uint32_t mask, const std::string& domain) {
   auto range = defs_.equal_range(domain + ":" + op);
   for (auto it = range.first; it != range.second; ++it)
-    if (it->second.backend == backend) it->second.shapeOnlyInputs = mask;
+    if (it->second.table == table) it->second.shapeOnlyInputs = mask;
 }
 
 std::vector<const KernelDef*> KernelRegistry::all() const {
@@ -194,8 +194,9 @@ std::vector<const KernelDef*> KernelRegistry::all() const {
 const KernelRegistry& KernelRegistry::global() {
   static const KernelRegistry reg = [] {
     KernelRegistry r;
-    registerCpuKernels(r);
-    cuda::registerKernels(r);
+    registerOneDnnKernels(r);
+    registerReferenceKernels(r);
+    cuda::registerKernels(r);  // last: its view kernels are copies of the reference table's
     return r;
   }();
   return reg;

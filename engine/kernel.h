@@ -13,10 +13,12 @@
 //    A oneDNN kernel takes engine and stream from onednn::dnnlBackend(ctx.backend()) and hands
 //    tensors to primitives through a kernel-owned onednn::Bindings, so it also runs under
 //    accelerator gpu (tests/engine/device_path_test.cpp runs that path on the CPU).
-// 3. List it, with its opset range, in the family's add...Kernels(KernelRegistry&) function right
-//    below the code, and make sure that function is called from the backend's table
-//    (registerCpuKernels in engine/kernels/cpu_table.cpp). There is deliberately no
-//    static-initializer self-registration: the linker drops unreferenced objects of a static lib.
+// 3. List it, with its opset range and table (kReferenceTable or kOneDnnTable), in the family's
+//    add...Kernels(KernelRegistry&) function right below the code, and make sure that function
+//    is called from its table's function (registerReferenceKernels in
+//    engine/kernels/reference_table.cpp, registerOneDnnKernels in engine/onednn/onednn_table.cpp).
+//    There is deliberately no static-initializer self-registration: the linker drops unreferenced
+//    objects of a static lib.
 // 4. Set KernelDef::halfViaFloat when the kernel only handles float but fp16/bf16 inputs may be
 //    computed in float: the session converts around the call.
 // 5. Add the op's backend test cases to the conformance floor by raising
@@ -172,6 +174,13 @@ Result<std::unique_ptr<Kernel>> makeKernel(const KernelInit& init) {
 
 constexpr int kMaxOpset = std::numeric_limits<int>::max();
 
+// The kernel tables, named for what their kernels are. A backend runs its own table
+// (Backend::kernelTable()); the planner places what that table lacks on the reference table.
+// These are not accelerator names: the cpu and gpu accelerators both run the onednn table.
+inline constexpr const char* kReferenceTable = "reference";  // plain C++ on host memory
+inline constexpr const char* kOneDnnTable = "onednn";        // oneDNN primitives and our loops
+inline constexpr const char* kCudaTable = "cuda";            // NVIDIA GPUs (engine/cuda/)
+
 // Whether a kernel runs a node with these input dtypes (kUndefined where the planner does not
 // know one). A table whose kernels cover only some dtypes (cuda: float) declares it, and the
 // planner places the other nodes on the backend's host fallback.
@@ -182,7 +191,7 @@ struct KernelDef {
   std::string op;
   int since = 1;
   int until = kMaxOpset;
-  std::string backend;
+  std::string table;  // kReferenceTable, kOneDnnTable or kCudaTable
   KernelFactory factory = nullptr;
   bool halfViaFloat = false;
   KernelSupports supports = nullptr;  // nullptr: every node the factory accepts
@@ -197,17 +206,17 @@ struct KernelDef {
 class KernelRegistry {
  public:
   void add(KernelDef def);
-  // Convenience for families: one op over an opset range on `backend`.
-  void add(const std::string& backend, const std::string& op, int since, int until, KernelFactory f,
+  // Convenience for families: one op over an opset range in `table`.
+  void add(const std::string& table, const std::string& op, int since, int until, KernelFactory f,
            bool halfViaFloat = true, const std::string& domain = "");
   const KernelDef* find(const std::string& domain, const std::string& op, int opset,
-                        const std::string& backend) const;
-  // Marks inputs (bit i: input i) of every `op` kernel of `backend` as KernelDef::shapeOnlyInputs.
-  void setShapeOnlyInputs(const std::string& backend, const std::string& op, uint32_t mask,
+                        const std::string& table) const;
+  // Marks inputs (bit i: input i) of every `op` kernel of `table` as KernelDef::shapeOnlyInputs.
+  void setShapeOnlyInputs(const std::string& table, const std::string& op, uint32_t mask,
                           const std::string& domain = "");
   std::vector<const KernelDef*> all() const;
 
-  // All backends' tables, built on first use.
+  // All tables, built on first use.
   static const KernelRegistry& global();
 
  private:

@@ -11,10 +11,9 @@ std::string OpSupport::describe() const {
   std::string s;
   for (const auto& t : tables)
     s += (s.empty() ? "" : ", ") + t +
-         (t == "cpu"    ? " (oneDNN)"
-          : t == "host" ? " (C++)"
-          : t == "cuda" ? " (NVIDIA GPUs)"
-                        : "");
+         (t == kReferenceTable ? " (C++)"
+          : t == kCudaTable    ? " (NVIDIA GPUs)"
+                               : "");
   if (s.empty()) return function ? "expanded into other ops (its ONNX function)" : "no kernel";
   return s;
 }
@@ -23,7 +22,7 @@ OpSupport opSupport(const std::string& domain, const std::string& op, int opset)
   const std::string d = domain == "ai.onnx" ? "" : domain;
   OpSupport s;
   const auto& r = KernelRegistry::global();
-  for (const char* table : {"cuda", "cpu", "host"})
+  for (const char* table : {kCudaTable, kOneDnnTable, kReferenceTable})
     if (r.find(d, op, opset, table)) s.tables.push_back(table);
   if (s.tables.empty()) {
     const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, opset, d);

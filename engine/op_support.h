@@ -10,13 +10,14 @@
 namespace dw::engine {
 
 struct OpSupport {
-  // Kernel tables with a kernel for the op at this opset, in the planner's order of preference:
-  // "cuda" (NVIDIA GPUs, builds with CUDA), "cpu" (oneDNN), "host" (plain C++).
+  // Kernel tables with a kernel for the op at this opset, in the planner's order of preference
+  // (kernel.h): cuda (NVIDIA GPUs, builds with CUDA), onednn, reference (plain C++).
   std::vector<std::string> tables;
   bool function = false;  // no kernel, but an ONNX function body the session expands
   bool gradient = false;  // autodiff has a gradient builder for it
   bool runs() const { return !tables.empty() || function; }
-  // "cuda, cpu (oneDNN), host (C++)", "expanded into other ops (its ONNX function)" or "no kernel".
+  // "cuda (NVIDIA GPUs), onednn, reference (C++)", "expanded into other ops (its ONNX function)"
+  // or "no kernel".
   std::string describe() const;
 };
 

@@ -35,8 +35,6 @@ using fusion::displayName;
 
 namespace {
 
-constexpr const char* kHostBackend = "host";
-
 std::string displayDomain(const std::string& d) {
   return d.empty() ? "ai.onnx" : d;
 }
@@ -181,7 +179,7 @@ struct Planner {
 };
 
 // The backend's own table first (when its kernel supports the node: `init` and `types` given),
-// then for a device backend its host fallback's table, then the plain C++ "host" table.
+// then for a device backend its host fallback's table, then the reference table.
 Placement findKernel(const KernelRegistry& r, Backend& b, const std::string& domain,
                      const std::string& op, int opset, const KernelInit* init = nullptr,
                      const std::vector<DType>* types = nullptr) {
@@ -190,7 +188,7 @@ Placement findKernel(const KernelRegistry& r, Backend& b, const std::string& dom
   Backend* host = b.hostBackend() ? b.hostBackend() : &b;
   if (host != &b)
     if (auto* d = r.find(domain, op, opset, host->kernelTable())) return {d, host};
-  return {r.find(domain, op, opset, kHostBackend), host};
+  return {r.find(domain, op, opset, kReferenceTable), host};
 }
 
 int opsetFor(const OpsetMap& m, const std::string& domain) {
@@ -464,13 +462,15 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
   std::vector<DType> inTypes;
   const Placement pl = place(node, init, &inTypes);
   if (std::getenv("DEEPWIRE_PLACEMENT")) {
-    // Why a node landed where it did: its input types as the planner knows them.
+    // Why a node landed where it did: its input types as the planner knows them. The table
+    // tells a backend's own kernel from the reference one it fell back to.
     std::string in;
     for (int i = 0; i < node.input_size(); ++i)
       in += std::string(in.empty() ? "" : ", ") + node.input(i) + ":" +
             (inTypes[i] == DType::kUndefined ? "?" : dtypeName(inTypes[i]));
-    std::fprintf(stderr, "placement: %s (%s) on %s [%s]\n", displayName(node).c_str(),
-                 node.op_type().c_str(), pl.backend ? pl.backend->name().c_str() : "-", in.c_str());
+    std::fprintf(stderr, "placement: %s (%s) on %s, table %s [%s]\n", displayName(node).c_str(),
+                 node.op_type().c_str(), pl.backend ? pl.backend->name().c_str() : "-",
+                 pl.def ? pl.def->table.c_str() : "-", in.c_str());
   }
   if (!pl.def)
     return Status::error("unsupported op " + node.op_type() + " (" + displayDomain(domain) +
@@ -838,7 +838,7 @@ Result<std::vector<Value>> SubgraphImpl::run(KernelContext& caller, std::vector<
   std::vector<Value> out;
   out.reserve(p.outputIds.size());
   for (int id : p.outputIds) {
-    // The control-flow kernels that run bodies (If, Loop, Scan) are host kernels: they read a
+    // The control-flow kernels that run bodies (If, Loop, Scan) are reference kernels: they read a
     // body's results (a loop condition, scan outputs to stack) in host memory.
     if (p.device && values[id].isTensor() && !values[id].tensor.onHost()) {
       auto h = p.device->toHost(values[id].tensor);

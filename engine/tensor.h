@@ -54,7 +54,7 @@ using Shape = std::vector<int64_t>;
 int64_t numElements(const Shape& s);
 std::string shapeToString(const Shape& s);
 
-// Where a buffer's bytes live. Host code (every kernel of the "cpu" and "host" tables, Tensor's
+// Where a buffer's bytes live. Host code (every kernel of the onednn and reference tables, Tensor's
 // own element accessors) reads only kHost buffers; the session copies a value to the memory its
 // reader needs (see Backend::upload/download).
 enum class Device : uint8_t { kHost, kCuda };

@@ -1,4 +1,4 @@
-// The maths of the elementwise ops of two inputs, in one place for every backend: the host
+// The maths of the elementwise ops of two inputs, in one place for every backend: the reference
 // kernels (engine/kernels/elementwise.cpp) and the CUDA kernels (engine/cuda/elementwise.cu)
 // instantiate these templates; ops/binary_table.cpp lists the ops. Division and modulo by an
 // integer zero are the caller's to detect (the host kernel reports them).

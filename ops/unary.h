@@ -1,5 +1,5 @@
 // The maths of every elementwise function of one value: y = f(x) and f'(x), in one place for
-// every backend. The host kernels, the oneDNN kernels' fallbacks and fused post-ops, the
+// every backend. The reference kernels, the oneDNN kernels' fallbacks and fused post-ops, the
 // recurrent cells' activations and the CUDA kernels all instantiate these templates, so an
 // activation is written once (ops/unary_table.cpp lists the ops that use them).
 //

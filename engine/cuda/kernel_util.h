@@ -8,8 +8,6 @@
 
 namespace dw::engine::cuda {
 
-inline constexpr const char* kTable = "cuda";
-
 inline bool floatInputs(const KernelInit&, const std::vector<DType>& t) {
   for (DType d : t)
     if (d != DType::kFloat) return false;
@@ -92,7 +90,7 @@ void add(KernelRegistry& r, const std::string& op, KernelSupports supports,
   KernelDef d;
   d.domain = domain;
   d.op = op;
-  d.backend = kTable;
+  d.table = kCudaTable;
   d.factory = &makeKernel<K>;
   d.supports = supports;
   d.hostInputs = hostInputs;

@@ -387,7 +387,7 @@ class Reduce : public Kernel {
     const Tensor& x = ctx.input(0);
     DW_RETURN_IF_ERROR(rankOk(x.shape(), "reduction"));
     auto& be = cudaBackend(ctx.backend());
-    // The host kernels' geometry: the same axes rules and errors.
+    // The reference kernels' geometry: the same axes rules and errors.
     auto plan =
         planReduce(x.shape(), ctx.hasInput(1) ? ctx.input(1).toInt64Vector() : axes_, keep_, noop_);
     if (!plan) return plan.status();
@@ -666,7 +666,7 @@ class SoftmaxCrossEntropyGrad : public Kernel {
   int64_t ignore_;
 };
 
-// The host table's view kernels (they only relabel the shape of the same buffer) serve device
+// The reference table's view kernels (they only relabel the shape of the same buffer) serve device
 // tensors as they are; their shape and axes inputs are read on the host.
 void addViews(KernelRegistry& r) {
   const std::pair<const char*, uint32_t> views[] = {
@@ -674,9 +674,9 @@ void addViews(KernelRegistry& r) {
   for (const auto& [op, hostInputs] : views) {
     std::vector<KernelDef> found;
     for (const KernelDef* d : r.all())
-      if (d->backend == "host" && d->domain.empty() && d->op == op) found.push_back(*d);
+      if (d->table == kReferenceTable && d->domain.empty() && d->op == op) found.push_back(*d);
     for (KernelDef d : found) {
-      d.backend = kTable;
+      d.table = kCudaTable;
       d.hostInputs = hostInputs;
       d.supports = &plainSupported;
       r.add(std::move(d));

@@ -101,7 +101,7 @@ class CudaBackend : public Backend {
  public:
   CudaBackend(std::shared_ptr<DeviceContext> ctx, std::shared_ptr<Backend> host);
   std::string name() const override { return "cuda"; }
-  std::string kernelTable() const override { return "cuda"; }
+  std::string kernelTable() const override { return kCudaTable; }
   std::string description() const override;
   int threads() const override { return host_->threads(); }
   // Also makes this GPU the calling thread's current device (kernels launch on it).

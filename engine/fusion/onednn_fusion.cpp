@@ -19,7 +19,7 @@ namespace dw::engine::fusion {
 void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                    const onnx::GraphProto& g,
                    const std::unordered_map<std::string, onnx::TypeProto>& types) {
-  // The fused kernels compute in float32; other dtypes take the host kernels, unfused.
+  // The fused kernels compute in float32; other dtypes take the reference kernels, unfused.
   auto isFloat = [&](const std::string& v) {
     auto it = types.find(v);
     if (it == types.end() || !it->second.has_tensor_type()) return false;

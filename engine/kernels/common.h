@@ -178,7 +178,7 @@ inline bool sumToShapeByView(KernelContext& ctx, const Tensor& g, const Shape& t
   return false;
 }
 
-// Reduction geometry shared by the host and oneDNN reduce kernels (kernels/reduce.cpp).
+// Reduction geometry shared by the reference and oneDNN reduce kernels (kernels/reduce.cpp).
 struct ReducePlan {
   Shape outShape;  // with keepdims
   Shape outKeep;   // always with reduced dims as 1 (for strides)

@@ -224,7 +224,7 @@ class Scan : public Kernel {
 }  // namespace
 
 void addControlKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   r.add(h, "If", 1, kMaxOpset, &makeKernel<If>, false);
   r.add(h, "Loop", 1, kMaxOpset, &makeKernel<Loop>, false);
   r.add(h, "Scan", 1, kMaxOpset, &makeKernel<Scan>, false);

@@ -159,10 +159,13 @@ class ConcatGrad : public Kernel {
 }  // namespace
 
 void addDataMovementGradKernels(KernelRegistry& r) {
-  r.add("host", "GatherGrad", 1, kMaxOpset, &makeKernel<GatherGrad>, false, dw::kGradDomain);
-  r.add("host", "MaxUnpoolGrad", 1, kMaxOpset, &makeKernel<MaxUnpoolGrad>, true, dw::kGradDomain);
-  r.add("host", "SliceGrad", 1, kMaxOpset, &makeKernel<SliceGrad>, true, dw::kGradDomain);
-  r.add("host", "ConcatGrad", 1, kMaxOpset, &makeKernel<ConcatGrad>, false, dw::kGradDomain);
+  r.add(kReferenceTable, "GatherGrad", 1, kMaxOpset, &makeKernel<GatherGrad>, false,
+        dw::kGradDomain);
+  r.add(kReferenceTable, "MaxUnpoolGrad", 1, kMaxOpset, &makeKernel<MaxUnpoolGrad>, true,
+        dw::kGradDomain);
+  r.add(kReferenceTable, "SliceGrad", 1, kMaxOpset, &makeKernel<SliceGrad>, true, dw::kGradDomain);
+  r.add(kReferenceTable, "ConcatGrad", 1, kMaxOpset, &makeKernel<ConcatGrad>, false,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

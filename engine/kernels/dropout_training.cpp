@@ -73,8 +73,9 @@ class DropoutTraining : public Kernel {
 }  // namespace
 
 void addDropoutTrainingKernels(KernelRegistry& r) {
-  r.add("host", "DropoutGrad", 1, kMaxOpset, &makeKernel<DropoutGrad>, false, dw::kGradDomain);
-  r.add("host", "DropoutTraining", 1, kMaxOpset, &makeKernel<DropoutTraining>, true,
+  r.add(kReferenceTable, "DropoutGrad", 1, kMaxOpset, &makeKernel<DropoutGrad>, false,
+        dw::kGradDomain);
+  r.add(kReferenceTable, "DropoutTraining", 1, kMaxOpset, &makeKernel<DropoutTraining>, true,
         dw::kGradDomain);
 }
 

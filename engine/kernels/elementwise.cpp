@@ -360,7 +360,7 @@ class Where : public Kernel {
 }  // namespace
 
 void addElementwiseKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   for (const auto& op : ops::unaryOps())
     if (op.tableKernels()) r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Unary>);
   r.add(h, "Not", 1, kMaxOpset, &makeKernel<Predicate>, false);

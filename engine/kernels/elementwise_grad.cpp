@@ -115,9 +115,10 @@ class UnaryGrad : public Kernel {
 }  // namespace
 
 void addElementwiseGradKernels(KernelRegistry& r) {
-  r.add("host", "SumToShape", 1, kMaxOpset, &makeKernel<SumToShape>, true, dw::kGradDomain);
-  r.setShapeOnlyInputs("host", "SumToShape", 2u, dw::kGradDomain);
-  r.add("host", "UnaryGrad", 1, kMaxOpset, &makeKernel<UnaryGrad>, true, dw::kGradDomain);
+  r.add(kReferenceTable, "SumToShape", 1, kMaxOpset, &makeKernel<SumToShape>, true,
+        dw::kGradDomain);
+  r.setShapeOnlyInputs(kReferenceTable, "SumToShape", 2u, dw::kGradDomain);
+  r.add(kReferenceTable, "UnaryGrad", 1, kMaxOpset, &makeKernel<UnaryGrad>, true, dw::kGradDomain);
 }
 
 }  // namespace dw::engine

@@ -422,7 +422,7 @@ class ReverseSequence : public Kernel {
 }  // namespace
 
 void addIndexKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   r.add(h, "Gather", 1, kMaxOpset, &makeKernel<Gather>, false);
   r.add(h, "GatherElements", 1, kMaxOpset, &makeKernel<Elements>, false);
   r.add(h, "ScatterElements", 1, kMaxOpset, &makeKernel<Elements>, false);

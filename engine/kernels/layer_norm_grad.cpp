@@ -97,8 +97,8 @@ class LayerNormalizationGrad : public Kernel {
 }  // namespace
 
 void addLayerNormGradKernels(KernelRegistry& r) {
-  r.add("host", "LayerNormalizationGrad", 1, kMaxOpset, &makeKernel<LayerNormalizationGrad>, true,
-        dw::kGradDomain);
+  r.add(kReferenceTable, "LayerNormalizationGrad", 1, kMaxOpset,
+        &makeKernel<LayerNormalizationGrad>, true, dw::kGradDomain);
 }
 
 }  // namespace dw::engine

@@ -175,9 +175,10 @@ class LpPoolGrad : public Kernel {
 
 void addLpPoolKernels(KernelRegistry& r) {
   // Opset 1 gave p as a float; from opset 2 it is an int.
-  r.add("host", "LpPool", 2, kMaxOpset, &makeKernel<LpPool>);
-  r.add("host", "GlobalLpPool", 2, kMaxOpset, &makeKernel<LpPool>);
-  r.add("host", "LpPoolGrad", 1, kMaxOpset, &makeKernel<LpPoolGrad>, true, dw::kGradDomain);
+  r.add(kReferenceTable, "LpPool", 2, kMaxOpset, &makeKernel<LpPool>);
+  r.add(kReferenceTable, "GlobalLpPool", 2, kMaxOpset, &makeKernel<LpPool>);
+  r.add(kReferenceTable, "LpPoolGrad", 1, kMaxOpset, &makeKernel<LpPoolGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

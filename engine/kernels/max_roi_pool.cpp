@@ -127,8 +127,9 @@ class MaxRoiPoolGrad : public Kernel {
 }  // namespace
 
 void addMaxRoiPoolKernels(KernelRegistry& r) {
-  r.add("host", "MaxRoiPool", 1, kMaxOpset, &makeKernel<MaxRoiPool>);
-  r.add("host", "MaxRoiPoolGrad", 1, kMaxOpset, &makeKernel<MaxRoiPoolGrad>, true, dw::kGradDomain);
+  r.add(kReferenceTable, "MaxRoiPool", 1, kMaxOpset, &makeKernel<MaxRoiPool>);
+  r.add(kReferenceTable, "MaxRoiPoolGrad", 1, kMaxOpset, &makeKernel<MaxRoiPoolGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

@@ -612,16 +612,16 @@ void addTextKernels(KernelRegistry& r);      // kernels/text.cpp
 void addMiscKernels(KernelRegistry& r) {
   addQuantizeKernels(r);
   addTextKernels(r);
-  r.add("host", "NonMaxSuppression", 10, kMaxOpset, &makeKernel<NonMaxSuppression>, false);
-  r.add("host", "Unique", 11, kMaxOpset, &makeKernel<Unique>, false);
-  r.add("host", "Einsum", 12, kMaxOpset, &makeKernel<Einsum>, false);
-  r.add("host", "Det", 11, kMaxOpset, &makeKernel<Det>);
-  r.add("host", "DFT", 17, kMaxOpset, &makeKernel<Dft>);
-  r.add("host", "STFT", 17, kMaxOpset, &makeKernel<Stft>);
-  r.add("host", "MelWeightMatrix", 17, kMaxOpset, &makeKernel<MelWeightMatrix>, false);
+  r.add(kReferenceTable, "NonMaxSuppression", 10, kMaxOpset, &makeKernel<NonMaxSuppression>, false);
+  r.add(kReferenceTable, "Unique", 11, kMaxOpset, &makeKernel<Unique>, false);
+  r.add(kReferenceTable, "Einsum", 12, kMaxOpset, &makeKernel<Einsum>, false);
+  r.add(kReferenceTable, "Det", 11, kMaxOpset, &makeKernel<Det>);
+  r.add(kReferenceTable, "DFT", 17, kMaxOpset, &makeKernel<Dft>);
+  r.add(kReferenceTable, "STFT", 17, kMaxOpset, &makeKernel<Stft>);
+  r.add(kReferenceTable, "MelWeightMatrix", 17, kMaxOpset, &makeKernel<MelWeightMatrix>, false);
   const std::string training = "ai.onnx.preview.training";
   for (const char* op : {"Adagrad", "Momentum", "Adam"})
-    r.add("host", op, 1, kMaxOpset, &makeKernel<Optimizer>, true, training);
+    r.add(kReferenceTable, op, 1, kMaxOpset, &makeKernel<Optimizer>, true, training);
 }
 
 }  // namespace dw::engine

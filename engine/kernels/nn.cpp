@@ -16,9 +16,9 @@ namespace dw::engine {
 
 namespace {
 
-class BatchNormHost : public Kernel {
+class BatchNormReference : public Kernel {
  public:
-  explicit BatchNormHost(const KernelInit& init)
+  explicit BatchNormReference(const KernelInit& init)
       : opset_(init.opset),
         eps_(init.attrs.getFloat("epsilon", 1e-5f)),
         momentum_(init.attrs.getFloat("momentum", 0.9f)) {
@@ -167,9 +167,9 @@ Result<PoolGeometry> poolGeometry(const Attributes& a, const Shape& in,
 namespace {
 
 // MaxPool on host memory: any numeric dtype, the Indices output, storage_order.
-class MaxPoolHost : public Kernel {
+class MaxPoolReference : public Kernel {
  public:
-  explicit MaxPoolHost(const KernelInit& init)
+  explicit MaxPoolReference(const KernelInit& init)
       : attrs_(init.attrs), columnMajor_(init.attrs.getInt("storage_order", 0) != 0) {}
 
   Status compute(KernelContext& ctx) override {
@@ -628,14 +628,14 @@ void addLpPoolKernels(KernelRegistry& r);      // kernels/lp_pool.cpp
 void addMaxRoiPoolKernels(KernelRegistry& r);  // kernels/max_roi_pool.cpp
 
 void addNnKernels(KernelRegistry& r) {
-  r.add("host", "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormHost>);
-  r.add("host", "MaxPool", 1, kMaxOpset, &makeKernel<MaxPoolHost>);
-  r.add("host", "MaxUnpool", 9, kMaxOpset, &makeKernel<MaxUnpool>, false);
-  r.add("host", "InstanceNormalization", 1, kMaxOpset, &makeKernel<InstanceNorm>);
-  r.add("host", "Resize", 10, kMaxOpset, &makeKernel<ResizeKernel>);
-  r.add("host", "Upsample", 7, 9, &makeKernel<ResizeKernel>);
-  r.add("host", "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);
-  r.add("host", "RoiAlign", 10, kMaxOpset, &makeKernel<RoiAlign>);
+  r.add(kReferenceTable, "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormReference>);
+  r.add(kReferenceTable, "MaxPool", 1, kMaxOpset, &makeKernel<MaxPoolReference>);
+  r.add(kReferenceTable, "MaxUnpool", 9, kMaxOpset, &makeKernel<MaxUnpool>, false);
+  r.add(kReferenceTable, "InstanceNormalization", 1, kMaxOpset, &makeKernel<InstanceNorm>);
+  r.add(kReferenceTable, "Resize", 10, kMaxOpset, &makeKernel<ResizeKernel>);
+  r.add(kReferenceTable, "Upsample", 7, 9, &makeKernel<ResizeKernel>);
+  r.add(kReferenceTable, "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);
+  r.add(kReferenceTable, "RoiAlign", 10, kMaxOpset, &makeKernel<RoiAlign>);
   addLpPoolKernels(r);
   addMaxRoiPoolKernels(r);
 }

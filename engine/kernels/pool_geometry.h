@@ -1,5 +1,5 @@
-// Internal: pooling window geometry, shared by the host pooling kernels (kernels/nn.cpp) and the
-// Lp pooling kernels and their gradient (kernels/lp_pool.cpp).
+// Internal: pooling window geometry, shared by the reference pooling kernels (kernels/nn.cpp) and
+// the Lp pooling kernels and their gradient (kernels/lp_pool.cpp).
 #pragma once
 
 #include <vector>

@@ -290,7 +290,7 @@ class ConvInt : public Kernel {
 }  // namespace
 
 void addQuantizeKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   r.add(h, "QuantizeLinear", 10, kMaxOpset, &makeKernel<QuantizeLinear>, false);
   r.add(h, "DequantizeLinear", 10, kMaxOpset, &makeKernel<DequantizeLinear>, false);
   r.add(h, "MatMulInteger", 10, kMaxOpset, &makeKernel<MatMulInt>, false);

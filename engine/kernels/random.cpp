@@ -358,7 +358,7 @@ class Multinomial : public Kernel {
 }  // namespace
 
 void addRandomKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   // Outputs are written in their own dtype (float16 included), so no halfViaFloat.
   r.add(h, "RandomUniform", 1, kMaxOpset, &makeKernel<RandomUniform>, false);
   r.add(h, "RandomNormal", 1, kMaxOpset, &makeKernel<RandomNormal>, false);

@@ -317,7 +317,7 @@ Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool k
 }
 
 void addReduceKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   for (const auto& op : ops::reduceOps()) r.add(h, op.name, 1, kMaxOpset, &makeKernel<Reduce>);
   r.add(h, "ArgMax", 1, kMaxOpset, &makeKernel<ArgReduce>);
   r.add(h, "ArgMin", 1, kMaxOpset, &makeKernel<ArgReduce>);

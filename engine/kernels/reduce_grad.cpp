@@ -104,7 +104,8 @@ class ReduceGrad : public Kernel {
 }  // namespace
 
 void addReduceGradKernels(KernelRegistry& r) {
-  r.add("host", "ReduceGrad", 1, kMaxOpset, &makeKernel<ReduceGrad>, true, dw::kGradDomain);
+  r.add(kReferenceTable, "ReduceGrad", 1, kMaxOpset, &makeKernel<ReduceGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

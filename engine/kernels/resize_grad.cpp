@@ -87,7 +87,8 @@ class ResizeGrad : public Kernel {
 }  // namespace
 
 void addResizeGradKernels(KernelRegistry& r) {
-  r.add("host", "ResizeGrad", 1, kMaxOpset, &makeKernel<ResizeGrad>, true, dw::kGradDomain);
+  r.add(kReferenceTable, "ResizeGrad", 1, kMaxOpset, &makeKernel<ResizeGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

@@ -1,4 +1,4 @@
-// Resize / Upsample sampling geometry, shared by the forward host kernel (kernels/nn.cpp) and
+// Resize / Upsample sampling geometry, shared by the forward reference kernel (kernels/nn.cpp) and
 // its gradient ResizeGrad (kernels/resize_grad.cpp), so that the backward scatters through
 // exactly the taps the forward gathers from.
 //

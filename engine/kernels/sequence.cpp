@@ -181,7 +181,7 @@ class OptionalOp : public Kernel {
 }  // namespace
 
 void addSequenceKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   for (const char* op : {"SequenceEmpty", "SequenceConstruct", "SequenceLength", "SequenceAt",
                          "SequenceInsert", "SequenceErase"})
     r.add(h, op, 1, kMaxOpset, &makeKernel<SequenceOp>, false);

@@ -852,7 +852,7 @@ Status concatTensors(KernelContext& ctx, const std::vector<const Tensor*>& ins, 
 }
 
 void addShapeKernels(KernelRegistry& r) {
-  const char* h = "host";
+  const char* h = kReferenceTable;
   r.add(h, "Identity", 1, kMaxOpset, &makeKernel<Identity>, false);
   r.add(h, "Reshape", 1, kMaxOpset, &makeKernel<Reshape>, false);
   r.add(h, "Flatten", 1, kMaxOpset, &makeKernel<Flatten>, false);

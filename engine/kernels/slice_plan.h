@@ -1,4 +1,4 @@
-// Internal: where ONNX Slice reads, shared by Slice and SliceGrad on the host (kernels/
+// Internal: where ONNX Slice reads, shared by Slice and SliceGrad in the reference table (kernels/
 // shape_ops.cpp, kernels/data_movement_grad.cpp) and on cuda (cuda/tensor_kernels.cpp).
 #pragma once
 

@@ -182,10 +182,11 @@ class NegativeLogLikelihoodLossGrad : public Kernel {
 }  // namespace
 
 void addSoftmaxLossGradKernels(KernelRegistry& r) {
-  r.add("host", "SoftmaxGrad", 1, kMaxOpset, &makeKernel<SoftmaxGrad>, true, dw::kGradDomain);
-  r.add("host", "SoftmaxCrossEntropyLossGrad", 1, kMaxOpset,
+  r.add(kReferenceTable, "SoftmaxGrad", 1, kMaxOpset, &makeKernel<SoftmaxGrad>, true,
+        dw::kGradDomain);
+  r.add(kReferenceTable, "SoftmaxCrossEntropyLossGrad", 1, kMaxOpset,
         &makeKernel<SoftmaxCrossEntropyLossGrad>, true, dw::kGradDomain);
-  r.add("host", "NegativeLogLikelihoodLossGrad", 1, kMaxOpset,
+  r.add(kReferenceTable, "NegativeLogLikelihoodLossGrad", 1, kMaxOpset,
         &makeKernel<NegativeLogLikelihoodLossGrad>, true, dw::kGradDomain);
 }
 

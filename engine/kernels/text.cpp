@@ -154,8 +154,8 @@ class TfIdfVectorizer : public Kernel {
 }  // namespace
 
 void addTextKernels(KernelRegistry& r) {
-  r.add("host", "StringNormalizer", 10, kMaxOpset, &makeKernel<StringNormalizer>, false);
-  r.add("host", "TfIdfVectorizer", 9, kMaxOpset, &makeKernel<TfIdfVectorizer>, false);
+  r.add(kReferenceTable, "StringNormalizer", 10, kMaxOpset, &makeKernel<StringNormalizer>, false);
+  r.add(kReferenceTable, "TfIdfVectorizer", 9, kMaxOpset, &makeKernel<TfIdfVectorizer>, false);
 }
 
 }  // namespace dw::engine

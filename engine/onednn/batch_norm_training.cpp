@@ -1021,7 +1021,7 @@ class BatchNormGrad : public Kernel {
 }  // namespace onednn
 
 void addBatchNormTrainingKernels(KernelRegistry& r) {
-  const char* c = "cpu";
+  const char* c = kOneDnnTable;
   const char* d = dw::kGradDomain;
   r.add(c, "BatchNormalizationTraining", 1, kMaxOpset, &makeKernel<onednn::BatchNormTraining>, true,
         d);

@@ -274,7 +274,8 @@ class ConvGrad : public Kernel {
 }  // namespace onednn
 
 void addConvGradKernels(KernelRegistry& r) {
-  r.add("cpu", "ConvGrad", 1, kMaxOpset, &makeKernel<onednn::ConvGrad>, true, dw::kGradDomain);
+  r.add(kOneDnnTable, "ConvGrad", 1, kMaxOpset, &makeKernel<onednn::ConvGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

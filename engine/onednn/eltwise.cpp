@@ -1,10 +1,10 @@
-// oneDNN-backed kernels of the cpu table (run by the cpu and gpu backends on their engines,
+// oneDNN-backed kernels of the onednn table (run by the cpu and gpu backends on their engines,
 // tensors bound through onednn::Bindings) for the "light" ops oneDNN has primitives for:
 // eltwise activations, binary arithmetic with broadcasting, softmax / logsoftmax, layer
 // normalization, concat, PRelu, reductions and linear resampling. Each runs float32 on oneDNN and
-// hands every other dtype or attribute combination oneDNN can't express to the op's host kernel
-// (engine/kernels/), which stays the reference for the conformance suite. Primitives are cached per
-// input-shape signature.
+// hands every other dtype or attribute combination oneDNN can't express to the op's kernel in
+// the reference table (engine/kernels/), which stays the reference for the conformance suite.
+// Primitives are cached per input-shape signature.
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -37,18 +37,18 @@ bool allFloat(const KernelContext& ctx) {
   return true;
 }
 
-// Common shell: cached primitive per shape key, host kernel for the rest.
-class DnnlOrHost : public Kernel {
+// Common shell: cached primitive per shape key, reference kernel for the rest.
+class DnnlOrReference : public Kernel {
  public:
-  // The node pointer doesn't outlive planning; host kernels built later don't need it.
-  explicit DnnlOrHost(const KernelInit& init) : init_(init) { init_.node = nullptr; }
+  // The node pointer doesn't outlive planning; reference kernels built later don't need it.
+  explicit DnnlOrReference(const KernelInit& init) : init_(init) { init_.node = nullptr; }
 
  protected:
-  Status host(KernelContext& ctx) {
-    if (!host_) host_ = onednn::hostKernel(init_);
-    if (!host_)
-      return Status::error("no host kernel for " + init_.opType + " in this configuration");
-    return host_->compute(ctx);
+  Status reference(KernelContext& ctx) {
+    if (!reference_) reference_ = onednn::referenceKernel(init_);
+    if (!reference_)
+      return Status::error("no reference kernel for " + init_.opType + " in this configuration");
+    return reference_->compute(ctx);
   }
   template <class F>
   Status guarded(F&& f) {
@@ -72,7 +72,7 @@ class DnnlOrHost : public Kernel {
     bind_.finish(be);
   }
   KernelInit init_;
-  std::unique_ptr<Kernel> host_;
+  std::unique_ptr<Kernel> reference_;
   std::map<std::vector<int64_t>, dnnl::primitive> cache_;
   onednn::Bindings bind_;
 };
@@ -98,14 +98,14 @@ Status eltwiseAlg(const std::string& op, const Attributes& a, EltwiseAlg* e) {
 }
 
 // Unary activations with a oneDNN eltwise algorithm.
-class Eltwise : public DnnlOrHost {
+class Eltwise : public DnnlOrReference {
  public:
-  explicit Eltwise(const KernelInit& init) : DnnlOrHost(init) {
+  explicit Eltwise(const KernelInit& init) : DnnlOrReference(init) {
     if (Status st = eltwiseAlg(init.opType, init.attrs, &e_); !st.ok()) fail(st.message());
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (x.dtype() != DType::kFloat || x.size() == 0) return host(ctx);
+    if (x.dtype() != DType::kFloat || x.size() == 0) return reference(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
@@ -129,15 +129,15 @@ class Eltwise : public DnnlOrHost {
 // UnaryGrad(dY, X, Y) (com.deepwire.grad, attribute op = the forward op) on oneDNN's eltwise
 // backward from the source X; ops without a oneDNN algorithm and other dtypes use the plain
 // kernel.
-class EltwiseGrad : public DnnlOrHost {
+class EltwiseGrad : public DnnlOrReference {
  public:
-  explicit EltwiseGrad(const KernelInit& init) : DnnlOrHost(init) {
+  explicit EltwiseGrad(const KernelInit& init) : DnnlOrReference(init) {
     ok_ = eltwiseAlg(init.attrs.getString("op"), init.attrs, &e_).ok();
   }
   Status compute(KernelContext& ctx) override {
     if (!ok_ || !allFloat(ctx) || ctx.input(0).size() == 0 ||
         ctx.input(0).shape() != ctx.input(1).shape())
-      return host(ctx);
+      return reference(ctx);
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
@@ -166,9 +166,9 @@ class EltwiseGrad : public DnnlOrHost {
 
 // Add/Sub/Mul/Div with numpy broadcasting, where oneDNN can take it: src0 has the output shape
 // (or the operands commute) and src1 broadcasts along whole dimensions.
-class BinaryOp : public DnnlOrHost {
+class BinaryOp : public DnnlOrReference {
  public:
-  explicit BinaryOp(const KernelInit& init) : DnnlOrHost(init) {
+  explicit BinaryOp(const KernelInit& init) : DnnlOrReference(init) {
     const ops::BinaryOp* row = ops::findBinaryOp(init.opType);
     if (!row || row->onednn == ops::BinaryAlg::kNone) {
       fail("no oneDNN binary algorithm for " + init.opType);
@@ -201,10 +201,10 @@ class BinaryOp : public DnnlOrHost {
             "this node cannot take an NHWC operand; run the session with fuse "
             "off");
     } else {
-      if (legacy_ || !allFloat(ctx)) return host(ctx);
-      if (numElements(*out) == 0 || out->empty()) return host(ctx);
+      if (legacy_ || !allFloat(ctx)) return reference(ctx);
+      if (numElements(*out) == 0 || out->empty()) return reference(ctx);
       if (a->shape() != *out) {
-        if (!commutes_ || b->shape() != *out) return host(ctx);
+        if (!commutes_ || b->shape() != *out) return reference(ctx);
         std::swap(a, b);
       }
     }
@@ -256,20 +256,20 @@ bool softmaxView(const Shape& s, int64_t axisAttr, bool legacy, Shape* view, int
 
 // Softmax / LogSoftmax: opset 13 normalizes along one axis; earlier opsets flatten to
 // [prod(dims before axis), prod(dims from axis)] and normalize the second dimension.
-class SoftmaxOp : public DnnlOrHost {
+class SoftmaxOp : public DnnlOrReference {
  public:
   explicit SoftmaxOp(const KernelInit& init)
-      : DnnlOrHost(init),
+      : DnnlOrReference(init),
         log_(init.opType == "LogSoftmax"),
         legacy_(init.opset < 13),
         axis_(init.attrs.getInt("axis", init.opset < 13 ? 1 : -1)) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (x.dtype() != DType::kFloat || x.size() == 0 || x.rank() == 0) return host(ctx);
+    if (x.dtype() != DType::kFloat || x.size() == 0 || x.rank() == 0) return reference(ctx);
     if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
     Shape view;
     int axis = 0;
-    if (!softmaxView(x.shape(), axis_, legacy_, &view, &axis)) return host(ctx);
+    if (!softmaxView(x.shape(), axis_, legacy_, &view, &axis)) return reference(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
@@ -295,10 +295,10 @@ class SoftmaxOp : public DnnlOrHost {
 
 // SoftmaxGrad(dY, Y) (com.deepwire.grad; attributes axis, log, legacy as the forward) on
 // oneDNN's softmax backward, which reads the forward's output.
-class SoftmaxGradOp : public DnnlOrHost {
+class SoftmaxGradOp : public DnnlOrReference {
  public:
   explicit SoftmaxGradOp(const KernelInit& init)
-      : DnnlOrHost(init),
+      : DnnlOrReference(init),
         log_(init.attrs.getInt("log", 0) != 0),
         legacy_(init.attrs.getInt("legacy", 0) != 0),
         axis_(init.attrs.getInt("axis", -1)) {}
@@ -307,10 +307,10 @@ class SoftmaxGradOp : public DnnlOrHost {
     const Tensor& y = ctx.input(1);
     if (!allFloat(ctx) || y.size() == 0 || y.rank() == 0 || dy.shape() != y.shape() ||
         !validAxis(axis_, y.rank()))
-      return host(ctx);
+      return reference(ctx);
     Shape view;
     int axis = 0;
-    if (!softmaxView(y.shape(), axis_, legacy_, &view, &axis)) return host(ctx);
+    if (!softmaxView(y.shape(), axis_, legacy_, &view, &axis)) return reference(ctx);
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, y.shape()));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
@@ -341,10 +341,10 @@ class SoftmaxGradOp : public DnnlOrHost {
 // over [outer, inner] when Scale/B are full [inner] vectors (forward_training when the Mean /
 // InvStdDev outputs are wanted: oneDNN gives the variance, InvStdDev is 1/sqrt(var + epsilon));
 // otherwise the plain loop below, which also serves every other float dtype.
-class LayerNorm : public DnnlOrHost {
+class LayerNorm : public DnnlOrReference {
  public:
   explicit LayerNorm(const KernelInit& init)
-      : DnnlOrHost(init),
+      : DnnlOrReference(init),
         axis_(init.attrs.getInt("axis", -1)),
         eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
   Status compute(KernelContext& ctx) override {
@@ -449,13 +449,13 @@ class LayerNorm : public DnnlOrHost {
 // dScale, dB) on oneDNN's layer normalization backward. oneDNN wants the variance: with epsilon
 // 0 in the primitive, variance = 1 / InvStdDev^2 reproduces the forward's 1/sqrt(var + eps)
 // without knowing eps. Non-float inputs and partial Scale go to the plain kernel.
-class LayerNormGrad : public DnnlOrHost {
+class LayerNormGrad : public DnnlOrReference {
  public:
   explicit LayerNormGrad(const KernelInit& init)
-      : DnnlOrHost(init), axis_(init.attrs.getInt("axis", -1)) {}
+      : DnnlOrReference(init), axis_(init.attrs.getInt("axis", -1)) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(1);
-    if (!allFloat(ctx) || x.rank() == 0 || !validAxis(axis_, x.rank())) return host(ctx);
+    if (!allFloat(ctx) || x.rank() == 0 || !validAxis(axis_, x.rank())) return reference(ctx);
     const int64_t a = normAxis(axis_, x.rank());
     int64_t outer = 1;
     for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
@@ -463,7 +463,7 @@ class LayerNormGrad : public DnnlOrHost {
     if (outer == 0 || inner == 0 || ctx.input(0).shape() != x.shape() ||
         ctx.input(2).size() != inner || ctx.input(3).size() != outer ||
         ctx.input(4).size() != outer)
-      return host(ctx);
+      return reference(ctx);
     Tensor* dx = ctx.output(0, DType::kFloat, x.shape());
     Tensor* ds = ctx.output(1, DType::kFloat, ctx.input(2).shape());
     Tensor* db = ctx.output(2, DType::kFloat, ctx.input(2).shape());
@@ -507,24 +507,24 @@ class LayerNormGrad : public DnnlOrHost {
   int64_t axis_;
 };
 
-class ConcatOp : public DnnlOrHost {
+class ConcatOp : public DnnlOrReference {
  public:
   explicit ConcatOp(const KernelInit& init)
-      : DnnlOrHost(init), axis_(init.attrs.getInt("axis", init.opset < 4 ? 1 : 0)) {}
+      : DnnlOrReference(init), axis_(init.attrs.getInt("axis", init.opset < 4 ? 1 : 0)) {}
   Status compute(KernelContext& ctx) override {
-    if (!allFloat(ctx) || ctx.numInputs() < 2) return host(ctx);
+    if (!allFloat(ctx) || ctx.numInputs() < 2) return reference(ctx);
     const Tensor& x0 = ctx.input(0);
     const size_t r = x0.rank();
-    if (r == 0 || r > 6 || !validAxis(axis_, r)) return host(ctx);
+    if (r == 0 || r > 6 || !validAxis(axis_, r)) return reference(ctx);
     const int a = static_cast<int>(normAxis(axis_, r));
     Shape out = x0.shape();
     out[a] = 0;
     for (size_t i = 0; i < ctx.numInputs(); ++i) {
-      if (!ctx.hasInput(i)) return host(ctx);
+      if (!ctx.hasInput(i)) return reference(ctx);
       const Tensor& t = ctx.input(i);
-      if (t.rank() != r || t.size() == 0) return host(ctx);
+      if (t.rank() != r || t.size() == 0) return reference(ctx);
       for (size_t d = 0; d < r; ++d)
-        if (static_cast<int>(d) != a && t.dim(d) != x0.dim(d)) return host(ctx);
+        if (static_cast<int>(d) != a && t.dim(d) != x0.dim(d)) return reference(ctx);
       out[a] += t.dim(a);
     }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
@@ -551,17 +551,18 @@ class ConcatOp : public DnnlOrHost {
 };
 
 // PRelu: the slope broadcasts unidirectionally to X; oneDNN takes it as same-rank weights.
-class PReluOp : public DnnlOrHost {
+class PReluOp : public DnnlOrReference {
  public:
-  explicit PReluOp(const KernelInit& init) : DnnlOrHost(init) {}
+  explicit PReluOp(const KernelInit& init) : DnnlOrReference(init) {}
   Status compute(KernelContext& ctx) override {
-    if (!allFloat(ctx)) return host(ctx);
+    if (!allFloat(ctx)) return reference(ctx);
     const Tensor& x = ctx.input(0);
     Shape ws = ctx.input(1).shape();
-    if (x.rank() == 0 || x.rank() > 6 || x.size() == 0 || ws.size() > x.rank()) return host(ctx);
+    if (x.rank() == 0 || x.rank() > 6 || x.size() == 0 || ws.size() > x.rank())
+      return reference(ctx);
     while (ws.size() < x.rank()) ws.insert(ws.begin(), 1);
     for (size_t d = 0; d < ws.size(); ++d)
-      if (ws[d] != 1 && ws[d] != x.dim(d)) return host(ctx);
+      if (ws[d] != 1 && ws[d] != x.dim(d)) return reference(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
@@ -580,10 +581,10 @@ class PReluOp : public DnnlOrHost {
 
 // Reduce{Sum,Mean,Max,Min,Prod,L1,L2,SumSquare} on oneDNN's reduction primitive for float32;
 // LogSum/LogSumExp, other dtypes, empty reductions and NaN-propagating Max/Min inputs stay on
-// the host kernel.
-class ReduceOp : public DnnlOrHost {
+// the reference kernel.
+class ReduceOp : public DnnlOrReference {
  public:
-  explicit ReduceOp(const KernelInit& init) : DnnlOrHost(init) {
+  explicit ReduceOp(const KernelInit& init) : DnnlOrReference(init) {
     const ops::ReduceOp* row = ops::findReduceOp(init.opType);
     if (!row || row->onednn == ops::ReduceAlg::kNone) {
       fail("no oneDNN reduction for " + init.opType);
@@ -626,15 +627,15 @@ class ReduceOp : public DnnlOrHost {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.dtype() != DType::kFloat || x.rank() == 0 || x.rank() > 6 || x.size() == 0)
-      return host(ctx);
+      return reference(ctx);
     std::vector<int64_t> axes = axesInput_ ? intsInput(ctx, 1) : axes_;
     auto plan = planReduce(x.shape(), axes, keep_, noop_ && axesInput_);
     if (!plan) return plan.status();
-    if (plan->empty || plan->outKeep == x.shape()) return host(ctx);
+    if (plan->empty || plan->outKeep == x.shape()) return reference(ctx);
     if (maxMin_) {
       const float* p = x.data<float>();
       for (int64_t i = 0; i < x.size(); ++i)
-        if (std::isnan(p[i])) return host(ctx);
+        if (std::isnan(p[i])) return reference(ctx);
     }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, plan->outShape));
     return guarded([&] {
@@ -662,10 +663,10 @@ class ReduceOp : public DnnlOrHost {
 
 // Resize (opset 11+) in linear mode with half_pixel coordinates, resizing spatial dimensions
 // only by exact integer-consistent factors: oneDNN's linear resampling computes exactly that.
-// Every other mode, coordinate transformation or factor goes to the host Resize.
-class ResampleOp : public DnnlOrHost {
+// Every other mode, coordinate transformation or factor goes to the reference Resize.
+class ResampleOp : public DnnlOrReference {
  public:
-  explicit ResampleOp(const KernelInit& init) : DnnlOrHost(init) {
+  explicit ResampleOp(const KernelInit& init) : DnnlOrReference(init) {
     const auto& a = init.attrs;
     ok_ = init.opset >= 11 && a.getString("mode", "nearest") == "linear" &&
           a.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel" &&
@@ -674,27 +675,27 @@ class ResampleOp : public DnnlOrHost {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (!ok_ || x.dtype() != DType::kFloat || x.rank() < 3 || x.rank() > 5 || x.size() == 0)
-      return host(ctx);
+      return reference(ctx);
     const size_t r = x.rank();
     Shape out(r);
     if (ctx.hasInput(3) && ctx.input(3).size() > 0) {
       auto sizes = ctx.input(3).toInt64Vector();
-      if (sizes.size() != r) return host(ctx);
+      if (sizes.size() != r) return reference(ctx);
       out = Shape(sizes.begin(), sizes.end());
     } else if (ctx.hasInput(2) && ctx.input(2).size() == static_cast<int64_t>(r)) {
       for (size_t d = 0; d < r; ++d) {
         const double sc = ctx.input(2).getDouble(d);
         const double o = x.dim(d) * sc;
         // The transform uses the scale itself: only exact factors match out / in.
-        if (o != std::floor(o)) return host(ctx);
+        if (o != std::floor(o)) return reference(ctx);
         out[d] = static_cast<int64_t>(o);
       }
     } else {
-      return host(ctx);
+      return reference(ctx);
     }
-    if (out[0] != x.dim(0) || out[1] != x.dim(1)) return host(ctx);
+    if (out[0] != x.dim(0) || out[1] != x.dim(1)) return reference(ctx);
     for (int64_t d : out)
-      if (d <= 0) return host(ctx);
+      if (d <= 0) return reference(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
@@ -719,7 +720,7 @@ class ResampleOp : public DnnlOrHost {
 }  // namespace
 
 void addOneDnnEltwiseKernels(KernelRegistry& r) {
-  const char* c = "cpu";
+  const char* c = kOneDnnTable;
   for (const auto& op : ops::unaryOps())
     if (op.tableKernels() && op.onednn.alg != ops::Eltwise::kNone)
       r.add(c, op.name, op.since, kMaxOpset, &makeKernel<Eltwise>);

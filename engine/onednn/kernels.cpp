@@ -1,4 +1,4 @@
-// oneDNN-backed kernels of the cpu table (run by the cpu and gpu backends on their engines,
+// oneDNN-backed kernels of the onednn table (run by the cpu and gpu backends on their engines,
 // tensors bound through onednn::Bindings): convolution, deconvolution, pooling, matmul/Gemm,
 // batch normalization and LRN on float32 tensors (fp16/bf16 tensors arrive as float via
 // halfViaFloat). Under precision bf16 (onednn::computeType) convolution, deconvolution and
@@ -34,10 +34,6 @@ using onednn::plainDesc;
 
 using onednn::guarded;
 using onednn::inputShapesKey;
-
-std::unique_ptr<Kernel> hostFallback(const KernelInit& init) {
-  return onednn::hostKernel(init);
-}
 
 struct SpatialParams {
   std::vector<int64_t> kernel, strides, dilations, padL, padR;
@@ -605,20 +601,20 @@ class Pool : public Kernel {
         includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
         nhwcX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcInputs, 0)),
         init_(init) {
-    // oneDNN has no Indices output, column-major indices or integer max pooling: the host
+    // oneDNN has no Indices output, column-major indices or integer max pooling: the reference
     // MaxPool (kernels/nn.cpp) takes those.
-    needHost_ = init.attrs.getInt("storage_order", 0) != 0 ||
-                (init.numOutputs > 1 && !init.node->output(1).empty());
+    needReference_ = init.attrs.getInt("storage_order", 0) != 0 ||
+                     (init.numOutputs > 1 && !init.node->output(1).empty());
   }
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (nhwcX_ && (needHost_ || x.dtype() != DType::kFloat || !global_ || x.rank() != 4))
+    if (nhwcX_ && (needReference_ || x.dtype() != DType::kFloat || !global_ || x.rank() != 4))
       return Status::error(
           "only a float32 2-D global pooling reads an NHWC input; run the "
           "session with fuse off");
-    if (needHost_ || x.dtype() != DType::kFloat) {
-      if (!fallback_) fallback_ = hostFallback(init_);
+    if (needReference_ || x.dtype() != DType::kFloat) {
+      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
       if (!fallback_)
         return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
       return fallback_->compute(ctx);
@@ -715,7 +711,7 @@ class Pool : public Kernel {
                            pw);
   }
   ConvLikeAttrs attrs_;
-  bool global_, max_, ceil_, includePad_, needHost_ = false;
+  bool global_, max_, ceil_, includePad_, needReference_ = false;
   bool nhwcX_;  // X arrives in NHWC (global pooling only)
   KernelInit init_;
   std::unique_ptr<Kernel> fallback_;
@@ -741,7 +737,7 @@ class MatMulKernel : public Kernel {
     const Tensor& a0 = ctx.input(0);
     const Tensor& b0 = ctx.input(1);
     if (a0.dtype() != DType::kFloat || b0.dtype() != DType::kFloat) {
-      if (!fallback_) fallback_ = hostFallback(init_);
+      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
       if (!fallback_)
         return Status::error(std::string("dtype ") + dtypeName(a0.dtype()) + " is not supported");
       return fallback_->compute(ctx);
@@ -951,7 +947,7 @@ class BatchNorm : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (training_ || x.dtype() != DType::kFloat || x.rank() < 2 || x.rank() > 5) {
-      if (!fallback_) fallback_ = hostFallback(init_);
+      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
       if (!fallback_)
         return Status::error("this BatchNormalization configuration is not supported");
       return fallback_->compute(ctx);
@@ -1051,8 +1047,9 @@ class Lrn : public Kernel {
 }  // namespace
 
 namespace onednn {
-std::unique_ptr<Kernel> hostKernel(const KernelInit& init) {
-  const KernelDef* d = KernelRegistry::global().find(init.domain, init.opType, init.opset, "host");
+std::unique_ptr<Kernel> referenceKernel(const KernelInit& init) {
+  const KernelDef* d =
+      KernelRegistry::global().find(init.domain, init.opType, init.opset, kReferenceTable);
   if (!d) return nullptr;
   auto k = d->factory(init);
   return k ? std::move(*k) : nullptr;
@@ -1065,7 +1062,7 @@ void addOneDnnEltwiseKernels(KernelRegistry& r);  // onednn/eltwise.cpp
 void addOneDnnKernels(KernelRegistry& r) {
   addRnnKernels(r);
   addOneDnnEltwiseKernels(r);
-  const char* c = "cpu";
+  const char* c = kOneDnnTable;
   r.add(c, "Conv", 1, kMaxOpset, &makeConv);
   r.add(c, "ConvTranspose", 1, kMaxOpset, &makeConv);
   for (const char* op : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})

@@ -27,6 +27,7 @@ class DnnlBackend : public Backend {
   bool bf16() const { return bf16_; }
   std::string precision() const override { return bf16_ ? "bf16" : "fp32"; }
   size_t deviceAllocations() const override { return deviceAllocations_; }
+  std::string kernelTable() const override { return kOneDnnTable; }
   // The CPU backend of kernels that only run on a CPU engine: this one, or a GPU's companion.
   virtual CpuBackend& cpu() = 0;
 
@@ -61,8 +62,8 @@ class CpuBackend : public DnnlBackend {
   int threads_;
 };
 
-// The oneDNN GPU engine (OpenCL; oneDNN supports Intel GPUs only). It runs the oneDNN kernels of
-// the "cpu" table, which take engine and stream from the backend they run on. Kernels written
+// The oneDNN GPU engine (OpenCL; oneDNN supports Intel GPUs only). It runs the kernels of the
+// onednn table, which take engine and stream from the backend they run on. Kernels written
 // for a CPU engine only (the training gradients of conv_grad.cpp, pool_grad.cpp,
 // batch_norm_training.cpp and rnn_grad.cpp, the direct single-channel convolution) run on a
 // companion CpuBackend through cpuBackend(); as tensors live in host memory, mixing them with GPU
@@ -73,7 +74,6 @@ class GpuBackend : public DnnlBackend {
   // through an engine-allocated buffer and the explicit copies exactly as on a GPU.
   GpuBackend(size_t index, int threads, bool emulated);
   std::string name() const override { return "gpu"; }
-  std::string kernelTable() const override { return "cpu"; }
   std::string description() const override { return description_; }
   int threads() const override { return cpu_.threads(); }
   void applyThreads() const override { cpu_.applyThreads(); }
@@ -157,9 +157,9 @@ inline dnnl::memory::data_type convComputeType(Backend& b, int64_t icPerGroup, i
   return computeType(b);
 }
 
-// The plain C++ ("host") kernel of the same op, for dtypes and attribute combinations a oneDNN
+// The reference table's kernel of the same op, for dtypes and attribute combinations a oneDNN
 // kernel hands over; nullptr where there is none.
-std::unique_ptr<Kernel> hostKernel(const KernelInit& init);
+std::unique_ptr<Kernel> referenceKernel(const KernelInit& init);
 
 inline dnnl::memory::dims toDims(const Shape& s) {
   return dnnl::memory::dims(s.begin(), s.end());

@@ -158,7 +158,8 @@ class PoolGrad : public Kernel {
 }  // namespace onednn
 
 void addPoolGradKernels(KernelRegistry& r) {
-  r.add("cpu", "PoolGrad", 1, kMaxOpset, &makeKernel<onednn::PoolGrad>, true, dw::kGradDomain);
+  r.add(kOneDnnTable, "PoolGrad", 1, kMaxOpset, &makeKernel<onednn::PoolGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

@@ -498,7 +498,7 @@ void addRnnGradKernels(KernelRegistry& r);  // onednn/rnn_grad.cpp
 
 void addRnnKernels(KernelRegistry& r) {
   for (const char* op : {"RNN", "GRU", "LSTM"})
-    r.add("cpu", op, 1, kMaxOpset, &makeKernel<RnnKernel>);
+    r.add(kOneDnnTable, op, 1, kMaxOpset, &makeKernel<RnnKernel>);
   addRnnGradKernels(r);  // their backward (com.deepwire.grad RecurrentGrad)
 }
 

@@ -558,7 +558,8 @@ class RecurrentGrad : public Kernel, private rnn::RnnAttrs {
 }  // namespace
 
 void addRnnGradKernels(KernelRegistry& r) {
-  r.add("cpu", "RecurrentGrad", 1, kMaxOpset, &makeKernel<RecurrentGrad>, true, dw::kGradDomain);
+  r.add(kOneDnnTable, "RecurrentGrad", 1, kMaxOpset, &makeKernel<RecurrentGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

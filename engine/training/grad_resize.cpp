@@ -1,5 +1,5 @@
 // Gradient of Resize (opset 10+) and Upsample (7-9): one ResizeGrad node (kernels/resize_grad.cpp)
-// that scatters dY back through the very taps the forward host kernel gathers with
+// that scatters dY back through the very taps the forward reference kernel gathers with
 // (kernels/resize_sampling.h). Only X gets a gradient: roi, scales and sizes choose where to
 // sample, and the sizes are integers anyway.
 #include "engine/kernel.h"

@@ -1,6 +1,6 @@
-// The elementwise ops of two inputs (ops/binary_table.h): every row runs on the host table, the
-// rows that name a oneDNN algorithm on the oneDNN table and the rows marked for cuda on the cuda
-// table; attribute choices pick their function or say what is allowed. Their numerics are the
+// The elementwise ops of two inputs (ops/binary_table.h): every row runs on the reference table,
+// the rows that name a oneDNN algorithm on the onednn table and the rows marked for cuda on the
+// cuda table; attribute choices pick their function or say what is allowed. Their numerics are the
 // ONNX backend cases' (conformance) and, for Mod's two remainders, checked here.
 #include <gtest/gtest.h>
 #include <onnx/defs/schema.h>
@@ -26,14 +26,14 @@ TEST(BinaryTable, EveryRowHasItsKernels) {
   const auto& reg = KernelRegistry::global();
   for (const auto& row : dw::ops::binaryOps()) {
     SCOPED_TRACE(row.name);
-    EXPECT_NE(reg.find("", row.name, row.since, "host"), nullptr);
-    EXPECT_EQ(reg.find("", row.name, row.since - 1, "host"), nullptr)
+    EXPECT_NE(reg.find("", row.name, row.since, kReferenceTable), nullptr);
+    EXPECT_EQ(reg.find("", row.name, row.since - 1, kReferenceTable), nullptr)
         << "runs before the opset that introduced it";
     if (row.onednn != dw::ops::BinaryAlg::kNone) {
-      EXPECT_NE(reg.find("", row.name, row.since, "cpu"), nullptr);
+      EXPECT_NE(reg.find("", row.name, row.since, kOneDnnTable), nullptr);
     }
     if (row.cuda && cuda::built()) {
-      EXPECT_NE(reg.find("", row.name, row.since, "cuda"), nullptr);
+      EXPECT_NE(reg.find("", row.name, row.since, kCudaTable), nullptr);
     }
     EXPECT_NE(dw::Catalogue::instance().find(dw::kOnnxDomain, row.name), nullptr)
         << "not an ONNX op";
@@ -102,12 +102,12 @@ TEST(ReduceTable, EveryRowHasItsKernelsAndItsAxesOpset) {
   const auto& reg = KernelRegistry::global();
   for (const auto& row : dw::ops::reduceOps()) {
     SCOPED_TRACE(row.name);
-    EXPECT_NE(reg.find("", row.name, 13, "host"), nullptr);
+    EXPECT_NE(reg.find("", row.name, 13, kReferenceTable), nullptr);
     if (row.onednn != dw::ops::ReduceAlg::kNone) {
-      EXPECT_NE(reg.find("", row.name, 13, "cpu"), nullptr);
+      EXPECT_NE(reg.find("", row.name, 13, kOneDnnTable), nullptr);
     }
     if (row.cuda && cuda::built()) {
-      EXPECT_NE(reg.find("", row.name, 13, "cuda"), nullptr);
+      EXPECT_NE(reg.find("", row.name, 13, kCudaTable), nullptr);
     }
     EXPECT_EQ(training::findGradBuilder("", row.name, 13) != nullptr, row.gradient);
     for (int opset = 11; opset <= dw::kDefaultOnnxOpset; ++opset) {

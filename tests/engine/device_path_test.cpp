@@ -15,6 +15,7 @@
 
 #include "engine/conformance.h"
 #include "engine/io.h"
+#include "engine/kernel.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
 #include "graphs/onnx_export.h"
@@ -202,7 +203,7 @@ TEST(DevicePath, AcceleratorSelection) {
   auto e = createBackend(o, &notice);
   ASSERT_TRUE(e.ok()) << e.message();
   EXPECT_EQ((*e)->name(), "gpu");
-  EXPECT_EQ((*e)->kernelTable(), "cpu");
+  EXPECT_EQ((*e)->kernelTable(), kOneDnnTable);
   EXPECT_NE(notice.find("training gradients and single-channel convolutions on cpu"),
             std::string::npos)
       << notice;

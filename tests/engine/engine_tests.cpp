@@ -158,15 +158,15 @@ TEST(Io, PbRoundTrip) {
 
 TEST(Registry, FindsKernelsByOpsetAndBackend) {
   const auto& r = KernelRegistry::global();
-  EXPECT_NE(r.find("", "Relu", 14, "host"), nullptr);
-  EXPECT_NE(r.find("ai.onnx", "Relu", 14, "host"), nullptr);
-  EXPECT_NE(r.find("", "Conv", 11, "cpu"), nullptr);
+  EXPECT_NE(r.find("", "Relu", 14, kReferenceTable), nullptr);
+  EXPECT_NE(r.find("ai.onnx", "Relu", 14, kReferenceTable), nullptr);
+  EXPECT_NE(r.find("", "Conv", 11, kOneDnnTable), nullptr);
   EXPECT_EQ(r.find("", "Conv", 11, "no-such-table"), nullptr);
   // The cuda table exists in builds with CUDA only.
-  EXPECT_EQ(r.find("", "Conv", 11, "cuda") != nullptr, cuda::built());
-  EXPECT_EQ(r.find("", "NoSuchOp", 11, "host"), nullptr);
-  EXPECT_EQ(r.find("", "Scatter", 11, "host"), nullptr);  // Scatter ends at opset 10
-  EXPECT_NE(r.find("", "Scatter", 10, "host"), nullptr);
+  EXPECT_EQ(r.find("", "Conv", 11, kCudaTable) != nullptr, cuda::built());
+  EXPECT_EQ(r.find("", "NoSuchOp", 11, kReferenceTable), nullptr);
+  EXPECT_EQ(r.find("", "Scatter", 11, kReferenceTable), nullptr);  // Scatter ends at opset 10
+  EXPECT_NE(r.find("", "Scatter", 10, kReferenceTable), nullptr);
 }
 
 TEST(Backend, GpuIsAClearErrorAndAutoFallsBack) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "engine/kernel.h"
 #include "engine/op_support.h"
 #include "nodes/catalogue.h"
 #include "tests/graph/test_util.h"
@@ -52,7 +53,7 @@ TEST(OpSupport, KnownOps) {
   const OpSupport relu = opSupport("ai.onnx", "Relu", 14);
   EXPECT_TRUE(relu.runs());
   EXPECT_TRUE(relu.gradient);
-  EXPECT_NE(std::find(relu.tables.begin(), relu.tables.end(), "host"), relu.tables.end());
+  EXPECT_NE(std::find(relu.tables.begin(), relu.tables.end(), kReferenceTable), relu.tables.end());
   const OpSupport argmax = opSupport("", "ArgMax", 13);
   EXPECT_TRUE(argmax.runs());
   EXPECT_FALSE(argmax.gradient);
@@ -63,7 +64,7 @@ TEST(OpSupport, DescribeShowsKernelsAndGradient) {
   std::string out;
   ASSERT_EQ(dw::test::runCommand(std::string(DW_CLI_PATH) + " describe Conv", &out), 0) << out;
   EXPECT_NE(out.find("Runs on: "), std::string::npos) << out;
-  EXPECT_NE(out.find("cpu (oneDNN)"), std::string::npos) << out;
+  EXPECT_NE(out.find(kOneDnnTable), std::string::npos) << out;
   EXPECT_NE(out.find("Gradient: yes"), std::string::npos) << out;
   ASSERT_EQ(dw::test::runCommand(std::string(DW_CLI_PATH) + " describe ArgMax --json", &out), 0);
   EXPECT_NE(out.find("\"gradient\": false"), std::string::npos) << out;

@@ -1,7 +1,7 @@
 // The elementwise ops of one input (ops/unary_table.h), checked row by row: every op has
 // reference values (tests/golden/unary_golden.json, from torch) with its schema's defaults and
-// with each choice of function, its forward matches them on the host kernel (float64) and on the
-// cpu backend (float32, oneDNN where the row names an algorithm), and every op with a gradient
+// with each choice of function, its forward matches them on the reference kernel (float64) and on
+// the cpu backend (float32, oneDNN where the row names an algorithm), and every op with a gradient
 // has a builder, a UnaryGrad that matches torch's autograd and a central difference of the
 // forward, on both. A new row without golden values fails here.
 #include <gtest/gtest.h>
@@ -227,9 +227,9 @@ TEST(UnaryTable, RecurrentActivationsAndKernels) {
   for (const auto& row : dw::ops::unaryOps()) {
     if (!row.tableKernels()) continue;
     const int opset = std::max(dw::kDefaultOnnxOpset, row.since);
-    EXPECT_NE(reg.find("", row.name, opset, "host"), nullptr) << row.name;
+    EXPECT_NE(reg.find("", row.name, opset, kReferenceTable), nullptr) << row.name;
     if (row.onednn.alg != dw::ops::Eltwise::kNone) {
-      EXPECT_NE(reg.find("", row.name, opset, "cpu"), nullptr) << row.name;
+      EXPECT_NE(reg.find("", row.name, opset, kOneDnnTable), nullptr) << row.name;
     }
     // Neg's gradient is a Neg of its own; every other differentiable row goes through UnaryGrad.
     if (row.gradient || row.fn == dw::ops::UnaryFn::kNeg) {
@@ -237,7 +237,7 @@ TEST(UnaryTable, RecurrentActivationsAndKernels) {
     } else {
       EXPECT_EQ(training::findGradBuilder("", row.name, opset), nullptr) << row.name;
     }
-    EXPECT_EQ(reg.find("", row.name, row.since - 1, "host"), nullptr)
+    EXPECT_EQ(reg.find("", row.name, row.since - 1, kReferenceTable), nullptr)
         << row.name << " runs before the opset that introduced it";
   }
 }
@@ -274,7 +274,7 @@ class UnaryGolden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(UnaryGolden, ForwardOnBothTables) {
   const Case& c = GetParam();
-  auto d = runForward(c, c.x, DType::kDouble);  // the host kernel
+  auto d = runForward(c, c.x, DType::kDouble);  // the reference kernel
   ASSERT_TRUE(d.ok()) << d.message();
   expectNear(*d, c.y, 1e-12, 1e-12, "float64");
   auto f = runForward(c, c.x, DType::kFloat);  // oneDNN where the row has an algorithm

@@ -490,7 +490,8 @@ std::vector<GradCase> cases() {
                  {In{{1, 1, 2, 2}}, dup},
                  {attrInts("kernel_shape", {3, 3})}});
   }
-  // Lp pooling (host kernels, so float64): p = 2, 3 and 1, with padding and overlapping windows.
+  // Lp pooling (reference kernels, so float64): p = 2, 3 and 1, with padding and overlapping
+  // windows.
   v.push_back({"LpPool",
                "LpPool",
                {In{{1, 2, 5, 5}}},

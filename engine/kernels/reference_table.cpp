@@ -2,11 +2,10 @@
 
 namespace dw::engine {
 
-// Two tables: "cpu" holds the oneDNN kernels of the cpu backend; "host" holds plain C++ kernels
-// on host memory, which the session uses when the selected backend has no kernel for an op and
-// which oneDNN kernels call for dtypes or attribute combinations oneDNN does not cover.
-void registerCpuKernels(KernelRegistry& r) {
-  addOneDnnKernels(r);
+// The reference table: plain C++ kernels on host memory. The planner places here what a
+// backend's own table lacks, and oneDNN kernels hand it the dtypes and attribute combinations
+// oneDNN does not cover (onednn::referenceKernel).
+void registerReferenceKernels(KernelRegistry& r) {
   addElementwiseKernels(r);
   addShapeKernels(r);
   addIndexKernels(r);
@@ -23,9 +22,6 @@ void registerCpuKernels(KernelRegistry& r) {
   addDropoutTrainingKernels(r);
   addLayerNormGradKernels(r);
   addResizeGradKernels(r);
-  addConvGradKernels(r);
-  addPoolGradKernels(r);
-  addBatchNormTrainingKernels(r);
 }
 
 }  // namespace dw::engine
