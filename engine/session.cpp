@@ -933,84 +933,6 @@ std::string InferenceSession::describeInputs() const {
   return s;
 }
 
-namespace {
-
-// Ranks the graph declares for its inputs and initializers: what an `axis` can be checked with
-// before shape inference runs.
-void declaredRanks(const onnx::GraphProto& g, std::map<std::string, int>& ranks) {
-  for (const auto& v : g.input())
-    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
-  for (const auto& t : g.initializer()) ranks[t.name()] = t.dims_size();
-}
-
-// A node's input and output counts against its schema, its required inputs present and
-// defined, its attributes known, of their type and present where required, the window
-// attributes (kernel_shape, strides, dilations) positive and an axis within a declared rank;
-// in subgraphs too, where names of the enclosing graphs are defined as well.
-// `inferenceUnsafe` is set for a model that libonnx 1.12's shape inference would crash on though
-// it is valid enough to run: MaxUnpool reads its indices' shape without checking there is one.
-Status validateNodes(const onnx::GraphProto& g, const OpsetMap& opsets,
-                     const std::set<std::string>& localFunctions, bool& inferenceUnsafe,
-                     std::set<std::string> defined = {}) {
-  for (const auto& v : g.input()) defined.insert(v.name());
-  for (const auto& t : g.initializer()) defined.insert(t.name());
-  for (const auto& t : g.sparse_initializer()) defined.insert(t.values().name());
-  for (const auto& n : g.node())
-    for (const auto& o : n.output()) defined.insert(o);
-  std::map<std::string, int> ranks;
-  declaredRanks(g, ranks);
-  for (const auto& node : g.node()) {
-    const std::string what = "node '" + displayName(node) + "' (" + node.op_type() + ")";
-    for (const auto& in : node.input())
-      if (!in.empty() && !defined.count(in))
-        return Status::error(what + " reads '" + in +
-                             "', which no node, graph input or initializer defines");
-    for (const auto& a : node.attribute()) {
-      if (a.has_g())
-        DW_RETURN_IF_ERROR(validateNodes(a.g(), opsets, localFunctions, inferenceUnsafe, defined));
-      for (const auto& sg : a.graphs())
-        DW_RETURN_IF_ERROR(validateNodes(sg, opsets, localFunctions, inferenceUnsafe, defined));
-      if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations")
-        for (int64_t v : a.ints())
-          if (v <= 0)
-            return Status::error(what + ": attribute " + a.name() + " has " + std::to_string(v) +
-                                 "; its values must be at least 1");
-    }
-    const std::string domain = normDomain(node.domain());
-    if (localFunctions.count(domain + ":" + node.op_type())) continue;
-    auto it = opsets.find(domain);
-    if (it == opsets.end()) continue;  // the planner names the missing import
-    // The op's version under this opset: libonnx's schema, or for versions newer than libonnx
-    // knows (ReduceMean-18 takes its axes as an input) the facts of onnx 1.23's.
-    const auto schema = schemaFacts(domain, node.op_type(), it->second);
-    if (!schema) continue;  // the planner reports unsupported ops
-    DW_RETURN_IF_ERROR(checkNodeAgainst(node, *schema, it->second, what));
-    if (node.op_type() == "MaxUnpool" && domain.empty())
-      for (int i = 0; i < std::min(2, node.input_size()); ++i)
-        for (const auto& v : g.input())
-          if (v.name() == node.input(i) && !ranks.count(v.name())) inferenceUnsafe = true;
-    // An axis of these ops counts the dimensions of input 0.
-    static const std::set<std::string> kAxisOps = {
-        "LayerNormalization", "Softmax",        "LogSoftmax", "Hardmax", "Gather",
-        "GatherElements",     "ArgMax",         "ArgMin",     "Concat",  "Split",
-        "Compress",           "ReverseSequence"};
-    if (domain.empty() && kAxisOps.count(node.op_type()) && node.input_size() > 0) {
-      auto r = ranks.find(node.input(0));
-      for (const auto& a : node.attribute())
-        if (r != ranks.end() &&
-            (a.name() == "axis" || a.name() == "batch_axis" || a.name() == "time_axis") &&
-            (a.i() < -r->second || a.i() >= std::max(r->second, 1)))
-          return Status::error(what + ": attribute " + a.name() + " is " + std::to_string(a.i()) +
-                               ", outside the " + std::to_string(r->second) +
-                               " dimensions of input '" + node.input(0) + "'");
-    }
-  }
-  return Status();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::ModelProto& model,
                                                                    const SessionOptions& options) {
   // The catalogue registers the gradient ops' ONNX schemas, which validation, shape inference
@@ -1114,7 +1036,7 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
   std::vector<Value> values(p.names.size());
   for (const auto& [name, v] : inputs) {
     auto it = std::find_if(inputs_.begin(), inputs_.end(),
-                           [&](const IoInfo& i) { return i.name == name; });
+                           [&n = name](const IoInfo& i) { return i.name == n; });
     if (it == inputs_.end())
       return Status::error("the model has no input named '" + name + "'; expected inputs:\n" +
                            describeInputs());

@@ -214,8 +214,13 @@ uint16_t floatToBf16(float f) {
 }
 
 int64_t numElements(const Shape& s) {
+  // Saturates instead of overflowing: shapes come from files, and [2^40, 2^40, 0] is empty
+  // while its leading product is not representable.
+  for (int64_t d : s)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
   return n;
 }
 
@@ -523,7 +528,8 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
     if (d < 0) return Status::error("tensor '" + p.name() + "' has a negative dimension");
     declared *= static_cast<long double>(d);
   }
-  if (declared * dtypeSize(dt) > static_cast<long double>(int64_t(1) << 48))
+  // Strings count as one byte each here: their shape alone can overflow the element count.
+  if (declared * std::max<size_t>(dtypeSize(dt), 1) > static_cast<long double>(int64_t(1) << 48))
     return Status::error("tensor '" + p.name() + "' declares dims " + shapeToString(shape) +
                          ", more elements than any memory holds");
   const int64_t n = numElements(shape);
@@ -541,9 +547,22 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
     int64_t offset = 0, length = -1;
     for (const auto& e : p.external_data()) {
       if (e.key() == "location") location = e.value();
-      if (e.key() == "offset") offset = std::stoll(e.value());
-      if (e.key() == "length") length = std::stoll(e.value());
+      if (e.key() != "offset" && e.key() != "length") continue;
+      int64_t v = 0;
+      const char* end = e.value().data() + e.value().size();
+      auto [ptr, ec] = std::from_chars(e.value().data(), end, v);
+      if (ec != std::errc() || ptr != end || v < 0 || v > (int64_t(1) << 48))
+        return Status::error("tensor '" + p.name() + "': external data " + e.key() + " '" +
+                             e.value() + "' is not a byte count");
+      (e.key() == "offset" ? offset : length) = v;
     }
+    // ONNX puts external data next to the model; a path that leaves that folder is refused
+    // as ONNX Runtime does, so a model cannot make deepwire read arbitrary files.
+    const bool escapes = location.empty() || location[0] == '/' ||
+                         ("/" + location + "/").find("/../") != std::string::npos;
+    if (escapes)
+      return Status::error("tensor '" + p.name() + "': external data location '" + location +
+                           "' must be a relative path inside the model's folder");
     std::string path = baseDir.empty() ? location : baseDir + "/" + location;
     std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) return Status::error("cannot open external data file '" + path + "'");

@@ -163,6 +163,17 @@ Status Graph::insertNode(Node n) {
     if (!st.ok())
       return Status::error("node #" + std::to_string(n.id) + " (" + n.type + "): " + st.message());
   }
+  // A parameter the type does not have could be saved but never loaded again (values are
+  // judged later, by validate(), so that a project with a bad value still opens).
+  for (const auto& [name, value] : n.params)
+    if (!spec(n)->param(name)) {
+      std::vector<std::string> names;
+      for (const auto& p : spec(n)->params) names.push_back(p.name);
+      return Status::error("node #" + std::to_string(n.id) + " (" + n.type +
+                           ") has no parameter '" + name + "'" +
+                           (names.empty() ? std::string("; it takes none")
+                                          : "; its parameters are: " + joinNames(names)));
+    }
   const NodeId id = n.id;
   nextId_ = std::max(nextId_, id + 1);
   nodes_.emplace(id, std::move(n));

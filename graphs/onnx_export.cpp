@@ -856,15 +856,20 @@ Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
   // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).
   Catalogue::instance();
-  if (beyondLibonnx(model)) {
-    std::map<std::string, int> opsets;
-    for (const auto& o : model.opset_import())
-      opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
-    return checkNodesAgainstFacts(model.graph(), opsets);
-  }
+  std::map<std::string, int> opsets;
+  for (const auto& o : model.opset_import())
+    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  // libonnx's checker and shape inference trust the nodes' arity and window attributes (a
+  // missing input is a null read, a zero stride a division by zero): judge them first.
+  std::set<std::string> local;
+  for (const auto& f : model.functions())
+    local.insert((f.domain() == "ai.onnx" ? "" : f.domain()) + ":" + f.name());
+  bool inferenceUnsafe = false;
+  DW_RETURN_IF_ERROR(validateNodes(model.graph(), opsets, local, inferenceUnsafe));
+  if (beyondLibonnx(model)) return checkNodesAgainstFacts(model.graph(), opsets);
   try {
     onnx::checker::check_model(model);
-    if (level == CheckLevel::Basic) return Status();
+    if (level == CheckLevel::Basic || inferenceUnsafe) return Status();
     onnx::ModelProto copy = model;
     onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, false));

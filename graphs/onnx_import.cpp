@@ -224,7 +224,15 @@ class Importer {
       n.name = (*e)["name"].get<std::string>();
     for (const auto& a : np.attribute()) {
       const ParamSpec* ps = spec->param(a.name());
-      auto p = ps ? paramFromAttribute(a, ps->type) : paramFromAttribute(a);
+      if (!ps) {
+        std::string names;
+        for (const auto& q : spec->params) names += (names.empty() ? "" : ", ") + q.name;
+        return fail(where + ": " + np.op_type() + " (opset " + std::to_string(g_.opset(dom)) +
+                    ") has no attribute '" + a.name() + "'" +
+                    (names.empty() ? "; it takes none" : " (it has: " + names + ")") +
+                    "; the model is invalid: remove the attribute or correct its name");
+      }
+      auto p = paramFromAttribute(a, ps->type);
       if (!p.ok()) return fail(where + ": " + p.message());
       n.params[a.name()] = std::move(p.value());
     }

@@ -1,5 +1,6 @@
 #include "graphs/project.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -457,6 +458,27 @@ Result<Graph> projectFromJsonText(const std::string& text, const std::string& so
     return Status::error(source + ": invalid JSON (" +
                          (pos == std::string::npos ? what : what.substr(pos)) +
                          "); the file may be truncated");
+  } catch (const json::exception& e) {
+    // A number beyond double's range ('1e999'): nlohmann names the token, not where it is.
+    std::string what = e.what(), where;
+    const auto q = what.find('\'');
+    if (q != std::string::npos) {
+      const std::string token = what.substr(q + 1, what.rfind('\'') - q - 1);
+      const auto at = token.empty() ? std::string::npos : text.find(token);
+      if (at != std::string::npos) {
+        const auto lineStart = text.rfind('\n', at);
+        where = " at line " +
+                std::to_string(1 + std::count(text.begin(), text.begin() + at, '\n')) +
+                ", column " +
+                std::to_string(at - (lineStart == std::string::npos ? 0 : lineStart + 1) + 1);
+      }
+    }
+    const auto pos = what.find("] ");
+    return Status::error(source + ": invalid JSON" + where + " (" +
+                         (pos == std::string::npos ? what : what.substr(pos + 2)) + ")" +
+                         (what.find("number overflow") != std::string::npos
+                              ? "; numbers must fit a double (about 1.8e308 at most)"
+                              : ""));
   }
   // Readers, error messages and the writer recurse over the document: a file nested deeper
   // than any project is refused here instead of running out of stack there.

@@ -8,41 +8,70 @@ using onnx::AttributeProto;
 
 ParamType paramTypeFromOnnx(int t) {
   switch (t) {
-    case AttributeProto::FLOAT: return ParamType::Float;
-    case AttributeProto::INT: return ParamType::Int;
-    case AttributeProto::STRING: return ParamType::String;
-    case AttributeProto::TENSOR: return ParamType::Tensor;
-    case AttributeProto::GRAPH: return ParamType::Graph;
-    case AttributeProto::SPARSE_TENSOR: return ParamType::SparseTensor;
-    case AttributeProto::TYPE_PROTO: return ParamType::TypeProto;
-    case AttributeProto::FLOATS: return ParamType::Floats;
-    case AttributeProto::INTS: return ParamType::Ints;
-    case AttributeProto::STRINGS: return ParamType::Strings;
-    case AttributeProto::TENSORS: return ParamType::Tensors;
-    case AttributeProto::GRAPHS: return ParamType::Graphs;
-    case AttributeProto::SPARSE_TENSORS: return ParamType::SparseTensors;
-    case AttributeProto::TYPE_PROTOS: return ParamType::TypeProtos;
-    default: return ParamType::Int;
+    case AttributeProto::FLOAT:
+      return ParamType::Float;
+    case AttributeProto::INT:
+      return ParamType::Int;
+    case AttributeProto::STRING:
+      return ParamType::String;
+    case AttributeProto::TENSOR:
+      return ParamType::Tensor;
+    case AttributeProto::GRAPH:
+      return ParamType::Graph;
+    case AttributeProto::SPARSE_TENSOR:
+      return ParamType::SparseTensor;
+    case AttributeProto::TYPE_PROTO:
+      return ParamType::TypeProto;
+    case AttributeProto::FLOATS:
+      return ParamType::Floats;
+    case AttributeProto::INTS:
+      return ParamType::Ints;
+    case AttributeProto::STRINGS:
+      return ParamType::Strings;
+    case AttributeProto::TENSORS:
+      return ParamType::Tensors;
+    case AttributeProto::GRAPHS:
+      return ParamType::Graphs;
+    case AttributeProto::SPARSE_TENSORS:
+      return ParamType::SparseTensors;
+    case AttributeProto::TYPE_PROTOS:
+      return ParamType::TypeProtos;
+    default:
+      return ParamType::Int;
   }
 }
 
 int onnxTypeFromParam(ParamType t) {
   switch (t) {
-    case ParamType::Float: return AttributeProto::FLOAT;
+    case ParamType::Float:
+      return AttributeProto::FLOAT;
     case ParamType::Int:
-    case ParamType::Bool: return AttributeProto::INT;
-    case ParamType::String: return AttributeProto::STRING;
-    case ParamType::Tensor: return AttributeProto::TENSOR;
-    case ParamType::Graph: return AttributeProto::GRAPH;
-    case ParamType::SparseTensor: return AttributeProto::SPARSE_TENSOR;
-    case ParamType::TypeProto: return AttributeProto::TYPE_PROTO;
-    case ParamType::Floats: return AttributeProto::FLOATS;
-    case ParamType::Ints: return AttributeProto::INTS;
-    case ParamType::Strings: return AttributeProto::STRINGS;
-    case ParamType::Tensors: return AttributeProto::TENSORS;
-    case ParamType::Graphs: return AttributeProto::GRAPHS;
-    case ParamType::SparseTensors: return AttributeProto::SPARSE_TENSORS;
-    case ParamType::TypeProtos: return AttributeProto::TYPE_PROTOS;
+    case ParamType::Bool:
+      return AttributeProto::INT;
+    case ParamType::String:
+      return AttributeProto::STRING;
+    case ParamType::Tensor:
+      return AttributeProto::TENSOR;
+    case ParamType::Graph:
+      return AttributeProto::GRAPH;
+    case ParamType::SparseTensor:
+      return AttributeProto::SPARSE_TENSOR;
+    case ParamType::TypeProto:
+      return AttributeProto::TYPE_PROTO;
+    case ParamType::Floats:
+      return AttributeProto::FLOATS;
+    case ParamType::Ints:
+      return AttributeProto::INTS;
+    case ParamType::Strings:
+      return AttributeProto::STRINGS;
+    case ParamType::Tensors:
+      return AttributeProto::TENSORS;
+    case ParamType::Graphs:
+      return AttributeProto::GRAPHS;
+    case ParamType::SparseTensors:
+      return AttributeProto::SPARSE_TENSORS;
+    case ParamType::TypeProtos:
+      return AttributeProto::TYPE_PROTOS;
   }
   return AttributeProto::UNDEFINED;
 }
@@ -82,12 +111,6 @@ bool parseAll(const std::vector<std::string>& bytes, Repeated* out) {
 }
 }  // namespace
 
-Result<Param> paramFromAttribute(const AttributeProto& attr) {
-  return paramFromAttribute(attr, paramTypeFromOnnx(attr.type() != AttributeProto::UNDEFINED
-                                                        ? attr.type()
-                                                        : payloadType(attr)));
-}
-
 Result<Param> paramFromAttribute(const AttributeProto& attr, ParamType want) {
   const int t = attr.type() != AttributeProto::UNDEFINED ? attr.type() : payloadType(attr);
   if (t == AttributeProto::UNDEFINED)
@@ -95,16 +118,29 @@ Result<Param> paramFromAttribute(const AttributeProto& attr, ParamType want) {
   Param p;
   p.type = paramTypeFromOnnx(t);
   switch (t) {
-    case AttributeProto::FLOAT: p.value = static_cast<double>(attr.f()); break;
+    case AttributeProto::FLOAT:
+      p.value = static_cast<double>(attr.f());
+      break;
     case AttributeProto::INT:
       p.value = attr.i();
-      if (want == ParamType::Bool) p.type = ParamType::Bool;
+      // ONNX spells booleans as ints, any nonzero value true.
+      if (want == ParamType::Bool) p = Param::makeBool(attr.i() != 0);
       break;
-    case AttributeProto::STRING: p.value = attr.s(); break;
-    case AttributeProto::TENSOR: p.value = attr.t().SerializeAsString(); break;
-    case AttributeProto::GRAPH: p.value = attr.g().SerializeAsString(); break;
-    case AttributeProto::SPARSE_TENSOR: p.value = attr.sparse_tensor().SerializeAsString(); break;
-    case AttributeProto::TYPE_PROTO: p.value = attr.tp().SerializeAsString(); break;
+    case AttributeProto::STRING:
+      p.value = attr.s();
+      break;
+    case AttributeProto::TENSOR:
+      p.value = attr.t().SerializeAsString();
+      break;
+    case AttributeProto::GRAPH:
+      p.value = attr.g().SerializeAsString();
+      break;
+    case AttributeProto::SPARSE_TENSOR:
+      p.value = attr.sparse_tensor().SerializeAsString();
+      break;
+    case AttributeProto::TYPE_PROTO:
+      p.value = attr.tp().SerializeAsString();
+      break;
     case AttributeProto::FLOATS:
       p.value = std::vector<double>(attr.floats().begin(), attr.floats().end());
       break;
@@ -114,15 +150,30 @@ Result<Param> paramFromAttribute(const AttributeProto& attr, ParamType want) {
     case AttributeProto::STRINGS:
       p.value = std::vector<std::string>(attr.strings().begin(), attr.strings().end());
       break;
-    case AttributeProto::TENSORS: p.value = serializeAll(attr.tensors()); break;
-    case AttributeProto::GRAPHS: p.value = serializeAll(attr.graphs()); break;
-    case AttributeProto::SPARSE_TENSORS: p.value = serializeAll(attr.sparse_tensors()); break;
-    case AttributeProto::TYPE_PROTOS: p.value = serializeAll(attr.type_protos()); break;
+    case AttributeProto::TENSORS:
+      p.value = serializeAll(attr.tensors());
+      break;
+    case AttributeProto::GRAPHS:
+      p.value = serializeAll(attr.graphs());
+      break;
+    case AttributeProto::SPARSE_TENSORS:
+      p.value = serializeAll(attr.sparse_tensors());
+      break;
+    case AttributeProto::TYPE_PROTOS:
+      p.value = serializeAll(attr.type_protos());
+      break;
     default:
-      return Status::error("attribute '" + attr.name() + "' has unknown type " +
-                           std::to_string(t));
+      return Status::error("attribute '" + attr.name() + "' has unknown type " + std::to_string(t));
   }
-  return p;
+  if (p.type == want) return p;
+  // An int where a float belongs is the same number; any other mismatch is a damaged or
+  // miswritten attribute, which the node's parameter could not hold.
+  if (want == ParamType::Float && p.type == ParamType::Int)
+    return Param::makeFloat(static_cast<double>(attr.i()));
+  if (want == ParamType::Floats && p.type == ParamType::Ints)
+    return Param::makeFloats(std::vector<double>(attr.ints().begin(), attr.ints().end()));
+  return Status::error("attribute '" + attr.name() + "' holds " + paramTypeName(p.type) +
+                       ", where the operator takes " + paramTypeName(want));
 }
 
 AttributeProto attributeFromParam(const std::string& name, const Param& p) {
@@ -130,14 +181,28 @@ AttributeProto attributeFromParam(const std::string& name, const Param& p) {
   a.set_name(name);
   a.set_type(static_cast<AttributeProto::AttributeType>(onnxTypeFromParam(p.type)));
   switch (p.type) {
-    case ParamType::Float: a.set_f(static_cast<float>(p.asFloat())); break;
+    case ParamType::Float:
+      a.set_f(static_cast<float>(p.asFloat()));
+      break;
     case ParamType::Int:
-    case ParamType::Bool: a.set_i(p.asInt()); break;
-    case ParamType::String: a.set_s(p.asString()); break;
-    case ParamType::Tensor: a.mutable_t()->ParseFromString(p.asString()); break;
-    case ParamType::Graph: a.mutable_g()->ParseFromString(p.asString()); break;
-    case ParamType::SparseTensor: a.mutable_sparse_tensor()->ParseFromString(p.asString()); break;
-    case ParamType::TypeProto: a.mutable_tp()->ParseFromString(p.asString()); break;
+    case ParamType::Bool:
+      a.set_i(p.asInt());
+      break;
+    case ParamType::String:
+      a.set_s(p.asString());
+      break;
+    case ParamType::Tensor:
+      a.mutable_t()->ParseFromString(p.asString());
+      break;
+    case ParamType::Graph:
+      a.mutable_g()->ParseFromString(p.asString());
+      break;
+    case ParamType::SparseTensor:
+      a.mutable_sparse_tensor()->ParseFromString(p.asString());
+      break;
+    case ParamType::TypeProto:
+      a.mutable_tp()->ParseFromString(p.asString());
+      break;
     case ParamType::Floats:
       for (double v : p.asFloats()) a.add_floats(static_cast<float>(v));
       break;
@@ -147,8 +212,12 @@ AttributeProto attributeFromParam(const std::string& name, const Param& p) {
     case ParamType::Strings:
       for (const auto& v : p.asStrings()) a.add_strings(v);
       break;
-    case ParamType::Tensors: parseAll<onnx::TensorProto>(p.asStrings(), a.mutable_tensors()); break;
-    case ParamType::Graphs: parseAll<onnx::GraphProto>(p.asStrings(), a.mutable_graphs()); break;
+    case ParamType::Tensors:
+      parseAll<onnx::TensorProto>(p.asStrings(), a.mutable_tensors());
+      break;
+    case ParamType::Graphs:
+      parseAll<onnx::GraphProto>(p.asStrings(), a.mutable_graphs());
+      break;
     case ParamType::SparseTensors:
       parseAll<onnx::SparseTensorProto>(p.asStrings(), a.mutable_sparse_tensors());
       break;

@@ -14,10 +14,9 @@ namespace dw {
 
 ParamType paramTypeFromOnnx(int attributeType);
 int onnxTypeFromParam(ParamType t);  // Bool -> INT
-// `want` refines the result (an INT attribute read as Bool); pass the attribute's own type if
-// unknown. Attributes written without a type field (old exporters) are typed by their payload.
+// `want` refines the result (an INT attribute read as Bool). Attributes written without a type
+// field (old exporters) are typed by their payload.
 Result<Param> paramFromAttribute(const onnx::AttributeProto& attr, ParamType want);
-Result<Param> paramFromAttribute(const onnx::AttributeProto& attr);
 onnx::AttributeProto attributeFromParam(const std::string& name, const Param& p);
 // Builds a NodeSpec from a libonnx schema (used for every version of every ONNX op).
 NodeSpec specFromSchema(const onnx::OpSchema& schema, const std::string& canonicalDomain);

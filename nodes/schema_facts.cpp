@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "nodes/onnx_params.h"
 
@@ -303,6 +304,137 @@ Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int o
     if (!has) return Status::error(what + ": the required attribute '" + k.name + "' is missing");
   }
   return Status();
+}
+
+namespace {
+
+// As the engine's messages name a node: its name, or its op and first output.
+std::string nodeName(const onnx::NodeProto& n) {
+  if (!n.name().empty()) return n.name();
+  std::string out = n.output_size() ? n.output(0) : "";
+  return "<" + n.op_type() + (out.empty() ? "" : " -> " + out) + ">";
+}
+
+// Ranks the graph declares for its inputs and initializers: what an `axis` can be checked with
+// before shape inference runs.
+void declaredRanks(const onnx::GraphProto& g, std::map<std::string, int>& ranks) {
+  auto declare = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& v : g.input()) declare(v);
+  // libonnx's inference starts from value_info too, so what it declares must hold up.
+  for (const auto& v : g.value_info()) declare(v);
+  for (const auto& t : g.initializer()) ranks[t.name()] = t.dims_size();
+}
+
+// A convolution's or pooling's window against the rank of its input X (N, C, spatial...):
+// libonnx 1.12's convPoolShapeInference indexes its dilations by the weights' spatial axes and
+// reads past them when W has more dimensions than X.
+Status checkWindow(const onnx::NodeProto& node, const std::map<std::string, int>& ranks,
+                   const std::string& what) {
+  static const std::map<std::string, int> kWeights = {
+      {"Conv", 1}, {"ConvInteger", 1}, {"ConvTranspose", 1}, {"QLinearConv", 3}};
+  static const std::set<std::string> kPools = {"MaxPool", "AveragePool", "LpPool", "MaxUnpool"};
+  auto w = kWeights.find(node.op_type());
+  if ((w == kWeights.end() && !kPools.count(node.op_type())) || node.input_size() == 0)
+    return Status();
+  auto x = ranks.find(node.input(0));
+  if (x == ranks.end()) return Status();
+  const int spatial = x->second - 2;
+  if (spatial < 0)
+    return Status::error(what + ": input '" + node.input(0) + "' has " + std::to_string(x->second) +
+                         " dimension(s); it needs at least 2 (batch, channels, spatial...)");
+  if (w != kWeights.end() && node.input_size() > w->second) {
+    auto r = ranks.find(node.input(w->second));
+    if (r != ranks.end() && r->second != x->second)
+      return Status::error(what + ": the weights '" + node.input(w->second) + "' have " +
+                           std::to_string(r->second) + " dimensions, but input '" + node.input(0) +
+                           "' has " + std::to_string(x->second) +
+                           "; the weights of an input [N, C, d1, d2...] are [M, C/group, k1, "
+                           "k2...], of the same rank");
+  }
+  for (const auto& a : node.attribute()) {
+    const int want = a.name() == "pads" ? 2 * spatial
+                     : a.name() == "kernel_shape" || a.name() == "strides" ||
+                             a.name() == "dilations" || a.name() == "output_padding"
+                         ? spatial
+                         : -1;
+    if (want >= 0 && a.ints_size() != want)
+      return Status::error(what + ": attribute " + a.name() + " has " +
+                           std::to_string(a.ints_size()) + " value(s); input '" + node.input(0) +
+                           "' has " + std::to_string(spatial) + " spatial dimension(s), so it " +
+                           "needs " + std::to_string(want));
+  }
+  return Status();
+}
+
+Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
+                       const std::set<std::string>& localFunctions, bool& inferenceUnsafe,
+                       std::set<std::string> defined) {
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& t : g.sparse_initializer()) defined.insert(t.values().name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  std::map<std::string, int> ranks;
+  declaredRanks(g, ranks);
+  for (const auto& node : g.node()) {
+    const std::string what = "node '" + nodeName(node) + "' (" + node.op_type() + ")";
+    for (const auto& in : node.input())
+      if (!in.empty() && !defined.count(in))
+        return Status::error(what + " reads '" + in +
+                             "', which no node, graph input or initializer defines");
+    for (const auto& a : node.attribute()) {
+      if (a.has_g())
+        DW_RETURN_IF_ERROR(
+            validateNodesIn(a.g(), opsets, localFunctions, inferenceUnsafe, defined));
+      for (const auto& sg : a.graphs())
+        DW_RETURN_IF_ERROR(validateNodesIn(sg, opsets, localFunctions, inferenceUnsafe, defined));
+      if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations")
+        for (int64_t v : a.ints())
+          if (v <= 0)
+            return Status::error(what + ": attribute " + a.name() + " has " + std::to_string(v) +
+                                 "; its values must be at least 1");
+    }
+    const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    if (localFunctions.count(domain + ":" + node.op_type())) continue;
+    auto it = opsets.find(domain);
+    if (it == opsets.end()) continue;  // the planner names the missing import
+    // The op's version under this opset: libonnx's schema, or for versions newer than libonnx
+    // knows (ReduceMean-18 takes its axes as an input) the facts of onnx 1.23's.
+    const auto schema = schemaFacts(domain, node.op_type(), it->second);
+    if (!schema) continue;  // the planner reports unsupported ops
+    DW_RETURN_IF_ERROR(checkNodeAgainst(node, *schema, it->second, what));
+    if (node.op_type() == "MaxUnpool" && domain.empty())
+      for (int i = 0; i < std::min(2, node.input_size()); ++i)
+        for (const auto& v : g.input())
+          if (v.name() == node.input(i) && !ranks.count(v.name())) inferenceUnsafe = true;
+    if (domain.empty()) DW_RETURN_IF_ERROR(checkWindow(node, ranks, what));
+    // An axis of these ops counts the dimensions of input 0.
+    static const std::set<std::string> kAxisOps = {
+        "LayerNormalization", "Softmax",        "LogSoftmax", "Hardmax", "Gather",
+        "GatherElements",     "ArgMax",         "ArgMin",     "Concat",  "Split",
+        "Compress",           "ReverseSequence"};
+    if (domain.empty() && kAxisOps.count(node.op_type()) && node.input_size() > 0) {
+      auto r = ranks.find(node.input(0));
+      for (const auto& a : node.attribute())
+        if (r != ranks.end() &&
+            (a.name() == "axis" || a.name() == "batch_axis" || a.name() == "time_axis") &&
+            (a.i() < -r->second || a.i() >= std::max(r->second, 1)))
+          return Status::error(what + ": attribute " + a.name() + " is " + std::to_string(a.i()) +
+                               ", outside the " + std::to_string(r->second) +
+                               " dimensions of input '" + node.input(0) + "'");
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status validateNodes(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
+                     const std::set<std::string>& localFunctions, bool& inferenceUnsafe) {
+  return validateNodesIn(g, opsets, localFunctions, inferenceUnsafe, {});
 }
 
 }  // namespace dw

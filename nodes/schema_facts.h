@@ -7,7 +7,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +52,18 @@ const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op,
 // and opset, what the node has and what the op takes.
 Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int opset,
                         const std::string& what);
+
+// Every node of `g` and of its subgraphs before anything trusts it: input and output counts
+// against its schema, required inputs present and defined (subgraphs see the names of the
+// graphs around them), attributes known, of their type and present where required, the window
+// attributes (kernel_shape, strides, dilations) positive and an axis within a declared rank.
+// `opsets` maps a domain ("" for ai.onnx) to the version the model imports; nodes of
+// `localFunctions` ("domain:op") and of domains without facts are left to the caller.
+// `inferenceUnsafe` is set for a model that libonnx 1.12's shape inference would crash on though
+// it is valid enough to run: MaxUnpool reads its indices' shape without checking there is one.
+// Sessions, `check` and export all call it before libonnx's checker or shape inference.
+Status validateNodes(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
+                     const std::set<std::string>& localFunctions, bool& inferenceUnsafe);
 
 // The catalogue's entry for a version libonnx lacks: `older` (the op's newest libonnx version,
 // or null for an op libonnx does not have) lends its category and the docs of the ports and

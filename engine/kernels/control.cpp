@@ -63,12 +63,19 @@ class If : public Kernel {
   std::shared_ptr<Subgraph> then_, else_;
 };
 
+constexpr int64_t kMaxLoopIterations = int64_t(1) << 20;
+
 class Loop : public Kernel {
  public:
   explicit Loop(const KernelInit& init) : body_(subgraph(init, "body")) {
     if (!body_) fail("Loop needs a body");
   }
   Status compute(KernelContext& ctx) override {
+    for (size_t i : {0, 1})
+      if (ctx.hasInput(i) && ctx.input(i).size() != 1)
+        return Status::error(std::string("Loop's ") + (i ? "cond" : "M (trip count)") +
+                             " input must hold one value, it has shape " +
+                             shapeToString(ctx.input(i).shape()));
     const int64_t maxTrip = ctx.hasInput(0) ? ctx.input(0).getInt(0) : INT64_MAX;
     bool cond = ctx.hasInput(1) ? ctx.input(1).getInt(0) != 0 : true;
     const size_t nState = ctx.numInputs() - 2;
@@ -76,7 +83,16 @@ class Loop : public Kernel {
     for (size_t i = 0; i < nState; ++i) state.push_back(ctx.inputValue(2 + i));
     const size_t nScan = ctx.numOutputs() - nState;
     std::vector<std::vector<Tensor>> scans(nScan);
+    size_t scanBytes = 0;
     for (int64_t it = 0; it < maxTrip && cond; ++it) {
+      // A loop whose condition never turns false (or a trip count from a damaged file) would
+      // otherwise hang the run: real models loop thousands of times, not millions.
+      if (it == kMaxLoopIterations)
+        return Status::error("Loop ran " + std::to_string(kMaxLoopIterations) +
+                             " iterations without stopping (trip count " +
+                             (ctx.hasInput(0) ? std::to_string(maxTrip) : "none") +
+                             "); deepwire stops loops there: check the trip count input and the "
+                             "body's condition output");
       std::vector<Value> in;
       in.push_back(Value(Tensor::fromVector(std::vector<int64_t>{it}, {})));
       Tensor c(DType::kBool, {});
@@ -89,7 +105,18 @@ class Loop : public Kernel {
         return Status::error("Loop body returned the wrong number of outputs");
       cond = (*out)[0].isTensor() ? (*out)[0].tensor.getInt(0) != 0 : cond;
       for (size_t i = 0; i < nState; ++i) state[i] = (*out)[1 + i];
-      for (size_t i = 0; i < nScan; ++i) scans[i].push_back((*out)[1 + nState + i].tensor);
+      for (size_t i = 0; i < nScan; ++i) {
+        scans[i].push_back((*out)[1 + nState + i].tensor);
+        scanBytes += scans[i].back().bytes();
+      }
+      // The stacked scan outputs are one tensor in the end: refuse them once they pass the
+      // memory limit instead of growing until the process is killed.
+      if (scanBytes > ctx.pool().limit())
+        return Status::error("Loop's scan outputs reached " + std::to_string(scanBytes) +
+                             " bytes after " + std::to_string(it + 1) +
+                             " iterations, over the memory limit of " +
+                             std::to_string(ctx.pool().limit()) +
+                             " bytes: check the trip count input and the body's condition output");
     }
     for (size_t i = 0; i < nState; ++i) ctx.setOutput(i, state[i]);
     for (size_t i = 0; i < nScan; ++i) {

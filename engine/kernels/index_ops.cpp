@@ -88,6 +88,18 @@ class Elements : public Kernel {
     if (!validAxis(axis_, x.rank()) || idx.rank() != x.rank())
       return Status::error("axis or index rank mismatch");
     const int64_t a = normAxis(axis_, x.rank());
+    // Off the axis an index position addresses the same position of the data, so it must exist
+    // there; each update pairs with one index.
+    for (size_t d = 0; d < x.rank(); ++d)
+      if (static_cast<int64_t>(d) != a && idx.dim(d) > x.dim(d))
+        return Status::error("indices of shape " + shapeToString(idx.shape()) +
+                             " do not fit data of shape " + shapeToString(x.shape()) +
+                             " off axis " + std::to_string(a) + " (dimension " + std::to_string(d) +
+                             ")");
+    if (scatter_ && ctx.input(2).shape() != idx.shape())
+      return Status::error("updates of shape " + shapeToString(ctx.input(2).shape()) +
+                           " differ from indices of shape " + shapeToString(idx.shape()) +
+                           "; ScatterElements takes one update per index");
     auto xs = stridesOf(x.shape());
     auto is = stridesOf(idx.shape());
     std::vector<int64_t> ind = idx.toInt64Vector();

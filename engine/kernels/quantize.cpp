@@ -31,8 +31,10 @@ bool isQuantType(DType t) {
   return t == DType::kUInt8 || t == DType::kInt8;
 }
 
-// Writes a rounded value saturated to the quantized type.
+// Writes a rounded value saturated to the quantized type. NaN (a NaN input, or a zero scale
+// over zero) becomes 0 rather than an undefined conversion.
 inline void storeQuant(Tensor& t, int64_t i, double v) {
+  if (std::isnan(v)) v = 0;
   if (t.dtype() == DType::kUInt8)
     t.data<uint8_t>()[i] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
   else

@@ -591,7 +591,9 @@ Result<ImageFolderData> readImageFolder(const std::string& dir, const ImageFolde
   const int64_t c = o.channels ? o.channels : first->channels;
   const bool resize = o.height > 0;
   const int64_t h = resize ? o.height : first->height, w = resize ? o.width : first->width;
-  if (c * h * w > kMaxImageBytes || n > kMaxImageBytes * 64 / (c * h * w))
+  // Divided, not multiplied: a corrupt header's size (up to 2^32 a side) overflows a product.
+  const bool fits = c > 0 && h > 0 && w > 0 && h <= kMaxImageBytes / w / c;
+  if (!fits || n > kMaxImageBytes * 64 / (c * h * w))
     return Status::error(dir + ": " + std::to_string(n) + " images of " + std::to_string(c) + "x" +
                          std::to_string(h) + "x" + std::to_string(w) +
                          " are too many bytes to hold in memory; read fewer (maxSamples) or "

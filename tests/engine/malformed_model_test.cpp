@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <functional>
+#include <optional>
 
 #include "engine/session.h"
 #include "tests/engine/onnx_builder.h"
@@ -183,6 +184,76 @@ TEST(MalformedModel, NewerOpsetsAreCheckedAgainstTheirOwnVersion) {
   ASSERT_FALSE(s2.ok());
   EXPECT_NE(s2.message().find("Split (opset 18) takes 1 to 2: input, split?"), std::string::npos)
       << s2.message();
+}
+
+}  // namespace
+
+namespace {
+
+void typed(onnx::ValueInfoProto* v, const std::string& name, int elem, const Shape& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+// Loop over a body that passes its condition through and emits the outer tensor `big` as a scan
+// output; `trips` is the trip count input's value (none: omitted), `tripShape` its shape.
+onnx::ModelProto loopModel(std::optional<int64_t> trips, const Shape& tripShape, int64_t bigSize) {
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  if (trips)
+    addInit(g, "M",
+            Tensor::fromVector(std::vector<int64_t>(tripShape.empty() ? 1 : tripShape[0], *trips),
+                               tripShape));
+  Tensor cond(DType::kBool, {});
+  *cond.data<bool>() = true;
+  tensorToProto(cond, g->add_initializer(), "cond");
+  addInit(g, "big", Tensor(DType::kFloat, {bigSize}));
+  N loop = addNode(g, "Loop", {trips ? "M" : "", "cond"}, {"scan"});
+  loop->set_name("forever");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* body = a->mutable_g();
+  body->set_name("body");
+  typed(body->add_input(), "i", onnx::TensorProto::INT64, {});
+  typed(body->add_input(), "c", onnx::TensorProto::BOOL, {});
+  typed(body->add_output(), "c_out", onnx::TensorProto::BOOL, {});
+  typed(body->add_output(), "s", onnx::TensorProto::FLOAT, {bigSize});
+  addNode(body, "Identity", {"c"}, {"c_out"});
+  addNode(body, "Identity", {"big"}, {"s"});
+  typed(g->add_output(), "scan", onnx::TensorProto::FLOAT, {});
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  return m;
+}
+
+std::string runError(const onnx::ModelProto& m, size_t memoryLimit = 0) {
+  SessionOptions o;
+  o.memoryLimitBytes = memoryLimit;
+  auto s = InferenceSession::create(m, o);
+  if (!s.ok()) return s.message();
+  auto r = (*s)->run({});
+  return r.ok() ? std::string() : r.message();
+}
+
+// A loop that never stops, whether its condition stays true or a damaged file gives it a huge
+// trip count, ends in an error instead of a hang or a killed process (issue 19).
+TEST(MalformedModel, EndlessLoopsStop) {
+  // Scan outputs past the memory limit stop it early: 1 MiB per iteration against 16 MiB.
+  std::string e = runError(loopModel(std::nullopt, {}, 1 << 18), 16 << 20);
+  EXPECT_NE(e.find("Loop's scan outputs reached"), std::string::npos) << e;
+  EXPECT_NE(e.find("forever"), std::string::npos) << e;
+  // Otherwise the iteration count does.
+  e = runError(loopModel(int64_t(1) << 60, {}, 1));
+  EXPECT_NE(e.find("iterations without stopping (trip count 1152921504606846976)"),
+            std::string::npos)
+      << e;
+  // A trip count of the wrong shape is named, not read past its end.
+  e = runError(loopModel(3, {0}, 1));
+  EXPECT_NE(e.find("M (trip count) input must hold one value, it has shape [0]"), std::string::npos)
+      << e;
+  EXPECT_EQ(runError(loopModel(3, {}, 4)), "");
 }
 
 }  // namespace
