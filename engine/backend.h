@@ -56,7 +56,7 @@ class Backend {
   }
   // Waits until the device finished everything queued so far; reports asynchronous errors.
   virtual Status synchronize() { return Status(); }
-  // Whether the planner should apply the oneDNN-specific fusions and layouts (session.cpp).
+  // Whether the planner should apply the oneDNN-specific fusions and layouts (engine/fusion/).
   virtual bool oneDnnFusions() const { return true; }
 };
 

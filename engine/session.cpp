@@ -1,0 +1,303 @@
+// InferenceSession: what session.h promises, on top of the planner (planner.cpp) and the
+// executor (executor.cpp): checking a model before planning it, checking a run's inputs, and
+// handing its outputs back in the memory the caller asked for.
+#include "engine/session.h"
+
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "engine/plan.h"
+#include "engine/training/autodiff.h"
+#include "nodes/catalogue.h"
+#include "nodes/schema_facts.h"
+
+namespace dw::engine {
+
+using detail::normDomain;
+using detail::ProfileClock;
+using detail::releaseValue;
+
+std::string IoInfo::describe() const {
+  std::string s = name + ": ";
+  if (kind != "tensor") s += kind + "(";
+  s += dtypeName(dtype);
+  if (hasShape) {
+    s += "[";
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (i) s += ", ";
+      if (dims[i] >= 0)
+        s += std::to_string(dims[i]);
+      else
+        s += dimNames[i].empty() ? "?" : dimNames[i];
+    }
+    s += "]";
+  }
+  if (kind != "tensor") s += ")";
+  if (hasDefault) s += " (optional, has a default)";
+  return s;
+}
+
+IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type) {
+  IoInfo info;
+  info.name = name;
+  const onnx::TypeProto* t = &type;
+  if (t->has_optional_type()) {
+    info.kind = "optional";
+    t = &t->optional_type().elem_type();
+  }
+  if (t->has_sequence_type()) {
+    if (info.kind == "tensor") info.kind = "sequence";
+    t = &t->sequence_type().elem_type();
+  }
+  if (t->has_tensor_type()) {
+    const auto& tt = t->tensor_type();
+    info.dtype = dtypeFromOnnx(tt.elem_type());
+    if (tt.has_shape()) {
+      info.hasShape = true;
+      for (const auto& d : tt.shape().dim()) {
+        info.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        info.dimNames.push_back(d.has_dim_param() ? d.dim_param() : "");
+      }
+    }
+  }
+  return info;
+}
+
+InferenceSession::~InferenceSession() {
+  if (plan_ && plan_->profile && plan_->runs > 0 && std::getenv("DEEPWIRE_PROFILE"))
+    std::fprintf(stderr, "%s", profileReport().c_str());
+}
+
+std::map<std::string, std::string> InferenceSession::placement() const {
+  std::map<std::string, std::string> m;
+  for (const auto& n : plan_->nodes) m[n.name] = n.backend ? n.backend->name() : backend_->name();
+  return m;
+}
+
+size_t InferenceSession::allocationCount() const {
+  return pool_->allocations();
+}
+
+std::string InferenceSession::describeInputs() const {
+  std::string s;
+  for (const auto& i : inputs_) s += "  " + i.describe() + "\n";
+  return s;
+}
+
+Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::ModelProto& model,
+                                                                   const SessionOptions& options) {
+  // The catalogue registers the gradient ops' ONNX schemas, which validation, shape inference
+  // and the planner's type propagation read: a training graph run on its own needs them too.
+  (void)Catalogue::instance();
+  if (!model.has_graph()) return Status::error("the model has no graph");
+  OpsetMap opsets;
+  for (const auto& imp : model.opset_import())
+    opsets[normDomain(imp.domain())] = static_cast<int>(imp.version());
+  if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
+  bool inferenceUnsafe = false;
+  // Arity and window attributes first: autodiff, libonnx's shape inference and the kernels all
+  // assume them (a missing input was a null read, a zero stride a division by zero).
+  {
+    std::set<std::string> local;
+    for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());
+    DW_RETURN_IF_ERROR(validateNodes(model.graph(), opsets, local, inferenceUnsafe));
+  }
+  // ONNX Gradient nodes (ai.onnx.preview.training) are replaced by the backward nodes that
+  // compute them (engine/training/autodiff) before planning.
+  if (training::hasGradientOps(model)) {
+    auto expanded = training::expandGradientOps(model);
+    if (!expanded) return expanded.status();
+    return create(*expanded, options);
+  }
+  std::unique_ptr<InferenceSession> s(new InferenceSession());
+  auto backend = createBackend(options.backend, &s->notice_);
+  if (!backend) return backend.status();
+  s->backend_ = std::move(*backend);
+  const size_t limit = options.memoryLimitBytes ? options.memoryLimitBytes : availableMemoryBytes();
+  s->pool_ = std::make_unique<BufferPool>(limit);
+
+  // Static shapes where ONNX can infer them; failures only cost us static information.
+  onnx::ModelProto inferred = model;
+  try {
+    if (!inferenceUnsafe) onnx::shape_inference::InferShapes(inferred);
+  } catch (const std::exception&) {
+    inferred = model;
+  }
+  const auto& ig = inferred.graph();
+
+  // Refuse models that declare tensors larger than memory before allocating anything.
+  auto checkDeclared = [&](const onnx::ValueInfoProto& v) -> Status {
+    IoInfo info = ioInfoFromType(v.name(), v.type());
+    if (!info.hasShape || info.dtype == DType::kUndefined || info.dtype == DType::kString)
+      return Status();
+    long double bytes = dtypeSize(info.dtype);
+    for (int64_t d : info.dims) {
+      if (d < 0) return Status();
+      bytes *= d;
+    }
+    if (bytes > static_cast<long double>(limit))
+      return Status::error("tensor '" + v.name() + "' is declared as " + info.describe() + " (" +
+                           std::to_string(static_cast<unsigned long long>(bytes)) +
+                           " bytes), more than the " + std::to_string(limit) +
+                           " bytes of available memory");
+    return Status();
+  };
+  for (const auto& v : ig.input()) DW_RETURN_IF_ERROR(checkDeclared(v));
+  for (const auto& v : ig.output()) DW_RETURN_IF_ERROR(checkDeclared(v));
+  for (const auto& v : ig.value_info()) DW_RETURN_IF_ERROR(checkDeclared(v));
+
+  auto plan = detail::planModel(model, ig, opsets, *s->backend_, options);
+  if (!plan) return plan.status();
+  s->plan_ = std::move(*plan);
+  s->plan_->profile = options.profile || std::getenv("DEEPWIRE_PROFILE") != nullptr;
+  s->deviceOutputs_ = options.deviceOutputs;
+
+  std::set<std::string> inits;
+  for (const auto& i : model.graph().initializer()) inits.insert(i.name());
+  for (const auto& v : model.graph().input()) {
+    IoInfo info = ioInfoFromType(v.name(), v.type());
+    info.hasDefault = inits.count(v.name()) != 0;
+    s->inputs_.push_back(info);
+  }
+  for (const auto& v : model.graph().output())
+    s->outputs_.push_back(ioInfoFromType(v.name(), v.type()));
+  return s;
+}
+
+Result<std::map<std::string, Value>> InferenceSession::runValues(
+    const std::map<std::string, Value>& inputs) {
+  GraphPlan& p = *plan_;
+  std::vector<Value> values(p.names.size());
+  for (const auto& [name, v] : inputs) {
+    auto it = std::find_if(inputs_.begin(), inputs_.end(),
+                           [&n = name](const IoInfo& i) { return i.name == n; });
+    if (it == inputs_.end())
+      return Status::error("the model has no input named '" + name + "'; expected inputs:\n" +
+                           describeInputs());
+    const IoInfo& info = *it;
+    if (info.kind == "tensor") {
+      if (!v.isTensor()) return Status::error("input '" + name + "' must be a tensor");
+      const Tensor& t = v.tensor;
+      if (info.dtype != DType::kUndefined && t.dtype() != info.dtype)
+        return Status::error("input '" + name + "' has dtype " + dtypeName(t.dtype()) +
+                             ", but the model expects " + info.describe());
+      if (info.hasShape) {
+        bool okShape = t.rank() == info.dims.size();
+        for (size_t d = 0; okShape && d < info.dims.size(); ++d)
+          okShape = info.dims[d] < 0 || info.dims[d] == t.dim(d);
+        if (!okShape)
+          return Status::error("input '" + name + "' has shape " + shapeToString(t.shape()) +
+                               ", but the model expects " + info.describe());
+      }
+    } else if (info.kind == "sequence" && !v.isSequence()) {
+      return Status::error("input '" + name + "' must be a sequence of tensors");
+    }
+    values[p.ids.at(name)] = v;
+  }
+  std::vector<std::string> missing;
+  for (const auto& i : inputs_)
+    if (!inputs.count(i.name) && !i.hasDefault && i.kind != "optional") missing.push_back(i.name);
+  if (!missing.empty()) {
+    std::string m;
+    for (const auto& x : missing) m += (m.empty() ? "" : ", ") + ("'" + x + "'");
+    return Status::error("missing input " + m + "; the model expects:\n" + describeInputs());
+  }
+  reclaimOutputs();
+  backend_->applyThreads();
+  const auto t0 = ProfileClock::now();
+  DW_RETURN_IF_ERROR(detail::executePlan(p, values, *backend_, *pool_, nullptr));
+  if (p.profile) {
+    p.runSeconds += std::chrono::duration<double>(ProfileClock::now() - t0).count();
+    ++p.runs;
+  }
+  std::map<std::string, Value> out;
+  bool queued = false;  // device outputs copied down: one wait for all of them, below
+  for (size_t i = 0; i < p.outputIds.size(); ++i) {
+    Value& v = values[p.outputIds[i]];
+    if (p.device && v.isTensor() && v.tensor.onHost() && v.tensor.buffer() &&
+        deviceOutputs_.count(outputs_[i].name)) {
+      // Produced by a host kernel: the caller asked for it in device memory.
+      auto d = p.device->toDevice(v.tensor);
+      if (!d) return d.status().withContext("output '" + outputs_[i].name + "'");
+      v = Value(std::move(*d));
+    }
+    if (v.isTensor() && !v.tensor.onHost() && !deviceOutputs_.count(outputs_[i].name)) {
+      auto buf = pool_->get(v.tensor.bytes());
+      if (!buf) return buf.status();
+      queued = true;
+      auto host = backend_->toHostQueued(v.tensor, std::move(*buf));
+      if (!host) return host.status().withContext("output '" + outputs_[i].name + "'");
+      releaseValue(v, *pool_);
+      v = Value(std::move(*host));
+    }
+    if (v.isTensor() && v.tensor.buffer()) handedOut_.push_back(v.tensor.buffer());
+    out[outputs_[i].name] = v;
+  }
+  if (queued) DW_RETURN_IF_ERROR(backend_->synchronize());
+  return out;
+}
+
+void InferenceSession::reclaimOutputs() {
+  // Callers usually drop a run's outputs (or replace them with the next run's) before running
+  // again, so their buffers serve the next run; those still held stay tracked for a few runs and
+  // are then forgotten, so a caller that keeps every output never makes this list grow.
+  std::vector<std::shared_ptr<Buffer>> still;
+  for (auto& b : handedOut_) {
+    if (b.use_count() == 1)
+      pool_->give(std::move(b));
+    else
+      still.push_back(std::move(b));
+  }
+  const size_t keep = 4 * outputs_.size() + 4;
+  if (still.size() > keep) still.erase(still.begin(), still.end() - static_cast<long>(keep));
+  handedOut_ = std::move(still);
+}
+
+Result<std::map<std::string, Tensor>> InferenceSession::run(
+    const std::map<std::string, Tensor>& inputs) {
+  std::map<std::string, Value> in;
+  for (const auto& [k, t] : inputs) in.emplace(k, Value(t));
+  auto r = runValues(in);
+  if (!r) return r.status();
+  std::map<std::string, Tensor> out;
+  for (auto& [k, v] : *r) {
+    if (!v.isTensor())
+      return Status::error("output '" + k +
+                           "' is not a tensor; use runValues for sequences and optionals");
+    out.emplace(k, std::move(v.tensor));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<onnx::ModelProto>> loadOnnxModel(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::error("cannot open model '" + path + "'");
+  std::ostringstream os;
+  os << f.rdbuf();
+  const std::string bytes = os.str();
+  auto m = std::make_unique<onnx::ModelProto>();
+  if (!m->ParseFromString(bytes))
+    return Status::error("'" + path + "' is not a valid ONNX model (protobuf parse failed, " +
+                         std::to_string(bytes.size()) + " bytes)");
+  // Inline external data so that planning never needs the model's directory.
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  for (auto& init : *m->mutable_graph()->mutable_initializer()) {
+    if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    auto t = tensorFromProto(init, dir);
+    if (!t) return t.status().withContext(path);
+    std::string name = init.name();
+    tensorToProto(*t, &init, name);
+  }
+  return m;
+}
+
+}  // namespace dw::engine
