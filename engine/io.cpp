@@ -156,12 +156,21 @@ Result<Tensor> parseNpy(const std::string& b, const std::string& label) {
       return err(headerStart + p3, "bad shape '(" + shapeStr + ")'");
     shape.push_back(v);
   }
-  const size_t dataStart = headerStart + headerLen;
-  const int64_t n = numElements(shape);
-  if (dt == DType::kString) {  // numpy '<U' fixed-width UTF-32
-    size_t width = std::strtoul(descr.c_str() + 2, nullptr, 10);
-    if (dataStart + n * width * 4 > b.size())
-      return err(dataStart, "data shorter than shape needs");
+  const size_t dataStart = headerStart + headerLen;  // <= b.size(), checked above
+  const int64_t n = numElements(shape);              // saturates: compared, never multiplied
+  // Element size: numpy '<U' strings are fixed-width UTF-32.
+  const size_t width = dt == DType::kString ? std::strtoul(descr.c_str() + 2, nullptr, 10) : 0;
+  const size_t elem = dt == DType::kString ? width * 4 : dtypeSize(dt);
+  if (width > (size_t(1) << 20))
+    return err(headerStart + p1, "string width " + std::to_string(width) + " is implausible");
+  // Divided, so that a header's huge shape cannot overflow into a small size.
+  if (n > 0 && elem > 0 && static_cast<uint64_t>(n) > (b.size() - dataStart) / elem)
+    return err(b.size(), "data has " + std::to_string(b.size() - dataStart) + " bytes, shape " +
+                             shapeToString(shape) + " of " + dtypeName(dt) + " needs " +
+                             (static_cast<uint64_t>(n) > UINT64_MAX / elem
+                                  ? std::string("more than 2^64")
+                                  : std::to_string(static_cast<uint64_t>(n) * elem)));
+  if (dt == DType::kString) {
     std::vector<std::string> strs(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       std::string s;
@@ -190,10 +199,6 @@ Result<Tensor> parseNpy(const std::string& b, const std::string& label) {
     return Tensor::fromStrings(std::move(strs), shape);
   }
   Tensor t(dt, shape);
-  if (dataStart + t.bytes() > b.size())
-    return err(b.size(), "data has " + std::to_string(b.size() - dataStart) + " bytes, shape " +
-                             shapeToString(shape) + " of " + dtypeName(dt) + " needs " +
-                             std::to_string(t.bytes()));
   if (t.bytes()) std::memcpy(t.raw(), b.data() + dataStart, t.bytes());
   return t;
 }

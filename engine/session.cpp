@@ -4,7 +4,6 @@
 #include "engine/session.h"
 
 #include <onnx/onnx_pb.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <chrono>
@@ -102,14 +101,10 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   for (const auto& imp : model.opset_import())
     opsets[normDomain(imp.domain())] = static_cast<int>(imp.version());
   if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
-  bool inferenceUnsafe = false;
   // Arity and window attributes first: autodiff, libonnx's shape inference and the kernels all
   // assume them (a missing input was a null read, a zero stride a division by zero).
-  {
-    std::set<std::string> local;
-    for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());
-    DW_RETURN_IF_ERROR(validateNodes(model.graph(), opsets, local, inferenceUnsafe));
-  }
+  bool inferenceUnsafe = false;
+  DW_RETURN_IF_ERROR(validateModelNodes(model, inferenceUnsafe));
   // ONNX Gradient nodes (ai.onnx.preview.training) are replaced by the backward nodes that
   // compute them (engine/training/autodiff) before planning.
   if (training::hasGradientOps(model)) {
@@ -126,11 +121,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
 
   // Static shapes where ONNX can infer them; failures only cost us static information.
   onnx::ModelProto inferred = model;
-  try {
-    if (!inferenceUnsafe) onnx::shape_inference::InferShapes(inferred);
-  } catch (const std::exception&) {
-    inferred = model;
-  }
+  if (!inferShapesSafely(inferred, false, 0, false).ok()) inferred = model;
   const auto& ig = inferred.graph();
 
   // Refuse models that declare tensors larger than memory before allocating anything.

@@ -2,7 +2,6 @@
 
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -366,12 +365,8 @@ class Lowering {
       inferredSize_ = size;
       inferred_.clear();
       onnx::ModelProto copy = *model_;
-      try {
-        onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
-                                           onnx::ShapeInferenceOptions(false, 0, true));
-      } catch (const std::exception&) {
-        // Unknown shapes then; a layer that needs one reports it, naming itself.
-      }
+      // On failure shapes stay unknown; a layer that needs one reports it, naming itself.
+      (void)inferShapesSafely(copy, false, 0, true);
       for (const auto& vi : copy.graph().input()) inferred_[vi.name()] = vi.type();
       for (const auto& vi : copy.graph().value_info()) inferred_[vi.name()] = vi.type();
       for (const auto& t : copy.graph().initializer()) {
@@ -670,12 +665,8 @@ class Lowering {
     for (const auto& o : m.graph().output()) missing |= !o.has_type();
     if (!missing && !opt_.inferShapes) return Status();
     onnx::ModelProto inferred = m;
-    try {
-      onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
-                                         onnx::ShapeInferenceOptions(false, 0, false));
-    } catch (const std::exception& e) {
-      return Status::error(attribute(std::string("shape inference failed: ") + e.what()));
-    }
+    if (Status st = inferShapesSafely(inferred, false, 0, false); !st.ok())
+      return Status::error(attribute("shape inference failed: " + st.message()));
     std::map<std::string, const onnx::TypeProto*> known;
     for (const auto& vi : inferred.graph().value_info()) known[vi.name()] = &vi.type();
     for (const auto& vi : inferred.graph().input()) known[vi.name()] = &vi.type();
@@ -856,26 +847,25 @@ Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
   // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).
   Catalogue::instance();
-  std::map<std::string, int> opsets;
-  for (const auto& o : model.opset_import())
-    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
   // libonnx's checker and shape inference trust the nodes' arity and window attributes (a
   // missing input is a null read, a zero stride a division by zero): judge them first.
-  std::set<std::string> local;
-  for (const auto& f : model.functions())
-    local.insert((f.domain() == "ai.onnx" ? "" : f.domain()) + ":" + f.name());
   bool inferenceUnsafe = false;
-  DW_RETURN_IF_ERROR(validateNodes(model.graph(), opsets, local, inferenceUnsafe));
-  if (beyondLibonnx(model)) return checkNodesAgainstFacts(model.graph(), opsets);
+  DW_RETURN_IF_ERROR(validateModelNodes(model, inferenceUnsafe));
+  if (beyondLibonnx(model)) {
+    std::map<std::string, int> opsets;
+    for (const auto& o : model.opset_import())
+      opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+    return checkNodesAgainstFacts(model.graph(), opsets);
+  }
   try {
     onnx::checker::check_model(model);
-    if (level == CheckLevel::Basic || inferenceUnsafe) return Status();
-    onnx::ModelProto copy = model;
-    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(true, 1, false));
   } catch (const std::exception& e) {
     return Status::error(std::string("ONNX checker: ") + e.what());
   }
+  if (level == CheckLevel::Basic) return Status();
+  onnx::ModelProto copy = model;
+  if (Status st = inferShapesSafely(copy, true, 1, false); !st.ok())
+    return Status::error("ONNX checker: " + st.message());
   return Status();
 }
 

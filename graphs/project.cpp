@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
 
 #include "graphs/file_io.h"
 
@@ -206,6 +208,16 @@ class Reader {
     auto it = obj.find(key);
     if (it == obj.end())
       return required ? fail(path, std::string("missing \"") + key + "\"") : Status();
+    // nlohmann converts any number to an integer, and a float beyond its range is undefined
+    // behaviour there: integers must be written as integers.
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const bool fits = it->is_number_integer() &&
+                        (!it->is_number_unsigned() ||
+                         it->template get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max()));
+      if (!fits)
+        return fail(path + "/" + key, std::string("expected ") + expected + ", got " +
+                                          it->type_name() + " " + it->dump().substr(0, 40));
+    }
     try {
       *out = it->template get<T>();
     } catch (const json::exception&) {

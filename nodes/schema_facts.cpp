@@ -1,6 +1,7 @@
 #include "nodes/schema_facts.h"
 
 #include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <limits>
@@ -328,6 +329,27 @@ void declaredRanks(const onnx::GraphProto& g, std::map<std::string, int>& ranks)
   for (const auto& t : g.initializer()) ranks[t.name()] = t.dims_size();
 }
 
+// Inputs whose dimensions libonnx 1.12's inference reads without checking there are that many
+// (found by fuzzing): op -> (input, the fewest dimensions it must have).
+Status checkMinRanks(const onnx::NodeProto& node, const std::map<std::string, int>& ranks,
+                     const std::string& what) {
+  static const std::map<std::string, std::vector<std::pair<int, int>>> kMinRanks = {
+      {"STFT", {{0, 2}, {2, 1}}},
+  };
+  auto op = kMinRanks.find(node.op_type());
+  if (op == kMinRanks.end()) return Status();
+  for (const auto& [input, least] : op->second) {
+    if (input >= node.input_size() || node.input(input).empty()) continue;
+    auto r = ranks.find(node.input(input));
+    if (r != ranks.end() && r->second < least)
+      return Status::error(what + ": input '" + node.input(input) + "' has " +
+                           std::to_string(r->second) + " dimension(s); " + node.op_type() +
+                           "'s input " + std::to_string(input) + " needs at least " +
+                           std::to_string(least));
+  }
+  return Status();
+}
+
 // A convolution's or pooling's window against the rank of its input X (N, C, spatial...):
 // libonnx 1.12's convPoolShapeInference indexes its dilations by the weights' spatial axes and
 // reads past them when W has more dimensions than X.
@@ -410,7 +432,10 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
       for (int i = 0; i < std::min(2, node.input_size()); ++i)
         for (const auto& v : g.input())
           if (v.name() == node.input(i) && !ranks.count(v.name())) inferenceUnsafe = true;
-    if (domain.empty()) DW_RETURN_IF_ERROR(checkWindow(node, ranks, what));
+    if (domain.empty()) {
+      DW_RETURN_IF_ERROR(checkWindow(node, ranks, what));
+      DW_RETURN_IF_ERROR(checkMinRanks(node, ranks, what));
+    }
     // An axis of these ops counts the dimensions of input 0.
     static const std::set<std::string> kAxisOps = {
         "LayerNormalization", "Softmax",        "LogSoftmax", "Hardmax", "Gather",
@@ -435,6 +460,32 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
 Status validateNodes(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
                      const std::set<std::string>& localFunctions, bool& inferenceUnsafe) {
   return validateNodesIn(g, opsets, localFunctions, inferenceUnsafe, {});
+}
+
+Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe) {
+  auto norm = [](const std::string& d) { return d == "ai.onnx" ? std::string() : d; };
+  std::map<std::string, int> opsets;
+  for (const auto& o : model.opset_import())
+    opsets[norm(o.domain())] = static_cast<int>(o.version());
+  if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
+  std::set<std::string> local;
+  for (const auto& f : model.functions()) local.insert(norm(f.domain()) + ":" + f.name());
+  return validateNodes(model.graph(), opsets, local, inferenceUnsafe);
+}
+
+Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMode,
+                         bool dataPropagation) {
+  bool unsafe = false;
+  DW_RETURN_IF_ERROR(validateModelNodes(model, unsafe));
+  if (unsafe) return Status();
+  try {
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(),
+        onnx::ShapeInferenceOptions(checkTypes, strictMode, dataPropagation));
+  } catch (const std::exception& e) {
+    return Status::error(e.what());
+  }
+  return Status();
 }
 
 }  // namespace dw

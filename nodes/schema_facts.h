@@ -65,6 +65,17 @@ Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int o
 Status validateNodes(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
                      const std::set<std::string>& localFunctions, bool& inferenceUnsafe);
 
+// validateNodes over a whole model, with its opset imports and local functions.
+Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe);
+
+// libonnx's shape inference (onnx::ShapeInferenceOptions' three flags), run only on a model
+// whose nodes validateModelNodes accepts: libonnx 1.12's inference functions index arrays by
+// attribute and input sizes they never check. An invalid node is the error returned, and types
+// stay as declared; so they do, without an error, where inference is known to crash on a valid
+// model (see validateNodes). Every caller of InferShapes goes through here.
+Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMode,
+                         bool dataPropagation);
+
 // The catalogue's entry for a version libonnx lacks: `older` (the op's newest libonnx version,
 // or null for an op libonnx does not have) lends its category and the docs of the ports and
 // parameters that kept their names; ports, types and parameters are the new version's.

@@ -4,7 +4,6 @@
 #include "engine/training/autodiff.h"
 
 #include <onnx/defs/schema.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/training/grad_builder.h"
+#include "nodes/schema_facts.h"
 
 namespace dw::engine::training {
 
@@ -114,12 +114,7 @@ void addForwardValueInfo(onnx::GraphProto* g, const TypeTable& types) {
 TypeTable inferTypes(const onnx::ModelProto& m) {
   TypeTable types;
   onnx::ModelProto inferred = m;
-  try {
-    onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, false));
-  } catch (const std::exception&) {
-    inferred = m;
-  }
+  if (!inferShapesSafely(inferred, false, 0, false).ok()) inferred = m;
   const auto& g = inferred.graph();
   for (const auto& t : g.initializer()) {
     onnx::TypeProto tp;
