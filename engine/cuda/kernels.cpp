@@ -277,8 +277,8 @@ Status gemm(CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
 class Gemm : public Kernel {
  public:
   explicit Gemm(const KernelInit& init)
-      : ta_(init.attrs.getInt("transA", 0) != 0),
-        tb_(init.attrs.getInt("transB", 0) != 0),
+      : ta_(init.attrs.getInt("transA") != 0),
+        tb_(init.attrs.getInt("transB") != 0),
         alpha_(init.attrs.getFloat("alpha", 1.f)),
         beta_(init.attrs.getFloat("beta", 1.f)) {}
   Status compute(KernelContext& ctx) override {
@@ -484,7 +484,7 @@ class ArgExtreme : public Kernel {
  public:
   explicit ArgExtreme(const KernelInit& init)
       : max_(init.opType == "ArgMax"),
-        axis_(init.attrs.getInt("axis", 0)),
+        axis_(init.attrs.getInt("axis")),
         keep_(init.attrs.getInt("keepdims", 1) != 0),
         last_(init.attrs.getInt("select_last_index", 0) != 0) {}
   Status compute(KernelContext& ctx) override {

@@ -383,7 +383,7 @@ bool gatherSupported(const KernelInit&, const std::vector<DType>& t) {
 
 class Gather : public Kernel {
  public:
-  explicit Gather(const KernelInit& init) : axis_(init.attrs.getInt("axis", 0)) {}
+  explicit Gather(const KernelInit& init) : axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& data = ctx.input(0);
     const Tensor& idx = ctx.input(1);

@@ -113,7 +113,7 @@ class Binary : public Kernel {
     }
     fn_ = *fn;
     // Opsets before 7 broadcast only with broadcast=1 and an axis; numpy rules cover axis=-1.
-    if (init.opset < 7 && init.attrs.getInt("broadcast", 0) && init.attrs.has("axis"))
+    if (init.opset < 7 && init.attrs.getInt("broadcast") && init.attrs.has("axis"))
       legacyAxis_ = init.attrs.getInt("axis", -1);
   }
 

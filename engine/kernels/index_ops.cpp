@@ -41,7 +41,7 @@ const T* elems(const Tensor& t) {
 
 class Gather : public Kernel {
  public:
-  explicit Gather(const KernelInit& init) : axis_(init.attrs.getInt("axis", 0)) {}
+  explicit Gather(const KernelInit& init) : axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);

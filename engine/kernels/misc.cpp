@@ -28,7 +28,7 @@ class Optimizer : public Kernel {
     states_ = rule_ == Rule::kAdam ? 2 : 1;
     norm_ = a.getFloat("norm_coefficient", 0.0f);
     if (rule_ == Rule::kAdagrad) {
-      decay_ = a.getFloat("decay_factor", 0.0f);
+      decay_ = a.getFloat("decay_factor");
       eps_ = a.getFloat("epsilon", 1e-6f);
     } else if (rule_ == Rule::kMomentum) {
       alpha_ = a.getFloat("alpha", 0.0f);
@@ -41,7 +41,7 @@ class Optimizer : public Kernel {
       alpha_ = a.getFloat("alpha", 0.9f);
       beta_ = a.getFloat("beta", 0.999f);
       eps_ = a.getFloat("epsilon", 1e-6f);
-      normPost_ = a.getFloat("norm_coefficient_post", 0.0f);
+      normPost_ = a.getFloat("norm_coefficient_post");
     }
     const int groups = 2 + states_;  // X, G and the states
     if (init.numInputs < 2 + groups || (init.numInputs - 2) % groups != 0)
@@ -137,7 +137,7 @@ class Optimizer : public Kernel {
 class NonMaxSuppression : public Kernel {
  public:
   explicit NonMaxSuppression(const KernelInit& init)
-      : center_(init.attrs.getInt("center_point_box", 0) != 0) {}
+      : center_(init.attrs.getInt("center_point_box") != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& boxes = ctx.input(0);
     const Tensor& scores = ctx.input(1);
@@ -455,8 +455,8 @@ class Dft : public Kernel {
  public:
   explicit Dft(const KernelInit& init)
       : axis_(init.attrs.getInt("axis", 1)),
-        inverse_(init.attrs.getInt("inverse", 0) != 0),
-        onesided_(init.attrs.getInt("onesided", 0) != 0) {}
+        inverse_(init.attrs.getInt("inverse") != 0),
+        onesided_(init.attrs.getInt("onesided") != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const size_t r = x.rank();

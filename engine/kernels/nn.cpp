@@ -24,8 +24,8 @@ class BatchNormReference : public Kernel {
         momentum_(init.attrs.getFloat("momentum", 0.9f)) {
     // Opset 14+ says so with training_mode; before that, asking for the statistics outputs
     // (and, before 7, is_test=0) meant training.
-    training_ = opset_ >= 14 ? init.attrs.getInt("training_mode", 0) != 0
-                             : (opset_ < 7 ? init.attrs.getInt("is_test", 0) == 0 : true) &&
+    training_ = opset_ >= 14 ? init.attrs.getInt("training_mode") != 0
+                             : (opset_ < 7 ? init.attrs.getInt("is_test") == 0 : true) &&
                                    init.numOutputs > 1;
     if (opset_ < 9 && init.attrs.getInt("spatial", 1) == 0)
       fail("BatchNormalization spatial=0 is not supported");
@@ -400,7 +400,7 @@ class GridSample : public Kernel {
   explicit GridSample(const KernelInit& init)
       : mode_(init.attrs.getString("mode", "bilinear")),
         padding_(init.attrs.getString("padding_mode", "zeros")),
-        alignCorners_(init.attrs.getInt("align_corners", 0) != 0) {
+        alignCorners_(init.attrs.getInt("align_corners") != 0) {
     if (mode_ != "bilinear" && mode_ != "nearest" && mode_ != "bicubic")
       fail("GridSample mode '" + mode_ + "' must be bilinear, nearest or bicubic");
     if (padding_ != "zeros" && padding_ != "border" && padding_ != "reflection")
@@ -540,7 +540,7 @@ class RoiAlign : public Kernel {
         max_(init.attrs.getString("mode", "avg") == "max"),
         oh_(init.attrs.getInt("output_height", 1)),
         ow_(init.attrs.getInt("output_width", 1)),
-        ratio_(init.attrs.getInt("sampling_ratio", 0)),
+        ratio_(init.attrs.getInt("sampling_ratio")),
         scale_(init.attrs.getFloat("spatial_scale", 1.0f)) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);

@@ -164,10 +164,10 @@ class RandomFill : public Kernel {
   RandomFill(const KernelInit& init, bool normal, bool like)
       : normal_(normal), like_(like), src_(init.attrs) {
     if (normal_) {
-      a_ = init.attrs.getFloat("mean", 0);
+      a_ = init.attrs.getFloat("mean");
       b_ = init.attrs.getFloat("scale", 1);
     } else {
-      a_ = init.attrs.getFloat("low", 0);
+      a_ = init.attrs.getFloat("low");
       b_ = init.attrs.getFloat("high", 1);
     }
     const std::string where = nodeLabel(init);

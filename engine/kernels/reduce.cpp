@@ -140,7 +140,7 @@ class ArgReduce : public Kernel {
  public:
   explicit ArgReduce(const KernelInit& init)
       : max_(init.opType == "ArgMax"),
-        axis_(init.attrs.getInt("axis", 0)),
+        axis_(init.attrs.getInt("axis")),
         keep_(init.attrs.getInt("keepdims", 1) != 0),
         last_(init.attrs.getInt("select_last_index", 0) != 0) {}
   Status compute(KernelContext& ctx) override {

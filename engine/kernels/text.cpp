@@ -24,7 +24,7 @@ class StringNormalizer : public Kernel {
  public:
   explicit StringNormalizer(const KernelInit& init)
       : action_(init.attrs.getString("case_change_action", "NONE")),
-        caseSensitive_(init.attrs.getInt("is_case_sensitive", 0) != 0) {
+        caseSensitive_(init.attrs.getInt("is_case_sensitive") != 0) {
     if (action_ != "NONE" && action_ != "LOWER" && action_ != "UPPER")
       fail("case_change_action '" + action_ + "' must be NONE, LOWER or UPPER");
     for (const auto& w : init.attrs.getStrings("stopwords"))

@@ -181,7 +181,7 @@ class BinaryOp : public DnnlOrReference {
            : row->onednn == B::kMul ? A::binary_mul
                                     : A::binary_div;
     commutes_ = row->fn == ops::BinaryFn::kAdd || row->fn == ops::BinaryFn::kMul;
-    legacy_ = init.opset < 7 && init.attrs.getInt("broadcast", 0) != 0;
+    legacy_ = init.opset < 7 && init.attrs.getInt("broadcast") != 0;
     const auto nhwc = fusion::fusedOf(init.attrs).nhwcInputs;
     nhwc_ = !nhwc.empty();
     nhwcInput_ = nhwc_ ? nhwc[0] : 0;
@@ -670,7 +670,7 @@ class ResampleOp : public DnnlOrReference {
     const auto& a = init.attrs;
     ok_ = init.opset >= 11 && a.getString("mode", "nearest") == "linear" &&
           a.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel" &&
-          a.getInt("exclude_outside", 0) == 0;
+          a.getInt("exclude_outside") == 0;
   }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);

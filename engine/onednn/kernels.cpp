@@ -937,8 +937,8 @@ class BatchNorm : public Kernel {
   explicit BatchNorm(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)), init_(init) {
     training_ = init.opset >= 14
-                    ? init.attrs.getInt("training_mode", 0) != 0
-                    : (init.opset < 7 ? init.attrs.getInt("is_test", 0) == 0 && init.numOutputs > 1
+                    ? init.attrs.getInt("training_mode") != 0
+                    : (init.opset < 7 ? init.attrs.getInt("is_test") == 0 && init.numOutputs > 1
                                       : init.numOutputs > 1);
     if (init.opset < 9 && init.attrs.getInt("spatial", 1) == 0)
       fail("BatchNormalization spatial=0 is not supported");
