@@ -6,6 +6,10 @@
 //    (oneDNN-backed) file for its family. Its constructor receives a KernelInit: read attributes
 //    there (they already carry the ONNX schema defaults for the model's opset) and call
 //    fail("...") for values the kernel does not support; session creation then reports it.
+//    Where the schema has a default in every opset the kernel is registered for, read without
+//    one (attrs.getInt("axis")): a literal would repeat the schema and could disagree with it.
+//    Keep a literal where some of those opsets lack the attribute or its default, and for the
+//    grad domain's ops, whose schemas carry no defaults (nodes/grad_domain.cpp).
 // 2. Implement compute(ctx): read inputs with ctx.input(i), allocate outputs with
 //    ctx.output(i, dtype, shape) (returns nullptr once the memory limit is hit: return
 //    ctx.status()), or hand over an existing tensor with ctx.setOutput(i, value).

@@ -134,12 +134,12 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
       if (d < 0) return Status();
       bytes *= d;
     }
-    if (bytes > static_cast<long double>(limit))
-      return Status::error("tensor '" + v.name() + "' is declared as " + info.describe() + " (" +
-                           std::to_string(static_cast<unsigned long long>(bytes)) +
-                           " bytes), more than the " + std::to_string(limit) +
-                           " bytes of available memory");
-    return Status();
+    if (bytes <= static_cast<long double>(limit)) return Status();
+    char count[32];  // beyond 2^64 the count is only printable in floating point
+    std::snprintf(count, sizeof(count), bytes < 1e19L ? "%.0Lf" : "%.3Lg", bytes);
+    return Status::error("tensor '" + v.name() + "' is declared as " + info.describe() + " (" +
+                         count + " bytes), more than the " + std::to_string(limit) +
+                         " bytes of available memory");
   };
   for (const auto& v : ig.input()) DW_RETURN_IF_ERROR(checkDeclared(v));
   for (const auto& v : ig.output()) DW_RETURN_IF_ERROR(checkDeclared(v));

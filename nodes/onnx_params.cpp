@@ -76,7 +76,6 @@ int onnxTypeFromParam(ParamType t) {
   return AttributeProto::UNDEFINED;
 }
 
-namespace {
 int payloadType(const AttributeProto& a) {
   if (a.has_f()) return AttributeProto::FLOAT;
   if (a.has_i()) return AttributeProto::INT;
@@ -95,6 +94,7 @@ int payloadType(const AttributeProto& a) {
   return AttributeProto::UNDEFINED;
 }
 
+namespace {
 template <class Repeated>
 std::vector<std::string> serializeAll(const Repeated& items) {
   std::vector<std::string> out;

@@ -14,6 +14,9 @@ namespace dw {
 
 ParamType paramTypeFromOnnx(int attributeType);
 int onnxTypeFromParam(ParamType t);  // Bool -> INT
+// The type an attribute's payload has (for attributes written without a type field, as old
+// exporters do), UNDEFINED where it holds no value.
+int payloadType(const onnx::AttributeProto& attr);
 // `want` refines the result (an INT attribute read as Bool). Attributes written without a type
 // field (old exporters) are typed by their payload.
 Result<Param> paramFromAttribute(const onnx::AttributeProto& attr, ParamType want);

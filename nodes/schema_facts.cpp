@@ -293,10 +293,21 @@ Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int o
       return Status::error(what + ": " + opName + " has no attribute '" + a.name() +
                            "' (its attributes: " + (list.empty() ? "none" : list) + ")" + moved);
     }
-    if (a.type() != onnx::AttributeProto::UNDEFINED && a.type() != k->type)
+    // Untyped attributes (old exporters) are judged by the value they carry: one that carries
+    // none, or another type's, would otherwise be read as the default by some kernels and as
+    // zero by others.
+    const int type = a.type() != onnx::AttributeProto::UNDEFINED ? a.type() : payloadType(a);
+    using A = onnx::AttributeProto;
+    static const std::set<int> kLists = {A::FLOATS, A::INTS,           A::STRINGS,    A::TENSORS,
+                                         A::GRAPHS, A::SPARSE_TENSORS, A::TYPE_PROTOS};
+    const bool emptyList = type == A::UNDEFINED && kLists.count(k->type);
+    if (type != k->type && !emptyList)
       return Status::error(what + ": attribute '" + a.name() + "' has the wrong type (" +
-                           onnx::AttributeProto::AttributeType_Name(a.type()) + ", expected " +
-                           onnx::AttributeProto::AttributeType_Name(k->type) + ")");
+                           (type == onnx::AttributeProto::UNDEFINED
+                                ? std::string("no type and no value")
+                                : onnx::AttributeProto::AttributeType_Name(
+                                      static_cast<onnx::AttributeProto::AttributeType>(type))) +
+                           ", expected " + onnx::AttributeProto::AttributeType_Name(k->type) + ")");
   }
   for (const auto& k : known) {
     if (!k.required) continue;

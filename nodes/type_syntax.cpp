@@ -1,6 +1,7 @@
 #include "nodes/type_syntax.h"
 
 #include <cctype>
+#include <charconv>
 
 namespace dw {
 
@@ -10,13 +11,13 @@ struct DtypeEntry {
   const char* name;
 };
 constexpr DtypeEntry kDtypes[] = {
-    {onnx::TensorProto::FLOAT, "float"},       {onnx::TensorProto::DOUBLE, "double"},
-    {onnx::TensorProto::FLOAT16, "float16"},   {onnx::TensorProto::BFLOAT16, "bfloat16"},
-    {onnx::TensorProto::INT8, "int8"},         {onnx::TensorProto::INT16, "int16"},
-    {onnx::TensorProto::INT32, "int32"},       {onnx::TensorProto::INT64, "int64"},
-    {onnx::TensorProto::UINT8, "uint8"},       {onnx::TensorProto::UINT16, "uint16"},
-    {onnx::TensorProto::UINT32, "uint32"},     {onnx::TensorProto::UINT64, "uint64"},
-    {onnx::TensorProto::BOOL, "bool"},         {onnx::TensorProto::STRING, "string"},
+    {onnx::TensorProto::FLOAT, "float"},         {onnx::TensorProto::DOUBLE, "double"},
+    {onnx::TensorProto::FLOAT16, "float16"},     {onnx::TensorProto::BFLOAT16, "bfloat16"},
+    {onnx::TensorProto::INT8, "int8"},           {onnx::TensorProto::INT16, "int16"},
+    {onnx::TensorProto::INT32, "int32"},         {onnx::TensorProto::INT64, "int64"},
+    {onnx::TensorProto::UINT8, "uint8"},         {onnx::TensorProto::UINT16, "uint16"},
+    {onnx::TensorProto::UINT32, "uint32"},       {onnx::TensorProto::UINT64, "uint64"},
+    {onnx::TensorProto::BOOL, "bool"},           {onnx::TensorProto::STRING, "string"},
     {onnx::TensorProto::COMPLEX64, "complex64"}, {onnx::TensorProto::COMPLEX128, "complex128"},
 };
 
@@ -92,7 +93,11 @@ class Parser {
       } else if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
         size_t end = pos_;
         while (end < s_.size() && std::isdigit(static_cast<unsigned char>(s_[end]))) ++end;
-        dim->set_dim_value(std::stoll(s_.substr(pos_, end - pos_)));
+        int64_t v = 0;
+        auto [ptr, ec] = std::from_chars(s_.data() + pos_, s_.data() + end, v);
+        if (ec != std::errc() || ptr != s_.data() + end)
+          return fail("dimension " + s_.substr(pos_, end - pos_) + " is too large");
+        dim->set_dim_value(v);
         pos_ = end;
       } else {
         const std::string param = ident();
@@ -175,7 +180,9 @@ const std::vector<std::string>& dtypeNames() {
   return kNames;
 }
 
-Result<onnx::TypeProto> parseType(const std::string& text) { return Parser(text).parseAll(); }
+Result<onnx::TypeProto> parseType(const std::string& text) {
+  return Parser(text).parseAll();
+}
 
 std::string formatType(const onnx::TypeProto& t) {
   switch (t.value_case()) {

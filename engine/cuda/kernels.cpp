@@ -279,8 +279,8 @@ class Gemm : public Kernel {
   explicit Gemm(const KernelInit& init)
       : ta_(init.attrs.getInt("transA") != 0),
         tb_(init.attrs.getInt("transB") != 0),
-        alpha_(init.attrs.getFloat("alpha", 1.f)),
-        beta_(init.attrs.getFloat("beta", 1.f)) {}
+        alpha_(init.attrs.getFloat("alpha")),
+        beta_(init.attrs.getFloat("beta")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
@@ -372,7 +372,7 @@ class MatMul : public Kernel {
 class Reduce : public Kernel {
  public:
   explicit Reduce(const KernelInit& init)
-      : keep_(init.attrs.getInt("keepdims", 1) != 0),
+      : keep_(init.attrs.getInt("keepdims") != 0),
         noop_(init.attrs.getInt("noop_with_empty_axes", 0) != 0) {
     const ops::ReduceOp* row = ops::findReduceOp(init.opType);
     if (!row || !row->cuda) {
@@ -485,7 +485,7 @@ class ArgExtreme : public Kernel {
   explicit ArgExtreme(const KernelInit& init)
       : max_(init.opType == "ArgMax"),
         axis_(init.attrs.getInt("axis")),
-        keep_(init.attrs.getInt("keepdims", 1) != 0),
+        keep_(init.attrs.getInt("keepdims") != 0),
         last_(init.attrs.getInt("select_last_index", 0) != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);

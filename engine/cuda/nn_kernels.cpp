@@ -532,8 +532,7 @@ bool bnInferenceSupported(const KernelInit& init, const std::vector<DType>& t) {
 
 class BatchNormInference : public Kernel {
  public:
-  explicit BatchNormInference(const KernelInit& init)
-      : eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+  explicit BatchNormInference(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     auto ch = channelsOf(x);

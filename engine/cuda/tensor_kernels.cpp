@@ -37,7 +37,7 @@ class Softmax : public Kernel {
   explicit Softmax(const KernelInit& init)
       : legacy_(init.opset < 13),
         log_(init.opType == "LogSoftmax"),
-        axis_(init.attrs.getInt("axis", legacy_ ? 1 : -1)) {}
+        axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     auto ax = axisOf(axis_, x.shape(), log_ ? "LogSoftmax" : "Softmax");

@@ -296,7 +296,7 @@ class TopK : public Kernel {
  public:
   explicit TopK(const KernelInit& init)
       : opset_(init.opset),
-        axis_(init.attrs.getInt("axis", -1)),
+        axis_(init.attrs.getInt("axis")),
         kAttr_(init.attrs.getInt("k", 0)),
         largest_(init.attrs.getInt("largest", 1) != 0),
         sorted_(init.attrs.getInt("sorted", 1) != 0) {}

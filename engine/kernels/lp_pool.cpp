@@ -90,7 +90,7 @@ T absPowDeriv(T v, int64_t p) {
 class LpPool : public Kernel {
  public:
   explicit LpPool(const KernelInit& init)
-      : attrs_(init.attrs), global_(init.opType == "GlobalLpPool"), p_(init.attrs.getInt("p", 2)) {
+      : attrs_(init.attrs), global_(init.opType == "GlobalLpPool"), p_(init.attrs.getInt("p")) {
     if (p_ < 1) fail(init.opType + ": p must be >= 1 (it is " + std::to_string(p_) + ")");
   }
   Status compute(KernelContext& ctx) override {

@@ -29,7 +29,7 @@ class Optimizer : public Kernel {
     norm_ = a.getFloat("norm_coefficient", 0.0f);
     if (rule_ == Rule::kAdagrad) {
       decay_ = a.getFloat("decay_factor");
-      eps_ = a.getFloat("epsilon", 1e-6f);
+      eps_ = a.getFloat("epsilon");
     } else if (rule_ == Rule::kMomentum) {
       alpha_ = a.getFloat("alpha", 0.0f);
       beta_ = a.getFloat("beta", 0.0f);
@@ -38,9 +38,9 @@ class Optimizer : public Kernel {
         fail("Momentum mode '" + mode + "' must be 'standard' or 'nesterov'");
       nesterov_ = mode == "nesterov";
     } else {
-      alpha_ = a.getFloat("alpha", 0.9f);
-      beta_ = a.getFloat("beta", 0.999f);
-      eps_ = a.getFloat("epsilon", 1e-6f);
+      alpha_ = a.getFloat("alpha");
+      beta_ = a.getFloat("beta");
+      eps_ = a.getFloat("epsilon");
       normPost_ = a.getFloat("norm_coefficient_post");
     }
     const int groups = 2 + states_;  // X, G and the states
@@ -215,7 +215,7 @@ class Unique : public Kernel {
   explicit Unique(const KernelInit& init)
       : hasAxis_(init.attrs.has("axis")),
         axis_(init.attrs.getInt("axis", 0)),
-        sorted_(init.attrs.getInt("sorted", 1) != 0) {}
+        sorted_(init.attrs.getInt("sorted") != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (hasAxis_ && !validAxis(axis_, x.rank())) return Status::error("axis is out of range");
@@ -454,7 +454,7 @@ class Det : public Kernel {
 class Dft : public Kernel {
  public:
   explicit Dft(const KernelInit& init)
-      : axis_(init.attrs.getInt("axis", 1)),
+      : axis_(init.attrs.getInt("axis")),
         inverse_(init.attrs.getInt("inverse") != 0),
         onesided_(init.attrs.getInt("onesided") != 0) {}
   Status compute(KernelContext& ctx) override {
@@ -510,7 +510,7 @@ class Dft : public Kernel {
 // transformed by a direct DFT; onesided keeps frame_length / 2 + 1 bins.
 class Stft : public Kernel {
  public:
-  explicit Stft(const KernelInit& init) : onesided_(init.attrs.getInt("onesided", 1) != 0) {}
+  explicit Stft(const KernelInit& init) : onesided_(init.attrs.getInt("onesided") != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.rank() != 3 || (x.dim(2) != 1 && x.dim(2) != 2))
@@ -560,7 +560,7 @@ class Stft : public Kernel {
 class MelWeightMatrix : public Kernel {
  public:
   explicit MelWeightMatrix(const KernelInit& init)
-      : outType_(dtypeFromOnnx(static_cast<int32_t>(init.attrs.getInt("output_datatype", 1)))) {}
+      : outType_(dtypeFromOnnx(static_cast<int32_t>(init.attrs.getInt("output_datatype")))) {}
   Status compute(KernelContext& ctx) override {
     const int64_t mels = ctx.input(0).getInt(0), dft = ctx.input(1).getInt(0),
                   rate = ctx.input(2).getInt(0);

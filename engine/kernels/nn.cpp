@@ -20,14 +20,14 @@ class BatchNormReference : public Kernel {
  public:
   explicit BatchNormReference(const KernelInit& init)
       : opset_(init.opset),
-        eps_(init.attrs.getFloat("epsilon", 1e-5f)),
-        momentum_(init.attrs.getFloat("momentum", 0.9f)) {
+        eps_(init.attrs.getFloat("epsilon")),
+        momentum_(init.attrs.getFloat("momentum")) {
     // Opset 14+ says so with training_mode; before that, asking for the statistics outputs
     // (and, before 7, is_test=0) meant training.
     training_ = opset_ >= 14 ? init.attrs.getInt("training_mode") != 0
                              : (opset_ < 7 ? init.attrs.getInt("is_test") == 0 : true) &&
                                    init.numOutputs > 1;
-    if (opset_ < 9 && init.attrs.getInt("spatial", 1) == 0)
+    if (opset_ < 9 && init.attrs.getInt("spatial") == 0)
       fail("BatchNormalization spatial=0 is not supported");
   }
 
@@ -294,7 +294,7 @@ class MaxUnpool : public Kernel {
 
 class InstanceNorm : public Kernel {
  public:
-  explicit InstanceNorm(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+  explicit InstanceNorm(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.rank() < 3) return Status::error("input must have rank >= 3 (N, C, ...)");
@@ -398,8 +398,8 @@ class ResizeKernel : public Kernel {
 class GridSample : public Kernel {
  public:
   explicit GridSample(const KernelInit& init)
-      : mode_(init.attrs.getString("mode", "bilinear")),
-        padding_(init.attrs.getString("padding_mode", "zeros")),
+      : mode_(init.attrs.getString("mode")),
+        padding_(init.attrs.getString("padding_mode")),
         alignCorners_(init.attrs.getInt("align_corners") != 0) {
     if (mode_ != "bilinear" && mode_ != "nearest" && mode_ != "bicubic")
       fail("GridSample mode '" + mode_ + "' must be bilinear, nearest or bicubic");
@@ -537,11 +537,11 @@ class RoiAlign : public Kernel {
       : halfPixel_(init.attrs.getString("coordinate_transformation_mode",
                                         init.opset >= 16 ? "half_pixel" : "output_half_pixel") ==
                    "half_pixel"),
-        max_(init.attrs.getString("mode", "avg") == "max"),
-        oh_(init.attrs.getInt("output_height", 1)),
-        ow_(init.attrs.getInt("output_width", 1)),
+        max_(init.attrs.getString("mode") == "max"),
+        oh_(init.attrs.getInt("output_height")),
+        ow_(init.attrs.getInt("output_width")),
         ratio_(init.attrs.getInt("sampling_ratio")),
-        scale_(init.attrs.getFloat("spatial_scale", 1.0f)) {}
+        scale_(init.attrs.getFloat("spatial_scale")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& rois = ctx.input(1);

@@ -201,7 +201,7 @@ class ConvInt : public Kernel {
       return Status::error("x and w must be uint8 or int8");
     if (x.rank() < 3 || w.rank() != x.rank()) return Status::error("x and w must be rank >= 3");
     const size_t ns = x.rank() - 2;
-    const int64_t group = attrs_.getInt("group", 1);
+    const int64_t group = attrs_.getInt("group");
     const int64_t N = x.dim(0), C = x.dim(1), OC = w.dim(0);
     if (group <= 0 || C % group || OC % group || w.dim(1) * group != C)
       return Status::error("channels do not match the weights and group");
@@ -211,7 +211,7 @@ class ConvInt : public Kernel {
     if (strides.empty()) strides.assign(ns, 1);
     if (dil.empty()) dil.assign(ns, 1);
     std::vector<int64_t> padL(ns, 0);
-    const std::string autoPad = attrs_.getString("auto_pad", "NOTSET");
+    const std::string autoPad = attrs_.getString("auto_pad");
     Shape out{N, OC};
     for (size_t i = 0; i < ns; ++i) {
       const int64_t in = x.dim(2 + i), ek = (kernel[i] - 1) * dil[i] + 1;

@@ -165,10 +165,10 @@ class RandomFill : public Kernel {
       : normal_(normal), like_(like), src_(init.attrs) {
     if (normal_) {
       a_ = init.attrs.getFloat("mean");
-      b_ = init.attrs.getFloat("scale", 1);
+      b_ = init.attrs.getFloat("scale");
     } else {
       a_ = init.attrs.getFloat("low");
-      b_ = init.attrs.getFloat("high", 1);
+      b_ = init.attrs.getFloat("high");
     }
     const std::string where = nodeLabel(init);
     if (like_) {
@@ -297,7 +297,7 @@ class Bernoulli : public Kernel {
 class Multinomial : public Kernel {
  public:
   explicit Multinomial(const KernelInit& init) : src_(init.attrs) {
-    samples_ = init.attrs.getInt("sample_size", 1);
+    samples_ = init.attrs.getInt("sample_size");
     dtype_ = dtypeAttr(init, DType::kInt32);
     const std::string where = nodeLabel(init);
     if (dtype_ != DType::kInt32 && dtype_ != DType::kInt64)

@@ -46,7 +46,7 @@ class Reduce : public Kernel {
       return;
     }
     op_ = row->fn;
-    keep_ = init.attrs.getInt("keepdims", 1) != 0;
+    keep_ = init.attrs.getInt("keepdims") != 0;
     noop_ = init.attrs.getInt("noop_with_empty_axes", 0) != 0;
     axes_ = init.attrs.getInts("axes");
     axesInput_ = row->axesAsInput(opset_);
@@ -141,7 +141,7 @@ class ArgReduce : public Kernel {
   explicit ArgReduce(const KernelInit& init)
       : max_(init.opType == "ArgMax"),
         axis_(init.attrs.getInt("axis")),
-        keep_(init.attrs.getInt("keepdims", 1) != 0),
+        keep_(init.attrs.getInt("keepdims") != 0),
         last_(init.attrs.getInt("select_last_index", 0) != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -189,7 +189,7 @@ class SoftmaxKernel : public Kernel {
   explicit SoftmaxKernel(const KernelInit& init)
       : kind_(init.opType == "Softmax" ? 0 : (init.opType == "LogSoftmax" ? 1 : 2)),
         legacy_(init.opset < 13),
-        axis_(init.attrs.getInt("axis", init.opset < 13 ? 1 : -1)) {}
+        axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");

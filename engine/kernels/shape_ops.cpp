@@ -170,7 +170,7 @@ class Reshape : public Kernel {
 
 class Flatten : public Kernel {
  public:
-  explicit Flatten(const KernelInit& init) : axis_(init.attrs.getInt("axis", 1)) {}
+  explicit Flatten(const KernelInit& init) : axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     int64_t a = normAxis(axis_, x.rank());
@@ -652,7 +652,7 @@ class Dropout : public Kernel {
 class Pad : public Kernel {
  public:
   explicit Pad(const KernelInit& init) : opset_(init.opset) {
-    mode_ = init.attrs.getString("mode", "constant");
+    mode_ = init.attrs.getString("mode");
     pads_ = init.attrs.getInts(opset_ < 2 ? "paddings" : "pads");
     value_ = init.attrs.getFloat("value", 0);
     if (mode_ != "constant" && mode_ != "reflect" && mode_ != "edge")

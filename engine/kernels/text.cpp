@@ -23,7 +23,7 @@ std::string upper(std::string s) {
 class StringNormalizer : public Kernel {
  public:
   explicit StringNormalizer(const KernelInit& init)
-      : action_(init.attrs.getString("case_change_action", "NONE")),
+      : action_(init.attrs.getString("case_change_action")),
         caseSensitive_(init.attrs.getInt("is_case_sensitive") != 0) {
     if (action_ != "NONE" && action_ != "LOWER" && action_ != "UPPER")
       fail("case_change_action '" + action_ + "' must be NONE, LOWER or UPPER");

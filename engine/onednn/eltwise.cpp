@@ -262,7 +262,7 @@ class SoftmaxOp : public DnnlOrReference {
       : DnnlOrReference(init),
         log_(init.opType == "LogSoftmax"),
         legacy_(init.opset < 13),
-        axis_(init.attrs.getInt("axis", init.opset < 13 ? 1 : -1)) {}
+        axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.dtype() != DType::kFloat || x.size() == 0 || x.rank() == 0) return reference(ctx);
@@ -345,8 +345,8 @@ class LayerNorm : public DnnlOrReference {
  public:
   explicit LayerNorm(const KernelInit& init)
       : DnnlOrReference(init),
-        axis_(init.attrs.getInt("axis", -1)),
-        eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+        axis_(init.attrs.getInt("axis")),
+        eps_(init.attrs.getFloat("epsilon")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (!validAxis(axis_, x.rank()) || x.rank() == 0) return Status::error("axis out of range");
@@ -618,7 +618,7 @@ class ReduceOp : public DnnlOrReference {
         break;
     }
     p_ = row->p;
-    keep_ = init.attrs.getInt("keepdims", 1) != 0;
+    keep_ = init.attrs.getInt("keepdims") != 0;
     noop_ = init.attrs.getInt("noop_with_empty_axes", 0) != 0;
     axes_ = init.attrs.getInts("axes");
     axesInput_ = row->axesAsInput(init.opset);
@@ -668,8 +668,8 @@ class ResampleOp : public DnnlOrReference {
  public:
   explicit ResampleOp(const KernelInit& init) : DnnlOrReference(init) {
     const auto& a = init.attrs;
-    ok_ = init.opset >= 11 && a.getString("mode", "nearest") == "linear" &&
-          a.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel" &&
+    ok_ = init.opset >= 11 && a.getString("mode") == "linear" &&
+          a.getString("coordinate_transformation_mode") == "half_pixel" &&
           a.getInt("exclude_outside") == 0;
   }
   Status compute(KernelContext& ctx) override {

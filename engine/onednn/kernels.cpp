@@ -141,7 +141,7 @@ class Conv : public Kernel {
   Conv(const KernelInit& init, const fusion::Fused& f)
       : attrs_(init),
         transposed_(init.opType == "ConvTranspose"),
-        group_(init.attrs.getInt("group", 1)),
+        group_(init.attrs.getInt("group")),
         outputPadding_(init.attrs.getInts("output_padding")),
         outputShape_(init.attrs.getInts("output_shape")),
         act_(f),
@@ -586,7 +586,7 @@ class Conv : public Kernel {
 
 Result<std::unique_ptr<Kernel>> makeConv(const KernelInit& init) {
   auto k = std::make_unique<Conv>(init);
-  k->setAutoPad(init.attrs.getString("auto_pad", "NOTSET"));
+  k->setAutoPad(init.attrs.getString("auto_pad"));
   if (!k->initStatus().ok()) return k->initStatus();
   return std::unique_ptr<Kernel>(std::move(k));
 }
@@ -934,13 +934,12 @@ class MatMulKernel : public Kernel {
 
 class BatchNorm : public Kernel {
  public:
-  explicit BatchNorm(const KernelInit& init)
-      : eps_(init.attrs.getFloat("epsilon", 1e-5f)), init_(init) {
+  explicit BatchNorm(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon")), init_(init) {
     training_ = init.opset >= 14
                     ? init.attrs.getInt("training_mode") != 0
                     : (init.opset < 7 ? init.attrs.getInt("is_test") == 0 && init.numOutputs > 1
                                       : init.numOutputs > 1);
-    if (init.opset < 9 && init.attrs.getInt("spatial", 1) == 0)
+    if (init.opset < 9 && init.attrs.getInt("spatial") == 0)
       fail("BatchNormalization spatial=0 is not supported");
   }
 
@@ -1008,9 +1007,9 @@ class Lrn : public Kernel {
  public:
   explicit Lrn(const KernelInit& init)
       : size_(init.attrs.getInt("size", 1)),
-        alpha_(init.attrs.getFloat("alpha", 1e-4f)),
-        beta_(init.attrs.getFloat("beta", 0.75f)),
-        bias_(init.attrs.getFloat("bias", 1.0f)) {
+        alpha_(init.attrs.getFloat("alpha")),
+        beta_(init.attrs.getFloat("beta")),
+        bias_(init.attrs.getFloat("bias")) {
     if (size_ % 2 == 0) fail("LRN with an even size is not supported by oneDNN");
   }
   Status compute(KernelContext& ctx) override {

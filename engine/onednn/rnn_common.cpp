@@ -52,6 +52,8 @@ Status RnnAttrs::parse(const std::string& opType, const Attributes& a,
   gates_ = cell_ == Cell::kLstm ? 4 : (cell_ == Cell::kGru ? 3 : 1);
   hidden_ = a.getInt("hidden_size", 0);
   direction_ = a.getString("direction", "forward");
+  // GRU-1's schema spells its default "foward"; a GRU-1 without the attribute means forward.
+  if (direction_ == "foward") direction_ = "forward";
   if (direction_ != "forward" && direction_ != "reverse" && direction_ != "bidirectional")
     return Status::error("direction '" + direction_ +
                          "' must be forward, reverse or bidirectional");

@@ -257,3 +257,52 @@ TEST(MalformedModel, EndlessLoopsStop) {
 }
 
 }  // namespace
+
+namespace {
+
+// libonnx's GRU-1 schema gives direction the default "foward"; a GRU-1 that leaves direction
+// out is a forward GRU, as ONNX Runtime runs it, not an error.
+TEST(MalformedModel, Gru1WithoutDirectionIsForward) {
+  onnx::ModelProto m = emptyModel(2);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 1, 3});
+  addInit(g, "w", randomTensor({1, 6, 3}, 1));
+  addInit(g, "r", randomTensor({1, 6, 2}, 2));
+  N n = addNode(g, "GRU", {"x", "w", "r"}, {"y", "y_h"});
+  attrI(n, "hidden_size", 2);
+  addValue(g->add_output(), "y", {2, 1, 1, 2});
+  addValue(g->add_output(), "y_h", {1, 1, 2});
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"x", randomTensor({2, 1, 3}, 3)}});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->at("y").shape(), (Shape{2, 1, 1, 2}));
+}
+
+}  // namespace
+
+namespace {
+
+// An attribute written without a type (as old exporters do) is judged by the value it carries.
+TEST(MalformedModel, UntypedAttributeOfTheWrongKind) {
+  std::string e = createError("ReduceSum", {"x0"}, 1, [](N n) {
+    auto* a = n->add_attribute();
+    a->set_name("keepdims");
+    a->set_f(1.5f);
+  });
+  EXPECT_NE(e.find("attribute 'keepdims' has the wrong type (FLOAT, expected INT)"),
+            std::string::npos)
+      << e;
+  e = createError("ReduceSum", {"x0"}, 1, [](N n) { n->add_attribute()->set_name("keepdims"); });
+  EXPECT_NE(e.find("(no type and no value, expected INT)"), std::string::npos) << e;
+  // Untyped and right: still fine.
+  EXPECT_EQ(createError("ReduceSum", {"x0"}, 1,
+                        [](N n) {
+                          auto* a = n->add_attribute();
+                          a->set_name("keepdims");
+                          a->set_i(0);
+                        }),
+            "");
+}
+
+}  // namespace
