@@ -666,7 +666,7 @@ class Lowering {
     if (!missing && !opt_.inferShapes) return Status();
     onnx::ModelProto inferred = m;
     if (Status st = inferShapesSafely(inferred, false, 0, false); !st.ok())
-      return Status::error(attribute("shape inference failed: " + st.message()));
+      return Status::error(attribute(st.message()));
     std::map<std::string, const onnx::TypeProto*> known;
     for (const auto& vi : inferred.graph().value_info()) known[vi.name()] = &vi.type();
     for (const auto& vi : inferred.graph().input()) known[vi.name()] = &vi.type();
@@ -864,9 +864,7 @@ Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   }
   if (level == CheckLevel::Basic) return Status();
   onnx::ModelProto copy = model;
-  if (Status st = inferShapesSafely(copy, true, 1, false); !st.ok())
-    return Status::error("ONNX checker: " + st.message());
-  return Status();
+  return inferShapesSafely(copy, true, 1, false);
 }
 
 }  // namespace dw

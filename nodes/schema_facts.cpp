@@ -494,7 +494,7 @@ Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMod
         model, onnx::OpSchemaRegistry::Instance(),
         onnx::ShapeInferenceOptions(checkTypes, strictMode, dataPropagation));
   } catch (const std::exception& e) {
-    return Status::error(e.what());
+    return Status::error(std::string("shape inference failed: ") + e.what());
   }
   return Status();
 }

@@ -165,6 +165,14 @@ class GatherND : public Kernel {
     const Tensor& idx = ctx.input(1);
     const int64_t q = static_cast<int64_t>(idx.rank()), r = static_cast<int64_t>(x.rank());
     if (q < 1) return Status::error("indices must have rank >= 1");
+    if (batch_ < 0 || batch_ >= std::min(q, r))
+      return Status::error("batch_dims " + std::to_string(batch_) +
+                           " must be at least 0 and below both ranks (indices " +
+                           std::to_string(q) + ", data " + std::to_string(r) + ")");
+    for (int64_t d = 0; d < batch_; ++d)
+      if (idx.dim(d) != x.dim(d))
+        return Status::error("the batch dimensions of indices " + shapeToString(idx.shape()) +
+                             " and data " + shapeToString(x.shape()) + " differ");
     const int64_t k = idx.dim(q - 1);
     if (k + batch_ > r) return Status::error("last indices dimension too large");
     Shape out(idx.shape().begin(), idx.shape().end() - 1);
@@ -213,7 +221,18 @@ class ScatterND : public Kernel {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
     const Tensor& upd = ctx.input(2);
+    if (idx.rank() == 0 || idx.dim(idx.rank() - 1) > static_cast<int64_t>(x.rank()))
+      return Status::error("indices of shape " + shapeToString(idx.shape()) +
+                           " must end in a dimension of at most the data's rank " +
+                           std::to_string(x.rank()));
     const int64_t k = idx.dim(idx.rank() - 1);
+    // One update slice per index tuple: indices' leading dims, then the data's trailing ones.
+    Shape want(idx.shape().begin(), idx.shape().end() - 1);
+    want.insert(want.end(), x.shape().begin() + k, x.shape().end());
+    if (upd.shape() != want)
+      return Status::error("updates have shape " + shapeToString(upd.shape()) + "; indices " +
+                           shapeToString(idx.shape()) + " into data " + shapeToString(x.shape()) +
+                           " take " + shapeToString(want));
     int64_t slice = 1;
     for (size_t d = k; d < x.rank(); ++d) slice *= x.dim(d);
     auto xs = stridesOf(x.shape());
