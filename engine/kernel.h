@@ -98,6 +98,7 @@ struct KernelInit {
   // Per input: an initializer that no feed can override, so it holds the same data on every
   // run and kernels may cache what they derive from it (weights converted to bf16, reordered).
   std::vector<bool> constantInputs;
+  int64_t maxLoopIterations = int64_t(1) << 20;  // SessionOptions::maxLoopIterations
 };
 
 class Kernel {

@@ -47,8 +47,9 @@ struct Planner {
   std::unordered_map<std::string, onnx::TypeProto> types;
   std::map<std::string, const onnx::FunctionProto*> localFunctions;  // "domain:name"
   int counter = 0;
-  bool fuse = true;            // SessionOptions::fuse
-  bool blockedLayouts = true;  // SessionOptions::blockedLayouts
+  bool fuse = true;               // SessionOptions::fuse
+  bool blockedLayouts = true;     // SessionOptions::blockedLayouts
+  int64_t maxLoopIterations = 0;  // SessionOptions::maxLoopIterations
   // Initializers of the graph being planned (and its enclosing ones) that are not graph inputs:
   // KernelInit::constantInputs.
   std::set<std::string> constants;
@@ -321,6 +322,7 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
   init.domain = domain;
   init.opType = node.op_type();
   init.opset = opset;
+  init.maxLoopIterations = maxLoopIterations;
   init.numInputs = node.input_size();
   init.numOutputs = node.output_size();
   for (const auto& in : node.input())
@@ -556,6 +558,7 @@ Result<std::unique_ptr<GraphPlan>> detail::planModel(const onnx::ModelProto& mod
   planner.registry = &KernelRegistry::global();
   planner.fuse = options.fuse;
   planner.blockedLayouts = options.blockedLayouts;
+  planner.maxLoopIterations = options.maxLoopIterations;
   for (const auto& v : inferred.input()) planner.types[v.name()] = v.type();
   for (const auto& v : inferred.value_info()) planner.types[v.name()] = v.type();
   for (const auto& v : inferred.output()) planner.types[v.name()] = v.type();

@@ -24,6 +24,9 @@ struct SessionOptions {
   BackendOptions backend;
   // Bytes a single tensor may take; 0 reads MemAvailable from /proc/meminfo.
   size_t memoryLimitBytes = 0;
+  // A Loop that runs more iterations than this stops with an error: a condition that never
+  // turns false, or a trip count from a damaged file, would otherwise run for ever.
+  int64_t maxLoopIterations = int64_t(1) << 20;
   // Fuse Conv+BatchNormalization and Conv/Gemm/MatMul+activation into single oneDNN primitives.
   bool fuse = true;
   // Under fuse, in fp32: let a training CNN block hand its convolution activations and their

@@ -82,6 +82,15 @@ inline int64_t normAxis(int64_t a, size_t rank) {
 inline bool validAxis(int64_t a, size_t rank) {
   return a >= -static_cast<int64_t>(rank) && a < static_cast<int64_t>(std::max<size_t>(rank, 1));
 }
+// An axis that names one of the tensor's dimensions: unlike validAxis, never of a scalar (ops
+// that index the dimension they are given read past a rank-0 shape otherwise).
+inline bool validDimAxis(int64_t a, size_t rank) {
+  return rank > 0 && validAxis(a, rank);
+}
+inline Status axisError(int64_t a, size_t rank) {
+  return Status::error("axis " + std::to_string(a) + " is outside the " + std::to_string(rank) +
+                       " dimension(s) of the input");
+}
 
 Result<Shape> broadcastShapes(const std::vector<Shape>& shapes);
 

@@ -63,11 +63,10 @@ class If : public Kernel {
   std::shared_ptr<Subgraph> then_, else_;
 };
 
-constexpr int64_t kMaxLoopIterations = int64_t(1) << 20;
-
 class Loop : public Kernel {
  public:
-  explicit Loop(const KernelInit& init) : body_(subgraph(init, "body")) {
+  explicit Loop(const KernelInit& init)
+      : body_(subgraph(init, "body")), maxIterations_(init.maxLoopIterations) {
     if (!body_) fail("Loop needs a body");
   }
   Status compute(KernelContext& ctx) override {
@@ -87,8 +86,8 @@ class Loop : public Kernel {
     for (int64_t it = 0; it < maxTrip && cond; ++it) {
       // A loop whose condition never turns false (or a trip count from a damaged file) would
       // otherwise hang the run: real models loop thousands of times, not millions.
-      if (it == kMaxLoopIterations)
-        return Status::error("Loop ran " + std::to_string(kMaxLoopIterations) +
+      if (it == maxIterations_)
+        return Status::error("Loop ran " + std::to_string(maxIterations_) +
                              " iterations without stopping (trip count " +
                              (ctx.hasInput(0) ? std::to_string(maxTrip) : "none") +
                              "); deepwire stops loops there: check the trip count input and the "
@@ -129,6 +128,7 @@ class Loop : public Kernel {
 
  private:
   std::shared_ptr<Subgraph> body_;
+  int64_t maxIterations_;
 };
 
 class Scan : public Kernel {

@@ -45,7 +45,7 @@ class Gather : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = normAxis(axis_, x.rank());
     Shape out(x.shape().begin(), x.shape().begin() + a);
     out.insert(out.end(), idx.shape().begin(), idx.shape().end());
@@ -85,8 +85,10 @@ class Elements : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
-    if (!validAxis(axis_, x.rank()) || idx.rank() != x.rank())
-      return Status::error("axis or index rank mismatch");
+    if (!validAxis(axis_, x.rank()) || idx.rank() != x.rank() || x.rank() == 0)
+      return Status::error("axis " + std::to_string(axis_) + " or indices of shape " +
+                           shapeToString(idx.shape()) + " do not fit data of shape " +
+                           shapeToString(x.shape()) + " (the same rank, at least 1)");
     const int64_t a = normAxis(axis_, x.rank());
     // Off the axis an index position addresses the same position of the data, so it must exist
     // there; each update pairs with one index.
@@ -96,6 +98,9 @@ class Elements : public Kernel {
                              " do not fit data of shape " + shapeToString(x.shape()) +
                              " off axis " + std::to_string(a) + " (dimension " + std::to_string(d) +
                              ")");
+    if (scatter_ && ctx.input(2).dtype() != x.dtype())
+      return Status::error(std::string("updates are ") + dtypeName(ctx.input(2).dtype()) +
+                           ", data " + dtypeName(x.dtype()) + "; they must be of one type");
     if (scatter_ && ctx.input(2).shape() != idx.shape())
       return Status::error("updates of shape " + shapeToString(ctx.input(2).shape()) +
                            " differ from indices of shape " + shapeToString(idx.shape()) +
@@ -229,6 +234,9 @@ class ScatterND : public Kernel {
     // One update slice per index tuple: indices' leading dims, then the data's trailing ones.
     Shape want(idx.shape().begin(), idx.shape().end() - 1);
     want.insert(want.end(), x.shape().begin() + k, x.shape().end());
+    if (upd.dtype() != x.dtype())
+      return Status::error(std::string("updates are ") + dtypeName(upd.dtype()) + ", data " +
+                           dtypeName(x.dtype()) + "; they must be of one type");
     if (upd.shape() != want)
       return Status::error("updates have shape " + shapeToString(upd.shape()) + "; indices " +
                            shapeToString(idx.shape()) + " into data " + shapeToString(x.shape()) +
@@ -283,7 +291,7 @@ class OneHot : public Kernel {
     const int64_t depth = static_cast<int64_t>(ctx.input(1).getDouble(0));
     const Tensor& values = ctx.input(2);
     const size_t r = idx.rank() + 1;
-    if (!validAxis(axis_, r)) return Status::error("axis out of range");
+    if (!validAxis(axis_, r)) return axisError(axis_, r);
     const int64_t a = normAxis(axis_, r);
     Shape out(idx.shape().begin(), idx.shape().begin() + a);
     out.push_back(depth);
@@ -322,7 +330,7 @@ class TopK : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t k = opset_ >= 10 ? ctx.input(1).getInt(0) : kAttr_;
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = normAxis(axis_, x.rank());
     const int64_t n = x.dim(a);
     if (k < 0 || k > n)
@@ -393,7 +401,7 @@ class Compress : public Kernel {
     Tensor x = ctx.input(0);
     const Tensor& c = ctx.input(1);
     if (!hasAxis_) x = x.reshaped({x.size()});
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = hasAxis_ ? normAxis(axis_, x.rank()) : 0;
     std::vector<int64_t> keep;
     for (int64_t i = 0; i < std::min(c.size(), x.dim(a)); ++i)

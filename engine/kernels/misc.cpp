@@ -218,7 +218,7 @@ class Unique : public Kernel {
         sorted_(init.attrs.getInt("sorted") != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (hasAxis_ && !validAxis(axis_, x.rank())) return Status::error("axis is out of range");
+    if (hasAxis_ && !validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = hasAxis_ ? normAxis(axis_, x.rank()) : 0;
     const Shape shape = hasAxis_ ? x.shape() : Shape{x.size()};
     int64_t outer = 1, inner = 1;

@@ -145,7 +145,7 @@ class ArgReduce : public Kernel {
         last_(init.attrs.getInt("select_last_index", 0) != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = normAxis(axis_, x.rank());
     Shape out;
     int64_t outer = 1, inner = 1;
@@ -192,7 +192,7 @@ class SoftmaxKernel : public Kernel {
         axis_(init.attrs.getInt("axis")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = normAxis(axis_, x.rank());
     int64_t outer = 1, n = 1, inner = 1;
     for (size_t d = 0; d < x.rank(); ++d) {
@@ -251,7 +251,7 @@ class CumSum : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     int64_t axis = ctx.input(1).getInt(0);
-    if (!validAxis(axis, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis, x.rank())) return axisError(axis, x.rank());
     axis = normAxis(axis, x.rank());
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);

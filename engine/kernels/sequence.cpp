@@ -78,7 +78,7 @@ class SplitToSequence : public Kernel {
       : axis_(init.attrs.getInt("axis", 0)), keep_(init.attrs.getInt("keepdims", 1) != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = normAxis(axis_, x.rank());
     std::vector<int64_t> sizes;
     bool squeeze = false;
@@ -139,7 +139,7 @@ class ConcatFromSequence : public Kernel {
       if (newAxis_) {
         Shape sh = t.shape();
         const size_t r = sh.size() + 1;
-        if (!validAxis(axis_, r)) return Status::error("axis out of range");
+        if (!validAxis(axis_, r)) return axisError(axis_, r);
         sh.insert(sh.begin() + normAxis(axis_, r), 1);
         items.push_back(t.reshaped(sh));
       } else {

@@ -26,7 +26,7 @@ Result<SlicePlan> planSlice(const Shape& x, const std::vector<int64_t>& starts,
   SlicePlan p;
   p.out = x;
   for (size_t i = 0; i < axes.size(); ++i) {
-    if (!validAxis(axes[i], r))
+    if (!validAxis(axes[i], r) || r == 0)
       return Status::error("Slice: axis " + std::to_string(axes[i]) + " is outside the " +
                            std::to_string(r) + " dimensions of " + shapeToString(x));
     const int64_t a = normAxis(axes[i], r);
@@ -147,7 +147,9 @@ class Reshape : public Kernel {
       }
       if (d < 0) return Status::error("invalid shape value " + std::to_string(d));
       out[i] = d;
-      known *= d;
+      if (__builtin_mul_overflow(known, d, &known))
+        return Status::error("cannot reshape " + shapeToString(x.shape()) + " to " +
+                             shapeToString(target) + ": the target's size overflows");
     }
     if (inferIdx >= 0) {
       if (known == 0 || x.size() % known)
@@ -202,7 +204,7 @@ class Squeeze : public Kernel {
       for (size_t i = 0; i < x.rank(); ++i) drop[i] = x.dim(i) == 1;
     }
     for (int64_t a : axes) {
-      if (!validAxis(a, x.rank())) return Status::error("axis out of range");
+      if (!validDimAxis(a, x.rank())) return axisError(a, x.rank());
       a = normAxis(a, x.rank());
       if (x.dim(a) != 1)
         return Status::error("cannot squeeze axis " + std::to_string(a) + " of size " +
@@ -231,7 +233,7 @@ class Unsqueeze : public Kernel {
     const size_t r = x.rank() + axes.size();
     std::vector<bool> ins(r, false);
     for (int64_t a : axes) {
-      if (!validAxis(a, r)) return Status::error("axis out of range");
+      if (!validAxis(a, r)) return axisError(a, r);
       a = normAxis(a, r);
       if (ins[a]) return Status::error("repeated axis");
       ins[a] = true;
@@ -320,7 +322,7 @@ class Concat : public Kernel {
                        size_t outIdx) {
     if (ins.empty()) return Status::error("no inputs");
     const Tensor& f = *ins[0];
-    if (!validAxis(axis, f.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis, f.rank())) return axisError(axis, f.rank());
     const int64_t a = normAxis(axis, f.rank());
     Shape out = f.shape();
     out[a] = 0;
@@ -360,7 +362,7 @@ class Split : public Kernel {
         split_(init.attrs.getInts("split")) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     const int64_t a = normAxis(axis_, x.rank());
     std::vector<int64_t> split = opset_ >= 13 ? intsInput(ctx, 1) : split_;
     const int64_t n = static_cast<int64_t>(ctx.numOutputs());
@@ -551,6 +553,12 @@ class Range : public Kernel {
  public:
   explicit Range(const KernelInit&) {}
   Status compute(KernelContext& ctx) override {
+    for (size_t i = 0; i < 3; ++i)
+      if (!ctx.hasInput(i) || ctx.input(i).size() != 1 ||
+          ctx.input(i).dtype() != ctx.input(0).dtype())
+        return Status::error(
+            "Range's start, limit and delta must each be one value of the same "
+            "type");
     const Tensor& s = ctx.input(0);
     return dispatchNumeric(s.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
@@ -559,6 +567,11 @@ class Range : public Kernel {
       if (delta == 0) return Status::error("delta cannot be 0");
       double cnt = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
                              static_cast<double>(delta));
+      // Checked before the conversion: NaN or a count past int64 would be undefined there.
+      if (!(cnt < double(int64_t(1) << 48)))
+        return Status::error("Range from " + std::to_string(double(start)) + " to " +
+                             std::to_string(double(limit)) + " by " +
+                             std::to_string(double(delta)) + " has too many elements");
       int64_t n = std::max<int64_t>(static_cast<int64_t>(cnt), 0);
       DW_ALLOC(y, ctx.output(0, s.dtype(), {n}));
       T* d = y->data<T>();
@@ -681,7 +694,11 @@ class Pad : public Kernel {
     }
     Shape out(r);
     for (size_t d = 0; d < r; ++d) {
-      out[d] = x.dim(d) + before[d] + after[d];
+      if (__builtin_add_overflow(x.dim(d), before[d], &out[d]) ||
+          __builtin_add_overflow(out[d], after[d], &out[d]))
+        return Status::error("pads " + std::to_string(before[d]) + " and " +
+                             std::to_string(after[d]) + " of axis " + std::to_string(d) +
+                             " are too large");
       if (out[d] < 0) return Status::error("pads make a negative dimension");
     }
     DW_ALLOC(y, ctx.output(0, x.dtype(), out));

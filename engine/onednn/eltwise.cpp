@@ -266,7 +266,7 @@ class SoftmaxOp : public DnnlOrReference {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.dtype() != DType::kFloat || x.size() == 0 || x.rank() == 0) return reference(ctx);
-    if (!validAxis(axis_, x.rank())) return Status::error("axis out of range");
+    if (!validAxis(axis_, x.rank())) return axisError(axis_, x.rank());
     Shape view;
     int axis = 0;
     if (!softmaxView(x.shape(), axis_, legacy_, &view, &axis)) return reference(ctx);
