@@ -230,6 +230,16 @@ Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
       for (const auto& [name, a] : schema->attributes()) {
         if (const auto* v = attrs.get(name)) *withDefaults.add_attribute() = *v;
       }
+      // libonnx's SequenceMap builder reads the sequence type of every input without checking
+      // there is one (a fuzzed model crashed it).
+      if (node.op_type() == "SequenceMap")
+        for (size_t i = 0; i < inTypes.size(); ++i)
+          if (!inTypes[i].has_sequence_type() && !inTypes[i].has_tensor_type())
+            return Status::error("node '" + displayName(node) +
+                                 "' (SequenceMap): the type of "
+                                 "input '" +
+                                 node.input(static_cast<int>(i)) +
+                                 "' is unknown; declare it in the graph's inputs or value_info");
       onnx::FunctionBodyBuildContextImpl ctx(withDefaults, inTypes);
       bool built = false;
       try {

@@ -266,10 +266,17 @@ Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int o
                          opName + " takes " + range(f.minInputs, f.maxInputs) + ": " +
                          names(f.inputs));
   const auto& formal = f.inputs;
-  for (int i = 0; i < node.input_size() && i < static_cast<int>(formal.size()); ++i)
-    if (node.input(i).empty() && formal[i].option == 'S')
-      return Status::error(what + ": input " + std::to_string(i) + " (" + formal[i].name +
-                           ") is required but has no name");
+  for (int i = 0; i < node.input_size(); ++i) {
+    // Past the formal list, inputs belong to its last, variadic, parameter; only optional
+    // ones may be left out.
+    const FactPort* port = i < static_cast<int>(formal.size()) ? &formal[i]
+                           : formal.empty()                    ? nullptr
+                                                               : &formal.back();
+    if (node.input(i).empty() && port && port->option != 'O')
+      return Status::error(what + ": input " + std::to_string(i) + " (" + port->name + ") is " +
+                           (port->option == 'V' ? "variadic and cannot be left out" : "required") +
+                           " but has no name");
+  }
   if (node.output_size() < f.minOutputs || node.output_size() > f.maxOutputs)
     return Status::error(what + " has " + std::to_string(node.output_size()) + " output(s); " +
                          opName + " has " + range(f.minOutputs, f.maxOutputs) + ": " +
@@ -437,7 +444,17 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
     // The op's version under this opset: libonnx's schema, or for versions newer than libonnx
     // knows (ReduceMean-18 takes its axes as an input) the facts of onnx 1.23's.
     const auto schema = schemaFacts(domain, node.op_type(), it->second);
-    if (!schema) continue;  // the planner reports unsupported ops
+    if (!schema) {
+      // An ONNX op named at an opset before it existed would reach a kernel registered for
+      // the op's later versions with nothing checked (CumSum in an opset-7 model).
+      if ((domain.empty() || domain == "ai.onnx.ml") &&
+          schemaFacts(domain, node.op_type(), std::numeric_limits<int>::max()))
+        return Status::error(what + ": " + node.op_type() + " is not in opset " +
+                             std::to_string(it->second) + " of " +
+                             (domain.empty() ? "ai.onnx" : domain) +
+                             "; import the opset that introduced it, or a later one");
+      continue;  // the planner reports unsupported ops
+    }
     DW_RETURN_IF_ERROR(checkNodeAgainst(node, *schema, it->second, what));
     if (node.op_type() == "MaxUnpool" && domain.empty())
       for (int i = 0; i < std::min(2, node.input_size()); ++i)

@@ -1,6 +1,7 @@
 // Internal helpers shared by the plain C++ kernels: dtype dispatch, broadcasting, axes.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <type_traits>
@@ -87,6 +88,15 @@ inline bool validAxis(int64_t a, size_t rank) {
 inline bool validDimAxis(int64_t a, size_t rank) {
   return rank > 0 && validAxis(a, rank);
 }
+// A coordinate from data (grid samples, rois) as an index, defined for every double: NaN and
+// values beyond +-2^52 land far outside any tensor, where the caller's bounds checks and clamps
+// treat them as out of range, instead of an undefined conversion.
+inline int64_t indexOf(double v) {
+  constexpr double kFar = 4503599627370496.0;  // 2^52
+  if (std::isnan(v)) return -static_cast<int64_t>(kFar);
+  return static_cast<int64_t>(std::clamp(v, -kFar, kFar));
+}
+
 inline Status axisError(int64_t a, size_t rank) {
   return Status::error("axis " + std::to_string(a) + " is outside the " + std::to_string(rank) +
                        " dimension(s) of the input");

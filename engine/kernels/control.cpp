@@ -204,12 +204,25 @@ class Scan : public Kernel {
   // One opset-9 scan: states first, then scan inputs; returns final states then scan outputs.
   Result<std::vector<Value>> scan(KernelContext& ctx, std::vector<Value> inputs) {
     const size_t nIn = inputs.size();
+    // The attributes must describe the node they are on: a damaged file's counts would index
+    // past the inputs, the axes or the body's outputs.
+    if (nScanIn_ < 1 || static_cast<size_t>(nScanIn_) > nIn ||
+        (!inAxes_.empty() && static_cast<int64_t>(inAxes_.size()) != nScanIn_) ||
+        (!inDirs_.empty() && static_cast<int64_t>(inDirs_.size()) != nScanIn_) ||
+        nIn - nScanIn_ > ctx.numOutputs())
+      return Status::error("Scan's num_scan_inputs (" + std::to_string(nScanIn_) +
+                           "), scan_input_axes and scan_input_directions do not fit its " +
+                           std::to_string(nIn) + " inputs and " + std::to_string(ctx.numOutputs()) +
+                           " outputs");
     const size_t nState = nIn - nScanIn_;
     std::vector<Value> state(inputs.begin(), inputs.begin() + nState);
     std::vector<int64_t> axes;
     int64_t len = -1;
     for (int64_t k = 0; k < nScanIn_; ++k) {
       const Tensor& t = inputs[nState + k].tensor;
+      if (!inAxes_.empty() && !validDimAxis(inAxes_[k], t.rank()))
+        return axisError(inAxes_[k], t.rank());
+      if (inAxes_.empty() && t.rank() == 0) return axisError(0, 0);
       int64_t a = inAxes_.empty() ? 0 : normAxis(inAxes_[k], t.rank());
       axes.push_back(a);
       if (len >= 0 && t.dim(a) != len) return Status::error("scan inputs differ in length");
@@ -228,6 +241,10 @@ class Scan : public Kernel {
       }
       auto out = body_->run(ctx, std::move(in));
       if (!out) return out.status();
+      if (out->size() != nState + nScanOut)
+        return Status::error("Scan's body returned " + std::to_string(out->size()) +
+                             " values; the node has " + std::to_string(nState + nScanOut) +
+                             " outputs");
       for (size_t i = 0; i < nState; ++i) state[i] = (*out)[i];
       for (size_t i = 0; i < nScanOut; ++i) outs[i].push_back((*out)[nState + i].tensor);
     }

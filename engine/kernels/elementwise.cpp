@@ -333,6 +333,11 @@ class Where : public Kernel {
     const Tensor& c = ctx.input(0);
     const Tensor& a = ctx.input(1);
     const Tensor& b = ctx.input(2);
+    if (c.dtype() != DType::kBool || a.dtype() != b.dtype())
+      return Status::error(std::string("Where takes a bool condition and two values of one type, "
+                                       "not ") +
+                           dtypeName(c.dtype()) + ", " + dtypeName(a.dtype()) + " and " +
+                           dtypeName(b.dtype()));
     auto shape = broadcastShapes({c.shape(), a.shape(), b.shape()});
     if (!shape) return shape.status();
     DW_ALLOC(y, ctx.output(0, a.dtype(), *shape));

@@ -436,10 +436,23 @@ class ReverseSequence : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     auto lens = ctx.input(1).toInt64Vector();
-    DW_RETURN_IF_ERROR(copyToOutput(ctx, 0, x, x.shape()));
-    Tensor& y = ctx.outputs_[0]->tensor;
-    auto st = stridesOf(x.shape());
+    if (x.rank() < 2 || batchAxis_ + timeAxis_ != 1 || batchAxis_ * timeAxis_ != 0)
+      return Status::error(
+          "ReverseSequence takes batch_axis and time_axis 0 and 1, one each, "
+          "over an input of at least 2 dimensions; got " +
+          std::to_string(batchAxis_) + " and " + std::to_string(timeAxis_) + " over " +
+          shapeToString(x.shape()));
     const int64_t T = x.dim(timeAxis_), B = x.dim(batchAxis_);
+    if (static_cast<int64_t>(lens.size()) != B)
+      return Status::error("sequence_lens has " + std::to_string(lens.size()) +
+                           " values for a batch of " + std::to_string(B));
+    for (int64_t v : lens)
+      if (v < 0 || v > T)
+        return Status::error("a sequence length of " + std::to_string(v) + " is outside [0, " +
+                             std::to_string(T) + "]");
+    DW_RETURN_IF_ERROR(copyToOutput(ctx, 0, x, x.shape()));
+    Tensor& y = ctx.outputs_[0] ? ctx.outputs_[0]->tensor : ctx.dropped_.back().tensor;
+    auto st = stridesOf(x.shape());
     int64_t inner = 1;
     for (size_t d = 2; d < x.rank(); ++d) inner *= x.dim(d);
     return dispatchData(x, [&](auto z) {

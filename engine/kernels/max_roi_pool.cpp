@@ -29,23 +29,18 @@ Status forEachRoiBin(const Tensor& x, const Tensor& rois, int64_t ph, int64_t pw
     if (b < 0 || b >= N || static_cast<double>(b) != bd)
       return Status::error("MaxRoiPool: roi " + std::to_string(r) + " names batch " +
                            std::to_string(bd) + ", outside [0, " + std::to_string(N) + ")");
-    auto corner = [&](int k) {
-      return static_cast<int64_t>(std::round(rois.getDouble(r * 5 + k) * scale));
-    };
+    auto corner = [&](int k) { return indexOf(std::round(rois.getDouble(r * 5 + k) * scale)); };
     const int64_t sw = corner(1), sh = corner(2), ew = corner(3), eh = corner(4);
     const double bh = static_cast<double>(std::max<int64_t>(eh - sh + 1, 1)) / ph;
     const double bw = static_cast<double>(std::max<int64_t>(ew - sw + 1, 1)) / pw;
     for (int64_t c = 0; c < C; ++c) {
       const int64_t plane = (b * C + c) * H * W;
       for (int64_t i = 0; i < ph; ++i) {
-        const int64_t hs = std::clamp<int64_t>(static_cast<int64_t>(std::floor(i * bh)) + sh, 0, H);
-        const int64_t he =
-            std::clamp<int64_t>(static_cast<int64_t>(std::ceil((i + 1) * bh)) + sh, 0, H);
+        const int64_t hs = std::clamp<int64_t>(indexOf(std::floor(i * bh)) + sh, 0, H);
+        const int64_t he = std::clamp<int64_t>(indexOf(std::ceil((i + 1) * bh)) + sh, 0, H);
         for (int64_t j = 0; j < pw; ++j) {
-          const int64_t ws =
-              std::clamp<int64_t>(static_cast<int64_t>(std::floor(j * bw)) + sw, 0, W);
-          const int64_t we =
-              std::clamp<int64_t>(static_cast<int64_t>(std::ceil((j + 1) * bw)) + sw, 0, W);
+          const int64_t ws = std::clamp<int64_t>(indexOf(std::floor(j * bw)) + sw, 0, W);
+          const int64_t we = std::clamp<int64_t>(indexOf(std::ceil((j + 1) * bw)) + sw, 0, W);
           int64_t at = -1;
           for (int64_t h = hs; h < he; ++h)
             for (int64_t w = ws; w < we; ++w) {

@@ -481,14 +481,12 @@ class GridSample : public Kernel {
     if (mode_ == "nearest") {
       px = pad(px, W);
       py = pad(py, H);
-      return pixel(plane, H, W, static_cast<int64_t>(std::nearbyint(py)),
-                   static_cast<int64_t>(std::nearbyint(px)));
+      return pixel(plane, H, W, indexOf(std::nearbyint(py)), indexOf(std::nearbyint(px)));
     }
     if (mode_ == "bilinear") {
       px = pad(px, W);
       py = pad(py, H);
-      const int64_t x0 = static_cast<int64_t>(std::floor(px)),
-                    y0 = static_cast<int64_t>(std::floor(py));
+      const int64_t x0 = indexOf(std::floor(px)), y0 = indexOf(std::floor(py));
       const double fx = px - x0, fy = py - y0;
       return pixel(plane, H, W, y0, x0) * (1 - fx) * (1 - fy) +
              pixel(plane, H, W, y0, x0 + 1) * fx * (1 - fy) +
@@ -496,8 +494,7 @@ class GridSample : public Kernel {
              pixel(plane, H, W, y0 + 1, x0 + 1) * fx * fy;
     }
     // Bicubic with A = -0.75 over the 4x4 neighbourhood; padding applies per tap.
-    const int64_t x0 = static_cast<int64_t>(std::floor(px)) - 1,
-                  y0 = static_cast<int64_t>(std::floor(py)) - 1;
+    const int64_t x0 = indexOf(std::floor(px)) - 1, y0 = indexOf(std::floor(py)) - 1;
     const double fx = px - std::floor(px), fy = py - std::floor(py);
     auto coeffs = [](double t, double* c) {
       const double A = -0.75;

@@ -303,7 +303,7 @@ Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool k
     red.assign(r, true);
   }
   for (int64_t a : axes) {
-    if (!validAxis(a, r))
+    if (!validDimAxis(a, r))
       return Status::error("axis " + std::to_string(a) + " out of range for rank " +
                            std::to_string(r));
     red[normAxis(a, r)] = true;

@@ -85,7 +85,12 @@ Result<ResizePlan> planResize(const ResizeSpec& spec, const Shape& in, const Ker
                            std::to_string(p.scales.size()) + ")");
     for (size_t d = 0; d < r; ++d) {
       if (!(p.scales[d] > 0)) return Status::error("scales must be positive");
-      p.out[d] = static_cast<int64_t>(std::floor(in[d] * p.scales[d]));
+      const double o = std::floor(in[d] * p.scales[d]);
+      if (!(o < double(int64_t(1) << 40)))
+        return Status::error("scale " + std::to_string(p.scales[d]) + " of axis " +
+                             std::to_string(d) + " makes an output dimension of " +
+                             std::to_string(o));
+      p.out[d] = static_cast<int64_t>(o);
     }
   }
   if (spec.coord == "tf_crop_and_resize" && p.roi.size() != 2 * r)
