@@ -687,7 +687,7 @@ class ResampleOp : public DnnlOrReference {
         const double sc = ctx.input(2).getDouble(d);
         const double o = x.dim(d) * sc;
         // The transform uses the scale itself: only exact factors match out / in.
-        if (o != std::floor(o) || !(o < double(int64_t(1) << 40))) return reference(ctx);
+        if (o != std::floor(o) || !(o >= 0 && o < double(int64_t(1) << 40))) return reference(ctx);
         out[d] = static_cast<int64_t>(o);
       }
     } else {
