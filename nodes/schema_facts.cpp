@@ -460,6 +460,19 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
       for (int i = 0; i < std::min(2, node.input_size()); ++i)
         for (const auto& v : g.input())
           if (v.name() == node.input(i) && !ranks.count(v.name())) inferenceUnsafe = true;
+    if (domain.empty() && node.op_type() == "Transpose")
+      for (const auto& a : node.attribute())
+        if (a.name() == "perm") {
+          // A permutation of 0..n-1: a repeated axis would leave another unwritten, and the
+          // gradient inverts it.
+          std::vector<bool> seen(a.ints_size(), false);
+          for (int64_t p : a.ints()) {
+            if (p < 0 || p >= a.ints_size() || seen[p])
+              return Status::error(what + ": attribute perm is not a permutation of 0.." +
+                                   std::to_string(a.ints_size() - 1) + " (each axis exactly once)");
+            seen[p] = true;
+          }
+        }
     if (domain.empty()) {
       DW_RETURN_IF_ERROR(checkWindow(node, ranks, what));
       DW_RETURN_IF_ERROR(checkMinRanks(node, ranks, what));

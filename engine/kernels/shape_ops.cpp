@@ -294,9 +294,12 @@ class Transpose : public Kernel {
     auto st = stridesOf(x.shape());
     Shape out(x.rank());
     std::vector<int64_t> inSt(x.rank());
+    std::vector<bool> seen(x.rank(), false);
     for (size_t i = 0; i < perm.size(); ++i) {
-      if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(x.rank()))
-        return Status::error("invalid perm");
+      if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(x.rank()) || seen[perm[i]])
+        return Status::error("perm " + shapeToString(perm) + " is not a permutation of the " +
+                             std::to_string(x.rank()) + " axes");
+      seen[perm[i]] = true;
       out[i] = x.dim(perm[i]);
       inSt[i] = st[perm[i]];
     }
