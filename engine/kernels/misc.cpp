@@ -311,7 +311,14 @@ class Einsum : public Kernel {
     size_t ell = 0;
     for (size_t k = 0; k < nin; ++k) {
       const auto p = terms[k].find("...");
-      if (p != std::string::npos) ell = std::max(ell, ctx.input(k).rank() - (terms[k].size() - 3));
+      if (p == std::string::npos) continue;
+      // The ellipsis stands for the dimensions the term's own labels leave; a term with more
+      // labels than its operand has dimensions would make that count wrap around.
+      if (terms[k].size() - 3 > ctx.input(k).rank())
+        return Status::error("operand " + std::to_string(k) + " has rank " +
+                             std::to_string(ctx.input(k).rank()) + " but its term '" + terms[k] +
+                             "' names " + std::to_string(terms[k].size() - 3) + " dimensions");
+      ell = std::max(ell, ctx.input(k).rank() - (terms[k].size() - 3));
     }
     std::string ellLabels;
     for (size_t i = 0; i < ell; ++i) ellLabels.push_back(static_cast<char>('0' + i));
