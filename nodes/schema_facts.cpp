@@ -395,6 +395,13 @@ Status checkWindow(const onnx::NodeProto& node, const std::map<std::string, int>
                            "k2...], of the same rank");
   }
   for (const auto& a : node.attribute()) {
+    // ConvTranspose's output_shape may give the spatial sizes or the whole shape.
+    if (a.name() == "output_shape" && a.ints_size() != spatial && a.ints_size() != spatial + 2)
+      return Status::error(what + ": attribute output_shape has " + std::to_string(a.ints_size()) +
+                           " value(s); input '" + node.input(0) + "' has " +
+                           std::to_string(spatial) + " spatial dimension(s), so it " + "needs " +
+                           std::to_string(spatial) + " (or " + std::to_string(spatial + 2) +
+                           " with batch and channels)");
     const int want = a.name() == "pads" ? 2 * spatial
                      : a.name() == "kernel_shape" || a.name() == "strides" ||
                              a.name() == "dilations" || a.name() == "output_padding"

@@ -333,6 +333,12 @@ class Conv : public Kernel {
       p = *r;
       if (w.dim(0) != c) return Status::error("weight shape does not match input channels");
       out[1] = w.dim(1) * g;
+      if ((!outputShape_.empty() && outputShape_.size() < ns) ||
+          (!outputPadding_.empty() && outputPadding_.size() != ns))
+        return Status::error(
+            "output_shape and output_padding need a value per spatial "
+            "dimension of the input (" +
+            std::to_string(ns) + ")");
       std::vector<int64_t> op =
           outputPadding_.empty() ? std::vector<int64_t>(ns, 0) : outputPadding_;
       for (size_t i = 0; i < ns; ++i) {
