@@ -200,6 +200,8 @@ Result<Tensor> parseNpy(const std::string& b, const std::string& label) {
   }
   Tensor t(dt, shape);
   if (t.bytes()) std::memcpy(t.raw(), b.data() + dataStart, t.bytes());
+  if (dt == DType::kBool)  // a byte other than 0 or 1 is true, not an invalid C++ bool
+    for (int64_t i = 0; i < t.size(); ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
   return t;
 }
 

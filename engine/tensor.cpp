@@ -590,6 +590,11 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
                            shapeToString(shape));
     Tensor t(dt, shape);
     if (bytes) std::memcpy(t.raw(), raw->data(), bytes);
+    // A bool is one byte, 0 or 1, to C++: any other byte a file holds means true.
+    if (dt == DType::kBool)
+      for (auto* b = static_cast<uint8_t*>(t.raw()); b != static_cast<uint8_t*>(t.raw()) + bytes;
+           ++b)
+        *b = *b != 0;
     return t;
   }
   auto check = [&](int count) -> Status {
