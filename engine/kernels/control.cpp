@@ -157,7 +157,12 @@ class Scan : public Kernel {
     // dimension; each batch entry is an opset-9 scan over its own slice.
     const size_t nIn = ctx.numInputs() - 1;
     if (nIn == 0 || !ctx.hasInput(1)) return Status::error("Scan needs state or scan inputs");
+    if (ctx.input(1).rank() == 0)
+      return Status::error("every Scan input must have the batch dimension first");
     const int64_t batch = ctx.input(1).dim(0);
+    if (ctx.hasInput(0) && ctx.input(0).size() != batch)
+      return Status::error("sequence_lens has " + std::to_string(ctx.input(0).size()) +
+                           " values for a batch of " + std::to_string(batch));
     std::vector<std::vector<Tensor>> perOutput(ctx.numOutputs());
     for (int64_t b = 0; b < batch; ++b) {
       std::vector<Value> in;
@@ -166,6 +171,9 @@ class Scan : public Kernel {
         if (t.rank() == 0 || t.dim(0) != batch)
           return Status::error("every Scan input must have the batch dimension first");
         if (i > nIn - nScanIn_ && ctx.hasInput(0)) {
+          if (t.rank() < 2)
+            return Status::error("a Scan input of shape " + shapeToString(t.shape()) +
+                                 " has no sequence axis after its batch axis");
           const int64_t len = ctx.input(0).getInt(b);
           if (len != t.dim(1))
             return Status::error(
