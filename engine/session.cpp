@@ -121,7 +121,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
 
   // Static shapes where ONNX can infer them; failures only cost us static information.
   onnx::ModelProto inferred = model;
-  if (!inferShapesSafely(inferred, false, 0, false).ok()) inferred = model;
+  if (!inferValidatedShapes(inferred, inferenceUnsafe, false, 0, false).ok()) inferred = model;
   const auto& ig = inferred.graph();
 
   // Refuse models that declare tensors larger than memory before allocating anything.

@@ -17,6 +17,15 @@ std::string joinNames(const std::vector<std::string>& v) {
   return out;
 }
 
+// "<who> has no parameter 'x'; its parameters are: a, b" (or "; it takes none").
+Status unknownParam(const std::string& who, const NodeSpec& s, const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& p : s.params) names.push_back(p.name);
+  return Status::error(who + " has no parameter '" + name + "'" +
+                       (names.empty() ? std::string("; it takes none")
+                                      : "; its parameters are: " + joinNames(names)));
+}
+
 bool isValidTensorName(const std::string& s) {
   return !s.empty() && std::none_of(s.begin(), s.end(),
                                     [](char c) { return c == '\n' || c == '\r' || c == '\t'; });
@@ -166,14 +175,8 @@ Status Graph::insertNode(Node n) {
   // A parameter the type does not have could be saved but never loaded again (values are
   // judged later, by validate(), so that a project with a bad value still opens).
   for (const auto& [name, value] : n.params)
-    if (!spec(n)->param(name)) {
-      std::vector<std::string> names;
-      for (const auto& p : spec(n)->params) names.push_back(p.name);
-      return Status::error("node #" + std::to_string(n.id) + " (" + n.type +
-                           ") has no parameter '" + name + "'" +
-                           (names.empty() ? std::string("; it takes none")
-                                          : "; its parameters are: " + joinNames(names)));
-    }
+    if (!spec(n)->param(name))
+      return unknownParam("node #" + std::to_string(n.id) + " (" + n.type + ")", *spec(n), name);
   const NodeId id = n.id;
   nextId_ = std::max(nextId_, id + 1);
   nodes_.emplace(id, std::move(n));
@@ -349,13 +352,7 @@ Status Graph::removeLink(const Link& l) {
 Status Graph::checkParam(const Node& n, const NodeSpec& s, const std::string& name,
                          const Param& value) const {
   const ParamSpec* ps = s.param(name);
-  if (!ps) {
-    std::vector<std::string> names;
-    for (const auto& p : s.params) names.push_back(p.name);
-    return Status::error(describe(n.id) + " has no parameter '" + name + "'" +
-                         (names.empty() ? std::string("; it takes none")
-                                        : "; its parameters are: " + joinNames(names)));
-  }
+  if (!ps) return unknownParam(describe(n.id), s, name);
   auto v = coerce(value, ps->type);
   if (!v)
     return Status::error(describe(n.id) + ": parameter '" + name + "' takes a " +

@@ -525,7 +525,12 @@ Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMod
                          bool dataPropagation) {
   bool unsafe = false;
   DW_RETURN_IF_ERROR(validateModelNodes(model, unsafe));
-  if (unsafe) return Status();
+  return inferValidatedShapes(model, unsafe, checkTypes, strictMode, dataPropagation);
+}
+
+Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,
+                            int strictMode, bool dataPropagation) {
+  if (inferenceUnsafe) return Status();
   try {
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(),

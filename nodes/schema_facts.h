@@ -75,6 +75,10 @@ Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe);
 // model (see validateNodes). Every caller of InferShapes goes through here.
 Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMode,
                          bool dataPropagation);
+// The same for a caller that has just run validateModelNodes on `model` (a session, `check`),
+// with the inferenceUnsafe it reported: the nodes are not judged twice.
+Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,
+                            int strictMode, bool dataPropagation);
 
 // The catalogue's entry for a version libonnx lacks: `older` (the op's newest libonnx version,
 // or null for an op libonnx does not have) lends its category and the docs of the ports and
