@@ -14,9 +14,12 @@
 // at the end.
 //
 // Usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] [--no-torch]
-//                    [--precision fp32|bf16|both] [--accelerator cpu|cuda] [--batch B]
+//                    [--precision fp32|bf16|tf32|both|P,P...] [--accelerator cpu|cuda]
+//                    [--batch B]
 // --accelerator cuda trains deepwire on the GPU and PyTorch on the same GPU (the python3 on PATH
-// there must have a CUDA PyTorch), in fp32; each side copies its batches up every step.
+// there must have a CUDA PyTorch); each side copies its batches up every step. There, bf16 is
+// PyTorch's cuda autocast and tf32 (cuda only) turns on PyTorch's TF32 for both convolutions
+// and matmuls; fp32 turns it off for both.
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -273,19 +276,30 @@ int main(int argc, char** argv) {
       gBatch = std::max<int64_t>(1, std::atoll(argv[++i]));
     else
       die("usage: train_bench [--model mlp|cnn|both] [--steps N] [--rounds R] [--threads T] "
-          "[--no-torch] [--precision fp32|bf16|both] [--accelerator cpu|cuda] [--batch B]");
-    if (gAccelerator == "cuda") precision = "fp32";
+          "[--no-torch] [--precision fp32|bf16|tf32|both|P,P...] [--accelerator cpu|cuda] "
+          "[--batch B]");
   }
   const std::string root = DW_SOURCE_DIR;
   std::vector<std::string> models, precisions;
   if (which == "mlp" || which == "both") models.push_back("mlp");
   if (which == "cnn" || which == "both") models.push_back("cnn");
-  if (precision == "fp32" || precision == "both") precisions.push_back("fp32");
-  if (precision == "bf16" || precision == "both") {
-    if (dw::engine::devices().bf16Native.empty())
+  // "both": fp32 and bf16; otherwise a comma-separated list.
+  std::vector<std::string> asked;
+  if (precision == "both") precision = "fp32,bf16";
+  for (size_t at = 0; at <= precision.size();) {
+    const size_t comma = std::min(precision.find(',', at), precision.size());
+    asked.push_back(precision.substr(at, comma - at));
+    at = comma + 1;
+  }
+  for (const auto& p : asked) {
+    if (p == "bf16" && gAccelerator != "cuda" && dw::engine::devices().bf16Native.empty())
       std::printf("precision bf16: no native bf16 on this CPU, not measured\n");
+    else if (p == "tf32" && gAccelerator != "cuda")
+      std::printf("precision tf32: cuda only, not measured\n");
+    else if (p == "fp32" || p == "bf16" || p == "tf32")
+      precisions.push_back(p);
     else
-      precisions.push_back("bf16");
+      die("unknown precision '" + p + "'");
   }
   if (models.empty() || precisions.empty()) die("nothing to measure");
   std::printf(
@@ -311,7 +325,8 @@ int main(int argc, char** argv) {
       const int64_t total = steps > 0 ? steps : perEpoch;
       // PyTorch's CNN takes ~0.1 s a step here (~1 s under bf16 autocast): time fewer steps
       // and extrapolate.
-      const int64_t torchSteps = m == "cnn" ? (p == "bf16" ? 10 : 60) : 300;
+      const int64_t torchSteps =
+          m == "cnn" ? (p == "bf16" && gAccelerator != "cuda" ? 10 : 60) : 300;
       std::unique_ptr<TorchServer> server;
       if (torch) server = std::make_unique<TorchServer>(root, m, threads, p);
       const bool paired = server && server->ok();
@@ -354,7 +369,8 @@ int main(int argc, char** argv) {
         std::printf(
             "  PyTorch (%s) %.3f s/epoch (%lld steps timed, peak RSS %.0f MiB); "
             "deepwire/PyTorch time ratio %.3f (%.1fx faster)\n  ratio by round:",
-            p == "bf16" ? "bf16 autocast" : "fp32", theirs, timed, rss, row.ratio, 1.0 / row.ratio);
+            p == "bf16" ? "bf16 autocast" : p.c_str(), theirs, timed, rss, row.ratio,
+            1.0 / row.ratio);
         for (double r : ratios) std::printf(" %.3f", r);
         std::printf("\n");
       }

@@ -5,15 +5,16 @@ a fixed number of CPU threads. Times STEPS training steps after a warm-up and pr
 line: {"model", "threads", "steps", "seconds_per_step", "seconds_per_epoch", "peak_rss_mib"}.
 
 Run with /usr/bin/python3 (Debian python3-torch).
-Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16 [cpu|cuda [BATCH]]]
-       train_torch.py mlp|cnn serve THREADS [fp32|bf16 [cpu|cuda [BATCH]]]
+Usage: train_torch.py mlp|cnn STEPS THREADS [fp32|bf16|tf32 [cpu|cuda [BATCH]]]
+       train_torch.py mlp|cnn serve THREADS [fp32|bf16|tf32 [cpu|cuda [BATCH]]]
 cuda: the model and optimizer on the GPU, each batch copied up as it is drawn (as deepwire does);
-TF32 stays off, as in deepwire, so both compute full fp32 products.
+TF32 stays off, as in deepwire, so both compute full fp32 products, except under tf32, which turns
+it on for convolutions and matrix products (deepwire's precision tf32).
 serve: after the warm-up prints "ready", then for every line N read from stdin times N more steps
 and prints their seconds, one line each; at the end of stdin prints the JSON line (steps and
 seconds_per_step over every timed step). train_bench.cpp drives this to alternate short runs of
 both sides, so that both see the same phases of a machine whose speed drifts.
-bf16 runs forward and loss under torch.autocast("cpu", bfloat16), PyTorch's counterpart of
+bf16 runs forward and loss under torch.autocast(device, bfloat16), PyTorch's counterpart of
 deepwire's precision bf16 (weights, gradients and the optimizer stay float32).
 """
 import contextlib
@@ -62,12 +63,13 @@ def main():
     kind, threads = sys.argv[1], int(sys.argv[3])
     serve = sys.argv[2] == "serve"
     steps = 0 if serve else int(sys.argv[2])
-    bf16 = len(sys.argv) > 4 and sys.argv[4] == "bf16"
+    precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+    bf16 = precision == "bf16"
     device = sys.argv[5] if len(sys.argv) > 5 else "cpu"
     batch = int(sys.argv[6]) if len(sys.argv) > 6 else 64
     if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
         torch.backends.cudnn.benchmark = True
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -84,7 +86,7 @@ def main():
     def step(i):
         idx = order[(i * batch) % (n - batch):(i * batch) % (n - batch) + batch]
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+        with torch.autocast(device, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
             loss = loss_fn(net(x[idx].to(device)), y[idx].to(device))
         loss.backward()
         opt.step()
@@ -115,7 +117,7 @@ def main():
     per_step = seconds / max(steps, 1)
     steps_per_epoch = (n + batch - 1) // batch
     print(json.dumps({"model": kind, "threads": threads, "steps": steps,
-                      "precision": "bf16" if bf16 else "fp32",
+                      "precision": precision,
                       "seconds_per_step": per_step,
                       "seconds_per_epoch": per_step * steps_per_epoch,
                       "peak_rss_mib": peak_rss_mib(),

@@ -2,7 +2,7 @@
 // bench/zoo/ort_run.js times it through ONNX Runtime, so the driver can alternate the two.
 //
 // Usage: zoo_bench MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]
-//        [--accelerator cpu|cuda|...]
+//        [--accelerator cpu|cuda|...] [--precision fp32|bf16|tf32]
 // Prints one line of JSON: {"create_ms": ..., "runs_ms": [...], "off_accelerator": [...]} (the
 // session's creation, each timed run after W untimed ones, host to host, and the op types of the
 // nodes that did not run on the accelerator asked for); --out writes the first output.
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
         "usage: zoo_bench MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]");
   const std::string modelPath = argv[1], inputPath = argv[2];
   int threads = 0, runs = 10, warmup = 3;
-  std::string out, accelerator = "cpu";
+  std::string out, accelerator = "cpu", precision = "fp32";
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--threads")
@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
       out = argv[i + 1];
     else if (a == "--accelerator")
       accelerator = argv[i + 1];
+    else if (a == "--precision")
+      precision = argv[i + 1];
     else
       return fail("unknown option " + a);
   }
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
   dw::engine::SessionOptions opt;
   opt.backend.threads = threads;
   opt.backend.accelerator = accelerator;
+  opt.backend.precision = precision;
   const auto t0 = Clock::now();
   auto s = dw::engine::InferenceSession::create(**model, opt);
   if (!s) return fail(s.message());

@@ -27,9 +27,10 @@ class Backend {
   // trainer's one-thread metric sessions, sets its own: every session run and every optimizer
   // update therefore applies it first.
   virtual void applyThreads() const {}
-  // "fp32", or "bf16": mixed precision like PyTorch's CPU autocast. Convolution, deconvolution
-  // and matmul/Gemm (forward and their backward primitives) read bf16 copies of their inputs and
-  // accumulate and write float32; every tensor the graph sees stays float32.
+  // "fp32"; "bf16": mixed precision like PyTorch's autocast. Convolution, deconvolution and
+  // matmul/Gemm (forward and their backward primitives) read bf16 copies of their inputs and
+  // accumulate in float32; every tensor the graph sees stays float32. "tf32" (cuda): the same
+  // products on tensor cores with inputs rounded to TF32.
   virtual std::string precision() const { return "fp32"; }
   // Device buffers kernels have allocated so far (0 where tensors are used in place): constant
   // once the same shapes run again.
@@ -66,9 +67,9 @@ struct BackendOptions {
   // oneDNN finds one, else cpu).
   std::string accelerator = "cpu";
   int threads = 0;  // 0: all cores (under gpu: the kernels that stay on the cpu)
-  // fp32 | bf16. bf16 needs native bf16 arithmetic (AVX512-BF16 or AMX): elsewhere it is an
-  // error under accelerator cpu, and falls back to fp32 with a notice under auto. gpu is fp32
-  // only.
+  // fp32 | bf16 | tf32 (precisionNames()). bf16 needs native bf16 arithmetic (AVX512-BF16 or
+  // AMX, or an NVIDIA GPU of compute capability 8.0+), tf32 a cuda GPU of 8.0+: elsewhere it is
+  // an error, and falls back to fp32 with a notice under auto. gpu is fp32 only.
   std::string precision = "fp32";
   // Tests only, never offered to users: accelerator gpu runs its device code path on a CPU
   // engine (every tensor a primitive touches is copied into and out of engine-allocated

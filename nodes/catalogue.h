@@ -92,5 +92,8 @@ void addGradDomain(CatalogueBuilder& b);     // com.deepwire.grad: what training
 // The forward ops whose gradient UnaryGrad computes (its "op" attribute).
 const std::vector<std::string>& unaryGradOps();
 const std::vector<std::string>& initializerFills();  // the Initializer node's fill kinds
+// The precisions a session runs in (the Accelerator node's `precision`, the CLI's --precision,
+// engine::BackendOptions::precision).
+const std::vector<std::string>& precisionNames();
 
 }  // namespace dw

@@ -278,6 +278,11 @@ const std::vector<std::string>& initializerFills() {
   return kFills;
 }
 
+const std::vector<std::string>& precisionNames() {
+  static const std::vector<std::string> kPrecisions = {"fp32", "bf16", "tf32"};
+  return kPrecisions;
+}
+
 void addGraphDomain(CatalogueBuilder& b) {
   b.setDefaultOpset(kGraphDomain, 1);
 
@@ -373,13 +378,17 @@ void addGraphDomain(CatalogueBuilder& b) {
             {"cpu", "cuda", "gpu", "auto"}),
       param("threads", ParamType::Int, Param::makeInt(0), "CPU threads; 0 uses every core."),
       param("precision", ParamType::String, Param::makeString("fp32"),
-            "fp32: exact float32 everywhere. bf16: mixed precision like PyTorch's CPU autocast: "
+            "fp32: exact float32 everywhere. bf16: mixed precision like PyTorch's autocast: "
             "convolutions, transposed convolutions and MatMul/Gemm (and their gradients) "
-            "multiply bf16 copies of their inputs, accumulate in float32 and write float32; "
-            "every other op, every tensor, the weights and the optimizer stay float32. Needs a "
-            "CPU with native bf16 (AMX or AVX512-BF16, see `deepwire devices`): elsewhere it is "
-            "an error, except under device auto, which then runs fp32 and says so.",
-            {"fp32", "bf16"})};
+            "multiply bf16 copies of their inputs and accumulate in float32; every other op, "
+            "every tensor, the weights and the optimizer stay float32. It needs a CPU with "
+            "native bf16 (AMX or AVX512-BF16, see `deepwire devices`) or an NVIDIA GPU of "
+            "compute capability 8.0 or later. tf32 (cuda only): convolutions and matrix "
+            "products round their inputs to TF32 on the GPU's tensor cores, as PyTorch does "
+            "by default for convolutions; everything else stays float32. Where the device "
+            "lacks what a precision needs it is an error, except under device auto, which "
+            "then runs fp32 and says so.",
+            precisionNames())};
   b.add(std::move(acc));
 
   // The steps have no tensor ports: what they minimise and report is what the model declares

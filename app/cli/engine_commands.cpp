@@ -19,6 +19,7 @@
 #include "engine/io.h"
 #include "engine/session.h"
 #include "graphs/file_io.h"
+#include "nodes/catalogue.h"
 
 namespace dw::cli {
 
@@ -244,9 +245,10 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   r->add_option("--threads", run->threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   r->add_option("--precision", run->precision,
-                "fp32, or bf16: convolutions and matmuls read bf16 inputs and accumulate in "
-                "float32 (CPUs with native bf16 only; see `deepwire devices`)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+                "fp32; bf16: convolutions and matmuls read bf16 inputs and accumulate in float32 "
+                "(CPUs with native bf16, NVIDIA GPUs of compute capability 8.0+; see `deepwire "
+                "devices`); tf32: the same on cuda's tensor cores in TF32")
+      ->check(CLI::IsMember(dw::precisionNames()));
   r->callback([run, &exitCode] { exitCode = runCommand(*run); });
 
   CLI::App* d = app.add_subcommand("devices", "List compute devices and the ISA oneDNN uses");

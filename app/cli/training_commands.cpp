@@ -15,6 +15,7 @@
 #include "app/cli/commands.h"
 #include "engine/training/trainer.h"
 #include "graphs/file_io.h"
+#include "nodes/catalogue.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
 
@@ -289,9 +290,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
   t->add_option("--precision", train->precision,
-                "fp32, or bf16 mixed precision on CPUs with native bf16 (default: the project's "
-                "Accelerator node, else fp32)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+                "fp32; bf16 mixed precision (CPUs with native bf16, NVIDIA GPUs); tf32 (cuda "
+                "only). Default: the project's Accelerator node, else fp32")
+      ->check(CLI::IsMember(dw::precisionNames()));
   t->add_option("--seed", train->seed, "Seed for shuffling (default: the project's)")
       ->check(CLI::NonNegativeNumber);
   t->add_option("--checkpoint", train->checkpoint, "Save a checkpoint here after every epoch");
@@ -323,8 +324,8 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--precision", ev->precision,
-                "fp32 or bf16 (default: the project's Accelerator node, else fp32)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+                "fp32, bf16 or tf32 (default: the project's Accelerator node, else fp32)")
+      ->check(CLI::IsMember(dw::precisionNames()));
   e->add_flag("--json", ev->json, "Print the result as one JSON object");
   e->callback([ev, &exitCode] { exitCode = evalCommand(*ev); });
 }

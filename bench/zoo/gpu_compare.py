@@ -4,8 +4,10 @@
 weights, a transformer encoder, an LSTM) at batch 1 and 64, alternating the two, each timed host to
 host (the input starts as a numpy array and the output ends as one, as `deepwire run` works).
 PyTorch runs twice: with its defaults, where cuDNN convolutions may use TF32, and in strict fp32
-(torch.backends.cudnn.allow_tf32 = False), which is what deepwire computes. Both answers are
-checked against strict-fp32 PyTorch.
+(torch.backends.cudnn.allow_tf32 = False). deepwire runs twice too: in fp32 (strict, compared with
+strict PyTorch) and with --precision tf32 (TF32 convolutions and matrix products, compared with
+PyTorch's defaults). Every answer is checked against strict-fp32 PyTorch: fp32 within 1e-3, tf32
+within 2e-2 (relative to the output's largest magnitude).
 
 Runs on the GPU machine with its own python3 (CUDA PyTorch and torchvision); bench/gpu_checks.sh
 calls it:  python3 bench/zoo/gpu_compare.py BUILD_DIR OUT_DIR [--rounds R] [--runs K]
@@ -74,20 +76,23 @@ for name in args.models.split(","):
     for b in map(int, args.batches.split(",")):
         stem, model = export(name, b)
         x = np.load(stem + ".input.npy")
-        t = {"deepwire": [], "torch": [], "torch_fp32": []}
+        t = {"deepwire": [], "deepwire_tf32": [], "torch": [], "torch_fp32": []}
         off, err, ref, note = [], None, None, ""
         for r in range(args.rounds):
-            cmd = [zoo_bench, stem + ".onnx", stem + ".input.npy", "--accelerator", "cuda",
-                   "--runs", str(args.runs), "--warmup", "3"]
-            if r == 0:
-                cmd += ["--out", stem + ".deepwire.npy"]
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode != 0:
-                err = (p.stderr or p.stdout).strip().splitlines()[-1:]
+            for precision in ("fp32", "tf32"):
+                cmd = [zoo_bench, stem + ".onnx", stem + ".input.npy", "--accelerator", "cuda",
+                       "--precision", precision, "--runs", str(args.runs), "--warmup", "3"]
+                if r == 0:
+                    cmd += ["--out", f"{stem}.deepwire_{precision}.npy"]
+                p = subprocess.run(cmd, capture_output=True, text=True)
+                if p.returncode != 0:
+                    err = (p.stderr or p.stdout).strip().splitlines()[-1:]
+                    break
+                res = json.loads(p.stdout.strip().splitlines()[-1])
+                t["deepwire" if precision == "fp32" else "deepwire_tf32"] += res["runs_ms"]
+                off = res.get("off_accelerator", [])
+            if err:
                 break
-            res = json.loads(p.stdout.strip().splitlines()[-1])
-            t["deepwire"] += res["runs_ms"]
-            off = res.get("off_accelerator", [])
             tt, _ = torch_times(model, x, args.runs, True)
             t["torch"] += tt
             tt, y = torch_times(model, x, args.runs, False)
@@ -102,16 +107,24 @@ for name in args.models.split(","):
                 row[k + "_ms"] = statistics.median(v)
             row["ratio"] = row["deepwire_ms"] / row["torch_ms"]
             row["ratio_fp32"] = row["deepwire_ms"] / row["torch_fp32_ms"]
-            got = np.load(stem + ".deepwire.npy")
+            row["ratio_tf32"] = row["deepwire_tf32_ms"] / row["torch_ms"]
+            got = np.load(stem + ".deepwire_fp32.npy")
             diff = float(np.abs(got - ref).max())
             row["max_diff_vs_torch_fp32"] = diff
-            row["matches"] = bool((np.abs(got - ref) <= 1e-3 + 1e-3 * np.abs(ref)).all())
+            got32 = np.load(stem + ".deepwire_tf32.npy")
+            scale = float(np.abs(ref).max()) or 1.0
+            row["max_diff_tf32_vs_torch_fp32"] = float(np.abs(got32 - ref).max())
+            row["matches"] = bool((np.abs(got - ref) <= 1e-3 + 1e-3 * np.abs(ref)).all()) and \
+                row["max_diff_tf32_vs_torch_fp32"] <= 2e-2 * scale
         rows.append(row)
         if "ratio" in row:
-            print(f"{name:13s} b{b:<3d} deepwire {row['deepwire_ms']:8.2f} ms  torch "
-                  f"{row['torch_ms']:8.2f} ms (strict fp32 {row['torch_fp32_ms']:8.2f})  "
-                  f"ratio {row['ratio']:.2f} (fp32 {row['ratio_fp32']:.2f})  max |diff| "
-                  f"{row['max_diff_vs_torch_fp32']:.1e}{'' if row['matches'] else ' MISMATCH'}"
+            print(f"{name:13s} b{b:<3d} deepwire fp32 {row['deepwire_ms']:7.2f} ms, tf32 "
+                  f"{row['deepwire_tf32_ms']:7.2f}  torch {row['torch_ms']:7.2f} ms (strict fp32 "
+                  f"{row['torch_fp32_ms']:7.2f})  fp32/strict {row['ratio_fp32']:.2f}  "
+                  f"tf32/torch {row['ratio_tf32']:.2f}  max |diff| fp32 "
+                  f"{row['max_diff_vs_torch_fp32']:.1e} tf32 "
+                  f"{row['max_diff_tf32_vs_torch_fp32']:.1e}"
+                  f"{'' if row['matches'] else ' MISMATCH'}"
                   f"{'  off cuda: ' + ', '.join(off) if off else ''}", flush=True)
         else:
             print(f"{name:13s} b{b:<3d} deepwire failed: {err}", flush=True)

@@ -58,6 +58,7 @@ Result<Libs*> openLibs() {
     return Status::error("accelerator cuda: the cuBLAS found lacks " #name " (" + \
                          std::string("need cuBLAS 12 or 13)"));
   DW_CUBLAS_FNS(DW_CUDA_SYM)
+  DW_CUDA_SYM(cublasGemmStridedBatchedEx)
 #undef DW_CUDA_SYM
   std::string dnnTried;
   void* dnn = openFirst({"libcudnn.so.9", "libcudnn.so"}, dnnTried);
@@ -217,15 +218,21 @@ Result<std::shared_ptr<DeviceContext>> deviceContext(int index) {
 
 // ---- Backend ----
 
-CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> ctx, std::shared_ptr<Backend> host)
-    : ctx_(std::move(ctx)), host_(std::move(host)) {}
+CudaBackend::CudaBackend(std::shared_ptr<DeviceContext> ctx, std::shared_ptr<Backend> host,
+                         Math math)
+    : ctx_(std::move(ctx)), host_(std::move(host)), math_(math) {}
+
+std::string CudaBackend::precision() const {
+  return math_ == Math::kBf16 ? "bf16" : math_ == Math::kTf32 ? "tf32" : "fp32";
+}
 
 std::string CudaBackend::description() const {
   const auto& p = ctx_->props;
   char mem[32];
   std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(p.totalGlobalMem) / (1 << 30));
   return "cuda:" + std::to_string(ctx_->index) + " (" + p.name + ", " + mem + ", " +
-         ctx_->libs->versions + "); ops without a cuda kernel on " + host_->description();
+         ctx_->libs->versions + (math_ == Math::kFp32 ? "" : ", precision " + precision()) +
+         "); ops without a cuda kernel on " + host_->description();
 }
 
 void CudaBackend::applyThreads() const {
@@ -309,12 +316,25 @@ int deviceCount(std::string* why) {
 Result<std::shared_ptr<Backend>> createBackend(int index, const BackendOptions& o) {
   auto c = deviceContext(index);
   if (!c) return c.status();
+  Math math = Math::kFp32;
+  if (o.precision == "bf16" || o.precision == "tf32") {
+    const auto& p = (*c)->props;
+    // Tensor cores take bf16 and TF32 from Ampere (compute capability 8.0) on.
+    if (p.major < 8)
+      return Status::error("precision " + o.precision + " needs an NVIDIA GPU of compute "
+                           "capability 8.0 or later; cuda:" + std::to_string(index) + " (" +
+                           p.name + ") is " + std::to_string(p.major) + "." +
+                           std::to_string(p.minor) + ". Use precision fp32");
+    math = o.precision == "bf16" ? Math::kBf16 : Math::kTf32;
+  } else if (o.precision != "fp32") {
+    return Status::error("unknown precision '" + o.precision + "'");
+  }
   BackendOptions ho;
   ho.accelerator = "cpu";
   ho.threads = o.threads;
   auto host = engine::createBackend(ho);
   if (!host) return host.status();
-  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(*c, *host));
+  return std::shared_ptr<Backend>(std::make_shared<CudaBackend>(*c, *host, math));
 }
 
 void describe(DeviceReport& r) {

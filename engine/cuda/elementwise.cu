@@ -1,5 +1,7 @@
 // Element-wise kernels: unary functions and their derivatives, broadcasting binary ops, casts,
 // strided copies (transpose, expand) and Where.
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 #include "engine/cuda/grid.h"
@@ -151,7 +153,29 @@ __global__ void whereKernel(const uint8_t* c, Strided cs, const float* a, Stride
     out[i] = c[offsetOf(i, cs)] ? a[offsetOf(i, as)] : b[offsetOf(i, bs)];
 }
 
+__global__ void toBf16Kernel(const float* x, __nv_bfloat16* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void fromBf16Kernel(const __nv_bfloat16* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = __bfloat162float(x[i]);
+}
+
 }  // namespace
+
+void launchToBf16(const float* x, void* y, int64_t n, cudaStream_t s) {
+  if (n > 0)
+    toBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(y), n);
+}
+
+void launchFromBf16(const void* x, float* y, int64_t n, cudaStream_t s) {
+  if (n > 0)
+    fromBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(x), y, n);
+}
 
 void launchUnary(ops::UnaryFn fn, const ops::UnaryParams& p, const float* x, float* y, int64_t n,
                  cudaStream_t s) {

@@ -260,18 +260,46 @@ bool plainSupported(const KernelInit&, const std::vector<DType>& t) {
 
 // ---- Matrix products (cuBLAS, column-major: Y^T = op(B)^T op(A)^T) ----
 
-Status gemm(CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-            const float* a, const float* b, float beta, float* y) {
+// The operands as cuBLAS reads them in the session's precision: as they are (fp32, tf32), or
+// bf16 copies of the first `na` and `nb` elements (bf16) from the kernel's scratch.
+struct Operands {
+  const void* a;
+  const void* b;
+  cudaDataType type = CUDA_R_32F;
+};
+
+Result<Operands> operands(KernelContext& ctx, CudaBackend& be, const float* a, int64_t na,
+                          const float* b, int64_t nb) {
+  Operands o{a, b};
+  if (be.math() != Math::kBf16) return o;
+  Tensor* ca = ctx.scratch(DType::kBFloat16, {na});
+  Tensor* cb = ca ? ctx.scratch(DType::kBFloat16, {nb}) : nullptr;
+  if (!cb) return ctx.status();
+  launchToBf16(a, ca->raw(), na, be.stream());
+  launchToBf16(b, cb->raw(), nb, be.stream());
+  DW_RETURN_IF_ERROR(launched("bf16 copies of a product's operands"));
+  return Operands{ca->raw(), cb->raw(), CUDA_R_16BF};
+}
+
+// y_i = alpha op(A_i) op(B_i) + beta y_i for `batches` row-major products whose operands lie
+// `sa`, `sb` and `m * n` elements apart (sa or sb 0: shared by every product).
+Status gemm(KernelContext& ctx, CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n,
+            int64_t k, float alpha, const float* a, const float* b, float beta, float* y,
+            int64_t batches = 1, int64_t sa = 0, int64_t sb = 0) {
+  if (m == 0 || n == 0 || batches == 0) return Status();
   const auto& L = be.libs();
+  auto ops = operands(ctx, be, a, (batches - 1) * sa + m * k, b, (batches - 1) * sb + k * n);
+  if (!ops) return ops.status();
+  const cublasComputeType_t compute =
+      be.math() == Math::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   std::lock_guard<std::mutex> lock(be.ctx().mutex);
-  if (m == 0 || n == 0) return Status();
-  if (k == 0) beta = beta == 0 ? 0 : beta;  // cuBLAS scales y by beta: y = 0 when k = 0, beta 0
-  return check(
-      L.cublasSgemm_v2(be.ctx().cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                       ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                       static_cast<int>(k), &alpha, b, static_cast<int>(tb ? k : n), a,
-                       static_cast<int>(ta ? m : k), &beta, y, static_cast<int>(n)),
-      "sgemm");
+  return check(L.cublasGemmStridedBatchedEx(
+                   be.ctx().cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, ops->b,
+                   ops->type, static_cast<int>(tb ? k : n), sb, ops->a, ops->type,
+                   static_cast<int>(ta ? m : k), sa, &beta, y, CUDA_R_32F, static_cast<int>(n),
+                   m * n, static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
+               "matrix product");
 }
 
 class Gemm : public Kernel {
@@ -304,7 +332,7 @@ class Gemm : public Kernel {
       DW_RETURN_IF_ERROR(launched("Gemm bias"));
       beta = beta_;
     }
-    return gemm(be, ta_, tb_, m, n, k, alpha_, fp(a), fp(b), beta, y->data<float>());
+    return gemm(ctx, be, ta_, tb_, m, n, k, alpha_, fp(a), fp(b), beta, y->data<float>());
   }
 
  private:
@@ -338,18 +366,11 @@ class MatMul : public Kernel {
     const int64_t batches = numElements(*batch);
     // B shared by every batch: one product with the batches stacked as rows of A.
     if (numElements(bb) == 1 && ba == *batch)
-      return gemm(be, false, false, batches * m, n, k, 1.f, fp(a), fp(b), 0.f, y->data<float>());
-    if (ba == bb) {
-      const auto& L = be.libs();
-      std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      const float one = 1.f, zero = 0.f;
-      return check(L.cublasSgemmStridedBatched(
-                       be.ctx().cublas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
-                       static_cast<int>(m), static_cast<int>(k), &one, fp(b), static_cast<int>(n),
-                       k * n, fp(a), static_cast<int>(k), m * k, &zero, y->data<float>(),
-                       static_cast<int>(n), m * n, static_cast<int>(batches)),
-                   "batched sgemm");
-    }
+      return gemm(ctx, be, false, false, batches * m, n, k, 1.f, fp(a), fp(b), 0.f,
+                  y->data<float>());
+    if (ba == bb)
+      return gemm(ctx, be, false, false, m, n, k, 1.f, fp(a), fp(b), 0.f, y->data<float>(),
+                  batches, m * k, k * n);
     // General broadcasting of the batch dimensions: one product per batch.
     const Strided sA = broadcastStrides(ba, *batch), sB = broadcastStrides(bb, *batch);
     for (int64_t i = 0; i < batches; ++i) {
@@ -360,7 +381,7 @@ class MatMul : public Kernel {
         oa += c * sA.strides[d];
         ob += c * sB.strides[d];
       }
-      DW_RETURN_IF_ERROR(gemm(be, false, false, m, n, k, 1.f, fp(a) + oa * m * k,
+      DW_RETURN_IF_ERROR(gemm(ctx, be, false, false, m, n, k, 1.f, fp(a) + oa * m * k,
                               fp(b) + ob * k * n, 0.f, y->data<float>() + i * m * n));
     }
     return Status();

@@ -42,6 +42,10 @@ void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n,
 void launchStridedScatter(const float* src, const Strided& os, float* out, int64_t n,
                           cudaStream_t s);
 void launchCast(ElemType from, const void* x, ElemType to, void* y, int64_t n, cudaStream_t s);
+// bf16 copies of float x (rounded to nearest even), and float copies of bf16 x: the operands and
+// results of the products that precision bf16 runs on tensor cores.
+void launchToBf16(const float* x, void* y, int64_t n, cudaStream_t s);
+void launchFromBf16(const void* x, float* y, int64_t n, cudaStream_t s);
 void launchWhere(const uint8_t* c, const Strided& cs, const float* a, const Strided& as,
                  const float* b, const Strided& bs, float* out, int64_t n, cudaStream_t s);
 

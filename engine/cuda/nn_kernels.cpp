@@ -43,7 +43,8 @@ std::vector<int> toInts(const Shape& s) {
 }
 
 // A packed NCHW (or NCDHW) tensor; 1-D convolutions get a height of 1 (cuDNN wants 4 dims).
-Status setTensor(const Libs& l, TensorDesc& t, const Shape& shape) {
+Status setTensor(const Libs& l, TensorDesc& t, const Shape& shape,
+                 cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   t.l = &l;
   if (!t.d) DW_CUDA_OK(check(l, l.cudnnCreateTensorDescriptor(&t.d), "tensor descriptor"));
   std::vector<int> dims = toInts(shape), strides(dims.size());
@@ -53,8 +54,8 @@ Status setTensor(const Libs& l, TensorDesc& t, const Shape& shape) {
     st *= std::max(dims[i], 1);
   }
   return check(l,
-               l.cudnnSetTensorNdDescriptor(t.d, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
-                                            dims.data(), strides.data()),
+               l.cudnnSetTensorNdDescriptor(t.d, type, static_cast<int>(dims.size()), dims.data(),
+                                            strides.data()),
                "tensor descriptor");
 }
 
@@ -86,6 +87,8 @@ struct ConvPlan {
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwdData{};
   cudnnConvolutionBwdFilterAlgo_t bwdFilter{};
+  // The math each chosen algorithm was timed with, set on `cd` before it runs.
+  cudnnMathType_t fwdMath{}, dataMath{}, filterMath{};
   size_t fwdWs = 0, dataWs = 0, filterWs = 0;
   bool haveFwd = false, haveData = false, haveFilter = false;
 };
@@ -135,13 +138,17 @@ class ConvBase : public Kernel {
       str.insert(str.begin(), 1);
       dil.insert(dil.begin(), 1);
     }
-    DW_RETURN_IF_ERROR(setTensor(l, p->xd, as4d(x)));
-    DW_RETURN_IF_ERROR(setTensor(l, p->yd, as4d(y)));
+    // Under precision bf16 cuDNN reads and writes bf16 copies (kernel outputs stay float) and
+    // accumulates in float.
+    const bool bf16 = be.math() == Math::kBf16;
+    const cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    DW_RETURN_IF_ERROR(setTensor(l, p->xd, as4d(x), type));
+    DW_RETURN_IF_ERROR(setTensor(l, p->yd, as4d(y), type));
     p->wd.l = &l;
     DW_CUDA_OK(check(l, l.cudnnCreateFilterDescriptor(&p->wd.d), "filter descriptor"));
     const std::vector<int> wdims = toInts(as4d(w));
     DW_CUDA_OK(check(l,
-                     l.cudnnSetFilterNdDescriptor(p->wd.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                     l.cudnnSetFilterNdDescriptor(p->wd.d, type, CUDNN_TENSOR_NCHW,
                                                   static_cast<int>(wdims.size()), wdims.data()),
                      "filter descriptor"));
     p->cd.l = &l;
@@ -153,26 +160,60 @@ class ConvBase : public Kernel {
                      "convolution descriptor"));
     DW_CUDA_OK(check(l, l.cudnnSetConvolutionGroupCount(p->cd.d, static_cast<int>(group_)),
                      "convolution groups"));
-    // Full fp32 products, as on the cpu (no TF32).
-    DW_CUDA_OK(check(l, l.cudnnSetConvolutionMathType(p->cd.d, CUDNN_FMA_MATH), "math type"));
+    // fp32: full fp32 products, as on the cpu (no TF32). tf32 and bf16 let cuDNN time its
+    // tensor-core algorithms too.
+    DW_RETURN_IF_ERROR(setMath(l, *p, searchMath(be.math())));
     ConvPlan* raw = p.get();
     plans_.emplace(key, std::move(p));
     return raw;
   }
 
   // cuDNN times its algorithms on these buffers (once per shape) and we take the fastest that
-  // is deterministic and computes in full fp32 (FMA math: no TF32 rounding), so that runs
-  // repeat bit for bit and stay close to the cpu. The buffers it writes are written again by
-  // the real call.
+  // is deterministic, so that runs repeat bit for bit. Under fp32 it must compute in full fp32
+  // (FMA math: no TF32 rounding), to stay close to the cpu; tf32 and bf16 take tensor cores too,
+  // but never a conversion to fp16. The buffers it writes are written again by the real call.
   static constexpr size_t kSearchWorkspace = size_t(64) << 20;
 
   template <class Perf>
-  static const Perf* pick(const Perf* perf, int n) {
+  static const Perf* pick(const Perf* perf, int n, Math math) {
     for (int i = 0; i < n; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-          perf[i].mathType == CUDNN_FMA_MATH && perf[i].memory <= kSearchWorkspace)
+          (math == Math::kFp32 ? perf[i].mathType == CUDNN_FMA_MATH
+                               : perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) &&
+          perf[i].memory <= kSearchWorkspace)
         return &perf[i];
     return nullptr;
+  }
+
+  // What a cuDNN call reads for `t`: t itself, or under bf16 its bf16 copy in scratch.
+  static Result<const void*> dnnInput(KernelContext& ctx, CudaBackend& be, const Tensor& t) {
+    if (be.math() != Math::kBf16) return t.raw();
+    Tensor* c = ctx.scratch(DType::kBFloat16, t.shape());
+    if (!c) return ctx.status();
+    launchToBf16(fp(t), c->raw(), t.size(), be.stream());
+    DW_RETURN_IF_ERROR(launched("bf16 copy of a convolution input"));
+    return static_cast<const void*>(c->raw());
+  }
+  // Where a cuDNN call writes `out`: out itself, or under bf16 a scratch buffer that fromDnn
+  // then copies into it.
+  static Result<void*> dnnOutput(KernelContext& ctx, CudaBackend& be, Tensor& out) {
+    if (be.math() != Math::kBf16) return out.raw();
+    Tensor* c = ctx.scratch(DType::kBFloat16, out.shape());
+    if (!c) return ctx.status();
+    return c->raw();
+  }
+  static Status fromDnn(CudaBackend& be, const void* written, Tensor& out) {
+    if (written == out.raw()) return Status();
+    launchFromBf16(written, out.data<float>(), out.size(), be.stream());
+    return launched("float copy of a convolution result");
+  }
+  static cudnnMathType_t searchMath(Math m) {
+    return m == Math::kFp32 ? CUDNN_FMA_MATH
+           : m == Math::kBf16 ? CUDNN_TENSOR_OP_MATH
+                              : CUDNN_DEFAULT_MATH;
+  }
+  static Status setMath(const Libs& l, ConvPlan& p, cudnnMathType_t m) {
+    return check(l, l.cudnnSetConvolutionMathType(p.cd.d, m), "math type");
   }
 
   Status chooseForward(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* x,
@@ -181,6 +222,7 @@ class ConvBase : public Kernel {
     const Libs& l = be.libs();
     auto ws = workspace(ctx, kSearchWorkspace);
     if (!ws) return ws.status();
+    DW_RETURN_IF_ERROR(setMath(l, p, searchMath(be.math())));
     cudnnConvolutionFwdAlgoPerf_t perf[16];
     int n = 0;
     DW_CUDA_OK(check(
@@ -188,11 +230,13 @@ class ConvBase : public Kernel {
         l.cudnnFindConvolutionForwardAlgorithmEx(be.ctx().cudnn, p.xd.d, x, p.wd.d, w, p.cd.d,
                                                  p.yd.d, y, 16, &n, perf, *ws, kSearchWorkspace),
         "timing convolution algorithms"));
-    const auto* best = pick(perf, n);
+    const auto* best = pick(perf, n, be.math());
     if (!best)
-      return Status::error("cuDNN offers no deterministic fp32 convolution for X " +
-                           shapeToString(p.x) + ", W " + shapeToString(p.w));
+      return Status::error("cuDNN offers no deterministic " + be.precision() +
+                           " convolution for X " + shapeToString(p.x) + ", W " +
+                           shapeToString(p.w));
     p.fwd = best->algo;
+    p.fwdMath = best->mathType;
     p.fwdWs = best->memory;
     p.haveFwd = true;
     return Status();
@@ -204,6 +248,7 @@ class ConvBase : public Kernel {
     const Libs& l = be.libs();
     auto ws = workspace(ctx, kSearchWorkspace);
     if (!ws) return ws.status();
+    DW_RETURN_IF_ERROR(setMath(l, p, searchMath(be.math())));
     cudnnConvolutionBwdDataAlgoPerf_t perf[16];
     int n = 0;
     DW_CUDA_OK(check(l,
@@ -211,9 +256,13 @@ class ConvBase : public Kernel {
                          be.ctx().cudnn, p.wd.d, w, p.yd.d, dy, p.cd.d, p.xd.d, dx, 16, &n, perf,
                          *ws, kSearchWorkspace),
                      "timing backward-data algorithms"));
-    const auto* best = pick(perf, n);
-    if (!best) return Status::error("cuDNN offers no deterministic fp32 backward-data algorithm");
+    const auto* best = pick(perf, n, be.math());
+    if (!best)
+      return Status::error("cuDNN offers no deterministic " + be.precision() +
+                           " backward-data algorithm for X " + shapeToString(p.x) + ", W " +
+                           shapeToString(p.w));
     p.bwdData = best->algo;
+    p.dataMath = best->mathType;
     p.dataWs = best->memory;
     p.haveData = true;
     return Status();
@@ -225,6 +274,7 @@ class ConvBase : public Kernel {
     const Libs& l = be.libs();
     auto ws = workspace(ctx, kSearchWorkspace);
     if (!ws) return ws.status();
+    DW_RETURN_IF_ERROR(setMath(l, p, searchMath(be.math())));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
     int n = 0;
     DW_CUDA_OK(check(l,
@@ -232,9 +282,13 @@ class ConvBase : public Kernel {
                          be.ctx().cudnn, p.xd.d, x, p.yd.d, dy, p.cd.d, p.wd.d, dw, 16, &n, perf,
                          *ws, kSearchWorkspace),
                      "timing backward-filter algorithms"));
-    const auto* best = pick(perf, n);
-    if (!best) return Status::error("cuDNN offers no deterministic fp32 backward-filter algorithm");
+    const auto* best = pick(perf, n, be.math());
+    if (!best)
+      return Status::error("cuDNN offers no deterministic " + be.precision() +
+                           " backward-filter algorithm for X " + shapeToString(p.x) + ", W " +
+                           shapeToString(p.w));
     p.bwdFilter = best->algo;
+    p.filterMath = best->mathType;
     p.filterWs = best->memory;
     p.haveFilter = true;
     return Status();
@@ -264,22 +318,29 @@ class Conv : public ConvBase {
     auto p = plan(be, x.shape(), w.shape());
     if (!p) return p.status();
     DW_ALLOC(y, ctx.output(0, DType::kFloat, (*p)->y));
+    auto xin = dnnInput(ctx, be, x);
+    auto win = xin ? dnnInput(ctx, be, w) : xin;
+    if (!win) return win.status();
+    auto yout = dnnOutput(ctx, be, *y);
+    if (!yout) return yout.status();
     {
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(chooseForward(ctx, be, **p, x.raw(), w.raw(), y->raw()));
+      DW_RETURN_IF_ERROR(chooseForward(ctx, be, **p, *xin, *win, *yout));
     }
     auto ws = workspace(ctx, (*p)->fwdWs);
     if (!ws) return ws.status();
     const Libs& l = be.libs();
     {
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
+      DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->fwdMath));
       const float one = 1.f, zero = 0.f;
       DW_CUDA_OK(check(l,
-                       l.cudnnConvolutionForward(be.ctx().cudnn, &one, (*p)->xd.d, x.raw(),
-                                                 (*p)->wd.d, w.raw(), (*p)->cd.d, (*p)->fwd, *ws,
-                                                 (*p)->fwdWs, &zero, (*p)->yd.d, y->raw()),
+                       l.cudnnConvolutionForward(be.ctx().cudnn, &one, (*p)->xd.d, *xin,
+                                                 (*p)->wd.d, *win, (*p)->cd.d, (*p)->fwd, *ws,
+                                                 (*p)->fwdWs, &zero, (*p)->yd.d, *yout),
                        "convolution"));
     }
+    DW_RETURN_IF_ERROR(fromDnn(be, *yout, *y));
     if (ctx.hasInput(2)) {
       const Tensor& b = ctx.input(2);
       if (b.size() != y->dim(1))
@@ -309,31 +370,43 @@ class ConvGrad : public ConvBase {
                            shapeToString((*p)->y));
     const Libs& l = be.libs();
     const float one = 1.f, zero = 0.f;
+    auto dyin = dnnInput(ctx, be, dy);
+    if (!dyin) return dyin.status();
     if (ctx.wantsOutput(0)) {
       DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
+      auto win = dnnInput(ctx, be, w);
+      if (!win) return win.status();
+      auto dxout = dnnOutput(ctx, be, *dx);
+      if (!dxout) return dxout.status();
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(chooseBackwardData(ctx, be, **p, w.raw(), dy.raw(), dx->raw()));
+      DW_RETURN_IF_ERROR(chooseBackwardData(ctx, be, **p, *win, *dyin, *dxout));
       auto ws = workspace(ctx, (*p)->dataWs);
       if (!ws) return ws.status();
-      DW_CUDA_OK(
-          check(l,
-                l.cudnnConvolutionBackwardData(be.ctx().cudnn, &one, (*p)->wd.d, w.raw(),
-                                               (*p)->yd.d, dy.raw(), (*p)->cd.d, (*p)->bwdData, *ws,
-                                               (*p)->dataWs, &zero, (*p)->xd.d, dx->raw()),
-                "convolution backward data"));
+      DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->dataMath));
+      DW_CUDA_OK(check(l,
+                       l.cudnnConvolutionBackwardData(be.ctx().cudnn, &one, (*p)->wd.d, *win,
+                                                      (*p)->yd.d, *dyin, (*p)->cd.d, (*p)->bwdData,
+                                                      *ws, (*p)->dataWs, &zero, (*p)->xd.d, *dxout),
+                       "convolution backward data"));
+      DW_RETURN_IF_ERROR(fromDnn(be, *dxout, *dx));
     }
     if (ctx.wantsOutput(1)) {
       DW_ALLOC(dw, ctx.output(1, DType::kFloat, w.shape()));
+      auto xin = dnnInput(ctx, be, x);
+      if (!xin) return xin.status();
+      auto dwout = dnnOutput(ctx, be, *dw);
+      if (!dwout) return dwout.status();
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(chooseBackwardFilter(ctx, be, **p, x.raw(), dy.raw(), dw->raw()));
+      DW_RETURN_IF_ERROR(chooseBackwardFilter(ctx, be, **p, *xin, *dyin, *dwout));
       auto ws = workspace(ctx, (*p)->filterWs);
       if (!ws) return ws.status();
-      DW_CUDA_OK(
-          check(l,
-                l.cudnnConvolutionBackwardFilter(be.ctx().cudnn, &one, (*p)->xd.d, x.raw(),
-                                                 (*p)->yd.d, dy.raw(), (*p)->cd.d, (*p)->bwdFilter,
-                                                 *ws, (*p)->filterWs, &zero, (*p)->wd.d, dw->raw()),
-                "convolution backward filter"));
+      DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->filterMath));
+      DW_CUDA_OK(check(l,
+                       l.cudnnConvolutionBackwardFilter(
+                           be.ctx().cudnn, &one, (*p)->xd.d, *xin, (*p)->yd.d, *dyin, (*p)->cd.d,
+                           (*p)->bwdFilter, *ws, (*p)->filterWs, &zero, (*p)->wd.d, *dwout),
+                       "convolution backward filter"));
+      DW_RETURN_IF_ERROR(fromDnn(be, *dwout, *dw));
     }
     if (ctx.wantsOutput(2)) {
       DW_ALLOC(db, ctx.output(2, DType::kFloat, {w.dim(0)}));

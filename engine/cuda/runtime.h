@@ -58,6 +58,13 @@ struct Libs {
   DW_CUBLAS_FNS(DW_CUDA_FN)
   DW_CUDNN_FNS(DW_CUDA_FN)
 #undef DW_CUDA_FN
+  // cublas_api.h overloads it for C++ (a cudaDataType compute type), so decltype cannot name
+  // the C function: its type is spelled out.
+  cublasStatus_t (*cublasGemmStridedBatchedEx)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+      const void*, cudaDataType, int, long long, const void*, cudaDataType, int, long long,
+      const void*, void*, cudaDataType, int, long long, int, cublasComputeType_t,
+      cublasGemmAlgo_t) = nullptr;
   bool cudnn = false;    // all cuDNN functions resolved
   std::string cudnnWhy;  // why not
   std::string versions;  // "cuBLAS 13.1.0, cuDNN 9.19.0"
@@ -97,9 +104,14 @@ struct DeviceContext {
 };
 Result<std::shared_ptr<DeviceContext>> deviceContext(int index);
 
+// How a cuda session's convolutions and matrix products multiply (BackendOptions::precision):
+// full fp32 on the FMA units, or on tensor cores from TF32-rounded or bf16 copies of their
+// inputs, accumulating in fp32.
+enum class Math { kFp32, kTf32, kBf16 };
+
 class CudaBackend : public Backend {
  public:
-  CudaBackend(std::shared_ptr<DeviceContext> ctx, std::shared_ptr<Backend> host);
+  CudaBackend(std::shared_ptr<DeviceContext> ctx, std::shared_ptr<Backend> host, Math math);
   std::string name() const override { return "cuda"; }
   std::string kernelTable() const override { return kCudaTable; }
   std::string description() const override;
@@ -115,6 +127,8 @@ class CudaBackend : public Backend {
   Result<Tensor> toHostQueued(const Tensor& device, std::shared_ptr<Buffer> buffer) override;
   Status synchronize() override;
   bool oneDnnFusions() const override { return false; }
+  std::string precision() const override;
+  Math math() const { return math_; }
 
   DeviceContext& ctx() { return *ctx_; }
   cudaStream_t stream() const { return ctx_->stream; }
@@ -123,6 +137,7 @@ class CudaBackend : public Backend {
  private:
   std::shared_ptr<DeviceContext> ctx_;
   std::shared_ptr<Backend> host_;
+  Math math_;
 };
 
 CudaBackend& cudaBackend(Backend& b);

@@ -9,6 +9,7 @@
 
 #include "engine/cuda/cuda.h"
 #include "engine/onednn/onednn_backend.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
@@ -390,8 +391,9 @@ DeviceReport devices() {
 
 Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::string* notice) {
   if (o.threads < 0) return Status::error("--threads must be >= 0 (0 uses all cores)");
-  if (o.precision != "fp32" && o.precision != "bf16")
-    return Status::error("unknown precision '" + o.precision + "'; use fp32 or bf16");
+  const auto& precisions = precisionNames();
+  if (std::find(precisions.begin(), precisions.end(), o.precision) == precisions.end())
+    return Status::error("unknown precision '" + o.precision + "'; use " + joined(precisions));
   const std::string& acc = o.accelerator;
   const bool isAuto = acc == "auto";
   bool gpu = acc == "gpu" || acc.rfind("gpu:", 0) == 0;
@@ -412,10 +414,6 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
     } else if (acc != "cuda") {
       return Status::error("accelerator '" + acc + "': write cuda:N with N the GPU index");
     }
-    if (o.precision != "fp32")
-      return Status::error("precision " + o.precision +
-                           " is not available on accelerator cuda yet (it runs fp32). Use "
-                           "precision fp32, or accelerator cpu");
     auto b = cuda::createBackend(cudaIndex, o);
     if (b && notice) *notice = "accelerator " + acc + ": running on " + (*b)->description();
     return b;
@@ -424,15 +422,17 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
   if (isAuto) {
     std::string& why = cudaWhy;
     if (cuda::deviceCount(&why) > 0) {
-      BackendOptions co = o;
-      co.precision = "fp32";
-      auto b = cuda::createBackend(0, co);
+      auto b = cuda::createBackend(0, o);
+      std::string precisionWhy;
+      if (!b && o.precision != "fp32") {
+        // A GPU too old for the precision still beats the cpu: run it in fp32 and say so.
+        precisionWhy = "; " + b.message() + "; running in fp32";
+        BackendOptions co = o;
+        co.precision = "fp32";
+        b = cuda::createBackend(0, co);
+      }
       if (b) {
-        if (notice)
-          *notice = "accelerator auto: running on " + (*b)->description() +
-                    (o.precision != "fp32"
-                         ? "; precision " + o.precision + ": cuda runs fp32 only, running in fp32"
-                         : std::string());
+        if (notice) *notice = "accelerator auto: running on " + (*b)->description() + precisionWhy;
         return b;
       }
       why = b.message();
@@ -452,6 +452,14 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
                          ". Available accelerators: " + joined(acceleratorNames(gpus)));
   if (isAuto) gpu = gpus > 0;
   bool bf16 = o.precision == "bf16";
+  std::string bf16Notice;
+  if (o.precision == "tf32") {
+    // TF32 is a tensor-core format; neither oneDNN engine computes in it.
+    if (!isAuto)
+      return Status::error("precision tf32 runs on accelerator cuda only (NVIDIA GPUs of compute "
+                           "capability 8.0 or later); on " + acc + " use fp32 or bf16");
+    bf16Notice = "precision tf32: runs on cuda only; running in fp32";
+  }
   // oneDNN's GPU bf16 support depends on the device; the GPU backend is validated in fp32 only.
   if (bf16 && gpu && !isAuto)
     return Status::error(
@@ -475,7 +483,6 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
                "), running on cpu";
     }
   }
-  std::string bf16Notice;
   if (bf16 && device) {
     bf16 = false;
     bf16Notice = "precision bf16: the gpu runs fp32 only; running in fp32";

@@ -87,7 +87,7 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   std::string accelerator = "cpu";  // cpu | gpu | auto
   int threads = 0;                  // 0 = all cores
-  std::string precision = "fp32";   // fp32 | bf16 (BackendOptions::precision)
+  std::string precision = "fp32";   // fp32 | bf16 | tf32 (BackendOptions::precision)
   uint64_t seed = 0;
   std::string model;  // which model of the canvas ("" = default)
   // Loss outputs to minimise (summed); empty = every loss the export declares.

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 #include "engine/cuda/cuda.h"
 #include "engine/session.h"
@@ -130,12 +131,16 @@ onnx::ModelProto oneNode(const Case& c, std::map<std::string, Tensor>& feeds) {
   return m;
 }
 
-void runCase(const Case& c) {
+// `precision`: the cuda session's (the cpu's stays fp32); `scaledTol` > 0 compares within that
+// fraction of the output's largest magnitude instead of c.rtol (products of rounded operands).
+void runCase(const Case& c, const std::string& precision = "fp32", double scaledTol = 0) {
   std::map<std::string, Tensor> feeds;
   const onnx::ModelProto m = oneNode(c, feeds);
   auto cpu = InferenceSession::create(m);
   ASSERT_TRUE(cpu.ok()) << label(c) << ": " << cpu.message();
-  auto gpu = InferenceSession::create(m, cudaOptions());
+  SessionOptions go = cudaOptions();
+  go.backend.precision = precision;
+  auto gpu = InferenceSession::create(m, go);
   ASSERT_TRUE(gpu.ok()) << label(c) << ": " << gpu.message();
   for (const auto& [node, backend] : (*gpu)->placement())
     EXPECT_EQ(backend, "cuda") << label(c) << ": node " << node << " did not run on cuda";
@@ -144,8 +149,14 @@ void runCase(const Case& c) {
   for (int run = 0; run < 2; ++run) {
     auto got = (*gpu)->run(feeds);
     ASSERT_TRUE(got.ok()) << label(c) << ": " << got.message();
-    for (const auto& [name, t] : *want)
-      expectClose(t, got->at(name), label(c) + " " + name + " run " + std::to_string(run), c.rtol);
+    for (const auto& [name, t] : *want) {
+      double peak = 0;
+      for (int64_t i = 0; i < t.size() && scaledTol > 0; ++i)
+        peak = std::max(peak, std::fabs(t.getDouble(i)));
+      expectClose(t, got->at(name),
+                  label(c) + " " + precision + " " + name + " run " + std::to_string(run),
+                  scaledTol > 0 ? 0 : c.rtol, scaledTol > 0 ? scaledTol * peak : 2e-6);
+    }
   }
 }
 
@@ -378,6 +389,46 @@ std::vector<Case> forwardCases() {
 TEST(CudaOps, ForwardMatchesCpu) {
   SKIP_WITHOUT_GPU();
   for (const auto& c : forwardCases()) runCase(c);
+}
+
+// Precision tf32 and bf16 run the products (Gemm, MatMul, Conv) from rounded operands: every
+// such case of the table stays within a bf16 (tf32) rounding of the cpu's fp32 answer, and a
+// product whose operands need more bits than the format keeps shows the rounding happened.
+TEST(CudaOps, ProductsInTf32AndBf16) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& c : forwardCases())
+    if (c.op == "Gemm" || c.op == "MatMul" || c.op == "Conv") {
+      runCase(c, "tf32", 4e-3);
+      runCase(c, "bf16", 3e-2);
+    }
+  // [128, 64] x [64, 128] with every element 1 + 2^-e (large enough that cuBLAS takes its
+  // tensor-core kernels): exact in fp32; TF32 keeps 10 bits after the point and bf16 7, so
+  // 1 + 2^-9 survives TF32 but not bf16, and 1 + 2^-12 neither.
+  for (const auto& [e, precision, rounded] :
+       std::vector<std::tuple<int, std::string, bool>>{{9, "tf32", false},
+                                                       {9, "bf16", true},
+                                                       {12, "tf32", true},
+                                                       {12, "fp32", false}}) {
+    const float v = 1.f + std::ldexp(1.f, -e);
+    onnx::ModelProto m = emptyModel(17);
+    auto* g = m.mutable_graph();
+    addValue(g->add_input(), "a", {128, 64});
+    addValue(g->add_input(), "b", {64, 128});
+    addNode(g, "MatMul", {"a", "b"}, {"y"});
+    g->add_output()->set_name("y");
+    SessionOptions o = cudaOptions();
+    o.backend.precision = precision;
+    auto s = InferenceSession::create(m, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    Tensor a(DType::kFloat, {128, 64}), b(DType::kFloat, {64, 128});
+    for (int64_t i = 0; i < a.size(); ++i) a.data<float>()[i] = b.data<float>()[i] = v;
+    auto y = (*s)->run({{"a", a}, {"b", b}});
+    ASSERT_TRUE(y.ok()) << y.message();
+    const double got = y->at("y").data<float>()[128 * 128 - 1];
+    const double exact = 64.0 * v * v, roundedValue = 64.0;
+    EXPECT_NEAR(got, rounded ? roundedValue : exact, 1e-3)
+        << precision << " with operands 1 + 2^-" << e;
+  }
 }
 
 // Every op the table above tests has a cuda kernel: a case added for an op without one, or a
@@ -665,7 +716,8 @@ struct Curve {
 };
 
 Curve train(const std::string& example, const std::string& accelerator, int steps,
-            const std::string& optimizer, int threads = 2) {
+            const std::string& optimizer, int threads = 2,
+            const std::string& precision = "fp32") {
   Curve out;
   auto g = dw::loadProject(std::string(DW_SOURCE_DIR) + "/resources/examples/" + example);
   EXPECT_TRUE(g.ok()) << g.message();
@@ -681,6 +733,7 @@ Curve train(const std::string& example, const std::string& accelerator, int step
   if (optimizer == "sgd") o.optimizer.momentum = 0.9;
   o.accelerator = accelerator;
   o.threads = threads;
+  o.precision = precision;
   auto t = training::Trainer::create(*g, o);
   EXPECT_TRUE(t.ok()) << t.message();
   if (!t.ok()) return out;
@@ -703,17 +756,23 @@ Curve train(const std::string& example, const std::string& accelerator, int step
 // Products and sums run in another order on the GPU, and training amplifies the last bits:
 // on the cpu alone, 1 thread against 2 moves the CNN's SGD curve by up to 4.6e-3 in 50 steps.
 void expectSameCurve(const std::string& example, const std::string& optimizer, double rtol,
-                     double early = 1e-4) {
-  const Curve cpu = train(example, "cpu", 50, optimizer);
-  const Curve gpu = train(example, "cuda", 50, optimizer);
+                     double early = 1e-4, const std::string& cpuPrecision = "fp32",
+                     const std::string& gpuPrecision = "fp32") {
+  const Curve cpu = train(example, "cpu", 50, optimizer, 2, cpuPrecision);
+  const Curve gpu = train(example, "cuda", 50, optimizer, 2, gpuPrecision);
   ASSERT_EQ(cpu.losses.size(), 50u);
   ASSERT_EQ(gpu.losses.size(), 50u);
   for (size_t i = 0; i < 50; ++i)
     EXPECT_NEAR(gpu.losses[i], cpu.losses[i], (i < 10 ? early : rtol) * std::fabs(cpu.losses[i]))
         << example << " " << optimizer << " step " << i;
-  std::printf("%s %s: step 0 loss cpu %.6f cuda %.6f; step 49 cpu %.6f cuda %.6f\n",
-              example.c_str(), optimizer.c_str(), cpu.losses[0], gpu.losses[0], cpu.losses[49],
-              gpu.losses[49]);
+  double worst = 0;
+  for (size_t i = 0; i < 50; ++i)
+    worst = std::max(worst, std::fabs(gpu.losses[i] - cpu.losses[i]) / std::fabs(cpu.losses[i]));
+  std::printf(
+      "%s %s (cpu %s, cuda %s): step 0 loss cpu %.6f cuda %.6f; step 49 cpu %.6f cuda %.6f; "
+      "largest relative gap %.2e\n",
+      example.c_str(), optimizer.c_str(), cpuPrecision.c_str(), gpuPrecision.c_str(),
+      cpu.losses[0], gpu.losses[0], cpu.losses[49], gpu.losses[49], worst);
 }
 
 TEST(CudaTraining, MlpFollowsCpuLossCurve) {
@@ -731,6 +790,18 @@ TEST(CudaTraining, MlpFollowsCpuLossCurve) {
 TEST(CudaTraining, CnnFollowsCpuLossCurve) {
   SKIP_WITHOUT_GPU();
   expectSameCurve("fashion_mnist_cnn.dwproj", "adam", 1e-2);
+}
+
+// bf16 on cuda against bf16 on the cpu (where it has native bf16; fp32 elsewhere), and tf32
+// against fp32: within 1e-2 of the loss at every step. Both round the products' operands, the
+// GPU also the convolutions' results, so the curves part in the last bits from the first step.
+TEST(CudaTraining, MixedPrecisionFollowsCpuLossCurve) {
+  SKIP_WITHOUT_GPU();
+  const std::string cpuBf16 = devices().bf16Native.empty() ? "fp32" : "bf16";
+  for (const char* example : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
+    expectSameCurve(example, "adam", 1e-2, 1e-2, cpuBf16, "bf16");
+    expectSameCurve(example, "adam", 1e-2, 1e-2, "fp32", "tf32");
+  }
 }
 
 // Adagrad and RMSprop on cuda take ops/optimizer.h's steps, as the host's Optimizer::update

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cuda/cuda.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
 #include "engine/training/data.h"
@@ -211,6 +212,30 @@ TEST(MixedPrecisionPolicy, UnknownPrecisionIsRefused) {
   auto b = createBackend(o);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.message().find("unknown precision 'fp16'"), std::string::npos) << b.message();
+}
+
+// tf32 is a tensor-core format: the cpu refuses it and says where it runs; auto without a usable
+// GPU runs fp32 and says so.
+TEST(MixedPrecisionPolicy, Tf32IsCudaOnly) {
+  BackendOptions o;
+  o.precision = "tf32";
+  auto b = createBackend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("precision tf32 runs on accelerator cuda only"), std::string::npos)
+      << b.message();
+  o.precision = "fp16";
+  b = createBackend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("use fp32, bf16, tf32"), std::string::npos) << b.message();
+  if (cuda::deviceCount(nullptr) > 0) return;  // auto would take the GPU
+  o.precision = "tf32";
+  o.accelerator = "auto";
+  std::string notice;
+  auto a = createBackend(o, &notice);
+  ASSERT_TRUE(a.ok()) << a.message();
+  EXPECT_EQ((*a)->precision(), "fp32");
+  EXPECT_NE(notice.find("precision tf32: runs on cuda only; running in fp32"), std::string::npos)
+      << notice;
 }
 
 TEST(MixedPrecisionPolicy, Bf16NeedsNativeSupport) {
