@@ -34,10 +34,13 @@ step resume-cpu 60 $B/app/cli/deepwire train $MLP --accelerator cpu --epochs 2 -
 step ckpt-cpu 60 $B/app/cli/deepwire train $MLP --accelerator cpu --epochs 1 --max-steps 100 --checkpoint "$OUT/ck-cpu" --quiet
 step resume-cuda 60 $B/app/cli/deepwire train $MLP --accelerator cuda --epochs 2 --max-steps 100 --resume "$OUT/ck-cpu" --quiet
 step cnn-10-epochs 200 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 10 --quiet
-step bench-mlp-1024 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 100 --batch 1024
-step bench-cnn-1024 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 3 --steps 60 --batch 1024
-step bench-mlp 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 300
-step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 2 --steps 100
+# Each precision against PyTorch with the same setting (bf16: cuda autocast; tf32: TF32 on).
+P=${PRECISIONS:-fp32,tf32,bf16}
+step bench-mlp-1024 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 100 --batch 1024 --precision $P
+step bench-cnn-1024 150 $B/bench/train_bench --accelerator cuda --model cnn --rounds 3 --steps 60 --batch 1024 --precision $P
+step bench-mlp 120 $B/bench/train_bench --accelerator cuda --model mlp --rounds 3 --steps 300 --precision $P
+step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 2 --steps 100 --precision $P
+step cnn-10-bf16 200 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --precision bf16 --epochs 10 --quiet
 step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda
 # torchvision's resnet18 and mobilenet_v2 at batch 1 and 64 against PyTorch eager on this GPU.
 step zoo-gpu 240 python3 bench/zoo/gpu_compare.py $B "$OUT/zoo" --rounds 3 --runs 20
