@@ -43,5 +43,5 @@ step bench-cnn 120 $B/bench/train_bench --accelerator cuda --model cnn --rounds 
 step cnn-10-bf16 200 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --precision bf16 --epochs 10 --quiet
 step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda
 # torchvision's resnet18 and mobilenet_v2 at batch 1 and 64 against PyTorch eager on this GPU.
-step zoo-gpu 240 python3 bench/zoo/gpu_compare.py $B "$OUT/zoo" --rounds 3 --runs 20
+step zoo-gpu 240 python3 bench/zoo/gpu_compare.py $B "$OUT/zoo" ${ZOO_ARGS:---rounds 3 --runs 20}
 cat "$OUT/summary.txt"

@@ -627,6 +627,12 @@ TrainingConfig TrainingPanel::currentConfig() const {
   c.epochs = epochs_->value();
   c.dataset = data_->spec();
   c.accelerator = accelerator_->currentData().toString().toStdString();
+  // Threads and precision live on the Accelerator node, which the Parameters panel edits
+  // directly: take them as the canvas has them now, not as the project was opened.
+  if (auto now = trainingConfigFromGraph(model_->graph()); now.ok()) {
+    c.threads = now->threads;
+    c.precision = now->precision;
+  }
   return c;
 }
 

@@ -588,6 +588,27 @@ class JourneyTest : public QObject {
     QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
     QVERIFY2(w.training()->lastError().isEmpty(), qPrintable(w.training()->lastError()));
   }
+
+  // The Accelerator node's precision, changed in the Parameters panel after the project was
+  // opened, is what the next step runs with: tf32 on the cpu is refused, and says why.
+  void acceleratorNodeSettingsTakeEffect() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(
+        w.openFile(QStringLiteral(DW_SOURCE_DIR "/resources/examples/fashion_mnist_mlp.dwproj")));
+    const dw::NodeId acc = drop(w, "deepwire", "Accelerator", {400, 400});
+    QVERIFY(acc);
+    QVERIFY(w.model()->setParam(acc, "precision", dw::Param::makeString("tf32")).ok());
+    QTest::mouseClick(w.training()->trainStepButton(), Qt::LeftButton);
+    QVERIFY(waitIdle(w.training()));
+    QVERIFY2(w.training()->lastError().contains("precision tf32 runs on accelerator cuda only"),
+             qPrintable(w.training()->lastError()));
+    QVERIFY(w.model()->setParam(acc, "precision", dw::Param::makeString("fp32")).ok());
+    QTest::mouseClick(w.training()->trainStepButton(), Qt::LeftButton);
+    QVERIFY(waitIdle(w.training()));
+    QVERIFY2(w.training()->lastError().isEmpty(), qPrintable(w.training()->lastError()));
+  }
 };
 
 QTEST_MAIN(JourneyTest)
