@@ -36,8 +36,15 @@ class TrainingOps {
   virtual Status scale(Tensor& x, float factor) = 0;
   // The p-norm of all tensors together (p <= 0 or inf: max-abs); waits for the result.
   virtual Result<double> norm(const std::vector<Tensor*>& xs, double p) = 0;
-  virtual Status adam(const training::AdamScalars& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
-                      Tensor* vmax) = 0;
+  // One Adam step of every listed weight with the same scalars (a few launches for them all).
+  struct AdamTensors {
+    Tensor* w;
+    Tensor* g;
+    Tensor* m;
+    Tensor* v;
+    Tensor* vmax;  // amsgrad only
+  };
+  virtual Status adam(const training::AdamScalars& a, const std::vector<AdamTensors>& ts) = 0;
   virtual Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
                      bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) = 0;
   virtual Status adagrad(const ops::AdagradScalars& k, Tensor& w, const Tensor& g, Tensor& sum) = 0;

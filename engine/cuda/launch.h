@@ -164,8 +164,19 @@ void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* p
                       cudaStream_t s);
 
 // ---- Optimizers (engine/training/optimizers.h describes the rules) ----
-void launchAdam(const training::AdamScalars& a, float* w, float* g, float* m, float* v, float* vmax,
-                int64_t n, cudaStream_t s);
+// The optimizer step's kernels take up to kListed tensors per launch (blockIdx.y picks one), so
+// a step launches once per kListed weights instead of once per weight.
+constexpr int kListed = 16;
+struct AdamList {
+  float* w[kListed];
+  float* g[kListed];
+  float* m[kListed];
+  float* v[kListed];
+  float* vmax[kListed];  // null without amsgrad
+  int64_t n[kListed];
+  int count = 0;
+};
+void launchAdam(const training::AdamScalars& a, const AdamList& l, cudaStream_t s);
 // SGD: g += wd * w; momentum buffer (first step: copy); w -= lr * (nesterov ? g + mom*b : b).
 void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
                bool firstStep, float* w, float* g, float* buf, int64_t n, cudaStream_t s);
@@ -174,8 +185,14 @@ void launchAdagrad(const ops::AdagradScalars& k, float* w, const float* g, float
                    cudaStream_t s);
 void launchRmsProp(const ops::RmsPropScalars& k, float* w, const float* g, float* sq,
                    float* gradAvg, float* buf, int64_t n, cudaStream_t s);
-// out[0] += sum |g|^p (p = 2: squares; p = 0 stands for inf: max |g|). out must start at 0.
-void launchNormAccumulate(const float* g, int64_t n, float p, float* out, cudaStream_t s);
+// out[0] += sum |g|^p over the listed tensors (p = 2: squares; p = 0 stands for inf: max |g|).
+// out must start at 0.
+struct FloatList {
+  const float* x[kListed];
+  int64_t n[kListed];
+  int count = 0;
+};
+void launchNormAccumulate(const FloatList& l, float p, float* out, cudaStream_t s);
 void launchScale(float* x, int64_t n, float factor, cudaStream_t s);
 // x *= scale[0] where `scale` lives in device memory.
 void launchScaleByDevice(float* x, int64_t n, const float* scale, cudaStream_t s);

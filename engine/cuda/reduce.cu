@@ -192,8 +192,10 @@ __global__ void lossReduceKernel(const float* l, int64_t n, bool mean, const flo
 }
 
 // PyTorch's order of float operations, as engine/training/optimizers.cpp (Step::run).
-__global__ void adamKernel(training::AdamScalars a, float* w, float* g, float* m, float* v,
-                           float* vmax, int64_t n) {
+__global__ void adamKernel(training::AdamScalars a, AdamList l) {
+  const int t = blockIdx.y;
+  float *w = l.w[t], *g = l.g[t], *m = l.m[t], *v = l.v[t], *vmax = l.vmax[t];
+  const int64_t n = l.n[t];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float wi = w[i], gi = g[i];
@@ -252,8 +254,10 @@ __global__ void rmspropKernel(ops::RmsPropScalars k, float* w, const float* g, f
                      buf ? buf + i : nullptr);
 }
 
-__global__ void normKernel(const float* g, int64_t n, float p, float* out) {
+__global__ void normKernel(FloatList l, float p, float* out) {
   __shared__ float part[kThreads];
+  const float* g = l.x[blockIdx.y];
+  const int64_t n = l.n[blockIdx.y];
   float acc = 0.f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -341,9 +345,18 @@ void launchLossReduce(const float* l, int64_t n, bool mean, const float* count, 
   lossReduceKernel<<<1, kThreads, 0, s>>>(l, n, mean, count, out);
 }
 
-void launchAdam(const training::AdamScalars& a, float* w, float* g, float* m, float* v, float* vmax,
-                int64_t n, cudaStream_t s) {
-  if (n > 0) adamKernel<<<blocksFor(n), kThreads, 0, s>>>(a, w, g, m, v, vmax, n);
+namespace {
+// Blocks along x for the largest of `count` tensors (capped at `cap`), one row per tensor.
+dim3 listGrid(const int64_t* n, int count, int cap) {
+  int64_t most = 0;
+  for (int i = 0; i < count; ++i) most = n[i] > most ? n[i] : most;
+  const int bx = blocksFor(most);
+  return dim3(static_cast<unsigned>(bx < cap ? bx : cap), static_cast<unsigned>(count));
+}
+}  // namespace
+
+void launchAdam(const training::AdamScalars& a, const AdamList& l, cudaStream_t s) {
+  if (l.count > 0) adamKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(a, l);
 }
 
 void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
@@ -363,10 +376,8 @@ void launchRmsProp(const ops::RmsPropScalars& k, float* w, const float* g, float
   if (n > 0) rmspropKernel<<<blocksFor(n), kThreads, 0, s>>>(k, w, g, sq, gradAvg, buf, n);
 }
 
-void launchNormAccumulate(const float* g, int64_t n, float p, float* out, cudaStream_t s) {
-  if (n <= 0) return;
-  const int blocks = blocksFor(n) < 1024 ? blocksFor(n) : 1024;
-  normKernel<<<blocks, kThreads, 0, s>>>(g, n, p, out);
+void launchNormAccumulate(const FloatList& l, float p, float* out, cudaStream_t s) {
+  if (l.count > 0) normKernel<<<listGrid(l.n, l.count, 1024), kThreads, 0, s>>>(l, p, out);
 }
 
 void launchScale(float* x, int64_t n, float factor, cudaStream_t s) {

@@ -34,9 +34,16 @@ class CudaTrainingOps : public TrainingOps {
     const bool inf = p <= 0 || std::isinf(p);
     auto acc = zeros({1});
     if (!acc) return acc.status();
-    for (Tensor* x : xs)
-      launchNormAccumulate(x->data<float>(), x->size(), inf ? 0.f : static_cast<float>(p),
-                           acc->data<float>(), be_.stream());
+    FloatList l;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      l.x[l.count] = xs[i]->data<float>();
+      l.n[l.count++] = xs[i]->size();
+      if (l.count == kListed || i + 1 == xs.size()) {
+        launchNormAccumulate(l, inf ? 0.f : static_cast<float>(p), acc->data<float>(),
+                             be_.stream());
+        l.count = 0;
+      }
+    }
     DW_CUDA_OK(launched("gradient norm"));
     float h = 0;
     DW_CUDA_OK(
@@ -46,10 +53,21 @@ class CudaTrainingOps : public TrainingOps {
     if (inf) return static_cast<double>(h);
     return p == 2 ? std::sqrt(static_cast<double>(h)) : std::pow(static_cast<double>(h), 1.0 / p);
   }
-  Status adam(const training::AdamScalars& a, Tensor& w, Tensor& g, Tensor& m, Tensor& v,
-              Tensor* vmax) override {
-    launchAdam(a, w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
-               vmax ? vmax->data<float>() : nullptr, w.size(), be_.stream());
+  Status adam(const training::AdamScalars& a, const std::vector<AdamTensors>& ts) override {
+    AdamList l;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const AdamTensors& t = ts[i];
+      l.w[l.count] = t.w->data<float>();
+      l.g[l.count] = t.g->data<float>();
+      l.m[l.count] = t.m->data<float>();
+      l.v[l.count] = t.v->data<float>();
+      l.vmax[l.count] = t.vmax ? t.vmax->data<float>() : nullptr;
+      l.n[l.count++] = t.w->size();
+      if (l.count == kListed || i + 1 == ts.size()) {
+        launchAdam(a, l, be_.stream());
+        l.count = 0;
+      }
+    }
     return launched("Adam update");
   }
   Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,

@@ -405,13 +405,15 @@ Status Trainer::Impl::deviceOptimizerStep() {
   if (oc.clipNorm > 0 && coef < 1)
     for (Tensor* g : gs) DW_RETURN_IF_ERROR(dev->scale(*g, static_cast<float>(coef)));
   lastLr = scheduledLr(oc.schedule, baseLr, counters.optimizerSteps);
+  // Adam's weights go in one multi-tensor update per step count (they differ only where a
+  // weight was frozen for a while, or a checkpoint says so).
+  std::map<int64_t, std::vector<cuda::TrainingOps::AdamTensors>> adamByStep;
   for (auto& p : params) {
     if (p.frozen) continue;
     Tensor& w = devWeights.at(p.name);
     Tensor& g = devGrads.at(p.name);
     if (oc.type == "adam" || oc.type == "adamw") {
       ++p.state.step;
-      const AdamScalars k = adamScalars(oc, oc.type == "adamw", lastLr, p.state.step);
       auto m = deviceState(p, "m");
       auto v = deviceState(p, "v");
       if (!m || !v) return !m ? m.status() : v.status();
@@ -421,7 +423,7 @@ Status Trainer::Impl::deviceOptimizerStep() {
         if (!x) return x.status();
         vmax = *x;
       }
-      DW_RETURN_IF_ERROR(dev->adam(k, w, g, **m, **v, vmax));
+      adamByStep[p.state.step].push_back({&w, &g, *m, *v, vmax});
     } else if (oc.type == "sgd") {
       Tensor* buf = nullptr;
       bool first = false;
@@ -462,6 +464,8 @@ Status Trainer::Impl::deviceOptimizerStep() {
       return Status::error("optimizer '" + oc.type + "' has no update on accelerator cuda");
     }
   }
+  for (const auto& [step, ts] : adamByStep)
+    DW_RETURN_IF_ERROR(dev->adam(adamScalars(oc, oc.type == "adamw", lastLr, step), ts));
   ++counters.optimizerSteps;
   hostStale = true;
   return Status();
