@@ -15,9 +15,9 @@
 #include "app/cli/commands.h"
 #include "engine/training/trainer.h"
 #include "graphs/file_io.h"
-#include "nodes/catalogue.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
+#include "nodes/catalogue.h"
 
 namespace dw::cli {
 
@@ -284,8 +284,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--lr", train->lr, "Learning rate")->check(CLI::NonNegativeNumber);
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
-  t->add_option("--accelerator", train->accelerator,
-                "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+  t->add_option(
+       "--accelerator", train->accelerator,
+       "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
       ->check(checkAccelerator);
   t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);
@@ -318,8 +319,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   CLI::App* e = app.add_subcommand("eval", "Evaluate a project's model on its test dataset");
   e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
   e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
-  e->add_option("--accelerator", ev->accelerator,
-                "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+  e->add_option(
+       "--accelerator", ev->accelerator,
+       "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
       ->check(checkAccelerator);
   e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(CLI::NonNegativeNumber);

@@ -321,10 +321,12 @@ Result<std::shared_ptr<Backend>> createBackend(int index, const BackendOptions& 
     const auto& p = (*c)->props;
     // Tensor cores take bf16 and TF32 from Ampere (compute capability 8.0) on.
     if (p.major < 8)
-      return Status::error("precision " + o.precision + " needs an NVIDIA GPU of compute "
-                           "capability 8.0 or later; cuda:" + std::to_string(index) + " (" +
-                           p.name + ") is " + std::to_string(p.major) + "." +
-                           std::to_string(p.minor) + ". Use precision fp32");
+      return Status::error("precision " + o.precision +
+                           " needs an NVIDIA GPU of compute "
+                           "capability 8.0 or later; cuda:" +
+                           std::to_string(index) + " (" + p.name + ") is " +
+                           std::to_string(p.major) + "." + std::to_string(p.minor) +
+                           ". Use precision fp32");
     math = o.precision == "bf16" ? Math::kBf16 : Math::kTf32;
   } else if (o.precision != "fp32") {
     return Status::error("unknown precision '" + o.precision + "'");

@@ -168,8 +168,7 @@ __global__ void fromBf16Kernel(const __nv_bfloat16* x, float* y, int64_t n) {
 }  // namespace
 
 void launchToBf16(const float* x, void* y, int64_t n, cudaStream_t s) {
-  if (n > 0)
-    toBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(y), n);
+  if (n > 0) toBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(y), n);
 }
 
 void launchFromBf16(const void* x, float* y, int64_t n, cudaStream_t s) {

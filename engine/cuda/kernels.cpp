@@ -283,9 +283,9 @@ Result<Operands> operands(KernelContext& ctx, CudaBackend& be, const float* a, i
 
 // y_i = alpha op(A_i) op(B_i) + beta y_i for `batches` row-major products whose operands lie
 // `sa`, `sb` and `m * n` elements apart (sa or sb 0: shared by every product).
-Status gemm(KernelContext& ctx, CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n,
-            int64_t k, float alpha, const float* a, const float* b, float beta, float* y,
-            int64_t batches = 1, int64_t sa = 0, int64_t sb = 0) {
+Status gemm(KernelContext& ctx, CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+            float alpha, const float* a, const float* b, float beta, float* y, int64_t batches = 1,
+            int64_t sa = 0, int64_t sb = 0) {
   if (m == 0 || n == 0 || batches == 0) return Status();
   const auto& L = be.libs();
   auto ops = operands(ctx, be, a, (batches - 1) * sa + m * k, b, (batches - 1) * sb + k * n);
@@ -369,8 +369,8 @@ class MatMul : public Kernel {
       return gemm(ctx, be, false, false, batches * m, n, k, 1.f, fp(a), fp(b), 0.f,
                   y->data<float>());
     if (ba == bb)
-      return gemm(ctx, be, false, false, m, n, k, 1.f, fp(a), fp(b), 0.f, y->data<float>(),
-                  batches, m * k, k * n);
+      return gemm(ctx, be, false, false, m, n, k, 1.f, fp(a), fp(b), 0.f, y->data<float>(), batches,
+                  m * k, k * n);
     // General broadcasting of the batch dimensions: one product per batch.
     const Strided sA = broadcastStrides(ba, *batch), sB = broadcastStrides(bb, *batch);
     for (int64_t i = 0; i < batches; ++i) {

@@ -208,7 +208,7 @@ class ConvBase : public Kernel {
     return launched("float copy of a convolution result");
   }
   static cudnnMathType_t searchMath(Math m) {
-    return m == Math::kFp32 ? CUDNN_FMA_MATH
+    return m == Math::kFp32   ? CUDNN_FMA_MATH
            : m == Math::kBf16 ? CUDNN_TENSOR_OP_MATH
                               : CUDNN_DEFAULT_MATH;
   }
@@ -285,8 +285,7 @@ class ConvBase : public Kernel {
     if (!ws) return ws.status();
     const Libs& l = be.libs();
     auto best = search<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        be, p, "backward-filter algorithm",
-        [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* n) {
+        be, p, "backward-filter algorithm", [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* n) {
           return check(l,
                        l.cudnnFindConvolutionBackwardFilterAlgorithmEx(
                            be.ctx().cudnn, p.xd.d, x, p.yd.d, dy, p.cd.d, p.wd.d, dw, 16, n, perf,
@@ -342,9 +341,9 @@ class Conv : public ConvBase {
       DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->fwdMath));
       const float one = 1.f, zero = 0.f;
       DW_CUDA_OK(check(l,
-                       l.cudnnConvolutionForward(be.ctx().cudnn, &one, (*p)->xd.d, *xin,
-                                                 (*p)->wd.d, *win, (*p)->cd.d, (*p)->fwd, *ws,
-                                                 (*p)->fwdWs, &zero, (*p)->yd.d, *yout),
+                       l.cudnnConvolutionForward(be.ctx().cudnn, &one, (*p)->xd.d, *xin, (*p)->wd.d,
+                                                 *win, (*p)->cd.d, (*p)->fwd, *ws, (*p)->fwdWs,
+                                                 &zero, (*p)->yd.d, *yout),
                        "convolution"));
     }
     DW_RETURN_IF_ERROR(fromDnn(be, *yout, *y));

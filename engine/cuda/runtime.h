@@ -37,11 +37,12 @@ struct Libs {
   X(cudnnDestroyTensorDescriptor)                                                                  \
   X(cudnnCreateFilterDescriptor)                                                                   \
   X(cudnnSetFilterNdDescriptor)                                                                    \
-  X(cudnnDestroyFilterDescriptor) X(cudnnCreateConvolutionDescriptor)                              \
-      X(cudnnSetConvolutionNdDescriptor) X(cudnnSetConvolutionGroupCount)                          \
-          X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor) X(                   \
-              cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize)   \
-              X(cudnnConvolutionForward) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)            \
+  X(cudnnDestroyFilterDescriptor)                                                                  \
+  X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                           \
+      X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType)                              \
+          X(cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)           \
+              X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(             \
+                  cudnnGetConvolutionBackwardDataAlgorithm_v7)                                     \
                   X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData)  \
                       X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                             \
                           X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                        \
@@ -60,11 +61,12 @@ struct Libs {
 #undef DW_CUDA_FN
   // cublas_api.h overloads it for C++ (a cudaDataType compute type), so decltype cannot name
   // the C function: its type is spelled out.
-  cublasStatus_t (*cublasGemmStridedBatchedEx)(
-      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-      const void*, cudaDataType, int, long long, const void*, cudaDataType, int, long long,
-      const void*, void*, cudaDataType, int, long long, int, cublasComputeType_t,
-      cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*cublasGemmStridedBatchedEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                               int, int, int, const void*, const void*,
+                                               cudaDataType, int, long long, const void*,
+                                               cudaDataType, int, long long, const void*, void*,
+                                               cudaDataType, int, long long, int,
+                                               cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
   bool cudnn = false;    // all cuDNN functions resolved
   std::string cudnnWhy;  // why not
   std::string versions;  // "cuBLAS 13.1.0, cuDNN 9.19.0"

@@ -456,8 +456,10 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
   if (o.precision == "tf32") {
     // TF32 is a tensor-core format; neither oneDNN engine computes in it.
     if (!isAuto)
-      return Status::error("precision tf32 runs on accelerator cuda only (NVIDIA GPUs of compute "
-                           "capability 8.0 or later); on " + acc + " use fp32 or bf16");
+      return Status::error(
+          "precision tf32 runs on accelerator cuda only (NVIDIA GPUs of compute "
+          "capability 8.0 or later); on " +
+          acc + " use fp32 or bf16");
     bf16Notice = "precision tf32: runs on cuda only; running in fp32";
   }
   // oneDNN's GPU bf16 support depends on the device; the GPU backend is validated in fp32 only.

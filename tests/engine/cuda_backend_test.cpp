@@ -404,11 +404,8 @@ TEST(CudaOps, ProductsInTf32AndBf16) {
   // [128, 64] x [64, 128] with every element 1 + 2^-e (large enough that cuBLAS takes its
   // tensor-core kernels): exact in fp32; TF32 keeps 10 bits after the point and bf16 7, so
   // 1 + 2^-9 survives TF32 but not bf16, and 1 + 2^-12 neither.
-  for (const auto& [e, precision, rounded] :
-       std::vector<std::tuple<int, std::string, bool>>{{9, "tf32", false},
-                                                       {9, "bf16", true},
-                                                       {12, "tf32", true},
-                                                       {12, "fp32", false}}) {
+  for (const auto& [e, precision, rounded] : std::vector<std::tuple<int, std::string, bool>>{
+           {9, "tf32", false}, {9, "bf16", true}, {12, "tf32", true}, {12, "fp32", false}}) {
     const float v = 1.f + std::ldexp(1.f, -e);
     onnx::ModelProto m = emptyModel(17);
     auto* g = m.mutable_graph();
@@ -716,8 +713,7 @@ struct Curve {
 };
 
 Curve train(const std::string& example, const std::string& accelerator, int steps,
-            const std::string& optimizer, int threads = 2,
-            const std::string& precision = "fp32") {
+            const std::string& optimizer, int threads = 2, const std::string& precision = "fp32") {
   Curve out;
   auto g = dw::loadProject(std::string(DW_SOURCE_DIR) + "/resources/examples/" + example);
   EXPECT_TRUE(g.ok()) << g.message();
