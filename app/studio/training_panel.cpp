@@ -582,18 +582,17 @@ void TrainingPanel::markSettingsSaved() {
 }
 
 void TrainingPanel::acceleratorFromGraph() {
-  auto cfg = trainingConfigFromGraph(model_->graph());
-  if (!cfg.ok()) return;
+  TrainingConfig c;
+  applyAcceleratorNode(model_->graph(), c);
   const QSignalBlocker b(accelerator_);
-  if (const int i = accelerator_->findData(qs(cfg->accelerator)); i >= 0)
+  if (const int i = accelerator_->findData(qs(c.accelerator)); i >= 0)
     accelerator_->setCurrentIndex(i);
 }
 
 void TrainingPanel::acceleratorToGraph() {
   const QString device = accelerator_->currentData().toString();
-  const Node* acc = nullptr;
-  for (const auto& [id, n] : model_->graph().nodes())
-    if (n.type == "Accelerator" && n.domain == kGraphDomain && (!acc || n.model.empty())) acc = &n;
+  // The node the trainer reads (trainingConfigFromGraph).
+  const Node* acc = controlNode(model_->graph(), "Accelerator");
   if (!acc) return;
   auto cur = model_->graph().param(acc->id, "device");
   if (cur && qs(cur->asString()) == device) return;
@@ -626,13 +625,14 @@ TrainingConfig TrainingPanel::currentConfig() const {
   c.batchSize = batchSize_->value();
   c.epochs = epochs_->value();
   c.dataset = data_->spec();
-  c.accelerator = accelerator_->currentData().toString().toStdString();
   // Threads and precision live on the Accelerator node, which the Parameters panel edits
-  // directly: take them as the canvas has them now, not as the project was opened.
-  if (auto now = trainingConfigFromGraph(model_->graph()); now.ok()) {
-    c.threads = now->threads;
-    c.precision = now->precision;
-  }
+  // directly: take them as the canvas has them now, not as the project was opened. The device is
+  // the combo's, which writes it to the node.
+  const TrainingConfig defaults;
+  c.threads = defaults.threads;
+  c.precision = defaults.precision;
+  applyAcceleratorNode(model_->graph(), c);
+  c.accelerator = accelerator_->currentData().toString().toStdString();
   return c;
 }
 

@@ -316,21 +316,18 @@ int deviceCount(std::string* why) {
 Result<std::shared_ptr<Backend>> createBackend(int index, const BackendOptions& o) {
   auto c = deviceContext(index);
   if (!c) return c.status();
-  Math math = Math::kFp32;
-  if (o.precision == "bf16" || o.precision == "tf32") {
-    const auto& p = (*c)->props;
-    // Tensor cores take bf16 and TF32 from Ampere (compute capability 8.0) on.
-    if (p.major < 8)
-      return Status::error("precision " + o.precision +
-                           " needs an NVIDIA GPU of compute "
-                           "capability 8.0 or later; cuda:" +
-                           std::to_string(index) + " (" + p.name + ") is " +
-                           std::to_string(p.major) + "." + std::to_string(p.minor) +
-                           ". Use precision fp32");
-    math = o.precision == "bf16" ? Math::kBf16 : Math::kTf32;
-  } else if (o.precision != "fp32") {
-    return Status::error("unknown precision '" + o.precision + "'");
-  }
+  // engine::createBackend has checked the name against precisionNames().
+  const Math math = o.precision == "bf16"   ? Math::kBf16
+                    : o.precision == "tf32" ? Math::kTf32
+                                            : Math::kFp32;
+  const auto& props = (*c)->props;
+  // Tensor cores take bf16 and TF32 from Ampere (compute capability 8.0) on.
+  if (math != Math::kFp32 && props.major < 8)
+    return Status::error(
+        "precision " + o.precision +
+        " needs an NVIDIA GPU of compute capability 8.0 or later; cuda:" + std::to_string(index) +
+        " (" + props.name + ") is " + std::to_string(props.major) + "." +
+        std::to_string(props.minor) + ". Use precision fp32");
   BackendOptions ho;
   ho.accelerator = "cpu";
   ho.threads = o.threads;

@@ -77,20 +77,26 @@ bool convSupported(const KernelInit& init, const std::vector<DType>& t) {
   return true;
 }
 
-// What a convolution node's attributes and shapes fix: the cuDNN descriptors, the chosen
-// algorithms and their workspace sizes, built once per input shape.
+// The algorithm cuDNN's timing chose for one direction of a convolution, with the math it was
+// timed under (set on the descriptor before it runs) and its workspace; made on first use.
+template <class Algo>
+struct Choice {
+  Algo algo{};
+  cudnnMathType_t math{};
+  size_t workspace = 0;
+  bool made = false;
+};
+
+// What a convolution node's attributes and shapes fix: the cuDNN descriptors and the chosen
+// algorithms, built once per input shape.
 struct ConvPlan {
   Shape x, w, y;  // as the graph sees them
-  TensorDesc xd, yd, bd;
+  TensorDesc xd, yd;
   FilterDesc wd;
   ConvDesc cd;
-  cudnnConvolutionFwdAlgo_t fwd{};
-  cudnnConvolutionBwdDataAlgo_t bwdData{};
-  cudnnConvolutionBwdFilterAlgo_t bwdFilter{};
-  // The math each chosen algorithm was timed with, set on `cd` before it runs.
-  cudnnMathType_t fwdMath{}, dataMath{}, filterMath{};
-  size_t fwdWs = 0, dataWs = 0, filterWs = 0;
-  bool haveFwd = false, haveData = false, haveFilter = false;
+  Choice<cudnnConvolutionFwdAlgo_t> fwd;
+  Choice<cudnnConvolutionBwdDataAlgo_t> data;
+  Choice<cudnnConvolutionBwdFilterAlgo_t> filter;
 };
 
 class ConvBase : public Kernel {
@@ -216,88 +222,36 @@ class ConvBase : public Kernel {
     return check(l, l.cudnnSetConvolutionMathType(p.cd.d, m), "math type");
   }
 
-  // Times the algorithms (`find(perf, &count)`) under the precision's math, then under FMA math
-  // if that found no deterministic one: cuDNN lists some shapes' deterministic algorithms only
-  // there (TF32 backward data of X [1024, 32, 14, 14] by W [64, 32, 3, 3] on an H100).
-  template <class Perf, class Find>
-  static Result<Perf> search(CudaBackend& be, ConvPlan& p, const char* what, Find find) {
+  // The workspace for running `c`, which is made first if need be: `find(perf, &count,
+  // workspace)` times the algorithms under the precision's math, then under FMA math if that
+  // found no deterministic one (cuDNN lists some shapes' deterministic algorithms only there:
+  // TF32 backward data of X [1024, 32, 14, 14] by W [64, 32, 3, 3] on an H100). Leaves the
+  // descriptor set to the chosen algorithm's math. Callers hold the device context's mutex.
+  template <class Perf, class Algo, class Find>
+  static Result<void*> prepare(KernelContext& ctx, CudaBackend& be, ConvPlan& p, Choice<Algo>& c,
+                               const char* what, Find find) {
     const Libs& l = be.libs();
-    for (cudnnMathType_t m : {searchMath(be.math()), CUDNN_FMA_MATH}) {
-      DW_RETURN_IF_ERROR(setMath(l, p, m));
-      Perf perf[16];
-      int n = 0;
-      DW_RETURN_IF_ERROR(find(perf, &n));
-      if (const Perf* best = pick(perf, n, be.math())) return *best;
-      if (m == CUDNN_FMA_MATH) break;
+    if (!c.made) {
+      auto ws = workspace(ctx, kSearchWorkspace);
+      if (!ws) return ws.status();
+      const std::string timing = std::string("timing ") + what + " algorithms";
+      for (cudnnMathType_t m : {searchMath(be.math()), CUDNN_FMA_MATH}) {
+        DW_RETURN_IF_ERROR(setMath(l, p, m));
+        Perf perf[16];
+        int n = 0;
+        DW_CUDA_OK(check(l, find(perf, &n, *ws), timing.c_str()));
+        if (const Perf* best = pick(perf, n, be.math())) {
+          c = {best->algo, best->mathType, best->memory, true};
+          break;
+        }
+        if (m == CUDNN_FMA_MATH)
+          return Status::error("cuDNN offers no deterministic " + be.precision() + " " + what +
+                               " algorithm for X " + shapeToString(p.x) + ", W " +
+                               shapeToString(p.w));
+      }
     }
-    return Status::error("cuDNN offers no deterministic " + be.precision() + " " + what +
-                         " for X " + shapeToString(p.x) + ", W " + shapeToString(p.w));
-  }
-
-  Status chooseForward(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* x,
-                       const void* w, void* y) {
-    if (p.haveFwd) return Status();
-    auto ws = workspace(ctx, kSearchWorkspace);
-    if (!ws) return ws.status();
-    const Libs& l = be.libs();
-    auto best = search<cudnnConvolutionFwdAlgoPerf_t>(
-        be, p, "convolution", [&](cudnnConvolutionFwdAlgoPerf_t* perf, int* n) {
-          return check(l,
-                       l.cudnnFindConvolutionForwardAlgorithmEx(be.ctx().cudnn, p.xd.d, x, p.wd.d,
-                                                                w, p.cd.d, p.yd.d, y, 16, n, perf,
-                                                                *ws, kSearchWorkspace),
-                       "timing convolution algorithms");
-        });
-    if (!best) return best.status();
-    p.fwd = best->algo;
-    p.fwdMath = best->mathType;
-    p.fwdWs = best->memory;
-    p.haveFwd = true;
-    return Status();
-  }
-
-  Status chooseBackwardData(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* w,
-                            const void* dy, void* dx) {
-    if (p.haveData) return Status();
-    auto ws = workspace(ctx, kSearchWorkspace);
-    if (!ws) return ws.status();
-    const Libs& l = be.libs();
-    auto best = search<cudnnConvolutionBwdDataAlgoPerf_t>(
-        be, p, "backward-data algorithm", [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int* n) {
-          return check(l,
-                       l.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                           be.ctx().cudnn, p.wd.d, w, p.yd.d, dy, p.cd.d, p.xd.d, dx, 16, n, perf,
-                           *ws, kSearchWorkspace),
-                       "timing backward-data algorithms");
-        });
-    if (!best) return best.status();
-    p.bwdData = best->algo;
-    p.dataMath = best->mathType;
-    p.dataWs = best->memory;
-    p.haveData = true;
-    return Status();
-  }
-
-  Status chooseBackwardFilter(KernelContext& ctx, CudaBackend& be, ConvPlan& p, const void* x,
-                              const void* dy, void* dw) {
-    if (p.haveFilter) return Status();
-    auto ws = workspace(ctx, kSearchWorkspace);
-    if (!ws) return ws.status();
-    const Libs& l = be.libs();
-    auto best = search<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        be, p, "backward-filter algorithm", [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int* n) {
-          return check(l,
-                       l.cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                           be.ctx().cudnn, p.xd.d, x, p.yd.d, dy, p.cd.d, p.wd.d, dw, 16, n, perf,
-                           *ws, kSearchWorkspace),
-                       "timing backward-filter algorithms");
-        });
-    if (!best) return best.status();
-    p.bwdFilter = best->algo;
-    p.filterMath = best->mathType;
-    p.filterWs = best->memory;
-    p.haveFilter = true;
-    return Status();
+    DW_RETURN_IF_ERROR(setMath(l, p, c.math));
+    return workspace(ctx, c.workspace);
   }
 
   // Workspace from the session's pool (so steady steps allocate nothing).
@@ -329,22 +283,23 @@ class Conv : public ConvBase {
     if (!win) return win.status();
     auto yout = dnnOutput(ctx, be, *y);
     if (!yout) return yout.status();
-    {
-      std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(chooseForward(ctx, be, **p, *xin, *win, *yout));
-    }
-    auto ws = workspace(ctx, (*p)->fwdWs);
-    if (!ws) return ws.status();
     const Libs& l = be.libs();
+    ConvPlan& P = **p;
     {
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->fwdMath));
+      auto ws = prepare<cudnnConvolutionFwdAlgoPerf_t>(
+          ctx, be, P, P.fwd, "convolution", [&](auto* perf, int* n, void* search) {
+            return l.cudnnFindConvolutionForwardAlgorithmEx(be.ctx().cudnn, P.xd.d, *xin, P.wd.d,
+                                                            *win, P.cd.d, P.yd.d, *yout, 16, n,
+                                                            perf, search, kSearchWorkspace);
+          });
+      if (!ws) return ws.status();
       const float one = 1.f, zero = 0.f;
-      DW_CUDA_OK(check(l,
-                       l.cudnnConvolutionForward(be.ctx().cudnn, &one, (*p)->xd.d, *xin, (*p)->wd.d,
-                                                 *win, (*p)->cd.d, (*p)->fwd, *ws, (*p)->fwdWs,
-                                                 &zero, (*p)->yd.d, *yout),
-                       "convolution"));
+      DW_CUDA_OK(
+          check(l,
+                l.cudnnConvolutionForward(be.ctx().cudnn, &one, P.xd.d, *xin, P.wd.d, *win, P.cd.d,
+                                          P.fwd.algo, *ws, P.fwd.workspace, &zero, P.yd.d, *yout),
+                "convolution"));
     }
     DW_RETURN_IF_ERROR(fromDnn(be, *yout, *y));
     if (ctx.hasInput(2)) {
@@ -375,6 +330,7 @@ class ConvGrad : public ConvBase {
       return Status::error("ConvGrad: dY has shape " + shapeToString(dy.shape()) + ", expected " +
                            shapeToString((*p)->y));
     const Libs& l = be.libs();
+    ConvPlan& P = **p;
     const float one = 1.f, zero = 0.f;
     auto dyin = dnnInput(ctx, be, dy);
     if (!dyin) return dyin.status();
@@ -385,15 +341,18 @@ class ConvGrad : public ConvBase {
       auto dxout = dnnOutput(ctx, be, *dx);
       if (!dxout) return dxout.status();
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(chooseBackwardData(ctx, be, **p, *win, *dyin, *dxout));
-      auto ws = workspace(ctx, (*p)->dataWs);
+      auto ws = prepare<cudnnConvolutionBwdDataAlgoPerf_t>(
+          ctx, be, P, P.data, "backward-data", [&](auto* perf, int* n, void* search) {
+            return l.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                be.ctx().cudnn, P.wd.d, *win, P.yd.d, *dyin, P.cd.d, P.xd.d, *dxout, 16, n, perf,
+                search, kSearchWorkspace);
+          });
       if (!ws) return ws.status();
-      DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->dataMath));
-      DW_CUDA_OK(check(l,
-                       l.cudnnConvolutionBackwardData(be.ctx().cudnn, &one, (*p)->wd.d, *win,
-                                                      (*p)->yd.d, *dyin, (*p)->cd.d, (*p)->bwdData,
-                                                      *ws, (*p)->dataWs, &zero, (*p)->xd.d, *dxout),
-                       "convolution backward data"));
+      DW_CUDA_OK(check(
+          l,
+          l.cudnnConvolutionBackwardData(be.ctx().cudnn, &one, P.wd.d, *win, P.yd.d, *dyin, P.cd.d,
+                                         P.data.algo, *ws, P.data.workspace, &zero, P.xd.d, *dxout),
+          "convolution backward data"));
       DW_RETURN_IF_ERROR(fromDnn(be, *dxout, *dx));
     }
     if (ctx.wantsOutput(1)) {
@@ -403,14 +362,17 @@ class ConvGrad : public ConvBase {
       auto dwout = dnnOutput(ctx, be, *dw);
       if (!dwout) return dwout.status();
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
-      DW_RETURN_IF_ERROR(chooseBackwardFilter(ctx, be, **p, *xin, *dyin, *dwout));
-      auto ws = workspace(ctx, (*p)->filterWs);
+      auto ws = prepare<cudnnConvolutionBwdFilterAlgoPerf_t>(
+          ctx, be, P, P.filter, "backward-filter", [&](auto* perf, int* n, void* search) {
+            return l.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                be.ctx().cudnn, P.xd.d, *xin, P.yd.d, *dyin, P.cd.d, P.wd.d, *dwout, 16, n, perf,
+                search, kSearchWorkspace);
+          });
       if (!ws) return ws.status();
-      DW_RETURN_IF_ERROR(setMath(l, **p, (*p)->filterMath));
       DW_CUDA_OK(check(l,
-                       l.cudnnConvolutionBackwardFilter(
-                           be.ctx().cudnn, &one, (*p)->xd.d, *xin, (*p)->yd.d, *dyin, (*p)->cd.d,
-                           (*p)->bwdFilter, *ws, (*p)->filterWs, &zero, (*p)->wd.d, *dwout),
+                       l.cudnnConvolutionBackwardFilter(be.ctx().cudnn, &one, P.xd.d, *xin, P.yd.d,
+                                                        *dyin, P.cd.d, P.filter.algo, *ws,
+                                                        P.filter.workspace, &zero, P.wd.d, *dwout),
                        "convolution backward filter"));
       DW_RETURN_IF_ERROR(fromDnn(be, *dwout, *dw));
     }

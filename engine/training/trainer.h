@@ -38,6 +38,7 @@ class ModelProto;
 }
 namespace dw {
 class Graph;
+struct Node;
 }
 
 namespace dw::engine {
@@ -76,6 +77,12 @@ struct TrainingConfig {
 };
 // A graph without a "training" section gets the defaults above and an empty dataset.
 Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph);
+// The canvas's control node of `type` (Accelerator, Eval Step): the first of the default
+// model's, else the first of another model's; nullptr when there is none.
+const Node* controlNode(const Graph& graph, const std::string& type);
+// Sets config's accelerator, threads and precision from the Accelerator node, when the canvas
+// has one.
+void applyAcceleratorNode(const Graph& graph, TrainingConfig& config);
 // The reset_metrics? parameter of the canvas's Eval Step node (the default model's wins, as for
 // the Accelerator node); false when the canvas has none. Whoever runs Eval Steps for a project
 // (the studio's Eval Step button) passes it to Trainer::evalStep.

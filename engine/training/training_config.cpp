@@ -202,26 +202,29 @@ Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph) {
     if (!parsed) return parsed.status();
     c = std::move(parsed.value());
   }
-  // The Accelerator node of the default model wins over one of another model on the canvas.
-  const Node* acc = nullptr;
-  for (const auto& [id, n] : graph.nodes())
-    if (n.type == "Accelerator" && n.domain == kGraphDomain &&
-        (!acc || (n.model.empty() && !acc->model.empty())))
-      acc = &n;
-  if (acc) {
-    if (auto v = graph.param(acc->id, "device")) c.accelerator = v->asString();
-    if (auto v = graph.param(acc->id, "threads")) c.threads = static_cast<int>(v->asInt());
-    if (auto v = graph.param(acc->id, "precision")) c.precision = v->asString();
-  }
+  applyAcceleratorNode(graph, c);
   return c;
 }
 
-bool evalStepResetsMetrics(const Graph& graph) {
-  const Node* step = nullptr;
+const Node* controlNode(const Graph& graph, const std::string& type) {
+  const Node* found = nullptr;
   for (const auto& [id, n] : graph.nodes())
-    if (n.type == "Eval Step" && n.domain == kGraphDomain &&
-        (!step || (n.model.empty() && !step->model.empty())))
-      step = &n;
+    if (n.type == type && n.domain == kGraphDomain &&
+        (!found || (n.model.empty() && !found->model.empty())))
+      found = &n;
+  return found;
+}
+
+void applyAcceleratorNode(const Graph& graph, TrainingConfig& c) {
+  const Node* acc = controlNode(graph, "Accelerator");
+  if (!acc) return;
+  if (auto v = graph.param(acc->id, "device")) c.accelerator = v->asString();
+  if (auto v = graph.param(acc->id, "threads")) c.threads = static_cast<int>(v->asInt());
+  if (auto v = graph.param(acc->id, "precision")) c.precision = v->asString();
+}
+
+bool evalStepResetsMetrics(const Graph& graph) {
+  const Node* step = controlNode(graph, "Eval Step");
   if (!step) return false;
   auto v = graph.param(step->id, "reset_metrics?");
   return v && v->asBool();

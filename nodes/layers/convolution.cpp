@@ -56,7 +56,7 @@ Status lowerConv(LoweringBuilder& b, size_t nd, bool transpose) {
   return act == "linear" ? Status() : finish(b, y, act);
 }
 
-std::vector<ParamSpec> convParams(size_t nd, bool transpose) {
+std::vector<ParamSpec> convParams() {
   std::vector<ParamSpec> v = {
       pInt("filters", 32, "Number of output channels."),
       pInts("kernel_size", {3}, "Kernel size: one value, or one per spatial axis."),
@@ -68,14 +68,14 @@ std::vector<ParamSpec> convParams(size_t nd, bool transpose) {
       activationParam()};
   auto w = weightParams();
   v.insert(v.end(), w.begin(), w.end());
-  (void)nd;
-  (void)transpose;
   return v;
 }
 
-// DepthwiseConv2D: a grouped Conv with groups = channels.
-Status lowerDepthwise(LoweringBuilder& b, size_t nd) {
-  auto dims = b.staticDims(0, "a depthwise convolution needs the channel count");
+// The depthwise Conv (groups = channels) that DepthwiseConv and SeparableConv start with, on
+// the builder's input; `what` names the layer in errors.
+Result<std::string> depthwiseConv(LoweringBuilder& b, size_t nd, const std::string& what,
+                                  int64_t& channels, const std::string& output = "") {
+  auto dims = b.staticDims(0, "a " + what + " needs the channel count");
   if (!dims.ok()) return dims.status();
   if (dims->size() != nd + 2) return b.fail("expects a rank-" + std::to_string(nd + 2) + " input");
   const int64_t c = (*dims)[1], mult = intParam(b, "depth_multiplier");
@@ -91,43 +91,37 @@ Status lowerDepthwise(LoweringBuilder& b, size_t nd) {
   wshape.insert(wshape.end(), k->begin(), k->end());
   std::vector<std::string> ins = {
       b.input(0), b.weight("depthwise_kernel", wshape, fillFor(b, "kernel_initializer"))};
-  if (b.param("use_bias").asBool())
+  // Only DepthwiseConv has a bias here; SeparableConv adds its own after the pointwise step.
+  if (!output.empty() && b.param("use_bias").asBool())
     ins.push_back(b.weight("bias", {c * mult}, fillFor(b, "bias_initializer")));
   std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k), attrInts("strides", *s),
                                              attrInts("dilations", *d), attrInt("group", c)};
   if (strParam(b, "padding") == "same") attrs.push_back(attrString("auto_pad", "SAME_UPPER"));
-  const std::string act = strParam(b, "activation");
-  const auto y = b.op1("Conv", ins, attrs, act == "linear" ? b.outputName(0) : "");
-  return act == "linear" ? Status() : finish(b, y, act);
+  channels = c * mult;
+  return b.op1("Conv", ins, attrs, output);
 }
 
-// SeparableConv: depthwise Conv (groups = channels), then a 1x1 pointwise Conv.
+// DepthwiseConv2D: a grouped Conv with groups = channels.
+Status lowerDepthwise(LoweringBuilder& b, size_t nd) {
+  const std::string act = strParam(b, "activation");
+  int64_t channels = 0;
+  auto y = depthwiseConv(b, nd, "depthwise convolution", channels,
+                         act == "linear" ? b.outputName(0) : "");
+  if (!y.ok()) return y.status();
+  return act == "linear" ? Status() : finish(b, *y, act);
+}
+
+// SeparableConv: the depthwise Conv, then a 1x1 pointwise Conv.
 Status lowerSeparable(LoweringBuilder& b, size_t nd) {
-  auto dims = b.staticDims(0, "a separable convolution needs the channel count");
-  if (!dims.ok()) return dims.status();
-  if (dims->size() != nd + 2) return b.fail("expects a rank-" + std::to_string(nd + 2) + " input");
-  const int64_t c = (*dims)[1], mult = intParam(b, "depth_multiplier"),
-                filters = intParam(b, "filters");
-  if (c <= 0 || mult <= 0 || filters <= 0)
-    return b.fail("channels, depth_multiplier and filters must be positive");
-  auto k = spatial(b, "kernel_size", nd);
-  auto s = spatial(b, "strides", nd);
-  auto d = spatial(b, "dilation_rate", nd);
-  if (!k.ok()) return k.status();
-  if (!s.ok()) return s.status();
-  if (!d.ok()) return d.status();
-  std::vector<int64_t> dshape = {c * mult, 1};
-  dshape.insert(dshape.end(), k->begin(), k->end());
-  std::vector<onnx::AttributeProto> attrs = {attrInts("kernel_shape", *k), attrInts("strides", *s),
-                                             attrInts("dilations", *d), attrInt("group", c)};
-  if (strParam(b, "padding") == "same") attrs.push_back(attrString("auto_pad", "SAME_UPPER"));
-  const auto depth = b.op1(
-      "Conv", {b.input(0), b.weight("depthwise_kernel", dshape, fillFor(b, "kernel_initializer"))},
-      attrs);
-  std::vector<int64_t> pshape = {filters, c * mult};
+  int64_t channels = 0;
+  auto depth = depthwiseConv(b, nd, "separable convolution", channels);
+  if (!depth.ok()) return depth.status();
+  const int64_t filters = intParam(b, "filters");
+  if (filters <= 0) return b.fail("filters must be positive");
+  std::vector<int64_t> pshape = {filters, channels};
   pshape.insert(pshape.end(), nd, 1);
   std::vector<std::string> ins = {
-      depth, b.weight("pointwise_kernel", pshape, fillFor(b, "kernel_initializer"))};
+      *depth, b.weight("pointwise_kernel", pshape, fillFor(b, "kernel_initializer"))};
   if (b.param("use_bias").asBool())
     ins.push_back(b.weight("bias", {filters}, fillFor(b, "bias_initializer")));
   const std::string act = strParam(b, "activation");
@@ -150,42 +144,42 @@ void addConvolutions(CatalogueBuilder& cb) {
            "1-D convolution over (N, C, L). Lowers to Conv.",
            {in()},
            {out()},
-           convParams(1, false),
+           convParams(),
            conv<1, false>});
   add(cb, {"Conv2D",
            "convolution",
            "2-D convolution over (N, C, H, W). Lowers to Conv.",
            {in()},
            {out()},
-           convParams(2, false),
+           convParams(),
            conv<2, false>});
   add(cb, {"Conv3D",
            "convolution",
            "3-D convolution over (N, C, D, H, W). Lowers to Conv.",
            {in()},
            {out()},
-           convParams(3, false),
+           convParams(),
            conv<3, false>});
   add(cb, {"Conv1DTranspose",
            "convolution",
            "Transposed 1-D convolution, with Keras' output sizes. Lowers to ConvTranspose.",
            {in()},
            {out()},
-           convParams(1, true),
+           convParams(),
            conv<1, true>});
   add(cb, {"Conv2DTranspose",
            "convolution",
            "Transposed 2-D convolution, with Keras' output sizes. Lowers to ConvTranspose.",
            {in()},
            {out()},
-           convParams(2, true),
+           convParams(),
            conv<2, true>});
   add(cb, {"Conv3DTranspose",
            "convolution",
            "Transposed 3-D convolution, with Keras' output sizes. Lowers to ConvTranspose.",
            {in()},
            {out()},
-           convParams(3, true),
+           convParams(),
            conv<3, true>});
   {
     std::vector<ParamSpec> v = {
