@@ -20,12 +20,13 @@ step() {  # step NAME SECONDS COMMAND...
 # STEPS (space-separated names) runs only those steps.
 want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi > "$OUT/nvidia-smi.log" 2>&1
+step tools 10 bash -c 'ls /usr/local/cuda/bin; command -v nsys ncu nvidia-smi python3'
 step devices 30 $B/app/cli/deepwire devices
 step cuda-tests 240 $B/tests/engine/engine_tests --gtest_filter='Cuda*:*OnCuda*'
 step mlp-profile 60 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
 step placement 60 env DEEPWIRE_PLACEMENT=1 $B/tests/engine/engine_tests --gtest_filter='CudaOps.GradientsMatchCpu'
 step cnn-profile 90 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --max-steps 900 --quiet
-step cnn-profile-1024 90 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --batch-size 1024 --quiet
+step cnn-profile-1024 90 env DEEPWIRE_PROFILE=1 DEEPWIRE_CUDNN_LOG=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --batch-size 1024 --quiet
 step mlp-10-epochs 150 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 10 --quiet
 # A checkpoint written on cuda resumes on cpu, and one written on cpu resumes on cuda.
 MLP=resources/examples/fashion_mnist_mlp.dwproj
@@ -44,4 +45,18 @@ step cnn-10-bf16 200 $B/app/cli/deepwire train resources/examples/fashion_mnist_
 step conformance 150 $B/app/cli/deepwire conformance --accelerator cuda
 # torchvision's resnet18 and mobilenet_v2 at batch 1 and 64 against PyTorch eager on this GPU.
 step zoo-gpu 240 python3 bench/zoo/gpu_compare.py $B "$OUT/zoo" ${ZOO_ARGS:---rounds 3 --runs 20}
+# Where the zoo's batch-64 time goes (run after zoo-gpu, which exports the models): per op type
+# and per node, the first run (cuDNN's search) left out.
+zoo_profile() {
+  for m in "$OUT"/zoo/*_b64.onnx; do
+    echo "== $m"
+    DEEPWIRE_PROFILE=1 DEEPWIRE_CUDNN_LOG=1 $B/bench/zoo_bench "$m" "${m%.onnx}.input.npy" --accelerator cuda \
+      --precision ${ZOO_PRECISION:-tf32} --runs 10 --warmup 2 2>&1 | grep -v '^{'
+  done
+}
+export -f zoo_profile
+export OUT B
+step zoo-profile 120 bash -c zoo_profile
+# A timeline of the CNN's batch-1024 step, where nsys is installed.
+step cnn-nsys-1024 120 bash -c "command -v nsys && nsys profile -o $OUT/cnn1024 --force-overwrite true --stats=true $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --batch-size 1024 --max-steps 40 --quiet"
 cat "$OUT/summary.txt"

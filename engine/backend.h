@@ -57,8 +57,11 @@ class Backend {
   }
   // Waits until the device finished everything queued so far; reports asynchronous errors.
   virtual Status synchronize() { return Status(); }
-  // Whether the planner should apply the oneDNN-specific fusions and layouts (engine/fusion/).
-  virtual bool oneDnnFusions() const { return true; }
+  // Which graph fusions the planner applies for this backend's kernels (engine/fusion/): all
+  // of oneDNN's, with its layouts, or only a convolution's epilogue (a folded inference
+  // BatchNormalization, the bias and an activation, applied in one pass).
+  enum class Fusions { kOneDnn, kConvEpilogue };
+  virtual Fusions fusions() const { return Fusions::kOneDnn; }
 };
 
 struct BackendOptions {

@@ -36,7 +36,8 @@ struct PlanNode {
   uint32_t shapeOnlyInputs = 0;
   // For the profile: tensors handed over in nChw16c (markBlockedLayouts), a convolution fused in.
   std::string layouts;
-  double seconds = 0;  // kernel time, when the plan is profiled
+  double seconds = 0;       // kernel time, when the plan is profiled
+  double firstSeconds = 0;  // of that, the first run's (algorithm searches, device copies)
   int64_t calls = 0;
 };
 
@@ -58,6 +59,7 @@ class GraphPlan {
   std::unordered_map<int, DeviceConstant> deviceConstants;
   bool profile = false;
   double runSeconds = 0;  // whole runs, when profiled: the rest is the executor's own time
+  double firstRunSeconds = 0;
   int64_t runs = 0;
 
   int id(const std::string& n) {

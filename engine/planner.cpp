@@ -429,7 +429,9 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   // Expand functions first so that ordering and liveness see the real nodes.
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
-  if (fuse && backend->oneDnnFusions()) {
+  if (fuse && backend->fusions() == Backend::Fusions::kConvEpilogue)
+    fusion::fuseForOneDnn(expanded, g, types, /*convEpiloguesOnly=*/true);
+  if (fuse && backend->fusions() == Backend::Fusions::kOneDnn) {
     fusion::fuseForOneDnn(expanded, g, types);
     if (blockedLayouts && backend->precision() == "fp32")
       fusion::markNhwcChains(expanded, g, types);

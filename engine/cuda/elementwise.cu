@@ -29,17 +29,6 @@ __global__ void unaryGradKernel(ops::UnaryParams p, const float* dy, const float
   }
 }
 
-__device__ inline int64_t offsetOf(int64_t i, const Strided& s) {
-  int64_t off = 0;
-  for (int d = s.rank - 1; d >= 0; --d) {
-    const int64_t dim = s.dims[d];
-    const int64_t c = i % dim;
-    i /= dim;
-    off += c * s.strides[d];
-  }
-  return off;
-}
-
 // The functions the cuda table runs (ops/binary_table.h marks them): arithmetic, comparisons.
 template <ops::BinaryFn F>
 constexpr bool kOnDevice = ops::kindOf(F) == ops::BinaryKind::kCompare ||
@@ -81,8 +70,9 @@ bool contiguous(const Strided& s) {
 }
 
 template <class T>
-void binaryTyped(ops::BinaryFn fn, const void* a, const Strided& as, const void* b,
-                 const Strided& bs, void* out, int64_t n, cudaStream_t s) {
+void binaryTyped(ops::BinaryFn fn, const void* a, Strided as, const void* b, Strided bs, void* out,
+                 int64_t n, cudaStream_t s) {
+  coalesce({&as, &bs});
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
   const bool flat = contiguous(as) && contiguous(bs);
@@ -214,9 +204,11 @@ void launchBinary(ops::BinaryFn op, ElemType t, const void* a, const Strided& as
   }
 }
 
-void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n, int elemBytes,
+void launchStridedCopy(const void* src, const Strided& walk, void* out, int64_t n, int elemBytes,
                        cudaStream_t s) {
   if (n <= 0) return;
+  Strided ss = walk;
+  coalesce({&ss});
   switch (elemBytes) {
     case 1:
       stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<const uint8_t*>(src), ss,
@@ -237,8 +229,10 @@ void launchStridedCopy(const void* src, const Strided& ss, void* out, int64_t n,
   }
 }
 
-void launchStridedScatter(const float* src, const Strided& os, float* out, int64_t n,
+void launchStridedScatter(const float* src, const Strided& walk, float* out, int64_t n,
                           cudaStream_t s) {
+  Strided os = walk;
+  coalesce({&os});
   if (n > 0) stridedScatterKernel<<<blocksFor(n), kThreads, 0, s>>>(src, os, out, n);
 }
 
@@ -263,8 +257,9 @@ void launchCast(ElemType from, const void* x, ElemType to, void* y, int64_t n, c
   }
 }
 
-void launchWhere(const uint8_t* c, const Strided& cs, const float* a, const Strided& as,
-                 const float* b, const Strided& bs, float* out, int64_t n, cudaStream_t s) {
+void launchWhere(const uint8_t* c, Strided cs, const float* a, Strided as, const float* b,
+                 Strided bs, float* out, int64_t n, cudaStream_t s) {
+  coalesce({&cs, &as, &bs});
   if (n > 0) whereKernel<<<blocksFor(n), kThreads, 0, s>>>(c, cs, a, as, b, bs, out, n);
 }
 

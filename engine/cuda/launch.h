@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "engine/training/optimizers.h"
 #include "ops/binary.h"
@@ -21,6 +22,32 @@ struct Strided {
   int64_t dims[kMaxRank] = {};
   int64_t strides[kMaxRank] = {};
 };
+
+// Drops size-1 dimensions and merges neighbours that every operand walks contiguously together
+// (stride[d-1] == stride[d] * dims[d], broadcast dimensions included), so that kernels divide
+// less per element. The operands share their dims (a kernel's output shape).
+inline void coalesce(std::initializer_list<Strided*> operands) {
+  const Strided& first = **operands.begin();
+  const int rank = first.rank;
+  int r = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (first.dims[d] == 1) continue;
+    bool merge = r > 0;
+    for (const Strided* o : operands)
+      merge = merge && o->strides[r - 1] == o->strides[d] * o->dims[d];
+    for (Strided* o : operands) {
+      if (merge) {
+        o->dims[r - 1] *= o->dims[d];
+        o->strides[r - 1] = o->strides[d];
+      } else {
+        o->dims[r] = o->dims[d];
+        o->strides[r] = o->strides[d];
+      }
+    }
+    if (!merge) ++r;
+  }
+  for (Strided* o : operands) o->rank = r;
+}
 
 // Element types the launchers take: float, int64, int32, uint8 (bool).
 enum class ElemType : int { kFloat, kInt64, kInt32, kUInt8, kDouble };
@@ -46,16 +73,16 @@ void launchCast(ElemType from, const void* x, ElemType to, void* y, int64_t n, c
 // results of the products that precision bf16 runs on tensor cores.
 void launchToBf16(const float* x, void* y, int64_t n, cudaStream_t s);
 void launchFromBf16(const void* x, float* y, int64_t n, cudaStream_t s);
-void launchWhere(const uint8_t* c, const Strided& cs, const float* a, const Strided& as,
-                 const float* b, const Strided& bs, float* out, int64_t n, cudaStream_t s);
+void launchWhere(const uint8_t* c, Strided cs, const float* a, Strided as, const float* b,
+                 Strided bs, float* out, int64_t n, cudaStream_t s);
 
 // Reductions of float `x` to `outer` outputs: output o reads the `inner` elements at
 // base(o) + offset(r), base from `kept` (dims and strides of the kept axes, in output order) and
 // offset from `reduced`. Mean divides by `inner`; SumSquare sums x*x; Max/Min.
 // The reductions' functions (ops/reduce_table.h; the launcher takes those the cuda table marks).
 using ReduceOp = ops::ReduceFn;
-void launchReduce(ReduceOp op, const float* x, const Strided& kept, const Strided& reduced,
-                  float* y, int64_t outer, int64_t inner, cudaStream_t s);
+void launchReduce(ReduceOp op, const float* x, Strided kept, Strided reduced, float* y,
+                  int64_t outer, int64_t inner, cudaStream_t s);
 // ArgMax/ArgMin along one axis of x viewed as [outer, axis, inner]; writes int64.
 void launchArgExtreme(bool max, bool selectLast, const float* x, int64_t outer, int64_t axis,
                       int64_t inner, int64_t* y, cudaStream_t s);
@@ -156,8 +183,16 @@ void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_
                               const float* dScale, const float* dB, bool global, float* dx,
                               cudaStream_t s);
 
-// y [n, c, hw] += b[c] (a convolution's bias).
-void launchChannelBias(float* y, int64_t n, int64_t c, int64_t hw, const float* b, cudaStream_t s);
+// What a convolution applies to its output in place, per channel: y [n, c, hw] =
+// act(scale[c] * y + shift[c]). A null scale is 1, a null shift 0; fn kCount: no activation.
+void launchChannelEpilogue(float* y, int64_t n, int64_t c, int64_t hw, const float* scale,
+                           const float* shift, ops::UnaryFn fn, const ops::UnaryParams& p,
+                           cudaStream_t s);
+// An inference BatchNormalization folded into the convolution before it, as that epilogue's
+// scale = gamma / sqrt(var + eps) and shift = (bias - mean) * scale + beta (null bias: 0).
+void launchBatchNormFold(const float* gamma, const float* beta, const float* mean, const float* var,
+                         const float* bias, float eps, int64_t c, float* scale, float* shift,
+                         cudaStream_t s);
 // out[c] = sum of x [n, c, hw] over n and hw (a convolution's bias gradient). `partials`:
 // c * channelSlices(c, n, hw) floats.
 void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* partials, float* out,

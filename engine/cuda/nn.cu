@@ -266,12 +266,29 @@ __global__ void bnGradInputKernel(const float* dy, const float* x, int64_t n, in
   }
 }
 
-__global__ void channelBiasKernel(float* y, int64_t n, int64_t c, int64_t hw, const float* b) {
+template <ops::UnaryFn F, bool kAct>
+__global__ void channelEpilogueKernel(float* y, int64_t n, int64_t c, int64_t hw,
+                                      const float* scale, const float* shift, ops::UnaryParams p) {
   for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
-    const float bb = b[pl % c];
+    const int64_t ch = pl % c;
+    const float a = scale ? scale[ch] : 1.f, b = shift ? shift[ch] : 0.f;
     float* out = y + pl * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] += bb;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
+      float v = a * out[k] + b;
+      if constexpr (kAct) v = ops::unaryForward<F>(v, p);
+      out[k] = v;
+    }
   }
+}
+
+__global__ void batchNormFoldKernel(const float* gamma, const float* beta, const float* mean,
+                                    const float* var, const float* bias, float eps, int64_t c,
+                                    float* scale, float* shift) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= c) return;
+  const float a = gamma[i] * rsqrtf(var[i] + eps);
+  scale[i] = a;
+  shift[i] = ((bias ? bias[i] : 0.f) - mean[i]) * a + beta[i];
 }
 
 __global__ void channelSumPartialKernel(const float* x, int64_t n, int64_t c, int64_t hw,
@@ -375,9 +392,27 @@ void launchSpreadMean(const float* dy, int64_t planes, int64_t spatial, float* d
                                                        1.f / static_cast<float>(spatial), dx);
 }
 
-void launchChannelBias(float* y, int64_t n, int64_t c, int64_t hw, const float* b, cudaStream_t s) {
-  if (n * c > 0 && hw > 0)
-    channelBiasKernel<<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(y, n, c, hw, b);
+void launchChannelEpilogue(float* y, int64_t n, int64_t c, int64_t hw, const float* scale,
+                           const float* shift, ops::UnaryFn fn, const ops::UnaryParams& p,
+                           cudaStream_t s) {
+  if (n * c <= 0 || hw <= 0) return;
+  if (fn == ops::UnaryFn::kCount) {
+    channelEpilogueKernel<ops::UnaryFn::kRelu, false>
+        <<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(y, n, c, hw, scale, shift, p);
+    return;
+  }
+  ops::visitUnary(fn, [&](auto f) {
+    channelEpilogueKernel<decltype(f)::value, true>
+        <<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(y, n, c, hw, scale, shift, p);
+  });
+}
+
+void launchBatchNormFold(const float* gamma, const float* beta, const float* mean, const float* var,
+                         const float* bias, float eps, int64_t c, float* scale, float* shift,
+                         cudaStream_t s) {
+  if (c > 0)
+    batchNormFoldKernel<<<blocksFor(c), kThreads, 0, s>>>(gamma, beta, mean, var, bias, eps, c,
+                                                          scale, shift);
 }
 
 void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* partials, float* out,

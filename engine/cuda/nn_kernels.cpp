@@ -3,11 +3,16 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "engine/cuda/kernel_util.h"
+#include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/pool_geometry.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine::cuda {
@@ -74,6 +79,7 @@ bool convSupported(const KernelInit& init, const std::vector<DType>& t) {
   for (size_t i = 0; i < pads.size() / 2; ++i)
     if (pads[i] != pads[i + pads.size() / 2]) return false;  // cuDNN pads symmetrically
   if (init.opType == "ConvGrad" && init.attrs.getInt("transposed", 0) != 0) return false;
+  if (fusion::fusedOf(init.attrs).hasMaxPool()) return false;  // the cpu's oneDNN fusion
   return true;
 }
 
@@ -178,17 +184,64 @@ class ConvBase : public Kernel {
   // is deterministic, so that runs repeat bit for bit. Under fp32 it must compute in full fp32
   // (FMA math: no TF32 rounding), to stay close to the cpu; tf32 and bf16 take tensor cores too,
   // but never a conversion to fp16. The buffers it writes are written again by the real call.
-  static constexpr size_t kSearchWorkspace = size_t(64) << 20;
-
   template <class Perf>
-  static const Perf* pick(const Perf* perf, int n, Math math) {
+  static const Perf* pick(const Perf* perf, int n, Math math, size_t room) {
     for (int i = 0; i < n; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
           (math == Math::kFp32 ? perf[i].mathType == CUDNN_FMA_MATH
                                : perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) &&
-          perf[i].memory <= kSearchWorkspace)
+          perf[i].memory <= room)
         return &perf[i];
     return nullptr;
+  }
+
+  // The room cuDNN times its algorithms in, held only while it times. Tensor-core algorithms on
+  // NCHW tensors transpose their operands there, so a small cap hides the fastest ones (a 64 MiB
+  // cap did for resnet18's 56x56 layers at batch 64 and the example CNN at batch 1024): a
+  // quarter of the free memory, at most 2 GiB, less if that cannot be had.
+  struct SearchSpace {
+    void* p = nullptr;
+    size_t bytes = 0;
+    SearchSpace() {
+      size_t freeB = 0, total = 0;
+      if (cudaMemGetInfo(&freeB, &total) != cudaSuccess) cudaGetLastError();
+      for (size_t want = std::min(size_t(2) << 30, freeB / 4); want >= (size_t(16) << 20);
+           want /= 2) {
+        if (cudaMalloc(&p, want) == cudaSuccess) {
+          bytes = want;
+          return;
+        }
+        cudaGetLastError();
+        p = nullptr;
+      }
+    }
+    ~SearchSpace() {
+      if (p) cudaFree(p);
+    }
+    SearchSpace(const SearchSpace&) = delete;
+    SearchSpace& operator=(const SearchSpace&) = delete;
+  };
+
+  // DEEPWIRE_CUDNN_LOG=1: each choice on stderr, with the candidates cuDNN timed.
+  template <class Perf>
+  static void logChoice(const char* what, const ConvPlan& p, cudnnMathType_t searched,
+                        const Perf* perf, int n, const Perf* best, size_t room) {
+    static const bool on = std::getenv("DEEPWIRE_CUDNN_LOG") != nullptr;
+    if (!on) return;
+    std::fprintf(stderr, "cuDNN %s X %s W %s, math %d, room %zu MiB: %s", what,
+                 shapeToString(p.x).c_str(), shapeToString(p.w).c_str(), int(searched), room >> 20,
+                 best ? "chose" : "none chosen");
+    if (best)
+      std::fprintf(stderr, " algo %d (%.3f ms, %zu MiB)", int(best->algo), best->time,
+                   best->memory >> 20);
+    std::fprintf(stderr, "; timed:");
+    for (int i = 0; i < n && i < 6; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS)
+        std::fprintf(stderr, " [algo %d math %d %s %.3f ms %zu MiB]", int(perf[i].algo),
+                     int(perf[i].mathType),
+                     perf[i].determinism == CUDNN_DETERMINISTIC ? "det" : "nondet", perf[i].time,
+                     perf[i].memory >> 20);
+    std::fprintf(stderr, "\n");
   }
 
   // What a cuDNN call reads for `t`: t itself, or under bf16 its bf16 copy in scratch.
@@ -223,24 +276,25 @@ class ConvBase : public Kernel {
   }
 
   // The workspace for running `c`, which is made first if need be: `find(perf, &count,
-  // workspace)` times the algorithms under the precision's math, then under FMA math if that
-  // found no deterministic one (cuDNN lists some shapes' deterministic algorithms only there:
-  // TF32 backward data of X [1024, 32, 14, 14] by W [64, 32, 3, 3] on an H100). Leaves the
-  // descriptor set to the chosen algorithm's math. Callers hold the device context's mutex.
+  // workspace, bytes)` times the algorithms under the precision's math, then under FMA math if
+  // that found no deterministic one (cuDNN lists some shapes' deterministic algorithms only
+  // there: TF32 backward data of X [1024, 32, 14, 14] by W [64, 32, 3, 3] on an H100). Leaves
+  // the descriptor set to the chosen algorithm's math. Callers hold the device context's mutex.
   template <class Perf, class Algo, class Find>
-  static Result<void*> prepare(KernelContext& ctx, CudaBackend& be, ConvPlan& p, Choice<Algo>& c,
-                               const char* what, Find find) {
+  static Result<void*> prepare(CudaBackend& be, ConvPlan& p, Choice<Algo>& c, const char* what,
+                               Find find) {
     const Libs& l = be.libs();
     if (!c.made) {
-      auto ws = workspace(ctx, kSearchWorkspace);
-      if (!ws) return ws.status();
+      SearchSpace space;
       const std::string timing = std::string("timing ") + what + " algorithms";
       for (cudnnMathType_t m : {searchMath(be.math()), CUDNN_FMA_MATH}) {
         DW_RETURN_IF_ERROR(setMath(l, p, m));
         Perf perf[16];
         int n = 0;
-        DW_CUDA_OK(check(l, find(perf, &n, *ws), timing.c_str()));
-        if (const Perf* best = pick(perf, n, be.math())) {
+        DW_CUDA_OK(check(l, find(perf, &n, space.p, space.bytes), timing.c_str()));
+        const Perf* best = pick(perf, n, be.math(), space.bytes);
+        logChoice(what, p, m, perf, n, best, space.bytes);
+        if (best) {
           c = {best->algo, best->mathType, best->memory, true};
           break;
         }
@@ -251,15 +305,21 @@ class ConvBase : public Kernel {
       }
     }
     DW_RETURN_IF_ERROR(setMath(l, p, c.math));
-    return workspace(ctx, c.workspace);
+    return workspace(be, c.workspace);
   }
 
-  // Workspace from the session's pool (so steady steps allocate nothing).
-  static Result<void*> workspace(KernelContext& ctx, size_t bytes) {
+  // The device's shared workspace, grown when a choice needs more (steady steps allocate
+  // nothing). Callers hold the device context's mutex.
+  static Result<void*> workspace(CudaBackend& be, size_t bytes) {
     if (bytes == 0) return static_cast<void*>(nullptr);
-    Tensor* t = ctx.scratch(DType::kUInt8, {static_cast<int64_t>(bytes)});
-    if (!t) return ctx.status();
-    return t->raw();
+    auto& w = be.ctx().workspace;
+    if (!w || w->capacity < bytes) {
+      w.reset();
+      auto b = be.allocate(bytes);
+      if (!b) return b.status();
+      w = std::move(*b);
+    }
+    return w->data;
   }
 
   std::vector<int64_t> strides_, dilations_, pads_;
@@ -270,7 +330,15 @@ class ConvBase : public Kernel {
 
 class Conv : public ConvBase {
  public:
-  explicit Conv(const KernelInit& init) : ConvBase(init) {}
+  explicit Conv(const KernelInit& init) : ConvBase(init) {
+    const fusion::Fused f = fusion::fusedOf(init.attrs);
+    bnEpsilon_ = f.bnEpsilon;
+    if (f.activation.empty()) return;
+    if (const ops::UnaryOp* row = ops::findUnaryOp(f.activation))
+      act_ = unaryWithParams(*row, f.activationParams).fn, actParams_ = f.activationParams;
+    else
+      fail("cuda Conv: no activation " + f.activation);
+  }
   Status compute(KernelContext& ctx) override {
     auto& be = cudaBackend(ctx.backend());
     const Tensor& x = ctx.input(0);
@@ -288,10 +356,10 @@ class Conv : public ConvBase {
     {
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
       auto ws = prepare<cudnnConvolutionFwdAlgoPerf_t>(
-          ctx, be, P, P.fwd, "convolution", [&](auto* perf, int* n, void* search) {
+          be, P, P.fwd, "convolution", [&](auto* perf, int* n, void* search, size_t room) {
             return l.cudnnFindConvolutionForwardAlgorithmEx(be.ctx().cudnn, P.xd.d, *xin, P.wd.d,
                                                             *win, P.cd.d, P.yd.d, *yout, 16, n,
-                                                            perf, search, kSearchWorkspace);
+                                                            perf, search, room);
           });
       if (!ws) return ws.status();
       const float one = 1.f, zero = 0.f;
@@ -302,18 +370,43 @@ class Conv : public ConvBase {
                 "convolution"));
     }
     DW_RETURN_IF_ERROR(fromDnn(be, *yout, *y));
+    // The epilogue: bias, or a folded BatchNormalization (inputs 3 to 6: its scale, B, mean and
+    // var), then the fused activation, in one pass over y.
+    const int64_t c = y->dim(1);
+    const float* bias = nullptr;
     if (ctx.hasInput(2)) {
-      const Tensor& b = ctx.input(2);
-      if (b.size() != y->dim(1))
-        return Status::error("Conv: B has " + std::to_string(b.size()) + " elements, expected " +
-                             std::to_string(y->dim(1)));
-      launchChannelBias(y->data<float>(), y->dim(0), y->dim(1),
-                        y->size() / std::max<int64_t>(y->dim(0) * y->dim(1), 1), fp(b),
-                        be.stream());
-      return launched("Conv bias");
+      if (ctx.input(2).size() != c)
+        return Status::error("Conv: B has " + std::to_string(ctx.input(2).size()) +
+                             " elements, expected " + std::to_string(c));
+      bias = fp(ctx.input(2));
     }
-    return Status();
+    const float *scale = nullptr, *shift = bias;
+    if (bnEpsilon_) {
+      const char* names[] = {"scale", "B", "mean", "var"};
+      for (int i = 3; i < 7; ++i)
+        if (!ctx.hasInput(i) || ctx.input(i).size() != c)
+          return Status::error(
+              std::string("Conv: the BatchNormalization folded into it needs its ") + names[i - 3] +
+              " with " + std::to_string(c) + " elements");
+      Tensor* folded = ctx.scratch(DType::kFloat, {2 * c});
+      if (!folded) return ctx.status();
+      float* f = folded->data<float>();
+      launchBatchNormFold(fp(ctx.input(3)), fp(ctx.input(4)), fp(ctx.input(5)), fp(ctx.input(6)),
+                          bias, *bnEpsilon_, c, f, f + c, be.stream());
+      scale = f;
+      shift = f + c;
+    }
+    if (!scale && !shift && act_ == ops::UnaryFn::kCount) return Status();
+    launchChannelEpilogue(y->data<float>(), y->dim(0), c,
+                          y->size() / std::max<int64_t>(y->dim(0) * c, 1), scale, shift, act_,
+                          actParams_, be.stream());
+    return launched("Conv epilogue");
   }
+
+ private:
+  std::optional<float> bnEpsilon_;
+  ops::UnaryFn act_ = ops::UnaryFn::kCount;
+  ops::UnaryParams actParams_;
 };
 
 class ConvGrad : public ConvBase {
@@ -342,10 +435,10 @@ class ConvGrad : public ConvBase {
       if (!dxout) return dxout.status();
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
       auto ws = prepare<cudnnConvolutionBwdDataAlgoPerf_t>(
-          ctx, be, P, P.data, "backward-data", [&](auto* perf, int* n, void* search) {
-            return l.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                be.ctx().cudnn, P.wd.d, *win, P.yd.d, *dyin, P.cd.d, P.xd.d, *dxout, 16, n, perf,
-                search, kSearchWorkspace);
+          be, P, P.data, "backward-data", [&](auto* perf, int* n, void* search, size_t room) {
+            return l.cudnnFindConvolutionBackwardDataAlgorithmEx(be.ctx().cudnn, P.wd.d, *win,
+                                                                 P.yd.d, *dyin, P.cd.d, P.xd.d,
+                                                                 *dxout, 16, n, perf, search, room);
           });
       if (!ws) return ws.status();
       DW_CUDA_OK(check(
@@ -363,10 +456,10 @@ class ConvGrad : public ConvBase {
       if (!dwout) return dwout.status();
       std::lock_guard<std::mutex> lock(be.ctx().mutex);
       auto ws = prepare<cudnnConvolutionBwdFilterAlgoPerf_t>(
-          ctx, be, P, P.filter, "backward-filter", [&](auto* perf, int* n, void* search) {
+          be, P, P.filter, "backward-filter", [&](auto* perf, int* n, void* search, size_t room) {
             return l.cudnnFindConvolutionBackwardFilterAlgorithmEx(
                 be.ctx().cudnn, P.xd.d, *xin, P.yd.d, *dyin, P.cd.d, P.wd.d, *dwout, 16, n, perf,
-                search, kSearchWorkspace);
+                search, room);
           });
       if (!ws) return ws.status();
       DW_CUDA_OK(check(l,

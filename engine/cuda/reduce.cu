@@ -9,16 +9,6 @@ namespace dw::engine::cuda {
 
 namespace {
 
-__device__ inline int64_t offsetOf(int64_t i, const Strided& s) {
-  int64_t off = 0;
-  for (int d = s.rank - 1; d >= 0; --d) {
-    const int64_t c = i % s.dims[d];
-    i /= s.dims[d];
-    off += c * s.strides[d];
-  }
-  return off;
-}
-
 __device__ inline float combine(ReduceOp op, float a, float b) {
   switch (op) {
     case ReduceOp::kMax:
@@ -301,9 +291,11 @@ __global__ void addIntoKernel(float* acc, const float* x, int64_t n) {
 
 }  // namespace
 
-void launchReduce(ReduceOp op, const float* x, const Strided& kept, const Strided& reduced,
-                  float* y, int64_t outer, int64_t inner, cudaStream_t s) {
+void launchReduce(ReduceOp op, const float* x, Strided kept, Strided reduced, float* y,
+                  int64_t outer, int64_t inner, cudaStream_t s) {
   if (outer <= 0) return;
+  coalesce({&kept});
+  coalesce({&reduced});
   const int blocks = static_cast<int>(outer < 65535 * 16 ? outer : 65535 * 16);
   // Few elements per output: fewer threads per block, so small reductions don't idle warps.
   int threads = kThreads;

@@ -26,35 +26,34 @@ struct Libs {
   X(cublasSetStream_v2)  \
   X(cublasSetMathMode)   \
   X(cublasGetVersion_v2) X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasSetWorkspace_v2)
-#define DW_CUDNN_FNS(X)                                                                            \
-  X(cudnnCreate)                                                                                   \
-  X(cudnnDestroy)                                                                                  \
-  X(cudnnSetStream)                                                                                \
-  X(cudnnGetVersion)                                                                               \
-  X(cudnnGetErrorString)                                                                           \
-  X(cudnnCreateTensorDescriptor)                                                                   \
-  X(cudnnSetTensorNdDescriptor)                                                                    \
-  X(cudnnDestroyTensorDescriptor)                                                                  \
-  X(cudnnCreateFilterDescriptor)                                                                   \
-  X(cudnnSetFilterNdDescriptor)                                                                    \
-  X(cudnnDestroyFilterDescriptor)                                                                  \
-  X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)                           \
-      X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType)                              \
-          X(cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)           \
-              X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(             \
-                  cudnnGetConvolutionBackwardDataAlgorithm_v7)                                     \
-                  X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData)  \
-                      X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                             \
-                          X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                        \
-                              X(cudnnConvolutionBackwardFilter) X(cudnnCreatePoolingDescriptor) X( \
-                                  cudnnSetPoolingNdDescriptor) X(cudnnDestroyPoolingDescriptor)    \
-                                  X(cudnnPoolingForward) X(cudnnPoolingBackward)                   \
-                                      X(cudnnDeriveBNTensorDescriptor) X(                          \
-                                          cudnnBatchNormalizationForwardTraining)                  \
-                                          X(cudnnBatchNormalizationForwardInference) X(            \
-                                              cudnnBatchNormalizationBackward)                     \
-                                              X(cudnnFindConvolutionForwardAlgorithmEx) X(         \
-                                                  cudnnFindConvolutionBackwardDataAlgorithmEx)     \
+#define DW_CUDNN_FNS(X)                                                                           \
+  X(cudnnCreate)                                                                                  \
+  X(cudnnDestroy)                                                                                 \
+  X(cudnnSetStream)                                                                               \
+  X(cudnnGetVersion)                                                                              \
+  X(cudnnGetErrorString)                                                                          \
+  X(cudnnCreateTensorDescriptor)                                                                  \
+  X(cudnnSetTensorNdDescriptor)                                                                   \
+  X(cudnnDestroyTensorDescriptor)                                                                 \
+  X(cudnnCreateFilterDescriptor)                                                                  \
+  X(cudnnSetFilterNdDescriptor)                                                                   \
+  X(cudnnDestroyFilterDescriptor)                                                                 \
+  X(cudnnCreateConvolutionDescriptor)                                                             \
+  X(cudnnSetConvolutionNdDescriptor) X(cudnnSetConvolutionGroupCount) X(                          \
+      cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                           \
+      X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize) X(     \
+          cudnnConvolutionForward) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)                 \
+          X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData) X(      \
+              cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                      \
+              X(cudnnGetConvolutionBackwardFilterWorkspaceSize) X(cudnnConvolutionBackwardFilter) \
+                  X(cudnnCreatePoolingDescriptor) X(cudnnSetPoolingNdDescriptor)                  \
+                      X(cudnnDestroyPoolingDescriptor) X(cudnnPoolingForward)                     \
+                          X(cudnnPoolingBackward) X(cudnnDeriveBNTensorDescriptor)                \
+                              X(cudnnBatchNormalizationForwardTraining)                           \
+                                  X(cudnnBatchNormalizationForwardInference)                      \
+                                      X(cudnnBatchNormalizationBackward)                          \
+                                          X(cudnnFindConvolutionForwardAlgorithmEx)               \
+                                              X(cudnnFindConvolutionBackwardDataAlgorithmEx)      \
                                                   X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
   DW_CUBLAS_FNS(DW_CUDA_FN)
   DW_CUDNN_FNS(DW_CUDA_FN)
@@ -102,6 +101,9 @@ struct DeviceContext {
   cudnnHandle_t cudnn = nullptr;  // null where cuDNN is missing
   const Libs* libs = nullptr;
   std::shared_ptr<DeviceAllocator> allocator;
+  // The convolutions' workspace, grown to the largest any chosen algorithm needs. One suffices:
+  // every kernel on this GPU queues on `stream`, so no two convolutions overlap.
+  std::shared_ptr<Buffer> workspace;
   std::mutex mutex;  // sessions on several threads take turns on the handles
 };
 Result<std::shared_ptr<DeviceContext>> deviceContext(int index);
@@ -128,7 +130,7 @@ class CudaBackend : public Backend {
   Result<Tensor> toHost(const Tensor& device, std::shared_ptr<Buffer> buffer) override;
   Result<Tensor> toHostQueued(const Tensor& device, std::shared_ptr<Buffer> buffer) override;
   Status synchronize() override;
-  bool oneDnnFusions() const override { return false; }
+  Fusions fusions() const override { return Fusions::kConvEpilogue; }
   std::string precision() const override;
   Math math() const { return math_; }
 

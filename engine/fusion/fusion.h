@@ -25,8 +25,10 @@ namespace fusion {
 using PlanNodes = std::vector<std::pair<onnx::NodeProto, OpsetMap>>;
 using ValueTypes = std::unordered_map<std::string, onnx::TypeProto>;
 
-// onednn_fusion.cpp
-void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
+// onednn_fusion.cpp. convEpiloguesOnly: Conv alone absorbs (a BatchNormalization, an
+// activation), for kernels that apply those as an epilogue but fuse no pooling or matmul.
+void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
+                   bool convEpiloguesOnly = false);
 // nhwc_chains.cpp
 void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
 // training_chains.cpp

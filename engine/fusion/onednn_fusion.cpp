@@ -18,7 +18,8 @@ namespace dw::engine::fusion {
 // the kernel what it absorbed.
 void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                    const onnx::GraphProto& g,
-                   const std::unordered_map<std::string, onnx::TypeProto>& types) {
+                   const std::unordered_map<std::string, onnx::TypeProto>& types,
+                   bool convEpiloguesOnly) {
   // The fused kernels compute in float32; other dtypes take the reference kernels, unfused.
   auto isFloat = [&](const std::string& v) {
     auto it = types.find(v);
@@ -144,7 +145,8 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     onnx::NodeProto& n = nodes[i].first;
     if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
     const bool conv = n.op_type() == "Conv";
-    if (!conv && n.op_type() != "Gemm" && n.op_type() != "MatMul") continue;
+    if (!conv && (convEpiloguesOnly || (n.op_type() != "Gemm" && n.op_type() != "MatMul")))
+      continue;
     if (n.output_size() < 1 || !isFloat(n.output(0))) continue;
     if (n.op_type() == "MatMul" && n.input_size() == 2) fuseBias(n);
     int c = soleReader(n);
@@ -205,13 +207,14 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       fused = resolveUnary(*row, actAttrs);
     }
     if (!fused) {
-      if (conv && op == "MaxPool") fuseMaxPool(n, c);
+      if (conv && !convEpiloguesOnly && op == "MaxPool") fuseMaxPool(n, c);
       continue;
     }
     setActivation(n, op, fused->params);
     absorb(n, c);
     c = soleReader(n);
-    if (conv && c >= 0 && nodes[c].first.op_type() == "MaxPool") fuseMaxPool(n, c);
+    if (conv && !convEpiloguesOnly && c >= 0 && nodes[c].first.op_type() == "MaxPool")
+      fuseMaxPool(n, c);
   }
   dropRemoved(nodes, removed);
 }

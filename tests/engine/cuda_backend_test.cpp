@@ -391,6 +391,80 @@ TEST(CudaOps, ForwardMatchesCpu) {
   for (const auto& c : forwardCases()) runCase(c);
 }
 
+// The planner folds what follows an inference Conv into its epilogue on cuda (a
+// BatchNormalization, the bias, an activation: fusion/onednn_fusion.cpp's conv-only mode). Each
+// chain matches the cpu, and the cuda plan holds the Conv alone.
+TEST(CudaOps, ConvEpiloguesMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Chain {
+    std::string name;
+    bool bias, bn;
+    std::function<void(onnx::GraphProto*)> tail;  // reads "c", writes "y"
+  };
+  const std::vector<Chain> chains = {
+      {"bias, BatchNormalization, Relu", true, true,
+       [](onnx::GraphProto* g) { addNode(g, "Relu", {"b"}, {"y"}); }},
+      {"BatchNormalization alone", false, true,
+       [](onnx::GraphProto* g) { addNode(g, "Identity", {"b"}, {"y"}); }},
+      {"ReLU6 as exported (Clip with constant bounds)", true, false,
+       [](onnx::GraphProto* g) {
+         addInit(g, "lo", Tensor::scalar(DType::kFloat, 0));
+         addInit(g, "hi", Tensor::scalar(DType::kFloat, 6));
+         addNode(g, "Clip", {"c", "lo", "hi"}, {"y"});
+       }},
+      {"SiLU as Mul(v, Sigmoid(v))", true, false,
+       [](onnx::GraphProto* g) {
+         addNode(g, "Sigmoid", {"c"}, {"s"});
+         addNode(g, "Mul", {"c", "s"}, {"y"});
+       }},
+      {"LeakyRelu", false, false,
+       [](onnx::GraphProto* g) { attrF(addNode(g, "LeakyRelu", {"c"}, {"y"}), "alpha", 0.1f); }}};
+  for (const auto& ch : chains) {
+    onnx::ModelProto m = emptyModel(17);
+    auto* g = m.mutable_graph();
+    addValue(g->add_input(), "x", {2, 3, 9, 7});
+    addInit(g, "w", randomTensor({5, 3, 3, 3}, 3));
+    std::vector<std::string> convIn = {"x", "w"};
+    if (ch.bias) {
+      addInit(g, "bias", randomTensor({5}, 4));
+      convIn.push_back("bias");
+    }
+    auto* conv = addNode(g, "Conv", convIn, {"c"});
+    attrInts(conv, "pads", {1, 1, 1, 1});
+    if (ch.bn) {
+      addInit(g, "gamma", randomTensor({5}, 5, 0.5f, 2));
+      addInit(g, "beta", randomTensor({5}, 6));
+      addInit(g, "mean", randomTensor({5}, 7));
+      addInit(g, "var", randomTensor({5}, 8, 0.2f, 3));
+      attrF(addNode(g, "BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"b"}),
+            "epsilon", 1e-3f);
+    }
+    ch.tail(g);
+    g->add_output()->set_name("y");
+    std::map<std::string, Tensor> feeds{{"x", randomTensor({2, 3, 9, 7}, 9)}};
+    SessionOptions unfused;
+    unfused.fuse = false;
+    auto cpu = InferenceSession::create(m, unfused);
+    ASSERT_TRUE(cpu.ok()) << ch.name << ": " << cpu.message();
+    auto gpu = InferenceSession::create(m, cudaOptions());
+    ASSERT_TRUE(gpu.ok()) << ch.name << ": " << gpu.message();
+    const auto placement = (*gpu)->placement();
+    size_t convs = 0;
+    for (const auto& [node, backend] : placement) {
+      EXPECT_EQ(backend, "cuda") << ch.name << ": node " << node;
+      convs += node.find("Conv") != std::string::npos;
+    }
+    // Identity stays (it is no activation); everything else folds into the Conv.
+    EXPECT_EQ(placement.size(), ch.name == "BatchNormalization alone" ? 2u : 1u) << ch.name;
+    EXPECT_EQ(convs, 1u) << ch.name;
+    auto want = (*cpu)->run(feeds);
+    ASSERT_TRUE(want.ok()) << ch.name << ": " << want.message();
+    auto got = (*gpu)->run(feeds);
+    ASSERT_TRUE(got.ok()) << ch.name << ": " << got.message();
+    expectClose(want->at("y"), got->at("y"), ch.name, 1e-4, 1e-5);
+  }
+}
+
 // Precision tf32 and bf16 run the products (Gemm, MatMul, Conv) from rounded operands: every
 // such case of the table stays within a bf16 (tf32) rounding of the cpu's fp32 answer, and a
 // product whose operands need more bits than the format keeps shows the rounding happened.

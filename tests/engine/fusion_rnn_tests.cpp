@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 
+#include "engine/fusion/fused.h"
+#include "engine/fusion/fusion.h"
 #include "engine/session.h"
 #include "tests/engine/onnx_builder.h"
 
@@ -77,6 +79,38 @@ void checkConvChainFusion(int64_t c) {
 
 TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
   checkConvChainFusion(3);
+}
+
+// The conv-only mode that the cuda backend asks for (Backend::Fusions::kConvEpilogue): the Conv
+// absorbs the BatchNormalization and the Relu, which its kernel applies as one epilogue, but no
+// MaxPool, and Gemm/MatMul keep their activations as nodes of their own.
+TEST(Fusion, ConvEpiloguesOnlyLeavesPoolingAndMatmuls) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addNode(g, "Conv", {"x", "w", "b"}, {"c"});
+  addNode(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"});
+  addNode(g, "Relu", {"bn"}, {"r"});
+  auto* pool = addNode(g, "MaxPool", {"r"}, {"p"});
+  attrInts(pool, "kernel_shape", {2, 2});
+  addNode(g, "Flatten", {"p"}, {"f"});
+  addNode(g, "Gemm", {"f", "fw", "fb"}, {"gm"});
+  addNode(g, "Relu", {"gm"}, {"y"});
+  g->add_output()->set_name("y");
+  dw::engine::fusion::PlanNodes nodes;
+  for (const auto& n : g->node()) nodes.push_back({n, {{"", 17}}});
+  dw::engine::fusion::ValueTypes types;
+  for (const char* v : {"c", "bn", "r", "p", "f", "gm", "y"})
+    types[v].mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  dw::engine::fusion::fuseForOneDnn(nodes, *g, types, /*convEpiloguesOnly=*/true);
+  std::vector<std::string> ops;
+  for (const auto& [n, opsets] : nodes) ops.push_back(n.op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "MaxPool", "Flatten", "Gemm", "Relu"}));
+  const auto f = dw::engine::fusion::fusedOf(nodes[0].first);
+  EXPECT_TRUE(f.bnEpsilon.has_value());
+  EXPECT_EQ(f.activation, "Relu");
+  EXPECT_FALSE(f.hasMaxPool());
+  EXPECT_EQ(nodes[0].first.output(0), "r");
+  EXPECT_TRUE(dw::engine::fusion::fusedOf(nodes[3].first).activation.empty());
 }
 
 TEST(Fusion, SingleChannelConvChainMatchesUnfused) {
