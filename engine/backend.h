@@ -13,6 +13,14 @@
 
 namespace dw::engine {
 
+// Device work recorded from a run (Backend::endRecording), replayed on the device's stream.
+// It holds what the work needs to stay allocated beyond the session's own buffers.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual Status replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -62,6 +70,20 @@ class Backend {
   // BatchNormalization, the bias and an activation, applied in one pass).
   enum class Fusions { kOneDnn, kConvEpilogue };
   virtual Fusions fusions() const { return Fusions::kOneDnn; }
+
+  // Recording a run's device work once to replay it with one call (cuda: stream capture into a
+  // CUDA graph), which saves the host's per-node work. Between beginRecording and
+  // endRecording kernels only queue work and nothing runs; anything that must wait for the
+  // device then fails, and endRecording reports that the recording is unusable.
+  virtual bool canRecord() const { return false; }
+  virtual Status beginRecording() { return Status::error(name() + " cannot record runs"); }
+  virtual Result<std::unique_ptr<RecordedWork>> endRecording() {
+    return Status::error(name() + " cannot record runs");
+  }
+  // Queues a copy of `src` (host or device memory) into the device tensor `dst` of equal size.
+  virtual Status copyInto(const Tensor& src, Tensor& dst) {
+    return Status::error(name() + " has no device memory to copy into");
+  }
 };
 
 struct BackendOptions {

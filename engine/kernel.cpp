@@ -133,6 +133,10 @@ Result<std::shared_ptr<Buffer>> BufferPool::get(size_t bytes, Backend* device) {
 
 void BufferPool::give(std::shared_ptr<Buffer> b) {
   if (!b || b.use_count() != 1) return;
+  if (keepHost_ && b->device == Device::kHost) {
+    keptHost_.push_back(std::move(b));
+    return;
+  }
   auto& list = b->device == Device::kHost ? free_ : deviceFree_;
   list.emplace(b->capacity, std::move(b));
 }

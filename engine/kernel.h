@@ -105,6 +105,9 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual Status compute(KernelContext& ctx) = 0;
+  // A session replays a recorded run (Backend::beginRecording) without calling compute: what a
+  // kernel checks on the host at the start of each compute, it checks here instead.
+  virtual Status beforeReplay() { return Status(); }
   const Status& initStatus() const { return initStatus_; }
 
  protected:
@@ -236,11 +239,19 @@ class BufferPool {
   // Host memory, or with `device` that backend's device memory.
   Result<std::shared_ptr<Buffer>> get(size_t bytes, Backend* device = nullptr);
   void give(std::shared_ptr<Buffer> b);
+  // While a run is recorded, host memory a kernel wrote may still be read when the recording
+  // replays (a copy to the device reads it then): host buffers given back are kept, not reused.
+  void keepHostBuffers() { keepHost_ = true; }
+  // Hands the cached device buffers back to their allocator (before a recorded run, whose
+  // allocations then reuse them).
+  void dropDeviceBuffers() { deviceFree_.clear(); }
   size_t limit() const { return limit_; }
   size_t allocations() const { return allocations_; }
 
  private:
   std::multimap<size_t, std::shared_ptr<Buffer>> free_, deviceFree_;
+  std::vector<std::shared_ptr<Buffer>> keptHost_;
+  bool keepHost_ = false;
   size_t limit_;
   size_t allocations_ = 0;
 };

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -68,6 +69,155 @@ IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type) {
     }
   }
   return info;
+}
+
+// A run recorded for one set of input shapes: the device work, the private buffers it reads and
+// writes (never handed out: inputs are copied into `slots`, device outputs out of `outputs`),
+// and the kernels to ask before each replay.
+struct InferenceSession::Recording {
+  int runs = 0;           // runs seen with these shapes
+  uint64_t lastUse = 0;   // for evicting the least recently used
+  bool failed = false;    // recording was tried and cannot work: run as usual
+  bool recorded = false;  // right after recording (which runs nothing), the first replay
+  std::unique_ptr<BufferPool> pool;
+  std::vector<std::pair<int, Tensor>> slots;  // input value id -> its device copy
+  std::vector<Value> outputs;                 // by plan output
+  std::unique_ptr<RecordedWork> work;
+};
+
+// Why this session's runs are never recorded; empty when they may be. Host kernels in a device
+// plan must compute only from constants and shapes (their results are baked into the
+// recording): anything random, a body to run, or a read of device data rules it out.
+std::string InferenceSession::whyNotRecorded(const SessionOptions& o) const {
+  const GraphPlan& p = *plan_;
+  if (!o.recordRuns) return "SessionOptions::recordRuns is off";
+  if (!backend_->canRecord() || !p.device) return backend_->name() + " does not record runs";
+  if (const char* e = std::getenv("DEEPWIRE_CUDA_GRAPHS"); e && std::string(e) == "0")
+    return "DEEPWIRE_CUDA_GRAPHS=0";
+  if (p.profile) return "profiling times each node";
+  std::vector<bool> fixed(p.names.size(), false);
+  for (const auto& [id, v] : p.constants) fixed[id] = true;
+  for (const auto& n : p.nodes) {
+    const bool random = n.op.find("Random") != std::string::npos ||
+                        n.op.find("Dropout") != std::string::npos || n.op == "Bernoulli" ||
+                        n.op == "Multinomial";
+    if (random) return "node '" + n.name + "' (" + n.op + ") draws random numbers on the host";
+    if (n.op == "If" || n.op == "Loop" || n.op == "Scan")
+      return "node '" + n.name + "' (" + n.op + ") runs a body on the host";
+    if (n.memory) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int id = n.inputs[i];
+      const bool shapeOnly = i < 32 && (n.shapeOnlyInputs >> i & 1u);
+      if (id >= 0 && !shapeOnly && !fixed[id])
+        return "node '" + n.name + "' (" + n.op + ") runs on the host from data of the run";
+    }
+    for (int id : n.outputs)
+      if (id >= 0) fixed[id] = true;
+  }
+  return "";
+}
+
+Result<bool> InferenceSession::runRecorded(std::vector<Value>& values) {
+  GraphPlan& p = *plan_;
+  std::string key;
+  for (int id : p.inputIds) {
+    const Value& v = values[id];
+    if (v.isNone()) {
+      key += "-;";
+      continue;
+    }
+    if (!v.isTensor() || v.tensor.dtype() == DType::kString) return false;
+    key += std::string(dtypeName(v.tensor.dtype())) + shapeToString(v.tensor.shape()) +
+           (v.tensor.onHost() ? "h;" : "d;");
+  }
+  auto& slot = recordings_[key];
+  if (!slot) {
+    // Each recording holds a run's worth of device memory: keep the two used last (a training
+    // epoch's full batches and its smaller last one).
+    while (recordings_.size() > 2) {
+      auto oldest = recordings_.end();
+      for (auto it = recordings_.begin(); it != recordings_.end(); ++it)
+        if (it->second &&
+            (oldest == recordings_.end() || it->second->lastUse < oldest->second->lastUse))
+          oldest = it;
+      recordings_.erase(oldest);
+    }
+    slot = std::make_unique<Recording>();
+  }
+  Recording& rec = *slot;
+  rec.lastUse = ++useClock_;
+  // The first run with these shapes makes the one-time choices (cuDNN's search, device copies
+  // of constants) that a recording must not contain.
+  if (rec.failed || ++rec.runs < 2) return false;
+  if (!rec.work) {
+    pool_->dropDeviceBuffers();
+    rec.pool = std::make_unique<BufferPool>(pool_->limit());
+    rec.pool->keepHostBuffers();
+    std::vector<Value> vals(values.size());
+    for (int id : p.inputIds) {
+      if (!values[id].isTensor()) continue;
+      const Tensor& t = values[id].tensor;
+      auto buf = rec.pool->get(std::max<size_t>(t.bytes(), 1), p.device);
+      if (!buf) return buf.status();
+      Tensor copy(t.dtype(), t.shape(), *buf);
+      rec.slots.emplace_back(id, copy);
+      vals[id] = Value(copy);
+    }
+    Status st = backend_->beginRecording();
+    if (st.ok()) st = detail::executePlan(p, vals, *backend_, *rec.pool, nullptr);
+    auto work = backend_->endRecording();
+    if (!work) {
+      // Something in the run needs the device to finish first: this plan is not recordable.
+      // The run goes ahead as usual, and reports any error of its own.
+      rec = Recording();
+      rec.failed = true;
+      if (std::getenv("DEEPWIRE_CUDA_GRAPHS"))
+        std::fprintf(stderr, "deepwire: run not recorded: %s%s%s\n",
+                     work.status().message().c_str(), st.ok() ? "" : "; ",
+                     st.ok() ? "" : st.message().c_str());
+      return false;
+    }
+    if (!st.ok()) {
+      rec = Recording();
+      return st;
+    }
+    rec.work = std::move(*work);
+    for (int id : p.outputIds) rec.outputs.push_back(vals[id]);
+    rec.recorded = true;
+  }
+  for (auto& [id, t] : rec.slots) DW_RETURN_IF_ERROR(backend_->copyInto(values[id].tensor, t));
+  if (!rec.recorded)
+    for (auto& n : p.nodes)
+      DW_RETURN_IF_ERROR(n.kernel->beforeReplay().withContext("node '" + n.name + "'"));
+  rec.recorded = false;
+  DW_RETURN_IF_ERROR(rec.work->replay());
+  ++replays_;
+  for (size_t i = 0; i < p.outputIds.size(); ++i) {
+    const Value& g = rec.outputs[i];
+    Value& out = values[p.outputIds[i]];
+    if (!g.isTensor() || !g.tensor.buffer()) {
+      out = g;
+      continue;
+    }
+    // Fresh copies for the caller, who may keep them past the next replay.
+    const Tensor& t = g.tensor;
+    if (t.onHost()) {
+      auto buf = pool_->get(t.bytes());
+      if (!buf) return buf.status();
+      Tensor h(t.dtype(), t.shape(), *buf);
+      if (t.bytes()) std::memcpy(h.raw(), t.raw(), t.bytes());
+      out = Value(std::move(h));
+    } else if (deviceOutputs_.count(outputs_[i].name)) {
+      auto buf = pool_->get(std::max<size_t>(t.bytes(), 1), p.device);
+      if (!buf) return buf.status();
+      Tensor d(t.dtype(), t.shape(), *buf);
+      DW_RETURN_IF_ERROR(backend_->copyInto(t, d));
+      out = Value(std::move(d));
+    } else {
+      out = g;  // copied to the host below, straight from the recording's buffer
+    }
+  }
+  return true;
 }
 
 InferenceSession::~InferenceSession() {
@@ -150,6 +300,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   s->plan_ = std::move(*plan);
   s->plan_->profile = options.profile || std::getenv("DEEPWIRE_PROFILE") != nullptr;
   s->deviceOutputs_ = options.deviceOutputs;
+  s->notRecorded_ = s->whyNotRecorded(options);
 
   std::set<std::string> inits;
   for (const auto& i : model.graph().initializer()) inits.insert(i.name());
@@ -203,8 +354,14 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
   }
   reclaimOutputs();
   backend_->applyThreads();
+  bool replayed = false;
+  if (notRecorded_.empty()) {
+    auto r = runRecorded(values);
+    if (!r) return r.status();
+    replayed = *r;
+  }
   const auto t0 = ProfileClock::now();
-  DW_RETURN_IF_ERROR(detail::executePlan(p, values, *backend_, *pool_, nullptr));
+  if (!replayed) DW_RETURN_IF_ERROR(detail::executePlan(p, values, *backend_, *pool_, nullptr));
   if (p.profile) {
     p.runSeconds += std::chrono::duration<double>(ProfileClock::now() - t0).count();
     if (++p.runs == 1) {

@@ -39,6 +39,10 @@ struct SessionOptions {
   // Outputs a run leaves in device memory under a device backend (cuda), such as the gradients
   // a trainer hands to its optimizer there; every other output comes back in host memory.
   std::set<std::string> deviceOutputs;
+  // Under a backend that can record runs (cuda: CUDA graphs), record the second run of each
+  // input shape and replay it from then on, without the host's per-node work (also off when
+  // the DEEPWIRE_CUDA_GRAPHS environment variable is 0, and while profiling).
+  bool recordRuns = true;
 };
 
 // A graph input or output as declared by the model.
@@ -84,6 +88,10 @@ class InferenceSession {
   // for the ops a device backend has no kernel for).
   std::map<std::string, std::string> placement() const;
   std::string profileReport(size_t top = 12) const;
+  // Runs served by replaying a recording (SessionOptions::recordRuns), and why this session's
+  // runs are not recorded (empty when they are).
+  size_t replays() const { return replays_; }
+  const std::string& notRecorded() const { return notRecorded_; }
 
  private:
   InferenceSession() = default;
@@ -96,6 +104,15 @@ class InferenceSession {
   // Storage of outputs handed to callers; given back to the pool once only we hold it.
   std::vector<std::shared_ptr<Buffer>> handedOut_;
   void reclaimOutputs();
+  // Recorded runs by input shapes (session.cpp): a replay sets the outputs in `values` and
+  // returns true; false means run the plan as usual.
+  struct Recording;
+  std::map<std::string, std::unique_ptr<Recording>> recordings_;
+  std::string notRecorded_;
+  size_t replays_ = 0;
+  uint64_t useClock_ = 0;
+  Result<bool> runRecorded(std::vector<Value>& values);
+  std::string whyNotRecorded(const SessionOptions& options) const;
 };
 
 IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type);

@@ -284,6 +284,67 @@ Status CudaBackend::synchronize() {
   return check(cudaStreamSynchronize(ctx_->stream), "running the GPU's queued work");
 }
 
+namespace {
+// A run's captured work: a CUDA graph, and the convolution workspace its nodes write (which a
+// later, larger one would otherwise replace and free).
+class CudaGraph : public RecordedWork {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream, std::shared_ptr<Buffer> workspace)
+      : exec_(exec), stream_(stream), workspace_(std::move(workspace)) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  Status replay() override { return check(cudaGraphLaunch(exec_, stream_), "replaying a run"); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+  std::shared_ptr<Buffer> workspace_;
+};
+}  // namespace
+
+Status CudaBackend::beginRecording() {
+  applyThreads();
+  // Relaxed: kernels may still cudaMalloc what the pool lacks while the stream is captured.
+  return check(cudaStreamBeginCapture(ctx_->stream, cudaStreamCaptureModeRelaxed),
+               "recording a run");
+}
+
+Result<std::unique_ptr<RecordedWork>> CudaBackend::endRecording() {
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(ctx_->stream, &graph);
+  if (e != cudaSuccess || !graph) {
+    cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    return Status::error(std::string("cuda: the run could not be recorded: ") +
+                         cudaGetErrorString(e));
+  }
+  cudaGraphExec_t exec = nullptr;
+  e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status::error(std::string("cuda: the recorded run cannot be replayed: ") +
+                         cudaGetErrorString(e));
+  }
+  return std::unique_ptr<RecordedWork>(new CudaGraph(exec, ctx_->stream, ctx_->workspace));
+}
+
+bool CudaBackend::recording() const {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(ctx_->stream, &st) != cudaSuccess) cudaGetLastError();
+  return st != cudaStreamCaptureStatusNone;
+}
+
+Status CudaBackend::copyInto(const Tensor& src, Tensor& dst) {
+  if (dst.onHost() || src.bytes() != dst.bytes())
+    return Status::error("cuda: copyInto needs a device tensor of " + std::to_string(src.bytes()) +
+                         " bytes");
+  if (src.bytes() == 0) return Status();
+  return check(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(),
+                               src.onHost() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
+                               ctx_->stream),
+               "copying an input to the GPU");
+}
+
 CudaBackend& cudaBackend(Backend& b) {
   return static_cast<CudaBackend&>(b);
 }

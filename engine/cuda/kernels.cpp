@@ -554,6 +554,7 @@ class SoftmaxCrossEntropy : public Kernel {
     if (reduction_ != "none" && reduction_ != "mean" && reduction_ != "sum")
       fail("SoftmaxCrossEntropyLoss: unknown reduction '" + reduction_ + "'");
   }
+  Status beforeReplay() override { return badHost_ ? takeBadLabel() : Status(); }
   ~SoftmaxCrossEntropy() override {
     if (badHost_) cudaFreeHost(badHost_);
   }
@@ -577,7 +578,8 @@ class SoftmaxCrossEntropy : public Kernel {
     // Bad labels are found on the GPU without waiting for it: the kernel records one, the copy
     // back lands before this run's outputs do, and the next call reports it (the loss of the
     // batch that had it is NaN).
-    DW_RETURN_IF_ERROR(checkLabels(be, c));
+    classes_ = c;
+    DW_RETURN_IF_ERROR(checkLabels(be));
     // All bits set: -1, without a copy from pageable memory (which would wait for the GPU).
     DW_CUDA_OK(
         check(cudaMemsetAsync(bad_.raw(), 0xFF, sizeof(int64_t), be.stream()), "label check"));
@@ -607,7 +609,7 @@ class SoftmaxCrossEntropy : public Kernel {
 
   // The label the previous call found outside [0, classes), if any; sets up the buffers on
   // first use.
-  Status checkLabels(CudaBackend& be, int64_t classes) {
+  Status checkLabels(CudaBackend& be) {
     if (!badHost_) {
       DW_CUDA_OK(check(
           cudaHostAlloc(reinterpret_cast<void**>(&badHost_), sizeof(int64_t), cudaHostAllocDefault),
@@ -617,11 +619,14 @@ class SoftmaxCrossEntropy : public Kernel {
       if (!b) return b.status();
       bad_ = Tensor(DType::kInt64, {1}, *b);
     }
+    return takeBadLabel();
+  }
+  Status takeBadLabel() {
     const int64_t bad = *badHost_;
     *badHost_ = kNoBadLabel;
     if (bad != kNoBadLabel)
       return Status::error("SoftmaxCrossEntropyLoss: label " + std::to_string(bad) +
-                           " (in the previous batch) is outside [0, " + std::to_string(classes) +
+                           " (in the previous batch) is outside [0, " + std::to_string(classes_) +
                            "): the labels must be class indices below the number of scores");
     return Status();
   }
@@ -631,6 +636,7 @@ class SoftmaxCrossEntropy : public Kernel {
   int64_t ignore_;
   Tensor bad_;                  // device: a bad label of the last call, or -1
   int64_t* badHost_ = nullptr;  // pinned: where it is copied back
+  int64_t classes_ = 0;
 };
 
 bool sceGradSupported(const KernelInit& init, const std::vector<DType>& t) {

@@ -314,6 +314,9 @@ class ConvBase : public Kernel {
     if (bytes == 0) return static_cast<void*>(nullptr);
     auto& w = be.ctx().workspace;
     if (!w || w->capacity < bytes) {
+      // Nodes recorded before this one hold the old workspace's address.
+      if (be.recording())
+        return Status::error("cuda: the convolution workspace would grow while a run is recorded");
       w.reset();
       auto b = be.allocate(bytes);
       if (!b) return b.status();

@@ -39,10 +39,11 @@ struct Libs {
   X(cudnnSetFilterNdDescriptor)                                                                   \
   X(cudnnDestroyFilterDescriptor)                                                                 \
   X(cudnnCreateConvolutionDescriptor)                                                             \
-  X(cudnnSetConvolutionNdDescriptor) X(cudnnSetConvolutionGroupCount) X(                          \
-      cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                           \
-      X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize) X(     \
-          cudnnConvolutionForward) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)                 \
+  X(cudnnSetConvolutionNdDescriptor)                                                              \
+  X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                              \
+      cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)                \
+      X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(                    \
+          cudnnGetConvolutionBackwardDataAlgorithm_v7)                                            \
           X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData) X(      \
               cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                      \
               X(cudnnGetConvolutionBackwardFilterWorkspaceSize) X(cudnnConvolutionBackwardFilter) \
@@ -131,6 +132,12 @@ class CudaBackend : public Backend {
   Result<Tensor> toHostQueued(const Tensor& device, std::shared_ptr<Buffer> buffer) override;
   Status synchronize() override;
   Fusions fusions() const override { return Fusions::kConvEpilogue; }
+  bool canRecord() const override { return true; }
+  Status beginRecording() override;
+  Result<std::unique_ptr<RecordedWork>> endRecording() override;
+  Status copyInto(const Tensor& src, Tensor& dst) override;
+  // Whether this device's stream is being recorded now.
+  bool recording() const;
   std::string precision() const override;
   Math math() const { return math_; }
 

@@ -82,6 +82,7 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   so.backend.accelerator = opt.accelerator;
   so.backend.threads = opt.threads;
   so.backend.precision = opt.precision;
+  so.recordRuns = opt.recordRuns;
   SessionOptions tso = so;
   for (const auto& g : gg.gradOutputs) tso.deviceOutputs.insert(g);
   for (const auto& [stat, out] : stats) tso.deviceOutputs.insert(out);
@@ -744,6 +745,14 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Graph& graph, const Train
 
 size_t Trainer::bufferAllocations() const {
   return impl_->trainSession->allocationCount() + impl_->evalSession->allocationCount();
+}
+
+size_t Trainer::replayedSteps() const {
+  return impl_->trainSession->replays();
+}
+
+std::string Trainer::notRecorded() const {
+  return impl_->trainSession->notRecorded();
 }
 
 void Trainer::setProfiling(bool on) {

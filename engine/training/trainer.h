@@ -39,7 +39,7 @@ class ModelProto;
 namespace dw {
 class Graph;
 struct Node;
-}
+}  // namespace dw
 
 namespace dw::engine {
 class InferenceSession;
@@ -95,6 +95,7 @@ struct TrainOptions {
   std::string accelerator = "cpu";  // cpu | gpu | auto
   int threads = 0;                  // 0 = all cores
   std::string precision = "fp32";   // fp32 | bf16 | tf32 (BackendOptions::precision)
+  bool recordRuns = true;           // SessionOptions::recordRuns (cuda: CUDA graphs)
   uint64_t seed = 0;
   std::string model;  // which model of the canvas ("" = default)
   // Loss outputs to minimise (summed); empty = every loss the export declares.
@@ -219,6 +220,9 @@ class Trainer {
   // Tensor buffers the training and evaluation sessions have allocated so far: constant once
   // the same batch shape repeats (the steady state allocates nothing).
   size_t bufferAllocations() const;
+  // Training steps served by replaying a recorded run, and why they are not (empty if they are).
+  size_t replayedSteps() const;
+  std::string notRecorded() const;
   // Per-op and per-node kernel time of the training graph since profiling was switched on.
   void setProfiling(bool on);
   std::string profileReport() const;

@@ -784,10 +784,13 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
 struct Curve {
   std::vector<double> losses;
   double accuracy = 0;
+  size_t replayed = 0;
+  std::string notRecorded;
 };
 
 Curve train(const std::string& example, const std::string& accelerator, int steps,
-            const std::string& optimizer, int threads = 2, const std::string& precision = "fp32") {
+            const std::string& optimizer, int threads = 2, const std::string& precision = "fp32",
+            bool record = true) {
   Curve out;
   auto g = dw::loadProject(std::string(DW_SOURCE_DIR) + "/resources/examples/" + example);
   EXPECT_TRUE(g.ok()) << g.message();
@@ -804,6 +807,7 @@ Curve train(const std::string& example, const std::string& accelerator, int step
   o.accelerator = accelerator;
   o.threads = threads;
   o.precision = precision;
+  o.recordRuns = record;
   auto t = training::Trainer::create(*g, o);
   EXPECT_TRUE(t.ok()) << t.message();
   if (!t.ok()) return out;
@@ -819,6 +823,8 @@ Curve train(const std::string& example, const std::string& accelerator, int step
     if (!r.ok()) return out;
     out.losses.push_back(r->totalLoss());
   }
+  out.replayed = (*t)->replayedSteps();
+  out.notRecorded = (*t)->notRecorded();
   return out;
 }
 
@@ -842,6 +848,62 @@ void expectSameCurve(const std::string& example, const std::string& optimizer, d
       "gap %.2e\n",
       example.c_str(), optimizer.c_str(), cpu.losses[0], gpu.losses[0], cpu.losses[49],
       gpu.losses[49], worst);
+}
+
+// From the third step on, the training step is a replayed CUDA graph (the first makes cuDNN's
+// choices, the second is recorded); its losses are those of the same steps run node by node.
+TEST(CudaTraining, RecordedStepsMatchNodeByNode) {
+  SKIP_WITHOUT_GPU();
+  for (const char* example : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
+    const Curve plain = train(example, "cuda", 12, "adam", 2, "fp32", false);
+    const Curve recorded = train(example, "cuda", 12, "adam", 2, "fp32", true);
+    ASSERT_EQ(plain.losses.size(), 12u);
+    ASSERT_EQ(recorded.losses.size(), 12u);
+    EXPECT_EQ(plain.replayed, 0u);
+    EXPECT_EQ(recorded.notRecorded, "") << example;
+    EXPECT_EQ(recorded.replayed, 11u) << example << ": " << recorded.notRecorded;
+    for (size_t i = 0; i < 12; ++i)
+      EXPECT_NEAR(recorded.losses[i], plain.losses[i], 1e-6 * std::fabs(plain.losses[i]))
+          << example << " step " << i;
+  }
+}
+
+// Inference: replays follow their inputs, a new input shape is recorded anew, and the outputs
+// handed out are the caller's to keep (the next replay does not overwrite them).
+TEST(CudaGraphs, ReplaysFollowInputsAndShapes) {
+  SKIP_WITHOUT_GPU();
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {-1, 3, 8, 8});
+  addInit(g, "w", randomTensor({4, 3, 3, 3}, 3));
+  addInit(g, "b", randomTensor({4}, 4));
+  attrInts(addNode(g, "Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+  addNode(g, "Relu", {"c"}, {"r"});
+  addNode(g, "GlobalAveragePool", {"r"}, {"p"});
+  addNode(g, "Flatten", {"p"}, {"y"});
+  g->add_output()->set_name("y");
+  SessionOptions plainOpt = cudaOptions();
+  plainOpt.recordRuns = false;
+  auto plain = InferenceSession::create(m, plainOpt);
+  auto rec = InferenceSession::create(m, cudaOptions());
+  ASSERT_TRUE(plain.ok() && rec.ok());
+  EXPECT_EQ((*rec)->notRecorded(), "");
+  std::vector<Tensor> kept;
+  const std::vector<int64_t> batches = {2, 2, 2, 2, 5, 5, 5, 2, 5};
+  for (size_t i = 0; i < batches.size(); ++i) {
+    std::map<std::string, Tensor> in{{"x", randomTensor({batches[i], 3, 8, 8}, 20 + i)}};
+    auto want = (*plain)->run(in);
+    auto got = (*rec)->run(in);
+    ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.message() : got.message());
+    expectClose(want->at("y"), got->at("y"), "run " + std::to_string(i), 1e-6, 1e-7);
+    kept.push_back(want->at("y"));
+    kept.push_back(got->at("y"));
+  }
+  // Batch 2: every run but the first (which warms up; the second records, then replays); the
+  // same for batch 5: 4 + 3 replays.
+  EXPECT_EQ((*rec)->replays(), 7u);
+  for (size_t i = 0; i < kept.size(); i += 2)
+    expectClose(kept[i], kept[i + 1], "kept output " + std::to_string(i / 2), 1e-6, 1e-7);
 }
 
 TEST(CudaTraining, MlpFollowsCpuLossCurve) {
