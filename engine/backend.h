@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,10 @@ class Backend {
   virtual Result<std::unique_ptr<RecordedWork>> endRecording() {
     return Status::error(name() + " cannot record runs");
   }
+  // Held for the whole of a session's run: a backend whose sessions share a device queue
+  // (cuda: one stream per GPU) serializes runs, so that a run being recorded there captures
+  // no other session's work. Empty where runs are independent.
+  virtual std::unique_lock<std::recursive_mutex> lockRun() { return {}; }
   // Queues a copy of `src` (host or device memory) into the device tensor `dst` of equal size.
   virtual Status copyInto(const Tensor& src, Tensor& dst) {
     return Status::error(name() + " has no device memory to copy into");

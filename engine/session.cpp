@@ -352,6 +352,7 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
     for (const auto& x : missing) m += (m.empty() ? "" : ", ") + ("'" + x + "'");
     return Status::error("missing input " + m + "; the model expects:\n" + describeInputs());
   }
+  const auto runLock = backend_->lockRun();
   reclaimOutputs();
   backend_->applyThreads();
   bool replayed = false;

@@ -40,10 +40,10 @@ struct Libs {
   X(cudnnDestroyFilterDescriptor)                                                                 \
   X(cudnnCreateConvolutionDescriptor)                                                             \
   X(cudnnSetConvolutionNdDescriptor)                                                              \
-  X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(                              \
-      cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionForwardAlgorithm_v7)                \
-      X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward) X(                    \
-          cudnnGetConvolutionBackwardDataAlgorithm_v7)                                            \
+  X(cudnnSetConvolutionGroupCount)                                                                \
+  X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                             \
+      X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionForwardWorkspaceSize) X(     \
+          cudnnConvolutionForward) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)                 \
           X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData) X(      \
               cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                      \
               X(cudnnGetConvolutionBackwardFilterWorkspaceSize) X(cudnnConvolutionBackwardFilter) \
@@ -105,7 +105,8 @@ struct DeviceContext {
   // The convolutions' workspace, grown to the largest any chosen algorithm needs. One suffices:
   // every kernel on this GPU queues on `stream`, so no two convolutions overlap.
   std::shared_ptr<Buffer> workspace;
-  std::mutex mutex;  // sessions on several threads take turns on the handles
+  std::mutex mutex;               // sessions on several threads take turns on the handles
+  std::recursive_mutex runMutex;  // and on whole runs (CudaBackend::lockRun)
 };
 Result<std::shared_ptr<DeviceContext>> deviceContext(int index);
 
@@ -136,6 +137,9 @@ class CudaBackend : public Backend {
   Status beginRecording() override;
   Result<std::unique_ptr<RecordedWork>> endRecording() override;
   Status copyInto(const Tensor& src, Tensor& dst) override;
+  std::unique_lock<std::recursive_mutex> lockRun() override {
+    return std::unique_lock<std::recursive_mutex>(ctx_->runMutex);
+  }
   // Whether this device's stream is being recorded now.
   bool recording() const;
   std::string precision() const override;

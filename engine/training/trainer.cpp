@@ -379,6 +379,7 @@ Status Trainer::Impl::optimizerStep() {
 Status Trainer::Impl::deviceOptimizerStep() {
   DW_RETURN_IF_ERROR(syncDevice());
   Backend& be = trainSession->backend();
+  const auto runLock = be.lockRun();  // not inside another session's recording
   be.applyThreads();
   const auto& oc = opt.optimizer;
   std::vector<Tensor*> gs;
