@@ -356,7 +356,7 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
   reclaimOutputs();
   backend_->applyThreads();
   bool replayed = false;
-  if (notRecorded_.empty()) {
+  if (notRecorded_.empty() && !p.profile) {  // profiling times nodes, which replays skip
     auto r = runRecorded(values);
     if (!r) return r.status();
     replayed = *r;
