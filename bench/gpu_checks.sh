@@ -20,7 +20,6 @@ step() {  # step NAME SECONDS COMMAND...
 # STEPS (space-separated names) runs only those steps.
 want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi > "$OUT/nvidia-smi.log" 2>&1
-step tools 10 bash -c 'ls /usr/local/cuda/bin; command -v nsys ncu nvidia-smi python3'
 step devices 30 $B/app/cli/deepwire devices
 step cuda-tests 240 $B/tests/engine/engine_tests --gtest_filter='Cuda*:*OnCuda*'
 step mlp-profile 60 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
@@ -57,6 +56,4 @@ zoo_profile() {
 export -f zoo_profile
 export OUT B
 step zoo-profile 120 bash -c zoo_profile
-# A timeline of the CNN's batch-1024 step, where nsys is installed.
-step cnn-nsys-1024 120 bash -c "command -v nsys && nsys profile -o $OUT/cnn1024 --force-overwrite true --stats=true $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --batch-size 1024 --max-steps 40 --quiet"
 cat "$OUT/summary.txt"

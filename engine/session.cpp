@@ -71,14 +71,13 @@ IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type) {
   return info;
 }
 
-// A run recorded for one set of input shapes: the device work, the private buffers it reads and
-// writes (never handed out: inputs are copied into `slots`, device outputs out of `outputs`),
-// and the kernels to ask before each replay.
+// A run recorded for one set of input shapes: the device work and the private buffers it reads
+// and writes (never handed out: inputs are copied into `slots`, device outputs out of
+// `outputs`).
 struct InferenceSession::Recording {
-  int runs = 0;           // runs seen with these shapes
-  uint64_t lastUse = 0;   // for evicting the least recently used
-  bool failed = false;    // recording was tried and cannot work: run as usual
-  bool recorded = false;  // right after recording (which runs nothing), the first replay
+  int runs = 0;          // runs seen with these shapes
+  uint64_t lastUse = 0;  // for evicting the least recently used
+  bool failed = false;   // recording was tried and cannot work: run as usual
   std::unique_ptr<BufferPool> pool;
   std::vector<std::pair<int, Tensor>> slots;  // input value id -> its device copy
   std::vector<Value> outputs;                 // by plan output
@@ -94,7 +93,6 @@ std::string InferenceSession::whyNotRecorded(const SessionOptions& o) const {
   if (!backend_->canRecord() || !p.device) return backend_->name() + " does not record runs";
   if (const char* e = std::getenv("DEEPWIRE_CUDA_GRAPHS"); e && std::string(e) == "0")
     return "DEEPWIRE_CUDA_GRAPHS=0";
-  if (p.profile) return "profiling times each node";
   std::vector<bool> fixed(p.names.size(), false);
   for (const auto& [id, v] : p.constants) fixed[id] = true;
   for (const auto& n : p.nodes) {
@@ -183,13 +181,10 @@ Result<bool> InferenceSession::runRecorded(std::vector<Value>& values) {
     }
     rec.work = std::move(*work);
     for (int id : p.outputIds) rec.outputs.push_back(vals[id]);
-    rec.recorded = true;
   }
   for (auto& [id, t] : rec.slots) DW_RETURN_IF_ERROR(backend_->copyInto(values[id].tensor, t));
-  if (!rec.recorded)
-    for (auto& n : p.nodes)
-      DW_RETURN_IF_ERROR(n.kernel->beforeReplay().withContext("node '" + n.name + "'"));
-  rec.recorded = false;
+  for (auto& n : p.nodes)
+    DW_RETURN_IF_ERROR(n.kernel->beforeReplay().withContext("node '" + n.name + "'"));
   DW_RETURN_IF_ERROR(rec.work->replay());
   ++replays_;
   for (size_t i = 0; i < p.outputIds.size(); ++i) {

@@ -342,7 +342,7 @@ Status CudaBackend::copyInto(const Tensor& src, Tensor& dst) {
   return check(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(),
                                src.onHost() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
                                ctx_->stream),
-               "copying an input to the GPU");
+               src.onHost() ? "copying to the GPU" : "copying on the GPU");
 }
 
 CudaBackend& cudaBackend(Backend& b) {

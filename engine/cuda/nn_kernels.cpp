@@ -12,7 +12,7 @@
 #include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/pool_geometry.h"
-#include "engine/unary_op.h"
+#include "ops/unary_table.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine::cuda {
@@ -338,7 +338,7 @@ class Conv : public ConvBase {
     bnEpsilon_ = f.bnEpsilon;
     if (f.activation.empty()) return;
     if (const ops::UnaryOp* row = ops::findUnaryOp(f.activation))
-      act_ = unaryWithParams(*row, f.activationParams).fn, actParams_ = f.activationParams;
+      act_ = row->fn, actParams_ = f.activationParams;
     else
       fail("cuda Conv: no activation " + f.activation);
   }
