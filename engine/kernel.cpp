@@ -90,6 +90,24 @@ Tensor* KernelContext::output(size_t i, DType dtype, Shape shape) {
   return &slot->tensor;
 }
 
+Tensor* KernelContext::outputReusing(size_t i, size_t in, DType dtype, Shape shape) {
+  const bool can = [&] {
+    if (!wantsOutput(i) || in >= lastRead_.size() || !lastRead_[in] || !hasInput(in)) return false;
+    const Tensor& t = input(in);
+    const auto& b = t.buffer();
+    // use_count 1: only the value itself (no view, constant or graph output shares it).
+    if (!b || b.use_count() != 1 || t.dtype() != dtype || t.shape() != shape ||
+        t.device() != (memory_ ? memory_->memory() : Device::kHost))
+      return false;
+    for (size_t j = 0; j < inputs_.size(); ++j)
+      if (j != in && hasInput(j) && input(j).buffer() == b) return false;
+    return true;
+  }();
+  if (!can) return output(i, dtype, std::move(shape));
+  *outputs_[i] = Value(Tensor(dtype, std::move(shape), input(in).buffer()));
+  return &outputs_[i]->tensor;
+}
+
 void KernelContext::setOutput(size_t i, Value v) {
   if (wantsOutput(i)) *outputs_[i] = std::move(v);
 }

@@ -147,6 +147,11 @@ class KernelContext {
   // request exceeds available memory. An output the graph does not use gets storage released
   // when the kernel returns, like scratch(): kernels need not check wantsOutput() first.
   Tensor* output(size_t i, DType dtype, Shape shape);
+  // Output i in the memory of input `in` where this node is the value's last reader and
+  // nothing else holds or reads that memory (a residual a convolution adds to in place), with
+  // the input's contents; otherwise a fresh output as from output(), which the kernel fills.
+  // Whether it got the input's memory: raw() equal to input(in).raw().
+  Tensor* outputReusing(size_t i, size_t in, DType dtype, Shape shape);
   void setOutput(size_t i, Value v);
   // Scratch tensor from the pool, released when the kernel returns.
   Tensor* scratch(DType dtype, Shape shape);
@@ -159,6 +164,7 @@ class KernelContext {
   // Wiring used by the executor.
   std::vector<const Value*> inputs_;
   std::vector<Value*> outputs_;
+  std::vector<bool> lastRead_;  // per input: this node is the value's last reader
   // Deques: kernels hold pointers from output()/scratch() while asking for more.
   std::deque<Value> dropped_;  // storage for outputs the graph doesn't use
   std::deque<Tensor> scratch_;

@@ -15,6 +15,7 @@ constexpr const char* kActivationAlpha = "__dw_activation_alpha";
 constexpr const char* kActivationBeta = "__dw_activation_beta";
 constexpr const char* kActivationGamma = "__dw_activation_gamma";
 constexpr const char* kBnEpsilon = "__dw_bn_epsilon";
+constexpr const char* kResidual = "__dw_residual";
 constexpr const char* kPoolKernel = "__dw_maxpool_kernel";
 constexpr const char* kPoolStrides = "__dw_maxpool_strides";
 constexpr const char* kPoolPads = "__dw_maxpool_pads";
@@ -51,6 +52,7 @@ Fused fusedOf(const Attributes& a) {
   f.activationParams.beta = a.getFloat(kActivationBeta);
   f.activationParams.gamma = a.getFloat(kActivationGamma);
   if (a.has(kBnEpsilon)) f.bnEpsilon = a.getFloat(kBnEpsilon);
+  f.residual = a.getInt(kResidual, 0) != 0;
   f.maxPool = {a.getInts(kPoolKernel), a.getInts(kPoolStrides), a.getInts(kPoolPads), {}};
   f.conv = a.getString(kConv);
   f.convWindow = {{}, a.getInts(kConvStrides), a.getInts(kConvPads), a.getInts(kConvDilations)};
@@ -78,6 +80,12 @@ void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryPa
 
 void setBnEpsilon(onnx::NodeProto& n, float epsilon) {
   replace(n, kBnEpsilon, [&] { addFloatAttr(n, kBnEpsilon, epsilon); });
+}
+
+void setResidual(onnx::NodeProto& n, const std::string& value) {
+  while (n.input_size() < Fused::kResidualInput) n.add_input("");
+  n.add_input(value);
+  replace(n, kResidual, [&] { addIntAttr(n, kResidual, 1); });
 }
 
 void setMaxPool(onnx::NodeProto& n, const Window& w) {

@@ -30,6 +30,11 @@ struct Fused {
   ops::UnaryParams activationParams;
   // A BatchNormalization folded into the Conv before it (its four inputs appended).
   std::optional<float> bnEpsilon;
+  // An Add of a tensor of the output's shape and layout (a residual connection), absorbed into a
+  // Conv as its input kResidualInput: y = conv(x) [+ folded BN] + residual, then the
+  // activation. On the CPU's Conv (inference) only.
+  bool residual = false;
+  static constexpr int kResidualInput = 7;
   // A MaxPool absorbed after the node (kernel, strides, pads; empty kernel: none). The node
   // then also writes the pool's winners.
   Window maxPool;
@@ -53,6 +58,7 @@ Fused fusedOf(const onnx::NodeProto& node);
 // Writers, for the passes. Lists append; the rest set.
 void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& params);
 void setBnEpsilon(onnx::NodeProto& n, float epsilon);
+void setResidual(onnx::NodeProto& n, const std::string& value);  // also appends the input
 void setMaxPool(onnx::NodeProto& n, const Window& w);
 void setConv(onnx::NodeProto& n, const std::string& name, const Window& w);
 void setReluGrad(onnx::NodeProto& n);

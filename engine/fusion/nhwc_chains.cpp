@@ -16,9 +16,10 @@ namespace dw::engine::fusion {
 // the convolutions (Relu, Clip, Add of two such tensors of the same shape) do not care about the
 // layout, so a group of values joined through them shares one: it goes NHWC when every value
 // is a float32 4-D tensor (a dynamic batch is fine), made by a convolution or such an elementwise
-// op, and read only by them or as a convolution's input X, and none is a graph input or output. The
-// convolutions writing or reading it are marked (fusion/fused.h: nhwcOutputs / nhwcInputs); the
-// shapes stay NCHW, only the memory order differs.
+// op, and read only by them, as a convolution's input X or by a global pooling (the network's
+// head, which would otherwise cost a reorder of the widest tensor), and none is a graph input or
+// output. The convolutions writing or reading it are marked (fusion/fused.h: nhwcOutputs /
+// nhwcInputs); the shapes stay NCHW, only the memory order differs.
 void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                     const onnx::GraphProto& g,
                     const std::unordered_map<std::string, onnx::TypeProto>& types) {
@@ -31,12 +32,13 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     return it != types.end() && it->second.tensor_type().elem_type() == onnx::TensorProto::FLOAT &&
            shapeOf(types, v).size() == 4;
   };
-  // Convolutions whose kernel can read and write NHWC: 2-D, not transposed, no fused pooling,
-  // not the one-input-channel direct loops, nothing training handed over.
+  // Convolutions whose kernel can read and write NHWC: 2-D, not transposed, not the
+  // one-input-channel direct loops, nothing training handed over. A fused max pooling (a
+  // ResNet's stem) pools in NHWC.
   auto nhwcConv = [&](const onnx::NodeProto& n) {
     if (!isOp(n, "", "Conv") || n.input_size() < 2 || n.output_size() != 1) return false;
     const Fused f = fusedOf(n);
-    if (f.hasMaxPool() || !f.blockedOutputs.empty() || !f.blockedInputs.empty()) return false;
+    if (!f.blockedOutputs.empty() || !f.blockedInputs.empty()) return false;
     const auto w = staticDims(types, n.input(1));
     return w.size() == 4 && !(w[1] == 1 && attrInt(n, "group", 1) == 1);
   };
@@ -84,14 +86,18 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   std::vector<std::vector<int>> shared(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const auto& n = nodes[i].first;
-    shared[i] = elementwiseInputs(n);
+    // A convolution's fused residual is added to its output as it is written: one layout.
+    if (nhwcConv(n) && fusedOf(n).residual && n.input_size() > Fused::kResidualInput)
+      shared[i] = {Fused::kResidualInput};
+    else
+      shared[i] = elementwiseInputs(n);
     for (int k : shared[i])
       if (!n.input(k).empty()) unite(n.input(k), n.output(0));
   }
   // Disqualify groups: a member that is fixed, not float 4-D, made or read by anything else.
   std::set<std::string> bad;
   std::set<std::string> madeByConv;
-  std::set<std::string> readByConv;
+  std::set<std::string> readByConv;  // or by a global pooling that reads NHWC
   for (size_t i = 0; i < nodes.size(); ++i) {
     const auto& n = nodes[i].first;
     const bool conv = nhwcConv(n);
@@ -101,7 +107,7 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       const bool ok = ((conv || nhwcReader(n)) && k == 0) ||
                       std::find(shared[i].begin(), shared[i].end(), k) != shared[i].end();
       if (!ok) bad.insert(find(v));
-      if (conv && k == 0) readByConv.insert(find(v));
+      if ((conv || nhwcReader(n)) && k == 0) readByConv.insert(find(v));
     }
     for (int k = 0; k < n.output_size(); ++k) {
       const std::string& v = n.output(k);

@@ -122,6 +122,29 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     n.add_input(add.input(other));
     absorb(n, rs[0]);
   };
+  // Add(y, r) or Add(r, y) of the Conv's output y (read by nothing else) and a tensor r of the
+  // same shape: a residual connection (ResNet, MobileNet, EfficientNet blocks), added inside
+  // the convolution's epilogue instead of in one more pass over both tensors. Before any
+  // activation: the one after the Add becomes the Conv's.
+  auto fuseResidual = [&](onnx::NodeProto& n) {
+    const std::string& y = n.output(0);
+    const auto& rs = consumers[y];
+    if (outputs.count(y) || readers[y] != 1 || rs.size() != 1 || removed[rs[0]]) return false;
+    const auto& add = nodes[rs[0]].first;
+    if (!isOp(add, "", "Add") || add.input_size() != 2 || add.output_size() != 1 ||
+        add.input(0) == add.input(1))
+      return false;
+    const int other = add.input(0) == y ? 1 : (add.input(1) == y ? 0 : -1);
+    if (other < 0 || add.input(other).empty()) return false;
+    // Shapes compared as text, so that a dynamic batch ("?N") matches itself.
+    const auto shape = shapeOf(types, y);
+    if (shape.empty() || shapeOf(types, add.input(other)) != shape ||
+        shapeOf(types, add.output(0)) != shape || !isFloat(add.input(other)))
+      return false;
+    setResidual(n, add.input(other));
+    absorb(n, rs[0]);
+    return true;
+  };
   // A MaxPool after a Conv (and its BN/activation) pools in oneDNN's blocked layout before the
   // result goes back to plain NCHW: explicit pads only, no ceil_mode, dilation or Indices.
   auto fuseMaxPool = [&](onnx::NodeProto& n, size_t c) {
@@ -167,6 +190,8 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         c = soleReader(n);
       }
     }
+    const bool residual = conv && !convEpiloguesOnly && fuseResidual(n);
+    if (residual) c = soleReader(n);
     if (c < 0) {
       // SiLU as exporters write it, Mul(v, Sigmoid(v)), with v read by just those two: the
       // Swish post-op (alpha 1).
@@ -207,13 +232,13 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       fused = resolveUnary(*row, actAttrs);
     }
     if (!fused) {
-      if (conv && !convEpiloguesOnly && op == "MaxPool") fuseMaxPool(n, c);
+      if (conv && !convEpiloguesOnly && !residual && op == "MaxPool") fuseMaxPool(n, c);
       continue;
     }
     setActivation(n, op, fused->params);
     absorb(n, c);
     c = soleReader(n);
-    if (conv && !convEpiloguesOnly && c >= 0 && nodes[c].first.op_type() == "MaxPool")
+    if (conv && !convEpiloguesOnly && !residual && c >= 0 && nodes[c].first.op_type() == "MaxPool")
       fuseMaxPool(n, c);
   }
   dropRemoved(nodes, removed);

@@ -117,7 +117,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
 // single output, weights given, and no max pooling fused into it.
 bool layoutConv(const onnx::NodeProto& conv) {
   return isOp(conv, "", "Conv") && conv.input_size() >= 2 && conv.output_size() == 1 &&
-         attrInt(conv, "group", 1) == 1 && !fusedOf(conv).hasMaxPool();
+         attrInt(conv, "group", 1) == 1 && !fusedOf(conv).hasMaxPool() && !fusedOf(conv).residual;
 }
 
 // The training CNN block Conv -> BatchNormalizationTraining (its max pooling fused in): the

@@ -89,7 +89,7 @@ class ConvGrad : public Kernel {
           s.wait();  // the kernel reads the reorder's result on the host
           e.wino->transformWeights(w.data<float>(), true, e.transformed.data());
           e.wino->run(static_cast<const float*>(mdy.get_data_handle()), e.transformed.data(),
-                      nullptr, false, static_cast<float*>(mdx.get_data_handle()));
+                      nullptr, nullptr, false, static_cast<float*>(mdx.get_data_handle()));
         } else {
           memory wUser(e.userW, eng, const_cast<void*>(w.raw()));
           memory mw = e.rW.in(wUser, e.dataW, eng, s);

@@ -126,8 +126,13 @@ struct FusedActivation {
   void addTo(dnnl::primitive_attr& attr) const {
     if (!any()) return;
     dnnl::post_ops po;
-    po.append_eltwise(1.0f, onednn::eltwiseAlgorithm(u.onednn.alg), u.onednn.alpha, u.onednn.beta);
+    appendTo(po);
     attr.set_post_ops(po);
+  }
+  void appendTo(dnnl::post_ops& po) const {
+    if (any())
+      po.append_eltwise(1.0f, onednn::eltwiseAlgorithm(u.onednn.alg), u.onednn.alpha,
+                        u.onednn.beta);
   }
   void applyHost(float* v, int64_t n) const {
     if (any()) u.apply(v, v, n);
@@ -147,6 +152,7 @@ class Conv : public Kernel {
         act_(f),
         bnFused_(f.bnEpsilon.has_value()),
         bnEps_(f.bnEpsilon.value_or(0.0f)),
+        residual_(f.residual),
         poolKernel_(f.maxPool.kernel),
         poolStrides_(f.maxPool.strides),
         poolPads_(f.maxPool.pads),
@@ -176,7 +182,11 @@ class Conv : public Kernel {
       it = cache_.emplace(key, std::move(e)).first;
     }
     Entry& e = it->second;
-    DW_ALLOC(y, ctx.output(0, DType::kFloat, e.outShape));
+    // A fused residual is added in place: Y starts as the residual (its memory where this node
+    // is its last reader, else a copy made below).
+    DW_ALLOC(y, residual_ && !e.residualAfter
+                    ? ctx.outputReusing(0, fusion::Fused::kResidualInput, DType::kFloat, e.outShape)
+                    : ctx.output(0, DType::kFloat, e.outShape));
     Tensor* kept = keepSrc_ ? ctx.output(1, DType::kFloat, x.shape()) : nullptr;
     if (keepSrc_ && !kept) return ctx.status();
     if (y->size() == 0) return Status();
@@ -203,7 +213,9 @@ class Conv : public Kernel {
       else
         DW_RETURN_IF_ERROR(foldBatchNorm(ctx, e.outShape[1], wData, biasData));
     }
-    if (e.wino) return runWinograd(ctx, e, x, w, kept, y);
+    if (e.wino)
+      return runWinograd(ctx, e, x, static_cast<const float*>(wData),
+                         static_cast<const float*>(biasData), wReady, kept, y);
     return guarded("convolution", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
@@ -238,6 +250,7 @@ class Conv : public Kernel {
       memory convDst = !e.pooled && e.userDst == e.pd_dst
                            ? dstUser
                            : (e.dstR ? e.dstR : (e.dstR = memory(e.pd_dst, eng)));
+      if (residual_ && !e.residualAfter) seedResidual(ctx, e, *y, dstUser, convDst);
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, convDst}};
       if (biasData) args[DNNL_ARG_BIAS] = bind_.in(be, DNNL_ARG_BIAS, e.biasD, biasData);
@@ -249,6 +262,15 @@ class Conv : public Kernel {
       }
       e.rOut.back(s, result, dstUser);
       bind_.finish(be);
+      if (e.residualAfter) {
+        // The primitive took no residual post-op for this layout: add it, then apply the
+        // activation, on the output in place (same layout as the residual).
+        float* out = y->data<float>();
+        const float* r = residualInput(ctx).data<float>();
+        const int64_t count = y->size();
+        for (int64_t i = 0; i < count; ++i) out[i] += r[i];
+        act_.applyHost(out, count);
+      }
       return Status();
     });
   }
@@ -256,11 +278,31 @@ class Conv : public Kernel {
  private:
   struct Entry;
 
-  // The convolution on our Winograd kernel: X to nChw16c (into output 1 where it is kept), the
-  // weights transformed, and Y written in nChw16c, then made plain unless it is handed over so.
-  Status runWinograd(KernelContext& ctx, Entry& e, const Tensor& x, const Tensor& w, Tensor* kept,
-                     Tensor* y) {
-    const float* bias = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
+  const Tensor& residualInput(KernelContext& ctx) const {
+    return ctx.input(fusion::Fused::kResidualInput);
+  }
+
+  // Puts the fused residual into `target`, the memory the convolution writes and adds to: Y
+  // itself (`dstUser`, which may already hold it) or a buffer in the primitive's layout.
+  void seedResidual(KernelContext& ctx, Entry& e, Tensor& y, memory& dstUser, memory& target) {
+    const Tensor& r = residualInput(ctx);
+    auto& be = dnnlBackend(ctx.backend());
+    if (target == dstUser) {
+      if (y.raw() != r.raw()) std::memcpy(y.raw(), r.raw(), y.bytes());
+      return;
+    }
+    if (!e.residualIn)
+      e.residualIn = dnnl::reorder(
+          dnnl::reorder::primitive_desc(be.engine(), e.residualD, be.engine(), target.get_desc()));
+    memory from(e.residualD, be.engine(), const_cast<void*>(r.raw()));
+    e.residualIn.execute(be.stream(), from, target);
+  }
+
+  // The convolution on our Winograd kernel: X in nChw16c (reordered into output 1 where it is
+  // kept) or NHWC, the weights transformed (once, when they are constant), and Y written in
+  // nChw16c, then made plain, or handed over so or in NHWC.
+  Status runWinograd(KernelContext& ctx, Entry& e, const Tensor& x, const float* w,
+                     const float* bias, bool wReady, Tensor* kept, Tensor* y) {
     return guarded("convolution", &bind_, [&] {
       auto& be = dnnlBackend(ctx.backend());
       auto& eng = be.engine();
@@ -275,10 +317,19 @@ class Conv : public Kernel {
       }
       memory dst = bind_.out(be, DNNL_ARG_DST, e.userDst, y->raw());
       memory blockedY = e.rOut.out(dst, e.pd_dst, eng);
-      s.wait();  // the kernel reads the reorder's result on the host
-      e.wino->transformWeights(w.data<float>(), false, e.transformed.data());
+      const float* residual = nullptr;
+      if (residual_) {
+        // Added in place: each output element is read before it is written.
+        seedResidual(ctx, e, *y, dst, blockedY);
+        residual = static_cast<const float*>(blockedY.get_data_handle());
+      }
+      s.wait();  // the kernel reads the reorders' results on the host
+      if (!wReady) {
+        e.wino->transformWeights(w, false, e.transformed.data());
+        if (constWeights_) e.wFrom = ctx.input(1).raw();
+      }
       e.wino->run(static_cast<const float*>(blockedX.get_data_handle()), e.transformed.data(), bias,
-                  act_.any(), static_cast<float*>(blockedY.get_data_handle()));
+                  residual, act_.any(), static_cast<float*>(blockedY.get_data_handle()));
       e.rOut.back(s, blockedY, dst);
       bind_.finish(be);
       return Status();
@@ -294,7 +345,10 @@ class Conv : public Kernel {
     std::vector<float> transformed;          // its transformed weights
     memory dstR, poolR;
     Reorderer rSrc, rW, rOut;
-    memory wKept;  // constant weights, already in the primitive's type and layout
+    dnnl::reorder residualIn;    // the residual into the primitive's layout, where Y's differs
+    memory::desc residualD;      // the fused residual, in Y's layout (plain or NHWC)
+    bool residualAfter = false;  // added (and the activation applied) after the primitive
+    memory wKept;                // constant weights, already in the primitive's type and layout
     const void* wFrom = nullptr;
     Shape outShape;
     bool pooled = false;
@@ -380,11 +434,23 @@ class Conv : public Kernel {
     bool unpaddedPool = poolKernel_.size() == 2;
     for (int64_t v : poolPads_) unpaddedPool &= v == 0;
     const bool nhwc = nhwcX_ || nhwcY_;
-    if (nhwc && (transposed_ || ns != 2 || !poolKernel_.empty() || blockedY_ || keepSrc_))
+    if (nhwc && (transposed_ || ns != 2 || blockedY_ || keepSrc_))
       return Status::error(
           "a convolution of this kind cannot hand over NHWC tensors; run the "
           "session with fuse off");
-    if (!nhwc && !transposed_ && g == 1 && c == 1 && ns == 2 &&
+    if (residual_) {
+      const Tensor* r = ctx.hasInput(fusion::Fused::kResidualInput)
+                            ? &ctx.input(fusion::Fused::kResidualInput)
+                            : nullptr;
+      if (!r || r->dtype() != DType::kFloat || r->shape() != out || transposed_ ||
+          !poolKernel_.empty() || blockedY_)
+        return Status::error(
+            "the residual Add fused into this convolution needs a float32 tensor of the "
+            "output's shape " +
+            shapeToString(out) + (r ? ", got " + shapeToString(r->shape()) : std::string()) +
+            "; run the session with fuse off");
+    }
+    if (!nhwc && !residual_ && !transposed_ && g == 1 && c == 1 && ns == 2 &&
         (poolKernel_.empty() || unpaddedPool) &&
         (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu)) {
       // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN, with a
@@ -417,6 +483,7 @@ class Conv : public Kernel {
     e.userDst = blockedY_ ? onednn::blockedDesc(out)
                 : nhwcY_  ? memory::desc(onednn::toDims(out), f32, Tag::acdb)
                           : plainDesc(out, f32);
+    e.residualD = e.userDst;
     const int64_t oc = out[1];
     Dims wdims, wstrides;
     const int64_t K = numElements(kernel);
@@ -446,27 +513,49 @@ class Conv : public Kernel {
     const auto ct = onednn::convComputeType(ctx.backend(), c / g, oc / g);
     memory::desc srcMd(srcAny, ct, Tag::any), dstMd(dstAny, f32, Tag::any),
         wMd(wdims, ct, Tag::any);
+    // A pooled NHWC output: the convolution writes NHWC too (pooling keeps its source's layout).
+    if (nhwcY_ && !poolKernel_.empty()) dstMd = memory::desc(dstAny, f32, Tag::acdb);
     // With few input channels (image inputs) oneDNN's direct "first convolution" kernels read
     // plain NCHW and are far faster than what format_tag::any picks for the source. Not for
     // grouped convolutions: with a plain source a depthwise one (one channel per group) falls
-    // to im2col and a GEMM per group, 10x slower than its blocked kernel.
-    if (!transposed_ && g == 1 && c <= 4 && !nhwcX_) srcMd = plainDesc(x.shape(), ct);
+    // to im2col and a GEMM per group, 10x slower than its blocked kernel. Nor where Y goes on in
+    // NHWC: the first convolution's blocked output then cost a reorder as long as the
+    // convolution (mobilenet_v2's stem at batch 8: 0.41 ms after 0.66), while oneDNN's NHWC
+    // kernel reads a copy of the image in NHWC, cheap with its 3 channels, and writes Y in NHWC.
+    if (!transposed_ && g == 1 && c <= 4 && !nhwcX_ && !nhwcY_) srcMd = plainDesc(x.shape(), ct);
     e.biasD = memory::desc({oc}, f32, Tag::a);
     memory::desc biasMd = ctx.hasInput(2) || bnFused_ ? e.biasD : memory::desc();
-    dnnl::primitive_attr attr;
-    act_.addTo(attr);
-    if (!transposed_ && ct == f32 && !constWeights_ && !bnFused_ && poolKernel_.empty() && g == 1 &&
-        !nhwc && n >= 16 && (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu) &&
+    // Post-ops: the residual (a sum: Y holds it when the primitive runs; oneDNN 2.6's brgconv
+    // kernels take no full-size binary add), then the activation.
+    auto attrs = [&](bool residual) {
+      dnnl::primitive_attr a;
+      dnnl::post_ops po;
+      if (residual) po.append_sum(1.0f);
+      act_.appendTo(po);
+      a.set_post_ops(po);
+      return a;
+    };
+    // Off host memory (oneDNN's GPU engine) the residual is added after the primitive, on the
+    // host copy of Y.
+    if (residual_ && !dnnlBackend(ctx.backend()).hostMemory()) e.residualAfter = true;
+    dnnl::primitive_attr attr = attrs(residual_ && !e.residualAfter);
+    const int64_t tiles = n * ((x.dim(2) + 3) / 4) * ((x.dim(3) + 3) / 4);
+    if (!transposed_ && ct == f32 && poolKernel_.empty() && g == 1 && ns == 2 && !blockedY_ &&
+        (constWeights_ ? tiles >= 16 : !bnFused_ && !nhwc && n >= 16) &&
+        (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu) &&
         dnnlBackend(ctx.backend()).hostMemory() &&
         onednn::Winograd43::usable(kernel, p.strides, p.dilations, p.padL, p.padR, c, oc, x.dim(2),
                                    x.dim(3))) {
-      // Training's batched 3x3 convolutions run our Winograd kernel (winograd.cpp): on the CNN
-      // example's second layer the node took 1.7-2.0 ms against 2.2-2.4 with oneDNN's. Weights
-      // that are fixed (inference) stay on oneDNN's, which transforms them once.
-      e.wino = onednn::Winograd43{n, c, oc, x.dim(2), x.dim(3)};
+      // Our Winograd kernel (winograd.cpp) for 3x3 convolutions of 16k channels. Training's
+      // batched ones: on the CNN example's second layer the node took 1.7-2.0 ms against 2.2-2.4
+      // with oneDNN's. Inference, whose weights are transformed once, from 16 tiles up
+      // (resnet18's stride-1 layers at batch 1 but its 7 x 7 ones only batched): at batch 1 on
+      // 2 threads 0.16-0.21 ms against 0.44-0.46 for oneDNN's direct kernel, and at batch 8
+      // 1.2-1.8 ms against 3.5-3.7 (2.5 against 4.4 on the 7 x 7 planes).
+      e.wino = onednn::Winograd43{n, c, oc, x.dim(2), x.dim(3), nhwcX_, nhwcY_};
       e.transformed.resize(static_cast<size_t>(e.wino->weightsSize()));
-      e.pd_src = onednn::blockedDesc(x.shape());
-      e.pd_dst = onednn::blockedDesc(out);
+      e.pd_src = nhwcX_ ? e.userSrc : onednn::blockedDesc(x.shape());
+      e.pd_dst = nhwcY_ ? e.userDst : onednn::blockedDesc(out);
       return Status();
     }
     if (!transposed_) {
@@ -479,6 +568,15 @@ class Conv : public Kernel {
       auto describe = [&](dnnl::algorithm alg) {
         dnnl::convolution_forward::desc d(prop, alg, srcMd, wMd, biasMd, dstMd, p.strides,
                                           minus1(p.dilations), p.padL, p.padR);
+        if (residual_ && !e.residualAfter) {
+          try {
+            return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+          } catch (const dnnl::error&) {
+            // No kernel takes the sum post-op here: the kernel adds the residual after.
+            e.residualAfter = true;
+            attr = dnnl::primitive_attr();
+          }
+        }
         return dnnl::convolution_forward::primitive_desc(d, attr, eng);
       };
       // Batched float32 3x3 / stride 1 convolutions take oneDNN's Winograd F(4x4, 3x3) kernel:
@@ -511,7 +609,7 @@ class Conv : public Kernel {
           padR[i] = poolPads_.empty() ? 0 : poolPads_[i + ns];
           pooled.push_back((out[2 + i] + padL[i] + padR[i] - poolKernel_[i]) / strides[i] + 1);
         }
-        memory::desc pdst(onednn::toDims(pooled), f32, Tag::any);
+        memory::desc pdst(onednn::toDims(pooled), f32, nhwcY_ ? Tag::acdb : Tag::any);
         dnnl::pooling_v2_forward::desc pdesc(dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::pooling_max, e.pd_dst, pdst, strides,
                                              poolKernel_, zero, padL, padR);
@@ -520,7 +618,7 @@ class Conv : public Kernel {
         e.poolDst = ppd.dst_desc();
         e.pooled = true;
         e.outShape = pooled;
-        e.userDst = plainDesc(pooled, f32);
+        e.userDst = nhwcY_ ? pdst : plainDesc(pooled, f32);
       }
     } else {
       dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
@@ -571,6 +669,7 @@ class Conv : public Kernel {
   FusedActivation act_;
   bool bnFused_;
   float bnEps_;
+  bool residual_;  // input kResidualInput is added before the activation (fuseForOneDnn)
   std::vector<float> foldedW_, foldedB_;
   bool constWeights_ = false;
   std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool

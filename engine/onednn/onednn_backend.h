@@ -264,11 +264,12 @@ class SingleChannelImages {
 // so that both paths are checked on one machine.
 void singleChannelConvGenericOnly(bool on);
 
-// Winograd F(4x4, 3x3) convolution of nChw16c tensors (winograd.cpp): 3 x 3 filters, stride 1,
-// one pixel of zero padding on every side, n images of c channels (h x w) to k channels of the
-// same size. c and k are multiples of kChannelBlock.
+// Winograd F(4x4, 3x3) convolution (winograd.cpp): 3 x 3 filters, stride 1, one pixel of zero
+// padding on every side, n images of c channels (h x w) to k channels of the same size, each
+// side in nChw16c or NHWC. c and k are multiples of kChannelBlock.
 struct Winograd43 {
   int64_t n, c, k, h, w;
+  bool nhwcIn = false, nhwcOut = false;  // x, and y with the residual, in NHWC
   // Whether a convolution's window (a 2-D kernel, strides, dilations with 1 = none, and pads),
   // the CPU, the channel counts and the plane's size (an image's work within 4 MiB) allow it.
   static bool usable(const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
@@ -279,9 +280,13 @@ struct Winograd43 {
   // from [c][k][3][3] turned by 180 degrees, which makes run() the data gradient of a
   // convolution of k to c channels with those weights.
   void transformWeights(const float* w, bool flip, float* u) const;
-  // y = conv(x) + bias (bias may be null), then max(y, 0) with `relu`.
-  void run(const float* x, const float* u, const float* bias, bool relu, float* y) const;
+  // y = conv(x) + bias + residual (bias and residual may be null), then max(y, 0) with `relu`.
+  void run(const float* x, const float* u, const float* bias, const float* residual, bool relu,
+           float* y) const;
 };
+// Tests: true makes every batch take Winograd43's grouped schedule (images' tiles together,
+// threads sharing each stage), which otherwise only small batches and wide layers take.
+void winogradGroupedOnly(bool on);
 
 // Max pooling of one H x W plane into OH x OW (window kh x kw, strides sh/sw, top/left padding
 // ph/pw; padding never wins the max), shared by the MaxPool kernel and the fused conv epilogue.

@@ -16,6 +16,7 @@
 // The interpolation points are 0, +-1, +-2 (Lavin & Gray): float32 results lie within 2e-6 of
 // the float64 convolution, relative to the sum of the products' magnitudes.
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -109,10 +110,13 @@ DW_WINO void productRows(int64_t T, int64_t C, const float* v, const float* u, i
   if (t < T) productTail<rows - 1, NR>(T - t, C, v + t * C, u, K, m + t * K);
 }
 
-DW_WINO void products(int64_t T, int64_t C, const float* v, const float* u, int64_t K, float* m) {
+// The products of one position for output channels [0, width) of rows K floats long (width a
+// multiple of 16; u and m start at the first of those channels).
+DW_WINO void products(int64_t T, int64_t C, const float* v, const float* u, int64_t K,
+                      int64_t width, float* m) {
   int64_t k0 = 0;
-  for (; k0 + 4 * kV <= K; k0 += 4 * kV) productRows<4>(T, C, v, u + k0, K, m + k0);
-  switch ((K - k0) / kV) {
+  for (; k0 + 4 * kV <= width; k0 += 4 * kV) productRows<4>(T, C, v, u + k0, K, m + k0);
+  switch ((width - k0) / kV) {
     case 3:
       productRows<3>(T, C, v, u + k0, K, m + k0);
       break;
@@ -159,79 +163,111 @@ DW_WINO void filterBlock(const float* f, int64_t stride, float* u, int64_t ustri
   }
 }
 
-// One thread's buffers, kept between calls: no allocation while the shapes stay the same.
-// `padded` is zeroed whenever its layout changes (shape = {channel blocks, rows, row length}):
-// only its interior is rewritten for each image, so a border left from another shape of the
-// same size would not be zero.
-struct Workspace {
-  std::vector<float> padded, v, m;
-  std::array<int64_t, 3> shape{};
+// A zero-bordered copy of one channel block of an image, (h + 2 + ...) x (w + 2 + ...) pixels
+// of 16 channels, kept by each thread between calls. Only the interior is rewritten for each
+// block, so the buffer is zeroed whenever the plane's size changes: a border left from another
+// plane of the same byte size (5 x 9 after 9 x 5) would not be zero.
+struct Plane {
+  std::vector<float> data;
+  std::array<int64_t, 2> shape{};
 };
 
-DW_WINO void image(const Winograd43& g, const float* x, const float* u, const float* bias,
-                   bool relu, float* y, Workspace& ws) {
-  const int64_t th = (g.h + 3) / 4, tw = (g.w + 3) / 4, T = th * tw;
-  const int64_t hp = 4 * th + 2, wp = 4 * tw + 2, plane = hp * wp * kV;
-  const int64_t cb = g.c / kV, kb = g.k / kV;
-  // Positions one vector apart more than their size: 36 rows a multiple of 4 KiB apart would
-  // share a few L1 sets.
-  const int64_t vs = T * g.c + kV, ms = T * g.k + kV;
-  if (ws.shape != std::array<int64_t, 3>{cb, hp, wp}) {
-    ws.padded.assign(static_cast<size_t>(cb * plane), 0.0f);
-    ws.shape = {cb, hp, wp};
+// Where tile t of position q of the transformed input (v) or of the products (m) lies: rows of
+// `width` floats (C or K), one row per tile, positions `stride` floats apart.
+struct Tiles {
+  float* base;
+  int64_t stride, width;
+  float* at(int q, int64_t t) const { return base + q * stride + t * width; }
+};
+
+// Stage 1: channel block b of image x (blocked nChw16c, or NHWC with `nhwc`) into the tiles'
+// rows [t0, t0 + tiles) of v.
+DW_WINO void transformInput(const Winograd43& g, const float* x, bool nhwc, int64_t b,
+                            const Tiles& v, int64_t t0, Plane& plane) {
+  const int64_t th = (g.h + 3) / 4, tw = (g.w + 3) / 4;
+  const int64_t hp = 4 * th + 2, wp = 4 * tw + 2;
+  if (plane.shape != std::array<int64_t, 2>{g.h, g.w}) {
+    plane.data.assign(static_cast<size_t>(hp * wp * kV), 0.0f);
+    plane.shape = {g.h, g.w};
   }
-  if (ws.v.size() < static_cast<size_t>(kPos * vs)) ws.v.resize(kPos * vs);
-  if (ws.m.size() < static_cast<size_t>(kPos * ms)) ws.m.resize(kPos * ms);
-  float* p = ws.padded.data();
-  for (int64_t b = 0; b < cb; ++b)
-    for (int64_t r = 0; r < g.h; ++r)
-      std::memcpy(p + b * plane + ((r + 1) * wp + 1) * kV, x + (b * g.h + r) * g.w * kV,
-                  sizeof(float) * g.w * kV);
-  float* v = ws.v.data();
-  for (int64_t b = 0; b < cb; ++b)
-    for (int64_t ty = 0; ty < th; ++ty)
-      for (int64_t tx = 0; tx < tw; ++tx) {
-        const float* d = p + b * plane + (4 * ty * wp + 4 * tx) * kV;
-        __m512 rows[6][6];
-        for (int i = 0; i < 6; ++i) {
-          __m512 di[6];
-          for (int j = 0; j < 6; ++j) di[j] = _mm512_loadu_ps(d + (i * wp + j) * kV);
-          inputRow(di, rows[i]);
-        }
-        float* vt = v + (ty * tw + tx) * g.c + b * kV;
-        for (int j = 0; j < 6; ++j) {
-          __m512 col[6], r[6];
-          for (int i = 0; i < 6; ++i) col[i] = rows[i][j];
-          inputRow(col, r);
-          for (int i = 0; i < 6; ++i) _mm512_storeu_ps(vt + (i * 6 + j) * vs, r[i]);
-        }
-      }
-  float* m = ws.m.data();
-  for (int q = 0; q < kPos; ++q) products(T, g.c, v + q * vs, u + q * g.c * g.k, g.k, m + q * ms);
-  for (int64_t b = 0; b < kb; ++b) {
-    const __m512 bv = bias ? _mm512_loadu_ps(bias + b * kV) : _mm512_setzero_ps();
-    const __m512 floor = _mm512_set1_ps(relu ? 0.0f : -std::numeric_limits<float>::infinity());
-    float* yb = y + b * g.h * g.w * kV;
-    for (int64_t ty = 0; ty < th; ++ty)
-      for (int64_t tx = 0; tx < tw; ++tx) {
-        const float* mt = m + (ty * tw + tx) * g.k + b * kV;
-        __m512 rows[6][4];
-        for (int i = 0; i < 6; ++i) {
-          __m512 mi[6];
-          for (int j = 0; j < 6; ++j) mi[j] = _mm512_loadu_ps(mt + (i * 6 + j) * ms);
-          outputRow(mi, rows[i]);
-        }
-        for (int j = 0; j < 4 && 4 * tx + j < g.w; ++j) {
-          __m512 col[6], o[4];
-          for (int i = 0; i < 6; ++i) col[i] = rows[i][j];
-          outputRow(col, o);
-          for (int i = 0; i < 4 && 4 * ty + i < g.h; ++i)
-            _mm512_storeu_ps(yb + ((4 * ty + i) * g.w + 4 * tx + j) * kV,
-                             _mm512_max_ps(floor, _mm512_add_ps(o[i], bv)));
-        }
-      }
+  float* p = plane.data.data();
+  for (int64_t r = 0; r < g.h; ++r) {
+    float* row = p + ((r + 1) * wp + 1) * kV;
+    if (nhwc) {
+      const float* src = x + r * g.w * g.c + b * kV;
+      for (int64_t col = 0; col < g.w; ++col)
+        _mm512_storeu_ps(row + col * kV, _mm512_loadu_ps(src + col * g.c));
+    } else {
+      std::memcpy(row, x + (b * g.h + r) * g.w * kV, sizeof(float) * g.w * kV);
+    }
   }
+  for (int64_t ty = 0; ty < th; ++ty)
+    for (int64_t tx = 0; tx < tw; ++tx) {
+      const float* d = p + (4 * ty * wp + 4 * tx) * kV;
+      __m512 rows[6][6];
+      for (int i = 0; i < 6; ++i) {
+        __m512 di[6];
+        for (int j = 0; j < 6; ++j) di[j] = _mm512_loadu_ps(d + (i * wp + j) * kV);
+        inputRow(di, rows[i]);
+      }
+      const int64_t t = t0 + ty * tw + tx;
+      for (int j = 0; j < 6; ++j) {
+        __m512 col[6], r[6];
+        for (int i = 0; i < 6; ++i) col[i] = rows[i][j];
+        inputRow(col, r);
+        for (int i = 0; i < 6; ++i) _mm512_storeu_ps(v.at(i * 6 + j, t) + b * kV, r[i]);
+      }
+    }
 }
+
+// Stage 3: output channel block b of one image from the products' rows [t0, t0 + tiles) of m,
+// plus the bias and the residual (in y's layout), then the Relu, into y (blocked, or NHWC).
+DW_WINO void transformOutput(const Winograd43& g, const Tiles& m, int64_t t0, int64_t b,
+                             const float* bias, const float* residual, bool relu, bool nhwc,
+                             float* y) {
+  const int64_t th = (g.h + 3) / 4, tw = (g.w + 3) / 4;
+  const __m512 bv = bias ? _mm512_loadu_ps(bias + b * kV) : _mm512_setzero_ps();
+  const __m512 floor = _mm512_set1_ps(relu ? 0.0f : -std::numeric_limits<float>::infinity());
+  // Pixel (r, col) of this block: blocked planes are h x w x 16, NHWC rows w x k.
+  const int64_t base = nhwc ? b * kV : b * g.h * g.w * kV, pixel = nhwc ? g.k : kV;
+  for (int64_t ty = 0; ty < th; ++ty)
+    for (int64_t tx = 0; tx < tw; ++tx) {
+      const int64_t t = t0 + ty * tw + tx;
+      __m512 rows[6][4];
+      for (int i = 0; i < 6; ++i) {
+        __m512 mi[6];
+        for (int j = 0; j < 6; ++j) mi[j] = _mm512_loadu_ps(m.at(i * 6 + j, t) + b * kV);
+        outputRow(mi, rows[i]);
+      }
+      for (int j = 0; j < 4 && 4 * tx + j < g.w; ++j) {
+        __m512 col[6], o[4];
+        for (int i = 0; i < 6; ++i) col[i] = rows[i][j];
+        outputRow(col, o);
+        for (int i = 0; i < 4 && 4 * ty + i < g.h; ++i) {
+          const int64_t at = base + ((4 * ty + i) * g.w + 4 * tx + j) * pixel;
+          __m512 r = _mm512_add_ps(o[i], bv);
+          if (residual) r = _mm512_add_ps(r, _mm512_loadu_ps(residual + at));
+          _mm512_storeu_ps(y + at, _mm512_max_ps(floor, r));
+        }
+      }
+    }
+}
+
+// Transformed input and products of `tiles` tiles, positions one vector apart more than their
+// size: 36 rows a multiple of 4 KiB apart would share a few L1 sets.
+struct Buffers {
+  std::vector<float> v, m;
+  Tiles vt{}, mt{};
+  void size(const Winograd43& g, int64_t tiles) {
+    const int64_t vs = tiles * g.c + kV, ms = tiles * g.k + kV;
+    if (v.size() < static_cast<size_t>(kPos * vs)) v.resize(kPos * vs);
+    if (m.size() < static_cast<size_t>(kPos * ms)) m.resize(kPos * ms);
+    vt = {v.data(), vs, g.c};
+    mt = {m.data(), ms, g.k};
+  }
+};
+
+bool groupedOnly = false;  // tests: every batch takes the grouped schedule
 
 }  // namespace
 
@@ -268,14 +304,73 @@ void Winograd43::transformWeights(const float* w, bool flip, float* u) const {
   }
 }
 
-void Winograd43::run(const float* x, const float* u, const float* bias, bool relu, float* y) const {
+void Winograd43::run(const float* x, const float* u, const float* bias, const float* residual,
+                     bool relu, float* y) const {
   const int64_t in = c * h * w, out = k * h * w;
+  const int64_t tiles = ((h + 3) / 4) * ((w + 3) / 4), cb = c / kV, kb = k / kV;
+  const int threads = omp_get_max_threads();
+  // Each thread takes whole images while there are enough to share evenly and the transformed
+  // weights stay in its cache (they are read once per image): the training CNN's layers. Small
+  // batches and wide layers (resnet's 512-channel 7 x 7 planes hold 36 MiB of transformed
+  // weights) take the grouped schedule, in which the images' tiles form one matrix per
+  // position and the threads share each stage.
+  const bool perImage = !groupedOnly && n >= threads && (n % threads == 0 || n >= 4 * threads) &&
+                        kPos * c * k * int64_t{sizeof(float)} <= (int64_t{1} << 20);
+  if (perImage) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    // Declared here, inside the parallel region: every OpenMP thread then constructs its own.
-    thread_local Workspace ws;
-    image(*this, x + i * in, u, bias, relu, y + i * out, ws);
+    for (int64_t i = 0; i < n; ++i) {
+      // Declared here, inside the parallel region: every OpenMP thread then constructs its own.
+      thread_local Buffers buf;
+      thread_local Plane plane;
+      buf.size(*this, tiles);
+      for (int64_t b = 0; b < cb; ++b)
+        transformInput(*this, x + i * in, nhwcIn, b, buf.vt, 0, plane);
+      for (int q = 0; q < kPos; ++q)
+        products(tiles, c, buf.vt.at(q, 0), u + q * c * k, k, k, buf.mt.at(q, 0));
+      for (int64_t b = 0; b < kb; ++b)
+        transformOutput(*this, buf.mt, 0, b, bias, residual ? residual + i * out : nullptr, relu,
+                        nhwcOut, y + i * out);
+    }
+    return;
   }
+  // Images per group: their transformed input and products within 8 MiB.
+  const int64_t perImageBytes = kPos * tiles * (c + k) * int64_t{sizeof(float)};
+  const int64_t group = std::clamp<int64_t>((int64_t{8} << 20) / perImageBytes, 1, n);
+  thread_local Buffers shared;
+  shared.size(*this, group * tiles);
+  // Output channels per product task: enough tasks for every thread.
+  int64_t width = 4 * kV;
+  while (width > kV && kPos * ((k + width - 1) / width) < 4 * threads) width -= kV;
+  const int64_t chunks = (k + width - 1) / width;
+  const Buffers& sb = shared;
+  for (int64_t i0 = 0; i0 < n; i0 += group) {
+    const int64_t g = std::min(group, n - i0);
+#pragma omp parallel
+    {
+      thread_local Plane plane;
+#pragma omp for schedule(static) collapse(2)
+      for (int64_t i = 0; i < g; ++i)
+        for (int64_t b = 0; b < cb; ++b)
+          transformInput(*this, x + (i0 + i) * in, nhwcIn, b, sb.vt, i * tiles, plane);
+#pragma omp for schedule(static) collapse(2)
+      for (int q = 0; q < kPos; ++q)
+        for (int64_t j = 0; j < chunks; ++j) {
+          const int64_t k0 = j * width;
+          products(g * tiles, c, sb.vt.at(q, 0), u + q * c * k + k0, k, std::min(width, k - k0),
+                   sb.mt.at(q, 0) + k0);
+        }
+#pragma omp for schedule(static) collapse(2)
+      for (int64_t i = 0; i < g; ++i)
+        for (int64_t b = 0; b < kb; ++b)
+          transformOutput(*this, sb.mt, i * tiles, b, bias,
+                          residual ? residual + (i0 + i) * out : nullptr, relu, nhwcOut,
+                          y + (i0 + i) * out);
+    }
+  }
+}
+
+void winogradGroupedOnly(bool on) {
+  groupedOnly = on;
 }
 
 }  // namespace dw::engine::onednn

@@ -79,12 +79,14 @@ TEST(LayoutChains, NhwcHandOversMatchPlainBitForBit) {
   ASSERT_TRUE(nhwc.y.defined() && plain.y.defined() && unfused.y.defined());
   EXPECT_EQ(maxDiff(nhwc.y, plain.y), 0.0f);
   EXPECT_LT(maxDiff(nhwc.y, unfused.y), 1e-5f);
-  // The two middle convolutions read and write NHWC, the first writes it, the last reads it;
-  // both Clips are fused away.
+  // The first convolution writes NHWC, the others read and write it, and the global pooling
+  // reads it; both Clips and the residual Add (with the Relu after it) are fused away.
   EXPECT_NE(nhwc.profile.find("input 0, output 0 in NHWC"), std::string::npos) << nhwc.profile;
   EXPECT_NE(nhwc.profile.find("(Conv; output 0 in NHWC)"), std::string::npos) << nhwc.profile;
-  EXPECT_NE(nhwc.profile.find("(Conv; input 0 in NHWC)"), std::string::npos) << nhwc.profile;
-  EXPECT_EQ(nhwc.profile.find("Clip"), std::string::npos) << nhwc.profile;
+  EXPECT_NE(nhwc.profile.find("(GlobalAveragePool; input 0 in NHWC)"), std::string::npos)
+      << nhwc.profile;
+  for (const char* op : {"Clip", "Add", "Relu"})
+    EXPECT_EQ(nhwc.profile.find(op), std::string::npos) << op << "\n" << nhwc.profile;
   EXPECT_EQ(plain.profile.find("NHWC"), std::string::npos) << plain.profile;
 }
 
