@@ -216,8 +216,12 @@ Result<bool> InferenceSession::runRecorded(std::vector<Value>& values) {
 }
 
 InferenceSession::~InferenceSession() {
-  if (plan_ && plan_->profile && plan_->runs > 0 && std::getenv("DEEPWIRE_PROFILE"))
-    std::fprintf(stderr, "%s", profileReport().c_str());
+  // DEEPWIRE_PROFILE=N lists the N costliest nodes (1 or any other value: 12).
+  const char* env = std::getenv("DEEPWIRE_PROFILE");
+  if (plan_ && plan_->profile && plan_->runs > 0 && env) {
+    const long top = std::strtol(env, nullptr, 10);
+    std::fprintf(stderr, "%s", profileReport(top > 1 ? static_cast<size_t>(top) : 12).c_str());
+  }
 }
 
 std::map<std::string, std::string> InferenceSession::placement() const {

@@ -385,8 +385,9 @@ TEST(Rnn, OneDnnAndPlainPathsAgree) {
 // which oneDNN's cells compute, must come out the same, run after run.
 void smallBatchPathMatchesOneDnn(int64_t T, int64_t H);
 
-// Batches of 4 and more split their rows over threads; an LSTM of 96 units at batch 1 and 2
-// splits its units (runUnitSplit), over an odd number of steps (its h buffers swap).
+// RNN and GRU batches of 4 and more split their rows over threads; an LSTM of 96 units splits
+// its units (runUnitSplit) at every small batch (1, 2 and 13 rows), over an odd number of steps
+// (its h buffers swap), adding the biases as it reads the input projections.
 TEST(Rnn, SmallBatchPathMatchesOneDnn) {
   for (const auto& [T, H] : std::vector<std::pair<int64_t, int64_t>>{{6, 40}, {7, 96}})
     smallBatchPathMatchesOneDnn(T, H);
