@@ -5,28 +5,19 @@
 
 #include <onnx/onnx-data.pb.h>
 
-#include <fstream>
-#include <sstream>
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "graphs/file_io.h"
 
 namespace dw::engine {
 
 namespace {
 
-Result<std::string> readFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::error("cannot open '" + path + "'");
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
-}
-
-Status writeFile(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return Status::error("cannot write '" + path + "'");
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!f) return Status::error("write to '" + path + "' failed");
-  return Status();
-}
+constexpr const char* kResaveNpy = "re-save the array with numpy.save";
+// A wider '<U' dtype (over 4 MiB an element) is a corrupt header rather than text.
+constexpr size_t kMaxStringWidth = size_t(1) << 20;
 
 const char* npyDescr(DType t) {
   switch (t) {
@@ -62,155 +53,302 @@ const char* npyDescr(DType t) {
   }
 }
 
-DType dtypeFromDescr(const std::string& d) {
-  if (d.size() < 3) return DType::kUndefined;
-  // Byte order '>' is rejected by the caller; '=' and '|' mean native on little-endian hosts.
-  std::string k = d.substr(1);
-  if (k == "f4") return DType::kFloat;
-  if (k == "f8") return DType::kDouble;
-  if (k == "f2") return DType::kFloat16;
-  if (k == "i1") return DType::kInt8;
-  if (k == "i2") return DType::kInt16;
-  if (k == "i4") return DType::kInt32;
-  if (k == "i8") return DType::kInt64;
-  if (k == "u1") return DType::kUInt8;
-  if (k == "u2") return DType::kUInt16;
-  if (k == "u4") return DType::kUInt32;
-  if (k == "u8") return DType::kUInt64;
-  if (k == "b1") return DType::kBool;
-  if (k == "V2") return DType::kBFloat16;
-  if (k[0] == 'U') return DType::kString;
+// The dtype whose descr (without its byte order) is `code`; the writer's table read backwards,
+// so that what we write we also read.
+DType dtypeFromNpyCode(const std::string& code) {
+  for (int i = 0; i < static_cast<int>(DType::kString); ++i) {
+    const char* d = npyDescr(static_cast<DType>(i));
+    if (d && code == d + 1) return static_cast<DType>(i);
+  }
   return DType::kUndefined;
 }
 
-// Extracts the value after `'key':` in the header dict, up to the matching delimiter.
-bool headerField(const std::string& h, const std::string& key, std::string* out, size_t* pos) {
-  size_t k = h.find("'" + key + "'");
-  if (k == std::string::npos) return false;
-  size_t c = h.find(':', k);
-  if (c == std::string::npos) return false;
-  size_t s = h.find_first_not_of(' ', c + 1);
-  if (s == std::string::npos) return false;
-  *pos = s;
-  size_t e;
-  if (h[s] == '\'') {
-    e = h.find('\'', s + 1);
-    if (e == std::string::npos) return false;
-    *out = h.substr(s + 1, e - s - 1);
-  } else if (h[s] == '(') {
-    e = h.find(')', s);
-    if (e == std::string::npos) return false;
-    *out = h.substr(s + 1, e - s - 1);
-  } else {
-    e = h.find_first_of(",}", s);
-    if (e == std::string::npos) return false;
-    *out = h.substr(s, e - s);
+// Value of `key` in the NPY header dict (a Python literal), raw text up to the next top-level
+// comma or closing brace.
+std::optional<std::string> npyField(const std::string& header, const std::string& key) {
+  const std::string k = "'" + key + "'";
+  auto pos = header.find(k);
+  if (pos == std::string::npos) return std::nullopt;
+  pos = header.find(':', pos + k.size());
+  if (pos == std::string::npos) return std::nullopt;
+  ++pos;
+  while (pos < header.size() && header[pos] == ' ') ++pos;
+  int depth = 0;
+  size_t end = pos;
+  for (; end < header.size(); ++end) {
+    const char c = header[end];
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (depth == 0 && (c == ',' || c == '}')) break;
   }
-  return true;
+  std::string v = header.substr(pos, end - pos);
+  while (!v.empty() && v.back() == ' ') v.pop_back();
+  return v;
+}
+
+// "(2, 3)", "(5,)" or "()": anything else (names, negative or fractional dims) is refused
+// rather than half-read.
+std::optional<Shape> parseNpyShape(const std::string& text) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')') return std::nullopt;
+  const std::string inner = text.substr(1, text.size() - 2);
+  std::vector<std::string> cells;
+  for (size_t pos = 0;;) {
+    const size_t comma = inner.find(',', pos);
+    cells.push_back(
+        inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  Shape shape;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    std::string cell = cells[i];
+    cell.erase(0, std::min(cell.size(), cell.find_first_not_of(' ')));
+    while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+    // Python 2 wrote long dims with an L suffix.
+    if (!cell.empty() && cell.back() == 'L') cell.pop_back();
+    if (cell.empty()) {
+      // Only "()" itself, or the empty item after a 1-tuple's trailing comma ("(5,)").
+      if (i + 1 == cells.size()) continue;
+      return std::nullopt;
+    }
+    if (cell.find_first_not_of("0123456789") != std::string::npos || cell.size() > 18)
+      return std::nullopt;
+    shape.push_back(std::stoll(cell));
+  }
+  return shape;
+}
+
+void appendUtf8(std::string& s, uint32_t cp) {
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xc0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xe0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    s += static_cast<char>(0xf0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+// NumPy pads each fixed-width element with NUL code points; the first one ends the string.
+std::vector<std::string> decodeUtf32(const char* data, size_t count, size_t width, bool swap) {
+  std::vector<std::string> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t c = 0; c < width; ++c) {
+      uint32_t cp;
+      std::memcpy(&cp, data + (i * width + c) * 4, 4);
+      if (swap) byteSwapInPlace(&cp, 1, 4);
+      if (cp == 0) break;
+      appendUtf8(out[i], cp);
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
-Result<Tensor> parseNpy(const std::string& b, const std::string& label) {
-  auto err = [&](size_t pos, const std::string& what) {
-    return Status::error(label + ": invalid .npy at byte " + std::to_string(pos) + ": " + what);
-  };
-  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) return err(0, "missing \\x93NUMPY magic");
+std::string hexBytes(const std::string& bytes, size_t n) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (size_t i = 0; i < std::min(n, bytes.size()); ++i) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    if (i) out += ' ';
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+bool hostLittleEndian() {
+  const uint16_t x = 1;
+  return *reinterpret_cast<const uint8_t*>(&x) == 1;
+}
+
+void byteSwapInPlace(void* data, size_t count, size_t width) {
+  auto* p = static_cast<unsigned char*>(data);
+  for (size_t i = 0; i < count; ++i) std::reverse(p + i * width, p + (i + 1) * width);
+}
+
+std::optional<uint64_t> payloadBytes(const Shape& shape, size_t elementBytes) {
+  unsigned __int128 n = elementBytes;
+  for (int64_t d : shape) {
+    n *= static_cast<uint64_t>(d);
+    if (n > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()))
+      return std::nullopt;
+  }
+  return static_cast<uint64_t>(n);
+}
+
+Status truncatedData(const std::string& path, const Shape& shape, DType dtype, size_t dataStart,
+                     uint64_t available, const std::optional<uint64_t>& need,
+                     const std::string& where, const std::string& fix) {
+  return Status::error(path + ": truncated: the header promises " +
+                       (need ? std::to_string(*need) : std::string("more than 2^63")) +
+                       " bytes of data after byte " + std::to_string(dataStart) + where +
+                       " (shape " + shapeToString(shape) + ", " + dtypeName(dtype) +
+                       "), the file holds " + std::to_string(available) + " (it ends at byte " +
+                       std::to_string(dataStart + available) + "); " + fix);
+}
+
+Result<NpyHeader> parseNpyHeader(const std::string& b, uint64_t fileSize, const std::string& path) {
+  if (b.size() < 6 || b.compare(0, 6, "\x93NUMPY") != 0)
+    return Status::error(path + ": not an NPY file: it starts with " + hexBytes(b, 6) +
+                         " at byte 0, where an NPY file starts with 93 4E 55 4D 50 59 "
+                         "(\\x93NUMPY); " +
+                         kResaveNpy);
+  if (b.size() < 10)
+    return Status::error(path + ": truncated: the NPY preamble needs 10 bytes, the file holds " +
+                         std::to_string(b.size()) + "; " + kResaveNpy);
   const int major = static_cast<unsigned char>(b[6]);
-  size_t headerLen, headerStart;
+  size_t headerLen = 0, headerStart = 0;
   if (major == 1) {
     headerLen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
     headerStart = 10;
   } else if (major == 2 || major == 3) {
-    if (b.size() < 12) return err(8, "truncated header length");
-    headerLen = 0;
+    if (b.size() < 12)
+      return Status::error(path + ": truncated: the NPY version " + std::to_string(major) +
+                           " preamble needs 12 bytes, the file holds " + std::to_string(b.size()) +
+                           "; " + kResaveNpy);
     for (int i = 0; i < 4; ++i)
-      headerLen |= static_cast<size_t>(static_cast<unsigned char>(b[8 + i])) << (8 * i);
+      headerLen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
     headerStart = 12;
   } else {
-    return err(6, "unsupported format version " + std::to_string(major));
+    return Status::error(path + ": NPY version " + std::to_string(major) +
+                         " at byte 6 is not supported (1, 2 or 3); " + kResaveNpy);
   }
-  if (headerStart + headerLen > b.size()) return err(headerStart, "header runs past end of file");
-  const std::string h = b.substr(headerStart, headerLen);
-  std::string descr, order, shapeStr;
-  size_t p1, p2, p3;
-  if (!headerField(h, "descr", &descr, &p1)) return err(headerStart, "header has no 'descr'");
-  if (!headerField(h, "fortran_order", &order, &p2))
-    return err(headerStart, "header has no 'fortran_order'");
-  if (!headerField(h, "shape", &shapeStr, &p3)) return err(headerStart, "header has no 'shape'");
-  if (order.find("True") != std::string::npos)
-    return err(headerStart + p2, "Fortran-order arrays are not supported; save with C order");
-  if (!descr.empty() && descr[0] == '>')
-    return err(headerStart + p1, "big-endian dtype '" + descr + "' is not supported");
-  DType dt = dtypeFromDescr(descr);
-  if (dt == DType::kUndefined) return err(headerStart + p1, "unsupported dtype '" + descr + "'");
-  Shape shape;
-  std::stringstream ss(shapeStr);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t s = item.find_first_not_of(' ');
-    if (s == std::string::npos) continue;
-    char* end = nullptr;
-    long long v = std::strtoll(item.c_str() + s, &end, 10);
-    if (end == item.c_str() + s || v < 0)
-      return err(headerStart + p3, "bad shape '(" + shapeStr + ")'");
-    shape.push_back(v);
+  if (fileSize < headerStart + headerLen || b.size() < headerStart + headerLen)
+    return Status::error(path + ": truncated: the NPY header (length " + std::to_string(headerLen) +
+                         " at byte 8) needs " + std::to_string(headerStart + headerLen) +
+                         " bytes, the file holds " + std::to_string(fileSize) + "; " + kResaveNpy);
+  const std::string header = b.substr(headerStart, headerLen);
+  const std::string at = " in the header at byte " + std::to_string(headerStart);
+  const std::string shown = header.size() > 120 ? header.substr(0, 120) + "..." : header;
+  const auto open = header.find_first_not_of(' ');
+  if (open == std::string::npos || header[open] != '{' || header.find('}') == std::string::npos)
+    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) +
+                         " is not a Python dict: '" + shown + "'; " + kResaveNpy);
+  auto descr = npyField(header, "descr");
+  auto fortran = npyField(header, "fortran_order");
+  auto shapeText = npyField(header, "shape");
+  if (!descr || !fortran || !shapeText)
+    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) + " lacks " +
+                         (!descr     ? "descr"
+                          : !fortran ? "fortran_order"
+                                     : "shape") +
+                         ": '" + shown + "'; " + kResaveNpy);
+  if (*fortran == "True")
+    return Status::error(path +
+                         ": NPY array is in Fortran order; save it with "
+                         "numpy.ascontiguousarray first");
+  if (*fortran != "False")
+    return Status::error(path + ": NPY fortran_order '" + *fortran + "'" + at +
+                         " is neither True nor False; " + kResaveNpy);
+  std::string d = *descr;
+  if (d.size() < 2 || (d.front() != '\'' && d.front() != '"') || d.back() != d.front())
+    return Status::error(path + ": NPY dtype " + d + at +
+                         " is a structured or object dtype; save a plain numeric array");
+  d = d.substr(1, d.size() - 2);
+  if (d.size() < 3)
+    return Status::error(path + ": NPY dtype '" + d + "'" + at + " is not understood");
+  const char endian = d[0];
+  const std::string code = d.substr(1);
+  NpyHeader l;
+  const bool isString =
+      code[0] == 'U' && code.find_first_not_of("0123456789", 1) == std::string::npos;
+  l.dtype = isString ? DType::kString : dtypeFromNpyCode(code);
+  if (l.dtype == DType::kUndefined ||
+      (endian != '<' && endian != '>' && endian != '|' && endian != '='))
+    return Status::error(path + ": NPY dtype '" + d + "'" + at +
+                         " is not supported (f2 f4 f8 i1-i8 u1-u8 b1, U strings, V2 bfloat16); "
+                         "convert it with numpy's astype and save it again");
+  size_t elementBytes = dtypeSize(l.dtype);
+  if (isString) {
+    // More than 7 digits is past the limit already, and would overflow the conversion.
+    l.stringWidth = code.size() > 8 ? kMaxStringWidth + 1 : std::stoul(code.substr(1));
+    if (l.stringWidth == 0 || l.stringWidth > kMaxStringWidth)
+      return Status::error(path + ": NPY dtype '" + d + "'" + at + ": a string width of " +
+                           code.substr(1) + " is implausible (1 to 2^20 characters); " +
+                           kResaveNpy);
+    elementBytes = 4 * l.stringWidth;
   }
-  const size_t dataStart = headerStart + headerLen;  // <= b.size(), checked above
-  const int64_t n = numElements(shape);              // saturates: compared, never multiplied
-  // Element size: numpy '<U' strings are fixed-width UTF-32.
-  const size_t width = dt == DType::kString ? std::strtoul(descr.c_str() + 2, nullptr, 10) : 0;
-  const size_t elem = dt == DType::kString ? width * 4 : dtypeSize(dt);
-  if (width > (size_t(1) << 20))
-    return err(headerStart + p1, "string width " + std::to_string(width) + " is implausible");
-  // Divided, so that a header's huge shape cannot overflow into a small size.
-  if (n > 0 && elem > 0 && static_cast<uint64_t>(n) > (b.size() - dataStart) / elem)
-    return err(b.size(), "data has " + std::to_string(b.size() - dataStart) + " bytes, shape " +
-                             shapeToString(shape) + " of " + dtypeName(dt) + " needs " +
-                             (static_cast<uint64_t>(n) > UINT64_MAX / elem
-                                  ? std::string("more than 2^64")
-                                  : std::to_string(static_cast<uint64_t>(n) * elem)));
-  if (dt == DType::kString) {
-    std::vector<std::string> strs(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      std::string s;
-      for (size_t c = 0; c < width; ++c) {
-        uint32_t cp;
-        std::memcpy(&cp, b.data() + dataStart + (i * width + c) * 4, 4);
-        if (cp == 0) break;
-        if (cp < 0x80) {
-          s += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-          s += static_cast<char>(0xc0 | (cp >> 6));
-          s += static_cast<char>(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-          s += static_cast<char>(0xe0 | (cp >> 12));
-          s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-          s += static_cast<char>(0x80 | (cp & 0x3f));
-        } else {
-          s += static_cast<char>(0xf0 | (cp >> 18));
-          s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-          s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-          s += static_cast<char>(0x80 | (cp & 0x3f));
-        }
-      }
-      strs[i] = std::move(s);
-    }
-    return Tensor::fromStrings(std::move(strs), shape);
-  }
-  Tensor t(dt, shape);
-  if (t.bytes()) std::memcpy(t.raw(), b.data() + dataStart, t.bytes());
-  if (dt == DType::kBool)  // a byte other than 0 or 1 is true, not an invalid C++ bool
+  auto shape = parseNpyShape(*shapeText);
+  if (!shape)
+    return Status::error(path + ": NPY shape " + *shapeText + at +
+                         " is not a tuple of non-negative integers; " + kResaveNpy);
+  l.shape = *shape;
+  // '|' (no byte order) and '=' (native) mean the writer's host order, taken to be ours.
+  l.littleEndian = endian == '<' || (endian != '>' && hostLittleEndian());
+  l.dataStart = headerStart + headerLen;
+  const auto need = payloadBytes(l.shape, elementBytes);
+  if (!need || fileSize - l.dataStart < *need)
+    return truncatedData(path, l.shape, l.dtype, l.dataStart, fileSize - l.dataStart, need, "",
+                         kResaveNpy);
+  l.dataBytes = *need;
+  return l;
+}
+
+Result<Tensor> parseNpy(const std::string& b, const std::string& label) {
+  auto h = parseNpyHeader(b, b.size(), label);
+  if (!h) return h.status();
+  const char* data = b.data() + h->dataStart;
+  const bool swap = h->littleEndian != hostLittleEndian();
+  if (h->dtype == DType::kString)
+    return Tensor::fromStrings(
+        decodeUtf32(data, static_cast<size_t>(numElements(h->shape)), h->stringWidth, swap),
+        h->shape);
+  Tensor t(h->dtype, h->shape);
+  if (h->dataBytes) std::memcpy(t.raw(), data, h->dataBytes);
+  if (swap && dtypeSize(h->dtype) > 1)
+    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(h->dtype));
+  if (h->dtype == DType::kBool)  // a byte other than 0 or 1 is true, not an invalid C++ bool
     for (int64_t i = 0; i < t.size(); ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
   return t;
 }
 
+namespace {
+
+// The code points of a UTF-8 string, as numpy's '<U' arrays hold them. A byte that does not
+// start a well-formed sequence stands for itself (Latin-1), so nothing is dropped.
+std::vector<uint32_t> codePoints(const std::string& s) {
+  std::vector<uint32_t> cps;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
+    for (int k = 1; ok && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      ok = (c >> 6) == 2;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (!ok) {
+      cps.push_back(b);
+      ++i;
+    } else {
+      cps.push_back(cp);
+      i += len;
+    }
+  }
+  return cps;
+}
+
+}  // namespace
+
 std::string serializeNpy(const Tensor& t) {
   std::string descr;
   size_t width = 0;
+  std::vector<std::vector<uint32_t>> strings;
   if (t.dtype() == DType::kString) {
-    // UTF-32 code units; strings are treated as bytes (Latin-1) beyond ASCII.
-    for (const auto& s : t.strings()) width = std::max(width, s.size());
+    for (const auto& s : t.strings()) {
+      strings.push_back(codePoints(s));
+      width = std::max(width, strings.back().size());
+    }
     if (width == 0) width = 1;
     descr = "<U" + std::to_string(width);
   } else {
@@ -232,9 +370,9 @@ std::string serializeNpy(const Tensor& t) {
   out += static_cast<char>((h.size() >> 8) & 0xff);
   out += h;
   if (t.dtype() == DType::kString) {
-    for (const auto& s : t.strings()) {
+    for (const auto& cps : strings) {
       for (size_t c = 0; c < width; ++c) {
-        uint32_t cp = c < s.size() ? static_cast<unsigned char>(s[c]) : 0;
+        const uint32_t cp = c < cps.size() ? cps[c] : 0;
         out.append(reinterpret_cast<const char*>(&cp), 4);
       }
     }
@@ -253,7 +391,7 @@ Result<Tensor> readNpy(const std::string& path) {
 Status writeNpy(const std::string& path, const Tensor& t) {
   if (t.dtype() == DType::kUndefined)
     return Status::error("cannot write an undefined tensor to '" + path + "'");
-  return writeFile(path, serializeNpy(t));
+  return writeFileAtomic(path, serializeNpy(t));
 }
 
 Result<Tensor> readTensorPb(const std::string& path) {
@@ -273,7 +411,7 @@ Result<Tensor> readTensorPb(const std::string& path) {
 Status writeTensorPb(const std::string& path, const Tensor& t, const std::string& name) {
   onnx::TensorProto p;
   tensorToProto(t, &p, name);
-  return writeFile(path, p.SerializeAsString());
+  return writeFileAtomic(path, p.SerializeAsString());
 }
 
 Result<Value> valueFromSequenceProto(const onnx::SequenceProto& p) {

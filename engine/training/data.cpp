@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <sstream>
 
 namespace dw::engine::training {
@@ -55,19 +54,6 @@ Result<std::string> readFilePrefix(const std::string& path, size_t n, uint64_t* 
 bool isGzip(const std::string& bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
          static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-// "00 01 08 03": how a file really starts says what it is when its magic is wrong.
-std::string hexBytes(const std::string& bytes, size_t n) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (size_t i = 0; i < std::min(n, bytes.size()); ++i) {
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    if (i) out += ' ';
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
 }
 
 // Inflates a gzip stream, all of it or (`limit` > 0) only until `limit` bytes are out. A corrupt
@@ -128,40 +114,6 @@ uint32_t readBe32(const unsigned char* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
 }
 
-bool hostLittleEndian() {
-  const uint16_t x = 1;
-  return *reinterpret_cast<const uint8_t*>(&x) == 1;
-}
-
-void byteSwapInPlace(void* data, size_t count, size_t width) {
-  auto* p = static_cast<unsigned char*>(data);
-  for (size_t i = 0; i < count; ++i) std::reverse(p + i * width, p + (i + 1) * width);
-}
-
-// Bytes `shape` of `dtype` takes, or nullopt past 2^63: a corrupt header's dims can multiply to
-// anything, and the comparison with the file's size must not wrap.
-std::optional<uint64_t> payloadBytes(const Shape& shape, DType dtype) {
-  unsigned __int128 n = dtypeSize(dtype);
-  for (int64_t d : shape) {
-    n *= static_cast<uint64_t>(d);
-    if (n > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()))
-      return std::nullopt;
-  }
-  return static_cast<uint64_t>(n);
-}
-
-// The shared truncation message of the binary formats: what the header promised, what is there.
-Status truncatedData(const std::string& path, const Shape& shape, DType dtype, size_t dataStart,
-                     uint64_t available, const std::optional<uint64_t>& need,
-                     const std::string& where, const std::string& fix) {
-  return Status::error(path + ": truncated: the header promises " +
-                       (need ? std::to_string(*need) : std::string("more than 2^63")) +
-                       " bytes of data after byte " + std::to_string(dataStart) + where +
-                       " (shape " + shapeToString(shape) + ", " + dtypeName(dtype) +
-                       "), the file holds " + std::to_string(available) + " (it ends at byte " +
-                       std::to_string(dataStart + available) + "); " + fix);
-}
-
 // ---- IDX --------------------------------------------------------------------------------------
 
 struct IdxLayout {
@@ -219,7 +171,7 @@ Result<IdxLayout> parseIdxHeader(const std::string& bytes, const std::string& pa
                          " needs " + std::to_string(l.headerEnd) + " bytes, the file" + where +
                          " holds " + std::to_string(bytes.size()) + "; " + kCopyAgain);
   for (int i = 0; i < rank; ++i) l.shape.push_back(readBe32(p + 4 + 4 * i));
-  l.dataBytes = payloadBytes(l.shape, l.dtype);
+  l.dataBytes = payloadBytes(l.shape, dtypeSize(l.dtype));
   return l;
 }
 
@@ -299,180 +251,7 @@ Result<SourceHeader> readIdxHeader(const std::string& path) {
   return h;
 }
 
-// ---- NPY ----------------------------------------------------------------------------------
-
-namespace {
-
-constexpr const char* kResaveNpy = "re-save the array with numpy.save";
-
-// Value of `key` in the NPY header dict (a Python literal), raw text up to the next top-level
-// comma or closing brace.
-std::optional<std::string> npyField(const std::string& header, const std::string& key) {
-  const std::string k = "'" + key + "'";
-  auto pos = header.find(k);
-  if (pos == std::string::npos) return std::nullopt;
-  pos = header.find(':', pos + k.size());
-  if (pos == std::string::npos) return std::nullopt;
-  ++pos;
-  while (pos < header.size() && header[pos] == ' ') ++pos;
-  int depth = 0;
-  size_t end = pos;
-  for (; end < header.size(); ++end) {
-    const char c = header[end];
-    if (c == '(' || c == '[') ++depth;
-    if (c == ')' || c == ']') --depth;
-    if (depth == 0 && (c == ',' || c == '}')) break;
-  }
-  std::string v = header.substr(pos, end - pos);
-  while (!v.empty() && v.back() == ' ') v.pop_back();
-  return v;
-}
-
-// "(2, 3)", "(5,)" or "()": anything else (names, negative or fractional dims) is refused
-// rather than half-read.
-std::optional<Shape> parseNpyShape(const std::string& text) {
-  if (text.size() < 2 || text.front() != '(' || text.back() != ')') return std::nullopt;
-  const std::string inner = text.substr(1, text.size() - 2);
-  std::vector<std::string> cells;
-  for (size_t pos = 0;;) {
-    const size_t comma = inner.find(',', pos);
-    cells.push_back(
-        inner.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  Shape shape;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    std::string cell = cells[i];
-    cell.erase(0, std::min(cell.size(), cell.find_first_not_of(' ')));
-    while (!cell.empty() && cell.back() == ' ') cell.pop_back();
-    // Python 2 wrote long dims with an L suffix.
-    if (!cell.empty() && cell.back() == 'L') cell.pop_back();
-    if (cell.empty()) {
-      // Only "()" itself, or the empty item after a 1-tuple's trailing comma ("(5,)").
-      if (i + 1 == cells.size()) continue;
-      return std::nullopt;
-    }
-    if (cell.find_first_not_of("0123456789") != std::string::npos || cell.size() > 18)
-      return std::nullopt;
-    shape.push_back(std::stoll(cell));
-  }
-  return shape;
-}
-
-struct NpyLayout {
-  DType dtype = DType::kUndefined;
-  Shape shape;
-  size_t dataStart = 0;
-  bool littleEndian = true;
-  std::optional<uint64_t> dataBytes;
-};
-
-// Parses the magic, version and header dict. `b` holds at least the file's first bytes up to the
-// header's end when the file has them; `fileSize` is the whole file's.
-Result<NpyLayout> parseNpyHeader(const std::string& b, uint64_t fileSize, const std::string& path) {
-  if (b.size() < 6 || b.compare(0, 6, "\x93NUMPY") != 0)
-    return Status::error(path + ": not an NPY file: it starts with " + hexBytes(b, 6) +
-                         " at byte 0, where an NPY file starts with 93 4E 55 4D 50 59 "
-                         "(\\x93NUMPY); " +
-                         kResaveNpy);
-  if (b.size() < 10)
-    return Status::error(path + ": truncated: the NPY preamble needs 10 bytes, the file holds " +
-                         std::to_string(b.size()) + "; " + kResaveNpy);
-  const int major = static_cast<unsigned char>(b[6]);
-  size_t headerLen = 0, headerStart = 0;
-  if (major == 1) {
-    headerLen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
-    headerStart = 10;
-  } else if (major == 2 || major == 3) {
-    if (b.size() < 12)
-      return Status::error(path + ": truncated: the NPY version " + std::to_string(major) +
-                           " preamble needs 12 bytes, the file holds " + std::to_string(b.size()) +
-                           "; " + kResaveNpy);
-    for (int i = 0; i < 4; ++i)
-      headerLen |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
-    headerStart = 12;
-  } else {
-    return Status::error(path + ": NPY version " + std::to_string(major) +
-                         " at byte 6 is not supported (1, 2 or 3); " + kResaveNpy);
-  }
-  if (fileSize < headerStart + headerLen || b.size() < headerStart + headerLen)
-    return Status::error(path + ": truncated: the NPY header (length " + std::to_string(headerLen) +
-                         " at byte 8) needs " + std::to_string(headerStart + headerLen) +
-                         " bytes, the file holds " + std::to_string(fileSize) + "; " + kResaveNpy);
-  const std::string header = b.substr(headerStart, headerLen);
-  const std::string at = " in the header at byte " + std::to_string(headerStart);
-  const std::string shown = header.size() > 120 ? header.substr(0, 120) + "..." : header;
-  const auto open = header.find_first_not_of(' ');
-  if (open == std::string::npos || header[open] != '{' || header.find('}') == std::string::npos)
-    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) +
-                         " is not a Python dict: '" + shown + "'; " + kResaveNpy);
-  auto descr = npyField(header, "descr");
-  auto fortran = npyField(header, "fortran_order");
-  auto shapeText = npyField(header, "shape");
-  if (!descr || !fortran || !shapeText)
-    return Status::error(path + ": NPY header at byte " + std::to_string(headerStart) + " lacks " +
-                         (!descr     ? "descr"
-                          : !fortran ? "fortran_order"
-                                     : "shape") +
-                         ": '" + shown + "'; " + kResaveNpy);
-  if (*fortran == "True")
-    return Status::error(path +
-                         ": NPY array is in Fortran order; save it with "
-                         "numpy.ascontiguousarray first");
-  if (*fortran != "False")
-    return Status::error(path + ": NPY fortran_order '" + *fortran + "'" + at +
-                         " is neither True nor False; " + kResaveNpy);
-  std::string d = *descr;
-  if (d.size() < 2 || (d.front() != '\'' && d.front() != '"') || d.back() != d.front())
-    return Status::error(path + ": NPY dtype " + d + at +
-                         " is a structured or object dtype; save a plain numeric array");
-  d = d.substr(1, d.size() - 2);
-  if (d.size() < 3)
-    return Status::error(path + ": NPY dtype '" + d + "'" + at + " is not understood");
-  const char endian = d[0];
-  const std::string code = d.substr(1);
-  static const std::pair<const char*, DType> kCodes[] = {
-      {"f4", DType::kFloat},  {"f8", DType::kDouble}, {"f2", DType::kFloat16},
-      {"i1", DType::kInt8},   {"i2", DType::kInt16},  {"i4", DType::kInt32},
-      {"i8", DType::kInt64},  {"u1", DType::kUInt8},  {"u2", DType::kUInt16},
-      {"u4", DType::kUInt32}, {"u8", DType::kUInt64}, {"b1", DType::kBool}};
-  NpyLayout l;
-  for (const auto& [c, t] : kCodes)
-    if (code == c) l.dtype = t;
-  if (l.dtype == DType::kUndefined ||
-      (endian != '<' && endian != '>' && endian != '|' && endian != '='))
-    return Status::error(path + ": NPY dtype '" + d + "'" + at +
-                         " is not supported (numeric dtypes only: f2 f4 f8 i1-i8 u1-u8 b1); "
-                         "convert it with numpy's astype and save it again");
-  auto shape = parseNpyShape(*shapeText);
-  if (!shape)
-    return Status::error(path + ": NPY shape " + *shapeText + at +
-                         " is not a tuple of non-negative integers; " + kResaveNpy);
-  l.shape = *shape;
-  l.littleEndian = endian != '>' && (endian != '=' || hostLittleEndian());
-  l.dataStart = headerStart + headerLen;
-  l.dataBytes = payloadBytes(l.shape, l.dtype);
-  if (!l.dataBytes || fileSize - l.dataStart < *l.dataBytes)
-    return truncatedData(path, l.shape, l.dtype, l.dataStart, fileSize - l.dataStart, l.dataBytes,
-                         "", kResaveNpy);
-  return l;
-}
-
-}  // namespace
-
-Result<Tensor> readNpy(const std::string& path) {
-  auto raw = readFileBytes(path);
-  if (!raw) return raw.status();
-  const std::string& b = raw.value();
-  auto l = parseNpyHeader(b, b.size(), path);
-  if (!l) return l.status();
-  Tensor t(l->dtype, l->shape);
-  if (*l->dataBytes) std::memcpy(t.raw(), b.data() + l->dataStart, *l->dataBytes);
-  if (dtypeSize(l->dtype) > 1 && l->littleEndian != hostLittleEndian())
-    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(l->dtype));
-  return t;
-}
+// ---- NPY (parsed by engine/io.cpp) --------------------------------------------------------
 
 Result<SourceHeader> readNpyHeader(const std::string& path) {
   uint64_t fileSize = 0;
@@ -498,68 +277,6 @@ Result<SourceHeader> readNpyHeader(const std::string& path) {
   h.shape = l->shape;
   h.dtype = l->dtype;
   return h;
-}
-
-Status writeNpy(const std::string& path, const Tensor& t) {
-  std::string code;
-  switch (t.dtype()) {
-    case DType::kFloat:
-      code = "<f4";
-      break;
-    case DType::kDouble:
-      code = "<f8";
-      break;
-    case DType::kFloat16:
-      code = "<f2";
-      break;
-    case DType::kInt8:
-      code = "|i1";
-      break;
-    case DType::kInt16:
-      code = "<i2";
-      break;
-    case DType::kInt32:
-      code = "<i4";
-      break;
-    case DType::kInt64:
-      code = "<i8";
-      break;
-    case DType::kUInt8:
-      code = "|u1";
-      break;
-    case DType::kUInt16:
-      code = "<u2";
-      break;
-    case DType::kUInt32:
-      code = "<u4";
-      break;
-    case DType::kUInt64:
-      code = "<u8";
-      break;
-    case DType::kBool:
-      code = "|b1";
-      break;
-    default:
-      return Status::error(path + ": cannot write dtype " + dtypeName(t.dtype()) + " as NPY");
-  }
-  std::string shape = "(";
-  for (size_t i = 0; i < t.rank(); ++i)
-    shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? "," : (i + 1 < t.rank() ? ", " : ""));
-  shape += ")";
-  std::string header =
-      "{'descr': '" + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return Status::error(path + ": cannot write file");
-  f.write("\x93NUMPY\x01\x00", 8);
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  const char lenBytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-  f.write(lenBytes, 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
-  if (!f) return Status::error(path + ": write failed");
-  return Status();
 }
 
 // ---- CSV ----------------------------------------------------------------------------------

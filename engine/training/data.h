@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/io.h"
 #include "engine/tensor.h"
 #include "nodes/status.h"
 
@@ -31,11 +32,9 @@ namespace dw::engine::training {
 // its stored dtype (uint8 for images and labels).
 Result<Tensor> readIdx(const std::string& path);
 
-// NPY version 1.0/2.0/3.0, little- or big-endian numeric dtypes, C order (Fortran order is
-// refused with a message).
-Result<Tensor> readNpy(const std::string& path);
-// Writes a C-order little-endian NPY file (for tests and for tools that read our outputs).
-Status writeNpy(const std::string& path, const Tensor& t);
+// NPY: the engine's one codec (engine/io.h), named here too for the training code's callers.
+using dw::engine::readNpy;
+using dw::engine::writeNpy;
 
 struct CsvOptions {
   bool header = true;  // first line names the columns

@@ -268,7 +268,7 @@ TEST_F(DataTest, NpyBadHeadersAndHeaderOnly) {
   const std::vector<Case> cases = {
       {"shape.npy", "(3, 2)", "(3, x)", "shape.npy: NPY shape (3, x) in the header at byte 10"},
       {"neg.npy", "(3, 2)", "(-6,)", "neg.npy: NPY shape (-6,) in the header at byte 10"},
-      {"descr.npy", "'<i2'", "'<U2'", "descr.npy: NPY dtype '<U2' in the header at byte 10"},
+      {"descr.npy", "'<i2'", "'<c8'", "descr.npy: NPY dtype '<c8' in the header at byte 10"},
       {"nodict.npy", "{", "[", "nodict.npy: NPY header at byte 10 is not a Python dict"},
       {"noshape.npy", "'shape'", "'shope'", "noshape.npy: NPY header at byte 10 lacks shape"},
       {"fortran.npy", "False", "Maybe", "fortran.npy: NPY fortran_order 'Maybe'"},
@@ -296,6 +296,77 @@ TEST_F(DataTest, NpyBadHeadersAndHeaderOnly) {
   auto r = readNpyHeader(write("x.npy", "hello"));
   ASSERT_FALSE(r.ok());
   expectMentions(r.message(), "x.npy: not an NPY file: it starts with 68 65 6C 6C 6F at byte 0");
+}
+
+// What numpy.save writes for dtypes our own writer never produces: the one codec reads them.
+TEST_F(DataTest, NpyBigEndianStringsAndBfloat16) {
+  auto npy = [](const std::string& descr, const std::string& shape, const std::string& data) {
+    std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    h += std::string(63 - (10 + h.size()) % 64, ' ') + "\n";
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) +
+           static_cast<char>(h.size() >> 8) + h + data;
+  };
+  // Big-endian int32 {258, -2} and float64 {1.5}.
+  const std::string i4("\x00\x00\x01\x02\xff\xff\xff\xfe", 8);
+  auto r = readNpy(write("be.npy", npy(">i4", "(2,)", i4)));
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->dtype(), DType::kInt32);
+  EXPECT_EQ(r->toInt64Vector(), (std::vector<int64_t>{258, -2}));
+  r = readNpy(write("be8.npy", npy(">f8", "()", std::string("\x3f\xf8\0\0\0\0\0\0", 8))));
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->getDouble(0), 1.5);
+
+  // '<U3' (UTF-32, NUL-padded): "ab", "" and "e\u00e9\U0001F600", read as UTF-8.
+  auto utf32 = [](std::vector<uint32_t> cps, bool big) {
+    std::string s;
+    for (uint32_t cp : cps)
+      for (int k = 0; k < 4; ++k) s += static_cast<char>(cp >> (8 * (big ? 3 - k : k)));
+    return s;
+  };
+  const std::vector<uint32_t> cps = {'a', 'b', 0, 0, 0, 0, 'e', 0xE9, 0x1F600};
+  const std::vector<std::string> want = {"ab", "", "e\xC3\xA9\xF0\x9F\x98\x80"};
+  for (bool big : {false, true}) {
+    const std::string p = write("u.npy", npy(big ? ">U3" : "<U3", "(3,)", utf32(cps, big)));
+    r = readNpy(p);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->dtype(), DType::kString);
+    EXPECT_EQ(r->shape(), (Shape{3}));
+    EXPECT_EQ(r->strings(), want);
+    auto h = readNpyHeader(p);
+    ASSERT_TRUE(h.ok()) << h.message();
+    EXPECT_EQ(h->dtype, DType::kString);
+    EXPECT_EQ(h->shape, (Shape{3}));
+  }
+  // Written back, the strings keep their characters: UTF-8 is stored as code points, and an
+  // invalid byte (0xFF) stands for itself.
+  const std::string sp = (dir_ / "s.npy").string();
+  ASSERT_TRUE(writeNpy(sp, Tensor::fromStrings({"e\xC3\xA9\xF0\x9F\x98\x80", "x\xFF"}, {2})).ok());
+  r = readNpy(sp);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->strings(), (std::vector<std::string>{"e\xC3\xA9\xF0\x9F\x98\x80", "x\xC3\xBF"}));
+  // A string array cut short is reported as any other truncated array.
+  r = readNpy(write("ucut.npy", npy("<U3", "(3,)", utf32(cps, false).substr(0, 30))));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "ucut.npy: truncated: the header promises 36 bytes of data");
+  r = readNpy(write("uwide.npy", npy("<U2000000", "(1,)", "")));
+  ASSERT_FALSE(r.ok());
+  expectMentions(r.message(), "uwide.npy: NPY dtype '<U2000000' in the header at byte 10");
+
+  // bfloat16 is written as ml_dtypes does ('|V2') and read back bit for bit.
+  Tensor bf(DType::kBFloat16, {2, 2});
+  const std::vector<float> values = {1.0f, -2.5f, 0.15625f, 3e38f};
+  for (size_t i = 0; i < values.size(); ++i) bf.data<uint16_t>()[i] = floatToBf16(values[i]);
+  const std::string bp = (dir_ / "bf.npy").string();
+  ASSERT_TRUE(writeNpy(bp, bf).ok());
+  std::ifstream in(bp, std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(image.find("'descr': '|V2'"), std::string::npos);
+  r = readNpy(bp);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->dtype(), DType::kBFloat16);
+  EXPECT_EQ(r->shape(), (Shape{2, 2}));
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_EQ(r->data<uint16_t>()[i], bf.data<uint16_t>()[i]) << i;
 }
 
 TEST_F(DataTest, CsvErrorsNameLineAndColumn) {
