@@ -63,7 +63,8 @@ DW_WINO inline void outputRow(const __m512 m[6], __m512 o[4]) {
 // m[t][0 .. 16 NR) = sum_c v[t][c] u[c][0 .. 16 NR) for MR tiles t: rows of v are C floats,
 // of u and m K floats.
 template <int MR, int NR>
-DW_WINO inline void product(int64_t C, const float* v, const float* u, int64_t K, float* m) {
+DW_WINO __attribute__((always_inline)) inline void product(int64_t C, const float* v,
+                                                           const float* u, int64_t K, float* m) {
   __m512 acc[MR][NR];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -88,8 +89,9 @@ DW_WINO inline void product(int64_t C, const float* v, const float* u, int64_t K
 
 // The last `left` (< MR + 1) tiles of a position, as one block of that many rows.
 template <int MR, int NR>
-DW_WINO void productTail(int64_t left, int64_t C, const float* v, const float* u, int64_t K,
-                         float* m) {
+DW_WINO __attribute__((always_inline)) inline void productTail(int64_t left, int64_t C,
+                                                               const float* v, const float* u,
+                                                               int64_t K, float* m) {
   if constexpr (MR > 0) {
     if (left == MR)
       product<MR, NR>(C, v, u, K, m);
@@ -100,8 +102,9 @@ DW_WINO void productTail(int64_t left, int64_t C, const float* v, const float* u
 
 // All T tiles of one position, output channels [k0, k0 + 16 NR).
 template <int NR>
-DW_WINO void productRows(int64_t T, int64_t C, const float* v, const float* u, int64_t K,
-                         float* m) {
+DW_WINO __attribute__((always_inline)) inline void productRows(int64_t T, int64_t C, const float* v,
+                                                               const float* u, int64_t K,
+                                                               float* m) {
   // Tiles per register block: 6 x 4 (and 6 x 3) or 8 x 2 vectors of accumulators, 4 x 1 where
   // a block of 8 x 1 would need more loads than multiply-adds.
   constexpr int rows = NR >= 3 ? 6 : (NR == 2 ? 8 : 4);
@@ -182,8 +185,11 @@ struct Tiles {
 
 // Stage 1: channel block b of image x (blocked nChw16c, or NHWC with `nhwc`) into the tiles'
 // rows [t0, t0 + tiles) of v.
-DW_WINO void transformInput(const Winograd43& g, const float* x, bool nhwc, int64_t b,
-                            const Tiles& v, int64_t t0, Plane& plane) {
+template <bool nhwc>
+DW_WINO __attribute__((always_inline)) inline void transformInput(const Winograd43& g,
+                                                                  const float* x, int64_t b,
+                                                                  const Tiles& v, int64_t t0,
+                                                                  Plane& plane) {
   const int64_t th = (g.h + 3) / 4, tw = (g.w + 3) / 4;
   const int64_t hp = 4 * th + 2, wp = 4 * tw + 2;
   if (plane.shape != std::array<int64_t, 2>{g.h, g.w}) {
@@ -193,7 +199,7 @@ DW_WINO void transformInput(const Winograd43& g, const float* x, bool nhwc, int6
   float* p = plane.data.data();
   for (int64_t r = 0; r < g.h; ++r) {
     float* row = p + ((r + 1) * wp + 1) * kV;
-    if (nhwc) {
+    if constexpr (nhwc) {
       const float* src = x + r * g.w * g.c + b * kV;
       for (int64_t col = 0; col < g.w; ++col)
         _mm512_storeu_ps(row + col * kV, _mm512_loadu_ps(src + col * g.c));
@@ -210,33 +216,37 @@ DW_WINO void transformInput(const Winograd43& g, const float* x, bool nhwc, int6
         for (int j = 0; j < 6; ++j) di[j] = _mm512_loadu_ps(d + (i * wp + j) * kV);
         inputRow(di, rows[i]);
       }
-      const int64_t t = t0 + ty * tw + tx;
+      float* vt = v.at(0, t0 + ty * tw + tx) + b * kV;
       for (int j = 0; j < 6; ++j) {
         __m512 col[6], r[6];
         for (int i = 0; i < 6; ++i) col[i] = rows[i][j];
         inputRow(col, r);
-        for (int i = 0; i < 6; ++i) _mm512_storeu_ps(v.at(i * 6 + j, t) + b * kV, r[i]);
+        for (int i = 0; i < 6; ++i) _mm512_storeu_ps(vt + (i * 6 + j) * v.stride, r[i]);
       }
     }
 }
 
 // Stage 3: output channel block b of one image from the products' rows [t0, t0 + tiles) of m,
 // plus the bias and the residual (in y's layout), then the Relu, into y (blocked, or NHWC).
-DW_WINO void transformOutput(const Winograd43& g, const Tiles& m, int64_t t0, int64_t b,
-                             const float* bias, const float* residual, bool relu, bool nhwc,
-                             float* y) {
+template <bool nhwc, bool withResidual>
+DW_WINO __attribute__((always_inline)) inline void transformOutput(const Winograd43& g,
+                                                                   const Tiles& m, int64_t t0,
+                                                                   int64_t b, const float* bias,
+                                                                   const float* residual, bool relu,
+                                                                   float* y) {
   const int64_t th = (g.h + 3) / 4, tw = (g.w + 3) / 4;
   const __m512 bv = bias ? _mm512_loadu_ps(bias + b * kV) : _mm512_setzero_ps();
   const __m512 floor = _mm512_set1_ps(relu ? 0.0f : -std::numeric_limits<float>::infinity());
   // Pixel (r, col) of this block: blocked planes are h x w x 16, NHWC rows w x k.
-  const int64_t base = nhwc ? b * kV : b * g.h * g.w * kV, pixel = nhwc ? g.k : kV;
+  const int64_t base = nhwc ? b * kV : b * g.h * g.w * kV;
+  const int64_t pixel = nhwc ? g.k : kV;
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {
-      const int64_t t = t0 + ty * tw + tx;
+      const float* mt = m.at(0, t0 + ty * tw + tx) + b * kV;
       __m512 rows[6][4];
       for (int i = 0; i < 6; ++i) {
         __m512 mi[6];
-        for (int j = 0; j < 6; ++j) mi[j] = _mm512_loadu_ps(m.at(i * 6 + j, t) + b * kV);
+        for (int j = 0; j < 6; ++j) mi[j] = _mm512_loadu_ps(mt + (i * 6 + j) * m.stride);
         outputRow(mi, rows[i]);
       }
       for (int j = 0; j < 4 && 4 * tx + j < g.w; ++j) {
@@ -246,7 +256,7 @@ DW_WINO void transformOutput(const Winograd43& g, const Tiles& m, int64_t t0, in
         for (int i = 0; i < 4 && 4 * ty + i < g.h; ++i) {
           const int64_t at = base + ((4 * ty + i) * g.w + 4 * tx + j) * pixel;
           __m512 r = _mm512_add_ps(o[i], bv);
-          if (residual) r = _mm512_add_ps(r, _mm512_loadu_ps(residual + at));
+          if constexpr (withResidual) r = _mm512_add_ps(r, _mm512_loadu_ps(residual + at));
           _mm512_storeu_ps(y + at, _mm512_max_ps(floor, r));
         }
       }
@@ -266,6 +276,25 @@ struct Buffers {
     mt = {m.data(), ms, g.k};
   }
 };
+
+// The stages for g's layouts: compiled once per layout, so that a pixel's stride is a constant.
+DW_WINO void transformInputAs(const Winograd43& g, const float* x, int64_t b, const Tiles& v,
+                              int64_t t0, Plane& plane) {
+  if (g.nhwcIn)
+    transformInput<true>(g, x, b, v, t0, plane);
+  else
+    transformInput<false>(g, x, b, v, t0, plane);
+}
+
+DW_WINO void transformOutputAs(const Winograd43& g, const Tiles& m, int64_t t0, int64_t b,
+                               const float* bias, const float* residual, bool relu, float* y) {
+  if (g.nhwcOut)
+    residual ? transformOutput<true, true>(g, m, t0, b, bias, residual, relu, y)
+             : transformOutput<true, false>(g, m, t0, b, bias, residual, relu, y);
+  else
+    residual ? transformOutput<false, true>(g, m, t0, b, bias, residual, relu, y)
+             : transformOutput<false, false>(g, m, t0, b, bias, residual, relu, y);
+}
 
 bool groupedOnly = false;  // tests: every batch takes the grouped schedule
 
@@ -323,13 +352,12 @@ void Winograd43::run(const float* x, const float* u, const float* bias, const fl
       thread_local Buffers buf;
       thread_local Plane plane;
       buf.size(*this, tiles);
-      for (int64_t b = 0; b < cb; ++b)
-        transformInput(*this, x + i * in, nhwcIn, b, buf.vt, 0, plane);
+      for (int64_t b = 0; b < cb; ++b) transformInputAs(*this, x + i * in, b, buf.vt, 0, plane);
       for (int q = 0; q < kPos; ++q)
         products(tiles, c, buf.vt.at(q, 0), u + q * c * k, k, k, buf.mt.at(q, 0));
       for (int64_t b = 0; b < kb; ++b)
-        transformOutput(*this, buf.mt, 0, b, bias, residual ? residual + i * out : nullptr, relu,
-                        nhwcOut, y + i * out);
+        transformOutputAs(*this, buf.mt, 0, b, bias, residual ? residual + i * out : nullptr, relu,
+                          y + i * out);
     }
     return;
   }
@@ -351,7 +379,7 @@ void Winograd43::run(const float* x, const float* u, const float* bias, const fl
 #pragma omp for schedule(static) collapse(2)
       for (int64_t i = 0; i < g; ++i)
         for (int64_t b = 0; b < cb; ++b)
-          transformInput(*this, x + (i0 + i) * in, nhwcIn, b, sb.vt, i * tiles, plane);
+          transformInputAs(*this, x + (i0 + i) * in, b, sb.vt, i * tiles, plane);
 #pragma omp for schedule(static) collapse(2)
       for (int q = 0; q < kPos; ++q)
         for (int64_t j = 0; j < chunks; ++j) {
@@ -362,9 +390,9 @@ void Winograd43::run(const float* x, const float* u, const float* bias, const fl
 #pragma omp for schedule(static) collapse(2)
       for (int64_t i = 0; i < g; ++i)
         for (int64_t b = 0; b < kb; ++b)
-          transformOutput(*this, sb.mt, i * tiles, b, bias,
-                          residual ? residual + (i0 + i) * out : nullptr, relu, nhwcOut,
-                          y + (i0 + i) * out);
+          transformOutputAs(*this, sb.mt, i * tiles, b, bias,
+                            residual ? residual + (i0 + i) * out : nullptr, relu,
+                            y + (i0 + i) * out);
     }
   }
 }
