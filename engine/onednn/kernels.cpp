@@ -539,7 +539,7 @@ class Conv : public Kernel {
     // host copy of Y.
     if (residual_ && !dnnlBackend(ctx.backend()).hostMemory()) e.residualAfter = true;
     dnnl::primitive_attr attr = attrs(residual_ && !e.residualAfter);
-    const int64_t tiles = n * ((x.dim(2) + 3) / 4) * ((x.dim(3) + 3) / 4);
+    const int64_t tiles = ns == 2 ? n * ((x.dim(2) + 3) / 4) * ((x.dim(3) + 3) / 4) : 0;
     if (!transposed_ && ct == f32 && poolKernel_.empty() && g == 1 && ns == 2 && !blockedY_ &&
         (constWeights_ ? tiles >= 16 : !bnFused_ && !nhwc && n >= 16) &&
         (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu) &&
