@@ -160,9 +160,14 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
 
 Result<std::vector<Value>> SubgraphImpl::run(KernelContext& caller, std::vector<Value> inputs) {
   GraphPlan& p = *plan_;
+  // A body declaring more inputs than its node passes would run nodes on values nobody set.
+  if (inputs.size() != p.inputIds.size())
+    return Status::error("the body graph takes " + std::to_string(p.inputIds.size()) +
+                         " inputs, but its node passes it " + std::to_string(inputs.size()) +
+                         "; make the body's inputs match the node's (for Loop: the iteration "
+                         "number, the condition, then one per loop-carried value)");
   std::vector<Value> values(p.names.size());
-  for (size_t i = 0; i < p.inputIds.size() && i < inputs.size(); ++i)
-    values[p.inputIds[i]] = std::move(inputs[i]);
+  for (size_t i = 0; i < p.inputIds.size(); ++i) values[p.inputIds[i]] = std::move(inputs[i]);
   DW_RETURN_IF_ERROR(executePlan(p, values, caller.backend(), caller.pool(), caller.scope()));
   std::vector<Value> out;
   out.reserve(p.outputIds.size());

@@ -79,7 +79,12 @@ class Loop : public Kernel {
     bool cond = ctx.hasInput(1) ? ctx.input(1).getInt(0) != 0 : true;
     const size_t nState = ctx.numInputs() - 2;
     std::vector<Value> state;
-    for (size_t i = 0; i < nState; ++i) state.push_back(ctx.inputValue(2 + i));
+    for (size_t i = 0; i < nState; ++i) {
+      if (!ctx.hasInput(2 + i))
+        return Status::error("Loop's loop-carried input " + std::to_string(2 + i) +
+                             " is empty; every loop-carried value needs an initial value");
+      state.push_back(ctx.inputValue(2 + i));
+    }
     const size_t nScan = ctx.numOutputs() - nState;
     std::vector<std::vector<Tensor>> scans(nScan);
     size_t scanBytes = 0;

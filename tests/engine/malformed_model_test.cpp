@@ -256,6 +256,18 @@ TEST(MalformedModel, EndlessLoopsStop) {
   EXPECT_EQ(runError(loopModel(3, {}, 4)), "");
 }
 
+// A body that declares a loop-carried input its Loop node does not pass ran its nodes on a value
+// nobody set (a fuzzed model crashed `deepwire run`): it is an error naming both counts.
+TEST(MalformedModel, LoopBodyTakingMoreInputsThanPassed) {
+  onnx::ModelProto m = loopModel(3, {}, 4);
+  auto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  typed(body->add_input(), "acc", onnx::TensorProto::FLOAT, {4});
+  const std::string e = runError(m);
+  EXPECT_NE(e.find("the body graph takes 3 inputs, but its node passes it 2"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("forever"), std::string::npos) << e;
+}
+
 }  // namespace
 
 namespace {
