@@ -518,6 +518,12 @@ Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe) 
   if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
   std::set<std::string> local;
   for (const auto& f : model.functions()) local.insert(norm(f.domain()) + ":" + f.name());
+  // libonnx's inference functions dereference an input's type without asking whether there is
+  // one (EyeLike's crashed on a graph input declared without a type): such a model is left to
+  // the kernels, which see the real tensors.
+  for (const auto& v : model.graph().input())
+    if (!v.has_type() || v.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
+      inferenceUnsafe = true;
   return validateNodes(model.graph(), opsets, local, inferenceUnsafe);
 }
 

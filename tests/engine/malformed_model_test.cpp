@@ -256,6 +256,25 @@ TEST(MalformedModel, EndlessLoopsStop) {
   EXPECT_EQ(runError(loopModel(3, {}, 4)), "");
 }
 
+// A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
+// input's type unasked); the model now runs on the kernels, which see the real tensor.
+TEST(MalformedModel, UntypedGraphInputRuns) {
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  g->add_input()->set_name("x");
+  addValue(g->add_output(), "y", {3, 4});
+  attrI(addNode(g, "EyeLike", {"x"}, {"y"}), "k", 1);
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"x", Tensor(DType::kFloat, {3, 4})}});
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Tensor& y = r->at("y");
+  ASSERT_EQ(y.shape(), (Shape{3, 4}));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      EXPECT_EQ(y.data<float>()[i * 4 + j], j == i + 1 ? 1.0f : 0.0f) << i << "," << j;
+}
+
 // A body that declares a loop-carried input its Loop node does not pass ran its nodes on a value
 // nobody set (a fuzzed model crashed `deepwire run`): it is an error naming both counts.
 TEST(MalformedModel, LoopBodyTakingMoreInputsThanPassed) {
