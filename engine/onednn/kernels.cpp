@@ -182,6 +182,13 @@ class Conv : public Kernel {
       it = cache_.emplace(key, std::move(e)).first;
     }
     Entry& e = it->second;
+    if (residual_ &&
+        (!ctx.hasInput(fusion::Fused::kResidualInput) ||
+         residualInput(ctx).dtype() != DType::kFloat || residualInput(ctx).shape() != e.outShape))
+      return Status::error(
+          "the residual Add fused into this convolution needs a float32 tensor "
+          "of the output's shape " +
+          shapeToString(e.outShape) + "; run the session with fuse off");
     // A fused residual is added in place: Y starts as the residual (its memory where this node
     // is its last reader, else a copy made below).
     DW_ALLOC(y, residual_ && !e.residualAfter
@@ -438,18 +445,10 @@ class Conv : public Kernel {
       return Status::error(
           "a convolution of this kind cannot hand over NHWC tensors; run the "
           "session with fuse off");
-    if (residual_) {
-      const Tensor* r = ctx.hasInput(fusion::Fused::kResidualInput)
-                            ? &ctx.input(fusion::Fused::kResidualInput)
-                            : nullptr;
-      if (!r || r->dtype() != DType::kFloat || r->shape() != out || transposed_ ||
-          !poolKernel_.empty() || blockedY_)
-        return Status::error(
-            "the residual Add fused into this convolution needs a float32 tensor of the "
-            "output's shape " +
-            shapeToString(out) + (r ? ", got " + shapeToString(r->shape()) : std::string()) +
-            "; run the session with fuse off");
-    }
+    if (residual_ && (transposed_ || !poolKernel_.empty() || blockedY_))
+      return Status::error(
+          "a residual Add cannot be fused into a transposed convolution, one with pooling or "
+          "one handing over nChw16c; run the session with fuse off");
     if (!nhwc && !residual_ && !transposed_ && g == 1 && c == 1 && ns == 2 &&
         (poolKernel_.empty() || unpaddedPool) &&
         (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu)) {
