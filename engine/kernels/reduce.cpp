@@ -63,6 +63,23 @@ class Reduce : public Kernel {
   }
 
  private:
+  // A log or square root, computed in double, back in the accumulator's type: an integer one
+  // takes -inf (the log of an empty or zero sum), inf and NaN as its nearest value or 0, where a
+  // plain conversion is undefined.
+  template <class Acc>
+  static Acc fromDouble(double v) {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      return static_cast<Acc>(v);
+    } else {
+      if (std::isnan(v)) return Acc(0);
+      if (v <= static_cast<double>(std::numeric_limits<Acc>::lowest()))
+        return std::numeric_limits<Acc>::lowest();
+      if (v >= static_cast<double>(std::numeric_limits<Acc>::max()))
+        return std::numeric_limits<Acc>::max();
+      return static_cast<Acc>(v);
+    }
+  }
+
   template <class T>
   Status run(const Tensor& x, Tensor& y, const ReducePlan& p) {
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
@@ -108,7 +125,7 @@ class Reduce : public Kernel {
           acc[o] += static_cast<Acc>(std::exp(static_cast<double>(s[i] - mx[o])));
         });
         for (int64_t o = 0; o < on; ++o)
-          acc[o] = static_cast<Acc>(std::log(static_cast<double>(acc[o])) + mx[o]);
+          acc[o] = fromDouble<Acc>(std::log(static_cast<double>(acc[o])) + mx[o]);
         break;
       }
       default:
@@ -121,12 +138,25 @@ class Reduce : public Kernel {
         for (int64_t o = 0; o < on; ++o) {
           if (op_ == ROp::kMean)
             acc[o] = count ? static_cast<Acc>(acc[o] / static_cast<Acc>(count)) : Acc(0);
-          if (op_ == ROp::kL2) acc[o] = static_cast<Acc>(std::sqrt(static_cast<double>(acc[o])));
-          if (op_ == ROp::kLogSum) acc[o] = static_cast<Acc>(std::log(static_cast<double>(acc[o])));
+          if (op_ == ROp::kL2) acc[o] = fromDouble<Acc>(std::sqrt(static_cast<double>(acc[o])));
+          if (op_ == ROp::kLogSum) acc[o] = fromDouble<Acc>(std::log(static_cast<double>(acc[o])));
         }
     }
     T* d = y.data<T>();
-    for (int64_t o = 0; o < on; ++o) d[o] = static_cast<T>(acc[o]);
+    for (int64_t o = 0; o < on; ++o) {
+      if constexpr (std::is_floating_point_v<T> && !std::is_same_v<T, Acc>) {
+        // A double sum beyond float's range is inf, as float arithmetic would have made it (the
+        // plain conversion is undefined there).
+        const Acc v = acc[o];
+        d[o] = v > static_cast<Acc>(std::numeric_limits<T>::max())
+                   ? std::numeric_limits<T>::infinity()
+                   : (v < static_cast<Acc>(std::numeric_limits<T>::lowest())
+                          ? -std::numeric_limits<T>::infinity()
+                          : static_cast<T>(v));
+      } else {
+        d[o] = static_cast<T>(acc[o]);
+      }
+    }
     return Status();
   }
 
