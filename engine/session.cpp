@@ -271,6 +271,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   // Static shapes where ONNX can infer them; failures only cost us static information.
   onnx::ModelProto inferred = model;
   if (!inferValidatedShapes(inferred, inferenceUnsafe, false, 0, false).ok()) inferred = model;
+  DW_RETURN_IF_ERROR(checkInputTypes(inferred));
   const auto& ig = inferred.graph();
 
   // Refuse models that declare tensors larger than memory before allocating anything.

@@ -1,5 +1,7 @@
 #include "nodes/schema_facts.h"
 
+#include <onnx/defs/data_type_utils.h>
+
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -532,6 +534,69 @@ Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMod
   bool unsafe = false;
   DW_RETURN_IF_ERROR(validateModelNodes(model, unsafe));
   return inferValidatedShapes(model, unsafe, checkTypes, strictMode, dataPropagation);
+}
+
+Status checkInputTypes(const onnx::ModelProto& model) {
+  auto norm = [](const std::string& d) { return d == "ai.onnx" ? std::string() : d; };
+  std::map<std::string, int> opsets;
+  for (const auto& o : model.opset_import())
+    opsets[norm(o.domain())] = static_cast<int>(o.version());
+  if (model.opset_import_size() == 0) opsets[""] = 1;
+  const auto& g = model.graph();
+  // Element types where the model states them: declarations, initializers, inferred values.
+  std::map<std::string, int32_t> elem;
+  auto note = [&](const onnx::ValueInfoProto& v) {
+    if (v.has_type() && v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
+      elem[v.name()] = v.type().tensor_type().elem_type();
+  };
+  for (const auto& v : g.input()) note(v);
+  for (const auto& v : g.value_info()) note(v);
+  for (const auto& v : g.output()) note(v);
+  for (const auto& t : g.initializer()) elem[t.name()] = t.data_type();
+  for (const auto& node : g.node()) {
+    const std::string domain = norm(node.domain());
+    auto it = opsets.find(domain);
+    if (it == opsets.end() || (!domain.empty() && domain != "ai.onnx.ml")) continue;
+    const SchemaFacts* f = schemaFacts(domain, node.op_type(), it->second);
+    if (!f || f->inputs.empty()) continue;
+    for (int i = 0; i < node.input_size(); ++i) {
+      auto e = elem.find(node.input(i));
+      if (node.input(i).empty() || e == elem.end()) continue;
+      const FactPort& port =
+          i < static_cast<int>(f->inputs.size()) ? f->inputs[i] : f->inputs.back();
+      std::vector<std::string> allowed{port.typeStr};
+      for (const auto& [name, types] : f->typeConstraints)
+        if (name == port.typeStr) allowed = types;
+      // Only tensor types are compared: a port that takes sequences or optionals is left to
+      // the kernels.
+      if (std::none_of(allowed.begin(), allowed.end(),
+                       [](const std::string& t) { return t.rfind("tensor(", 0) == 0; }))
+        continue;
+      onnx::TypeProto t;
+      t.mutable_tensor_type()->set_elem_type(e->second);
+      std::string have;
+      try {
+        have = *onnx::Utils::DataTypeUtils::ToType(t);
+      } catch (const std::exception&) {
+        continue;  // an element type ONNX does not name: the tensor readers report it
+      }
+      if (std::find(allowed.begin(), allowed.end(), have) != allowed.end()) continue;
+      // deepwire computes every floating-point op in any of the float types (float64 is what
+      // its gradient checks run in), so an op that takes float takes them all.
+      const bool floatType =
+          have == "tensor(double)" || have == "tensor(float16)" || have == "tensor(bfloat16)";
+      if (floatType && std::find(allowed.begin(), allowed.end(), "tensor(float)") != allowed.end())
+        continue;
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return Status::error("node '" + nodeName(node) + "' (" + node.op_type() + "): input " +
+                           std::to_string(i) + " (" + port.name + ", '" + node.input(i) + "') is " +
+                           have + ", which " + node.op_type() + " (opset " +
+                           std::to_string(it->second) + ") does not take; it takes " + list +
+                           ". Cast it first (a Cast node), or export the model with that type");
+    }
+  }
+  return Status();
 }
 
 Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,

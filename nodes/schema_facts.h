@@ -65,6 +65,13 @@ Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int o
 Status validateNodes(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
                      const std::set<std::string>& localFunctions, bool& inferenceUnsafe);
 
+// Each input of a top-level node whose element type the model states (a declaration, an
+// initializer or an inferred value_info) against its operator's type constraint, so that a
+// kernel is never handed a type its op does not take: the error names the node, the input,
+// its type and the types the op takes. Where an op takes float, deepwire's kernels take every
+// float type, so those pass too.
+Status checkInputTypes(const onnx::ModelProto& model);
+
 // validateNodes over a whole model, with its opset imports and local functions.
 Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe);
 

@@ -256,6 +256,32 @@ TEST(MalformedModel, EndlessLoopsStop) {
   EXPECT_EQ(runError(loopModel(3, {}, 4)), "");
 }
 
+// An input whose type the op's constraint excludes is refused when the session is created,
+// naming the node, the input, its type and what the op takes; float ops also take the other
+// float types, which deepwire computes them in.
+TEST(MalformedModel, InputTypeOutsideTheConstraint) {
+  auto model = [](const std::string& op, int32_t elem) {
+    onnx::ModelProto m = emptyModel(17);
+    auto* g = m.mutable_graph();
+    auto* in = g->add_input();
+    addValue(in, "x", {2, 3});
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    g->add_output()->set_name("y");
+    addNode(g, op, {"x"}, {"y"})->set_name("n");
+    return m;
+  };
+  auto s = InferenceSession::create(model("ReduceLogSum", onnx::TensorProto::INT8));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("node 'n' (ReduceLogSum): input 0 (data, 'x') is tensor(int8), "
+                             "which ReduceLogSum (opset 17) does not take"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("tensor(int32)"), std::string::npos) << s.message();
+  EXPECT_TRUE(InferenceSession::create(model("ReduceLogSum", onnx::TensorProto::INT32)).ok());
+  EXPECT_TRUE(InferenceSession::create(model("Celu", onnx::TensorProto::DOUBLE)).ok());
+  EXPECT_FALSE(InferenceSession::create(model("Celu", onnx::TensorProto::INT64)).ok());
+}
+
 // A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
 // input's type unasked); the model now runs on the kernels, which see the real tensor.
 TEST(MalformedModel, UntypedGraphInputRuns) {
