@@ -559,6 +559,8 @@ Status checkInputTypes(const onnx::ModelProto& model) {
     if (it == opsets.end() || (!domain.empty() && domain != "ai.onnx.ml")) continue;
     const SchemaFacts* f = schemaFacts(domain, node.op_type(), it->second);
     if (!f || f->inputs.empty()) continue;
+    // Inputs that share a constraint share one type: kernels read them all as the first's.
+    std::map<std::string, std::pair<int, std::string>> bound;  // constraint -> input, type
     for (int i = 0; i < node.input_size(); ++i) {
       auto e = elem.find(node.input(i));
       if (node.input(i).empty() || e == elem.end()) continue;
@@ -579,6 +581,19 @@ Status checkInputTypes(const onnx::ModelProto& model) {
         have = *onnx::Utils::DataTypeUtils::ToType(t);
       } catch (const std::exception&) {
         continue;  // an element type ONNX does not name: the tensor readers report it
+      }
+      // Variadic ports may be heterogeneous (Loop's and Scan's states): the facts do not say
+      // which, so only single and optional ports are held to one type.
+      const bool constraint = allowed.size() > 1 || allowed[0] != port.typeStr;
+      if (constraint && port.option != 'V') {
+        auto [b, fresh] = bound.emplace(port.typeStr, std::make_pair(i, have));
+        if (!fresh && b->second.second != have)
+          return Status::error("node '" + nodeName(node) + "' (" + node.op_type() + "): input " +
+                               std::to_string(i) + " ('" + node.input(i) + "') is " + have +
+                               " but input " + std::to_string(b->second.first) + " ('" +
+                               node.input(b->second.first) + "') is " + b->second.second + "; " +
+                               node.op_type() + " needs them of one type (" + port.typeStr +
+                               "): cast one of them (a Cast node)");
       }
       if (std::find(allowed.begin(), allowed.end(), have) != allowed.end()) continue;
       // deepwire computes every floating-point op in any of the float types (float64 is what

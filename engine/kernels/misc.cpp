@@ -366,6 +366,11 @@ class Einsum : public Kernel {
       outShape.push_back(dims[c]);
     }
     const DType dt = ctx.input(0).dtype();
+    for (size_t k = 1; k < nin; ++k)
+      if (ctx.input(k).dtype() != dt)
+        return Status::error("operand " + std::to_string(k) + " is " +
+                             dtypeName(ctx.input(k).dtype()) + " but operand 0 is " +
+                             dtypeName(dt) + "; Einsum's operands share one type");
     DW_ALLOC(y, ctx.output(0, dt, outShape));
     // Per operand, the stride each label contributes (0 where broadcast).
     std::vector<std::vector<int64_t>> strides(nin, std::vector<int64_t>(all.size(), 0));

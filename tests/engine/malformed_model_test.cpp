@@ -280,6 +280,21 @@ TEST(MalformedModel, InputTypeOutsideTheConstraint) {
   EXPECT_TRUE(InferenceSession::create(model("ReduceLogSum", onnx::TensorProto::INT32)).ok());
   EXPECT_TRUE(InferenceSession::create(model("Celu", onnx::TensorProto::DOUBLE)).ok());
   EXPECT_FALSE(InferenceSession::create(model("Celu", onnx::TensorProto::INT64)).ok());
+  // Inputs bound to one constraint must agree (kernels read them all as the first one's type).
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "a", {2, 3});
+  auto* b = g->add_input();
+  addValue(b, "b", {2, 3});
+  b->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::DOUBLE);
+  g->add_output()->set_name("y");
+  addNode(g, "Add", {"a", "b"}, {"y"})->set_name("sum");
+  s = InferenceSession::create(m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("node 'sum' (Add): input 1 ('b') is tensor(double) but input 0 "
+                             "('a') is tensor(float)"),
+            std::string::npos)
+      << s.message();
 }
 
 // A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
