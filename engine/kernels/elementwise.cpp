@@ -222,6 +222,11 @@ class Variadic : public Kernel {
     auto shape = broadcastShapes(shapes);
     if (!shape) return shape.status();
     const Tensor& first = ctx.input(0);
+    for (size_t i = 1; i < ctx.numInputs(); ++i)
+      if (ctx.input(i).dtype() != first.dtype())
+        return Status::error("input " + std::to_string(i) + " is " +
+                             dtypeName(ctx.input(i).dtype()) + " but input 0 is " +
+                             dtypeName(first.dtype()) + "; " + op_ + "'s inputs share one type");
     DW_ALLOC(y, ctx.output(0, first.dtype(), *shape));
     return dispatchNumeric(first.dtype(), [&](auto z) {
       using T = decltype(z);

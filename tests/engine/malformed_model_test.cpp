@@ -295,6 +295,14 @@ TEST(MalformedModel, InputTypeOutsideTheConstraint) {
                              "('a') is tensor(float)"),
             std::string::npos)
       << s.message();
+  // A variadic port is left to its kernel, which refuses mixed types when it runs.
+  g->mutable_node(0)->set_op_type("Sum");
+  s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto r = (*s)->run({{"a", Tensor(DType::kFloat, {2, 3})}, {"b", Tensor(DType::kDouble, {2, 3})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("input 1 is float64 but input 0 is float32"), std::string::npos)
+      << r.message();
 }
 
 // A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
