@@ -112,10 +112,7 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
       }
     }
     for (int id : node.outputs) ctx.outputs_.push_back(id < 0 ? nullptr : &values[id]);
-    ctx.lastRead_.resize(node.inputs.size());
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      ctx.lastRead_[i] = node.inputs[i] >= 0 && std::find(node.release.begin(), node.release.end(),
-                                                          node.inputs[i]) != node.release.end();
+    ctx.lastRead_ = &node.lastRead;
     Status st;
     const auto t0 = plan.profile ? ProfileClock::now() : ProfileClock::time_point();
     try {

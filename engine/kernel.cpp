@@ -92,7 +92,9 @@ Tensor* KernelContext::output(size_t i, DType dtype, Shape shape) {
 
 Tensor* KernelContext::outputReusing(size_t i, size_t in, DType dtype, Shape shape) {
   const bool can = [&] {
-    if (!wantsOutput(i) || in >= lastRead_.size() || !lastRead_[in] || !hasInput(in)) return false;
+    if (!wantsOutput(i) || !lastRead_ || in >= lastRead_->size() || !(*lastRead_)[in] ||
+        !hasInput(in))
+      return false;
     const Tensor& t = input(in);
     const auto& b = t.buffer();
     // use_count 1: only the value itself (no view, constant or graph output shares it).

@@ -164,7 +164,8 @@ class KernelContext {
   // Wiring used by the executor.
   std::vector<const Value*> inputs_;
   std::vector<Value*> outputs_;
-  std::vector<bool> lastRead_;  // per input: this node is the value's last reader
+  // Per input: this node is the value's last reader (the plan's; null: unknown, never reused).
+  const std::vector<bool>* lastRead_ = nullptr;
   // Deques: kernels hold pointers from output()/scratch() while asking for more.
   std::deque<Value> dropped_;  // storage for outputs the graph doesn't use
   std::deque<Tensor> scratch_;

@@ -26,6 +26,8 @@ struct PlanNode {
   std::vector<int> inputs;   // value ids, -1 for an omitted optional input
   std::vector<int> outputs;  // value ids, -1 for an omitted optional output
   std::vector<int> release;  // values whose last reader is this node
+  std::vector<bool>
+      lastRead;  // per input: its value is in `release` (KernelContext::outputReusing)
   bool halfViaFloat = false;
   // Where it runs: the session's backend, or for an op the device backend lacks, its host
   // fallback. `memory` is set when the kernel works on device memory; its inputs are copied

@@ -558,6 +558,12 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
         p->nodes[oi].release.push_back(o);
     }
   }
+  for (auto& node : p->nodes) {
+    node.lastRead.resize(node.inputs.size());
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      node.lastRead[i] = node.inputs[i] >= 0 && std::find(node.release.begin(), node.release.end(),
+                                                          node.inputs[i]) != node.release.end();
+  }
   return p;
 }
 

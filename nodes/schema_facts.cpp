@@ -512,14 +512,27 @@ Status validateNodes(const onnx::GraphProto& g, const std::map<std::string, int>
   return validateNodesIn(g, opsets, localFunctions, inferenceUnsafe, {});
 }
 
-Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe) {
-  auto norm = [](const std::string& d) { return d == "ai.onnx" ? std::string() : d; };
+namespace {
+
+std::string normDomain(const std::string& d) {
+  return d == "ai.onnx" ? std::string() : d;
+}
+
+// The version of each domain ("" for ai.onnx) the model imports.
+std::map<std::string, int> opsetsOf(const onnx::ModelProto& model) {
   std::map<std::string, int> opsets;
   for (const auto& o : model.opset_import())
-    opsets[norm(o.domain())] = static_cast<int>(o.version());
+    opsets[normDomain(o.domain())] = static_cast<int>(o.version());
   if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 models predate opset_import
+  return opsets;
+}
+
+}  // namespace
+
+Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe) {
+  const auto opsets = opsetsOf(model);
   std::set<std::string> local;
-  for (const auto& f : model.functions()) local.insert(norm(f.domain()) + ":" + f.name());
+  for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());
   // libonnx's inference functions dereference an input's type without asking whether there is
   // one (EyeLike's crashed on a graph input declared without a type): such a model is left to
   // the kernels, which see the real tensors.
@@ -537,11 +550,7 @@ Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMod
 }
 
 Status checkInputTypes(const onnx::ModelProto& model) {
-  auto norm = [](const std::string& d) { return d == "ai.onnx" ? std::string() : d; };
-  std::map<std::string, int> opsets;
-  for (const auto& o : model.opset_import())
-    opsets[norm(o.domain())] = static_cast<int>(o.version());
-  if (model.opset_import_size() == 0) opsets[""] = 1;
+  const auto opsets = opsetsOf(model);
   const auto& g = model.graph();
   // Element types where the model states them: declarations, initializers, inferred values.
   std::map<std::string, int32_t> elem;
@@ -554,7 +563,7 @@ Status checkInputTypes(const onnx::ModelProto& model) {
   for (const auto& v : g.output()) note(v);
   for (const auto& t : g.initializer()) elem[t.name()] = t.data_type();
   for (const auto& node : g.node()) {
-    const std::string domain = norm(node.domain());
+    const std::string domain = normDomain(node.domain());
     auto it = opsets.find(domain);
     if (it == opsets.end() || (!domain.empty() && domain != "ai.onnx.ml")) continue;
     const SchemaFacts* f = schemaFacts(domain, node.op_type(), it->second);

@@ -211,6 +211,17 @@ Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool k
 // Copies a whole tensor (with strings) into a freshly allocated output.
 Status copyToOutput(KernelContext& ctx, size_t i, const Tensor& t, Shape shape);
 
+// Kernels that read every input as input 0's type: an error naming the first input that differs.
+inline Status sameDtypes(const KernelContext& ctx, const std::string& op) {
+  const DType dt = ctx.input(0).dtype();
+  for (size_t i = 1; i < ctx.numInputs(); ++i)
+    if (ctx.hasInput(i) && ctx.input(i).dtype() != dt)
+      return Status::error("input " + std::to_string(i) + " is " + dtypeName(ctx.input(i).dtype()) +
+                           " but input 0 is " + dtypeName(dt) + "; " + op +
+                           "'s inputs share one type");
+  return Status();
+}
+
 }  // namespace dw::engine
 
 namespace dw::engine {

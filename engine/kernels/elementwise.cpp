@@ -221,12 +221,8 @@ class Variadic : public Kernel {
     for (size_t i = 0; i < ctx.numInputs(); ++i) shapes.push_back(ctx.input(i).shape());
     auto shape = broadcastShapes(shapes);
     if (!shape) return shape.status();
+    DW_RETURN_IF_ERROR(sameDtypes(ctx, op_));
     const Tensor& first = ctx.input(0);
-    for (size_t i = 1; i < ctx.numInputs(); ++i)
-      if (ctx.input(i).dtype() != first.dtype())
-        return Status::error("input " + std::to_string(i) + " is " +
-                             dtypeName(ctx.input(i).dtype()) + " but input 0 is " +
-                             dtypeName(first.dtype()) + "; " + op_ + "'s inputs share one type");
     DW_ALLOC(y, ctx.output(0, first.dtype(), *shape));
     return dispatchNumeric(first.dtype(), [&](auto z) {
       using T = decltype(z);

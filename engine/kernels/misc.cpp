@@ -365,12 +365,8 @@ class Einsum : public Kernel {
       if (!dims.count(c)) return Status::error(std::string("output label '") + c + "' is unknown");
       outShape.push_back(dims[c]);
     }
+    DW_RETURN_IF_ERROR(sameDtypes(ctx, "Einsum"));
     const DType dt = ctx.input(0).dtype();
-    for (size_t k = 1; k < nin; ++k)
-      if (ctx.input(k).dtype() != dt)
-        return Status::error("operand " + std::to_string(k) + " is " +
-                             dtypeName(ctx.input(k).dtype()) + " but operand 0 is " +
-                             dtypeName(dt) + "; Einsum's operands share one type");
     DW_ALLOC(y, ctx.output(0, dt, outShape));
     // Per operand, the stride each label contributes (0 where broadcast).
     std::vector<std::vector<int64_t>> strides(nin, std::vector<int64_t>(all.size(), 0));
