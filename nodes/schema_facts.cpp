@@ -145,8 +145,12 @@ SchemaFacts fromSchema(const onnx::OpSchema& s) {
   f.maxOutputs = s.max_output();
   for (const auto& p : s.inputs()) f.inputs.push_back({p.GetName(), optionOf(p), p.GetTypeStr()});
   for (const auto& p : s.outputs()) f.outputs.push_back({p.GetName(), optionOf(p), p.GetTypeStr()});
-  for (const auto& [name, a] : s.attributes())
-    f.attributes.push_back({name, a.type, a.required, std::nullopt});
+  for (const auto& [name, a] : s.attributes()) {
+    std::optional<Param> def;
+    if (!a.required && a.default_value.type() != onnx::AttributeProto::UNDEFINED)
+      if (auto p = paramFromAttribute(a.default_value, paramTypeFromOnnx(a.type)); p.ok()) def = *p;
+    f.attributes.push_back({name, a.type, a.required, std::move(def)});
+  }
   for (const auto& tc : s.typeConstraintParams())
     f.typeConstraints.emplace_back(tc.type_param_str, tc.allowed_type_strs);
   f.fromLibonnx = true;
@@ -355,6 +359,10 @@ Status checkMinRanks(const onnx::NodeProto& node, const std::map<std::string, in
                      const std::string& what) {
   static const std::map<std::string, std::vector<std::pair<int, int>>> kMinRanks = {
       {"STFT", {{0, 2}, {2, 1}}},
+      // Opset 1-6's recurrent inference copies X's first two dimensions unchecked.
+      {"RNN", {{0, 3}, {1, 3}, {2, 3}}},
+      {"GRU", {{0, 3}, {1, 3}, {2, 3}}},
+      {"LSTM", {{0, 3}, {1, 3}, {2, 3}}},
   };
   auto op = kMinRanks.find(node.op_type());
   if (op == kMinRanks.end()) return Status();
@@ -491,16 +499,24 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
         "LayerNormalization", "Softmax",        "LogSoftmax", "Hardmax", "Gather",
         "GatherElements",     "ArgMax",         "ArgMin",     "Concat",  "Split",
         "Compress",           "ReverseSequence"};
-    if (domain.empty() && kAxisOps.count(node.op_type()) && node.input_size() > 0) {
-      auto r = ranks.find(node.input(0));
-      for (const auto& a : node.attribute())
-        if (r != ranks.end() &&
-            (a.name() == "axis" || a.name() == "batch_axis" || a.name() == "time_axis") &&
-            (a.i() < -r->second || a.i() >= std::max(r->second, 1)))
-          return Status::error(what + ": attribute " + a.name() + " is " + std::to_string(a.i()) +
-                               ", outside the " + std::to_string(r->second) +
-                               " dimensions of input '" + node.input(0) + "'");
-    }
+    // An absent axis is the schema's default (LayerNormalization's -1 on a scalar X had
+    // libonnx 1.12's inference read a dimension that is not there).
+    auto r = node.input_size() > 0 ? ranks.find(node.input(0)) : ranks.end();
+    if (domain.empty() && kAxisOps.count(node.op_type()) && r != ranks.end())
+      for (const auto& fa : schema->attributes) {
+        if (fa.name != "axis" && fa.name != "batch_axis" && fa.name != "time_axis") continue;
+        std::optional<int64_t> axis;
+        for (const auto& a : node.attribute())
+          if (a.name() == fa.name) axis = a.i();
+        const bool given = axis.has_value();
+        if (!axis && fa.defaultValue && std::holds_alternative<int64_t>(fa.defaultValue->value))
+          axis = std::get<int64_t>(fa.defaultValue->value);
+        if (axis && (*axis < -r->second || *axis >= std::max(r->second, 1)))
+          return Status::error(what + ": attribute " + fa.name + " is " + std::to_string(*axis) +
+                               (given ? "" : " (its default)") + ", outside the " +
+                               std::to_string(r->second) + " dimensions of input '" +
+                               node.input(0) + "'");
+      }
   }
   return Status();
 }
