@@ -434,8 +434,14 @@ std::string projectToJsonText(const Graph& g) {
     auto value = json::parse(text, nullptr, false);
     if (!value.is_discarded()) root[key] = std::move(value);
   }
-  // Invalid UTF-8 in a name is written as U+FFFD rather than failing the save.
-  return root.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+  // Invalid UTF-8 in a name is written as U+FFFD rather than failing the save. Object keys
+  // are sorted by their bytes before that replacement, so a key with invalid bytes (an opset
+  // domain of a damaged model) may land elsewhere once the file is read back: such a text is
+  // read and written once more here, so that saving what was loaded gives the same file.
+  std::string text = root.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+  if (text.find("\xEF\xBF\xBD") != std::string::npos)
+    text = json::parse(text).dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+  return text;
 }
 
 namespace {

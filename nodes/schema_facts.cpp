@@ -448,6 +448,9 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
             validateNodesIn(a.g(), opsets, localFunctions, inferenceUnsafe, defined));
       for (const auto& sg : a.graphs())
         DW_RETURN_IF_ERROR(validateNodesIn(sg, opsets, localFunctions, inferenceUnsafe, defined));
+      if (a.name() == "blocksize" && a.type() == onnx::AttributeProto::INT && a.i() <= 0)
+        return Status::error(what + ": attribute blocksize is " + std::to_string(a.i()) +
+                             "; it must be at least 1");
       if (a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations")
         for (int64_t v : a.ints())
           if (v <= 0)

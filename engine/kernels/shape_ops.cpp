@@ -794,6 +794,7 @@ class DepthSpace : public Kernel {
     const Tensor& x = ctx.input(0);
     if (x.rank() != 4) return Status::error("input must be 4-D");
     const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), b = bs_;
+    if (b < 1) return Status::error("blocksize is " + std::to_string(b) + "; it must be at least 1");
     Shape view, out;
     std::vector<int64_t> perm;
     if (toSpace_) {
