@@ -426,6 +426,12 @@ Status checkWindow(const onnx::NodeProto& node, const std::map<std::string, int>
   return Status();
 }
 
+const onnx::AttributeProto* findAttribute(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
 Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
                        const std::set<std::string>& localFunctions, bool& inferenceUnsafe,
                        std::set<std::string> defined) {
@@ -456,6 +462,19 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
           if (v <= 0)
             return Status::error(what + ": attribute " + a.name() + " has " + std::to_string(v) +
                                  "; its values must be at least 1");
+    }
+    // A window's attributes give one value per spatial axis (pads two): kernels index them by
+    // axis (a MaxPool's single stride for a 2-D window was read past its end).
+    if (const onnx::AttributeProto* k = findAttribute(node, "kernel_shape")) {
+      const int axes = k->ints_size();
+      for (const char* name : {"strides", "dilations", "pads"}) {
+        const onnx::AttributeProto* a = findAttribute(node, name);
+        const int want = std::string(name) == "pads" ? 2 * axes : axes;
+        if (a && a->ints_size() != 0 && a->ints_size() != want)
+          return Status::error(what + ": attribute " + name + " has " +
+                               std::to_string(a->ints_size()) + " value(s), but kernel_shape has " +
+                               std::to_string(axes) + " axes, so it needs " + std::to_string(want));
+      }
     }
     const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
     if (localFunctions.count(domain + ":" + node.op_type())) continue;

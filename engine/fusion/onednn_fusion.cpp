@@ -159,8 +159,12 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (dl)
       for (auto d : dl->ints())
         if (d != 1) return;
-    setMaxPool(n,
-               {attrInts(mp, "kernel_shape"), attrInts(mp, "strides"), attrInts(mp, "pads"), {}});
+    const auto kernel = attrInts(mp, "kernel_shape"), strides = attrInts(mp, "strides"),
+               pads = attrInts(mp, "pads");
+    if ((!strides.empty() && strides.size() != kernel.size()) ||
+        (!pads.empty() && pads.size() != 2 * kernel.size()))
+      return;  // the kernels of an unfused MaxPool report it
+    setMaxPool(n, {kernel, strides, pads, {}});
     absorb(n, c);
   };
   for (size_t i = 0; i < nodes.size(); ++i) {
