@@ -6,8 +6,10 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -661,13 +663,236 @@ Status checkInputTypes(const onnx::ModelProto& model) {
   return Status();
 }
 
+namespace {
+
+// ---- Guards around libonnx 1.12's inference functions -------------------------------------
+// Several of them index dimensions, attribute lists or initializer data without checking there
+// are that many (an audit of the 1.12 sources, each case reproduced by running InferShapes on
+// a generated model; most are fixed in later onnx releases). validateNodes catches what the
+// declared ranks show, with errors that name the node; these guards run inside inference, per
+// node, on the types inference has reached there, so ranks inferred from other nodes, and the
+// nodes of If/Loop/Scan bodies and of model-local functions, are covered too. A guard fails
+// the node's inference with InferenceError, which libonnx reports as a per-node error.
+
+// The rank the inference code sees: a tensor's dims, 0 for another type that carries a shape
+// (sequence, optional and sparse types look like rank 0 to code that reads tensor_type()), -1
+// unknown.
+int seenRank(onnx::InferenceContext& ctx, size_t i) {
+  if (i >= ctx.getNumInputs()) return -1;
+  const onnx::TypeProto* t = ctx.getInputType(i);
+  if (!t) return -1;
+  if (t->value_case() == onnx::TypeProto::kTensorType)
+    return t->tensor_type().has_shape() ? t->tensor_type().shape().dim_size() : -1;
+  return onnx::hasShape(*t) ? 0 : -1;
+}
+
+// Whether an initializer's data holds as many elements as its dims say (libonnx's ParseData
+// reads or writes past a short one).
+bool dataMatchesDims(const onnx::TensorProto& t) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
+  int64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && count > std::numeric_limits<int64_t>::max() / d)) return false;
+    count *= d;
+  }
+  using T = onnx::TensorProto;
+  const int type = t.data_type();
+  const bool complex = type == T::COMPLEX64 || type == T::COMPLEX128;
+  if (t.has_raw_data()) {
+    int64_t size = 0;
+    switch (type) {
+      case T::FLOAT:
+      case T::INT32:
+      case T::UINT32:
+        size = 4;
+        break;
+      case T::DOUBLE:
+      case T::INT64:
+      case T::UINT64:
+      case T::COMPLEX64:
+        size = 8;
+        break;
+      case T::COMPLEX128:
+        size = 16;
+        break;
+      case T::INT16:
+      case T::UINT16:
+      case T::FLOAT16:
+      case T::BFLOAT16:
+        size = 2;
+        break;
+      case T::INT8:
+      case T::UINT8:
+      case T::BOOL:
+        size = 1;
+        break;
+      default:
+        return true;  // strings and unknown types are not parsed from raw_data
+    }
+    return count <= std::numeric_limits<int64_t>::max() / size &&
+           static_cast<int64_t>(t.raw_data().size()) == count * size;
+  }
+  const int64_t want = complex ? 2 * count : count;
+  switch (type) {
+    case T::FLOAT:
+    case T::COMPLEX64:
+      return t.float_data_size() == want;
+    case T::DOUBLE:
+    case T::COMPLEX128:
+      return t.double_data_size() == want;
+    case T::INT64:
+      return t.int64_data_size() == want;
+    case T::UINT32:
+    case T::UINT64:
+      return t.uint64_data_size() == want;
+    case T::STRING:
+      return t.string_data_size() == want;
+    case T::INT32:
+    case T::INT16:
+    case T::INT8:
+    case T::UINT16:
+    case T::UINT8:
+    case T::BOOL:
+    case T::FLOAT16:
+    case T::BFLOAT16:
+      return t.int32_data_size() == want;
+    default:
+      return true;
+  }
+}
+
+void guardInference(const std::string& domain, const std::string& op, int version,
+                    onnx::InferenceContext& ctx) {
+  auto fail = [&](const std::string& why) { fail_shape_inference(op, ": ", why); };
+  auto rankAtLeast = [&](size_t input, int least, const char* name) {
+    const int r = seenRank(ctx, input);
+    if (r >= 0 && r < least)
+      fail(std::string(name) + " has " + std::to_string(r) + " dimension(s); it needs " +
+           std::to_string(least));
+  };
+  auto ints = [&](const char* name) {
+    std::vector<int64_t> v;
+    if (const auto* a = ctx.getAttribute(name)) v.assign(a->ints().begin(), a->ints().end());
+    return v;
+  };
+  for (size_t i = 0; i < ctx.getNumInputs(); ++i)
+    if (const onnx::TensorProto* t = ctx.getInputData(i); t && !dataMatchesDims(*t))
+      fail("the data of initializer '" + t->name() + "' does not match its dims");
+  if (domain == "ai.onnx.ml") {
+    if ((op == "CategoryMapper" || op == "DictVectorizer" || op == "LabelEncoder") &&
+        (ctx.getNumInputs() == 0 || !ctx.getInputType(0) ||
+         ctx.getInputType(0)->value_case() == onnx::TypeProto::VALUE_NOT_SET))
+      fail("the type of input 0 is unknown");
+    return;
+  }
+  if (!domain.empty()) return;
+  if ((op == "RNN" || op == "GRU" || op == "LSTM") && version < 7) rankAtLeast(0, 3, "X");
+  if (op == "STFT") rankAtLeast(0, 2, "the signal");
+  if (op == "Gemm" && version < 7) {
+    rankAtLeast(0, 2, "A");
+    rankAtLeast(1, 2, "B");
+  }
+  if (op == "MaxRoiPool") rankAtLeast(0, 4, "X");
+  if (op == "LayerNormalization") {
+    const int r = seenRank(ctx, 0);
+    const int64_t axis = onnx::getAttribute(ctx, "axis", int64_t{-1});
+    if (r >= 0 && (axis < -r || axis >= std::max(r, 1)))
+      fail("axis " + std::to_string(axis) + " is outside the " + std::to_string(r) +
+           " dimensions of X");
+  }
+  static const std::map<std::string, size_t> kWeights = {
+      {"Conv", 1}, {"ConvInteger", 1}, {"QLinearConv", 3}, {"ConvTranspose", 1}};
+  static const std::set<std::string> kPools = {"AveragePool", "MaxPool", "LpPool"};
+  if (auto w = kWeights.find(op); w != kWeights.end() || kPools.count(op)) {
+    for (int64_t s : ints("strides"))
+      if (s < 1) fail("strides has " + std::to_string(s) + "; strides must be at least 1");
+    if (w != kWeights.end()) {
+      const int rx = seenRank(ctx, 0), rw = seenRank(ctx, w->second);
+      if (op == "ConvTranspose" && rx >= 2) rankAtLeast(1, 2, "W");
+      if (!ctx.getAttribute("kernel_shape") && rx >= 0 && rw >= 0 && rx != rw)
+        fail("W has " + std::to_string(rw) + " dimensions but X has " + std::to_string(rx));
+    }
+  }
+  if (op == "MaxUnpool" && ctx.getNumInputs() >= 2 && seenRank(ctx, 0) >= 2 && seenRank(ctx, 1) < 2)
+    fail("the indices I need a known shape of 2 or more dimensions");
+  if (op == "GatherND") {
+    if (onnx::getAttribute(ctx, "batch_dims", int64_t{0}) < 0) fail("batch_dims is negative");
+    const onnx::TypeProto* idx = ctx.getNumInputs() > 1 ? ctx.getInputType(1) : nullptr;
+    if (idx && idx->has_tensor_type() && idx->tensor_type().has_shape())
+      for (const auto& d : idx->tensor_type().shape().dim())
+        if (d.has_dim_value() && d.dim_value() < 0) fail("the indices have a negative dimension");
+  }
+  if (op == "Einsum") {
+    std::string eq;
+    for (char c : onnx::getAttribute(ctx, "equation", std::string()))
+      if (c != ' ') eq += c;
+    const size_t arrow = eq.find("->");
+    for (size_t i = 0; i < eq.size(); ++i) {
+      const char c = eq[i];
+      const bool letter =
+          (c >= 'a' && c <= 'z') || (arrow != std::string::npos && c >= 'A' && c <= 'Z');
+      const bool inArrow = arrow != std::string::npos && (i == arrow || i == arrow + 1);
+      if (!letter && c != ',' && c != '.' && !inArrow)
+        fail(std::string("the equation has '") + c + "', which is not a subscript letter");
+    }
+  }
+  if (op == "Split" && ctx.getNumOutputs() == 0) fail("the node has no outputs");
+  if (op == "SplitToSequence" && ctx.getNumInputs() > 1)
+    if (const onnx::TensorProto* split = ctx.getInputData(1);
+        split && split->dims_size() == 0 && split->data_type() == onnx::TensorProto::INT64) {
+      int64_t v = 1;
+      if (split->has_raw_data() && split->raw_data().size() == sizeof v)
+        std::memcpy(&v, split->raw_data().data(), sizeof v);
+      else if (split->int64_data_size() == 1)
+        v = split->int64_data(0);
+      if (v == 0) fail("split is 0");
+    }
+  if (op == "Scan") {
+    const auto* a = ctx.getAttribute("num_scan_inputs");
+    if (!a || a->type() != onnx::AttributeProto::INT || a->i() < 0 ||
+        a->i() > static_cast<int64_t>(ctx.getNumInputs()))
+      fail("num_scan_inputs is missing or not a count of its inputs");
+  }
+}
+
+// libonnx's registry with every inference function wrapped in guardInference. Subgraph and
+// function inference use the registry they were given, so the guards reach them too.
+class GuardedRegistry final : public onnx::ISchemaRegistry {
+ public:
+  const onnx::OpSchema* GetSchema(const std::string& op, const int maxVersion,
+                                  const std::string& domain) const override {
+    const onnx::OpSchema* s = onnx::OpSchemaRegistry::Instance()->GetSchema(op, maxVersion, domain);
+    if (!s || !s->has_type_and_shape_inference_function()) return s;
+    std::lock_guard<std::mutex> lock(m_);
+    auto& slot = wrapped_[s];
+    if (!slot) {
+      slot = std::make_unique<onnx::OpSchema>(*s);
+      auto original = s->GetTypeAndShapeInferenceFunction();
+      const std::string name = s->Name(), dom = normDomain(s->domain());
+      const int version = s->SinceVersion();
+      slot->TypeAndShapeInferenceFunction(
+          [original, name, dom, version](onnx::InferenceContext& c) {
+            guardInference(dom, name, version, c);
+            original(c);
+          });
+    }
+    return slot.get();
+  }
+
+ private:
+  mutable std::mutex m_;
+  mutable std::map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> wrapped_;
+};
+
+}  // namespace
+
 Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,
                             int strictMode, bool dataPropagation) {
   if (inferenceUnsafe) return Status();
+  static const GuardedRegistry registry;
   try {
     onnx::shape_inference::InferShapes(
-        model, onnx::OpSchemaRegistry::Instance(),
-        onnx::ShapeInferenceOptions(checkTypes, strictMode, dataPropagation));
+        model, &registry, onnx::ShapeInferenceOptions(checkTypes, strictMode, dataPropagation));
   } catch (const std::exception& e) {
     return Status::error(std::string("shape inference failed: ") + e.what());
   }
