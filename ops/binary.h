@@ -30,13 +30,16 @@ enum class BinaryFn : uint8_t {
   kGreaterEqual,
   kShiftLeft,
   kShiftRight,
+  kBitAnd,
+  kBitOr,
+  kBitXor,
   kCount
 };
 
 // What a function takes and gives: numbers to the same type, numbers (or bools, strings for
-// Equal) to bool, bools to bool, unsigned integers to the same type. Pow also takes an exponent
-// of another type.
-enum class BinaryKind : uint8_t { kArithmetic, kCompare, kLogic, kShift };
+// Equal) to bool, bools to bool, unsigned integers (shifts) or integers (bitwise) to the same
+// type. Pow also takes an exponent of another type.
+enum class BinaryKind : uint8_t { kArithmetic, kCompare, kLogic, kShift, kBitwise };
 
 DW_HOST_DEVICE constexpr BinaryKind kindOf(BinaryFn f) {
   switch (f) {
@@ -53,6 +56,10 @@ DW_HOST_DEVICE constexpr BinaryKind kindOf(BinaryFn f) {
     case BinaryFn::kShiftLeft:
     case BinaryFn::kShiftRight:
       return BinaryKind::kShift;
+    case BinaryFn::kBitAnd:
+    case BinaryFn::kBitOr:
+    case BinaryFn::kBitXor:
+      return BinaryKind::kBitwise;
     default:
       return BinaryKind::kArithmetic;
   }
@@ -113,6 +120,14 @@ DW_HOST_DEVICE inline auto binaryForward(T a, T b) {
     return b >= T(sizeof(T) * 8) ? T(0) : static_cast<T>(a << b);
   } else if constexpr (F == BinaryFn::kShiftRight) {
     return b >= T(sizeof(T) * 8) ? T(0) : static_cast<T>(a >> b);
+  } else if constexpr (F == BinaryFn::kBitAnd || F == BinaryFn::kBitOr || F == BinaryFn::kBitXor) {
+    if constexpr (std::is_integral_v<T>) {
+      if constexpr (F == BinaryFn::kBitAnd) return static_cast<T>(a & b);
+      if constexpr (F == BinaryFn::kBitOr) return static_cast<T>(a | b);
+      if constexpr (F == BinaryFn::kBitXor) return static_cast<T>(a ^ b);
+    } else {
+      return a;  // integers only: the kernels refuse other types before they get here
+    }
   } else {
     static_assert(F != F, "binaryForward: a function without its formula");
   }

@@ -27,6 +27,9 @@ const BinaryOp kBinaryOps[] = {
     {.name = "GreaterOrEqual", .fn = F::kGreaterEqual, .since = 12, .cuda = true},
     {.name = "BitShift", .fn = F::kShiftLeft, .since = 11, .choiceAttr = "direction",
      .choices = {{{"LEFT", F::kShiftLeft}, {"RIGHT", F::kShiftRight}}}},
+    {.name = "BitwiseAnd", .fn = F::kBitAnd, .since = 18},
+    {.name = "BitwiseOr", .fn = F::kBitOr, .since = 18},
+    {.name = "BitwiseXor", .fn = F::kBitXor, .since = 18},
 };
 // clang-format on
 

@@ -60,6 +60,28 @@ class Unary : public Kernel {
   UnaryInstance u_;
 };
 
+// BitwiseNot: ~x of integer tensors.
+class BitwiseNot : public Kernel {
+ public:
+  explicit BitwiseNot(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchNumeric(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      if constexpr (!std::is_integral_v<T> || std::is_same_v<T, bool>) {
+        return Status::error(std::string(dtypeName(x.dtype())) +
+                             " input is not supported: BitwiseNot takes integer tensors");
+      } else {
+        const T* px = x.data<T>();
+        T* py = y->data<T>();
+        for (int64_t i = 0; i < x.size(); ++i) py[i] = static_cast<T>(~px[i]);
+        return Status();
+      }
+    });
+  }
+};
+
 // Tests of each value with a bool result: Not, IsNaN, IsInf.
 class Predicate : public Kernel {
  public:
@@ -172,6 +194,10 @@ class Binary : public Kernel {
           using T = decltype(z);
           if constexpr (kKind == ops::BinaryKind::kShift && !std::is_unsigned_v<T>) {
             return Status::error("BitShift needs unsigned integers");
+          } else if constexpr (kKind == ops::BinaryKind::kBitwise &&
+                               (!std::is_integral_v<T> || std::is_same_v<T, bool>)) {
+            return Status::error(std::string(dtypeName(a.dtype())) +
+                                 " inputs are not supported: bitwise ops take integer tensors");
           } else {
             const T* pb = b.data<T>();
             if constexpr (std::is_integral_v<T> &&
@@ -370,6 +396,7 @@ void addElementwiseKernels(KernelRegistry& r) {
   for (const auto& op : ops::unaryOps())
     if (op.tableKernels()) r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Unary>);
   r.add(h, "Not", 1, kMaxOpset, &makeKernel<Predicate>, false);
+  r.add(h, "BitwiseNot", 18, kMaxOpset, &makeKernel<BitwiseNot>, false);
   for (const char* op : {"IsNaN", "IsInf"}) r.add(h, op, 1, kMaxOpset, &makeKernel<Predicate>);
   for (const auto& op : ops::binaryOps())
     r.add(h, op.name, op.since, kMaxOpset, &makeKernel<Binary>);
