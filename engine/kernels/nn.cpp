@@ -325,6 +325,52 @@ class InstanceNorm : public Kernel {
   float eps_;
 };
 
+// RMSNormalization (opset 23): y = x / sqrt(mean(x^2 over the axes from `axis` on) + epsilon)
+// * scale, with scale broadcasting over those axes. The statistics are taken in double (at least
+// the float32 that stash_type asks for).
+class RmsNorm : public Kernel {
+ public:
+  explicit RmsNorm(const KernelInit& init)
+      : axis_(init.attrs.getInt("axis", -1)), eps_(init.attrs.getFloat("epsilon", 1e-5f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    if (!validAxis(axis_, x.rank()) || x.rank() == 0)
+      return Status::error("axis " + std::to_string(axis_) + " is outside the " +
+                           std::to_string(x.rank()) + " dimensions of X");
+    if (scale.dtype() != x.dtype())
+      return Status::error("Scale is " + std::string(dtypeName(scale.dtype())) + " but X is " +
+                           dtypeName(x.dtype()) + "; they must be of one type");
+    const int64_t ax = normAxis(axis_, x.rank());
+    const Shape tail(x.shape().begin() + ax, x.shape().end());
+    DW_RETURN_IF_ERROR(broadcastsTo(scale.shape(), tail, "RMSNormalization: Scale"));
+    const int64_t len = numElements(tail), outer = len ? x.size() / len : 0;
+    std::vector<int64_t> at(static_cast<size_t>(len));
+    forEachBroadcast<1>(tail, {&scale.shape()},
+                        [&](int64_t k, const std::array<int64_t, 1>& off) { at[k] = off[0]; });
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* px = x.data<T>();
+      const T* ps = scale.data<T>();
+      T* py = y->data<T>();
+      for (int64_t a = 0; a < outer; ++a) {
+        const T* xr = px + a * len;
+        double ss = 0;
+        for (int64_t k = 0; k < len; ++k) ss += static_cast<double>(xr[k]) * xr[k];
+        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(len) + eps_);
+        for (int64_t k = 0; k < len; ++k)
+          py[a * len + k] = static_cast<T>(static_cast<double>(xr[k]) * inv * ps[at[k]]);
+      }
+      return Status();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float eps_;
+};
+
 // Resize (opset 10+) and Upsample: separable, one axis at a time, through the taps of
 // kernels/resize_sampling.h (shared with the gradient, ResizeGrad).
 class ResizeKernel : public Kernel {
@@ -629,6 +675,7 @@ void addNnKernels(KernelRegistry& r) {
   r.add(kReferenceTable, "MaxPool", 1, kMaxOpset, &makeKernel<MaxPoolReference>);
   r.add(kReferenceTable, "MaxUnpool", 9, kMaxOpset, &makeKernel<MaxUnpool>, false);
   r.add(kReferenceTable, "InstanceNormalization", 1, kMaxOpset, &makeKernel<InstanceNorm>);
+  r.add(kReferenceTable, "RMSNormalization", 23, kMaxOpset, &makeKernel<RmsNorm>);
   r.add(kReferenceTable, "Resize", 10, kMaxOpset, &makeKernel<ResizeKernel>);
   r.add(kReferenceTable, "Upsample", 7, 9, &makeKernel<ResizeKernel>);
   r.add(kReferenceTable, "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);

@@ -407,6 +407,37 @@ Status gradLayerNorm(GradCtx& c) {
   return Status();
 }
 
+// RMSNormalization over the axes A from `axis` on, with inv = (mean_A(x^2) + eps)^-1/2,
+// xhat = x * inv and g = dY * scale: dX = inv * (g - xhat * mean_A(g * xhat)), and dScale is
+// dY * xhat summed down to Scale's shape.
+Status gradRmsNorm(GradCtx& c) {
+  const int r = c.types.rank(c.in(0));
+  if (r < 1) return Status::error("the rank of X must be known");
+  int64_t axis = attrInt(c.node, "axis", -1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return Status::error("axis is outside X's dimensions");
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < r; ++d) axes.push_back(d);
+  const int32_t t = c.types.elemType(c.in(0));
+  auto mean = [&](const std::string& v) {
+    return c.e.op1("ReduceMean", {v, c.e.ints(axes)}, {attrI("keepdims", 1)});
+  };
+  const std::string& x = c.in(0);
+  const std::string ms = mean(c.e.op1("Mul", {x, x}));
+  const std::string inv = c.e.op1(
+      "Reciprocal",
+      {c.e.op1("Sqrt",
+               {c.e.op1("Add", {ms, c.e.scalar(attrFloat(c.node, "epsilon", 1e-5f), t)})})});
+  const std::string xhat = c.e.op1("Mul", {x, inv});
+  if (c.need(0)) {
+    const std::string g = c.e.op1("Mul", {c.dY[0], c.in(1)});
+    const std::string m = mean(c.e.op1("Mul", {g, xhat}));
+    c.dX[0] = c.e.op1("Mul", {inv, c.e.op1("Sub", {g, c.e.op1("Mul", {xhat, m})})});
+  }
+  if (c.need(1)) c.dX[1] = c.sumTo(c.e.op1("Mul", {c.dY[0], xhat}), c.out(0), c.in(1));
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -511,6 +542,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"GlobalMaxPool", 1, kMax, gradPool},
         {"BatchNormalization", 9, kMax, gradBatchNorm},
         {"LayerNormalization", 17, kMax, gradLayerNorm},
+        {"RMSNormalization", 23, kMax, gradRmsNorm},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

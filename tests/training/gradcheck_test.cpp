@@ -455,6 +455,17 @@ std::vector<GradCase> cases() {
                {In{{2, 3, 4}}, In{{1, 4}, 0.5, 1.5}, In{{1}}},
                {attrI("axis", 1)}});
   v.back().dbl = false;
+  // RMSNormalization (opset 23): its gradient is composed of ONNX ops, in float and double.
+  v.push_back({"RMSNormalization",
+               "RMSNormalization",
+               {In{{3, 4}}, In{{4}, 0.5, 1.5}},
+               {attrI("axis", -1)}});
+  v.back().opset = 23;
+  v.push_back({"RMSNormalization_broadcast_scale",
+               "RMSNormalization",
+               {In{{2, 3, 4}}, In{{1, 4}, 0.5, 1.5}},
+               {attrI("axis", 1), attrF("epsilon", 1e-3f)}});
+  v.back().opset = 23;
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
