@@ -371,6 +371,61 @@ class RmsNorm : public Kernel {
   float eps_;
 };
 
+// GroupNormalization: the C channels of X [N, C, ...] form num_groups groups; each (image,
+// group) is normalized by its own mean and variance (taken in double), then scaled and shifted
+// per channel (opset 21) or, as opset 18 defined it, per group.
+class GroupNorm : public Kernel {
+ public:
+  explicit GroupNorm(const KernelInit& init)
+      : groups_(init.attrs.getInt("num_groups", 0)),
+        eps_(init.attrs.getFloat("epsilon", 1e-5f)),
+        perGroup_(init.opset < 21) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& scale = ctx.input(1);
+    const Tensor& bias = ctx.input(2);
+    if (x.rank() < 2) return Status::error("X needs at least 2 dimensions (N, C, ...)");
+    const int64_t N = x.dim(0), C = x.dim(1), G = groups_;
+    if (G < 1 || C % G)
+      return Status::error("num_groups is " + std::to_string(G) + "; it must divide the " +
+                           std::to_string(C) + " channels of X");
+    const int64_t want = perGroup_ ? G : C;
+    if (scale.size() != want || bias.size() != want || scale.dtype() != x.dtype() ||
+        bias.dtype() != x.dtype())
+      return Status::error(std::string("scale and bias need ") + std::to_string(want) +
+                           " elements of X's type (one per " + (perGroup_ ? "group" : "channel") +
+                           (perGroup_ ? " in opset 18" : "") + ")");
+    const int64_t S = C ? x.size() / std::max<int64_t>(1, N * C) : 0, per = C / G * S;
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* ps = scale.data<T>();
+      const T* pb = bias.data<T>();
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t g = 0; g < G; ++g) {
+          const T* p = x.data<T>() + (n * G + g) * per;
+          T* q = y->data<T>() + (n * G + g) * per;
+          double m = 0, v = 0;
+          for (int64_t i = 0; i < per; ++i) m += p[i];
+          m /= static_cast<double>(per);
+          for (int64_t i = 0; i < per; ++i) v += (p[i] - m) * (p[i] - m);
+          v /= static_cast<double>(per);
+          const double inv = 1 / std::sqrt(v + eps_);
+          for (int64_t i = 0; i < per; ++i) {
+            const int64_t k = perGroup_ ? g : g * (C / G) + i / S;
+            q[i] = static_cast<T>((p[i] - m) * inv * ps[k] + pb[k]);
+          }
+        }
+      return Status();
+    });
+  }
+
+ private:
+  int64_t groups_;
+  float eps_;
+  bool perGroup_;
+};
+
 // Resize (opset 10+) and Upsample: separable, one axis at a time, through the taps of
 // kernels/resize_sampling.h (shared with the gradient, ResizeGrad).
 class ResizeKernel : public Kernel {
@@ -676,6 +731,7 @@ void addNnKernels(KernelRegistry& r) {
   r.add(kReferenceTable, "MaxUnpool", 9, kMaxOpset, &makeKernel<MaxUnpool>, false);
   r.add(kReferenceTable, "InstanceNormalization", 1, kMaxOpset, &makeKernel<InstanceNorm>);
   r.add(kReferenceTable, "RMSNormalization", 23, kMaxOpset, &makeKernel<RmsNorm>);
+  r.add(kReferenceTable, "GroupNormalization", 18, kMaxOpset, &makeKernel<GroupNorm>);
   r.add(kReferenceTable, "Resize", 10, kMaxOpset, &makeKernel<ResizeKernel>);
   r.add(kReferenceTable, "Upsample", 7, 9, &makeKernel<ResizeKernel>);
   r.add(kReferenceTable, "GridSample", 16, kMaxOpset, &makeKernel<GridSample>);

@@ -438,6 +438,67 @@ Status gradRmsNorm(GradCtx& c) {
   return Status();
 }
 
+// GroupNormalization, in the view v = X reshaped to [N, G, rest]: with xhat = (v - mean) * inv
+// and dxhat = dY * scale per channel, dX = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat *
+// xhat)) over each group; dScale and dB sum dY * xhat and dY over the images and positions of
+// each channel (and, for opset 18's per-group scale and bias, over the channels of a group).
+Status gradGroupNorm(GradCtx& c) {
+  std::vector<int64_t> xd;
+  if (!c.types.dims(c.in(0), &xd) || xd.size() < 2 || xd[1] < 1)
+    return Status::error("the gradient needs X's channel count known");
+  const int64_t C = xd[1], G = attrInt(c.node, "num_groups", 1), r = xd.size();
+  if (G < 1 || C % G) return Status::error("num_groups must divide the channels");
+  const bool perGroup = c.opset < 21;
+  const int32_t t = c.types.elemType(c.in(0));
+  const std::string& x = c.in(0);
+  const std::string shape = c.e.op1("Shape", {x});
+  const std::string grouped = c.e.ints({0, G, -1});
+  auto view = [&](const std::string& v) { return c.e.op1("Reshape", {v, grouped}); };
+  auto mean = [&](const std::string& v) {
+    return c.e.op1("ReduceMean", {v, c.e.ints({2})}, {attrI("keepdims", 1)});
+  };
+  // Per-channel scale [C, 1, ...] (opset 18: each group's value repeated over its channels).
+  std::vector<int64_t> chanShape(r - 1, 1);
+  chanShape[0] = C;
+  auto perChannel = [&](const std::string& v) {
+    std::string w = v;
+    if (perGroup)
+      w = c.e.op1(
+          "Reshape",
+          {c.e.op1("Expand", {c.e.op1("Reshape", {v, c.e.ints({G, 1})}), c.e.ints({G, C / G})}),
+           c.e.ints({C})});
+    return c.e.op1("Reshape", {w, c.e.ints(chanShape)});
+  };
+  const std::string vx = view(x);
+  const std::string centered = c.e.op1("Sub", {vx, mean(vx)});
+  const std::string var = mean(c.e.op1("Mul", {centered, centered}));
+  const std::string inv = c.e.op1(
+      "Reciprocal",
+      {c.e.op1("Sqrt",
+               {c.e.op1("Add", {var, c.e.scalar(attrFloat(c.node, "epsilon", 1e-5f), t)})})});
+  const std::string xhat = c.e.op1("Mul", {centered, inv});  // grouped view
+  if (c.need(0)) {
+    const std::string g = view(c.e.op1("Mul", {c.dY[0], perChannel(c.in(1))}));
+    const std::string inner = c.e.op1(
+        "Sub",
+        {c.e.op1("Sub", {g, mean(g)}), c.e.op1("Mul", {xhat, mean(c.e.op1("Mul", {g, xhat}))})});
+    c.dX[0] = c.e.op1("Reshape", {c.e.op1("Mul", {inv, inner}), shape});
+  }
+  // Sums over every axis but the channels', then over each group's channels for opset 18.
+  std::vector<int64_t> rest{0};
+  for (int64_t d = 2; d < r; ++d) rest.push_back(d);
+  auto perParam = [&](const std::string& v) {
+    std::string s = c.e.op1("ReduceSum", {v, c.e.ints(rest)}, {attrI("keepdims", 0)});
+    if (perGroup)
+      s = c.e.op1("ReduceSum", {c.e.op1("Reshape", {s, c.e.ints({G, C / G})}), c.e.ints({1})},
+                  {attrI("keepdims", 0)});
+    return s;
+  };
+  if (c.need(1)) c.dX[1] = perParam(c.e.op1("Mul", {c.dY[0], c.e.op1("Reshape", {xhat, shape})}));
+  if (c.need(2)) c.dX[2] = perParam(c.dY[0]);
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -543,6 +604,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"BatchNormalization", 9, kMax, gradBatchNorm},
         {"LayerNormalization", 17, kMax, gradLayerNorm},
         {"RMSNormalization", 23, kMax, gradRmsNorm},
+        {"GroupNormalization", 18, kMax, gradGroupNorm},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

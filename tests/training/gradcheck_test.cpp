@@ -466,6 +466,17 @@ std::vector<GradCase> cases() {
                {In{{2, 3, 4}}, In{{1, 4}, 0.5, 1.5}},
                {attrI("axis", 1), attrF("epsilon", 1e-3f)}});
   v.back().opset = 23;
+  // GroupNormalization: per-channel scale and bias (opset 21) and per group (18).
+  v.push_back({"GroupNormalization",
+               "GroupNormalization",
+               {In{{2, 4, 3}}, In{{4}, 0.5, 1.5}, In{{4}}},
+               {attrI("num_groups", 2)}});
+  v.back().opset = 21;
+  v.push_back({"GroupNormalization_per_group_18",
+               "GroupNormalization",
+               {In{{2, 6, 2, 2}}, In{{3}, 0.5, 1.5}, In{{3}}},
+               {attrI("num_groups", 3), attrF("epsilon", 1e-3f)}});
+  v.back().opset = 18;
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})

@@ -1,7 +1,10 @@
-// RMSNormalization (opset 23) forward against its definition computed here in double: over the
-// axes from `axis` on, y = x / sqrt(mean(x^2) + epsilon) * scale, with scale broadcasting over
-// those axes. (The same cases matched ONNX Runtime 1.30 to 2.4e-7 when this kernel was written;
-// gradcheck_test.cpp checks the gradient by finite differences.) Bad axes and scales are errors.
+// The normalizations ONNX added after opset 17, forward, against their definitions computed here
+// in double (the same cases matched ONNX Runtime 1.30 to 2.4e-7 when the kernels were written;
+// gradcheck_test.cpp checks their gradients by finite differences). Bad attributes are errors.
+// - RMSNormalization (23): over the axes from `axis` on, y = x / sqrt(mean(x^2) + epsilon) *
+//   scale, with scale broadcasting over those axes.
+// - GroupNormalization (18, 21): each group of C / num_groups channels of an image normalized by
+//   its mean and variance, then scale and bias per channel (21) or per group (18).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -91,6 +94,63 @@ TEST(RmsNormalization, RefusesBadAxisAndScale) {
   auto badScale = rmsNorm(x, randomTensor({4}, 3), -1, 1e-5f);
   ASSERT_FALSE(badScale.ok());
   EXPECT_NE(badScale.message().find("Scale"), std::string::npos) << badScale.message();
+}
+
+dw::Result<Tensor> groupNorm(const Tensor& x, const Tensor& s, const Tensor& b, int64_t groups,
+                             int opset) {
+  onnx::ModelProto m = emptyModel(opset);
+  m.set_ir_version(10);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", x.shape());
+  addValue(g->add_input(), "s", s.shape());
+  addValue(g->add_input(), "b", b.shape());
+  g->add_output()->set_name("y");
+  auto* n = g->add_node();
+  n->set_op_type("GroupNormalization");
+  for (const char* in : {"x", "s", "b"}) n->add_input(in);
+  n->add_output("y");
+  auto* a = n->add_attribute();
+  a->set_name("num_groups");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(groups);
+  auto session = InferenceSession::create(m);
+  if (!session) return session.status();
+  auto out = (*session)->run({{"x", x}, {"s", s}, {"b", b}});
+  if (!out) return out.status();
+  return out->at("y");
+}
+
+TEST(GroupNormalization, MatchesDefinition) {
+  for (int opset : {18, 21}) {
+    SCOPED_TRACE(opset);
+    const int64_t N = 2, C = 6, S = 5, G = 3, per = opset < 21 ? G : C;
+    Tensor x = randomTensor({N, C, S}, 21), s = randomTensor({per}, 22, 0.5f, 1.5f),
+           b = randomTensor({per}, 23);
+    auto y = groupNorm(x, s, b, G, opset);
+    ASSERT_TRUE(y.ok()) << y.message();
+    const int64_t len = C / G * S;
+    for (int64_t row = 0; row < N * G; ++row) {
+      const float* p = x.data<float>() + row * len;
+      double m = 0, v = 0;
+      for (int64_t i = 0; i < len; ++i) m += p[i];
+      m /= len;
+      for (int64_t i = 0; i < len; ++i) v += (p[i] - m) * (p[i] - m);
+      v /= len;
+      for (int64_t i = 0; i < len; ++i) {
+        const int64_t g = row % G, k = opset < 21 ? g : g * (C / G) + i / S;
+        EXPECT_NEAR(y->data<float>()[row * len + i],
+                    (p[i] - m) / std::sqrt(v + 1e-5) * s.data<float>()[k] + b.data<float>()[k],
+                    2e-6);
+      }
+    }
+  }
+  Tensor x = randomTensor({1, 6, 2}, 1), s = randomTensor({6}, 2), b = randomTensor({6}, 3);
+  auto bad = groupNorm(x, s, b, 4, 21);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("num_groups"), std::string::npos) << bad.message();
+  auto badScale = groupNorm(x, s, b, 3, 18);  // opset 18 wants one value per group
+  ASSERT_FALSE(badScale.ok());
+  EXPECT_NE(badScale.message().find("per group"), std::string::npos) << badScale.message();
 }
 
 }  // namespace
