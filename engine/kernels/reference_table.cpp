@@ -11,6 +11,7 @@ void registerReferenceKernels(KernelRegistry& r) {
   addIndexKernels(r);
   addReduceKernels(r);
   addNnKernels(r);
+  addAttentionKernels(r);
   addControlKernels(r);
   addSequenceKernels(r);
   addMiscKernels(r);

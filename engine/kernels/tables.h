@@ -15,6 +15,7 @@ void addShapeKernels(KernelRegistry& r);        // kernels/shape_ops.cpp
 void addIndexKernels(KernelRegistry& r);        // kernels/index_ops.cpp
 void addReduceKernels(KernelRegistry& r);       // kernels/reduce.cpp
 void addNnKernels(KernelRegistry& r);           // kernels/nn.cpp
+void addAttentionKernels(KernelRegistry& r);    // kernels/attention.cpp
 void addControlKernels(KernelRegistry& r);      // kernels/control.cpp
 void addSequenceKernels(KernelRegistry& r);     // kernels/sequence.cpp
 void addMiscKernels(KernelRegistry& r);         // kernels/misc.cpp
