@@ -515,6 +515,9 @@ class GridSample : public Kernel {
       return Status::error("GridSample needs X [N, C, H, W] and grid [N, Ho, Wo, 2]");
     const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
     const int64_t Ho = grid.dim(1), Wo = grid.dim(2);
+    if ((H == 0 || W == 0) && N * C * Ho * Wo > 0)
+      return Status::error("X of shape " + shapeToString(x.shape()) +
+                           " has no pixels to sample; H and W must be at least 1");
     DW_ALLOC(y, ctx.output(0, x.dtype(), {N, C, Ho, Wo}));
     return dispatchFloat(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
