@@ -450,6 +450,32 @@ std::vector<GradOp> gradOps() {
               optional("dB", "Gradient with respect to B.")})
           .shapes({1, 2, 2})
           .mirror({"LayerNormalization"}, 17, {"axis"}),
+      GradOp("AttentionGrad",
+             "dQ, dK, dV and the caches' gradients of Attention (opset 23), recomputing the "
+             "attention weights from Q, K, V, the mask and the caches.",
+             {dY,
+              {"Q", Ty::Float, "The forward's Q."},
+              {"K", Ty::Float, "The forward's K."},
+              {"V", Ty::Float, "The forward's V."},
+              {"attn_mask", Ty::Any, "The forward's mask (bool, or added scores).", kOpt},
+              optional("past_key", "The forward's key cache."),
+              optional("past_value", "The forward's value cache."),
+              {"nonpad_kv_seqlen", Ty::Int64, "The forward's key counts per image.", kOpt}},
+             {optional("dQ", "Gradient with respect to Q."),
+              optional("dK", "Gradient with respect to K."),
+              optional("dV", "Gradient with respect to V."),
+              optional("dPastKey", "Gradient with respect to past_key."),
+              optional("dPastValue", "Gradient with respect to past_value.")})
+          .shapes({1, 2, 3, 5, 6})
+          .own({own("is_causal", ParamType::Int, Param::makeInt(0), "The forward's is_causal."),
+                own("q_num_heads", ParamType::Int, Param::makeInt(0),
+                    "The forward's q_num_heads (packed 3-D inputs)."),
+                own("kv_num_heads", ParamType::Int, Param::makeInt(0),
+                    "The forward's kv_num_heads (packed 3-D inputs)."),
+                own("scale", ParamType::Float, Param::makeFloat(0),
+                    "The forward's scale; 0: 1 / sqrt(head size)."),
+                own("softcap", ParamType::Float, Param::makeFloat(0),
+                    "The forward's softcap; 0: none.")}),
       GradOp("ConvGrad",
              "dX, dW and dB of Conv (transposed = 0) or ConvTranspose (transposed = 1): backward "
              "data, backward weights and the bias sum of dY.",

@@ -22,130 +22,227 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "nodes/catalogue.h"
 
 namespace dw::engine {
 
 namespace {
 
+// The node's attributes (the forward's, which AttentionGrad carries too).
+struct AttentionAttrs {
+  explicit AttentionAttrs(const Attributes& a)
+      : causal(a.getInt("is_causal", 0) != 0),
+        qHeads(a.getInt("q_num_heads", 0)),
+        kvHeads(a.getInt("kv_num_heads", 0)),
+        mode(a.getInt("qk_matmul_output_mode", 0)),
+        scale(a.has("scale") ? a.getFloat("scale") : 0.0f),
+        softcap(a.getFloat("softcap", 0.0f)) {}
+  bool causal;
+  int64_t qHeads, kvHeads, mode;
+  float scale;  // 0: 1 / sqrt(head size)
+  float softcap;
+};
+
+// One evaluation's geometry, read from Q, K, V, the mask, the caches and nonpad_kv_seqlen at
+// inputs `at`, `at` + 1... (0 for the op, 1 for its gradient, whose input 0 is dY).
+struct Problem {
+  bool packed = false;
+  int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, D = 0, Dv = 0, P = 0, T = 0;
+  std::vector<int64_t> nonpad;
+  const Tensor* mask = nullptr;
+  std::vector<int64_t> mstride = std::vector<int64_t>(4, 0);
+  int64_t maskLen = 0;
+  double scale = 1;
+
+  // Where head h's row s of a [B, S, heads * size] or [B, heads, S, size] tensor starts.
+  int64_t rowAt(int64_t b, int64_t h, int64_t heads, int64_t S, int64_t s, int64_t size) const {
+    return packed ? (b * S + s) * heads * size + h * size : ((b * heads + h) * S + s) * size;
+  }
+};
+
+Status parseProblem(KernelContext& ctx, int at, const AttentionAttrs& a, Problem& pb) {
+  const Tensor& q = ctx.input(at);
+  const Tensor& k = ctx.input(at + 1);
+  const Tensor& v = ctx.input(at + 2);
+  if (q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4))
+    return Status::error(
+        "Q, K and V must all be 3-D [B, S, heads * size] or all 4-D "
+        "[B, heads, S, size]; they have " +
+        std::to_string(q.rank()) + ", " + std::to_string(k.rank()) + " and " +
+        std::to_string(v.rank()) + " dimensions");
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    return Status::error("Q, K and V must be of one type");
+  pb.packed = q.rank() == 3;
+  pb.B = q.dim(0);
+  if (pb.packed) {
+    if (a.qHeads < 1 || a.kvHeads < 1)
+      return Status::error("3-D Q, K and V need the q_num_heads and kv_num_heads attributes");
+    pb.Hq = a.qHeads;
+    pb.Hkv = a.kvHeads;
+    pb.Sq = q.dim(1);
+    pb.Skv = k.dim(1);
+    if (q.dim(2) % pb.Hq || k.dim(2) % pb.Hkv || v.dim(2) % pb.Hkv)
+      return Status::error("the hidden sizes of Q, K and V must divide by their head counts");
+    pb.D = q.dim(2) / pb.Hq;
+    pb.Dv = v.dim(2) / pb.Hkv;
+    if (k.dim(2) / pb.Hkv != pb.D) return Status::error("K's head size differs from Q's");
+  } else {
+    pb.Hq = q.dim(1);
+    pb.Hkv = k.dim(1);
+    pb.Sq = q.dim(2);
+    pb.Skv = k.dim(2);
+    pb.D = q.dim(3);
+    pb.Dv = v.dim(3);
+    if (k.dim(3) != pb.D) return Status::error("K's head size differs from Q's");
+    if (v.dim(1) != pb.Hkv) return Status::error("K and V have different head counts");
+  }
+  if (k.dim(0) != pb.B || v.dim(0) != pb.B || (pb.packed ? v.dim(1) : v.dim(2)) != pb.Skv)
+    return Status::error("K and V must match Q's batch and each other's sequence length");
+  if (pb.Hkv < 1 || pb.Hq % pb.Hkv)
+    return Status::error("Q's " + std::to_string(pb.Hq) + " heads must be a multiple of K's " +
+                         std::to_string(pb.Hkv));
+  // The caches: [B, Hkv, P, size] before K and V.
+  const bool hasPast = ctx.hasInput(at + 4) || ctx.hasInput(at + 5);
+  if (hasPast && !(ctx.hasInput(at + 4) && ctx.hasInput(at + 5)))
+    return Status::error("past_key and past_value come together");
+  if (hasPast) {
+    const Tensor& pk = ctx.input(at + 4);
+    const Tensor& pv = ctx.input(at + 5);
+    if (pk.rank() != 4 || pv.rank() != 4 || pk.dim(0) != pb.B || pk.dim(1) != pb.Hkv ||
+        pk.dim(3) != pb.D || pv.dim(0) != pb.B || pv.dim(1) != pb.Hkv || pv.dim(3) != pb.Dv ||
+        pv.dim(2) != pk.dim(2) || pk.dtype() != q.dtype() || pv.dtype() != q.dtype())
+      return Status::error(
+          "past_key and past_value must be [B, kv heads, P, head size] of "
+          "Q's type, matching K and V");
+    pb.P = pk.dim(2);
+  }
+  pb.T = pb.P + pb.Skv;
+  if (ctx.hasInput(at + 6)) {
+    const Tensor& n = ctx.input(at + 6);
+    if (n.dtype() != DType::kInt64 || n.size() != pb.B)
+      return Status::error("nonpad_kv_seqlen needs one int64 per batch entry");
+    pb.nonpad.assign(n.data<int64_t>(), n.data<int64_t>() + pb.B);
+    for (int64_t len : pb.nonpad)
+      if (len < 0 || len > pb.T)
+        return Status::error("nonpad_kv_seqlen holds " + std::to_string(len) + ", outside 0.." +
+                             std::to_string(pb.T));
+  }
+  // The mask, right-aligned against [B, Hq, Sq, T'] (T' <= T: the keys past it are blocked).
+  if (ctx.hasInput(at + 3)) {
+    const Tensor& mask = ctx.input(at + 3);
+    pb.mask = &mask;
+    if (mask.dtype() != DType::kBool && mask.dtype() != q.dtype())
+      return Status::error(std::string("attn_mask is ") + dtypeName(mask.dtype()) +
+                           "; it must be bool (true: attend) or of Q's type (added)");
+    if (mask.rank() < 2 || mask.rank() > 4)
+      return Status::error("attn_mask needs 2 to 4 dimensions");
+    const Shape want{pb.B, pb.Hq, pb.Sq, pb.T};
+    const size_t r = mask.rank();
+    int64_t stride = 1;
+    for (size_t i = 0; i < r; ++i) {
+      const size_t md = r - 1 - i, wd = 3 - i;
+      const int64_t dim = mask.dim(md);
+      if (wd == 3) {
+        if (dim > pb.T)
+          return Status::error("attn_mask covers " + std::to_string(dim) + " keys; there are " +
+                               std::to_string(pb.T));
+        pb.maskLen = dim;
+        pb.mstride[wd] = 1;
+      } else if (dim == want[wd]) {
+        pb.mstride[wd] = stride;
+      } else if (dim != 1) {
+        return Status::error("attn_mask of shape " + shapeToString(mask.shape()) +
+                             " does not broadcast to [batch, heads, " + std::to_string(pb.Sq) +
+                             ", " + std::to_string(pb.T) + "]");
+      }
+      stride *= dim;
+    }
+  }
+  pb.scale = a.scale != 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(pb.D));
+  return Status();
+}
+
+// K and V joined with their caches, [B, Hkv, T, size], into `kAll` and `vAll`.
+template <class E>
+void joinCaches(KernelContext& ctx, int at, const Problem& pb, E* kAll, E* vAll) {
+  const Tensor& k = ctx.input(at + 1);
+  const Tensor& v = ctx.input(at + 2);
+  for (int64_t b = 0; b < pb.B; ++b)
+    for (int64_t h = 0; h < pb.Hkv; ++h) {
+      E* kd = kAll + (b * pb.Hkv + h) * pb.T * pb.D;
+      E* vd = vAll + (b * pb.Hkv + h) * pb.T * pb.Dv;
+      if (pb.P) {
+        std::copy_n(ctx.input(at + 4).data<E>() + (b * pb.Hkv + h) * pb.P * pb.D, pb.P * pb.D, kd);
+        std::copy_n(ctx.input(at + 5).data<E>() + (b * pb.Hkv + h) * pb.P * pb.Dv, pb.P * pb.Dv,
+                    vd);
+      }
+      for (int64_t s = 0; s < pb.Skv; ++s) {
+        std::copy_n(k.data<E>() + pb.rowAt(b, h, pb.Hkv, pb.Skv, s, pb.D), pb.D,
+                    kd + (pb.P + s) * pb.D);
+        std::copy_n(v.data<E>() + pb.rowAt(b, h, pb.Hkv, pb.Skv, s, pb.Dv), pb.Dv,
+                    vd + (pb.P + s) * pb.Dv);
+      }
+    }
+}
+
+// Query row i of head h of image b against the T keys of its key head `kd`: the scaled products
+// (raw), the capped scores (capped), the scores with the mask (z) and the softmax weights (p,
+// all 0 where every key is blocked). `raw`, `capped` and `z` may be null.
+template <class E>
+void scoreRow(const Problem& pb, const AttentionAttrs& a, int64_t b, int64_t h, int64_t i,
+              const E* qi, const E* kd, double* raw, double* capped, double* z, double* p) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t offset = pb.P ? pb.P : (pb.nonpad.empty() ? 0 : pb.nonpad[b] - pb.Sq);
+  double top = -inf;
+  for (int64_t j = 0; j < pb.T; ++j) {
+    double dot = 0;
+    const E* kj = kd + j * pb.D;
+    for (int64_t d = 0; d < pb.D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
+    double s = dot * pb.scale;
+    if (raw) raw[j] = s;
+    if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+    if (capped) capped[j] = s;
+    double bias = 0;
+    if (pb.mask) {
+      if (j >= pb.maskLen) {
+        bias = -inf;
+      } else {
+        const int64_t at = b * pb.mstride[0] + h * pb.mstride[1] + i * pb.mstride[2] + j;
+        bias = pb.mask->dtype() == DType::kBool ? (pb.mask->data<bool>()[at] ? 0.0 : -inf)
+                                                : static_cast<double>(pb.mask->data<E>()[at]);
+      }
+    }
+    if (a.causal && j > i + offset) bias = -inf;
+    if (!pb.nonpad.empty() && j >= pb.nonpad[b]) bias = -inf;
+    s += bias;
+    if (z) z[j] = s;
+    p[j] = s;
+    top = std::max(top, s);
+  }
+  if (top == -inf) {  // every key blocked: weights and output stay 0
+    std::fill(p, p + pb.T, 0.0);
+    return;
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < pb.T; ++j) sum += p[j] = std::exp(p[j] - top);
+  for (int64_t j = 0; j < pb.T; ++j) p[j] /= sum;
+}
+
 class Attention : public Kernel {
  public:
-  explicit Attention(const KernelInit& init)
-      : causal_(init.attrs.getInt("is_causal", 0) != 0),
-        qHeads_(init.attrs.getInt("q_num_heads", 0)),
-        kvHeads_(init.attrs.getInt("kv_num_heads", 0)),
-        mode_(init.attrs.getInt("qk_matmul_output_mode", 0)),
-        hasScale_(init.attrs.has("scale")),
-        scale_(init.attrs.getFloat("scale", 1.0f)),
-        softcap_(init.attrs.getFloat("softcap", 0.0f)) {
-    if (mode_ < 0 || mode_ > 3)
-      fail("qk_matmul_output_mode is " + std::to_string(mode_) +
+  explicit Attention(const KernelInit& init) : a_(init.attrs) {
+    if (a_.mode < 0 || a_.mode > 3)
+      fail("qk_matmul_output_mode is " + std::to_string(a_.mode) +
            "; it must be 0 (scaled QK), 1 (after softcap), 2 (after softcap and mask) or 3 "
            "(after softmax)");
   }
 
   Status compute(KernelContext& ctx) override {
+    Problem pb;
+    DW_RETURN_IF_ERROR(parseProblem(ctx, 0, a_, pb));
     const Tensor& q = ctx.input(0);
-    const Tensor& k = ctx.input(1);
-    const Tensor& v = ctx.input(2);
-    if (q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4))
-      return Status::error(
-          "Q, K and V must all be 3-D [B, S, heads * size] or all 4-D "
-          "[B, heads, S, size]; they have " +
-          std::to_string(q.rank()) + ", " + std::to_string(k.rank()) + " and " +
-          std::to_string(v.rank()) + " dimensions");
-    if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
-      return Status::error("Q, K and V must be of one type");
-    const bool packed = q.rank() == 3;
-    const int64_t B = q.dim(0);
-    int64_t Hq, Hkv, Sq, Skv, D, Dv;
-    if (packed) {
-      if (qHeads_ < 1 || kvHeads_ < 1)
-        return Status::error("3-D Q, K and V need the q_num_heads and kv_num_heads attributes");
-      Hq = qHeads_;
-      Hkv = kvHeads_;
-      Sq = q.dim(1);
-      Skv = k.dim(1);
-      if (q.dim(2) % Hq || k.dim(2) % Hkv || v.dim(2) % Hkv)
-        return Status::error("the hidden sizes of Q, K and V must divide by their head counts");
-      D = q.dim(2) / Hq;
-      Dv = v.dim(2) / Hkv;
-      if (k.dim(2) / Hkv != D) return Status::error("K's head size differs from Q's");
-    } else {
-      Hq = q.dim(1);
-      Hkv = k.dim(1);
-      Sq = q.dim(2);
-      Skv = k.dim(2);
-      D = q.dim(3);
-      Dv = v.dim(3);
-      if (k.dim(3) != D) return Status::error("K's head size differs from Q's");
-      if (v.dim(1) != Hkv) return Status::error("K and V have different head counts");
-    }
-    if (k.dim(0) != B || v.dim(0) != B || (packed ? v.dim(1) : v.dim(2)) != Skv)
-      return Status::error("K and V must match Q's batch and each other's sequence length");
-    if (Hkv < 1 || Hq % Hkv)
-      return Status::error("Q's " + std::to_string(Hq) + " heads must be a multiple of K's " +
-                           std::to_string(Hkv));
-    // The caches: [B, Hkv, P, D] before K and V.
-    const bool hasPast = ctx.hasInput(4) || ctx.hasInput(5);
-    if (hasPast && !(ctx.hasInput(4) && ctx.hasInput(5)))
-      return Status::error("past_key and past_value come together");
-    int64_t P = 0;
-    if (hasPast) {
-      const Tensor& pk = ctx.input(4);
-      const Tensor& pv = ctx.input(5);
-      if (pk.rank() != 4 || pv.rank() != 4 || pk.dim(0) != B || pk.dim(1) != Hkv ||
-          pk.dim(3) != D || pv.dim(0) != B || pv.dim(1) != Hkv || pv.dim(3) != Dv ||
-          pv.dim(2) != pk.dim(2) || pk.dtype() != q.dtype() || pv.dtype() != q.dtype())
-        return Status::error(
-            "past_key and past_value must be [B, kv heads, P, head size] of "
-            "Q's type, matching K and V");
-      P = pk.dim(2);
-    }
-    const int64_t T = P + Skv;
-    std::vector<int64_t> nonpad;
-    if (ctx.hasInput(6)) {
-      const Tensor& n = ctx.input(6);
-      if (n.dtype() != DType::kInt64 || n.size() != B)
-        return Status::error("nonpad_kv_seqlen needs one int64 per batch entry");
-      nonpad.assign(n.data<int64_t>(), n.data<int64_t>() + B);
-      for (int64_t len : nonpad)
-        if (len < 0 || len > T)
-          return Status::error("nonpad_kv_seqlen holds " + std::to_string(len) + ", outside 0.." +
-                               std::to_string(T));
-    }
-    // The mask, right-aligned against [B, Hq, Sq, T'] (T' <= T: the keys past it are blocked).
-    const Tensor* mask = ctx.hasInput(3) ? &ctx.input(3) : nullptr;
-    std::vector<int64_t> mstride(4, 0);
-    int64_t maskLen = 0;
-    if (mask) {
-      if (mask->dtype() != DType::kBool && mask->dtype() != q.dtype())
-        return Status::error(std::string("attn_mask is ") + dtypeName(mask->dtype()) +
-                             "; it must be bool (true: attend) or of Q's type (added)");
-      if (mask->rank() < 2 || mask->rank() > 4)
-        return Status::error("attn_mask needs 2 to 4 dimensions");
-      const Shape want{B, Hq, Sq, T};
-      const size_t r = mask->rank();
-      int64_t stride = 1;
-      for (size_t i = 0; i < r; ++i) {
-        const size_t md = r - 1 - i, wd = 3 - i;
-        const int64_t dim = mask->dim(md);
-        if (wd == 3) {
-          if (dim > T)
-            return Status::error("attn_mask covers " + std::to_string(dim) + " keys; there are " +
-                                 std::to_string(T));
-          maskLen = dim;
-          mstride[wd] = 1;
-        } else if (dim == want[wd]) {
-          mstride[wd] = stride;
-        } else if (dim != 1) {
-          return Status::error("attn_mask of shape " + shapeToString(mask->shape()) +
-                               " does not broadcast to [batch, heads, " + std::to_string(Sq) +
-                               ", " + std::to_string(T) + "]");
-        }
-        stride *= dim;
-      }
-    }
-    const Shape yShape = packed ? Shape{B, Sq, Hq * Dv} : Shape{B, Hq, Sq, Dv};
+    const int64_t B = pb.B, Hq = pb.Hq, Hkv = pb.Hkv, Sq = pb.Sq, T = pb.T, D = pb.D, Dv = pb.Dv;
+    const Shape yShape = pb.packed ? Shape{B, Sq, Hq * Dv} : Shape{B, Hq, Sq, Dv};
     DW_ALLOC(y, ctx.output(0, q.dtype(), yShape));
     Tensor* pkOut = ctx.wantsOutput(1) ? ctx.output(1, q.dtype(), {B, Hkv, T, D}) : nullptr;
     Tensor* pvOut = ctx.wantsOutput(2) ? ctx.output(2, q.dtype(), {B, Hkv, T, Dv}) : nullptr;
@@ -153,82 +250,35 @@ class Attention : public Kernel {
     if ((ctx.wantsOutput(1) && !pkOut) || (ctx.wantsOutput(2) && !pvOut) ||
         (ctx.wantsOutput(3) && !qkOut))
       return ctx.status();
-    const double scale = hasScale_ ? scale_ : 1.0 / std::sqrt(static_cast<double>(D));
     return dispatchFloat(q.dtype(), [&](auto z) -> Status {
       using E = decltype(z);
-      // The joined caches, [B, Hkv, T, size]: into the outputs where asked for.
       std::vector<E> kTmp, vTmp;
       E* kAll = pkOut ? pkOut->data<E>() : (kTmp.resize(B * Hkv * T * D), kTmp.data());
       E* vAll = pvOut ? pvOut->data<E>() : (vTmp.resize(B * Hkv * T * Dv), vTmp.data());
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < Hkv; ++h) {
-          E* kd = kAll + (b * Hkv + h) * T * D;
-          E* vd = vAll + (b * Hkv + h) * T * Dv;
-          if (P) {
-            std::copy_n(ctx.input(4).data<E>() + (b * Hkv + h) * P * D, P * D, kd);
-            std::copy_n(ctx.input(5).data<E>() + (b * Hkv + h) * P * Dv, P * Dv, vd);
-          }
-          for (int64_t s = 0; s < Skv; ++s) {
-            const E* ks = k.data<E>() + (packed ? (b * Skv + s) * Hkv * D + h * D
-                                                : ((b * Hkv + h) * Skv + s) * D);
-            const E* vs = v.data<E>() + (packed ? (b * Skv + s) * Hkv * Dv + h * Dv
-                                                : ((b * Hkv + h) * Skv + s) * Dv);
-            std::copy_n(ks, D, kd + (P + s) * D);
-            std::copy_n(vs, Dv, vd + (P + s) * Dv);
-          }
-        }
-      const double inf = std::numeric_limits<double>::infinity();
-      std::vector<double> score(T), acc(Dv);
+      joinCaches(ctx, 0, pb, kAll, vAll);
+      std::vector<double> raw(T), capped(T), masked(T), p(T), acc(Dv);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < Hq; ++h) {
           const int64_t hk = h / (Hq / Hkv);
           const E* kd = kAll + (b * Hkv + hk) * T * D;
           const E* vd = vAll + (b * Hkv + hk) * T * Dv;
           for (int64_t i = 0; i < Sq; ++i) {
-            const E* qi = q.data<E>() +
-                          (packed ? (b * Sq + i) * Hq * D + h * D : ((b * Hq + h) * Sq + i) * D);
-            E* qkRow = qkOut ? qkOut->data<E>() + ((b * Hq + h) * Sq + i) * T : nullptr;
-            // Without a past, nonpad_kv_seqlen sets where this image's queries end.
-            const int64_t offset = P ? P : (nonpad.empty() ? 0 : nonpad[b] - Sq);
-            for (int64_t j = 0; j < T; ++j) {
-              double dot = 0;
-              const E* kj = kd + j * D;
-              for (int64_t d = 0; d < D; ++d)
-                dot += static_cast<double>(qi[d]) * static_cast<double>(kj[d]);
-              double s = dot * scale;
-              if (qkRow && mode_ == 0) qkRow[j] = static_cast<E>(s);
-              if (softcap_ > 0) s = softcap_ * std::tanh(s / softcap_);
-              if (qkRow && mode_ == 1) qkRow[j] = static_cast<E>(s);
-              double bias = 0;
-              if (mask) {
-                if (j >= maskLen) {
-                  bias = -inf;
-                } else {
-                  const int64_t at = b * mstride[0] + h * mstride[1] + i * mstride[2] + j;
-                  bias = mask->dtype() == DType::kBool ? (mask->data<bool>()[at] ? 0.0 : -inf)
-                                                       : static_cast<double>(mask->data<E>()[at]);
-                }
-              }
-              if (causal_ && j > i + offset) bias = -inf;
-              if (!nonpad.empty() && j >= nonpad[b]) bias = -inf;
-              s += bias;
-              if (qkRow && mode_ == 2) qkRow[j] = static_cast<E>(s);
-              score[j] = s;
+            const E* qi = q.data<E>() + pb.rowAt(b, h, Hq, Sq, i, D);
+            scoreRow(pb, a_, b, h, i, qi, kd, raw.data(), capped.data(), masked.data(), p.data());
+            if (qkOut) {
+              const double* stage = a_.mode == 0   ? raw.data()
+                                    : a_.mode == 1 ? capped.data()
+                                    : a_.mode == 2 ? masked.data()
+                                                   : p.data();
+              E* row = qkOut->data<E>() + ((b * Hq + h) * Sq + i) * T;
+              for (int64_t j = 0; j < T; ++j) row[j] = static_cast<E>(stage[j]);
             }
-            double top = -inf;
-            for (int64_t j = 0; j < T; ++j) top = std::max(top, score[j]);
-            double sum = 0;
-            for (int64_t j = 0; j < T; ++j) sum += score[j] = std::exp(score[j] - top);
             std::fill(acc.begin(), acc.end(), 0.0);
-            const bool blocked = top == -inf;  // every key: weights and output stay 0
             for (int64_t j = 0; j < T; ++j) {
-              const double p = blocked ? 0.0 : score[j] / sum;
-              if (qkRow && mode_ == 3) qkRow[j] = static_cast<E>(p);
               const E* vj = vd + j * Dv;
-              for (int64_t d = 0; d < Dv; ++d) acc[d] += p * static_cast<double>(vj[d]);
+              for (int64_t d = 0; d < Dv; ++d) acc[d] += p[j] * static_cast<double>(vj[d]);
             }
-            E* yi = y->data<E>() +
-                    (packed ? (b * Sq + i) * Hq * Dv + h * Dv : ((b * Hq + h) * Sq + i) * Dv);
+            E* yi = y->data<E>() + pb.rowAt(b, h, Hq, Sq, i, Dv);
             for (int64_t d = 0; d < Dv; ++d) yi[d] = static_cast<E>(acc[d]);
           }
         }
@@ -237,16 +287,115 @@ class Attention : public Kernel {
   }
 
  private:
-  bool causal_;
-  int64_t qHeads_, kvHeads_, mode_;
-  bool hasScale_;
-  float scale_, softcap_;
+  AttentionAttrs a_;
+};
+
+// AttentionGrad (com.deepwire.grad): dQ, dK, dV and the caches' gradients from dY, recomputing
+// each query row's weights p: with dp_j = dY . v_j and dz_j = p_j (dp_j - sum_l p_l dp_l),
+// ds_j = dz_j (1 - tanh^2(s_j / softcap)) under a softcap, dq = scale sum_j ds_j k_j,
+// dk_j += scale ds_j q and dv_j += p_j dY, summed over the query heads sharing a key head.
+class AttentionGrad : public Kernel {
+ public:
+  explicit AttentionGrad(const KernelInit& init) : a_(init.attrs) {}
+
+  Status compute(KernelContext& ctx) override {
+    Problem pb;
+    DW_RETURN_IF_ERROR(parseProblem(ctx, 1, a_, pb));
+    const Tensor& dy = ctx.input(0);
+    const Tensor& q = ctx.input(1);
+    const int64_t B = pb.B, Hq = pb.Hq, Hkv = pb.Hkv, Sq = pb.Sq, Skv = pb.Skv, T = pb.T, D = pb.D,
+                  Dv = pb.Dv, P = pb.P;
+    const Shape yShape = pb.packed ? Shape{B, Sq, Hq * Dv} : Shape{B, Hq, Sq, Dv};
+    if (dy.shape() != yShape || dy.dtype() != q.dtype())
+      return Status::error("dY must have Y's shape " + shapeToString(yShape));
+    Tensor* out[5] = {};
+    const Tensor* like[5] = {&q, &ctx.input(2), &ctx.input(3), nullptr, nullptr};
+    if (P) like[3] = &ctx.input(5), like[4] = &ctx.input(6);
+    for (int o = 0; o < 5; ++o)
+      if (ctx.wantsOutput(o) && like[o]) {
+        out[o] = ctx.output(o, q.dtype(), like[o]->shape());
+        if (!out[o]) return ctx.status();
+      }
+    return dispatchFloat(q.dtype(), [&](auto z) -> Status {
+      using E = decltype(z);
+      std::vector<E> kAll(B * Hkv * T * D), vAll(B * Hkv * T * Dv);
+      joinCaches(ctx, 1, pb, kAll.data(), vAll.data());
+      std::vector<double> dq(B * Hq * Sq * D, 0.0), dk(B * Hkv * T * D, 0.0),
+          dv(B * Hkv * T * Dv, 0.0);
+      std::vector<double> raw(T), p(T), dp(T);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hq; ++h) {
+          const int64_t hk = h / (Hq / Hkv);
+          const E* kd = kAll.data() + (b * Hkv + hk) * T * D;
+          const E* vd = vAll.data() + (b * Hkv + hk) * T * Dv;
+          double* dkd = dk.data() + (b * Hkv + hk) * T * D;
+          double* dvd = dv.data() + (b * Hkv + hk) * T * Dv;
+          for (int64_t i = 0; i < Sq; ++i) {
+            const E* qi = q.data<E>() + pb.rowAt(b, h, Hq, Sq, i, D);
+            const E* gi = dy.data<E>() + pb.rowAt(b, h, Hq, Sq, i, Dv);
+            scoreRow(pb, a_, b, h, i, qi, kd, raw.data(), nullptr, nullptr, p.data());
+            double dot = 0;
+            for (int64_t j = 0; j < T; ++j) {
+              double s = 0;
+              for (int64_t d = 0; d < Dv; ++d) s += static_cast<double>(gi[d]) * vd[j * Dv + d];
+              dp[j] = s;
+              dot += p[j] * s;
+              for (int64_t d = 0; d < Dv; ++d) dvd[j * Dv + d] += p[j] * gi[d];
+            }
+            double* dqi = dq.data() + ((b * Hq + h) * Sq + i) * D;
+            for (int64_t j = 0; j < T; ++j) {
+              double ds = p[j] * (dp[j] - dot);
+              if (a_.softcap > 0) {
+                const double t = std::tanh(raw[j] / a_.softcap);
+                ds *= 1 - t * t;
+              }
+              ds *= pb.scale;
+              if (ds == 0) continue;
+              for (int64_t d = 0; d < D; ++d) {
+                dqi[d] += ds * kd[j * D + d];
+                dkd[j * D + d] += ds * qi[d];
+              }
+            }
+          }
+        }
+      // Back to the inputs' layouts: Q's, K's and V's, and the caches' first P positions.
+      if (out[0])
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i = 0; i < Sq; ++i)
+              for (int64_t d = 0; d < D; ++d)
+                out[0]->data<E>()[pb.rowAt(b, h, Hq, Sq, i, D) + d] =
+                    static_cast<E>(dq[((b * Hq + h) * Sq + i) * D + d]);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hkv; ++h)
+          for (int64_t t = 0; t < T; ++t) {
+            const double* gk = dk.data() + ((b * Hkv + h) * T + t) * D;
+            const double* gv = dv.data() + ((b * Hkv + h) * T + t) * Dv;
+            E* ok =
+                t < P ? (out[3] ? out[3]->data<E>() + ((b * Hkv + h) * P + t) * D : nullptr)
+                      : (out[1] ? out[1]->data<E>() + pb.rowAt(b, h, Hkv, Skv, t - P, D) : nullptr);
+            E* ov = t < P ? (out[4] ? out[4]->data<E>() + ((b * Hkv + h) * P + t) * Dv : nullptr)
+                          : (out[2] ? out[2]->data<E>() + pb.rowAt(b, h, Hkv, Skv, t - P, Dv)
+                                    : nullptr);
+            if (ok)
+              for (int64_t d = 0; d < D; ++d) ok[d] = static_cast<E>(gk[d]);
+            if (ov)
+              for (int64_t d = 0; d < Dv; ++d) ov[d] = static_cast<E>(gv[d]);
+          }
+      return Status();
+    });
+  }
+
+ private:
+  AttentionAttrs a_;
 };
 
 }  // namespace
 
 void addAttentionKernels(KernelRegistry& r) {
   r.add(kReferenceTable, "Attention", 23, 24, &makeKernel<Attention>);
+  r.add(kReferenceTable, "AttentionGrad", 1, kMaxOpset, &makeKernel<AttentionGrad>, true,
+        dw::kGradDomain);
 }
 
 }  // namespace dw::engine

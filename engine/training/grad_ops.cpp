@@ -499,6 +499,38 @@ Status gradGroupNorm(GradCtx& c) {
   return Status();
 }
 
+// Attention: one AttentionGrad node (kernels/attention.cpp) recomputes the weights and gives
+// dQ, dK, dV and the caches' gradients. Gradients arriving through present_key, present_value
+// or qk_matmul_output, and a float mask's own gradient, are not computed: such graphs are
+// refused with what to change.
+Status gradAttention(GradCtx& c) {
+  for (int o = 1; o < static_cast<int>(c.dY.size()); ++o)
+    if (!c.dY[o].empty())
+      return Status::error("gradients through Attention's output " + std::to_string(o) + " ('" +
+                           c.out(o) +
+                           "') are not supported; train from Y, or feed the caches as inputs "
+                           "without gradients");
+  if (c.need(3))
+    return Status::error(
+        "attn_mask's gradient is not supported; make the mask a constant or an "
+        "input the training does not update");
+  std::vector<std::string> ins{c.dY[0], c.in(0), c.in(1), c.in(2),
+                               c.in(3), c.in(4), c.in(5), c.in(6)};
+  while (ins.size() > 4 && ins.back().empty()) ins.pop_back();
+  std::vector<onnx::AttributeProto> attrs;
+  for (const auto& a : c.node.attribute())
+    if (a.name() == "is_causal" || a.name() == "q_num_heads" || a.name() == "kv_num_heads" ||
+        a.name() == "scale" || a.name() == "softcap")
+      attrs.push_back(a);
+  const int wants[5] = {0, 1, 2, 4, 5};
+  std::vector<std::string> outs;
+  for (int w : wants) outs.push_back(c.need(w) ? "" : "-");
+  auto r = c.e.op("AttentionGrad", ins, outs, attrs, kGradDomain);
+  for (int k = 0; k < 5; ++k)
+    if (c.need(wants[k])) c.dX[wants[k]] = r[k];
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -605,6 +637,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"LayerNormalization", 17, kMax, gradLayerNorm},
         {"RMSNormalization", 23, kMax, gradRmsNorm},
         {"GroupNormalization", 18, kMax, gradGroupNorm},
+        {"Attention", 23, 24, gradAttention},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

@@ -477,6 +477,21 @@ std::vector<GradCase> cases() {
                {In{{2, 6, 2, 2}}, In{{3}, 0.5, 1.5}, In{{3}}},
                {attrI("num_groups", 3), attrF("epsilon", 1e-3f)}});
   v.back().opset = 18;
+  // Attention (opset 23): 4-D heads; packed grouped-query heads with is_causal, softcap and a
+  // scale; a float mask (a constant) with trainable key/value caches.
+  v.push_back({"Attention", "Attention", {In{{1, 2, 3, 4}}, In{{1, 2, 4, 4}}, In{{1, 2, 4, 3}}}});
+  v.back().opset = 23;
+  v.push_back({"Attention_packed_grouped_causal_softcap",
+               "Attention",
+               {In{{2, 3, 8}}, In{{2, 3, 4}}, In{{2, 3, 6}}},
+               {attrI("q_num_heads", 4), attrI("kv_num_heads", 2), attrI("is_causal", 1),
+                attrF("softcap", 2.0f), attrF("scale", 0.7f)}});
+  v.back().opset = 23;
+  v.push_back({"Attention_past_and_mask",
+               "Attention",
+               {In{{1, 2, 2, 3}}, In{{1, 2, 2, 3}}, In{{1, 2, 2, 3}}, In{{2, 5}, -1, 1, false},
+                In{{1, 2, 3, 3}}, In{{1, 2, 3, 3}}}});
+  v.back().opset = 23;
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
