@@ -15,18 +15,33 @@
 // softcap, 2 after the mask too, 3 after the softmax (as ONNX Runtime 1.30 gives them). A query
 // whose every key is blocked gets zeros (ONNX Runtime's answer; the ONNX reference's softmax gives
 // NaN there). Statistics are taken in double.
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "nodes/catalogue.h"
+#include "ops/unary.h"
 
 namespace dw::engine {
 
 namespace {
+
+// C[M x N] = op(A) op(B) for row-major float matrices with leading dimensions, on oneDNN's
+// sgemm (threaded).
+void gemmF32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+             const float* Bm, int64_t ldb, float* C, int64_t ldc) {
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+  dnnl::sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.0f, A, lda, Bm, ldb, 0.0f, C, ldc);
+}
 
 // The node's attributes (the forward's, which AttentionGrad carries too).
 struct AttentionAttrs {
@@ -185,31 +200,29 @@ void joinCaches(KernelContext& ctx, int at, const Problem& pb, E* kAll, E* vAll)
     }
 }
 
-// Query row i of head h of image b against the T keys of its key head `kd`: the scaled products
-// (raw), the capped scores (capped), the scores with the mask (z) and the softmax weights (p,
-// all 0 where every key is blocked). `raw`, `capped` and `z` may be null.
-template <class E>
-void scoreRow(const Problem& pb, const AttentionAttrs& a, int64_t b, int64_t h, int64_t i,
-              const E* qi, const E* kd, double* raw, double* capped, double* z, double* p) {
-  const double inf = std::numeric_limits<double>::infinity();
+// Query row i of head h of image b, given its scaled products `raw` with the T keys: the capped
+// scores (capped), the scores with the mask (z) and the softmax weights (p, all 0 where every
+// key is blocked). `capped` and `z` may be null.
+// R is double, or float for the float path (its exponential vectorizes).
+template <class R>
+void finishRow(const Problem& pb, const AttentionAttrs& a, int64_t b, int64_t h, int64_t i,
+               const R* raw, R* capped, R* z, R* p) {
+  const R inf = std::numeric_limits<R>::infinity();
   const int64_t offset = pb.P ? pb.P : (pb.nonpad.empty() ? 0 : pb.nonpad[b] - pb.Sq);
-  double top = -inf;
+  const bool boolMask = pb.mask && pb.mask->dtype() == DType::kBool;
+  R top = -inf;
   for (int64_t j = 0; j < pb.T; ++j) {
-    double dot = 0;
-    const E* kj = kd + j * pb.D;
-    for (int64_t d = 0; d < pb.D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
-    double s = dot * pb.scale;
-    if (raw) raw[j] = s;
+    R s = raw[j];
     if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
     if (capped) capped[j] = s;
-    double bias = 0;
+    R bias = 0;
     if (pb.mask) {
       if (j >= pb.maskLen) {
         bias = -inf;
       } else {
         const int64_t at = b * pb.mstride[0] + h * pb.mstride[1] + i * pb.mstride[2] + j;
-        bias = pb.mask->dtype() == DType::kBool ? (pb.mask->data<bool>()[at] ? 0.0 : -inf)
-                                                : static_cast<double>(pb.mask->data<E>()[at]);
+        bias = boolMask ? (pb.mask->data<bool>()[at] ? R(0) : -inf)
+                        : static_cast<R>(pb.mask->getDouble(at));
       }
     }
     if (a.causal && j > i + offset) bias = -inf;
@@ -220,12 +233,31 @@ void scoreRow(const Problem& pb, const AttentionAttrs& a, int64_t b, int64_t h, 
     top = std::max(top, s);
   }
   if (top == -inf) {  // every key blocked: weights and output stay 0
-    std::fill(p, p + pb.T, 0.0);
+    std::fill(p, p + pb.T, R(0));
     return;
   }
-  double sum = 0;
-  for (int64_t j = 0; j < pb.T; ++j) sum += p[j] = std::exp(p[j] - top);
-  for (int64_t j = 0; j < pb.T; ++j) p[j] /= sum;
+  R sum = 0;
+  for (int64_t j = 0; j < pb.T; ++j) {
+    R e;
+    if constexpr (std::is_same_v<R, float>)
+      e = p[j] == -inf ? 0.0f : ops::detail::expArith(p[j] - top);
+    else
+      e = std::exp(p[j] - top);
+    sum += p[j] = e;
+  }
+  const R scale = R(1) / sum;
+  for (int64_t j = 0; j < pb.T; ++j) p[j] *= scale;
+}
+
+// The scaled products of query row qi with the T keys of `kd`, in double.
+template <class E>
+void rawScores(const Problem& pb, const E* qi, const E* kd, double* raw) {
+  for (int64_t j = 0; j < pb.T; ++j) {
+    double dot = 0;
+    const E* kj = kd + j * pb.D;
+    for (int64_t d = 0; d < pb.D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
+    raw[j] = dot * pb.scale;
+  }
 }
 
 class Attention : public Kernel {
@@ -256,6 +288,11 @@ class Attention : public Kernel {
       E* kAll = pkOut ? pkOut->data<E>() : (kTmp.resize(B * Hkv * T * D), kTmp.data());
       E* vAll = pvOut ? pvOut->data<E>() : (vTmp.resize(B * Hkv * T * Dv), vTmp.data());
       joinCaches(ctx, 0, pb, kAll, vAll);
+      if constexpr (std::is_same_v<E, float>) {
+        forwardFloat(pb, q.data<float>(), kAll, vAll, y->data<float>(),
+                     qkOut ? qkOut->data<float>() : nullptr);
+        return Status();
+      }
       std::vector<double> raw(T), capped(T), masked(T), p(T), acc(Dv);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < Hq; ++h) {
@@ -264,7 +301,8 @@ class Attention : public Kernel {
           const E* vd = vAll + (b * Hkv + hk) * T * Dv;
           for (int64_t i = 0; i < Sq; ++i) {
             const E* qi = q.data<E>() + pb.rowAt(b, h, Hq, Sq, i, D);
-            scoreRow(pb, a_, b, h, i, qi, kd, raw.data(), capped.data(), masked.data(), p.data());
+            rawScores(pb, qi, kd, raw.data());
+            finishRow(pb, a_, b, h, i, raw.data(), capped.data(), masked.data(), p.data());
             if (qkOut) {
               const double* stage = a_.mode == 0   ? raw.data()
                                     : a_.mode == 1 ? capped.data()
@@ -287,6 +325,44 @@ class Attention : public Kernel {
   }
 
  private:
+  // float: the heads in parallel, each as two sgemm products (QK^T, then the weights times V
+  // straight into Y's layout) around the row work (scale, softcap, mask, softmax) in float. On
+  // 8 x 128 tokens of 4 heads of 64 (2 threads) 0.9 ms against 3.3 for the double loops.
+  void forwardFloat(const Problem& pb, const float* q, const float* kAll, const float* vAll,
+                    float* y, float* qk) const {
+    const int64_t Hq = pb.Hq, Hkv = pb.Hkv, Sq = pb.Sq, T = pb.T, D = pb.D, Dv = pb.Dv;
+    const int64_t ldq = pb.packed ? Hq * D : D, ldy = pb.packed ? Hq * Dv : Dv;
+#pragma omp parallel
+    {
+      std::vector<float> products(Sq * T), weights(Sq * T), capped(T), masked(T);
+#pragma omp for schedule(static)
+      for (int64_t bh = 0; bh < pb.B * Hq; ++bh) {
+        const int64_t b = bh / Hq, h = bh % Hq, hk = h / (Hq / Hkv);
+        const float* kd = kAll + (b * Hkv + hk) * T * D;
+        const float* vd = vAll + (b * Hkv + hk) * T * Dv;
+        if (Sq == 0) continue;
+        gemmF32(false, true, Sq, T, D, q + pb.rowAt(b, h, Hq, Sq, 0, D), ldq, kd, D,
+                products.data(), T);
+        for (int64_t i = 0; i < Sq; ++i) {
+          float* raw = products.data() + i * T;
+          for (int64_t j = 0; j < T; ++j) raw[j] = static_cast<float>(raw[j] * pb.scale);
+          float* p = weights.data() + i * T;
+          finishRow(pb, a_, b, h, i, raw, capped.data(), masked.data(), p);
+          if (qk) {
+            const float* stage = a_.mode == 0   ? raw
+                                 : a_.mode == 1 ? capped.data()
+                                 : a_.mode == 2 ? masked.data()
+                                                : p;
+            std::copy_n(stage, T, qk + ((b * Hq + h) * Sq + i) * T);
+          }
+        }
+        if (Dv > 0)
+          gemmF32(false, false, Sq, Dv, T, weights.data(), T, vd, Dv,
+                  y + pb.rowAt(b, h, Hq, Sq, 0, Dv), ldy);
+      }
+    }
+  }
+
   AttentionAttrs a_;
 };
 
@@ -333,7 +409,8 @@ class AttentionGrad : public Kernel {
           for (int64_t i = 0; i < Sq; ++i) {
             const E* qi = q.data<E>() + pb.rowAt(b, h, Hq, Sq, i, D);
             const E* gi = dy.data<E>() + pb.rowAt(b, h, Hq, Sq, i, Dv);
-            scoreRow(pb, a_, b, h, i, qi, kd, raw.data(), nullptr, nullptr, p.data());
+            rawScores(pb, qi, kd, raw.data());
+            finishRow<double>(pb, a_, b, h, i, raw.data(), nullptr, nullptr, p.data());
             double dot = 0;
             for (int64_t j = 0; j < T; ++j) {
               double s = 0;
