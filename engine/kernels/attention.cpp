@@ -327,7 +327,8 @@ class Attention : public Kernel {
  private:
   // float: the heads in parallel, each as two sgemm products (QK^T, then the weights times V
   // straight into Y's layout) around the row work (scale, softcap, mask, softmax) in float. On
-  // 8 x 128 tokens of 4 heads of 64 (2 threads) 0.9 ms against 3.3 for the double loops.
+  // 8 x 128 tokens of 4 heads of 64 (2 threads) 1.6 ms against 3.3 for the double loops
+  // (ONNX Runtime 1.30: 0.83).
   void forwardFloat(const Problem& pb, const float* q, const float* kAll, const float* vAll,
                     float* y, float* qk) const {
     const int64_t Hq = pb.Hq, Hkv = pb.Hkv, Sq = pb.Sq, T = pb.T, D = pb.D, Dv = pb.Dv;
