@@ -36,6 +36,7 @@ namespace {
 // sgemm (threaded).
 void gemmF32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
              const float* Bm, int64_t ldb, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
     return;
@@ -341,7 +342,12 @@ class Attention : public Kernel {
         const int64_t b = bh / Hq, h = bh % Hq, hk = h / (Hq / Hkv);
         const float* kd = kAll + (b * Hkv + hk) * T * D;
         const float* vd = vAll + (b * Hkv + hk) * T * Dv;
-        if (Sq == 0) continue;
+        if (Sq == 0 || T == 0) {
+          if (Sq && Dv)
+            gemmF32(false, false, Sq, Dv, 0, nullptr, 1, nullptr, 1,
+                    y + pb.rowAt(b, h, Hq, Sq, 0, Dv), ldy);
+          continue;
+        }
         gemmF32(false, true, Sq, T, D, q + pb.rowAt(b, h, Hq, Sq, 0, D), ldq, kd, D,
                 products.data(), T);
         for (int64_t i = 0; i < Sq; ++i) {
