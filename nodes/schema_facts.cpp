@@ -589,11 +589,12 @@ Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMod
   return inferValidatedShapes(model, unsafe, checkTypes, strictMode, dataPropagation);
 }
 
-Status checkInputTypes(const onnx::ModelProto& model) {
-  const auto opsets = opsetsOf(model);
-  const auto& g = model.graph();
-  // Element types where the model states them: declarations, initializers, inferred values.
-  std::map<std::string, int32_t> elem;
+namespace {
+
+// checkInputTypes over graph `g`, whose enclosing graphs' element types are `elem` (a body sees
+// the values of the graphs around it).
+Status checkGraphInputTypes(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
+                            std::map<std::string, int32_t> elem) {
   auto note = [&](const onnx::ValueInfoProto& v) {
     if (v.has_type() && v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
       elem[v.name()] = v.type().tensor_type().elem_type();
@@ -660,7 +661,23 @@ Status checkInputTypes(const onnx::ModelProto& model) {
                            ". Cast it first (a Cast node), or export the model with that type");
     }
   }
+  // The bodies of If, Loop and Scan (and any other graph attribute), with this graph's values.
+  for (const auto& node : g.node())
+    for (const auto& a : node.attribute()) {
+      const std::string where = "in the " + a.name() + " body of node '" + nodeName(node) + "'";
+      if (a.has_g())
+        DW_RETURN_IF_ERROR(checkGraphInputTypes(a.g(), opsets, elem).withContext(where));
+      for (const auto& sg : a.graphs())
+        DW_RETURN_IF_ERROR(checkGraphInputTypes(sg, opsets, elem).withContext(where));
+    }
   return Status();
+}
+
+}  // namespace
+
+Status checkInputTypes(const onnx::ModelProto& model) {
+  // Element types where the model states them: declarations, initializers, inferred values.
+  return checkGraphInputTypes(model.graph(), opsetsOf(model), {});
 }
 
 namespace {

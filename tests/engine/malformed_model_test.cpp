@@ -305,6 +305,40 @@ TEST(MalformedModel, InputTypeOutsideTheConstraint) {
       << r.message();
 }
 
+// The same checks reach the bodies of If, Loop and Scan, which see the enclosing graph's values:
+// an Add inside a then_branch of a float graph input and a double one of the branch's own.
+TEST(MalformedModel, InputTypesInsideBodies) {
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "a", {2, 3});
+  auto* c = g->add_input();
+  c->set_name("c");
+  c->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  g->add_output()->set_name("y");
+  auto* n = addNode(g, "If", {"c"}, {"y"});
+  n->set_name("branch");
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* body = a->mutable_g();
+    body->set_name(name);
+    auto* k = body->add_initializer();
+    k->set_name(std::string(name) + "_k");
+    k->set_data_type(onnx::TensorProto::DOUBLE);
+    k->add_double_data(1.0);
+    addValue(body->add_output(), std::string(name) + "_y", {2, 3});
+    addNode(body, "Add", {"a", std::string(name) + "_k"}, {std::string(name) + "_y"})
+        ->set_name(std::string(name) + "_add");
+  }
+  auto s = InferenceSession::create(m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("then_branch body of node 'branch'"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("input 1 ('then_branch_k') is tensor(double)"), std::string::npos)
+      << s.message();
+}
+
 // A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
 // input's type unasked); the model now runs on the kernels, which see the real tensor.
 TEST(MalformedModel, UntypedGraphInputRuns) {
