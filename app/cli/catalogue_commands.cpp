@@ -240,15 +240,44 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
   auto type = std::make_shared<std::string>();
   auto ddomain = std::make_shared<std::string>();
   auto djson = std::make_shared<bool>(false);
+  auto dopset = std::make_shared<int>(0);
   describe->add_option("TYPE", *type, "Node type, e.g. BatchNormalization")->required();
   describe->add_option("--domain", *ddomain, "Domain, when a type exists in several");
+  describe
+      ->add_option("--opset", *dopset,
+                   "The version a model importing this opset of the node's domain gets "
+                   "(operators newer than the palette's opset, e.g. Attention at 23)")
+      ->check(CLI::PositiveNumber);
   describe->add_flag("--json", *djson, "Print JSON");
-  describe->callback([type, ddomain, djson, &exitCode] {
+  describe->callback([type, ddomain, djson, dopset, &exitCode] {
     const auto& cat = Catalogue::instance();
     std::vector<const NodeSpec*> found;
+    const std::string domain = ddomain->empty() ? kOnnxDomain : canonicalDomain(*ddomain);
+    if (*dopset > 0) {
+      if (const NodeSpec* s = cat.find(domain, *type, *dopset)) {
+        if (*djson)
+          std::cout << jsonText(specJson(*s, true), 1) << "\n";
+        else
+          printDescribe(*s);
+      } else {
+        exitCode = fail("no node type '" + *type + "' in opset " + std::to_string(*dopset) +
+                        " of " + domain);
+      }
+      return;
+    }
     for (const auto* s : cat.all())
       if (s->type == *type && (ddomain->empty() || s->domain == canonicalDomain(*ddomain)))
         found.push_back(s);
+    // An operator newer than the palette's opset: say which opset has it.
+    if (found.empty())
+      if (const NodeSpec* newer = cat.find(domain, *type, 1000)) {
+        exitCode = fail("'" + *type + "' is an " + domain + " operator since opset " +
+                        std::to_string(newer->version) +
+                        ", newer than the palette's; models "
+                        "that import that opset use it. `deepwire describe " +
+                        *type + " --opset " + std::to_string(newer->version) + "` shows it");
+        return;
+      }
     if (found.empty()) {
       std::string msg = "unknown node type '" + *type + "'";
       auto hints = cat.suggest(*type);
