@@ -474,9 +474,90 @@ class AttentionGrad : public Kernel {
   AttentionAttrs a_;
 };
 
+// RotaryEmbedding (opset 23): rotates pairs of each head's first rotary_embedding_dim values
+// (all of them by default) by the angles whose cosines and sines the caches hold: pairs are
+// (x[i], x[i + rot / 2]), or with interleaved (x[2i], x[2i + 1]); y1 = x1 cos - x2 sin,
+// y2 = x1 sin + x2 cos, the rest copied. X is [B, heads, S, size] or, packed, [B, S, heads *
+// size] (num_heads says how many). The caches are [B, S, rot / 2], or with position_ids [B, S]
+// rows of [positions, rot / 2] tables. Its gradient is the same rotation with the sines negated.
+class RotaryEmbedding : public Kernel {
+ public:
+  explicit RotaryEmbedding(const KernelInit& init)
+      : heads_(init.attrs.getInt("num_heads", 0)),
+        rot_(init.attrs.getInt("rotary_embedding_dim", 0)),
+        interleaved_(init.attrs.getInt("interleaved", 0) != 0) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& cosT = ctx.input(1);
+    const Tensor& sinT = ctx.input(2);
+    if (x.rank() != 3 && x.rank() != 4)
+      return Status::error("X must be [B, heads, S, size] or [B, S, heads * size]");
+    const bool packed = x.rank() == 3;
+    const int64_t B = x.dim(0), S = packed ? x.dim(1) : x.dim(2);
+    if (packed && (heads_ < 1 || x.dim(2) % heads_))
+      return Status::error("a 3-D X needs num_heads, dividing its last dimension");
+    const int64_t H = packed ? heads_ : x.dim(1), D = packed ? x.dim(2) / heads_ : x.dim(3);
+    const int64_t rot = rot_ ? rot_ : D, half = rot / 2;
+    if (rot < 0 || rot > D || rot % 2)
+      return Status::error("rotary_embedding_dim is " + std::to_string(rot) +
+                           "; it must be even and at most the head size " + std::to_string(D));
+    if (cosT.dtype() != x.dtype() || sinT.dtype() != x.dtype() || cosT.shape() != sinT.shape())
+      return Status::error("cos_cache and sin_cache must have one shape and X's type");
+    std::vector<int64_t> pos;
+    if (ctx.hasInput(3)) {
+      const Tensor& p = ctx.input(3);
+      if (p.dtype() != DType::kInt64 || p.shape() != Shape{B, S})
+        return Status::error("position_ids must be int64 [" + std::to_string(B) + ", " +
+                             std::to_string(S) + "]");
+      if (cosT.rank() != 2 || cosT.dim(1) != half)
+        return Status::error("with position_ids the caches must be [positions, " +
+                             std::to_string(half) + "]");
+      pos.assign(p.data<int64_t>(), p.data<int64_t>() + p.size());
+      for (int64_t v : pos)
+        if (v < 0 || v >= cosT.dim(0))
+          return Status::error("position_ids holds " + std::to_string(v) + ", outside the " +
+                               std::to_string(cosT.dim(0)) + " positions of the caches");
+    } else if (cosT.shape() != Shape{B, S, half}) {
+      return Status::error("without position_ids the caches must be [" + std::to_string(B) + ", " +
+                           std::to_string(S) + ", " + std::to_string(half) + "]");
+    }
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using E = decltype(z);
+      const E* px = x.data<E>();
+      E* py = y->data<E>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t row = pos.empty() ? b * S + s : pos[b * S + s];
+          const E* c = cosT.data<E>() + row * half;
+          const E* sn = sinT.data<E>() + row * half;
+          for (int64_t h = 0; h < H; ++h) {
+            const int64_t at = packed ? (b * S + s) * H * D + h * D : ((b * H + h) * S + s) * D;
+            const E* xi = px + at;
+            E* yi = py + at;
+            for (int64_t i = 0; i < half; ++i) {
+              const int64_t i1 = interleaved_ ? 2 * i : i, i2 = interleaved_ ? 2 * i + 1 : i + half;
+              const double x1 = xi[i1], x2 = xi[i2];
+              yi[i1] = static_cast<E>(x1 * c[i] - x2 * sn[i]);
+              yi[i2] = static_cast<E>(x1 * sn[i] + x2 * c[i]);
+            }
+            std::copy(xi + rot, xi + D, yi + rot);
+          }
+        }
+      return Status();
+    });
+  }
+
+ private:
+  int64_t heads_, rot_;
+  bool interleaved_;
+};
+
 }  // namespace
 
 void addAttentionKernels(KernelRegistry& r) {
+  r.add(kReferenceTable, "RotaryEmbedding", 23, kMaxOpset, &makeKernel<RotaryEmbedding>);
   r.add(kReferenceTable, "Attention", 23, 24, &makeKernel<Attention>);
   r.add(kReferenceTable, "AttentionGrad", 1, kMaxOpset, &makeKernel<AttentionGrad>, true,
         dw::kGradDomain);

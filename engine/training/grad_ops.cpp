@@ -531,6 +531,18 @@ Status gradAttention(GradCtx& c) {
   return Status();
 }
 
+// RotaryEmbedding rotates pairs of X by fixed angles: dX rotates dY back, the same op with the
+// sines negated. The caches and positions are constants.
+Status gradRotaryEmbedding(GradCtx& c) {
+  if (c.need(1) || c.need(2))
+    return Status::error("the cos and sin caches are not differentiable; make them constants");
+  if (!c.need(0)) return Status();
+  std::vector<std::string> ins{c.dY[0], c.in(1), c.e.op1("Neg", {c.in(2)})};
+  if (!c.in(3).empty()) ins.push_back(c.in(3));
+  c.dX[0] = c.e.op1("RotaryEmbedding", ins, c.forwardAttrs());
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -638,6 +650,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"RMSNormalization", 23, kMax, gradRmsNorm},
         {"GroupNormalization", 18, kMax, gradGroupNorm},
         {"Attention", 23, 24, gradAttention},
+        {"RotaryEmbedding", 23, kMax, gradRotaryEmbedding},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

