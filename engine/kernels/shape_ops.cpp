@@ -794,7 +794,8 @@ class DepthSpace : public Kernel {
     const Tensor& x = ctx.input(0);
     if (x.rank() != 4) return Status::error("input must be 4-D");
     const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), b = bs_;
-    if (b < 1) return Status::error("blocksize is " + std::to_string(b) + "; it must be at least 1");
+    if (b < 1)
+      return Status::error("blocksize is " + std::to_string(b) + "; it must be at least 1");
     Shape view, out;
     std::vector<int64_t> perm;
     if (toSpace_) {
@@ -898,7 +899,101 @@ Status concatTensors(KernelContext& ctx, const std::vector<const Tensor*>& ins, 
   return Concat::concat(ctx, ins, axis, outIdx);
 }
 
+namespace {
+
+// CenterCropPad (opset 18): each axis listed (all by default) takes the size `shape` gives it,
+// keeping the centre: a longer axis is cropped from (in - out) / 2 on, a shorter one placed at
+// (out - in) / 2 in zeros (empty strings).
+class CenterCropPad : public Kernel {
+ public:
+  explicit CenterCropPad(const KernelInit& init) : axes_(init.attrs.getInts("axes")) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const auto sizes = intsInput(ctx, 1);
+    std::vector<int64_t> axes = axes_;
+    if (axes.empty())
+      for (size_t d = 0; d < x.rank(); ++d) axes.push_back(static_cast<int64_t>(d));
+    if (sizes.size() != axes.size())
+      return Status::error("shape has " + std::to_string(sizes.size()) + " sizes for " +
+                           std::to_string(axes.size()) + " axes");
+    Shape out = x.shape();
+    std::vector<bool> seen(x.rank(), false);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (!validAxis(axes[k], x.rank()) || x.rank() == 0)
+        return Status::error("axis " + std::to_string(axes[k]) + " is outside the " +
+                             std::to_string(x.rank()) + " dimensions of the input");
+      const int64_t a = normAxis(axes[k], x.rank());
+      if (seen[a]) return Status::error("axis " + std::to_string(a) + " is listed twice");
+      seen[a] = true;
+      if (sizes[k] < 0) return Status::error("shape holds a negative size");
+      out[a] = sizes[k];
+    }
+    DW_ALLOC(y, ctx.output(0, x.dtype(), out));
+    if (x.dtype() != DType::kString && y->size()) std::memset(y->raw(), 0, y->bytes());
+    const size_t r = x.rank();
+    // Per axis: where the kept span starts in X and in Y, and its length.
+    std::vector<int64_t> from(r), to(r), len(r);
+    for (size_t d = 0; d < r; ++d) {
+      const int64_t in = x.dim(d), o = out[d];
+      from[d] = in > o ? (in - o) / 2 : 0;
+      to[d] = o > in ? (o - in) / 2 : 0;
+      len[d] = std::min(in, o);
+    }
+    if (r == 0) {
+      copyElems(x, 0, *y, 0, 1);
+      return Status();
+    }
+    for (size_t d = 0; d < r; ++d)
+      if (len[d] == 0) return Status();
+    const auto xs = stridesOf(x.shape()), ys = stridesOf(out);
+    std::vector<int64_t> idx(r, 0);  // over the span, the last axis in one copy
+    while (true) {
+      int64_t xo = 0, yo = 0;
+      for (size_t d = 0; d < r; ++d) {
+        xo += (from[d] + idx[d]) * xs[d];
+        yo += (to[d] + idx[d]) * ys[d];
+      }
+      copyElems(x, xo, *y, yo, len[r - 1]);
+      size_t d = r - 1;
+      while (d-- > 0) {
+        if (++idx[d] < len[d]) break;
+        idx[d] = 0;
+      }
+      if (d == static_cast<size_t>(-1)) break;
+    }
+    return Status();
+  }
+
+ private:
+  std::vector<int64_t> axes_;
+};
+
+// StringConcat (opset 20): X + Y elementwise, broadcasting.
+class StringConcat : public Kernel {
+ public:
+  explicit StringConcat(const KernelInit&) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != DType::kString || b.dtype() != DType::kString)
+      return Status::error("StringConcat takes string tensors");
+    auto shape = broadcastShapes({a.shape(), b.shape()});
+    if (!shape) return shape.status();
+    DW_ALLOC(y, ctx.output(0, DType::kString, *shape));
+    auto& out = y->strings();
+    std::array<const Shape*, 2> ins{&a.shape(), &b.shape()};
+    forEachBroadcast<2>(*shape, ins, [&](int64_t i, const std::array<int64_t, 2>& o) {
+      out[i] = a.strings()[o[0]] + b.strings()[o[1]];
+    });
+    return Status();
+  }
+};
+
+}  // namespace
+
 void addShapeKernels(KernelRegistry& r) {
+  r.add(kReferenceTable, "CenterCropPad", 18, kMaxOpset, &makeKernel<CenterCropPad>, false);
+  r.add(kReferenceTable, "StringConcat", 20, kMaxOpset, &makeKernel<StringConcat>, false);
   const char* h = kReferenceTable;
   r.add(h, "Identity", 1, kMaxOpset, &makeKernel<Identity>, false);
   r.add(h, "Reshape", 1, kMaxOpset, &makeKernel<Reshape>, false);

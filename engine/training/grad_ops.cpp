@@ -543,6 +543,17 @@ Status gradRotaryEmbedding(GradCtx& c) {
   return Status();
 }
 
+// CenterCropPad keeps a centred span of each axis listed: dX puts dY back, the same op from Y's
+// sizes to X's (the centring offsets agree both ways).
+Status gradCenterCropPad(GradCtx& c) {
+  if (!c.need(0)) return Status();
+  std::string sizes = c.e.op1("Shape", {c.in(0)});
+  if (const auto* a = findAttr(c.node, "axes"); a && a->ints_size() > 0)
+    sizes = c.e.op1("Gather", {sizes, c.e.ints({a->ints().begin(), a->ints().end()})});
+  c.dX[0] = c.e.op1("CenterCropPad", {c.dY[0], sizes}, c.forwardAttrs());
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -651,6 +662,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"GroupNormalization", 18, kMax, gradGroupNorm},
         {"Attention", 23, 24, gradAttention},
         {"RotaryEmbedding", 23, kMax, gradRotaryEmbedding},
+        {"CenterCropPad", 18, kMax, gradCenterCropPad},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

@@ -511,6 +511,15 @@ std::vector<GradCase> cases() {
     v.back().opset = 23;
     v.back().dbl = false;
   }
+  // CenterCropPad (opset 18): one axis cropped by an odd amount, one padded by an odd amount.
+  {
+    In sizes{{2}, 0, 0, false};
+    sizes.type = onnx::TensorProto::INT64;
+    sizes.values = {2, 6};
+    v.push_back(
+        {"CenterCropPad", "CenterCropPad", {In{{2, 5, 3}}, sizes}, {attrInts("axes", {1, 2})}});
+    v.back().opset = 18;
+  }
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
