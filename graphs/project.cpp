@@ -248,8 +248,18 @@ class Reader {
       const json& m = *it;
       if (!m.is_object()) return fail("/model", "expected an object");
       DW_RETURN_IF_ERROR(get(m, "/model", "ir_version", &info.irVersion, false, "an integer"));
+      // Each version through get<int>, which refuses what is not an int (a float beyond int's
+      // range was undefined behaviour in nlohmann's conversion of the whole map).
       std::map<std::string, int> opsets;
-      DW_RETURN_IF_ERROR(get(m, "/model", "opsets", &opsets, false, "an object of integers"));
+      if (auto os = m.find("opsets"); os != m.end()) {
+        if (!os->is_object()) return fail("/model/opsets", "expected an object of integers");
+        for (const auto& [domain, v] : os->items()) {
+          int version = 0;
+          DW_RETURN_IF_ERROR(
+              get(*os, "/model/opsets", domain.c_str(), &version, true, "an integer version"));
+          opsets[domain] = version;
+        }
+      }
       if (!opsets.empty()) {
         info.opsets.clear();
         for (const auto& [d, v] : opsets) info.opsets[canonicalDomain(d)] = v;
