@@ -248,16 +248,23 @@ class Reader {
       const json& m = *it;
       if (!m.is_object()) return fail("/model", "expected an object");
       DW_RETURN_IF_ERROR(get(m, "/model", "ir_version", &info.irVersion, false, "an integer"));
-      // Each version through get<int>, which refuses what is not an int (a float beyond int's
-      // range was undefined behaviour in nlohmann's conversion of the whole map).
+      // Each version checked to be an int before converting: a float beyond int's range was
+      // undefined behaviour in nlohmann's conversion of the whole map. Domains are used as they
+      // are (they may hold any byte, NUL included, so no lookup by C string).
       std::map<std::string, int> opsets;
       if (auto os = m.find("opsets"); os != m.end()) {
         if (!os->is_object()) return fail("/model/opsets", "expected an object of integers");
         for (const auto& [domain, v] : os->items()) {
-          int version = 0;
-          DW_RETURN_IF_ERROR(
-              get(*os, "/model/opsets", domain.c_str(), &version, true, "an integer version"));
-          opsets[domain] = version;
+          const bool isInt = v.is_number_integer() &&
+                             (v.is_number_unsigned()
+                                  ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                                  : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                        v.get<int64_t>() <= std::numeric_limits<int>::max());
+          if (!isInt)
+            return fail("/model/opsets/" + domain,
+                        std::string("expected an integer version, got ") + v.type_name() + " " +
+                            v.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40));
+          opsets[domain] = v.get<int>();
         }
       }
       if (!opsets.empty()) {
