@@ -194,6 +194,22 @@ json portToJson(int port) {
 }
 
 // Reads the fields of a project, tracking the JSON path for messages.
+
+// Whether a JSON value is an integer that T holds: nlohmann converts any number to an integer,
+// and a float beyond its range is undefined behaviour there, so integers must be written as
+// integers.
+template <class T>
+bool fitsInteger(const json& v) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+  const int64_t i = v.get<int64_t>();
+  if constexpr (std::is_unsigned_v<T>)
+    return i >= 0 && uint64_t(i) <= uint64_t(std::numeric_limits<T>::max());
+  else
+    return i >= int64_t(std::numeric_limits<T>::min()) &&
+           i <= int64_t(std::numeric_limits<T>::max());
+}
+
 class Reader {
  public:
   explicit Reader(std::string source) : source_(std::move(source)) {}
@@ -208,13 +224,8 @@ class Reader {
     auto it = obj.find(key);
     if (it == obj.end())
       return required ? fail(path, std::string("missing \"") + key + "\"") : Status();
-    // nlohmann converts any number to an integer, and a float beyond its range is undefined
-    // behaviour there: integers must be written as integers.
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const bool fits = it->is_number_integer() &&
-                        (!it->is_number_unsigned() ||
-                         it->template get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max()));
-      if (!fits)
+      if (!fitsInteger<T>(*it))
         return fail(path + "/" + key, std::string("expected ") + expected + ", got " +
                                           it->type_name() + " " + it->dump().substr(0, 40));
     }
@@ -255,12 +266,7 @@ class Reader {
       if (auto os = m.find("opsets"); os != m.end()) {
         if (!os->is_object()) return fail("/model/opsets", "expected an object of integers");
         for (const auto& [domain, v] : os->items()) {
-          const bool isInt = v.is_number_integer() &&
-                             (v.is_number_unsigned()
-                                  ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
-                                  : v.get<int64_t>() >= std::numeric_limits<int>::min() &&
-                                        v.get<int64_t>() <= std::numeric_limits<int>::max());
-          if (!isInt)
+          if (!fitsInteger<int>(v))
             return fail("/model/opsets/" + domain,
                         std::string("expected an integer version, got ") + v.type_name() + " " +
                             v.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40));

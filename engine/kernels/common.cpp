@@ -30,6 +30,13 @@ Status broadcastsTo(const Shape& from, const Shape& to, const std::string& what)
                        shapeToString(to));
 }
 
+std::vector<int64_t> broadcastOffsets(const Shape& from, const Shape& to) {
+  std::vector<int64_t> at(static_cast<size_t>(numElements(to)));
+  forEachBroadcast<1>(to, {&from},
+                      [&](int64_t k, const std::array<int64_t, 1>& off) { at[k] = off[0]; });
+  return at;
+}
+
 std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out) {
   std::vector<int64_t> st(out.size(), 0);
   int64_t v = 1;

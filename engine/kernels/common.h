@@ -108,6 +108,10 @@ Result<Shape> broadcastShapes(const std::vector<Shape>& shapes);
 // (a normalization's Scale and B over its normalized axes).
 Status broadcastsTo(const Shape& from, const Shape& to, const std::string& what);
 
+// For each position of `to` (row-major), the element of a tensor of shape `from` that
+// broadcasts there (a normalization's Scale over its normalized axes).
+std::vector<int64_t> broadcastOffsets(const Shape& from, const Shape& to);
+
 // Strides of `in` aligned to `out` (right-aligned), 0 on broadcast dimensions.
 std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out);
 

@@ -34,9 +34,7 @@ class LayerNormalizationGrad : public Kernel {
     // that normalized position k reads, and dScale/dB sum over the positions that share one.
     const Shape tail(x.shape().begin() + ax, x.shape().end());
     DW_RETURN_IF_ERROR(broadcastsTo(scale.shape(), tail, "LayerNormalizationGrad: Scale"));
-    std::vector<int64_t> at(static_cast<size_t>(len));
-    forEachBroadcast<1>(tail, {&scale.shape()},
-                        [&](int64_t k, const std::array<int64_t, 1>& off) { at[k] = off[0]; });
+    const std::vector<int64_t> at = broadcastOffsets(scale.shape(), tail);
     Tensor *dx = nullptr, *ds = nullptr, *db = nullptr;
     if (ctx.wantsOutput(0)) {
       dx = ctx.output(0, x.dtype(), x.shape());

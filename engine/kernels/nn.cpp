@@ -292,6 +292,16 @@ class MaxUnpool : public Kernel {
   Attributes attrs_;
 };
 
+// The mean and (biased) variance of n values, in double.
+template <class T>
+std::pair<double, double> meanAndVariance(const T* p, int64_t n) {
+  double m = 0, v = 0;
+  for (int64_t i = 0; i < n; ++i) m += p[i];
+  m /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) v += (p[i] - m) * (p[i] - m);
+  return {m, v / static_cast<double>(n)};
+}
+
 class InstanceNorm : public Kernel {
  public:
   explicit InstanceNorm(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon")) {}
@@ -308,11 +318,7 @@ class InstanceNorm : public Kernel {
         for (int64_t c = 0; c < C; ++c) {
           const T* p = x.data<T>() + (n * C + c) * S;
           T* q = y->data<T>() + (n * C + c) * S;
-          double m = 0, v = 0;
-          for (int64_t i = 0; i < S; ++i) m += p[i];
-          m /= S;
-          for (int64_t i = 0; i < S; ++i) v += (p[i] - m) * (p[i] - m);
-          v /= S;
+          const auto [m, v] = meanAndVariance(p, S);
           const double k = ctx.input(1).getDouble(c) / std::sqrt(v + eps_);
           const double b = ctx.input(2).getDouble(c);
           for (int64_t i = 0; i < S; ++i) q[i] = static_cast<T>((p[i] - m) * k + b);
@@ -345,9 +351,7 @@ class RmsNorm : public Kernel {
     const Shape tail(x.shape().begin() + ax, x.shape().end());
     DW_RETURN_IF_ERROR(broadcastsTo(scale.shape(), tail, "RMSNormalization: Scale"));
     const int64_t len = numElements(tail), outer = len ? x.size() / len : 0;
-    std::vector<int64_t> at(static_cast<size_t>(len));
-    forEachBroadcast<1>(tail, {&scale.shape()},
-                        [&](int64_t k, const std::array<int64_t, 1>& off) { at[k] = off[0]; });
+    const std::vector<int64_t> at = broadcastOffsets(scale.shape(), tail);
     DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
     return dispatchFloat(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
@@ -405,11 +409,7 @@ class GroupNorm : public Kernel {
         for (int64_t g = 0; g < G; ++g) {
           const T* p = x.data<T>() + (n * G + g) * per;
           T* q = y->data<T>() + (n * G + g) * per;
-          double m = 0, v = 0;
-          for (int64_t i = 0; i < per; ++i) m += p[i];
-          m /= static_cast<double>(per);
-          for (int64_t i = 0; i < per; ++i) v += (p[i] - m) * (p[i] - m);
-          v /= static_cast<double>(per);
+          const auto [m, v] = meanAndVariance(p, per);
           const double inv = 1 / std::sqrt(v + eps_);
           for (int64_t i = 0; i < per; ++i) {
             const int64_t k = perGroup_ ? g : g * (C / G) + i / S;
