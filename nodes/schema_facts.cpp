@@ -795,13 +795,6 @@ void guardInference(const std::string& domain, const std::string& op, int versio
   for (size_t i = 0; i < ctx.getNumInputs(); ++i)
     if (const onnx::TensorProto* t = ctx.getInputData(i); t && !dataMatchesDims(*t))
       fail("the data of initializer '" + t->name() + "' does not match its dims");
-  if (domain == "ai.onnx.ml") {
-    if ((op == "CategoryMapper" || op == "DictVectorizer" || op == "LabelEncoder") &&
-        (ctx.getNumInputs() == 0 || !ctx.getInputType(0) ||
-         ctx.getInputType(0)->value_case() == onnx::TypeProto::VALUE_NOT_SET))
-      fail("the type of input 0 is unknown");
-    return;
-  }
   if (!domain.empty()) return;
   if ((op == "RNN" || op == "GRU" || op == "LSTM") && version < 7) rankAtLeast(0, 3, "X");
   if (op == "STFT") rankAtLeast(0, 2, "the signal");
@@ -887,9 +880,28 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
       auto original = s->GetTypeAndShapeInferenceFunction();
       const std::string name = s->Name(), dom = normDomain(s->domain());
       const int version = s->SinceVersion();
+      // How many leading inputs are required: a Single is, and a Variadic's first GetMinArity.
+      size_t required = 0;
+      for (const auto& f : s->inputs()) {
+        if (f.GetOption() == onnx::OpSchema::Single) {
+          ++required;
+          continue;
+        }
+        if (f.GetOption() == onnx::OpSchema::Variadic)
+          required += static_cast<size_t>(std::max(f.GetMinArity(), 0));
+        break;
+      }
       slot->TypeAndShapeInferenceFunction(
-          [original, name, dom, version](onnx::InferenceContext& c) {
+          [original, name, dom, version, required](onnx::InferenceContext& c) {
             guardInference(dom, name, version, c);
+            // A required input with no type is the output of a node inference gave up on, or of
+            // an op it does not know. libonnx's functions read such a type without a null
+            // check (EyeLike with dtype, through propagateShape), so the node's outputs stay
+            // unknown, as they would after a failed inference, and no error is added.
+            for (size_t i = 0; i < std::min(required, c.getNumInputs()); ++i)
+              if (!c.getInputType(i) ||
+                  c.getInputType(i)->value_case() == onnx::TypeProto::VALUE_NOT_SET)
+                return;
             original(c);
           });
     }

@@ -5,6 +5,8 @@
 // that names the op: the process surviving is the test. The guards see ranks inference reached
 // (rnn1_inferred_rank1: a Squeeze makes the RNN's X rank 1) and the nodes of subgraphs
 // (rnn1_in_if), which the checks of declared ranks in validateNodes cannot.
+// eyelike_dtype_untyped: a Cast with an unknown `to` leaves its output untyped, and EyeLike's
+// inference reads that missing type; every required input is checked for one.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -37,6 +39,7 @@ TEST(InferenceGuards, LibonnxCrashesBecomeErrors) {
       {"convT_w_lowrank", "ConvTranspose"},
       {"convT_w_rank1", "ConvTranspose"},
       {"einsum_c7b", "Einsum"},
+      {"eyelike_dtype_untyped", "EyeLike"},
       {"gathernd11_negdim", "GatherND"},
       {"gathernd_negbd", "GatherND"},
       {"gemm6_rank1", "Gemm"},
