@@ -244,8 +244,10 @@ Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
       bool built = false;
       try {
         built = schema->BuildContextDependentFunction(ctx, body);
-      } catch (const std::exception&) {
-        built = false;
+      } catch (const std::exception& e) {
+        // A builder that refuses the node's attributes or input types says why.
+        return Status::error("node '" + displayName(node) + "' (" + node.op_type() + ", " +
+                             displayDomain(domain) + "): " + e.what());
       }
       if (!built) return unsupported();
     } else {

@@ -17,6 +17,7 @@ constexpr Provider kDomainProviders[] = {
     addLossesDomain,
     addMetricsDomain,
     addGradDomain,
+    addMicrosoftDomain,
 };
 
 std::string lower(std::string_view s) {

@@ -26,6 +26,8 @@ inline constexpr const char* kLossesDomain = "deepwire.losses";
 inline constexpr const char* kMetricsDomain = "deepwire.metrics";
 // The backward and training-mode ops autodiff emits (engine/training/autodiff.h).
 inline constexpr const char* kGradDomain = "com.deepwire.grad";
+// ONNX Runtime's contrib operators (nodes/microsoft_domain.cpp).
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 inline constexpr int kDefaultOnnxOpset = 17;
 
 // "" and "ai.onnx" both mean the default ONNX domain; the catalogue uses "ai.onnx".
@@ -89,6 +91,7 @@ void addOutputsDomain(CatalogueBuilder& b);  // deepwire.layers: Output Predict,
 void addLossesDomain(CatalogueBuilder& b);   // deepwire.losses
 void addMetricsDomain(CatalogueBuilder& b);  // deepwire.metrics
 void addGradDomain(CatalogueBuilder& b);     // com.deepwire.grad: what training graphs hold
+void addMicrosoftDomain(CatalogueBuilder& b);  // com.microsoft: ONNX Runtime's contrib ops
 // The forward ops whose gradient UnaryGrad computes (its "op" attribute).
 const std::vector<std::string>& unaryGradOps();
 const std::vector<std::string>& initializerFills();  // the Initializer node's fill kinds

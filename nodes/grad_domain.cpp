@@ -30,6 +30,7 @@
 
 #include "nodes/catalogue.h"
 #include "nodes/onnx_params.h"
+#include "nodes/schema_facts.h"
 #include "ops/reduce_table.h"
 #include "ops/unary_table.h"
 
@@ -618,46 +619,11 @@ void inferLike(onnx::InferenceContext& ctx, const NodeSpec& spec, const std::vec
   }
 }
 
-onnx::OpSchema::FormalParameterOption onnxOption(PortOption o) {
-  return o == PortOption::Optional   ? onnx::OpSchema::Optional
-         : o == PortOption::Variadic ? onnx::OpSchema::Variadic
-                                     : onnx::OpSchema::Single;
-}
-
-onnx::OpSchema::DifferentiationCategory onnxDifferentiability(Differentiability d) {
-  return d == Differentiability::Differentiable      ? onnx::OpSchema::Differentiable
-         : d == Differentiability::NonDifferentiable ? onnx::OpSchema::NonDifferentiable
-                                                     : onnx::OpSchema::Unknown;
-}
-
-// The entry as an ONNX schema: the checker then verifies grad nodes (ports, attribute names and
-// types) as it does standard ones, and shape inference runs through them. Attribute defaults
-// stay out: the engine merges schema defaults into kernel attributes, and the grad kernels keep
-// their own, per forward op.
+// The entry as an ONNX schema, with shape inference. Attribute defaults stay out: the engine
+// merges schema defaults into kernel attributes, and the grad kernels keep their own, per
+// forward op.
 onnx::OpSchema schemaOf(const NodeSpec& spec, const std::vector<int>& like) {
-  onnx::OpSchema s(spec.type, __FILE__, __LINE__);
-  s.SetDomain(kGradDomain).SinceVersion(spec.version).SetDoc(spec.doc);
-  std::set<std::string> used;
-  int i = 0;
-  for (const auto& p : spec.inputs) {
-    s.Input(i++, p.name, p.doc, p.typeStr, onnxOption(p.option), p.homogeneous, p.minArity,
-            onnxDifferentiability(p.differentiability));
-    used.insert(p.typeStr);
-  }
-  i = 0;
-  for (const auto& p : spec.outputs) {
-    s.Output(i++, p.name, p.doc, p.typeStr, onnxOption(p.option), p.homogeneous, p.minArity,
-             onnxDifferentiability(p.differentiability));
-    used.insert(p.typeStr);
-  }
-  for (const auto& c : spec.typeConstraints)
-    if (used.count(c.name))
-      s.TypeConstraint(c.name,
-                       c.allowedTypes.empty() ? onnx::OpSchema::all_tensor_types() : c.allowedTypes,
-                       c.doc);
-  for (const auto& p : spec.params)
-    s.Attr(p.name, p.doc,
-           static_cast<onnx::AttributeProto::AttributeType>(onnxTypeFromParam(p.type)), p.required);
+  onnx::OpSchema s = onnxSchemaOf(spec, kGradDomain, false);
   s.TypeAndShapeInferenceFunction(
       [spec, like](onnx::InferenceContext& ctx) { inferLike(ctx, spec, like); });
   return s;

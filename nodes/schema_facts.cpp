@@ -915,6 +915,55 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
 
 }  // namespace
 
+void inferAs(const std::string& op, int opset, onnx::InferenceContext& ctx) {
+  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op, opset, "");
+  if (!s || !s->has_type_and_shape_inference_function()) return;
+  guardInference("", op, s->SinceVersion(), ctx);
+  s->GetTypeAndShapeInferenceFunction()(ctx);
+}
+
+onnx::OpSchema onnxSchemaOf(const NodeSpec& spec, const std::string& domain, bool withDefaults) {
+  auto option = [](PortOption o) {
+    return o == PortOption::Optional   ? onnx::OpSchema::Optional
+           : o == PortOption::Variadic ? onnx::OpSchema::Variadic
+                                       : onnx::OpSchema::Single;
+  };
+  auto differentiability = [](Differentiability d) {
+    return d == Differentiability::Differentiable      ? onnx::OpSchema::Differentiable
+           : d == Differentiability::NonDifferentiable ? onnx::OpSchema::NonDifferentiable
+                                                       : onnx::OpSchema::Unknown;
+  };
+  onnx::OpSchema s(spec.type, __FILE__, __LINE__);
+  s.SetDomain(domain).SinceVersion(spec.version).SetDoc(spec.doc);
+  std::set<std::string> used;
+  int i = 0;
+  for (const auto& p : spec.inputs) {
+    s.Input(i++, p.name, p.doc, p.typeStr, option(p.option), p.homogeneous, p.minArity,
+            differentiability(p.differentiability));
+    used.insert(p.typeStr);
+  }
+  i = 0;
+  for (const auto& p : spec.outputs) {
+    s.Output(i++, p.name, p.doc, p.typeStr, option(p.option), p.homogeneous, p.minArity,
+             differentiability(p.differentiability));
+    used.insert(p.typeStr);
+  }
+  for (const auto& c : spec.typeConstraints)
+    if (used.count(c.name))
+      s.TypeConstraint(c.name,
+                       c.allowedTypes.empty() ? onnx::OpSchema::all_tensor_types() : c.allowedTypes,
+                       c.doc);
+  for (const auto& p : spec.params) {
+    if (withDefaults && p.defaultValue && !p.required)
+      s.Attr(onnx::OpSchema::Attribute(p.name, p.doc, attributeFromParam(p.name, *p.defaultValue)));
+    else
+      s.Attr(p.name, p.doc,
+             static_cast<onnx::AttributeProto::AttributeType>(onnxTypeFromParam(p.type)),
+             p.required);
+  }
+  return s;
+}
+
 Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,
                             int strictMode, bool dataPropagation) {
   if (inferenceUnsafe) return Status();

@@ -5,6 +5,7 @@
 // kernel or shape inference sees them.
 #pragma once
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <map>
@@ -43,8 +44,9 @@ struct SchemaFacts {
   bool fromLibonnx = false;  // false: a version libonnx 1.12 lacks
 };
 
-// `op` of `domain` ("" or "ai.onnx.ml") as a model importing `opset` of that domain gets it
-// (made once, kept for the process); null where no version at or below `opset` is known.
+// `op` of `domain` ("", "ai.onnx.ml" or "com.microsoft") as a model importing `opset` of that
+// domain gets it (made once, kept for the process); null where no version at or below `opset`
+// is known.
 const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op, int opset);
 
 // The node's input and output counts, required inputs and attributes (known, of their type,
@@ -92,5 +94,16 @@ Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool 
 // parameters that kept their names; ports, types and parameters are the new version's.
 NodeSpec specFromFacts(const SchemaFacts& facts, const NodeSpec* older,
                        const std::string& canonicalDomain);
+
+// `spec`, an op deepwire defines outside libonnx's domains (com.deepwire.grad, com.microsoft),
+// as a libonnx schema of `domain`: the checker then verifies its nodes (ports, attribute names
+// and types) as it does standard ones. With `withDefaults` the attributes' defaults go in too
+// (the planner gives them to a function body builder). The caller adds inference and a body.
+onnx::OpSchema onnxSchemaOf(const NodeSpec& spec, const std::string& domain, bool withDefaults);
+
+// libonnx's inference function of `op` (ai.onnx, the newest version at or below `opset`) run on
+// `ctx`, behind the same guards as every other node's: an op whose inputs and attributes are
+// another's plus a few (FusedConv is Conv's) infers as that op.
+void inferAs(const std::string& op, int opset, onnx::InferenceContext& ctx);
 
 }  // namespace dw

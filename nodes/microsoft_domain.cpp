@@ -1,0 +1,468 @@
+// com.microsoft: ONNX Runtime's contrib operators that its graph optimizer writes into the models
+// it saves (FusedConv, FusedGemm, FusedMatMul, QuickGelu, SkipLayerNormalization...), and others
+// the seed lists that standard operators express. Each is defined once, here, as its expansion
+// into ai.onnx operators: a function body built per node from its attributes, which the engine
+// inlines before planning (engine/planner.cpp) and autodiff before differentiating, so the
+// kernels, fusions and gradients of those operators serve it. Ports, types and attribute
+// defaults are onnxruntime 1.30's (nodes/schema_facts.inc); the docs are ours.
+#include <onnx/defs/attr_proto_util.h>
+#include <onnx/defs/schema.h>
+#include <onnx/defs/shape_inference.h>
+
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+
+#include "nodes/catalogue.h"
+#include "nodes/schema_facts.h"
+
+namespace dw {
+
+namespace {
+
+using Ctx = onnx::FunctionBodyBuildContext;
+
+const onnx::AttributeProto* attr(const Ctx& c, const char* name, int type) {
+  const auto* a = c.getAttribute(name);
+  return a && a->type() == type ? a : nullptr;
+}
+float floatAttr(const Ctx& c, const char* name, float def) {
+  const auto* a = attr(c, name, onnx::AttributeProto::FLOAT);
+  return a ? a->f() : def;
+}
+int64_t intAttr(const Ctx& c, const char* name, int64_t def) {
+  const auto* a = attr(c, name, onnx::AttributeProto::INT);
+  return a ? a->i() : def;
+}
+std::string stringAttr(const Ctx& c, const char* name) {
+  const auto* a = attr(c, name, onnx::AttributeProto::STRING);
+  return a ? a->s() : "";
+}
+
+// Builds a body: nodes over the formal names of the op's inputs and outputs, and values of its
+// own (a prefix keeps them apart from those).
+class Body {
+ public:
+  explicit Body(onnx::FunctionProto& f) : f_(f) {}
+  onnx::NodeProto& add(const std::string& op, const std::vector<std::string>& in,
+                       const std::vector<std::string>& out) {
+    onnx::NodeProto& n = *f_.add_node();
+    n.set_op_type(op);
+    for (const auto& v : in) n.add_input(v);
+    for (const auto& v : out) n.add_output(v);
+    return n;
+  }
+  // The node's attributes of these names, where it has them, onto `n`.
+  static void copy(const Ctx& c, onnx::NodeProto& n, std::initializer_list<const char*> names) {
+    for (const char* name : names)
+      if (const auto* a = c.getAttribute(name)) *n.add_attribute() = *a;
+  }
+  // A constant `v` of the element type of value `like`.
+  std::string constantLike(const std::string& name, float v, const std::string& like) {
+    *add("Constant", {}, {name + "_f"}).add_attribute() = onnx::MakeAttribute("value_float", v);
+    add("CastLike", {name + "_f", like}, {name});
+    return name;
+  }
+  std::string constantInts(const std::string& name, const std::vector<int64_t>& v) {
+    *add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value_ints", v);
+    return name;
+  }
+
+ private:
+  onnx::FunctionProto& f_;
+};
+
+// `out` = activation(`in`) for FusedConv: ONNX Runtime's MLAS activations, with their
+// constants from activation_params.
+void convActivation(Body& b, const std::string& act, const std::vector<float>& params,
+                    const std::string& in, const std::string& out) {
+  auto need = [&](size_t n, const char* what) {
+    if (params.size() != n)
+      throw std::invalid_argument("activation " + act + " takes " + std::to_string(n) +
+                                  " activation_params (" + what + "), not " +
+                                  std::to_string(params.size()));
+  };
+  if (act == "Relu" || act == "Tanh" || act == "Sigmoid") {
+    b.add(act, {in}, {out});
+  } else if (act == "LeakyRelu") {
+    need(1, "alpha");
+    *b.add(act, {in}, {out}).add_attribute() = onnx::MakeAttribute("alpha", params[0]);
+  } else if (act == "HardSigmoid") {
+    need(2, "alpha, beta");
+    auto& n = b.add(act, {in}, {out});
+    *n.add_attribute() = onnx::MakeAttribute("alpha", params[0]);
+    *n.add_attribute() = onnx::MakeAttribute("beta", params[1]);
+  } else if (act == "Clip") {
+    need(2, "minimum, maximum");
+    b.add("Clip",
+          {in, b.constantLike("act_min", params[0], in), b.constantLike("act_max", params[1], in)},
+          {out});
+  } else {
+    throw std::invalid_argument("activation '" + act +
+                                "' is not one of Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid "
+                                "and Clip");
+  }
+}
+
+// `out` = activation(`in`) for FusedGemm: the recurrent cells' activation names, with
+// activation_alpha, _beta and _gamma as their constants (those an ONNX op of the same name
+// takes default as there).
+void gemmActivation(const Ctx& c, Body& b, const std::string& act, const std::string& in,
+                    const std::string& out) {
+  auto rename = [&](onnx::NodeProto& n, const char* from, const char* to) {
+    if (const auto* a = attr(c, from, onnx::AttributeProto::FLOAT))
+      *n.add_attribute() = onnx::MakeAttribute(to, a->f());
+  };
+  auto required = [&](const char* name) {
+    const auto* a = attr(c, name, onnx::AttributeProto::FLOAT);
+    if (!a) throw std::invalid_argument("activation " + act + " needs " + name);
+    return a->f();
+  };
+  if (act == "Relu" || act == "Tanh" || act == "Sigmoid" || act == "Softplus") {
+    b.add(act, {in}, {out});
+  } else if (act == "LeakyRelu" || act == "Elu" || act == "ThresholdedRelu") {
+    rename(b.add(act, {in}, {out}), "activation_alpha", "alpha");
+  } else if (act == "HardSigmoid") {
+    auto& n = b.add(act, {in}, {out});
+    rename(n, "activation_alpha", "alpha");
+    rename(n, "activation_beta", "beta");
+  } else if (act == "Selu") {
+    auto& n = b.add(act, {in}, {out});
+    rename(n, "activation_alpha", "alpha");
+    rename(n, "activation_gamma", "gamma");
+  } else if (act == "ScaledTanh" || act == "ParametricSoftplus") {
+    // alpha * f(beta * x), f tanh or softplus: no ai.onnx op of its own.
+    const float alpha = required("activation_alpha"), beta = required("activation_beta");
+    b.add("Mul", {in, b.constantLike("act_beta", beta, in)}, {"act_bx"});
+    b.add(act == "ScaledTanh" ? "Tanh" : "Softplus", {"act_bx"}, {"act_f"});
+    b.add("Mul", {"act_f", b.constantLike("act_alpha", alpha, in)}, {out});
+  } else {
+    throw std::invalid_argument("activation '" + act +
+                                "' is not one of Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid, "
+                                "Elu, Selu, Softplus, ThresholdedRelu, ScaledTanh and "
+                                "ParametricSoftplus");
+  }
+}
+
+// The permutation that FusedMatMul's transBatch and trans attributes apply to an operand of
+// `rank` dimensions: transBatch moves the first dimension next to the last, trans swaps the
+// last two. Empty: none.
+std::vector<int64_t> matmulPerm(int rank, bool transBatch, bool trans) {
+  if (!transBatch && !trans) return {};
+  std::vector<int64_t> p(rank);
+  std::iota(p.begin(), p.end(), 0);
+  if (transBatch) {
+    std::rotate(p.begin(), p.begin() + 1, p.end() - 1);
+  }
+  if (trans) std::swap(p[rank - 1], p[rank - 2]);
+  return p;
+}
+
+int rankOf(const Ctx& c, int input, const char* port) {
+  const onnx::TypeProto* t = c.getInputType(input);
+  if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape())
+    throw std::invalid_argument(std::string("the rank of ") + port +
+                                " must be known to transpose it (declare its shape)");
+  return t->tensor_type().shape().dim_size();
+}
+
+// FusedMatMul and TransposeMatMul: alpha * op(A) @ op(B).
+void matmulBody(const Ctx& c, Body& b, bool batchAttrs) {
+  std::string in[2] = {"A", "B"};
+  const char* trans[2] = {"transA", "transB"};
+  const char* batch[2] = {"transBatchA", "transBatchB"};
+  bool anyBatch = false;
+  for (int i = 0; i < 2; ++i) anyBatch |= batchAttrs && intAttr(c, batch[i], 0) != 0;
+  for (int i = 0; i < 2; ++i) {
+    const bool tb = batchAttrs && intAttr(c, batch[i], 0) != 0, t = intAttr(c, trans[i], 0) != 0;
+    if (!tb && !t) continue;
+    const int rank = rankOf(c, i, in[i].c_str());
+    if (rank < 2 || (anyBatch && rank < 3))
+      throw std::invalid_argument(in[i] + " has " + std::to_string(rank) + " dimension(s); " +
+                                  (anyBatch ? "transBatchA/B need 3 or more"
+                                            : "a transposed operand needs 2 or more"));
+    auto& n = b.add("Transpose", {in[i]}, {in[i] + "_t"});
+    *n.add_attribute() = onnx::MakeAttribute("perm", matmulPerm(rank, tb, t));
+    in[i] += "_t";
+  }
+  const float alpha = floatAttr(c, "alpha", 1.0f);
+  if (alpha == 1.0f) {
+    b.add("MatMul", {in[0], in[1]}, {"Y"});
+    return;
+  }
+  b.add("MatMul", {in[0], in[1]}, {"AB"});
+  b.add("Mul", {"AB", b.constantLike("alpha", alpha, "AB")}, {"Y"});
+}
+
+// The shared part of the two skip normalizations: S = input + skip (+ bias), the fourth output.
+std::string skipSum(const Ctx& c, Body& b, int biasInput) {
+  b.add("Add", {"input", "skip"}, {"sum"});
+  std::string s = "sum";
+  if (c.hasInput(biasInput)) {
+    b.add("Add", {"sum", "bias"}, {"sum_b"});
+    s = "sum_b";
+  }
+  if (c.hasOutput(3)) b.add("Identity", {s}, {"input_skip_bias_sum"});
+  return s;
+}
+
+struct MsOp {
+  const char* name;
+  const char* category;
+  const char* doc;
+  int bodyOpset;  // the ai.onnx opset the body's nodes are read at
+  std::function<void(const Ctx&, Body&)> body;
+  std::function<void(onnx::InferenceContext&)> infer;
+};
+
+// Shape inference: the output as input 0 (type and shape).
+void sameAsInput0(onnx::InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+// The skip normalizations' outputs: output and input_skip_bias_sum as the input; mean and
+// inv_std_var float, of the input's shape with a last dimension of 1.
+void inferSkipNorm(onnx::InferenceContext& ctx) {
+  for (size_t o : {size_t(0), size_t(3)}) {
+    if (o >= ctx.getNumOutputs()) continue;
+    onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+    if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, o);
+  }
+  for (size_t o : {size_t(1), size_t(2)}) {
+    if (o >= ctx.getNumOutputs()) continue;
+    onnx::updateOutputElemType(ctx, o, onnx::TensorProto::FLOAT);
+    if (!onnx::hasInputShape(ctx, 0)) continue;
+    onnx::TensorShapeProto s = onnx::getInputShape(ctx, 0);
+    if (s.dim_size() == 0) continue;
+    s.mutable_dim(s.dim_size() - 1)->set_dim_value(1);
+    onnx::updateOutputShape(ctx, o, s);
+  }
+}
+
+const std::vector<MsOp>& msOps() {
+  static const std::vector<MsOp> ops = {
+      {"BiasGelu", "math",
+       "Gelu(A + B): the bias B (usually 1-D, over the last axis) is added before the exact, "
+       "erf-based Gelu.",
+       20,
+       [](const Ctx&, Body& b) {
+         b.add("Add", {"A", "B"}, {"AB"});
+         b.add("Gelu", {"AB"}, {"C"});
+       },
+       sameAsInput0},
+      {"CDist", "math",
+       "Pairwise distances between the rows of A (N x D) and of B (M x D): an N x M matrix of "
+       "squared Euclidean distances (metric sqeuclidean) or of Euclidean ones (euclidean).",
+       17,
+       [](const Ctx& c, Body& b) {
+         const std::string metric = stringAttr(c, "metric");
+         if (metric != "sqeuclidean" && metric != "euclidean" && !metric.empty())
+           throw std::invalid_argument("metric '" + metric +
+                                       "' is not sqeuclidean or euclidean");
+         b.add("Unsqueeze", {"A", b.constantInts("axis1", {1})}, {"A3"});
+         b.add("Unsqueeze", {"B", b.constantInts("axis0", {0})}, {"B3"});
+         b.add("Sub", {"A3", "B3"}, {"diff"});
+         b.add("Mul", {"diff", "diff"}, {"sq"});
+         auto& r = b.add("ReduceSum", {"sq", b.constantInts("axis2", {2})},
+                         {metric == "euclidean" ? "d2" : "C"});
+         *r.add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
+         if (metric == "euclidean") b.add("Sqrt", {"d2"}, {"C"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (!onnx::hasNInputShapes(ctx, 2)) return;
+         const auto &a = onnx::getInputShape(ctx, 0), &bs = onnx::getInputShape(ctx, 1);
+         if (a.dim_size() != 2 || bs.dim_size() != 2)
+           fail_shape_inference("CDist: A and B must be 2-D");
+         onnx::TensorShapeProto s;
+         *s.add_dim() = a.dim(0);
+         *s.add_dim() = bs.dim(0);
+         onnx::updateOutputShape(ctx, 0, s);
+       }},
+      {"ExpandDims", "tensor",
+       "Inserts a dimension of size 1 into X at the position given by the scalar input axis "
+       "(negative counts from the end of the result), like Unsqueeze with one axis.",
+       17,
+       [](const Ctx&, Body& b) {
+         auto& cast = b.add("Cast", {"axis"}, {"axis64"});
+         *cast.add_attribute() = onnx::MakeAttribute("to", int64_t{onnx::TensorProto::INT64});
+         b.add("Reshape", {"axis64", b.constantInts("one", {1})}, {"axes"});
+         b.add("Unsqueeze", {"X", "axes"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"FastGelu", "math",
+       "Gelu in its tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), of X "
+       "plus the optional bias.",
+       20,
+       [](const Ctx& c, Body& b) {
+         std::string x = "X";
+         if (c.hasInput(1)) {
+           b.add("Add", {"X", "bias"}, {"Xb"});
+           x = "Xb";
+         }
+         *b.add("Gelu", {x}, {"Y"}).add_attribute() =
+             onnx::MakeAttribute("approximate", std::string("tanh"));
+       },
+       sameAsInput0},
+      {"FusedConv", "nn",
+       "A Conv (the same attributes) whose output, plus the optional Z, goes through an "
+       "activation: Relu, Tanh, Sigmoid, LeakyRelu (activation_params: alpha), HardSigmoid "
+       "(alpha, beta) or Clip (min, max). ONNX Runtime writes it when it fuses a Conv with the "
+       "Add and activation after it.",
+       17,
+       [](const Ctx& c, Body& b) {
+         auto& conv = b.add("Conv", {"X", "W", "B"}, {"conv"});
+         Body::copy(c, conv,
+                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+         std::string y = "conv";
+         if (c.hasInput(3)) {
+           b.add("Add", {"conv", "Z"}, {"sum"});
+           y = "sum";
+         }
+         const auto* p = attr(c, "activation_params", onnx::AttributeProto::FLOATS);
+         convActivation(b, stringAttr(c, "activation"),
+                        p ? std::vector<float>(p->floats().begin(), p->floats().end())
+                          : std::vector<float>{},
+                        y, "Y");
+       },
+       [](onnx::InferenceContext& ctx) { inferAs("Conv", 17, ctx); }},
+      {"FusedGemm", "math",
+       "A Gemm (the same attributes) followed by an activation: Relu, Tanh, Sigmoid, Softplus, "
+       "LeakyRelu, Elu and ThresholdedRelu (activation_alpha), HardSigmoid (activation_alpha, "
+       "activation_beta), Selu (activation_alpha, activation_gamma), or ScaledTanh and "
+       "ParametricSoftplus, alpha f(beta x) (activation_alpha, activation_beta).",
+       17,
+       [](const Ctx& c, Body& b) {
+         auto& gemm = b.add("Gemm", {"A", "B", "C"}, {"gemm"});
+         Body::copy(c, gemm, {"alpha", "beta", "transA", "transB"});
+         gemmActivation(c, b, stringAttr(c, "activation"), "gemm", "Y");
+       },
+       [](onnx::InferenceContext& ctx) { inferAs("Gemm", 17, ctx); }},
+      {"FusedMatMul", "math",
+       "alpha times the matrix product of A and B, each optionally transposed over its last two "
+       "axes (transA, transB). transBatchA/B first move an operand's leading axis to just "
+       "before its last one (both operands then need the same rank, at least 3).",
+       17, [](const Ctx& c, Body& b) { matmulBody(c, b, true); },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"Gelu", "math",
+       "The exact Gelu, 0.5 x (1 + erf(x / sqrt(2))), as ONNX Runtime's contrib op (the "
+       "standard Gelu arrived in opset 20).",
+       20, [](const Ctx&, Body& b) { b.add("Gelu", {"X"}, {"Y"}); }, sameAsInput0},
+      {"Pad", "tensor",
+       "Pads data by the amounts in the pads input (begin values for every axis, then end "
+       "values; shaped [2 * rank] or [1, 2 * rank]) in mode constant (with value, default 0), "
+       "reflect or edge.",
+       17,
+       [](const Ctx& c, Body& b) {
+         b.add("Reshape", {"pads", b.constantInts("flat", {-1})}, {"pads_1d"});
+         Body::copy(c, b.add("Pad", {"data", "pads_1d", "value"}, {"output"}), {"mode"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"QuickGelu", "math",
+       "x * sigmoid(alpha * x), a fast approximation of Gelu (alpha 1.702), as ONNX Runtime "
+       "fuses x * sigmoid(1.702 x); with alpha 1 it is SiLU.",
+       24,
+       [](const Ctx& c, Body& b) {
+         *b.add("Swish", {"X"}, {"Y"}).add_attribute() =
+             onnx::MakeAttribute("alpha", floatAttr(c, "alpha", 1.702f));
+       },
+       sameAsInput0},
+      {"Range", "generator",
+       "The numbers from start up to, not including, limit, in steps of delta (default 1).", 17,
+       [](const Ctx& c, Body& b) {
+         b.add("Range",
+               {"start", "limit", c.hasInput(2) ? "delta" : b.constantLike("one", 1.0f, "start")},
+               {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"SkipLayerNormalization", "nn",
+       "LayerNormalization over the last axis of input + skip (+ bias), with gamma and the "
+       "optional beta: a transformer's residual connection and normalization in one node. "
+       "Optional outputs: the mean, the inverse standard deviation and the sum itself.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const std::string s = skipSum(c, b, 4);
+         auto& ln = b.add("LayerNormalization", {s, "gamma", "beta"},
+                          {"output", c.hasOutput(1) ? "mean" : "", c.hasOutput(2) ? "inv_std_var" : ""});
+         *ln.add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
+         *ln.add_attribute() = onnx::MakeAttribute("epsilon", floatAttr(c, "epsilon", 1e-12f));
+       },
+       inferSkipNorm},
+      {"SkipSimplifiedLayerNormalization", "nn",
+       "RMS normalization over the last axis of input + skip (+ bias): the sum divided by the "
+       "root of its mean square plus epsilon, times gamma. Optional outputs: the inverse root "
+       "mean square and the sum itself (mean is not computed).",
+       17,
+       [](const Ctx& c, Body& b) {
+         if (c.hasOutput(1))
+           throw std::invalid_argument(
+               "output 1 (mean) is not computed by the simplified normalization; leave it out");
+         const std::string s = skipSum(c, b, 3);
+         b.add("Mul", {s, s}, {"sq"});
+         *b.add("ReduceMean", {"sq"}, {"ms"}).add_attribute() =
+             onnx::MakeAttribute("axes", std::vector<int64_t>{-1});
+         b.add("Add", {"ms", b.constantLike("eps", floatAttr(c, "epsilon", 1e-12f), "ms")},
+               {"ms_eps"});
+         b.add("Sqrt", {"ms_eps"}, {"rms"});
+         b.add("Reciprocal", {"rms"}, {c.hasOutput(2) ? "inv_std_var" : "inv"});
+         b.add("Mul", {s, c.hasOutput(2) ? "inv_std_var" : "inv"}, {"normed"});
+         b.add("Mul", {"normed", "gamma"}, {"output"});
+       },
+       inferSkipNorm},
+      {"TransposeMatMul", "math",
+       "alpha times the matrix product of A and B, each optionally transposed over its last two "
+       "axes (transA, transB): FusedMatMul without the batch transposes.",
+       17, [](const Ctx& c, Body& b) { matmulBody(c, b, false); },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"Trilu", "math",
+       "The upper (upper = 1) or lower triangle of the last two axes of X, from diagonal k "
+       "(default 0), the rest zero: the standard Trilu.",
+       17, [](const Ctx& c, Body& b) { Body::copy(c, b.add("Trilu", {"X", "k"}, {"Y"}), {"upper"}); },
+       [](onnx::InferenceContext& ctx) { inferAs("Trilu", 17, ctx); }},
+  };
+  return ops;
+}
+
+}  // namespace
+
+void addMicrosoftDomain(CatalogueBuilder& b) {
+  b.setDefaultOpset(kMicrosoftDomain, 1);
+  std::vector<NodeSpec> specs;
+  for (const MsOp& op : msOps()) {
+    const SchemaFacts* facts = schemaFacts(kMicrosoftDomain, op.name, 1);
+    if (!facts) throw std::logic_error(std::string("no schema facts for com.microsoft ") + op.name);
+    NodeSpec spec = specFromFacts(*facts, nullptr, kMicrosoftDomain);
+    spec.category = op.category;
+    spec.doc = op.doc;
+    specs.push_back(std::move(spec));
+  }
+  static std::once_flag registered;
+  std::call_once(registered, [&] {
+    onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kMicrosoftDomain,
+                                                                                1, 1);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const MsOp& op = msOps()[i];
+      onnx::OpSchema s = onnxSchemaOf(specs[i], kMicrosoftDomain, true);
+      s.TypeAndShapeInferenceFunction(op.infer);
+      const int bodyOpset = op.bodyOpset;
+      auto build = op.body;
+      s.SetContextDependentFunctionBodyBuilder(
+          [build, bodyOpset](const Ctx& c, const onnx::OpSchema& schema, onnx::FunctionProto& f) {
+            for (const auto& p : schema.inputs()) f.add_input(p.GetName());
+            for (const auto& p : schema.outputs()) f.add_output(p.GetName());
+            auto* imp = f.add_opset_import();
+            imp->set_domain("");
+            imp->set_version(bodyOpset);
+            Body body(f);
+            build(c, body);
+            return true;
+          });
+      onnx::RegisterSchema(std::move(s));
+    }
+  });
+  for (auto& s : specs) b.add(std::move(s));
+}
+
+}  // namespace dw

@@ -1,0 +1,84 @@
+// The com.microsoft operators (nodes/microsoft_domain.cpp) against ONNX Runtime 1.30, which
+// defines them: tests/golden/microsoft holds one-node models with ONNX Runtime's outputs
+// (tests/golden/make_microsoft_cases.py), every attribute and activation its kernels take. Each
+// runs through a session (the planner inlines the op's body) within the backend tests' tolerance,
+// and passes validation, libonnx's checker and strict shape inference, whose inferred output
+// types must be the ones ONNX Runtime returned.
+#include <gtest/gtest.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/conformance.h"
+#include "engine/session.h"
+#include "nodes/catalogue.h"
+#include "nodes/schema_facts.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dw::engine::CaseStatus;
+
+onnx::ModelProto load(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromString(ss.str())) << p;
+  return m;
+}
+
+std::vector<fs::path> cases() {
+  std::vector<fs::path> v;
+  for (const auto& e : fs::directory_iterator(fs::path(DW_SOURCE_DIR) / "tests/golden/microsoft"))
+    v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(MicrosoftOps, MatchOnnxRuntime) {
+  (void)dw::Catalogue::instance();  // registers the com.microsoft schemas
+  const auto all = cases();
+  ASSERT_GE(all.size(), 40u);
+  for (const auto& dir : all) {
+    SCOPED_TRACE(dir.filename().string());
+    const auto r = dw::engine::runConformanceCase(dir.string(), "microsoft", {});
+    EXPECT_EQ(r.status, CaseStatus::kPassed) << r.reason;
+  }
+}
+
+TEST(MicrosoftOps, PassCheckerAndStrictInference) {
+  (void)dw::Catalogue::instance();
+  for (const auto& dir : cases()) {
+    SCOPED_TRACE(dir.filename().string());
+    onnx::ModelProto m = load(dir / "model.onnx");
+    bool unsafe = false;
+    ASSERT_TRUE(dw::validateModelNodes(m, unsafe).ok());
+    try {
+      onnx::checker::check_model(m);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+    const dw::Status st = dw::inferShapesSafely(m, true, 1, false);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+}
+
+// What a node the body builder refuses reports: the node, the op and why, not "unsupported".
+TEST(MicrosoftOps, RefusedAttributesSayWhy) {
+  (void)dw::Catalogue::instance();
+  onnx::ModelProto m = load(fs::path(DW_SOURCE_DIR) / "tests/golden/microsoft/fusedgemm_relu/model.onnx");
+  m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->set_s("Swoosh");
+  for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
+    if (a.name() == "activation") a.set_s("Swoosh");
+  auto s = dw::engine::InferenceSession::create(m, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("FusedGemm"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("activation 'Swoosh' is not one of"), std::string::npos)
+      << s.message();
+}
+
+}  // namespace

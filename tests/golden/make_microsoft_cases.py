@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""Reference cases for the com.microsoft operators (nodes/microsoft_domain.cpp), computed by
+ONNX Runtime 1.30, whose contrib domain defines them: each case is a one-node model with its
+inputs and ONNX Runtime's outputs in the ONNX backend-test layout (tests/golden/microsoft/<case>/
+model.onnx, test_data_set_0/input_N.pb and output_N.pb), which tests/engine/microsoft_ops_test.cpp
+runs through deepwire.
+
+Usage: /usr/bin/python3 tests/golden/make_microsoft_cases.py [onnxruntime-node folder]
+(default build/bench/zoo/ort/node_modules/onnxruntime-node, which bench/zoo/run installs).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+ORT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    ROOT, "build", "bench", "zoo", "ort", "node_modules", "onnxruntime-node")
+OUT = os.path.join(HERE, "microsoft")
+rng = np.random.default_rng(11)
+ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32}
+
+
+def ort_run(model_path, feeds):
+    d = tempfile.mkdtemp()
+    try:
+        enc = {k: {"type": str(v.dtype), "dims": list(v.shape), "data": v.ravel().tolist()}
+               for k, v in feeds.items()}
+        json.dump(enc, open(os.path.join(d, "in.json"), "w"))
+        subprocess.run(["node", os.path.join(HERE, "ort_json.js"), ORT, model_path,
+                        os.path.join(d, "in.json"), os.path.join(d, "out.json")], check=True)
+        out = json.load(open(os.path.join(d, "out.json")))
+        return {k: np.array(v["data"], dtype=v["type"]).reshape(v["dims"]) for k, v in out.items()}
+    finally:
+        shutil.rmtree(d)
+
+
+def case(name, op, inputs, outputs, **attrs):
+    """inputs: list of (name, array) with name "" for an omitted optional input; outputs: names
+    ("" leaves an optional output out)."""
+    given = [(n, a) for n, a in inputs if n]
+    node = helper.make_node(op, [n for n, _ in inputs], outputs, domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], name,
+        [helper.make_tensor_value_info(n, ELEM[a.dtype.type], a.shape) for n, a in given],
+        [helper.make_tensor_value_info(o, ELEM[given[0][1].dtype.type], None)
+         for o in outputs if o])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    d = os.path.join(OUT, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    path = os.path.join(d, "model.onnx")
+    onnx.save(model, path)
+    res = ort_run(path, dict(given))
+    # The outputs' shapes as ONNX Runtime computed them (libonnx's checker wants one declared).
+    for o in model.graph.output:
+        o.CopyFrom(helper.make_tensor_value_info(o.name, ELEM[res[o.name].dtype.type],
+                                                 list(res[o.name].shape)))
+    onnx.save(model, path)
+    for i, (n, a) in enumerate(given):
+        t = numpy_helper.from_array(a, n)
+        open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb").write(t.SerializeToString())
+    for i, o in enumerate(o for o in outputs if o):
+        t = numpy_helper.from_array(res[o], o)
+        open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(t.SerializeToString())
+
+
+def f32(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    x, w = f32(2, 4, 7, 6), f32(6, 4, 3, 3, lo=-0.4, hi=0.4)
+    case("fusedconv_relu", "FusedConv", [("X", x), ("W", w), ("B", f32(6))], ["Y"],
+         activation="Relu", pads=[1, 1, 1, 1])
+    case("fusedconv_z_leakyrelu_group", "FusedConv",
+         [("X", x), ("W", f32(6, 2, 3, 3)), ("B", f32(6)), ("Z", f32(2, 6, 3, 2))], ["Y"],
+         activation="LeakyRelu", activation_params=[0.1], strides=[2, 2], group=2)
+    case("fusedconv_clip_nobias", "FusedConv", [("X", x), ("W", w)], ["Y"], activation="Clip",
+         activation_params=[0.0, 0.5], auto_pad="SAME_UPPER")
+    case("fusedconv_hardsigmoid", "FusedConv", [("X", x), ("W", w), ("B", f32(6))], ["Y"],
+         activation="HardSigmoid", activation_params=[0.3, 0.4], dilations=[2, 1])
+    case("fusedconv_sigmoid_1d", "FusedConv",
+         [("X", f32(2, 3, 9)), ("W", f32(5, 3, 2)), ("B", f32(5))], ["Y"], activation="Sigmoid")
+    case("fusedconv_tanh", "FusedConv", [("X", x), ("W", w)], ["Y"], activation="Tanh",
+         kernel_shape=[3, 3], pads=[0, 1, 2, 1])
+    a, b = f32(3, 5), f32(4, 5)
+    case("fusedgemm_relu", "FusedGemm", [("A", a), ("B", b), ("C", f32(4))], ["Y"],
+         activation="Relu", transB=1, alpha=0.5, beta=2.0)
+    case("fusedgemm_leakyrelu", "FusedGemm", [("A", a), ("B", b), ("C", f32(3, 4))], ["Y"],
+         activation="LeakyRelu", activation_alpha=0.2, transB=1)
+    case("fusedgemm_hardsigmoid", "FusedGemm", [("A", a), ("B", f32(5, 4))], ["Y"],
+         activation="HardSigmoid", activation_alpha=0.25, activation_beta=0.6)
+    case("fusedgemm_tanh_transa", "FusedGemm", [("A", f32(5, 3)), ("B", f32(5, 4))], ["Y"],
+         activation="Tanh", transA=1)
+    for act, kw in [("Elu", dict(activation_alpha=0.7)), ("Softplus", {}),
+                    ("ThresholdedRelu", dict(activation_alpha=0.1)), ("Sigmoid", {}),
+                    ("Selu", dict(activation_alpha=1.2, activation_gamma=0.8)),
+                    ("ScaledTanh", dict(activation_alpha=0.5, activation_beta=1.5)),
+                    ("ParametricSoftplus", dict(activation_alpha=0.5, activation_beta=2.0))]:
+        case("fusedgemm_" + act.lower(), "FusedGemm", [("A", a), ("B", b)], ["Y"],
+             activation=act, transB=1, **kw)
+    case("fusedmatmul_plain", "FusedMatMul", [("A", f32(3, 5)), ("B", f32(5, 4))], ["Y"])
+    case("fusedmatmul_trans_alpha", "FusedMatMul", [("A", f32(2, 5, 3)), ("B", f32(4, 5))],
+         ["Y"], transA=1, transB=1, alpha=0.25)
+    case("fusedmatmul_transbatcha", "FusedMatMul",
+         [("A", f32(4, 2, 3, 5)), ("B", f32(2, 3, 5, 6))], ["Y"], transBatchA=1)
+    case("fusedmatmul_transbatchb_transb", "FusedMatMul",
+         [("A", f32(2, 3, 4)), ("B", f32(5, 2, 4))], ["Y"], transBatchB=1, transB=1)
+    case("transposematmul", "TransposeMatMul", [("A", f32(2, 5, 3)), ("B", f32(2, 5, 4))],
+         ["Y"], transA=1, alpha=2.0)
+    inp, skip = f32(2, 3, 8), f32(2, 3, 8)
+    case("skiplayernorm_all", "SkipLayerNormalization",
+         [("input", inp), ("skip", skip), ("gamma", f32(8)), ("beta", f32(8)),
+          ("bias", f32(8))], ["output", "mean", "inv_std_var", "input_skip_bias_sum"],
+         epsilon=1e-5)
+    case("skiplayernorm_plain", "SkipLayerNormalization",
+         [("input", inp), ("skip", skip), ("gamma", f32(8))], ["output"])
+    case("skipsimplifiedlayernorm_bias", "SkipSimplifiedLayerNormalization",
+         [("input", inp), ("skip", skip), ("gamma", f32(8)), ("bias", f32(8))],
+         ["output", "", "inv_std_var", "input_skip_bias_sum"], epsilon=1e-6)
+    case("skipsimplifiedlayernorm_plain", "SkipSimplifiedLayerNormalization",
+         [("input", inp), ("skip", skip), ("gamma", f32(8))], ["output"])
+    g = f32(2, 3, 8, lo=-4, hi=4)
+    case("quickgelu", "QuickGelu", [("X", g)], ["Y"])
+    case("quickgelu_alpha1", "QuickGelu", [("X", g)], ["Y"], alpha=1.0)
+    case("gelu", "Gelu", [("X", g)], ["Y"])
+    case("fastgelu", "FastGelu", [("X", g)], ["Y"])
+    case("fastgelu_bias", "FastGelu", [("X", g), ("bias", f32(8))], ["Y"])
+    case("biasgelu", "BiasGelu", [("A", g), ("B", f32(8))], ["C"])
+    case("trilu_upper_k1", "Trilu", [("X", f32(2, 4, 5)), ("k", np.array(1, np.int64))], ["Y"])
+    case("trilu_lower", "Trilu", [("X", f32(4, 5))], ["Y"], upper=0)
+    case("range_float", "Range",
+         [("start", np.array(0.5, np.float32)), ("limit", np.array(3.0, np.float32)),
+          ("delta", np.array(0.75, np.float32))], ["Y"])
+    case("range_int_nodelta", "Range",
+         [("start", np.array(-2, np.int64)), ("limit", np.array(5, np.int64))], ["Y"])
+    p = f32(2, 3, 4)
+    case("pad_constant", "Pad",
+         [("data", p), ("pads", np.array([[0, 1, 2, 1, 0, 1]], np.int64)),
+          ("value", np.array([1.5], np.float32))], ["output"])
+    case("pad_reflect", "Pad", [("data", p), ("pads", np.array([0, 1, 1, 0, 1, 2], np.int64))],
+         ["output"], mode="reflect")
+    case("pad_edge", "Pad", [("data", p), ("pads", np.array([1, 0, 2, 0, 0, 1], np.int64))],
+         ["output"], mode="edge")
+    case("expanddims_last", "ExpandDims", [("X", p), ("axis", np.array(-1, np.int32))], ["Y"])
+    case("expanddims_1", "ExpandDims", [("X", p), ("axis", np.array(1, np.int32))], ["Y"])
+    case("cdist_sqeuclidean", "CDist", [("A", f32(4, 3)), ("B", f32(5, 3))], ["C"])
+    case("cdist_euclidean", "CDist", [("A", f32(4, 3)), ("B", f32(5, 3))], ["C"],
+         metric="euclidean")
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
+main()

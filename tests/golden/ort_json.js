@@ -1,0 +1,17 @@
+// node ortjson.js PKG MODEL IN.json OUT.json : inputs {name: {type, dims, data}} -> outputs same
+const fs = require("fs");
+const ort = require(process.argv[2]);
+(async () => {
+  const s = await ort.InferenceSession.create(process.argv[3], {graphOptimizationLevel: "disabled"});
+  const inp = JSON.parse(fs.readFileSync(process.argv[4]));
+  const feeds = {};
+  const ctor = {float32: Float32Array, float64: Float64Array, int64: BigInt64Array, int32: Int32Array};
+  for (const [k, v] of Object.entries(inp)) {
+    const data = v.type === "int64" ? BigInt64Array.from(v.data.map(BigInt)) : ctor[v.type].from(v.data);
+    feeds[k] = new ort.Tensor(v.type, data, v.dims);
+  }
+  const out = await s.run(feeds);
+  const res = {};
+  for (const [k, t] of Object.entries(out)) res[k] = {type: t.type, dims: t.dims, data: Array.from(t.data, x => typeof x === "bigint" ? Number(x) : x)};
+  fs.writeFileSync(process.argv[5], JSON.stringify(res));
+})().catch(e => { console.error(String(e)); process.exit(1); });
