@@ -21,6 +21,7 @@
 #include "engine/fusion/fused.h"
 #include "engine/fusion/fusion.h"
 #include "engine/fusion/graph_queries.h"
+#include "engine/function_inline.h"
 #include "engine/kernel.h"
 
 namespace dw::engine {
@@ -100,72 +101,6 @@ void applyDefaults(const onnx::OpSchema* schema, const onnx::NodeProto& node, At
     }
   }
   for (const auto& a : node.attribute()) attrs.set(a);
-}
-
-// Renames references to function-scope values inside a body node's subgraphs; names the
-// subgraph defines itself shadow them.
-void renameInSubgraph(onnx::GraphProto* g,
-                      const std::unordered_map<std::string, std::string>& rename) {
-  std::set<std::string> local;
-  for (const auto& i : g->input()) local.insert(i.name());
-  for (const auto& i : g->initializer()) local.insert(i.name());
-  for (const auto& n : g->node())
-    for (const auto& o : n.output()) local.insert(o);
-  auto fix = [&](const std::string& n) -> std::string {
-    if (local.count(n)) return n;
-    auto it = rename.find(n);
-    return it == rename.end() ? n : it->second;
-  };
-  for (auto& n : *g->mutable_node()) {
-    for (int i = 0; i < n.input_size(); ++i) n.set_input(i, fix(n.input(i)));
-    for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g()) renameInSubgraph(a.mutable_g(), rename);
-      for (auto& sg : *a.mutable_graphs()) renameInSubgraph(&sg, rename);
-    }
-  }
-  for (auto& o : *g->mutable_output()) o.set_name(fix(o.name()));
-}
-
-// Inlines a function body for `node`: formal parameters map to the node's actual values,
-// internal values get unique names, and attribute references take the node's values.
-Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn,
-                      const Attributes& attrs, int uid, std::vector<onnx::NodeProto>& out) {
-  std::unordered_map<std::string, std::string> rename;
-  for (int i = 0; i < fn.input_size(); ++i)
-    rename[fn.input(i)] = i < node.input_size() ? node.input(i) : "";
-  for (int i = 0; i < fn.output_size(); ++i)
-    rename[fn.output(i)] = i < node.output_size() ? node.output(i) : "";
-  const std::string prefix = "__fn" + std::to_string(uid) + "_" +
-                             (node.name().empty() ? node.op_type() : node.name()) + "/";
-  auto map = [&](const std::string& n) -> std::string {
-    if (n.empty()) return n;
-    auto it = rename.find(n);
-    if (it != rename.end()) return it->second;
-    return rename[n] = prefix + n;
-  };
-  for (const auto& bn : fn.node()) {
-    onnx::NodeProto n = bn;
-    n.set_name(prefix + bn.name());
-    for (int i = 0; i < n.input_size(); ++i) n.set_input(i, map(bn.input(i)));
-    for (int i = 0; i < n.output_size(); ++i) n.set_output(i, map(bn.output(i)));
-    n.clear_attribute();
-    for (const auto& a : bn.attribute()) {
-      if (!a.ref_attr_name().empty()) {
-        if (const auto* v = attrs.get(a.ref_attr_name())) {
-          onnx::AttributeProto c = *v;
-          c.set_name(a.name());
-          *n.add_attribute() = c;
-        }
-      } else {
-        onnx::AttributeProto c = a;
-        if (c.has_g()) renameInSubgraph(c.mutable_g(), rename);
-        for (auto& sg : *c.mutable_graphs()) renameInSubgraph(&sg, rename);
-        *n.add_attribute() = c;
-      }
-    }
-    out.push_back(std::move(n));
-  }
-  return Status();
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "nodes/microsoft_domain.h"
+
 #include "nodes/catalogue.h"
 #include "nodes/schema_facts.h"
 
@@ -44,7 +46,9 @@ std::string stringAttr(const Ctx& c, const char* name) {
 // own (a prefix keeps them apart from those).
 class Body {
  public:
-  explicit Body(onnx::FunctionProto& f) : f_(f) {}
+  // `opset`: the ai.onnx opset the nodes are read at.
+  Body(onnx::FunctionProto& f, int opset) : opset(opset), f_(f) {}
+  const int opset;
   onnx::NodeProto& add(const std::string& op, const std::vector<std::string>& in,
                        const std::vector<std::string>& out) {
     onnx::NodeProto& n = *f_.add_node();
@@ -145,6 +149,34 @@ void gemmActivation(const Ctx& c, Body& b, const std::string& act, const std::st
   }
 }
 
+// `out` = Gelu(`in`), exact or in the tanh approximation: the Gelu op from opset 20, before it
+// the formula (a training graph of an older opset).
+void gelu(Body& b, const std::string& in, const std::string& out, bool tanh) {
+  if (b.opset >= 20) {
+    auto& n = b.add("Gelu", {in}, {out});
+    if (tanh) *n.add_attribute() = onnx::MakeAttribute("approximate", std::string("tanh"));
+    return;
+  }
+  const std::string half = b.constantLike("gelu_half", 0.5f, in),
+                    one = b.constantLike("gelu_one", 1.0f, in);
+  if (tanh) {
+    // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+    b.add("Mul", {in, in}, {"gelu_x2"});
+    b.add("Mul", {"gelu_x2", b.constantLike("gelu_c", 0.044715f, in)}, {"gelu_cx2"});
+    b.add("Add", {"gelu_cx2", one}, {"gelu_1cx2"});
+    b.add("Mul", {in, "gelu_1cx2"}, {"gelu_inner"});
+    b.add("Mul", {"gelu_inner", b.constantLike("gelu_k", 0.7978845608f, in)}, {"gelu_arg"});
+    b.add("Tanh", {"gelu_arg"}, {"gelu_t"});
+  } else {
+    // 0.5 x (1 + erf(x / sqrt(2)))
+    b.add("Mul", {in, b.constantLike("gelu_k", 0.70710678f, in)}, {"gelu_arg"});
+    b.add("Erf", {"gelu_arg"}, {"gelu_t"});
+  }
+  b.add("Add", {"gelu_t", one}, {"gelu_1t"});
+  b.add("Mul", {in, "gelu_1t"}, {"gelu_x1t"});
+  b.add("Mul", {"gelu_x1t", half}, {out});
+}
+
 // The permutation that FusedMatMul's transBatch and trans attributes apply to an operand of
 // `rank` dimensions: transBatch moves the first dimension next to the last, trans swaps the
 // last two. Empty: none.
@@ -211,7 +243,7 @@ struct MsOp {
   const char* name;
   const char* category;
   const char* doc;
-  int bodyOpset;  // the ai.onnx opset the body's nodes are read at
+  int bodyOpset;  // the ai.onnx opset the engine reads the body at (the one its kernels want)
   std::function<void(const Ctx&, Body&)> body;
   std::function<void(onnx::InferenceContext&)> infer;
 };
@@ -249,7 +281,7 @@ const std::vector<MsOp>& msOps() {
        20,
        [](const Ctx&, Body& b) {
          b.add("Add", {"A", "B"}, {"AB"});
-         b.add("Gelu", {"AB"}, {"C"});
+         gelu(b, "AB", "C", false);
        },
        sameAsInput0},
       {"CDist", "math",
@@ -302,8 +334,7 @@ const std::vector<MsOp>& msOps() {
            b.add("Add", {"X", "bias"}, {"Xb"});
            x = "Xb";
          }
-         *b.add("Gelu", {x}, {"Y"}).add_attribute() =
-             onnx::MakeAttribute("approximate", std::string("tanh"));
+         gelu(b, x, "Y", true);
        },
        sameAsInput0},
       {"FusedConv", "nn",
@@ -349,7 +380,7 @@ const std::vector<MsOp>& msOps() {
       {"Gelu", "math",
        "The exact Gelu, 0.5 x (1 + erf(x / sqrt(2))), as ONNX Runtime's contrib op (the "
        "standard Gelu arrived in opset 20).",
-       20, [](const Ctx&, Body& b) { b.add("Gelu", {"X"}, {"Y"}); }, sameAsInput0},
+       20, [](const Ctx&, Body& b) { gelu(b, "X", "Y", false); }, sameAsInput0},
       {"Pad", "tensor",
        "Pads data by the amounts in the pads input (begin values for every axis, then end "
        "values; shaped [2 * rank] or [1, 2 * rank]) in mode constant (with value, default 0), "
@@ -365,8 +396,14 @@ const std::vector<MsOp>& msOps() {
        "fuses x * sigmoid(1.702 x); with alpha 1 it is SiLU.",
        24,
        [](const Ctx& c, Body& b) {
-         *b.add("Swish", {"X"}, {"Y"}).add_attribute() =
-             onnx::MakeAttribute("alpha", floatAttr(c, "alpha", 1.702f));
+         const float alpha = floatAttr(c, "alpha", 1.702f);
+         if (b.opset >= 24) {
+           *b.add("Swish", {"X"}, {"Y"}).add_attribute() = onnx::MakeAttribute("alpha", alpha);
+           return;
+         }
+         b.add("Mul", {"X", b.constantLike("alpha", alpha, "X")}, {"aX"});
+         b.add("Sigmoid", {"aX"}, {"s"});
+         b.add("Mul", {"X", "s"}, {"Y"});
        },
        sameAsInput0},
       {"Range", "generator",
@@ -401,8 +438,12 @@ const std::vector<MsOp>& msOps() {
                "output 1 (mean) is not computed by the simplified normalization; leave it out");
          const std::string s = skipSum(c, b, 3);
          b.add("Mul", {s, s}, {"sq"});
-         *b.add("ReduceMean", {"sq"}, {"ms"}).add_attribute() =
-             onnx::MakeAttribute("axes", std::vector<int64_t>{-1});
+         // The axes became an input at opset 18.
+         if (b.opset >= 18)
+           b.add("ReduceMean", {"sq", b.constantInts("last", {-1})}, {"ms"});
+         else
+           *b.add("ReduceMean", {"sq"}, {"ms"}).add_attribute() =
+               onnx::MakeAttribute("axes", std::vector<int64_t>{-1});
          b.add("Add", {"ms", b.constantLike("eps", floatAttr(c, "epsilon", 1e-12f), "ms")},
                {"ms_eps"});
          b.add("Sqrt", {"ms_eps"}, {"rms"});
@@ -425,7 +466,54 @@ const std::vector<MsOp>& msOps() {
   return ops;
 }
 
+// The body of a node: the schema's formal inputs and outputs, `build`'s nodes at `opset`.
+void buildBody(const Ctx& c, const onnx::OpSchema& schema,
+               const std::function<void(const Ctx&, Body&)>& build, int opset,
+               onnx::FunctionProto& f) {
+  for (const auto& p : schema.inputs()) f.add_input(p.GetName());
+  for (const auto& p : schema.outputs()) f.add_output(p.GetName());
+  auto* imp = f.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(opset);
+  Body body(f, opset);
+  build(c, body);
+}
+
 }  // namespace
+
+Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
+                     int onnxOpset, onnx::FunctionProto& body) {
+  (void)Catalogue::instance();  // registers the schemas
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
+  for (const MsOp& op : msOps()) {
+    if (!schema || node.op_type() != op.name) continue;
+    if (onnxOpset < 17)
+      return Status::error(
+          "node '" + node.name() + "' (" + node.op_type() +
+          ", com.microsoft) is written in ai.onnx operators of opset 17 or later, and the "
+          "model imports opset " + std::to_string(onnxOpset) + "; convert the model to opset 17");
+    onnx::NodeProto withDefaults = node;
+    withDefaults.clear_attribute();
+    for (const auto& [name, a] : schema->attributes()) {
+      const onnx::AttributeProto* given = nullptr;
+      for (const auto& x : node.attribute())
+        if (x.name() == name) given = &x;
+      if (given)
+        *withDefaults.add_attribute() = *given;
+      else if (a.default_value.type() != onnx::AttributeProto::UNDEFINED)
+        *withDefaults.add_attribute() = a.default_value;
+    }
+    onnx::FunctionBodyBuildContextImpl ctx(withDefaults, inputTypes);
+    try {
+      buildBody(ctx, *schema, op.body, std::min(onnxOpset, op.bodyOpset), body);
+    } catch (const std::exception& e) {
+      return Status::error("node '" + node.name() + "' (" + node.op_type() +
+                           ", com.microsoft): " + e.what());
+    }
+    return Status();
+  }
+  return Status::error("com.microsoft " + node.op_type() + " is not an operator deepwire has");
+}
 
 void addMicrosoftDomain(CatalogueBuilder& b) {
   b.setDefaultOpset(kMicrosoftDomain, 1);
@@ -450,13 +538,7 @@ void addMicrosoftDomain(CatalogueBuilder& b) {
       auto build = op.body;
       s.SetContextDependentFunctionBodyBuilder(
           [build, bodyOpset](const Ctx& c, const onnx::OpSchema& schema, onnx::FunctionProto& f) {
-            for (const auto& p : schema.inputs()) f.add_input(p.GetName());
-            for (const auto& p : schema.outputs()) f.add_output(p.GetName());
-            auto* imp = f.add_opset_import();
-            imp->set_domain("");
-            imp->set_version(bodyOpset);
-            Body body(f);
-            build(c, body);
+            buildBody(c, schema, build, bodyOpset, f);
             return true;
           });
       onnx::RegisterSchema(std::move(s));

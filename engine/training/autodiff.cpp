@@ -3,6 +3,9 @@
 // calls its builder, which appends backward nodes. Several contributions to one value are summed.
 #include "engine/training/autodiff.h"
 
+#include "engine/function_inline.h"
+#include "nodes/microsoft_domain.h"
+
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
@@ -277,9 +280,57 @@ void ensureOpsetImport(onnx::ModelProto& m, const std::string& domain, int versi
 
 }  // namespace
 
-Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& forward,
-                                         const GradientGraphOptions& opt) {
-  if (opt.losses.empty()) return Status::error("autodiff needs at least one loss output");
+// The model with each com.microsoft node replaced by its body of ai.onnx operators
+// (nodes/microsoft_domain.cpp), whose gradient builders then serve it. A node's lda coeff goes
+// to every body node that reads one of its inputs: the gradients it sends upstream are scaled
+// once. Nodes in subgraphs stay (their bodies are differentiated without this pass).
+Result<onnx::ModelProto> inlineMicrosoftOps(const onnx::ModelProto& forward,
+                                            std::map<std::string, double>& ldaCoeff) {
+  bool any = false;
+  for (const auto& n : forward.graph().node()) any |= normDomain(n.domain()) == kMicrosoftDomain;
+  if (!any) return forward;
+  const TypeTable types = inferTypes(forward);
+  onnx::ModelProto m = forward;
+  auto* nodes = m.mutable_graph()->mutable_node();
+  std::vector<onnx::NodeProto> kept;
+  int uid = 0;
+  for (const auto& n : forward.graph().node()) {
+    if (normDomain(n.domain()) != kMicrosoftDomain) {
+      kept.push_back(n);
+      continue;
+    }
+    std::vector<onnx::TypeProto> inTypes;
+    for (const auto& in : n.input()) {
+      const onnx::TypeProto* t = in.empty() ? nullptr : types.type(in);
+      inTypes.push_back(t ? *t : onnx::TypeProto());
+    }
+    onnx::FunctionProto body;
+    DW_RETURN_IF_ERROR(microsoftBody(n, inTypes, opsetOf(forward, ""), body));
+    std::vector<onnx::NodeProto> inlined;
+    DW_RETURN_IF_ERROR(inlineFunction(n, body, Attributes(), uid++, inlined));
+    auto coeff = ldaCoeff.find(n.name());
+    for (auto& b : inlined) {
+      if (coeff != ldaCoeff.end())
+        for (const auto& in : b.input())
+          if (!in.empty() && std::find(n.input().begin(), n.input().end(), in) != n.input().end()) {
+            ldaCoeff[b.name()] = coeff->second;
+            break;
+          }
+      kept.push_back(std::move(b));
+    }
+  }
+  nodes->Clear();
+  for (auto& n : kept) *nodes->Add() = std::move(n);
+  return m;
+}
+
+Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& original,
+                                         const GradientGraphOptions& options) {
+  if (options.losses.empty()) return Status::error("autodiff needs at least one loss output");
+  GradientGraphOptions opt = options;
+  auto inlined = inlineMicrosoftOps(original, opt.ldaCoeff);
+  if (!inlined) return inlined.status();
+  const onnx::ModelProto& forward = *inlined;
   GradientGraph out;
   out.model = forward;
   onnx::ModelProto& m = out.model;

@@ -641,6 +641,8 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Unsqueeze", 1, kMax, gradReshapeLike},
         {"Transpose", 1, kMax, gradTranspose},
         {"Cast", 6, kMax, gradCast},
+        // Input 1 gives only the type: no gradient goes to it.
+        {"CastLike", 15, kMax, gradCast},
         {"Expand", 8, kMax, gradExpand},
         {"Concat", 4, kMax, gradConcat},
         {"Split", 2, kMax, gradSplit},

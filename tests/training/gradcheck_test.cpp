@@ -45,6 +45,7 @@ struct GradCase {
   int lossOutput = 0;
   bool training = true;
   bool distinct = false;  // values must be pairwise distinct (max pooling, Max/Min)
+  std::string domain;     // the op's, where it is not ai.onnx (imported at version 1)
 };
 
 std::ostream& operator<<(std::ostream& os, const GradCase& c) {
@@ -89,6 +90,12 @@ Built buildModel(const GradCase& c, const std::vector<int64_t>& yShape, std::mt1
   const int32_t ft = c.dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
   Built b;
   auto* n = test::singleOpModel(b.model, c.opset, c.name, c.op, "op");
+  if (!c.domain.empty()) {
+    n->set_domain(c.domain);
+    auto* imp = b.model.add_opset_import();
+    imp->set_domain(c.domain);
+    imp->set_version(1);
+  }
   auto* g = b.model.mutable_graph();
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const In& in = c.inputs[i];
@@ -228,6 +235,7 @@ std::vector<GradCase> cases() {
   }
   // Matrix products (float: the oneDNN matmul).
   v.push_back({"Gemm", "Gemm", {In{{3, 4}}, In{{4, 2}}, In{{2}}}, {}, false});
+  v.push_back({"CastLike", "CastLike", {In{{2, 3}}, In{{2, 3}, -1, 1, false}}});
   v.push_back({"Gemm_trans",
                "Gemm",
                {In{{4, 3}}, In{{2, 4}}, In{{3, 2}}},
@@ -582,6 +590,41 @@ std::vector<GradCase> cases() {
                  {attrInts("pooled_shape", {2, 2}), attrF("spatial_scale", 0.5f)}});
     v.back().distinct = true;
   }
+  // com.microsoft ops: autodiff differentiates their bodies of ai.onnx ops
+  // (nodes/microsoft_domain.cpp), written at the model's opset (17: Gelu and Swish as formulas).
+  auto ms = [&](GradCase c) {
+    c.name = "Microsoft" + c.name;
+    c.domain = "com.microsoft";
+    v.push_back(std::move(c));
+  };
+  const In x234{{2, 3, 4}}, b4{{4}};
+  ms({"Gelu", "Gelu", {x234}});
+  ms({"QuickGelu", "QuickGelu", {x234}, {attrF("alpha", 1.5f)}});
+  ms({"FastGelu", "FastGelu", {x234, b4}});
+  ms({"BiasGelu", "BiasGelu", {x234, b4}});
+  ms({"FusedMatMul", "FusedMatMul", {In{{2, 4, 3}}, In{{2, 5, 4}}},
+      {attrI("transA", 1), attrI("transB", 1), attrF("alpha", 0.5f)}, false});
+  ms({"FusedMatMulBatch", "FusedMatMul", {In{{3, 2, 4}}, In{{2, 4, 5}}},
+      {attrI("transBatchA", 1)}, false});
+  ms({"TransposeMatMul", "TransposeMatMul", {In{{4, 3}}, In{{4, 2}}}, {attrI("transA", 1)},
+      false});
+  ms({"FusedGemm", "FusedGemm", {In{{3, 4}}, In{{2, 4}}, In{{2}}},
+      {attrI("transB", 1), attrS("activation", "Tanh")}, false});
+  ms({"FusedGemmScaledTanh", "FusedGemm", {In{{3, 4}}, In{{4, 2}}},
+      {attrS("activation", "ScaledTanh"), attrF("activation_alpha", 0.8f),
+       attrF("activation_beta", 1.2f)},
+      false});
+  ms({"FusedConv", "FusedConv",
+      {In{{1, 2, 5, 5}}, In{{3, 2, 3, 3}}, In{{3}}, In{{1, 3, 3, 3}}},
+      {attrS("activation", "Sigmoid")}, false});
+  ms({"SkipLayerNormalization", "SkipLayerNormalization", {x234, x234, b4, b4, b4},
+      {attrF("epsilon", 1e-5f)}});
+  ms({"SkipSimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
+      {x234, x234, b4, b4}, {attrF("epsilon", 1e-5f)}});
+  ms({"CDist", "CDist", {In{{3, 2}}, In{{4, 2}}}, {attrS("metric", "euclidean")}});
+  ms({"Pad", "Pad",
+      {x234, In{{1, 6}, 0, 0, false, false, onnx::TensorProto::INT64, {0, 1, 1, 1, 0, 2}},
+       In{{1}, -1, 1, false}}});
   return v;
 }
 

@@ -1,0 +1,21 @@
+// Inlining a function body (a model-local function, a schema's function, a com.microsoft op's
+// expansion) in place of the node that calls it: the planner does it before planning, autodiff
+// before differentiating.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <vector>
+
+#include "engine/kernel.h"
+#include "nodes/status.h"
+
+namespace dw::engine {
+
+// The body's nodes for `node`: formal parameters map to the node's actual values (a formal
+// input the node leaves out to ""), internal values get names unique to `uid`, and attribute
+// references take the node's values (`attrs`).
+Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn,
+                      const Attributes& attrs, int uid, std::vector<onnx::NodeProto>& out);
+
+}  // namespace dw::engine

@@ -1,0 +1,21 @@
+// com.microsoft (ONNX Runtime's contrib operators): each op deepwire has is a function body of
+// ai.onnx operators (microsoft_domain.cpp). The planner inlines it through libonnx's registry;
+// autodiff asks for it here, at the training model's opset.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <vector>
+
+#include "nodes/status.h"
+
+namespace dw {
+
+// The body of com.microsoft `node` in ai.onnx operators of `onnxOpset` (17 or later; older
+// models get an error saying so): its inputs and outputs are the op's formal names.
+// `inputTypes` are the node's input types as far as known (FusedMatMul's transposes need the
+// rank). The error names the node and why its attributes cannot be expanded.
+Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
+                     int onnxOpset, onnx::FunctionProto& body);
+
+}  // namespace dw
