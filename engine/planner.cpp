@@ -18,10 +18,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/function_inline.h"
 #include "engine/fusion/fused.h"
 #include "engine/fusion/fusion.h"
 #include "engine/fusion/graph_queries.h"
-#include "engine/function_inline.h"
 #include "engine/kernel.h"
 
 namespace dw::engine {

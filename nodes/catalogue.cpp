@@ -10,14 +10,8 @@ namespace {
 // The one place a domain is added.
 using Provider = void (*)(CatalogueBuilder&);
 constexpr Provider kDomainProviders[] = {
-    addOnnxDomains,
-    addGraphDomain,
-    addLayersDomain,
-    addOutputsDomain,
-    addLossesDomain,
-    addMetricsDomain,
-    addGradDomain,
-    addMicrosoftDomain,
+    addOnnxDomains,  addGraphDomain,   addLayersDomain, addOutputsDomain,
+    addLossesDomain, addMetricsDomain, addGradDomain,   addMicrosoftDomain,
 };
 
 std::string lower(std::string_view s) {
@@ -48,7 +42,9 @@ std::string onnxDomainName(std::string_view canonical) {
   return canonical == kOnnxDomain ? std::string() : std::string(canonical);
 }
 
-void CatalogueBuilder::add(NodeSpec spec) { specs_.push_back(std::move(spec)); }
+void CatalogueBuilder::add(NodeSpec spec) {
+  specs_.push_back(std::move(spec));
+}
 void CatalogueBuilder::setVersionedLookup(const std::string& domain, VersionedLookup lookup) {
   lookups_[domain] = std::move(lookup);
 }

@@ -85,12 +85,12 @@ class Catalogue {
 // Domain providers (one per domain family).
 void addOnnxDomains(CatalogueBuilder& b);  // ai.onnx + ai.onnx.preview.training, from libonnx
 void addGraphDomain(CatalogueBuilder& b);
-void addLayersDomain(CatalogueBuilder& b);   // deepwire.layers: Keras-style layers   // deepwire:
-                                             // Input, Output, Initializer
-void addOutputsDomain(CatalogueBuilder& b);  // deepwire.layers: Output Predict, Output Train
-void addLossesDomain(CatalogueBuilder& b);   // deepwire.losses
-void addMetricsDomain(CatalogueBuilder& b);  // deepwire.metrics
-void addGradDomain(CatalogueBuilder& b);     // com.deepwire.grad: what training graphs hold
+void addLayersDomain(CatalogueBuilder& b);     // deepwire.layers: Keras-style layers   // deepwire:
+                                               // Input, Output, Initializer
+void addOutputsDomain(CatalogueBuilder& b);    // deepwire.layers: Output Predict, Output Train
+void addLossesDomain(CatalogueBuilder& b);     // deepwire.losses
+void addMetricsDomain(CatalogueBuilder& b);    // deepwire.metrics
+void addGradDomain(CatalogueBuilder& b);       // com.deepwire.grad: what training graphs hold
 void addMicrosoftDomain(CatalogueBuilder& b);  // com.microsoft: ONNX Runtime's contrib ops
 // The forward ops whose gradient UnaryGrad computes (its "op" attribute).
 const std::vector<std::string>& unaryGradOps();

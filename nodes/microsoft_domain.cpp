@@ -87,7 +87,9 @@ void convActivation(Body& b, const std::string& act, const std::vector<float>& p
                                   " activation_params (" + what + "), not " +
                                   std::to_string(params.size()));
   };
-  if (act == "Relu" || act == "Tanh" || act == "Sigmoid") {
+  if (act.empty()) {  // no activation: the Conv alone
+    b.add("Identity", {in}, {out});
+  } else if (act == "Relu" || act == "Tanh" || act == "Sigmoid") {
     b.add(act, {in}, {out});
   } else if (act == "LeakyRelu") {
     need(1, "alpha");
@@ -123,7 +125,9 @@ void gemmActivation(const Ctx& c, Body& b, const std::string& act, const std::st
     if (!a) throw std::invalid_argument("activation " + act + " needs " + name);
     return a->f();
   };
-  if (act == "Relu" || act == "Tanh" || act == "Sigmoid" || act == "Softplus") {
+  if (act.empty()) {  // no activation: the Gemm alone
+    b.add("Identity", {in}, {out});
+  } else if (act == "Relu" || act == "Tanh" || act == "Sigmoid" || act == "Softplus") {
     b.add(act, {in}, {out});
   } else if (act == "LeakyRelu" || act == "Elu" || act == "ThresholdedRelu") {
     rename(b.add(act, {in}, {out}), "activation_alpha", "alpha");
@@ -211,9 +215,9 @@ void matmulBody(const Ctx& c, Body& b, bool batchAttrs) {
     if (!tb && !t) continue;
     const int rank = rankOf(c, i, in[i].c_str());
     if (rank < 2 || (anyBatch && rank < 3))
-      throw std::invalid_argument(in[i] + " has " + std::to_string(rank) + " dimension(s); " +
-                                  (anyBatch ? "transBatchA/B need 3 or more"
-                                            : "a transposed operand needs 2 or more"));
+      throw std::invalid_argument(
+          in[i] + " has " + std::to_string(rank) + " dimension(s); " +
+          (anyBatch ? "transBatchA/B need 3 or more" : "a transposed operand needs 2 or more"));
     auto& n = b.add("Transpose", {in[i]}, {in[i] + "_t"});
     *n.add_attribute() = onnx::MakeAttribute("perm", matmulPerm(rank, tb, t));
     in[i] += "_t";
@@ -291,8 +295,7 @@ const std::vector<MsOp>& msOps() {
        [](const Ctx& c, Body& b) {
          const std::string metric = stringAttr(c, "metric");
          if (metric != "sqeuclidean" && metric != "euclidean" && !metric.empty())
-           throw std::invalid_argument("metric '" + metric +
-                                       "' is not sqeuclidean or euclidean");
+           throw std::invalid_argument("metric '" + metric + "' is not sqeuclidean or euclidean");
          b.add("Unsqueeze", {"A", b.constantInts("axis1", {1})}, {"A3"});
          b.add("Unsqueeze", {"B", b.constantInts("axis0", {0})}, {"B3"});
          b.add("Sub", {"A3", "B3"}, {"diff"});
@@ -345,18 +348,17 @@ const std::vector<MsOp>& msOps() {
        17,
        [](const Ctx& c, Body& b) {
          auto& conv = b.add("Conv", {"X", "W", "B"}, {"conv"});
-         Body::copy(c, conv,
-                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+         Body::copy(c, conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
          std::string y = "conv";
          if (c.hasInput(3)) {
            b.add("Add", {"conv", "Z"}, {"sum"});
            y = "sum";
          }
          const auto* p = attr(c, "activation_params", onnx::AttributeProto::FLOATS);
-         convActivation(b, stringAttr(c, "activation"),
-                        p ? std::vector<float>(p->floats().begin(), p->floats().end())
-                          : std::vector<float>{},
-                        y, "Y");
+         convActivation(
+             b, stringAttr(c, "activation"),
+             p ? std::vector<float>(p->floats().begin(), p->floats().end()) : std::vector<float>{},
+             y, "Y");
        },
        [](onnx::InferenceContext& ctx) { inferAs("Conv", 17, ctx); }},
       {"FusedGemm", "math",
@@ -421,8 +423,9 @@ const std::vector<MsOp>& msOps() {
        17,
        [](const Ctx& c, Body& b) {
          const std::string s = skipSum(c, b, 4);
-         auto& ln = b.add("LayerNormalization", {s, "gamma", "beta"},
-                          {"output", c.hasOutput(1) ? "mean" : "", c.hasOutput(2) ? "inv_std_var" : ""});
+         auto& ln =
+             b.add("LayerNormalization", {s, "gamma", "beta"},
+                   {"output", c.hasOutput(1) ? "mean" : "", c.hasOutput(2) ? "inv_std_var" : ""});
          *ln.add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
          *ln.add_attribute() = onnx::MakeAttribute("epsilon", floatAttr(c, "epsilon", 1e-12f));
        },
@@ -460,7 +463,10 @@ const std::vector<MsOp>& msOps() {
       {"Trilu", "math",
        "The upper (upper = 1) or lower triangle of the last two axes of X, from diagonal k "
        "(default 0), the rest zero: the standard Trilu.",
-       17, [](const Ctx& c, Body& b) { Body::copy(c, b.add("Trilu", {"X", "k"}, {"Y"}), {"upper"}); },
+       17,
+       [](const Ctx& c, Body& b) {
+         Body::copy(c, b.add("Trilu", {"X", "k"}, {"Y"}), {"upper"});
+       },
        [](onnx::InferenceContext& ctx) { inferAs("Trilu", 17, ctx); }},
   };
   return ops;
@@ -484,14 +490,16 @@ void buildBody(const Ctx& c, const onnx::OpSchema& schema,
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body) {
   (void)Catalogue::instance();  // registers the schemas
-  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
   for (const MsOp& op : msOps()) {
     if (!schema || node.op_type() != op.name) continue;
     if (onnxOpset < 17)
       return Status::error(
           "node '" + node.name() + "' (" + node.op_type() +
           ", com.microsoft) is written in ai.onnx operators of opset 17 or later, and the "
-          "model imports opset " + std::to_string(onnxOpset) + "; convert the model to opset 17");
+          "model imports opset " +
+          std::to_string(onnxOpset) + "; convert the model to opset 17");
     onnx::NodeProto withDefaults = node;
     withDefaults.clear_attribute();
     for (const auto& [name, a] : schema->attributes()) {
@@ -528,8 +536,8 @@ void addMicrosoftDomain(CatalogueBuilder& b) {
   }
   static std::once_flag registered;
   std::call_once(registered, [&] {
-    onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kMicrosoftDomain,
-                                                                                1, 1);
+    onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(kMicrosoftDomain, 1,
+                                                                                1);
     for (size_t i = 0; i < specs.size(); ++i) {
       const MsOp& op = msOps()[i];
       onnx::OpSchema s = onnxSchemaOf(specs[i], kMicrosoftDomain, true);

@@ -1,5 +1,8 @@
 #include "nodes/onnx_params.h"
 
+#include <charconv>
+#include <cstdlib>
+
 #include <onnx/defs/schema.h>
 
 namespace dw {
@@ -111,6 +114,14 @@ bool parseAll(const std::vector<std::string>& bytes, Repeated* out) {
 }
 }  // namespace
 
+double floatAsDouble(float f) {
+  // The shortest decimal that reads back as f: 1e-05 rather than 9.99999974737875e-06, which
+  // the parameter panels and JSON would show as the value, and which still converts to f.
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
 Result<Param> paramFromAttribute(const AttributeProto& attr, ParamType want) {
   const int t = attr.type() != AttributeProto::UNDEFINED ? attr.type() : payloadType(attr);
   if (t == AttributeProto::UNDEFINED)
@@ -119,7 +130,7 @@ Result<Param> paramFromAttribute(const AttributeProto& attr, ParamType want) {
   p.type = paramTypeFromOnnx(t);
   switch (t) {
     case AttributeProto::FLOAT:
-      p.value = static_cast<double>(attr.f());
+      p.value = floatAsDouble(attr.f());
       break;
     case AttributeProto::INT:
       p.value = attr.i();
@@ -141,9 +152,12 @@ Result<Param> paramFromAttribute(const AttributeProto& attr, ParamType want) {
     case AttributeProto::TYPE_PROTO:
       p.value = attr.tp().SerializeAsString();
       break;
-    case AttributeProto::FLOATS:
-      p.value = std::vector<double>(attr.floats().begin(), attr.floats().end());
+    case AttributeProto::FLOATS: {
+      std::vector<double> v;
+      for (float f : attr.floats()) v.push_back(floatAsDouble(f));
+      p.value = std::move(v);
       break;
+    }
     case AttributeProto::INTS:
       p.value = std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
       break;

@@ -17,6 +17,9 @@ int onnxTypeFromParam(ParamType t);  // Bool -> INT
 // The type an attribute's payload has (for attributes written without a type field, as old
 // exporters do), UNDEFINED where it holds no value.
 int payloadType(const onnx::AttributeProto& attr);
+// A float attribute's value as the double the catalogue keeps: the shortest decimal that
+// converts back to the same float.
+double floatAsDouble(float f);
 // `want` refines the result (an INT attribute read as Bool). Attributes written without a type
 // field (old exporters) are typed by their payload.
 Result<Param> paramFromAttribute(const onnx::AttributeProto& attr, ParamType want);

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+import numpy
 import onnx.defs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +34,12 @@ def plain(v):
     return v
 
 
+def shortest(v):
+    # The attributes are float32: the shortest decimal that reads back as the same float32
+    # (1e-05, not 9.999999747378752e-06), as nodes/onnx_params.cpp keeps libonnx's defaults.
+    return repr(float(str(numpy.float32(v))))
+
+
 def default(a):
     # Packed as "<kind>:<value>": i, f, s, or I, F, S for lists (comma-separated).
     v, t = a["default"], a["type"]
@@ -41,11 +48,11 @@ def default(a):
     if t == "INT":
         return f"i:{int(v)}"
     if t == "FLOAT":
-        return f"f:{float(v)!r}"
+        return f"f:{shortest(v)}"
     if t == "STRING":
         return f"s:{plain(v)}"
     kind = {"INTS": "I", "FLOATS": "F", "STRINGS": "S"}[t]
-    conv = {"I": lambda x: str(int(x)), "F": lambda x: repr(float(x)), "S": plain}[kind]
+    conv = {"I": lambda x: str(int(x)), "F": shortest, "S": plain}[kind]
     return f"{kind}:" + ",".join(conv(x) for x in v)
 
 

@@ -612,6 +612,19 @@ Result<std::map<std::string, double>> ldaCoeffFromModel(const onnx::ModelProto& 
 }
 
 bool hasGradient(const std::string& domain, const std::string& op, int opset) {
+  if (normDomain(domain) == kMicrosoftDomain) {
+    // Differentiated through its body: every op there (at its default attributes) has a
+    // gradient, or makes a constant.
+    onnx::NodeProto n;
+    n.set_op_type(op);
+    n.set_domain(kMicrosoftDomain);
+    onnx::FunctionProto body;
+    if (!microsoftBody(n, {}, kDefaultOnnxOpset, body).ok()) return false;
+    for (const auto& b : body.node())
+      if (b.op_type() != "Constant" && !findGradBuilder("", b.op_type(), kDefaultOnnxOpset))
+        return false;
+    return true;
+  }
   return findGradBuilder(domain, op, opset) != nullptr;
 }
 

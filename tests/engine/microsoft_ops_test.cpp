@@ -70,7 +70,8 @@ TEST(MicrosoftOps, PassCheckerAndStrictInference) {
 // What a node the body builder refuses reports: the node, the op and why, not "unsupported".
 TEST(MicrosoftOps, RefusedAttributesSayWhy) {
   (void)dw::Catalogue::instance();
-  onnx::ModelProto m = load(fs::path(DW_SOURCE_DIR) / "tests/golden/microsoft/fusedgemm_relu/model.onnx");
+  onnx::ModelProto m =
+      load(fs::path(DW_SOURCE_DIR) / "tests/golden/microsoft/fusedgemm_relu/model.onnx");
   m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->set_s("Swoosh");
   for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
     if (a.name() == "activation") a.set_s("Swoosh");

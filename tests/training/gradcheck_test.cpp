@@ -602,27 +602,44 @@ std::vector<GradCase> cases() {
   ms({"QuickGelu", "QuickGelu", {x234}, {attrF("alpha", 1.5f)}});
   ms({"FastGelu", "FastGelu", {x234, b4}});
   ms({"BiasGelu", "BiasGelu", {x234, b4}});
-  ms({"FusedMatMul", "FusedMatMul", {In{{2, 4, 3}}, In{{2, 5, 4}}},
-      {attrI("transA", 1), attrI("transB", 1), attrF("alpha", 0.5f)}, false});
-  ms({"FusedMatMulBatch", "FusedMatMul", {In{{3, 2, 4}}, In{{2, 4, 5}}},
-      {attrI("transBatchA", 1)}, false});
-  ms({"TransposeMatMul", "TransposeMatMul", {In{{4, 3}}, In{{4, 2}}}, {attrI("transA", 1)},
+  ms({"FusedMatMul",
+      "FusedMatMul",
+      {In{{2, 4, 3}}, In{{2, 5, 4}}},
+      {attrI("transA", 1), attrI("transB", 1), attrF("alpha", 0.5f)},
       false});
-  ms({"FusedGemm", "FusedGemm", {In{{3, 4}}, In{{2, 4}}, In{{2}}},
-      {attrI("transB", 1), attrS("activation", "Tanh")}, false});
-  ms({"FusedGemmScaledTanh", "FusedGemm", {In{{3, 4}}, In{{4, 2}}},
+  ms({"FusedMatMulBatch",
+      "FusedMatMul",
+      {In{{3, 2, 4}}, In{{2, 4, 5}}},
+      {attrI("transBatchA", 1)},
+      false});
+  ms({"TransposeMatMul", "TransposeMatMul", {In{{4, 3}}, In{{4, 2}}}, {attrI("transA", 1)}, false});
+  ms({"FusedGemm",
+      "FusedGemm",
+      {In{{3, 4}}, In{{2, 4}}, In{{2}}},
+      {attrI("transB", 1), attrS("activation", "Tanh")},
+      false});
+  ms({"FusedGemmScaledTanh",
+      "FusedGemm",
+      {In{{3, 4}}, In{{4, 2}}},
       {attrS("activation", "ScaledTanh"), attrF("activation_alpha", 0.8f),
        attrF("activation_beta", 1.2f)},
       false});
-  ms({"FusedConv", "FusedConv",
+  ms({"FusedConv",
+      "FusedConv",
       {In{{1, 2, 5, 5}}, In{{3, 2, 3, 3}}, In{{3}}, In{{1, 3, 3, 3}}},
-      {attrS("activation", "Sigmoid")}, false});
-  ms({"SkipLayerNormalization", "SkipLayerNormalization", {x234, x234, b4, b4, b4},
+      {attrS("activation", "Sigmoid")},
+      false});
+  ms({"SkipLayerNormalization",
+      "SkipLayerNormalization",
+      {x234, x234, b4, b4, b4},
       {attrF("epsilon", 1e-5f)}});
-  ms({"SkipSimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
-      {x234, x234, b4, b4}, {attrF("epsilon", 1e-5f)}});
+  ms({"SkipSimplifiedLayerNormalization",
+      "SkipSimplifiedLayerNormalization",
+      {x234, x234, b4, b4},
+      {attrF("epsilon", 1e-5f)}});
   ms({"CDist", "CDist", {In{{3, 2}}, In{{4, 2}}}, {attrS("metric", "euclidean")}});
-  ms({"Pad", "Pad",
+  ms({"Pad",
+      "Pad",
       {x234, In{{1, 6}, 0, 0, false, false, onnx::TensorProto::INT64, {0, 1, 1, 1, 0, 2}},
        In{{1}, -1, 1, false}}});
   return v;
