@@ -379,10 +379,29 @@ const std::vector<MsOp>& msOps() {
        "before its last one (both operands then need the same rank, at least 3).",
        17, [](const Ctx& c, Body& b) { matmulBody(c, b, true); },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"GatherND", "tensor",
+       "Gathers slices of data: each row of the last axis of indices is an index into data's "
+       "leading axes (negative ones count from the end), as the standard GatherND with "
+       "batch_dims 0.",
+       17,
+       [](const Ctx&, Body& b) {
+         b.add("GatherND", {"data", "indices"}, {"output"});
+       },
+       [](onnx::InferenceContext& ctx) { inferAs("GatherND", 12, ctx); }},
       {"Gelu", "math",
        "The exact Gelu, 0.5 x (1 + erf(x / sqrt(2))), as ONNX Runtime's contrib op (the "
        "standard Gelu arrived in opset 20).",
        20, [](const Ctx&, Body& b) { gelu(b, "X", "Y", false); }, sameAsInput0},
+      {"GridSample", "tensor",
+       "Samples X (N, C, H, W) at the normalized positions of Grid (N, H_out, W_out, 2), as the "
+       "standard GridSample: mode bilinear, nearest or bicubic, padding_mode zeros, border or "
+       "reflection, align_corners.",
+       17,
+       [](const Ctx& c, Body& b) {
+         Body::copy(c, b.add("GridSample", {"X", "Grid"}, {"Y"}),
+                    {"align_corners", "mode", "padding_mode"});
+       },
+       [](onnx::InferenceContext& ctx) { inferAs("GridSample", 16, ctx); }},
       {"Pad", "tensor",
        "Pads data by the amounts in the pads input (begin values for every axis, then end "
        "values; shaped [2 * rank] or [1, 2 * rank]) in mode constant (with value, default 0), "
@@ -393,6 +412,24 @@ const std::vector<MsOp>& msOps() {
          Body::copy(c, b.add("Pad", {"data", "pads_1d", "value"}, {"output"}), {"mode"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"DequantizeLinear", "quantization",
+       "(x - x_zero_point) * x_scale in float, per tensor or, with a 1-D scale, per slice of "
+       "axis (default 1): the standard DequantizeLinear for 8- and 32-bit integers.",
+       17,
+       [](const Ctx& c, Body& b) {
+         Body::copy(c, b.add("DequantizeLinear", {"x", "x_scale", "x_zero_point"}, {"y"}),
+                    {"axis"});
+       },
+       [](onnx::InferenceContext& ctx) { inferAs("DequantizeLinear", 13, ctx); }},
+      {"QuantizeLinear", "quantization",
+       "x / y_scale rounded to the nearest even integer, plus y_zero_point, saturated to int8 "
+       "or uint8 (the zero point's type, uint8 without one), per tensor or per slice of axis: "
+       "the standard QuantizeLinear.",
+       17,
+       [](const Ctx& c, Body& b) {
+         Body::copy(c, b.add("QuantizeLinear", {"x", "y_scale", "y_zero_point"}, {"y"}), {"axis"});
+       },
+       [](onnx::InferenceContext& ctx) { inferAs("QuantizeLinear", 13, ctx); }},
       {"QuickGelu", "math",
        "x * sigmoid(alpha * x), a fast approximation of Gelu (alpha 1.702), as ONNX Runtime "
        "fuses x * sigmoid(1.702 x); with alpha 1 it is SiLU.",
@@ -455,6 +492,19 @@ const std::vector<MsOp>& msOps() {
          b.add("Mul", {"normed", "gamma"}, {"output"});
        },
        inferSkipNorm},
+      {"Unique", "tensor",
+       "The distinct values of the 1-D x in the order they first appear (y), for each element "
+       "of x the position of its value in y (idx), and how often each value occurs (counts).",
+       17,
+       [](const Ctx&, Body& b) {
+         *b.add("Unique", {"x"}, {"y", "", "idx", "counts"}).add_attribute() =
+             onnx::MakeAttribute("sorted", int64_t{0});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < ctx.getNumOutputs() && o < 3; ++o)
+           onnx::updateOutputElemType(ctx, o, onnx::TensorProto::INT64);
+       }},
       {"TransposeMatMul", "math",
        "alpha times the matrix product of A and B, each optionally transposed over its last two "
        "axes (transA, transB): FusedMatMul without the batch transposes.",

@@ -63,9 +63,10 @@ def ports(ps):
 # The com.microsoft operators deepwire implements (nodes/microsoft_domain.cpp gives each its
 # expansion into ai.onnx operators); the others stay unknown, so that a model using them is
 # refused by name rather than accepted without a kernel.
-MICROSOFT = {"BiasGelu", "CDist", "ExpandDims", "FastGelu", "FusedConv", "FusedGemm",
-             "FusedMatMul", "Gelu", "Pad", "QuickGelu", "Range", "SkipLayerNormalization",
-             "SkipSimplifiedLayerNormalization", "TransposeMatMul", "Trilu"}
+MICROSOFT = {"BiasGelu", "CDist", "DequantizeLinear", "ExpandDims", "FastGelu", "FusedConv",
+             "FusedGemm", "FusedMatMul", "GatherND", "Gelu", "GridSample", "Pad",
+             "QuantizeLinear", "QuickGelu", "Range", "SkipLayerNormalization",
+             "SkipSimplifiedLayerNormalization", "TransposeMatMul", "Trilu", "Unique"}
 
 rows = []
 for s in facts["onnx"] + facts["onnxruntime_contrib"]:

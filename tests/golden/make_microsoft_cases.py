@@ -25,7 +25,8 @@ ORT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     ROOT, "build", "bench", "zoo", "ort", "node_modules", "onnxruntime-node")
 OUT = os.path.join(HERE, "microsoft")
 rng = np.random.default_rng(11)
-ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32}
+ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
+        np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}
 
 
 def ort_run(model_path, feeds):
@@ -42,16 +43,19 @@ def ort_run(model_path, feeds):
         shutil.rmtree(d)
 
 
-def case(name, op, inputs, outputs, **attrs):
+def case(name, op, inputs, outputs, out_type=None, **attrs):
     """inputs: list of (name, array) with name "" for an omitted optional input; outputs: names
-    ("" leaves an optional output out)."""
+    ("" leaves an optional output out); out_type: the outputs' numpy type where it is not the
+    first input's."""
     given = [(n, a) for n, a in inputs if n]
     node = helper.make_node(op, [n for n, _ in inputs], outputs, domain="com.microsoft", **attrs)
     graph = helper.make_graph(
         [node], name,
         [helper.make_tensor_value_info(n, ELEM[a.dtype.type], a.shape) for n, a in given],
-        [helper.make_tensor_value_info(o, ELEM[given[0][1].dtype.type], None)
-         for o in outputs if o])
+        [helper.make_tensor_value_info(
+            o, ELEM[(out_type[k] if isinstance(out_type, list) else out_type) or
+                    given[0][1].dtype.type], None)
+         for k, o in enumerate(outputs) if o])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
@@ -158,6 +162,36 @@ def main():
     case("cdist_sqeuclidean", "CDist", [("A", f32(4, 3)), ("B", f32(5, 3))], ["C"])
     case("cdist_euclidean", "CDist", [("A", f32(4, 3)), ("B", f32(5, 3))], ["C"],
          metric="euclidean")
+    data = f32(3, 4, 5)
+    case("gathernd", "GatherND", [("data", data), ("indices", np.array([[0, 1], [-1, 2], [1, -4]],
+                                                                        np.int64))], ["output"])
+    case("gathernd_full", "GatherND",
+         [("data", data), ("indices", np.array([[[2, 3, 4]], [[0, 0, -1]]], np.int64))],
+         ["output"])
+    img, grid = f32(1, 2, 4, 5), f32(1, 3, 6, 2, lo=-1.2, hi=1.2)
+    case("gridsample_bilinear", "GridSample", [("X", img), ("Grid", grid)], ["Y"])
+    case("gridsample_nearest_border_aligned", "GridSample", [("X", img), ("Grid", grid)], ["Y"],
+         mode="nearest", padding_mode="border", align_corners=1)
+    case("gridsample_bicubic_reflection", "GridSample", [("X", img), ("Grid", grid)], ["Y"],
+         mode="bicubic", padding_mode="reflection")
+    q = f32(2, 3, 4, lo=-3, hi=3)
+    case("quantizelinear_uint8", "QuantizeLinear",
+         [("x", q), ("y_scale", np.array(0.02, np.float32)),
+          ("y_zero_point", np.array(128, np.uint8))], ["y"], out_type=np.uint8)
+    case("quantizelinear_int8_axis", "QuantizeLinear",
+         [("x", q), ("y_scale", np.array([0.02, 0.03, 0.05], np.float32)),
+          ("y_zero_point", np.array([0, -3, 5], np.int8))], ["y"], axis=1,
+         out_type=np.int8)
+    qi = rng.integers(-128, 127, (2, 3, 4)).astype(np.int8)
+    case("dequantizelinear_int8_axis", "DequantizeLinear",
+         [("x", qi), ("x_scale", np.array([0.1, 0.2, 0.3, 0.4], np.float32)),
+          ("x_zero_point", np.array([1, -2, 0, 3], np.int8))], ["y"], axis=2,
+         out_type=np.float32)
+    case("dequantizelinear_uint8", "DequantizeLinear",
+         [("x", rng.integers(0, 255, (5,)).astype(np.uint8)),
+          ("x_scale", np.array(0.5, np.float32))], ["y"], out_type=np.float32)
+    case("unique", "Unique", [("x", np.array([3.0, 1.0, 3.0, 2.0, 1.0, 5.0], np.float32))],
+         ["y", "idx", "counts"], out_type=[np.float32, np.int64, np.int64])
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
