@@ -99,7 +99,7 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
         continue;
       }
       auto pv = placed(i, id);
-      if (!pv) return pv.status().withContext("node '" + node.name + "' (" + node.op + ")");
+      if (!pv) return pv.status().withContext(node.describe());
       const Value& v = **pv;
       if (halfType != DType::kUndefined && !shapeOnlyInput(i) && v.isTensor() &&
           isHalf(v.tensor.dtype())) {
@@ -131,7 +131,7 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
       node.seconds += std::chrono::duration<double>(ProfileClock::now() - t0).count();
       ++node.calls;
     }
-    if (!st.ok()) return st.withContext("node '" + node.name + "' (" + node.op + ")");
+    if (!st.ok()) return st.withContext(node.describe());
     for (auto& t : ctx.scratch_) {
       auto b = t.buffer();
       t = Tensor();

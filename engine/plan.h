@@ -21,6 +21,14 @@ namespace dw::engine {
 
 struct PlanNode {
   std::string name, op, domain;
+  // For a node of an inlined function body, the node the model has ("'name' (Op, domain)"):
+  // errors name it rather than the body's node.
+  std::string origin;
+  // "node 'name' (op)", or for a body's node "node 'outer' (Outer, domain), in its op".
+  std::string describe() const {
+    return origin.empty() ? "node '" + name + "' (" + op + ")"
+                          : "node " + origin + ", in its " + op;
+  }
   int opset = 0;
   std::unique_ptr<Kernel> kernel;
   std::vector<int> inputs;   // value ids, -1 for an omitted optional input

@@ -48,6 +48,8 @@ struct Planner {
   std::unordered_map<std::string, onnx::TypeProto> types;
   std::map<std::string, const onnx::FunctionProto*> localFunctions;  // "domain:name"
   int counter = 0;
+  // Inlined body nodes by name: the node of the model each came from (PlanNode::origin).
+  std::map<std::string, std::string> origins;
   bool fuse = true;               // SessionOptions::fuse
   bool blockedLayouts = true;     // SessionOptions::blockedLayouts
   int64_t maxLoopIterations = 0;  // SessionOptions::maxLoopIterations
@@ -193,6 +195,14 @@ Status Planner::expand(const onnx::NodeProto& node, const OpsetMap& opsets,
   if (fnOpsets.find("") == fnOpsets.end()) fnOpsets[""] = opset;
   std::vector<onnx::NodeProto> inlined;
   DW_RETURN_IF_ERROR(inlineFunction(node, body, attrs, counter++, inlined));
+  {
+    auto outer = origins.find(node.name());
+    const std::string origin = outer != origins.end()
+                                   ? outer->second
+                                   : "'" + displayName(node) + "' (" + node.op_type() +
+                                         (domain.empty() ? "" : ", " + displayDomain(domain)) + ")";
+    for (const auto& n : inlined) origins[n.name()] = origin;
+  }
   const onnx::TypeProto* firstType = fallbackType;
   if (node.input_size() > 0) {
     auto it = types.find(node.input(0));
@@ -303,8 +313,7 @@ Status Planner::buildKernel(PlanNode& pn, const onnx::NodeProto& node, const Ops
                          "'");
   init.backend = pl.backend;
   auto k = pl.def->factory(init);
-  if (!k)
-    return k.status().withContext("node '" + displayName(node) + "' (" + node.op_type() + ")");
+  if (!k) return k.status().withContext(pn.describe());
   pn.kernel = std::move(*k);
   pn.halfViaFloat = pl.def->halfViaFloat;
   pn.backend = pl.backend;
@@ -444,6 +453,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     PlanNode pn;
     pn.name = displayName(node);
     pn.op = node.op_type();
+    if (auto o = origins.find(node.name()); o != origins.end()) pn.origin = o->second;
     pn.domain = normDomain(node.domain());
     pn.opset = opsetFor(nodeOpsets, pn.domain);
     // The profile's note of what the fusion passes changed about the node's tensors.

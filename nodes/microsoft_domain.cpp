@@ -293,6 +293,14 @@ const std::vector<MsOp>& msOps() {
        "squared Euclidean distances (metric sqeuclidean) or of Euclidean ones (euclidean).",
        17,
        [](const Ctx& c, Body& b) {
+         for (int i = 0; i < 2; ++i) {
+           const onnx::TypeProto* t = c.getInputType(i);
+           if (t && t->has_tensor_type() && t->tensor_type().has_shape() &&
+               t->tensor_type().shape().dim_size() != 2)
+             throw std::invalid_argument(std::string(i ? "B" : "A") + " has " +
+                                         std::to_string(t->tensor_type().shape().dim_size()) +
+                                         " dimension(s); CDist takes A (N x D) and B (M x D)");
+         }
          const std::string metric = stringAttr(c, "metric");
          if (metric != "sqeuclidean" && metric != "euclidean" && !metric.empty())
            throw std::invalid_argument("metric '" + metric + "' is not sqeuclidean or euclidean");

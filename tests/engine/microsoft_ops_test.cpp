@@ -10,12 +10,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "engine/conformance.h"
 #include "engine/session.h"
 #include "nodes/catalogue.h"
 #include "nodes/schema_facts.h"
+#include "tests/engine/onnx_builder.h"
 
 namespace {
 
@@ -80,6 +82,73 @@ TEST(MicrosoftOps, RefusedAttributesSayWhy) {
   EXPECT_NE(s.message().find("FusedGemm"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("activation 'Swoosh' is not one of"), std::string::npos)
       << s.message();
+}
+
+// Nodes whose attributes or shapes their body cannot take: the error names the node of the
+// model (not a node of its body), the op, and what is wrong, and nothing crashes.
+TEST(MicrosoftOps, BadNodesAreNamedErrors) {
+  using dw::engine::test::addInit;
+  using dw::engine::test::addNode;
+  using dw::engine::test::attrI;
+  using dw::engine::test::attrS;
+  using dw::engine::test::randomTensor;
+  struct Case {
+    std::string op;
+    std::vector<dw::engine::Shape> shapes;
+    std::function<void(onnx::NodeProto*)> attrs;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"FusedMatMul",
+       {{3}, {3, 2}},
+       [](onnx::NodeProto* n) { attrI(n, "transA", 1); },
+       "A has 1 dimension(s); a transposed operand needs 2 or more"},
+      {"FusedMatMul",
+       {{3, 2}, {2, 3}},
+       [](onnx::NodeProto* n) { attrI(n, "transBatchA", 1); },
+       "transBatchA/B need 3 or more"},
+      {"CDist",
+       {{2, 3, 4}, {5, 4}},
+       [](onnx::NodeProto*) {},
+       "A has 3 dimension(s); CDist takes A (N x D) and B (M x D)"},
+      {"FusedConv",
+       {{1, 1, 3, 3}, {1, 1, 1, 1}},
+       [](onnx::NodeProto* n) { attrS(n, "activation", "Gelu"); },
+       "activation 'Gelu' is not one of"},
+      {"SkipLayerNormalization",
+       {{2, 4}, {2, 4}, {3}},
+       [](onnx::NodeProto*) {},
+       "in its LayerNormalization"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op + ": " + c.want);
+    auto m = dw::engine::test::emptyModel();
+    auto* imp = m.add_opset_import();
+    imp->set_domain("com.microsoft");
+    imp->set_version(1);
+    auto* g = m.mutable_graph();
+    std::vector<std::string> ins;
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      ins.push_back("in" + std::to_string(i));
+      addInit(g, ins.back(), randomTensor(c.shapes[i], 3 + static_cast<uint32_t>(i)));
+    }
+    auto* n = addNode(g, c.op, ins, {"y"});
+    n->set_domain("com.microsoft");
+    n->set_name("bad");
+    c.attrs(n);
+    g->add_output()->set_name("y");
+    std::string message;
+    auto s = dw::engine::InferenceSession::create(m, {});
+    if (!s.ok()) {
+      message = s.message();
+    } else {
+      auto r = (*s)->run({});
+      ASSERT_FALSE(r.ok());
+      message = r.message();
+    }
+    EXPECT_NE(message.find("'bad' (" + c.op + ", com.microsoft)"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.want), std::string::npos) << message;
+  }
 }
 
 }  // namespace
