@@ -654,6 +654,9 @@ class RoiAlign : public Kernel {
     return dispatchFloat(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
       const double off = halfPixel_ ? 0.5 : 0.0;
+      if (ratio_ > 65536)
+        return Status::error("sampling_ratio " + std::to_string(ratio_) +
+                             " takes more than 65536 points per bin side");
       for (int64_t r = 0; r < R; ++r) {
         const int64_t n = bidx.getInt(r);
         if (n < 0 || n >= x.dim(0)) return Status::error("batch index out of range");
@@ -666,7 +669,15 @@ class RoiAlign : public Kernel {
           rw = std::max(rw, 1.0);
           rh = std::max(rh, 1.0);
         }
+        if (!std::isfinite(rw) || !std::isfinite(rh) || !std::isfinite(x1) || !std::isfinite(y1))
+          return Status::error("roi " + std::to_string(r) + " has a coordinate that is not finite");
         const double bh = rh / oh_, bw = rw / ow_;
+        // Adaptive sampling takes ceil(bin size) points per bin side: a bin of a million
+        // points a side is a malformed roi, not a region of an image.
+        if (ratio_ <= 0 && (rh / oh_ > 1e6 || rw / ow_ > 1e6))
+          return Status::error("roi " + std::to_string(r) +
+                               " is too large to sample adaptively (over a million points per "
+                               "bin side); give sampling_ratio");
         const int64_t gh = ratio_ > 0 ? ratio_ : static_cast<int64_t>(std::ceil(rh / oh_));
         const int64_t gw = ratio_ > 0 ? ratio_ : static_cast<int64_t>(std::ceil(rw / ow_));
         const double count = std::max<int64_t>(gh * gw, 1);
