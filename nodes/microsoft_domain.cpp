@@ -25,6 +25,9 @@ namespace {
 
 using Ctx = onnx::FunctionBodyBuildContext;
 
+// The most inputs a node's body reads (a QLinearConcat of over a thousand tensors is refused).
+constexpr int kMaxInputs = 3 * 1024 + 2;
+
 const onnx::AttributeProto* attr(const Ctx& c, const char* name, int type) {
   const auto* a = c.getAttribute(name);
   return a && a->type() == type ? a : nullptr;
@@ -243,6 +246,43 @@ std::string skipSum(const Ctx& c, Body& b, int biasInput) {
   return s;
 }
 
+// The quantized ops as ONNX Runtime's contrib domain defines them: dequantize the inputs,
+// apply the float op, quantize the result ((x - zero) * scale, then round(y / scale) + zero,
+// saturated). ONNX Runtime's kernels (lookup tables, MLAS) give the same integers, but for a
+// rare exact half where QLinearMul rounds its product another way (1 element of 12544 in a
+// random test, off by one). `zeroInput` is the index of the zero point's input, which the node
+// may leave out.
+std::string dequantize(const Ctx& c, Body& b, const std::string& x, const std::string& scale,
+                       const std::string& zero, int zeroInput) {
+  b.add("DequantizeLinear", {x, scale, c.hasInput(zeroInput) ? zero : ""}, {x + "_f"});
+  return x + "_f";
+}
+// `y` quantized to the type of `like` (a zero point of 0 of that type where the node gives
+// none: QuantizeLinear alone would pick uint8).
+void quantize(const Ctx& c, Body& b, const std::string& y, const std::string& scale,
+              const std::string& zero, int zeroInput, const std::string& like,
+              const std::string& out) {
+  const std::string zp = c.hasInput(zeroInput) ? zero : b.constantLike("zero_point", 0.0f, like);
+  b.add("QuantizeLinear", {y, scale, zp}, {out});
+}
+
+// A binary quantized op (QLinearAdd, QLinearMul): A, A_scale, A_zero_point, B, B_scale,
+// B_zero_point, C_scale, C_zero_point.
+void qlinearBinary(const Ctx& c, Body& b, const char* op) {
+  const std::string a = dequantize(c, b, "A", "A_scale", "A_zero_point", 2),
+                    bf = dequantize(c, b, "B", "B_scale", "B_zero_point", 5);
+  b.add(op, {a, bf}, {"C_f"});
+  quantize(c, b, "C_f", "C_scale", "C_zero_point", 7, "A", "C");
+}
+// A unary one (QLinearSigmoid, QLinearLeakyRelu): X, X_scale, X_zero_point, Y_scale,
+// Y_zero_point.
+onnx::NodeProto& qlinearUnary(const Ctx& c, Body& b, const char* op) {
+  const std::string x = dequantize(c, b, "X", "X_scale", "X_zero_point", 2);
+  auto& n = b.add(op, {x}, {"Y_f"});
+  quantize(c, b, "Y_f", "Y_scale", "Y_zero_point", 4, "X", "Y");
+  return n;
+}
+
 struct MsOp {
   const char* name;
   const char* category;
@@ -438,6 +478,96 @@ const std::vector<MsOp>& msOps() {
          Body::copy(c, b.add("QuantizeLinear", {"x", "y_scale", "y_zero_point"}, {"y"}), {"axis"});
        },
        [](onnx::InferenceContext& ctx) { inferAs("QuantizeLinear", 13, ctx); }},
+      {"QLinearAdd", "quantization",
+       "A + B on quantized tensors: each dequantized with its scale and zero point, added in "
+       "float, and quantized with C_scale and C_zero_point (8-bit, A's type).",
+       17, [](const Ctx& c, Body& b) { qlinearBinary(c, b, "Add"); }, sameAsInput0},
+      {"QLinearConcat", "quantization",
+       "Concatenates quantized tensors along axis: the inputs come as triples (tensor, scale, "
+       "zero point), each dequantized, and the result is quantized with Y_scale and "
+       "Y_zero_point.",
+       17,
+       [](const Ctx& c, Body& b) {
+         std::vector<std::string> parts;
+         for (int k = 0; c.hasInput(2 + 3 * k); ++k) {
+           if (3 * k + 2 >= kMaxInputs) throw std::invalid_argument("too many inputs");
+           const std::string x = "inputs_" + std::to_string(3 * k);
+           parts.push_back(dequantize(c, b, x, "inputs_" + std::to_string(3 * k + 1),
+                                      "inputs_" + std::to_string(3 * k + 2), 2 + 3 * k + 2));
+         }
+         if (parts.empty()) throw std::invalid_argument("there are no tensors to concatenate");
+         Body::copy(c, b.add("Concat", parts, {"Y_f"}), {"axis"});
+         b.add("QuantizeLinear", {"Y_f", "Y_scale", "Y_zero_point"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         if (ctx.getNumInputs() > 1) onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+       }},
+      {"QLinearGlobalAveragePool", "quantization",
+       "The mean over the spatial axes of a quantized X (NCHW, or NHWC with channels_last), "
+       "quantized with y_scale and y_zero_point: the sum of x - x_zero_point in integers, "
+       "times x_scale / (y_scale * count), rounded.",
+       17,
+       [](const Ctx& c, Body& b) {
+         // In integers as ONNX Runtime sums: S = sum(x - x_zero_point) over the plane, then
+         // round(S * (x_scale / (y_scale * count))) + y_zero_point. The mean of the dequantized
+         // values in float rounds differently at halves.
+         const int rank = rankOf(c, 0, "X");
+         if (rank < 3)
+           throw std::invalid_argument("X has " + std::to_string(rank) +
+                                       " dimension(s); it needs 3 or more");
+         std::vector<int64_t> axes;
+         const bool last = intAttr(c, "channels_last", 0) != 0;
+         for (int a = last ? 1 : 2; a < (last ? rank - 1 : rank); ++a) axes.push_back(a);
+         auto toInt32 = [&](const std::string& v) {
+           *b.add("Cast", {v}, {v + "_i"}).add_attribute() =
+               onnx::MakeAttribute("to", int64_t{onnx::TensorProto::INT32});
+           return v + "_i";
+         };
+         b.add("Sub", {toInt32("X"), toInt32("x_zero_point")}, {"centered"});
+         b.add("ReduceSum", {"centered", b.constantInts("axes", axes)}, {"sum"});
+         *b.add("Cast", {"sum"}, {"sum_f"}).add_attribute() =
+             onnx::MakeAttribute("to", int64_t{onnx::TensorProto::FLOAT});
+         b.add("Shape", {"X"}, {"shape"});
+         b.add("Gather", {"shape", "axes"}, {"plane"});
+         *b.add("ReduceProd", {"plane"}, {"count"}).add_attribute() =
+             onnx::MakeAttribute("keepdims", int64_t{0});
+         *b.add("Cast", {"count"}, {"count_f"}).add_attribute() =
+             onnx::MakeAttribute("to", int64_t{onnx::TensorProto::FLOAT});
+         b.add("Mul", {"y_scale", "count_f"}, {"denominator"});
+         b.add("Div", {"x_scale", "denominator"}, {"ratio"});
+         b.add("Mul", {"sum_f", "ratio"}, {"Y_f"});
+         b.add("QuantizeLinear", {"Y_f", b.constantLike("one", 1.0f, "x_scale"), "y_zero_point"},
+               {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"QLinearLeakyRelu", "quantization",
+       "LeakyRelu (alpha, default 0.01) on a quantized X: dequantized, activated in float and "
+       "quantized with Y_scale and Y_zero_point.",
+       17,
+       [](const Ctx& c, Body& b) {
+         *qlinearUnary(c, b, "LeakyRelu").add_attribute() =
+             onnx::MakeAttribute("alpha", floatAttr(c, "alpha", 0.01f));
+       },
+       sameAsInput0},
+      {"QLinearMul", "quantization",
+       "A * B on quantized tensors: each dequantized with its scale and zero point, multiplied "
+       "in float, and quantized with C_scale and C_zero_point (8-bit, A's type).",
+       17, [](const Ctx& c, Body& b) { qlinearBinary(c, b, "Mul"); }, sameAsInput0},
+      {"QLinearSigmoid", "quantization",
+       "Sigmoid on a quantized X: dequantized, activated in float and quantized with Y_scale "
+       "and Y_zero_point.",
+       17, [](const Ctx& c, Body& b) { qlinearUnary(c, b, "Sigmoid"); }, sameAsInput0},
+      {"QLinearWhere", "quantization",
+       "Where(condition, X, Y) on quantized X and Y (each with its scale and zero point), the "
+       "result quantized with z_scale and z_zero_point.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const std::string x = dequantize(c, b, "X", "x_scale", "x_zero_point", 3),
+                           y = dequantize(c, b, "Y", "y_scale", "y_zero_point", 6);
+         b.add("Where", {"condition", x, y}, {"Z_f"});
+         b.add("QuantizeLinear", {"Z_f", "z_scale", "z_zero_point"}, {"Z"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0); }},
       {"QuickGelu", "math",
        "x * sigmoid(alpha * x), a fast approximation of Gelu (alpha 1.702), as ONNX Runtime "
        "fuses x * sigmoid(1.702 x); with alpha 1 it is SiLU.",
@@ -534,7 +664,17 @@ const std::vector<MsOp>& msOps() {
 void buildBody(const Ctx& c, const onnx::OpSchema& schema,
                const std::function<void(const Ctx&, Body&)>& build, int opset,
                onnx::FunctionProto& f) {
-  for (const auto& p : schema.inputs()) f.add_input(p.GetName());
+  // A variadic input's arguments are named <name>_0, <name>_1... (QLinearConcat's).
+  int given = 0;
+  for (int i = 0; i < kMaxInputs; ++i)
+    if (c.hasInput(i)) given = i + 1;
+  for (const auto& p : schema.inputs()) {
+    if (p.GetOption() != onnx::OpSchema::Variadic) {
+      f.add_input(p.GetName());
+      continue;
+    }
+    for (int k = 0; f.input_size() < given; ++k) f.add_input(p.GetName() + "_" + std::to_string(k));
+  }
   for (const auto& p : schema.outputs()) f.add_output(p.GetName());
   auto* imp = f.add_opset_import();
   imp->set_domain("");

@@ -65,7 +65,9 @@ def ports(ps):
 # refused by name rather than accepted without a kernel.
 MICROSOFT = {"BiasGelu", "CDist", "DequantizeLinear", "ExpandDims", "FastGelu", "FusedConv",
              "FusedGemm", "FusedMatMul", "GatherND", "Gelu", "GridSample", "Pad",
-             "QuantizeLinear", "QuickGelu", "Range", "SkipLayerNormalization",
+             "QLinearAdd", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu",
+             "QLinearMul", "QLinearSigmoid", "QLinearWhere", "QuantizeLinear", "QuickGelu",
+             "Range", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "TransposeMatMul", "Trilu", "Unique"}
 
 rows = []

@@ -26,7 +26,7 @@ ORT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
 OUT = os.path.join(HERE, "microsoft")
 rng = np.random.default_rng(11)
 ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
-        np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}
+        np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.bool_: TensorProto.BOOL}
 
 
 def ort_run(model_path, feeds):
@@ -192,6 +192,47 @@ def main():
           ("x_scale", np.array(0.5, np.float32))], ["y"], out_type=np.float32)
     case("unique", "Unique", [("x", np.array([3.0, 1.0, 3.0, 2.0, 1.0, 5.0], np.float32))],
          ["y", "idx", "counts"], out_type=[np.float32, np.int64, np.int64])
+    for dt in (np.uint8, np.int8):
+        lo, hi = (0, 255) if dt == np.uint8 else (-128, 127)
+        t = dt.__name__
+
+        def qt(*shape):
+            return rng.integers(lo, hi + 1, shape).astype(dt)
+
+        def sc(v):
+            return np.array(v, np.float32)
+
+        def zp(v):
+            return np.array(v if dt == np.int8 else v + 128, dt)
+
+        qa, qb = qt(2, 3, 8), qt(8)
+        for op in ("QLinearAdd", "QLinearMul"):
+            case(f"{op.lower()}_{t}", op,
+                 [("A", qa), ("A_scale", sc(0.0173)), ("A_zero_point", zp(3)), ("B", qb),
+                  ("B_scale", sc(0.0291)), ("B_zero_point", zp(-5)), ("C_scale", sc(0.0377)),
+                  ("C_zero_point", zp(1))], ["C"])
+        case(f"qlinearsigmoid_{t}", "QLinearSigmoid",
+             [("X", qa), ("X_scale", sc(0.05)), ("X_zero_point", zp(2)),
+              ("Y_scale", sc(1 / 256)), ("Y_zero_point", zp(-128))], ["Y"])
+        case(f"qlinearleakyrelu_{t}", "QLinearLeakyRelu",
+             [("X", qa), ("X_scale", sc(0.05)), ("X_zero_point", zp(2)),
+              ("Y_scale", sc(0.03)), ("Y_zero_point", zp(-7))], ["Y"], alpha=0.2)
+        img = qt(2, 3, 5, 4)
+        case(f"qlinearglobalaveragepool_{t}", "QLinearGlobalAveragePool",
+             [("X", img), ("x_scale", sc(0.02)), ("x_zero_point", zp(4)),
+              ("y_scale", sc(0.01)), ("y_zero_point", zp(-3))], ["Y"])
+        case(f"qlinearglobalaveragepool_nhwc_{t}", "QLinearGlobalAveragePool",
+             [("X", img), ("x_scale", sc(0.02)), ("x_zero_point", zp(4)),
+              ("y_scale", sc(0.01)), ("y_zero_point", zp(-3))], ["Y"], channels_last=1)
+        case(f"qlinearconcat_{t}", "QLinearConcat",
+             [("Y_scale", sc(0.04)), ("Y_zero_point", zp(1)), ("X0", qt(2, 3)),
+              ("X0_scale", sc(0.03)), ("X0_zero_point", zp(-2)), ("X1", qt(2, 2)),
+              ("X1_scale", sc(0.05)), ("X1_zero_point", zp(6))], ["Y"], axis=1, out_type=dt)
+        case(f"qlinearwhere_{t}", "QLinearWhere",
+             [("condition", rng.integers(0, 2, (2, 3, 8)).astype(bool)), ("X", qa),
+              ("x_scale", sc(0.02)), ("x_zero_point", zp(3)), ("Y", qb), ("y_scale", sc(0.04)),
+              ("y_zero_point", zp(-1)), ("z_scale", sc(0.03)), ("z_zero_point", zp(2))], ["Z"],
+             out_type=dt)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -1,0 +1,1 @@
+BX0_zero_pointJþ

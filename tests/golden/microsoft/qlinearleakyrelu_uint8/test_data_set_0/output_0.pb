@@ -1,0 +1,1 @@
+BYJ0ÿŠiOsÇW_’aËìÛÿaom¦·[ÿléZ`ÿSnj½le’ñmcÿXÿ¡yä{_Vjp
