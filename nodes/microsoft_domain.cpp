@@ -9,6 +9,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -450,6 +451,90 @@ const std::vector<MsOp>& msOps() {
                     {"align_corners", "mode", "padding_mode"});
        },
        [](onnx::InferenceContext& ctx) { inferAs("GridSample", 16, ctx); }},
+      {"MultiHeadAttention", "nn",
+       "Attention of num_heads heads over query [B, S, D] and key and value [B, L, D] and "
+       "[B, L, Dv], with the optional packed bias (D + D + Dv, added to each), key_padding_mask "
+       "[B, L] (0 masks the key with mask_filter_value, default -10000), attention_bias added "
+       "to the scores, past_key and past_value [B, heads, P, size] in front of key and value "
+       "(present_key and present_value return them joined), unidirectional (causal) and scale "
+       "(default 1 / sqrt(size)). The packed query-key-value and 4-D key forms are not taken.",
+       23,
+       [](const Ctx& c, Body& b) {
+         if (b.opset < 23)
+           throw std::invalid_argument(
+               "it is written as ai.onnx Attention, which needs opset 23; a training graph "
+               "reads it at the model's opset " +
+               std::to_string(b.opset) + " (export at 23)");
+         if (!c.hasInput(1) || !c.hasInput(2))
+           throw std::invalid_argument(
+               "key and value must be given (the packed query-key-value form is not taken)");
+         for (int i : {0, 1, 2}) {
+           const onnx::TypeProto* t = c.getInputType(i);
+           if (t && t->has_tensor_type() && t->tensor_type().has_shape() &&
+               t->tensor_type().shape().dim_size() != 3)
+             throw std::invalid_argument(
+                 std::string(i == 0   ? "query"
+                             : i == 1 ? "key"
+                                      : "value") +
+                 " has " + std::to_string(t->tensor_type().shape().dim_size()) +
+                 " dimensions; it must be [batch, sequence, hidden] (the packed and 4-D forms "
+                 "are not taken)");
+         }
+         if (c.hasInput(8) || c.hasInput(9))
+           throw std::invalid_argument(
+               "past_sequence_length and cache_indirection (beam search) are not taken");
+         if (c.hasOutput(3)) throw std::invalid_argument("output qk is not computed");
+         const int64_t heads = intAttr(c, "num_heads", 0);
+         if (heads < 1) throw std::invalid_argument("num_heads must be at least 1");
+         std::string q = "query", k = "key", v = "value";
+         if (c.hasInput(3)) {
+           // bias = [q bias | k bias | v bias]; q and k have query's hidden size.
+           b.add("Shape", {"query"}, {"q_shape"});
+           b.add("Gather", {"q_shape", b.constantInts("last", {2})}, {"d"});
+           b.add("Mul", {"d", b.constantInts("two", {2})}, {"d2"});
+           b.add("Slice", {"bias", b.constantInts("zero", {0}), "d"}, {"q_bias"});
+           b.add("Slice", {"bias", "d", "d2"}, {"k_bias"});
+           b.add("Slice", {"bias", "d2", b.constantInts("end", {INT64_MAX})}, {"v_bias"});
+           b.add("Add", {"query", "q_bias"}, {"q"});
+           b.add("Add", {"key", "k_bias"}, {"k"});
+           b.add("Add", {"value", "v_bias"}, {"v"});
+           q = "q", k = "k", v = "v";
+         }
+         std::string mask;
+         if (c.hasInput(4)) {
+           // [B, L] of 1 (attend) and 0 (masked): an additive mask of 0 and mask_filter_value.
+           b.add("Unsqueeze", {"key_padding_mask", b.constantInts("axes12", {1, 2})}, {"kpm4"});
+           *b.add("Cast", {"kpm4"}, {"keep"}).add_attribute() =
+               onnx::MakeAttribute("to", int64_t{onnx::TensorProto::BOOL});
+           b.add("Where",
+                 {"keep", b.constantLike("no_mask", 0.0f, "query"),
+                  b.constantLike("filter", floatAttr(c, "mask_filter_value", -10000.0f), "query")},
+                 {"padding_bias"});
+           mask = "padding_bias";
+         }
+         if (c.hasInput(5)) {
+           if (mask.empty()) {
+             mask = "attention_bias";
+           } else {
+             b.add("Add", {mask, "attention_bias"}, {"mask_sum"});
+             mask = "mask_sum";
+           }
+         }
+         auto& att = b.add("Attention", {q, k, v, mask, "past_key", "past_value"},
+                           {"output", c.hasOutput(1) ? "present_key" : "",
+                            c.hasOutput(2) ? "present_value" : ""});
+         *att.add_attribute() = onnx::MakeAttribute("q_num_heads", heads);
+         *att.add_attribute() = onnx::MakeAttribute("kv_num_heads", heads);
+         if (intAttr(c, "unidirectional", 0))
+           *att.add_attribute() = onnx::MakeAttribute("is_causal", int64_t{1});
+         if (const auto* sc = attr(c, "scale", onnx::AttributeProto::FLOAT))
+           *att.add_attribute() = onnx::MakeAttribute("scale", sc->f());
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < 3 && o < ctx.getNumOutputs(); ++o)
+           onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+       }},
       {"Pad", "tensor",
        "Pads data by the amounts in the pads input (begin values for every axis, then end "
        "values; shaped [2 * rank] or [1, 2 * rank]) in mode constant (with value, default 0), "

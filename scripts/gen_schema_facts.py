@@ -64,7 +64,7 @@ def ports(ps):
 # expansion into ai.onnx operators); the others stay unknown, so that a model using them is
 # refused by name rather than accepted without a kernel.
 MICROSOFT = {"BiasGelu", "CDist", "DequantizeLinear", "ExpandDims", "FastGelu", "FusedConv",
-             "FusedGemm", "FusedMatMul", "GatherND", "Gelu", "GridSample", "Pad",
+             "FusedGemm", "FusedMatMul", "GatherND", "Gelu", "GridSample", "MultiHeadAttention", "Pad",
              "QLinearAdd", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu",
              "QLinearMul", "QLinearSigmoid", "QLinearWhere", "QuantizeLinear", "QuickGelu",
              "Range", "SkipLayerNormalization",

@@ -233,6 +233,20 @@ def main():
               ("x_scale", sc(0.02)), ("x_zero_point", zp(3)), ("Y", qb), ("y_scale", sc(0.04)),
               ("y_zero_point", zp(-1)), ("z_scale", sc(0.03)), ("z_zero_point", zp(2))], ["Z"],
              out_type=dt)
+    qry, key, val = f32(2, 3, 8), f32(2, 5, 8), f32(2, 5, 4)
+    case("mha_plain", "MultiHeadAttention", [("query", qry), ("key", key), ("value", val)],
+         ["output"], num_heads=2)
+    case("mha_bias_mask_scale", "MultiHeadAttention",
+         [("query", qry), ("key", key), ("value", val), ("bias", f32(20)),
+          ("key_padding_mask", np.array([[1, 1, 1, 0, 1], [1, 0, 1, 1, 1]], np.int32))],
+         ["output"], num_heads=4, scale=0.3)
+    case("mha_attention_bias_causal", "MultiHeadAttention",
+         [("query", qry), ("key", f32(2, 3, 8)), ("value", f32(2, 3, 4)), ("", None), ("", None),
+          ("attention_bias", f32(1, 2, 3, 3))], ["output"], num_heads=2, unidirectional=1)
+    case("mha_past", "MultiHeadAttention",
+         [("query", qry), ("key", key), ("value", f32(2, 5, 8)), ("", None), ("", None),
+          ("", None), ("past_key", f32(2, 2, 4, 4)), ("past_value", f32(2, 2, 4, 4))],
+         ["output", "present_key", "present_value"], num_heads=2)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
