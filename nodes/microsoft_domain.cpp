@@ -365,6 +365,63 @@ const std::vector<MsOp>& msOps() {
          *s.add_dim() = bs.dim(0);
          onnx::updateOutputShape(ctx, 0, s);
        }},
+      {"EmbedLayerNormalization", "nn",
+       "A BERT model's input layer: the word embeddings of input_ids, plus the position "
+       "embeddings (of position_ids, or of 0, 1, ... along the sequence) and the segment "
+       "embeddings of segment_ids, layer-normalized over the hidden axis with gamma and beta. "
+       "mask_index is the count of ones in each row of mask (zeros without one); "
+       "embedding_sum the sum before the normalization.",
+       17,
+       [](const Ctx& c, Body& b) {
+         b.add("Gather", {"word_embedding", "input_ids"}, {"words"});
+         std::string pos = "position_ids";
+         if (!c.hasInput(8)) {
+           b.add("Shape", {"input_ids"}, {"ids_shape"});
+           b.add("Gather", {"ids_shape", b.constantInts("one", {1})}, {"seq_1d"});
+           b.add("Squeeze", {"seq_1d"}, {"seq"});
+           auto scalar = [&](const std::string& name, int64_t v) {
+             onnx::TensorProto t;
+             t.set_data_type(onnx::TensorProto::INT64);
+             t.add_int64_data(v);
+             *b.add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value", t);
+             return name;
+           };
+           b.add("Range", {scalar("start", 0), "seq", scalar("step", 1)}, {"positions"});
+           pos = "positions";
+         }
+         b.add("Gather", {"position_embedding", pos}, {"pos_emb"});
+         b.add("Add", {"words", "pos_emb"}, {"sum_wp"});
+         std::string sum = "sum_wp";
+         if (c.hasInput(1) && c.hasInput(4)) {
+           b.add("Gather", {"segment_embedding", "segment_ids"}, {"seg_emb"});
+           b.add("Add", {sum, "seg_emb"}, {"sum_all"});
+           sum = "sum_all";
+         }
+         auto& ln = b.add("LayerNormalization", {sum, "gamma", "beta"}, {"output"});
+         *ln.add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
+         *ln.add_attribute() = onnx::MakeAttribute("epsilon", floatAttr(c, "epsilon", 1e-12f));
+         if (c.hasOutput(1)) {
+           if (c.hasInput(7)) {
+             *b.add("ReduceSum", {"mask", b.constantInts("axis1", {1})}, {"mask_index"})
+                  .add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
+           } else {
+             b.add("Shape", {"input_ids"}, {"ids_shape2"});
+             b.add("Gather", {"ids_shape2", b.constantInts("zero", {0})}, {"batch"});
+             onnx::TensorProto zero;
+             zero.set_data_type(onnx::TensorProto::INT32);
+             zero.add_dims(1);
+             zero.add_int32_data(0);
+             *b.add("ConstantOfShape", {"batch"}, {"mask_index"}).add_attribute() =
+                 onnx::MakeAttribute("value", zero);
+           }
+         }
+         if (c.hasOutput(2)) b.add("Identity", {sum}, {"embedding_sum"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 2, 0);
+         if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT32);
+         if (ctx.getNumOutputs() > 2) onnx::propagateElemTypeFromInputToOutput(ctx, 2, 2);
+       }},
       {"ExpandDims", "tensor",
        "Inserts a dimension of size 1 into X at the position given by the scalar input axis "
        "(negative counts from the end of the result), like Unsqueeze with one axis.",

@@ -247,6 +247,19 @@ def main():
          [("query", qry), ("key", key), ("value", f32(2, 5, 8)), ("", None), ("", None),
           ("", None), ("past_key", f32(2, 2, 4, 4)), ("past_value", f32(2, 2, 4, 4))],
          ["output", "present_key", "present_value"], num_heads=2)
+    ids = rng.integers(0, 10, (2, 4)).astype(np.int32)
+    seg = rng.integers(0, 2, (2, 4)).astype(np.int32)
+    emb = [("word_embedding", f32(10, 8)), ("position_embedding", f32(6, 8))]
+    norm = [("gamma", f32(8)), ("beta", f32(8))]
+    case("embedlayernorm_all", "EmbedLayerNormalization",
+         [("input_ids", ids), ("segment_ids", seg)] + emb + [("segment_embedding", f32(2, 8))] +
+         norm + [("mask", np.array([[1, 1, 1, 0], [1, 1, 0, 0]], np.int32))],
+         ["output", "mask_index", "embedding_sum"], out_type=[np.float32, np.int32, np.float32],
+         epsilon=1e-5)
+    case("embedlayernorm_positions_nomask", "EmbedLayerNormalization",
+         [("input_ids", ids), ("", None)] + emb + [("", None)] + norm +
+         [("", None), ("position_ids", np.array([[3, 2, 1, 0], [0, 1, 2, 5]], np.int32))],
+         ["output", "mask_index"], out_type=[np.float32, np.int32])
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

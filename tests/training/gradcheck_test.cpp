@@ -638,6 +638,12 @@ std::vector<GradCase> cases() {
       {x234, x234, b4, b4},
       {attrF("epsilon", 1e-5f)}});
   ms({"CDist", "CDist", {In{{3, 2}}, In{{4, 2}}}, {attrS("metric", "euclidean")}});
+  ms({"EmbedLayerNormalization",
+      "EmbedLayerNormalization",
+      {In{{2, 3}, 0, 0, false, false, onnx::TensorProto::INT32, {1, 4, 2, 0, 4, 3}},
+       In{{2, 3}, 0, 0, false, false, onnx::TensorProto::INT32, {0, 1, 1, 0, 0, 1}}, In{{5, 4}},
+       In{{3, 4}}, In{{2, 4}}, b4, b4},
+      {attrF("epsilon", 1e-5f)}});
   ms({"Pad",
       "Pad",
       {x234, In{{1, 6}, 0, 0, false, false, onnx::TensorProto::INT64, {0, 1, 1, 1, 0, 2}},

@@ -80,8 +80,8 @@ inline onnx::NodeProto* singleOpModel(onnx::ModelProto& m, int64_t opset, const 
   return n;
 }
 
-// An initializer of an ONNX elem type from doubles (int32_data holds bools; other integer
-// types go to int64_data).
+// An initializer of an ONNX elem type from doubles (int32_data holds int32 and bools; other
+// integer types go to int64_data).
 inline onnx::TensorProto makeTensor(const std::string& name, int32_t type,
                                     const std::vector<int64_t>& shape,
                                     const std::vector<double>& v) {
@@ -96,6 +96,8 @@ inline onnx::TensorProto makeTensor(const std::string& name, int32_t type,
       t.add_float_data(static_cast<float>(x));
     else if (type == onnx::TensorProto::BOOL)
       t.add_int32_data(x != 0);
+    else if (type == onnx::TensorProto::INT32)
+      t.add_int32_data(static_cast<int32_t>(x));
     else
       t.add_int64_data(static_cast<int64_t>(x));
   }
