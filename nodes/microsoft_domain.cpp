@@ -320,6 +320,129 @@ void inferSkipNorm(onnx::InferenceContext& ctx) {
 
 const std::vector<MsOp>& msOps() {
   static const std::vector<MsOp> ops = {
+      {"Attention", "nn",
+       "BERT-style self-attention of num_heads heads: input [B, S, hidden] times the packed "
+       "weights (hidden x (q + k + v), sizes from qkv_hidden_sizes or three equal parts) plus "
+       "bias gives queries, keys and values. mask_index is either the valid length of each "
+       "sequence ([B]: later keys are masked), or 1 to attend and 0 to mask ([B, T] or [B, S, "
+       "T]); masked scores get mask_filter_value (default -10000). attention_bias is added to "
+       "the scores, past ([2, B, heads, P, size]) goes in front of the keys and values and "
+       "present returns them joined; unidirectional makes it causal.",
+       23,
+       [](const Ctx& c, Body& b) {
+         if (b.opset < 23)
+           throw std::invalid_argument(
+               "it is written as ai.onnx Attention, which needs opset 23; a training graph "
+               "reads it at the model's opset " +
+               std::to_string(b.opset) + " (export at 23)");
+         if (intAttr(c, "do_rotary", 0) != 0) throw std::invalid_argument("do_rotary is not taken");
+         if (c.hasInput(6))
+           throw std::invalid_argument("past_sequence_length (a shared buffer) is not taken");
+         const int64_t heads = intAttr(c, "num_heads", 0);
+         if (heads < 1) throw std::invalid_argument("num_heads must be at least 1");
+         b.add("MatMul", {"input", "weights"}, {"qkv_mm"});
+         std::string qkv = "qkv_mm";
+         if (c.hasInput(2)) {
+           b.add("Add", {"qkv_mm", "bias"}, {"qkv"});
+           qkv = "qkv";
+         }
+         const auto* sizes = attr(c, "qkv_hidden_sizes", onnx::AttributeProto::INTS);
+         if (sizes) {
+           if (sizes->ints_size() != 3)
+             throw std::invalid_argument("qkv_hidden_sizes must have 3 values");
+           *b.add("Split",
+                  {qkv, b.constantInts("sizes", {sizes->ints(0), sizes->ints(1), sizes->ints(2)})},
+                  {"q", "k", "v"})
+                .add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
+         } else {
+           auto& split = b.add("Split", {qkv}, {"q", "k", "v"});
+           *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
+           *split.add_attribute() = onnx::MakeAttribute("num_outputs", int64_t{3});
+         }
+         std::string pastK, pastV;
+         if (c.hasInput(4)) {
+           // past = [key; value], each [B, heads, P, size].
+           auto& split = b.add("Split", {"past"}, {"past_k5", "past_v5"});
+           *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+           *split.add_attribute() = onnx::MakeAttribute("num_outputs", int64_t{2});
+           b.add("Squeeze", {"past_k5", b.constantInts("axis0", {0})}, {"past_k"});
+           b.add("Squeeze", {"past_v5", "axis0"}, {"past_v"});
+           pastK = "past_k", pastV = "past_v";
+         }
+         std::string mask;
+         if (c.hasInput(3)) {
+           const onnx::TypeProto* t = c.getInputType(3);
+           if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape())
+             throw std::invalid_argument("the rank of mask_index must be known");
+           const int rank = t->tensor_type().shape().dim_size();
+           if (rank == 1) {
+             // Valid lengths: key j of sequence b attends while j < mask_index[b].
+             b.add("Shape", {"k"}, {"k_shape"});
+             b.add("Gather", {"k_shape", b.constantInts("seq_axis", {1})}, {"keys"});
+             std::string total = "keys";
+             if (c.hasInput(4)) {
+               b.add("Shape", {"past_k"}, {"past_shape"});
+               b.add("Gather", {"past_shape", b.constantInts("past_axis", {2})}, {"past_len"});
+               b.add("Add", {"keys", "past_len"}, {"total"});
+               total = "total";
+             }
+             b.add("Squeeze", {total}, {"total_0d"});
+             b.add("Range", {"zero_0d", "total_0d", "one_0d"}, {"positions"});
+             onnx::TensorProto zero, one;
+             for (auto* tp : {&zero, &one}) tp->set_data_type(onnx::TensorProto::INT64);
+             zero.add_int64_data(0);
+             one.add_int64_data(1);
+             *b.add("Constant", {}, {"zero_0d"}).add_attribute() =
+                 onnx::MakeAttribute("value", zero);
+             *b.add("Constant", {}, {"one_0d"}).add_attribute() = onnx::MakeAttribute("value", one);
+             *b.add("Cast", {"mask_index"}, {"lengths"}).add_attribute() =
+                 onnx::MakeAttribute("to", int64_t{onnx::TensorProto::INT64});
+             b.add("Unsqueeze", {"lengths", b.constantInts("axis1", {1})}, {"lengths_b1"});
+             b.add("Less", {"positions", "lengths_b1"}, {"keep_bt"});
+             b.add("Unsqueeze", {"keep_bt", b.constantInts("axes12", {1, 2})}, {"keep"});
+           } else if (rank == 2 || rank == 3) {
+             // 1 attends, 0 is masked: [B, T] for every query, or [B, S, T].
+             *b.add("Cast", {"mask_index"}, {"keep_raw"}).add_attribute() =
+                 onnx::MakeAttribute("to", int64_t{onnx::TensorProto::BOOL});
+             b.add("Unsqueeze",
+                   {"keep_raw", b.constantInts("mask_axes", rank == 2 ? std::vector<int64_t>{1, 2}
+                                                                      : std::vector<int64_t>{1})},
+                   {"keep"});
+           } else {
+             throw std::invalid_argument("mask_index of " + std::to_string(rank) +
+                                         " dimensions is not taken (1, 2 or 3)");
+           }
+           b.add("Where",
+                 {"keep", b.constantLike("no_mask", 0.0f, "input"),
+                  b.constantLike("filter", floatAttr(c, "mask_filter_value", -10000.0f), "input")},
+                 {"mask_bias"});
+           mask = "mask_bias";
+         }
+         if (c.hasInput(5)) {
+           if (mask.empty()) {
+             mask = "attention_bias";
+           } else {
+             b.add("Add", {mask, "attention_bias"}, {"mask_sum"});
+             mask = "mask_sum";
+           }
+         }
+         const bool present = c.hasOutput(1);
+         auto& att = b.add("Attention", {"q", "k", "v", mask, pastK, pastV},
+                           {"output", present ? "present_k" : "", present ? "present_v" : ""});
+         *att.add_attribute() = onnx::MakeAttribute("q_num_heads", heads);
+         *att.add_attribute() = onnx::MakeAttribute("kv_num_heads", heads);
+         if (intAttr(c, "unidirectional", 0))
+           *att.add_attribute() = onnx::MakeAttribute("is_causal", int64_t{1});
+         if (const auto* sc = attr(c, "scale", onnx::AttributeProto::FLOAT))
+           *att.add_attribute() = onnx::MakeAttribute("scale", sc->f());
+         if (present) {
+           b.add("Unsqueeze", {"present_k", b.constantInts("axis_0", {0})}, {"present_k5"});
+           b.add("Unsqueeze", {"present_v", "axis_0"}, {"present_v5"});
+           *b.add("Concat", {"present_k5", "present_v5"}, {"present"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{0});
+         }
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"BiasGelu", "math",
        "Gelu(A + B): the bias B (usually 1-D, over the last axis) is added before the exact, "
        "erf-based Gelu.",

@@ -247,6 +247,24 @@ def main():
          [("query", qry), ("key", key), ("value", f32(2, 5, 8)), ("", None), ("", None),
           ("", None), ("past_key", f32(2, 2, 4, 4)), ("past_value", f32(2, 2, 4, 4))],
          ["output", "present_key", "present_value"], num_heads=2)
+    x = f32(2, 4, 6)
+    wq = f32(6, 24, lo=-0.5, hi=0.5)
+    case("attention_plain", "Attention", [("input", x), ("weights", wq), ("bias", f32(24))],
+         ["output"], num_heads=2)
+    case("attention_lengths", "Attention",
+         [("input", x), ("weights", wq), ("bias", f32(24)),
+          ("mask_index", np.array([3, 2], np.int32))], ["output"], num_heads=4)
+    case("attention_raw_mask_causal", "Attention",
+         [("input", x), ("weights", wq), ("bias", f32(24)),
+          ("mask_index", np.array([[1, 1, 0, 1], [1, 1, 1, 0]], np.int32))], ["output"],
+         num_heads=2, unidirectional=1)
+    case("attention_qkv_sizes_scale", "Attention",
+         [("input", x), ("weights", f32(6, 20, lo=-0.5, hi=0.5)), ("bias", f32(20))], ["output"],
+         num_heads=2, qkv_hidden_sizes=[8, 8, 4], scale=0.25)
+    case("attention_past", "Attention",
+         [("input", x), ("weights", wq), ("bias", f32(24)),
+          ("mask_index", np.array([5, 7], np.int32)), ("past", f32(2, 2, 2, 3, 4))],
+         ["output", "present"], num_heads=2)
     ids = rng.integers(0, 10, (2, 4)).astype(np.int32)
     seg = rng.integers(0, 2, (2, 4)).astype(np.int32)
     emb = [("word_embedding", f32(10, 8)), ("position_embedding", f32(6, 8))]

@@ -1,1 +1,1 @@
-BgammaJ Z­e¿Ø7o¿¯†Y¿YÌN¿¿Ð¿œ Ù¾RZp?Þ¾?
+BgammaJ YjI<«¥7¿Óáì½ó+¢>‹yE¿z6>6E?‚½Z=
