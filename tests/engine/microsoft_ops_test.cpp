@@ -1,5 +1,5 @@
 // The com.microsoft operators (nodes/microsoft_domain.cpp) against ONNX Runtime 1.30, which
-// defines them: tests/golden/microsoft holds one-node models with ONNX Runtime's outputs
+// defines them: tests/golden/ort-contrib holds one-node models with ONNX Runtime's outputs
 // (tests/golden/make_microsoft_cases.py), every attribute and activation its kernels take. Each
 // runs through a session (the planner inlines the op's body) within the backend tests' tolerance,
 // and passes validation, libonnx's checker and strict shape inference, whose inferred output
@@ -35,7 +35,7 @@ onnx::ModelProto load(const fs::path& p) {
 
 std::vector<fs::path> cases() {
   std::vector<fs::path> v;
-  for (const auto& e : fs::directory_iterator(fs::path(DW_SOURCE_DIR) / "tests/golden/microsoft"))
+  for (const auto& e : fs::directory_iterator(fs::path(DW_SOURCE_DIR) / "tests/golden/ort-contrib"))
     v.push_back(e.path());
   std::sort(v.begin(), v.end());
   return v;
@@ -47,7 +47,7 @@ TEST(MicrosoftOps, MatchOnnxRuntime) {
   ASSERT_GE(all.size(), 40u);
   for (const auto& dir : all) {
     SCOPED_TRACE(dir.filename().string());
-    const auto r = dw::engine::runConformanceCase(dir.string(), "microsoft", {});
+    const auto r = dw::engine::runConformanceCase(dir.string(), "ort-contrib", {});
     EXPECT_EQ(r.status, CaseStatus::kPassed) << r.reason;
   }
 }
@@ -73,7 +73,7 @@ TEST(MicrosoftOps, PassCheckerAndStrictInference) {
 TEST(MicrosoftOps, RefusedAttributesSayWhy) {
   (void)dw::Catalogue::instance();
   onnx::ModelProto m =
-      load(fs::path(DW_SOURCE_DIR) / "tests/golden/microsoft/fusedgemm_relu/model.onnx");
+      load(fs::path(DW_SOURCE_DIR) / "tests/golden/ort-contrib/fusedgemm_relu/model.onnx");
   m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->set_s("Swoosh");
   for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
     if (a.name() == "activation") a.set_s("Swoosh");

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Reference cases for the com.microsoft operators (nodes/microsoft_domain.cpp), computed by
 ONNX Runtime 1.30, whose contrib domain defines them: each case is a one-node model with its
-inputs and ONNX Runtime's outputs in the ONNX backend-test layout (tests/golden/microsoft/<case>/
+inputs and ONNX Runtime's outputs in the ONNX backend-test layout (tests/golden/ort-contrib/<case>/
 model.onnx, test_data_set_0/input_N.pb and output_N.pb), which tests/engine/microsoft_ops_test.cpp
-runs through deepwire.
+runs through deepwire, as does `deepwire conformance --data tests/golden --suite ort-contrib`.
 
 Usage: /usr/bin/python3 tests/golden/make_microsoft_cases.py [onnxruntime-node folder]
 (default build/bench/zoo/ort/node_modules/onnxruntime-node, which bench/zoo/run installs).
@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ORT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     ROOT, "build", "bench", "zoo", "ort", "node_modules", "onnxruntime-node")
-OUT = os.path.join(HERE, "microsoft")
+OUT = os.path.join(HERE, "ort-contrib")
 rng = np.random.default_rng(11)
 ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
         np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.bool_: TensorProto.BOOL}
