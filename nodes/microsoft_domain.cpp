@@ -822,6 +822,26 @@ const std::vector<MsOp>& msOps() {
        "Sigmoid on a quantized X: dequantized, activated in float and quantized with Y_scale "
        "and Y_zero_point.",
        17, [](const Ctx& c, Body& b) { qlinearUnary(c, b, "Sigmoid"); }, sameAsInput0},
+      {"QLinearSoftmax", "quantization",
+       "Softmax over axis of a quantized X: dequantized, normalized in float and quantized with "
+       "y_scale and y_zero_point. With opset below 13 the axes from axis on are normalized "
+       "together, as Softmax-11 does.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const std::string x = dequantize(c, b, "X", "X_scale", "x_zero_point", 2);
+         const int64_t axis = intAttr(c, "axis", -1);
+         if (intAttr(c, "opset", 13) >= 13) {
+           *b.add("Softmax", {x}, {"Y_f"}).add_attribute() = onnx::MakeAttribute("axis", axis);
+         } else {
+           b.add("Shape", {x}, {"x_shape"});
+           *b.add("Flatten", {x}, {"x_2d"}).add_attribute() = onnx::MakeAttribute("axis", axis);
+           *b.add("Softmax", {"x_2d"}, {"y_2d"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{1});
+           b.add("Reshape", {"y_2d", "x_shape"}, {"Y_f"});
+         }
+         b.add("QuantizeLinear", {"Y_f", "y_scale", "y_zero_point"}, {"Y"});
+       },
+       sameAsInput0},
       {"QLinearWhere", "quantization",
        "Where(condition, X, Y) on quantized X and Y (each with its scale and zero point), the "
        "result quantized with z_scale and z_zero_point.",

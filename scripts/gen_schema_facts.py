@@ -63,12 +63,13 @@ def ports(ps):
 # The com.microsoft operators deepwire implements (nodes/microsoft_domain.cpp gives each its
 # expansion into ai.onnx operators); the others stay unknown, so that a model using them is
 # refused by name rather than accepted without a kernel.
-MICROSOFT = {"Attention", "BiasGelu", "CDist", "DequantizeLinear", "EmbedLayerNormalization", "ExpandDims", "FastGelu", "FusedConv",
-             "FusedGemm", "FusedMatMul", "GatherND", "Gelu", "GridSample", "MultiHeadAttention", "Pad",
-             "QLinearAdd", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu",
-             "QLinearMul", "QLinearSigmoid", "QLinearWhere", "QuantizeLinear", "QuickGelu",
-             "Range", "SkipLayerNormalization",
-             "SkipSimplifiedLayerNormalization", "TransposeMatMul", "Trilu", "Unique"}
+MICROSOFT = {"Attention", "BiasGelu", "CDist", "DequantizeLinear", "EmbedLayerNormalization",
+             "ExpandDims", "FastGelu", "FusedConv", "FusedGemm", "FusedMatMul", "GatherND",
+             "Gelu", "GridSample", "MultiHeadAttention", "Pad", "QLinearAdd", "QLinearConcat",
+             "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid",
+             "QLinearSoftmax", "QLinearWhere", "QuantizeLinear", "QuickGelu", "Range",
+             "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "TransposeMatMul",
+             "Trilu", "Unique"}
 
 rows = []
 for s in facts["onnx"] + facts["onnxruntime_contrib"]:

@@ -228,6 +228,14 @@ def main():
              [("Y_scale", sc(0.04)), ("Y_zero_point", zp(1)), ("X0", qt(2, 3)),
               ("X0_scale", sc(0.03)), ("X0_zero_point", zp(-2)), ("X1", qt(2, 2)),
               ("X1_scale", sc(0.05)), ("X1_zero_point", zp(6))], ["Y"], axis=1, out_type=dt)
+        sm = qt(3, 4, 10)
+        case(f"qlinearsoftmax_{t}", "QLinearSoftmax",
+             [("X", sm), ("X_scale", sc(0.05)), ("x_zero_point", zp(3)),
+              ("y_scale", sc(1 / 256)), ("y_zero_point", np.array(lo, dt))], ["Y"], opset=13)
+        case(f"qlinearsoftmax_opset12_axis1_{t}", "QLinearSoftmax",
+             [("X", sm), ("X_scale", sc(0.08)), ("x_zero_point", zp(-4)),
+              ("y_scale", sc(1 / 256)), ("y_zero_point", np.array(lo, dt))], ["Y"], opset=12,
+             axis=1)
         case(f"qlinearwhere_{t}", "QLinearWhere",
              [("condition", rng.integers(0, 2, (2, 3, 8)).astype(bool)), ("X", qa),
               ("x_scale", sc(0.02)), ("x_zero_point", zp(3)), ("Y", qb), ("y_scale", sc(0.04)),
