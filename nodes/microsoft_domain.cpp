@@ -284,6 +284,48 @@ onnx::NodeProto& qlinearUnary(const Ctx& c, Body& b, const char* op) {
   return n;
 }
 
+// Attention and MultiHeadAttention are written as ai.onnx Attention-23.
+void needAttentionOpset(const Body& b) {
+  if (b.opset < 23)
+    throw std::invalid_argument(
+        "it is written as ai.onnx Attention, which needs opset 23; a training graph reads it at "
+        "the model's opset " +
+        std::to_string(b.opset) + " (export at 23)");
+}
+
+// The scores' additive mask: 0 where `keep` (bool) holds and mask_filter_value (default -10000,
+// as ONNX Runtime) where not, plus input `biasInput` (attention_bias) where the node gives it.
+// `keep` may be empty; so may the result.
+std::string attentionMask(const Ctx& c, Body& b, const std::string& keep, const std::string& like,
+                          int biasInput) {
+  std::string mask;
+  if (!keep.empty()) {
+    b.add("Where",
+          {keep, b.constantLike("no_mask", 0.0f, like),
+           b.constantLike("filter", floatAttr(c, "mask_filter_value", -10000.0f), like)},
+          {"mask_bias"});
+    mask = "mask_bias";
+  }
+  if (!c.hasInput(biasInput)) return mask;
+  if (mask.empty()) return "attention_bias";
+  b.add("Add", {mask, "attention_bias"}, {"mask_sum"});
+  return "mask_sum";
+}
+
+// The Attention-23 node over 3-D q, k and v, with the node's heads, causality and scale.
+void attentionNode(const Ctx& c, Body& b, const std::vector<std::string>& in,
+                   const std::vector<std::string>& out) {
+  const int64_t heads = intAttr(c, "num_heads", 0);
+  if (heads < 1) throw std::invalid_argument("num_heads must be at least 1");
+  auto& att = b.add("Attention", in, out);
+  *att.add_attribute() = onnx::MakeAttribute("q_num_heads", heads);
+  *att.add_attribute() = onnx::MakeAttribute("kv_num_heads", heads);
+  if (intAttr(c, "unidirectional", 0))
+    *att.add_attribute() = onnx::MakeAttribute("is_causal", int64_t{1});
+  if (const auto* sc = attr(c, "scale", onnx::AttributeProto::FLOAT))
+    *att.add_attribute() = onnx::MakeAttribute("scale", sc->f());
+}
+
 struct MsOp {
   const char* name;
   const char* category;
@@ -330,16 +372,10 @@ const std::vector<MsOp>& msOps() {
        "present returns them joined; unidirectional makes it causal.",
        23,
        [](const Ctx& c, Body& b) {
-         if (b.opset < 23)
-           throw std::invalid_argument(
-               "it is written as ai.onnx Attention, which needs opset 23; a training graph "
-               "reads it at the model's opset " +
-               std::to_string(b.opset) + " (export at 23)");
+         needAttentionOpset(b);
          if (intAttr(c, "do_rotary", 0) != 0) throw std::invalid_argument("do_rotary is not taken");
          if (c.hasInput(6))
            throw std::invalid_argument("past_sequence_length (a shared buffer) is not taken");
-         const int64_t heads = intAttr(c, "num_heads", 0);
-         if (heads < 1) throw std::invalid_argument("num_heads must be at least 1");
          b.add("MatMul", {"input", "weights"}, {"qkv_mm"});
          std::string qkv = "qkv_mm";
          if (c.hasInput(2)) {
@@ -369,7 +405,7 @@ const std::vector<MsOp>& msOps() {
            b.add("Squeeze", {"past_v5", "axis0"}, {"past_v"});
            pastK = "past_k", pastV = "past_v";
          }
-         std::string mask;
+         std::string keep;
          if (c.hasInput(3)) {
            const onnx::TypeProto* t = c.getInputType(3);
            if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape())
@@ -412,29 +448,11 @@ const std::vector<MsOp>& msOps() {
              throw std::invalid_argument("mask_index of " + std::to_string(rank) +
                                          " dimensions is not taken (1, 2 or 3)");
            }
-           b.add("Where",
-                 {"keep", b.constantLike("no_mask", 0.0f, "input"),
-                  b.constantLike("filter", floatAttr(c, "mask_filter_value", -10000.0f), "input")},
-                 {"mask_bias"});
-           mask = "mask_bias";
-         }
-         if (c.hasInput(5)) {
-           if (mask.empty()) {
-             mask = "attention_bias";
-           } else {
-             b.add("Add", {mask, "attention_bias"}, {"mask_sum"});
-             mask = "mask_sum";
-           }
+           keep = "keep";
          }
          const bool present = c.hasOutput(1);
-         auto& att = b.add("Attention", {"q", "k", "v", mask, pastK, pastV},
-                           {"output", present ? "present_k" : "", present ? "present_v" : ""});
-         *att.add_attribute() = onnx::MakeAttribute("q_num_heads", heads);
-         *att.add_attribute() = onnx::MakeAttribute("kv_num_heads", heads);
-         if (intAttr(c, "unidirectional", 0))
-           *att.add_attribute() = onnx::MakeAttribute("is_causal", int64_t{1});
-         if (const auto* sc = attr(c, "scale", onnx::AttributeProto::FLOAT))
-           *att.add_attribute() = onnx::MakeAttribute("scale", sc->f());
+         attentionNode(c, b, {"q", "k", "v", attentionMask(c, b, keep, "input", 5), pastK, pastV},
+                       {"output", present ? "present_k" : "", present ? "present_v" : ""});
          if (present) {
            b.add("Unsqueeze", {"present_k", b.constantInts("axis_0", {0})}, {"present_k5"});
            b.add("Unsqueeze", {"present_v", "axis_0"}, {"present_v5"});
@@ -640,11 +658,7 @@ const std::vector<MsOp>& msOps() {
        "(default 1 / sqrt(size)). The packed query-key-value and 4-D key forms are not taken.",
        23,
        [](const Ctx& c, Body& b) {
-         if (b.opset < 23)
-           throw std::invalid_argument(
-               "it is written as ai.onnx Attention, which needs opset 23; a training graph "
-               "reads it at the model's opset " +
-               std::to_string(b.opset) + " (export at 23)");
+         needAttentionOpset(b);
          if (!c.hasInput(1) || !c.hasInput(2))
            throw std::invalid_argument(
                "key and value must be given (the packed query-key-value form is not taken)");
@@ -664,8 +678,6 @@ const std::vector<MsOp>& msOps() {
            throw std::invalid_argument(
                "past_sequence_length and cache_indirection (beam search) are not taken");
          if (c.hasOutput(3)) throw std::invalid_argument("output qk is not computed");
-         const int64_t heads = intAttr(c, "num_heads", 0);
-         if (heads < 1) throw std::invalid_argument("num_heads must be at least 1");
          std::string q = "query", k = "key", v = "value";
          if (c.hasInput(3)) {
            // bias = [q bias | k bias | v bias]; q and k have query's hidden size.
@@ -680,35 +692,18 @@ const std::vector<MsOp>& msOps() {
            b.add("Add", {"value", "v_bias"}, {"v"});
            q = "q", k = "k", v = "v";
          }
-         std::string mask;
+         std::string keep;
          if (c.hasInput(4)) {
-           // [B, L] of 1 (attend) and 0 (masked): an additive mask of 0 and mask_filter_value.
+           // [B, L] of 1 (attend) and 0 (masked).
            b.add("Unsqueeze", {"key_padding_mask", b.constantInts("axes12", {1, 2})}, {"kpm4"});
            *b.add("Cast", {"kpm4"}, {"keep"}).add_attribute() =
                onnx::MakeAttribute("to", int64_t{onnx::TensorProto::BOOL});
-           b.add("Where",
-                 {"keep", b.constantLike("no_mask", 0.0f, "query"),
-                  b.constantLike("filter", floatAttr(c, "mask_filter_value", -10000.0f), "query")},
-                 {"padding_bias"});
-           mask = "padding_bias";
+           keep = "keep";
          }
-         if (c.hasInput(5)) {
-           if (mask.empty()) {
-             mask = "attention_bias";
-           } else {
-             b.add("Add", {mask, "attention_bias"}, {"mask_sum"});
-             mask = "mask_sum";
-           }
-         }
-         auto& att = b.add("Attention", {q, k, v, mask, "past_key", "past_value"},
-                           {"output", c.hasOutput(1) ? "present_key" : "",
-                            c.hasOutput(2) ? "present_value" : ""});
-         *att.add_attribute() = onnx::MakeAttribute("q_num_heads", heads);
-         *att.add_attribute() = onnx::MakeAttribute("kv_num_heads", heads);
-         if (intAttr(c, "unidirectional", 0))
-           *att.add_attribute() = onnx::MakeAttribute("is_causal", int64_t{1});
-         if (const auto* sc = attr(c, "scale", onnx::AttributeProto::FLOAT))
-           *att.add_attribute() = onnx::MakeAttribute("scale", sc->f());
+         attentionNode(c, b,
+                       {q, k, v, attentionMask(c, b, keep, "query", 5), "past_key", "past_value"},
+                       {"output", c.hasOutput(1) ? "present_key" : "",
+                        c.hasOutput(2) ? "present_value" : ""});
        },
        [](onnx::InferenceContext& ctx) {
          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
