@@ -871,6 +871,50 @@ const std::vector<MsOp>& msOps() {
                {"Y"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"RotaryEmbedding", "nn",
+       "Rotates pairs of input features (the halves of each head, or neighbours with "
+       "interleaved) by the angles cos_cache and sin_cache give for each position: the "
+       "standard RotaryEmbedding, on [B, S, hidden] (num_heads) or [B, heads, S, size]. "
+       "position_ids is [B, S], or [1] as the first position of consecutive ones.",
+       23,
+       [](const Ctx& c, Body& b) {
+         if (b.opset < 23)
+           throw std::invalid_argument(
+               "it is written as ai.onnx RotaryEmbedding, which needs opset 23; a training "
+               "graph reads it at the model's opset " +
+               std::to_string(b.opset));
+         if (intAttr(c, "is_packed_batching", 0) != 0)
+           throw std::invalid_argument("is_packed_batching is not taken");
+         if (floatAttr(c, "scale", 1.0f) != 1.0f)
+           throw std::invalid_argument("a scale other than 1 is not taken");
+         std::string pos = "position_ids";
+         const onnx::TypeProto* pt = c.getInputType(1);
+         if (!pt || !pt->has_tensor_type() || !pt->tensor_type().has_shape())
+           throw std::invalid_argument("the rank of position_ids must be known");
+         if (pt->tensor_type().shape().dim_size() == 1) {
+           // The first position: consecutive ones from there, for every sequence.
+           const int rank = rankOf(c, 0, "input");
+           b.add("Shape", {"input"}, {"x_shape"});
+           b.add("Gather", {"x_shape", b.constantInts("seq_axis", {rank == 4 ? 2 : 1})}, {"seq"});
+           b.add("Gather", {"x_shape", b.constantInts("batch_axis", {0})}, {"batch"});
+           b.add("Add", {"position_ids", "seq"}, {"end_1d"});
+           b.add("Squeeze", {"position_ids"}, {"start"});
+           b.add("Squeeze", {"end_1d"}, {"end"});
+           onnx::TensorProto one;
+           one.set_data_type(onnx::TensorProto::INT64);
+           one.add_int64_data(1);
+           *b.add("Constant", {}, {"step"}).add_attribute() = onnx::MakeAttribute("value", one);
+           b.add("Range", {"start", "end", "step"}, {"positions"});
+           *b.add("Concat", {"batch", "seq"}, {"bs"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{0});
+           b.add("Expand", {"positions", "bs"}, {"positions_bs"});
+           pos = "positions_bs";
+         }
+         Body::copy(c,
+                    b.add("RotaryEmbedding", {"input", "cos_cache", "sin_cache", pos}, {"output"}),
+                    {"interleaved", "num_heads", "rotary_embedding_dim"});
+       },
+       sameAsInput0},
       {"SkipLayerNormalization", "nn",
        "LayerNormalization over the last axis of input + skip (+ bias), with gamma and the "
        "optional beta: a transformer's residual connection and normalization in one node. "

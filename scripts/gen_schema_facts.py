@@ -68,8 +68,8 @@ MICROSOFT = {"Attention", "BiasGelu", "CDist", "DequantizeLinear", "EmbedLayerNo
              "Gelu", "GridSample", "MultiHeadAttention", "Pad", "QLinearAdd", "QLinearConcat",
              "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid",
              "QLinearSoftmax", "QLinearWhere", "QuantizeLinear", "QuickGelu", "Range",
-             "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "TransposeMatMul",
-             "Trilu", "Unique"}
+             "RotaryEmbedding", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+             "TransposeMatMul", "Trilu", "Unique"}
 
 rows = []
 for s in facts["onnx"] + facts["onnxruntime_contrib"]:

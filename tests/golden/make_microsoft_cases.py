@@ -273,6 +273,17 @@ def main():
          [("input", x), ("weights", wq), ("bias", f32(24)),
           ("mask_index", np.array([5, 7], np.int32)), ("past", f32(2, 2, 2, 3, 4))],
          ["output", "present"], num_heads=2)
+    cos, sin = f32(8, 2), f32(8, 2)
+    case("rotary_3d", "RotaryEmbedding",
+         [("input", f32(2, 3, 8)), ("position_ids", np.array([[0, 1, 2], [3, 4, 5]], np.int64)),
+          ("cos_cache", cos), ("sin_cache", sin)], ["output"], num_heads=2)
+    case("rotary_3d_start_interleaved", "RotaryEmbedding",
+         [("input", f32(2, 3, 8)), ("position_ids", np.array([2], np.int64)),
+          ("cos_cache", cos), ("sin_cache", sin)], ["output"], num_heads=2, interleaved=1)
+    case("rotary_4d_partial", "RotaryEmbedding",
+         [("input", f32(2, 2, 3, 8)), ("position_ids", np.array([[1, 2, 3], [0, 5, 7]], np.int64)),
+          ("cos_cache", cos), ("sin_cache", sin)], ["output"], rotary_embedding_dim=4,
+         num_heads=2)
     ids = rng.integers(0, 10, (2, 4)).astype(np.int32)
     seg = rng.integers(0, 2, (2, 4)).astype(np.int32)
     emb = [("word_embedding", f32(10, 8)), ("position_embedding", f32(6, 8))]

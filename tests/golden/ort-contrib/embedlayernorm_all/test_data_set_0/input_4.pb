@@ -1,1 +1,1 @@
-Bsegment_embeddingJ@Ôc½×NÀ½eP? Ü¾®VÊ¾bÀ=äëF¿+¿þ¥= ß>Äu?46F¿Ð\j¿…ÈÀ>ªµJ?ÊëP¿
+Bsegment_embeddingJ@ÝL¿ÑMµ¾VT?¢,?5~I¾=#`>;Dc?Ö¾èKí¾’\J¿SÁ>íÃ>Ã*A¿;á>MÙ¾4²¸<
