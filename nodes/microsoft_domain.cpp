@@ -9,6 +9,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -75,6 +76,27 @@ class Body {
   std::string constantInts(const std::string& name, const std::vector<int64_t>& v) {
     *add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value_ints", v);
     return name;
+  }
+  // An int64 scalar (Range's bounds and step).
+  std::string scalarInt(const std::string& name, int64_t v) {
+    onnx::TensorProto t;
+    t.set_data_type(onnx::TensorProto::INT64);
+    t.add_int64_data(v);
+    *add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value", t);
+    return name;
+  }
+  // `in` as ONNX element type `to`.
+  std::string cast(const std::string& in, int to, const std::string& out) {
+    *add("Cast", {in}, {out}).add_attribute() = onnx::MakeAttribute("to", int64_t{to});
+    return out;
+  }
+  // Throws where the body would need ai.onnx `op` of `version` and is read at an older opset.
+  void need(const char* op, int version) const {
+    if (opset < version)
+      throw std::invalid_argument(
+          std::string("it is written as ai.onnx ") + op + ", which needs opset " +
+          std::to_string(version) + "; a training graph reads it at the model's opset " +
+          std::to_string(opset) + " (export at " + std::to_string(version) + ")");
   }
 
  private:
@@ -199,12 +221,20 @@ std::vector<int64_t> matmulPerm(int rank, bool transBatch, bool trans) {
   return p;
 }
 
-int rankOf(const Ctx& c, int input, const char* port) {
+// The rank of input `input` where its type says, else -1.
+int knownRank(const Ctx& c, int input) {
   const onnx::TypeProto* t = c.getInputType(input);
-  if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape())
+  return t && t->has_tensor_type() && t->tensor_type().has_shape()
+             ? t->tensor_type().shape().dim_size()
+             : -1;
+}
+// The same for a body that cannot be written without it.
+int rankOf(const Ctx& c, int input, const char* port) {
+  const int r = knownRank(c, input);
+  if (r < 0)
     throw std::invalid_argument(std::string("the rank of ") + port +
-                                " must be known to transpose it (declare its shape)");
-  return t->tensor_type().shape().dim_size();
+                                " must be known (declare its shape)");
+  return r;
 }
 
 // FusedMatMul and TransposeMatMul: alpha * op(A) @ op(B).
@@ -282,15 +312,6 @@ onnx::NodeProto& qlinearUnary(const Ctx& c, Body& b, const char* op) {
   auto& n = b.add(op, {x}, {"Y_f"});
   quantize(c, b, "Y_f", "Y_scale", "Y_zero_point", 4, "X", "Y");
   return n;
-}
-
-// Attention and MultiHeadAttention are written as ai.onnx Attention-23.
-void needAttentionOpset(const Body& b) {
-  if (b.opset < 23)
-    throw std::invalid_argument(
-        "it is written as ai.onnx Attention, which needs opset 23; a training graph reads it at "
-        "the model's opset " +
-        std::to_string(b.opset) + " (export at 23)");
 }
 
 // The scores' additive mask: 0 where `keep` (bool) holds and mask_filter_value (default -10000,
@@ -372,7 +393,7 @@ const std::vector<MsOp>& msOps() {
        "present returns them joined; unidirectional makes it causal.",
        23,
        [](const Ctx& c, Body& b) {
-         needAttentionOpset(b);
+         b.need("Attention", 23);
          if (intAttr(c, "do_rotary", 0) != 0) throw std::invalid_argument("do_rotary is not taken");
          if (c.hasInput(6))
            throw std::invalid_argument("past_sequence_length (a shared buffer) is not taken");
@@ -407,10 +428,7 @@ const std::vector<MsOp>& msOps() {
          }
          std::string keep;
          if (c.hasInput(3)) {
-           const onnx::TypeProto* t = c.getInputType(3);
-           if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape())
-             throw std::invalid_argument("the rank of mask_index must be known");
-           const int rank = t->tensor_type().shape().dim_size();
+           const int rank = rankOf(c, 3, "mask_index");
            if (rank == 1) {
              // Valid lengths: key j of sequence b attends while j < mask_index[b].
              b.add("Shape", {"k"}, {"k_shape"});
@@ -423,26 +441,20 @@ const std::vector<MsOp>& msOps() {
                total = "total";
              }
              b.add("Squeeze", {total}, {"total_0d"});
-             b.add("Range", {"zero_0d", "total_0d", "one_0d"}, {"positions"});
-             onnx::TensorProto zero, one;
-             for (auto* tp : {&zero, &one}) tp->set_data_type(onnx::TensorProto::INT64);
-             zero.add_int64_data(0);
-             one.add_int64_data(1);
-             *b.add("Constant", {}, {"zero_0d"}).add_attribute() =
-                 onnx::MakeAttribute("value", zero);
-             *b.add("Constant", {}, {"one_0d"}).add_attribute() = onnx::MakeAttribute("value", one);
-             *b.add("Cast", {"mask_index"}, {"lengths"}).add_attribute() =
-                 onnx::MakeAttribute("to", int64_t{onnx::TensorProto::INT64});
-             b.add("Unsqueeze", {"lengths", b.constantInts("axis1", {1})}, {"lengths_b1"});
+             b.add("Range", {b.scalarInt("zero_0d", 0), "total_0d", b.scalarInt("one_0d", 1)},
+                   {"positions"});
+             b.add("Unsqueeze",
+                   {b.cast("mask_index", onnx::TensorProto::INT64, "lengths"),
+                    b.constantInts("axis1", {1})},
+                   {"lengths_b1"});
              b.add("Less", {"positions", "lengths_b1"}, {"keep_bt"});
              b.add("Unsqueeze", {"keep_bt", b.constantInts("axes12", {1, 2})}, {"keep"});
            } else if (rank == 2 || rank == 3) {
              // 1 attends, 0 is masked: [B, T] for every query, or [B, S, T].
-             *b.add("Cast", {"mask_index"}, {"keep_raw"}).add_attribute() =
-                 onnx::MakeAttribute("to", int64_t{onnx::TensorProto::BOOL});
              b.add("Unsqueeze",
-                   {"keep_raw", b.constantInts("mask_axes", rank == 2 ? std::vector<int64_t>{1, 2}
-                                                                      : std::vector<int64_t>{1})},
+                   {b.cast("mask_index", onnx::TensorProto::BOOL, "keep_raw"),
+                    b.constantInts("mask_axes", rank == 2 ? std::vector<int64_t>{1, 2}
+                                                          : std::vector<int64_t>{1})},
                    {"keep"});
            } else {
              throw std::invalid_argument("mask_index of " + std::to_string(rank) +
@@ -475,14 +487,10 @@ const std::vector<MsOp>& msOps() {
        "squared Euclidean distances (metric sqeuclidean) or of Euclidean ones (euclidean).",
        17,
        [](const Ctx& c, Body& b) {
-         for (int i = 0; i < 2; ++i) {
-           const onnx::TypeProto* t = c.getInputType(i);
-           if (t && t->has_tensor_type() && t->tensor_type().has_shape() &&
-               t->tensor_type().shape().dim_size() != 2)
-             throw std::invalid_argument(std::string(i ? "B" : "A") + " has " +
-                                         std::to_string(t->tensor_type().shape().dim_size()) +
+         for (int i = 0; i < 2; ++i)
+           if (const int r = knownRank(c, i); r >= 0 && r != 2)
+             throw std::invalid_argument(std::string(i ? "B" : "A") + " has " + std::to_string(r) +
                                          " dimension(s); CDist takes A (N x D) and B (M x D)");
-         }
          const std::string metric = stringAttr(c, "metric");
          if (metric != "sqeuclidean" && metric != "euclidean" && !metric.empty())
            throw std::invalid_argument("metric '" + metric + "' is not sqeuclidean or euclidean");
@@ -516,18 +524,13 @@ const std::vector<MsOp>& msOps() {
        [](const Ctx& c, Body& b) {
          b.add("Gather", {"word_embedding", "input_ids"}, {"words"});
          std::string pos = "position_ids";
-         if (!c.hasInput(8)) {
+         // [B, S], where positions or mask_index come from it.
+         if (!c.hasInput(8) || (c.hasOutput(1) && !c.hasInput(7)))
            b.add("Shape", {"input_ids"}, {"ids_shape"});
+         if (!c.hasInput(8)) {
            b.add("Gather", {"ids_shape", b.constantInts("one", {1})}, {"seq_1d"});
            b.add("Squeeze", {"seq_1d"}, {"seq"});
-           auto scalar = [&](const std::string& name, int64_t v) {
-             onnx::TensorProto t;
-             t.set_data_type(onnx::TensorProto::INT64);
-             t.add_int64_data(v);
-             *b.add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value", t);
-             return name;
-           };
-           b.add("Range", {scalar("start", 0), "seq", scalar("step", 1)}, {"positions"});
+           b.add("Range", {b.scalarInt("start", 0), "seq", b.scalarInt("step", 1)}, {"positions"});
            pos = "positions";
          }
          b.add("Gather", {"position_embedding", pos}, {"pos_emb"});
@@ -546,8 +549,7 @@ const std::vector<MsOp>& msOps() {
              *b.add("ReduceSum", {"mask", b.constantInts("axis1", {1})}, {"mask_index"})
                   .add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
            } else {
-             b.add("Shape", {"input_ids"}, {"ids_shape2"});
-             b.add("Gather", {"ids_shape2", b.constantInts("zero", {0})}, {"batch"});
+             b.add("Gather", {"ids_shape", b.constantInts("zero", {0})}, {"batch"});
              onnx::TensorProto zero;
              zero.set_data_type(onnx::TensorProto::INT32);
              zero.add_dims(1);
@@ -568,9 +570,9 @@ const std::vector<MsOp>& msOps() {
        "(negative counts from the end of the result), like Unsqueeze with one axis.",
        17,
        [](const Ctx&, Body& b) {
-         auto& cast = b.add("Cast", {"axis"}, {"axis64"});
-         *cast.add_attribute() = onnx::MakeAttribute("to", int64_t{onnx::TensorProto::INT64});
-         b.add("Reshape", {"axis64", b.constantInts("one", {1})}, {"axes"});
+         b.add("Reshape",
+               {b.cast("axis", onnx::TensorProto::INT64, "axis64"), b.constantInts("one", {1})},
+               {"axes"});
          b.add("Unsqueeze", {"X", "axes"}, {"Y"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
@@ -658,22 +660,19 @@ const std::vector<MsOp>& msOps() {
        "(default 1 / sqrt(size)). The packed query-key-value and 4-D key forms are not taken.",
        23,
        [](const Ctx& c, Body& b) {
-         needAttentionOpset(b);
+         b.need("Attention", 23);
          if (!c.hasInput(1) || !c.hasInput(2))
            throw std::invalid_argument(
                "key and value must be given (the packed query-key-value form is not taken)");
-         for (int i : {0, 1, 2}) {
-           const onnx::TypeProto* t = c.getInputType(i);
-           if (t && t->has_tensor_type() && t->tensor_type().has_shape() &&
-               t->tensor_type().shape().dim_size() != 3)
+         for (int i : {0, 1, 2})
+           if (const int r = knownRank(c, i); r >= 0 && r != 3)
              throw std::invalid_argument(
                  std::string(i == 0   ? "query"
                              : i == 1 ? "key"
                                       : "value") +
-                 " has " + std::to_string(t->tensor_type().shape().dim_size()) +
+                 " has " + std::to_string(r) +
                  " dimensions; it must be [batch, sequence, hidden] (the packed and 4-D forms "
                  "are not taken)");
-         }
          if (c.hasInput(8) || c.hasInput(9))
            throw std::invalid_argument(
                "past_sequence_length and cache_indirection (beam search) are not taken");
@@ -696,9 +695,7 @@ const std::vector<MsOp>& msOps() {
          if (c.hasInput(4)) {
            // [B, L] of 1 (attend) and 0 (masked).
            b.add("Unsqueeze", {"key_padding_mask", b.constantInts("axes12", {1, 2})}, {"kpm4"});
-           *b.add("Cast", {"kpm4"}, {"keep"}).add_attribute() =
-               onnx::MakeAttribute("to", int64_t{onnx::TensorProto::BOOL});
-           keep = "keep";
+           keep = b.cast("kpm4", onnx::TensorProto::BOOL, "keep");
          }
          attentionNode(c, b,
                        {q, k, v, attentionMask(c, b, keep, "query", 5), "past_key", "past_value"},
@@ -778,22 +775,16 @@ const std::vector<MsOp>& msOps() {
          std::vector<int64_t> axes;
          const bool last = intAttr(c, "channels_last", 0) != 0;
          for (int a = last ? 1 : 2; a < (last ? rank - 1 : rank); ++a) axes.push_back(a);
-         auto toInt32 = [&](const std::string& v) {
-           *b.add("Cast", {v}, {v + "_i"}).add_attribute() =
-               onnx::MakeAttribute("to", int64_t{onnx::TensorProto::INT32});
-           return v + "_i";
-         };
-         b.add("Sub", {toInt32("X"), toInt32("x_zero_point")}, {"centered"});
+         constexpr int kInt32 = onnx::TensorProto::INT32, kFloat = onnx::TensorProto::FLOAT;
+         b.add("Sub", {b.cast("X", kInt32, "X_i"), b.cast("x_zero_point", kInt32, "zero_i")},
+               {"centered"});
          b.add("ReduceSum", {"centered", b.constantInts("axes", axes)}, {"sum"});
-         *b.add("Cast", {"sum"}, {"sum_f"}).add_attribute() =
-             onnx::MakeAttribute("to", int64_t{onnx::TensorProto::FLOAT});
+         b.cast("sum", kFloat, "sum_f");
          b.add("Shape", {"X"}, {"shape"});
          b.add("Gather", {"shape", "axes"}, {"plane"});
          *b.add("ReduceProd", {"plane"}, {"count"}).add_attribute() =
              onnx::MakeAttribute("keepdims", int64_t{0});
-         *b.add("Cast", {"count"}, {"count_f"}).add_attribute() =
-             onnx::MakeAttribute("to", int64_t{onnx::TensorProto::FLOAT});
-         b.add("Mul", {"y_scale", "count_f"}, {"denominator"});
+         b.add("Mul", {"y_scale", b.cast("count", kFloat, "count_f")}, {"denominator"});
          b.add("Div", {"x_scale", "denominator"}, {"ratio"});
          b.add("Mul", {"sum_f", "ratio"}, {"Y_f"});
          b.add("QuantizeLinear", {"Y_f", b.constantLike("one", 1.0f, "x_scale"), "y_zero_point"},
@@ -878,20 +869,13 @@ const std::vector<MsOp>& msOps() {
        "position_ids is [B, S], or [1] as the first position of consecutive ones.",
        23,
        [](const Ctx& c, Body& b) {
-         if (b.opset < 23)
-           throw std::invalid_argument(
-               "it is written as ai.onnx RotaryEmbedding, which needs opset 23; a training "
-               "graph reads it at the model's opset " +
-               std::to_string(b.opset));
+         b.need("RotaryEmbedding", 23);
          if (intAttr(c, "is_packed_batching", 0) != 0)
            throw std::invalid_argument("is_packed_batching is not taken");
          if (floatAttr(c, "scale", 1.0f) != 1.0f)
            throw std::invalid_argument("a scale other than 1 is not taken");
          std::string pos = "position_ids";
-         const onnx::TypeProto* pt = c.getInputType(1);
-         if (!pt || !pt->has_tensor_type() || !pt->tensor_type().has_shape())
-           throw std::invalid_argument("the rank of position_ids must be known");
-         if (pt->tensor_type().shape().dim_size() == 1) {
+         if (rankOf(c, 1, "position_ids") == 1) {
            // The first position: consecutive ones from there, for every sequence.
            const int rank = rankOf(c, 0, "input");
            b.add("Shape", {"input"}, {"x_shape"});
@@ -900,11 +884,7 @@ const std::vector<MsOp>& msOps() {
            b.add("Add", {"position_ids", "seq"}, {"end_1d"});
            b.add("Squeeze", {"position_ids"}, {"start"});
            b.add("Squeeze", {"end_1d"}, {"end"});
-           onnx::TensorProto one;
-           one.set_data_type(onnx::TensorProto::INT64);
-           one.add_int64_data(1);
-           *b.add("Constant", {}, {"step"}).add_attribute() = onnx::MakeAttribute("value", one);
-           b.add("Range", {"start", "end", "step"}, {"positions"});
+           b.add("Range", {"start", "end", b.scalarInt("step", 1)}, {"positions"});
            *b.add("Concat", {"batch", "seq"}, {"bs"}).add_attribute() =
                onnx::MakeAttribute("axis", int64_t{0});
            b.add("Expand", {"positions", "bs"}, {"positions_bs"});
@@ -1012,37 +992,28 @@ void buildBody(const Ctx& c, const onnx::OpSchema& schema,
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body) {
   (void)Catalogue::instance();  // registers the schemas
+  const auto& ops = msOps();
+  const auto op =
+      std::find_if(ops.begin(), ops.end(), [&](const MsOp& o) { return node.op_type() == o.name; });
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
-  for (const MsOp& op : msOps()) {
-    if (!schema || node.op_type() != op.name) continue;
-    if (onnxOpset < 17)
-      return Status::error(
-          "node '" + node.name() + "' (" + node.op_type() +
-          ", com.microsoft) is written in ai.onnx operators of opset 17 or later, and the "
-          "model imports opset " +
-          std::to_string(onnxOpset) + "; convert the model to opset 17");
-    onnx::NodeProto withDefaults = node;
-    withDefaults.clear_attribute();
-    for (const auto& [name, a] : schema->attributes()) {
-      const onnx::AttributeProto* given = nullptr;
-      for (const auto& x : node.attribute())
-        if (x.name() == name) given = &x;
-      if (given)
-        *withDefaults.add_attribute() = *given;
-      else if (a.default_value.type() != onnx::AttributeProto::UNDEFINED)
-        *withDefaults.add_attribute() = a.default_value;
-    }
-    onnx::FunctionBodyBuildContextImpl ctx(withDefaults, inputTypes);
-    try {
-      buildBody(ctx, *schema, op.body, std::min(onnxOpset, op.bodyOpset), body);
-    } catch (const std::exception& e) {
-      return Status::error("node '" + node.name() + "' (" + node.op_type() +
-                           ", com.microsoft): " + e.what());
-    }
-    return Status();
+  if (op == ops.end() || !schema)
+    return Status::error("com.microsoft " + node.op_type() + " is not an operator deepwire has");
+  if (onnxOpset < 17)
+    return Status::error("node '" + node.name() + "' (" + node.op_type() +
+                         ", com.microsoft) is written in ai.onnx operators of opset 17 or later, "
+                         "and the model imports opset " +
+                         std::to_string(onnxOpset) + "; convert the model to opset 17");
+  // The builders give every attribute the node leaves out its default themselves (the same as
+  // the schema's, which the planner passes in).
+  onnx::FunctionBodyBuildContextImpl ctx(node, inputTypes);
+  try {
+    buildBody(ctx, *schema, op->body, std::min(onnxOpset, op->bodyOpset), body);
+  } catch (const std::exception& e) {
+    return Status::error("node '" + node.name() + "' (" + node.op_type() +
+                         ", com.microsoft): " + e.what());
   }
-  return Status::error("com.microsoft " + node.op_type() + " is not an operator deepwire has");
+  return Status();
 }
 
 void addMicrosoftDomain(CatalogueBuilder& b) {

@@ -574,8 +574,9 @@ Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe) 
   std::set<std::string> local;
   for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());
   // libonnx's inference functions dereference an input's type without asking whether there is
-  // one (EyeLike's crashed on a graph input declared without a type): such a model is left to
-  // the kernels, which see the real tensors.
+  // one. The guarded registry skips a node whose required inputs are untyped, but an untyped
+  // graph input may also feed optional ones, which some functions read as unchecked: such a
+  // model is left to the kernels, which see the real tensors.
   for (const auto& v : model.graph().input())
     if (!v.has_type() || v.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
       inferenceUnsafe = true;

@@ -280,6 +280,8 @@ void ensureOpsetImport(onnx::ModelProto& m, const std::string& domain, int versi
 
 }  // namespace
 
+namespace {
+
 // The model with each com.microsoft node replaced by its body of ai.onnx operators
 // (nodes/microsoft_domain.cpp), whose gradient builders then serve it. A node's lda coeff goes
 // to every body node that reads one of its inputs: the gradients it sends upstream are scaled
@@ -323,6 +325,8 @@ Result<onnx::ModelProto> inlineMicrosoftOps(const onnx::ModelProto& forward,
   for (auto& n : kept) *nodes->Add() = std::move(n);
   return m;
 }
+
+}  // namespace
 
 Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& original,
                                          const GradientGraphOptions& options) {
