@@ -12,6 +12,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev zlib1g-dev
   libpng-dev libjpeg-dev
+  libopenmpi-dev openmpi-bin
   libonnx-testdata dataset-fashion-mnist
   python3 python3-onnx python3-torch python3-numpy
   xvfb xauth

@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
+#include "engine/distributed/communicator.h"
 #include "engine/training/trainer.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
@@ -25,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace dw::engine::training;
+namespace distributed = dw::engine::distributed;
 using json = nlohmann::json;
 
 struct TrainArgs {
@@ -38,6 +41,7 @@ struct TrainArgs {
   int64_t seed = -1;
   int threads = -1;
   bool json = false, quiet = false;
+  bool distributed = false;  // --distributed: one of the processes mpirun started
   bool evalOnly = false;
 };
 
@@ -137,11 +141,40 @@ Status saveTrainedProject(const Setup& st, const std::string& path) {
   return saveProject(g, path);
 }
 
-int trainCommand(const TrainArgs& a) {
+int trainCommand(const TrainArgs& args) {
+  TrainArgs a = args;
+  std::shared_ptr<distributed::Communicator> comm;
+  if (a.distributed) {
+    auto c = distributed::mpiCommunicator();
+    if (!c) return fail(c.message());
+    comm = c.value();
+    if (comm->rank() != 0) {
+      // Rank 0 alone reports and writes: checkpoints, exports and the saved project.
+      a.json = false;
+      a.quiet = true;
+      a.checkpoint.clear();
+      a.exportOnnx.clear();
+      a.exportTraining.clear();
+      a.saveProject.clear();
+    }
+  }
   auto s = prepare(a);
   if (!s) return fail(s.message());
   Setup& st = s.value();
   Trainer& tr = *st.trainer;
+  if (comm) {
+    tr.setCommunicator(comm);
+    if (comm->rank() == 0) {
+      const int64_t p = comm->size(), b = st.config.batchSize;
+      std::ostringstream info;
+      info << "distributed: " << p << (p == 1 ? " process" : " processes") << " (";
+      for (int r = 0; r < p; ++r)
+        info << (r ? ", " : "") << "rank " << r << " on " << comm->hosts()[r];
+      info << "); global batch " << b << ", " << b / p
+           << (b % p ? " or " + std::to_string(b / p + 1) : std::string()) << " per process";
+      std::cerr << "deepwire: " << info.str() << "\n";
+    }
+  }
   if (!tr.notice().empty()) std::cerr << "deepwire: " << tr.notice() << "\n";
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);
@@ -169,6 +202,7 @@ int trainCommand(const TrainArgs& a) {
       }
     };
   cb.onEpoch = [&](const EpochReport& e) {
+    if (comm && comm->rank() != 0) return;
     if (tty) std::fprintf(stderr, "\r\033[K");
     if (a.json) {
       json j = {{"epoch", e.epoch + 1},
@@ -312,6 +346,10 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
       ->check(CLI::NonNegativeNumber);
   t->add_flag("--json", train->json, "One JSON object per epoch on stdout");
   t->add_flag("--quiet", train->quiet, "No progress bar");
+  t->add_flag("--distributed", train->distributed,
+              "Data-parallel across the processes an MPI launcher started (mpirun -np N "
+              "deepwire train ... --distributed): each trains on its slice of every batch, the "
+              "gradients are summed, and rank 0 reports and writes");
   t->callback([train, &exitCode] { exitCode = trainCommand(*train); });
 
   auto ev = std::make_shared<TrainArgs>();

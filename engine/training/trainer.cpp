@@ -317,12 +317,21 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     if (counters.accumulated == 0) {
       // The first micro-batch takes the session's output buffer instead of adding into zeros.
       acc = g.reshaped(w.shape());
+      if (gradWeight != 1.0) {
+        float* a = acc.data<float>();
+        const float f = static_cast<float>(gradWeight);
+        for (int64_t k = 0; k < acc.size(); ++k) a[k] *= f;
+      }
     } else if (dev) {
       DW_RETURN_IF_ERROR(dev->addInto(acc, g));
     } else {
       float* a = acc.data<float>();
       const float* s = g.data<float>();
-      for (int64_t k = 0; k < acc.size(); ++k) a[k] += s[k];
+      const float f = static_cast<float>(gradWeight);
+      if (gradWeight != 1.0)
+        for (int64_t k = 0; k < acc.size(); ++k) a[k] += f * s[k];
+      else
+        for (int64_t k = 0; k < acc.size(); ++k) a[k] += s[k];
     }
   }
   gradsStale = false;
@@ -637,6 +646,16 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   lo.seed = opt.seed;
   BatchLoader loader(train, lo);
   int64_t perEpoch = loader.batchesPerEpoch();
+  // Every rank starts from rank 0's model and place in the data, and reads the same batches in
+  // the same order (the loader's seed is shared), training on its slice of each.
+  const bool dp = distributed();
+  if (dp) {
+    if (fo.batchSize < comm->size())
+      return Status::error("fit: a batch of " + std::to_string(fo.batchSize) +
+                           " samples cannot be shared by " + std::to_string(comm->size()) +
+                           " processes: use a batch size of at least the process count");
+    DW_RETURN_IF_ERROR(broadcastFromRoot());
+  }
   if (fo.maxStepsPerEpoch > 0) perEpoch = std::min(perEpoch, fo.maxStepsPerEpoch);
 
   FitReport report;
@@ -665,17 +684,37 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       auto batch = loader.next();
       if (!batch) break;
       gradScale = 1.0;
+      const int64_t globalSamples = batch->size;
+      if (dp) {
+        // Rank r's contiguous slice; its gradient counts for its share of the batch.
+        const int64_t p = comm->size(), rank = comm->rank();
+        const int64_t begin = globalSamples * rank / p, end = globalSamples * (rank + 1) / p;
+        if (end == begin)
+          return Status::error(
+              "fit: the last batch of epoch " + std::to_string(counters.epoch + 1) + " holds " +
+              std::to_string(globalSamples) + " samples, fewer than the " + std::to_string(p) +
+              " processes: choose a batch size that "
+              "leaves a larger remainder, or fewer processes");
+        Dataset slice = Dataset{std::move(batch->inputs)}.slice(begin, end);
+        batch->inputs = std::move(slice.columns);
+        batch->size = end - begin;
+        gradWeight = static_cast<double>(end - begin) / static_cast<double>(globalSamples);
+      }
       auto r = trainStep(*batch);
+      gradWeight = 1.0;
       if (!r)
         return r.status().withContext("epoch " + std::to_string(counters.epoch + 1) + ", batch " +
                                       std::to_string(counters.batchInEpoch + 1));
+      if (dp) DW_RETURN_IF_ERROR(reduceStep(*r, globalSamples));
       ++counters.batchInEpoch;
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {
         gradScale = 1.0 / static_cast<double>(counters.accumulated);
+        if (dp) DW_RETURN_IF_ERROR(sumGradients());
         Status st = optimizerStep();
         gradScale = 1.0;
         if (!st.ok()) return st;
+        if (dp) DW_RETURN_IF_ERROR(broadcastStatistics());
         resetGrad();
         r->gradNorm = lastGradNorm;
         r->lr = lastLr;
@@ -717,7 +756,8 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     ++counters.epoch;
     counters.batchInEpoch = 0;
     er.steps = counters.optimizerSteps;
-    if (!fo.checkpointDir.empty()) DW_RETURN_IF_ERROR(save(fo.checkpointDir));
+    if (!fo.checkpointDir.empty() && (!dp || comm->rank() == 0))
+      DW_RETURN_IF_ERROR(save(fo.checkpointDir));
     if (cb.onEpoch) cb.onEpoch(er);
     report.epochs.push_back(std::move(er));
   }

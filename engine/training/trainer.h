@@ -45,6 +45,10 @@ namespace dw::engine {
 class InferenceSession;
 }
 
+namespace dw::engine::distributed {
+class Communicator;
+}
+
 namespace dw::engine::training {
 
 // The project's "training" section (ModelInfo::sections["training"]), parsed. JSON shape:
@@ -195,6 +199,16 @@ class Trainer {
   // before every step; a cancelled fit returns what finished, with cancelled = true.
   Result<FitReport> fit(const FitOptions& options, const FitCallbacks& callbacks = {},
                         const std::atomic<bool>* cancel = nullptr);
+
+  // Data-parallel training (fit): every process holds the model and trains on its share of each
+  // batch; the gradients are summed across processes before every update. Rank 0's weights,
+  // optimizer state and counters are broadcast when fit starts (a resume included), each
+  // global batch is split into contiguous slices by rank, every gradient is weighted by its
+  // slice's share of the batch before the sum (so an uneven split stays the global mean), the
+  // gradient norm and clipping see the summed gradient, running statistics follow rank 0's
+  // after each update, the reported losses and metrics are the global batch's, and only rank 0
+  // writes checkpoints. Without one (or with one process) fit trains alone.
+  void setCommunicator(std::shared_ptr<distributed::Communicator> comm);
 
   // Checkpoints include the Eval Step metric sums, so accumulation continues after loading.
   Status saveCheckpoint(const std::string& dir) const;

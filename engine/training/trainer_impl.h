@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "engine/cuda/cuda.h"
+#include "engine/distributed/communicator.h"
 #include "engine/io.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
@@ -190,6 +191,15 @@ class Trainer::Impl {
   double baseLr = 0;
   double lastLr = 0, lastGradNorm = 0;
   double gradScale = 1.0;  // fit averages accumulated micro-batches
+  // Data parallelism (Trainer::setCommunicator): this process's share of the global batch,
+  // applied to its gradient as it is accumulated.
+  std::shared_ptr<distributed::Communicator> comm;
+  double gradWeight = 1.0;
+  bool distributed() const;
+  Status broadcastFromRoot();    // weights, optimizer state, counters and epoch sums
+  Status sumGradients();         // across processes, before an optimizer step
+  Status broadcastStatistics();  // running statistics, after one
+  Status reduceStep(StepResult& r, int64_t globalSamples);
   // Epoch-level sums, checkpointed so a resumed epoch reports the same mean.
   double epochLossSum = 0;
   int64_t epochSamples = 0;

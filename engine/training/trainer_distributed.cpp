@@ -1,0 +1,141 @@
+// Data-parallel training's collective steps (Trainer::setCommunicator): what every process
+// exchanges so that all of them hold the same model after each optimizer step.
+#include <cstring>
+
+#include "engine/training/trainer_impl.h"
+
+namespace dw::engine::training {
+
+namespace {
+
+// Optimizer state as bytes, so that ranks which have none yet (rank 0 resumed a checkpoint)
+// take rank 0's: per parameter its step, then each named buffer's name and values.
+void put(std::string& out, const void* p, size_t n) {
+  out.append(static_cast<const char*>(p), n);
+}
+template <class T>
+void putValue(std::string& out, T v) {
+  put(out, &v, sizeof v);
+}
+std::string packState(const std::vector<ParamEntry>& params) {
+  std::string out;
+  for (const auto& p : params) {
+    putValue<int64_t>(out, p.state.step);
+    putValue<uint64_t>(out, p.state.buffers.size());
+    for (const auto& [name, values] : p.state.buffers) {
+      putValue<uint64_t>(out, name.size());
+      put(out, name.data(), name.size());
+      putValue<uint64_t>(out, values.size());
+      put(out, values.data(), values.size() * sizeof(float));
+    }
+  }
+  return out;
+}
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  template <class T>
+  T value() {
+    T v{};
+    std::memcpy(&v, s_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  void bytes(void* p, size_t n) {
+    std::memcpy(p, s_.data() + at_, n);
+    at_ += n;
+  }
+
+ private:
+  const std::string& s_;
+  size_t at_ = 0;
+};
+void unpackState(const std::string& in, std::vector<ParamEntry>& params) {
+  Reader r(in);
+  for (auto& p : params) {
+    p.state.step = r.value<int64_t>();
+    p.state.buffers.clear();
+    const auto buffers = r.value<uint64_t>();
+    for (uint64_t b = 0; b < buffers; ++b) {
+      std::string name(r.value<uint64_t>(), '\0');
+      r.bytes(name.data(), name.size());
+      std::vector<float> values(r.value<uint64_t>());
+      r.bytes(values.data(), values.size() * sizeof(float));
+      p.state.buffers[name] = std::move(values);
+    }
+  }
+}
+
+}  // namespace
+
+bool Trainer::Impl::distributed() const {
+  return comm && comm->size() > 1;
+}
+
+Status Trainer::Impl::broadcastFromRoot() {
+  if (dev)
+    return Status::error(
+        "distributed training runs on the cpu accelerator for now: train with --accelerator cpu");
+  DW_RETURN_IF_ERROR(syncHost());
+  int64_t c[5] = {counters.epoch, counters.batchInEpoch, counters.optimizerSteps,
+                  counters.trainSteps, counters.accumulated};
+  DW_RETURN_IF_ERROR(comm->broadcast(c, sizeof c, 0));
+  counters = {c[0], c[1], c[2], c[3], c[4]};
+  double sums[2] = {epochLossSum, epochSeconds};
+  DW_RETURN_IF_ERROR(comm->broadcast(sums, sizeof sums, 0));
+  DW_RETURN_IF_ERROR(comm->broadcast(&epochSamples, sizeof epochSamples, 0));
+  epochLossSum = sums[0];
+  epochSeconds = sums[1];
+  // Every rank built the same graph, so the maps hold the same names, shapes and order.
+  for (auto& [name, w] : weights) DW_RETURN_IF_ERROR(comm->broadcast(w.raw(), w.bytes(), 0));
+  std::string state = packState(params);
+  uint64_t size = state.size();
+  DW_RETURN_IF_ERROR(comm->broadcast(&size, sizeof size, 0));
+  state.resize(size);
+  DW_RETURN_IF_ERROR(comm->broadcast(state.data(), static_cast<int64_t>(size), 0));
+  if (comm->rank() != 0) unpackState(state, params);
+  return Status();
+}
+
+Status Trainer::Impl::sumGradients() {
+  for (const auto& p : params) {
+    Tensor& g = grads.at(p.name);
+    DW_RETURN_IF_ERROR(comm->allreduceSum(g.data<float>(), g.size()));
+  }
+  return Status();
+}
+
+Status Trainer::Impl::broadcastStatistics() {
+  for (const auto& [stat, out] : stats) {
+    Tensor& t = weights.at(stat);
+    DW_RETURN_IF_ERROR(comm->broadcast(t.raw(), t.bytes(), 0));
+  }
+  return Status();
+}
+
+// This rank's losses and metrics are means over its slice: weighted by the slice's samples and
+// summed, they become the global batch's means.
+Status Trainer::Impl::reduceStep(StepResult& r, int64_t globalSamples) {
+  std::vector<double> v;
+  const double n = static_cast<double>(r.samples);
+  for (const auto& l : meta.losses) v.push_back(r.losses.count(l) ? r.losses[l] * n : 0.0);
+  for (const auto& [name, m] : r.batchMetrics) v.push_back(m * n);
+  DW_RETURN_IF_ERROR(comm->allreduceSum(v.data(), static_cast<int64_t>(v.size())));
+  const double total = static_cast<double>(globalSamples);
+  size_t i = 0;
+  for (const auto& l : meta.losses)
+    if (r.losses.count(l))
+      r.losses[l] = v[i++] / total;
+    else
+      ++i;
+  for (auto& [name, m] : r.batchMetrics) m = v[i++] / total;
+  r.metrics = r.batchMetrics;
+  r.samples = globalSamples;
+  return Status();
+}
+
+void Trainer::setCommunicator(std::shared_ptr<distributed::Communicator> comm) {
+  impl_->comm = std::move(comm);
+}
+
+}  // namespace dw::engine::training

@@ -1,0 +1,134 @@
+// Data-parallel training through the CLI as people run it: `mpirun -np N deepwire train ...
+// --distributed`, against one process training on the whole batch. Processes talk over TCP on
+// loopback only. Skipped where the build has no MPI or no mpirun.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "engine/distributed/communicator.h"
+#include "engine/tensor.h"
+#include "graphs/file_io.h"
+
+namespace fs = std::filesystem;
+using namespace dw::engine;
+
+namespace {
+
+const std::string kCli = DW_CLI_PATH;
+const std::string kMlp =
+    std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_mlp.dwproj";
+
+struct Shell {
+  int code;
+  std::string output;
+};
+
+Shell shell(const std::string& cmd) {
+  Shell r{-1, ""};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string mpirun(int processes) {
+  // As root (CI), more processes than cores, TCP on loopback only, and a bound on the whole run.
+  return "timeout 120 mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(processes) +
+         " --mca btl self,vader,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo ";
+}
+
+std::map<std::string, Tensor> initializers(const std::string& path) {
+  std::map<std::string, Tensor> out;
+  auto m = dw::readOnnxFile(path);
+  EXPECT_TRUE(m.ok()) << m.message();
+  if (!m.ok()) return out;
+  for (const auto& t : m->graph().initializer()) {
+    auto v = tensorFromProto(t);
+    if (v.ok() && v->dtype() == DType::kFloat) out.emplace(t.name(), std::move(v.value()));
+  }
+  return out;
+}
+
+class Distributed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!distributed::mpiBuilt()) GTEST_SKIP() << "built without MPI";
+    if (shell("command -v mpirun").code != 0) GTEST_SKIP() << "no mpirun";
+    dir_ = fs::temp_directory_path() / ("dw_distributed_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  // 1000 samples in batches of 64: 15 full batches and one of 40, split unevenly by 3.
+  std::string train(const std::string& optimizer, const std::string& out) const {
+    return kCli + " train " + kMlp + " --epochs 1 --train-limit 1000 --batch-size 64 --threads 1" +
+           " --quiet --no-data-conversion --optimizer " + optimizer + " --export-onnx " +
+           (dir_ / out).string();
+  }
+  fs::path dir_;
+};
+
+}  // namespace
+
+// 1 process on the global batch of 64 against 2, 3 and 4 processes on their slices: the same
+// weights within float32 rounding of the summed gradients (the sum runs in another order).
+TEST_F(Distributed, RanksTrainAsOneProcess) {
+  for (const std::string opt : {"sgd", "adam"}) {
+    Shell one = shell(train(opt, "one.onnx"));
+    ASSERT_EQ(one.code, 0) << one.output;
+    const auto want = initializers((dir_ / "one.onnx").string());
+    ASSERT_FALSE(want.empty());
+    for (int n : {2, 3, 4}) {
+      Shell many = shell(mpirun(n) + train(opt, "many.onnx") + " --distributed");
+      ASSERT_EQ(many.code, 0) << many.output;
+      EXPECT_NE(many.output.find("distributed: " + std::to_string(n) + " processes"),
+                std::string::npos)
+          << many.output;
+      // Rank 0 alone reports.
+      size_t epochs = 0;
+      for (size_t at = many.output.find("epoch 1/1"); at != std::string::npos;
+           at = many.output.find("epoch 1/1", at + 1))
+        ++epochs;
+      EXPECT_EQ(epochs, 1u) << many.output;
+      const auto got = initializers((dir_ / "many.onnx").string());
+      ASSERT_EQ(got.size(), want.size());
+      for (const auto& [name, w] : want) {
+        const Tensor& g = got.at(name);
+        ASSERT_EQ(g.shape(), w.shape()) << name;
+        double scale = 0;
+        for (int64_t i = 0; i < w.size(); ++i)
+          scale = std::max(scale, double(std::fabs(w.data<float>()[i])));
+        const double tol = (opt == "sgd" ? 1e-6 : 1e-4) * std::max(scale, 1e-3);
+        for (int64_t i = 0; i < w.size(); ++i)
+          ASSERT_NEAR(g.data<float>()[i], w.data<float>()[i], tol)
+              << opt << ", " << n << " processes: " << name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+// --distributed without a launcher is a world of one process; a batch smaller than the
+// process count is refused with the fix.
+TEST_F(Distributed, OneProcessAndTooSmallBatches) {
+  Shell alone = shell(train("sgd", "alone.onnx") + " --distributed");
+  ASSERT_EQ(alone.code, 0) << alone.output;
+  EXPECT_NE(alone.output.find("distributed: 1 process"), std::string::npos) << alone.output;
+  Shell small =
+      shell(mpirun(3) + kCli + " train " + kMlp +
+            " --epochs 1 --train-limit 100 --batch-size 2 --threads 1 --quiet --distributed");
+  EXPECT_NE(small.code, 0);
+  EXPECT_NE(small.output.find("use a batch size of at least the process count"), std::string::npos)
+      << small.output;
+}
