@@ -7,9 +7,15 @@
 
 namespace dw::cli {
 
+// Which process of a distributed run is speaking ("rank 1 on node2: "), empty otherwise.
+inline std::string& failSpeaker() {
+  static std::string speaker;
+  return speaker;
+}
+
 // Prints "deepwire: error: ..." on stderr and returns `code` for the process exit status.
 inline int fail(const std::string& message, int code = 1) {
-  std::cerr << "deepwire: error: " << message << "\n";
+  std::cerr << "deepwire: error: " << failSpeaker() << message << "\n";
   return code;
 }
 

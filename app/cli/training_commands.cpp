@@ -42,6 +42,7 @@ struct TrainArgs {
   int threads = -1;
   bool json = false, quiet = false;
   bool distributed = false;  // --distributed: one of the processes mpirun started
+  double distributedTimeout = 300;
   bool evalOnly = false;
 };
 
@@ -141,13 +142,9 @@ Status saveTrainedProject(const Setup& st, const std::string& path) {
   return saveProject(g, path);
 }
 
-int trainCommand(const TrainArgs& args) {
+int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator>& comm) {
   TrainArgs a = args;
-  std::shared_ptr<distributed::Communicator> comm;
-  if (a.distributed) {
-    auto c = distributed::mpiCommunicator();
-    if (!c) return fail(c.message());
-    comm = c.value();
+  if (comm) {
     if (comm->rank() != 0) {
       // Rank 0 alone reports and writes: checkpoints, exports and the saved project.
       a.json = false;
@@ -273,7 +270,34 @@ int trainCommand(const TrainArgs& args) {
     if (!ws.ok()) return fail(ws.message(), 2);
     if (!a.json) std::cout << "exported " << a.exportTraining << " (with training info)\n";
   }
+  if (comm && comm->size() > 1 && comm->rank() == 0 && !report->epochs.empty()) {
+    double seconds = 0;
+    for (const auto& e : report->epochs) seconds += e.seconds;
+    std::fprintf(
+        stderr,
+        "deepwire: rank 0 waited %.2f s for the other processes (%.0f%% of %.2f s of training)\n",
+        comm->waitSeconds(), seconds > 0 ? 100.0 * comm->waitSeconds() / seconds : 0.0, seconds);
+  }
   return 0;
+}
+
+// --distributed: one process of an MPI job. A process that fails ends the whole job, since the
+// others may be waiting for it in a collective.
+int trainCommand(const TrainArgs& a) {
+  if (!a.distributed) return train(a, nullptr);
+  auto c = distributed::mpiCommunicator(a.distributedTimeout);
+  if (!c) return fail(c.message());
+  const auto& comm = c.value();
+  if (comm->size() > 1)
+    failSpeaker() = "rank " + std::to_string(comm->rank()) + " on " +
+                    comm->hosts()[static_cast<size_t>(comm->rank())] + ": ";
+  const int code = train(a, comm);
+  if (code != 0 && comm->size() > 1) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    comm->abort(code);
+  }
+  return code;
 }
 
 int evalCommand(const TrainArgs& a) {
@@ -350,6 +374,10 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
               "Data-parallel across the processes an MPI launcher started (mpirun -np N "
               "deepwire train ... --distributed): each trains on its slice of every batch, the "
               "gradients are summed, and rank 0 reports and writes");
+  t->add_option("--distributed-timeout", train->distributedTimeout,
+                "Seconds a process waits for the others in a step before the job ends with an "
+                "error (default 300)")
+      ->check(CLI::PositiveNumber);
   t->callback([train, &exitCode] { exitCode = trainCommand(*train); });
 
   auto ev = std::make_shared<TrainArgs>();

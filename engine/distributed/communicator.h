@@ -25,6 +25,11 @@ class Communicator {
   // `bytes` from `root` into every other rank's `data`.
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
   virtual Status barrier() = 0;
+  // Ends every process of the job now, with `code`: after an error on one process, since the
+  // others may be waiting in a collective that can no longer complete.
+  [[noreturn]] virtual void abort(int code) = 0;
+  // Seconds spent waiting in collectives so far: what communication costs a run.
+  virtual double waitSeconds() const = 0;
 };
 
 // One process: sums and broadcasts leave the data as it is.
@@ -35,7 +40,9 @@ bool mpiBuilt();
 // True when this process was started by an MPI launcher (mpirun sets its rank variables).
 bool launchedByMpi();
 // The MPI world: initializes MPI on first use (finalized at exit). An error names what is
-// missing when the build has no MPI.
-Result<std::shared_ptr<Communicator>> mpiCommunicator();
+// missing when the build has no MPI. A collective that has not completed after
+// `timeoutSeconds` (a process stopped, hung or lost its network) is an error, not a wait
+// forever.
+Result<std::shared_ptr<Communicator>> mpiCommunicator(double timeoutSeconds = 300);
 
 }  // namespace dw::engine::distributed

@@ -1,8 +1,10 @@
 // The MPI world as a Communicator (built where DEEPWIRE_MPI found MPI).
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <thread>
 
 #include "engine/distributed/communicator.h"
 
@@ -19,7 +21,7 @@ std::string mpiError(const char* what, int code) {
 
 class Mpi : public Communicator {
  public:
-  Mpi() {
+  explicit Mpi(double timeout) : timeout_(timeout) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -44,17 +46,25 @@ class Mpi : public Communicator {
     auto* p = static_cast<char*>(data);
     for (int64_t done = 0; done < bytes;) {
       const int n = static_cast<int>(std::min<int64_t>(bytes - done, INT_MAX));
-      if (int e = MPI_Bcast(p + done, n, MPI_BYTE, root, MPI_COMM_WORLD); e != MPI_SUCCESS)
+      MPI_Request req;
+      if (int e = MPI_Ibcast(p + done, n, MPI_BYTE, root, MPI_COMM_WORLD, &req); e != MPI_SUCCESS)
         return Status::error(mpiError("broadcast", e));
+      DW_RETURN_IF_ERROR(wait(req, "broadcast"));
       done += n;
     }
     return Status();
   }
   Status barrier() override {
-    if (int e = MPI_Barrier(MPI_COMM_WORLD); e != MPI_SUCCESS)
+    MPI_Request req;
+    if (int e = MPI_Ibarrier(MPI_COMM_WORLD, &req); e != MPI_SUCCESS)
       return Status::error(mpiError("barrier", e));
-    return Status();
+    return wait(req, "barrier");
   }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] true if it did
+  }
+  double waitSeconds() const override { return waited_; }
 
  private:
   // MPI counts are ints: large buffers go in chunks.
@@ -62,15 +72,45 @@ class Mpi : public Communicator {
     auto* p = static_cast<char*>(data);
     for (int64_t done = 0; done < count;) {
       const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX / 8));
-      if (int e = MPI_Allreduce(MPI_IN_PLACE, p + done * static_cast<int64_t>(elem), n, type,
-                                MPI_SUM, MPI_COMM_WORLD);
+      MPI_Request req;
+      if (int e = MPI_Iallreduce(MPI_IN_PLACE, p + done * static_cast<int64_t>(elem), n, type,
+                                 MPI_SUM, MPI_COMM_WORLD, &req);
           e != MPI_SUCCESS)
         return Status::error(mpiError("allreduce", e));
+      DW_RETURN_IF_ERROR(wait(req, "gradient sum"));
       done += n;
     }
     return Status();
   }
 
+  // Completes a non-blocking collective, or gives up after the timeout: MPI's blocking calls
+  // would wait forever for a process that stopped. Spins first (a step's sum usually completes
+  // within microseconds of the last process arriving), then polls with short sleeps so that a
+  // long wait leaves the core to others.
+  Status wait(MPI_Request& req, const char* what) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      if (int e = MPI_Test(&req, &done, MPI_STATUS_IGNORE); e != MPI_SUCCESS)
+        return Status::error(mpiError(what, e));
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (done) {
+        waited_ += seconds;
+        return Status();
+      }
+      if (seconds > timeout_)
+        return Status::error(
+            std::string("the other processes did not complete the ") + what + " within " +
+            std::to_string(static_cast<int>(timeout_)) +
+            " s: one of them stopped, hung or lost its connection (see the other ranks' "
+            "messages; --distributed-timeout sets this limit)");
+      if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  double timeout_;
+  double waited_ = 0;
   int rank_ = 0, size_ = 1;
   std::vector<std::string> hosts_;
 };
@@ -81,16 +121,16 @@ bool mpiBuilt() {
   return true;
 }
 
-Result<std::shared_ptr<Communicator>> mpiCommunicator() {
+Result<std::shared_ptr<Communicator>> mpiCommunicator(double timeoutSeconds) {
   static std::shared_ptr<Communicator> world;
   if (world) return world;
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    // Errors come back as codes, so a failure becomes a deepwire error rather than an abort.
     if (int e = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided); e != MPI_SUCCESS)
       return Status::error(mpiError("initialization", e));
+    // Errors come back as codes, so a failure becomes a deepwire error rather than an abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     std::atexit([] {
       int finalized = 0;
@@ -98,7 +138,7 @@ Result<std::shared_ptr<Communicator>> mpiCommunicator() {
       if (!finalized) MPI_Finalize();
     });
   }
-  world = std::make_shared<Mpi>();
+  world = std::make_shared<Mpi>(timeoutSeconds);
   return world;
 }
 

@@ -7,7 +7,7 @@ bool mpiBuilt() {
   return false;
 }
 
-Result<std::shared_ptr<Communicator>> mpiCommunicator() {
+Result<std::shared_ptr<Communicator>> mpiCommunicator(double) {
   return Status::error(
       "this deepwire was built without MPI, so it cannot train across processes: install "
       "Open MPI (Debian: libopenmpi-dev openmpi-bin) and rebuild, or train without "

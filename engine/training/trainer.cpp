@@ -596,9 +596,13 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
   StepResult total;
   MetricAccumulator acc;  // this pass only: the Eval Step sums stay as they are
   const int64_t n = d.size();
+  // Under data parallelism each process evaluates its share, and the sums are added up.
+  const bool shard = distributed() && n >= comm->size();
+  const int64_t first = shard ? n * comm->rank() / comm->size() : 0;
+  const int64_t last = shard ? n * (comm->rank() + 1) / comm->size() : n;
   std::vector<int64_t> idx;
-  for (int64_t begin = 0; begin < n; begin += batchSize) {
-    const int64_t end = std::min(n, begin + batchSize);
+  for (int64_t begin = first; begin < last; begin += batchSize) {
+    const int64_t end = std::min(last, begin + batchSize);
     idx.clear();
     for (int64_t i = begin; i < end; ++i) idx.push_back(i);
     Dataset part = d.gather(idx);
@@ -611,6 +615,7 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
     total.regularization = r->regularization;
     total.samples += b.size;
   }
+  if (shard) DW_RETURN_IF_ERROR(reduceEvaluation(total, acc));
   if (total.samples > 0)
     for (auto& [k, v] : total.losses) v /= static_cast<double>(total.samples);
   auto m = finalizeMetrics(acc);
@@ -656,6 +661,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
                            " processes: use a batch size of at least the process count");
     DW_RETURN_IF_ERROR(broadcastFromRoot());
   }
+  bool stopAll = false;
   if (fo.maxStepsPerEpoch > 0) perEpoch = std::min(perEpoch, fo.maxStepsPerEpoch);
 
   FitReport report;
@@ -676,7 +682,9 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     const auto start = Clock::now();
     const double secondsBefore = epochSeconds;
     while (counters.batchInEpoch < perEpoch) {
-      if (cancel && cancel->load()) {
+      // Processes stop together, after the step where one of them was asked to (reduceStep),
+      // so none is left waiting for the others' gradients.
+      if (cancel && (dp ? stopAll : cancel->load())) {
         epochSeconds = secondsBefore + std::chrono::duration<double>(Clock::now() - start).count();
         report.cancelled = true;
         return report;
@@ -705,7 +713,11 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       if (!r)
         return r.status().withContext("epoch " + std::to_string(counters.epoch + 1) + ", batch " +
                                       std::to_string(counters.batchInEpoch + 1));
-      if (dp) DW_RETURN_IF_ERROR(reduceStep(*r, globalSamples));
+      if (dp) {
+        auto stop = reduceStep(*r, globalSamples, cancel && cancel->load());
+        if (!stop) return stop.status();
+        stopAll = stop.value();
+      }
       ++counters.batchInEpoch;
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {

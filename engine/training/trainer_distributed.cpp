@@ -115,22 +115,47 @@ Status Trainer::Impl::broadcastStatistics() {
 
 // This rank's losses and metrics are means over its slice: weighted by the slice's samples and
 // summed, they become the global batch's means.
-Status Trainer::Impl::reduceStep(StepResult& r, int64_t globalSamples) {
+Result<bool> Trainer::Impl::reduceStep(StepResult& r, int64_t globalSamples, bool stop) {
   std::vector<double> v;
   const double n = static_cast<double>(r.samples);
   for (const auto& l : meta.losses) v.push_back(r.losses.count(l) ? r.losses[l] * n : 0.0);
   for (const auto& [name, m] : r.batchMetrics) v.push_back(m * n);
+  v.push_back(stop ? 1.0 : 0.0);
   DW_RETURN_IF_ERROR(comm->allreduceSum(v.data(), static_cast<int64_t>(v.size())));
   const double total = static_cast<double>(globalSamples);
   size_t i = 0;
-  for (const auto& l : meta.losses)
-    if (r.losses.count(l))
-      r.losses[l] = v[i++] / total;
-    else
-      ++i;
+  for (const auto& l : meta.losses) {
+    if (r.losses.count(l)) r.losses[l] = v[i] / total;
+    ++i;
+  }
   for (auto& [name, m] : r.batchMetrics) m = v[i++] / total;
   r.metrics = r.batchMetrics;
   r.samples = globalSamples;
+  return v[i] > 0;
+}
+
+// Every process evaluated at least one sample (evaluate shards only then), so each holds every
+// metric's statistics, in the same shapes.
+Status Trainer::Impl::reduceEvaluation(StepResult& total, MetricAccumulator& acc) {
+  std::vector<double> v;
+  for (const auto& l : meta.losses) v.push_back(total.losses.count(l) ? total.losses[l] : 0.0);
+  v.push_back(static_cast<double>(total.samples));
+  DW_RETURN_IF_ERROR(comm->allreduceSum(v.data(), static_cast<int64_t>(v.size())));
+  size_t i = 0;
+  for (const auto& l : meta.losses) {
+    if (total.losses.count(l)) total.losses[l] = v[i];
+    ++i;
+  }
+  total.samples = static_cast<int64_t>(v[i]);
+  for (const auto& mi : meta.metrics) {
+    auto it = acc.find(mi.name);
+    if (it == acc.end()) continue;
+    for (Tensor& sum : it->second.sums)
+      DW_RETURN_IF_ERROR(comm->allreduceSum(sum.data<double>(), sum.size()));
+    double batches = static_cast<double>(it->second.batches);
+    DW_RETURN_IF_ERROR(comm->allreduceSum(&batches, 1));
+    it->second.batches = static_cast<int64_t>(batches);
+  }
   return Status();
 }
 

@@ -199,7 +199,11 @@ class Trainer::Impl {
   Status broadcastFromRoot();    // weights, optimizer state, counters and epoch sums
   Status sumGradients();         // across processes, before an optimizer step
   Status broadcastStatistics();  // running statistics, after one
-  Status reduceStep(StepResult& r, int64_t globalSamples);
+  // The global batch's losses and metrics from this slice's; true when any process was asked
+  // to stop (`stop` is this one's request).
+  Result<bool> reduceStep(StepResult& r, int64_t globalSamples, bool stop);
+  // An evaluation pass's loss sums, sample count and metric statistics, summed over processes.
+  Status reduceEvaluation(StepResult& total, MetricAccumulator& acc);
   // Epoch-level sums, checkpointed so a resumed epoch reports the same mean.
   double epochLossSum = 0;
   int64_t epochSamples = 0;

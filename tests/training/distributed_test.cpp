@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -72,8 +73,9 @@ class Distributed : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
   // 1000 samples in batches of 64: 15 full batches and one of 40, split unevenly by 3.
-  std::string train(const std::string& optimizer, const std::string& out) const {
-    return kCli + " train " + kMlp + " --epochs 1 --train-limit 1000 --batch-size 64 --threads 1" +
+  std::string train(const std::string& optimizer, const std::string& out, int epochs = 1) const {
+    return kCli + " train " + kMlp + " --epochs " + std::to_string(epochs) +
+           " --train-limit 1000 --batch-size 64 --threads 1" +
            " --quiet --no-data-conversion --optimizer " + optimizer + " --export-onnx " +
            (dir_ / out).string();
   }
@@ -116,6 +118,62 @@ TEST_F(Distributed, RanksTrainAsOneProcess) {
               << opt << ", " << n << " processes: " << name << "[" << i << "]";
       }
     }
+  }
+}
+
+// Resuming a 2-process checkpoint on 3 processes, and on 1, continues as one process would
+// have trained both epochs.
+TEST_F(Distributed, ResumeWithAnotherProcessCount) {
+  Shell one = shell(train("sgd", "one.onnx", 2));
+  ASSERT_EQ(one.code, 0) << one.output;
+  const std::string ckpt = (dir_ / "ckpt").string();
+  Shell first =
+      shell(mpirun(2) + train("sgd", "first.onnx") + " --distributed --checkpoint " + ckpt);
+  ASSERT_EQ(first.code, 0) << first.output;
+  const auto want = initializers((dir_ / "one.onnx").string());
+  for (const std::string launch : {mpirun(3), std::string()}) {
+    Shell resumed = shell(launch + train("sgd", "resumed.onnx", 2) + " --resume " + ckpt +
+                          (launch.empty() ? "" : " --distributed"));
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    const auto got = initializers((dir_ / "resumed.onnx").string());
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [name, w] : want)
+      for (int64_t i = 0; i < w.size(); ++i)
+        ASSERT_NEAR(got.at(name).data<float>()[i], w.data<float>()[i], 1e-5)
+            << (launch.empty() ? "1 process" : "3 processes") << ": " << name << "[" << i << "]";
+  }
+}
+
+// A process killed, or stopped, in the middle of training ends the whole job within a minute
+// with an error that says what happened, instead of leaving the others waiting.
+TEST_F(Distributed, LostProcessEndsTheJob) {
+  for (const std::string signal : {"KILL", "STOP"}) {
+    const std::string marker = (dir_ / ("lost_" + signal + ".onnx")).string();
+    const std::string cnn =
+        std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_cnn.dwproj";
+    // Rank 1 is found by the rank variable mpirun gives it, 3 s into training.
+    const fs::path script = dir_ / "lose_a_process.sh";
+    std::ofstream(script) << mpirun(2) << kCli << " train " << cnn
+                          << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
+                          << " --distributed-timeout 5 --export-onnx " << marker << " &\n"
+                          << "job=$!\nsleep 3\n"
+                          << "for p in $(pgrep -f " << marker << "); do\n"
+                          << "  if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null |"
+                          << " grep -qx OMPI_COMM_WORLD_RANK=1; then kill -" << signal
+                          << " $p; fi\ndone\nwait $job\n";
+    const auto start = std::chrono::steady_clock::now();
+    Shell r = shell("bash " + script.string());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.code, 0) << signal << ": " << r.output;
+    EXPECT_LT(seconds, 60) << signal << ": " << r.output;
+    if (signal == "KILL")
+      EXPECT_NE(r.output.find("exited on signal 9"), std::string::npos) << r.output;
+    else
+      EXPECT_NE(r.output.find("the other processes did not complete the gradient sum within 5 s"),
+                std::string::npos)
+          << r.output;
+    EXPECT_FALSE(fs::exists(marker)) << signal << ": the job went on to export";
   }
 }
 
