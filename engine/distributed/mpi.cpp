@@ -84,9 +84,7 @@ class Mpi : public Communicator {
   }
 
   // Completes a non-blocking collective, or gives up after the timeout: MPI's blocking calls
-  // would wait forever for a process that stopped. Spins first (a step's sum usually completes
-  // within microseconds of the last process arriving), then polls with short sleeps so that a
-  // long wait leaves the core to others.
+  // would wait forever for a process that stopped.
   Status wait(MPI_Request& req, const char* what) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
@@ -105,7 +103,13 @@ class Mpi : public Communicator {
             std::to_string(static_cast<int>(timeout_)) +
             " s: one of them stopped, hung or lost its connection (see the other ranks' "
             "messages; --distributed-timeout sets this limit)");
-      if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      // MPI moves a message along only inside its calls, so a long message needs frequent
+      // polls; yielding lets another process sharing the core compute meanwhile. A wait of
+      // seconds (the others are still computing, or something is wrong) polls more gently.
+      if (seconds > 0.5)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      else if (polls > 2000)
+        std::this_thread::yield();
     }
   }
 

@@ -177,6 +177,60 @@ TEST_F(Distributed, LostProcessEndsTheJob) {
   }
 }
 
+// Two "machines": network namespaces joined by a veth pair, each with its own host name, and
+// mpirun starting the remote process through an rsh agent that enters the other namespace. The
+// processes share no memory transport (btl self,tcp), so the gradients cross the veth link as
+// they would cross a network. Skipped where namespaces cannot be made (no CAP_NET_ADMIN).
+TEST_F(Distributed, TrainsAcrossANetwork) {
+  const std::string a = "dwA" + std::to_string(getpid()), b = "dwB" + std::to_string(getpid());
+  const std::string va = "va" + std::to_string(getpid() % 100000),
+                    vb = "vb" + std::to_string(getpid() % 100000);
+  if (shell("ip netns add " + a).code != 0) GTEST_SKIP() << "cannot create network namespaces";
+  struct Cleanup {
+    std::string a, b;
+    ~Cleanup() {
+      shell("ip netns del " + a);
+      shell("ip netns del " + b);
+    }
+  } cleanup{a, b};
+  const std::string setup =
+      "set -e\nip netns add " + b + "\nip link add " + va + " type veth peer name " + vb +
+      "\nip link set " + va + " netns " + a + "\nip link set " + vb + " netns " + b +
+      "\nip netns exec " + a + " ip addr add 10.77.0.1/24 dev " + va + "\nip netns exec " + b +
+      " ip addr add 10.77.0.2/24 dev " + vb + "\nfor n in " + a + " " + b +
+      "; do ip netns exec $n ip link set lo up; done\nip netns exec " + a + " ip link set " + va +
+      " up\nip netns exec " + b + " ip link set " + vb + " up\n";
+  std::ofstream(dir_ / "setup.sh") << setup;
+  Shell made = shell("bash " + (dir_ / "setup.sh").string());
+  ASSERT_EQ(made.code, 0) << made.output;
+  // The rsh agent: "agent HOST command..." runs the command in HOST's namespace and name.
+  std::ofstream(dir_ / "agent.sh") << "#!/bin/bash\nhost=$1; shift\ncase $host in\n"
+                                   << "  10.77.0.1) ns=" << a << "; name=nodeA ;;\n"
+                                   << "  10.77.0.2) ns=" << b << "; name=nodeB ;;\n"
+                                   << "  *) echo \"unknown host $host\" >&2; exit 1 ;;\nesac\n"
+                                   << "exec ip netns exec $ns unshare --uts bash -c "
+                                   << "\"hostname $name; $*\"\n";
+  fs::permissions(dir_ / "agent.sh", fs::perms::owner_all);
+  Shell one = shell(train("sgd", "one.onnx"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  std::ofstream(dir_ / "run.sh")
+      << "hostname nodeA\ntimeout 120 mpirun --allow-run-as-root -np 2 --host "
+      << "10.77.0.1:1,10.77.0.2:1 --mca plm_rsh_agent " << (dir_ / "agent.sh").string()
+      << " --mca btl self,tcp --mca btl_tcp_if_include 10.77.0.0/24"
+      << " --mca oob_tcp_if_include 10.77.0.0/24 " << train("sgd", "net.onnx")
+      << " --distributed\n";
+  Shell net = shell("ip netns exec " + a + " unshare --uts bash " + (dir_ / "run.sh").string());
+  ASSERT_EQ(net.code, 0) << net.output;
+  EXPECT_NE(net.output.find("rank 0 on nodeA, rank 1 on nodeB"), std::string::npos) << net.output;
+  const auto want = initializers((dir_ / "one.onnx").string());
+  const auto got = initializers((dir_ / "net.onnx").string());
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want)
+    for (int64_t i = 0; i < w.size(); ++i)
+      ASSERT_NEAR(got.at(name).data<float>()[i], w.data<float>()[i], 1e-6)
+          << name << "[" << i << "]";
+}
+
 // --distributed without a launcher is a world of one process; a batch smaller than the
 // process count is refused with the fix.
 TEST_F(Distributed, OneProcessAndTooSmallBatches) {
