@@ -147,6 +147,13 @@ Status executePlan(GraphPlan& plan, std::vector<Value>& values, Backend& backend
         }
       }
     }
+    if (plan.afterNode) {
+      std::vector<int> produced;
+      for (int id : node.outputs)
+        if (id >= 0 && static_cast<size_t>(id) < plan.isOutput.size() && plan.isOutput[id])
+          produced.push_back(id);
+      plan.afterNode(produced, values);
+    }
     for (int id : node.release) {
       releaseValue(values[id], pool);
       if (static_cast<size_t>(id) < mirrors.size()) releaseValue(mirrors[id], pool);

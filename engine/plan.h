@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -68,7 +69,11 @@ class GraphPlan {
   };
   std::unordered_map<int, DeviceConstant> deviceConstants;
   bool profile = false;
-  double runSeconds = 0;  // whole runs, when profiled: the rest is the executor's own time
+  // Called after each node of a top-level run with the graph outputs it produced (ids into
+  // names; often none): InferenceSession::setProgressListener.
+  std::function<void(const std::vector<int>& outputs, const std::vector<Value>& values)> afterNode;
+  std::vector<bool> isOutput;  // by id, for afterNode; filled when afterNode is set
+  double runSeconds = 0;       // whole runs, when profiled: the rest is the executor's own time
   double firstRunSeconds = 0;
   int64_t runs = 0;
 

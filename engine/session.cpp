@@ -431,6 +431,25 @@ Result<std::map<std::string, Tensor>> InferenceSession::run(
   return out;
 }
 
+void InferenceSession::setProgressListener(ProgressListener listener) {
+  GraphPlan& p = *plan_;
+  if (!listener) {
+    p.afterNode = nullptr;
+    return;
+  }
+  p.isOutput.assign(p.names.size(), false);
+  for (int id : p.outputIds) p.isOutput[static_cast<size_t>(id)] = true;
+  p.afterNode = [&p, listener = std::move(listener)](const std::vector<int>& outputs,
+                                                     const std::vector<Value>& values) {
+    std::vector<std::pair<std::string, const Tensor*>> produced;
+    for (int id : outputs)
+      if (values[static_cast<size_t>(id)].isTensor())
+        produced.emplace_back(p.names[static_cast<size_t>(id)],
+                              &values[static_cast<size_t>(id)].tensor);
+    listener(produced);
+  };
+}
+
 Result<std::unique_ptr<onnx::ModelProto>> loadOnnxModel(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::error("cannot open model '" + path + "'");

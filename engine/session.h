@@ -3,6 +3,7 @@
 // pooled buffers of the previous run instead of allocating.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -84,6 +85,14 @@ class InferenceSession {
   // Kernel time per op type and per node over the runs since profiling was switched on, and the
   // executor's own time (a run's wall time minus its kernels).
   void setProfiling(bool on);
+  // Called after every node of each later run with the outputs (name, tensor) that node
+  // produced, usually none: a caller can start on outputs while the run goes on (data-parallel
+  // training sums gradients during the backward pass) and make progress on its own work
+  // between nodes. Outputs that no node produces (inputs, constants) and runs replayed from a
+  // recording (cuda) do not call it. An empty function removes it.
+  using ProgressListener =
+      std::function<void(const std::vector<std::pair<std::string, const Tensor*>>& produced)>;
+  void setProgressListener(ProgressListener listener);
   // Where each node of the top-level graph runs: node name -> backend name ("cuda", or "cpu"
   // for the ops a device backend has no kernel for).
   std::map<std::string, std::string> placement() const;

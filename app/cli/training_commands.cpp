@@ -43,6 +43,8 @@ struct TrainArgs {
   bool json = false, quiet = false;
   bool distributed = false;  // --distributed: one of the processes mpirun started
   double distributedTimeout = 300;
+  double bucketMb = 25;
+  bool noOverlap = false;
   bool evalOnly = false;
 };
 
@@ -114,6 +116,8 @@ Result<Setup> prepare(const TrainArgs& a) {
   to.threads = a.threads >= 0 ? a.threads : c.threads;
   to.precision = a.precision.empty() ? c.precision : a.precision;
   to.seed = c.seed;
+  to.bucketBytes = std::max<int64_t>(4, static_cast<int64_t>(a.bucketMb * (1 << 20)));
+  to.overlap = !a.noOverlap;
   auto t = Trainer::create(s.graph, to);
   if (!t) return t.status().withContext(a.project);
   s.trainer = std::move(t.value());
@@ -208,6 +212,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
                 {"samples_per_second", e.samplesPerSecond}};
       j["test_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
       j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
+      if (comm && comm->size() > 1) j["waited_seconds"] = e.waitSeconds;
       std::cout << jsonText(j) << std::endl;
     } else {
       std::printf("epoch %lld/%lld  train loss %.4f", static_cast<long long>(e.epoch + 1),
@@ -271,12 +276,15 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     if (!a.json) std::cout << "exported " << a.exportTraining << " (with training info)\n";
   }
   if (comm && comm->size() > 1 && comm->rank() == 0 && !report->epochs.empty()) {
-    double seconds = 0;
-    for (const auto& e : report->epochs) seconds += e.seconds;
-    std::fprintf(
-        stderr,
-        "deepwire: rank 0 waited %.2f s for the other processes (%.0f%% of %.2f s of training)\n",
-        comm->waitSeconds(), seconds > 0 ? 100.0 * comm->waitSeconds() / seconds : 0.0, seconds);
+    double seconds = 0, waited = 0;
+    for (const auto& e : report->epochs) {
+      seconds += e.seconds;
+      waited += e.waitSeconds;
+    }
+    std::fprintf(stderr,
+                 "deepwire: rank 0 waited %.2f s for the other processes in %.2f s of training "
+                 "(%.0f%%)\n",
+                 waited, seconds, seconds > 0 ? 100.0 * waited / seconds : 0.0);
   }
   return 0;
 }
@@ -374,6 +382,13 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
               "Data-parallel across the processes an MPI launcher started (mpirun -np N "
               "deepwire train ... --distributed): each trains on its slice of every batch, the "
               "gradients are summed, and rank 0 reports and writes");
+  t->add_option("--bucket-mb", train->bucketMb,
+                "Distributed: sum the gradients in buckets of about this many MiB as the "
+                "backward pass produces them (default 25; the first at most 1)")
+      ->check(CLI::PositiveNumber);
+  t->add_flag("--no-overlap", train->noOverlap,
+              "Distributed: sum the gradients after the backward pass instead of during it "
+              "(to measure what the overlap hides)");
   t->add_option("--distributed-timeout", train->distributedTimeout,
                 "Seconds a process waits for the others in a step before the job ends with an "
                 "error (default 300)")

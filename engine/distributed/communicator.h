@@ -25,6 +25,14 @@ class Communicator {
   // `bytes` from `root` into every other rank's `data`.
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
   virtual Status barrier() = 0;
+  // Sums started now and completed later, so that they overlap with computation: startSum
+  // begins summing `data` in place; progress() moves the started sums along (MPI moves a
+  // message only inside its calls: call it often, between pieces of work); finishSums()
+  // completes all of them. `data` must stay untouched until then. Every process starts the
+  // same sums in the same order.
+  virtual Status startSum(float* data, int64_t count) = 0;
+  virtual Status progress() = 0;
+  virtual Status finishSums() = 0;
   // Ends every process of the job now, with `code`: after an error on one process, since the
   // others may be waiting in a collective that can no longer complete.
   [[noreturn]] virtual void abort(int code) = 0;

@@ -60,6 +60,31 @@ class Mpi : public Communicator {
       return Status::error(mpiError("barrier", e));
     return wait(req, "barrier");
   }
+  Status startSum(float* data, int64_t count) override {
+    if (count > INT_MAX) return Status::error("a gradient bucket of over 2^31 values");
+    MPI_Request req;
+    if (int e = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD, &req);
+        e != MPI_SUCCESS)
+      return Status::error(mpiError("allreduce", e));
+    pending_.push_back(req);
+    return Status();
+  }
+  Status progress() override {
+    if (pending_.empty()) return Status();
+    int flag = 0;
+    // Testing the first pending sum drives the progress engine for all of them.
+    if (int e = MPI_Test(&pending_.front(), &flag, MPI_STATUS_IGNORE); e != MPI_SUCCESS)
+      return Status::error(mpiError("gradient sum", e));
+    if (flag) pending_.erase(pending_.begin());
+    return Status();
+  }
+  Status finishSums() override {
+    for (MPI_Request& req : pending_)
+      if (req != MPI_REQUEST_NULL) DW_RETURN_IF_ERROR(wait(req, "gradient sum"));
+    pending_.clear();
+    return Status();
+  }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] true if it did
@@ -115,6 +140,7 @@ class Mpi : public Communicator {
 
   double timeout_;
   double waited_ = 0;
+  std::vector<MPI_Request> pending_;  // started sums (startSum), in order
   int rank_ = 0, size_ = 1;
   std::vector<std::string> hosts_;
 };

@@ -289,9 +289,43 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     for (auto& [name, g] : devGrads) g = Tensor();
     gradsStale = true;
   }
+  // Overlapped sums (distributed): each gradient goes into a bucket as soon as its node has
+  // run, and the sums move along between the nodes that follow.
+  const bool overlap = overlapSum && counters.accumulated == 0 && !dev;
+  std::vector<bool> bucketed(params.size(), false);
+  Status overlapStatus;
+  if (overlap) {
+    if (gradIndex.empty())
+      for (size_t i = 0; i < params.size(); ++i) gradIndex[gg.gradOutputs[i]] = i;
+    trainSession->setProgressListener([&](const auto& produced) {
+      if (!overlapStatus.ok()) return;
+      for (const auto& [name, t] : produced) {
+        auto it = gradIndex.find(name);
+        if (it == gradIndex.end() || bucketed[it->second]) continue;
+        bucketed[it->second] = true;
+        overlapStatus = bucketGradient(it->second, *t);
+        if (!overlapStatus.ok()) return;
+      }
+      overlapStatus = comm->progress();
+    });
+  }
   auto out = trainSession->run(feeds(b));
+  if (overlap) trainSession->setProgressListener(nullptr);
   if (!out) return out.status();
+  DW_RETURN_IF_ERROR(overlapStatus);
   auto& o = out.value();
+  if (overlap) {
+    // Gradients no node produced (an input or a constant) join the last bucket.
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (bucketed[i]) continue;
+      auto it = o.find(gg.gradOutputs[i]);
+      if (it == o.end())
+        return Status::error("the training graph did not produce '" + gg.gradOutputs[i] + "'");
+      DW_RETURN_IF_ERROR(bucketGradient(i, it->second));
+    }
+    DW_RETURN_IF_ERROR(finishBuckets());
+    gradientsSummed = true;
+  }
   StepResult r;
   r.samples = b.size;
   for (const auto& l : meta.losses) {
@@ -303,7 +337,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     if (it != o.end()) r.metrics[mi.name] = scalarOf(it->second);
   }
   r.batchMetrics = r.metrics;
-  for (size_t i = 0; i < params.size(); ++i) {
+  for (size_t i = 0; i < params.size() && !overlap; ++i) {
     auto it = o.find(gg.gradOutputs[i]);
     if (it == o.end())
       return Status::error("the training graph did not produce '" + gg.gradOutputs[i] + "'");
@@ -679,6 +713,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       epochSeconds = 0;
     }
     loader.startEpoch(counters.epoch, counters.batchInEpoch);
+    const double waitedBefore = dp ? comm->waitSeconds() : 0.0;
     const auto start = Clock::now();
     const double secondsBefore = epochSeconds;
     while (counters.batchInEpoch < perEpoch) {
@@ -693,6 +728,10 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       if (!batch) break;
       gradScale = 1.0;
       const int64_t globalSamples = batch->size;
+      // Whether this step ends in an optimizer step: then its sums can overlap its backward
+      // pass.
+      overlapSum = dp && opt.overlap && counters.accumulated + 1 >= fo.accumulationSteps;
+      gradientsSummed = false;
       if (dp) {
         // Rank r's contiguous slice; its gradient counts for its share of the batch.
         const int64_t p = comm->size(), rank = comm->rank();
@@ -710,6 +749,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       }
       auto r = trainStep(*batch);
       gradWeight = 1.0;
+      overlapSum = false;
       if (!r)
         return r.status().withContext("epoch " + std::to_string(counters.epoch + 1) + ", batch " +
                                       std::to_string(counters.batchInEpoch + 1));
@@ -722,7 +762,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {
         gradScale = 1.0 / static_cast<double>(counters.accumulated);
-        if (dp) DW_RETURN_IF_ERROR(sumGradients());
+        if (dp && !gradientsSummed) DW_RETURN_IF_ERROR(sumGradients());
         Status st = optimizerStep();
         gradScale = 1.0;
         if (!st.ok()) return st;
@@ -755,6 +795,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       er.trainMetrics[name] = sum / static_cast<double>(std::max<int64_t>(1, metricSamples));
     er.seconds = epochSeconds;
     er.samplesPerSecond = epochSeconds > 0 ? static_cast<double>(epochSamples) / epochSeconds : 0;
+    if (dp) er.waitSeconds = comm->waitSeconds() - waitedBefore;
     if (test && test->size() > 0) {
       auto ev = evaluate(*test, std::max<int64_t>(fo.batchSize, 256));
       if (!ev)

@@ -102,6 +102,11 @@ struct TrainOptions {
   bool recordRuns = true;           // SessionOptions::recordRuns (cuda: CUDA graphs)
   uint64_t seed = 0;
   std::string model;  // which model of the canvas ("" = default)
+  // Data parallelism (setCommunicator): gradients are summed in buckets of about this many
+  // bytes while the backward pass goes on; the first bucket is at most 1 MiB, so that its sum
+  // starts early.
+  int64_t bucketBytes = 25 << 20;
+  bool overlap = true;  // false: sum them after the backward pass (to measure what overlap hides)
   // Loss outputs to minimise (summed); empty = every loss the export declares.
   std::vector<std::string> losses;
 };
@@ -131,6 +136,9 @@ struct EpochReport {
   double seconds = 0;        // wall time of the epoch's training (not the test pass)
   double samplesPerSecond = 0;
   int64_t steps = 0;  // optimizer steps so far (global)
+  // Distributed: seconds this process spent in the epoch's training steps waiting for the
+  // others (gradient sums and step reductions not hidden behind computation).
+  double waitSeconds = 0;
 };
 struct FitReport {
   std::vector<EpochReport> epochs;

@@ -113,6 +113,58 @@ Status Trainer::Impl::broadcastStatistics() {
   return Status();
 }
 
+// The first bucket is small, so that its sum starts early in the backward pass; the others are
+// large enough that a sum's fixed cost is small against its transfer.
+constexpr int64_t kFirstBucketBytes = 1 << 20;
+
+Status Trainer::Impl::bucketGradient(size_t param, const Tensor& g) {
+  const Tensor& w = weights.at(params[param].name);
+  if (g.size() != w.size() || g.dtype() != DType::kFloat)
+    return Status::error("gradient '" + gg.gradOutputs[param] + "' has shape " +
+                         shapeToString(g.shape()) + ", the weight has " + shapeToString(w.shape()));
+  if (openBucket == buckets.size()) buckets.emplace_back();
+  GradBucket& b = buckets[openBucket];
+  if (b.members.empty()) b.used = 0;
+  if (static_cast<int64_t>(b.data.size()) < b.used + g.size())
+    b.data.resize(static_cast<size_t>(b.used + g.size()));
+  const float* src = g.data<float>();
+  float* dst = b.data.data() + b.used;
+  const float f = static_cast<float>(gradWeight);
+  for (int64_t k = 0; k < g.size(); ++k) dst[k] = src[k] * f;
+  b.members.emplace_back(param, b.used);
+  b.used += g.size();
+  const int64_t limit =
+      openBucket == 0 ? std::min(kFirstBucketBytes, opt.bucketBytes) : opt.bucketBytes;
+  if (b.used * static_cast<int64_t>(sizeof(float)) >= limit) return closeBucket();
+  return Status();
+}
+
+Status Trainer::Impl::closeBucket() {
+  if (openBucket == buckets.size() || buckets[openBucket].members.empty()) return Status();
+  GradBucket& b = buckets[openBucket++];
+  return comm->startSum(b.data.data(), b.used);
+}
+
+// Completes the sums and hands each weight its summed gradient.
+Status Trainer::Impl::finishBuckets() {
+  DW_RETURN_IF_ERROR(closeBucket());
+  DW_RETURN_IF_ERROR(comm->finishSums());
+  for (size_t k = 0; k < openBucket; ++k) {
+    GradBucket& b = buckets[k];
+    for (const auto& [param, offset] : b.members) {
+      const std::string& name = params[param].name;
+      const Tensor& w = weights.at(name);
+      Tensor& sum = summedGrads[name];
+      if (sum.shape() != w.shape() || !sum.buffer()) sum = Tensor(DType::kFloat, w.shape());
+      std::copy_n(b.data.data() + offset, w.size(), sum.data<float>());
+      grads[name] = sum;
+    }
+    b.members.clear();
+  }
+  openBucket = 0;
+  return Status();
+}
+
 // This rank's losses and metrics are means over its slice: weighted by the slice's samples and
 // summed, they become the global batch's means.
 Result<bool> Trainer::Impl::reduceStep(StepResult& r, int64_t globalSamples, bool stop) {

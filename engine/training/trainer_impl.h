@@ -196,6 +196,22 @@ class Trainer::Impl {
   std::shared_ptr<distributed::Communicator> comm;
   double gradWeight = 1.0;
   bool distributed() const;
+  // Overlap: in a step that ends in an optimizer step (fit sets overlapSum), the gradients go
+  // into buckets as the backward pass produces them, and each full bucket is summed across
+  // processes while the pass goes on; gradientsSummed tells fit it need not sum them again.
+  bool overlapSum = false, gradientsSummed = false;
+  struct GradBucket {
+    std::vector<float> data;  // kept across steps: the steady state allocates nothing
+    int64_t used = 0;
+    std::vector<std::pair<size_t, int64_t>> members;  // (param index, offset)
+  };
+  std::vector<GradBucket> buckets;
+  size_t openBucket = 0;
+  std::unordered_map<std::string, size_t> gradIndex;  // gradient output -> param index
+  std::map<std::string, Tensor> summedGrads;          // the summed gradients, by weight name
+  Status bucketGradient(size_t param, const Tensor& g);
+  Status closeBucket();
+  Status finishBuckets();
   Status broadcastFromRoot();    // weights, optimizer state, counters and epoch sums
   Status sumGradients();         // across processes, before an optimizer step
   Status broadcastStatistics();  // running statistics, after one
