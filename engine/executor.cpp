@@ -22,6 +22,10 @@ class LocalScope : public Scope {
     if (it != plan_.ids.end() && !values_[it->second].isNone()) return &values_[it->second];
     return parent_ ? parent_->lookup(name) : nullptr;
   }
+  const RunInfo* runInfo() const override {
+    if (plan_.run.set) return &plan_.run;
+    return parent_ ? parent_->runInfo() : nullptr;
+  }
 
  private:
   const GraphPlan& plan_;

@@ -120,10 +120,21 @@ class Kernel {
 };
 
 // Values visible to a subgraph from the enclosing graphs.
+// What a run is part of, for kernels whose results depend on it: training's random ops draw
+// from streams keyed by the step and by each sample's place in the global batch, so that a
+// data-parallel process holding a slice of the batch draws what one process would for those
+// samples, and a resumed run what an uninterrupted one would.
+struct RunInfo {
+  bool set = false;
+  int64_t step = 0;          // the trainer's step count
+  int64_t sampleOffset = 0;  // where this batch's first sample lies in the global batch
+};
+
 class Scope {
  public:
   virtual ~Scope() = default;
   virtual const Value* lookup(const std::string& name) const = 0;
+  virtual const RunInfo* runInfo() const { return nullptr; }
 };
 
 class KernelContext {
@@ -134,6 +145,8 @@ class KernelContext {
   KernelContext(Backend& backend, BufferPool& pool, const Scope* scope, Backend* memory)
       : backend_(backend), pool_(pool), scope_(scope), memory_(memory) {}
 
+  // The run's step and sample offset where the session was given them (setRunInfo), else null.
+  const RunInfo* runInfo() const { return scope_ ? scope_->runInfo() : nullptr; }
   size_t numInputs() const { return inputs_.size(); }
   bool hasInput(size_t i) const {
     return i < inputs_.size() && inputs_[i] && !inputs_[i]->isNone();

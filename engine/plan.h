@@ -73,6 +73,7 @@ class GraphPlan {
   // names; often none): InferenceSession::setProgressListener.
   std::function<void(const std::vector<int>& outputs, const std::vector<Value>& values)> afterNode;
   std::vector<bool> isOutput;  // by id, for afterNode; filled when afterNode is set
+  RunInfo run;                 // InferenceSession::setRunInfo
   double runSeconds = 0;       // whole runs, when profiled: the rest is the executor's own time
   double firstRunSeconds = 0;
   int64_t runs = 0;

@@ -431,6 +431,10 @@ Result<std::map<std::string, Tensor>> InferenceSession::run(
   return out;
 }
 
+void InferenceSession::setRunInfo(int64_t step, int64_t sampleOffset) {
+  plan_->run = RunInfo{true, step, sampleOffset};
+}
+
 void InferenceSession::setProgressListener(ProgressListener listener) {
   GraphPlan& p = *plan_;
   if (!listener) {

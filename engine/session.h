@@ -93,6 +93,9 @@ class InferenceSession {
   using ProgressListener =
       std::function<void(const std::vector<std::pair<std::string, const Tensor*>>& produced)>;
   void setProgressListener(ProgressListener listener);
+  // The step and the global batch offset of the next runs' first sample, for the kernels that
+  // read them (KernelContext::runInfo: training's Dropout).
+  void setRunInfo(int64_t step, int64_t sampleOffset);
   // Where each node of the top-level graph runs: node name -> backend name ("cuda", or "cpu"
   // for the ops a device backend has no kernel for).
   std::map<std::string, std::string> placement() const;

@@ -309,6 +309,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
       overlapStatus = comm->progress();
     });
   }
+  trainSession->setRunInfo(counters.trainSteps, sampleOffset);
   auto out = trainSession->run(feeds(b));
   if (overlap) trainSession->setProgressListener(nullptr);
   if (!out) return out.status();
@@ -746,9 +747,11 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
         batch->inputs = std::move(slice.columns);
         batch->size = end - begin;
         gradWeight = static_cast<double>(end - begin) / static_cast<double>(globalSamples);
+        sampleOffset = begin;
       }
       auto r = trainStep(*batch);
       gradWeight = 1.0;
+      sampleOffset = 0;
       overlapSum = false;
       if (!r)
         return r.status().withContext("epoch " + std::to_string(counters.epoch + 1) + ", batch " +

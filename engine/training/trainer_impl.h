@@ -195,6 +195,7 @@ class Trainer::Impl {
   // applied to its gradient as it is accumulated.
   std::shared_ptr<distributed::Communicator> comm;
   double gradWeight = 1.0;
+  int64_t sampleOffset = 0;  // this slice's first sample in the global batch
   bool distributed() const;
   // Overlap: in a step that ends in an optimizer step (fit sets overlapSum), the gradients go
   // into buckets as the backward pass produces them, and each full bucket is summed across

@@ -3,6 +3,7 @@
 // loopback only. Skipped where the build has no MPI or no mpirun.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -122,6 +123,48 @@ TEST_F(Distributed, RanksTrainAsOneProcess) {
       }
     }
   }
+}
+
+// Dropout draws per sample (from the seed, the step and the sample's place in the global batch),
+// so the processes together drop what one process drops: the MLP with a Dropout layer after its
+// first hidden layer trains to the same weights on 1 and 3 processes.
+TEST_F(Distributed, DropoutDrawsPerSample) {
+  std::ifstream in(kMlp);
+  nlohmann::json project = nlohmann::json::parse(in);
+  // relu1 (node 6) -> fc2 (node 9) becomes relu1 -> Dropout (node 17) -> fc2.
+  bool relinked = false;
+  for (auto& l : project["links"])
+    if (l["from"] == nlohmann::json::array({6, 0}) && l["to"] == nlohmann::json::array({9, 0})) {
+      l["to"] = nlohmann::json::array({17, 0});
+      relinked = true;
+    }
+  ASSERT_TRUE(relinked) << "the example's relu1 -> fc2 link moved";
+  project["links"].push_back({{"from", {17, 0}}, {"to", {9, 0}}});
+  project["nodes"].push_back({{"id", 17},
+                              {"domain", "deepwire.layers"},
+                              {"type", "Dropout"},
+                              {"position", {800.0, 0.0}},
+                              {"name", "drop"},
+                              {"params", {{"rate", 0.3}, {"seed", 7}}}});
+  const fs::path dropout = dir_ / "dropout.dwproj";
+  std::ofstream(dropout) << project.dump();
+  auto run = [&](const std::string& launch, const std::string& out) {
+    return shell(launch + kCli + " train " + dropout.string() +
+                 " --epochs 1 --train-limit 640 --batch-size 64 --threads 1 --quiet"
+                 " --no-data-conversion --optimizer sgd --export-onnx " +
+                 (dir_ / out).string() + (launch.empty() ? "" : " --distributed"));
+  };
+  Shell one = run("", "one.onnx");
+  ASSERT_EQ(one.code, 0) << one.output;
+  Shell three = run(mpirun(3), "three.onnx");
+  ASSERT_EQ(three.code, 0) << three.output;
+  const auto want = initializers((dir_ / "one.onnx").string());
+  const auto got = initializers((dir_ / "three.onnx").string());
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want)
+    for (int64_t i = 0; i < w.size(); ++i)
+      ASSERT_NEAR(got.at(name).data<float>()[i], w.data<float>()[i], 1e-5)
+          << name << "[" << i << "]";
 }
 
 // Resuming a 2-process checkpoint on 3 processes, and on 1, continues as one process would
