@@ -225,8 +225,12 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   };
   gInterrupted = false;
   auto old = std::signal(SIGINT, onSigint);
+  // mpirun answers Ctrl-C by sending its processes SIGTERM (then SIGKILL a moment later): under
+  // it, SIGTERM stops training as Ctrl-C does, in time to save the checkpoint.
+  auto oldTerm = comm ? std::signal(SIGTERM, onSigint) : SIG_DFL;
   auto report = tr.fit(fo, cb, &gInterrupted);
   std::signal(SIGINT, old);
+  if (comm) std::signal(SIGTERM, oldTerm);
   if (!report) {
     if (tty) std::fprintf(stderr, "\n");
     return fail(report.message());
@@ -239,7 +243,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       std::cerr << "deepwire: interrupted; checkpoint saved to " << a.checkpoint
                 << " (continue with --resume " << a.checkpoint << ")\n";
     } else {
-      std::cerr << "deepwire: interrupted\n";
+      if (!comm || comm->rank() == 0) std::cerr << "deepwire: interrupted\n";
     }
     if (!a.saveProject.empty()) {
       Status ss = saveTrainedProject(st, a.saveProject);
@@ -300,7 +304,8 @@ int trainCommand(const TrainArgs& a) {
     failSpeaker() = "rank " + std::to_string(comm->rank()) + " on " +
                     comm->hosts()[static_cast<size_t>(comm->rank())] + ": ";
   const int code = train(a, comm);
-  if (code != 0 && comm->size() > 1) {
+  // Interrupted (130), every process stopped after the same step and exits on its own.
+  if (code != 0 && code != 130 && comm->size() > 1) {
     std::fflush(stdout);
     std::fflush(stderr);
     comm->abort(code);

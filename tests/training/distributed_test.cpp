@@ -277,6 +277,28 @@ TEST_F(Distributed, TrainsAcrossANetwork) {
           << name << "[" << i << "]";
 }
 
+// Ctrl-C on mpirun (which sends its processes SIGTERM) stops every process after the same step,
+// rank 0 saves the checkpoint, and training resumes from it.
+TEST_F(Distributed, InterruptSavesACheckpoint) {
+  const std::string cnn =
+      std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_cnn.dwproj";
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const fs::path script = dir_ / "interrupt.sh";
+  std::ofstream(script) << mpirun(2) << kCli << " train " << cnn
+                        << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
+                        << " --checkpoint " << ckpt << " &\njob=$!\nsleep 3\nkill -INT $job\n"
+                        << "wait $job\n";
+  Shell r = shell("bash " + script.string());
+  EXPECT_NE(r.output.find("interrupted; checkpoint saved to"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+  ASSERT_TRUE(fs::exists(fs::path(ckpt) / "checkpoint.json")) << r.output;
+  Shell resumed = shell(mpirun(2) + kCli + " train " + cnn +
+                        " --epochs 1 --train-limit 20000 --threads 1 --quiet --distributed"
+                        " --resume " +
+                        ckpt);
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+}
+
 // --distributed without a launcher is a world of one process; a batch smaller than the
 // process count is refused with the fix.
 TEST_F(Distributed, OneProcessAndTooSmallBatches) {
