@@ -31,6 +31,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -128,6 +129,10 @@ struct RunInfo {
   bool set = false;
   int64_t step = 0;          // the trainer's step count
   int64_t sampleOffset = 0;  // where this batch's first sample lies in the global batch
+  // Synchronized BatchNormalization (data parallelism): sums per-channel statistics in place
+  // over every process sharing the global batch; null where each normalizes its own slice.
+  std::function<Status(double* values, int64_t count)> sumAcrossProcesses;
+  double share = 1;  // this process's share of the global batch (its gradients' weight)
 };
 
 class Scope {

@@ -52,6 +52,7 @@ struct Planner {
   std::map<std::string, std::string> origins;
   bool fuse = true;               // SessionOptions::fuse
   bool blockedLayouts = true;     // SessionOptions::blockedLayouts
+  bool trainingChains = true;     // SessionOptions::trainingChains
   int64_t maxLoopIterations = 0;  // SessionOptions::maxLoopIterations
   // Initializers of the graph being planned (and its enclosing ones) that are not graph inputs:
   // KernelInit::constantInputs.
@@ -383,8 +384,9 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
       fusion::markNhwcChains(expanded, g, types);
     // bf16 convolutions want NHWC bf16 operands, so an nChw16c handoff would only move their
     // reorder and add the normalization's transposes.
-    fusion::fuseTrainingChains(expanded, g, types,
-                               blockedLayouts && backend->precision() == "fp32");
+    if (trainingChains)
+      fusion::fuseTrainingChains(expanded, g, types,
+                                 blockedLayouts && backend->precision() == "fp32");
   }
 
   // Topological order (Kahn), counting values a node's subgraphs read as its inputs too.
@@ -523,6 +525,7 @@ Result<std::unique_ptr<GraphPlan>> detail::planModel(const onnx::ModelProto& mod
   planner.registry = &KernelRegistry::global();
   planner.fuse = options.fuse;
   planner.blockedLayouts = options.blockedLayouts;
+  planner.trainingChains = options.trainingChains;
   planner.maxLoopIterations = options.maxLoopIterations;
   for (const auto& v : inferred.input()) planner.types[v.name()] = v.type();
   for (const auto& v : inferred.value_info()) planner.types[v.name()] = v.type();

@@ -431,8 +431,9 @@ Result<std::map<std::string, Tensor>> InferenceSession::run(
   return out;
 }
 
-void InferenceSession::setRunInfo(int64_t step, int64_t sampleOffset) {
-  plan_->run = RunInfo{true, step, sampleOffset};
+void InferenceSession::setRunInfo(const RunInfo& info) {
+  plan_->run = info;
+  plan_->run.set = true;
 }
 
 void InferenceSession::setProgressListener(ProgressListener listener) {

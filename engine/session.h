@@ -21,6 +21,8 @@ class TypeProto;
 
 namespace dw::engine {
 
+struct RunInfo;  // engine/kernel.h
+
 struct SessionOptions {
   BackendOptions backend;
   // Bytes a single tensor may take; 0 reads MemAvailable from /proc/meminfo.
@@ -34,6 +36,10 @@ struct SessionOptions {
   // gradients between kernels in oneDNN's nChw16c layout (see markBlockedLayouts); false keeps
   // every tensor plain NCHW, for comparisons.
   bool blockedLayouts = true;
+  // Under fuse: fold convolutions, activations and pooling into training's BatchNormalization
+  // kernels (fuseTrainingChains). Off for synchronized BatchNormalization, whose statistics are
+  // summed across processes between the kernel's passes.
+  bool trainingChains = true;
   // Time every kernel call (also on when the DEEPWIRE_PROFILE environment variable is set; the
   // session then prints profileReport() to stderr when it is destroyed).
   bool profile = false;
@@ -95,7 +101,7 @@ class InferenceSession {
   void setProgressListener(ProgressListener listener);
   // The step and the global batch offset of the next runs' first sample, for the kernels that
   // read them (KernelContext::runInfo: training's Dropout).
-  void setRunInfo(int64_t step, int64_t sampleOffset);
+  void setRunInfo(const RunInfo& info);
   // Where each node of the top-level graph runs: node name -> backend name ("cuda", or "cpu"
   // for the ops a device backend has no kernel for).
   std::map<std::string, std::string> placement() const;

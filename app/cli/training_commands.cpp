@@ -45,6 +45,7 @@ struct TrainArgs {
   double distributedTimeout = 300;
   double bucketMb = 25;
   bool noOverlap = false;
+  bool syncBatchNorm = false;
   bool evalOnly = false;
 };
 
@@ -118,6 +119,7 @@ Result<Setup> prepare(const TrainArgs& a) {
   to.seed = c.seed;
   to.bucketBytes = std::max<int64_t>(4, static_cast<int64_t>(a.bucketMb * (1 << 20)));
   to.overlap = !a.noOverlap;
+  to.syncBatchNorm = a.syncBatchNorm;
   auto t = Trainer::create(s.graph, to);
   if (!t) return t.status().withContext(a.project);
   s.trainer = std::move(t.value());
@@ -391,6 +393,10 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
                 "Distributed: sum the gradients in buckets of about this many MiB as the "
                 "backward pass produces them (default 25; the first at most 1)")
       ->check(CLI::PositiveNumber);
+  t->add_flag("--sync-batchnorm", train->syncBatchNorm,
+              "Distributed: BatchNormalization normalizes with the statistics of every "
+              "process's samples together, so the processes train as one would (slower: its "
+              "kernels run unfused and wait for the others twice per pass)");
   t->add_flag("--no-overlap", train->noOverlap,
               "Distributed: sum the gradients after the backward pass instead of during it "
               "(to measure what the overlap hides)");

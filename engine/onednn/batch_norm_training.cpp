@@ -359,6 +359,86 @@ void bnBackwardChannel(const ChannelRows& v, const float* x, const float* dy, fl
   for (int64_t i = 0; i < v.n; ++i) c.row(i, dx + i * v.stride);
 }
 
+// Synchronized BatchNormalization (RunInfo::sumAcrossProcesses): the statistics of every
+// process's samples together, over plain rows. Forward: the mean, then the variance about it
+// (two passes, as the unsynchronized kernel computes them), each summed across processes.
+Status syncForward(const RunInfo& run, const ChannelRows& r, const float* x, const float* scale,
+                   const float* shift, int64_t c, float eps, bool relu, float* y, float* mean,
+                   float* var) {
+  const int64_t S = r.s;
+  std::vector<double> acc(static_cast<size_t>(c + 1));
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0;
+    for (int64_t i = 0; i < r.n; ++i) sum += rowsum::plain(x + ch * S + i * r.stride, S);
+    acc[ch] = sum;
+  }
+  acc[c] = static_cast<double>(r.n * S);
+  DW_RETURN_IF_ERROR(run.sumAcrossProcesses(acc.data(), c + 1));
+  const double count = acc[c];
+  for (int64_t ch = 0; ch < c; ++ch) mean[ch] = static_cast<float>(acc[ch] / count);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sq = 0;
+    for (int64_t i = 0; i < r.n; ++i)
+      sq += rowsum::squaredDeviations(x + ch * S + i * r.stride, S, mean[ch]);
+    acc[ch] = sq;
+  }
+  DW_RETURN_IF_ERROR(run.sumAcrossProcesses(acc.data(), c));
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    var[ch] = static_cast<float>(acc[ch] / count);
+    const float a = scale[ch] / std::sqrt(var[ch] + eps), b = shift[ch] - mean[ch] * a;
+    for (int64_t i = 0; i < r.n; ++i) {
+      const float* p = x + ch * S + i * r.stride;
+      float* q = y + ch * S + i * r.stride;
+      for (int64_t j = 0; j < S; ++j) q[j] = relu ? std::max(p[j] * a + b, 0.0f) : p[j] * a + b;
+    }
+  }
+  return Status();
+}
+
+// Backward: the sums of dy and dy * (x - mean) over every process, each process's weighted by
+// its share of the batch as its gradient will be (the global loss is the shares' weighted sum
+// of the processes' losses), and dx returned unweighted, as the trainer weights it afterwards:
+//   dx = k * (dy - (S1 / M - (x - mean) * S2 * istd^2 / M) / share).
+// dScale and dShift stay this process's own sums: the trainer weights and sums them.
+Status syncBackward(const RunInfo& run, const ChannelRows& r, const float* x, const float* dy,
+                    const float* scale, const float* mean, const float* var, int64_t c, float eps,
+                    float* dx, float* dScale, float* dShift) {
+  const int64_t S = r.s;
+  std::vector<double> acc(static_cast<size_t>(2 * c + 1));
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sdy = 0, sdyx = 0;
+    for (int64_t i = 0; i < r.n; ++i) {
+      const float *p = x + ch * S + i * r.stride, *g = dy + ch * S + i * r.stride;
+      sdy += rowsum::plain(g, S);
+      sdyx += rowsum::products(g, p, S, mean[ch]);
+    }
+    const float istd = 1.0f / std::sqrt(var[ch] + eps);
+    dShift[ch] = static_cast<float>(sdy);
+    dScale[ch] = static_cast<float>(sdyx) * istd;
+    acc[ch] = sdy * run.share;
+    acc[c + ch] = sdyx * run.share;
+  }
+  acc[2 * c] = static_cast<double>(r.n * S);
+  DW_RETURN_IF_ERROR(run.sumAcrossProcesses(acc.data(), 2 * c + 1));
+  const double scaleM = acc[2 * c] * run.share;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float istd = 1.0f / std::sqrt(var[ch] + eps), k = scale[ch] * istd, m = mean[ch];
+    const float a = static_cast<float>(acc[ch] / scaleM);
+    const float b = static_cast<float>(acc[c + ch] / scaleM) * istd * istd;
+    for (int64_t i = 0; i < r.n; ++i) {
+      const float *p = x + ch * S + i * r.stride, *g = dy + ch * S + i * r.stride;
+      float* q = dx + ch * S + i * r.stride;
+      for (int64_t j = 0; j < S; ++j) q[j] = k * (g[j] - a - (p[j] - m) * b);
+    }
+  }
+  return Status();
+}
+
 // The fused normalization over an X that arrives in nChw16c, read as it lies: each vector holds
 // one position of 16 channels, so X and dX need no transposes, only the four times smaller
 // pooled tensors do. Each channel's sums follow rowsum's order exactly (element j of a row in
@@ -737,6 +817,12 @@ class FusedConv {
 // With a fused max pooling Y is the pooled output and a sixth output holds each window's winner
 // (uint8, the shape of Y) for the fused BatchNormalizationGrad. With a fused convolution X is
 // the image, and inputs 6 and 7 are the convolution's weights and bias.
+Status unfusedOnly() {
+  return Status::error(
+      "synchronized BatchNormalization runs without fused convolutions, pooling or blocked "
+      "layouts (a trainer with sync_batchnorm plans it so)");
+}
+
 class BatchNormTraining : public Kernel {
  public:
   explicit BatchNormTraining(const KernelInit& init)
@@ -804,7 +890,12 @@ class BatchNormTraining : public Kernel {
                        py + ch * ps, pa ? pa + ch * ps : nullptr, sm->data<float>() + ch,
                        sv->data<float>() + ch);
     };
-    if (conv_.on()) {
+    const RunInfo* run = ctx.runInfo();
+    if (run && run->sumAcrossProcesses) {
+      if (conv_.on() || pool_.on || blockedX_) return unfusedOnly();
+      DW_RETURN_IF_ERROR(syncForward(*run, rows, px, scale, shift, c, eps_, relu_, py,
+                                     sm->data<float>(), sv->data<float>()));
+    } else if (conv_.on()) {
       const int64_t per = conv_.block(rows), blocks = (c + per - 1) / per;
 #pragma omp parallel for schedule(static)
       for (int64_t b = 0; b < blocks; ++b) {
@@ -930,6 +1021,12 @@ class BatchNormGrad : public Kernel {
                         pool_.on ? &g : nullptr, c * ps, pa ? pa + ch * ps : nullptr, dxc,
                         ds->data<float>() + ch, db->data<float>() + ch);
     };
+    const RunInfo* run = ctx.runInfo();
+    if (run && run->sumAcrossProcesses && !global_) {
+      if (conv_.on() || pool_.on || blockedX_ || blockedDx_) return unfusedOnly();
+      return syncBackward(*run, rows, px, pg, scale, mean, var, c, eps_, dx->data<float>(),
+                          ds->data<float>(), db->data<float>());
+    }
     if (conv_.on()) {
       const Shape& ws = ctx.input(7).shape();
       const int64_t taps = conv_.taps(), per = taps + 1;

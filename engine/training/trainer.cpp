@@ -84,6 +84,9 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   so.backend.precision = opt.precision;
   so.recordRuns = opt.recordRuns;
   SessionOptions tso = so;
+  // Synchronized BatchNormalization sums its statistics between the kernel's passes, which the
+  // fused training chains do not separate.
+  tso.trainingChains = !opt.syncBatchNorm;
   for (const auto& g : gg.gradOutputs) tso.deviceOutputs.insert(g);
   for (const auto& [stat, out] : stats) tso.deviceOutputs.insert(out);
   auto ts = InferenceSession::create(gg.model, tso);
@@ -309,7 +312,14 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
       overlapStatus = comm->progress();
     });
   }
-  trainSession->setRunInfo(counters.trainSteps, sampleOffset);
+  RunInfo run;
+  run.step = counters.trainSteps;
+  run.sampleOffset = sampleOffset;
+  if (distributed() && opt.syncBatchNorm) {
+    run.sumAcrossProcesses = [this](double* v, int64_t n) { return comm->allreduceSum(v, n); };
+    run.share = gradWeight;
+  }
+  trainSession->setRunInfo(run);
   auto out = trainSession->run(feeds(b));
   if (overlap) trainSession->setProgressListener(nullptr);
   if (!out) return out.status();

@@ -106,6 +106,9 @@ struct TrainOptions {
   // bytes while the backward pass goes on; the first bucket is at most 1 MiB, so that its sum
   // starts early.
   int64_t bucketBytes = 25 << 20;
+  // BatchNormalization's batch statistics over every process's samples together (each process
+  // normalizes its own slice otherwise, as PyTorch's DDP does by default).
+  bool syncBatchNorm = false;
   bool overlap = true;  // false: sum them after the backward pass (to measure what overlap hides)
   // Loss outputs to minimise (summed); empty = every loss the export declares.
   std::vector<std::string> losses;
