@@ -905,6 +905,20 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
                 return;
             original(c);
           });
+      // The same for data propagation (Shape, Size, Gather... with data_prop): Shape's reads
+      // its input's type without a null check, found by fuzzing `check` on a project whose
+      // accuracy metric compared the logits with themselves.
+      if (s->has_data_propagation_function()) {
+        auto propagate = s->GetDataPropagationFunction();
+        slot->PartialDataPropagationFunction(
+            [propagate, required](onnx::DataPropagationContext& c) {
+              for (size_t i = 0; i < std::min(required, c.getNumInputs()); ++i)
+                if (!c.getInputType(i) ||
+                    c.getInputType(i)->value_case() == onnx::TypeProto::VALUE_NOT_SET)
+                  return;
+              propagate(c);
+            });
+      }
     }
     return slot.get();
   }

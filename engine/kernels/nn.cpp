@@ -191,7 +191,7 @@ class MaxPoolReference : public Kernel {
     const int64_t planes = x.dim(0) * x.dim(1);
     return dispatchNumeric(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
-      std::vector<int64_t> o(n), w(n), pos(n);
+      std::vector<int64_t> o(n), w(n), pos(n), base(n), lo(n), hi(n);
       for (int64_t p = 0; p < planes; ++p) {
         const T* src = x.data<T>() + p * inPlane;
         for (int64_t oi = 0; oi < outPlane; ++oi) {
@@ -202,19 +202,24 @@ class MaxPoolReference : public Kernel {
           }
           T best = std::numeric_limits<T>::lowest();
           int64_t bestAt = -1;
-          std::fill(w.begin(), w.end(), 0);
-          const int64_t windows = numElements(g->kernel);
-          for (int64_t wi = 0; wi < windows; ++wi) {
-            int64_t r = wi, off = 0, colOff = 0, colStride = 1;
-            bool inside = true;
-            for (size_t d = n; d-- > 0;) {
-              const int64_t k = r % g->kernel[d];
-              r /= g->kernel[d];
-              pos[d] = o[d] * g->strides[d] - g->padL[d] + k * g->dilations[d];
-              inside = inside && pos[d] >= 0 && pos[d] < spatialIn[d];
+          // The window clipped to the input along each axis (padding holds nothing to compare),
+          // then walked in the same row-major order as the whole window, so ties resolve alike.
+          bool empty = false;
+          for (size_t d = 0; d < n; ++d) {
+            base[d] = o[d] * g->strides[d] - g->padL[d];
+            const int64_t dil = g->dilations[d];
+            lo[d] = base[d] >= 0 ? 0 : (-base[d] + dil - 1) / dil;
+            const int64_t last = spatialIn[d] - 1 - base[d];  // largest in-range k * dil
+            hi[d] = last < 0 ? 0 : std::min(g->kernel[d], last / dil + 1);
+            if (lo[d] >= hi[d]) empty = true;
+            w[d] = lo[d];
+          }
+          while (!empty) {
+            int64_t off = 0, colOff = 0, colStride = 1;
+            for (size_t d = 0; d < n; ++d) {
+              pos[d] = base[d] + w[d] * g->dilations[d];
+              off = off * spatialIn[d] + pos[d];
             }
-            if (!inside) continue;
-            for (size_t d = 0; d < n; ++d) off = off * spatialIn[d] + pos[d];
             for (size_t d = 0; d < n; ++d) {
               colOff += pos[d] * colStride;
               colStride *= spatialIn[d];
@@ -224,6 +229,12 @@ class MaxPoolReference : public Kernel {
               best = v;
               bestAt = columnMajor_ ? colOff : off;
             }
+            size_t d = n;
+            while (d-- > 0) {
+              if (++w[d] < hi[d]) break;
+              w[d] = lo[d];
+            }
+            if (d == static_cast<size_t>(-1)) break;
           }
           y->data<T>()[p * outPlane + oi] = bestAt < 0 ? T(0) : best;
           if (idx)

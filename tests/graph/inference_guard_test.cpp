@@ -59,6 +59,7 @@ TEST(InferenceGuards, LibonnxCrashesBecomeErrors) {
       {"rnn1_inferred_rank1", "RNN"},
       {"rnn1_rank1", "RNN"},
       {"scan_no_attr", "Scan"},
+      {"shape_dataprop_untyped", "Cast"},
       {"split2seq_zero", "SplitToSequence"},
       {"split_zero_outputs", "Split"},
       {"squeeze_raw3", "Squeeze"},
@@ -75,6 +76,9 @@ TEST(InferenceGuards, LibonnxCrashesBecomeErrors) {
     ++seen;
     onnx::ModelProto lenient = load(e.path());
     EXPECT_TRUE(dw::inferValidatedShapes(lenient, false, false, 0, false).ok());
+    // With data propagation too (Shape's propagator reads its input's type unchecked).
+    onnx::ModelProto propagated = load(e.path());
+    EXPECT_TRUE(dw::inferValidatedShapes(propagated, false, false, 0, true).ok());
     onnx::ModelProto strict = load(e.path());
     const dw::Status st = dw::inferValidatedShapes(strict, false, false, 1, false);
     // libonnx does not report a node's error in strict mode inside an If branch, or after a
