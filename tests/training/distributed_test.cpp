@@ -25,6 +25,8 @@ using namespace dw::engine;
 namespace {
 
 const std::string kCli = DW_CLI_PATH;
+const std::string kCnn =
+    std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_cnn.dwproj";
 const std::string kMlp =
     std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_mlp.dwproj";
 
@@ -60,6 +62,20 @@ std::map<std::string, Tensor> initializers(const std::string& path) {
     if (v.ok() && v->dtype() == DType::kFloat) out.emplace(t.name(), std::move(v.value()));
   }
   return out;
+}
+
+// Every float initializer of `got` within `tolerance` of `want`'s.
+void expectSameWeights(const std::string& want, const std::string& got, double tolerance,
+                       const std::string& what) {
+  const auto w = initializers(want), g = initializers(got);
+  ASSERT_FALSE(w.empty());
+  ASSERT_EQ(g.size(), w.size()) << what;
+  for (const auto& [name, t] : w) {
+    ASSERT_EQ(g.at(name).shape(), t.shape()) << what << ": " << name;
+    for (int64_t i = 0; i < t.size(); ++i)
+      ASSERT_NEAR(g.at(name).data<float>()[i], t.data<float>()[i], tolerance)
+          << what << ": " << name << "[" << i << "]";
+  }
 }
 
 class Distributed : public ::testing::Test {
@@ -158,13 +174,8 @@ TEST_F(Distributed, DropoutDrawsPerSample) {
   ASSERT_EQ(one.code, 0) << one.output;
   Shell three = run(mpirun(3), "three.onnx");
   ASSERT_EQ(three.code, 0) << three.output;
-  const auto want = initializers((dir_ / "one.onnx").string());
-  const auto got = initializers((dir_ / "three.onnx").string());
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, w] : want)
-    for (int64_t i = 0; i < w.size(); ++i)
-      ASSERT_NEAR(got.at(name).data<float>()[i], w.data<float>()[i], 1e-5)
-          << name << "[" << i << "]";
+  expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "three.onnx").string(), 1e-5,
+                    "3 processes");
 }
 
 // The CNN example (two Conv + BatchNormalization + Relu + MaxPool blocks) with
@@ -174,10 +185,8 @@ TEST_F(Distributed, DropoutDrawsPerSample) {
 // process runs with the flag too, which plans the same unfused normalization kernels. Without
 // the flag each process normalizes its own slice, and the weights drift apart.
 TEST_F(Distributed, SynchronizedBatchNormalization) {
-  const std::string cnn =
-      std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_cnn.dwproj";
   auto run = [&](const std::string& launch, const std::string& flags, const std::string& out) {
-    return shell(launch + kCli + " train " + cnn +
+    return shell(launch + kCli + " train " + kCnn +
                  " --epochs 1 --train-limit 1000 --batch-size 64 --threads 1 --quiet"
                  " --no-data-conversion --optimizer sgd --export-onnx " +
                  (dir_ / out).string() + " " + flags);
@@ -218,17 +227,12 @@ TEST_F(Distributed, ResumeWithAnotherProcessCount) {
   Shell first =
       shell(mpirun(2) + train("sgd", "first.onnx") + " --distributed --checkpoint " + ckpt);
   ASSERT_EQ(first.code, 0) << first.output;
-  const auto want = initializers((dir_ / "one.onnx").string());
   for (const std::string launch : {mpirun(3), std::string()}) {
     Shell resumed = shell(launch + train("sgd", "resumed.onnx", 2) + " --resume " + ckpt +
                           (launch.empty() ? "" : " --distributed"));
     ASSERT_EQ(resumed.code, 0) << resumed.output;
-    const auto got = initializers((dir_ / "resumed.onnx").string());
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto& [name, w] : want)
-      for (int64_t i = 0; i < w.size(); ++i)
-        ASSERT_NEAR(got.at(name).data<float>()[i], w.data<float>()[i], 1e-5)
-            << (launch.empty() ? "1 process" : "3 processes") << ": " << name << "[" << i << "]";
+    expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "resumed.onnx").string(), 1e-5,
+                      launch.empty() ? "1 process" : "3 processes");
   }
 }
 
@@ -237,11 +241,9 @@ TEST_F(Distributed, ResumeWithAnotherProcessCount) {
 TEST_F(Distributed, LostProcessEndsTheJob) {
   for (const std::string signal : {"KILL", "STOP"}) {
     const std::string marker = (dir_ / ("lost_" + signal + ".onnx")).string();
-    const std::string cnn =
-        std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_cnn.dwproj";
     // Rank 1 is found by the rank variable mpirun gives it, 3 s into training.
     const fs::path script = dir_ / "lose_a_process.sh";
-    std::ofstream(script) << mpirun(2) << kCli << " train " << cnn
+    std::ofstream(script) << mpirun(2) << kCli << " train " << kCnn
                           << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
                           << " --distributed-timeout 5 --export-onnx " << marker << " &\n"
                           << "job=$!\nsleep 3\n"
@@ -310,23 +312,16 @@ TEST_F(Distributed, TrainsAcrossANetwork) {
   Shell net = shell("ip netns exec " + a + " unshare --uts bash " + (dir_ / "run.sh").string());
   ASSERT_EQ(net.code, 0) << net.output;
   EXPECT_NE(net.output.find("rank 0 on nodeA, rank 1 on nodeB"), std::string::npos) << net.output;
-  const auto want = initializers((dir_ / "one.onnx").string());
-  const auto got = initializers((dir_ / "net.onnx").string());
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, w] : want)
-    for (int64_t i = 0; i < w.size(); ++i)
-      ASSERT_NEAR(got.at(name).data<float>()[i], w.data<float>()[i], 1e-6)
-          << name << "[" << i << "]";
+  expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "net.onnx").string(), 1e-6,
+                    "across the network");
 }
 
 // Ctrl-C on mpirun (which sends its processes SIGTERM) stops every process after the same step,
 // rank 0 saves the checkpoint, and training resumes from it.
 TEST_F(Distributed, InterruptSavesACheckpoint) {
-  const std::string cnn =
-      std::string(DW_SOURCE_DIR) + "/resources/examples/fashion_mnist_cnn.dwproj";
   const std::string ckpt = (dir_ / "ckpt").string();
   const fs::path script = dir_ / "interrupt.sh";
-  std::ofstream(script) << mpirun(2) << kCli << " train " << cnn
+  std::ofstream(script) << mpirun(2) << kCli << " train " << kCnn
                         << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
                         << " --checkpoint " << ckpt << " &\njob=$!\nsleep 3\nkill -INT $job\n"
                         << "wait $job\n";
@@ -334,7 +329,7 @@ TEST_F(Distributed, InterruptSavesACheckpoint) {
   EXPECT_NE(r.output.find("interrupted; checkpoint saved to"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
   ASSERT_TRUE(fs::exists(fs::path(ckpt) / "checkpoint.json")) << r.output;
-  Shell resumed = shell(mpirun(2) + kCli + " train " + cnn +
+  Shell resumed = shell(mpirun(2) + kCli + " train " + kCnn +
                         " --epochs 1 --train-limit 20000 --threads 1 --quiet --distributed"
                         " --resume " +
                         ckpt);
