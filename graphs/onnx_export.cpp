@@ -686,6 +686,12 @@ class Lowering {
         NodeId id = 0;
         for (NodeId out : outputs_)
           if (g_.node(out)->name == o.name()) id = out;
+        // A metric's or a loss's output has no Output node to carry a type.
+        if (id == 0)
+          return Status::error("the model's output '" + o.name() +
+                               "': its type could not be inferred from the nodes that compute "
+                               "it; check that their inputs fit them (a node whose inputs do "
+                               "not leaves its output untyped)");
         return Status::error(g_.describe(id) +
                              ": its type could not be inferred; set its 'type' parameter "
                              "(e.g. float[N,10])");
