@@ -7,10 +7,12 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
@@ -42,6 +44,7 @@ struct TrainArgs {
   int threads = -1;
   bool json = false, quiet = false;
   bool distributed = false;  // --distributed: one of the processes mpirun started
+  int localProcesses = 1;    // processes of the job on this machine
   double distributedTimeout = 300;
   double bucketMb = 25;
   bool noOverlap = false;
@@ -115,6 +118,11 @@ Result<Setup> prepare(const TrainArgs& a) {
   to.optimizer = c.optimizer;
   to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;
   to.threads = a.threads >= 0 ? a.threads : c.threads;
+  // "All cores" under mpirun: the processes on this machine share them, instead of each
+  // starting a thread per core.
+  if (to.threads == 0 && a.localProcesses > 1)
+    to.threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / a.localProcesses);
   to.precision = a.precision.empty() ? c.precision : a.precision;
   to.seed = c.seed;
   to.bucketBytes = std::max<int64_t>(4, static_cast<int64_t>(a.bucketMb * (1 << 20)));
@@ -174,7 +182,8 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       for (int r = 0; r < p; ++r)
         info << (r ? ", " : "") << "rank " << r << " on " << comm->hosts()[r];
       info << "); global batch " << b << ", " << b / p
-           << (b % p ? " or " + std::to_string(b / p + 1) : std::string()) << " per process";
+           << (b % p ? " or " + std::to_string(b / p + 1) : std::string()) << " per process; "
+           << tr.threads() << (tr.threads() == 1 ? " thread" : " threads") << " each";
       std::cerr << "deepwire: " << info.str() << "\n";
     }
   }
@@ -302,10 +311,13 @@ int trainCommand(const TrainArgs& a) {
   auto c = distributed::mpiCommunicator(a.distributedTimeout);
   if (!c) return fail(c.message());
   const auto& comm = c.value();
+  TrainArgs local = a;
+  if (const char* n = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    local.localProcesses = std::max(1, std::atoi(n));
   if (comm->size() > 1)
     failSpeaker() = "rank " + std::to_string(comm->rank()) + " on " +
                     comm->hosts()[static_cast<size_t>(comm->rank())] + ": ";
-  const int code = train(a, comm);
+  const int code = train(local, comm);
   // Interrupted (130), every process stopped after the same step and exits on its own.
   if (code != 0 && code != 130 && comm->size() > 1) {
     std::fflush(stdout);

@@ -1003,5 +1003,8 @@ void Trainer::setLearningRate(double lr) {
 std::string Trainer::notice() const {
   return impl_->notice;
 }
+int Trainer::threads() const {
+  return impl_->trainSession->backend().threads();
+}
 
 }  // namespace dw::engine::training

@@ -242,6 +242,7 @@ class Trainer {
   const OptimizerConfig& optimizerConfig() const;
   void setLearningRate(double lr);  // base rate (the schedule still applies)
   std::string notice() const;       // accelerator fallback message, if any
+  int threads() const;              // CPU threads the training kernels run with
   // Tensor buffers the training and evaluation sessions have allocated so far: constant once
   // the same batch shape repeats (the steady state allocates nothing).
   size_t bufferAllocations() const;
