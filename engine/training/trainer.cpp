@@ -704,6 +704,12 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       return Status::error("fit: a batch of " + std::to_string(fo.batchSize) +
                            " samples cannot be shared by " + std::to_string(comm->size()) +
                            " processes: use a batch size of at least the process count");
+    if (!summedLosses.empty() && !averagedLosses.empty())
+      return Status::error(
+          summedLosses.front() + " sums its loss over the batch and " + averagedLosses.front() +
+          " averages: distributed training adds the processes' gradients of a sum as they are "
+          "and weights an average's by each process's share, not both; give them one "
+          "reduction");
     DW_RETURN_IF_ERROR(broadcastFromRoot());
   }
   bool stopAll = false;
@@ -756,7 +762,9 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
         Dataset slice = Dataset{std::move(batch->inputs)}.slice(begin, end);
         batch->inputs = std::move(slice.columns);
         batch->size = end - begin;
-        gradWeight = static_cast<double>(end - begin) / static_cast<double>(globalSamples);
+        gradWeight = summedLosses.empty()
+                         ? static_cast<double>(end - begin) / static_cast<double>(globalSamples)
+                         : 1.0;
         sampleOffset = begin;
       }
       auto r = trainStep(*batch);
@@ -846,6 +854,15 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Graph& graph, const Train
   if (!inf) return inf.status();
   auto impl = std::make_unique<Impl>();
   impl->inference = std::move(inf.value());
+  // How the losses reduce over the batch, for data parallelism: averages are weighted by each
+  // process's share, sums added as they are.
+  for (const auto& [id, n] : graph.nodes()) {
+    if (n.type != "Output Train" && n.domain != "deepwire.losses") continue;
+    auto r = n.params.find("reduction");
+    const bool sum =
+        r != n.params.end() && r->second.type == ParamType::String && r->second.asString() == "sum";
+    (sum ? impl->summedLosses : impl->averagedLosses).push_back(graph.describe(id));
+  }
   DW_RETURN_IF_ERROR(impl->init(options, std::move(m.value())));
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
 }

@@ -170,14 +170,17 @@ Status Trainer::Impl::finishBuckets() {
 Result<bool> Trainer::Impl::reduceStep(StepResult& r, int64_t globalSamples, bool stop) {
   std::vector<double> v;
   const double n = static_cast<double>(r.samples);
-  for (const auto& l : meta.losses) v.push_back(r.losses.count(l) ? r.losses[l] * n : 0.0);
+  // A sum over the batch adds up; a mean is weighted by the slice's samples.
+  const bool sums = !summedLosses.empty();
+  for (const auto& l : meta.losses)
+    v.push_back(r.losses.count(l) ? r.losses[l] * (sums ? 1.0 : n) : 0.0);
   for (const auto& [name, m] : r.batchMetrics) v.push_back(m * n);
   v.push_back(stop ? 1.0 : 0.0);
   DW_RETURN_IF_ERROR(comm->allreduceSum(v.data(), static_cast<int64_t>(v.size())));
   const double total = static_cast<double>(globalSamples);
   size_t i = 0;
   for (const auto& l : meta.losses) {
-    if (r.losses.count(l)) r.losses[l] = v[i] / total;
+    if (r.losses.count(l)) r.losses[l] = sums ? v[i] : v[i] / total;
     ++i;
   }
   for (auto& [name, m] : r.batchMetrics) m = v[i++] / total;

@@ -196,6 +196,8 @@ class Trainer::Impl {
   std::shared_ptr<distributed::Communicator> comm;
   double gradWeight = 1.0;
   int64_t sampleOffset = 0;  // this slice's first sample in the global batch
+  // The loss nodes (described) whose reduction sums over the batch, and those that average.
+  std::vector<std::string> summedLosses, averagedLosses;
   bool distributed() const;
   // Overlap: in a step that ends in an optimizer step (fit sets overlapSum), the gradients go
   // into buckets as the backward pass produces them, and each full bucket is summed across

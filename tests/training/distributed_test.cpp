@@ -178,6 +178,34 @@ TEST_F(Distributed, DropoutDrawsPerSample) {
                     "3 processes");
 }
 
+// A loss that sums over the batch (reduction sum) is added up across processes as it is, not
+// weighted by each process's share: 1 and 3 processes train the MLP to the same weights.
+TEST_F(Distributed, SummedLossesAddUp) {
+  std::ifstream in(kMlp);
+  nlohmann::json project = nlohmann::json::parse(in);
+  bool set = false;
+  for (auto& n : project["nodes"])
+    if (n["type"] == "Output Train") {
+      n["params"]["reduction"] = "sum";
+      set = true;
+    }
+  ASSERT_TRUE(set) << "the example has no Output Train node";
+  const fs::path summed = dir_ / "summed.dwproj";
+  std::ofstream(summed) << project.dump();
+  auto run = [&](const std::string& launch, const std::string& out) {
+    return shell(launch + kCli + " train " + summed.string() +
+                 " --epochs 1 --train-limit 640 --batch-size 64 --threads 1 --quiet --lr 0.0005"
+                 " --no-data-conversion --optimizer sgd --export-onnx " +
+                 (dir_ / out).string() + (launch.empty() ? "" : " --distributed"));
+  };
+  Shell one = run("", "one.onnx");
+  ASSERT_EQ(one.code, 0) << one.output;
+  Shell three = run(mpirun(3), "three.onnx");
+  ASSERT_EQ(three.code, 0) << three.output;
+  expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "three.onnx").string(), 1e-5,
+                    "3 processes, summed loss");
+}
+
 // The CNN example (two Conv + BatchNormalization + Relu + MaxPool blocks) with
 // --sync-batchnorm: 2 and 3 processes normalize with the whole batch's statistics and end within
 // 1e-4 of one process's weights (of each tensor's largest value, or of 0.1 where that is smaller:
