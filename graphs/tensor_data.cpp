@@ -15,20 +15,35 @@ using onnx::TensorProto;
 
 size_t dtypeSize(int dtype) {
   switch (dtype) {
-    case TensorProto::FLOAT: case TensorProto::INT32: case TensorProto::UINT32: return 4;
-    case TensorProto::DOUBLE: case TensorProto::INT64: case TensorProto::UINT64:
-    case TensorProto::COMPLEX64: return 8;
-    case TensorProto::COMPLEX128: return 16;
-    case TensorProto::FLOAT16: case TensorProto::BFLOAT16: case TensorProto::INT16:
-    case TensorProto::UINT16: return 2;
-    case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::BOOL: return 1;
-    default: return 0;
+    case TensorProto::FLOAT:
+    case TensorProto::INT32:
+    case TensorProto::UINT32:
+      return 4;
+    case TensorProto::DOUBLE:
+    case TensorProto::INT64:
+    case TensorProto::UINT64:
+    case TensorProto::COMPLEX64:
+      return 8;
+    case TensorProto::COMPLEX128:
+      return 16;
+    case TensorProto::FLOAT16:
+    case TensorProto::BFLOAT16:
+    case TensorProto::INT16:
+    case TensorProto::UINT16:
+      return 2;
+    case TensorProto::INT8:
+    case TensorProto::UINT8:
+    case TensorProto::BOOL:
+      return 1;
+    default:
+      return 0;
   }
 }
 
 int64_t elementCount(const TensorProto& t) {
   int64_t n = 1;
-  for (int64_t d : t.dims()) n *= d;
+  for (int64_t d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;  // no real tensor has such dims
   return n;
 }
 
@@ -48,30 +63,42 @@ Result<std::string> rawBytes(const TensorProto& t) {
   if (t.has_raw_data()) return t.raw_data();
   std::string raw;
   switch (t.data_type()) {
-    case TensorProto::FLOAT: case TensorProto::COMPLEX64:
+    case TensorProto::FLOAT:
+    case TensorProto::COMPLEX64:
       for (float v : t.float_data()) append(raw, v);
       break;
-    case TensorProto::DOUBLE: case TensorProto::COMPLEX128:
+    case TensorProto::DOUBLE:
+    case TensorProto::COMPLEX128:
       for (double v : t.double_data()) append(raw, v);
       break;
     case TensorProto::INT64:
       for (int64_t v : t.int64_data()) append(raw, v);
       break;
-    case TensorProto::UINT64: case TensorProto::UINT32:
+    case TensorProto::UINT64:
+    case TensorProto::UINT32:
       for (uint64_t v : t.uint64_data()) {
-        if (t.data_type() == TensorProto::UINT32) append(raw, static_cast<uint32_t>(v));
-        else append(raw, v);
+        if (t.data_type() == TensorProto::UINT32)
+          append(raw, static_cast<uint32_t>(v));
+        else
+          append(raw, v);
       }
       break;
     case TensorProto::INT32:
       for (int32_t v : t.int32_data()) append(raw, v);
       break;
-    case TensorProto::INT16: for (int32_t v : t.int32_data()) append(raw, static_cast<int16_t>(v)); break;
-    case TensorProto::UINT16: case TensorProto::FLOAT16: case TensorProto::BFLOAT16:
+    case TensorProto::INT16:
+      for (int32_t v : t.int32_data()) append(raw, static_cast<int16_t>(v));
+      break;
+    case TensorProto::UINT16:
+    case TensorProto::FLOAT16:
+    case TensorProto::BFLOAT16:
       for (int32_t v : t.int32_data()) append(raw, static_cast<uint16_t>(v));
       break;
-    case TensorProto::INT8: for (int32_t v : t.int32_data()) append(raw, static_cast<int8_t>(v)); break;
-    case TensorProto::UINT8: case TensorProto::BOOL:
+    case TensorProto::INT8:
+      for (int32_t v : t.int32_data()) append(raw, static_cast<int8_t>(v));
+      break;
+    case TensorProto::UINT8:
+    case TensorProto::BOOL:
       for (int32_t v : t.int32_data()) append(raw, static_cast<uint8_t>(v));
       break;
     default:
@@ -135,7 +162,10 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   for (int64_t d : shape) {
     if (d < 0) return Status::error("initializer '" + name + "': negative dimension");
     t.add_dims(d);
-    count *= d;
+    if (__builtin_mul_overflow(count, d, &count))
+      return Status::error("initializer '" + name +
+                           "': its shape holds more values than a 64-bit count can hold; "
+                           "check its dimensions");
   }
   const size_t esize = dtypeSize(dtype);
   if (esize == 0 || dtype == TensorProto::COMPLEX64 || dtype == TensorProto::COMPLEX128)
@@ -151,11 +181,16 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   Rng rng{f.seed};
   std::function<double()> gen;
   const std::string& k = f.fill;
-  if (k == "zeros") gen = [] { return 0.0; };
-  else if (k == "ones") gen = [] { return 1.0; };
-  else if (k == "constant") gen = [&] { return f.value; };
-  else if (k == "uniform") gen = [&] { return f.low + (f.high - f.low) * rng.uniform(); };
-  else if (k == "normal") gen = [&] { return f.mean + f.stddev * rng.normal(); };
+  if (k == "zeros")
+    gen = [] { return 0.0; };
+  else if (k == "ones")
+    gen = [] { return 1.0; };
+  else if (k == "constant")
+    gen = [&] { return f.value; };
+  else if (k == "uniform")
+    gen = [&] { return f.low + (f.high - f.low) * rng.uniform(); };
+  else if (k == "normal")
+    gen = [&] { return f.mean + f.stddev * rng.normal(); };
   else if (k == "orthogonal") {
     // Rows of a (rows x cols) view made orthonormal (or columns, when rows > cols) by
     // Gram-Schmidt on Gaussian vectors, as Keras and PyTorch do with a QR decomposition.
@@ -191,12 +226,18 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   } else {
     double scale = 0;  // limit (uniform) or stddev (normal)
     const bool uniform = k.find("uniform") != std::string::npos;
-    if (k.rfind("glorot", 0) == 0) scale = uniform ? std::sqrt(6.0 / (fanIn + fanOut)) : std::sqrt(2.0 / (fanIn + fanOut));
-    else if (k.rfind("he", 0) == 0) scale = uniform ? std::sqrt(6.0 / fanIn) : std::sqrt(2.0 / fanIn);
-    else if (k.rfind("lecun", 0) == 0) scale = uniform ? std::sqrt(3.0 / fanIn) : std::sqrt(1.0 / fanIn);
-    else return Status::error("initializer '" + name + "': unknown fill '" + k + "'");
-    if (uniform) gen = [&rng, scale] { return scale * (2 * rng.uniform() - 1); };
-    else gen = [&rng, scale] { return scale * rng.normal(); };
+    if (k.rfind("glorot", 0) == 0)
+      scale = uniform ? std::sqrt(6.0 / (fanIn + fanOut)) : std::sqrt(2.0 / (fanIn + fanOut));
+    else if (k.rfind("he", 0) == 0)
+      scale = uniform ? std::sqrt(6.0 / fanIn) : std::sqrt(2.0 / fanIn);
+    else if (k.rfind("lecun", 0) == 0)
+      scale = uniform ? std::sqrt(3.0 / fanIn) : std::sqrt(1.0 / fanIn);
+    else
+      return Status::error("initializer '" + name + "': unknown fill '" + k + "'");
+    if (uniform)
+      gen = [&rng, scale] { return scale * (2 * rng.uniform() - 1); };
+    else
+      gen = [&rng, scale] { return scale * rng.normal(); };
   }
   std::string raw;
   raw.reserve(static_cast<size_t>(count) * esize);
@@ -208,19 +249,45 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
       if (col >= 2 * f.forgetGateOnes && col < 3 * f.forgetGateOnes) v = 1.0;
     }
     switch (dtype) {
-      case TensorProto::FLOAT: append(raw, static_cast<float>(v)); break;
-      case TensorProto::DOUBLE: append(raw, v); break;
-      case TensorProto::FLOAT16: append(raw, floatToHalf(static_cast<float>(v))); break;
-      case TensorProto::BFLOAT16: append(raw, floatToBfloat16(static_cast<float>(v))); break;
-      case TensorProto::INT8: append(raw, static_cast<int8_t>(std::llround(v))); break;
-      case TensorProto::INT16: append(raw, static_cast<int16_t>(std::llround(v))); break;
-      case TensorProto::INT32: append(raw, static_cast<int32_t>(std::llround(v))); break;
-      case TensorProto::INT64: append(raw, static_cast<int64_t>(std::llround(v))); break;
-      case TensorProto::UINT8: append(raw, static_cast<uint8_t>(std::llround(v))); break;
-      case TensorProto::UINT16: append(raw, static_cast<uint16_t>(std::llround(v))); break;
-      case TensorProto::UINT32: append(raw, static_cast<uint32_t>(std::llround(v))); break;
-      case TensorProto::UINT64: append(raw, static_cast<uint64_t>(std::llround(v))); break;
-      case TensorProto::BOOL: append(raw, static_cast<uint8_t>(v != 0)); break;
+      case TensorProto::FLOAT:
+        append(raw, static_cast<float>(v));
+        break;
+      case TensorProto::DOUBLE:
+        append(raw, v);
+        break;
+      case TensorProto::FLOAT16:
+        append(raw, floatToHalf(static_cast<float>(v)));
+        break;
+      case TensorProto::BFLOAT16:
+        append(raw, floatToBfloat16(static_cast<float>(v)));
+        break;
+      case TensorProto::INT8:
+        append(raw, static_cast<int8_t>(std::llround(v)));
+        break;
+      case TensorProto::INT16:
+        append(raw, static_cast<int16_t>(std::llround(v)));
+        break;
+      case TensorProto::INT32:
+        append(raw, static_cast<int32_t>(std::llround(v)));
+        break;
+      case TensorProto::INT64:
+        append(raw, static_cast<int64_t>(std::llround(v)));
+        break;
+      case TensorProto::UINT8:
+        append(raw, static_cast<uint8_t>(std::llround(v)));
+        break;
+      case TensorProto::UINT16:
+        append(raw, static_cast<uint16_t>(std::llround(v)));
+        break;
+      case TensorProto::UINT32:
+        append(raw, static_cast<uint32_t>(std::llround(v)));
+        break;
+      case TensorProto::UINT64:
+        append(raw, static_cast<uint64_t>(std::llround(v)));
+        break;
+      case TensorProto::BOOL:
+        append(raw, static_cast<uint8_t>(v != 0));
+        break;
     }
   }
   t.set_raw_data(std::move(raw));

@@ -13,6 +13,7 @@ namespace dw {
 
 // Bytes per element; 0 for string (and undefined).
 size_t dtypeSize(int dtype);
+// The product of the dims; -1 where one is negative or the product overflows.
 int64_t elementCount(const onnx::TensorProto& t);
 // Moves typed payloads (float_data, int32_data, ...) into little-endian raw_data. Strings stay
 // in string_data (ONNX has no raw form for them). External data is refused.
