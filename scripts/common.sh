@@ -13,6 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev zlib1g-dev
   libpng-dev libjpeg-dev
   libopenmpi-dev openmpi-bin
+  iproute2
   libonnx-testdata dataset-fashion-mnist
   python3 python3-onnx python3-torch python3-numpy
   xvfb xauth

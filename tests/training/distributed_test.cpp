@@ -269,16 +269,19 @@ TEST_F(Distributed, ResumeWithAnotherProcessCount) {
 TEST_F(Distributed, LostProcessEndsTheJob) {
   for (const std::string signal : {"KILL", "STOP"}) {
     const std::string marker = (dir_ / ("lost_" + signal + ".onnx")).string();
-    // Rank 1 is found by the rank variable mpirun gives it, 3 s into training.
+    // Rank 1 is found by its command line and the rank variable mpirun gives it, 3 s into
+    // training (through /proc, so that no procps is needed).
     const fs::path script = dir_ / "lose_a_process.sh";
     std::ofstream(script) << mpirun(2) << kCli << " train " << kCnn
                           << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
                           << " --distributed-timeout 5 --export-onnx " << marker << " &\n"
                           << "job=$!\nsleep 3\n"
-                          << "for p in $(pgrep -f " << marker << "); do\n"
-                          << "  if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null |"
+                          << "for d in /proc/[0-9]*; do\n"
+                          << "  tr '\\0' '\\n' < $d/cmdline 2>/dev/null | grep -qxF " << marker
+                          << " || continue\n"
+                          << "  if tr '\\0' '\\n' < $d/environ 2>/dev/null |"
                           << " grep -qx OMPI_COMM_WORLD_RANK=1; then kill -" << signal
-                          << " $p; fi\ndone\nwait $job\n";
+                          << " ${d#/proc/}; fi\ndone\nwait $job\n";
     const auto start = std::chrono::steady_clock::now();
     Shell r = shell("bash " + script.string());
     const double seconds =
