@@ -249,6 +249,29 @@ inline float products(const float* g, const float* p, int64_t S, float m) {
 
 }  // namespace rowsum
 
+// y = x * a + b over one channel's rows, with max(0, y) under `relu`. With `pool` the rows of y
+// go through a row buffer into maxPoolArgPlane, and `y` and `arg` are the pooled channel's rows,
+// `poolStride` apart.
+__attribute__((target_clones("avx512f", "default"))) void bnApplyChannel(
+    const ChannelRows& v, const float* x, float a, float b, bool relu, const MaxPool2d* pool,
+    int64_t poolStride, float* y, uint8_t* arg) {
+  const int64_t S = v.s;
+  thread_local std::vector<float> rowBuf;  // kept across calls: no allocation per step
+  if (pool) rowBuf.resize(static_cast<size_t>(S));
+  for (int64_t i = 0; i < v.n; ++i) {
+    const float* p = x + i * v.stride;
+    float* q = pool ? rowBuf.data() : y + i * v.stride;
+    if (relu) {
+#pragma omp simd
+      for (int64_t j = 0; j < S; ++j) q[j] = std::max(p[j] * a + b, 0.0f);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < S; ++j) q[j] = p[j] * a + b;
+    }
+    if (pool) maxPoolArgPlane(*pool, q, relu, y + i * poolStride, arg + i * poolStride);
+  }
+}
+
 // Forward of one channel: batch mean and population variance (two passes, as oneDNN computes
 // them), then y = (x - mean) / sqrt(var + eps) * scale + shift, with max(0, y) under `relu`.
 // With `pool` the rows of y go through a row buffer into maxPoolArgPlane, and `y` and `arg` are
@@ -268,20 +291,7 @@ __attribute__((target_clones("avx512f", "default"))) void bnForwardChannel(
   for (int64_t i = 0; i < v.n; ++i) sq += rowsum::squaredDeviations(x + i * v.stride, S, m);
   const float vr = static_cast<float>(sq / count);
   const float a = scale / std::sqrt(vr + eps), b = shift - m * a;
-  thread_local std::vector<float> rowBuf;  // kept across calls: no allocation per step
-  if (pool) rowBuf.resize(static_cast<size_t>(S));
-  for (int64_t i = 0; i < v.n; ++i) {
-    const float* p = x + i * v.stride;
-    float* q = pool ? rowBuf.data() : y + i * v.stride;
-    if (relu) {
-#pragma omp simd
-      for (int64_t j = 0; j < S; ++j) q[j] = std::max(p[j] * a + b, 0.0f);
-    } else {
-#pragma omp simd
-      for (int64_t j = 0; j < S; ++j) q[j] = p[j] * a + b;
-    }
-    if (pool) maxPoolArgPlane(*pool, q, relu, y + i * poolStride, arg + i * poolStride);
-  }
+  bnApplyChannel(v, x, a, b, relu, pool, poolStride, y, arg);
   *mean = m;
   *var = vr;
 }
@@ -389,11 +399,7 @@ Status syncForward(const RunInfo& run, const ChannelRows& r, const float* x, con
   for (int64_t ch = 0; ch < c; ++ch) {
     var[ch] = static_cast<float>(acc[ch] / count);
     const float a = scale[ch] / std::sqrt(var[ch] + eps), b = shift[ch] - mean[ch] * a;
-    for (int64_t i = 0; i < r.n; ++i) {
-      const float* p = x + ch * S + i * r.stride;
-      float* q = y + ch * S + i * r.stride;
-      for (int64_t j = 0; j < S; ++j) q[j] = relu ? std::max(p[j] * a + b, 0.0f) : p[j] * a + b;
-    }
+    bnApplyChannel(r, x + ch * S, a, b, relu, nullptr, 0, y + ch * S, nullptr);
   }
   return Status();
 }
@@ -427,14 +433,13 @@ Status syncBackward(const RunInfo& run, const ChannelRows& r, const float* x, co
   const double scaleM = acc[2 * c] * run.share;
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < c; ++ch) {
-    const float istd = 1.0f / std::sqrt(var[ch] + eps), k = scale[ch] * istd, m = mean[ch];
-    const float a = static_cast<float>(acc[ch] / scaleM);
-    const float b = static_cast<float>(acc[c + ch] / scaleM) * istd * istd;
-    for (int64_t i = 0; i < r.n; ++i) {
-      const float *p = x + ch * S + i * r.stride, *g = dy + ch * S + i * r.stride;
-      float* q = dx + ch * S + i * r.stride;
-      for (int64_t j = 0; j < S; ++j) q[j] = k * (g[j] - a - (p[j] - m) * b);
-    }
+    const float istd = 1.0f / std::sqrt(var[ch] + eps);
+    BnGradChannel g{r, x + ch * S, dy + ch * S, nullptr, 0, nullptr};
+    g.m = mean[ch];
+    g.k = scale[ch] * istd;
+    g.a = static_cast<float>(acc[ch] / scaleM);
+    g.b = static_cast<float>(acc[c + ch] / scaleM) * istd * istd;
+    for (int64_t i = 0; i < r.n; ++i) g.row(i, dx + ch * S + i * r.stride);
   }
   return Status();
 }

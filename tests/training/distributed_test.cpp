@@ -96,6 +96,24 @@ class Distributed : public ::testing::Test {
            " --quiet --no-data-conversion --optimizer " + optimizer + " --export-onnx " +
            (dir_ / out).string();
   }
+  // `project` (an edited MLP example) trained by one process and by three, with `flags`, to the
+  // same weights.
+  void expectThreeTrainAsOne(const nlohmann::json& project, const std::string& flags,
+                             const std::string& what) {
+    const fs::path file = dir_ / "edited.dwproj";
+    std::ofstream(file) << project.dump();
+    auto run = [&](const std::string& launch, const std::string& out) {
+      return shell(launch + kCli + " train " + file.string() +
+                   " --epochs 1 --train-limit 640 --batch-size 64 --threads 1 --quiet"
+                   " --no-data-conversion --optimizer sgd --export-onnx " +
+                   (dir_ / out).string() + " " + flags + (launch.empty() ? "" : " --distributed"));
+    };
+    Shell one = run("", "one.onnx");
+    ASSERT_EQ(one.code, 0) << one.output;
+    Shell three = run(mpirun(3), "three.onnx");
+    ASSERT_EQ(three.code, 0) << three.output;
+    expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "three.onnx").string(), 1e-5, what);
+  }
   fs::path dir_;
 };
 
@@ -162,20 +180,7 @@ TEST_F(Distributed, DropoutDrawsPerSample) {
                               {"position", {800.0, 0.0}},
                               {"name", "drop"},
                               {"params", {{"rate", 0.3}, {"seed", 7}}}});
-  const fs::path dropout = dir_ / "dropout.dwproj";
-  std::ofstream(dropout) << project.dump();
-  auto run = [&](const std::string& launch, const std::string& out) {
-    return shell(launch + kCli + " train " + dropout.string() +
-                 " --epochs 1 --train-limit 640 --batch-size 64 --threads 1 --quiet"
-                 " --no-data-conversion --optimizer sgd --export-onnx " +
-                 (dir_ / out).string() + (launch.empty() ? "" : " --distributed"));
-  };
-  Shell one = run("", "one.onnx");
-  ASSERT_EQ(one.code, 0) << one.output;
-  Shell three = run(mpirun(3), "three.onnx");
-  ASSERT_EQ(three.code, 0) << three.output;
-  expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "three.onnx").string(), 1e-5,
-                    "3 processes");
+  expectThreeTrainAsOne(project, "", "3 processes, Dropout");
 }
 
 // A loss that sums over the batch (reduction sum) is added up across processes as it is, not
@@ -190,20 +195,7 @@ TEST_F(Distributed, SummedLossesAddUp) {
       set = true;
     }
   ASSERT_TRUE(set) << "the example has no Output Train node";
-  const fs::path summed = dir_ / "summed.dwproj";
-  std::ofstream(summed) << project.dump();
-  auto run = [&](const std::string& launch, const std::string& out) {
-    return shell(launch + kCli + " train " + summed.string() +
-                 " --epochs 1 --train-limit 640 --batch-size 64 --threads 1 --quiet --lr 0.0005"
-                 " --no-data-conversion --optimizer sgd --export-onnx " +
-                 (dir_ / out).string() + (launch.empty() ? "" : " --distributed"));
-  };
-  Shell one = run("", "one.onnx");
-  ASSERT_EQ(one.code, 0) << one.output;
-  Shell three = run(mpirun(3), "three.onnx");
-  ASSERT_EQ(three.code, 0) << three.output;
-  expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "three.onnx").string(), 1e-5,
-                    "3 processes, summed loss");
+  expectThreeTrainAsOne(project, "--lr 0.0005", "3 processes, summed loss");
 }
 
 // The CNN example (two Conv + BatchNormalization + Relu + MaxPool blocks) with
