@@ -398,6 +398,18 @@ std::vector<GradOp> gradOps() {
              "of I; where I repeats an index only its last occurrence gets the gradient.",
              {dY, {"I", Ty::Int64, "The forward's indices."}}, {dX})
           .shapes({1}),
+      GradOp("Col2ImGrad",
+             "dX of Col2Im: each block's values gathered back from dY into its column; "
+             "positions in the padding get zeros.",
+             {dY,
+              {"X", Ty::Any, "The forward's columns (their shape is dX's)."},
+              {"image_shape", Ty::Index, "The forward's image_shape."},
+              {"block_shape", Ty::Index, "The forward's block_shape."}},
+             {dX})
+          .shapes({1})
+          .own({own("dilations", ParamType::Ints, std::nullopt, "The forward op's dilations."),
+                own("pads", ParamType::Ints, std::nullopt, "The forward op's pads."),
+                own("strides", ParamType::Ints, std::nullopt, "The forward op's strides.")}),
       GradOp("SliceGrad",
              "dX of Slice: zeros shaped like X with dY written at the sliced positions.",
              {dY,

@@ -11,7 +11,7 @@ PACKAGES=(
   libdnnl-dev opencl-headers ocl-icd-opencl-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev zlib1g-dev
-  libpng-dev libjpeg-dev
+  libpng-dev libjpeg-dev libre2-dev
   libopenmpi-dev openmpi-bin
   iproute2
   libonnx-testdata dataset-fashion-mnist

@@ -258,10 +258,11 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   CLI::App* c = app.add_subcommand("conformance", "Run the ONNX backend test suites");
   c->add_option("--suite", conf->suites,
                 "Suites: node, simple, pytorch-converted, pytorch-operator; ort-contrib (ONNX "
-                "Runtime's com.microsoft operators: --data tests/golden of the source tree)")
+                "Runtime's com.microsoft operators) and ort-onnx (ai.onnx operators after opset "
+                "17, against ONNX Runtime): --data tests/golden of the source tree")
       ->delimiter(',')
       ->check(CLI::IsMember(
-          {"node", "simple", "pytorch-converted", "pytorch-operator", "ort-contrib"}));
+          {"node", "simple", "pytorch-converted", "pytorch-operator", "ort-contrib", "ort-onnx"}));
   c->add_option("--filter", conf->filter, "Regex over suite/case names");
   c->add_option("--data", conf->data, "Test data directory");
   c->add_option("--threads", conf->threads, "CPU threads per case")->check(CLI::PositiveNumber);

@@ -273,13 +273,19 @@ class SoftmaxKernel : public Kernel {
   int64_t axis_;
 };
 
-class CumSum : public Kernel {
+// CumSum and CumProd (opset 26): running sums or products along an axis given as a 0-D or
+// one-element tensor; exclusive starts from the identity (0 or 1), reverse runs from the end.
+class Cumulative : public Kernel {
  public:
-  explicit CumSum(const KernelInit& init)
-      : exclusive_(init.attrs.getInt("exclusive", 0) != 0),
+  explicit Cumulative(const KernelInit& init)
+      : product_(init.opType == "CumProd"),
+        exclusive_(init.attrs.getInt("exclusive", 0) != 0),
         reverse_(init.attrs.getInt("reverse", 0) != 0) {}
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
+    if (ctx.input(1).size() != 1)
+      return Status::error("axis must be a 0-D or one-element tensor, got shape " +
+                           shapeToString(ctx.input(1).shape()));
     int64_t axis = ctx.input(1).getInt(0);
     if (!validDimAxis(axis, x.rank())) return axisError(axis, x.rank());
     axis = normAxis(axis, x.rank());
@@ -294,17 +300,13 @@ class CumSum : public Kernel {
       T* d = y->data<T>();
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
-          T acc = 0;
+          T acc = product_ ? T(1) : T(0);
           for (int64_t kk = 0; kk < n; ++kk) {
             const int64_t k = reverse_ ? n - 1 - kk : kk;
             const int64_t off = (o * n + k) * inner + i;
-            if (exclusive_) {
-              d[off] = acc;
-              acc = static_cast<T>(acc + s[off]);
-            } else {
-              acc = static_cast<T>(acc + s[off]);
-              d[off] = acc;
-            }
+            const T next = product_ ? static_cast<T>(acc * s[off]) : static_cast<T>(acc + s[off]);
+            d[off] = exclusive_ ? acc : next;
+            acc = next;
           }
         }
       return Status();
@@ -312,7 +314,7 @@ class CumSum : public Kernel {
   }
 
  private:
-  bool exclusive_, reverse_;
+  bool product_, exclusive_, reverse_;
 };
 
 }  // namespace
@@ -354,7 +356,8 @@ void addReduceKernels(KernelRegistry& r) {
   r.add(h, "Softmax", 1, kMaxOpset, &makeKernel<SoftmaxKernel>);
   r.add(h, "LogSoftmax", 1, kMaxOpset, &makeKernel<SoftmaxKernel>);
   r.add(h, "Hardmax", 1, kMaxOpset, &makeKernel<SoftmaxKernel>);
-  r.add(h, "CumSum", 1, kMaxOpset, &makeKernel<CumSum>);
+  r.add(h, "CumSum", 1, kMaxOpset, &makeKernel<Cumulative>);
+  r.add(h, "CumProd", 26, kMaxOpset, &makeKernel<Cumulative>);
 }
 
 }  // namespace dw::engine

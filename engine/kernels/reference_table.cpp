@@ -16,6 +16,7 @@ void registerReferenceKernels(KernelRegistry& r) {
   addSequenceKernels(r);
   addMiscKernels(r);
   addRandomKernels(r);
+  addOpset18Kernels(r);
   addElementwiseGradKernels(r);
   addSoftmaxLossGradKernels(r);
   addReduceGradKernels(r);

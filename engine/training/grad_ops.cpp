@@ -554,6 +554,71 @@ Status gradCenterCropPad(GradCtx& c) {
   return Status();
 }
 
+// SwiGLU (opset 28): Y = A s B with s = sigmoid(alpha A), so dB = dY A s and
+// dA = dY B s (1 + alpha A (1 - s)).
+Status gradSwiGlu(GradCtx& c) {
+  const int32_t t = c.gradType();
+  const std::string a = c.in(0), b = c.in(1);
+  const std::string scaled = c.e.op1("Mul", {a, c.e.scalar(attrFloat(c.node, "alpha", 1.0f), t)});
+  const std::string s = c.e.op1("Sigmoid", {scaled});
+  const std::string gs = c.e.op1("Mul", {c.dY[0], s});
+  if (c.need(1)) c.dX[1] = c.e.op1("Mul", {gs, a});
+  if (c.need(0)) {
+    const std::string one = c.e.scalar(1.0, t);
+    const std::string slope =
+        c.e.op1("Add", {one, c.e.op1("Mul", {scaled, c.e.op1("Sub", {one, s})})});
+    c.dX[0] = c.e.op1("Mul", {c.e.op1("Mul", {gs, b}), slope});
+  }
+  return Status();
+}
+
+// AffineGrid (opset 20) is linear in theta: grid[n, p] = theta[n] [base_p; 1], so
+// dtheta[n] = sum_p dGrid[n, p]^T [base_p; 1]. The base coordinates come from the op itself,
+// run on identity matrices, with a 1 appended to each; the sizes are not differentiable.
+Status gradAffineGrid(GradCtx& c) {
+  if (c.need(1)) return Status::error("size is not differentiable");
+  if (!c.need(0)) return Status();
+  const onnx::TypeProto* tt = c.types.type(c.in(0));
+  int64_t sd = 0;
+  if (tt && tt->tensor_type().has_shape() && tt->tensor_type().shape().dim_size() == 3)
+    sd = tt->tensor_type().shape().dim(1).dim_value();
+  if (sd != 2 && sd != 3)
+    return Status::error("theta's shape must be known to be [N, 2, 3] or [N, 3, 4] to train it");
+  onnx::TensorProto eye;
+  eye.set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {int64_t{1}, sd, sd + 1}) eye.add_dims(d);
+  for (int64_t r = 0; r < sd; ++r)
+    for (int64_t k = 0; k <= sd; ++k) eye.add_float_data(r == k ? 1.0f : 0.0f);
+  const std::string n = c.e.op1("Slice", {c.in(1), c.e.ints({0}), c.e.ints({1})});
+  const std::string eyes = c.e.op1(
+      "Expand", {c.e.op1("CastLike", {c.e.op1("Constant", {}, {attrT("value", eye)}), c.in(0)}),
+                 c.e.op1("Concat", {n, c.e.ints({sd, sd + 1})}, {attrI("axis", 0)})});
+  const std::string base = c.e.op1("AffineGrid", {eyes, c.in(1)}, c.forwardAttrs());
+  std::vector<int64_t> pads(2 * (sd + 2), 0);
+  pads.back() = 1;
+  const std::string homogeneous =
+      c.e.op1("Pad", {base, c.e.ints(pads), c.e.scalar(1.0, c.gradType())});
+  // Summed over positions as products of [N, P, sd, 1] and [N, P, 1, sd + 1] (no MatMul, which
+  // takes no float64).
+  const std::string b4 = c.e.op1("Reshape", {homogeneous, c.e.ints({0, -1, 1, sd + 1})});
+  const std::string g4 = c.e.op1("Reshape", {c.dY[0], c.e.ints({0, -1, sd, 1})});
+  c.dX[0] = c.e.op1("ReduceSum", {c.e.op1("Mul", {g4, b4}), c.e.ints({1})}, {attrI("keepdims", 0)});
+  return Status();
+}
+
+// Col2Im (opset 18) adds each column into the image, so dX gathers the image back into
+// columns (Col2ImGrad).
+Status gradCol2Im(GradCtx& c) {
+  if (c.need(1) || c.need(2))
+    return Status::error("image_shape and block_shape are not differentiable");
+  if (!c.need(0)) return Status();
+  std::vector<onnx::AttributeProto> at;
+  for (const char* a : {"dilations", "pads", "strides"})
+    if (const auto* f = findAttr(c.node, a)) at.push_back(*f);
+  c.dX[0] = c.e.op("Col2ImGrad", {c.dY[0], c.in(0), c.in(1), c.in(2)}, {"dX"}, at, kGradDomain)[0];
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -665,6 +730,9 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Attention", 23, 24, gradAttention},
         {"RotaryEmbedding", 23, kMax, gradRotaryEmbedding},
         {"CenterCropPad", 18, kMax, gradCenterCropPad},
+        {"SwiGLU", 28, kMax, gradSwiGlu},
+        {"AffineGrid", 20, kMax, gradAffineGrid},
+        {"Col2Im", 18, kMax, gradCol2Im},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

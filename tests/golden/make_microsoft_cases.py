@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""Reference cases for the com.microsoft operators (nodes/microsoft_domain.cpp), computed by
-ONNX Runtime 1.30, whose contrib domain defines them: each case is a one-node model with its
-inputs and ONNX Runtime's outputs in the ONNX backend-test layout (tests/golden/ort-contrib/<case>/
-model.onnx, test_data_set_0/input_N.pb and output_N.pb), which tests/engine/microsoft_ops_test.cpp
-runs through deepwire, as does `deepwire conformance --data tests/golden --suite ort-contrib`.
+"""Reference cases computed by ONNX Runtime 1.30 for operators the ONNX backend-test data of
+libonnx 1.12 does not cover: the com.microsoft operators (nodes/microsoft_domain.cpp), which ONNX
+Runtime's contrib domain defines, in tests/golden/ort-contrib, and the ai.onnx operators added
+after opset 17, in tests/golden/ort-onnx. Each case is a one-node model with its inputs and ONNX
+Runtime's outputs in the ONNX backend-test layout (<suite>/<case>/model.onnx,
+test_data_set_0/input_N.pb and output_N.pb), which tests/engine/microsoft_ops_test.cpp runs
+through deepwire, as does `deepwire conformance --data tests/golden --suite ort-contrib` (or
+ort-onnx).
 
 Usage: /usr/bin/python3 tests/golden/make_microsoft_cases.py [onnxruntime-node folder]
 (default build/bench/zoo/ort/node_modules/onnxruntime-node, which bench/zoo/run installs).
@@ -24,31 +27,37 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 ORT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
     ROOT, "build", "bench", "zoo", "ort", "node_modules", "onnxruntime-node")
 OUT = os.path.join(HERE, "ort-contrib")
+OUT_ONNX = os.path.join(HERE, "ort-onnx")
 rng = np.random.default_rng(11)
 ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
-        np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.bool_: TensorProto.BOOL}
+        np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.bool_: TensorProto.BOOL,
+        np.float64: TensorProto.DOUBLE, np.int16: TensorProto.INT16,
+        np.uint16: TensorProto.UINT16, np.object_: TensorProto.STRING}
 
 
 def ort_run(model_path, feeds):
     d = tempfile.mkdtemp()
     try:
-        enc = {k: {"type": str(v.dtype), "dims": list(v.shape), "data": v.ravel().tolist()}
-               for k, v in feeds.items()}
+        enc = {k: {"type": "string" if v.dtype == object else str(v.dtype), "dims": list(v.shape),
+                   "data": v.ravel().tolist()} for k, v in feeds.items()}
         json.dump(enc, open(os.path.join(d, "in.json"), "w"))
         subprocess.run(["node", os.path.join(HERE, "ort_json.js"), ORT, model_path,
                         os.path.join(d, "in.json"), os.path.join(d, "out.json")], check=True)
         out = json.load(open(os.path.join(d, "out.json")))
-        return {k: np.array(v["data"], dtype=v["type"]).reshape(v["dims"]) for k, v in out.items()}
+        return {k: np.array(v["data"], dtype=object if v["type"] == "string" else v["type"])
+                .reshape(v["dims"]) for k, v in out.items()}
     finally:
         shutil.rmtree(d)
 
 
-def case(name, op, inputs, outputs, out_type=None, **attrs):
+def case(name, op, inputs, outputs, out_type=None, onnx_opset=None, **attrs):
     """inputs: list of (name, array) with name "" for an omitted optional input; outputs: names
     ("" leaves an optional output out); out_type: the outputs' numpy type where it is not the
-    first input's."""
+    first input's. With `onnx_opset` the op is ai.onnx's at that version (suite ort-onnx), else
+    com.microsoft's (suite ort-contrib)."""
     given = [(n, a) for n, a in inputs if n]
-    node = helper.make_node(op, [n for n, _ in inputs], outputs, domain="com.microsoft", **attrs)
+    node = helper.make_node(op, [n for n, _ in inputs], outputs,
+                            domain="" if onnx_opset else "com.microsoft", **attrs)
     graph = helper.make_graph(
         [node], name,
         [helper.make_tensor_value_info(n, ELEM[a.dtype.type], a.shape) for n, a in given],
@@ -56,10 +65,14 @@ def case(name, op, inputs, outputs, out_type=None, **attrs):
             o, ELEM[(out_type[k] if isinstance(out_type, list) else out_type) or
                     given[0][1].dtype.type], None)
          for k, o in enumerate(outputs) if o])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
-    d = os.path.join(OUT, name)
+    if onnx_opset:
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", onnx_opset)])
+        model.ir_version = 10
+    else:
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+    d = os.path.join(OUT_ONNX if onnx_opset else OUT, name)
     os.makedirs(os.path.join(d, "test_data_set_0"))
     path = os.path.join(d, "model.onnx")
     onnx.save(model, path)
@@ -300,4 +313,94 @@ def main():
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
+def main_onnx():
+    """The ai.onnx operators after opset 17, with their own random stream so that the contrib
+    cases above stay as they were."""
+    global rng
+    rng = np.random.default_rng(18)
+    shutil.rmtree(OUT_ONNX, ignore_errors=True)
+    os.makedirs(OUT_ONNX)
+    c = f32(2, 3, 4, lo=0.5, hi=1.5)
+    case("cumprod", "CumProd", [("x", c), ("axis", np.array(1, np.int64))], ["y"], onnx_opset=26)
+    case("cumprod_exclusive_reverse", "CumProd", [("x", c), ("axis", np.array(-1, np.int32))],
+         ["y"], onnx_opset=26, exclusive=1, reverse=1)
+    case("cumprod_int", "CumProd",
+         [("x", rng.integers(-3, 4, (3, 5)).astype(np.int64)), ("axis", np.array(0, np.int64))],
+         ["y"], onnx_opset=26)
+    theta2, theta3 = f32(2, 2, 3), f32(2, 3, 4)
+    case("affinegrid_2d", "AffineGrid", [("theta", theta2), ("size", np.array([2, 3, 4, 5]))],
+         ["grid"], onnx_opset=20)
+    case("affinegrid_2d_aligned", "AffineGrid",
+         [("theta", theta2), ("size", np.array([2, 1, 3, 2]))], ["grid"], onnx_opset=20,
+         align_corners=1)
+    case("affinegrid_3d", "AffineGrid", [("theta", theta3), ("size", np.array([2, 1, 2, 3, 4]))],
+         ["grid"], onnx_opset=20)
+    case("affinegrid_3d_aligned", "AffineGrid",
+         [("theta", theta3), ("size", np.array([2, 1, 3, 2, 4]))], ["grid"], onnx_opset=20,
+         align_corners=1)
+    case("col2im", "Col2Im",
+         [("input", f32(1, 2 * 4, 12)), ("image_shape", np.array([4, 5])),
+          ("block_shape", np.array([2, 2]))], ["output"], onnx_opset=18)
+    case("col2im_strides_pads_dilations", "Col2Im",
+         [("input", f32(2, 3 * 6, 6)), ("image_shape", np.array([5, 6])),
+          ("block_shape", np.array([2, 3]))], ["output"], onnx_opset=18, strides=[2, 2],
+         pads=[1, 0, 0, 1], dilations=[2, 1])
+    case("col2im_1d", "Col2Im",
+         [("input", f32(1, 3, 5)), ("image_shape", np.array([7])), ("block_shape", np.array([3]))],
+         ["output"], onnx_opset=18)
+    case("col2im_3d", "Col2Im",
+         [("input", f32(1, 8, 12)), ("image_shape", np.array([3, 4, 3])),
+          ("block_shape", np.array([2, 2, 2]))], ["output"], onnx_opset=18)
+    cache, upd = f32(2, 3, 5, 4), f32(2, 3, 2, 4)
+    case("tensorscatter_default", "TensorScatter", [("past_cache", cache), ("update", upd)],
+         ["present_cache"], onnx_opset=24)
+    case("tensorscatter_linear", "TensorScatter",
+         [("past_cache", cache), ("update", upd), ("write_indices", np.array([3, 1]))],
+         ["present_cache"], onnx_opset=24)
+    case("tensorscatter_circular_axis1", "TensorScatter",
+         [("past_cache", f32(2, 4, 3)), ("update", f32(2, 3, 3)),
+          ("write_indices", np.array([2, 3]))], ["present_cache"], onnx_opset=24,
+         mode="circular", axis=1)
+    case("tensorscatter_int", "TensorScatter",
+         [("past_cache", rng.integers(-9, 9, (1, 2, 6)).astype(np.int32)),
+          ("update", rng.integers(-9, 9, (1, 2, 2)).astype(np.int32)),
+          ("write_indices", np.array([4]))], ["present_cache"], onnx_opset=24, axis=-1)
+    case("bitcast_float_int32", "BitCast", [("input", f32(2, 3))], ["output"], onnx_opset=26,
+         to=TensorProto.INT32, out_type=np.int32)
+    case("bitcast_int16_uint16", "BitCast",
+         [("input", rng.integers(-30000, 30000, (5,)).astype(np.int16))], ["output"],
+         onnx_opset=26, to=TensorProto.UINT16, out_type=np.uint16)
+    case("bitcast_int64_double", "BitCast",
+         [("input", np.array([0, 4607182418800017408, -4616189618054758400], np.int64))],
+         ["output"], onnx_opset=26, to=TensorProto.DOUBLE, out_type=np.float64)
+    words = np.array([["hello world", "  a  b c  "], ["", "x-y--z-"]], dtype=object)
+    case("stringsplit_whitespace", "StringSplit", [("X", words)], ["Y", "Z"], onnx_opset=20,
+         out_type=[np.object_, np.int64])
+    case("stringsplit_delimiter", "StringSplit", [("X", words)], ["Y", "Z"], onnx_opset=20,
+         delimiter="-", out_type=[np.object_, np.int64])
+    case("stringsplit_maxsplit", "StringSplit", [("X", words)], ["Y", "Z"], onnx_opset=20,
+         maxsplit=1, out_type=[np.object_, np.int64])
+    case("stringsplit_delimiter_maxsplit", "StringSplit", [("X", words)], ["Y", "Z"],
+         onnx_opset=20, delimiter="--", maxsplit=1, out_type=[np.object_, np.int64])
+    mails = np.array(["ab@gmail.com", "www.example.com", "x@yahoo.com!", "", "Www.a.com"],
+                     dtype=object)
+    case("regexfullmatch_email", "RegexFullMatch", [("X", mails)], ["Y"], onnx_opset=20,
+         pattern=r"[\w.\-]{0,25}@(yahoo|gmail)\.com", out_type=np.bool_)
+    case("regexfullmatch_www", "RegexFullMatch", [("X", mails.reshape(5, 1))], ["Y"],
+         onnx_opset=20, pattern=r"www\.[\w.-]+\.\bcom\b", out_type=np.bool_)
+    xd = f32(2, 4, 5, 6)
+    case("deformconv", "DeformConv",
+         [("X", xd), ("W", f32(3, 4, 3, 3)), ("offset", f32(2, 18, 3, 4, lo=-2, hi=2))], ["Y"],
+         onnx_opset=19)
+    case("deformconv_bias_mask_pads_strides", "DeformConv",
+         [("X", xd), ("W", f32(4, 2, 2, 3)), ("offset", f32(2, 2 * 6 * 2, 3, 3, lo=-1.5, hi=1.5)),
+          ("B", f32(4)), ("mask", f32(2, 2 * 6, 3, 3, lo=0, hi=1))], ["Y"], onnx_opset=22,
+         group=2, offset_group=2, pads=[1, 0, 0, 1], strides=[2, 2], dilations=[1, 1])
+    case("deformconv_dilations", "DeformConv",
+         [("X", f32(1, 2, 6, 6)), ("W", f32(2, 2, 2, 2)), ("offset", f32(1, 8, 4, 4, lo=-3, hi=3))],
+         ["Y"], onnx_opset=19, dilations=[2, 2])
+    print(f"{OUT_ONNX}: {len(os.listdir(OUT_ONNX))} cases")
+
+
 main()
+main_onnx()

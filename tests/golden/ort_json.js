@@ -5,9 +5,21 @@ const ort = require(process.argv[2]);
   const s = await ort.InferenceSession.create(process.argv[3], {graphOptimizationLevel: "disabled"});
   const inp = JSON.parse(fs.readFileSync(process.argv[4]));
   const feeds = {};
-  const ctor = {float32: Float32Array, float64: Float64Array, int64: BigInt64Array, int32: Int32Array, uint8: Uint8Array, int8: Int8Array, bool: Uint8Array};
+  const ctor = {
+    float32: Float32Array,
+    float64: Float64Array,
+    int64: BigInt64Array,
+    int32: Int32Array,
+    int16: Int16Array,
+    uint16: Uint16Array,
+    uint8: Uint8Array,
+    int8: Int8Array,
+    bool: Uint8Array
+  };
   for (const [k, v] of Object.entries(inp)) {
-    const data = v.type === "int64" ? BigInt64Array.from(v.data.map(BigInt)) : ctor[v.type].from(v.data);
+    const data = v.type === 'int64' ? BigInt64Array.from(v.data.map(BigInt)) :
+        v.type === 'string'         ? v.data :
+                                      ctor[v.type].from(v.data);
     feeds[k] = new ort.Tensor(v.type, data, v.dims);
   }
   const out = await s.run(feeds);

@@ -528,6 +528,37 @@ std::vector<GradCase> cases() {
         {"CenterCropPad", "CenterCropPad", {In{{2, 5, 3}}, sizes}, {attrInts("axes", {1, 2})}});
     v.back().opset = 18;
   }
+  // SwiGLU (opset 28) with a non-default alpha.
+  v.push_back({"SwiGLU", "SwiGLU", {In{{2, 3}, -2, 2}, In{{2, 3}}}, {attrF("alpha", 0.7f)}});
+  v.back().opset = 28;
+  // AffineGrid (opset 20), 2-D and 3-D, with and without align_corners.
+  for (const auto& [size, aligned] : std::vector<std::pair<std::vector<double>, int64_t>>{
+           {{2, 1, 3, 4}, 0}, {{1, 2, 2, 3, 2}, 1}}) {
+    In sz{{static_cast<int64_t>(size.size())}, 0, 0, false};
+    sz.type = onnx::TensorProto::INT64;
+    sz.values = size;
+    const int64_t sd = static_cast<int64_t>(size.size()) - 2;
+    v.push_back({"AffineGrid_" + std::to_string(sd) + "d",
+                 "AffineGrid",
+                 {In{{static_cast<int64_t>(size[0]), sd, sd + 1}}, sz},
+                 {attrI("align_corners", aligned)}});
+    v.back().opset = 20;
+  }
+  // Col2Im (opset 18): overlapping blocks, then strided blocks with padding.
+  {
+    In image{{2}, 0, 0, false}, block{{2}, 0, 0, false};
+    image.type = block.type = onnx::TensorProto::INT64;
+    image.values = {3, 4};
+    block.values = {2, 2};
+    v.push_back({"Col2Im", "Col2Im", {In{{1, 8, 6}}, image, block}, {}});
+    v.back().opset = 18;
+    image.values = {4, 5};
+    v.push_back({"Col2Im_strides_pads",
+                 "Col2Im",
+                 {In{{1, 4, 6}}, image, block},
+                 {attrInts("strides", {2, 2}), attrInts("pads", {1, 0, 0, 1})}});
+    v.back().opset = 18;
+  }
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})

@@ -1,0 +1,787 @@
+// ai.onnx operators added after opset 17 that have no older relative to share a kernel with:
+// AffineGrid (20), Col2Im (18), DeformConv (19), RegexFullMatch (20), StringSplit (20),
+// TensorScatter (24), BitCast (26), LinearAttention (27), CausalConvWithState (27) and SwiGLU
+// (28). Each follows the ONNX definition; tests/golden/ort-onnx holds ONNX Runtime 1.30's
+// outputs for those it runs (up to opset 26), tests/engine/opset18_ops_test.cpp worked values
+// for the rest.
+#include <re2/re2.h>
+
+#include <cstring>
+
+#include "engine/kernels/common.h"
+#include "engine/kernels/tables.h"
+#include "nodes/catalogue.h"
+
+namespace dw::engine {
+
+namespace {
+
+std::string dimsText(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// AffineGrid: for each batch entry, the affine map theta ([N, 2, 3] or [N, 3, 4]) applied to
+// the normalized coordinates of every output position, x first. `size` is the output image's
+// [N, C, H, W] or [N, C, D, H, W]; the grid is [N, H, W, 2] or [N, D, H, W, 3].
+class AffineGrid : public Kernel {
+ public:
+  explicit AffineGrid(const KernelInit& init)
+      : alignCorners_(init.attrs.getInt("align_corners", 0) != 0) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& theta = ctx.input(0);
+    const std::vector<int64_t> size = ctx.input(1).toInt64Vector();
+    if (size.size() != 4 && size.size() != 5)
+      return Status::error("size must hold 4 values (N, C, H, W) or 5 (N, C, D, H, W), got " +
+                           dimsText(size));
+    const int64_t sd = static_cast<int64_t>(size.size()) - 2;  // spatial dims: 2 or 3
+    for (int64_t v : size)
+      if (v < 0) return Status::error("size " + dimsText(size) + " has a negative entry");
+    if (theta.rank() != 3 || theta.dim(0) != size[0] || theta.dim(1) != sd ||
+        theta.dim(2) != sd + 1)
+      return Status::error("theta of shape " + shapeToString(theta.shape()) +
+                           " does not fit size " + dimsText(size) + ": it must be [N, " +
+                           std::to_string(sd) + ", " + std::to_string(sd + 1) + "]");
+    const int64_t N = size[0];
+    // Spatial extents in x, y (, z) order: the grid's last axis lists coordinates that way.
+    std::vector<int64_t> ext(size.rbegin(), size.rbegin() + sd);
+    Shape out{N};
+    for (int64_t i = 0; i < sd; ++i) out.push_back(size[2 + i]);
+    out.push_back(sd);
+    DW_ALLOC(y, ctx.output(0, theta.dtype(), out));
+    // One position with align_corners has no span to align: the spec leaves it undefined, and
+    // it sits at the centre, 0, as in PyTorch's affine_grid.
+    auto coord = [&](int64_t i, int64_t len) -> double {
+      if (alignCorners_) return len > 1 ? -1.0 + 2.0 * i / (len - 1) : 0.0;
+      return (2.0 * i + 1.0) / len - 1.0;
+    };
+    int64_t points = 1;
+    for (int64_t e : ext) points *= e;
+    return dispatchFloat(theta.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* th = theta.data<T>();
+      T* g = y->data<T>();
+      for (int64_t n = 0; n < N; ++n) {
+        const T* m = th + n * sd * (sd + 1);
+        for (int64_t p = 0; p < points; ++p) {
+          // p runs over (d,) h, w with w fastest: coordinate 0 is x along w.
+          double c[3] = {0, 0, 0};
+          int64_t rest = p;
+          for (int64_t k = 0; k < sd; ++k) {
+            c[k] = coord(rest % ext[k], ext[k]);
+            rest /= ext[k];
+          }
+          T* o = g + (n * points + p) * sd;
+          for (int64_t r = 0; r < sd; ++r) {
+            double v = m[r * (sd + 1) + sd];
+            for (int64_t k = 0; k < sd; ++k) v += m[r * (sd + 1) + k] * c[k];
+            o[r] = static_cast<T>(v);
+          }
+        }
+      }
+      return Status();
+    });
+  }
+
+ private:
+  bool alignCorners_;
+};
+
+// Where Col2Im's columns sit in its image: input [N, C * prod(block_shape), L] holds, for each
+// channel and block offset k (row-major over block_shape), one value per block position l
+// (row-major over the grid of positions). Any number of spatial dimensions; pads as begins
+// then ends.
+class BlockLayout {
+ public:
+  Status plan(const std::vector<int64_t>& image, const std::vector<int64_t>& block,
+              const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
+              const std::vector<int64_t>& strides, const Shape& columns) {
+    const size_t r = image.size();
+    if (r == 0 || block.size() != r)
+      return Status::error("image_shape " + dimsText(image) + " and block_shape " +
+                           dimsText(block) + " must have the same, non-zero length");
+    image_ = image;
+    block_ = block;
+    dil_ = dilations.empty() ? std::vector<int64_t>(r, 1) : dilations;
+    str_ = strides.empty() ? std::vector<int64_t>(r, 1) : strides;
+    pads_ = pads.empty() ? std::vector<int64_t>(2 * r, 0) : pads;
+    if (dil_.size() != r || str_.size() != r || pads_.size() != 2 * r)
+      return Status::error("dilations and strides need " + std::to_string(r) + " values and pads " +
+                           std::to_string(2 * r) +
+                           " (one per image dimension, pads as begins then ends)");
+    K_ = 1;
+    L_ = 1;
+    grid_.assign(r, 0);
+    for (size_t d = 0; d < r; ++d) {
+      if (image[d] <= 0 || block[d] <= 0 || dil_[d] <= 0 || str_[d] <= 0 || pads_[d] < 0 ||
+          pads_[d + r] < 0)
+        return Status::error(
+            "image_shape, block_shape, dilations and strides must be positive "
+            "and pads non-negative");
+      const int64_t span = dil_[d] * (block[d] - 1) + 1;
+      const int64_t room = image[d] + pads_[d] + pads_[d + r] - span;
+      if (room < 0)
+        return Status::error("block_shape " + dimsText(block) + " does not fit the padded image " +
+                             dimsText(image) + " in dimension " + std::to_string(d));
+      grid_[d] = room / str_[d] + 1;
+      K_ *= block[d];
+      L_ *= grid_[d];
+    }
+    if (columns.size() != 3 || columns[1] % K_ != 0 || columns[2] != L_)
+      return Status::error("columns of shape " + shapeToString(columns) +
+                           " do not match: they must be [N, C * prod(block_shape), blocks] with "
+                           "dimension 1 a multiple of prod(block_shape) = " +
+                           std::to_string(K_) + " and dimension 2 the number of blocks, " +
+                           std::to_string(L_));
+    pixels_ = 1;
+    for (int64_t v : image) pixels_ *= v;
+    return Status();
+  }
+  int64_t blockSize() const { return K_; }
+  int64_t blocks() const { return L_; }
+  int64_t pixels() const { return pixels_; }
+  // f(column, pixel) for each column entry (k * L + l) of one channel whose block position
+  // falls inside the image.
+  template <class F>
+  void walk(F&& f) const {
+    const size_t r = image_.size();
+    std::vector<int64_t> kpos(r), lpos(r);
+    for (int64_t k = 0; k < K_; ++k) {
+      for (int64_t rest = k, d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+        kpos[d] = rest % block_[d];
+        rest /= block_[d];
+      }
+      for (int64_t l = 0; l < L_; ++l) {
+        for (int64_t rest = l, d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
+          lpos[d] = rest % grid_[d];
+          rest /= grid_[d];
+        }
+        int64_t off = 0;
+        bool inside = true;
+        for (size_t d = 0; d < r && inside; ++d) {
+          const int64_t p = lpos[d] * str_[d] - pads_[d] + kpos[d] * dil_[d];
+          inside = p >= 0 && p < image_[d];
+          off = off * image_[d] + p;
+        }
+        if (inside) f(k * L_ + l, off);
+      }
+    }
+  }
+
+ private:
+  std::vector<int64_t> image_, block_, dil_, str_, pads_, grid_;
+  int64_t K_ = 1, L_ = 1, pixels_ = 1;
+};
+
+// Col2Im: the inverse of extracting sliding blocks: each column's values are added back into
+// the image at the positions its block covered. Col2ImGrad (com.deepwire.grad; inputs dY, X,
+// image_shape, block_shape) gathers them back: the gradient of the columns.
+class Col2Im : public Kernel {
+ public:
+  explicit Col2Im(const KernelInit& init)
+      : grad_(init.opType == "Col2ImGrad"),
+        dilations_(init.attrs.getInts("dilations")),
+        pads_(init.attrs.getInts("pads")),
+        strides_(init.attrs.getInts("strides")) {}
+
+  Status compute(KernelContext& ctx) override {
+    const int first = grad_ ? 2 : 1;
+    const Tensor& src = ctx.input(0);
+    const Shape& columns = grad_ ? ctx.input(1).shape() : src.shape();
+    const std::vector<int64_t> image = ctx.input(first).toInt64Vector();
+    BlockLayout b;
+    DW_RETURN_IF_ERROR(
+        b.plan(image, ctx.input(first + 1).toInt64Vector(), dilations_, pads_, strides_, columns));
+    const int64_t N = columns[0], C = columns[1] / b.blockSize(), per = b.blockSize() * b.blocks();
+    Shape imageShape{N, C};
+    imageShape.insert(imageShape.end(), image.begin(), image.end());
+    if (grad_ && src.shape() != imageShape)
+      return Status::error("dY of shape " + shapeToString(src.shape()) + " is not the image " +
+                           shapeToString(imageShape));
+    DW_ALLOC(y, ctx.output(0, src.dtype(), grad_ ? columns : imageShape));
+    return dispatchNumeric(src.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* in = src.data<T>();
+      T* out = y->data<T>();
+      std::fill_n(out, y->size(), T(0));
+      for (int64_t nc = 0; nc < N * C; ++nc) {
+        const T* colsIn = in + nc * (grad_ ? b.pixels() : per);
+        T* dst = out + nc * (grad_ ? per : b.pixels());
+        if (grad_)
+          b.walk([&](int64_t col, int64_t px) { dst[col] = colsIn[px]; });
+        else
+          b.walk([&](int64_t col, int64_t px) { dst[px] = static_cast<T>(dst[px] + colsIn[col]); });
+      }
+      return Status();
+    });
+  }
+
+ private:
+  bool grad_;
+  std::vector<int64_t> dilations_, pads_, strides_;
+};
+
+// TensorScatter: a key/value cache updated in place. `update` is written into `past_cache` along
+// `axis` (not the batch axis), batch entry b from position write_indices[b] (0 without them);
+// in circular mode positions wrap around the cache's length.
+class TensorScatter : public Kernel {
+ public:
+  explicit TensorScatter(const KernelInit& init)
+      : axis_(init.attrs.getInt("axis", -2)), mode_(init.attrs.getString("mode", "linear")) {
+    if (mode_ != "linear" && mode_ != "circular")
+      fail("mode '" + mode_ + "' must be linear or circular");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& past = ctx.input(0);
+    const Tensor& upd = ctx.input(1);
+    const size_t r = past.rank();
+    if (r < 2 || upd.rank() != r || upd.dtype() != past.dtype())
+      return Status::error(
+          "past_cache and update must have the same dtype and rank (2 or more); "
+          "got " +
+          shapeToString(past.shape()) + " and " + shapeToString(upd.shape()));
+    if (!validDimAxis(axis_, r)) return axisError(axis_, r);
+    const int64_t a = normAxis(axis_, r);
+    if (a == 0) return Status::error("axis must not be the batch axis 0");
+    for (size_t d = 0; d < r; ++d)
+      if (static_cast<int64_t>(d) != a && upd.dim(d) != past.dim(d))
+        return Status::error("update " + shapeToString(upd.shape()) + " and past_cache " +
+                             shapeToString(past.shape()) + " differ outside axis " +
+                             std::to_string(a));
+    const int64_t B = past.dim(0), maxSeq = past.dim(a), seq = upd.dim(a);
+    if (seq > maxSeq)
+      return Status::error("update's " + std::to_string(seq) +
+                           " positions do not fit the cache's " + std::to_string(maxSeq));
+    std::vector<int64_t> idx(static_cast<size_t>(B), 0);
+    if (ctx.hasInput(2)) {
+      idx = ctx.input(2).toInt64Vector();
+      if (static_cast<int64_t>(idx.size()) != B)
+        return Status::error("write_indices holds " + std::to_string(idx.size()) +
+                             " values for a batch of " + std::to_string(B));
+    }
+    const bool circular = mode_ == "circular";
+    for (int64_t b = 0; b < B; ++b)
+      if (!circular && (idx[b] < 0 || idx[b] + seq > maxSeq))
+        return Status::error("write_indices[" + std::to_string(b) +
+                             "] = " + std::to_string(idx[b]) + " puts " + std::to_string(seq) +
+                             " positions outside the cache's " + std::to_string(maxSeq) +
+                             " (mode linear)");
+    const bool strings = past.dtype() == DType::kString;
+    // The cache is updated in place where this node is its last reader.
+    DW_ALLOC(y, strings ? ctx.output(0, past.dtype(), past.shape())
+                        : ctx.outputReusing(0, 0, past.dtype(), past.shape()));
+    if (strings)
+      y->strings() = past.strings();
+    else if (y->raw() != past.raw())
+      std::memcpy(y->raw(), past.raw(), past.bytes());
+    // Rows of `inner` elements: everything after the axis moves together.
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 1; d < a; ++d) outer *= past.dim(d);
+    for (size_t d = a + 1; d < r; ++d) inner *= past.dim(d);
+    const size_t es = strings ? 0 : dtypeSize(past.dtype());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t s = 0; s < seq; ++s) {
+          int64_t pos = idx[b] + s;
+          if (circular) pos = ((pos % maxSeq) + maxSeq) % maxSeq;
+          const int64_t to = ((b * outer + o) * maxSeq + pos) * inner;
+          const int64_t from = ((b * outer + o) * seq + s) * inner;
+          if (es == 0)
+            std::copy_n(upd.strings().begin() + from, inner, y->strings().begin() + to);
+          else
+            std::memcpy(static_cast<char*>(y->raw()) + to * es,
+                        static_cast<const char*>(upd.raw()) + from * es, inner * es);
+        }
+    return Status();
+  }
+
+ private:
+  int64_t axis_;
+  std::string mode_;
+};
+
+// BitCast: the same bytes read as another type of the same width; the shape does not change.
+class BitCast : public Kernel {
+ public:
+  explicit BitCast(const KernelInit& init)
+      : to_(dtypeFromOnnx(static_cast<int32_t>(init.attrs.getInt("to", 0)))) {
+    if (to_ == DType::kUndefined || to_ == DType::kString)
+      fail("to = " + std::to_string(init.attrs.getInt("to", 0)) +
+           " is not a type deepwire holds as fixed-width elements (float, double, float16, "
+           "bfloat16, int8-64, uint8-64, bool)");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() == DType::kString || dtypeSize(x.dtype()) != dtypeSize(to_))
+      return Status::error(std::string("cannot reinterpret ") + dtypeName(x.dtype()) + " as " +
+                           dtypeName(to_) + ": BitCast needs types of the same width");
+    DW_ALLOC(y, ctx.output(0, to_, x.shape()));
+    std::memcpy(y->raw(), x.raw(), x.bytes());
+    return Status();
+  }
+
+ private:
+  DType to_;
+};
+
+// StringSplit: each string split on a literal delimiter, or with none on runs of whitespace
+// (leading and trailing whitespace ignored), at most maxsplit times. Y pads each row with empty
+// strings to the longest; Z holds each element's count. Where ONNX's Python reference (str.split)
+// and ONNX Runtime differ, this follows ONNX Runtime: an empty string has no pieces whatever the
+// delimiter, and the unsplit rest after maxsplit splits on whitespace loses its trailing
+// whitespace.
+class StringSplit : public Kernel {
+ public:
+  explicit StringSplit(const KernelInit& init)
+      : delim_(init.attrs.getString("delimiter", "")),
+        maxSplit_(init.attrs.has("maxsplit") ? init.attrs.getInt("maxsplit") : -1) {}
+
+  static bool space(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+  }
+
+  std::vector<std::string> split(const std::string& s) const {
+    std::vector<std::string> out;
+    int64_t splits = 0;
+    const bool limited = maxSplit_ >= 0;
+    if (delim_.empty()) {
+      size_t i = 0;
+      while (true) {
+        while (i < s.size() && space(s[i])) ++i;
+        if (i == s.size()) break;
+        if (limited && splits == maxSplit_) {
+          size_t end = s.size();
+          while (end > i && space(s[end - 1])) --end;
+          out.push_back(s.substr(i, end - i));
+          break;
+        }
+        size_t j = i;
+        while (j < s.size() && !space(s[j])) ++j;
+        out.push_back(s.substr(i, j - i));
+        ++splits;
+        i = j;
+      }
+      return out;
+    }
+    if (s.empty()) return out;
+    size_t i = 0;
+    while (true) {
+      const size_t j = limited && splits == maxSplit_ ? std::string::npos : s.find(delim_, i);
+      if (j == std::string::npos) {
+        out.push_back(s.substr(i));
+        break;
+      }
+      out.push_back(s.substr(i, j - i));
+      ++splits;
+      i = j + delim_.size();
+    }
+    return out;
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kString) return Status::error("X must be a string tensor");
+    std::vector<std::vector<std::string>> parts(static_cast<size_t>(x.size()));
+    int64_t most = 0;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      parts[i] = split(x.strings()[i]);
+      most = std::max<int64_t>(most, static_cast<int64_t>(parts[i].size()));
+    }
+    Shape ys = x.shape();
+    ys.push_back(most);
+    DW_ALLOC(y, ctx.output(0, DType::kString, ys));
+    for (int64_t i = 0; i < x.size(); ++i)
+      for (size_t k = 0; k < parts[i].size(); ++k) y->strings()[i * most + k] = parts[i][k];
+    if (ctx.numOutputs() > 1) {
+      Tensor* z = ctx.output(1, DType::kInt64, x.shape());
+      if (!z) return ctx.status();
+      for (int64_t i = 0; i < x.size(); ++i)
+        z->data<int64_t>()[i] = static_cast<int64_t>(parts[i].size());
+    }
+    return Status();
+  }
+
+ private:
+  std::string delim_;
+  int64_t maxSplit_;
+};
+
+// RegexFullMatch: whether each string matches `pattern` as a whole, in RE2's syntax (which
+// ONNX specifies), UTF-8.
+class RegexFullMatch : public Kernel {
+ public:
+  explicit RegexFullMatch(const KernelInit& init) {
+    if (!init.attrs.has("pattern")) {
+      fail("RegexFullMatch needs the pattern attribute");
+      return;
+    }
+    re_ = std::make_unique<RE2>(init.attrs.getString("pattern"), RE2::Quiet);
+    if (!re_->ok())
+      fail("pattern '" + init.attrs.getString("pattern") +
+           "' is not a valid RE2 expression: " + re_->error());
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kString) return Status::error("X must be a string tensor");
+    DW_ALLOC(y, ctx.output(0, DType::kBool, x.shape()));
+    for (int64_t i = 0; i < x.size(); ++i)
+      y->data<bool>()[i] = RE2::FullMatch(x.strings()[i], *re_);
+    return Status();
+  }
+
+ private:
+  std::unique_ptr<RE2> re_;
+};
+
+// SwiGLU: A * sigmoid(alpha * A) * B, elementwise on two tensors of one shape.
+class SwiGlu : public Kernel {
+ public:
+  explicit SwiGlu(const KernelInit& init) : alpha_(init.attrs.getFloat("alpha", 1.0f)) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.shape() != b.shape() || a.dtype() != b.dtype())
+      return Status::error("A " + shapeToString(a.shape()) + " and B " + shapeToString(b.shape()) +
+                           " must have the same shape and dtype (SwiGLU does not broadcast)");
+    DW_ALLOC(y, ctx.output(0, a.dtype(), a.shape()));
+    return dispatchFloat(a.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T *pa = a.data<T>(), *pb = b.data<T>();
+      T* py = y->data<T>();
+      const T alpha = static_cast<T>(alpha_);
+      for (int64_t i = 0; i < a.size(); ++i)
+        py[i] = pa[i] / (T(1) + std::exp(-alpha * pa[i])) * pb[i];
+      return Status();
+    });
+  }
+
+ private:
+  float alpha_;
+};
+
+// CausalConvWithState: a depthwise 1-D convolution over [B, C, L] that sees only the past,
+// continuing from past_state (the last k - 1 inputs of the previous call, zeros without it),
+// with an optional SiLU. present_state holds the last k - 1 positions for the next call.
+class CausalConvWithState : public Kernel {
+ public:
+  explicit CausalConvWithState(const KernelInit& init)
+      : act_(init.attrs.getString("activation", "none")) {
+    if (act_ != "none" && act_ != "silu" && act_ != "swish")
+      fail("activation '" + act_ + "' must be none, silu or swish");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    if (x.rank() != 3 || w.rank() != 3 || w.dim(0) != x.dim(1) || w.dim(1) != 1 || w.dim(2) < 1)
+      return Status::error("input must be [B, C, L] and weight [C, 1, k] with k >= 1; got " +
+                           shapeToString(x.shape()) + " and " + shapeToString(w.shape()));
+    const int64_t B = x.dim(0), C = x.dim(1), L = x.dim(2), K = w.dim(2);
+    const bool bias = ctx.hasInput(2), past = ctx.hasInput(3);
+    if (bias && ctx.input(2).size() != C)
+      return Status::error("bias must hold C = " + std::to_string(C) + " values");
+    if (past && ctx.input(3).shape() != Shape{B, C, K - 1})
+      return Status::error(
+          "past_state must be [B, C, k - 1] = " + shapeToString(Shape{B, C, K - 1}) + ", got " +
+          shapeToString(ctx.input(3).shape()));
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    Tensor* state = nullptr;
+    if (ctx.numOutputs() > 1) {
+      state = ctx.output(1, x.dtype(), {B, C, K - 1});
+      if (!state) return ctx.status();
+    }
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      std::vector<T> row(static_cast<size_t>(L + K - 1));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t c = 0; c < C; ++c) {
+          // The padded row: past state (or zeros), then the input.
+          for (int64_t j = 0; j < K - 1; ++j)
+            row[j] = past ? ctx.input(3).data<T>()[(b * C + c) * (K - 1) + j] : T(0);
+          std::copy_n(x.data<T>() + (b * C + c) * L, L, row.begin() + (K - 1));
+          const T* wc = w.data<T>() + c * K;
+          T* out = y->data<T>() + (b * C + c) * L;
+          for (int64_t t = 0; t < L; ++t) {
+            T v = bias ? ctx.input(2).data<T>()[c] : T(0);
+            for (int64_t j = 0; j < K; ++j) v += wc[j] * row[t + j];
+            out[t] = act_ == "none" ? v : v / (T(1) + std::exp(-v));
+          }
+          if (state) std::copy_n(row.begin() + L, K - 1, state->data<T>() + (b * C + c) * (K - 1));
+        }
+      return Status();
+    });
+  }
+
+ private:
+  std::string act_;
+};
+
+// LinearAttention: attention as a recurrence over a state S [dk, dv] per batch entry and KV
+// head, in float32: optionally decayed by exp(decay) (gated rules), updated with k (v - S^T k)
+// scaled by beta (delta rules) or k v^T, and read by each query head of the group after the
+// step's update: o = scale * S^T q.
+class LinearAttention : public Kernel {
+ public:
+  explicit LinearAttention(const KernelInit& init)
+      : qHeads_(init.attrs.getInt("q_num_heads", 0)),
+        kvHeads_(init.attrs.getInt("kv_num_heads", 0)),
+        rule_(init.attrs.getString("update_rule", "gated_delta")),
+        scale_(init.attrs.getFloat("scale", 0.0f)) {
+    if (qHeads_ <= 0 || kvHeads_ <= 0 || qHeads_ % kvHeads_ != 0)
+      fail("q_num_heads (" + std::to_string(qHeads_) +
+           ") must be a positive multiple of "
+           "kv_num_heads (" +
+           std::to_string(kvHeads_) + ")");
+    if (rule_ != "linear" && rule_ != "gated" && rule_ != "delta" && rule_ != "gated_delta")
+      fail("update_rule '" + rule_ + "' must be linear, gated, delta or gated_delta");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& q = ctx.input(0);
+    const Tensor& k = ctx.input(1);
+    const Tensor& v = ctx.input(2);
+    if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 || k.dim(0) != q.dim(0) ||
+        v.dim(0) != q.dim(0) || k.dim(1) != q.dim(1) || v.dim(1) != q.dim(1))
+      return Status::error("query, key and value must be [B, T, heads * size] with one B and T");
+    const int64_t B = q.dim(0), T = q.dim(1), Hq = qHeads_, Hk = kvHeads_;
+    if (q.dim(2) % Hq || v.dim(2) % Hk || k.dim(2) != Hk * (q.dim(2) / Hq))
+      return Status::error("the last dimensions of query " + shapeToString(q.shape()) + ", key " +
+                           shapeToString(k.shape()) + " and value " + shapeToString(v.shape()) +
+                           " do not split into " + std::to_string(Hq) + " query and " +
+                           std::to_string(Hk) + " key/value heads of one key size");
+    const int64_t dk = q.dim(2) / Hq, dv = v.dim(2) / Hk, G = Hq / Hk;
+    const bool gated = rule_ == "gated" || rule_ == "gated_delta";
+    const bool delta = rule_ == "delta" || rule_ == "gated_delta";
+    const bool hasDecay = ctx.hasInput(4), hasBeta = ctx.hasInput(5);
+    if (gated != hasDecay)
+      return Status::error("update_rule " + rule_ + (gated ? " needs" : " takes no") +
+                           " decay (input 4)");
+    if (delta != hasBeta)
+      return Status::error("update_rule " + rule_ + (delta ? " needs" : " takes no") +
+                           " beta (input 5)");
+    bool decayPerDim = false;
+    if (hasDecay) {
+      const Shape& d = ctx.input(4).shape();
+      decayPerDim = d == Shape{B, T, Hk * dk};
+      if (!decayPerDim && d != Shape{B, T, Hk})
+        return Status::error("decay must be [B, T, kv_heads * dk] or [B, T, kv_heads], got " +
+                             shapeToString(d));
+    }
+    bool betaPerHead = false;
+    if (hasBeta) {
+      const Shape& bs = ctx.input(5).shape();
+      betaPerHead = bs == Shape{B, T, Hk};
+      if (!betaPerHead && bs != Shape{B, T, 1})
+        return Status::error("beta must be [B, T, kv_heads] or [B, T, 1], got " +
+                             shapeToString(bs));
+    }
+    const Shape stateShape{B, Hk, dk, dv};
+    if (ctx.hasInput(3) && ctx.input(3).shape() != stateShape)
+      return Status::error("past_state must be " + shapeToString(stateShape) + ", got " +
+                           shapeToString(ctx.input(3).shape()));
+    const float scale = scale_ != 0.0f ? scale_ : 1.0f / std::sqrt(static_cast<float>(dk));
+    DW_ALLOC(y, ctx.output(0, q.dtype(), {B, T, Hq * dv}));
+    Tensor* present = nullptr;
+    if (ctx.numOutputs() > 1) {
+      present = ctx.output(1, ctx.hasInput(3) ? ctx.input(3).dtype() : q.dtype(), stateShape);
+      if (!present) return ctx.status();
+    }
+    auto at = [](const Tensor& t, int64_t i) { return static_cast<float>(t.getDouble(i)); };
+    std::vector<float> S(static_cast<size_t>(dk * dv)), r(static_cast<size_t>(dv));
+    std::vector<float> out(static_cast<size_t>(y->size())), last(numElements(stateShape));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hk; ++h) {
+        for (int64_t i = 0; i < dk * dv; ++i)
+          S[i] = ctx.hasInput(3) ? at(ctx.input(3), (b * Hk + h) * dk * dv + i) : 0.0f;
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t kb = (b * T + t) * Hk * dk + h * dk;
+          const int64_t vb = (b * T + t) * Hk * dv + h * dv;
+          if (gated)
+            for (int64_t d = 0; d < dk; ++d) {
+              const float g =
+                  std::exp(at(ctx.input(4), decayPerDim ? kb + d : (b * T + t) * Hk + h));
+              for (int64_t m = 0; m < dv; ++m) S[d * dv + m] *= g;
+            }
+          const float beta =
+              delta ? at(ctx.input(5), (b * T + t) * (betaPerHead ? Hk : 1) + (betaPerHead ? h : 0))
+                    : 1.0f;
+          for (int64_t m = 0; m < dv; ++m) {
+            float u = at(v, vb + m);
+            if (delta) {
+              float sk = 0;
+              for (int64_t d = 0; d < dk; ++d) sk += S[d * dv + m] * at(k, kb + d);
+              u = beta * (u - sk);
+            }
+            r[m] = u;
+          }
+          for (int64_t d = 0; d < dk; ++d) {
+            const float kd = at(k, kb + d);
+            for (int64_t m = 0; m < dv; ++m) S[d * dv + m] += kd * r[m];
+          }
+          for (int64_t g = 0; g < G; ++g) {
+            const int64_t qh = h * G + g;
+            const int64_t qb = (b * T + t) * Hq * dk + qh * dk;
+            for (int64_t m = 0; m < dv; ++m) {
+              float o = 0;
+              for (int64_t d = 0; d < dk; ++d) o += at(q, qb + d) * S[d * dv + m];
+              out[(b * T + t) * Hq * dv + qh * dv + m] = scale * o;
+            }
+          }
+        }
+        std::copy(S.begin(), S.end(), last.begin() + (b * Hk + h) * dk * dv);
+      }
+    auto store = [](const std::vector<float>& from, Tensor& to) {
+      return dispatchFloat(to.dtype(), [&](auto z) -> Status {
+        using T = decltype(z);
+        std::transform(from.begin(), from.end(), to.data<T>(),
+                       [](float f) { return static_cast<T>(f); });
+        return Status();
+      });
+    };
+    DW_RETURN_IF_ERROR(store(out, *y));
+    return present ? store(last, *present) : Status();
+  }
+
+ private:
+  int64_t qHeads_, kvHeads_;
+  std::string rule_;
+  float scale_;
+};
+
+// DeformConv (2-D): a convolution whose every tap reads the input at its regular position
+// moved by a learned (dy, dx) offset per output position (offset channels laid out as
+// [offset_group][kH][kW][y, x]), bilinearly interpolated with zeros outside the image, and
+// optionally scaled by a mask ([offset_group][kH][kW]).
+class DeformConv : public Kernel {
+ public:
+  explicit DeformConv(const KernelInit& init)
+      : dilations_(init.attrs.getInts("dilations")),
+        kernel_(init.attrs.getInts("kernel_shape")),
+        pads_(init.attrs.getInts("pads")),
+        strides_(init.attrs.getInts("strides")),
+        group_(init.attrs.getInt("group", 1)),
+        offsetGroup_(init.attrs.getInt("offset_group", 1)) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor& off = ctx.input(2);
+    if (x.rank() != 4 || w.rank() != 4 || off.rank() != 4)
+      return Status::error(
+          "deepwire's DeformConv takes 2-D images: X [N, C, H, W], W [oC, "
+          "C/group, kH, kW] and offset [N, offset_group*kH*kW*2, oH, oW]");
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), Wd = x.dim(3), OC = w.dim(0);
+    const int64_t kh = w.dim(2), kw = w.dim(3), G = group_, OG = offsetGroup_;
+    if (!kernel_.empty() && kernel_ != std::vector<int64_t>{kh, kw})
+      return Status::error("kernel_shape " + dimsText(kernel_) + " does not match W " +
+                           shapeToString(w.shape()));
+    if (G <= 0 || OG <= 0 || C % G || OC % G || C % OG || w.dim(1) * G != C)
+      return Status::error("group " + std::to_string(G) + " and offset_group " +
+                           std::to_string(OG) + " must divide the " + std::to_string(C) +
+                           " input channels (and group the " + std::to_string(OC) +
+                           " output channels), with W of shape [oC, C/group, kH, kW]");
+    auto pick = [](const std::vector<int64_t>& v, size_t n, int64_t dflt) {
+      return v.empty() ? std::vector<int64_t>(n, dflt) : v;
+    };
+    const auto dil = pick(dilations_, 2, 1), str = pick(strides_, 2, 1), pads = pick(pads_, 4, 0);
+    if (dil.size() != 2 || str.size() != 2 || pads.size() != 4)
+      return Status::error("dilations and strides need 2 values, pads 4");
+    for (int64_t v : {dil[0], dil[1], str[0], str[1]})
+      if (v <= 0) return Status::error("dilations and strides must be positive");
+    const int64_t OH = (H + pads[0] + pads[2] - ((kh - 1) * dil[0] + 1)) / str[0] + 1;
+    const int64_t OW = (Wd + pads[1] + pads[3] - ((kw - 1) * dil[1] + 1)) / str[1] + 1;
+    if (OH <= 0 || OW <= 0) return Status::error("the kernel does not fit the padded image");
+    const Shape offShape{N, OG * kh * kw * 2, OH, OW}, maskShape{N, OG * kh * kw, OH, OW};
+    if (off.shape() != offShape)
+      return Status::error("offset must be " + shapeToString(offShape) + ", got " +
+                           shapeToString(off.shape()));
+    const bool bias = ctx.hasInput(3), mask = ctx.hasInput(4);
+    if (bias && ctx.input(3).size() != OC)
+      return Status::error("B must hold " + std::to_string(OC) + " values");
+    if (mask && ctx.input(4).shape() != maskShape)
+      return Status::error("mask must be " + shapeToString(maskShape) + ", got " +
+                           shapeToString(ctx.input(4).shape()));
+    DW_ALLOC(y, ctx.output(0, x.dtype(), {N, OC, OH, OW}));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const int64_t Cg = C / G, OCg = OC / G, Cog = C / OG, K = kh * kw;
+      // The sampled input of one image, im2col-style: [C][kh][kw][OH][OW].
+      std::vector<T> cols(static_cast<size_t>(C * K * OH * OW));
+      const T* X = x.data<T>();
+      const T* O = off.data<T>();
+      const T* M = mask ? ctx.input(4).data<T>() : nullptr;
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t og = c / Cog;
+          const T* plane = X + (n * C + c) * H * Wd;
+          auto px = [&](int64_t yy, int64_t xx) -> T {
+            return yy >= 0 && yy < H && xx >= 0 && xx < Wd ? plane[yy * Wd + xx] : T(0);
+          };
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t tap = og * K + i * kw + j;
+              for (int64_t oy = 0; oy < OH; ++oy)
+                for (int64_t ox = 0; ox < OW; ++ox) {
+                  const int64_t at = oy * OW + ox;
+                  const T dy = O[((n * OG * K + tap) * 2) * OH * OW + at];
+                  const T dx = O[((n * OG * K + tap) * 2 + 1) * OH * OW + at];
+                  const T ph = static_cast<T>(oy * str[0] - pads[0] + i * dil[0]) + dy;
+                  const T pw = static_cast<T>(ox * str[1] - pads[1] + j * dil[1]) + dx;
+                  const T fh = std::floor(ph), fw = std::floor(pw);
+                  const int64_t h0 = static_cast<int64_t>(std::clamp<T>(fh, -2, H + 1));
+                  const int64_t w0 = static_cast<int64_t>(std::clamp<T>(fw, -2, Wd + 1));
+                  const T ah = ph - fh, aw = pw - fw;
+                  T v = (1 - ah) * (1 - aw) * px(h0, w0) + (1 - ah) * aw * px(h0, w0 + 1) +
+                        ah * (1 - aw) * px(h0 + 1, w0) + ah * aw * px(h0 + 1, w0 + 1);
+                  if (!std::isfinite(ph) || !std::isfinite(pw)) v = T(0);
+                  if (M) v *= M[(n * OG * K + tap) * OH * OW + at];
+                  cols[((c * K) + i * kw + j) * OH * OW + at] = v;
+                }
+            }
+        }
+        T* out = y->data<T>() + n * OC * OH * OW;
+        for (int64_t o = 0; o < OC; ++o) {
+          const int64_t g = o / OCg;
+          T* yo = out + o * OH * OW;
+          std::fill_n(yo, OH * OW, bias ? ctx.input(3).data<T>()[o] : T(0));
+          for (int64_t ci = 0; ci < Cg; ++ci)
+            for (int64_t t = 0; t < K; ++t) {
+              const T wv = w.data<T>()[(o * Cg + ci) * K + t];
+              const T* col = cols.data() + ((g * Cg + ci) * K + t) * OH * OW;
+              for (int64_t p = 0; p < OH * OW; ++p) yo[p] += wv * col[p];
+            }
+        }
+      }
+      return Status();
+    });
+  }
+
+ private:
+  std::vector<int64_t> dilations_, kernel_, pads_, strides_;
+  int64_t group_, offsetGroup_;
+};
+
+}  // namespace
+
+void addOpset18Kernels(KernelRegistry& r) {
+  const char* h = kReferenceTable;
+  r.add(h, "AffineGrid", 20, kMaxOpset, &makeKernel<AffineGrid>);
+  r.add(h, "Col2Im", 18, kMaxOpset, &makeKernel<Col2Im>);
+  r.add(h, "Col2ImGrad", 1, kMaxOpset, &makeKernel<Col2Im>, true, dw::kGradDomain);
+  r.add(h, "DeformConv", 19, kMaxOpset, &makeKernel<DeformConv>);
+  r.add(h, "RegexFullMatch", 20, kMaxOpset, &makeKernel<RegexFullMatch>, false);
+  r.add(h, "StringSplit", 20, kMaxOpset, &makeKernel<StringSplit>, false);
+  r.add(h, "TensorScatter", 24, kMaxOpset, &makeKernel<TensorScatter>, false);
+  r.add(h, "BitCast", 26, kMaxOpset, &makeKernel<BitCast>, false);
+  r.add(h, "LinearAttention", 27, kMaxOpset, &makeKernel<LinearAttention>);
+  r.add(h, "CausalConvWithState", 27, kMaxOpset, &makeKernel<CausalConvWithState>);
+  r.add(h, "SwiGLU", 28, kMaxOpset, &makeKernel<SwiGlu>);
+}
+
+}  // namespace dw::engine
