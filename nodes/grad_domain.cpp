@@ -410,6 +410,28 @@ std::vector<GradOp> gradOps() {
           .own({own("dilations", ParamType::Ints, std::nullopt, "The forward op's dilations."),
                 own("pads", ParamType::Ints, std::nullopt, "The forward op's pads."),
                 own("strides", ParamType::Ints, std::nullopt, "The forward op's strides.")}),
+      GradOp("DeformConvGrad",
+             "dX, dW, doffset, dB and dmask of DeformConv: the bilinear reads of the forward "
+             "pass rebuilt and run backwards.",
+             {dY,
+              X,
+              {"W", Ty::Float, "The forward's weights."},
+              {"offset", Ty::Float, "The forward's offsets."},
+              {"mask", Ty::Float, "The forward's mask.", kOpt}},
+             {optional("dX", "Gradient with respect to X."),
+              optional("dW", "Gradient with respect to W."),
+              optional("doffset", "Gradient with respect to the offsets."),
+              optional("dB", "Gradient with respect to B."),
+              optional("dmask", "Gradient with respect to the mask.")})
+          .shapes({1, 2, 3, kNoShape, 4})
+          .own(
+              {own("dilations", ParamType::Ints, std::nullopt, "The forward op's dilations."),
+               own("group", ParamType::Int, Param::makeInt(1), "The forward op's group."),
+               own("kernel_shape", ParamType::Ints, std::nullopt, "The forward op's kernel_shape."),
+               own("offset_group", ParamType::Int, Param::makeInt(1),
+                   "The forward op's offset_group."),
+               own("pads", ParamType::Ints, std::nullopt, "The forward op's pads."),
+               own("strides", ParamType::Ints, std::nullopt, "The forward op's strides.")}),
       GradOp("SliceGrad",
              "dX of Slice: zeros shaped like X with dY written at the sliced positions.",
              {dY,

@@ -657,11 +657,13 @@ class LinearAttention : public Kernel {
 // DeformConv (2-D): a convolution whose every tap reads the input at its regular position
 // moved by a learned (dy, dx) offset per output position (offset channels laid out as
 // [offset_group][kH][kW][y, x]), bilinearly interpolated with zeros outside the image, and
-// optionally scaled by a mask ([offset_group][kH][kW]).
+// optionally scaled by a mask ([offset_group][kH][kW]). DeformConvGrad (com.deepwire.grad;
+// inputs dY, X, W, offset, mask?) gives dX, dW, doffset, dB and dmask.
 class DeformConv : public Kernel {
  public:
   explicit DeformConv(const KernelInit& init)
-      : dilations_(init.attrs.getInts("dilations")),
+      : grad_(init.opType == "DeformConvGrad"),
+        dilations_(init.attrs.getInts("dilations")),
         kernel_(init.attrs.getInts("kernel_shape")),
         pads_(init.attrs.getInts("pads")),
         strides_(init.attrs.getInts("strides")),
@@ -669,102 +671,223 @@ class DeformConv : public Kernel {
         offsetGroup_(init.attrs.getInt("offset_group", 1)) {}
 
   Status compute(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const Tensor& w = ctx.input(1);
-    const Tensor& off = ctx.input(2);
-    if (x.rank() != 4 || w.rank() != 4 || off.rank() != 4)
-      return Status::error(
-          "deepwire's DeformConv takes 2-D images: X [N, C, H, W], W [oC, "
-          "C/group, kH, kW] and offset [N, offset_group*kH*kW*2, oH, oW]");
-    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), Wd = x.dim(3), OC = w.dim(0);
-    const int64_t kh = w.dim(2), kw = w.dim(3), G = group_, OG = offsetGroup_;
-    if (!kernel_.empty() && kernel_ != std::vector<int64_t>{kh, kw})
-      return Status::error("kernel_shape " + dimsText(kernel_) + " does not match W " +
-                           shapeToString(w.shape()));
-    if (G <= 0 || OG <= 0 || C % G || OC % G || C % OG || w.dim(1) * G != C)
-      return Status::error("group " + std::to_string(G) + " and offset_group " +
-                           std::to_string(OG) + " must divide the " + std::to_string(C) +
-                           " input channels (and group the " + std::to_string(OC) +
-                           " output channels), with W of shape [oC, C/group, kH, kW]");
-    auto pick = [](const std::vector<int64_t>& v, size_t n, int64_t dflt) {
-      return v.empty() ? std::vector<int64_t>(n, dflt) : v;
-    };
-    const auto dil = pick(dilations_, 2, 1), str = pick(strides_, 2, 1), pads = pick(pads_, 4, 0);
-    if (dil.size() != 2 || str.size() != 2 || pads.size() != 4)
-      return Status::error("dilations and strides need 2 values, pads 4");
-    for (int64_t v : {dil[0], dil[1], str[0], str[1]})
-      if (v <= 0) return Status::error("dilations and strides must be positive");
-    const int64_t OH = (H + pads[0] + pads[2] - ((kh - 1) * dil[0] + 1)) / str[0] + 1;
-    const int64_t OW = (Wd + pads[1] + pads[3] - ((kw - 1) * dil[1] + 1)) / str[1] + 1;
-    if (OH <= 0 || OW <= 0) return Status::error("the kernel does not fit the padded image");
-    const Shape offShape{N, OG * kh * kw * 2, OH, OW}, maskShape{N, OG * kh * kw, OH, OW};
-    if (off.shape() != offShape)
-      return Status::error("offset must be " + shapeToString(offShape) + ", got " +
-                           shapeToString(off.shape()));
-    const bool bias = ctx.hasInput(3), mask = ctx.hasInput(4);
-    if (bias && ctx.input(3).size() != OC)
-      return Status::error("B must hold " + std::to_string(OC) + " values");
-    if (mask && ctx.input(4).shape() != maskShape)
-      return Status::error("mask must be " + shapeToString(maskShape) + ", got " +
-                           shapeToString(ctx.input(4).shape()));
-    DW_ALLOC(y, ctx.output(0, x.dtype(), {N, OC, OH, OW}));
+    const size_t at = grad_ ? 1 : 0;  // where X is
+    const Tensor& x = ctx.input(at);
+    const Tensor& w = ctx.input(at + 1);
+    const Tensor& off = ctx.input(at + 2);
+    const size_t maskAt = 4, biasAt = 3;  // grad: dY, X, W, offset, mask
+    const bool mask = ctx.hasInput(maskAt), bias = !grad_ && ctx.hasInput(biasAt);
+    DW_RETURN_IF_ERROR(plan(x, w, off, mask ? &ctx.input(maskAt).shape() : nullptr));
+    if (bias && ctx.input(biasAt).size() != OC_)
+      return Status::error("B must hold " + std::to_string(OC_) + " values");
+    const Shape yShape{N_, OC_, OH_, OW_};
+    if (grad_ && ctx.input(0).shape() != yShape)
+      return Status::error("dY of shape " + shapeToString(ctx.input(0).shape()) +
+                           " is not the output's " + shapeToString(yShape));
     return dispatchFloat(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
-      const int64_t Cg = C / G, OCg = OC / G, Cog = C / OG, K = kh * kw;
-      // The sampled input of one image, im2col-style: [C][kh][kw][OH][OW].
-      std::vector<T> cols(static_cast<size_t>(C * K * OH * OW));
-      const T* X = x.data<T>();
-      const T* O = off.data<T>();
-      const T* M = mask ? ctx.input(4).data<T>() : nullptr;
-      for (int64_t n = 0; n < N; ++n) {
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t og = c / Cog;
-          const T* plane = X + (n * C + c) * H * Wd;
-          auto px = [&](int64_t yy, int64_t xx) -> T {
-            return yy >= 0 && yy < H && xx >= 0 && xx < Wd ? plane[yy * Wd + xx] : T(0);
-          };
-          for (int64_t i = 0; i < kh; ++i)
-            for (int64_t j = 0; j < kw; ++j) {
-              const int64_t tap = og * K + i * kw + j;
-              for (int64_t oy = 0; oy < OH; ++oy)
-                for (int64_t ox = 0; ox < OW; ++ox) {
-                  const int64_t at = oy * OW + ox;
-                  const T dy = O[((n * OG * K + tap) * 2) * OH * OW + at];
-                  const T dx = O[((n * OG * K + tap) * 2 + 1) * OH * OW + at];
-                  const T ph = static_cast<T>(oy * str[0] - pads[0] + i * dil[0]) + dy;
-                  const T pw = static_cast<T>(ox * str[1] - pads[1] + j * dil[1]) + dx;
-                  const T fh = std::floor(ph), fw = std::floor(pw);
-                  const int64_t h0 = static_cast<int64_t>(std::clamp<T>(fh, -2, H + 1));
-                  const int64_t w0 = static_cast<int64_t>(std::clamp<T>(fw, -2, Wd + 1));
-                  const T ah = ph - fh, aw = pw - fw;
-                  T v = (1 - ah) * (1 - aw) * px(h0, w0) + (1 - ah) * aw * px(h0, w0 + 1) +
-                        ah * (1 - aw) * px(h0 + 1, w0) + ah * aw * px(h0 + 1, w0 + 1);
-                  if (!std::isfinite(ph) || !std::isfinite(pw)) v = T(0);
-                  if (M) v *= M[(n * OG * K + tap) * OH * OW + at];
-                  cols[((c * K) + i * kw + j) * OH * OW + at] = v;
-                }
-            }
-        }
-        T* out = y->data<T>() + n * OC * OH * OW;
-        for (int64_t o = 0; o < OC; ++o) {
-          const int64_t g = o / OCg;
-          T* yo = out + o * OH * OW;
-          std::fill_n(yo, OH * OW, bias ? ctx.input(3).data<T>()[o] : T(0));
-          for (int64_t ci = 0; ci < Cg; ++ci)
-            for (int64_t t = 0; t < K; ++t) {
-              const T wv = w.data<T>()[(o * Cg + ci) * K + t];
-              const T* col = cols.data() + ((g * Cg + ci) * K + t) * OH * OW;
-              for (int64_t p = 0; p < OH * OW; ++p) yo[p] += wv * col[p];
-            }
-        }
+      const T* M = mask ? ctx.input(maskAt).data<T>() : nullptr;
+      if (!grad_) {
+        DW_ALLOC(y, ctx.output(0, x.dtype(), yShape));
+        forward<T>(x.data<T>(), w.data<T>(), off.data<T>(), M,
+                   bias ? ctx.input(biasAt).data<T>() : nullptr, y->data<T>());
+        return Status();
       }
+      DW_ALLOC(dx, ctx.output(0, x.dtype(), x.shape()));
+      DW_ALLOC(dw, ctx.output(1, x.dtype(), w.shape()));
+      DW_ALLOC(doff, ctx.output(2, x.dtype(), off.shape()));
+      DW_ALLOC(db, ctx.output(3, x.dtype(), {OC_}));
+      T* dm = nullptr;
+      if (mask) {
+        DW_ALLOC(dmT, ctx.output(4, x.dtype(), ctx.input(maskAt).shape()));
+        dm = dmT->data<T>();
+      }
+      backward<T>(ctx.input(0).data<T>(), x.data<T>(), w.data<T>(), off.data<T>(), M, dx->data<T>(),
+                  dw->data<T>(), doff->data<T>(), db->data<T>(), dm);
       return Status();
     });
   }
 
  private:
+  Status plan(const Tensor& x, const Tensor& w, const Tensor& off, const Shape* mask) {
+    if (x.rank() != 4 || w.rank() != 4 || off.rank() != 4)
+      return Status::error(
+          "deepwire's DeformConv takes 2-D images: X [N, C, H, W], W [oC, "
+          "C/group, kH, kW] and offset [N, offset_group*kH*kW*2, oH, oW]");
+    N_ = x.dim(0), C_ = x.dim(1), H_ = x.dim(2), W_ = x.dim(3), OC_ = w.dim(0);
+    kh_ = w.dim(2), kw_ = w.dim(3);
+    const int64_t G = group_, OG = offsetGroup_;
+    if (!kernel_.empty() && kernel_ != std::vector<int64_t>{kh_, kw_})
+      return Status::error("kernel_shape " + dimsText(kernel_) + " does not match W " +
+                           shapeToString(w.shape()));
+    if (G <= 0 || OG <= 0 || C_ % G || OC_ % G || C_ % OG || w.dim(1) * G != C_)
+      return Status::error("group " + std::to_string(G) + " and offset_group " +
+                           std::to_string(OG) + " must divide the " + std::to_string(C_) +
+                           " input channels (and group the " + std::to_string(OC_) +
+                           " output channels), with W of shape [oC, C/group, kH, kW]");
+    auto pick = [](const std::vector<int64_t>& v, size_t n, int64_t dflt) {
+      return v.empty() ? std::vector<int64_t>(n, dflt) : v;
+    };
+    dil_ = pick(dilations_, 2, 1), str_ = pick(strides_, 2, 1), pad_ = pick(pads_, 4, 0);
+    if (dil_.size() != 2 || str_.size() != 2 || pad_.size() != 4)
+      return Status::error("dilations and strides need 2 values, pads 4");
+    for (int64_t v : {dil_[0], dil_[1], str_[0], str_[1]})
+      if (v <= 0) return Status::error("dilations and strides must be positive");
+    OH_ = (H_ + pad_[0] + pad_[2] - ((kh_ - 1) * dil_[0] + 1)) / str_[0] + 1;
+    OW_ = (W_ + pad_[1] + pad_[3] - ((kw_ - 1) * dil_[1] + 1)) / str_[1] + 1;
+    if (OH_ <= 0 || OW_ <= 0) return Status::error("the kernel does not fit the padded image");
+    const Shape offShape{N_, OG * kh_ * kw_ * 2, OH_, OW_}, maskShape{N_, OG * kh_ * kw_, OH_, OW_};
+    if (off.shape() != offShape)
+      return Status::error("offset must be " + shapeToString(offShape) + ", got " +
+                           shapeToString(off.shape()));
+    if (mask && *mask != maskShape)
+      return Status::error("mask must be " + shapeToString(maskShape) + ", got " +
+                           shapeToString(*mask));
+    return Status();
+  }
+
+  // One tap's bilinear read: the four corners' flat positions in the plane (-1 outside) and
+  // weights, and the sample position's fractional parts.
+  template <class T>
+  struct Sample {
+    int64_t at[4];
+    T wt[4];
+    T ah, aw;
+  };
+  template <class T>
+  Sample<T> sample(const T* off, int64_t n, int64_t tap, int64_t i, int64_t j, int64_t oy,
+                   int64_t ox) const {
+    const int64_t plane = OH_ * OW_, p = oy * OW_ + ox;
+    const int64_t base = (n * offsetGroup_ * kh_ * kw_ + tap) * 2;
+    const T ph = static_cast<T>(oy * str_[0] - pad_[0] + i * dil_[0]) + off[base * plane + p];
+    const T pw = static_cast<T>(ox * str_[1] - pad_[1] + j * dil_[1]) + off[(base + 1) * plane + p];
+    Sample<T> s{};
+    if (!std::isfinite(ph) || !std::isfinite(pw)) {
+      for (int k = 0; k < 4; ++k) s.at[k] = -1;
+      return s;
+    }
+    const T fh = std::floor(ph), fw = std::floor(pw);
+    const int64_t h0 = static_cast<int64_t>(std::clamp<T>(fh, -2, H_ + 1));
+    const int64_t w0 = static_cast<int64_t>(std::clamp<T>(fw, -2, W_ + 1));
+    s.ah = ph - fh;
+    s.aw = pw - fw;
+    const int64_t hs[4] = {h0, h0, h0 + 1, h0 + 1}, ws[4] = {w0, w0 + 1, w0, w0 + 1};
+    const T wt[4] = {(1 - s.ah) * (1 - s.aw), (1 - s.ah) * s.aw, s.ah * (1 - s.aw), s.ah * s.aw};
+    for (int k = 0; k < 4; ++k) {
+      const bool in = hs[k] >= 0 && hs[k] < H_ && ws[k] >= 0 && ws[k] < W_;
+      s.at[k] = in ? hs[k] * W_ + ws[k] : -1;
+      s.wt[k] = wt[k];
+    }
+    return s;
+  }
+
+  // The sampled, masked input of image n, im2col-style: [C][kh][kw][OH][OW].
+  template <class T>
+  void columns(const T* X, const T* off, const T* M, int64_t n, std::vector<T>& cols) const {
+    const int64_t K = kh_ * kw_, plane = OH_ * OW_, Cog = C_ / offsetGroup_;
+    for (int64_t c = 0; c < C_; ++c) {
+      const T* xp = X + (n * C_ + c) * H_ * W_;
+      for (int64_t t = 0; t < K; ++t) {
+        const int64_t tap = (c / Cog) * K + t;
+        for (int64_t p = 0; p < plane; ++p) {
+          const Sample<T> s = sample(off, n, tap, t / kw_, t % kw_, p / OW_, p % OW_);
+          T v = 0;
+          for (int k = 0; k < 4; ++k)
+            if (s.at[k] >= 0) v += s.wt[k] * xp[s.at[k]];
+          if (M) v *= M[(n * offsetGroup_ * K + tap) * plane + p];
+          cols[(c * K + t) * plane + p] = v;
+        }
+      }
+    }
+  }
+
+  template <class T>
+  void forward(const T* X, const T* Wt, const T* off, const T* M, const T* B, T* Y) const {
+    const int64_t K = kh_ * kw_, plane = OH_ * OW_, Cg = C_ / group_, OCg = OC_ / group_;
+    std::vector<T> cols(static_cast<size_t>(C_ * K * plane));
+    for (int64_t n = 0; n < N_; ++n) {
+      columns(X, off, M, n, cols);
+      for (int64_t o = 0; o < OC_; ++o) {
+        const int64_t g = o / OCg;
+        T* yo = Y + (n * OC_ + o) * plane;
+        std::fill_n(yo, plane, B ? B[o] : T(0));
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t t = 0; t < K; ++t) {
+            const T wv = Wt[(o * Cg + ci) * K + t];
+            const T* col = cols.data() + ((g * Cg + ci) * K + t) * plane;
+            for (int64_t p = 0; p < plane; ++p) yo[p] += wv * col[p];
+          }
+      }
+    }
+  }
+
+  template <class T>
+  void backward(const T* dY, const T* X, const T* Wt, const T* off, const T* M, T* dX, T* dW,
+                T* dOff, T* dB, T* dM) const {
+    const int64_t K = kh_ * kw_, plane = OH_ * OW_, Cg = C_ / group_, OCg = OC_ / group_;
+    const int64_t Cog = C_ / offsetGroup_;
+    std::fill_n(dX, N_ * C_ * H_ * W_, T(0));
+    std::fill_n(dW, OC_ * Cg * K, T(0));
+    std::fill_n(dOff, N_ * offsetGroup_ * K * 2 * plane, T(0));
+    std::fill_n(dB, OC_, T(0));
+    if (dM) std::fill_n(dM, N_ * offsetGroup_ * K * plane, T(0));
+    std::vector<T> cols(static_cast<size_t>(C_ * K * plane)), dcols(cols.size());
+    for (int64_t n = 0; n < N_; ++n) {
+      columns(X, off, M, n, cols);
+      std::fill(dcols.begin(), dcols.end(), T(0));
+      for (int64_t o = 0; o < OC_; ++o) {
+        const int64_t g = o / OCg;
+        const T* dyo = dY + (n * OC_ + o) * plane;
+        for (int64_t p = 0; p < plane; ++p) dB[o] += dyo[p];
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t t = 0; t < K; ++t) {
+            const int64_t row = ((g * Cg + ci) * K + t) * plane;
+            const T wv = Wt[(o * Cg + ci) * K + t];
+            T acc = 0;
+            for (int64_t p = 0; p < plane; ++p) {
+              acc += dyo[p] * cols[row + p];
+              dcols[row + p] += dyo[p] * wv;
+            }
+            dW[(o * Cg + ci) * K + t] += acc;
+          }
+      }
+      // Through the mask and the bilinear read: to X, to the offsets and to the mask.
+      for (int64_t c = 0; c < C_; ++c) {
+        const T* xp = X + (n * C_ + c) * H_ * W_;
+        T* dxp = dX + (n * C_ + c) * H_ * W_;
+        for (int64_t t = 0; t < K; ++t) {
+          const int64_t tap = (c / Cog) * K + t;
+          const int64_t base = (n * offsetGroup_ * K + tap) * 2;
+          for (int64_t p = 0; p < plane; ++p) {
+            const Sample<T> s = sample(off, n, tap, t / kw_, t % kw_, p / OW_, p % OW_);
+            const T m = M ? M[(n * offsetGroup_ * K + tap) * plane + p] : T(1);
+            const T g = dcols[(c * K + t) * plane + p];
+            T v[4];
+            T sampled = 0;
+            for (int k = 0; k < 4; ++k) {
+              v[k] = s.at[k] >= 0 ? xp[s.at[k]] : T(0);
+              sampled += s.wt[k] * v[k];
+              if (s.at[k] >= 0) dxp[s.at[k]] += g * m * s.wt[k];
+            }
+            if (dM) dM[(n * offsetGroup_ * K + tap) * plane + p] += g * sampled;
+            // d sample / d ph and / d pw (corners 0: (h0, w0), 1: (h0, w0+1), 2: (h0+1, w0),
+            // 3: (h0+1, w0+1)).
+            const T dh = (1 - s.aw) * (v[2] - v[0]) + s.aw * (v[3] - v[1]);
+            const T dw = (1 - s.ah) * (v[1] - v[0]) + s.ah * (v[3] - v[2]);
+            dOff[base * plane + p] += g * m * dh;
+            dOff[(base + 1) * plane + p] += g * m * dw;
+          }
+        }
+      }
+    }
+  }
+
+  bool grad_;
   std::vector<int64_t> dilations_, kernel_, pads_, strides_;
   int64_t group_, offsetGroup_;
+  // Set by plan() for the shapes being run.
+  std::vector<int64_t> dil_, str_, pad_;
+  int64_t N_ = 0, C_ = 0, H_ = 0, W_ = 0, OC_ = 0, kh_ = 0, kw_ = 0, OH_ = 0, OW_ = 0;
 };
 
 }  // namespace
@@ -775,6 +898,7 @@ void addOpset18Kernels(KernelRegistry& r) {
   r.add(h, "Col2Im", 18, kMaxOpset, &makeKernel<Col2Im>);
   r.add(h, "Col2ImGrad", 1, kMaxOpset, &makeKernel<Col2Im>, true, dw::kGradDomain);
   r.add(h, "DeformConv", 19, kMaxOpset, &makeKernel<DeformConv>);
+  r.add(h, "DeformConvGrad", 1, kMaxOpset, &makeKernel<DeformConv>, true, dw::kGradDomain);
   r.add(h, "RegexFullMatch", 20, kMaxOpset, &makeKernel<RegexFullMatch>, false);
   r.add(h, "StringSplit", 20, kMaxOpset, &makeKernel<StringSplit>, false);
   r.add(h, "TensorScatter", 24, kMaxOpset, &makeKernel<TensorScatter>, false);

@@ -619,6 +619,22 @@ Status gradCol2Im(GradCtx& c) {
   return Status();
 }
 
+// DeformConv (opset 19): DeformConvGrad gives every input's gradient at once (the sampled
+// columns it needs are rebuilt from X and the offsets).
+Status gradDeformConv(GradCtx& c) {
+  std::vector<onnx::AttributeProto> at;
+  for (const char* a : {"dilations", "group", "kernel_shape", "offset_group", "pads", "strides"})
+    if (const auto* f = findAttr(c.node, a)) at.push_back(*f);
+  std::vector<std::string> ins{c.dY[0], c.in(0), c.in(1), c.in(2), c.in(4)};
+  const int wants[5] = {0, 1, 2, 3, 4};  // X, W, offset, B, mask
+  std::vector<std::string> outs;
+  for (int k : wants) outs.push_back(c.need(k) ? "d" : "");
+  auto r = c.e.op("DeformConvGrad", ins, outs, at, kGradDomain);
+  for (int k : wants)
+    if (c.need(k)) c.dX[k] = r[k];
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -733,6 +749,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"SwiGLU", 28, kMax, gradSwiGlu},
         {"AffineGrid", 20, kMax, gradAffineGrid},
         {"Col2Im", 18, kMax, gradCol2Im},
+        {"DeformConv", 19, kMax, gradDeformConv},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

@@ -559,6 +559,20 @@ std::vector<GradCase> cases() {
                  {attrInts("strides", {2, 2}), attrInts("pads", {1, 0, 0, 1})}});
     v.back().opset = 18;
   }
+  // DeformConv (opset 19): offsets that move taps partly outside the image; then groups,
+  // offset groups, a bias and a mask, with padding and strides.
+  v.push_back({"DeformConv",
+               "DeformConv",
+               {In{{1, 2, 4, 4}}, In{{2, 2, 2, 2}}, In{{1, 8, 3, 3}, -1.3, 1.3}},
+               {}});
+  v.back().opset = 19;
+  v.push_back({"DeformConv_groups_mask",
+               "DeformConv",
+               {In{{1, 4, 4, 4}}, In{{2, 2, 2, 2}}, In{{1, 16, 2, 2}, -0.9, 0.9}, In{{2}},
+                In{{1, 8, 2, 2}, 0.1, 1.0}},
+               {attrI("group", 2), attrI("offset_group", 2), attrInts("pads", {1, 0, 0, 1}),
+                attrInts("strides", {2, 2})}});
+  v.back().opset = 19;
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
