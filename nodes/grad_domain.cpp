@@ -486,7 +486,7 @@ std::vector<GradOp> gradOps() {
           .shapes({1, 2, 2})
           .mirror({"LayerNormalization"}, 17, {"axis"}),
       GradOp("AttentionGrad",
-             "dQ, dK, dV and the caches' gradients of Attention (opset 23), recomputing the "
+             "dQ, dK, dV and the caches' gradients of Attention (opsets 23 to 25), recomputing the "
              "attention weights from Q, K, V, the mask and the caches.",
              {dY,
               {"Q", Ty::Float, "The forward's Q."},
@@ -510,7 +510,11 @@ std::vector<GradOp> gradOps() {
                 own("scale", ParamType::Float, Param::makeFloat(0),
                     "The forward's scale; 0: 1 / sqrt(head size)."),
                 own("softcap", ParamType::Float, Param::makeFloat(0),
-                    "The forward's softcap; 0: none.")}),
+                    "The forward's softcap; 0: none."),
+                own("left_window_size", ParamType::Int, Param::makeInt(-1),
+                    "The forward's left_window_size (opset 25); -1: unbounded."),
+                own("right_window_size", ParamType::Int, Param::makeInt(-1),
+                    "The forward's right_window_size (opset 25); -1: unbounded.")}),
       GradOp("ConvGrad",
              "dX, dW and dB of Conv (transposed = 0) or ConvTranspose (transposed = 1): backward "
              "data, backward weights and the bias sum of dY.",

@@ -1,4 +1,4 @@
-// Attention (opsets 23 and 24): scaled dot-product attention over heads, as PyTorch's
+// Attention (opsets 23 to 25): scaled dot-product attention over heads, as PyTorch's
 // scaled_dot_product_attention and nn.MultiheadAttention export from opset 23.
 //
 // Q is [B, Hq, Sq, D] or, packed, [B, Sq, Hq * D] (then q_num_heads and kv_num_heads say the
@@ -10,11 +10,13 @@
 // bool attn_mask blocks (false) or allows, a float one is added; a mask shorter than T blocks
 // the keys past its end; is_causal blocks j > i + P. Opset 24's nonpad_kv_seqlen[b] blocks the
 // keys from that index on (and, without a past, places the causal frontier of image b at
-// nonpad_kv_seqlen[b] - Sq). The softmax over j weights V; Y has Q's layout. qk_matmul_output
-// gives the scores at the stage qk_matmul_output_mode names: 0 the scaled products, 1 after the
-// softcap, 2 after the mask too, 3 after the softmax (as ONNX Runtime 1.30 gives them). A query
-// whose every key is blocked gets zeros (ONNX Runtime's answer; the ONNX reference's softmax gives
-// NaN there). Statistics are taken in double.
+// nonpad_kv_seqlen[b] - Sq). Opset 25's sliding window blocks the keys more than
+// left_window_size before or right_window_size after the query's position i + offset (the
+// causal frontier's offset; -1: that side unbounded). The softmax over j weights V; Y has Q's
+// layout. qk_matmul_output gives the scores at the stage qk_matmul_output_mode names: 0 the scaled
+// products, 1 after the softcap, 2 after the mask too, 3 after the softmax (as ONNX Runtime 1.30
+// gives them). A query whose every key is blocked gets zeros (ONNX Runtime's answer; the ONNX
+// reference's softmax gives NaN there). Statistics are taken in double.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -52,9 +54,12 @@ struct AttentionAttrs {
         kvHeads(a.getInt("kv_num_heads", 0)),
         mode(a.getInt("qk_matmul_output_mode", 0)),
         scale(a.has("scale") ? a.getFloat("scale") : 0.0f),
-        softcap(a.getFloat("softcap", 0.0f)) {}
+        softcap(a.getFloat("softcap", 0.0f)),
+        left(a.getInt("left_window_size", -1)),
+        right(a.getInt("right_window_size", -1)) {}
   bool causal;
   int64_t qHeads, kvHeads, mode;
+  int64_t left, right;  // the sliding window (opset 25); -1: unbounded
   float scale;  // 0: 1 / sqrt(head size)
   float softcap;
 };
@@ -227,6 +232,8 @@ void finishRow(const Problem& pb, const AttentionAttrs& a, int64_t b, int64_t h,
       }
     }
     if (a.causal && j > i + offset) bias = -inf;
+    if ((a.left >= 0 && i + offset - j > a.left) || (a.right >= 0 && j - i - offset > a.right))
+      bias = -inf;
     if (!pb.nonpad.empty() && j >= pb.nonpad[b]) bias = -inf;
     s += bias;
     if (z) z[j] = s;
@@ -263,16 +270,32 @@ void rawScores(const Problem& pb, const E* qi, const E* kd, double* raw) {
 
 class Attention : public Kernel {
  public:
-  explicit Attention(const KernelInit& init) : a_(init.attrs) {
+  explicit Attention(const KernelInit& init) : a_(init.attrs), strict_(init.opset >= 25) {
     if (a_.mode < 0 || a_.mode > 3)
       fail("qk_matmul_output_mode is " + std::to_string(a_.mode) +
            "; it must be 0 (scaled QK), 1 (after softcap), 2 (after softcap and mask) or 3 "
            "(after softmax)");
+    if (a_.left < -1 || a_.right < -1)
+      fail("left_window_size and right_window_size must be -1 (unbounded) or more; they are " +
+           std::to_string(a_.left) + " and " + std::to_string(a_.right));
   }
 
   Status compute(KernelContext& ctx) override {
     Problem pb;
     DW_RETURN_IF_ERROR(parseProblem(ctx, 0, a_, pb));
+    if (strict_) {
+      // Opset 25 refuses what earlier versions let through.
+      if (ctx.wantsOutput(1) != ctx.wantsOutput(2))
+        return Status::error("present_key and present_value come together (opset 25)");
+      if (ctx.hasInput(6) && (pb.P || ctx.wantsOutput(1)))
+        return Status::error(
+            "nonpad_kv_seqlen (an external cache) cannot be combined with "
+            "past_key/past_value or present_key/present_value (opset 25)");
+      if (!pb.packed && (a_.qHeads || a_.kvHeads))
+        return Status::error(
+            "q_num_heads and kv_num_heads are for 3-D inputs; 4-D Q, K and V "
+            "give the head counts themselves (opset 25)");
+    }
     const Tensor& q = ctx.input(0);
     const int64_t B = pb.B, Hq = pb.Hq, Hkv = pb.Hkv, Sq = pb.Sq, T = pb.T, D = pb.D, Dv = pb.Dv;
     const Shape yShape = pb.packed ? Shape{B, Sq, Hq * Dv} : Shape{B, Hq, Sq, Dv};
@@ -371,6 +394,7 @@ class Attention : public Kernel {
   }
 
   AttentionAttrs a_;
+  bool strict_;  // opset 25's checks
 };
 
 // AttentionGrad (com.deepwire.grad): dQ, dK, dV and the caches' gradients from dY, recomputing
@@ -558,7 +582,7 @@ class RotaryEmbedding : public Kernel {
 
 void addAttentionKernels(KernelRegistry& r) {
   r.add(kReferenceTable, "RotaryEmbedding", 23, kMaxOpset, &makeKernel<RotaryEmbedding>);
-  r.add(kReferenceTable, "Attention", 23, 24, &makeKernel<Attention>);
+  r.add(kReferenceTable, "Attention", 23, kMaxOpset, &makeKernel<Attention>);
   r.add(kReferenceTable, "AttentionGrad", 1, kMaxOpset, &makeKernel<AttentionGrad>, true,
         dw::kGradDomain);
 }

@@ -520,7 +520,8 @@ Status gradAttention(GradCtx& c) {
   std::vector<onnx::AttributeProto> attrs;
   for (const auto& a : c.node.attribute())
     if (a.name() == "is_causal" || a.name() == "q_num_heads" || a.name() == "kv_num_heads" ||
-        a.name() == "scale" || a.name() == "softcap")
+        a.name() == "scale" || a.name() == "softcap" || a.name() == "left_window_size" ||
+        a.name() == "right_window_size")
       attrs.push_back(a);
   const int wants[5] = {0, 1, 2, 4, 5};
   std::vector<std::string> outs;
@@ -743,7 +744,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"LayerNormalization", 17, kMax, gradLayerNorm},
         {"RMSNormalization", 23, kMax, gradRmsNorm},
         {"GroupNormalization", 18, kMax, gradGroupNorm},
-        {"Attention", 23, 24, gradAttention},
+        {"Attention", 23, kMax, gradAttention},
         {"RotaryEmbedding", 23, kMax, gradRotaryEmbedding},
         {"CenterCropPad", 18, kMax, gradCenterCropPad},
         {"SwiGLU", 28, kMax, gradSwiGlu},

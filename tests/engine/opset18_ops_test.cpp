@@ -1,9 +1,10 @@
 // ai.onnx operators after opset 17 (engine/kernels/opset18_ops.cpp) that ONNX Runtime 1.30 does
-// not run, so tests/golden/ort-onnx cannot hold them: SwiGLU (28), CausalConvWithState (27) and
-// LinearAttention (27), checked against values worked out from their definitions, against
-// independent formulations (attention written as a sum over past tokens), and for the stateful
-// ones, against themselves: two calls carrying the state must equal one call over the whole
-// sequence. Plus the errors the other new kernels give for inputs they cannot take.
+// not run, so tests/golden/ort-onnx cannot hold them: SwiGLU (28), CausalConvWithState (27),
+// LinearAttention (27) and Attention's sliding window (25), checked against values worked out from
+// their definitions, against independent formulations (attention written as a sum over past
+// tokens), and for the stateful ones, against themselves: two calls carrying the state must equal
+// one call over the whole sequence. Plus the errors the other new kernels give for inputs they
+// cannot take.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -300,6 +301,38 @@ TEST(LinearAttention, GatedRuleEqualsDecayedAttentionAndChunksCarryTheState) {
   expectNear(values(joined), std::vector<double>(w.begin(), w.end()), 1e-5);
   const auto ws = values((*whole)[1]);
   expectNear(values((*second)[1]), std::vector<double>(ws.begin(), ws.end()), 1e-5);
+}
+
+// Attention's sliding window (opset 25), the definition's example: with Q = K = 0 every allowed
+// key weighs the same, so each output is the mean of the values in its window
+// [i - left, i + right].
+TEST(Attention25, SlidingWindowAveragesTheAllowedKeys) {
+  const Tensor zeros = Tensor::fromVector(std::vector<float>(5, 0.0f), {1, 1, 5, 1});
+  const Tensor v = Tensor::fromVector(std::vector<float>{0, 1, 2, 3, 4}, {1, 1, 5, 1});
+  auto y = run({"Attention",
+                25,
+                {{"q", zeros}, {"k", zeros}, {"v", v}},
+                1,
+                {attr("left_window_size", int64_t{1}), attr("right_window_size", int64_t{2})}});
+  ASSERT_TRUE(y.ok()) << y.message();
+  expectNear(values((*y)[0]), {1.0, 1.5, 2.5, 3.0, 3.5}, 1e-6);
+  // With is_causal the right side closes: keys i - 2 .. i.
+  auto c = run({"Attention",
+                25,
+                {{"q", zeros}, {"k", zeros}, {"v", v}},
+                1,
+                {attr("left_window_size", int64_t{2}), attr("is_causal", int64_t{1})}});
+  ASSERT_TRUE(c.ok()) << c.message();
+  expectNear(values((*c)[0]), {0.0, 0.5, 1.0, 2.0, 3.0}, 1e-6);
+  // Opset 25 refuses head counts on 4-D inputs, which opset 24 ignores.
+  const std::vector<onnx::AttributeProto> heads{attr("q_num_heads", int64_t{1}),
+                                                attr("kv_num_heads", int64_t{1})};
+  EXPECT_TRUE(run({"Attention", 24, {{"q", zeros}, {"k", zeros}, {"v", v}}, 1, heads}).ok());
+  auto bad = run({"Attention", 25, {{"q", zeros}, {"k", zeros}, {"v", v}}, 1, heads});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("q_num_heads and kv_num_heads are for 3-D inputs"),
+            std::string::npos)
+      << bad.message();
 }
 
 TEST(NewerOnnxKernels, RefuseWhatTheyCannotTake) {

@@ -500,6 +500,13 @@ std::vector<GradCase> cases() {
                {In{{1, 2, 2, 3}}, In{{1, 2, 2, 3}}, In{{1, 2, 2, 3}}, In{{2, 5}, -1, 1, false},
                 In{{1, 2, 3, 3}}, In{{1, 2, 3, 3}}}});
   v.back().opset = 23;
+  // Opset 25's sliding window, both sides bounded, over packed grouped-query heads.
+  v.push_back({"Attention_window_25",
+               "Attention",
+               {In{{1, 5, 4}}, In{{1, 5, 2}}, In{{1, 5, 2}}},
+               {attrI("q_num_heads", 2), attrI("kv_num_heads", 1), attrI("left_window_size", 1),
+                attrI("right_window_size", 2)}});
+  v.back().opset = 25;
   // RotaryEmbedding (opset 23): 4-D halves over part of each head; packed interleaved pairs
   // with position ids into [positions, rot / 2] caches.
   v.push_back({"RotaryEmbedding",
