@@ -1,5 +1,6 @@
 // ai.onnx operators added after opset 17 that have no older relative to share a kernel with:
-// AffineGrid (20), Col2Im (18), DeformConv (19), RegexFullMatch (20), StringSplit (20),
+// AffineGrid (20), Col2Im (18), DeformConv (19), ImageDecoder (20), RegexFullMatch (20),
+// StringSplit (20),
 // TensorScatter (24), BitCast (26), LinearAttention (27), CausalConvWithState (27) and SwiGLU
 // (28). Each follows the ONNX definition; tests/golden/ort-onnx holds ONNX Runtime 1.30's
 // outputs for those it runs (up to opset 26), tests/engine/opset18_ops_test.cpp worked values
@@ -10,6 +11,7 @@
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "engine/training/image_folder.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine {
@@ -21,6 +23,43 @@ std::string dimsText(const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
+
+// ImageDecoder: a PNG or JPEG file's bytes (uint8, 1-D) to uint8 pixels [H, W, 3] in RGB or
+// BGR order, or [H, W, 1] grey (PIL's luma, as ONNX's reference). ONNX also lists BMP, TIFF,
+// WebP, JPEG 2000 and PNM; deepwire decodes PNG and JPEG (libpng, libjpeg-turbo).
+class ImageDecoder : public Kernel {
+ public:
+  explicit ImageDecoder(const KernelInit& init)
+      : format_(init.attrs.getString("pixel_format", "RGB")) {
+    if (format_ != "RGB" && format_ != "BGR" && format_ != "Grayscale")
+      fail("pixel_format '" + format_ + "' must be RGB, BGR or Grayscale");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kUInt8 || x.rank() != 1)
+      return Status::error("encoded_stream must be a 1-D uint8 tensor holding the file's bytes");
+    const std::string bytes(reinterpret_cast<const char*>(x.raw()), static_cast<size_t>(x.size()));
+    const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+    const bool png = bytes.size() >= 4 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G';
+    const bool jpeg = bytes.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF;
+    if (!png && !jpeg)
+      return Status::error("encoded_stream (" + std::to_string(bytes.size()) +
+                           " bytes) is neither a PNG nor a JPEG, the formats deepwire decodes "
+                           "(a PNG starts with 89 50 4E 47, a JPEG with FF D8 FF)");
+    auto img = training::decodeImageBytes(bytes, "encoded_stream", format_ == "Grayscale" ? 1 : 3);
+    if (!img) return img.status();
+    DW_ALLOC(y, ctx.output(0, DType::kUInt8, img->shape()));
+    uint8_t* out = y->data<uint8_t>();
+    std::memcpy(out, img->raw(), img->bytes());
+    if (format_ == "BGR")
+      for (int64_t i = 0; i + 2 < y->size(); i += 3) std::swap(out[i], out[i + 2]);
+    return Status();
+  }
+
+ private:
+  std::string format_;
+};
 
 // AffineGrid: for each batch entry, the affine map theta ([N, 2, 3] or [N, 3, 4]) applied to
 // the normalized coordinates of every output position, x first. `size` is the output image's
@@ -899,6 +938,7 @@ void addOpset18Kernels(KernelRegistry& r) {
   r.add(h, "Col2ImGrad", 1, kMaxOpset, &makeKernel<Col2Im>, true, dw::kGradDomain);
   r.add(h, "DeformConv", 19, kMaxOpset, &makeKernel<DeformConv>);
   r.add(h, "DeformConvGrad", 1, kMaxOpset, &makeKernel<DeformConv>, true, dw::kGradDomain);
+  r.add(h, "ImageDecoder", 20, kMaxOpset, &makeKernel<ImageDecoder>, false);
   r.add(h, "RegexFullMatch", 20, kMaxOpset, &makeKernel<RegexFullMatch>, false);
   r.add(h, "StringSplit", 20, kMaxOpset, &makeKernel<StringSplit>, false);
   r.add(h, "TensorScatter", 24, kMaxOpset, &makeKernel<TensorScatter>, false);

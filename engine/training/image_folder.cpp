@@ -428,21 +428,32 @@ Status checkOptions(const ImageFolderOptions& o) {
   return Status();
 }
 
-// Interleaved H x W x c -> planar C x H x W with C = `channels`; RGB -> grey is ITU-R BT.601
-// luma, as PIL's convert("L") computes it, so data prepared in Python matches.
-void toPlanar(const Decoded& d, int64_t channels, unsigned char* dst) {
+// RGB -> grey: ITU-R BT.601 luma in PIL's 16-bit fixed point (its convert("L")), so data
+// prepared in Python matches to the last bit ((299 R + 587 G + 114 B + 500) / 1000 differs on
+// about one pixel in 4000).
+unsigned char luma(const unsigned char* rgb) {
+  return static_cast<unsigned char>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >>
+                                    16);
+}
+
+// Interleaved H x W x c -> planar C x H x W (or, `interleaved`, H x W x C) with C = `channels`.
+void convertPixels(const Decoded& d, int64_t channels, unsigned char* dst, bool interleaved) {
   const int64_t n = d.height * d.width;
   const unsigned char* s = d.pixels.get();
-  if (d.channels == channels) {
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t i = 0; i < n; ++i) dst[c * n + i] = s[i * channels + c];
-  } else if (d.channels == 1) {  // grey -> RGB
-    for (int64_t c = 0; c < 3; ++c) std::memcpy(dst + c * n, s, static_cast<size_t>(n));
-  } else {  // RGB -> grey
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = static_cast<unsigned char>(
-          (299 * s[3 * i] + 587 * s[3 * i + 1] + 114 * s[3 * i + 2] + 500) / 1000);
+  auto at = [&](int64_t c, int64_t i) { return interleaved ? i * channels + c : c * n + i; };
+  for (int64_t i = 0; i < n; ++i) {
+    if (d.channels == channels) {
+      for (int64_t c = 0; c < channels; ++c) dst[at(c, i)] = s[i * channels + c];
+    } else if (d.channels == 1) {  // grey -> RGB
+      for (int64_t c = 0; c < 3; ++c) dst[at(c, i)] = s[i];
+    } else {  // RGB -> grey
+      dst[at(0, i)] = luma(s + 3 * i);
+    }
   }
+}
+
+void toPlanar(const Decoded& d, int64_t channels, unsigned char* dst) {
+  convertPixels(d, channels, dst, false);
 }
 
 // For each output index, the source indices and weights that make it.
@@ -534,6 +545,20 @@ Tensor resizeImage(const Tensor& chw, int64_t outH, int64_t outW) {
   Tensor out(DType::kUInt8, {c, outH, outW});
   resizePlanar(chw.data<uint8_t>(), c, h, w, out.data<uint8_t>(), outH, outW);
   return out;
+}
+
+Result<Tensor> decodeImageBytes(const std::string& bytes, const std::string& what,
+                                int64_t channels) {
+  if (channels != 0 && channels != 1 && channels != 3)
+    return Status::error("image channels must be 1 (grey), 3 (RGB) or 0 (the image's own)");
+  auto format = sniff(what, bytes);
+  if (!format) return format.status();
+  auto d = *format == Format::kPng ? decodePng(what, bytes) : decodeJpeg(what, bytes, false);
+  if (!d) return d.status();
+  const int64_t c = channels ? channels : d->channels;
+  Tensor hwc(DType::kUInt8, {d->height, d->width, c});
+  convertPixels(*d, c, hwc.data<uint8_t>(), true);
+  return hwc;
 }
 
 Result<Tensor> readImage(const std::string& path, const ImageFolderOptions& o) {

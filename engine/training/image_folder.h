@@ -54,6 +54,12 @@ Result<ImageFolderData> readImageFolder(const std::string& dir, const ImageFolde
 // tests.
 Result<Tensor> readImage(const std::string& path, const ImageFolderOptions& o = {});
 
+// One PNG or JPEG held in memory, decoded to interleaved uint8 [H, W, C] with C = `channels`
+// (1 grey, 3 RGB; 0: the image's own after the palette/alpha rules). `what` names the data in
+// errors. ImageDecoder's kernel.
+Result<Tensor> decodeImageBytes(const std::string& bytes, const std::string& what,
+                                int64_t channels = 0);
+
 // The resampling readImage uses, exposed for tests: uint8 [C, H, W] to [C, outH, outW]. Each axis
 // is bilinear with half-pixel centres (edges clamped), or an area average where that axis shrinks
 // by more than 2x, so thumbnails do not alias.

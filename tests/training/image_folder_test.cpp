@@ -14,7 +14,9 @@
 #include <fstream>
 #include <random>
 
+#include "engine/session.h"
 #include "engine/training/image_folder.h"
+#include "tests/engine/onnx_builder.h"
 
 namespace dw::engine::training {
 namespace {
@@ -223,6 +225,77 @@ TEST_F(ImageFolderTest, PngColourTypesAndChannelConversion) {
   ASSERT_TRUE(d.ok()) << d.message();
   EXPECT_EQ(d->images.shape(), (Shape{2, 3, 2, 2}));
   EXPECT_EQ(d->images.data<uint8_t>()[12 + 4 + 2], 200);  // sample 1, channel 1, pixel 2
+}
+
+// ImageDecoder (opset 20) runs the same decoders on a file's bytes held in a tensor.
+Result<Tensor> decodeNode(const std::string& bytes, const std::string& format) {
+  onnx::ModelProto m = test::emptyModel(20);
+  m.set_ir_version(10);
+  auto* g = m.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type("ImageDecoder");
+  n->add_input("bytes");
+  n->add_output("image");
+  auto* a = n->add_attribute();
+  a->set_name("pixel_format");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(format);
+  auto* in = g->add_input();
+  in->set_name("bytes");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::UINT8);
+  g->add_output()->set_name("image");
+  auto s = InferenceSession::create(m);
+  if (!s) return s.status();
+  Tensor t(DType::kUInt8, {static_cast<int64_t>(bytes.size())});
+  std::memcpy(t.raw(), bytes.data(), bytes.size());
+  auto out = (*s)->run({{"bytes", t}});
+  if (!out) return out.status();
+  return out->at("image");
+}
+
+TEST_F(ImageFolderTest, ImageDecoderGivesRgbBgrAndPilGrey) {
+  // (5, 5, 255) is a pixel where rounding (299 R + 587 G + 114 B) / 1000 gives 34 and PIL's
+  // convert("L") 33.
+  const Pixels rgb = {255, 0, 0, 0, 255, 0, 5, 5, 255, 10, 20, 30};
+  png("rgb.png", 2, 2, PNG_FORMAT_RGB, rgb);
+  const std::string bytes = readBytes(dir_ / "rgb.png");
+  auto values = [](const Tensor& t) {
+    return Pixels(t.data<uint8_t>(), t.data<uint8_t>() + t.size());
+  };
+  auto c = decodeNode(bytes, "RGB");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(values(*c), rgb);
+  auto bgr = decodeNode(bytes, "BGR");
+  ASSERT_TRUE(bgr.ok()) << bgr.message();
+  EXPECT_EQ(values(*bgr), (Pixels{0, 0, 255, 0, 255, 0, 255, 5, 5, 30, 20, 10}));
+  auto grey = decodeNode(bytes, "Grayscale");
+  ASSERT_TRUE(grey.ok()) << grey.message();
+  EXPECT_EQ(grey->shape(), (Shape{2, 2, 1}));
+  EXPECT_EQ(values(*grey), (Pixels{76, 150, 33, 18}));
+  // The dataset reader converts the same way.
+  ImageFolderOptions toGrey;
+  toGrey.channels = 1;
+  auto planar = readImage(path("rgb.png"), toGrey);
+  ASSERT_TRUE(planar.ok()) << planar.message();
+  EXPECT_EQ(values(*planar), values(*grey));
+  // A JPEG decodes to what the dataset reader gets, interleaved.
+  const Pixels ramped = ramp(16, 8, 3, 10);
+  jpeg("r.jpg", 16, 8, 3, ramped);
+  auto j = decodeNode(readBytes(dir_ / "r.jpg"), "RGB");
+  ASSERT_TRUE(j.ok()) << j.message();
+  auto jr = readImage(path("r.jpg"));
+  ASSERT_TRUE(jr.ok()) << jr.message();
+  for (int64_t i = 0; i < 16 * 8; ++i)
+    for (int64_t k = 0; k < 3; ++k)
+      ASSERT_EQ(j->data<uint8_t>()[i * 3 + k], jr->data<uint8_t>()[k * 128 + i]) << i << "," << k;
+  // Another format, or a truncated file, is an error that says what it is.
+  auto gif = decodeNode("GIF89a....", "RGB");
+  ASSERT_FALSE(gif.ok());
+  EXPECT_NE(gif.message().find("neither a PNG nor a JPEG"), std::string::npos) << gif.message();
+  auto cut = decodeNode(bytes.substr(0, bytes.size() / 2), "RGB");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.message().find("encoded_stream"), std::string::npos) << cut.message();
 }
 
 TEST_F(ImageFolderTest, JpegRgbAtQuality100StaysClose) {
