@@ -24,6 +24,46 @@ std::string dimsText(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// LpNormalization (opset 1, an old op without a kernel until now): x divided by its L1 or L2
+// norm along `axis`; a vector of norm 0 stays 0, as in ONNX Runtime.
+class LpNormalization : public Kernel {
+ public:
+  explicit LpNormalization(const KernelInit& init)
+      : p_(init.attrs.getInt("p", 2)), axis_(init.attrs.getInt("axis", -1)) {
+    if (p_ != 1 && p_ != 2) fail("p is " + std::to_string(p_) + "; it must be 1 or 2");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (!validDimAxis(axis_, x.rank())) return axisError(axis_, x.rank());
+    const int64_t a = normAxis(axis_, x.rank());
+    int64_t outer = 1, n = x.dim(a), inner = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
+    for (size_t d = a + 1; d < x.rank(); ++d) inner *= x.dim(d);
+    DW_ALLOC(y, ctx.output(0, x.dtype(), x.shape()));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* src = x.data<T>();
+      T* dst = y->data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* v = src + o * n * inner + i;
+          double norm = 0;
+          for (int64_t k = 0; k < n; ++k)
+            norm += p_ == 1 ? std::abs(double(v[k * inner])) : double(v[k * inner]) * v[k * inner];
+          if (p_ == 2) norm = std::sqrt(norm);
+          for (int64_t k = 0; k < n; ++k)
+            dst[o * n * inner + i + k * inner] =
+                norm == 0 ? T(0) : static_cast<T>(v[k * inner] / norm);
+        }
+      return Status();
+    });
+  }
+
+ private:
+  int64_t p_, axis_;
+};
+
 // ImageDecoder: a PNG or JPEG file's bytes (uint8, 1-D) to uint8 pixels [H, W, 3] in RGB or
 // BGR order, or [H, W, 1] grey (PIL's luma, as ONNX's reference). ONNX also lists BMP, TIFF,
 // WebP, JPEG 2000 and PNM; deepwire decodes PNG and JPEG (libpng, libjpeg-turbo).
@@ -939,6 +979,7 @@ void addOpset18Kernels(KernelRegistry& r) {
   r.add(h, "DeformConv", 19, kMaxOpset, &makeKernel<DeformConv>);
   r.add(h, "DeformConvGrad", 1, kMaxOpset, &makeKernel<DeformConv>, true, dw::kGradDomain);
   r.add(h, "ImageDecoder", 20, kMaxOpset, &makeKernel<ImageDecoder>, false);
+  r.add(h, "LpNormalization", 1, kMaxOpset, &makeKernel<LpNormalization>);
   r.add(h, "RegexFullMatch", 20, kMaxOpset, &makeKernel<RegexFullMatch>, false);
   r.add(h, "StringSplit", 20, kMaxOpset, &makeKernel<StringSplit>, false);
   r.add(h, "TensorScatter", 24, kMaxOpset, &makeKernel<TensorScatter>, false);

@@ -636,6 +636,28 @@ Status gradDeformConv(GradCtx& c) {
   return Status();
 }
 
+// LpNormalization: y = x / n with n the L1 or L2 norm along the axis, so
+// dx = (dY - s * sum(dY * y)) / n, with s = y for L2 and sign(x) for L1. Where n is 0 (y is
+// 0 whatever x does nearby) the gradient is 0.
+Status gradLpNormalization(GradCtx& c) {
+  if (!c.need(0)) return Status();
+  const int32_t t = c.gradType();
+  const int64_t p = attrInt(c.node, "p", 2);
+  const std::string axes = c.e.ints({attrInt(c.node, "axis", -1)});
+  const auto keep = std::vector<onnx::AttributeProto>{attrI("keepdims", 1)};
+  const std::string x = c.in(0), y = c.out(0);
+  const std::string n =
+      p == 1 ? c.e.op1("ReduceSum", {c.e.op1("Abs", {x}), axes}, keep)
+             : c.e.op1("Sqrt", {c.e.op1("ReduceSum", {c.e.op1("Mul", {x, x}), axes}, keep)});
+  const std::string dot = c.e.op1("ReduceSum", {c.e.op1("Mul", {c.dY[0], y}), axes}, keep);
+  const std::string s = p == 1 ? c.e.op1("Sign", {x}) : y;
+  const std::string num = c.e.op1("Sub", {c.dY[0], c.e.op1("Mul", {s, dot})});
+  const std::string zero = c.e.op1("Equal", {n, c.e.scalar(0.0, t)});
+  const std::string safe = c.e.op1("Where", {zero, c.e.scalar(1.0, t), n});
+  c.dX[0] = c.e.op1("Where", {zero, c.e.scalar(0.0, t), c.e.op1("Div", {num, safe})});
+  return Status();
+}
+
 // ---- Unpooling and the Lp and ROI pools -------------------------------------------
 
 // MaxUnpool scatters X to the flat positions I of its default output shape, so X's gradient
@@ -751,6 +773,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"AffineGrid", 20, kMax, gradAffineGrid},
         {"Col2Im", 18, kMax, gradCol2Im},
         {"DeformConv", 19, kMax, gradDeformConv},
+        {"LpNormalization", 1, kMax, gradLpNormalization},
         {"Resize", 10, kMax, gradResize},
         {"Upsample", 7, 9, gradResize},
         {"Scan", 9, kMax, gradScan},

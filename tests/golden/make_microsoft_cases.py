@@ -399,6 +399,13 @@ def main_onnx():
     case("deformconv_dilations", "DeformConv",
          [("X", f32(1, 2, 6, 6)), ("W", f32(2, 2, 2, 2)), ("offset", f32(1, 8, 4, 4, lo=-3, hi=3))],
          ["Y"], onnx_opset=19, dilations=[2, 2])
+    lp = f32(2, 3, 4)
+    lp[1, :, 2] = 0  # a zero vector along axis 1
+    case("lpnormalization_l2_axis1", "LpNormalization", [("x", lp)], ["y"], onnx_opset=22,
+         axis=1)
+    case("lpnormalization_l1", "LpNormalization", [("x", lp)], ["y"], onnx_opset=22, p=1)
+    case("lpnormalization_default_opset1", "LpNormalization", [("x", f32(3, 5))], ["y"],
+         onnx_opset=18)
     print(f"{OUT_ONNX}: {len(os.listdir(OUT_ONNX))} cases")
 
 

@@ -580,6 +580,15 @@ std::vector<GradCase> cases() {
                {attrI("group", 2), attrI("offset_group", 2), attrInts("pads", {1, 0, 0, 1}),
                 attrInts("strides", {2, 2})}});
   v.back().opset = 19;
+  // LpNormalization: L2 along axis 1; L1 (kinks at 0 kept out of the differences) on the last.
+  v.push_back({"LpNormalization_l2", "LpNormalization", {In{{2, 3, 4}}}, {attrI("axis", 1)}});
+  v.back().opset = 22;
+  {
+    In x{{2, 3, 4}};
+    x.awayFromZero = true;
+    v.push_back({"LpNormalization_l1", "LpNormalization", {x}, {attrI("p", 1)}});
+    v.back().opset = 22;
+  }
   // Recurrent ops (float only); rnn_gradcheck_test.cpp checks their configurations in depth.
   for (const auto& [op, gates] :
        std::vector<std::pair<std::string, int64_t>>{{"RNN", 1}, {"GRU", 3}, {"LSTM", 4}})
