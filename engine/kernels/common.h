@@ -212,6 +212,50 @@ struct ReducePlan {
 Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool keep,
                               bool noopEmpty);
 
+// A matrix product with numpy's semantics (MatMul, MatMulInteger): a 1-D A is a row and a 1-D B
+// a column, whose axes the output drops; the batch dimensions broadcast.
+struct MatMulGeometry {
+  int64_t M = 0, K = 0, N = 0, batches = 1;
+  Shape out, batch;
+  std::vector<int64_t> stA, stB, bst;
+  // The matrices of A and B (indices in [batch..., M|K, K|N] order) batch entry bi reads.
+  std::pair<int64_t, int64_t> operands(int64_t bi) const {
+    int64_t oa = 0, ob = 0;
+    for (size_t d = 0; d < batch.size(); ++d) {
+      const int64_t idx = (bi / bst[d]) % batch[d];
+      oa += idx * stA[d];
+      ob += idx * stB[d];
+    }
+    return {oa, ob};
+  }
+};
+
+inline Result<MatMulGeometry> matMulGeometry(Shape sa, Shape sb) {
+  if (sa.empty() || sb.empty()) return Status::error("A and B must have rank >= 1");
+  const bool aVec = sa.size() == 1, bVec = sb.size() == 1;
+  if (aVec) sa.insert(sa.begin(), 1);
+  if (bVec) sb.push_back(1);
+  MatMulGeometry g;
+  g.M = sa[sa.size() - 2];
+  g.K = sa.back();
+  g.N = sb.back();
+  if (sb[sb.size() - 2] != g.K)
+    return Status::error("inner dimensions differ: " + shapeToString(sa) + " x " +
+                         shapeToString(sb));
+  const Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  auto batch = broadcastShapes({ba, bb});
+  if (!batch) return batch.status();
+  g.batch = *batch;
+  g.out = g.batch;
+  if (!aVec) g.out.push_back(g.M);
+  if (!bVec) g.out.push_back(g.N);
+  g.stA = broadcastStrides(ba, g.batch);
+  g.stB = broadcastStrides(bb, g.batch);
+  g.bst = stridesOf(g.batch);
+  g.batches = numElements(g.batch);
+  return g;
+}
+
 // Copies a whole tensor (with strings) into a freshly allocated output.
 Status copyToOutput(KernelContext& ctx, size_t i, const Tensor& t, Shape shape);
 

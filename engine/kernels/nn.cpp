@@ -750,7 +750,82 @@ class RoiAlign : public Kernel {
 void addLpPoolKernels(KernelRegistry& r);      // kernels/lp_pool.cpp
 void addMaxRoiPoolKernels(KernelRegistry& r);  // kernels/max_roi_pool.cpp
 
+// MatMul and Gemm of the types oneDNN's kernels do not take (float64 and the integers), which
+// they hand here: accumulated in the operands' type (in double for floats), as ONNX defines
+// them. Gemm: alpha * A' B' + beta * C, A' and B' transposed as asked, C broadcast.
+class MatMulReference : public Kernel {
+ public:
+  explicit MatMulReference(const KernelInit& init)
+      : gemm_(init.opType == "Gemm"),
+        transA_(init.attrs.getInt("transA", 0) != 0),
+        transB_(init.attrs.getInt("transB", 0) != 0),
+        alpha_(init.attrs.getFloat("alpha", 1.0f)),
+        beta_(init.attrs.getFloat("beta", 1.0f)) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype())
+      return Status::error(std::string("A is ") + dtypeName(a.dtype()) + " and B " +
+                           dtypeName(b.dtype()) + "; they must be of one type");
+    Shape sa = a.shape(), sb = b.shape();
+    if (gemm_) {
+      if (sa.size() != 2 || sb.size() != 2) return Status::error("Gemm needs 2-D A and B");
+      if (transA_) std::swap(sa[0], sa[1]);
+      if (transB_) std::swap(sb[0], sb[1]);
+    }
+    auto geo = matMulGeometry(sa, sb);
+    if (!geo) return geo.status();
+    const int64_t M = geo->M, K = geo->K, N = geo->N;
+    DW_ALLOC(y, ctx.output(0, a.dtype(), geo->out));
+    const bool hasC = gemm_ && ctx.hasInput(2) && beta_ != 0;
+    if (hasC) {
+      auto shape = broadcastShapes({ctx.input(2).shape(), geo->out});
+      if (!shape || *shape != geo->out)
+        return Status::error("C of shape " + shapeToString(ctx.input(2).shape()) +
+                             " does not broadcast to " + shapeToString(geo->out));
+    }
+    return dispatchNumeric(a.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* py = y->data<T>();
+      // Element (m, k) of A's matrix at `oa` and (k, n) of B's, transposed or not.
+      auto atA = [&](int64_t oa, int64_t m, int64_t k) {
+        return pa[oa * M * K + (transA_ ? k * M + m : m * K + k)];
+      };
+      auto atB = [&](int64_t ob, int64_t k, int64_t n) {
+        return pb[ob * K * N + (transB_ ? n * K + k : k * N + n)];
+      };
+      for (int64_t bi = 0; bi < geo->batches; ++bi) {
+        const auto [oa, ob] = geo->operands(bi);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            Acc acc = 0;
+            for (int64_t k = 0; k < K; ++k)
+              acc += static_cast<Acc>(atA(oa, m, k)) * static_cast<Acc>(atB(ob, k, n));
+            if (gemm_) acc = static_cast<Acc>(acc * static_cast<Acc>(alpha_));
+            py[(bi * M + m) * N + n] = static_cast<T>(acc);
+          }
+      }
+      if (hasC) {
+        const T beta = static_cast<T>(beta_);
+        broadcastBinary(py, geo->out, ctx.input(2).data<T>(), ctx.input(2).shape(), py, geo->out,
+                        [beta](T v, T c) { return static_cast<T>(v + beta * c); });
+      }
+      return Status();
+    });
+  }
+
+ private:
+  bool gemm_, transA_, transB_;
+  float alpha_, beta_;
+};
+
 void addNnKernels(KernelRegistry& r) {
+  r.add(kReferenceTable, "MatMul", 1, kMaxOpset, &makeKernel<MatMulReference>);
+  r.add(kReferenceTable, "Gemm", 1, kMaxOpset, &makeKernel<MatMulReference>);
   r.add(kReferenceTable, "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormReference>);
   r.add(kReferenceTable, "MaxPool", 1, kMaxOpset, &makeKernel<MaxPoolReference>);
   r.add(kReferenceTable, "MaxUnpool", 9, kMaxOpset, &makeKernel<MaxUnpool>, false);

@@ -120,19 +120,9 @@ class MatMulInt : public Kernel {
     const Tensor& b = ctx.input(ib);
     if (!isQuantType(a.dtype()) || !isQuantType(b.dtype()))
       return Status::error("A and B must be uint8 or int8");
-    if (a.rank() < 1 || b.rank() < 1) return Status::error("A and B must have rank >= 1");
-    Shape sa = a.shape(), sb = b.shape();
-    const bool aVec = sa.size() == 1, bVec = sb.size() == 1;
-    if (aVec) sa.insert(sa.begin(), 1);
-    if (bVec) sb.push_back(1);
-    const int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
-    if (sb[sb.size() - 2] != K) return Status::error("inner dimensions of A and B differ");
-    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-    auto batch = broadcastShapes({ba, bb});
-    if (!batch) return batch.status();
-    Shape out = *batch;
-    if (!aVec) out.push_back(M);
-    if (!bVec) out.push_back(N);
+    auto geo = matMulGeometry(a.shape(), b.shape());
+    if (!geo) return geo.status();
+    const int64_t M = geo->M, K = geo->K, N = geo->N;
     const Tensor* azp = nullptr;
     const Tensor* bzp = nullptr;
     if (qlinear_) {
@@ -144,18 +134,10 @@ class MatMulInt : public Kernel {
     }
     DType outType = DType::kInt32;
     if (qlinear_) outType = ctx.input(7).dtype();
-    DW_ALLOC(y, ctx.output(0, outType, out));
-    const auto stA = broadcastStrides(ba, *batch), stB = broadcastStrides(bb, *batch);
-    const int64_t B = numElements(*batch);
-    const auto bst = stridesOf(*batch);
+    DW_ALLOC(y, ctx.output(0, outType, geo->out));
     std::vector<int32_t> acc(N);
-    for (int64_t bi = 0; bi < B; ++bi) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < batch->size(); ++d) {
-        const int64_t idx = (bi / bst[d]) % (*batch)[d];
-        oa += idx * stA[d];
-        ob += idx * stB[d];
-      }
+    for (int64_t bi = 0; bi < geo->batches; ++bi) {
+      const auto [oa, ob] = geo->operands(bi);
       for (int64_t m = 0; m < M; ++m) {
         const int32_t za = azp ? intAt(*azp, azp->size() > 1 ? m : 0) : 0;
         std::fill(acc.begin(), acc.end(), 0);
