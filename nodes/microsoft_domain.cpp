@@ -347,6 +347,49 @@ void attentionNode(const Ctx& c, Body& b, const std::vector<std::string>& in,
     *att.add_attribute() = onnx::MakeAttribute("scale", sc->f());
 }
 
+// The element type of input `input` where its type says, else 0.
+int elemTypeOf(const Ctx& c, int input) {
+  const onnx::TypeProto* t = c.getInputType(input);
+  return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
+}
+
+// The codes of `bits` bits packed into the uint8 tensor `packed`, low bits first: a new last
+// axis of 8 / bits codes per byte, flattened into the one before, as float.
+std::string unpackCodes(Body& b, const std::string& packed, int64_t bits, const std::string& out) {
+  const int64_t per = 8 / bits;
+  const std::string base =
+      per > 1 ? b.constantLike(out + "_base", static_cast<float>(1 << bits), packed) : "";
+  std::vector<std::string> codes;
+  for (int64_t i = 0; i < per; ++i) {
+    std::string v = packed;
+    if (i > 0) {
+      v = out + "_shift" + std::to_string(i);
+      *b.add("BitShift",
+             {packed, b.constantLike(out + "_by" + std::to_string(i), static_cast<float>(i * bits),
+                                     packed)},
+             {v})
+           .add_attribute() = onnx::MakeAttribute("direction", std::string("RIGHT"));
+    }
+    const std::string code = out + "_code" + std::to_string(i);
+    if (i + 1 < per)
+      b.add("Mod", {v, base}, {code + "_m"});
+    else
+      b.add("Identity", {v}, {code + "_m"});  // the top bits need no mask
+    b.add("Unsqueeze", {code + "_m", b.constantInts(code + "_axis", {-1})}, {code});
+    codes.push_back(code);
+  }
+  *b.add("Concat", codes, {out + "_pairs"}).add_attribute() =
+      onnx::MakeAttribute("axis", int64_t{-1});
+  b.add("Shape", {packed}, {out + "_shape"});
+  b.add("Slice",
+        {out + "_shape", b.constantInts(out + "_s0", {0}), b.constantInts(out + "_s1", {-1})},
+        {out + "_lead"});
+  *b.add("Concat", {out + "_lead", b.constantInts(out + "_flat", {-1})}, {out + "_to"})
+       .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+  b.add("Reshape", {out + "_pairs", out + "_to"}, {out + "_u8"});
+  return b.cast(out + "_u8", onnx::TensorProto::FLOAT, out);
+}
+
 struct MsOp {
   const char* name;
   const char* category;
@@ -759,6 +802,25 @@ const std::vector<MsOp>& msOps() {
        [](onnx::InferenceContext& ctx) {
          if (ctx.getNumInputs() > 1) onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
        }},
+      {"QLinearReduceMean", "quantization",
+       "ReduceMean on quantized data over axes (keepdims as ReduceMean): dequantized with "
+       "data_scale and data_zero_point, averaged in float, quantized with reduced_scale and "
+       "reduced_zero_point.",
+       18,
+       [](const Ctx& c, Body& b) {
+         const std::string x = dequantize(c, b, "data", "data_scale", "data_zero_point", 2);
+         const auto* axes = attr(c, "axes", onnx::AttributeProto::INTS);
+         if (!axes) throw std::invalid_argument("the axes attribute is required");
+         const std::vector<int64_t> list(axes->ints().begin(), axes->ints().end());
+         // Opset 18 moved ReduceMean's axes from an attribute to an input.
+         auto& mean = b.opset >= 18
+                          ? b.add("ReduceMean", {x, b.constantInts("axes", list)}, {"reduced_f"})
+                          : b.add("ReduceMean", {x}, {"reduced_f"});
+         if (b.opset < 18) *mean.add_attribute() = onnx::MakeAttribute("axes", list);
+         *mean.add_attribute() = onnx::MakeAttribute("keepdims", intAttr(c, "keepdims", 1));
+         quantize(c, b, "reduced_f", "reduced_scale", "reduced_zero_point", 4, "data", "reduced");
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"QLinearGlobalAveragePool", "quantization",
        "The mean over the spatial axes of a quantized X (NCHW, or NHWC with channels_last), "
        "quantized with y_scale and y_zero_point: the sum of x - x_zero_point in integers, "
@@ -839,6 +901,125 @@ const std::vector<MsOp>& msOps() {
          b.add("QuantizeLinear", {"Z_f", "z_scale", "z_zero_point"}, {"Z"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0); }},
+      {"MatMulNBits", "quantization",
+       "A times the transpose of B, an N x K weight matrix stored as codes of `bits` bits (2, 4 "
+       "or 8) in blocks of block_size along K, packed low bits first ([N, blocks, block_size * "
+       "bits / 8] bytes). A code dequantizes as (code - zero point) * its block's scale; the zero "
+       "points are packed like B or of the scales' type, 2^(bits - 1) without them. bias [N] is "
+       "added. The weights are dequantized as the model runs.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const int64_t K = intAttr(c, "K", 0), N = intAttr(c, "N", 0), bits = intAttr(c, "bits", 4),
+                       block = intAttr(c, "block_size", 0);
+         if (K < 1 || N < 1 || block < 1)
+           throw std::invalid_argument("K, N and block_size must be positive");
+         if (bits != 2 && bits != 4 && bits != 8)
+           throw std::invalid_argument("bits is " + std::to_string(bits) +
+                                       "; deepwire reads 2, 4 "
+                                       "and 8");
+         if ((block * bits) % 8 != 0)
+           throw std::invalid_argument("block_size * bits must fill whole bytes");
+         if (intAttr(c, "weight_prepacked", 0) != 0)
+           throw std::invalid_argument(
+               "weight_prepacked B is ONNX Runtime's internal layout; "
+               "export the model with plain packed weights");
+         if (c.hasInput(4))
+           throw std::invalid_argument(
+               "g_idx (act-order groups, deprecated by ONNX Runtime) is "
+               "not supported; quantize without it");
+         const int64_t blocks = (K + block - 1) / block;
+         const std::string q = unpackCodes(b, "B", bits, "codes");  // [N, blocks * block]
+         b.add("Reshape", {q, b.constantInts("q_shape", {N, blocks, block})}, {"q"});
+         std::string zero;
+         if (!c.hasInput(3)) {
+           zero = b.constantLike("zero_default", static_cast<float>(1 << (bits - 1)), "q");
+         } else if (elemTypeOf(c, 3) == onnx::TensorProto::UINT8) {
+           b.add("Reshape", {"zero_points", b.constantInts("zp_rows_shape", {N, -1})}, {"zp_rows"});
+           unpackCodes(b, "zp_rows", bits, "zp_codes");
+           b.add("Slice",
+                 {"zp_codes", b.constantInts("zp_from", {0}), b.constantInts("zp_to", {blocks}),
+                  b.constantInts("zp_axis", {1})},
+                 {"zp_used"});
+           b.add("Reshape", {"zp_used", b.constantInts("zp_shape", {N, blocks, 1})}, {"zp"});
+           zero = "zp";
+         } else {
+           b.add("Reshape",
+                 {b.cast("zero_points", onnx::TensorProto::FLOAT, "zp_f"),
+                  b.constantInts("zp_shape", {N, blocks, 1})},
+                 {"zp"});
+           zero = "zp";
+         }
+         b.add("Reshape",
+               {b.cast("scales", onnx::TensorProto::FLOAT, "scales_f"),
+                b.constantInts("scale_shape", {N, blocks, 1})},
+               {"scale"});
+         b.add("Sub", {"q", zero}, {"centred"});
+         b.add("Mul", {"centred", "scale"}, {"w_blocks"});
+         b.add("Reshape", {"w_blocks", b.constantInts("w_shape", {N, blocks * block})}, {"w_all"});
+         std::string w = "w_all";
+         if (blocks * block != K) {
+           b.add("Slice",
+                 {"w_all", b.constantInts("k_from", {0}), b.constantInts("k_to", {K}),
+                  b.constantInts("k_axis", {1})},
+                 {"w_k"});
+           w = "w_k";
+         }
+         b.add("CastLike", {w, "A"}, {"w"});
+         *b.add("Transpose", {"w"}, {"wt"}).add_attribute() =
+             onnx::MakeAttribute("perm", std::vector<int64_t>{1, 0});
+         if (!c.hasInput(5)) {
+           b.add("MatMul", {"A", "wt"}, {"Y"});
+           return;
+         }
+         b.add("MatMul", {"A", "wt"}, {"AW"});
+         b.add("Add", {"AW", "bias"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"MatMulInteger16", "quantization",
+       "The product of two 16-bit integer matrices (numpy's matmul rules) in 32-bit integers.", 17,
+       [](const Ctx& c, Body& b) {
+         const bool unsignedOut = elemTypeOf(c, 0) == onnx::TensorProto::UINT16 &&
+                                  elemTypeOf(c, 1) == onnx::TensorProto::UINT16;
+         const int to = unsignedOut ? onnx::TensorProto::UINT32 : onnx::TensorProto::INT32;
+         b.add("MatMul", {b.cast("A", to, "A32"), b.cast("B", to, "B32")}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         const auto* a = ctx.getInputType(0);
+         const auto* b = ctx.getInputType(1);
+         const bool u = a && b && a->tensor_type().elem_type() == onnx::TensorProto::UINT16 &&
+                        b->tensor_type().elem_type() == onnx::TensorProto::UINT16;
+         onnx::updateOutputElemType(ctx, 0,
+                                    u ? onnx::TensorProto::UINT32 : onnx::TensorProto::INT32);
+       }},
+      {"MatMulIntegerToFloat", "quantization",
+       "MatMulInteger of A and B (with their zero points) in 32-bit integers, scaled to float "
+       "by a_scale * b_scale (b_scale per column or one), plus bias.",
+       17,
+       [](const Ctx& c, Body& b) {
+         b.add("MatMulInteger",
+               {"A", "B", c.hasInput(4) ? "a_zero_point" : "", c.hasInput(5) ? "b_zero_point" : ""},
+               {"Y_i"});
+         b.add("CastLike", {"Y_i", "a_scale"}, {"Y_f"});
+         b.add("Mul", {"a_scale", "b_scale"}, {"ab_scale"});
+         b.add("Mul", {"Y_f", "ab_scale"}, {c.hasInput(6) ? "Y_s" : "Y"});
+         if (c.hasInput(6)) b.add("Add", {"Y_s", "bias"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 2, 0); }},
+      {"DynamicQuantizeMatMul", "quantization",
+       "A (float) quantized to uint8 as DynamicQuantizeLinear does, times the quantized B "
+       "(b_zero_point per column or one) in integers, scaled back by A's scale * b_scale, plus "
+       "bias.",
+       17,
+       [](const Ctx& c, Body& b) {
+         b.add("DynamicQuantizeLinear", {"A"}, {"A_q", "A_scale", "A_zero"});
+         b.add("MatMulInteger", {"A_q", "B", "A_zero", c.hasInput(3) ? "b_zero_point" : ""},
+               {"Y_i"});
+         b.cast("Y_i", onnx::TensorProto::FLOAT, "Y_f");
+         b.add("Mul", {"A_scale", "b_scale"}, {"ab_scale"});
+         b.add("Mul", {"Y_f", "ab_scale"}, {c.hasInput(4) ? "Y_s" : "Y"});
+         if (c.hasInput(4)) b.add("Add", {"Y_s", "bias"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"QuickGelu", "math",
        "x * sigmoid(alpha * x), a fast approximation of Gelu (alpha 1.702), as ONNX Runtime "
        "fuses x * sigmoid(1.702 x); with alpha 1 it is SiLU.",

@@ -63,10 +63,12 @@ def ports(ps):
 # The com.microsoft operators deepwire implements (nodes/microsoft_domain.cpp gives each its
 # expansion into ai.onnx operators); the others stay unknown, so that a model using them is
 # refused by name rather than accepted without a kernel.
-MICROSOFT = {"Attention", "BiasGelu", "CDist", "DequantizeLinear", "EmbedLayerNormalization",
-             "ExpandDims", "FastGelu", "FusedConv", "FusedGemm", "FusedMatMul", "GatherND",
-             "Gelu", "GridSample", "MultiHeadAttention", "Pad", "QLinearAdd", "QLinearConcat",
-             "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid",
+MICROSOFT = {"Attention", "BiasGelu", "CDist", "DequantizeLinear", "DynamicQuantizeMatMul",
+             "EmbedLayerNormalization", "ExpandDims", "FastGelu", "FusedConv", "FusedGemm",
+             "FusedMatMul", "GatherND", "Gelu", "GridSample", "MatMulInteger16",
+             "MatMulIntegerToFloat", "MatMulNBits", "MultiHeadAttention", "Pad", "QLinearAdd",
+             "QLinearConcat", "QLinearGlobalAveragePool",
+             "QLinearLeakyRelu", "QLinearMul", "QLinearReduceMean", "QLinearSigmoid",
              "QLinearSoftmax", "QLinearWhere", "QuantizeLinear", "QuickGelu", "Range",
              "RotaryEmbedding", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
              "TransposeMatMul", "Trilu", "Unique"}

@@ -177,4 +177,58 @@ TEST(MicrosoftOps, BadNodesAreNamedErrors) {
   }
 }
 
+// QLinearReduceMean, which ONNX Runtime 1.30's CPU build does not run: uint8 data dequantized,
+// averaged and requantized, against values worked out here.
+TEST(MicrosoftOps, QLinearReduceMeanWorkedValues) {
+  using dw::engine::Tensor;
+  auto m = dw::engine::test::emptyModel(18);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("com.microsoft");
+  imp->set_version(1);
+  auto* g = m.mutable_graph();
+  const std::vector<std::string> names{"data", "data_scale", "data_zero_point", "reduced_scale",
+                                       "reduced_zero_point"};
+  const std::vector<int32_t> types{onnx::TensorProto::UINT8, onnx::TensorProto::FLOAT,
+                                   onnx::TensorProto::UINT8, onnx::TensorProto::FLOAT,
+                                   onnx::TensorProto::UINT8};
+  auto* n = g->add_node();
+  n->set_op_type("QLinearReduceMean");
+  n->set_domain("com.microsoft");
+  for (size_t i = 0; i < names.size(); ++i) {
+    n->add_input(names[i]);
+    auto* v = g->add_input();
+    v->set_name(names[i]);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(types[i]);
+  }
+  n->add_output("reduced");
+  g->add_output()->set_name("reduced");
+  auto* axes = n->add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(1);
+  auto* keep = n->add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  auto s = dw::engine::InferenceSession::create(m, {});
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto u8 = [](std::vector<uint8_t> v, dw::engine::Shape sh) {
+    Tensor t(dw::engine::DType::kUInt8, sh);
+    std::copy(v.begin(), v.end(), t.data<uint8_t>());
+    return t;
+  };
+  // Rows (x - 10) * 0.5: [1, 2, 3] and [-5, 0, 10]; means 2 and 5/3; over scale 0.25 and zero
+  // point 100: 2 / 0.25 + 100 = 108 and 1.6667 / 0.25 = 6.67 -> 7, + 100 = 107.
+  auto r = (*s)->run({{"data", u8({12, 14, 16, 0, 10, 30}, {2, 3})},
+                      {"data_scale", Tensor::fromVector(std::vector<float>{0.5f}, {})},
+                      {"data_zero_point", u8({10}, {})},
+                      {"reduced_scale", Tensor::fromVector(std::vector<float>{0.25f}, {})},
+                      {"reduced_zero_point", u8({100}, {})}});
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Tensor& y = r->at("reduced");
+  ASSERT_EQ(y.shape(), (dw::engine::Shape{2}));
+  EXPECT_EQ(y.data<uint8_t>()[0], 108);
+  EXPECT_EQ(y.data<uint8_t>()[1], 107);
+}
+
 }  // namespace

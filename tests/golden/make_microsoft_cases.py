@@ -310,7 +310,54 @@ def main():
          [("input_ids", ids), ("", None)] + emb + [("", None)] + norm +
          [("", None), ("position_ids", np.array([[3, 2, 1, 0], [0, 1, 2, 5]], np.int32))],
          ["output", "mask_index"], out_type=[np.float32, np.int32])
+    main_quantized_matmuls()
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
+def pack(codes, bits):
+    """Codes (last axis) packed low bits first, 8 / bits to a byte."""
+    per = 8 // bits
+    c = codes.reshape(codes.shape[:-1] + (-1, per)).astype(np.uint32)
+    return sum(c[..., i] << (i * bits) for i in range(per)).astype(np.uint8)
+
+
+def main_quantized_matmuls():
+    """MatMulNBits and the other quantized matrix products, with their own random stream so that
+    the cases above stay as they were."""
+    global rng
+    saved, rng = rng, np.random.default_rng(21)
+    for bits, K, block, zp in [(4, 32, 16, "packed"), (4, 40, 16, None), (4, 64, 32, "float"),
+                               (2, 32, 16, "packed")]:
+        N, blocks = 5, -(-K // block)
+        codes = rng.integers(0, 1 << bits, (N, blocks * block))
+        B = pack(codes, bits).reshape(N, blocks, block * bits // 8)
+        ins = [("A", f32(2, 3, K)), ("B", B), ("scales", f32(N * blocks, lo=0.01, hi=0.1))]
+        if zp == "packed":
+            z = rng.integers(0, 1 << bits, (N, blocks))
+            per = 8 // bits
+            z = np.pad(z, ((0, 0), (0, -blocks % per)))
+            ins.append(("zero_points", pack(z, bits).reshape(-1)))
+        elif zp == "float":
+            ins.append(("zero_points", f32(N * blocks, lo=100, hi=150)))
+        else:
+            ins.append(("", None))
+        ins += [("", None), ("bias", f32(N))]
+        case(f"matmulnbits_{bits}bit_k{K}_{zp or 'nozp'}", "MatMulNBits", ins, ["Y"], K=K, N=N,
+             bits=bits, block_size=block)
+    a8 = rng.integers(0, 255, (3, 4)).astype(np.uint8)
+    b8 = rng.integers(-128, 127, (4, 5)).astype(np.int8)
+    case("matmulintegertofloat", "MatMulIntegerToFloat",
+         [("A", a8), ("B", b8), ("a_scale", np.array(0.02, np.float32)),
+          ("b_scale", f32(5, lo=0.01, hi=0.05)), ("a_zero_point", np.array(120, np.uint8)),
+          ("b_zero_point", np.array([1, -2, 0, 3, 4], np.int8)), ("bias", f32(5))], ["Y"],
+         out_type=np.float32)
+    case("dynamicquantizematmul", "DynamicQuantizeMatMul",
+         [("A", f32(3, 4, lo=-2, hi=3)), ("B", b8), ("b_scale", f32(5, lo=0.01, hi=0.05)),
+          ("b_zero_point", np.zeros(5, np.int8)), ("bias", f32(5))], ["Y"])
+    case("matmulinteger16", "MatMulInteger16",
+         [("A", rng.integers(-3000, 3000, (2, 3, 4)).astype(np.int16)),
+          ("B", rng.integers(-3000, 3000, (4, 2)).astype(np.int16))], ["Y"], out_type=np.int32)
+    rng = saved
 
 
 def main_onnx():

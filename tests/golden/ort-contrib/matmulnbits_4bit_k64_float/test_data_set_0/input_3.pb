@@ -1,0 +1,2 @@
+
+Bzero_pointsJ(öC	$õBeşçBq‚CË_ğB{§C-ÅôB‘øCECüÜC
