@@ -179,14 +179,118 @@ const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op,
   return &it->second;
 }
 
+namespace {
+
+// What the ai.onnx operators that libonnx 1.12 has no version of do, and their palette
+// category, in our words (the facts file holds no documentation).
+struct NewOpDoc {
+  const char* category;
+  const char* doc;
+};
+const NewOpDoc* newOpDoc(const std::string& domain, const std::string& op) {
+  static const std::map<std::string, NewOpDoc> docs = {
+      {"AffineGrid",
+       {"nn",
+        "The sampling grid of an affine transform: theta ([N, 2, 3] or [N, 3, 4]) applied "
+        "to the normalized coordinates of every position of an image of `size`; the "
+        "grid ([N, H, W, 2] or [N, D, H, W, 3], x first) feeds GridSample."}},
+      {"Attention",
+       {"nn",
+        "Scaled dot-product attention over heads: softmax(Q K^T * scale + mask) V, with "
+        "grouped-query heads, a boolean or additive mask, causal masking, key/value caches "
+        "(past and present), a softcap and, from opset 25, a sliding window."}},
+      {"BitCast",
+       {"tensor",
+        "The same bytes read as another type of the same width; the shape "
+        "does not change."}},
+      {"BitwiseAnd", {"logical", "Bitwise AND of two integer tensors, broadcasting."}},
+      {"BitwiseNot", {"logical", "Bitwise NOT of an integer tensor."}},
+      {"BitwiseOr", {"logical", "Bitwise OR of two integer tensors, broadcasting."}},
+      {"BitwiseXor", {"logical", "Bitwise XOR of two integer tensors, broadcasting."}},
+      {"CausalConvWithState",
+       {"nn",
+        "A depthwise 1-D convolution over [B, C, L] that sees only the past, continuing "
+        "from past_state (the previous call's last k - 1 inputs), optionally followed by "
+        "SiLU; present_state carries on to the next call."}},
+      {"CenterCropPad",
+       {"tensor",
+        "Each listed axis cropped around its centre, or padded with zeros around it, "
+        "to the sizes given."}},
+      {"Col2Im",
+       {"nn",
+        "The inverse of extracting sliding blocks: each column of [N, C * "
+        "prod(block_shape), L] is added back into the image where its block "
+        "lay (strides, pads and dilations as a convolution's)."}},
+      {"CumProd",
+       {"math",
+        "Running products along an axis; exclusive starts from 1, reverse "
+        "runs from the end."}},
+      {"DeformConv",
+       {"nn",
+        "A convolution whose every tap reads the input at its regular place moved by a "
+        "learned offset per output position, bilinearly interpolated, and optionally "
+        "scaled by a mask (deformable convolution v2)."}},
+      {"GroupNormalization",
+       {"nn",
+        "Normalization over groups of channels and the spatial axes of each sample, then "
+        "a per-channel scale and bias (per group before opset 21)."}},
+      {"Gelu",
+       {"math",
+        "x * Phi(x), the Gaussian error linear unit: exact (erf), or with the "
+        "tanh approximation."}},
+      {"ImageDecoder",
+       {"tensor",
+        "A PNG or JPEG file's bytes (uint8, 1-D) decoded to uint8 pixels [H, W, 3] in "
+        "RGB or BGR order, or [H, W, 1] grey."}},
+      {"LinearAttention",
+       {"nn",
+        "Attention as a recurrence over a [key size, value size] state per head: updated "
+        "with each token's key and value (linear, gated with a decay, delta or "
+        "gated_delta rules) and read by its query; the state carries between calls."}},
+      {"Mish", {"math", "x * tanh(softplus(x))."}},
+      {"RMSNormalization",
+       {"nn",
+        "x divided by the root mean square over the trailing axes from `axis`, times a "
+        "scale."}},
+      {"RegexFullMatch",
+       {"tensor", "Whether each string matches `pattern` (RE2 syntax) as a whole."}},
+      {"RotaryEmbedding",
+       {"nn",
+        "Rotates pairs of features of each head (halves, or neighbours with interleaved) "
+        "by angles from cos and sin caches indexed by position."}},
+      {"StringConcat",
+       {"tensor",
+        "Elementwise concatenation of two string tensors, "
+        "broadcasting."}},
+      {"StringSplit",
+       {"tensor",
+        "Each string split on a delimiter (on runs of whitespace without one), at "
+        "most maxsplit times: the pieces padded with empty strings to the longest "
+        "row, and each string's count."}},
+      {"SwiGLU", {"math", "A * sigmoid(alpha * A) * B: B gated by the Swish of A."}},
+      {"Swish", {"math", "x * sigmoid(alpha * x)."}},
+      {"TensorScatter",
+       {"tensor",
+        "A key/value cache updated in place: update written into past_cache along an "
+        "axis from each batch entry's write index, wrapping around in circular "
+        "mode."}},
+  };
+  if (domain != "ai.onnx" && !domain.empty()) return nullptr;
+  auto it = docs.find(op);
+  return it == docs.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
 NodeSpec specFromFacts(const SchemaFacts& f, const NodeSpec* older,
                        const std::string& canonicalDomain) {
   NodeSpec spec;
   spec.domain = canonicalDomain;
   spec.type = f.op;
   spec.version = f.since;
-  spec.category = older ? older->category : "misc";
-  spec.doc = older ? older->doc : "";
+  const NewOpDoc* fresh = older ? nullptr : newOpDoc(canonicalDomain, f.op);
+  spec.category = older ? older->category : (fresh ? fresh->category : "misc");
+  spec.doc = older ? older->doc : (fresh ? fresh->doc : "");
   spec.doc += (spec.doc.empty() ? "" : "\n\n") + std::string("This is version ") +
               std::to_string(f.since) + " of " + f.op +
               ": its ports, types and parameters are listed as that opset defines them.";

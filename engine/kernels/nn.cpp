@@ -798,16 +798,21 @@ class MatMulReference : public Kernel {
       auto atB = [&](int64_t ob, int64_t k, int64_t n) {
         return pb[ob * K * N + (transB_ ? n * K + k : k * N + n)];
       };
+      // Row by row, k outside n: the inner loop runs along a row of B (when B is not
+      // transposed) and of the accumulators.
+      std::vector<Acc> acc(static_cast<size_t>(N));
       for (int64_t bi = 0; bi < geo->batches; ++bi) {
         const auto [oa, ob] = geo->operands(bi);
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            Acc acc = 0;
-            for (int64_t k = 0; k < K; ++k)
-              acc += static_cast<Acc>(atA(oa, m, k)) * static_cast<Acc>(atB(ob, k, n));
-            if (gemm_) acc = static_cast<Acc>(acc * static_cast<Acc>(alpha_));
-            py[(bi * M + m) * N + n] = static_cast<T>(acc);
+        for (int64_t m = 0; m < M; ++m) {
+          std::fill(acc.begin(), acc.end(), Acc(0));
+          for (int64_t k = 0; k < K; ++k) {
+            const Acc av = static_cast<Acc>(atA(oa, m, k));
+            for (int64_t n = 0; n < N; ++n) acc[n] += av * static_cast<Acc>(atB(ob, k, n));
           }
+          for (int64_t n = 0; n < N; ++n)
+            py[(bi * M + m) * N + n] = static_cast<T>(
+                gemm_ ? static_cast<Acc>(acc[n] * static_cast<Acc>(alpha_)) : acc[n]);
+        }
       }
       if (hasC) {
         const T beta = static_cast<T>(beta_);

@@ -181,5 +181,39 @@ TEST(Catalogue, VersionsNewerThanLibonnx) {
   EXPECT_EQ(add->version, 14);
 }
 
+// The ai.onnx operators libonnx has no version of get a description and a palette category of
+// their own, not only the facts' ports.
+TEST(Catalogue, OperatorsAfterOpset17HaveTheirOwnDocs) {
+  const auto& cat = Catalogue::instance();
+  for (const char* op : {"AffineGrid",
+                         "Attention",
+                         "BitCast",
+                         "BitwiseAnd",
+                         "CausalConvWithState",
+                         "CenterCropPad",
+                         "Col2Im",
+                         "CumProd",
+                         "DeformConv",
+                         "Gelu",
+                         "GroupNormalization",
+                         "ImageDecoder",
+                         "LinearAttention",
+                         "Mish",
+                         "RMSNormalization",
+                         "RegexFullMatch",
+                         "RotaryEmbedding",
+                         "StringConcat",
+                         "StringSplit",
+                         "SwiGLU",
+                         "Swish",
+                         "TensorScatter"}) {
+    SCOPED_TRACE(op);
+    const NodeSpec* s = cat.find("", op, 28);
+    ASSERT_NE(s, nullptr);
+    EXPECT_NE(s->category, "misc");
+    EXPECT_NE(s->doc.rfind("This is version", 0), 0u) << s->doc;
+  }
+}
+
 }  // namespace
 }  // namespace dw
