@@ -192,8 +192,16 @@ class BlockLayout {
                            " (one per image dimension, pads as begins then ends)");
     K_ = 1;
     L_ = 1;
+    pixels_ = 1;
     grid_.assign(r, 0);
+    // Sizes past 2^31 per dimension, or products past 2^62, are no image: refused before any
+    // arithmetic on them can overflow.
+    constexpr int64_t kDimLimit = int64_t{1} << 31, kProductLimit = int64_t{1} << 62;
     for (size_t d = 0; d < r; ++d) {
+      if (image[d] > kDimLimit || block[d] > kDimLimit || dil_[d] > kDimLimit ||
+          str_[d] > kDimLimit || pads_[d] > kDimLimit || pads_[d + r] > kDimLimit)
+        return Status::error("image_shape " + dimsText(image) + ", block_shape " + dimsText(block) +
+                             " or the window attributes exceed 2^31");
       if (image[d] <= 0 || block[d] <= 0 || dil_[d] <= 0 || str_[d] <= 0 || pads_[d] < 0 ||
           pads_[d + r] < 0)
         return Status::error(
@@ -205,8 +213,13 @@ class BlockLayout {
         return Status::error("block_shape " + dimsText(block) + " does not fit the padded image " +
                              dimsText(image) + " in dimension " + std::to_string(d));
       grid_[d] = room / str_[d] + 1;
+      if (K_ > kProductLimit / block[d] || L_ > kProductLimit / grid_[d] ||
+          pixels_ > kProductLimit / image[d])
+        return Status::error("image_shape " + dimsText(image) + " and block_shape " +
+                             dimsText(block) + " make more elements than a tensor can hold");
       K_ *= block[d];
       L_ *= grid_[d];
+      pixels_ *= image[d];
     }
     if (columns.size() != 3 || columns[1] % K_ != 0 || columns[2] != L_)
       return Status::error("columns of shape " + shapeToString(columns) +
@@ -214,8 +227,6 @@ class BlockLayout {
                            "dimension 1 a multiple of prod(block_shape) = " +
                            std::to_string(K_) + " and dimension 2 the number of blocks, " +
                            std::to_string(L_));
-    pixels_ = 1;
-    for (int64_t v : image) pixels_ *= v;
     return Status();
   }
   int64_t blockSize() const { return K_; }
@@ -343,7 +354,7 @@ class TensorScatter : public Kernel {
     }
     const bool circular = mode_ == "circular";
     for (int64_t b = 0; b < B; ++b)
-      if (!circular && (idx[b] < 0 || idx[b] + seq > maxSeq))
+      if (!circular && (idx[b] < 0 || idx[b] > maxSeq - seq))
         return Status::error("write_indices[" + std::to_string(b) +
                              "] = " + std::to_string(idx[b]) + " puts " + std::to_string(seq) +
                              " positions outside the cache's " + std::to_string(maxSeq) +
@@ -364,8 +375,9 @@ class TensorScatter : public Kernel {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t s = 0; s < seq; ++s) {
-          int64_t pos = idx[b] + s;
-          if (circular) pos = ((pos % maxSeq) + maxSeq) % maxSeq;
+          // Circular: reduced first, so that no index near the int64 limits overflows.
+          const int64_t pos =
+              circular ? (((idx[b] % maxSeq) + maxSeq) % maxSeq + s) % maxSeq : idx[b] + s;
           const int64_t to = ((b * outer + o) * maxSeq + pos) * inner;
           const int64_t from = ((b * outer + o) * seq + s) * inner;
           if (es == 0)
@@ -811,7 +823,11 @@ class DeformConv : public Kernel {
     if (dil_.size() != 2 || str_.size() != 2 || pad_.size() != 4)
       return Status::error("dilations and strides need 2 values, pads 4");
     for (int64_t v : {dil_[0], dil_[1], str_[0], str_[1]})
-      if (v <= 0) return Status::error("dilations and strides must be positive");
+      if (v <= 0 || v > (int64_t{1} << 31))
+        return Status::error("dilations and strides must be positive (and below 2^31)");
+    for (int64_t v : pad_)
+      if (v < 0 || v > (int64_t{1} << 31))
+        return Status::error("pads must be non-negative (and below 2^31)");
     OH_ = (H_ + pad_[0] + pad_[2] - ((kh_ - 1) * dil_[0] + 1)) / str_[0] + 1;
     OW_ = (W_ + pad_[1] + pad_[3] - ((kw_ - 1) * dil_[1] + 1)) / str_[1] + 1;
     if (OH_ <= 0 || OW_ <= 0) return Status::error("the kernel does not fit the padded image");

@@ -335,6 +335,23 @@ TEST(Attention25, SlidingWindowAveragesTheAllowedKeys) {
       << bad.message();
 }
 
+// TensorScatter's circular mode wraps any index, the most negative included, without
+// overflowing: -2^63 + 1 is 1 (mod 4) for a cache of 4 positions, 2^63 - 1 is 3.
+TEST(NewerOnnxKernels, CircularScatterWrapsExtremeIndices) {
+  const Tensor cache = Tensor::fromVector(std::vector<float>(8, 0.0f), {2, 4});
+  const Tensor update = Tensor::fromVector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  auto y = run({"TensorScatter",
+                24,
+                {{"c", cache},
+                 {"u", update},
+                 {"i", Tensor::fromVector(std::vector<int64_t>{INT64_MIN + 1, INT64_MAX}, {2})}},
+                1,
+                {attr("mode", std::string("circular")), attr("axis", int64_t{1})}});
+  ASSERT_TRUE(y.ok()) << y.message();
+  // Row 0 from 1: positions 1, 2. Row 1 from 3: positions 3, 0.
+  expectNear(values((*y)[0]), {0, 1, 2, 0, 4, 0, 0, 3}, 0);
+}
+
 TEST(NewerOnnxKernels, RefuseWhatTheyCannotTake) {
   auto expectError = [](const Node& n, const std::string& want) {
     auto r = run(n);
@@ -364,6 +381,14 @@ TEST(NewerOnnxKernels, RefuseWhatTheyCannotTake) {
                 {"b", Tensor::fromVector(std::vector<int64_t>{2, 2}, {2})}},
                1},
               "dimension 2 the number of blocks, 4");
+  // Sizes whose products would overflow are refused before any arithmetic on them.
+  expectError({"Col2Im",
+               18,
+               {{"x", Tensor::fromVector(std::vector<float>(4, 1.0f), {1, 4, 1})},
+                {"i", Tensor::fromVector(std::vector<int64_t>{int64_t{1} << 40, 3}, {2})},
+                {"b", Tensor::fromVector(std::vector<int64_t>{2, 2}, {2})}},
+               1},
+              "exceed 2^31");
   expectError({"AffineGrid",
                20,
                {{"t", f}, {"s", Tensor::fromVector(std::vector<int64_t>{1, 1, 2, 2}, {4})}},
