@@ -653,7 +653,11 @@ class RoiAlign : public Kernel {
         oh_(init.attrs.getInt("output_height")),
         ow_(init.attrs.getInt("output_width")),
         ratio_(init.attrs.getInt("sampling_ratio")),
-        scale_(init.attrs.getFloat("spatial_scale")) {}
+        scale_(init.attrs.getFloat("spatial_scale")) {
+    if (oh_ < 0 || ow_ < 0)
+      fail("output_height and output_width must not be negative; they are " + std::to_string(oh_) +
+           " and " + std::to_string(ow_));
+  }
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& rois = ctx.input(1);
@@ -662,6 +666,8 @@ class RoiAlign : public Kernel {
       return Status::error("RoiAlign needs X [N,C,H,W], rois [R,4] and batch_indices [R]");
     const int64_t C = x.dim(1), H = x.dim(2), W = x.dim(3), R = rois.dim(0);
     DW_ALLOC(y, ctx.output(0, x.dtype(), {R, C, oh_, ow_}));
+    // Nothing to sample (and a bin count of 0 would divide the rois' sizes by zero).
+    if (y->size() == 0) return Status();
     return dispatchFloat(x.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
       const double off = halfPixel_ ? 0.5 : 0.0;
