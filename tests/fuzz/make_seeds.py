@@ -135,6 +135,12 @@ def main():
         out = os.path.join(SEEDS, "project", name + ".dwproj")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         subprocess.run([cli, "import", path, "-o", out], check=True, stdout=subprocess.DEVNULL)
+    # The golden cases of the ai.onnx operators after opset 17 (one node each, with its
+    # attributes). The microsoft_*.onnx seeds are chosen by hand from tests/golden/ort-contrib.
+    root = os.path.join(HERE, "..", "golden", "ort-onnx")
+    for case in sorted(os.listdir(root)):
+        shutil.copy(os.path.join(root, case, "model.onnx"),
+                    os.path.join(SEEDS, "onnx", f"newer_{case}.onnx"))
     examples = os.path.join(HERE, "..", "..", "resources", "examples")
     for f in sorted(os.listdir(examples)):
         shutil.copy(os.path.join(examples, f), os.path.join(SEEDS, "project", f))
