@@ -45,22 +45,6 @@ dw::Result<Tensor> run(const std::string& op, int32_t type, const std::vector<Te
   return out->at("y");
 }
 
-onnx::AttributeProto intAttr(const std::string& name, int64_t v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
-
-onnx::AttributeProto floatAttr(const std::string& name, float v) {
-  onnx::AttributeProto a;
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::FLOAT);
-  a.set_f(v);
-  return a;
-}
-
 template <class T>
 void checkMatMul(int32_t type) {
   std::mt19937 rng(7);
@@ -103,8 +87,8 @@ TEST(MatMulReference, GemmFloat64TransposesScalesAndAddsC) {
                c = filled<double>({5}, rng);
   // A' = A^T [3, 4], B' = B^T [4, 5]: Y = 0.5 A' B' + 2 C.
   auto y = run("Gemm", onnx::TensorProto::DOUBLE, {a, b, c},
-               {intAttr("transA", 1), intAttr("transB", 1), floatAttr("alpha", 0.5f),
-                floatAttr("beta", 2.0f)});
+               {test::attribute("transA", int64_t{1}), test::attribute("transB", int64_t{1}),
+                test::attribute("alpha", 0.5f), test::attribute("beta", 2.0f)});
   ASSERT_TRUE(y.ok()) << y.message();
   ASSERT_EQ(y->shape(), (Shape{3, 5}));
   for (int64_t m = 0; m < 3; ++m)

@@ -109,4 +109,21 @@ inline void attrInts(onnx::NodeProto* n, const std::string& name, const std::vec
   for (int64_t x : v) a->add_ints(x);
 }
 
+// One attribute as a value (for tests that keep a node's attributes in a list).
+inline onnx::AttributeProto attribute(const std::string& name, int64_t v) {
+  onnx::NodeProto n;
+  attrI(&n, name, v);
+  return n.attribute(0);
+}
+inline onnx::AttributeProto attribute(const std::string& name, float v) {
+  onnx::NodeProto n;
+  attrF(&n, name, v);
+  return n.attribute(0);
+}
+inline onnx::AttributeProto attribute(const std::string& name, const std::string& v) {
+  onnx::NodeProto n;
+  attrS(&n, name, v);
+  return n.attribute(0);
+}
+
 }  // namespace dw::engine::test

@@ -26,26 +26,9 @@ struct Node {
   std::vector<onnx::AttributeProto> attrs;
 };
 
-onnx::AttributeProto attr(const std::string& n, int64_t v) {
-  onnx::AttributeProto a;
-  a.set_name(n);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
-onnx::AttributeProto attr(const std::string& n, float v) {
-  onnx::AttributeProto a;
-  a.set_name(n);
-  a.set_type(onnx::AttributeProto::FLOAT);
-  a.set_f(v);
-  return a;
-}
-onnx::AttributeProto attr(const std::string& n, const std::string& v) {
-  onnx::AttributeProto a;
-  a.set_name(n);
-  a.set_type(onnx::AttributeProto::STRING);
-  a.set_s(v);
-  return a;
+template <class V>
+onnx::AttributeProto attr(const std::string& n, V v) {
+  return test::attribute(n, v);
 }
 
 int32_t onnxType(const Tensor& t) {
