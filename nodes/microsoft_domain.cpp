@@ -353,9 +353,10 @@ int elemTypeOf(const Ctx& c, int input) {
   return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
 }
 
-// The codes of `bits` bits packed into the uint8 tensor `packed`, low bits first: a new last
-// axis of 8 / bits codes per byte, flattened into the one before, as float.
-std::string unpackCodes(Body& b, const std::string& packed, int64_t bits, const std::string& out) {
+// The codes of `bits` bits packed into the uint8 tensor `packed`, low bits first (8 / bits codes
+// per byte, in order), as float of shape `shape`.
+std::string unpackCodes(Body& b, const std::string& packed, int64_t bits, const std::string& out,
+                        const std::vector<int64_t>& shape) {
   const int64_t per = 8 / bits;
   const std::string base =
       per > 1 ? b.constantLike(out + "_base", static_cast<float>(1 << bits), packed) : "";
@@ -380,14 +381,18 @@ std::string unpackCodes(Body& b, const std::string& packed, int64_t bits, const 
   }
   *b.add("Concat", codes, {out + "_pairs"}).add_attribute() =
       onnx::MakeAttribute("axis", int64_t{-1});
-  b.add("Shape", {packed}, {out + "_shape"});
-  b.add("Slice",
-        {out + "_shape", b.constantInts(out + "_s0", {0}), b.constantInts(out + "_s1", {-1})},
-        {out + "_lead"});
-  *b.add("Concat", {out + "_lead", b.constantInts(out + "_flat", {-1})}, {out + "_to"})
-       .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
-  b.add("Reshape", {out + "_pairs", out + "_to"}, {out + "_u8"});
+  b.add("Reshape", {out + "_pairs", b.constantInts(out + "_shape", shape)}, {out + "_u8"});
   return b.cast(out + "_u8", onnx::TensorProto::FLOAT, out);
+}
+
+// The int32 product Y_i back in float: times aScale * bScale, plus input `biasInput` ("bias")
+// where the node gives it, into Y.
+void integerProductToFloat(const Ctx& c, Body& b, const std::string& aScale,
+                           const std::string& bScale, int biasInput) {
+  b.add("CastLike", {"Y_i", aScale}, {"Y_f"});
+  b.add("Mul", {aScale, bScale}, {"ab_scale"});
+  b.add("Mul", {"Y_f", "ab_scale"}, {c.hasInput(biasInput) ? "Y_s" : "Y"});
+  if (c.hasInput(biasInput)) b.add("Add", {"Y_s", "bias"}, {"Y"});
 }
 
 struct MsOp {
@@ -928,14 +933,13 @@ const std::vector<MsOp>& msOps() {
                "g_idx (act-order groups, deprecated by ONNX Runtime) is "
                "not supported; quantize without it");
          const int64_t blocks = (K + block - 1) / block;
-         const std::string q = unpackCodes(b, "B", bits, "codes");  // [N, blocks * block]
-         b.add("Reshape", {q, b.constantInts("q_shape", {N, blocks, block})}, {"q"});
+         const std::string q = unpackCodes(b, "B", bits, "q", {N, blocks, block});
          std::string zero;
          if (!c.hasInput(3)) {
            zero = b.constantLike("zero_default", static_cast<float>(1 << (bits - 1)), "q");
          } else if (elemTypeOf(c, 3) == onnx::TensorProto::UINT8) {
            b.add("Reshape", {"zero_points", b.constantInts("zp_rows_shape", {N, -1})}, {"zp_rows"});
-           unpackCodes(b, "zp_rows", bits, "zp_codes");
+           unpackCodes(b, "zp_rows", bits, "zp_codes", {N, -1});
            b.add("Slice",
                  {"zp_codes", b.constantInts("zp_from", {0}), b.constantInts("zp_to", {blocks}),
                   b.constantInts("zp_axis", {1})},
@@ -953,7 +957,7 @@ const std::vector<MsOp>& msOps() {
                {b.cast("scales", onnx::TensorProto::FLOAT, "scales_f"),
                 b.constantInts("scale_shape", {N, blocks, 1})},
                {"scale"});
-         b.add("Sub", {"q", zero}, {"centred"});
+         b.add("Sub", {q, zero}, {"centred"});
          b.add("Mul", {"centred", "scale"}, {"w_blocks"});
          b.add("Reshape", {"w_blocks", b.constantInts("w_shape", {N, blocks * block})}, {"w_all"});
          std::string w = "w_all";
@@ -999,10 +1003,7 @@ const std::vector<MsOp>& msOps() {
          b.add("MatMulInteger",
                {"A", "B", c.hasInput(4) ? "a_zero_point" : "", c.hasInput(5) ? "b_zero_point" : ""},
                {"Y_i"});
-         b.add("CastLike", {"Y_i", "a_scale"}, {"Y_f"});
-         b.add("Mul", {"a_scale", "b_scale"}, {"ab_scale"});
-         b.add("Mul", {"Y_f", "ab_scale"}, {c.hasInput(6) ? "Y_s" : "Y"});
-         if (c.hasInput(6)) b.add("Add", {"Y_s", "bias"}, {"Y"});
+         integerProductToFloat(c, b, "a_scale", "b_scale", 6);
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 2, 0); }},
       {"DynamicQuantizeMatMul", "quantization",
@@ -1014,10 +1015,7 @@ const std::vector<MsOp>& msOps() {
          b.add("DynamicQuantizeLinear", {"A"}, {"A_q", "A_scale", "A_zero"});
          b.add("MatMulInteger", {"A_q", "B", "A_zero", c.hasInput(3) ? "b_zero_point" : ""},
                {"Y_i"});
-         b.cast("Y_i", onnx::TensorProto::FLOAT, "Y_f");
-         b.add("Mul", {"A_scale", "b_scale"}, {"ab_scale"});
-         b.add("Mul", {"Y_f", "ab_scale"}, {c.hasInput(4) ? "Y_s" : "Y"});
-         if (c.hasInput(4)) b.add("Add", {"Y_s", "bias"}, {"Y"});
+         integerProductToFloat(c, b, "A_scale", "b_scale", 4);
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"QuickGelu", "math",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "engine/kernel.h"
@@ -254,6 +255,18 @@ inline Result<MatMulGeometry> matMulGeometry(Shape sa, Shape sb) {
   g.bst = stridesOf(g.batch);
   g.batches = numElements(g.batch);
   return g;
+}
+
+// Copies an element range between tensors of the same dtype, strings included.
+inline void copyElems(const Tensor& src, int64_t so, Tensor& dst, int64_t d, int64_t n) {
+  if (n <= 0) return;
+  if (src.dtype() == DType::kString) {
+    std::copy_n(src.strings().begin() + so, n, dst.strings().begin() + d);
+  } else {
+    const size_t es = dtypeSize(src.dtype());
+    std::memcpy(static_cast<char*>(dst.raw()) + d * es,
+                static_cast<const char*>(src.raw()) + so * es, n * es);
+  }
 }
 
 // Copies a whole tensor (with strings) into a freshly allocated output.

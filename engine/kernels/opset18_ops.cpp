@@ -7,22 +7,18 @@
 // for the rest.
 #include <re2/re2.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/training/image_folder.h"
+#include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 
 namespace dw::engine {
 
 namespace {
-
-std::string dimsText(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
 
 // LpNormalization (opset 1, an old op without a kernel until now): x divided by its L1 or L2
 // norm along `axis`; a vector of norm 0 stays 0, as in ONNX Runtime.
@@ -114,14 +110,14 @@ class AffineGrid : public Kernel {
     const std::vector<int64_t> size = ctx.input(1).toInt64Vector();
     if (size.size() != 4 && size.size() != 5)
       return Status::error("size must hold 4 values (N, C, H, W) or 5 (N, C, D, H, W), got " +
-                           dimsText(size));
+                           shapeToString(size));
     const int64_t sd = static_cast<int64_t>(size.size()) - 2;  // spatial dims: 2 or 3
     for (int64_t v : size)
-      if (v < 0) return Status::error("size " + dimsText(size) + " has a negative entry");
+      if (v < 0) return Status::error("size " + shapeToString(size) + " has a negative entry");
     if (theta.rank() != 3 || theta.dim(0) != size[0] || theta.dim(1) != sd ||
         theta.dim(2) != sd + 1)
       return Status::error("theta of shape " + shapeToString(theta.shape()) +
-                           " does not fit size " + dimsText(size) + ": it must be [N, " +
+                           " does not fit size " + shapeToString(size) + ": it must be [N, " +
                            std::to_string(sd) + ", " + std::to_string(sd + 1) + "]");
     const int64_t N = size[0];
     // Spatial extents in x, y (, z) order: the grid's last axis lists coordinates that way.
@@ -179,8 +175,8 @@ class BlockLayout {
               const std::vector<int64_t>& strides, const Shape& columns) {
     const size_t r = image.size();
     if (r == 0 || block.size() != r)
-      return Status::error("image_shape " + dimsText(image) + " and block_shape " +
-                           dimsText(block) + " must have the same, non-zero length");
+      return Status::error("image_shape " + shapeToString(image) + " and block_shape " +
+                           shapeToString(block) + " must have the same, non-zero length");
     image_ = image;
     block_ = block;
     dil_ = dilations.empty() ? std::vector<int64_t>(r, 1) : dilations;
@@ -200,7 +196,7 @@ class BlockLayout {
     for (size_t d = 0; d < r; ++d) {
       if (image[d] > kDimLimit || block[d] > kDimLimit || dil_[d] > kDimLimit ||
           str_[d] > kDimLimit || pads_[d] > kDimLimit || pads_[d + r] > kDimLimit)
-        return Status::error("image_shape " + dimsText(image) + ", block_shape " + dimsText(block) +
+        return Status::error("image_shape " + shapeToString(image) + ", block_shape " + shapeToString(block) +
                              " or the window attributes exceed 2^31");
       if (image[d] <= 0 || block[d] <= 0 || dil_[d] <= 0 || str_[d] <= 0 || pads_[d] < 0 ||
           pads_[d + r] < 0)
@@ -210,13 +206,13 @@ class BlockLayout {
       const int64_t span = dil_[d] * (block[d] - 1) + 1;
       const int64_t room = image[d] + pads_[d] + pads_[d + r] - span;
       if (room < 0)
-        return Status::error("block_shape " + dimsText(block) + " does not fit the padded image " +
-                             dimsText(image) + " in dimension " + std::to_string(d));
+        return Status::error("block_shape " + shapeToString(block) + " does not fit the padded image " +
+                             shapeToString(image) + " in dimension " + std::to_string(d));
       grid_[d] = room / str_[d] + 1;
       if (K_ > kProductLimit / block[d] || L_ > kProductLimit / grid_[d] ||
           pixels_ > kProductLimit / image[d])
-        return Status::error("image_shape " + dimsText(image) + " and block_shape " +
-                             dimsText(block) + " make more elements than a tensor can hold");
+        return Status::error("image_shape " + shapeToString(image) + " and block_shape " +
+                             shapeToString(block) + " make more elements than a tensor can hold");
       K_ *= block[d];
       L_ *= grid_[d];
       pixels_ *= image[d];
@@ -359,19 +355,16 @@ class TensorScatter : public Kernel {
                              "] = " + std::to_string(idx[b]) + " puts " + std::to_string(seq) +
                              " positions outside the cache's " + std::to_string(maxSeq) +
                              " (mode linear)");
-    const bool strings = past.dtype() == DType::kString;
     // The cache is updated in place where this node is its last reader.
-    DW_ALLOC(y, strings ? ctx.output(0, past.dtype(), past.shape())
-                        : ctx.outputReusing(0, 0, past.dtype(), past.shape()));
-    if (strings)
-      y->strings() = past.strings();
-    else if (y->raw() != past.raw())
-      std::memcpy(y->raw(), past.raw(), past.bytes());
+    DW_ALLOC(y, past.dtype() == DType::kString
+                    ? ctx.output(0, past.dtype(), past.shape())
+                    : ctx.outputReusing(0, 0, past.dtype(), past.shape()));
+    if (past.dtype() == DType::kString || y->raw() != past.raw())
+      copyElems(past, 0, *y, 0, past.size());
     // Rows of `inner` elements: everything after the axis moves together.
     int64_t outer = 1, inner = 1;
     for (int64_t d = 1; d < a; ++d) outer *= past.dim(d);
     for (size_t d = a + 1; d < r; ++d) inner *= past.dim(d);
-    const size_t es = strings ? 0 : dtypeSize(past.dtype());
     for (int64_t b = 0; b < B; ++b)
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t s = 0; s < seq; ++s) {
@@ -380,11 +373,7 @@ class TensorScatter : public Kernel {
               circular ? (((idx[b] % maxSeq) + maxSeq) % maxSeq + s) % maxSeq : idx[b] + s;
           const int64_t to = ((b * outer + o) * maxSeq + pos) * inner;
           const int64_t from = ((b * outer + o) * seq + s) * inner;
-          if (es == 0)
-            std::copy_n(upd.strings().begin() + from, inner, y->strings().begin() + to);
-          else
-            std::memcpy(static_cast<char*>(y->raw()) + to * es,
-                        static_cast<const char*>(upd.raw()) + from * es, inner * es);
+          copyElems(upd, from, *y, to, inner);
         }
     return Status();
   }
@@ -529,10 +518,14 @@ class RegexFullMatch : public Kernel {
   std::unique_ptr<RE2> re_;
 };
 
+// Swish (x * sigmoid(alpha x)) as ops/unary_table.h defines it, for the kernels that apply it
+// to their results.
+UnaryInstance swish(float alpha) { return resolveUnary(*ops::findUnaryOp("Swish"), alpha, NAN); }
+
 // SwiGLU: A * sigmoid(alpha * A) * B, elementwise on two tensors of one shape.
 class SwiGlu : public Kernel {
  public:
-  explicit SwiGlu(const KernelInit& init) : alpha_(init.attrs.getFloat("alpha", 1.0f)) {}
+  explicit SwiGlu(const KernelInit& init) : swish_(swish(init.attrs.getFloat("alpha", 1.0f))) {}
 
   Status compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
@@ -543,17 +536,16 @@ class SwiGlu : public Kernel {
     DW_ALLOC(y, ctx.output(0, a.dtype(), a.shape()));
     return dispatchFloat(a.dtype(), [&](auto z) -> Status {
       using T = decltype(z);
-      const T *pa = a.data<T>(), *pb = b.data<T>();
+      const T* pb = b.data<T>();
       T* py = y->data<T>();
-      const T alpha = static_cast<T>(alpha_);
-      for (int64_t i = 0; i < a.size(); ++i)
-        py[i] = pa[i] / (T(1) + std::exp(-alpha * pa[i])) * pb[i];
+      swish_.apply(a.data<T>(), py, a.size());
+      for (int64_t i = 0; i < a.size(); ++i) py[i] *= pb[i];
       return Status();
     });
   }
 
  private:
-  float alpha_;
+  UnaryInstance swish_;
 };
 
 // CausalConvWithState: a depthwise 1-D convolution over [B, C, L] that sees only the past,
@@ -562,9 +554,10 @@ class SwiGlu : public Kernel {
 class CausalConvWithState : public Kernel {
  public:
   explicit CausalConvWithState(const KernelInit& init)
-      : act_(init.attrs.getString("activation", "none")) {
-    if (act_ != "none" && act_ != "silu" && act_ != "swish")
-      fail("activation '" + act_ + "' must be none, silu or swish");
+      : silu_(init.attrs.getString("activation", "none") != "none"), swish_(swish(1.0f)) {
+    const std::string act = init.attrs.getString("activation", "none");
+    if (act != "none" && act != "silu" && act != "swish")
+      fail("activation '" + act + "' must be none, silu or swish");
   }
 
   Status compute(KernelContext& ctx) override {
@@ -601,8 +594,9 @@ class CausalConvWithState : public Kernel {
           for (int64_t t = 0; t < L; ++t) {
             T v = bias ? ctx.input(2).data<T>()[c] : T(0);
             for (int64_t j = 0; j < K; ++j) v += wc[j] * row[t + j];
-            out[t] = act_ == "none" ? v : v / (T(1) + std::exp(-v));
+            out[t] = v;
           }
+          if (silu_) swish_.apply(out, out, L);
           if (state) std::copy_n(row.begin() + L, K - 1, state->data<T>() + (b * C + c) * (K - 1));
         }
       return Status();
@@ -610,7 +604,8 @@ class CausalConvWithState : public Kernel {
   }
 
  private:
-  std::string act_;
+  bool silu_;
+  UnaryInstance swish_;
 };
 
 // LinearAttention: attention as a recurrence over a state S [dk, dv] per batch entry and KV
@@ -683,36 +678,44 @@ class LinearAttention : public Kernel {
       present = ctx.output(1, ctx.hasInput(3) ? ctx.input(3).dtype() : q.dtype(), stateShape);
       if (!present) return ctx.status();
     }
-    auto at = [](const Tensor& t, int64_t i) { return static_cast<float>(t.getDouble(i)); };
+    // Every input as float32 once (the rules run in float32), not read element by element.
+    auto load = [](const Tensor& t) {
+      std::vector<float> f(static_cast<size_t>(t.size()));
+      for (int64_t i = 0; i < t.size(); ++i) f[i] = static_cast<float>(t.getDouble(i));
+      return f;
+    };
+    const std::vector<float> Q = load(q), Kf = load(k), V = load(v);
+    const std::vector<float> decay = hasDecay ? load(ctx.input(4)) : std::vector<float>();
+    const std::vector<float> betas = hasBeta ? load(ctx.input(5)) : std::vector<float>();
+    const std::vector<float> past = ctx.hasInput(3) ? load(ctx.input(3)) : std::vector<float>();
     std::vector<float> S(static_cast<size_t>(dk * dv)), r(static_cast<size_t>(dv));
     std::vector<float> out(static_cast<size_t>(y->size())), last(numElements(stateShape));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hk; ++h) {
         for (int64_t i = 0; i < dk * dv; ++i)
-          S[i] = ctx.hasInput(3) ? at(ctx.input(3), (b * Hk + h) * dk * dv + i) : 0.0f;
+          S[i] = past.empty() ? 0.0f : past[(b * Hk + h) * dk * dv + i];
         for (int64_t t = 0; t < T; ++t) {
           const int64_t kb = (b * T + t) * Hk * dk + h * dk;
           const int64_t vb = (b * T + t) * Hk * dv + h * dv;
           if (gated)
             for (int64_t d = 0; d < dk; ++d) {
               const float g =
-                  std::exp(at(ctx.input(4), decayPerDim ? kb + d : (b * T + t) * Hk + h));
+                  std::exp(decay[decayPerDim ? kb + d : (b * T + t) * Hk + h]);
               for (int64_t m = 0; m < dv; ++m) S[d * dv + m] *= g;
             }
           const float beta =
-              delta ? at(ctx.input(5), (b * T + t) * (betaPerHead ? Hk : 1) + (betaPerHead ? h : 0))
-                    : 1.0f;
+              delta ? betas[(b * T + t) * (betaPerHead ? Hk : 1) + (betaPerHead ? h : 0)] : 1.0f;
           for (int64_t m = 0; m < dv; ++m) {
-            float u = at(v, vb + m);
+            float u = V[vb + m];
             if (delta) {
               float sk = 0;
-              for (int64_t d = 0; d < dk; ++d) sk += S[d * dv + m] * at(k, kb + d);
+              for (int64_t d = 0; d < dk; ++d) sk += S[d * dv + m] * Kf[kb + d];
               u = beta * (u - sk);
             }
             r[m] = u;
           }
           for (int64_t d = 0; d < dk; ++d) {
-            const float kd = at(k, kb + d);
+            const float kd = Kf[kb + d];
             for (int64_t m = 0; m < dv; ++m) S[d * dv + m] += kd * r[m];
           }
           for (int64_t g = 0; g < G; ++g) {
@@ -720,7 +723,7 @@ class LinearAttention : public Kernel {
             const int64_t qb = (b * T + t) * Hq * dk + qh * dk;
             for (int64_t m = 0; m < dv; ++m) {
               float o = 0;
-              for (int64_t d = 0; d < dk; ++d) o += at(q, qb + d) * S[d * dv + m];
+              for (int64_t d = 0; d < dk; ++d) o += Q[qb + d] * S[d * dv + m];
               out[(b * T + t) * Hq * dv + qh * dv + m] = scale * o;
             }
           }
@@ -809,7 +812,7 @@ class DeformConv : public Kernel {
     kh_ = w.dim(2), kw_ = w.dim(3);
     const int64_t G = group_, OG = offsetGroup_;
     if (!kernel_.empty() && kernel_ != std::vector<int64_t>{kh_, kw_})
-      return Status::error("kernel_shape " + dimsText(kernel_) + " does not match W " +
+      return Status::error("kernel_shape " + shapeToString(kernel_) + " does not match W " +
                            shapeToString(w.shape()));
     if (G <= 0 || OG <= 0 || C_ % G || OC_ % G || C_ % OG || w.dim(1) * G != C_)
       return Status::error("group " + std::to_string(G) + " and offset_group " +

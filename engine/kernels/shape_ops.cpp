@@ -58,18 +58,6 @@ Result<SlicePlan> planSlice(const Shape& x, const std::vector<int64_t>& starts,
 
 namespace {
 
-// Copies an element range between tensors of the same dtype, strings included.
-inline void copyElems(const Tensor& src, int64_t so, Tensor& dst, int64_t d, int64_t n) {
-  if (n <= 0) return;
-  if (src.dtype() == DType::kString) {
-    std::copy_n(src.strings().begin() + so, n, dst.strings().begin() + d);
-  } else {
-    const size_t es = dtypeSize(src.dtype());
-    std::memcpy(static_cast<char*>(dst.raw()) + d * es,
-                static_cast<const char*>(src.raw()) + so * es, n * es);
-  }
-}
-
 // Generic strided gather: out[i] = in[offset(i)], where offset walks `shape` with `inStrides`.
 template <class T>
 void stridedCopy(const T* in, T* out, const Shape& shape, const std::vector<int64_t>& inStrides,

@@ -599,11 +599,9 @@ Status gradAffineGrid(GradCtx& c) {
   pads.back() = 1;
   const std::string homogeneous =
       c.e.op1("Pad", {base, c.e.ints(pads), c.e.scalar(1.0, c.gradType())});
-  // Summed over positions as products of [N, P, sd, 1] and [N, P, 1, sd + 1] (no MatMul, which
-  // takes no float64).
-  const std::string b4 = c.e.op1("Reshape", {homogeneous, c.e.ints({0, -1, 1, sd + 1})});
-  const std::string g4 = c.e.op1("Reshape", {c.dY[0], c.e.ints({0, -1, sd, 1})});
-  c.dX[0] = c.e.op1("ReduceSum", {c.e.op1("Mul", {g4, b4}), c.e.ints({1})}, {attrI("keepdims", 0)});
+  const std::string b3 = c.e.op1("Reshape", {homogeneous, c.e.ints({0, -1, sd + 1})});
+  const std::string g3 = c.e.op1("Reshape", {c.dY[0], c.e.ints({0, -1, sd})});
+  c.dX[0] = c.e.op1("MatMul", {c.e.op1("Transpose", {g3}, {attrInts("perm", {0, 2, 1})}), b3});
   return Status();
 }
 
@@ -613,24 +611,19 @@ Status gradCol2Im(GradCtx& c) {
   if (c.need(1) || c.need(2))
     return Status::error("image_shape and block_shape are not differentiable");
   if (!c.need(0)) return Status();
-  std::vector<onnx::AttributeProto> at;
-  for (const char* a : {"dilations", "pads", "strides"})
-    if (const auto* f = findAttr(c.node, a)) at.push_back(*f);
-  c.dX[0] = c.e.op("Col2ImGrad", {c.dY[0], c.in(0), c.in(1), c.in(2)}, {"dX"}, at, kGradDomain)[0];
+  c.dX[0] = c.e.op("Col2ImGrad", {c.dY[0], c.in(0), c.in(1), c.in(2)}, {"dX"}, c.forwardAttrs(),
+                   kGradDomain)[0];
   return Status();
 }
 
 // DeformConv (opset 19): DeformConvGrad gives every input's gradient at once (the sampled
 // columns it needs are rebuilt from X and the offsets).
 Status gradDeformConv(GradCtx& c) {
-  std::vector<onnx::AttributeProto> at;
-  for (const char* a : {"dilations", "group", "kernel_shape", "offset_group", "pads", "strides"})
-    if (const auto* f = findAttr(c.node, a)) at.push_back(*f);
   std::vector<std::string> ins{c.dY[0], c.in(0), c.in(1), c.in(2), c.in(4)};
   const int wants[5] = {0, 1, 2, 3, 4};  // X, W, offset, B, mask
   std::vector<std::string> outs;
   for (int k : wants) outs.push_back(c.need(k) ? "d" : "");
-  auto r = c.e.op("DeformConvGrad", ins, outs, at, kGradDomain);
+  auto r = c.e.op("DeformConvGrad", ins, outs, c.forwardAttrs(), kGradDomain);
   for (int k : wants)
     if (c.need(k)) c.dX[k] = r[k];
   return Status();

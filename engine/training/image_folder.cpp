@@ -404,14 +404,18 @@ Result<Decoded> decodeJpeg(const std::string& path, const std::string& bytes, bo
 
 // ---- Decoding, channels, resizing -------------------------------------------------------------
 
+// A PNG or JPEG held in memory; `what` (its path) names it in errors.
+Result<Decoded> decodeBytes(const std::string& what, const std::string& bytes, bool headerOnly) {
+  auto format = sniff(what, bytes);
+  if (!format) return format.status();
+  if (*format == Format::kPng) return headerOnly ? pngHeader(what, bytes) : decodePng(what, bytes);
+  return decodeJpeg(what, bytes, headerOnly);
+}
+
 Result<Decoded> decodeFile(const std::string& path, bool headerOnly) {
   auto bytes = readFileBytes(path);
   if (!bytes) return bytes.status();
-  auto format = sniff(path, *bytes);
-  if (!format) return format.status();
-  if (*format == Format::kPng)
-    return headerOnly ? pngHeader(path, *bytes) : decodePng(path, *bytes);
-  return decodeJpeg(path, *bytes, headerOnly);
+  return decodeBytes(path, *bytes, headerOnly);
 }
 
 Status checkOptions(const ImageFolderOptions& o) {
@@ -441,19 +445,15 @@ void convertPixels(const Decoded& d, int64_t channels, unsigned char* dst, bool 
   const int64_t n = d.height * d.width;
   const unsigned char* s = d.pixels.get();
   auto at = [&](int64_t c, int64_t i) { return interleaved ? i * channels + c : c * n + i; };
-  for (int64_t i = 0; i < n; ++i) {
-    if (d.channels == channels) {
+  if (d.channels == channels) {
+    for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < channels; ++c) dst[at(c, i)] = s[i * channels + c];
-    } else if (d.channels == 1) {  // grey -> RGB
+  } else if (d.channels == 1) {  // grey -> RGB
+    for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < 3; ++c) dst[at(c, i)] = s[i];
-    } else {  // RGB -> grey
-      dst[at(0, i)] = luma(s + 3 * i);
-    }
+  } else {  // RGB -> grey
+    for (int64_t i = 0; i < n; ++i) dst[at(0, i)] = luma(s + 3 * i);
   }
-}
-
-void toPlanar(const Decoded& d, int64_t channels, unsigned char* dst) {
-  convertPixels(d, channels, dst, false);
 }
 
 // For each output index, the source indices and weights that make it.
@@ -529,11 +529,11 @@ Status decodeInto(const std::string& path, int64_t channels, int64_t outH, int64
   auto d = decodeFile(path, false);
   if (!d) return d.status();
   if (d->height == outH && d->width == outW) {
-    toPlanar(*d, channels, dst);
+    convertPixels(*d, channels, dst, false);
     return Status();
   }
   std::vector<unsigned char> planar(static_cast<size_t>(channels * d->height * d->width));
-  toPlanar(*d, channels, planar.data());
+  convertPixels(*d, channels, planar.data(), false);
   resizePlanar(planar.data(), channels, d->height, d->width, dst, outH, outW);
   return Status();
 }
@@ -551,9 +551,7 @@ Result<Tensor> decodeImageBytes(const std::string& bytes, const std::string& wha
                                 int64_t channels) {
   if (channels != 0 && channels != 1 && channels != 3)
     return Status::error("image channels must be 1 (grey), 3 (RGB) or 0 (the image's own)");
-  auto format = sniff(what, bytes);
-  if (!format) return format.status();
-  auto d = *format == Format::kPng ? decodePng(what, bytes) : decodeJpeg(what, bytes, false);
+  auto d = decodeBytes(what, bytes, false);
   if (!d) return d.status();
   const int64_t c = channels ? channels : d->channels;
   Tensor hwc(DType::kUInt8, {d->height, d->width, c});
@@ -567,7 +565,7 @@ Result<Tensor> readImage(const std::string& path, const ImageFolderOptions& o) {
   if (!d) return d.status();
   const int64_t c = o.channels ? o.channels : d->channels;
   Tensor planar(DType::kUInt8, {c, d->height, d->width});
-  toPlanar(*d, c, planar.data<uint8_t>());
+  convertPixels(*d, c, planar.data<uint8_t>(), false);
   if (o.height == 0 || (o.height == d->height && o.width == d->width)) return planar;
   return resizeImage(planar, o.height, o.width);
 }
@@ -655,7 +653,7 @@ Result<ImageFolderData> readImageFolder(const std::string& dir, const ImageFolde
                                "; images of different sizes need a resize: set height and "
                                "width");
           } else {
-            toPlanar(*d, c, base + i * sampleBytes);
+            convertPixels(*d, c, base + i * sampleBytes, false);
           }
         } else {
           st = decodeInto(files[i], c, h, w, base + i * sampleBytes);
