@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from make_models import models
+from make_models import calibrate, models
 
 ap = argparse.ArgumentParser()
 ap.add_argument("build")
@@ -39,7 +39,10 @@ torch.manual_seed(0)
 dev = torch.device("cuda")
 
 
-ZOO = {name: (model, make_input) for name, model, make_input in models()}
+ZOO = {}
+for name, model, make_input in models():
+    calibrate(model, make_input)
+    ZOO[name] = (model, make_input)
 
 
 def export(name, batch):

@@ -7,6 +7,9 @@
 // Primitives are cached per input-shape signature.
 #include <onnx/onnx_pb.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -35,6 +38,34 @@ bool allFloat(const KernelContext& ctx) {
     if (ctx.hasInput(i) && (!ctx.inputValue(i).isTensor() || ctx.input(i).dtype() != DType::kFloat))
       return false;
   return true;
+}
+
+// o = x op f over `rows` rows of `c` values: f per column (`perColumn`) or the scalar `f0`.
+// Compiled for AVX-512 and AVX2 too: the engine's baseline is SSE2.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void scaleRows(ops::BinaryFn fn,
+                                                                            const float* x,
+                                                                            const float* perColumn,
+                                                                            float f0, int64_t rows,
+                                                                            int64_t c, float* o) {
+  auto pass = [&](auto op) {
+    for (int64_t r = 0; r < rows; ++r, x += c, o += c) {
+      if (perColumn)
+        for (int64_t k = 0; k < c; ++k) o[k] = op(x[k], perColumn[k]);
+      else
+        for (int64_t k = 0; k < c; ++k) o[k] = op(x[k], f0);
+    }
+  };
+  using F = ops::BinaryFn;
+  switch (fn) {
+    case F::kAdd:
+      return pass([](float u, float v) { return u + v; });
+    case F::kSub:
+      return pass([](float u, float v) { return u - v; });
+    case F::kMul:
+      return pass([](float u, float v) { return u * v; });
+    default:
+      return pass([](float u, float v) { return u / v; });
+  }
 }
 
 // Common shell: cached primitive per shape key, reference kernel for the rest.
@@ -180,11 +211,13 @@ class BinaryOp : public DnnlOrReference {
            : row->onednn == B::kSub ? A::binary_sub
            : row->onednn == B::kMul ? A::binary_mul
                                     : A::binary_div;
+    fn_ = row->fn;
     commutes_ = row->fn == ops::BinaryFn::kAdd || row->fn == ops::BinaryFn::kMul;
     legacy_ = init.opset < 7 && init.attrs.getInt("broadcast") != 0;
-    const auto nhwc = fusion::fusedOf(init.attrs).nhwcInputs;
-    nhwc_ = !nhwc.empty();
-    nhwcInput_ = nhwc_ ? nhwc[0] : 0;
+    const auto f = fusion::fusedOf(init.attrs);
+    blocked_ = !f.blockedInputs.empty();
+    nhwc_ = !f.nhwcInputs.empty() || blocked_;
+    nhwcInput_ = blocked_ ? f.blockedInputs[0] : (nhwc_ ? f.nhwcInputs[0] : 0);
   }
   Status compute(KernelContext& ctx) override {
     const Tensor* a = &ctx.input(0);
@@ -196,9 +229,9 @@ class BinaryOp : public DnnlOrReference {
       // other operand broadcasts per channel ([N|1, C, 1, 1], the same in either layout).
       if (nhwcInput_ == 1) std::swap(a, b);
       if (legacy_ || !allFloat(ctx) || out->size() != 4 || a->shape() != *out ||
-          (nhwcInput_ == 1 && !commutes_))
+          (nhwcInput_ == 1 && !commutes_) || (blocked_ && !onednn::blockedShapeOk(*out)))
         return Status::error(
-            "this node cannot take an NHWC operand; run the session with fuse "
+            "this node cannot take an NHWC or nChw16c operand; run the session with fuse "
             "off");
     } else {
       if (legacy_ || !allFloat(ctx)) return reference(ctx);
@@ -210,11 +243,17 @@ class BinaryOp : public DnnlOrReference {
     }
     Shape sb = b->shape();
     while (sb.size() < out->size()) sb.insert(sb.begin(), 1);
+    if (blocked_) {
+      if (!dnnlBackend(ctx.backend()).hostMemory())
+        return Status::error("an nChw16c operand needs host memory; run the session with fuse off");
+      return perChannelBlocked(ctx, *a, sb, *b, *out);
+    }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, *out));
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
       const memory::desc da = nhwc_ ? memory::desc(onednn::toDims(*out), f32,
-                                                   memory::format_tag::acdb)
+                                                   blocked_ ? memory::format_tag::aBcd16b
+                                                            : memory::format_tag::acdb)
                                     : plainDesc(*out, f32),
                          db = plainDesc(sb, f32);
       std::vector<int64_t> key = *out;
@@ -232,9 +271,44 @@ class BinaryOp : public DnnlOrReference {
   }
 
  private:
+  // Squeeze-and-excitation's scaling of X ([N, C, H, W] in nChw16c) by a value per channel
+  // (`sb`: [N|1, C|1, 1, 1]) on host memory, in X's memory where X dies here. oneDNN 2.6's
+  // binary primitive has no kernel for that pair of layouts but its reference one, 150x slower
+  // (efficientnet_b0 at batch 8: 290 ms for the 16 of them, against 1.3 ms here). The tensor is
+  // rows of 16 channels, `rows` of them per image and channel block.
+  Status perChannelBlocked(KernelContext& ctx, const Tensor& x, const Shape& sb, const Tensor& s,
+                           const Shape& out) {
+    DW_ALLOC(y, ctx.outputReusing(0, static_cast<size_t>(nhwcInput_), DType::kFloat, out));
+    const int64_t c = onednn::kChannelBlock, blocks = out[1] / c;
+    const int64_t rows = out[2] * out[3], count = out[0] * blocks * rows;
+    const int64_t perImage = sb[0] == 1 ? 0 : out[1];
+    const bool perChannel = sb[1] != 1;
+    const float* xv = x.data<float>();
+    const float* sv = s.data<float>();
+    float* yv = y->data<float>();
+    const int threads = static_cast<int>(
+        std::clamp<int64_t>(count * c / 16384, 1, std::max(1, omp_get_max_threads())));
+#pragma omp parallel num_threads(threads)
+    {
+      // Each thread a contiguous range of rows, walked a block (image * blocks + channel
+      // block: one set of factors) at a time.
+      const int t = omp_get_thread_num();
+      const int64_t to = count * (t + 1) / threads;
+      for (int64_t p = count * t / threads; p < to;) {
+        const int64_t block = p / rows, end = std::min(to, (block + 1) * rows);
+        const float* f = sv + (block / blocks) * perImage + (perChannel ? (block % blocks) * c : 0);
+        scaleRows(fn_, xv + p * c, perChannel ? f : nullptr, f[0], end - p, c, yv + p * c);
+        p = end;
+      }
+    }
+    return Status();
+  }
+
   dnnl::algorithm alg_;
+  ops::BinaryFn fn_ = ops::BinaryFn::kAdd;
   bool commutes_ = false, legacy_ = false;
   bool nhwc_ = false;      // one operand and the output are NHWC (markNhwcChains)
+  bool blocked_ = false;   // or nChw16c
   int64_t nhwcInput_ = 0;  // which operand
 };
 

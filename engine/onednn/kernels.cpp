@@ -19,6 +19,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
+#include "engine/onednn/vector_math.h"
 #include "engine/unary_op.h"
 
 namespace dw::engine {
@@ -135,7 +136,17 @@ struct FusedActivation {
                         u.onednn.beta);
   }
   void applyHost(float* v, int64_t n) const {
-    if (any()) u.apply(v, v, n);
+    if (!any()) return;
+    if (hostFaster())
+      onednn::swishInPlace(v, n, u.params.alpha);
+    else
+      u.apply(v, v, n);
+  }
+  // SiLU (Swish) costs oneDNN 2.6's post-op (its exp and a division per value) more than a
+  // pass of onednn/vector_math.h over the output once it is written: efficientnet_b0 on 2
+  // threads went from 9.0 to 8.0 ms at batch 1 and from 57 to 53 ms at batch 8.
+  bool hostFaster() const {
+    return any() && u.fn == ops::UnaryFn::kSwish && onednn::vectorMathAvailable();
   }
   UnaryInstance u;
 };
@@ -156,6 +167,7 @@ class Conv : public Kernel {
         poolKernel_(f.maxPool.kernel),
         poolStrides_(f.maxPool.strides),
         poolPads_(f.maxPool.pads),
+        blockedX_(fusion::Fused::listed(f.blockedInputs, 0)),
         blockedY_(fusion::Fused::listed(f.blockedOutputs, 0)),
         keepSrc_(fusion::Fused::listed(f.blockedOutputs, 1)),
         nhwcX_(fusion::Fused::listed(f.nhwcInputs, 0)),
@@ -262,6 +274,11 @@ class Conv : public Kernel {
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, convDst}};
       if (biasData) args[DNNL_ARG_BIAS] = bind_.in(be, DNNL_ARG_BIAS, e.biasD, biasData);
       e.prim.execute(s, args);
+      if (e.actAfter && !e.residualAfter) {
+        s.wait();
+        act_.applyHost(static_cast<float*>(convDst.get_data_handle()),
+                       static_cast<int64_t>(convDst.get_desc().get_size() / sizeof(float)));
+      }
       memory result = convDst;
       if (e.pooled) {
         result = e.userDst == last ? dstUser : (e.poolR ? e.poolR : (e.poolR = memory(last, eng)));
@@ -355,6 +372,7 @@ class Conv : public Kernel {
     dnnl::reorder residualIn;    // the residual into the primitive's layout, where Y's differs
     memory::desc residualD;      // the fused residual, in Y's layout (plain or NHWC)
     bool residualAfter = false;  // added (and the activation applied) after the primitive
+    bool actAfter = false;       // the activation applied after the primitive (hostFaster)
     memory wKept;                // constant weights, already in the primitive's type and layout
     const void* wFrom = nullptr;
     Shape outShape;
@@ -426,12 +444,15 @@ class Conv : public Kernel {
       }
     }
     e.outShape = out;
-    if (blockedY_ &&
-        (transposed_ || !poolKernel_.empty() || !onednn::blockedShapeOk(out) || (g == 1 && c == 1)))
+    if (blockedY_ && (transposed_ || !onednn::blockedShapeOk(out) || (g == 1 && c == 1)))
       return Status::error("output of shape " + shapeToString(out) +
                            " cannot be handed over in the nChw16c layout (it needs a 2-D "
-                           "convolution of more than one input channel, no fused pooling and "
-                           "output channels a multiple of 16); run the session with fuse off");
+                           "convolution of more than one input channel and output channels a "
+                           "multiple of 16); run the session with fuse off");
+    if (blockedX_ && (transposed_ || !onednn::blockedShapeOk(x.shape()) || keepSrc_))
+      return Status::error("input of shape " + shapeToString(x.shape()) +
+                           " cannot arrive in the nChw16c layout (it needs a 2-D convolution "
+                           "and input channels a multiple of 16); run the session with fuse off");
     if (keepSrc_ && (transposed_ || !poolKernel_.empty() || bnFused_ ||
                      !onednn::blockedShapeOk(x.shape()) || (g == 1 && c == 1)))
       return Status::error("input of shape " + shapeToString(x.shape()) +
@@ -441,16 +462,16 @@ class Conv : public Kernel {
     bool unpaddedPool = poolKernel_.size() == 2;
     for (int64_t v : poolPads_) unpaddedPool &= v == 0;
     const bool nhwc = nhwcX_ || nhwcY_;
-    if (nhwc && (transposed_ || ns != 2 || blockedY_ || keepSrc_))
+    if (nhwc && (transposed_ || ns != 2 || keepSrc_))
       return Status::error(
           "a convolution of this kind cannot hand over NHWC tensors; run the "
           "session with fuse off");
-    if (residual_ && (transposed_ || !poolKernel_.empty() || blockedY_))
+    if (residual_ && (transposed_ || !poolKernel_.empty() || keepSrc_))
       return Status::error(
           "a residual Add cannot be fused into a transposed convolution, one with pooling or "
-          "one handing over nChw16c; run the session with fuse off");
-    if (!nhwc && !residual_ && !transposed_ && g == 1 && c == 1 && ns == 2 &&
-        (poolKernel_.empty() || unpaddedPool) &&
+          "one keeping its input; run the session with fuse off");
+    if (!nhwc && !blockedX_ && !blockedY_ && !residual_ && !transposed_ && g == 1 && c == 1 &&
+        ns == 2 && (poolKernel_.empty() || unpaddedPool) &&
         (!act_.any() || act_.u.fn == ops::UnaryFn::kRelu)) {
       // One input channel: the direct NCHW loops (single_channel_conv.cpp), no oneDNN, with a
       // fused BatchNormalization folded into the weights and Relu/MaxPool applied per plane.
@@ -473,8 +494,9 @@ class Conv : public Kernel {
       }
       return Status();
     }
-    e.userSrc = nhwcX_ ? memory::desc(onednn::toDims(x.shape()), f32, Tag::acdb)
-                       : plainDesc(x.shape(), f32);
+    e.userSrc = blockedX_ ? onednn::blockedDesc(x.shape())
+                : nhwcX_  ? memory::desc(onednn::toDims(x.shape()), f32, Tag::acdb)
+                          : plainDesc(x.shape(), f32);
     if (keepSrc_) {
       e.keptSrc = onednn::blockedDesc(x.shape());
       e.keep = dnnl::reorder(dnnl::reorder::primitive_desc(eng, e.userSrc, eng, e.keptSrc));
@@ -514,6 +536,14 @@ class Conv : public Kernel {
         wMd(wdims, ct, Tag::any);
     // A pooled NHWC output: the convolution writes NHWC too (pooling keeps its source's layout).
     if (nhwcY_ && !poolKernel_.empty()) dstMd = memory::desc(dstAny, f32, Tag::acdb);
+    // An inference chain in nChw16c (markNhwcChains, constant weights): the blocked kernels on
+    // both sides, whatever the neighbour's layout. format_tag::any would pick oneDNN's NHWC
+    // kernels (brgconv, brdgmm), and a primitive reading NHWC and writing nChw16c is its
+    // reference implementation; the other side is reordered instead.
+    if ((blockedX_ || blockedY_) && constWeights_ && !transposed_) {
+      srcMd = memory::desc(srcAny, ct, Tag::aBcd16b);
+      dstMd = memory::desc(dstAny, f32, Tag::aBcd16b);
+    }
     // With few input channels (image inputs) oneDNN's direct "first convolution" kernels read
     // plain NCHW and are far faster than what format_tag::any picks for the source. Not for
     // grouped convolutions: with a plain source a depthwise one (one channel per group) falls
@@ -521,7 +551,8 @@ class Conv : public Kernel {
     // NHWC: the first convolution's blocked output then cost a reorder as long as the
     // convolution (mobilenet_v2's stem at batch 8: 0.41 ms after 0.66), while oneDNN's NHWC
     // kernel reads a copy of the image in NHWC, cheap with its 3 channels, and writes Y in NHWC.
-    if (!transposed_ && g == 1 && c <= 4 && !nhwcX_ && !nhwcY_) srcMd = plainDesc(x.shape(), ct);
+    if (!transposed_ && g == 1 && c <= 4 && !nhwcX_ && !nhwcY_ && !blockedX_)
+      srcMd = plainDesc(x.shape(), ct);
     e.biasD = memory::desc({oc}, f32, Tag::a);
     memory::desc biasMd = ctx.hasInput(2) || bnFused_ ? e.biasD : memory::desc();
     // Post-ops: the residual (a sum: Y holds it when the primitive runs; oneDNN 2.6's brgconv
@@ -530,13 +561,15 @@ class Conv : public Kernel {
       dnnl::primitive_attr a;
       dnnl::post_ops po;
       if (residual) po.append_sum(1.0f);
-      act_.appendTo(po);
+      if (!e.actAfter) act_.appendTo(po);
       a.set_post_ops(po);
       return a;
     };
     // Off host memory (oneDNN's GPU engine) the residual is added after the primitive, on the
     // host copy of Y.
     if (residual_ && !dnnlBackend(ctx.backend()).hostMemory()) e.residualAfter = true;
+    e.actAfter =
+        act_.hostFaster() && poolKernel_.empty() && dnnlBackend(ctx.backend()).hostMemory();
     dnnl::primitive_attr attr = attrs(residual_ && !e.residualAfter);
     const int64_t tiles = ns == 2 ? n * ((x.dim(2) + 3) / 4) * ((x.dim(3) + 3) / 4) : 0;
     if (!transposed_ && ct == f32 && poolKernel_.empty() && g == 1 && ns == 2 && !blockedY_ &&
@@ -608,7 +641,8 @@ class Conv : public Kernel {
           padR[i] = poolPads_.empty() ? 0 : poolPads_[i + ns];
           pooled.push_back((out[2 + i] + padL[i] + padR[i] - poolKernel_[i]) / strides[i] + 1);
         }
-        memory::desc pdst(onednn::toDims(pooled), f32, nhwcY_ ? Tag::acdb : Tag::any);
+        memory::desc pdst(onednn::toDims(pooled), f32,
+                          nhwcY_ ? Tag::acdb : (blockedY_ ? Tag::aBcd16b : Tag::any));
         dnnl::pooling_v2_forward::desc pdesc(dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::pooling_max, e.pd_dst, pdst, strides,
                                              poolKernel_, zero, padL, padR);
@@ -617,7 +651,7 @@ class Conv : public Kernel {
         e.poolDst = ppd.dst_desc();
         e.pooled = true;
         e.outShape = pooled;
-        e.userDst = nhwcY_ ? pdst : plainDesc(pooled, f32);
+        e.userDst = nhwcY_ || blockedY_ ? pdst : plainDesc(pooled, f32);
       }
     } else {
       dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
@@ -672,7 +706,8 @@ class Conv : public Kernel {
   std::vector<float> foldedW_, foldedB_;
   bool constWeights_ = false;
   std::vector<int64_t> poolKernel_, poolStrides_, poolPads_;  // a fused MaxPool
-  bool blockedY_;       // Y leaves in nChw16c (the session's markBlockedLayouts)
+  bool blockedX_;       // X arrives in nChw16c (the session's markNhwcChains)
+  bool blockedY_;       // Y leaves in nChw16c (markBlockedLayouts, markNhwcChains)
   bool keepSrc_;        // output 1 is X in nChw16c (the session's shareConvSourceLayout)
   bool nhwcX_, nhwcY_;  // X arrives, Y leaves in NHWC (the session's markNhwcChains)
   std::string autoPad_;
@@ -704,6 +739,7 @@ class Pool : public Kernel {
         ceil_(init.attrs.getInt("ceil_mode", 0) != 0),
         includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
         nhwcX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcInputs, 0)),
+        blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)),
         init_(init) {
     // oneDNN has no Indices output, column-major indices or integer max pooling: the reference
     // MaxPool (kernels/nn.cpp) takes those.
@@ -713,9 +749,11 @@ class Pool : public Kernel {
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (nhwcX_ && (needReference_ || x.dtype() != DType::kFloat || !global_ || x.rank() != 4))
+    if ((nhwcX_ || blockedX_) &&
+        (needReference_ || x.dtype() != DType::kFloat || !global_ || x.rank() != 4 ||
+         (blockedX_ && !onednn::blockedShapeOk(x.shape()))))
       return Status::error(
-          "only a float32 2-D global pooling reads an NHWC input; run the "
+          "only a float32 2-D global pooling reads an NHWC or nChw16c input; run the "
           "session with fuse off");
     if (needReference_ || x.dtype() != DType::kFloat) {
       if (!fallback_) fallback_ = onednn::referenceKernel(init_);
@@ -759,13 +797,14 @@ class Pool : public Kernel {
         const auto alg = max_ ? dnnl::algorithm::pooling_max
                               : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding);
-        // An NHWC input (the session's markNhwcChains): the output's 1x1 planes are the same
-        // in either layout.
-        e.src = nhwcX_ ? memory::desc(onednn::toDims(x.shape()), f32, Tag::acdb)
-                       : plainDesc(x.shape(), f32);
-        // Its output described as NHWC too, or oneDNN takes its reference implementation.
-        const memory::desc dst =
-            nhwcX_ ? memory::desc(onednn::toDims(out), f32, Tag::acdb) : plainDesc(out, f32);
+        // An NHWC or nChw16c input (the session's markNhwcChains): the output's 1x1 planes
+        // are the same in either layout (channels in whole blocks for nChw16c).
+        const Tag chain = blockedX_ ? Tag::aBcd16b : Tag::acdb;
+        e.src = nhwcX_ || blockedX_ ? memory::desc(onednn::toDims(x.shape()), f32, chain)
+                                    : plainDesc(x.shape(), f32);
+        // Its output described in the same layout, or oneDNN takes its reference implementation.
+        const memory::desc dst = nhwcX_ || blockedX_ ? memory::desc(onednn::toDims(out), f32, chain)
+                                                     : plainDesc(out, f32);
         dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, e.src, dst,
                                          p.strides, p.kernel, minus1(p.dilations), p.padL, p.padR);
         dnnl::pooling_v2_forward::primitive_desc pd(d, eng);
@@ -816,7 +855,8 @@ class Pool : public Kernel {
   }
   ConvLikeAttrs attrs_;
   bool global_, max_, ceil_, includePad_, needReference_ = false;
-  bool nhwcX_;  // X arrives in NHWC (global pooling only)
+  bool nhwcX_;     // X arrives in NHWC (global pooling only)
+  bool blockedX_;  // or in nChw16c
   KernelInit init_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;

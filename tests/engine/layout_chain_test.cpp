@@ -179,6 +179,94 @@ TEST(LayoutChains, SqueezeExcitationStaysNhwc) {
   EXPECT_NE(nhwc.profile.find("(Conv; input 0 in NHWC)"), std::string::npos) << nhwc.profile;
 }
 
+// The per-channel operations of a chain on planes large enough for nChw16c (which oneDNN's
+// binary primitive has no fast kernel for, so they run on the host): squeeze-and-excitation's
+// Mul by a per-image scale, a Div by per-channel constants and a Sub of one constant broadcast
+// everywhere, each the same as on plain tensors; and SiLU after a convolution of that size
+// (applied after the primitive on AVX-512 machines).
+TEST(LayoutChains, PerChannelOperationsOnLargePlanes) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {8, 16, 56, 56});
+  addValue(g->add_output(), "y", {8, 8, 1, 1});
+  addInit(g, "w1", randomTensor({32, 16, 1, 1}, 51, -0.4f, 0.4f));
+  addInit(g, "ws", randomTensor({8, 32, 1, 1}, 52, -0.4f, 0.4f));
+  addInit(g, "we", randomTensor({32, 8, 1, 1}, 53, -0.4f, 0.4f));
+  addInit(g, "k", randomTensor({1, 32, 1, 1}, 54, 0.5f, 2.0f));
+  addInit(g, "shift", randomTensor({1}, 55, -1.0f, 1.0f));
+  addInit(g, "w2", randomTensor({8, 32, 1, 1}, 56, -0.4f, 0.4f));
+  addNode(g, "Conv", {"x", "w1"}, {"c1"});
+  addNode(g, "Sigmoid", {"c1"}, {"g1"});
+  addNode(g, "Mul", {"c1", "g1"}, {"a"});
+  addNode(g, "GlobalAveragePool", {"a"}, {"p"});
+  addNode(g, "Conv", {"p", "ws"}, {"sq"});
+  addNode(g, "Relu", {"sq"}, {"sqr"});
+  addNode(g, "Conv", {"sqr", "we"}, {"ex"});
+  addNode(g, "Sigmoid", {"ex"}, {"s"});
+  addNode(g, "Mul", {"a", "s"}, {"scaled"});
+  addNode(g, "Div", {"scaled", "k"}, {"divided"});
+  addNode(g, "Sub", {"divided", "shift"}, {"moved"});
+  addNode(g, "Conv", {"moved", "w2"}, {"c2"});
+  addNode(g, "GlobalAveragePool", {"c2"}, {"y"});
+  const Tensor x = randomTensor({8, 16, 56, 56}, 57, -3.0f, 3.0f);
+  const Outcome nhwc = run(m, x, true, true), plain = run(m, x, true, false),
+                unfused = run(m, x, false, false);
+  ASSERT_TRUE(nhwc.y.defined() && plain.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(nhwc.y, plain.y), 1e-6f);
+  EXPECT_LT(maxDiff(nhwc.y, unfused.y), 1e-5f);
+  for (const char* op : {"(Mul; input 0 in nChw16c)", "(Div; input 0 in nChw16c)",
+                         "(Sub; input 0 in nChw16c)", "(GlobalAveragePool; input 0 in nChw16c)"})
+    EXPECT_NE(nhwc.profile.find(op), std::string::npos) << op << "\n" << nhwc.profile;
+}
+
+// At batch 8 on 56 x 56 planes the groups whose channels come in whole blocks of 16 hand over
+// in nChw16c instead (oneDNN's blocked kernels are faster there), and a group of 24 channels
+// stays NHWC: the convolutions between them read one layout and write the other, with a
+// residual added across the boundary, global pooling and squeeze-and-excitation's Mul on the
+// blocked tensors. All of it the same as with plain hand-overs and node by node.
+TEST(LayoutChains, LargePlanesHandOverBlocked) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {8, 16, 56, 56});
+  addValue(g->add_output(), "y", {8, 16, 1, 1});
+  addInit(g, "w1", randomTensor({32, 16, 1, 1}, 61, -0.4f, 0.4f));
+  addInit(g, "wd", randomTensor({32, 1, 3, 3}, 62, -0.5f, 0.5f));
+  addInit(g, "w2", randomTensor({24, 32, 1, 1}, 63, -0.4f, 0.4f));
+  addInit(g, "w3", randomTensor({32, 24, 1, 1}, 64, -0.4f, 0.4f));
+  addInit(g, "ws", randomTensor({32, 32, 1, 1}, 65, -0.4f, 0.4f));
+  addInit(g, "w4", randomTensor({16, 32, 3, 3}, 66, -0.2f, 0.2f));
+  addInit(g, "lo", Tensor::scalar(DType::kFloat, 0.0));
+  addInit(g, "hi", Tensor::scalar(DType::kFloat, 6.0));
+  addNode(g, "Conv", {"x", "w1"}, {"c1"});
+  addNode(g, "Clip", {"c1", "lo", "hi"}, {"a"});
+  auto* dw = addNode(g, "Conv", {"a", "wd"}, {"c2"});
+  attrInts(dw, "pads", {1, 1, 1, 1});
+  attrI(dw, "group", 32);
+  addNode(g, "Clip", {"c2", "lo", "hi"}, {"b"});
+  addNode(g, "Conv", {"b", "w2"}, {"narrow"});  // 24 channels: NHWC
+  addNode(g, "Conv", {"narrow", "w3"}, {"c3"});
+  addNode(g, "Add", {"c3", "a"}, {"sum"});  // the residual, across the boundary
+  addNode(g, "GlobalAveragePool", {"sum"}, {"p"});
+  addNode(g, "Conv", {"p", "ws"}, {"e"});
+  addNode(g, "Sigmoid", {"e"}, {"s"});
+  addNode(g, "Mul", {"sum", "s"}, {"scaled"});
+  auto* down = addNode(g, "Conv", {"scaled", "w4"}, {"c4"});
+  attrInts(down, "pads", {1, 1, 1, 1});
+  attrInts(down, "strides", {2, 2});
+  addNode(g, "GlobalAveragePool", {"c4"}, {"y"});
+  const Tensor x = randomTensor({8, 16, 56, 56}, 67, -2.0f, 2.0f);
+  const Outcome chained = run(m, x, true, true), plain = run(m, x, true, false),
+                unfused = run(m, x, false, false);
+  ASSERT_TRUE(chained.y.defined() && plain.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(chained.y, plain.y), 2e-5f);
+  EXPECT_LT(maxDiff(chained.y, unfused.y), 2e-5f);
+  for (const char* node :
+       {"(Conv; input 0, output 0 in nChw16c)", "(Conv; input 0 in nChw16c; output 0 in NHWC)",
+        "(Conv; output 0 in nChw16c; input 0 in NHWC)", "(Mul; input 0 in nChw16c)",
+        "(GlobalAveragePool; input 0 in nChw16c)"})
+    EXPECT_NE(chained.profile.find(node), std::string::npos) << node << "\n" << chained.profile;
+}
+
 // A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
 // Add of the bias (either operand order), then Relu. The bias becomes the matmul's, the Relu its
 // post-op, and the batch of A is folded into one product; all of it against float64.

@@ -1,0 +1,84 @@
+#include "engine/onednn/vector_math.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+
+// GCC 12's unmasked AVX-512 intrinsics (max, min, roundscale, scalef, rcp14) start from
+// _mm512_undefined_ps(), which -Wmaybe-uninitialized reports once they are inlined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace dw::engine::onednn {
+
+namespace {
+
+#define DW_AVX512 __attribute__((target("avx512f")))
+
+constexpr float kExpLow = -87.3f, kExpHigh = 88.3f;
+
+// e^x: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so that r is exact), e^r by its
+// Taylor polynomial's minimax neighbour, scaled by 2^n. Clamped so that 2^n neither overflows
+// nor goes subnormal; outside that range sigmoid is 0 or 1 to float precision anyway.
+DW_AVX512 __attribute__((always_inline)) inline __m512 exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLow)), _mm512_set1_ps(kExpHigh));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// x / (1 + e^(-a x)), the division as rcp14 refined by one Newton step. Where e^(-a x) would
+// overflow, the result is x * 0 (below float's resolution of x, and NaN for an infinite x as
+// in the definition) rather than x over the clamped exponential.
+DW_AVX512 __attribute__((always_inline)) inline __m512 swish512(__m512 x, __m512 minusAlpha) {
+  const __m512 z = _mm512_mul_ps(x, minusAlpha);
+  const __m512 d = _mm512_add_ps(exp512(z), _mm512_set1_ps(1.0f));
+  __m512 r = _mm512_rcp14_ps(d);
+  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+  const __mmask16 huge = _mm512_cmp_ps_mask(z, _mm512_set1_ps(kExpHigh), _CMP_GT_OQ);
+  return _mm512_mask_mul_ps(_mm512_mul_ps(x, r), huge, x, _mm512_setzero_ps());
+}
+
+DW_AVX512 void swishRange(float* v, int64_t n, float alpha) {
+  const __m512 ma = _mm512_set1_ps(-alpha);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, swish512(_mm512_loadu_ps(v + i), ma));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(v + i, m, swish512(_mm512_maskz_loadu_ps(m, v + i), ma));
+  }
+}
+
+}  // namespace
+
+bool vectorMathAvailable() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+void swishInPlace(float* v, int64_t n, float alpha) {
+  // Below about 16K values a thread team costs more than it saves.
+  constexpr int64_t kPerThread = 16384;
+  const int threads =
+      static_cast<int>(std::clamp<int64_t>(n / kPerThread, 1, std::max(1, omp_get_max_threads())));
+  if (threads == 1) return swishRange(v, n, alpha);
+#pragma omp parallel num_threads(threads)
+  {
+    // Whole vectors per thread, so only the last range has a masked tail.
+    const int64_t t = omp_get_thread_num(), vectors = (n + 15) / 16;
+    const int64_t from = std::min(n, vectors * t / threads * 16);
+    const int64_t to = std::min(n, vectors * (t + 1) / threads * 16);
+    swishRange(v + from, to - from, alpha);
+  }
+}
+
+}  // namespace dw::engine::onednn

@@ -1,0 +1,18 @@
+// Elementwise functions on float32 buffers in explicit AVX-512, for the places where oneDNN's
+// own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions.
+#pragma once
+
+#include <cstdint>
+
+namespace dw::engine::onednn {
+
+// True where the CPU runs the AVX-512 code below; elsewhere callers keep oneDNN's.
+bool vectorMathAvailable();
+
+// v[i] = v[i] * sigmoid(alpha * v[i]) over n values, in place, on the session's OpenMP threads
+// when n is large. The exponential is a degree-6 polynomial after range reduction and the
+// reciprocal rcp14 with one Newton step: within 2e-7 relative of the exact function.
+// Only where vectorMathAvailable().
+void swishInPlace(float* v, int64_t n, float alpha);
+
+}  // namespace dw::engine::onednn
