@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 
 // GCC 12's unmasked AVX-512 intrinsics (max, min, roundscale, scalef, rcp14) start from
 // _mm512_undefined_ps(), which -Wmaybe-uninitialized reports once they are inlined.
@@ -58,6 +59,40 @@ DW_AVX512 void swishRange(float* v, int64_t n, float alpha) {
   }
 }
 
+DW_AVX512 void softmaxRange(const float* x, float* y, int64_t rows, int64_t n) {
+  const int64_t whole = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
+  for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+    __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t i = 0; i < whole; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+    if (tail) m = _mm512_mask_max_ps(m, tail, m, _mm512_maskz_loadu_ps(tail, x + whole));
+    const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < whole; i += 16) {
+      const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), top));
+      _mm512_storeu_ps(y + i, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    if (tail) {
+      const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + whole), top));
+      _mm512_mask_storeu_ps(y + whole, tail, e);
+      sum = _mm512_mask_add_ps(sum, tail, sum, e);
+    }
+    const __m512 scale = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int64_t i = 0; i < whole; i += 16)
+      _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), scale));
+    if (tail)
+      _mm512_mask_storeu_ps(y + whole, tail,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + whole), scale));
+  }
+}
+
+// Threads for `values` values of work: below about 16K a team costs more than it saves.
+int threadsFor(int64_t values) {
+  return static_cast<int>(
+      std::clamp<int64_t>(values / 16384, 1, std::max(1, omp_get_max_threads())));
+}
+
 }  // namespace
 
 bool vectorMathAvailable() {
@@ -66,10 +101,7 @@ bool vectorMathAvailable() {
 }
 
 void swishInPlace(float* v, int64_t n, float alpha) {
-  // Below about 16K values a thread team costs more than it saves.
-  constexpr int64_t kPerThread = 16384;
-  const int threads =
-      static_cast<int>(std::clamp<int64_t>(n / kPerThread, 1, std::max(1, omp_get_max_threads())));
+  const int threads = threadsFor(n);
   if (threads == 1) return swishRange(v, n, alpha);
 #pragma omp parallel num_threads(threads)
   {
@@ -78,6 +110,18 @@ void swishInPlace(float* v, int64_t n, float alpha) {
     const int64_t from = std::min(n, vectors * t / threads * 16);
     const int64_t to = std::min(n, vectors * (t + 1) / threads * 16);
     swishRange(v + from, to - from, alpha);
+  }
+}
+
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t n) {
+  if (rows <= 0 || n <= 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>(threadsFor(rows * n), rows));
+  if (threads == 1) return softmaxRange(x, y, rows, n);
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num();
+    const int64_t from = rows * t / threads, to = rows * (t + 1) / threads;
+    softmaxRange(x + from * n, y + from * n, to - from, n);
   }
 }
 

@@ -1,5 +1,6 @@
 // Elementwise functions on float32 buffers in explicit AVX-512, for the places where oneDNN's
-// own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions.
+// own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions, and the
+// softmax of attention scores.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +15,10 @@ bool vectorMathAvailable();
 // reciprocal rcp14 with one Newton step: within 2e-7 relative of the exact function.
 // Only where vectorMathAvailable().
 void swishInPlace(float* v, int64_t n, float alpha);
+
+// Softmax along rows: y[r, :] = exp(x[r, :] - max) / sum, over `rows` rows of `n` values
+// (in place allowed), on the OpenMP threads when there is enough work. The same exponential
+// as swishInPlace; sums in float32, a row at a time. Only where vectorMathAvailable().
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t n);
 
 }  // namespace dw::engine::onednn

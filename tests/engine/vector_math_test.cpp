@@ -1,6 +1,6 @@
-// The explicit AVX-512 SiLU (engine/onednn/vector_math.cpp) against float64 from the
-// definition: every length up to a few vectors (the masked tail), lengths that split across
-// threads, other alphas, and the extremes where its exponential is clamped.
+// The explicit AVX-512 functions (engine/onednn/vector_math.cpp) against float64 from their
+// definitions: every length up to a few vectors (the masked tail), lengths that split across
+// threads, other alphas, and the extremes where the exponential is clamped.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +78,41 @@ TEST(VectorMath, SwishAtTheExtremes) {
   swishInPlace(z.data(), 2, 1.0f);
   EXPECT_TRUE(std::isnan(z[0]));
   EXPECT_TRUE(std::isnan(z[1]));
+}
+
+// Softmax rows against float64: every row length up to a few vectors and some long ones, in
+// place and not, enough rows to split across threads, rows with large and -inf entries.
+TEST(VectorMath, SoftmaxRowsMatchFloat64) {
+  if (!vectorMathAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  for (int64_t n : {63, 64, 65, 128, 1000}) lengths.push_back(n);
+  for (int64_t n : lengths) {
+    const int64_t rows = 20000 / n + 1;
+    std::vector<float> x = randoms(static_cast<size_t>(rows * n), static_cast<unsigned>(n), 20.0f);
+    if (n > 1) {  // a masked score (a row of them all is 0 / 0, NaN as in the definition)
+      x[0] = -std::numeric_limits<float>::infinity();
+      x[1] = 80.0f;
+    }
+    std::vector<float> y(x.size(), -1.0f), inPlace = x;
+    softmaxRows(x.data(), y.data(), rows, n);
+    softmaxRows(inPlace.data(), inPlace.data(), rows, n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.data() + r * n;
+      double top = -INFINITY, sum = 0;
+      for (int64_t i = 0; i < n; ++i) top = std::max<double>(top, xr[i]);
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(double(xr[i]) - top);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(double(xr[i]) - top) / sum;
+        const size_t at = static_cast<size_t>(r * n + i);
+        // x - max rounded to float moves its exponential by up to |x - max| float epsilons.
+        const double rounding = std::isinf(xr[i]) ? 0.0 : std::abs(double(xr[i]) - top) * 6e-8;
+        ASSERT_LE(std::abs(y[at] - want), (1e-6 + rounding) * want + 1e-37)
+            << "n " << n << " row " << r;
+        ASSERT_EQ(y[at], inPlace[at]);
+      }
+    }
+  }
 }
 
 }  // namespace
