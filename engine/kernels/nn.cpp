@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/direct_conv.h"
 #include "engine/kernels/pool_geometry.h"
 #include "engine/kernels/resize_sampling.h"
 #include "engine/kernels/tables.h"
@@ -834,7 +835,56 @@ class MatMulReference : public Kernel {
   float alpha_, beta_;
 };
 
+// Conv of the types oneDNN's kernel does not take (float64), which it hands here: the direct
+// convolution (direct_conv.h), accumulated in double, plus the bias.
+class ConvReference : public Kernel {
+ public:
+  explicit ConvReference(const KernelInit& init) : attrs_(init.attrs) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor* b = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
+    if (x.dtype() != w.dtype() || (b && b->dtype() != x.dtype()))
+      return Status::error(
+          std::string("X is ") + dtypeName(x.dtype()) + ", W " + dtypeName(w.dtype()) +
+          (b ? std::string(" and B ") + dtypeName(b->dtype()) : "") + "; they must be of one type");
+    if (x.dtype() != DType::kDouble && x.dtype() != DType::kFloat)
+      return Status::error(std::string("dtype ") + dtypeName(x.dtype()) + " is not supported");
+    const std::vector<int64_t> given = attrs_.getInts("kernel_shape");
+    auto g = convGeometry(x.shape(), w.shape(), attrs_);
+    if (!g) return g.status();
+    if (!given.empty() && given != g->kernel)
+      return Status::error("kernel_shape " + shapeToString(given) + " does not match the weights " +
+                           shapeToString(w.shape()));
+    if (b && b->size() != g->oc)
+      return Status::error("B has " + std::to_string(b->size()) + " values for " +
+                           std::to_string(g->oc) + " output channels");
+    DW_ALLOC(y, ctx.output(0, x.dtype(), g->out));
+    auto run = [&](auto z) {
+      using T = decltype(z);
+      const T* xv = x.data<T>();
+      const T* wv = w.data<T>();
+      T* yv = y->data<T>();
+      directConv<double>(
+          *g, [&](int64_t xi, int64_t wi, int64_t) { return double(xv[xi]) * double(wv[wi]); },
+          [&](int64_t at, int64_t oc, double acc) {
+            yv[at] = static_cast<T>(acc + (b ? double(b->data<T>()[oc]) : 0.0));
+          });
+    };
+    if (x.dtype() == DType::kDouble)
+      run(double{});
+    else
+      run(float{});
+    return Status();
+  }
+
+ private:
+  Attributes attrs_;
+};
+
 void addNnKernels(KernelRegistry& r) {
+  r.add(kReferenceTable, "Conv", 1, kMaxOpset, &makeKernel<ConvReference>);
   r.add(kReferenceTable, "MatMul", 1, kMaxOpset, &makeKernel<MatMulReference>);
   r.add(kReferenceTable, "Gemm", 1, kMaxOpset, &makeKernel<MatMulReference>);
   r.add(kReferenceTable, "BatchNormalization", 1, kMaxOpset, &makeKernel<BatchNormReference>);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/direct_conv.h"
 #include "engine/kernels/tables.h"
 
 namespace dw::engine {
@@ -168,8 +169,8 @@ class MatMulInt : public Kernel {
   bool qlinear_;
 };
 
-// ConvInteger and QLinearConv: direct N-D convolution with groups, dilation and padding,
-// accumulating (x - x_zp) * (w - w_zp) in int32.
+// ConvInteger and QLinearConv: the direct convolution (direct_conv.h), accumulating
+// (x - x_zp) * (w - w_zp) in int32.
 class ConvInt : public Kernel {
  public:
   explicit ConvInt(const KernelInit& init)
@@ -181,88 +182,31 @@ class ConvInt : public Kernel {
     const Tensor& w = ctx.input(iw);
     if (!isQuantType(x.dtype()) || !isQuantType(w.dtype()))
       return Status::error("x and w must be uint8 or int8");
-    if (x.rank() < 3 || w.rank() != x.rank()) return Status::error("x and w must be rank >= 3");
-    const size_t ns = x.rank() - 2;
-    const int64_t group = attrs_.getInt("group");
-    const int64_t N = x.dim(0), C = x.dim(1), OC = w.dim(0);
-    if (group <= 0 || C % group || OC % group || w.dim(1) * group != C)
-      return Status::error("channels do not match the weights and group");
-    std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-    auto strides = attrs_.getInts("strides"), dil = attrs_.getInts("dilations"),
-         pads = attrs_.getInts("pads");
-    if (strides.empty()) strides.assign(ns, 1);
-    if (dil.empty()) dil.assign(ns, 1);
-    std::vector<int64_t> padL(ns, 0);
-    const std::string autoPad = attrs_.getString("auto_pad");
-    Shape out{N, OC};
-    for (size_t i = 0; i < ns; ++i) {
-      const int64_t in = x.dim(2 + i), ek = (kernel[i] - 1) * dil[i] + 1;
-      int64_t o;
-      if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-        o = (in + strides[i] - 1) / strides[i];
-        const int64_t total = std::max<int64_t>(0, (o - 1) * strides[i] + ek - in);
-        padL[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      } else {
-        int64_t pl = 0, pr = 0;
-        if (autoPad != "VALID" && !pads.empty()) {
-          pl = pads[i];
-          pr = pads[i + ns];
-        }
-        padL[i] = pl;
-        o = (in + pl + pr - ek) / strides[i] + 1;
-      }
-      out.push_back(o);
-    }
+    auto g = convGeometry(x.shape(), w.shape(), attrs_);
+    if (!g) return g.status();
     const Tensor* xzp = qlinear_ ? &ctx.input(2) : (ctx.hasInput(2) ? &ctx.input(2) : nullptr);
     const Tensor* wzp = qlinear_ ? &ctx.input(5) : (ctx.hasInput(3) ? &ctx.input(3) : nullptr);
     const DType outType = qlinear_ ? ctx.input(7).dtype() : DType::kInt32;
-    DW_ALLOC(y, ctx.output(0, outType, out));
-    const Shape spatialIn(x.shape().begin() + 2, x.shape().end());
-    const Shape spatialOut(out.begin() + 2, out.end());
-    const int64_t inPlane = numElements(spatialIn), outPlane = numElements(spatialOut);
-    const int64_t kSize = numElements(kernel), cg = C / group, og = OC / group;
+    DW_ALLOC(y, ctx.output(0, outType, g->out));
     const int32_t zx = xzp ? intAt(*xzp, 0) : 0;
-    std::vector<int64_t> o(ns), pos(ns);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t oc = 0; oc < OC; ++oc) {
-        const int64_t g = oc / og;
-        const int32_t zw = wzp ? intAt(*wzp, wzp->size() > 1 ? oc : 0) : 0;
-        for (int64_t oi = 0; oi < outPlane; ++oi) {
-          int64_t rem = oi;
-          for (size_t d = ns; d-- > 0;) {
-            o[d] = rem % spatialOut[d];
-            rem /= spatialOut[d];
-          }
-          int32_t acc = 0;
-          for (int64_t ki = 0; ki < kSize; ++ki) {
-            int64_t r = ki, off = 0;
-            bool inside = true;
-            for (size_t d = ns; d-- > 0;) {
-              const int64_t k = r % kernel[d];
-              r /= kernel[d];
-              pos[d] = o[d] * strides[d] - padL[d] + k * dil[d];
-              inside = inside && pos[d] >= 0 && pos[d] < spatialIn[d];
-            }
-            if (!inside) continue;
-            for (size_t d = 0; d < ns; ++d) off = off * spatialIn[d] + pos[d];
-            for (int64_t c = 0; c < cg; ++c) {
-              const int32_t xv = intAt(x, (n * C + g * cg + c) * inPlane + off) - zx;
-              const int32_t wv = intAt(w, (oc * cg + c) * kSize + ki) - zw;
-              acc += xv * wv;
-            }
-          }
-          const int64_t at = (n * OC + oc) * outPlane + oi;
+    std::vector<int32_t> zw(static_cast<size_t>(g->oc), 0);
+    for (int64_t oc = 0; oc < g->oc && wzp; ++oc) zw[oc] = intAt(*wzp, wzp->size() > 1 ? oc : 0);
+    directConv<int32_t>(
+        *g,
+        [&](int64_t xi, int64_t wi, int64_t oc) {
+          return (intAt(x, xi) - zx) * (intAt(w, wi) - zw[oc]);
+        },
+        [&](int64_t at, int64_t oc, int32_t acc) {
           if (!qlinear_) {
             y->data<int32_t>()[at] = acc;
-            continue;
+            return;
           }
           if (ctx.hasInput(8)) acc += intAt(ctx.input(8), oc);
           const Tensor &xs = ctx.input(1), &ws = ctx.input(4), &ys = ctx.input(6);
           const double scale =
               xs.getDouble(0) * ws.getDouble(ws.size() > 1 ? oc : 0) / ys.getDouble(0);
           storeQuant(*y, at, std::nearbyint(acc * scale) + intAt(ctx.input(7), 0));
-        }
-      }
+        });
     return Status();
   }
 

@@ -57,8 +57,16 @@ class ConvLikeAttrs {
     const size_t n = kernel.size();
     SpatialParams p;
     p.kernel = kernel;
-    p.strides = strides_.empty() ? std::vector<int64_t>(n, 1) : strides_;
-    p.dilations = dilations_.empty() ? std::vector<int64_t>(n, 1) : dilations_;
+    // Assigned rather than built from a conditional temporary, which GCC 12 reports as a free
+    // of a non-heap pointer once inlined.
+    if (strides_.empty())
+      p.strides.assign(n, 1);
+    else
+      p.strides = strides_;
+    if (dilations_.empty())
+      p.dilations.assign(n, 1);
+    else
+      p.dilations = dilations_;
     if (p.strides.size() != n || p.dilations.size() != n)
       return Status::error("strides/dilations rank mismatch");
     p.padL.assign(n, 0);
@@ -171,7 +179,11 @@ class Conv : public Kernel {
         blockedY_(fusion::Fused::listed(f.blockedOutputs, 0)),
         keepSrc_(fusion::Fused::listed(f.blockedOutputs, 1)),
         nhwcX_(fusion::Fused::listed(f.nhwcInputs, 0)),
-        nhwcY_(fusion::Fused::listed(f.nhwcOutputs, 0)) {
+        nhwcY_(fusion::Fused::listed(f.nhwcOutputs, 0)),
+        fusedPlain_(!act_.any() && !bnFused_ && !residual_ && poolKernel_.empty() &&
+                    f.blockedInputs.empty() && f.blockedOutputs.empty() && f.nhwcInputs.empty() &&
+                    f.nhwcOutputs.empty()),
+        init_(init) {
     // Weights (and a fused BatchNormalization's parameters, folded into them) that are
     // initializers are folded and reordered once, on the first run of each shape.
     constWeights_ = init.constantInputs.size() > 1;
@@ -182,8 +194,15 @@ class Conv : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
+    if ((x.dtype() == DType::kDouble || w.dtype() == DType::kDouble) && !transposed_ &&
+        fusedPlain_) {
+      // float64: the direct convolution of the reference table (kernels/nn.cpp).
+      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
+      if (fallback_) return fallback_->compute(ctx);
+    }
     if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat)
-      return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
+      return Status::error(std::string("only float32") + (transposed_ ? "" : " and float64") +
+                           " are supported, got " + dtypeName(x.dtype()));
     if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank())
       return Status::error("input must be 3-D to 5-D with matching weight rank");
     auto key = inputShapesKey(ctx);
@@ -710,6 +729,9 @@ class Conv : public Kernel {
   bool blockedY_;       // Y leaves in nChw16c (markBlockedLayouts, markNhwcChains)
   bool keepSrc_;        // output 1 is X in nChw16c (the session's shareConvSourceLayout)
   bool nhwcX_, nhwcY_;  // X arrives, Y leaves in NHWC (the session's markNhwcChains)
+  bool fusedPlain_;     // nothing fused in, plain layouts: float64 can take the reference kernel
+  KernelInit init_;
+  std::unique_ptr<Kernel> fallback_;
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;

@@ -22,27 +22,7 @@ Tensor filled(const Shape& s, std::mt19937& rng) {
 
 dw::Result<Tensor> run(const std::string& op, int32_t type, const std::vector<Tensor>& in,
                        std::vector<onnx::AttributeProto> attrs = {}) {
-  onnx::ModelProto m = test::emptyModel(17);
-  auto* g = m.mutable_graph();
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  std::map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const std::string name = std::string(1, static_cast<char>('a' + i));
-    auto* v = g->add_input();
-    v->set_name(name);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
-    n->add_input(name);
-    feeds.emplace(name, in[i]);
-  }
-  n->add_output("y");
-  g->add_output()->set_name("y");
-  for (auto& a : attrs) *n->add_attribute() = a;
-  auto s = InferenceSession::create(m);
-  if (!s) return s.status();
-  auto out = (*s)->run(feeds);
-  if (!out) return out.status();
-  return out->at("y");
+  return test::runOneNode(op, type, in, attrs);
 }
 
 template <class T>

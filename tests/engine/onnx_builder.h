@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/session.h"
 #include "engine/tensor.h"
 
 namespace dw::engine::test {
@@ -124,6 +125,42 @@ inline onnx::AttributeProto attribute(const std::string& name, const std::string
   onnx::NodeProto n;
   attrS(&n, name, v);
   return n.attribute(0);
+}
+
+inline onnx::AttributeProto attribute(const std::string& name, const std::vector<int64_t>& v) {
+  onnx::NodeProto n;
+  attrInts(&n, name, v);
+  return n.attribute(0);
+}
+
+// A graph of the one node `op` at opset 17, its inputs "a", "b", ... of element type `type`
+// (an onnx::TensorProto::DataType), fed `in` (an undefined tensor leaves that input out), and
+// its output.
+inline dw::Result<Tensor> runOneNode(const std::string& op, int32_t type,
+                                     const std::vector<Tensor>& in,
+                                     const std::vector<onnx::AttributeProto>& attrs = {}) {
+  onnx::ModelProto m = emptyModel(17);
+  auto* g = m.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string name = in[i].defined() ? std::string(1, static_cast<char>('a' + i)) : "";
+    n->add_input(name);
+    if (name.empty()) continue;
+    auto* v = g->add_input();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+    feeds.emplace(name, in[i]);
+  }
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  for (const auto& a : attrs) *n->add_attribute() = a;
+  auto s = InferenceSession::create(m);
+  if (!s) return s.status();
+  auto out = (*s)->run(feeds);
+  if (!out) return out.status();
+  return out->at("y");
 }
 
 }  // namespace dw::engine::test
