@@ -121,7 +121,9 @@ void expectClose(const Tensor& ref, const Tensor& got, const std::string& what, 
                                       static_cast<double>(got.data<float>()[i])));
   EXPECT_LE(worst, tol * scale + 1e-6)
       << what << ": max |bf16 - fp32| " << worst << " of " << scale;
-  if (differs) EXPECT_GT(worst, 0.0) << what << ": bf16 gave exactly the fp32 result";
+  if (differs) {
+    EXPECT_GT(worst, 0.0) << what << ": bf16 gave exactly the fp32 result";
+  }
 }
 
 std::vector<OpCase> cases() {
