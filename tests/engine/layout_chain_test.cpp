@@ -268,39 +268,48 @@ TEST(LayoutChains, LargePlanesHandOverBlocked) {
 }
 
 // A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
-// Add of the bias (either operand order), then Relu. The bias becomes the matmul's, the Relu its
-// post-op, and the batch of A is folded into one product; all of it against float64.
+// Add of the bias (either operand order), then Relu or SiLU (Mul(v, Sigmoid(v))). The bias
+// becomes the matmul's, the activation its post-op, and the batch of A is folded into one
+// product; all of it against float64.
 TEST(InferenceFusion, LinearLayerMatchesFloat64) {
   const int64_t S = 5, Bt = 3, K = 7, N = 6;
   const Tensor x = randomTensor({S, Bt, K}, 21), w = randomTensor({K, N}, 22),
                bias = randomTensor({N}, 23);
-  for (bool biasFirst : {false, true}) {
-    auto m = emptyModel();
-    auto* g = m.mutable_graph();
-    addValue(g->add_input(), "x", {S, Bt, K});
-    addValue(g->add_output(), "y", {S, Bt, N});
-    addInit(g, "w", w);
-    addInit(g, "bias", bias);
-    addNode(g, "MatMul", {"x", "w"}, {"mm"});
-    addNode(
-        g, "Add",
-        biasFirst ? std::vector<std::string>{"bias", "mm"} : std::vector<std::string>{"mm", "bias"},
-        {"lin"});
-    addNode(g, "Relu", {"lin"}, {"y"});
-    const Outcome fused = run(m, x, true, true), unfused = run(m, x, false, false);
-    ASSERT_TRUE(fused.y.defined() && unfused.y.defined());
-    EXPECT_EQ(fused.profile.find("Add"), std::string::npos) << fused.profile;
-    EXPECT_EQ(fused.profile.find("Relu"), std::string::npos) << fused.profile;
-    for (const Tensor* got : {&fused.y, &unfused.y})
-      for (int64_t r = 0; r < S * Bt; ++r)
-        for (int64_t j = 0; j < N; ++j) {
-          double v = bias.data<float>()[j];
-          for (int64_t k = 0; k < K; ++k)
-            v += double(x.data<float>()[r * K + k]) * w.data<float>()[k * N + j];
-          EXPECT_NEAR(got->data<float>()[r * N + j], std::max(v, 0.0), 1e-5)
-              << "row " << r << " column " << j << (got == &fused.y ? " fused" : " unfused");
-        }
-  }
+  for (bool silu : {false, true})
+    for (bool biasFirst : {false, true}) {
+      auto m = emptyModel();
+      auto* g = m.mutable_graph();
+      addValue(g->add_input(), "x", {S, Bt, K});
+      addValue(g->add_output(), "y", {S, Bt, N});
+      addInit(g, "w", w);
+      addInit(g, "bias", bias);
+      addNode(g, "MatMul", {"x", "w"}, {"mm"});
+      addNode(g, "Add",
+              biasFirst ? std::vector<std::string>{"bias", "mm"}
+                        : std::vector<std::string>{"mm", "bias"},
+              {"lin"});
+      if (silu) {
+        addNode(g, "Sigmoid", {"lin"}, {"gate"});
+        addNode(g, "Mul", {"lin", "gate"}, {"y"});
+      } else {
+        addNode(g, "Relu", {"lin"}, {"y"});
+      }
+      const Outcome fused = run(m, x, true, true), unfused = run(m, x, false, false);
+      ASSERT_TRUE(fused.y.defined() && unfused.y.defined());
+      for (const char* op : {"(Add", "(Relu", "(Sigmoid", "(Mul"})
+        EXPECT_EQ(fused.profile.find(op), std::string::npos) << op << "\n" << fused.profile;
+      for (const Tensor* got : {&fused.y, &unfused.y})
+        for (int64_t r = 0; r < S * Bt; ++r)
+          for (int64_t j = 0; j < N; ++j) {
+            double v = bias.data<float>()[j];
+            for (int64_t k = 0; k < K; ++k)
+              v += double(x.data<float>()[r * K + k]) * w.data<float>()[k * N + j];
+            const double want = silu ? v / (1 + std::exp(-v)) : std::max(v, 0.0);
+            EXPECT_NEAR(got->data<float>()[r * N + j], want, 1e-5)
+                << "row " << r << " column " << j << (got == &fused.y ? " fused" : " unfused")
+                << (silu ? " SiLU" : " Relu");
+          }
+    }
 }
 
 }  // namespace
