@@ -267,6 +267,33 @@ TEST(LayoutChains, LargePlanesHandOverBlocked) {
     EXPECT_NE(chained.profile.find(node), std::string::npos) << node << "\n" << chained.profile;
 }
 
+// A stem (a convolution of the image with its max pooling fused in) whose pooled output starts
+// a blocked group: the pooling writes nChw16c.
+TEST(LayoutChains, PooledStemHandsOverBlocked) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {8, 3, 112, 112});
+  addValue(g->add_output(), "y", {8, 32, 1, 1});
+  addInit(g, "w1", randomTensor({16, 3, 3, 3}, 71, -0.4f, 0.4f));
+  addInit(g, "w2", randomTensor({32, 16, 1, 1}, 72, -0.4f, 0.4f));
+  attrInts(addNode(g, "Conv", {"x", "w1"}, {"c1"}), "pads", {1, 1, 1, 1});
+  addNode(g, "Relu", {"c1"}, {"r1"});
+  auto* pool = addNode(g, "MaxPool", {"r1"}, {"p1"});
+  attrInts(pool, "kernel_shape", {2, 2});
+  attrInts(pool, "strides", {2, 2});
+  addNode(g, "Conv", {"p1", "w2"}, {"c2"});
+  addNode(g, "GlobalAveragePool", {"c2"}, {"y"});
+  const Tensor x = randomTensor({8, 3, 112, 112}, 73, -2.0f, 2.0f);
+  const Outcome chained = run(m, x, true, true), plain = run(m, x, true, false),
+                unfused = run(m, x, false, false);
+  ASSERT_TRUE(chained.y.defined() && plain.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(chained.y, plain.y), 1e-5f);
+  EXPECT_LT(maxDiff(chained.y, unfused.y), 1e-5f);
+  EXPECT_NE(chained.profile.find("(Conv; output 0 in nChw16c)"), std::string::npos)
+      << chained.profile;
+  EXPECT_EQ(chained.profile.find("(MaxPool"), std::string::npos) << chained.profile;
+}
+
 // A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
 // Add of the bias (either operand order), then Relu or SiLU (Mul(v, Sigmoid(v))). The bias
 // becomes the matmul's, the activation its post-op, and the batch of A is folded into one
