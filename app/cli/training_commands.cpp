@@ -171,6 +171,25 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   }
   auto s = prepare(a);
   if (!s) return fail(s.message());
+  // From here an interrupt stops the run where it is and saves the checkpoint, including one
+  // that arrives before the first step: fit() then ends at once. (Before, it arrived ahead of
+  // the handlers while the checkpoint loaded, and ended the process, which mpirun reported as a
+  // failed job.) mpirun answers Ctrl-C by sending its processes SIGTERM (then SIGKILL a moment
+  // later): under it, SIGTERM stops training as Ctrl-C does, in time to save the checkpoint.
+  struct Handlers {
+    explicit Handlers(bool term) : term(term) {
+      gInterrupted = false;
+      oldInt = std::signal(SIGINT, onSigint);
+      if (term) oldTerm = std::signal(SIGTERM, onSigint);
+    }
+    ~Handlers() {
+      std::signal(SIGINT, oldInt);
+      if (term) std::signal(SIGTERM, oldTerm);
+    }
+    bool term;
+    void (*oldInt)(int) = SIG_DFL;
+    void (*oldTerm)(int) = SIG_DFL;
+  } handlers(comm != nullptr);
   Setup& st = s.value();
   Trainer& tr = *st.trainer;
   if (comm) {
@@ -234,14 +253,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       std::fflush(stdout);
     }
   };
-  gInterrupted = false;
-  auto old = std::signal(SIGINT, onSigint);
-  // mpirun answers Ctrl-C by sending its processes SIGTERM (then SIGKILL a moment later): under
-  // it, SIGTERM stops training as Ctrl-C does, in time to save the checkpoint.
-  auto oldTerm = comm ? std::signal(SIGTERM, onSigint) : SIG_DFL;
   auto report = tr.fit(fo, cb, &gInterrupted);
-  std::signal(SIGINT, old);
-  if (comm) std::signal(SIGTERM, oldTerm);
   if (!report) {
     if (tty) std::fprintf(stderr, "\n");
     return fail(report.message());

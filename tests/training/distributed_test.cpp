@@ -247,7 +247,7 @@ TEST_F(Distributed, ResumeWithAnotherProcessCount) {
   Shell first =
       shell(mpirun(2) + train("sgd", "first.onnx") + " --distributed --checkpoint " + ckpt);
   ASSERT_EQ(first.code, 0) << first.output;
-  for (const std::string launch : {mpirun(3), std::string()}) {
+  for (const std::string& launch : {mpirun(3), std::string()}) {
     Shell resumed = shell(launch + train("sgd", "resumed.onnx", 2) + " --resume " + ckpt +
                           (launch.empty() ? "" : " --distributed"));
     ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -344,10 +344,15 @@ TEST_F(Distributed, TrainsAcrossANetwork) {
 TEST_F(Distributed, InterruptSavesACheckpoint) {
   const std::string ckpt = (dir_ / "ckpt").string();
   const fs::path script = dir_ / "interrupt.sh";
+  // The interrupt goes once the run has said it started (its handlers are in place by then),
+  // and a second later: a fixed wait was too short for a sanitizer build's start-up.
+  const std::string log = (dir_ / "interrupt.log").string();
   std::ofstream(script) << mpirun(2) << kCli << " train " << kCnn
                         << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
-                        << " --checkpoint " << ckpt << " &\njob=$!\nsleep 3\nkill -INT $job\n"
-                        << "wait $job\n";
+                        << " --checkpoint " << ckpt << " 2> " << log << " &\njob=$!\n"
+                        << "for i in $(seq 600); do grep -q 'distributed:' " << log
+                        << " && break; sleep 0.2; done\nsleep 1\nkill -INT $job\nwait $job\n"
+                        << "cat " << log << " >&2\n";
   Shell r = shell("bash " + script.string());
   EXPECT_NE(r.output.find("interrupted; checkpoint saved to"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
