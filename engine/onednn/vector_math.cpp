@@ -87,6 +87,30 @@ DW_AVX512 void softmaxRange(const float* x, float* y, int64_t rows, int64_t n) {
   }
 }
 
+// Four rows of B at a time against a, so that a's vectors are loaded once per four rows.
+DW_AVX512 void rowDotsRange(const float* a, const float* B, int64_t n0, int64_t n1, int64_t K,
+                            const float* bias, float* y) {
+  const int64_t whole = K / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (K - whole)) - 1);
+  for (int64_t n = n0; n < n1; n += 4) {
+    const int64_t rows = std::min<int64_t>(4, n1 - n);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t k = 0; k < whole; k += 16) {
+      const __m512 av = _mm512_loadu_ps(a + k);
+      for (int64_t j = 0; j < rows; ++j)
+        acc[j] = _mm512_fmadd_ps(av, _mm512_loadu_ps(B + (n + j) * K + k), acc[j]);
+    }
+    if (tail) {
+      const __m512 av = _mm512_maskz_loadu_ps(tail, a + whole);
+      for (int64_t j = 0; j < rows; ++j)
+        acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, B + (n + j) * K + whole), acc[j]);
+    }
+    for (int64_t j = 0; j < rows; ++j)
+      y[n + j] = _mm512_reduce_add_ps(acc[j]) + (bias ? bias[n + j] : 0.0f);
+  }
+}
+
 // Threads for `values` values of work: below about 16K a team costs more than it saves.
 int threadsFor(int64_t values) {
   return static_cast<int>(
@@ -122,6 +146,20 @@ void softmaxRows(const float* x, float* y, int64_t rows, int64_t n) {
     const int64_t t = omp_get_thread_num();
     const int64_t from = rows * t / threads, to = rows * (t + 1) / threads;
     softmaxRange(x + from * n, y + from * n, to - from, n);
+  }
+}
+
+void rowDots(const float* a, const float* B, int64_t N, int64_t K, const float* bias, float* y) {
+  if (N <= 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>(threadsFor(N * K), (N + 3) / 4));
+  if (threads <= 1) return rowDotsRange(a, B, 0, N, K, bias, y);
+#pragma omp parallel num_threads(threads)
+  {
+    // Whole blocks of four rows per thread.
+    const int64_t t = omp_get_thread_num(), blocks = (N + 3) / 4;
+    const int64_t from = std::min(N, blocks * t / threads * 4);
+    const int64_t to = std::min(N, blocks * (t + 1) / threads * 4);
+    rowDotsRange(a, B, from, to, K, bias, y);
   }
 }
 

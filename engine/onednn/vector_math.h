@@ -1,6 +1,6 @@
 // Elementwise functions on float32 buffers in explicit AVX-512, for the places where oneDNN's
-// own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions, and the
-// softmax of attention scores.
+// own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions, the
+// softmax of attention scores, and matrix-vector products.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +20,10 @@ void swishInPlace(float* v, int64_t n, float alpha);
 // (in place allowed), on the OpenMP threads when there is enough work. The same exponential
 // as swishInPlace; sums in float32, a row at a time. Only where vectorMathAvailable().
 void softmaxRows(const float* x, float* y, int64_t rows, int64_t n);
+
+// y[n] = a . B[n, :] (+ bias[n]) for the rows of B ([N, K], row-major): a matrix-vector
+// product, the classifier of a batch-1 CNN (Gemm with transB). Row blocks on the OpenMP
+// threads. Only where vectorMathAvailable().
+void rowDots(const float* a, const float* B, int64_t N, int64_t K, const float* bias, float* y);
 
 }  // namespace dw::engine::onednn

@@ -233,7 +233,9 @@ TEST(DevicePath, CliAccelerator) {
 TEST(DevicePath, ExampleModelsMatchCpu) {
   for (const char* name : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
     const onnx::ModelProto m = exportExample(name, false);
-    for (int64_t batch : {1, 5}) runBoth(m, feeds(m, batch), name);
+    // At batch 1 the classifier's Gemm runs as row dot products on host memory
+    // (onednn/vector_math.h) and as oneDNN's matmul on the device: they round differently.
+    for (int64_t batch : {1, 5}) runBoth(m, feeds(m, batch), name, true, batch == 1 ? 1e-6f : 0.0f);
   }
 }
 

@@ -15,6 +15,7 @@ using namespace dw::engine;
 using test::addInit;
 using test::addNode;
 using test::addValue;
+using test::attrF;
 using test::attrI;
 using test::attrInts;
 using test::emptyModel;
@@ -337,6 +338,38 @@ TEST(InferenceFusion, LinearLayerMatchesFloat64) {
                 << (silu ? " SiLU" : " Relu");
           }
     }
+}
+
+// A batch-1 classifier, Gemm(x, W, C) with transB (row dot products on AVX-512 machines): C
+// of the output's width or one value, a fused Relu, and alpha other than 1 (oneDNN's matmul),
+// each against float64.
+TEST(InferenceFusion, BatchOneClassifierMatchesFloat64) {
+  const int64_t K = 100, N = 37;
+  const Tensor x = randomTensor({1, K}, 31), w = randomTensor({N, K}, 32),
+               cRow = randomTensor({N}, 33), cOne = randomTensor({1}, 34);
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool scalarC = variant == 1, relu = variant == 2, scaled = variant == 3;
+    const Tensor& c = scalarC ? cOne : cRow;
+    auto m = emptyModel();
+    auto* g = m.mutable_graph();
+    addValue(g->add_input(), "x", {1, K});
+    addValue(g->add_output(), "y", {1, N});
+    addInit(g, "w", w);
+    addInit(g, "c", c);
+    auto* gemm = addNode(g, "Gemm", {"x", "w", "c"}, {relu ? "lin" : "y"});
+    attrI(gemm, "transB", 1);
+    if (scaled) attrF(gemm, "alpha", 0.5f);
+    if (relu) addNode(g, "Relu", {"lin"}, {"y"});
+    const Outcome fused = run(m, x, true, true);
+    ASSERT_TRUE(fused.y.defined());
+    for (int64_t n = 0; n < N; ++n) {
+      double v = 0;
+      for (int64_t k = 0; k < K; ++k) v += double(x.data<float>()[k]) * w.data<float>()[n * K + k];
+      v = v * (scaled ? 0.5 : 1.0) + c.data<float>()[scalarC ? 0 : n];
+      EXPECT_NEAR(fused.y.data<float>()[n], relu ? std::max(v, 0.0) : v, 1e-5)
+          << "variant " << variant << " column " << n;
+    }
+  }
 }
 
 }  // namespace

@@ -115,5 +115,32 @@ TEST(VectorMath, SoftmaxRowsMatchFloat64) {
   }
 }
 
+// Row dot products against float64: every tail length of K up to a few vectors, row counts
+// that leave partial blocks of four, with and without a bias, and a product large enough to
+// split across threads.
+TEST(VectorMath, RowDotsMatchFloat64) {
+  if (!vectorMathAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (N, K)
+  for (int64_t k = 1; k <= 40; ++k) shapes.push_back({7, k});
+  for (int64_t n = 1; n <= 9; ++n) shapes.push_back({n, 33});
+  shapes.push_back({1000, 1280});
+  for (const auto& [N, K] : shapes)
+    for (bool withBias : {false, true}) {
+      const std::vector<float> a = randoms(K, 1, 1.0f), B = randoms(N * K, 2, 1.0f),
+                               bias = randoms(N, 3, 1.0f);
+      std::vector<float> y(N + 1, 99.0f);
+      rowDots(a.data(), B.data(), N, K, withBias ? bias.data() : nullptr, y.data());
+      EXPECT_EQ(y[N], 99.0f) << "wrote past the end";
+      for (int64_t n = 0; n < N; ++n) {
+        double want = withBias ? bias[n] : 0.0, scale = std::abs(want);
+        for (int64_t k = 0; k < K; ++k) {
+          want += double(a[k]) * B[n * K + k];
+          scale += std::abs(double(a[k]) * B[n * K + k]);
+        }
+        ASSERT_NEAR(y[n], want, 1e-6 * scale) << "N " << N << " K " << K << " row " << n;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace dw::engine::onednn
