@@ -18,22 +18,19 @@ namespace {
 
 constexpr float kExpLow = -87.3f, kExpHigh = 88.3f;
 
-// e^x: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so that r is exact), e^r by its
-// Taylor polynomial's minimax neighbour, scaled by 2^n. Clamped so that 2^n neither overflows
-// nor goes subnormal; outside that range sigmoid is 0 or 1 to float precision anyway.
+// e^x as ops/unary.h's expArith computes it, 16 at a time: x = n ln2 + r with |r| <= ln2 / 2
+// (ln2 in two parts so that r is exact), e^r by its Taylor polynomial to r^7 / 7! (error below
+// 1e-8 there), scaled by 2^n. Clamped so that 2^n neither overflows nor goes subnormal; outside
+// that range sigmoid is 0 or 1 to float precision anyway.
 DW_AVX512 __attribute__((always_inline)) inline __m512 exp512(__m512 x) {
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLow)), _mm512_set1_ps(kExpHigh));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  for (const float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
   return _mm512_scalef_ps(p, n);
 }
 

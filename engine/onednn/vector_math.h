@@ -11,8 +11,9 @@ namespace dw::engine::onednn {
 bool vectorMathAvailable();
 
 // v[i] = v[i] * sigmoid(alpha * v[i]) over n values, in place, on the session's OpenMP threads
-// when n is large. The exponential is a degree-6 polynomial after range reduction and the
-// reciprocal rcp14 with one Newton step: within 2e-7 relative of the exact function.
+// when n is large. The exponential is ops/unary.h's expArith (range reduction, a degree-7
+// Taylor polynomial), the reciprocal rcp14 with one Newton step: within 4e-7 relative of the
+// exact function.
 // Only where vectorMathAvailable().
 void swishInPlace(float* v, int64_t n, float alpha);
 
