@@ -7,8 +7,6 @@
 // Primitives are cached per input-shape signature.
 #include <onnx/onnx_pb.h>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -253,8 +251,7 @@ class BinaryOp : public DnnlOrReference {
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
       const memory::desc da = nhwc_ ? memory::desc(onednn::toDims(*out), f32,
-                                                   blocked_ ? memory::format_tag::aBcd16b
-                                                            : memory::format_tag::acdb)
+                                                   memory::format_tag::acdb)
                                     : plainDesc(*out, f32),
                          db = plainDesc(sb, f32);
       std::vector<int64_t> key = *out;
@@ -287,21 +284,16 @@ class BinaryOp : public DnnlOrReference {
     const float* xv = x.data<float>();
     const float* sv = s.data<float>();
     float* yv = y->data<float>();
-    const int threads = static_cast<int>(
-        std::clamp<int64_t>(count * c / 16384, 1, std::max(1, omp_get_max_threads())));
-#pragma omp parallel num_threads(threads)
-    {
-      // Each thread a contiguous range of rows, walked a block (image * blocks + channel
-      // block: one set of factors) at a time.
-      const int t = omp_get_thread_num();
-      const int64_t to = count * (t + 1) / threads;
-      for (int64_t p = count * t / threads; p < to;) {
+    // Each thread a contiguous range of rows, walked a block (image * blocks + channel block:
+    // one set of factors) at a time.
+    onednn::forThreadRanges(count, count * c, [&](int64_t p, int64_t to) {
+      while (p < to) {
         const int64_t block = p / rows, end = std::min(to, (block + 1) * rows);
         const float* f = sv + (block / blocks) * perImage + (perChannel ? (block % blocks) * c : 0);
         scaleRows(fn_, xv + p * c, perChannel ? f : nullptr, f[0], end - p, c, yv + p * c);
         p = end;
       }
-    }
+    });
     return Status();
   }
 

@@ -108,12 +108,6 @@ DW_AVX512 void rowDotsRange(const float* a, const float* B, int64_t n0, int64_t 
   }
 }
 
-// Threads for `values` values of work: below about 16K a team costs more than it saves.
-int threadsFor(int64_t values) {
-  return static_cast<int>(
-      std::clamp<int64_t>(values / 16384, 1, std::max(1, omp_get_max_threads())));
-}
-
 }  // namespace
 
 bool vectorMathAvailable() {
@@ -121,43 +115,38 @@ bool vectorMathAvailable() {
   return avx512;
 }
 
-void swishInPlace(float* v, int64_t n, float alpha) {
-  const int threads = threadsFor(n);
-  if (threads == 1) return swishRange(v, n, alpha);
-#pragma omp parallel num_threads(threads)
-  {
-    // Whole vectors per thread, so only the last range has a masked tail.
-    const int64_t t = omp_get_thread_num(), vectors = (n + 15) / 16;
-    const int64_t from = std::min(n, vectors * t / threads * 16);
-    const int64_t to = std::min(n, vectors * (t + 1) / threads * 16);
-    swishRange(v + from, to - from, alpha);
-  }
-}
-
-void softmaxRows(const float* x, float* y, int64_t rows, int64_t n) {
-  if (rows <= 0 || n <= 0) return;
-  const int threads = static_cast<int>(std::min<int64_t>(threadsFor(rows * n), rows));
-  if (threads == 1) return softmaxRange(x, y, rows, n);
+void forThreadRanges(int64_t units, int64_t values,
+                     const std::function<void(int64_t, int64_t)>& range) {
+  if (units <= 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>(
+      units, std::clamp<int64_t>(values / 16384, 1, std::max(1, omp_get_max_threads()))));
+  if (threads == 1) return range(0, units);
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num();
-    const int64_t from = rows * t / threads, to = rows * (t + 1) / threads;
-    softmaxRange(x + from * n, y + from * n, to - from, n);
+    range(units * t / threads, units * (t + 1) / threads);
   }
 }
 
+void swishInPlace(float* v, int64_t n, float alpha) {
+  // Whole vectors per piece, so only the last has a masked tail.
+  forThreadRanges((n + 15) / 16, n, [&](int64_t from, int64_t to) {
+    swishRange(v + from * 16, std::min(n, to * 16) - from * 16, alpha);
+  });
+}
+
+void softmaxRows(const float* x, float* y, int64_t rows, int64_t n) {
+  if (n <= 0) return;
+  forThreadRanges(rows, rows * n, [&](int64_t from, int64_t to) {
+    softmaxRange(x + from * n, y + from * n, to - from, n);
+  });
+}
+
 void rowDots(const float* a, const float* B, int64_t N, int64_t K, const float* bias, float* y) {
-  if (N <= 0) return;
-  const int threads = static_cast<int>(std::min<int64_t>(threadsFor(N * K), (N + 3) / 4));
-  if (threads <= 1) return rowDotsRange(a, B, 0, N, K, bias, y);
-#pragma omp parallel num_threads(threads)
-  {
-    // Whole blocks of four rows per thread.
-    const int64_t t = omp_get_thread_num(), blocks = (N + 3) / 4;
-    const int64_t from = std::min(N, blocks * t / threads * 4);
-    const int64_t to = std::min(N, blocks * (t + 1) / threads * 4);
-    rowDotsRange(a, B, from, to, K, bias, y);
-  }
+  // Whole blocks of four rows per piece.
+  forThreadRanges((N + 3) / 4, N * K, [&](int64_t from, int64_t to) {
+    rowDotsRange(a, B, from * 4, std::min(N, to * 4), K, bias, y);
+  });
 }
 
 }  // namespace dw::engine::onednn

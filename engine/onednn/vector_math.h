@@ -4,8 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace dw::engine::onednn {
+
+// Runs `range(from, to)` over [0, units) in contiguous pieces, one per OpenMP thread, with as
+// many threads as `values` values of work pay for (a team costs more than it saves below about
+// 16K); on the calling thread alone when one is enough.
+void forThreadRanges(int64_t units, int64_t values,
+                     const std::function<void(int64_t from, int64_t to)>& range);
 
 // True where the CPU runs the AVX-512 code below; elsewhere callers keep oneDNN's.
 bool vectorMathAvailable();
