@@ -330,21 +330,40 @@ void autoLayout(Graph& g) {
     pending[id] = static_cast<int>(producers[id].size());
     if (pending[id] == 0) ready.push_back(id);
   }
+  std::vector<NodeId> topo;
   while (!ready.empty()) {
     NodeId id = ready.back();
     ready.pop_back();
+    topo.push_back(id);
     int d = 0;
     for (NodeId p : producers[id]) d = std::max(d, depth[p] + 1);
     depth[id] = d;
     for (NodeId u : users[id])
       if (--pending[u] == 0) ready.push_back(u);
   }
-  // Initializers sit just left of their first user rather than in one tall column, placed after
-  // the ops (next to the port they feed), so they do not steer where the ops go.
+  // Then every node but the graph's inputs as late as its users allow: what only a later op
+  // reads is drawn next to that op, not in the first columns. An exporter's shape arithmetic
+  // (Shape -> Gather -> Unsqueeze -> Concat -> a Reshape's shape) made one tall column at the
+  // start of a transformer, with links across the whole drawing.
+  for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+    const Node* n = g.node(*it);
+    const NodeSpec* s = n ? g.spec(*n) : nullptr;
+    if (!s || s->kind == NodeKind::GraphInput || users[*it].empty()) continue;
+    int d = INT32_MAX;
+    for (NodeId u : users[*it]) d = std::min(d, depth[u]);
+    depth[*it] = std::max(depth[*it], d - 1);
+  }
+  // Initializers, and ops that read nothing (Constant: mobilenet_v2 has 70 of them, the bounds
+  // of its Clips), sit just left of their first user rather than in one tall column, placed
+  // after the ops (next to the port they feed), so they do not steer where the ops go: from a
+  // column of 70 Constants, the chain drifted down the page.
   std::set<NodeId> nearUser;
   for (const auto& [id, n] : g.nodes()) {
     const NodeSpec* s = g.spec(n);
-    if (s && s->kind == NodeKind::Initializer && !users[id].empty()) {
+    const bool source =
+        s && (s->kind == NodeKind::Initializer ||
+              ((s->kind == NodeKind::Op || s->kind == NodeKind::Layer) && producers[id].empty()));
+    if (source && !users[id].empty()) {
       int d = INT32_MAX;
       for (NodeId u : users[id]) d = std::min(d, depth[u]);
       depth[id] = std::max(0, d - 1);
@@ -366,66 +385,123 @@ void autoLayout(Graph& g) {
     for (NodeId id : ids) widest = std::max(widest, size[id].width);
     next += widest + kColumnGap;
   }
-  // Each column's nodes take the free spot nearest to where they want to be, keeping a row gap.
-  std::map<int, std::vector<std::pair<double, double>>> taken;  // column -> [top, bottom) spans
+  const double totalWidth = next;
+  // Columns are laid out in bands, each band below the last: a deep network (mobilenet_v2 is 150
+  // columns deep) in one row is a thin line at any zoom that shows all of it. `bandOf` gives a
+  // column's band; the first layout has one band, and measures the height that sets how many.
+  std::map<int, int> bandOf;
   std::map<NodeId, double> y;
-  auto place = [&](NodeId id, int d, double want) {
-    auto& spans = taken[d];
-    const double h = size[id].height + kRowGap;
-    auto freeAt = [&](double top) {
-      for (const auto& [a, b] : spans)
-        if (top < b && a < top + h) return false;
-      return true;
+  std::map<NodeId, int> nodeBand;
+  auto layOut = [&] {
+    y.clear();
+    nodeBand.clear();
+    // Band and column -> the [top, bottom) spans taken there.
+    std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> taken;
+    auto place = [&](NodeId id, int band, int d, double want) {
+      auto& spans = taken[{band, d}];
+      const double h = size[id].height + kRowGap;
+      auto freeAt = [&](double top) {
+        for (const auto& [a, b] : spans)
+          if (top < b && a < top + h) return false;
+        return true;
+      };
+      // Candidates: the wish, and the edges of the spans in the way, nearest first.
+      std::vector<double> tops{want};
+      for (const auto& [a, b] : spans) tops.insert(tops.end(), {b, a - h});
+      std::sort(tops.begin(), tops.end(), [&](double p, double q) {
+        return std::abs(p - want) < std::abs(q - want) ||
+               (std::abs(p - want) == std::abs(q - want) && p > q);
+      });
+      double top = want;
+      for (double t : tops)
+        if (freeAt(t)) {
+          top = t;
+          break;
+        }
+      spans.push_back({top, top + h});
+      y[id] = top;
+      nodeBand[id] = band;
     };
-    // Candidates: the wish, and the edges of the spans in the way, nearest first.
-    std::vector<double> tops{want};
-    for (const auto& [a, b] : spans) tops.insert(tops.end(), {b, a - h});
-    std::sort(tops.begin(), tops.end(), [&](double p, double q) {
-      return std::abs(p - want) < std::abs(q - want) ||
-             (std::abs(p - want) == std::abs(q - want) && p > q);
-    });
-    double top = want;
-    for (double t : tops)
-      if (freeAt(t)) {
-        top = t;
-        break;
+    // Ops go column by column at the mean height of what feeds them (a chain runs straight, and
+    // goes on at the same height in the next band), in the order of those heights so that links
+    // do not cross needlessly.
+    for (const auto& [d, ids] : columns) {
+      std::vector<std::pair<double, NodeId>> order;
+      double stack = 0;
+      for (NodeId id : ids) {
+        if (nearUser.count(id)) continue;
+        double sum = 0;
+        int count = 0;
+        for (NodeId p : producers[id])
+          if (y.count(p)) sum += y[p], ++count;
+        if (count) {
+          order.push_back({sum / count, id});
+        } else {
+          order.push_back({stack, id});
+          stack += size[id].height + kRowGap;
+        }
       }
-    spans.push_back({top, top + h});
-    y[id] = top;
-    (void)g.moveNode(id, {x[d], top});
-  };
-  // Ops go column by column at the mean height of what feeds them (a chain runs straight), in
-  // the order of those heights so that links do not cross needlessly.
-  for (const auto& [d, ids] : columns) {
-    std::vector<std::pair<double, NodeId>> order;
-    double stack = 0;
-    for (NodeId id : ids) {
-      if (nearUser.count(id)) continue;
-      double sum = 0;
-      int count = 0;
-      for (NodeId p : producers[id])
-        if (y.count(p)) sum += y[p], ++count;
-      if (count) {
-        order.push_back({sum / count, id});
-      } else {
-        order.push_back({stack, id});
-        stack += size[id].height + kRowGap;
-      }
+      std::stable_sort(order.begin(), order.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [want, id] : order) place(id, bandOf[d], d, want);
     }
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [want, id] : order) place(id, d, want);
+    // Initializers beside the row of the port they feed, in that user's band.
+    for (NodeId id : nearUser) {
+      double want = 0;
+      int band = bandOf[depth[id]];
+      for (const auto& l : g.outputLinks(id, 0))
+        if (depth[l.to.node] == depth[id] + 1 && y.count(l.to.node)) {
+          // Its output port (below a three-line header) level with the input it feeds.
+          want = y[l.to.node] + 22.0 * l.to.port - 16;
+          band = nodeBand[l.to.node];
+          break;
+        }
+      place(id, band, depth[id], want);
+    }
+  };
+  for (const auto& [d, ids] : columns) bandOf[d] = 0;
+  layOut();
+  // As many bands as make the whole about as wide as a screen is, relative to its height.
+  double top = 0, bottom = 0;
+  for (const auto& [id, v] : y) {
+    top = std::min(top, v);
+    bottom = std::max(bottom, v + size[id].height);
   }
-  // Initializers beside the row of the port they feed.
-  for (NodeId id : nearUser) {
-    double want = 0;
-    for (const auto& l : g.outputLinks(id, 0))
-      if (depth[l.to.node] == depth[id] + 1 && y.count(l.to.node)) {
-        // Its output port (below a three-line header) level with the input it feeds.
-        want = y[l.to.node] + 22.0 * l.to.port - 16;
-        break;
-      }
-    place(id, depth[id], want);
+  // Rounded down, and eight columns a band at least: a short graph stays in one row (two bands
+  // of an Input, a Relu and an Output read worse than one).
+  constexpr double kAspect = 1.6, kBandGap = 160;
+  constexpr int kMinBandColumns = 8;
+  const int bands =
+      std::clamp(static_cast<int>(std::sqrt(totalWidth / (kAspect * (bottom - top + kBandGap)))), 1,
+                 std::max(1, static_cast<int>(columns.size()) / kMinBandColumns));
+  std::map<int, double> bandLeft{{0, 0.0}};
+  if (bands > 1) {
+    // Break at a column boundary once a band is as wide as its share; a band starts at its
+    // first column (the initializers of that column's ops sit left of it).
+    const double share = totalWidth / bands;
+    int band = 0;
+    for (const auto& [d, ids] : columns) {
+      if (x[d] - bandLeft[band] >= share && band + 1 < bands) bandLeft[++band] = x[d];
+      bandOf[d] = band;
+    }
+    layOut();
+  }
+  // Bands stacked top to bottom, each as tall as what it holds.
+  std::map<int, std::pair<double, double>> extent;  // band -> [top, bottom)
+  for (const auto& [id, v] : y) {
+    auto [it, fresh] = extent.try_emplace(nodeBand[id], v, v + size[id].height);
+    it->second.first = std::min(it->second.first, v);
+    it->second.second = std::max(it->second.second, v + size[id].height);
+  }
+  std::map<int, double> bandShift;
+  double at = 0;
+  for (const auto& [band, span] : extent) {
+    bandShift[band] = at - span.first;
+    at += span.second - span.first + kBandGap;
+  }
+  for (const auto& [id, v] : y) {
+    const int band = nodeBand[id];
+    (void)g.moveNode(id, {x[depth[id]] - bandLeft[band], v + bandShift[band]});
   }
 }
 

@@ -357,6 +357,64 @@ TEST(Import, AutoLayoutSpreadsNodes) {
   EXPECT_LT(inputX, reluX);
 }
 
+// A deep chain (mobilenet_v2 is 150 ops deep) wraps into bands that read left to right, top to
+// bottom, and the Constants that feed its Clips sit beside them instead of in one tall column
+// that pulled the chain down the page.
+TEST(Import, AutoLayoutWrapsDeepChainsIntoBands) {
+  Graph g;
+  auto in = g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(g.setParam(*in, "type", Param::makeString("float[N,4]")).ok());
+  std::vector<NodeId> chain, constants;
+  PortRef prev{*in, 0};
+  for (int i = 0; i < 90; ++i) {
+    auto clip = g.addNode(kOnnxDomain, "Clip");
+    auto lo = g.addNode(kOnnxDomain, "Constant");
+    ASSERT_TRUE(clip.ok() && lo.ok());
+    ASSERT_TRUE(g.addLink({prev, {*clip, 0}}).ok());
+    ASSERT_TRUE(g.addLink({{*lo, 0}, {*clip, 1}}).ok());
+    chain.push_back(*clip);
+    constants.push_back(*lo);
+    prev = {*clip, 0};
+  }
+  auto out = g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE(g.addLink({prev, {*out, 0}}).ok());
+  autoLayout(g);
+  auto at = [&](NodeId id) { return g.node(id)->position; };
+  double left = 1e18, right = -1e18, top = 1e18, bottom = -1e18;
+  std::set<std::pair<double, double>> positions;
+  for (const auto& [id, n] : g.nodes()) {
+    left = std::min(left, n.position.x), right = std::max(right, n.position.x);
+    top = std::min(top, n.position.y), bottom = std::max(bottom, n.position.y);
+    positions.insert({n.position.x, n.position.y});
+  }
+  EXPECT_EQ(positions.size(), g.nodes().size());
+  // Several bands, and the whole roughly screen-shaped (in one row it was 180 to 1).
+  const double aspect = (right - left) / (bottom - top);
+  EXPECT_GT(aspect, 0.5);
+  EXPECT_LT(aspect, 4.0);
+  // Reading order: each Clip right of the one before it in the same band, or in a band below.
+  int bands = 1;
+  for (size_t i = 1; i < chain.size(); ++i) {
+    const Position a = at(chain[i - 1]), b = at(chain[i]);
+    if (b.x > a.x) {
+      EXPECT_NEAR(b.y, a.y, 1e-9) << i;  // a chain runs straight
+    } else {
+      EXPECT_GT(b.y, a.y) << i;
+      ++bands;
+    }
+  }
+  EXPECT_GE(bands, 3);
+  // Each Constant just left of its Clip, near its row.
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Position c = at(constants[i]), u = at(chain[i]);
+    EXPECT_LT(c.x, u.x) << i;
+    EXPECT_GT(c.x, u.x - 600) << i;
+    EXPECT_LT(std::abs(c.y - u.y), 200) << i;
+  }
+}
+
 TEST(Import, SubgraphsStayIntact) {
   const std::string path = "/usr/share/libonnx-testdata/data/node/test_if_seq/model.onnx";
   auto m = readOnnxFile(path);
