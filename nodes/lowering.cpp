@@ -55,7 +55,7 @@ std::string LoweringBuilder::reduce(const std::string& op, const std::string& x,
                                     const std::vector<int64_t>& axes, bool keepdims,
                                     const std::string& out) {
   std::vector<onnx::AttributeProto> attrs = {attrInt("keepdims", keepdims ? 1 : 0)};
-  if (op == "ReduceSum") {
+  if (op == "ReduceSum" || opset() >= 18) {
     std::vector<std::string> ins = {x};
     if (!axes.empty()) ins.push_back(int64s("axes", axes));
     return op1(op, ins, attrs, out);

@@ -59,8 +59,8 @@ class LoweringBuilder {
   virtual Status fail(const std::string& message) const = 0;
 
   // Conveniences.
-  // Reductions over `axes` (all axes when empty), spelled for opset 13-17: ReduceSum takes axes
-  // as an input, the other Reduce* ops as an attribute.
+  // Reductions over `axes` (all axes when empty), spelled for the graph's opset: ReduceSum takes
+  // axes as an input since 13, the other Reduce* ops since 18 (an attribute before).
   std::string reduce(const std::string& op, const std::string& x, const std::vector<int64_t>& axes,
                      bool keepdims, const std::string& out = "");
   std::string op1(const std::string& type, const std::vector<std::string>& inputs,

@@ -73,10 +73,7 @@ Status lowerRecurrent(LoweringBuilder& b, const std::string& kind, bool bidirect
     const std::string reduce = mode == "sum"   ? "ReduceSum"
                                : mode == "ave" ? "ReduceMean"
                                                : "ReduceProd";
-    if (reduce == "ReduceSum")
-      b.op1(reduce, {y, b.int64s("axes", {dirAxis})}, {attrInt("keepdims", 0)}, b.outputName(0));
-    else
-      b.op1(reduce, {y}, {attrInts("axes", {dirAxis}), attrInt("keepdims", 0)}, b.outputName(0));
+    b.reduce(reduce, y, {dirAxis}, false, b.outputName(0));
   }
   return Status();
 }

@@ -62,7 +62,10 @@ Status lowerSplit(LoweringBuilder& b) {
   if (n <= 0) return b.fail("num_or_size_splits must be positive");
   std::vector<std::string> outs;
   for (int64_t i = 0; i < n; ++i) outs.push_back(b.outputName(static_cast<int>(i)));
-  b.op("Split", {b.input(0)}, {attrInt("axis", intParam(b, "axis"))}, outs);
+  std::vector<onnx::AttributeProto> attrs = {attrInt("axis", intParam(b, "axis"))};
+  // Opset 18's Split wants the count said (num_outputs) when no sizes are given.
+  if (b.opset() >= 18) attrs.push_back(attrInt("num_outputs", n));
+  b.op("Split", {b.input(0)}, std::move(attrs), outs);
   return Status();
 }
 

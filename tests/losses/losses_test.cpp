@@ -59,8 +59,14 @@ std::string typeText(const json& t) {
 
 // Input per golden input -> node (a loss or metric, or Output Train when `asOutputTrain`) ->
 // Output "value".
-Result<Graph> buildGraph(const json& c, bool asOutputTrain) {
+// `opset`: the graph's ai.onnx opset (0: the catalogue's default).
+Result<Graph> buildGraph(const json& c, bool asOutputTrain, int opset = 0) {
   Graph g;
+  if (opset) {
+    ModelInfo info = g.info();
+    info.opsets[kOnnxDomain] = opset;
+    g.setInfo(info);
+  }
   const bool loss = c["kind"] == "loss";
   const std::string domain = asOutputTrain ? kLayersDomain : loss ? kLossesDomain : kMetricsDomain;
   auto node = g.addNode(domain, asOutputTrain ? "Output Train" : c["type"].get<std::string>());
@@ -127,18 +133,31 @@ void checkCase(const json& c) {
   auto out = run(*m, feeds(c));
   ASSERT_TRUE(out.ok()) << out.message();
   expectClose(out->at("value"), c["expected"], "inference export");
+  // Again in a graph of a newer opset (a loss added to an imported opset-18 model): the lowering
+  // writes each op as that opset defines it.
+  for (int opset : {18, 21}) {
+    auto newer = buildGraph(c, false, opset);
+    ASSERT_TRUE(newer.ok()) << newer.message();
+    auto nm = exportOnnx(*newer, opt);
+    ASSERT_TRUE(nm.ok()) << "opset " << opset << ": " << nm.message();
+    auto nout = run(*nm, feeds(c));
+    ASSERT_TRUE(nout.ok()) << "opset " << opset << ": " << nout.message();
+    expectClose(nout->at("value"), c["expected"], "opset " + std::to_string(opset));
+  }
 
   if (c["kind"] == "loss") {
     if (c["params"]["reduction"] == "none") return;
-    // The same loss as an Output Train, exported with losses.
-    auto t = buildGraph(c, true);
-    ASSERT_TRUE(t.ok()) << t.message();
+    // The same loss as an Output Train, exported with losses, at the default opset and at 18.
     opt.withLosses = true;
-    auto tm = exportOnnx(*t, opt);
-    ASSERT_TRUE(tm.ok()) << tm.message();
-    auto tout = run(*tm, feeds(c));
-    ASSERT_TRUE(tout.ok()) << tout.message();
-    expectClose(tout->at("y_loss"), c["expected"], "Output Train loss");
+    for (int opset : {0, 18}) {
+      auto t = buildGraph(c, true, opset);
+      ASSERT_TRUE(t.ok()) << t.message();
+      auto tm = exportOnnx(*t, opt);
+      ASSERT_TRUE(tm.ok()) << "opset " << opset << ": " << tm.message();
+      auto tout = run(*tm, feeds(c));
+      ASSERT_TRUE(tout.ok()) << "opset " << opset << ": " << tout.message();
+      expectClose(tout->at("y_loss"), c["expected"], "Output Train loss");
+    }
     return;
   }
 
