@@ -13,7 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev zlib1g-dev
   libpng-dev libjpeg-dev libre2-dev
   libopenmpi-dev openmpi-bin
-  iproute2
+  iproute2 procps
   libonnx-testdata dataset-fashion-mnist
   python3 python3-onnx python3-torch python3-numpy
   xvfb xauth

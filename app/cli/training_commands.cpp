@@ -194,6 +194,9 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   Trainer& tr = *st.trainer;
   if (comm) {
     tr.setCommunicator(comm);
+    // Every process has its handlers before the run says it started: an interrupt that follows
+    // that line cannot find a process still without them (which it ended, and mpirun with it).
+    if (Status b = comm->barrier(); !b.ok()) return fail(b.message());
     if (comm->rank() == 0) {
       const int64_t p = comm->size(), b = st.config.batchSize;
       std::ostringstream info;

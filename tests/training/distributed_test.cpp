@@ -345,13 +345,16 @@ TEST_F(Distributed, InterruptSavesACheckpoint) {
   const std::string ckpt = (dir_ / "ckpt").string();
   const fs::path script = dir_ / "interrupt.sh";
   // The interrupt goes once the run has said it started (its handlers are in place by then),
-  // and a second later: a fixed wait was too short for a sanitizer build's start-up.
+  // and a second later: a fixed wait was too short for a sanitizer build's start-up. It goes to
+  // mpirun (the child of `timeout`), as Ctrl-C would: sent to `timeout`, it reached mpirun twice
+  // (timeout passes it on to its child and to its process group), and a second Ctrl-C makes
+  // mpirun kill the job at once, before anything is saved (about half the runs failed so).
   const std::string log = (dir_ / "interrupt.log").string();
   std::ofstream(script) << mpirun(2) << kCli << " train " << kCnn
                         << " --epochs 5 --train-limit 20000 --threads 1 --quiet --distributed"
                         << " --checkpoint " << ckpt << " 2> " << log << " &\njob=$!\n"
                         << "for i in $(seq 600); do grep -q 'distributed:' " << log
-                        << " && break; sleep 0.2; done\nsleep 1\nkill -INT $job\nwait $job\n"
+                        << " && break; sleep 0.2; done\nsleep 1\nkill -INT $(pgrep -P $job)\nwait $job\n"
                         << "cat " << log << " >&2\n";
   Shell r = shell("bash " + script.string());
   EXPECT_NE(r.output.find("interrupted; checkpoint saved to"), std::string::npos) << r.output;
