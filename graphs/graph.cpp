@@ -126,9 +126,84 @@ std::string Graph::uniqueName(const std::string& base) const {
   }
 }
 
+std::vector<std::string> Graph::opsetRaiseConflicts(const std::string& domain, int to) const {
+  const std::string dom = canonicalDomain(domain);
+  const int from = opset(dom);
+  std::vector<std::string> out;
+  for (const auto& [id, n] : nodes_) {
+    if (n.domain != dom) continue;
+    const NodeSpec* before = catalogue_->find(dom, n.type, from);
+    if (!before) continue;  // already a problem of its own
+    const NodeSpec* after = catalogue_->find(dom, n.type, to);
+    const std::string at = " at opset " + std::to_string(to);
+    if (!after) {
+      out.push_back(describe(id) + ": " + n.type + " is not an operator" + at);
+      continue;
+    }
+    if (after->version == before->version) continue;
+    for (const auto& p : before->params) {
+      const ParamSpec* q = after->param(p.name);
+      if (n.params.count(p.name)) {
+        if (!q || q->type != p.type)
+          out.push_back(describe(id) + ": its parameter '" + p.name + "' is " +
+                        (q ? "of another type" : "not a parameter of " + n.type) + at +
+                        (std::any_of(after->inputs.begin(), after->inputs.end(),
+                                     [&](const PortSpec& in) { return in.name == p.name; })
+                             ? " (it became an input)"
+                             : ""));
+      } else if (q ? q->defaultValue != p.defaultValue : p.defaultValue.has_value()) {
+        out.push_back(describe(id) + ": the default of its parameter '" + p.name + "' changes" +
+                      at);
+      }
+    }
+    for (const auto& q : after->params)
+      if (q.required && !before->param(q.name))
+        out.push_back(describe(id) + ": " + n.type + " needs parameter '" + q.name + "'" + at);
+    auto portName = [](const PortSpec* p) -> std::string { return p ? p->name : "(none)"; };
+    for (const auto& l : links_) {
+      if (l.isGraphLink()) continue;
+      if (l.to.node == id) {
+        const std::string was = portName(before->inputPort(l.to.port)),
+                          is = portName(after->inputPort(l.to.port));
+        if (was != is)
+          out.push_back(describe(id) + ": its input " + std::to_string(l.to.port) + " is '" + is +
+                        "'" + at + ", not '" + was + "'");
+      }
+      if (l.from.node == id) {
+        const std::string was = portName(before->outputPort(l.from.port)),
+                          is = portName(after->outputPort(l.from.port));
+        if (was != is)
+          out.push_back(describe(id) + ": its output " + std::to_string(l.from.port) + " is '" +
+                        is + "'" + at + ", not '" + was + "'");
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 Result<NodeId> Graph::addNode(const std::string& domain, const std::string& type, Position pos) {
   const std::string dom = canonicalDomain(domain);
   const NodeSpec* s = catalogue_->find(dom, type, opset(dom));
+  if (const NodeSpec* newer = s ? nullptr : catalogue_->find(dom, type);
+      newer && newer->version > opset(dom)) {
+    // An op newer than the graph's opset: raise that where nothing already here changes.
+    const auto conflicts = opsetRaiseConflicts(dom, newer->version);
+    if (!conflicts.empty()) {
+      std::string msg = type + " first appears in " + dom + " opset " +
+                        std::to_string(newer->version) + ", and this graph imports opset " +
+                        std::to_string(opset(dom)) + "; raising it would change ";
+      for (size_t i = 0; i < conflicts.size() && i < 5; ++i) msg += (i ? "; " : "") + conflicts[i];
+      if (conflicts.size() > 5) msg += "; and " + std::to_string(conflicts.size() - 5) + " more";
+      return Status::error(msg + ". Rewrite those nodes as opset " +
+                           std::to_string(newer->version) + " defines them first.");
+    }
+    ModelInfo info = info_;
+    info.opsets[dom] = newer->version;
+    setInfo(std::move(info));
+    s = catalogue_->find(dom, type, opset(dom));
+  }
   if (!s) {
     std::string msg = "unknown node type '" + type + "' in domain '" + dom + "'";
     auto hints = catalogue_->suggest(type);

@@ -108,8 +108,16 @@ class Graph {
   int opset(const std::string& domain) const;
 
   // --- Edits. Each validates against the catalogue and names the node on failure. ---
-  // Adds a node of a catalogue type; Input/Output/Initializer get a unique default name.
+  // Adds a node of a catalogue type; Input/Output/Initializer get a unique default name. A type
+  // that first appears in a newer opset of its domain than the graph imports (Mish: ai.onnx 18)
+  // raises the graph's opset to that version where no node of the graph would mean something
+  // else there; otherwise the error names those nodes (opsetRaiseConflicts).
   Result<NodeId> addNode(const std::string& domain, const std::string& type, Position pos = {});
+  // The nodes of `domain` that would mean something else if the graph imported `opset` of it:
+  // a parameter they set that the newer version moved to an input or dropped, a default that
+  // changed, a linked port renamed or gone. One line each, naming the node; empty where the
+  // raise is safe.
+  std::vector<std::string> opsetRaiseConflicts(const std::string& domain, int opset) const;
   // Re-creates a node with a given id (undo, paste, loading); the id must be free.
   Status insertNode(Node node);
   Status removeNode(NodeId id);  // also removes its links

@@ -272,6 +272,12 @@ void addOnnxDomains(CatalogueBuilder& b) {
     });
   }
   for (const auto& [key, schema] : latest) b.add(specFromSchema(*schema, key.first));
+  // Ops that first appear after the target opset (Mish at 18, Gelu at 20, Attention at 23) are
+  // listed at their first version, so the palette and `deepwire nodes` offer them; a graph
+  // gets them at its own opset, and Graph::addNode raises that where it is lower.
+  for (const auto& d : kOnnxDomains)
+    for (const SchemaFacts* f : opsFirstAfter(d.onnxName, d.maxOpset))
+      b.add(specFromFacts(*f, nullptr, d.canonical));
 }
 
 }  // namespace dw

@@ -179,6 +179,15 @@ const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op,
   return &it->second;
 }
 
+std::vector<const SchemaFacts*> opsFirstAfter(const std::string& domain, int opset) {
+  std::vector<const SchemaFacts*> out;
+  for (const auto& [key, versions] : newerVersions())
+    if (key.first == domain && versions.front().since > opset &&
+        !onnx::OpSchemaRegistry::Schema(key.second, opset, domain))
+      out.push_back(&versions.front());
+  return out;
+}
+
 namespace {
 
 // What the ai.onnx operators that libonnx 1.12 has no version of do, and their palette
@@ -970,13 +979,59 @@ void guardInference(const std::string& domain, const std::string& op, int versio
   }
 }
 
+// How the outputs of an ai.onnx op that libonnx 1.12 does not have follow from its inputs, for
+// the ones where that is simple: a graph of opset 18 or later that uses them then gets the
+// types of what they feed, as it does for older ops (an Output after a Mish had none, and the
+// graph could not be exported until the user typed it in). Null: the outputs stay unknown.
+onnx::InferenceFunction newOpInference(const std::string& op) {
+  auto typed = [](onnx::InferenceContext& c, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (i >= c.getNumInputs() || !c.getInputType(i) ||
+          c.getInputType(i)->value_case() != onnx::TypeProto::kTensorType)
+        return false;
+    return true;
+  };
+  // Output 0: input 0's shape, and the element type of input `typeFrom` (or `elem`).
+  auto like = [typed](size_t typeFrom, int elem) -> onnx::InferenceFunction {
+    return [typed, typeFrom, elem](onnx::InferenceContext& c) {
+      if (!typed(c, typeFrom + 1)) return;
+      auto* out = c.getOutputType(0)->mutable_tensor_type();
+      out->set_elem_type(elem ? elem : c.getInputType(typeFrom)->tensor_type().elem_type());
+      if (onnx::hasInputShape(c, 0)) onnx::propagateShapeFromInputToOutput(c, 0, 0);
+    };
+  };
+  static const std::set<std::string> sameAsInput = {"Mish",
+                                                    "Gelu",
+                                                    "Swish",
+                                                    "BitwiseNot",
+                                                    "CumProd",
+                                                    "RotaryEmbedding",
+                                                    "GroupNormalization",
+                                                    "TensorScatter"};
+  if (sameAsInput.count(op)) return like(0, 0);
+  if (op == "RMSNormalization") return like(1, 0);  // Y has the scale's type
+  if (op == "RegexFullMatch") return like(0, onnx::TensorProto::BOOL);
+  if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" || op == "StringConcat")
+    return [typed](onnx::InferenceContext& c) {
+      if (!typed(c, 2)) return;
+      onnx::propagateElemTypeFromInputToOutput(c, 0, 0);
+      if (onnx::hasNInputShapes(c, 2))
+        onnx::bidirectionalBroadcastShapeInference(
+            c.getInputType(0)->tensor_type().shape(), c.getInputType(1)->tensor_type().shape(),
+            *c.getOutputType(0)->mutable_tensor_type()->mutable_shape());
+    };
+  return nullptr;
+}
+
 // libonnx's registry with every inference function wrapped in guardInference. Subgraph and
-// function inference use the registry they were given, so the guards reach them too.
+// function inference use the registry they were given, so the guards reach them too. The
+// ai.onnx ops libonnx lacks get schemas of their own from the facts (newOpInference).
 class GuardedRegistry final : public onnx::ISchemaRegistry {
  public:
   const onnx::OpSchema* GetSchema(const std::string& op, const int maxVersion,
                                   const std::string& domain) const override {
     const onnx::OpSchema* s = onnx::OpSchemaRegistry::Instance()->GetSchema(op, maxVersion, domain);
+    if (!s && normDomain(domain).empty()) return newOpSchema(op, maxVersion);
     if (!s || !s->has_type_and_shape_inference_function()) return s;
     std::lock_guard<std::mutex> lock(m_);
     auto& slot = wrapped_[s];
@@ -1028,8 +1083,34 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
   }
 
  private:
+  const onnx::OpSchema* newOpSchema(const std::string& op, int maxVersion) const {
+    const SchemaFacts* f = schemaFacts("", op, maxVersion);
+    if (!f || f->fromLibonnx) return nullptr;
+    auto infer = newOpInference(op);
+    if (!infer) return nullptr;
+    std::lock_guard<std::mutex> lock(m_);
+    auto& slot = made_[f];
+    if (!slot) {
+      auto schema = std::make_unique<onnx::OpSchema>(
+          onnxSchemaOf(specFromFacts(*f, nullptr, "ai.onnx"), "", false));
+      schema->TypeAndShapeInferenceFunction(
+          [infer, name = f->op, version = f->since](onnx::InferenceContext& c) {
+            guardInference("", name, version, c);
+            infer(c);
+          });
+      try {
+        schema->Finalize();
+      } catch (const std::exception&) {
+        return nullptr;
+      }
+      slot = std::move(schema);
+    }
+    return slot.get();
+  }
+
   mutable std::mutex m_;
   mutable std::map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> wrapped_;
+  mutable std::map<const SchemaFacts*, std::unique_ptr<onnx::OpSchema>> made_;
 };
 
 }  // namespace

@@ -49,6 +49,10 @@ struct SchemaFacts {
 // is known.
 const SchemaFacts* schemaFacts(const std::string& domain, const std::string& op, int opset);
 
+// The first version of every `domain` op that has no version at or below `opset` (ai.onnx ops
+// added after libonnx 1.12: Mish at 18, Gelu at 20, Attention at 23...), by op name.
+std::vector<const SchemaFacts*> opsFirstAfter(const std::string& domain, int opset);
+
 // The node's input and output counts, required inputs and attributes (known, of their type,
 // present where required) against `f`; errors start with `what` (the node) and name the op
 // and opset, what the node has and what the op takes.

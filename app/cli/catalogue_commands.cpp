@@ -268,16 +268,6 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
     for (const auto* s : cat.all())
       if (s->type == *type && (ddomain->empty() || s->domain == canonicalDomain(*ddomain)))
         found.push_back(s);
-    // An operator newer than the palette's opset: say which opset has it.
-    if (found.empty())
-      if (const NodeSpec* newer = cat.find(domain, *type, 1000)) {
-        exitCode = fail("'" + *type + "' is an " + domain + " operator since opset " +
-                        std::to_string(newer->version) +
-                        ", newer than the palette's; models "
-                        "that import that opset use it. `deepwire describe " +
-                        *type + " --opset " + std::to_string(newer->version) + "` shows it");
-        return;
-      }
     if (found.empty()) {
       std::string msg = "unknown node type '" + *type + "'";
       auto hints = cat.suggest(*type);

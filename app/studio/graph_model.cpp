@@ -113,6 +113,27 @@ class FragmentCommand : public QUndoCommand {
   bool skipRedo_ = true;
 };
 
+// The model's settings (its opsets) from `before` to `after`: a node newer than the graph's
+// opset raises it, and undoing the node's creation lowers it again.
+class InfoCommand : public QUndoCommand {
+ public:
+  InfoCommand(GraphModel* m, ModelInfo before, ModelInfo after)
+      : m_(m), before_(std::move(before)), after_(std::move(after)) {}
+  void redo() override {
+    if (skipRedo_) {
+      skipRedo_ = false;
+      return;
+    }
+    m_->mutableGraph().setInfo(after_);
+  }
+  void undo() override { m_->mutableGraph().setInfo(before_); }
+
+ private:
+  GraphModel* m_;
+  ModelInfo before_, after_;
+  bool skipRedo_ = true;
+};
+
 class MoveCommand : public QUndoCommand {
  public:
   MoveCommand(GraphModel* m, std::map<NodeId, std::pair<Position, Position>> moves)
@@ -187,14 +208,26 @@ void GraphModel::scheduleValidation() {
 
 Result<NodeId> GraphModel::createNode(const std::string& domain, const std::string& type,
                                       Position pos) {
+  const ModelInfo before = graph_.info();
   auto id = graph_.addNode(domain, type, pos);
   if (!id.ok()) return id;
   const NodeSpec* s = graph_.spec(*id);
   if (s && s->kind == NodeKind::Layer && graph_.node(*id)->name.empty())
     (void)graph_.rename(*id, uniqueName(graph_, snakeCase(type)));
   placeNew({*id});
-  undo_.push(new FragmentCommand(this, {*graph_.node(*id)}, {}, true,
-                                 tr("Create %1").arg(QString::fromStdString(type))));
+  const QString text = tr("Create %1").arg(QString::fromStdString(type));
+  const bool raised = graph_.info().opsets != before.opsets;
+  if (raised) {
+    undo_.beginMacro(text);
+    undo_.push(new InfoCommand(this, before, graph_.info()));
+  }
+  undo_.push(new FragmentCommand(this, {*graph_.node(*id)}, {}, true, text));
+  if (raised) {
+    undo_.endMacro();
+    const std::string dom = graph_.node(*id)->domain;
+    emit opsetRaised(QString::fromStdString(type), QString::fromStdString(dom),
+                     before.opsets.count(dom) ? before.opsets.at(dom) : 0, graph_.opset(dom));
+  }
   return id;
 }
 

@@ -87,12 +87,15 @@ class GraphModel : public QObject {
   void linkRemoved(const dw::Link& link);
   void modelReset();
   void validated();  // problems() and linkLabel() changed
+  // createNode raised the graph's opset of `domain` from `from` to `to` for a node of `type`.
+  void opsetRaised(const QString& type, const QString& domain, int from, int to);
 
  private:
   class Relay;  // the GraphObserver that re-emits the graph's callbacks as signals
   friend class Relay;
   friend class FragmentCommand;
   friend class MoveCommand;
+  friend class InfoCommand;
   friend class NodeStateCommand;
   dw::Graph& mutableGraph() { return graph_; }
   void scheduleValidation();

@@ -66,6 +66,14 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
     params_->setNode(ids.size() == 1 ? ids.front() : 0);
   });
   connect(model_, &GraphModel::validated, this, &MainWindow::refreshProblems);
+  connect(model_, &GraphModel::opsetRaised, this,
+          [this](const QString& type, const QString& domain, int from, int to) {
+            showStatus(tr("%1 is in %2 opset %3: the model now imports opset %3 (was %4; "
+                          "Undo puts it back)")
+                           .arg(type, domain)
+                           .arg(to)
+                           .arg(from));
+          });
   // Any document (New, Open, Import, recovery) or any node placed means the canvas is wanted.
   connect(model_, &GraphModel::modelReset, this, [this] { setWelcomeVisible(false); });
   connect(model_, &GraphModel::nodeAdded, this, [this] { setWelcomeVisible(false); });

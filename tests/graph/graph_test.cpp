@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "graphs/graph.h"
+#include "graphs/onnx_export.h"
+#include "nodes/type_syntax.h"
 #include "test_util.h"
 
 namespace dw {
@@ -26,6 +28,74 @@ TEST(Graph, UnknownTypeSuggests) {
   auto r = g.addNode(kOnnxDomain, "BatchNorm");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("BatchNormalization"), std::string::npos) << r.message();
+}
+
+// An op newer than the graph's opset (Mish: 18, Gelu: 20) raises it where nothing already in
+// the graph would change meaning, and is refused, naming what would, where something would.
+TEST(Graph, NewerOpRaisesTheOpsetWhenNothingChanges) {
+  Graph g;
+  ASSERT_EQ(g.opset(kOnnxDomain), 17);
+  NodeId in = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.setParam(in, "type", Param::makeString("float[2,4]")).ok());
+  NodeId mean = *g.addNode(kOnnxDomain, "ReduceMean");  // all axes: the same at 18
+  ASSERT_TRUE(g.addLink({{in, 0}, {mean, 0}}).ok());
+  auto mish = g.addNode(kOnnxDomain, "Mish");
+  ASSERT_TRUE(mish.ok()) << mish.message();
+  EXPECT_EQ(g.opset(kOnnxDomain), 18);
+  EXPECT_EQ(g.spec(*mish)->version, 18);
+  ASSERT_TRUE(g.addLink({{in, 0}, {*mish, 0}}).ok());
+  auto gelu = g.addNode(kOnnxDomain, "Gelu");
+  ASSERT_TRUE(gelu.ok()) << gelu.message();
+  EXPECT_EQ(g.opset(kOnnxDomain), 20);
+  // ReduceMean is now version 18, with axes an input.
+  EXPECT_EQ(g.spec(mean)->version, 18);
+  EXPECT_EQ(g.spec(mean)->param("axes"), nullptr);
+
+  Graph h;
+  NodeId r = *h.addNode(kOnnxDomain, "ReduceMean");
+  ASSERT_TRUE(h.setParam(r, "axes", Param::makeInts({1})).ok());
+  ASSERT_TRUE(h.rename(r, "m").ok());
+  NodeId split = *h.addNode(kOnnxDomain, "Split");
+  auto refused = h.addNode(kOnnxDomain, "Mish");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("opset 18"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("ReduceMean 'm'"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("'axes'"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("became an input"), std::string::npos) << refused.message();
+  EXPECT_EQ(h.opset(kOnnxDomain), 17);
+  EXPECT_EQ(h.nodes().size(), 2u);
+  (void)split;
+  // A node type that is in no opset at all is still unknown.
+  EXPECT_FALSE(h.addNode(kOnnxDomain, "Mishh").ok());
+}
+
+// What an op libonnx 1.12 does not know feeds gets its type, as after an older op: an Output
+// after Mish had none, and the graph could not be exported until the user typed it in.
+TEST(Graph, NewerOpsInferTheirOutputs) {
+  Graph g;
+  NodeId a = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.setParam(a, "type", Param::makeString("float[2,4]")).ok());
+  NodeId mish = *g.addNode(kOnnxDomain, "Mish");
+  NodeId gelu = *g.addNode(kOnnxDomain, "Gelu");
+  ASSERT_TRUE(g.addLink({{a, 0}, {mish, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{mish, 0}, {gelu, 0}}).ok());
+  NodeId y = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.addLink({{gelu, 0}, {y, 0}}).ok());
+  NodeId i = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.setParam(i, "type", Param::makeString("int32[3,1]")).ok());
+  NodeId j = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.setParam(j, "type", Param::makeString("int32[5]")).ok());
+  NodeId band = *g.addNode(kOnnxDomain, "BitwiseAnd");
+  ASSERT_TRUE(g.addLink({{i, 0}, {band, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{j, 0}, {band, 1}}).ok());
+  NodeId z = *g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.addLink({{band, 0}, {z, 0}}).ok());
+  EXPECT_EQ(g.opset(kOnnxDomain), 20);
+  auto m = exportOnnx(g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  ASSERT_EQ(m->graph().output_size(), 2);
+  EXPECT_EQ(formatType(m->graph().output(0).type()), "float[2,4]");
+  EXPECT_EQ(formatType(m->graph().output(1).type()), "int32[3,5]");
 }
 
 TEST(Graph, ParamsAreValidated) {

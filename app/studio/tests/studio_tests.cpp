@@ -92,6 +92,33 @@ class StudioTest : public QObject {
     QVERIFY(w.scene()->nodeItem(nodes.begin()->first));
   }
 
+  // An operator newer than the model's opset (Mish: ai.onnx 18) is in the palette; placing it
+  // raises the model's opset, says so, and one Undo takes both back.
+  void newerOperatorRaisesTheOpsetUndoably() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* palette = w.palette();
+    QTest::keyClicks(palette->filterEdit(), "mish");
+    QTreeWidgetItem* mish = palette->entry("ai.onnx", "Mish");
+    QVERIFY(mish && !mish->isHidden());
+    QVERIFY(mish->toolTip(0).contains("since opset 18"));
+    QCOMPARE(w.model()->graph().opset("ai.onnx"), 17);
+    palette->tree()->scrollToItem(mish);
+    const QRect r = palette->tree()->visualItemRect(mish);
+    QTest::mouseClick(palette->tree()->viewport(), Qt::LeftButton, {}, r.center());
+    QTest::mouseDClick(palette->tree()->viewport(), Qt::LeftButton, {}, r.center());
+    QCOMPARE(w.model()->graph().nodes().size(), size_t(1));
+    QCOMPARE(w.model()->graph().opset("ai.onnx"), 18);
+    QVERIFY(w.statusBar()->currentMessage().contains("opset 18"));
+    w.model()->undoStack()->undo();
+    QCOMPARE(w.model()->graph().nodes().size(), size_t(0));
+    QCOMPARE(w.model()->graph().opset("ai.onnx"), 17);
+    w.model()->undoStack()->redo();
+    QCOMPARE(w.model()->graph().nodes().size(), size_t(1));
+    QCOMPARE(w.model()->graph().opset("ai.onnx"), 18);
+  }
+
   void paletteDragAndDropCreatesNode() {
     MainWindow w(false);
     w.show();
