@@ -400,6 +400,7 @@ struct MsOp {
   const char* category;
   const char* doc;
   int bodyOpset;  // the ai.onnx opset the engine reads the body at (the one its kernels want)
+  // Null for an op that runs as a kernel of its own (engine/kernels/microsoft_ops.cpp).
   std::function<void(const Ctx&, Body&)> body;
   std::function<void(onnx::InferenceContext&)> infer;
 };
@@ -1113,6 +1114,169 @@ const std::vector<MsOp>& msOps() {
          b.add("Mul", {"normed", "gamma"}, {"output"});
        },
        inferSkipNorm},
+      {"Inverse", "math",
+       "The inverse of each square matrix in X's last two axes ([..., n, n]); a singular matrix "
+       "is an error.",
+       17, nullptr, sameAsInput0},
+      {"MurmurHash3", "tensor",
+       "A 32-bit MurmurHash3 (the x86 variant) of each element from `seed`: of its 4 or 8 bytes "
+       "for numbers, of its bytes for strings. Y is uint32 with positive (the default), else the "
+       "same bits as int32.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         const auto* p = ctx.getAttribute("positive");
+         onnx::updateOutputElemType(
+             ctx, 0, p && p->i() == 0 ? onnx::TensorProto::INT32 : onnx::TensorProto::UINT32);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
+      {"DynamicTimeWarping", "math",
+       "The cheapest path through a cost matrix ([rows, cols] or [1, rows, cols]) from its first "
+       "cell to its last, moving down, right or diagonally, as Whisper aligns tokens to audio "
+       "frames: [2, path length] int32, the rows and the columns along the path.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
+         auto* shape = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+         shape->add_dim()->set_dim_value(2);
+         shape->add_dim();
+       }},
+      {"NGramRepeatBlock", "generator",
+       "For beam or greedy decoding: the scores of the tokens that would repeat an n-gram of "
+       "ngram_size already in input_ids ([batch, sequence]) set to -inf, in scores ([batch, "
+       "vocabulary]).",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+         if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
+       }},
+      {"NhwcMaxPool", "quantization",
+       "MaxPool on 8-bit X laid out channels last (N, spatial..., C), with MaxPool's window "
+       "attributes.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const int rank = rankOf(c, 0, "x");
+         if (rank < 3)
+           throw std::invalid_argument("x has " + std::to_string(rank) +
+                                       " dimension(s); it needs 3 or more");
+         std::vector<int64_t> toFirst{0, rank - 1}, toLast{0};
+         for (int a = 1; a < rank - 1; ++a) toFirst.push_back(a);
+         for (int a = 2; a < rank; ++a) toLast.push_back(a);
+         toLast.push_back(1);
+         *b.add("Transpose", {"x"}, {"x_nchw"}).add_attribute() =
+             onnx::MakeAttribute("perm", toFirst);
+         Body::copy(c, b.add("MaxPool", {"x_nchw"}, {"y_nchw"}),
+                    {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"});
+         *b.add("Transpose", {"y_nchw"}, {"y"}).add_attribute() =
+             onnx::MakeAttribute("perm", toLast);
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"QLinearAveragePool", "quantization",
+       "AveragePool on a quantized X (NCHW, or channels last with channels_last): dequantized "
+       "with x_scale and x_zero_point, averaged in float with AveragePool's window attributes, "
+       "quantized with y_scale and y_zero_point.",
+       17,
+       [](const Ctx& c, Body& b) {
+         std::string x = dequantize(c, b, "X", "x_scale", "x_zero_point", 2);
+         const bool last = intAttr(c, "channels_last", 0) != 0;
+         std::vector<int64_t> toFirst{0}, toLast{0};
+         if (last) {
+           const int rank = rankOf(c, 0, "X");
+           if (rank < 3)
+             throw std::invalid_argument("X has " + std::to_string(rank) +
+                                         " dimension(s); it needs 3 or more");
+           toFirst.push_back(rank - 1);
+           for (int a = 1; a < rank - 1; ++a) toFirst.push_back(a);
+           for (int a = 2; a < rank; ++a) toLast.push_back(a);
+           toLast.push_back(1);
+           *b.add("Transpose", {x}, {"X_nchw"}).add_attribute() =
+               onnx::MakeAttribute("perm", toFirst);
+           x = "X_nchw";
+         }
+         Body::copy(
+             c, b.add("AveragePool", {x}, {last ? "Y_nchw" : "Y_f"}),
+             {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+         if (last)
+           *b.add("Transpose", {"Y_nchw"}, {"Y_f"}).add_attribute() =
+               onnx::MakeAttribute("perm", toLast);
+         quantize(c, b, "Y_f", "y_scale", "y_zero_point", 4, "X", "Y");
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"QGemm", "quantization",
+       "Gemm on 8-bit A and B (each optionally transposed, transA and transB): the product of "
+       "A - a_zero_point and B - b_zero_point in integers, plus the int32 bias C, times alpha * "
+       "a_scale * b_scale (b's scale and zero point per tensor or per column). Float out, or, "
+       "with y_scale, quantized with y_scale and y_zero_point.",
+       17,
+       [](const Ctx& c, Body& b) {
+         std::string in[2] = {"A", "B"};
+         const char* trans[2] = {"transA", "transB"};
+         for (int i = 0; i < 2; ++i)
+           if (intAttr(c, trans[i], 0) != 0) {
+             *b.add("Transpose", {in[i]}, {in[i] + "_t"}).add_attribute() =
+                 onnx::MakeAttribute("perm", std::vector<int64_t>{1, 0});
+             in[i] += "_t";
+           }
+         b.add("MatMulInteger", {in[0], in[1], "a_zero_point", "b_zero_point"}, {"AB"});
+         std::string acc = "AB";
+         if (c.hasInput(6)) b.add("Add", {"AB", "C"}, {acc = "ABC"});
+         b.cast(acc, onnx::TensorProto::FLOAT, "acc_f");
+         b.add("Mul", {"a_scale", "b_scale"}, {"ab_scale"});
+         b.add("Mul", {"ab_scale", b.constantLike("alpha", floatAttr(c, "alpha", 1.0f), "a_scale")},
+               {"scale"});
+         if (!c.hasInput(7)) {
+           b.add("Mul", {"acc_f", "scale"}, {"Y"});
+           return;
+         }
+         b.add("Mul", {"acc_f", "scale"}, {"Y_f"});
+         quantize(c, b, "Y_f", "y_scale", "y_zero_point", 8, "A", "Y");
+       },
+       [](onnx::InferenceContext& ctx) {
+         if (ctx.getNumInputs() > 8 && ctx.getInputType(8))
+           onnx::propagateElemTypeFromInputToOutput(ctx, 8, 0);
+         else if (ctx.getNumInputs() > 7 && ctx.getInputType(7))
+           onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         else
+           onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::FLOAT);
+       }},
+      {"UnfoldTensor", "tensor",
+       "The windows of `size` elements along `dim`, `step` apart (default 1), each a new last "
+       "axis: dim's length becomes the number of windows, (length - size) / step + 1.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const int rank = rankOf(c, 0, "input");
+         int64_t dim = intAttr(c, "dim", -1);
+         if (dim < -rank || dim >= rank)
+           throw std::invalid_argument("dim " + std::to_string(dim) + " is outside the " +
+                                       std::to_string(rank) + " dimension(s) of input");
+         if (dim < 0) dim += rank;
+         const int64_t size = intAttr(c, "size", 0), step = intAttr(c, "step", 1);
+         if (size < 1 || step < 1)
+           throw std::invalid_argument("size (" + std::to_string(size) + ") and step (" +
+                                       std::to_string(step) + ") must be positive");
+         b.add("Shape", {"input"}, {"shape"});
+         b.add("Gather", {"shape", b.constantInts("dim", {dim})}, {"length"});
+         b.add("Sub", {"length", b.constantInts("size", {size})}, {"room"});
+         b.add("Div", {"room", b.constantInts("step", {step})}, {"last"});
+         b.add("Add", {"last", b.constantInts("one", {1})}, {"count"});
+         b.add("Squeeze", {"count", b.constantInts("axis0", {0})}, {"n"});
+         b.add("Range", {b.scalarInt("zero", 0), "n", b.scalarInt("unit", 1)}, {"windows"});
+         b.add("Mul", {"windows", b.scalarInt("stride", step)}, {"starts"});
+         b.add("Unsqueeze", {"starts", b.constantInts("axis1", {1})}, {"starts_col"});
+         std::vector<int64_t> offsets(size);
+         for (int64_t k = 0; k < size; ++k) offsets[k] = k;
+         b.add("Add", {"starts_col", b.constantInts("offsets", offsets)}, {"index"});
+         const bool lastAxis = dim == rank - 1;
+         *b.add("Gather", {"input", "index"}, {lastAxis ? "output" : "gathered"}).add_attribute() =
+             onnx::MakeAttribute("axis", dim);
+         if (lastAxis) return;
+         std::vector<int64_t> perm;
+         for (int64_t a = 0; a <= dim; ++a) perm.push_back(a);
+         for (int64_t a = dim + 2; a <= rank; ++a) perm.push_back(a);
+         perm.push_back(dim + 1);
+         *b.add("Transpose", {"gathered"}, {"output"}).add_attribute() =
+             onnx::MakeAttribute("perm", perm);
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"Unique", "tensor",
        "The distinct values of the 1-D x in the order they first appear (y), for each element "
        "of x the position of its value in y (idx), and how often each value occurs (counts).",
@@ -1168,6 +1332,13 @@ void buildBody(const Ctx& c, const onnx::OpSchema& schema,
 
 }  // namespace
 
+bool microsoftHasBody(const std::string& name) {
+  const auto& ops = msOps();
+  const auto op =
+      std::find_if(ops.begin(), ops.end(), [&](const MsOp& o) { return name == o.name; });
+  return op != ops.end() && op->body;
+}
+
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body) {
   (void)Catalogue::instance();  // registers the schemas
@@ -1178,6 +1349,10 @@ Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypePr
       onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
   if (op == ops.end() || !schema)
     return Status::error("com.microsoft " + node.op_type() + " is not an operator deepwire has");
+  if (!op->body)
+    return Status::error("node '" + node.name() + "' (" + node.op_type() +
+                         ", com.microsoft) runs as a kernel of its own; it has no expansion into "
+                         "ai.onnx operators");
   if (onnxOpset < 17)
     return Status::error("node '" + node.name() + "' (" + node.op_type() +
                          ", com.microsoft) is written in ai.onnx operators of opset 17 or later, "
@@ -1216,11 +1391,12 @@ void addMicrosoftDomain(CatalogueBuilder& b) {
       s.TypeAndShapeInferenceFunction(op.infer);
       const int bodyOpset = op.bodyOpset;
       auto build = op.body;
-      s.SetContextDependentFunctionBodyBuilder(
-          [build, bodyOpset](const Ctx& c, const onnx::OpSchema& schema, onnx::FunctionProto& f) {
-            buildBody(c, schema, build, bodyOpset, f);
-            return true;
-          });
+      if (build)
+        s.SetContextDependentFunctionBodyBuilder(
+            [build, bodyOpset](const Ctx& c, const onnx::OpSchema& schema, onnx::FunctionProto& f) {
+              buildBody(c, schema, build, bodyOpset, f);
+              return true;
+            });
       onnx::RegisterSchema(std::move(s));
     }
   });

@@ -15,6 +15,9 @@ namespace dw {
 // models get an error saying so): its inputs and outputs are the op's formal names.
 // `inputTypes` are the node's input types as far as known (FusedMatMul's transposes need the
 // rank). The error names the node and why its attributes cannot be expanded.
+// Whether com.microsoft `op` is a body of ai.onnx operators (false: it runs as a kernel of its
+// own, and training graphs keep it as it is).
+bool microsoftHasBody(const std::string& op);
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body);
 

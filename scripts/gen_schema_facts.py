@@ -9,6 +9,7 @@ Usage: /usr/bin/python3 scripts/gen_schema_facts.py [operator-schemas.json]
 (default ../shared/reference/operator-schemas.json; python3-onnx 1.12 says what libonnx knows)
 """
 import json
+import re
 import os
 import sys
 
@@ -60,18 +61,14 @@ def ports(ps):
     return ";".join(f'{plain(p["name"])}|{OPTION[p["option"]]}|{plain(p["type"])}' for p in ps)
 
 
-# The com.microsoft operators deepwire implements (nodes/microsoft_domain.cpp gives each its
-# expansion into ai.onnx operators); the others stay unknown, so that a model using them is
-# refused by name rather than accepted without a kernel.
-MICROSOFT = {"Attention", "BiasGelu", "CDist", "DequantizeLinear", "DynamicQuantizeMatMul",
-             "EmbedLayerNormalization", "ExpandDims", "FastGelu", "FusedConv", "FusedGemm",
-             "FusedMatMul", "GatherND", "Gelu", "GridSample", "MatMulInteger16",
-             "MatMulIntegerToFloat", "MatMulNBits", "MultiHeadAttention", "Pad", "QLinearAdd",
-             "QLinearConcat", "QLinearGlobalAveragePool",
-             "QLinearLeakyRelu", "QLinearMul", "QLinearReduceMean", "QLinearSigmoid",
-             "QLinearSoftmax", "QLinearWhere", "QuantizeLinear", "QuickGelu", "Range",
-             "RotaryEmbedding", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
-             "TransposeMatMul", "Trilu", "Unique"}
+# The com.microsoft operators deepwire implements, read from their one description, msOps() in
+# nodes/microsoft_domain.cpp (a body of ai.onnx operators or a kernel of its own); the others stay
+# unknown, so that a model using them is refused by name rather than accepted without a kernel.
+_src = open(os.path.join(ROOT, "nodes", "microsoft_domain.cpp")).read()
+_table = _src[_src.index("const std::vector<MsOp>& msOps() {"):]
+_table = _table[:_table.index("  return ops;")]
+MICROSOFT = set(re.findall(r'^ {6}\{"([A-Za-z0-9]+)", "[a-z ]+",', _table, re.M))
+assert len(MICROSOFT) > 30, "cannot read the operators of nodes/microsoft_domain.cpp"
 
 rows = []
 for s in facts["onnx"] + facts["onnxruntime_contrib"]:

@@ -17,6 +17,7 @@ void registerReferenceKernels(KernelRegistry& r) {
   addMiscKernels(r);
   addRandomKernels(r);
   addOpset18Kernels(r);
+  addMicrosoftKernels(r);
   addElementwiseGradKernels(r);
   addSoftmaxLossGradKernels(r);
   addReduceGradKernels(r);

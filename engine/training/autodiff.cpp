@@ -297,7 +297,8 @@ Result<onnx::ModelProto> inlineMicrosoftOps(const onnx::ModelProto& forward,
   std::vector<onnx::NodeProto> kept;
   int uid = 0;
   for (const auto& n : forward.graph().node()) {
-    if (normDomain(n.domain()) != kMicrosoftDomain) {
+    // Ops with kernels of their own (Inverse, MurmurHash3...) stay; none has a gradient.
+    if (normDomain(n.domain()) != kMicrosoftDomain || !microsoftHasBody(n.op_type())) {
       kept.push_back(n);
       continue;
     }

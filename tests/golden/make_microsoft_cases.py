@@ -32,7 +32,8 @@ rng = np.random.default_rng(11)
 ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
         np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.bool_: TensorProto.BOOL,
         np.float64: TensorProto.DOUBLE, np.int16: TensorProto.INT16,
-        np.uint16: TensorProto.UINT16, np.object_: TensorProto.STRING}
+        np.uint16: TensorProto.UINT16, np.uint32: TensorProto.UINT32,
+        np.uint64: TensorProto.UINT64, np.object_: TensorProto.STRING}
 
 
 def ort_run(model_path, feeds):
@@ -456,5 +457,82 @@ def main_onnx():
     print(f"{OUT_ONNX}: {len(os.listdir(OUT_ONNX))} cases")
 
 
+def main_kernels():
+    """com.microsoft ops with kernels of their own, and the bodies added with them (after the
+    cases above, so that their random inputs stay as they were)."""
+    a = f32(3, 3) + 3 * np.eye(3, dtype=np.float32)
+    case("inverse_3x3", "Inverse", [("X", a)], ["Y"])
+    case("inverse_batched", "Inverse", [("X", f32(2, 2, 4, 4) + 2 * np.eye(4, dtype=np.float32))],
+         ["Y"])
+    case("inverse_double", "Inverse",
+         [("X", (f32(5, 5) + 3 * np.eye(5, dtype=np.float32)).astype(np.float64))], ["Y"])
+    ints = np.array([0, 1, -1, 123456, 2147483647, -2147483648], np.int32)
+    case("murmurhash3_int32", "MurmurHash3", [("X", ints)], ["Y"], out_type=np.uint32)
+    case("murmurhash3_int32_seed_signed", "MurmurHash3", [("X", ints.reshape(2, 3))], ["Y"],
+         out_type=np.int32, seed=42, positive=0)
+    case("murmurhash3_uint32", "MurmurHash3",
+         [("X", np.array([0, 7, 4000000000], np.uint32))], ["Y"], out_type=np.uint32, seed=3)
+    case("murmurhash3_int64", "MurmurHash3",
+         [("X", np.array([0, 1, -5, 1 << 40], np.int64))], ["Y"], out_type=np.uint32)
+    case("murmurhash3_float", "MurmurHash3", [("X", f32(2, 3))], ["Y"], out_type=np.int32,
+         positive=0)
+    case("murmurhash3_string", "MurmurHash3",
+         [("X", np.array(["", "a", "ab", "abc", "hello world", "caf\u00e9"], dtype=object))],
+         ["Y"], out_type=np.uint32, seed=1)
+    case("dynamictimewarping", "DynamicTimeWarping", [("input", f32(5, 7, lo=0, hi=1))],
+         ["output"], out_type=np.int32)
+    case("dynamictimewarping_3d", "DynamicTimeWarping", [("input", f32(1, 6, 4, lo=0, hi=1))],
+         ["output"], out_type=np.int32)
+    ids = np.array([[1, 2, 3, 1, 2], [4, 4, 4, 4, 4], [0, 5, 1, 0, 5]], np.int64)
+    case("ngramrepeatblock_3", "NGramRepeatBlock", [("input_ids", ids), ("scores", f32(3, 6))],
+         ["scores_out"], out_type=np.float32, ngram_size=3)
+    case("ngramrepeatblock_2", "NGramRepeatBlock", [("input_ids", ids), ("scores", f32(3, 6))],
+         ["scores_out"], out_type=np.float32, ngram_size=2)
+    u8 = rng.integers(0, 256, (1, 5, 5, 3)).astype(np.uint8)
+    case("nhwcmaxpool_uint8", "NhwcMaxPool", [("x", u8)], ["y"], kernel_shape=[2, 2])
+    case("nhwcmaxpool_int8_pads_strides", "NhwcMaxPool",
+         [("x", rng.integers(-128, 128, (2, 6, 5, 4)).astype(np.int8))], ["y"],
+         kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+    xq = rng.integers(0, 256, (1, 3, 6, 6)).astype(np.uint8)
+    sc = lambda v: np.array(v, np.float32)
+    case("qlinearaveragepool", "QLinearAveragePool",
+         [("X", xq), ("x_scale", sc(0.05)), ("x_zero_point", np.array(128, np.uint8)),
+          ("y_scale", sc(0.04)), ("y_zero_point", np.array(120, np.uint8))], ["Y"],
+         kernel_shape=[2, 2], strides=[2, 2])
+    case("qlinearaveragepool_pads_count_include", "QLinearAveragePool",
+         [("X", xq), ("x_scale", sc(0.05)), ("x_zero_point", np.array(100, np.uint8)),
+          ("y_scale", sc(0.07)), ("y_zero_point", np.array(90, np.uint8))], ["Y"],
+         kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
+    case("qlinearaveragepool_channels_last_int8", "QLinearAveragePool",
+         [("X", rng.integers(-128, 128, (2, 5, 4, 3)).astype(np.int8)), ("x_scale", sc(0.1)),
+          ("x_zero_point", np.array(3, np.int8)), ("y_scale", sc(0.06)),
+          ("y_zero_point", np.array(-4, np.int8))], ["Y"], kernel_shape=[2, 2],
+         channels_last=1)
+    aq = rng.integers(0, 256, (3, 5)).astype(np.uint8)
+    bq = rng.integers(-128, 128, (5, 4)).astype(np.int8)
+    case("qgemm_float", "QGemm",
+         [("A", aq), ("a_scale", sc(0.02)), ("a_zero_point", np.array(120, np.uint8)),
+          ("B", bq), ("b_scale", sc(0.03)), ("b_zero_point", np.array(0, np.int8)),
+          ("C", rng.integers(-500, 500, (4,)).astype(np.int32))], ["Y"], out_type=np.float32)
+    case("qgemm_alpha_transb_per_column", "QGemm",
+         [("A", aq), ("a_scale", sc(0.02)), ("a_zero_point", np.array(120, np.uint8)),
+          ("B", np.ascontiguousarray(bq.T)), ("b_scale", sc([0.03, 0.01, 0.02, 0.05])),
+          ("b_zero_point", np.array([0, 1, -2, 3], np.int8))], ["Y"], out_type=np.float32,
+         alpha=0.5, transB=1)
+    case("qgemm_quantized", "QGemm",
+         [("A", aq), ("a_scale", sc(0.02)), ("a_zero_point", np.array(120, np.uint8)),
+          ("B", bq), ("b_scale", sc(0.03)), ("b_zero_point", np.array(0, np.int8)),
+          ("C", rng.integers(-500, 500, (3, 4)).astype(np.int32)), ("y_scale", sc(0.05)),
+          ("y_zero_point", np.array(128, np.uint8))], ["Y"], out_type=np.uint8)
+    case("unfoldtensor_dim1", "UnfoldTensor", [("input", f32(2, 7, 3))], ["output"], dim=1,
+         size=3, step=2)
+    case("unfoldtensor_last", "UnfoldTensor", [("input", f32(4, 10))], ["output"], size=4,
+         step=3)
+    case("unfoldtensor_int64_dim0", "UnfoldTensor",
+         [("input", rng.integers(-9, 9, (5, 2)).astype(np.int64))], ["output"], dim=0, size=2)
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
 main()
 main_onnx()
+main_kernels()

@@ -1,0 +1,1 @@
+BYJl]cfXUTQRadpgGWbmeadu€Š|jl„|za\kwmpggfxvxnjl‰y‚kkƒœŽ„wmmwhqbafmkpopYYQ_alV\WS]g[l`TN[ar}lfaewykd`s€€lytq‚qccj
