@@ -1149,6 +1149,36 @@ const std::vector<MsOp>& msOps() {
          onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
          if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
        }},
+      {"GroupQueryAttention", "nn",
+       "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
+       "key/value cache, as decoder language models use it. query, key and value are [B, S, "
+       "heads * size] (key and value may be packed into query); past_key and past_value [B, "
+       "kv heads, P, size] hold earlier tokens, and present_key/present_value return them with "
+       "the new ones after each row's past. seqlens_k[b] + 1 is row b's length so far, "
+       "total_sequence_length the longest. do_rotary rotates queries and keys with cos_cache "
+       "and sin_cache (positions from position_ids, else after the past). scale (default "
+       "1/sqrt(size)), softcap, attention_bias, local_window_size and head_sink shape the "
+       "scores.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < ctx.getNumOutputs() && o < 3; ++o)
+           if (ctx.getNumInputs() > 3 && ctx.getInputType(3))
+             onnx::propagateElemTypeFromInputToOutput(ctx, 3, o);
+           else
+             onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+         if (!onnx::hasInputShape(ctx, 0)) return;
+         const auto& q = onnx::getInputShape(ctx, 0);
+         const auto* heads = ctx.getAttribute("num_heads");
+         const auto* kvHeads = ctx.getAttribute("kv_num_heads");
+         if (q.dim_size() != 3 || !heads || !kvHeads || !q.dim(2).has_dim_value()) return;
+         const bool packed = ctx.getNumInputs() < 2 || !ctx.getInputType(1);
+         const int64_t d = q.dim(2).dim_value(), n = heads->i() + (packed ? 2 * kvHeads->i() : 0);
+         if (n <= 0 || d % n != 0) return;
+         onnx::TensorShapeProto out = q;
+         out.mutable_dim(2)->set_dim_value(d / n * heads->i());
+         onnx::updateOutputShape(ctx, 0, out);
+       }},
       {"NhwcMaxPool", "quantization",
        "MaxPool on 8-bit X laid out channels last (N, spatial..., C), with MaxPool's window "
        "attributes.",

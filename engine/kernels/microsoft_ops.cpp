@@ -1,7 +1,8 @@
 // com.microsoft operators that no composition of ai.onnx operators expresses, so they have
 // kernels of their own (the rest are function bodies, nodes/microsoft_domain.cpp): Inverse,
 // MurmurHash3, DynamicTimeWarping and NGramRepeatBlock. Each follows ONNX Runtime's contrib
-// definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them.
+// definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them. Also
+// GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -259,6 +260,265 @@ class NGramRepeatBlock : public Kernel {
   int64_t n_;
 };
 
+// GroupQueryAttention: causal attention of num_heads query heads over kv_num_heads key/value
+// heads (query head n reads kv head n / (num_heads / kv_num_heads)), with a key/value cache, as
+// decoder LLM exports (onnxruntime-genai's) use it. Query, key and value come apart ([B, S,
+// heads * size]) or packed in the query. past_key/past_value ([B, kv heads, P, size]) hold the
+// earlier tokens; seqlens_k[b] + 1 is row b's total length and total_sequence_length the
+// longest. The new keys and values follow row b's past (total - S tokens, none for a first
+// prompt, S = total_sequence_length) in present_key/present_value ([B, kv heads, max(P, total),
+// size]). With do_rotary, query and key heads rotate first (cos_cache, sin_cache: [positions,
+// rotary size / 2]; positions from position_ids, else consecutive from the past's length).
+// Scores are scale (default 1/sqrt(size)) * q.k, capped by softcap * tanh(x / softcap) where
+// softcap > 0, plus attention_bias; a query attends to the keys up to its own position, the last
+// local_window_size of them (its own included) where that is set; head_sink (or smooth_softmax: 0)
+// is an extra logit per head in the softmax's denominator. The quantized caches (k_quant_type,
+// v_quant_type), q/k normalization weights and output_qk are refused.
+class GroupQueryAttention : public Kernel {
+ public:
+  explicit GroupQueryAttention(const KernelInit& init)
+      : heads_(init.attrs.getInt("num_heads", 0)),
+        kvHeads_(init.attrs.getInt("kv_num_heads", 0)),
+        scale_(init.attrs.getFloat("scale", 0.0f)),
+        softcap_(init.attrs.getFloat("softcap", 0.0f)),
+        rotary_(init.attrs.getInt("do_rotary", 0) != 0),
+        interleaved_(init.attrs.getInt("rotary_interleaved", 0) != 0),
+        window_(init.attrs.getInt("local_window_size", -1)),
+        smooth_(init.attrs.getInt("smooth_softmax", -1) == 1) {
+    if (heads_ <= 0 || kvHeads_ <= 0 || heads_ % kvHeads_ != 0)
+      fail("num_heads (" + std::to_string(heads_) + ") must be a positive multiple of " +
+           "kv_num_heads (" + std::to_string(kvHeads_) + ")");
+    if (init.attrs.getInt("causal", 1) != 1) fail("only causal attention (causal = 1) is taken");
+    for (const char* q : {"k_quant_type", "v_quant_type"})
+      if (init.attrs.getString(q, "NONE") != "NONE")
+        fail(std::string(q) + " '" + init.attrs.getString(q, "NONE") +
+             "': quantized key/value caches are not taken");
+    if (init.attrs.getInt("qk_output", 0) != 0) fail("qk_output (the scores) is not produced");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& q = ctx.input(0);
+    if (q.dtype() != DType::kFloat || q.rank() != 3)
+      return Status::error("query " + shapeToString(q.shape()) + " must be float [B, S, hidden]");
+    for (int i : {12, 13, 14, 15})
+      if (ctx.hasInput(i))
+        return Status::error("input " + std::to_string(i) +
+                             " (k_scale, v_scale, q_norm_weight, k_norm_weight) is not taken");
+    const int64_t B = q.dim(0), S = q.dim(1);
+    const bool packed = !ctx.hasInput(1);
+    const int64_t N = heads_, KV = kvHeads_;
+    const int64_t H = packed ? q.dim(2) / (N + 2 * KV) : q.dim(2) / N;
+    if (H == 0 || (packed ? H * (N + 2 * KV) : H * N) != q.dim(2))
+      return Status::error("query's last axis (" + std::to_string(q.dim(2)) + ") is not " +
+                           (packed ? "(num_heads + 2 * kv_num_heads)" : "num_heads") +
+                           " times a head size");
+    const float* qv = q.data<float>();
+    const float *kv = nullptr, *vv = nullptr;
+    if (!packed) {
+      if (!ctx.hasInput(2)) return Status::error("key is given without value");
+      for (int i : {1, 2}) {
+        const Tensor& t = ctx.input(i);
+        if (t.dtype() != DType::kFloat || t.shape() != Shape{B, S, KV * H})
+          return Status::error(std::string(i == 1 ? "key " : "value ") + shapeToString(t.shape()) +
+                               " must be float [" + std::to_string(B) + ", " + std::to_string(S) +
+                               ", " + std::to_string(KV * H) + "] (kv_num_heads * head size)");
+      }
+      kv = ctx.input(1).data<float>();
+      vv = ctx.input(2).data<float>();
+    }
+    // Row strides and where each part starts in a token's row.
+    const int64_t qRow = q.dim(2), kRow = packed ? qRow : KV * H;
+    const int64_t kOff = packed ? N * H : 0, vOff = packed ? (N + KV) * H : 0;
+    if (packed) kv = vv = qv;
+    int64_t P = 0;
+    const float *pk = nullptr, *pv = nullptr;
+    if (ctx.hasInput(3) != ctx.hasInput(4))
+      return Status::error("past_key and past_value come together");
+    if (ctx.hasInput(3)) {
+      const Tensor& a = ctx.input(3);
+      const Tensor& b = ctx.input(4);
+      if (a.rank() != 4 || a.dim(0) != B || a.dim(1) != KV || a.dim(3) != H ||
+          a.shape() != b.shape() || a.dtype() != DType::kFloat || b.dtype() != DType::kFloat)
+        return Status::error("past_key " + shapeToString(a.shape()) + " and past_value " +
+                             shapeToString(b.shape()) + " must be float [" + std::to_string(B) +
+                             ", " + std::to_string(KV) + ", past, " + std::to_string(H) + "]");
+      P = a.dim(2);
+      pk = a.data<float>();
+      pv = b.data<float>();
+    }
+    const Tensor& lens = ctx.input(5);
+    const Tensor& totalT = ctx.input(6);
+    if (lens.dtype() != DType::kInt32 || lens.size() != B)
+      return Status::error("seqlens_k must be int32 [" + std::to_string(B) + "]");
+    if (totalT.dtype() != DType::kInt32 || totalT.size() != 1)
+      return Status::error("total_sequence_length must be one int32");
+    const int64_t total = totalT.data<int32_t>()[0];
+    const bool prompt = S == total;
+    const int64_t present = std::max(P, total);
+    std::vector<int64_t> past(B);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = int64_t(lens.data<int32_t>()[b]) + 1;
+      past[b] = prompt ? 0 : len - S;
+      if (len < 1 || len > total || past[b] < 0 || past[b] > P)
+        return Status::error("seqlens_k[" + std::to_string(b) + "] is " + std::to_string(len - 1) +
+                             ": row " + std::to_string(b) + " would hold " + std::to_string(len) +
+                             " tokens, with " + std::to_string(S) + " new, " + std::to_string(P) +
+                             " in the past and total_sequence_length " + std::to_string(total));
+    }
+    // Rotary tables.
+    const float *cosT = nullptr, *sinT = nullptr;
+    int64_t half = 0, maxPos = 0;
+    const int64_t* pos = nullptr;
+    if (rotary_) {
+      if (!ctx.hasInput(7) || !ctx.hasInput(8))
+        return Status::error("do_rotary needs cos_cache and sin_cache");
+      const Tensor& c = ctx.input(7);
+      const Tensor& s = ctx.input(8);
+      if (c.rank() != 2 || c.shape() != s.shape() || c.dtype() != DType::kFloat ||
+          s.dtype() != DType::kFloat || 2 * c.dim(1) > H)
+        return Status::error("cos_cache " + shapeToString(c.shape()) + " and sin_cache " +
+                             shapeToString(s.shape()) +
+                             " must be float [positions, rotary size / 2] with a rotary size of "
+                             "at most the head size " +
+                             std::to_string(H));
+      half = c.dim(1);
+      maxPos = c.dim(0);
+      cosT = c.data<float>();
+      sinT = s.data<float>();
+      if (ctx.hasInput(9)) {
+        const Tensor& p = ctx.input(9);
+        if (p.dtype() != DType::kInt64 || p.size() != B * S)
+          return Status::error("position_ids must be int64 [" + std::to_string(B) + ", " +
+                               std::to_string(S) + "]");
+        pos = p.data<int64_t>();
+      }
+    }
+    const float* bias = nullptr;
+    Shape biasShape;
+    if (ctx.hasInput(10)) {
+      const Tensor& t = ctx.input(10);
+      biasShape = t.shape();
+      if (t.dtype() != DType::kFloat || t.rank() != 4 || (t.dim(0) != 1 && t.dim(0) != B) ||
+          (t.dim(1) != 1 && t.dim(1) != N) || t.dim(2) != S || t.dim(3) < total)
+        return Status::error("attention_bias " + shapeToString(t.shape()) + " must be float [" +
+                             std::to_string(B) + " or 1, " + std::to_string(N) + " or 1, " +
+                             std::to_string(S) + ", " + std::to_string(total) + "]");
+      bias = t.data<float>();
+    }
+    const float* sink = nullptr;
+    if (ctx.hasInput(11)) {
+      const Tensor& t = ctx.input(11);
+      if (t.dtype() != DType::kFloat || t.size() != N)
+        return Status::error("head_sink must be float [" + std::to_string(N) + "]");
+      sink = t.data<float>();
+    }
+
+    DW_ALLOC(out, ctx.output(0, DType::kFloat, Shape{B, S, N * H}));
+    // The caches: the present outputs (scratch where the node has none).
+    const Shape presentShape{B, KV, present, H};
+    auto cache = [&](size_t i) -> float* {
+      Tensor* t = i < ctx.numOutputs() ? ctx.output(i, DType::kFloat, presentShape)
+                                       : ctx.scratch(DType::kFloat, presentShape);
+      return t ? t->data<float>() : nullptr;
+    };
+    float* pkOut = cache(1);
+    float* pvOut = cache(2);
+    if (!pkOut || !pvOut) return ctx.status();
+    std::fill_n(pkOut, B * KV * present * H, 0.0f);
+    std::fill_n(pvOut, B * KV * present * H, 0.0f);
+    // Rotates one head's vector at position p in place.
+    auto rotate = [&](float* x, int64_t p) -> Status {
+      if (p < 0 || p >= maxPos)
+        return Status::error("position " + std::to_string(p) + " is outside cos_cache's " +
+                             std::to_string(maxPos) + " positions");
+      const float* c = cosT + p * half;
+      const float* s = sinT + p * half;
+      for (int64_t k = 0; k < half; ++k) {
+        const int64_t i0 = interleaved_ ? 2 * k : k, i1 = interleaved_ ? 2 * k + 1 : k + half;
+        const float a = x[i0], b = x[i1];
+        x[i0] = a * c[k] - b * s[k];
+        x[i1] = a * s[k] + b * c[k];
+      }
+      return Status();
+    };
+    // The new keys and values into the caches after each row's past, rotated; queries rotated.
+    std::vector<float> qr(B * S * N * H);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < KV; ++h)
+        for (int64_t t = 0; t < past[b]; ++t) {
+          std::copy_n(pk + ((b * KV + h) * P + t) * H, H, pkOut + ((b * KV + h) * present + t) * H);
+          std::copy_n(pv + ((b * KV + h) * P + t) * H, H, pvOut + ((b * KV + h) * present + t) * H);
+        }
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t p = pos ? pos[b * S + i] : past[b] + i;
+        const float* row = qv + (b * S + i) * qRow;
+        for (int64_t n = 0; n < N; ++n) {
+          float* dst = qr.data() + ((b * S + i) * N + n) * H;
+          std::copy_n(row + n * H, H, dst);
+          if (rotary_) DW_RETURN_IF_ERROR(rotate(dst, p));
+        }
+        const int64_t at = past[b] + i;
+        if (at >= present) continue;
+        for (int64_t h = 0; h < KV; ++h) {
+          float* kd = pkOut + ((b * KV + h) * present + at) * H;
+          std::copy_n(kv + (b * S + i) * kRow + kOff + h * H, H, kd);
+          if (rotary_) DW_RETURN_IF_ERROR(rotate(kd, p));
+          std::copy_n(vv + (b * S + i) * kRow + vOff + h * H, H,
+                      pvOut + ((b * KV + h) * present + at) * H);
+        }
+      }
+    }
+    const float scale = scale_ != 0.0f ? scale_ : 1.0f / std::sqrt(static_cast<float>(H));
+    const int64_t group = N / KV;
+    std::vector<float> logits(present);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t n = 0; n < N; ++n) {
+        const float* keys = pkOut + (b * KV + n / group) * present * H;
+        const float* values = pvOut + (b * KV + n / group) * present * H;
+        for (int64_t i = 0; i < S; ++i) {
+          const float* qi = qr.data() + ((b * S + i) * N + n) * H;
+          float* o = out->data<float>() + ((b * S + i) * N + n) * H;
+          const int64_t end = std::min(past[b] + i + 1, present);
+          // The window counts the query's own token (ONNX Runtime 1.30's CPU kernel).
+          const int64_t start = window_ > 0 && end > window_ ? end - window_ : int64_t{0};
+          const float* biasRow = bias ? bias + (((biasShape[0] == 1 ? 0 : b) * biasShape[1] +
+                                                 (biasShape[1] == 1 ? 0 : n)) *
+                                                    S +
+                                                i) *
+                                                   biasShape[3]
+                                      : nullptr;
+          float top = sink ? sink[n] : smooth_ ? 0.0f : -std::numeric_limits<float>::infinity();
+          for (int64_t j = start; j < end; ++j) {
+            float d = 0;
+            for (int64_t k = 0; k < H; ++k) d += qi[k] * keys[j * H + k];
+            d *= scale;
+            if (softcap_ > 0) d = softcap_ * std::tanh(d / softcap_);
+            if (biasRow) d += biasRow[j];
+            logits[j] = d;
+            top = std::max(top, d);
+          }
+          double sum = sink      ? std::exp(double(sink[n]) - top)
+                       : smooth_ ? std::exp(-double(top))
+                                 : 0;
+          for (int64_t j = start; j < end; ++j) sum += std::exp(double(logits[j]) - top);
+          std::fill_n(o, H, 0.0f);
+          for (int64_t j = start; j < end; ++j) {
+            const float w = static_cast<float>(std::exp(double(logits[j]) - top) / sum);
+            for (int64_t k = 0; k < H; ++k) o[k] += w * values[j * H + k];
+          }
+        }
+      }
+    return Status();
+  }
+
+ private:
+  int64_t heads_, kvHeads_;
+  float scale_, softcap_;
+  bool rotary_, interleaved_;
+  int64_t window_;
+  bool smooth_;
+};
+
 }  // namespace
 
 void addMicrosoftKernels(KernelRegistry& r) {
@@ -268,6 +528,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "MurmurHash3", 1, kMaxOpset, &makeKernel<MurmurHash3>, false, ms);
   r.add(h, "DynamicTimeWarping", 1, kMaxOpset, &makeKernel<DynamicTimeWarping>, false, ms);
   r.add(h, "NGramRepeatBlock", 1, kMaxOpset, &makeKernel<NGramRepeatBlock>, false, ms);
+  r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
 }
 
 }  // namespace dw::engine

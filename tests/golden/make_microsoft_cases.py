@@ -530,6 +530,49 @@ def main_kernels():
          step=3)
     case("unfoldtensor_int64_dim0", "UnfoldTensor",
          [("input", rng.integers(-9, 9, (5, 2)).astype(np.int64))], ["output"], dim=0, size=2)
+    # GroupQueryAttention: 4 query heads over 2 key/value heads of size 16.
+    B, S, N, KV, H = 2, 4, 4, 2, 16  # ONNX Runtime rotates heads of a multiple of 16
+    i32 = lambda v: np.array(v, np.int32)
+    cos_sin = lambda n, d: (np.cos(np.outer(np.arange(n), 1.0 / 10000 ** (np.arange(d) / d)))
+                            .astype(np.float32),
+                            np.sin(np.outer(np.arange(n), 1.0 / 10000 ** (np.arange(d) / d)))
+                            .astype(np.float32))
+    cos, sin = cos_sin(16, H // 2)
+    case("gqa_prompt", "GroupQueryAttention",
+         [("query", f32(B, S, N * H)), ("key", f32(B, S, KV * H)), ("value", f32(B, S, KV * H)),
+          ("", None), ("", None), ("seqlens_k", i32([S - 1, S - 1])),
+          ("total_sequence_length", i32(S))], ["output", "present_key", "present_value"],
+         num_heads=N, kv_num_heads=KV)
+    case("gqa_packed_rotary", "GroupQueryAttention",
+         [("query", f32(B, S, (N + 2 * KV) * H)), ("", None), ("", None), ("", None), ("", None),
+          ("seqlens_k", i32([S - 1, S - 1])), ("total_sequence_length", i32(S)),
+          ("cos_cache", cos), ("sin_cache", sin)], ["output", "present_key", "present_value"],
+         num_heads=N, kv_num_heads=KV, do_rotary=1)
+    P = 5
+    case("gqa_decode_past_rotary_interleaved", "GroupQueryAttention",
+         [("query", f32(B, 1, N * H)), ("key", f32(B, 1, KV * H)), ("value", f32(B, 1, KV * H)),
+          ("past_key", f32(B, KV, P, H)), ("past_value", f32(B, KV, P, H)),
+          ("seqlens_k", i32([P, P])), ("total_sequence_length", i32(P + 1)),
+          ("cos_cache", cos), ("sin_cache", sin)], ["output", "present_key", "present_value"],
+         num_heads=N, kv_num_heads=KV, do_rotary=1, rotary_interleaved=1)
+    case("gqa_window_softcap_scale", "GroupQueryAttention",
+         [("query", f32(1, 6, N * H)), ("key", f32(1, 6, KV * H)), ("value", f32(1, 6, KV * H)),
+          ("", None), ("", None), ("seqlens_k", i32([5])), ("total_sequence_length", i32(6))],
+         ["output"], num_heads=N, kv_num_heads=KV, local_window_size=2, softcap=2.0, scale=0.9)
+    case("gqa_continue_prompt", "GroupQueryAttention",
+         [("query", f32(1, 3, N * H)), ("key", f32(1, 3, KV * H)), ("value", f32(1, 3, KV * H)),
+          ("past_key", f32(1, KV, 2, H)), ("past_value", f32(1, KV, 2, H)),
+          ("seqlens_k", i32([4])), ("total_sequence_length", i32(5))],
+         ["output", "present_key", "present_value"], num_heads=N, kv_num_heads=KV)
+    case("gqa_bias_sink", "GroupQueryAttention",
+         [("query", f32(2, 3, N * H)), ("key", f32(2, 3, KV * H)), ("value", f32(2, 3, KV * H)),
+          ("", None), ("", None), ("seqlens_k", i32([2, 2])), ("total_sequence_length", i32(3)),
+          ("", None), ("", None), ("", None), ("attention_bias", f32(2, 1, 3, 3)),
+          ("head_sink", f32(N))], ["output"], num_heads=N, kv_num_heads=KV)
+    case("gqa_smooth_softmax", "GroupQueryAttention",
+         [("query", f32(1, 3, N * H)), ("key", f32(1, 3, KV * H)), ("value", f32(1, 3, KV * H)),
+          ("", None), ("", None), ("seqlens_k", i32([2])), ("total_sequence_length", i32(3))],
+         ["output"], num_heads=N, kv_num_heads=KV, smooth_softmax=1)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
