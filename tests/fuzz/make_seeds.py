@@ -125,6 +125,24 @@ def write(target, name, data):
         f.write(data)
 
 
+# The com.microsoft cases of tests/golden/ort-contrib that seed the ONNX targets too (one node
+# each, with its attributes: a family per entry).
+MICROSOFT_SEEDS = [
+    "attention_lengths", "attention_past", "cdist_euclidean", "dynamicquantizematmul",
+    "dynamictimewarping_3d", "embedlayernorm_all", "expanddims_last",
+    "fusedconv_z_leakyrelu_group", "fusedgemm_scaledtanh", "fusedmatmul_transbatcha",
+    "gqa_bias_sink", "gqa_decode_past_rotary_interleaved", "gqa_packed_rotary",
+    "gridsample_bicubic_reflection", "inverse_batched", "matmulinteger16", "matmulintegertofloat",
+    "matmulnbits_2bit_k32_packed", "matmulnbits_4bit_k32_packed", "matmulnbits_4bit_k40_nozp",
+    "matmulnbits_4bit_k64_float", "mha_bias_mask_scale", "mha_past", "murmurhash3_string",
+    "ngramrepeatblock_3", "nhwcmaxpool_int8_pads_strides", "pad_constant", "qgemm_quantized",
+    "qlinearaveragepool_channels_last_int8", "qlinearconcat_int8",
+    "qlinearglobalaveragepool_nhwc_uint8", "qlinearwhere_int8", "quickgelu", "range_int_nodelta",
+    "rotary_3d_start_interleaved", "skiplayernorm_all", "skipsimplifiedlayernorm_bias",
+    "unfoldtensor_dim1", "unique",
+]
+
+
 def main():
     cli = sys.argv[1]
     shutil.rmtree(SEEDS, ignore_errors=True)
@@ -136,11 +154,15 @@ def main():
         os.makedirs(os.path.dirname(out), exist_ok=True)
         subprocess.run([cli, "import", path, "-o", out], check=True, stdout=subprocess.DEVNULL)
     # The golden cases of the ai.onnx operators after opset 17 (one node each, with its
-    # attributes). The microsoft_*.onnx seeds are chosen by hand from tests/golden/ort-contrib.
+    # attributes), and the com.microsoft ones listed above.
     root = os.path.join(HERE, "..", "golden", "ort-onnx")
     for case in sorted(os.listdir(root)):
         shutil.copy(os.path.join(root, case, "model.onnx"),
                     os.path.join(SEEDS, "onnx", f"newer_{case}.onnx"))
+    contrib = os.path.join(HERE, "..", "golden", "ort-contrib")
+    for case in MICROSOFT_SEEDS:
+        shutil.copy(os.path.join(contrib, case, "model.onnx"),
+                    os.path.join(SEEDS, "onnx", f"microsoft_{case}.onnx"))
     examples = os.path.join(HERE, "..", "..", "resources", "examples")
     for f in sorted(os.listdir(examples)):
         shutil.copy(os.path.join(examples, f), os.path.join(SEEDS, "project", f))
