@@ -62,6 +62,27 @@ class Body {
     for (const auto& v : out) n.add_output(v);
     return n;
   }
+  // A com.microsoft node (QAttention's Attention), the body then importing that domain too.
+  onnx::NodeProto& addMicrosoft(const std::string& op, const std::vector<std::string>& in,
+                                const std::vector<std::string>& out) {
+    bool imported = false;
+    for (const auto& imp : f_.opset_import()) imported |= imp.domain() == kMicrosoftDomain;
+    if (!imported) {
+      auto* imp = f_.add_opset_import();
+      imp->set_domain(kMicrosoftDomain);
+      imp->set_version(1);
+    }
+    onnx::NodeProto& n = add(op, in, out);
+    n.set_domain(kMicrosoftDomain);
+    return n;
+  }
+  // A float constant of the element type of value `like`.
+  std::string constantFloatsLike(const std::string& name, const std::vector<float>& v,
+                                 const std::string& like) {
+    *add("Constant", {}, {name + "_f"}).add_attribute() = onnx::MakeAttribute("value_floats", v);
+    add("CastLike", {name + "_f", like}, {name});
+    return name;
+  }
   // The node's attributes of these names, where it has them, onto `n`.
   static void copy(const Ctx& c, onnx::NodeProto& n, std::initializer_list<const char*> names) {
     for (const char* name : names)
@@ -1177,6 +1198,120 @@ const std::vector<MsOp>& msOps() {
          if (n <= 0 || d % n != 0) return;
          onnx::TensorShapeProto out = q;
          out.mutable_dim(2)->set_dim_value(d / n * heads->i());
+         onnx::updateOutputShape(ctx, 0, out);
+       }},
+      {"ConvTransposeWithDynamicPads", "nn",
+       "ConvTranspose whose pads come as an input (Pads: int64, the begins of the spatial axes "
+       "then their ends) rather than an attribute: the unpadded transposed convolution, cut by "
+       "Pads.",
+       17,
+       [](const Ctx& c, Body& b) {
+         auto& conv = b.add("ConvTranspose", {"X", "W", c.hasInput(3) ? "B" : ""},
+                            {c.hasInput(2) ? "full" : "Y"});
+         Body::copy(
+             c, conv,
+             {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "strides"});
+         if (!c.hasInput(2)) return;
+         const int rank = rankOf(c, 0, "X");
+         if (rank < 3)
+           throw std::invalid_argument("X has " + std::to_string(rank) +
+                                       " dimension(s); it needs 3 or more");
+         const int64_t k = rank - 2;
+         std::vector<int64_t> spatial;
+         for (int64_t a = 2; a < rank; ++a) spatial.push_back(a);
+         b.add("Shape", {"full"}, {"full_shape"});
+         b.add("Gather", {"full_shape", b.constantInts("spatial", spatial)}, {"full_sizes"});
+         b.add("Slice", {"Pads", b.constantInts("zero", {0}), b.constantInts("k", {k})},
+               {"pad_begin"});
+         b.add("Slice", {"Pads", "k", b.constantInts("two_k", {2 * k})}, {"pad_end"});
+         b.add("Sub", {"full_sizes", "pad_end"}, {"ends"});
+         b.add("Slice", {"full", "pad_begin", "ends", "spatial"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"CropAndResize", "tensor",
+       "Crops of X ([N, C, H, W]) resized to crop_size ([2]: height, width): each region of "
+       "rois ([R, 4]: y1, x1, y2, x2, normalized to [0, 1]) from the image batch_indices names, "
+       "sampled bilinearly (or the nearest pixel); samples outside the image are "
+       "extrapolation_value. Y is [R, C, crop height, crop width].",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"MatMulBnb4", "quantization",
+       "A times the transpose of B, an N x K weight matrix stored as 4-bit codes (bitsandbytes' "
+       "FP4, quant_type 0, or NF4, 1), two to a byte, the first in the high bits: a code "
+       "dequantizes as its value in the type's table times the absmax of its block of "
+       "block_size weights.",
+       17,
+       [](const Ctx& c, Body& b) {
+         if (intAttr(c, "transB", 1) != 1)
+           throw std::invalid_argument("only transB = 1 (B stored as N x K) is taken");
+         const int64_t n = intAttr(c, "N", 0), k = intAttr(c, "K", 0),
+                       block = intAttr(c, "block_size", 0), type = intAttr(c, "quant_type", -1);
+         if (n <= 0 || k <= 0 || block <= 0)
+           throw std::invalid_argument("N, K and block_size must be positive");
+         // bitsandbytes' code tables.
+         static const std::vector<float> fp4 = {
+             0.0f,  0.0052083333f,  0.6666667f,  1.0f,  0.33333334f,  0.5f,  0.16666667f,  0.25f,
+             -0.0f, -0.0052083333f, -0.6666667f, -1.0f, -0.33333334f, -0.5f, -0.16666667f, -0.25f};
+         static const std::vector<float> nf4 = {
+             -1.0f,        -0.6961928f, -0.52507305f, -0.39491749f, -0.28444138f, -0.18477343f,
+             -0.09105004f, 0.0f,        0.0795803f,   0.1609302f,   0.2461123f,   0.33791524f,
+             0.44070983f,  0.562617f,   0.72295684f,  1.0f};
+         if (type != 0 && type != 1)
+           throw std::invalid_argument("quant_type " + std::to_string(type) +
+                                       " must be 0 (FP4) or 1 (NF4)");
+         constexpr int kInt64 = onnx::TensorProto::INT64;
+         b.add("Div", {"B", b.constantLike("sixteen", 16.0f, "B")}, {"high"});
+         b.add("Mod", {"B", "sixteen"}, {"low"});
+         b.add("Unsqueeze", {"high", b.constantInts("last", {-1})}, {"high_1"});
+         b.add("Unsqueeze", {"low", "last"}, {"low_1"});
+         *b.add("Concat", {"high_1", "low_1"}, {"pairs"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{-1});
+         b.add("Reshape", {"pairs", b.constantInts("flat", {-1})}, {"codes_all"});
+         b.add("Slice", {"codes_all", b.constantInts("zero", {0}), b.constantInts("nk", {n * k})},
+               {"codes"});
+         b.add("Gather",
+               {b.constantFloatsLike("table", type == 0 ? fp4 : nf4, "A"),
+                b.cast("codes", kInt64, "codes_i")},
+               {"values"});
+         b.add("Range",
+               {b.scalarInt("first", 0), b.scalarInt("count", n * k), b.scalarInt("unit", 1)},
+               {"positions"});
+         b.add("Div", {"positions", b.scalarInt("block", block)}, {"blocks"});
+         b.add("Gather", {"absmax", "blocks"}, {"scales"});
+         b.add("Mul", {"values", "scales"}, {"weights"});
+         b.add("Reshape", {"weights", b.constantInts("nk_shape", {n, k})}, {"w_nk"});
+         *b.add("Transpose", {"w_nk"}, {"w_kn"}).add_attribute() =
+             onnx::MakeAttribute("perm", std::vector<int64_t>{1, 0});
+         b.add("MatMul", {"A", "w_kn"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"QAttention", "quantization",
+       "Attention (this domain's) on a quantized input and weight: each dequantized with its "
+       "scale and zero point (the weight's per tensor or per column), then BERT-style "
+       "self-attention of num_heads heads with bias, mask_index and past.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const std::string x = dequantize(c, b, "input", "input_scale", "input_zero_point", 6);
+         auto& w = b.add("DequantizeLinear",
+                         {"weight", "weight_scale", c.hasInput(7) ? "weight_zero_point" : ""},
+                         {"weight_f"});
+         *w.add_attribute() = onnx::MakeAttribute("axis", int64_t{1});
+         auto& att = b.addMicrosoft("Attention",
+                                    {x, "weight_f", "bias", c.hasInput(5) ? "mask_index" : "",
+                                     c.hasInput(8) ? "past" : ""},
+                                    {"output", c.hasOutput(1) ? "present" : ""});
+         Body::copy(c, att,
+                    {"do_rotary", "mask_filter_value", "num_heads", "scale", "unidirectional"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 2, 0);
+         if (ctx.getNumOutputs() > 1) onnx::propagateElemTypeFromInputToOutput(ctx, 2, 1);
+         if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 2)) return;
+         onnx::TensorShapeProto out = onnx::getInputShape(ctx, 0);
+         const auto& bias = onnx::getInputShape(ctx, 2);
+         if (out.dim_size() != 3 || bias.dim_size() != 1 || !bias.dim(0).has_dim_value()) return;
+         if (bias.dim(0).dim_value() % 3 != 0) return;
+         out.mutable_dim(2)->set_dim_value(bias.dim(0).dim_value() / 3);
          onnx::updateOutputShape(ctx, 0, out);
        }},
       {"NhwcMaxPool", "quantization",

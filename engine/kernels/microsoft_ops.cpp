@@ -2,7 +2,8 @@
 // kernels of their own (the rest are function bodies, nodes/microsoft_domain.cpp): Inverse,
 // MurmurHash3, DynamicTimeWarping and NGramRepeatBlock. Each follows ONNX Runtime's contrib
 // definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them. Also
-// GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache.
+// GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache,
+// and CropAndResize.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -519,6 +520,92 @@ class GroupQueryAttention : public Kernel {
   bool smooth_;
 };
 
+// CropAndResize (TensorFlow's crop_and_resize): each region of rois ([R, 4]: y1, x1, y2, x2 in
+// [0, 1] of the image's extent) of image batch_indices[r] of X ([N, C, H, W]), sampled on a
+// crop_size grid ([2]: height, width) whose corners are the region's; bilinear or the nearest
+// pixel; samples outside the image take extrapolation_value.
+class CropAndResize : public Kernel {
+ public:
+  explicit CropAndResize(const KernelInit& init)
+      : nearest_(init.attrs.getString("mode", "bilinear") == "nearest"),
+        extrapolation_(init.attrs.getFloat("extrapolation_value", 0.0f)) {
+    const std::string mode = init.attrs.getString("mode", "bilinear");
+    if (mode != "bilinear" && mode != "nearest")
+      fail("mode '" + mode + "' must be bilinear or nearest");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& rois = ctx.input(1);
+    const Tensor& index = ctx.input(2);
+    const Tensor& size = ctx.input(3);
+    if (x.rank() != 4)
+      return Status::error("X " + shapeToString(x.shape()) + " must be [N, C, H, W]");
+    if (rois.rank() != 2 || rois.dim(1) != 4 || rois.dtype() != x.dtype())
+      return Status::error("rois " + shapeToString(rois.shape()) +
+                           " must be [regions, 4] (y1, x1, y2, x2) of X's type");
+    const int64_t R = rois.dim(0);
+    if (index.dtype() != DType::kInt32 || index.size() != R)
+      return Status::error("batch_indices must be int32 [" + std::to_string(R) + "]");
+    if (size.dtype() != DType::kInt32 || size.size() != 2)
+      return Status::error("crop_size must be int32 [2] (height, width)");
+    const int64_t ch = size.data<int32_t>()[0], cw = size.data<int32_t>()[1];
+    if (ch <= 0 || cw <= 0)
+      return Status::error("crop_size (" + std::to_string(ch) + ", " + std::to_string(cw) +
+                           ") must be positive");
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+    for (int64_t r = 0; r < R; ++r)
+      if (index.data<int32_t>()[r] < 0 || index.data<int32_t>()[r] >= N)
+        return Status::error("batch_indices[" + std::to_string(r) + "] is " +
+                             std::to_string(index.data<int32_t>()[r]) + "; X has " +
+                             std::to_string(N) + " image(s)");
+    DW_ALLOC(y, ctx.output(0, x.dtype(), Shape{R, C, ch, cw}));
+    return dispatchFloat(x.dtype(), [&](auto z) -> Status {
+      using T = decltype(z);
+      const T* box = rois.data<T>();
+      T* out = y->data<T>();
+      for (int64_t r = 0; r < R; ++r) {
+        const double y1 = box[4 * r], x1 = box[4 * r + 1], y2 = box[4 * r + 2], x2 = box[4 * r + 3];
+        const T* img = x.data<T>() + index.data<int32_t>()[r] * C * H * W;
+        const double hs = ch > 1 ? (y2 - y1) * (H - 1) / double(ch - 1) : 0,
+                     ws = cw > 1 ? (x2 - x1) * (W - 1) / double(cw - 1) : 0;
+        for (int64_t c = 0; c < C; ++c) {
+          const T* plane = img + c * H * W;
+          T* o = out + ((r * C + c) * ch) * cw;
+          for (int64_t i = 0; i < ch; ++i) {
+            const double iy = ch > 1 ? y1 * (H - 1) + i * hs : 0.5 * (y1 + y2) * (H - 1);
+            for (int64_t j = 0; j < cw; ++j) {
+              const double ix = cw > 1 ? x1 * (W - 1) + j * ws : 0.5 * (x1 + x2) * (W - 1);
+              T& v = o[i * cw + j];
+              if (iy < 0 || iy > H - 1 || ix < 0 || ix > W - 1) {
+                v = static_cast<T>(extrapolation_);
+                continue;
+              }
+              if (nearest_) {
+                v = plane[int64_t(std::round(iy)) * W + int64_t(std::round(ix))];
+                continue;
+              }
+              const int64_t t = int64_t(std::floor(iy)), b = int64_t(std::ceil(iy)),
+                            l = int64_t(std::floor(ix)), rr = int64_t(std::ceil(ix));
+              const double fy = iy - t, fx = ix - l;
+              const double top = plane[t * W + l] +
+                                 (plane[t * W + rr] - double(plane[t * W + l])) * fx,
+                           bottom = plane[b * W + l] +
+                                    (plane[b * W + rr] - double(plane[b * W + l])) * fx;
+              v = static_cast<T>(top + (bottom - top) * fy);
+            }
+          }
+        }
+      }
+      return Status();
+    });
+  }
+
+ private:
+  bool nearest_;
+  float extrapolation_;
+};
+
 }  // namespace
 
 void addMicrosoftKernels(KernelRegistry& r) {
@@ -529,6 +616,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "DynamicTimeWarping", 1, kMaxOpset, &makeKernel<DynamicTimeWarping>, false, ms);
   r.add(h, "NGramRepeatBlock", 1, kMaxOpset, &makeKernel<NGramRepeatBlock>, false, ms);
   r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
+  r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
 }
 
 }  // namespace dw::engine

@@ -573,6 +573,45 @@ def main_kernels():
          [("query", f32(1, 3, N * H)), ("key", f32(1, 3, KV * H)), ("value", f32(1, 3, KV * H)),
           ("", None), ("", None), ("seqlens_k", i32([2])), ("total_sequence_length", i32(3))],
          ["output"], num_heads=N, kv_num_heads=KV, smooth_softmax=1)
+    xc = f32(1, 2, 5, 4)
+    wc = f32(2, 3, 3, 3, lo=-0.5, hi=0.5)
+    case("convtransposewithdynamicpads", "ConvTransposeWithDynamicPads",
+         [("X", xc), ("W", wc), ("Pads", np.array([1, 0, 0, 2], np.int64)), ("B", f32(3))],
+         ["Y"], strides=[2, 2])
+    # (ONNX Runtime 1.30 aborts on this op without Pads.)
+    case("convtransposewithdynamicpads_outpad_dilations", "ConvTransposeWithDynamicPads",
+         [("X", xc), ("W", wc), ("Pads", np.array([0, 1, 1, 0], np.int64))], ["Y"],
+         strides=[2, 2], output_padding=[1, 0], dilations=[1, 2])
+    img = f32(2, 3, 6, 5)
+    boxes = np.array([[0.1, 0.2, 0.8, 0.9], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.3, 0.5, 1.2]],
+                     np.float32)
+    case("cropandresize_bilinear", "CropAndResize",
+         [("X", img), ("rois", boxes), ("batch_indices", i32([1, 0, 1])),
+          ("crop_size", i32([4, 3]))], ["Y"], extrapolation_value=-1.0)
+    case("cropandresize_nearest_1x1", "CropAndResize",
+         [("X", img), ("rois", boxes), ("batch_indices", i32([0, 1, 0])),
+          ("crop_size", i32([1, 3]))], ["Y"], mode="nearest")
+    nk = 6 * 8
+    codes = rng.integers(0, 256, (nk // 2,)).astype(np.uint8)
+    for qt in (0, 1):
+        case(f"matmulbnb4_{'fp4' if qt == 0 else 'nf4'}", "MatMulBnb4",
+             [("A", f32(3, 8)), ("B", codes), ("absmax", f32(nk // 16, lo=0.5, hi=2))], ["Y"],
+             K=8, N=6, block_size=16, quant_type=qt)
+    hidden, heads = 8, 2
+    case("qattention", "QAttention",
+         [("input", rng.integers(0, 256, (2, 3, hidden)).astype(np.uint8)),
+          ("weight", rng.integers(-128, 128, (hidden, 3 * hidden)).astype(np.int8)),
+          ("bias", f32(3 * hidden)), ("input_scale", sc(0.01)), ("weight_scale", sc(0.02)),
+          ("mask_index", i32([3, 2])), ("input_zero_point", np.array(128, np.uint8)),
+          ("weight_zero_point", np.array(0, np.int8))], ["output"], num_heads=heads,
+         out_type=np.float32)
+    case("qattention_unidirectional", "QAttention",
+         [("input", rng.integers(0, 256, (1, 4, hidden)).astype(np.uint8)),
+          ("weight", rng.integers(0, 256, (hidden, 3 * hidden)).astype(np.uint8)),
+          ("bias", f32(3 * hidden)), ("input_scale", sc(0.01)), ("weight_scale", sc(0.015)),
+          ("", None), ("input_zero_point", np.array(120, np.uint8)),
+          ("weight_zero_point", np.array(130, np.uint8))], ["output"], num_heads=heads,
+         unidirectional=1, out_type=np.float32)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

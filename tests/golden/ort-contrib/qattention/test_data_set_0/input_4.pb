@@ -1,0 +1,2 @@
+Bweight_scaleJ
+ף<

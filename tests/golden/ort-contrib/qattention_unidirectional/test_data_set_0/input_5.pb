@@ -1,0 +1,1 @@
+Binput_zero_pointJx
