@@ -258,8 +258,8 @@ int rankOf(const Ctx& c, int input, const char* port) {
   return r;
 }
 
-// FusedMatMul and TransposeMatMul: alpha * op(A) @ op(B).
-void matmulBody(const Ctx& c, Body& b, bool batchAttrs) {
+// FusedMatMul and TransposeMatMul: alpha * op(A) @ op(B), into `out`.
+void matmulBody(const Ctx& c, Body& b, bool batchAttrs, const std::string& out = "Y") {
   std::string in[2] = {"A", "B"};
   const char* trans[2] = {"transA", "transB"};
   const char* batch[2] = {"transBatchA", "transBatchB"};
@@ -279,11 +279,87 @@ void matmulBody(const Ctx& c, Body& b, bool batchAttrs) {
   }
   const float alpha = floatAttr(c, "alpha", 1.0f);
   if (alpha == 1.0f) {
-    b.add("MatMul", {in[0], in[1]}, {"Y"});
+    b.add("MatMul", {in[0], in[1]}, {out});
     return;
   }
   b.add("MatMul", {in[0], in[1]}, {"AB"});
-  b.add("Mul", {"AB", b.constantLike("alpha", alpha, "AB")}, {"Y"});
+  b.add("Mul", {"AB", b.constantLike("alpha", alpha, "AB")}, {out});
+}
+
+// ComplexMul (conj false) and ComplexMulConj: A * B or A * conj(B), complex numbers as a last
+// axis of 2.
+void complexProduct(Body& b, bool conj) {
+  for (const char* v : {"A", "B"})
+    for (int part = 0; part < 2; ++part) {
+      const std::string name = std::string(v) + (part ? "_im" : "_re");
+      *b.add("Gather", {v, b.scalarInt(name + "_at", part)}, {name}).add_attribute() =
+          onnx::MakeAttribute("axis", int64_t{-1});
+    }
+  b.add("Mul", {"A_re", "B_re"}, {"rr"});
+  b.add("Mul", {"A_im", "B_im"}, {"ii"});
+  b.add("Mul", {"A_re", "B_im"}, {"ri"});
+  b.add("Mul", {"A_im", "B_re"}, {"ir"});
+  // (a + bi)(c + di) = ac - bd + (ad + bc)i; with conj(B): ac + bd + (bc - ad)i.
+  b.add(conj ? "Add" : "Sub", {"rr", "ii"}, {"re"});
+  if (conj)
+    b.add("Sub", {"ir", "ri"}, {"im"});
+  else
+    b.add("Add", {"ri", "ir"}, {"im"});
+  b.add("Unsqueeze", {"re", b.constantInts("last", {-1})}, {"re_1"});
+  b.add("Unsqueeze", {"im", "last"}, {"im_1"});
+  *b.add("Concat", {"re_1", "im_1"}, {"C"}).add_attribute() =
+      onnx::MakeAttribute("axis", int64_t{-1});
+}
+
+// GroupNorm and SkipGroupNorm: `x` (NHWC with channels_last, the default, else NCHW) normalized
+// over each group of channels and the spatial axes, times gamma plus beta per channel, then
+// SiLU where activation is 1; into `out`.
+void groupNormBody(const Ctx& c, Body& b, const std::string& x, const std::string& out) {
+  const int64_t groups = intAttr(c, "groups", 0), act = intAttr(c, "activation", -1);
+  if (groups <= 0) throw std::invalid_argument("groups must be positive");
+  if (act != 0 && act != 1)
+    throw std::invalid_argument("activation " + std::to_string(act) + " must be 0 or 1 (SiLU)");
+  const bool last = intAttr(c, "channels_last", 1) != 0;
+  std::string nchw = x;
+  if (last) {
+    *b.add("Transpose", {x}, {"gn_nchw"}).add_attribute() =
+        onnx::MakeAttribute("perm", std::vector<int64_t>{0, 3, 1, 2});
+    nchw = "gn_nchw";
+  }
+  b.add("Shape", {nchw}, {"gn_shape"});
+  b.add("Reshape", {nchw, b.constantInts("gn_grouped", {0, groups, -1})}, {"gn_g"});
+  // Each group of each sample normalized in the [N, groups, rest] view, in ops that have
+  // gradients (InstanceNormalization has none).
+  auto meanLast = [&](const std::string& in, const std::string& out) {
+    auto& n = b.opset >= 18 ? b.add("ReduceMean", {in, b.constantInts(out + "_axes", {-1})}, {out})
+                            : b.add("ReduceMean", {in}, {out});
+    if (b.opset < 18) *n.add_attribute() = onnx::MakeAttribute("axes", std::vector<int64_t>{-1});
+  };
+  meanLast("gn_g", "gn_mean");
+  b.add("Sub", {"gn_g", "gn_mean"}, {"gn_centered"});
+  b.add("Mul", {"gn_centered", "gn_centered"}, {"gn_sq"});
+  meanLast("gn_sq", "gn_var");
+  b.add("Add", {"gn_var", b.constantLike("gn_eps", floatAttr(c, "epsilon", 1e-5f), "gn_var")},
+        {"gn_var_eps"});
+  b.add("Sqrt", {"gn_var_eps"}, {"gn_std"});
+  b.add("Div", {"gn_centered", "gn_std"}, {"gn_norm"});
+  b.add("Reshape", {"gn_norm", "gn_shape"}, {"gn_back"});
+  b.add("Unsqueeze", {"gamma", b.constantInts("gn_axes", {1, 2})}, {"gn_gamma"});
+  b.add("Unsqueeze", {"beta", "gn_axes"}, {"gn_beta"});
+  b.add("CastLike", {"gn_gamma", nchw}, {"gn_gamma_t"});
+  b.add("CastLike", {"gn_beta", nchw}, {"gn_beta_t"});
+  b.add("Mul", {"gn_back", "gn_gamma_t"}, {"gn_scaled"});
+  std::string y = act == 1 || last ? "gn_affine" : out;
+  b.add("Add", {"gn_scaled", "gn_beta_t"}, {y});
+  if (act == 1) {
+    const std::string silu = last ? "gn_silu" : out;
+    b.add("Sigmoid", {y}, {"gn_sig"});
+    b.add("Mul", {y, "gn_sig"}, {silu});
+    y = silu;
+  }
+  if (last)
+    *b.add("Transpose", {y}, {out}).add_attribute() =
+        onnx::MakeAttribute("perm", std::vector<int64_t>{0, 2, 3, 1});
 }
 
 // The shared part of the two skip normalizations: S = input + skip (+ bias), the fourth output.
@@ -1314,6 +1390,83 @@ const std::vector<MsOp>& msOps() {
          out.mutable_dim(2)->set_dim_value(bias.dim(0).dim_value() / 3);
          onnx::updateOutputShape(ctx, 0, out);
        }},
+      {"BiasAdd", "math", "X + bias + skip: bias per channel (the last axis).", 17,
+       [](const Ctx&, Body& b) {
+         b.add("Add", {"X", "bias"}, {"Xb"});
+         b.add("Add", {"Xb", "skip"}, {"Y"});
+       },
+       sameAsInput0},
+      {"BiasSplitGelu", "math",
+       "X + bias split in two halves along the last axis: the first times the Gelu (exact) of "
+       "the second, half as wide as X.",
+       17,
+       [](const Ctx&, Body& b) {
+         b.add("Add", {"X", "bias"}, {"Xb"});
+         b.add("Shape", {"Xb"}, {"shape"});
+         b.add("Gather", {"shape", b.constantInts("last", {-1})}, {"width"});
+         b.add("Div", {"width", b.constantInts("two", {2})}, {"half"});
+         b.add("Slice", {"Xb", b.constantInts("zero", {0}), "half", "last"}, {"left"});
+         b.add("Slice", {"Xb", "half", "width", "last"}, {"right"});
+         gelu(b, "right", "gelu", false);
+         b.add("Mul", {"left", "gelu"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"ComplexMul", "math",
+       "The complex product of A and B, each complex number as its last axis of 2 (real, "
+       "imaginary), broadcasting.",
+       17, [](const Ctx&, Body& b) { complexProduct(b, false); },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"ComplexMulConj", "math",
+       "A times the complex conjugate of B, each complex number as its last axis of 2 (real, "
+       "imaginary), broadcasting.",
+       17, [](const Ctx&, Body& b) { complexProduct(b, true); },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"FusedMatMulActivation", "math",
+       "FusedMatMul (alpha, transA/B, transBatchA/B) followed by an activation, as FusedGemm "
+       "names it (activation, with activation_alpha, _beta and _gamma).",
+       17,
+       [](const Ctx& c, Body& b) {
+         matmulBody(c, b, true, "mm");
+         gemmActivation(c, b, stringAttr(c, "activation"), "mm", "Y");
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"GemmFastGelu", "math",
+       "FastGelu (Gelu's tanh approximation) of X times W plus the optional bias.", 17,
+       [](const Ctx& c, Body& b) {
+         b.add("MatMul", {"X", "W"}, {"XW"});
+         std::string x = "XW";
+         if (c.hasInput(2)) b.add("Add", {"XW", "bias"}, {x = "XWb"});
+         gelu(b, x, "Y", true);
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"GroupNorm", "nn",
+       "Group normalization of a 4-D X, channels last by default (channels_last), as diffusion "
+       "models use it: each group of channels normalized over it and the spatial axes "
+       "(epsilon), times gamma plus beta per channel, then SiLU with activation 1.",
+       17, [](const Ctx& c, Body& b) { groupNormBody(c, b, "X", "Y"); }, sameAsInput0},
+      {"SkipGroupNorm", "nn",
+       "GroupNorm of X + skip (+ bias per channel); the optional second output is that sum.", 17,
+       [](const Ctx& c, Body& b) {
+         b.add("Add", {"X", "skip"}, {"sum"});
+         std::string s = "sum";
+         if (c.hasInput(4)) b.add("Add", {"sum", "bias"}, {s = "sum_bias"});
+         if (c.hasOutput(1)) b.add("Identity", {s}, {"S"});
+         groupNormBody(c, b, s, "Y");
+       },
+       [](onnx::InferenceContext& ctx) {
+         for (size_t o = 0; o < ctx.getNumOutputs() && o < 2; ++o) {
+           onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+           if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, o);
+         }
+       }},
+      {"TorchEmbedding", "tensor",
+       "The rows of weight that indices name (PyTorch's embedding); padding_idx and "
+       "scale_grad_by_freq change only the gradient, which deepwire takes as Gather's.",
+       17,
+       [](const Ctx&, Body& b) {
+         b.add("Gather", {"weight", "indices"}, {"Y"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"NhwcMaxPool", "quantization",
        "MaxPool on 8-bit X laid out channels last (N, spatial..., C), with MaxPool's window "
        "attributes.",

@@ -78,6 +78,16 @@ TEST(MicrosoftOps, PassCheckerAndStrictInference) {
   passCheckerAndStrictInference("ort-contrib");
 }
 
+// The com.microsoft operators ONNX Runtime runs only on its GPU, against float64 references
+// from their definitions (tests/golden/make_reference_cases.py).
+TEST(MicrosoftOps, MatchFloat64References) {
+  matchOnnxRuntime("ref-contrib", 10);
+}
+
+TEST(MicrosoftOps, ReferenceCasesPassCheckerAndStrictInference) {
+  passCheckerAndStrictInference("ref-contrib");
+}
+
 // The ai.onnx operators added after opset 17 (kernels/opset18_ops.cpp and others), against ONNX
 // Runtime's outputs in tests/golden/ort-onnx.
 TEST(NewerOnnxOps, MatchOnnxRuntime) {

@@ -709,6 +709,37 @@ std::vector<GradCase> cases() {
       "Pad",
       {x234, In{{1, 6}, 0, 0, false, false, onnx::TensorProto::INT64, {0, 1, 1, 1, 0, 2}},
        In{{1}, -1, 1, false}}});
+  ms({"BiasAdd", "BiasAdd", {x234, b4, x234}});
+  ms({"BiasSplitGelu", "BiasSplitGelu", {x234, b4}});
+  ms({"ComplexMul", "ComplexMul", {In{{3, 2}}, In{{2, 3, 2}}}});
+  ms({"ComplexMulConj", "ComplexMulConj", {In{{3, 2}}, In{{3, 2}}}});
+  ms({"FusedMatMulActivation",
+      "FusedMatMulActivation",
+      {In{{3, 4}}, In{{2, 4}}},
+      {attrI("transB", 1), attrS("activation", "Tanh"), attrF("alpha", 0.5f)},
+      false});
+  ms({"GemmFastGelu", "GemmFastGelu", {In{{3, 4}}, In{{4, 2}}, In{{2}}}, {}, false});
+  ms({"GroupNorm",
+      "GroupNorm",
+      {In{{2, 2, 3, 4}, -2, 2}, b4, b4},
+      {attrI("groups", 2), attrI("activation", 1), attrF("epsilon", 1e-3f)}});
+  ms({"SkipGroupNorm",
+      "SkipGroupNorm",
+      {In{{1, 2, 2, 4}, -2, 2}, b4, b4, In{{1, 1, 1, 4}}, b4},
+      {attrI("groups", 2), attrI("activation", 0), attrF("epsilon", 1e-3f)}});
+  ms({"TorchEmbedding",
+      "TorchEmbedding",
+      {In{{5, 3}}, In{{2, 2}, 0, 0, false, false, onnx::TensorProto::INT64, {4, 0, 0, 2}}}});
+  ms({"ConvTransposeWithDynamicPads",
+      "ConvTransposeWithDynamicPads",
+      {In{{1, 2, 3, 3}}, In{{2, 1, 3, 3}},
+       In{{4}, 0, 0, false, false, onnx::TensorProto::INT64, {1, 0, 0, 1}}, In{{1}}},
+      {attrInts("strides", {2, 2})},
+      false});
+  ms({"UnfoldTensor",
+      "UnfoldTensor",
+      {In{{2, 5, 3}}},
+      {attrI("dim", 1), attrI("size", 2), attrI("step", 2)}});
   return v;
 }
 

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""Reference cases for the com.microsoft operators that ONNX Runtime runs only on its GPU
+(BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
+GroupNorm, SkipGroupNorm, TorchEmbedding): their outputs computed here in float64 with numpy,
+from each operator's definition, in the ONNX backend-test layout (ref-contrib/<case>/model.onnx,
+test_data_set_0/input_N.pb and output_N.pb). tests/engine/microsoft_ops_test.cpp runs them, as
+does `deepwire conformance --data tests/golden --suite ref-contrib`.
+
+Usage: /usr/bin/python3 tests/golden/make_reference_cases.py
+"""
+import math
+import os
+import shutil
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "ref-contrib")
+rng = np.random.default_rng(23)
+ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32}
+erf = np.vectorize(math.erf)
+
+
+def case(name, op, inputs, outputs, **attrs):
+    """inputs: (name, array) pairs, "" for an omitted optional input; outputs: (name, float64
+    array) pairs, stored as float32."""
+    given = [(n, a) for n, a in inputs if n]
+    node = helper.make_node(op, [n for n, _ in inputs], [n for n, _ in outputs],
+                            domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], name,
+        [helper.make_tensor_value_info(n, ELEM[a.dtype.type], a.shape) for n, a in given],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in outputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    d = os.path.join(OUT, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    for i, (n, a) in enumerate(given):
+        open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb").write(
+            numpy_helper.from_array(a, n).SerializeToString())
+    for i, (n, a) in enumerate(outputs):
+        open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(
+            numpy_helper.from_array(a.astype(np.float32), n).SerializeToString())
+
+
+def f32(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+def d(a):
+    return a.astype(np.float64)
+
+
+def gelu(x):
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+
+
+def fast_gelu(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def group_norm(x, gamma, beta, groups, eps, silu, channels_last):
+    x = d(x)
+    if channels_last:
+        x = x.transpose(0, 3, 1, 2)
+    n, c, h, w = x.shape
+    g = x.reshape(n, groups, -1)
+    g = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps)
+    y = g.reshape(n, c, h, w) * d(gamma)[:, None, None] + d(beta)[:, None, None]
+    if silu:
+        y = y / (1 + np.exp(-y))
+    return y.transpose(0, 2, 3, 1) if channels_last else y
+
+
+def complex_mul(a, b, conj):
+    a, b = d(a), d(b)
+    ar, ai, br, bi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    if conj:
+        return np.stack([ar * br + ai * bi, ai * br - ar * bi], -1)
+    return np.stack([ar * br - ai * bi, ar * bi + ai * br], -1)
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    x, bias, skip = f32(2, 3, 8), f32(8), f32(2, 3, 8)
+    case("biasadd", "BiasAdd", [("X", x), ("bias", bias), ("skip", skip)],
+         [("Y", d(x) + d(bias) + d(skip))])
+    xs, bs = f32(2, 3, 12), f32(12)
+    s = d(xs) + d(bs)
+    case("biassplitgelu", "BiasSplitGelu", [("X", xs), ("bias", bs)],
+         [("Y", s[..., :6] * gelu(s[..., 6:]))])
+    a, b = f32(2, 3, 2), f32(3, 2)
+    case("complexmul_broadcast", "ComplexMul", [("A", a), ("B", b)],
+         [("C", complex_mul(a, b, False))])
+    a, b = f32(4, 2), f32(4, 2)
+    case("complexmulconj", "ComplexMulConj", [("A", a), ("B", b)],
+         [("C", complex_mul(a, b, True))])
+    a, b = f32(2, 3, 5), f32(2, 4, 5)
+    mm = 0.5 * d(a) @ d(b).transpose(0, 2, 1)
+    case("fusedmatmulactivation_leakyrelu_transb", "FusedMatMulActivation",
+         [("A", a), ("B", b)], [("Y", np.where(mm > 0, mm, 0.2 * mm))], activation="LeakyRelu",
+         activation_alpha=0.2, alpha=0.5, transB=1)
+    xg, wg, bg = f32(3, 6), f32(6, 5), f32(5)
+    case("gemmfastgelu_bias", "GemmFastGelu", [("X", xg), ("W", wg), ("bias", bg)],
+         [("Y", fast_gelu(d(xg) @ d(wg) + d(bg)))])
+    case("gemmfastgelu", "GemmFastGelu", [("X", xg), ("W", wg)],
+         [("Y", fast_gelu(d(xg) @ d(wg)))])
+    xn, gamma, beta = f32(2, 3, 4, 8, lo=-2, hi=2), f32(8, lo=0.5, hi=1.5), f32(8)
+    case("groupnorm_nhwc_silu", "GroupNorm", [("X", xn), ("gamma", gamma), ("beta", beta)],
+         [("Y", group_norm(xn, gamma, beta, 4, 1e-5, True, True))], groups=4, activation=1)
+    xc = f32(2, 6, 3, 4, lo=-2, hi=2)
+    g6, b6 = f32(6, lo=0.5, hi=1.5), f32(6)
+    case("groupnorm_nchw", "GroupNorm", [("X", xc), ("gamma", g6), ("beta", b6)],
+         [("Y", group_norm(xc, g6, b6, 3, 1e-3, False, False))], groups=3, activation=0,
+         channels_last=0, epsilon=1e-3)
+    sk, sb = f32(2, 1, 1, 8), f32(8)
+    total = d(xn) + d(sk) + d(sb)
+    case("skipgroupnorm_bias_sum", "SkipGroupNorm",
+         [("X", xn), ("gamma", gamma), ("beta", beta), ("skip", sk), ("bias", sb)],
+         [("Y", group_norm(total, gamma, beta, 2, 1e-5, True, True)), ("S", total)], groups=2,
+         activation=1)
+    weight, idx = f32(7, 3), np.array([[0, 6, 2], [2, 2, 5]], np.int64)
+    case("torchembedding", "TorchEmbedding", [("weight", weight), ("indices", idx)],
+         [("Y", d(weight)[idx])])
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
+main()
