@@ -1467,6 +1467,90 @@ const std::vector<MsOp>& msOps() {
          b.add("Gather", {"weight", "indices"}, {"Y"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"MaxpoolWithMask", "nn",
+       "2-D MaxPool (kernel_shape, strides, pads) of X guided by the int32 mask M ([H, W], one "
+       "plane for all of X): as ONNX Runtime computes it, a window's scan of a row stops at the "
+       "first element whose mask is 0 (the very first element of the plane always counts), "
+       "and a window with nothing left is the type's lowest value.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"RemovePadding", "tensor",
+       "The tokens of input ([B, S, hidden]) that are not padding (the first "
+       "sequence_token_count[b] of each row) packed into [tokens, hidden]; token_offset ([B, "
+       "S]) lists their positions in the flattened batch, then the padding's; "
+       "cumulated_seq_len ([B + 1]) the rows' starts and max_seq_len the longest row.",
+       17,
+       [](const Ctx&, Body& b) {
+         constexpr int kInt32 = onnx::TensorProto::INT32;
+         b.add("Shape", {"input"}, {"shape"});
+         b.add("Slice", {"shape", b.constantInts("zero", {0}), b.constantInts("two", {2})}, {"bs"});
+         b.add("Gather", {"shape", b.scalarInt("seq_axis", 1)}, {"seq"});
+         b.add("Range", {b.scalarInt("first", 0), "seq", b.scalarInt("unit", 1)}, {"positions"});
+         b.add("Unsqueeze",
+               {b.cast("sequence_token_count", onnx::TensorProto::INT64, "count"),
+                b.constantInts("last", {-1})},
+               {"count_col"});
+         b.add("Less", {"positions", "count_col"}, {"valid"});
+         b.add("Reshape", {"valid", b.constantInts("flat", {-1})}, {"valid_flat"});
+         b.add("Not", {"valid_flat"}, {"pad_flat"});
+         *b.add("ReduceProd", {"bs"}, {"cells"}).add_attribute() =
+             onnx::MakeAttribute("keepdims", int64_t{0});
+         b.add("Range", {"first", "cells", "unit"}, {"cell_ids"});
+         *b.add("Compress", {"cell_ids", "valid_flat"}, {"valid_ids"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{0});
+         *b.add("Compress", {"cell_ids", "pad_flat"}, {"pad_ids"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{0});
+         *b.add("Concat", {"valid_ids", "pad_ids"}, {"offsets"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{0});
+         b.add("Reshape", {"offsets", "bs"}, {"offsets_bs"});
+         b.cast("offsets_bs", kInt32, "token_offset");
+         // [B, S, hidden] as [B * S, hidden]: Reshape's 0 copies input's axis 1, so name it.
+         b.add("Gather", {"shape", b.constantInts("hidden_axis", {2})}, {"hidden"});
+         *b.add("Concat", {b.constantInts("minus_one", {-1}), "hidden"}, {"rows_shape"})
+              .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+         b.add("Reshape", {"input", "rows_shape"}, {"rows"});
+         b.add("Gather", {"rows", "valid_ids"}, {"output"});
+         b.add("CumSum", {"sequence_token_count", b.scalarInt("axis0", 0)}, {"ends"});
+         b.cast(b.constantInts("zero_start", {0}), kInt32, "start");
+         *b.add("Concat", {"start", "ends"}, {"cumulated_seq_len"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{0});
+         *b.add("ReduceMax", {"sequence_token_count"}, {"max_seq_len"}).add_attribute() =
+             onnx::MakeAttribute("keepdims", int64_t{1});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < ctx.getNumOutputs() && o < 4; ++o)
+           onnx::updateOutputElemType(ctx, o, onnx::TensorProto::INT32);
+       }},
+      {"RestorePadding", "tensor",
+       "The inverse of RemovePadding: the packed tokens of input ([tokens, hidden]) back at their "
+       "places in [B, S, hidden] (token_offset's first entries), zeros at the padding.",
+       17,
+       [](const Ctx&, Body& b) {
+         b.add("Shape", {"token_offset"}, {"bs"});
+         b.add("Shape", {"input"}, {"in_shape"});
+         b.add("Slice", {"in_shape", b.constantInts("zero", {0}), b.constantInts("one", {1})},
+               {"tokens"});
+         b.add("Slice", {"in_shape", "one", b.constantInts("two", {2})}, {"hidden"});
+         *b.add("ReduceProd", {"bs"}, {"cells"}).add_attribute() =
+             onnx::MakeAttribute("keepdims", int64_t{1});
+         *b.add("Concat", {"cells", "hidden"}, {"rows_shape"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{0});
+         b.add("Expand", {b.constantLike("zero_value", 0.0f, "input"), "rows_shape"}, {"zeros"});
+         b.add("Reshape",
+               {b.cast("token_offset", onnx::TensorProto::INT64, "offsets"),
+                b.constantInts("flat", {-1})},
+               {"offsets_flat"});
+         b.add("Slice", {"offsets_flat", "zero", "tokens"}, {"places"});
+         b.add("Unsqueeze", {"places", b.constantInts("last", {-1})}, {"places_col"});
+         b.add("ScatterND", {"zeros", "places_col", "input"}, {"rows"});
+         *b.add("Concat", {"bs", "hidden"}, {"out_shape"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{0});
+         b.add("Reshape", {"rows", "out_shape"}, {"output"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"SampleOp", "misc", "ONNX Runtime's example operator: Y is X.", 17,
+       [](const Ctx&, Body& b) { b.add("Identity", {"X"}, {"Y"}); }, sameAsInput0},
       {"NhwcMaxPool", "quantization",
        "MaxPool on 8-bit X laid out channels last (N, spatial..., C), with MaxPool's window "
        "attributes.",

@@ -3,7 +3,7 @@
 // MurmurHash3, DynamicTimeWarping and NGramRepeatBlock. Each follows ONNX Runtime's contrib
 // definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them. Also
 // GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache,
-// and CropAndResize.
+// CropAndResize and MaxpoolWithMask.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -606,6 +606,73 @@ class CropAndResize : public Kernel {
   float extrapolation_;
 };
 
+// MaxpoolWithMask: 2-D max pooling where the int32 mask M decides which elements count, with
+// ONNX Runtime 1.30's loop exactly (its cases are the reference): scanning a window row by row,
+// an element whose mask is 0 ends that row's scan, except the plane's first element, which
+// always counts; an empty window gives the lowest float. Plane p of X reads M from element
+// (p * H * W) % (M's planes) on, as ONNX Runtime does: M's first plane for all of X where M has
+// one plane.
+class MaxpoolWithMask : public Kernel {
+ public:
+  explicit MaxpoolWithMask(const KernelInit& init)
+      : kernel_(init.attrs.getInts("kernel_shape")),
+        strides_(init.attrs.getInts("strides")),
+        pads_(init.attrs.getInts("pads")) {
+    if (init.attrs.getString("auto_pad", "NOTSET") != "NOTSET")
+      fail("auto_pad is not taken; give pads");
+    if (kernel_.size() != 2) fail("kernel_shape must have 2 values (2-D pooling)");
+    if (strides_.empty()) strides_ = {1, 1};
+    if (pads_.empty()) pads_ = {0, 0, 0, 0};
+    if (strides_.size() != 2 || pads_.size() != 4 || strides_[0] < 1 || strides_[1] < 1 ||
+        kernel_.size() == 2 && (kernel_[0] < 1 || kernel_[1] < 1))
+      fail("strides (2 positive values), pads (4) and kernel_shape (2 positive) do not fit");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& m = ctx.input(1);
+    if (x.rank() != 4 || x.dtype() != DType::kFloat)
+      return Status::error("X " + shapeToString(x.shape()) + " must be float [N, C, H, W]");
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+    if (m.dtype() != DType::kInt32 || H * W == 0 || m.size() % (H * W) != 0 || m.size() == 0)
+      return Status::error("M " + shapeToString(m.shape()) + " must be int32 planes of [" +
+                           std::to_string(H) + ", " + std::to_string(W) + "]");
+    const int64_t planes = m.size() / (H * W);
+    const int64_t OH = (H + pads_[0] + pads_[2] - kernel_[0]) / strides_[0] + 1,
+                  OW = (W + pads_[1] + pads_[3] - kernel_[1]) / strides_[1] + 1;
+    if (OH < 1 || OW < 1)
+      return Status::error("the window is larger than the padded image " +
+                           shapeToString(x.shape()));
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, Shape{N, C, OH, OW}));
+    for (int64_t p = 0; p < N * C; ++p) {
+      const float* xp = x.data<float>() + p * H * W;
+      // ONNX Runtime's offset into M, which its cases follow: (plane * H * W) modulo the
+      // number of mask planes, in elements (an offset, not a plane, where M has several).
+      const int32_t* mp = m.data<int32_t>() + (p * H * W) % planes;
+      float* yp = y->data<float>() + p * OH * OW;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t h0 = std::max<int64_t>(oh * strides_[0] - pads_[0], 0),
+                        h1 = std::min(oh * strides_[0] - pads_[0] + kernel_[0], H),
+                        w0 = std::max<int64_t>(ow * strides_[1] - pads_[1], 0),
+                        w1 = std::min(ow * strides_[1] - pads_[1] + kernel_[1], W);
+          float best = std::numeric_limits<float>::lowest();
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              const int64_t at = h * W + w;
+              if (at > 0 && mp[at] == 0) break;
+              best = std::max(best, xp[at]);
+            }
+          yp[oh * OW + ow] = best;
+        }
+    }
+    return Status();
+  }
+
+ private:
+  std::vector<int64_t> kernel_, strides_, pads_;
+};
+
 }  // namespace
 
 void addMicrosoftKernels(KernelRegistry& r) {
@@ -617,6 +684,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "NGramRepeatBlock", 1, kMaxOpset, &makeKernel<NGramRepeatBlock>, false, ms);
   r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
   r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
+  r.add(h, "MaxpoolWithMask", 1, kMaxOpset, &makeKernel<MaxpoolWithMask>, false, ms);
 }
 
 }  // namespace dw::engine

@@ -612,6 +612,18 @@ def main_kernels():
           ("", None), ("input_zero_point", np.array(120, np.uint8)),
           ("weight_zero_point", np.array(130, np.uint8))], ["output"], num_heads=heads,
          unidirectional=1, out_type=np.float32)
+    xm = f32(1, 2, 5, 5)
+    mask = rng.integers(0, 2, (1, 1, 5, 5)).astype(np.int32)
+    mask[0, 0, :2, :2] = 0  # a window with nothing in it
+    case("maxpoolwithmask", "MaxpoolWithMask", [("X", xm), ("M", mask)], ["Y"],
+         kernel_shape=[2, 2], strides=[1, 1])
+    case("maxpoolwithmask_pads_strides", "MaxpoolWithMask",
+         [("X", xm), ("M", rng.integers(0, 2, (1, 1, 5, 5)).astype(np.int32))], ["Y"],
+         kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    case("maxpoolwithmask_strides_mask_per_channel", "MaxpoolWithMask",
+         [("X", xm), ("M", rng.integers(0, 2, (1, 2, 5, 5)).astype(np.int32))], ["Y"],
+         kernel_shape=[3, 3], strides=[2, 2])
+    case("sampleop", "SampleOp", [("X", f32(2, 3))], ["Y"])
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Reference cases for the com.microsoft operators that ONNX Runtime runs only on its GPU
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
-GroupNorm, SkipGroupNorm, TorchEmbedding): their outputs computed here in float64 with numpy,
+GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding): their outputs
+computed here in float64 with numpy (integer outputs exact),
 from each operator's definition, in the ONNX backend-test layout (ref-contrib/<case>/model.onnx,
 test_data_set_0/input_N.pb and output_N.pb). tests/engine/microsoft_ops_test.cpp runs them, as
 does `deepwire conformance --data tests/golden --suite ref-contrib`.
@@ -25,14 +26,15 @@ erf = np.vectorize(math.erf)
 
 def case(name, op, inputs, outputs, **attrs):
     """inputs: (name, array) pairs, "" for an omitted optional input; outputs: (name, float64
-    array) pairs, stored as float32."""
+    or int32 array) pairs, the float ones stored as float32."""
     given = [(n, a) for n, a in inputs if n]
     node = helper.make_node(op, [n for n, _ in inputs], [n for n, _ in outputs],
                             domain="com.microsoft", **attrs)
     graph = helper.make_graph(
         [node], name,
         [helper.make_tensor_value_info(n, ELEM[a.dtype.type], a.shape) for n, a in given],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in outputs])
+        [helper.make_tensor_value_info(n, ELEM.get(a.dtype.type, TensorProto.FLOAT), a.shape)
+         for n, a in outputs])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
@@ -44,7 +46,8 @@ def case(name, op, inputs, outputs, **attrs):
             numpy_helper.from_array(a, n).SerializeToString())
     for i, (n, a) in enumerate(outputs):
         open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(
-            numpy_helper.from_array(a.astype(np.float32), n).SerializeToString())
+            numpy_helper.from_array(a if a.dtype == np.int32 else a.astype(np.float32),
+                                    n).SerializeToString())
 
 
 def f32(*shape, lo=-1.0, hi=1.0):
@@ -127,6 +130,21 @@ def main():
     weight, idx = f32(7, 3), np.array([[0, 6, 2], [2, 2, 5]], np.int64)
     case("torchembedding", "TorchEmbedding", [("weight", weight), ("indices", idx)],
          [("Y", d(weight)[idx])])
+    seq = f32(3, 4, 2)
+    counts = np.array([2, 4, 1], np.int32)
+    valid = np.arange(4)[None, :] < counts[:, None]
+    cells = np.arange(12).reshape(3, 4)
+    offsets = np.concatenate([cells[valid], cells[~valid]]).reshape(3, 4).astype(np.int32)
+    packed = d(seq).reshape(12, 2)[cells[valid]]
+    case("removepadding", "RemovePadding", [("input", seq), ("sequence_token_count", counts)],
+         [("output", packed), ("token_offset", offsets),
+          ("cumulated_seq_len", np.array([0, 2, 6, 7], np.int32)),
+          ("max_seq_len", np.array([4], np.int32))])
+    restored = np.zeros((12, 2))
+    restored[cells[valid]] = packed
+    case("restorepadding", "RestorePadding",
+         [("input", packed.astype(np.float32)), ("token_offset", offsets)],
+         [("output", restored.reshape(3, 4, 2))])
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
