@@ -1549,6 +1549,134 @@ const std::vector<MsOp>& msOps() {
          b.add("Reshape", {"rows", "out_shape"}, {"output"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"MulInteger", "quantization",
+       "(A - A_zero_point) * (B - B_zero_point) of 8-bit tensors in int32, broadcasting.", 17,
+       [](const Ctx& c, Body& b) {
+         constexpr int kInt32 = onnx::TensorProto::INT32;
+         b.cast("A", kInt32, "A_i");
+         b.cast("B", kInt32, "B_i");
+         if (c.hasInput(1)) b.add("Sub", {"A_i", b.cast("A_zero_point", kInt32, "A_zp")}, {"A_c"});
+         if (c.hasInput(3)) b.add("Sub", {"B_i", b.cast("B_zero_point", kInt32, "B_zp")}, {"B_c"});
+         b.add("Mul", {c.hasInput(1) ? "A_c" : "A_i", c.hasInput(3) ? "B_c" : "B_i"}, {"C"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
+       }},
+      {"ReduceSumInteger", "quantization",
+       "The sum of 8-bit data over axes (keepdims as ReduceSum) in int32.", 17,
+       [](const Ctx& c, Body& b) {
+         const auto* axes = attr(c, "axes", onnx::AttributeProto::INTS);
+         if (!axes) throw std::invalid_argument("the axes attribute is required");
+         const std::vector<int64_t> list(axes->ints().begin(), axes->ints().end());
+         *b.add("ReduceSum",
+                {b.cast("data", onnx::TensorProto::INT32, "data_i"), b.constantInts("axes", list)},
+                {"reduced"})
+              .add_attribute() = onnx::MakeAttribute("keepdims", intAttr(c, "keepdims", 1));
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
+       }},
+      {"BiasDropout", "nn",
+       "Dropout of data + bias (ratio, training_mode, seed as Dropout's), plus the optional "
+       "residual; mask is the Dropout's.",
+       17,
+       [](const Ctx& c, Body& b) {
+         b.add("Add", {"data", "bias"}, {"biased"});
+         auto& drop =
+             b.add("Dropout",
+                   {"biased", c.hasInput(3) ? "ratio" : "", c.hasInput(4) ? "training_mode" : ""},
+                   {c.hasInput(2) ? "dropped" : "output", c.hasOutput(1) ? "mask" : ""});
+         Body::copy(c, drop, {"seed"});
+         if (c.hasInput(2)) b.add("Add", {"dropped", "residual"}, {"output"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+         if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::BOOL);
+       }},
+      {"GemmaRotaryEmbedding", "nn",
+       "Gemma's rotary embedding: output1 = q cos(emb) + q_rot sin(emb) and output2 = k cos(emb) "
+       "+ k_rot sin(emb), emb ([B, S, size]) broadcast over the heads of q and k ([B, heads, S, "
+       "size]).",
+       17,
+       [](const Ctx&, Body& b) {
+         b.add("Unsqueeze", {"emb", b.constantInts("heads", {1})}, {"emb_h"});
+         b.add("Cos", {"emb_h"}, {"cos_f"});
+         b.add("Sin", {"emb_h"}, {"sin_f"});
+         b.add("CastLike", {"cos_f", "q"}, {"cos"});
+         b.add("CastLike", {"sin_f", "q"}, {"sin"});
+         for (const char* v : {"q", "k"}) {
+           const std::string x = v, out = x == "q" ? "output1" : "output2";
+           b.add("Mul", {x, "cos"}, {x + "_cos"});
+           b.add("Mul", {x + "_rot", "sin"}, {x + "_sin"});
+           b.add("Add", {x + "_cos", x + "_sin"}, {out});
+         }
+       },
+       [](onnx::InferenceContext& ctx) {
+         for (size_t o = 0; o < ctx.getNumOutputs() && o < 2; ++o) {
+           onnx::propagateElemTypeFromInputToOutput(ctx, 1 + 2 * o, o);
+           if (onnx::hasInputShape(ctx, 1 + 2 * o))
+             onnx::propagateShapeFromInputToOutput(ctx, 1 + 2 * o, o);
+         }
+       }},
+      {"RelativePositionBias", "nn",
+       "T5's relative position bias: each (query, key) pair's distance key - query falls in a "
+       "bucket of bias_table ([buckets, heads]): exact below half the buckets, logarithmic up "
+       "to max_distance; with is_bidirectional, half the buckets for each sign. Output [1, "
+       "heads, query_length, key_length].",
+       17,
+       [](const Ctx& c, Body& b) {
+         const int64_t maxDistance = intAttr(c, "max_distance", 0);
+         const bool both = intAttr(c, "is_bidirectional", 0) != 0;
+         if (maxDistance <= 0) throw std::invalid_argument("max_distance must be positive");
+         constexpr int kInt64 = onnx::TensorProto::INT64, kFloat = onnx::TensorProto::FLOAT;
+         b.add("Shape", {"bias_table"}, {"table_shape"});
+         b.add("Gather", {"table_shape", b.scalarInt("bucket_axis", 0)}, {"buckets_all"});
+         std::string buckets = "buckets_all";
+         if (both) b.add("Div", {"buckets_all", b.scalarInt("two", 2)}, {buckets = "buckets"});
+         b.add("Squeeze", {"query_length"}, {"q_len"});
+         b.add("Squeeze", {"key_length"}, {"k_len"});
+         b.add("Range", {b.scalarInt("zero", 0), "q_len", b.scalarInt("unit", 1)}, {"q_pos"});
+         b.add("Range", {"zero", "k_len", "unit"}, {"k_pos"});
+         b.add("Unsqueeze", {"q_pos", b.constantInts("col", {1})}, {"q_col"});
+         b.add("Sub", {"k_pos", "q_col"}, {"relative"});  // [q, k]
+         std::string n, offset;
+         if (both) {
+           b.add("Greater", {"relative", "zero"}, {"ahead"});
+           b.add("Mul", {b.cast("ahead", kInt64, "ahead_i"), buckets}, {offset = "offset"});
+           b.add("Abs", {"relative"}, {n = "distance"});
+         } else {
+           b.add("Min", {"relative", "zero"}, {"behind"});
+           b.add("Neg", {"behind"}, {n = "distance"});
+         }
+         b.add("Div", {buckets, b.scalarInt("two_exact", 2)}, {"max_exact"});
+         b.add("Less", {n, "max_exact"}, {"small"});
+         // max_exact + floor(log(n / max_exact) / log(max_distance / max_exact) * (buckets -
+         // max_exact)), at most buckets - 1 (n of 0 only where small).
+         b.cast(n, kFloat, "n_f");
+         b.cast("max_exact", kFloat, "max_exact_f");
+         b.add("Max", {"n_f", b.constantLike("one_f", 1.0f, "n_f")}, {"n_pos"});
+         b.add("Div", {"n_pos", "max_exact_f"}, {"ratio"});
+         b.add("Log", {"ratio"}, {"log_ratio"});
+         b.add("Div", {b.constantLike("max_distance", float(maxDistance), "n_f"), "max_exact_f"},
+               {"span"});
+         b.add("Log", {"span"}, {"log_span"});
+         b.add("Div", {"log_ratio", "log_span"}, {"scaled"});
+         b.add("Sub", {buckets, "max_exact"}, {"log_buckets"});
+         b.add("Mul", {"scaled", b.cast("log_buckets", kFloat, "log_buckets_f")}, {"steps"});
+         b.add("Floor", {"steps"}, {"steps_floor"});
+         b.add("Add", {"max_exact", b.cast("steps_floor", kInt64, "steps_i")}, {"large"});
+         b.add("Sub", {buckets, b.scalarInt("one", 1)}, {"last_bucket"});
+         b.add("Min", {"large", "last_bucket"}, {"large_capped"});
+         b.add("Where", {"small", n, "large_capped"}, {"bucket"});
+         std::string index = "bucket";
+         if (both) b.add("Add", {"bucket", offset}, {index = "bucket_all"});
+         b.add("Gather", {"bias_table", index}, {"values"});  // [q, k, heads]
+         *b.add("Transpose", {"values"}, {"heads_first"}).add_attribute() =
+             onnx::MakeAttribute("perm", std::vector<int64_t>{2, 0, 1});
+         b.add("Unsqueeze", {"heads_first", b.constantInts("batch", {0})}, {"output"});
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"SampleOp", "misc", "ONNX Runtime's example operator: Y is X.", 17,
        [](const Ctx&, Body& b) { b.add("Identity", {"X"}, {"Y"}); }, sameAsInput0},
       {"NhwcMaxPool", "quantization",

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Reference cases for the com.microsoft operators that ONNX Runtime runs only on its GPU
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
-GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding): their outputs
+GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
+BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, and MulInteger, which it does not run
+at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
 from each operator's definition, in the ONNX backend-test layout (ref-contrib/<case>/model.onnx,
 test_data_set_0/input_N.pb and output_N.pb). tests/engine/microsoft_ops_test.cpp runs them, as
@@ -20,13 +22,15 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "ref-contrib")
 rng = np.random.default_rng(23)
-ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32}
+ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
+        np.float16: TensorProto.FLOAT16, np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8,
+        np.bool_: TensorProto.BOOL}
 erf = np.vectorize(math.erf)
 
 
 def case(name, op, inputs, outputs, **attrs):
     """inputs: (name, array) pairs, "" for an omitted optional input; outputs: (name, float64
-    or int32 array) pairs, the float ones stored as float32."""
+    int32, bool or float16 array) pairs, float64 stored as float32."""
     given = [(n, a) for n, a in inputs if n]
     node = helper.make_node(op, [n for n, _ in inputs], [n for n, _ in outputs],
                             domain="com.microsoft", **attrs)
@@ -46,8 +50,8 @@ def case(name, op, inputs, outputs, **attrs):
             numpy_helper.from_array(a, n).SerializeToString())
     for i, (n, a) in enumerate(outputs):
         open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(
-            numpy_helper.from_array(a if a.dtype == np.int32 else a.astype(np.float32),
-                                    n).SerializeToString())
+            numpy_helper.from_array(a if a.dtype in (np.int32, np.float16, np.bool_)
+                                    else a.astype(np.float32), n).SerializeToString())
 
 
 def f32(*shape, lo=-1.0, hi=1.0):
@@ -145,6 +149,50 @@ def main():
     case("restorepadding", "RestorePadding",
          [("input", packed.astype(np.float32)), ("token_offset", offsets)],
          [("output", restored.reshape(3, 4, 2))])
+    q8 = rng.integers(-128, 128, (2, 3, 4)).astype(np.int8)
+    case("reducesuminteger", "ReduceSumInteger", [("data", q8)],
+         [("reduced", q8.astype(np.int32).sum(axis=(0, 2), keepdims=True).astype(np.int32))], axes=[0, 2],
+         keepdims=1)
+    u8 = rng.integers(0, 256, (3, 5)).astype(np.uint8)
+    case("reducesuminteger_uint8_drop", "ReduceSumInteger", [("data", u8)],
+         [("reduced", u8.astype(np.int32).sum(axis=1).astype(np.int32))], axes=[1], keepdims=0)
+    data, bias, res = f32(2, 3, 4), f32(4), f32(2, 3, 4)
+    case("biasdropout_inference", "BiasDropout",
+         [("data", data), ("bias", bias), ("residual", res), ("ratio", np.array(0.5, np.float32)),
+          ("training_mode", np.array(False))],
+         [("output", d(data) + d(bias) + d(res)), ("mask", np.ones((2, 3, 4), np.bool_))])
+    emb = f32(2, 3, 8, lo=-3, hi=3)
+    qh, qr, kh, kr = (f32(2, 2, 3, 8).astype(np.float16) for _ in range(4))
+    c, s = np.cos(d(emb))[:, None], np.sin(d(emb))[:, None]
+    case("gemmarotaryembedding", "GemmaRotaryEmbedding",
+         [("emb", emb), ("q", qh), ("q_rot", qr), ("k", kh), ("k_rot", kr)],
+         [("output1", (d(qh) * c + d(qr) * s).astype(np.float16)),
+          ("output2", (d(kh) * c + d(kr) * s).astype(np.float16))])
+    for both, name in ((0, "relativepositionbias"), (1, "relativepositionbias_bidirectional")):
+        table = f32(16, 3)
+        q_len, k_len, max_distance = 5, 40, 64
+        rel = np.arange(k_len)[None, :] - np.arange(q_len)[:, None]
+        buckets = 16 // 2 if both else 16
+        offset = (rel > 0) * buckets if both else 0
+        n = np.abs(rel) if both else -np.minimum(rel, 0)
+        max_exact = buckets // 2
+        large = max_exact + np.floor(np.log(np.maximum(n, 1) / max_exact) /
+                                     np.log(max_distance / max_exact) *
+                                     (buckets - max_exact)).astype(np.int64)
+        bucket = np.where(n < max_exact, n, np.minimum(large, buckets - 1)) + offset
+        case(name, "RelativePositionBias",
+             [("bias_table", table), ("query_length", np.array([q_len], np.int64)),
+              ("key_length", np.array([k_len], np.int64))],
+             [("output", d(table)[bucket].transpose(2, 0, 1)[None])],
+             max_distance=max_distance, is_bidirectional=both)
+    a8, b8 = rng.integers(0, 256, (2, 3)).astype(np.uint8), rng.integers(0, 256, (3,)).astype(np.uint8)
+    case("mulinteger_broadcast", "MulInteger",
+         [("A", a8), ("A_zero_point", np.array(100, np.uint8)), ("B", b8),
+          ("B_zero_point", np.array(7, np.uint8))],
+         [("C", ((a8.astype(np.int32) - 100) * (b8.astype(np.int32) - 7)).astype(np.int32))])
+    i8 = rng.integers(-128, 128, (4,)).astype(np.int8)
+    case("mulinteger_int8_nozp", "MulInteger", [("A", i8), ("", None), ("B", i8)],
+         [("C", (i8.astype(np.int32) ** 2).astype(np.int32))])
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -736,6 +736,17 @@ std::vector<GradCase> cases() {
        In{{4}, 0, 0, false, false, onnx::TensorProto::INT64, {1, 0, 0, 1}}, In{{1}}},
       {attrInts("strides", {2, 2})},
       false});
+  {
+    // In inference mode, where the dropout keeps everything and finite differences can see it.
+    GradCase c{"BiasDropout", "BiasDropout", {x234, b4, x234}};
+    c.training = false;
+    ms(c);
+  }
+  ms({"RelativePositionBias",
+      "RelativePositionBias",
+      {In{{8, 2}}, In{{1}, 0, 0, false, false, onnx::TensorProto::INT64, {3}},
+       In{{1}, 0, 0, false, false, onnx::TensorProto::INT64, {6}}},
+      {attrI("max_distance", 16), attrI("is_bidirectional", 1)}});
   ms({"UnfoldTensor",
       "UnfoldTensor",
       {In{{2, 5, 3}}},
