@@ -1677,6 +1677,15 @@ const std::vector<MsOp>& msOps() {
          b.add("Unsqueeze", {"heads_first", b.constantInts("batch", {0})}, {"output"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"WordConvEmbedding", "nn",
+       "A word embedding from characters: Sequence ([words, characters], int32 ids, 0 after a "
+       "word's end) looked up in C, each filter of W ([filters, 1, window, character size]) "
+       "with its bias B slid over the word, tanh, and the largest value over the positions: "
+       "[words, filters].",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::FLOAT);
+       }},
       {"SampleOp", "misc", "ONNX Runtime's example operator: Y is X.", 17,
        [](const Ctx&, Body& b) { b.add("Identity", {"X"}, {"Y"}); }, sameAsInput0},
       {"NhwcMaxPool", "quantization",

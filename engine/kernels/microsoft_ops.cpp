@@ -3,7 +3,7 @@
 // MurmurHash3, DynamicTimeWarping and NGramRepeatBlock. Each follows ONNX Runtime's contrib
 // definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them. Also
 // GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache,
-// CropAndResize and MaxpoolWithMask.
+// CropAndResize, MaxpoolWithMask and WordConvEmbedding.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -673,6 +673,62 @@ class MaxpoolWithMask : public Kernel {
   std::vector<int64_t> kernel_, strides_, pads_;
 };
 
+// WordConvEmbedding: a word embedding from the word's characters. Sequence ([words, chars],
+// int32 character ids, 0 after the word's end) looks its characters up in C ([vocabulary, char
+// size]); each filter of W ([filters, 1, window, char size]) with its bias B slides over the
+// word's characters, tanh, and the largest value over the positions is the filter's output:
+// Y is [words, filters].
+class WordConvEmbedding : public Kernel {
+ public:
+  explicit WordConvEmbedding(const KernelInit&) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& seq = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor& bias = ctx.input(2);
+    const Tensor& table = ctx.input(3);
+    if (seq.dtype() != DType::kInt32 || seq.rank() < 1)
+      return Status::error("Sequence must be int32 [words, characters]");
+    if (w.rank() != 4 || w.dim(1) != 1 || table.rank() != 2 || w.dim(3) != table.dim(1))
+      return Status::error("W " + shapeToString(w.shape()) + " must be [filters, 1, window, " +
+                           "character size] and C " + shapeToString(table.shape()) +
+                           " [vocabulary, character size]");
+    const int64_t filters = w.dim(0), window = w.dim(2), E = w.dim(3), vocab = table.dim(0);
+    if (bias.size() != filters)
+      return Status::error("B must have one value per filter (" + std::to_string(filters) + ")");
+    const int64_t chars = seq.dim(seq.rank() - 1), words = chars ? seq.size() / chars : 0;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, Shape{words, filters}));
+    const int32_t* ids = seq.data<int32_t>();
+    const float *wv = w.data<float>(), *bv = bias.data<float>(), *cv = table.data<float>();
+    std::vector<float> emb(chars * E);
+    for (int64_t n = 0; n < words; ++n) {
+      int64_t len = 0;
+      for (int64_t k = 0; k < chars; ++k) {
+        const int32_t id = ids[n * chars + k];
+        if (id < 0 || id >= vocab)
+          return Status::error("Sequence[" + std::to_string(n) + ", " + std::to_string(k) +
+                               "] is " + std::to_string(id) + ", outside C's " +
+                               std::to_string(vocab) + " characters");
+        if (id != 0) len = k + 1;
+        std::copy_n(cv + int64_t(id) * E, E, emb.data() + k * E);
+      }
+      const int64_t positions = std::max<int64_t>(1, std::min(len, chars) - window + 1);
+      for (int64_t f = 0; f < filters; ++f) {
+        float best = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < positions && t + window <= chars; ++t) {
+          double v = bv[f];
+          for (int64_t k = 0; k < window; ++k)
+            for (int64_t e = 0; e < E; ++e)
+              v += double(wv[(f * window + k) * E + e]) * emb[(t + k) * E + e];
+          best = std::max(best, static_cast<float>(std::tanh(v)));
+        }
+        y->data<float>()[n * filters + f] = best;
+      }
+    }
+    return Status();
+  }
+};
+
 }  // namespace
 
 void addMicrosoftKernels(KernelRegistry& r) {
@@ -685,6 +741,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
   r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
   r.add(h, "MaxpoolWithMask", 1, kMaxOpset, &makeKernel<MaxpoolWithMask>, false, ms);
+  r.add(h, "WordConvEmbedding", 1, kMaxOpset, &makeKernel<WordConvEmbedding>, false, ms);
 }
 
 }  // namespace dw::engine

@@ -135,12 +135,12 @@ MICROSOFT_SEEDS = [
     "gqa_decode_past_rotary_interleaved", "gqa_packed_rotary", "gridsample_bicubic_reflection",
     "inverse_batched", "matmulbnb4_nf4", "matmulinteger16", "matmulintegertofloat",
     "matmulnbits_2bit_k32_packed", "matmulnbits_4bit_k32_packed", "matmulnbits_4bit_k40_nozp",
-    "matmulnbits_4bit_k64_float", "mha_bias_mask_scale", "mha_past", "murmurhash3_string",
-    "ngramrepeatblock_3", "nhwcmaxpool_int8_pads_strides", "pad_constant", "qattention",
-    "qgemm_quantized", "qlinearaveragepool_channels_last_int8", "qlinearconcat_int8",
-    "qlinearglobalaveragepool_nhwc_uint8", "qlinearwhere_int8", "quickgelu", "range_int_nodelta",
-    "rotary_3d_start_interleaved", "skiplayernorm_all", "skipsimplifiedlayernorm_bias",
-    "unfoldtensor_dim1", "unique",
+    "matmulnbits_4bit_k64_float", "maxpoolwithmask_pads_strides", "mha_bias_mask_scale",
+    "mha_past", "murmurhash3_string", "ngramrepeatblock_3", "nhwcmaxpool_int8_pads_strides",
+    "pad_constant", "qattention", "qgemm_quantized", "qlinearaveragepool_channels_last_int8",
+    "qlinearconcat_int8", "qlinearglobalaveragepool_nhwc_uint8", "qlinearwhere_int8", "quickgelu",
+    "range_int_nodelta", "rotary_3d_start_interleaved", "skiplayernorm_all",
+    "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
 ]
 
 

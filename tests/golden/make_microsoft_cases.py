@@ -624,6 +624,11 @@ def main_kernels():
          [("X", xm), ("M", rng.integers(0, 2, (1, 2, 5, 5)).astype(np.int32))], ["Y"],
          kernel_shape=[3, 3], strides=[2, 2])
     case("sampleop", "SampleOp", [("X", f32(2, 3))], ["Y"])
+    words = np.array([[3, 1, 4, 1, 5, 2], [7, 2, 0, 0, 0, 0], [5, 5, 5, 6, 0, 0],
+                      [1, 0, 0, 0, 0, 0]], np.int32)
+    case("wordconvembedding", "WordConvEmbedding",
+         [("Sequence", words), ("W", f32(5, 1, 3, 4)), ("B", f32(5)), ("C", f32(8, 4))], ["Y"],
+         out_type=np.float32, embedding_size=5, conv_window_size=3, char_embedding_size=4)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
