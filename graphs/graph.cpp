@@ -143,7 +143,12 @@ std::vector<std::string> Graph::opsetRaiseConflicts(const std::string& domain, i
     if (after->version == before->version) continue;
     for (const auto& p : before->params) {
       const ParamSpec* q = after->param(p.name);
-      if (n.params.count(p.name)) {
+      if (auto set = n.params.find(p.name); set != n.params.end()) {
+        if (q && q->type == ParamType::String && !q->allowedValues.empty() &&
+            std::find(q->allowedValues.begin(), q->allowedValues.end(), set->second.asString()) ==
+                q->allowedValues.end())
+          out.push_back(describe(id) + ": its parameter '" + p.name + "' is \"" +
+                        set->second.asString() + "\", not one of " + n.type + "'s choices" + at);
         if (!q || q->type != p.type)
           out.push_back(describe(id) + ": its parameter '" + p.name + "' is " +
                         (q ? "of another type" : "not a parameter of " + n.type) + at +

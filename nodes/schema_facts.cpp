@@ -291,6 +291,41 @@ const NewOpDoc* newOpDoc(const std::string& domain, const std::string& op) {
 
 }  // namespace
 
+// The choices of string attributes that versions libonnx lacks added or changed (the facts hold
+// no enumerations): the newest entry at or below a version wins. Without one, a version keeps
+// its predecessor's choices, which held for the rest; before, an opset-20 GridSample with mode
+// "linear" or an opset-19 Pad with mode "wrap" was refused as a choice not on the list.
+static const std::vector<std::string>* newerChoices(const std::string& op, const std::string& attr,
+                                                    int version) {
+  struct Row {
+    const char* op;
+    const char* attr;
+    int since;
+    std::vector<std::string> values;
+  };
+  static const std::vector<Row> rows = {
+      {"Pad", "mode", 19, {"constant", "reflect", "edge", "wrap"}},
+      {"GridSample", "mode", 20, {"linear", "nearest", "cubic"}},
+      {"Resize", "keep_aspect_ratio_policy", 18, {"stretch", "not_larger", "not_smaller"}},
+      {"Resize",
+       "coordinate_transformation_mode",
+       19,
+       {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+        "tf_crop_and_resize"}},
+      {"ScatterElements", "reduction", 18, {"none", "add", "mul", "max", "min"}},
+      {"ScatterND", "reduction", 18, {"none", "add", "mul", "max", "min"}},
+      {"Gelu", "approximate", 20, {"none", "tanh"}},
+      {"ImageDecoder", "pixel_format", 20, {"RGB", "BGR", "Grayscale"}},
+      {"TensorScatter", "mode", 24, {"linear", "circular"}},
+      {"LinearAttention", "update_rule", 27, {"linear", "gated", "delta", "gated_delta"}},
+  };
+  const Row* best = nullptr;
+  for (const auto& r : rows)
+    if (op == r.op && attr == r.attr && r.since <= version && (!best || r.since > best->since))
+      best = &r;
+  return best ? &best->values : nullptr;
+}
+
 NodeSpec specFromFacts(const SchemaFacts& f, const NodeSpec* older,
                        const std::string& canonicalDomain) {
   NodeSpec spec;
@@ -350,6 +385,8 @@ NodeSpec specFromFacts(const SchemaFacts& f, const NodeSpec* older,
       p.type = type;
     p.name = a.name;
     p.required = a.required;
+    if (p.type == ParamType::String && (f.domain.empty() || f.domain == "ai.onnx"))
+      if (const auto* choices = newerChoices(f.op, a.name, f.since)) p.allowedValues = *choices;
     if (a.defaultValue) {
       p.defaultValue = *a.defaultValue;
       if (p.type == ParamType::Bool) p.defaultValue->type = ParamType::Bool;

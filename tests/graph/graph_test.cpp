@@ -98,6 +98,42 @@ TEST(Graph, NewerOpsInferTheirOutputs) {
   EXPECT_EQ(formatType(m->graph().output(1).type()), "int32[3,5]");
 }
 
+// String parameters whose choices a newer version changed offer that version's: GridSample's
+// modes were renamed at 20, Pad gained wrap at 19, Gelu (20) takes none or tanh.
+TEST(Graph, NewerVersionsHaveTheirOwnChoices) {
+  auto at = [](int opset) {
+    Graph g;
+    ModelInfo info = g.info();
+    info.opsets[kOnnxDomain] = opset;
+    g.setInfo(info);
+    return g;
+  };
+  Graph g17 = at(17);
+  NodeId gs = *g17.addNode(kOnnxDomain, "GridSample");
+  EXPECT_TRUE(g17.setParam(gs, "mode", Param::makeString("bilinear")).ok());
+  EXPECT_FALSE(g17.setParam(gs, "mode", Param::makeString("linear")).ok());
+  Graph g20 = at(20);
+  gs = *g20.addNode(kOnnxDomain, "GridSample");
+  EXPECT_TRUE(g20.setParam(gs, "mode", Param::makeString("linear")).ok());
+  auto refused = g20.setParam(gs, "mode", Param::makeString("bilinear"));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("linear, nearest"), std::string::npos) << refused.message();
+  NodeId pad = *g20.addNode(kOnnxDomain, "Pad");
+  EXPECT_TRUE(g20.setParam(pad, "mode", Param::makeString("wrap")).ok());
+  NodeId gelu = *g20.addNode(kOnnxDomain, "Gelu");
+  EXPECT_EQ(g20.spec(gelu)->param("approximate")->allowedValues,
+            (std::vector<std::string>{"none", "tanh"}));
+  NodeId pad17 = *g17.addNode(kOnnxDomain, "Pad");
+  EXPECT_FALSE(g17.setParam(pad17, "mode", Param::makeString("wrap")).ok());
+  // A GridSample set to bilinear at 17 blocks the raise to 20, which renamed that mode.
+  ASSERT_TRUE(g17.setParam(g17.nodes().begin()->first, "mode", Param::makeString("bilinear")).ok());
+  const auto conflicts = g17.opsetRaiseConflicts(kOnnxDomain, 20);
+  ASSERT_FALSE(conflicts.empty());
+  EXPECT_NE(conflicts[0].find("\"bilinear\", not one of GridSample's choices at opset 20"),
+            std::string::npos)
+      << conflicts[0];
+}
+
 TEST(Graph, ParamsAreValidated) {
   Graph g;
   NodeId gemm = *g.addNode(kOnnxDomain, "Gemm");
