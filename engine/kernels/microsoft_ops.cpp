@@ -160,9 +160,8 @@ class MurmurHash3 : public Kernel {
 // DynamicTimeWarping: the cheapest monotonic path through a cost matrix ([rows, cols], or
 // [1, rows, cols]) from its first cell to its last, stepping down, right or diagonally, as
 // Whisper aligns tokens to audio frames: output [2, path length] int32, the row and the column
-// of each cell on the path. Ties prefer, in order, the diagonal... as ONNX Runtime's does: a
-// diagonal step only when strictly cheapest, then a step down only when strictly cheapest,
-// else a step right.
+// of each cell on the path. Ties break as ONNX Runtime's do: a diagonal step only when strictly
+// cheapest, then a step down only when strictly cheapest, else a step right.
 class DynamicTimeWarping : public Kernel {
  public:
   explicit DynamicTimeWarping(const KernelInit&) {}
