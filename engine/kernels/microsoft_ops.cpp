@@ -4,6 +4,7 @@
 // definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them. Also
 // GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache,
 // CropAndResize, MaxpoolWithMask and WordConvEmbedding.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -353,6 +354,12 @@ class GroupQueryAttention : public Kernel {
     if (totalT.dtype() != DType::kInt32 || totalT.size() != 1)
       return Status::error("total_sequence_length must be one int32");
     const int64_t total = totalT.data<int32_t>()[0];
+    // A longer total than the past and the new tokens hold would only size the present caches
+    // (2^31 of them took 8 GB) with nothing to put there.
+    if (total < 1 || total > P + S)
+      return Status::error("total_sequence_length is " + std::to_string(total) +
+                           "; it must be between 1 and the past's " + std::to_string(P) +
+                           " plus the " + std::to_string(S) + " new tokens");
     const bool prompt = S == total;
     const int64_t present = std::max(P, total);
     std::vector<int64_t> past(B);
@@ -549,9 +556,9 @@ class CropAndResize : public Kernel {
     if (size.dtype() != DType::kInt32 || size.size() != 2)
       return Status::error("crop_size must be int32 [2] (height, width)");
     const int64_t ch = size.data<int32_t>()[0], cw = size.data<int32_t>()[1];
-    if (ch <= 0 || cw <= 0)
+    if (ch <= 0 || cw <= 0 || ch * cw > (int64_t{1} << 31))
       return Status::error("crop_size (" + std::to_string(ch) + ", " + std::to_string(cw) +
-                           ") must be positive");
+                           ") must be positive, and at most 2^31 values a crop");
     const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
     for (int64_t r = 0; r < R; ++r)
       if (index.data<int32_t>()[r] < 0 || index.data<int32_t>()[r] >= N)
@@ -576,7 +583,8 @@ class CropAndResize : public Kernel {
             for (int64_t j = 0; j < cw; ++j) {
               const double ix = cw > 1 ? x1 * (W - 1) + j * ws : 0.5 * (x1 + x2) * (W - 1);
               T& v = o[i * cw + j];
-              if (iy < 0 || iy > H - 1 || ix < 0 || ix > W - 1) {
+              // Written so that a NaN coordinate (a NaN in rois) is outside too.
+              if (!(iy >= 0 && iy <= H - 1 && ix >= 0 && ix <= W - 1)) {
                 v = static_cast<T>(extrapolation_);
                 continue;
               }
@@ -622,9 +630,16 @@ class MaxpoolWithMask : public Kernel {
     if (kernel_.size() != 2) fail("kernel_shape must have 2 values (2-D pooling)");
     if (strides_.empty()) strides_ = {1, 1};
     if (pads_.empty()) pads_ = {0, 0, 0, 0};
-    if (strides_.size() != 2 || pads_.size() != 4 || strides_[0] < 1 || strides_[1] < 1 ||
-        kernel_.size() == 2 && (kernel_[0] < 1 || kernel_[1] < 1))
-      fail("strides (2 positive values), pads (4) and kernel_shape (2 positive) do not fit");
+    // Bounded, so that no size computed from them overflows.
+    auto within = [](const std::vector<int64_t>& v, int64_t lo) {
+      return std::all_of(v.begin(), v.end(),
+                         [lo](int64_t x) { return x >= lo && x <= (int64_t{1} << 30); });
+    };
+    if (strides_.size() != 2 || pads_.size() != 4 || !within(strides_, 1) || !within(pads_, 0) ||
+        !within(kernel_, 1))
+      fail(
+          "strides (2 values), pads (4) and kernel_shape (2) must be positive (pads at least 0) "
+          "and at most 2^30");
   }
 
   Status compute(KernelContext& ctx) override {

@@ -8,9 +8,11 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "engine/conformance.h"
@@ -199,6 +201,58 @@ TEST(MicrosoftOps, BadNodesAreNamedErrors) {
     EXPECT_NE(message.find("'bad' (" + c.op), std::string::npos) << message;
     EXPECT_NE(message.find(c.want), std::string::npos) << message;
   }
+}
+
+// A golden case's inputs (test_data_set_0/input_N.pb), by name.
+std::map<std::string, dw::engine::Tensor> caseInputs(const fs::path& dir) {
+  std::map<std::string, dw::engine::Tensor> in;
+  for (int i = 0;; ++i) {
+    const fs::path p = dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) break;
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    onnx::TensorProto t;
+    EXPECT_TRUE(t.ParseFromString(ss.str())) << p;
+    auto tensor = dw::engine::tensorFromProto(t);
+    EXPECT_TRUE(tensor.ok()) << tensor.message();
+    if (tensor.ok()) in[t.name()] = *tensor;
+  }
+  return in;
+}
+
+// Inputs that would make the new kernels read out of bounds or size huge outputs are errors
+// that say which input and why.
+TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
+  (void)dw::Catalogue::instance();
+  const fs::path golden = fs::path(DW_SOURCE_DIR) / "tests/golden/ort-contrib";
+  auto run = [&](const std::string& name, auto edit) {
+    auto session = dw::engine::InferenceSession::create(load(golden / name / "model.onnx"));
+    EXPECT_TRUE(session.ok()) << session.message();
+    auto in = caseInputs(golden / name);
+    edit(in);
+    return (*session)->run(in);
+  };
+  // total_sequence_length far beyond the past and the new tokens: 2^31 - 1 sized the present
+  // caches at 8 GB.
+  auto r = run("gqa_prompt", [](auto& in) {
+    in["total_sequence_length"].template data<int32_t>()[0] = 2147483647;
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("total_sequence_length is 2147483647"), std::string::npos)
+      << r.message();
+  // A NaN region samples nothing: every value is the extrapolation value.
+  r = run("cropandresize_bilinear",
+          [](auto& in) { in["rois"].template data<float>()[0] = std::nanf(""); });
+  ASSERT_TRUE(r.ok()) << r.message();
+  const auto& y = r->at("Y");
+  const int64_t perRegion = y.size() / y.dim(0);
+  for (int64_t i = 0; i < perRegion; ++i) EXPECT_EQ(y.template data<float>()[i], -1.0f) << i;
+  // A region of an image the batch does not have.
+  r = run("cropandresize_bilinear",
+          [](auto& in) { in["batch_indices"].template data<int32_t>()[1] = 7; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("batch_indices[1] is 7"), std::string::npos) << r.message();
 }
 
 // QLinearReduceMean, which ONNX Runtime 1.30's CPU build does not run: uint8 data dequantized,
