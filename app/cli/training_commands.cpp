@@ -175,20 +175,30 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   // that arrives before the first step: fit() then ends at once. (Before, it arrived ahead of
   // the handlers while the checkpoint loaded, and ended the process, which mpirun reported as a
   // failed job.) mpirun answers Ctrl-C by sending its processes SIGTERM (then SIGKILL a moment
-  // later): under it, SIGTERM stops training as Ctrl-C does, in time to save the checkpoint.
+  // later): under it, SIGTERM stops training as Ctrl-C does. Open MPI 4.1's SIGTERM came only
+  // as its kill timeout (odls_base_sigkill_timeout) ran out, the SIGKILL just after, so a slow
+  // step lost the checkpoint. SIGUSR1, which mpirun passes on to every process at once, stops
+  // them all too, with no kill behind it: `kill -USR1 <mpirun's pid>`.
   struct Handlers {
     explicit Handlers(bool term) : term(term) {
       gInterrupted = false;
       oldInt = std::signal(SIGINT, onSigint);
-      if (term) oldTerm = std::signal(SIGTERM, onSigint);
+      if (term) {
+        oldTerm = std::signal(SIGTERM, onSigint);
+        oldUsr1 = std::signal(SIGUSR1, onSigint);
+      }
     }
     ~Handlers() {
       std::signal(SIGINT, oldInt);
-      if (term) std::signal(SIGTERM, oldTerm);
+      if (term) {
+        std::signal(SIGTERM, oldTerm);
+        std::signal(SIGUSR1, oldUsr1);
+      }
     }
     bool term;
     void (*oldInt)(int) = SIG_DFL;
     void (*oldTerm)(int) = SIG_DFL;
+    void (*oldUsr1)(int) = SIG_DFL;
   } handlers(comm != nullptr);
   Setup& st = s.value();
   Trainer& tr = *st.trainer;
