@@ -98,6 +98,15 @@ class Body {
     *add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value_ints", v);
     return name;
   }
+  // ReduceMean of `in` over `axes` into `out`, its axes spelled for the opset the body is read
+  // at: an input since 18, an attribute before.
+  onnx::NodeProto& reduceMean(const std::string& in, const std::vector<int64_t>& axes,
+                              const std::string& out) {
+    if (opset >= 18) return add("ReduceMean", {in, constantInts(out + "_axes", axes)}, {out});
+    onnx::NodeProto& n = add("ReduceMean", {in}, {out});
+    *n.add_attribute() = onnx::MakeAttribute("axes", axes);
+    return n;
+  }
   // An int64 scalar (Range's bounds and step).
   std::string scalarInt(const std::string& name, int64_t v) {
     onnx::TensorProto t;
@@ -330,15 +339,10 @@ void groupNormBody(const Ctx& c, Body& b, const std::string& x, const std::strin
   b.add("Reshape", {nchw, b.constantInts("gn_grouped", {0, groups, -1})}, {"gn_g"});
   // Each group of each sample normalized in the [N, groups, rest] view, in ops that have
   // gradients (InstanceNormalization has none).
-  auto meanLast = [&](const std::string& in, const std::string& out) {
-    auto& n = b.opset >= 18 ? b.add("ReduceMean", {in, b.constantInts(out + "_axes", {-1})}, {out})
-                            : b.add("ReduceMean", {in}, {out});
-    if (b.opset < 18) *n.add_attribute() = onnx::MakeAttribute("axes", std::vector<int64_t>{-1});
-  };
-  meanLast("gn_g", "gn_mean");
+  b.reduceMean("gn_g", {-1}, "gn_mean");
   b.add("Sub", {"gn_g", "gn_mean"}, {"gn_centered"});
   b.add("Mul", {"gn_centered", "gn_centered"}, {"gn_sq"});
-  meanLast("gn_sq", "gn_var");
+  b.reduceMean("gn_sq", {-1}, "gn_var");
   b.add("Add", {"gn_var", b.constantLike("gn_eps", floatAttr(c, "epsilon", 1e-5f), "gn_var")},
         {"gn_var_eps"});
   b.add("Sqrt", {"gn_var_eps"}, {"gn_std"});
@@ -915,12 +919,8 @@ const std::vector<MsOp>& msOps() {
          const auto* axes = attr(c, "axes", onnx::AttributeProto::INTS);
          if (!axes) throw std::invalid_argument("the axes attribute is required");
          const std::vector<int64_t> list(axes->ints().begin(), axes->ints().end());
-         // Opset 18 moved ReduceMean's axes from an attribute to an input.
-         auto& mean = b.opset >= 18
-                          ? b.add("ReduceMean", {x, b.constantInts("axes", list)}, {"reduced_f"})
-                          : b.add("ReduceMean", {x}, {"reduced_f"});
-         if (b.opset < 18) *mean.add_attribute() = onnx::MakeAttribute("axes", list);
-         *mean.add_attribute() = onnx::MakeAttribute("keepdims", intAttr(c, "keepdims", 1));
+         *b.reduceMean(x, list, "reduced_f").add_attribute() =
+             onnx::MakeAttribute("keepdims", intAttr(c, "keepdims", 1));
          quantize(c, b, "reduced_f", "reduced_scale", "reduced_zero_point", 4, "data", "reduced");
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
@@ -1197,12 +1197,7 @@ const std::vector<MsOp>& msOps() {
                "output 1 (mean) is not computed by the simplified normalization; leave it out");
          const std::string s = skipSum(c, b, 3);
          b.add("Mul", {s, s}, {"sq"});
-         // The axes became an input at opset 18.
-         if (b.opset >= 18)
-           b.add("ReduceMean", {"sq", b.constantInts("last", {-1})}, {"ms"});
-         else
-           *b.add("ReduceMean", {"sq"}, {"ms"}).add_attribute() =
-               onnx::MakeAttribute("axes", std::vector<int64_t>{-1});
+         b.reduceMean("sq", {-1}, "ms");
          b.add("Add", {"ms", b.constantLike("eps", floatAttr(c, "epsilon", 1e-12f), "ms")},
                {"ms_eps"});
          b.add("Sqrt", {"ms_eps"}, {"rms"});

@@ -1123,11 +1123,13 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
   const onnx::OpSchema* newOpSchema(const std::string& op, int maxVersion) const {
     const SchemaFacts* f = schemaFacts("", op, maxVersion);
     if (!f || f->fromLibonnx) return nullptr;
-    auto infer = newOpInference(op);
-    if (!infer) return nullptr;
     std::lock_guard<std::mutex> lock(m_);
-    auto& slot = made_[f];
-    if (!slot) {
+    // Made once per version, or null once for an op without inference.
+    auto [it, fresh] = made_.try_emplace(f);
+    auto& slot = it->second;
+    if (fresh) {
+      auto infer = newOpInference(op);
+      if (!infer) return nullptr;
       auto schema = std::make_unique<onnx::OpSchema>(
           onnxSchemaOf(specFromFacts(*f, nullptr, "ai.onnx"), "", false));
       schema->TypeAndShapeInferenceFunction(
