@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -94,8 +95,14 @@ class Body {
     add("CastLike", {name + "_f", like}, {name});
     return name;
   }
+  // As a tensor `value` rather than value_ints: libonnx's shape inference reads a Constant's
+  // data only from `value`, and a Reshape to these dims would leave its output's rank unknown.
   std::string constantInts(const std::string& name, const std::vector<int64_t>& v) {
-    *add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value_ints", v);
+    onnx::TensorProto t;
+    t.set_data_type(onnx::TensorProto::INT64);
+    t.add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t.add_int64_data(x);
+    *add("Constant", {}, {name}).add_attribute() = onnx::MakeAttribute("value", t);
     return name;
   }
   // ReduceMean of `in` over `axes` into `out`, its axes spelled for the opset the body is read
@@ -265,6 +272,173 @@ int rankOf(const Ctx& c, int input, const char* port) {
     throw std::invalid_argument(std::string("the rank of ") + port +
                                 " must be known (declare its shape)");
   return r;
+}
+
+// Channels-last tensors ([N, spatial..., C]) through ONNX's channels-first ops: the
+// permutation to channels first and the one back, for input `input` (3 or more dimensions).
+struct ChannelPerms {
+  std::vector<int64_t> toFirst{0}, toLast{0};
+};
+ChannelPerms channelPerms(const Ctx& c, int input, const char* port) {
+  const int rank = rankOf(c, input, port);
+  if (rank < 3)
+    throw std::invalid_argument(std::string(port) + " has " + std::to_string(rank) +
+                                " dimension(s); it needs 3 or more");
+  ChannelPerms p;
+  p.toFirst.push_back(rank - 1);
+  for (int a = 1; a < rank - 1; ++a) p.toFirst.push_back(a);
+  for (int a = 2; a < rank; ++a) p.toLast.push_back(a);
+  p.toLast.push_back(1);
+  return p;
+}
+void transpose(Body& b, const std::string& in, const std::string& out,
+               const std::vector<int64_t>& perm) {
+  *b.add("Transpose", {in}, {out}).add_attribute() = onnx::MakeAttribute("perm", perm);
+}
+
+// BitmaskDropout and BitmaskBiasDropout: Dropout of `x` (ratio and training_mode at those
+// inputs), the output into `out`, and its mask packed 32 to a uint32 (element i is bit i % 32 of
+// word i / 32). The bits past the last element are set in inference, as ONNX Runtime fills the
+// whole mask there, and clear in training.
+void bitmaskDropout(const Ctx& c, Body& b, const std::string& x, int ratio, int training,
+                    const std::string& out) {
+  auto& drop = b.add(
+      "Dropout", {x, c.hasInput(ratio) ? "ratio" : "", c.hasInput(training) ? "training_mode" : ""},
+      {out, c.hasOutput(1) ? "keep" : ""});
+  Body::copy(c, drop, {"seed"});
+  if (!c.hasOutput(1)) return;
+  b.need("ReduceSum with axes as an input", 13);
+  constexpr int kInt64 = onnx::TensorProto::INT64;
+  const std::string one = b.constantInts("one_dim", {1});
+  // 1 where the node runs as inference (Dropout's rule: not training, or a ratio of 0).
+  std::string fill = b.constantInts("inference", {1});
+  if (c.hasInput(training)) {
+    std::string training_on = b.cast("training_mode", kInt64, "training_on");
+    if (c.hasInput(ratio)) {
+      b.add("Equal", {"ratio", b.constantLike("ratio_zero", 0.0f, "ratio")}, {"ratio_is_zero"});
+      b.add("Not", {"ratio_is_zero"}, {"ratio_nonzero"});
+      b.add("Mul", {training_on, b.cast("ratio_nonzero", kInt64, "ratio_on")}, {"dropping"});
+      training_on = "dropping";
+    }
+    b.add("Sub", {"inference", training_on}, {"fill_bit"});
+    b.add("Reshape", {"fill_bit", one}, {"fill_one"});
+    fill = "fill_one";
+  }
+  b.add("Reshape", {b.cast("keep", kInt64, "keep_i"), b.constantInts("flat", {-1})}, {"bits"});
+  b.add("Size", {"keep"}, {"count"});
+  const std::string word = b.scalarInt("word", 32);
+  b.add("Mod", {"count", word}, {"over"});
+  b.add("Sub", {word, "over"}, {"short"});
+  b.add("Mod", {"short", word}, {"tail"});
+  b.add("Reshape", {"tail", one}, {"tail_len"});
+  b.add("Expand", {fill, "tail_len"}, {"tail_bits"});
+  *b.add("Concat", {"bits", "tail_bits"}, {"padded"}).add_attribute() =
+      onnx::MakeAttribute("axis", int64_t{0});
+  b.add("Reshape", {"padded", b.constantInts("words_shape", {-1, 32})}, {"words_bits"});
+  std::vector<int64_t> weights(32);
+  for (int k = 0; k < 32; ++k) weights[k] = int64_t{1} << k;
+  b.add("Mul", {"words_bits", b.constantInts("bit_values", weights)}, {"bit_words"});
+  *b.add("ReduceSum", {"bit_words", b.constantInts("bit_axis", {1})}, {"words"}).add_attribute() =
+      onnx::MakeAttribute("keepdims", int64_t{0});
+  b.cast("words", onnx::TensorProto::UINT32, "mask");
+}
+void bitmaskDropoutInference(onnx::InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+  if (ctx.getNumOutputs() < 2) return;
+  onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::UINT32);
+  onnx::TensorShapeProto words;
+  auto* dim = words.add_dim();
+  if (onnx::hasInputShape(ctx, 0)) {
+    int64_t n = 1;
+    bool known = true;
+    for (const auto& d : onnx::getInputShape(ctx, 0).dim()) {
+      known &= d.has_dim_value();
+      if (known) n *= d.dim_value();
+    }
+    if (known) dim->set_dim_value((n + 31) / 32);
+  }
+  onnx::updateOutputShape(ctx, 1, words);
+}
+
+// The number of elements along the last `count` axes of `in`, as a float scalar of the type
+// of `like` (for the FFTs' scaling).
+std::string signalSize(Body& b, const std::string& in, int64_t count, const std::string& like,
+                       const std::string& out) {
+  b.add("Shape", {in}, {out + "_shape"});
+  b.add("Slice",
+        {out + "_shape", b.constantInts(out + "_from", {-count}),
+         b.constantInts(out + "_to", {std::numeric_limits<int64_t>::max()})},
+        {out + "_dims"});
+  *b.add("ReduceProd", {out + "_dims"}, {out + "_n"}).add_attribute() =
+      onnx::MakeAttribute("keepdims", int64_t{0});
+  b.add("CastLike", {out + "_n", like}, {out});
+  return out;
+}
+
+// Rfft (inverse false) and Irfft: torch's old rfft and irfft over the last signal_ndim axes of
+// a real signal, the spectrum as a last axis of (real, imaginary), through ONNX's DFT.
+void fftBody(const Ctx& c, Body& b, bool inverse) {
+  const int64_t dims = intAttr(c, "signal_ndim", 1);
+  const bool onesided = intAttr(c, "onesided", 1) != 0,
+             normalized = intAttr(c, "normalized", 0) != 0;
+  const int rank = rankOf(c, 0, "X");
+  const int signalRank = inverse ? rank - 1 : rank;  // without the complex axis
+  if (dims < 1 || dims > 3 || dims > signalRank)
+    throw std::invalid_argument("signal_ndim is " + std::to_string(dims) +
+                                "; it must be 1, 2 or 3 and "
+                                "no more than the " +
+                                std::to_string(signalRank) + " signal dimension(s) of X");
+  auto dft = [&](const std::string& in, const std::string& out, int64_t axis, bool side) {
+    auto& n = b.add("DFT", {in}, {out});
+    *n.add_attribute() = onnx::MakeAttribute("axis", axis);
+    *n.add_attribute() = onnx::MakeAttribute("inverse", int64_t{inverse});
+    *n.add_attribute() = onnx::MakeAttribute("onesided", int64_t{side});
+  };
+  // The signal axes of the complex tensor, whose last axis is (real, imaginary).
+  const int64_t last = signalRank - 1, first = signalRank - dims;
+  std::string y;
+  if (!inverse) {
+    b.add("Unsqueeze", {"X", b.constantInts("complex_axis", {-1})}, {"x_c"});
+    dft("x_c", "f_last", last, onesided);
+    y = "f_last";
+    for (int64_t a = first; a < last; ++a) {
+      dft(y, "f_" + std::to_string(a), a, false);
+      y = "f_" + std::to_string(a);
+    }
+  } else {
+    y = "X";
+    for (int64_t a = first; a < last; ++a) {
+      dft(y, "f_" + std::to_string(a), a, false);
+      y = "f_" + std::to_string(a);
+    }
+    if (onesided) {
+      // The half spectrum X[0..m) of a real signal of 2m - 1 samples (the length ONNX Runtime
+      // gives it) stands for the whole: X[k] for k >= m is conj(X[2m - 1 - k]).
+      b.add("Slice",
+            {y, b.constantInts("mirror_from", {-1}), b.constantInts("mirror_to", {0}),
+             b.constantInts("mirror_axis", {last}), b.constantInts("mirror_step", {-1})},
+            {"mirrored"});
+      b.add("Mul", {"mirrored", b.constantFloatsLike("conjugate", {1.0f, -1.0f}, "X")},
+            {"conjugated"});
+      *b.add("Concat", {y, "conjugated"}, {"whole"}).add_attribute() =
+          onnx::MakeAttribute("axis", last);
+      y = "whole";
+    }
+    dft(y, "f_inverse", last, false);
+    *b.add("Gather", {"f_inverse", b.scalarInt("real_part", 0)}, {"real"}).add_attribute() =
+        onnx::MakeAttribute("axis", int64_t{-1});
+    y = "real";
+  }
+  const std::string out = "Y";
+  if (!normalized) {
+    b.add("Identity", {y}, {out});
+    return;
+  }
+  // Orthonormal: 1/sqrt(n) both ways, where DFT's inverse already divided by n.
+  const std::string n = signalSize(b, inverse ? y : "X", dims, "X", "signal_n");
+  b.add("Sqrt", {n}, {"sqrt_n"});
+  b.add(inverse ? "Mul" : "Div", {y, "sqrt_n"}, {out});
 }
 
 // FusedMatMul and TransposeMatMul: alpha * op(A) @ op(B), into `out`.
@@ -1589,6 +1763,182 @@ const std::vector<MsOp>& msOps() {
          if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
          if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::BOOL);
        }},
+      {"BitmaskDropout", "nn",
+       "Dropout (ratio, training_mode, seed as Dropout's) whose mask comes packed, 32 elements "
+       "to a uint32: element i kept is bit i % 32 of word i / 32.",
+       17, [](const Ctx& c, Body& b) { bitmaskDropout(c, b, "data", 1, 2, "output"); },
+       bitmaskDropoutInference},
+      {"BitmaskBiasDropout", "nn", "BitmaskDropout of data + bias, plus the optional residual.", 17,
+       [](const Ctx& c, Body& b) {
+         b.add("Add", {"data", "bias"}, {"biased"});
+         bitmaskDropout(c, b, "biased", 3, 4, c.hasInput(2) ? "dropped" : "output");
+         if (c.hasInput(2)) b.add("Add", {"dropped", "residual"}, {"output"});
+       },
+       bitmaskDropoutInference},
+      {"BiasSoftmax", "nn",
+       "Softmax of data + bias (bias broadcasting as in Add) over the axes from axis on, taken "
+       "together as Softmax did before opset 13. is_inner_broadcast only says how bias lines "
+       "up, for ONNX Runtime's GPU kernel; the broadcast already does.",
+       17,
+       [](const Ctx& c, Body& b) {
+         b.add("Add", {"data", "bias"}, {"sum"});
+         *b.add("Flatten", {"sum"}, {"rows"}).add_attribute() =
+             onnx::MakeAttribute("axis", intAttr(c, "axis", 1));
+         *b.add("Softmax", {"rows"}, {"soft"}).add_attribute() =
+             onnx::MakeAttribute("axis", int64_t{1});
+         b.add("Shape", {"sum"}, {"shape"});
+         b.add("Reshape", {"soft", "shape"}, {"output"});
+       },
+       sameAsInput0},
+      {"NhwcConv", "nn",
+       "Conv (the same attributes) on X laid out channels last, [N, spatial..., C], with W as "
+       "[M, kernel..., C / group] and Y channels last too.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const ChannelPerms p = channelPerms(c, 0, "X");
+         transpose(b, "X", "X_first", p.toFirst);
+         transpose(b, "W", "W_first", p.toFirst);
+         Body::copy(c, b.add("Conv", {"X_first", "W_first", c.hasInput(2) ? "B" : ""}, {"conv"}),
+                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+         transpose(b, "conv", "Y", p.toLast);
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"NhwcFusedConv", "nn",
+       "NhwcConv whose output, plus the optional Z (channels last), goes through FusedConv's "
+       "activation (activation, activation_params).",
+       17,
+       [](const Ctx& c, Body& b) {
+         const ChannelPerms p = channelPerms(c, 0, "X");
+         transpose(b, "X", "X_first", p.toFirst);
+         transpose(b, "W", "W_first", p.toFirst);
+         Body::copy(c, b.add("Conv", {"X_first", "W_first", c.hasInput(2) ? "B" : ""}, {"conv"}),
+                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+         transpose(b, "conv", "conv_last", p.toLast);
+         std::string y = "conv_last";
+         if (c.hasInput(3)) b.add("Add", {"conv_last", "Z"}, {y = "sum"});
+         const auto* a = attr(c, "activation_params", onnx::AttributeProto::FLOATS);
+         convActivation(
+             b, stringAttr(c, "activation"),
+             a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{},
+             y, "Y");
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"Rfft", "math",
+       "The discrete Fourier transform of a real X over its last signal_ndim axes (1 to 3), as "
+       "[..., 2] of (real, imaginary): the last axis n / 2 + 1 long with onesided (the default), "
+       "else n. normalized scales by 1 / sqrt(n) (ONNX Runtime takes only 0).",
+       17, [](const Ctx& c, Body& b) { fftBody(c, b, false); },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (!onnx::hasInputShape(ctx, 0)) return;
+         onnx::TensorShapeProto y = onnx::getInputShape(ctx, 0);
+         if (y.dim_size() < 1) return;
+         const auto* side = ctx.getAttribute("onesided");
+         auto* last = y.mutable_dim(y.dim_size() - 1);
+         if (!side || side->i() != 0) {
+           if (last->has_dim_value())
+             last->set_dim_value(last->dim_value() / 2 + 1);
+           else
+             last->Clear();
+         }
+         y.add_dim()->set_dim_value(2);
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
+      {"Irfft", "math",
+       "The inverse of Rfft: a real signal from its spectrum X ([..., 2] of real, imaginary) "
+       "over the last signal_ndim axes. With onesided (the default) the last axis holds the "
+       "half spectrum, m values of a signal 2m - 1 long, as ONNX Runtime sizes it; else the "
+       "whole, and Y is the real part. Divided by n, or by sqrt(n) with normalized.",
+       17, [](const Ctx& c, Body& b) { fftBody(c, b, true); },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (!onnx::hasInputShape(ctx, 0)) return;
+         const auto& x = onnx::getInputShape(ctx, 0);
+         if (x.dim_size() < 2) return;
+         onnx::TensorShapeProto y;
+         for (int d = 0; d + 1 < x.dim_size(); ++d) *y.add_dim() = x.dim(d);
+         const auto* side = ctx.getAttribute("onesided");
+         auto* last = y.mutable_dim(y.dim_size() - 1);
+         if (!side || side->i() != 0) {
+           if (last->has_dim_value())
+             last->set_dim_value(2 * last->dim_value() - 1);
+           else
+             last->Clear();
+         }
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
+      {"GatedRelativePositionBias", "nn",
+       "A relative position bias gated per query: with q = query_layer + query_bias split into "
+       "num_heads heads, and g = q weight + bias ([..., D]) summed over its halves into u and "
+       "r after a sigmoid each, output = (u (r eco_a - 1) + 2) rel_pos, [B, heads, S, S]. "
+       "Packed queries ([tokens, hidden]) name their places with token_offset, as "
+       "RestorePadding's; the padding rows are query_bias alone.",
+       17,
+       [](const Ctx& c, Body& b) {
+         const int64_t heads = intAttr(c, "num_heads", 0);
+         if (heads < 1) throw std::invalid_argument("num_heads must be 1 or more");
+         std::string q = "query";
+         b.add("Add", {"query_layer", "query_bias"}, {"query"});
+         if (c.hasInput(6)) {
+           // Rows for every cell of [B, S], the packed tokens first and query_bias for the
+           // padding, put where token_offset says.
+           b.add("Shape", {"token_offset"}, {"bs"});
+           *b.add("ReduceProd", {"bs"}, {"cells"}).add_attribute() =
+               onnx::MakeAttribute("keepdims", int64_t{1});
+           b.add("Shape", {"query_layer"}, {"q_shape"});
+           b.add("Slice", {"q_shape", b.constantInts("zero", {0}), b.constantInts("one", {1})},
+                 {"tokens"});
+           b.add("Slice", {"q_shape", "one", b.constantInts("two", {2})}, {"hidden"});
+           b.add("Sub", {"cells", "tokens"}, {"padding"});
+           *b.add("Concat", {"padding", "hidden"}, {"padding_shape"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{0});
+           b.add("Expand", {"query_bias", "padding_shape"}, {"padding_rows"});
+           *b.add("Concat", {"query", "padding_rows"}, {"rows"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{0});
+           b.add("Reshape",
+                 {b.cast("token_offset", onnx::TensorProto::INT64, "offsets"),
+                  b.constantInts("column", {-1, 1})},
+                 {"places"});
+           // token_offset names every cell once, so rows serves as the scattered shape too.
+           b.add("ScatterND", {"rows", "places", "rows"}, {"cell_rows"});
+           *b.add("Concat", {"bs", "hidden"}, {"padded_shape"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{0});
+           b.add("Reshape", {"cell_rows", "padded_shape"}, {q = "query_padded"});
+         }
+         b.add("Reshape", {q, b.constantInts("head_split", {0, 0, heads, -1})}, {"q_heads"});
+         transpose(b, "q_heads", "q_bnsh", {0, 2, 1, 3});
+         b.add("MatMul", {"q_bnsh", "weight"}, {"qw"});
+         b.add("Add", {"qw", "bias"}, {"g"});
+         b.add("Reshape", {"g", b.constantInts("halves", {0, 0, 0, 2, -1})}, {"g_halves"});
+         *b.add("ReduceSum", {"g_halves", b.constantInts("within", {-1})}, {"g_sums"})
+              .add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
+         b.add("Sigmoid", {"g_sums"}, {"gates"});
+         b.add("Slice",
+               {"gates", b.constantInts("u_at", {0}), b.constantInts("r_at", {1}),
+                b.constantInts("gate_axis", {-1})},
+               {"u"});
+         b.add("Slice", {"gates", "r_at", b.constantInts("end_at", {2}), "gate_axis"}, {"r"});
+         b.add("Mul", {"r", "eco_a"}, {"r_a"});
+         b.add("Sub", {"r_a", b.constantLike("one_f", 1.0f, "r_a")}, {"r_a_1"});
+         b.add("Mul", {"u", "r_a_1"}, {"u_r"});
+         b.add("Add", {"u_r", b.constantLike("two_f", 2.0f, "u_r")}, {"gate"});
+         b.add("Mul", {"gate", "rel_pos"}, {"output"});
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         const auto* h = ctx.getAttribute("num_heads");
+         const bool packed = ctx.getNumInputs() > 6 && ctx.getInputType(6);
+         const int from = packed ? 6 : 0;
+         if (!h || !onnx::hasInputShape(ctx, from)) return;
+         const auto& s = onnx::getInputShape(ctx, from);
+         if (s.dim_size() != (packed ? 2 : 3)) return;
+         onnx::TensorShapeProto y;
+         *y.add_dim() = s.dim(0);
+         y.add_dim()->set_dim_value(h->i());
+         *y.add_dim() = s.dim(1);
+         *y.add_dim() = s.dim(1);
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
       {"GemmaRotaryEmbedding", "nn",
        "Gemma's rotary embedding: output1 = q cos(emb) + q_rot sin(emb) and output2 = k cos(emb) "
        "+ k_rot sin(emb), emb ([B, S, size]) broadcast over the heads of q and k ([B, heads, S, "
@@ -1688,20 +2038,11 @@ const std::vector<MsOp>& msOps() {
        "attributes.",
        17,
        [](const Ctx& c, Body& b) {
-         const int rank = rankOf(c, 0, "x");
-         if (rank < 3)
-           throw std::invalid_argument("x has " + std::to_string(rank) +
-                                       " dimension(s); it needs 3 or more");
-         std::vector<int64_t> toFirst{0, rank - 1}, toLast{0};
-         for (int a = 1; a < rank - 1; ++a) toFirst.push_back(a);
-         for (int a = 2; a < rank; ++a) toLast.push_back(a);
-         toLast.push_back(1);
-         *b.add("Transpose", {"x"}, {"x_nchw"}).add_attribute() =
-             onnx::MakeAttribute("perm", toFirst);
+         const ChannelPerms p = channelPerms(c, 0, "x");
+         transpose(b, "x", "x_nchw", p.toFirst);
          Body::copy(c, b.add("MaxPool", {"x_nchw"}, {"y_nchw"}),
                     {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"});
-         *b.add("Transpose", {"y_nchw"}, {"y"}).add_attribute() =
-             onnx::MakeAttribute("perm", toLast);
+         transpose(b, "y_nchw", "y", p.toLast);
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"QLinearAveragePool", "quantization",
@@ -1712,26 +2053,15 @@ const std::vector<MsOp>& msOps() {
        [](const Ctx& c, Body& b) {
          std::string x = dequantize(c, b, "X", "x_scale", "x_zero_point", 2);
          const bool last = intAttr(c, "channels_last", 0) != 0;
-         std::vector<int64_t> toFirst{0}, toLast{0};
+         const ChannelPerms p = last ? channelPerms(c, 0, "X") : ChannelPerms{};
          if (last) {
-           const int rank = rankOf(c, 0, "X");
-           if (rank < 3)
-             throw std::invalid_argument("X has " + std::to_string(rank) +
-                                         " dimension(s); it needs 3 or more");
-           toFirst.push_back(rank - 1);
-           for (int a = 1; a < rank - 1; ++a) toFirst.push_back(a);
-           for (int a = 2; a < rank; ++a) toLast.push_back(a);
-           toLast.push_back(1);
-           *b.add("Transpose", {x}, {"X_nchw"}).add_attribute() =
-               onnx::MakeAttribute("perm", toFirst);
+           transpose(b, x, "X_nchw", p.toFirst);
            x = "X_nchw";
          }
          Body::copy(
              c, b.add("AveragePool", {x}, {last ? "Y_nchw" : "Y_f"}),
              {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
-         if (last)
-           *b.add("Transpose", {"Y_nchw"}, {"Y_f"}).add_attribute() =
-               onnx::MakeAttribute("perm", toLast);
+         if (last) transpose(b, "Y_nchw", "Y_f", p.toLast);
          quantize(c, b, "Y_f", "y_scale", "y_zero_point", 4, "X", "Y");
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},

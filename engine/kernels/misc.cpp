@@ -461,8 +461,10 @@ class Det : public Kernel {
 // summation in double.
 class Dft : public Kernel {
  public:
+  // Since opset 20 the axis is input 2, -2 (the last signal axis) where it is left out.
   explicit Dft(const KernelInit& init)
-      : axis_(init.attrs.getInt("axis")),
+      : axisInput_(init.opset >= 20),
+        axis_(axisInput_ ? -2 : init.attrs.getInt("axis")),
         inverse_(init.attrs.getInt("inverse") != 0),
         onesided_(init.attrs.getInt("onesided") != 0) {}
   Status compute(KernelContext& ctx) override {
@@ -470,8 +472,20 @@ class Dft : public Kernel {
     const size_t r = x.rank();
     if (r < 2 || (x.dim(r - 1) != 1 && x.dim(r - 1) != 2))
       return Status::error("input must end in a dimension of 1 (real) or 2 (complex)");
-    if (!validAxis(axis_, r - 1)) return Status::error("axis must name a signal dimension");
-    const int64_t a = normAxis(axis_, r - 1);
+    int64_t axis = axis_;
+    if (axisInput_ && ctx.hasInput(2)) {
+      if (ctx.input(2).size() != 1) return Status::error("axis must be a single value");
+      axis = ctx.input(2).getInt(0);
+    }
+    // Negative axes count from the back of all the dimensions, the complex one included (-2
+    // is the last signal axis), as ONNX and ONNX Runtime read them.
+    if (axis < -static_cast<int64_t>(r) || axis > static_cast<int64_t>(r) - 2 || axis == -1)
+      return Status::error("axis " + std::to_string(axis) +
+                           " does not name a signal dimension "
+                           "of the rank-" +
+                           std::to_string(r) + " input (0 to " + std::to_string(r - 2) + ", or -" +
+                           std::to_string(r) + " to -2)");
+    const int64_t a = axis < 0 ? axis + static_cast<int64_t>(r) : axis;
     const bool complexIn = x.dim(r - 1) == 2;
     const int64_t n0 = x.dim(a);
     const int64_t n = ctx.hasInput(1) && ctx.input(1).size() ? ctx.input(1).getInt(0) : n0;
@@ -510,6 +524,7 @@ class Dft : public Kernel {
   }
 
  private:
+  bool axisInput_;
   int64_t axis_;
   bool inverse_, onesided_;
 };

@@ -702,6 +702,43 @@ Status gradMaxRoiPool(GradCtx& c) {
   return Status();
 }
 
+// ---- signal -------------------------------------------------------------------------------
+
+// DFT is linear: the gradient of y_k = c sum_t x_t w^(s k t) (w = e^(2 pi i / n); s = -1 and
+// c = 1 forward, s = +1 and c = 1/n inverse) is c sum_k dy_k w^(-s k t): the opposite transform
+// of dY over the same n, whose dft_length zero-fills the half that a onesided output left out,
+// times n after an inverse DFT (which divides by n), or over n after a forward one. A real
+// input keeps the real part. The axis is passed on as the node has it: dY has the input's rank.
+Status gradDft(GradCtx& c) {
+  if (!c.need(0)) return Status();
+  if (!c.in(1).empty())
+    return Status::error(
+        "DFT with dft_length has no gradient: to train through it, leave dft_length out (the "
+        "signal's own length) and pad or slice the signal before the DFT");
+  const bool inverse = attrInt(c.node, "inverse", 0) != 0;
+  const bool axisInput = c.opset >= 20;
+  const std::string shape = c.e.op1("Shape", {c.in(0)});
+  std::string axis;
+  if (axisInput)
+    axis = c.in(2).empty() ? c.e.scalar(-2, onnx::TensorProto::INT64) : c.in(2);
+  else
+    axis = c.e.ints({attrInt(c.node, "axis", 1)});
+  // n as a scalar: Gather with a scalar index (the axis input), or one of [1] squeezed.
+  std::string n = c.e.op1("Gather", {shape, axis});
+  if (!axisInput) n = c.e.op1("Squeeze", {n, c.e.ints({0})});
+  std::vector<onnx::AttributeProto> attrs{attrI("inverse", inverse ? 0 : 1), attrI("onesided", 0)};
+  if (!axisInput) attrs.push_back(attrI("axis", attrInt(c.node, "axis", 1)));
+  std::vector<std::string> ins{c.dY[0], n};
+  if (axisInput) ins.push_back(axis);
+  const std::string g = c.e.op1("DFT", ins, attrs);
+  const std::string nf = c.e.op1("Cast", {n}, {attrI("to", c.gradType())});
+  const std::string scaled = c.e.op1(inverse ? "Div" : "Mul", {g, nf});
+  // (real, imaginary) where the input was complex, the real part alone where it was real.
+  const std::string width = c.e.op1("Gather", {shape, c.e.ints({-1})});
+  c.dX[0] = c.e.op1("Slice", {scaled, c.e.ints({0}), width, c.e.ints({-1})});
+  return Status();
+}
+
 }  // namespace
 
 Status gradResize(GradCtx& c);  // grad_resize.cpp
@@ -745,6 +782,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Split", 2, kMax, gradSplit},
         {"Slice", 1, kMax, gradSlice},
         {"Gather", 1, kMax, gradGather},
+        {"DFT", 17, kMax, gradDft},
         {"Pad", 2, kMax, gradPad},
         {"Dropout", 7, kMax, gradDropout},
         {"SoftmaxCrossEntropyLoss", 12, kMax, gradSoftmaxCrossEntropy},

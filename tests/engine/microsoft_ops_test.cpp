@@ -255,6 +255,39 @@ TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
   EXPECT_NE(r.message().find("batch_indices[1] is 7"), std::string::npos) << r.message();
 }
 
+// BitmaskDropout in training: each kept element is scaled by 1 / (1 - ratio) and has its bit
+// set, each dropped one is zero with its bit clear, and the bits past the last element are clear
+// (in inference the reference case has them all set, as ONNX Runtime fills the mask).
+TEST(MicrosoftOps, BitmaskDropoutTrainingPacksItsMask) {
+  (void)dw::Catalogue::instance();
+  const fs::path dir =
+      fs::path(DW_SOURCE_DIR) / "tests/golden/ref-contrib/bitmaskdropout_inference";
+  auto session = dw::engine::InferenceSession::create(load(dir / "model.onnx"));
+  ASSERT_TRUE(session.ok()) << session.message();
+  auto in = caseInputs(dir);
+  in["training_mode"].data<bool>()[0] = true;
+  const float ratio = in["ratio"].data<float>()[0];
+  auto r = (*session)->run(in);
+  ASSERT_TRUE(r.ok()) << r.message();
+  const auto& x = in["data"];
+  const auto& y = r->at("output");
+  const auto& mask = r->at("mask");
+  ASSERT_EQ(mask.size(), 2);
+  int kept = 0;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    SCOPED_TRACE(i);
+    const bool bit = (mask.data<uint32_t>()[i / 32] >> (i % 32)) & 1u;
+    kept += bit;
+    if (bit)
+      EXPECT_NEAR(y.data<float>()[i], x.data<float>()[i] / (1 - ratio), 1e-6);
+    else
+      EXPECT_EQ(y.data<float>()[i], 0.0f);
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, x.size());
+  EXPECT_EQ(mask.data<uint32_t>()[1] >> (x.size() - 32), 0u) << "bits past the last element";
+}
+
 // QLinearReduceMean, which ONNX Runtime 1.30's CPU build does not run: uint8 data dequantized,
 // averaged and requantized, against values worked out here.
 TEST(MicrosoftOps, QLinearReduceMeanWorkedValues) {

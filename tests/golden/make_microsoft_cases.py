@@ -68,7 +68,7 @@ def case(name, op, inputs, outputs, out_type=None, onnx_opset=None, **attrs):
          for k, o in enumerate(outputs) if o])
     if onnx_opset:
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", onnx_opset)])
-        model.ir_version = 10
+        model.ir_version = 10 if onnx_opset > 17 else 8  # 8: what libonnx 1.12 checks
     else:
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                         helper.make_opsetid("com.microsoft", 1)])
@@ -629,6 +629,18 @@ def main_kernels():
     case("wordconvembedding", "WordConvEmbedding",
          [("Sequence", words), ("W", f32(5, 1, 3, 4)), ("B", f32(5)), ("C", f32(8, 4))], ["Y"],
          out_type=np.float32, embedding_size=5, conv_window_size=3, char_embedding_size=4)
+    # DFT's negative axes count from the back of every dimension (-2: the last signal axis),
+    # and since opset 20 the axis is an input.
+    case("dft_negative_axis", "DFT", [("input", f32(3, 4, 1))], ["output"], onnx_opset=17,
+         axis=-2)
+    case("dft20_axis_input_inverse", "DFT",
+         [("input", f32(2, 5, 3, 2)), ("", None), ("axis", np.array(1, np.int64))], ["output"],
+         onnx_opset=20, inverse=1)
+    case("dft20_default_axis_onesided", "DFT", [("input", f32(2, 3, 6, 1))], ["output"],
+         onnx_opset=20, onesided=1)
+    case("dft20_length_negative_axis", "DFT",
+         [("input", f32(2, 6, 3, 2)), ("dft_length", np.array(8, np.int64)),
+          ("axis", np.array(-3, np.int64))], ["output"], onnx_opset=20)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

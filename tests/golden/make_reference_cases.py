@@ -2,8 +2,9 @@
 """Reference cases for the com.microsoft operators that ONNX Runtime runs only on its GPU
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
-BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, and MulInteger, which it does not run
-at all): their outputs
+BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
+BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, and
+MulInteger, which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
 from each operator's definition, in the ONNX backend-test layout (ref-contrib/<case>/model.onnx,
 test_data_set_0/input_N.pb and output_N.pb). tests/engine/microsoft_ops_test.cpp runs them, as
@@ -24,7 +25,7 @@ OUT = os.path.join(HERE, "ref-contrib")
 rng = np.random.default_rng(23)
 ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
         np.float16: TensorProto.FLOAT16, np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8,
-        np.bool_: TensorProto.BOOL}
+        np.bool_: TensorProto.BOOL, np.uint32: TensorProto.UINT32}
 erf = np.vectorize(math.erf)
 
 
@@ -50,7 +51,7 @@ def case(name, op, inputs, outputs, **attrs):
             numpy_helper.from_array(a, n).SerializeToString())
     for i, (n, a) in enumerate(outputs):
         open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(
-            numpy_helper.from_array(a if a.dtype in (np.int32, np.float16, np.bool_)
+            numpy_helper.from_array(a if a.dtype in (np.int32, np.float16, np.bool_, np.uint32)
                                     else a.astype(np.float32), n).SerializeToString())
 
 
@@ -89,6 +90,37 @@ def complex_mul(a, b, conj):
     if conj:
         return np.stack([ar * br + ai * bi, ai * br - ar * bi], -1)
     return np.stack([ar * br - ai * bi, ar * bi + ai * br], -1)
+
+
+def conv2d(x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0), group=1):
+    """NCHW convolution in float64, pads as ONNX's (top, left, bottom, right)."""
+    x = np.pad(d(x), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    oh, ow = (h - kh) // strides[0] + 1, (wd - kw) // strides[1] + 1
+    y = np.zeros((n, m, oh, ow))
+    per = m // group
+    for o in range(m):
+        g = o // per
+        for i in range(oh):
+            for j in range(ow):
+                win = x[:, g * cg:(g + 1) * cg, i * strides[0]:i * strides[0] + kh,
+                        j * strides[1]:j * strides[1] + kw]
+                y[:, o, i, j] = (win * d(w[o])).sum(axis=(1, 2, 3))
+    if b is not None:
+        y += d(b)[None, :, None, None]
+    return y
+
+
+def softmax_from(x, axis):
+    """Softmax over the axes from `axis` on, taken together."""
+    rows = x.reshape(int(np.prod(x.shape[:axis])), -1)
+    e = np.exp(rows - rows.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape)
+
+
+def complex_last(z):
+    return np.stack([z.real, z.imag], axis=-1)
 
 
 def main():
@@ -193,6 +225,84 @@ def main():
     i8 = rng.integers(-128, 128, (4,)).astype(np.int8)
     case("mulinteger_int8_nozp", "MulInteger", [("A", i8), ("", None), ("B", i8)],
          [("C", (i8.astype(np.int32) ** 2).astype(np.int32))])
+    data = f32(3, 2, 4, 5, lo=-3, hi=3)
+    bias = f32(3, 1, 4, 5, lo=-3, hi=3)
+    case("biassoftmax_inner", "BiasSoftmax", [("data", data), ("bias", bias)],
+         [("output", softmax_from(d(data) + d(bias), 2))], axis=2, is_inner_broadcast=1)
+    bias_outer = f32(4, 5, lo=-3, hi=3)
+    case("biassoftmax_outer_negative_axis", "BiasSoftmax", [("data", data), ("bias", bias_outer)],
+         [("output", softmax_from(d(data) + d(bias_outer), 3))], axis=-1, is_inner_broadcast=0)
+    x33 = f32(3, 11)
+    case("bitmaskdropout_inference", "BitmaskDropout",
+         [("data", x33), ("ratio", np.array(0.3, np.float32)), ("training_mode", np.array(False))],
+         [("output", d(x33)), ("mask", np.full(2, 0xFFFFFFFF, np.uint32))])
+    case("bitmaskdropout_training_ratio_zero", "BitmaskDropout",
+         [("data", x33), ("ratio", np.array(0.0, np.float32)), ("training_mode", np.array(True))],
+         [("output", d(x33)), ("mask", np.full(2, 0xFFFFFFFF, np.uint32))])
+    bd, bb, br = f32(2, 40), f32(40), f32(2, 40)
+    case("bitmaskbiasdropout_residual", "BitmaskBiasDropout",
+         [("data", bd), ("bias", bb), ("residual", br)],
+         [("output", d(bd) + d(bb) + d(br)), ("mask", np.full(3, 0xFFFFFFFF, np.uint32))])
+    xn = f32(2, 5, 6, 3)
+    wn = f32(4, 3, 3, 3)  # [M, kH, kW, C]
+    bn = f32(4)
+    y = conv2d(xn.transpose(0, 3, 1, 2), wn.transpose(0, 3, 1, 2), bn, (2, 2), (1, 1, 1, 0))
+    case("nhwcconv_bias_strides_pads", "NhwcConv", [("X", xn), ("W", wn), ("B", bn)],
+         [("Y", y.transpose(0, 2, 3, 1))], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 0])
+    xg, wg = f32(1, 4, 4, 6), f32(6, 2, 2, 2)  # 3 groups of 2 channels
+    y = conv2d(xg.transpose(0, 3, 1, 2), wg.transpose(0, 3, 1, 2), group=3)
+    case("nhwcconv_group", "NhwcConv", [("X", xg), ("W", wg)], [("Y", y.transpose(0, 2, 3, 1))],
+         group=3)
+    z = f32(2, 3, 3, 4)
+    y = conv2d(xn.transpose(0, 3, 1, 2), wn.transpose(0, 3, 1, 2), bn, (2, 2), (1, 1, 1, 0))
+    case("nhwcfusedconv_z_relu", "NhwcFusedConv", [("X", xn), ("W", wn), ("B", bn), ("Z", z)],
+         [("Y", np.maximum(y.transpose(0, 2, 3, 1) + d(z), 0))], kernel_shape=[3, 3],
+         strides=[2, 2], pads=[1, 1, 1, 0], activation="Relu")
+    y = conv2d(xn.transpose(0, 3, 1, 2), wn.transpose(0, 3, 1, 2))
+    case("nhwcfusedconv_clip", "NhwcFusedConv", [("X", xn), ("W", wn)],
+         [("Y", np.clip(y.transpose(0, 2, 3, 1), -0.5, 0.6))], activation="Clip",
+         activation_params=[-0.5, 0.6])
+    sig = f32(2, 3, 8)
+    case("rfft_1d", "Rfft", [("X", sig)], [("Y", complex_last(np.fft.rfft(d(sig))))])
+    case("rfft_whole_spectrum", "Rfft", [("X", sig)], [("Y", complex_last(np.fft.fft(d(sig))))],
+         onesided=0)
+    img = f32(2, 4, 6)
+    case("rfft_2d_normalized", "Rfft", [("X", img)],
+         [("Y", complex_last(np.fft.rfft2(d(img), norm="ortho")))], signal_ndim=2, normalized=1)
+    half = f32(2, 5, 2)
+    zh = d(half)[..., 0] + 1j * d(half)[..., 1]
+    case("irfft_1d", "Irfft", [("X", half)], [("Y", np.fft.irfft(zh, n=9))], signal_ndim=1)
+    half2 = f32(3, 4, 5, 2)
+    zh2 = d(half2)[..., 0] + 1j * d(half2)[..., 1]
+    case("irfft_2d_normalized", "Irfft", [("X", half2)],
+         [("Y", np.fft.irfft2(zh2, s=(4, 9), norm="ortho"))], signal_ndim=2, normalized=1)
+    whole = f32(2, 6, 2)
+    case("irfft_whole_spectrum", "Irfft", [("X", whole)],
+         [("Y", np.fft.ifft(d(whole)[..., 0] + 1j * d(whole)[..., 1]).real)], signal_ndim=1,
+         onesided=0)
+    B, S, N, H, D = 2, 3, 2, 4, 6
+    ql, qb = f32(B, S, N * H), f32(N * H)
+    rel, wq, bq, eco = f32(1, N, S, S), f32(H, D), f32(D), f32(1, N, 1, 1)
+
+    def gated(qpad):
+        q = qpad.reshape(B, S, N, H).transpose(0, 2, 1, 3)
+        g = q @ d(wq) + d(bq)
+        sums = g.reshape(B, N, S, 2, D // 2).sum(-1)
+        u, r = 1 / (1 + np.exp(-sums[..., :1])), 1 / (1 + np.exp(-sums[..., 1:]))
+        return (u * (r * d(eco) - 1) + 2) * d(rel)
+    common = [("rel_pos", rel), ("weight", wq), ("bias", bq), ("eco_a", eco)]
+    case("gatedrelativepositionbias", "GatedRelativePositionBias",
+         [("query_layer", ql), ("query_bias", qb)] + common,
+         [("output", gated(d(ql) + d(qb)))], num_heads=N)
+    # Lengths 2 and 3 of 3: cells 0, 1 and 3, 4, 5 hold the tokens, cell 2 is padding.
+    places = np.array([0, 1, 3, 4, 5, 2], np.int32)
+    packed = f32(5, N * H)
+    qpad = np.tile(d(qb), (B * S, 1))
+    qpad[places[:5]] += d(packed)
+    case("gatedrelativepositionbias_packed", "GatedRelativePositionBias",
+         [("query_layer", packed), ("query_bias", qb)] + common +
+         [("token_offset", places.reshape(B, S))],
+         [("output", gated(qpad.reshape(B, S, N * H)))], num_heads=N)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -651,6 +651,17 @@ std::vector<GradCase> cases() {
                  {attrInts("pooled_shape", {2, 2}), attrF("spatial_scale", 0.5f)}});
     v.back().distinct = true;
   }
+  // DFT: the opposite transform of dY. A onesided output's missing half counts as zero.
+  v.push_back({"DFT_real_onesided", "DFT", {In{{2, 6, 1}}}, {attrI("onesided", 1)}});
+  v.push_back({"DFT_inverse_negative_axis",
+               "DFT",
+               {In{{3, 4, 2}}},
+               {attrI("axis", -3), attrI("inverse", 1)}});
+  {
+    GradCase c{"DFT20_default_axis", "DFT", {In{{2, 5, 1}}}, {attrI("onesided", 1)}};
+    c.opset = 20;
+    v.push_back(c);
+  }
   // com.microsoft ops: autodiff differentiates their bodies of ai.onnx ops
   // (nodes/microsoft_domain.cpp), written at the model's opset (17: Gelu and Swish as formulas).
   auto ms = [&](GradCase c) {
@@ -751,6 +762,34 @@ std::vector<GradCase> cases() {
       "UnfoldTensor",
       {In{{2, 5, 3}}},
       {attrI("dim", 1), attrI("size", 2), attrI("step", 2)}});
+  ms({"BiasSoftmax",
+      "BiasSoftmax",
+      {In{{2, 3, 4}}, In{{3, 4}}},
+      {attrI("axis", 1), attrI("is_inner_broadcast", 0)}});
+  ms({"NhwcConv",
+      "NhwcConv",
+      {In{{1, 4, 5, 4}}, In{{4, 3, 2, 2}}, In{{4}}},
+      {attrI("group", 2), attrInts("pads", {1, 0, 0, 1})},
+      false});
+  ms({"NhwcFusedConv",
+      "NhwcFusedConv",
+      {In{{1, 4, 4, 2}}, In{{3, 2, 2, 2}}, In{{3}}, In{{1, 3, 3, 3}}},
+      {attrS("activation", "Tanh")},
+      false});
+  ms({"Rfft2dNormalized",
+      "Rfft",
+      {In{{2, 3, 4}}},
+      {attrI("signal_ndim", 2), attrI("normalized", 1)}});
+  ms({"Irfft", "Irfft", {In{{2, 4, 2}}}, {attrI("signal_ndim", 1)}});
+  ms({"GatedRelativePositionBias",
+      "GatedRelativePositionBias",
+      {In{{2, 3, 4}}, In{{4}}, In{{1, 2, 3, 3}}, In{{2, 4}}, In{{4}}, In{{1, 2, 1, 1}}},
+      {attrI("num_heads", 2)}});
+  {
+    GradCase c{"BitmaskBiasDropout", "BitmaskBiasDropout", {x234, b4, x234}};
+    c.training = false;
+    ms(c);
+  }
   return v;
 }
 
