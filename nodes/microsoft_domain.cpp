@@ -1415,6 +1415,20 @@ const std::vector<MsOp>& msOps() {
          onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
          if (onnx::hasInputShape(ctx, 1)) onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
        }},
+      {"BifurcationDetector", "generator",
+       "A step of aggressive decoding: pred_tokens, guessed from src_tokens at "
+       "prev_suffix_match_idx, are kept up to the first that differs from the source (that one "
+       "included) and appended to cur_tokens, giving tokens; suffix_match_idx is where the "
+       "last n tokens (min_ngram_size to max_ngram_size) occur once in src_tokens, the index "
+       "after them, else -1.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+         ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape()->add_dim();
+         if (ctx.getNumOutputs() < 2) return;
+         onnx::propagateElemTypeFromInputToOutput(ctx, 2, 1);
+         if (onnx::hasInputShape(ctx, 2)) onnx::propagateShapeFromInputToOutput(ctx, 2, 1);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

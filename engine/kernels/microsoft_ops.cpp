@@ -1,9 +1,9 @@
 // com.microsoft operators that no composition of ai.onnx operators expresses, so they have
 // kernels of their own (the rest are function bodies, nodes/microsoft_domain.cpp): Inverse,
-// MurmurHash3, DynamicTimeWarping and NGramRepeatBlock. Each follows ONNX Runtime's contrib
-// definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for them. Also
-// GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value cache,
-// CropAndResize, MaxpoolWithMask and WordConvEmbedding.
+// MurmurHash3, DynamicTimeWarping, NGramRepeatBlock and BifurcationDetector. Each follows ONNX
+// Runtime's contrib definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for
+// them. Also GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value
+// cache, CropAndResize, MaxpoolWithMask and WordConvEmbedding.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -259,6 +259,78 @@ class NGramRepeatBlock : public Kernel {
 
  private:
   int64_t n_;
+};
+
+// BifurcationDetector: a step of aggressive (speculative) decoding. pred_tokens guessed the
+// continuation of src_tokens from prev_suffix_match_idx; they are accepted up to the first one
+// that differs from the source (that one included, or the last if none differs) and appended to
+// cur_tokens. Then the last n tokens, for n from min_ngram_size up, are looked up in src_tokens:
+// while they occur there exactly once, suffix_match_idx is the index just after that occurrence
+// (where the next guess starts). The search follows ONNX Runtime's: it stops at the first n
+// that does not occur, or whose occurrence ends the source (keeping that index); an n that
+// occurs more than once gives -1 and the search goes on with n + 1.
+class BifurcationDetector : public Kernel {
+ public:
+  explicit BifurcationDetector(const KernelInit& init)
+      : minN_(init.attrs.getInt("min_ngram_size", 1)),
+        maxN_(init.attrs.getInt("max_ngram_size", 3)) {
+    if (minN_ < 1 || maxN_ < minN_)
+      fail("min_ngram_size " + std::to_string(minN_) + " and max_ngram_size " +
+           std::to_string(maxN_) + " must satisfy 1 <= min_ngram_size <= max_ngram_size");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    for (int i : {0, 1, 3})
+      if ((i < 3 || ctx.hasInput(i)) &&
+          (ctx.input(i).dtype() != DType::kInt64 || ctx.input(i).rank() != 1))
+        return Status::error(std::string(i == 0   ? "src_tokens"
+                                         : i == 1 ? "cur_tokens"
+                                                  : "pred_tokens") +
+                             " must be a 1-D int64 tensor, not " +
+                             shapeToString(ctx.input(i).shape()));
+    const Tensor& prev = ctx.input(2);
+    if (prev.dtype() != DType::kInt64 || prev.size() != 1)
+      return Status::error("prev_suffix_match_idx must be one int64 value");
+    const int64_t* src = ctx.input(0).data<int64_t>();
+    const int64_t srcLen = ctx.input(0).size();
+    const int64_t* cur = ctx.input(1).data<int64_t>();
+    const int64_t curLen = ctx.input(1).size();
+    std::vector<int64_t> tokens(cur, cur + curLen);
+    if (ctx.hasInput(3)) {
+      const int64_t from = prev.getInt(0);
+      const Tensor& pred = ctx.input(3);
+      if (from < 0 || from > srcLen)
+        return Status::error("prev_suffix_match_idx is " + std::to_string(from) +
+                             "; it must lie in [0, " + std::to_string(srcLen) +
+                             "], the length of src_tokens");
+      if (pred.size() != srcLen + 1 - from)
+        return Status::error("pred_tokens has " + std::to_string(pred.size()) +
+                             " tokens; it must have the source's remaining " +
+                             std::to_string(srcLen - from) + " plus one");
+      const int64_t* p = pred.data<int64_t>();
+      int64_t keep = 0;
+      while (keep < srcLen - from && p[keep] == src[from + keep]) ++keep;
+      tokens.insert(tokens.end(), p, p + keep + 1);
+    }
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    int64_t match = -1;
+    for (int64_t g = minN_; g <= maxN_ && g <= n; ++g) {
+      const int64_t* suffix = tokens.data() + n - g;
+      const auto* found = std::search(src, src + srcLen, suffix, suffix + g);
+      if (found == src + srcLen) break;
+      match = found - src + g;
+      if (match >= srcLen) break;
+      if (std::search(found + 1, src + srcLen, suffix, suffix + g) != src + srcLen) match = -1;
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kInt64, Shape{n}));
+    std::copy(tokens.begin(), tokens.end(), y->data<int64_t>());
+    DW_ALLOC(idx, ctx.output(1, DType::kInt64, prev.shape()));
+    idx->data<int64_t>()[0] = match;
+    return Status();
+  }
+
+ private:
+  int64_t minN_, maxN_;
 };
 
 // GroupQueryAttention: causal attention of num_heads query heads over kv_num_heads key/value
@@ -752,6 +824,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "MurmurHash3", 1, kMaxOpset, &makeKernel<MurmurHash3>, false, ms);
   r.add(h, "DynamicTimeWarping", 1, kMaxOpset, &makeKernel<DynamicTimeWarping>, false, ms);
   r.add(h, "NGramRepeatBlock", 1, kMaxOpset, &makeKernel<NGramRepeatBlock>, false, ms);
+  r.add(h, "BifurcationDetector", 1, kMaxOpset, &makeKernel<BifurcationDetector>, false, ms);
   r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
   r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
   r.add(h, "MaxpoolWithMask", 1, kMaxOpset, &makeKernel<MaxpoolWithMask>, false, ms);

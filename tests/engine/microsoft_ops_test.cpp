@@ -253,6 +253,15 @@ TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
           [](auto& in) { in["batch_indices"].template data<int32_t>()[1] = 7; });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("batch_indices[1] is 7"), std::string::npos) << r.message();
+  // A guess from past the end of the source, and one of the wrong length.
+  r = run("bifurcationdetector_guess_differs",
+          [](auto& in) { in["prev_suffix_match_idx"].template data<int64_t>()[0] = 9; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("prev_suffix_match_idx is 9"), std::string::npos) << r.message();
+  r = run("bifurcationdetector_guess_differs",
+          [](auto& in) { in["prev_suffix_match_idx"].template data<int64_t>()[0] = 3; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("pred_tokens has 7 tokens"), std::string::npos) << r.message();
 }
 
 // BitmaskDropout in training: each kept element is scaled by 1 / (1 - ratio) and has its bit

@@ -641,6 +641,21 @@ def main_kernels():
     case("dft20_length_negative_axis", "DFT",
          [("input", f32(2, 6, 3, 2)), ("dft_length", np.array(8, np.int64)),
           ("axis", np.array(-3, np.int64))], ["output"], onnx_opset=20)
+    i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+    src = i64([7, 3, 9, 3, 9, 5, 2, 8])
+    case("bifurcationdetector_guess_differs", "BifurcationDetector",
+         [("src_tokens", src), ("cur_tokens", i64([4, 3])), ("prev_suffix_match_idx", i64(2)),
+          ("pred_tokens", i64([9, 3, 9, 6, 1, 1, 1]))], ["tokens", "suffix_match_idx"])
+    case("bifurcationdetector_guess_matches", "BifurcationDetector",
+         [("src_tokens", src), ("cur_tokens", i64([4])), ("prev_suffix_match_idx", i64(5)),
+          ("pred_tokens", i64([5, 2, 8, 1]))], ["tokens", "suffix_match_idx"],
+         min_ngram_size=2, max_ngram_size=4)
+    case("bifurcationdetector_unique_trigram", "BifurcationDetector",
+         [("src_tokens", i64([5, 1, 2, 3, 1, 2, 4])), ("cur_tokens", i64([0, 3, 1, 2])),
+          ("prev_suffix_match_idx", i64(0))], ["tokens", "suffix_match_idx"])
+    case("bifurcationdetector_match_at_end", "BifurcationDetector",
+         [("src_tokens", i64([1, 2, 3])), ("cur_tokens", i64([2, 3])),
+          ("prev_suffix_match_idx", i64(0))], ["tokens", "suffix_match_idx"], max_ngram_size=2)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -1,0 +1,1 @@
+Bsuffix_match_idxJÿÿÿÿÿÿÿÿ
