@@ -441,6 +441,138 @@ void fftBody(const Ctx& c, Body& b, bool inverse) {
   b.add(inverse ? "Mul" : "Div", {y, "sqrt_n"}, {out});
 }
 
+// MoE: a mixture of experts. Every expert runs on every row and the rows' routing weights
+// (zero outside each row's top k) mix their outputs: k times the arithmetic of running only the
+// chosen experts, but plain ai.onnx operators that train.
+void moeBody(const Ctx& c, Body& b) {
+  if (intAttr(c, "use_sparse_mixer", 0) != 0)
+    throw std::invalid_argument(
+        "use_sparse_mixer (Phi-3.5-MoE's routing) is not supported; set it to 0 for softmax "
+        "top-k routing");
+  const int64_t k = intAttr(c, "k", 1);
+  if (k < 1) throw std::invalid_argument("k is " + std::to_string(k) + "; it must be 1 or more");
+  const std::string act = [&] {
+    const std::string a = stringAttr(c, "activation_type");
+    return a.empty() ? std::string("relu") : a;
+  }();
+  const int64_t fusion = intAttr(c, "swiglu_fusion", 0);
+  const bool fc3 = c.hasInput(6);
+  if (act != "relu" && act != "gelu" && act != "silu" && act != "identity" && act != "swiglu")
+    throw std::invalid_argument("activation_type '" + act +
+                                "' is not one of relu, gelu, silu, identity and swiglu");
+  if (act == "swiglu" && fusion != 1 && fusion != 2 && !fc3)
+    throw std::invalid_argument(
+        "swiglu needs its linear half: swiglu_fusion 1 (interleaved in fc1) or 2 (fc1's second "
+        "half), or fc3_experts_weights");
+  // Rows of the input, [R, hidden] (Flatten, whose output's rank shape inference knows).
+  b.add("Shape", {"input"}, {"in_shape"});
+  *b.add("Flatten", {"input"}, {"rows"}).add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
+  // Routing: softmax over the experts, the top k kept (renormalized to sum 1 with
+  // normalize_routing_weights), scattered back to [R, experts].
+  *b.add("Softmax", {"router_probs"}, {"probs"}).add_attribute() =
+      onnx::MakeAttribute("axis", int64_t{-1});
+  b.add("TopK", {"probs", b.constantInts("k", {k})}, {"top", "top_experts"});
+  std::string weights = "top";
+  if (intAttr(c, "normalize_routing_weights", 0) != 0) {
+    *b.add("ReduceSum", {"top", b.constantInts("expert_axis", {1})}, {"top_sum"}).add_attribute() =
+        onnx::MakeAttribute("keepdims", int64_t{1});
+    b.add("Div", {"top", "top_sum"}, {weights = "top_normalized"});
+  }
+  // routing[r, e] = sum over j of weights[r, j] (top_experts[r, j] == e): a one-hot product,
+  // which trains where a ScatterElements would not.
+  b.add("Shape", {"router_probs"}, {"router_shape"});
+  *b.add("Gather", {"router_shape", b.scalarInt("experts_at", -1)}, {"experts"}).add_attribute() =
+      onnx::MakeAttribute("axis", int64_t{0});
+  b.add("Range", {b.scalarInt("first_expert", 0), "experts", b.scalarInt("expert_step", 1)},
+        {"expert_ids"});
+  b.add("Unsqueeze", {"top_experts", b.constantInts("choice_axis", {-1})}, {"top_col"});
+  b.add("Equal", {"top_col", "expert_ids"}, {"chosen"});
+  b.add("CastLike", {"chosen", weights}, {"one_hot"});
+  b.add("Unsqueeze", {weights, "choice_axis"}, {"weight_col"});
+  b.add("Mul", {"one_hot", "weight_col"}, {"routed"});
+  *b.add("ReduceSum", {"routed", b.constantInts("choices_axis", {1})}, {"routing"})
+       .add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
+  // One expert layer: rows x W[e]^T (+ bias[e]) for every expert e, [experts, R, out]; fcN's
+  // weights and bias are inputs 2N and 2N + 1.
+  auto layer = [&](const std::string& in, int n, const std::string& out) {
+    const std::string fc = "fc" + std::to_string(n) + "_experts_";
+    const bool bias = c.hasInput(2 * n + 1);
+    transpose(b, fc + "weights", out + "_wt", {0, 2, 1});
+    b.add("MatMul", {in, out + "_wt"}, {bias ? out + "_nb" : out});
+    if (!bias) return;
+    b.add("Unsqueeze", {fc + "bias", b.constantInts(out + "_row_axis", {1})}, {out + "_b"});
+    b.add("Add", {out + "_nb", out + "_b"}, {out});
+  };
+  layer("rows", 1, "h1");
+  std::string a;
+  if (act == "swiglu") {
+    std::string gate = "h1", linear;
+    if (fusion == 1 || fusion == 2) {
+      // Interleaved (gate, linear) pairs, or the gates then the linear halves.
+      b.add("Shape", {"h1"}, {"h1_shape"});
+      b.add("Slice", {"h1_shape", b.constantInts("lead_from", {0}), b.constantInts("lead_to", {2})},
+            {"h1_lead"});
+      *b.add("Concat",
+             {"h1_lead", b.constantInts(fusion == 1 ? "pairs" : "halves",
+                                        fusion == 1 ? std::vector<int64_t>{-1, 2}
+                                                    : std::vector<int64_t>{2, -1})},
+             {"split_shape"})
+           .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+      b.add("Reshape", {"h1", "split_shape"}, {"h1_split"});
+      const int64_t axis = fusion == 1 ? 3 : 2;
+      *b.add("Gather", {"h1_split", b.scalarInt("gate_at", 0)}, {gate = "gate"}).add_attribute() =
+          onnx::MakeAttribute("axis", axis);
+      *b.add("Gather", {"h1_split", b.scalarInt("linear_at", 1)}, {linear = "linear"})
+           .add_attribute() = onnx::MakeAttribute("axis", axis);
+    } else {
+      layer("rows", 3, "h3");
+      linear = "h3";
+    }
+    // gate sigmoid(alpha gate) (linear + beta), gate capped at swiglu_limit and linear clipped
+    // to +-swiglu_limit where that is set.
+    if (const auto* lim = attr(c, "swiglu_limit", onnx::AttributeProto::FLOAT)) {
+      const float limit = lim->f();
+      b.add("Min", {gate, b.constantLike("limit", limit, gate)}, {"gate_capped"});
+      b.add("Clip", {linear, b.constantLike("neg_limit", -limit, linear), "limit"},
+            {"linear_clipped"});
+      gate = "gate_capped";
+      linear = "linear_clipped";
+    }
+    b.add("Mul", {gate, b.constantLike("alpha", floatAttr(c, "activation_alpha", 1.0f), gate)},
+          {"gate_scaled"});
+    b.add("Sigmoid", {"gate_scaled"}, {"gate_sig"});
+    b.add("Mul", {gate, "gate_sig"}, {"swish"});
+    b.add("Add", {linear, b.constantLike("beta", floatAttr(c, "activation_beta", 0.0f), linear)},
+          {"linear_b"});
+    b.add("Mul", {"swish", "linear_b"}, {a = "activated"});
+  } else {
+    a = "activated";
+    if (act == "relu")
+      b.add("Relu", {"h1"}, {a});
+    else if (act == "gelu")
+      gelu(b, "h1", a, true);
+    else if (act == "silu") {
+      b.add("Sigmoid", {"h1"}, {"h1_sig"});
+      b.add("Mul", {"h1", "h1_sig"}, {a});
+    } else
+      b.add("Identity", {"h1"}, {a});
+    if (fc3) {
+      // A gated FFN: the activation times the third layer's output.
+      layer("rows", 3, "h3");
+      b.add("Mul", {a, "h3"}, {"gated"});
+      a = "gated";
+    }
+  }
+  layer(a, 2, "h2");
+  // sum over experts of routing[r, e] * h2[e, r, :]
+  transpose(b, "routing", "routing_er", {1, 0});
+  b.add("Unsqueeze", {"routing_er", b.constantInts("feature_axis", {-1})}, {"routing_w"});
+  b.add("Mul", {"h2", "routing_w"}, {"mixed"});
+  *b.add("ReduceSum", {"mixed", b.constantInts("experts_axis", {0})}, {"mixed_rows"})
+       .add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
+  b.add("Reshape", {"mixed_rows", "in_shape"}, {"output"});
+}
+
 // FusedMatMul and TransposeMatMul: alpha * op(A) @ op(B), into `out`.
 void matmulBody(const Ctx& c, Body& b, bool batchAttrs, const std::string& out = "Y") {
   std::string in[2] = {"A", "B"};
@@ -1429,6 +1561,15 @@ const std::vector<MsOp>& msOps() {
          onnx::propagateElemTypeFromInputToOutput(ctx, 2, 1);
          if (onnx::hasInputShape(ctx, 2)) onnx::propagateShapeFromInputToOutput(ctx, 2, 1);
        }},
+      {"MoE", "nn",
+       "A mixture of experts, as Mixtral-style models use it: router_probs (logits, [rows, "
+       "experts]) pick each row's k experts by softmax (renormalized over the k with "
+       "normalize_routing_weights), and the output is their weighted sum of fc2(act(fc1 x)), "
+       "with W[e] as [out, in]. activation_type: relu, gelu (tanh form), silu, identity, or "
+       "swiglu (its linear half interleaved in fc1 with swiglu_fusion 1, fc1's second half with "
+       "2, or fc3; activation_alpha, activation_beta, swiglu_limit); fc3 also gates the other "
+       "activations.",
+       17, moeBody, sameAsInput0},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

@@ -285,6 +285,17 @@ Status gradGather(GradCtx& c) {
   return Status();
 }
 
+// TopK: each value's gradient goes back to the element it was taken from. The indices of a
+// slice are distinct, so scattering dValues onto zeros at them is exact.
+Status gradTopK(GradCtx& c) {
+  if (c.need(1)) return Status::error("K is not differentiable");
+  if (!c.need(0) || c.dY[0].empty()) return Status();
+  const std::string indices = c.ensureOutput(1, "topk_indices");
+  c.dX[0] = c.e.op1("ScatterElements", {c.zerosLike(c.in(0)), indices, c.dY[0]},
+                    {attrI("axis", attrInt(c.node, "axis", -1))});
+  return Status();
+}
+
 Status gradPad(GradCtx& c) {
   const std::string mode = attrString(c.node, "mode", "constant");
   if (mode != "constant")
@@ -782,6 +793,7 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Split", 2, kMax, gradSplit},
         {"Slice", 1, kMax, gradSlice},
         {"Gather", 1, kMax, gradGather},
+        {"TopK", 1, kMax, gradTopK},
         {"DFT", 17, kMax, gradDft},
         {"Pad", 2, kMax, gradPad},
         {"Dropout", 7, kMax, gradDropout},

@@ -656,6 +656,26 @@ def main_kernels():
     case("bifurcationdetector_match_at_end", "BifurcationDetector",
          [("src_tokens", i64([1, 2, 3])), ("cur_tokens", i64([2, 3])),
           ("prev_suffix_match_idx", i64(0))], ["tokens", "suffix_match_idx"], max_ngram_size=2)
+    # MoE: weights [experts, out, in]; 6 rows of 8 over 4 experts.
+    E, HID, INTER = 4, 8, 6
+    xr, router = f32(6, HID), f32(6, E, lo=-2, hi=2)
+    fc1, fc2 = f32(E, INTER, HID), f32(E, HID, INTER)
+    case("moe_relu_top2", "MoE", [("input", xr), ("router_probs", router),
+                                  ("fc1_experts_weights", fc1), ("", None),
+                                  ("fc2_experts_weights", fc2)], ["output"], k=2)
+    case("moe_gelu_normalized_bias", "MoE",
+         [("input", xr), ("router_probs", router), ("fc1_experts_weights", fc1),
+          ("fc1_experts_bias", f32(E, INTER)), ("fc2_experts_weights", fc2),
+          ("fc2_experts_bias", f32(E, HID))], ["output"], k=3, normalize_routing_weights=1,
+         activation_type="gelu")
+    case("moe_silu_3d", "MoE",
+         [("input", f32(2, 3, HID)), ("router_probs", router), ("fc1_experts_weights", fc1),
+          ("", None), ("fc2_experts_weights", fc2)], ["output"], activation_type="silu")
+    case("moe_swiglu_interleaved", "MoE",
+         [("input", xr), ("router_probs", router), ("fc1_experts_weights", f32(E, 2 * INTER, HID)),
+          ("fc1_experts_bias", f32(E, 2 * INTER)), ("fc2_experts_weights", fc2)], ["output"], k=2,
+         activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0,
+         swiglu_limit=0.5)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -3,8 +3,9 @@
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
-BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, and
-MulInteger, which it does not run at all): their outputs
+BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, MoE's
+forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
+which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
 from each operator's definition, in the ONNX backend-test layout (ref-contrib/<case>/model.onnx,
 test_data_set_0/input_N.pb and output_N.pb). tests/engine/microsoft_ops_test.cpp runs them, as
@@ -303,6 +304,38 @@ def main():
          [("query_layer", packed), ("query_bias", qb)] + common +
          [("token_offset", places.reshape(B, S))],
          [("output", gated(qpad.reshape(B, S, N * H)))], num_heads=N)
+    E, HID, INTER = 3, 4, 5
+    xr, router = f32(5, HID), f32(5, E, lo=-2, hi=2)
+
+    def moe(x, fc1, fc2, k, act, fc3=None, normalize=False):
+        logits = d(router)
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        out = np.zeros((x.shape[0], HID))
+        for r in range(x.shape[0]):
+            top = np.argsort(-p[r], kind="stable")[:k]
+            w = p[r, top] / (p[r, top].sum() if normalize else 1)
+            for e, we in zip(top, w):
+                out[r] += we * (act(d(x[r]) @ d(fc1[e]).T, None if fc3 is None
+                                    else d(x[r]) @ d(fc3[e]).T) @ d(fc2[e]).T)
+        return out
+    silu = lambda a, g: a / (1 + np.exp(-a)) * g  # noqa: E731
+    fc1, fc2, fc3 = f32(E, INTER, HID), f32(E, HID, INTER), f32(E, INTER, HID)
+    case("moe_silu_fc3_gated", "MoE",
+         [("input", xr), ("router_probs", router), ("fc1_experts_weights", fc1), ("", None),
+          ("fc2_experts_weights", fc2), ("", None), ("fc3_experts_weights", fc3)],
+         [("output", moe(xr, fc1, fc2, 2, silu, fc3, True))], k=2, activation_type="silu",
+         normalize_routing_weights=1)
+    fc1h = f32(E, 2 * INTER, HID)
+
+    def swiglu_halves(h, _):
+        gate, linear = h[:INTER], h[INTER:]
+        return gate / (1 + np.exp(-1.5 * gate)) * (linear + 0.5)
+    case("moe_swiglu_halves", "MoE",
+         [("input", xr), ("router_probs", router), ("fc1_experts_weights", fc1h), ("", None),
+          ("fc2_experts_weights", fc2)],
+         [("output", moe(xr, fc1h, fc2, 1, swiglu_halves))], activation_type="swiglu",
+         swiglu_fusion=2, activation_alpha=1.5, activation_beta=0.5)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -651,6 +651,16 @@ std::vector<GradCase> cases() {
                  {attrInts("pooled_shape", {2, 2}), attrF("spatial_scale", 0.5f)}});
     v.back().distinct = true;
   }
+  {
+    // The largest 2 of each row's 5 distinct values take the gradient; the rest get none.
+    GradCase c{"TopK",
+               "TopK",
+               {In{{3, 5}}, In{{1}, 0, 0, false, false, onnx::TensorProto::INT64, {2}}},
+               {attrI("axis", 1)}};
+    c.distinct = true;
+    c.outputs = 2;
+    v.push_back(c);
+  }
   // DFT: the opposite transform of dY. A onesided output's missing half counts as zero.
   v.push_back({"DFT_real_onesided", "DFT", {In{{2, 6, 1}}}, {attrI("onesided", 1)}});
   v.push_back({"DFT_inverse_negative_axis",
@@ -785,6 +795,11 @@ std::vector<GradCase> cases() {
       "GatedRelativePositionBias",
       {In{{2, 3, 4}}, In{{4}}, In{{1, 2, 3, 3}}, In{{2, 4}}, In{{4}}, In{{1, 2, 1, 1}}},
       {attrI("num_heads", 2)}});
+  // The top 2 of 3 experts per row, renormalized: the router's gradient reaches the chosen ones.
+  ms({"MoE",
+      "MoE",
+      {In{{3, 4}}, In{{3, 3}, -2, 2}, In{{3, 5, 4}}, In{{3, 5}}, In{{3, 4, 5}}},
+      {attrI("k", 2), attrI("normalize_routing_weights", 1), attrS("activation_type", "gelu")}});
   {
     GradCase c{"BitmaskBiasDropout", "BitmaskBiasDropout", {x234, b4, x234}};
     c.training = false;
