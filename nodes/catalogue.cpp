@@ -52,6 +52,58 @@ void CatalogueBuilder::setDefaultOpset(const std::string& domain, int version) {
   defaultOpsets_[domain] = version;
 }
 
+namespace {
+
+// The seed toolkit's node index spells some nodes its own way: typos it carries (Bernouilli,
+// lsNaN with a lower-case L for the I), Microsoft-prefixed names for com.microsoft ops that
+// share a name with an ai.onnx one, and layer variants that are one deepwire layer. A user who
+// knows those names finds the node under them.
+struct SeedName {
+  const char* domain;
+  const char* type;
+  const char* seedName;
+};
+constexpr SeedName kSeedNames[] = {
+    {"ai.onnx", "Bernoulli", "Bernouilli"},
+    {"ai.onnx", "Col2Im", "Col2lm"},
+    {"ai.onnx", "Hardmax", "HardMax"},
+    {"ai.onnx", "MaxUnpool", "MaxUnPool"},
+    {"ai.onnx", "IsNaN", "lsNaN"},
+    {"ai.onnx", "IsInf", "lslnf"},
+    {"ai.onnx", "TfIdfVectorizer", "TfldfVectorizer"},
+    {"com.microsoft", "Irfft", "lrfft"},
+    {"com.microsoft", "MatMulIntegerToFloat", "MatMulIntergerToFloat"},
+    {"com.microsoft", "MaxpoolWithMask", "MaxPoolWithMask"},
+    {"com.microsoft", "DequantizeLinear", "MicrosoftDequantizeLinear"},
+    {"com.microsoft", "GatherND", "MicrosoftGatherND"},
+    {"com.microsoft", "Gelu", "MicrosoftGelu"},
+    {"com.microsoft", "GridSample", "MicrosoftGridSample"},
+    {"com.microsoft", "MultiHeadAttention", "MicrosoftMultiHeadAttention"},
+    {"com.microsoft", "Pad", "MicrosoftPad"},
+    {"com.microsoft", "QLinearConv", "MicrosoftQLinearConv"},
+    {"com.microsoft", "QuantizeLinear", "MicrosoftQuantizeLinear"},
+    {"com.microsoft", "Range", "MicrosoftRange"},
+    {"com.microsoft", "Trilu", "MicrosoftTrilu"},
+    {"deepwire.layers", "Subtract", "Substract"},
+    {"deepwire.layers", "MultiHeadAttention", "MutiHeadAttention"},
+    {"deepwire.layers", "PReLU", "PReLU 2D"},
+    {"deepwire.layers", "PReLU", "PReLU 3D"},
+    {"deepwire.layers", "PReLU", "PReLU 4D"},
+    {"deepwire.layers", "PReLU", "PReLU 5D"},
+    {"deepwire.layers", "RNN", "RNN (GRU)"},
+    {"deepwire.layers", "RNN", "RNN (LSTM)"},
+    {"deepwire.layers", "RNN", "RNN (SimpleRNN)"},
+    {"deepwire", "Initializer1D", "1D"},
+    {"deepwire", "Initializer2D", "2D"},
+    {"deepwire", "Initializer3D", "3D"},
+    {"deepwire", "Initializer4D", "4D"},
+    {"deepwire", "Initializer5D", "5D"},
+    {"deepwire", "Initializer6D", "6D"},
+    {"deepwire", "InitializerScalar", "Scalar"},
+};
+
+}  // namespace
+
 const Catalogue& Catalogue::instance() {
   static const Catalogue kCatalogue;
   return kCatalogue;
@@ -63,6 +115,9 @@ Catalogue::Catalogue() {
   specs_ = std::move(b.specs_);
   lookups_ = std::move(b.lookups_);
   defaultOpsets_ = std::move(b.defaultOpsets_);
+  for (auto& s : specs_)
+    for (const auto& n : kSeedNames)
+      if (s.domain == n.domain && s.type == n.type) s.seedNames.push_back(n.seedName);
   for (const auto& s : specs_) {
     sorted_.push_back(&s);
     byKey_[s.key()] = &s;

@@ -2200,6 +2200,24 @@ const std::vector<MsOp>& msOps() {
          transpose(b, "y_nchw", "y", p.toLast);
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"QLinearConv", "quantization",
+       "ai.onnx's QLinearConv (the same inputs and attributes) on X laid out channels first, or "
+       "channels last ([N, spatial..., C]) with channels_last; the weights stay [M, C / group, "
+       "kernel...].",
+       17,
+       [](const Ctx& c, Body& b) {
+         const bool last = intAttr(c, "channels_last", 0) != 0;
+         const ChannelPerms p = last ? channelPerms(c, 0, "x") : ChannelPerms{};
+         if (last) transpose(b, "x", "x_first", p.toFirst);
+         Body::copy(c,
+                    b.add("QLinearConv",
+                          {last ? "x_first" : "x", "x_scale", "x_zero_point", "w", "w_scale",
+                           "w_zero_point", "y_scale", "y_zero_point", c.hasInput(8) ? "B" : ""},
+                          {last ? "y_first" : "y"}),
+                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+         if (last) transpose(b, "y_first", "y", p.toLast);
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 7, 0); }},
       {"QLinearAveragePool", "quantization",
        "AveragePool on a quantized X (NCHW, or channels last with channels_last): dequantized "
        "with x_scale and x_zero_point, averaged in float with AveragePool's window attributes, "

@@ -138,6 +138,10 @@ struct NodeSpec {
   bool isLoss = false;                        // the output is a loss to minimize
   int shapeRank = -1;  // kind Initializer: the rank its `shape` must have (-1: any)
   std::vector<std::string> aliases;  // other spellings accepted on load ("Substract")
+  // The seed toolkit's names for it where they differ ("Bernouilli", "MicrosoftGelu", "RNN
+  // (GRU)"): found by the palette's search and listed by `deepwire nodes`, never accepted as an
+  // op type in a model.
+  std::vector<std::string> seedNames;
 
   const ParamSpec* param(const std::string& name) const;
   const TypeConstraint* constraint(const std::string& name) const;

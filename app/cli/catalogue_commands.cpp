@@ -66,6 +66,8 @@ json portJson(const NodeSpec& s, const PortSpec& p, bool isInput, int index) {
 
 json specJson(const NodeSpec& s, bool full) {
   json j{{"type", s.type}, {"domain", s.domain}, {"category", s.category}, {"version", s.version}};
+  if (!s.aliases.empty()) j["aliases"] = s.aliases;
+  if (!s.seedNames.empty()) j["seed_names"] = s.seedNames;
   json inputs = json::array(), outputs = json::array(), params = json::array();
   for (size_t i = 0; i < s.inputs.size(); ++i)
     inputs.push_back(portJson(s, s.inputs[i], true, int(i)));
@@ -230,8 +232,12 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
       const std::string group = s->domain + " / " + s->category;
       if (group != lastGroup) std::cout << (lastGroup.empty() ? "" : "\n") << group << "\n";
       lastGroup = group;
-      std::printf("  %-28s (%s) -> (%s)%s\n", s->type.c_str(), portSummary(s->inputs).c_str(),
-                  portSummary(s->outputs).c_str(), s->deprecated ? "  [deprecated]" : "");
+      std::string seed;
+      for (const auto& n : s->seedNames) seed += (seed.empty() ? "  [seed: " : ", ") + n;
+      if (!seed.empty()) seed += "]";
+      std::printf("  %-28s (%s) -> (%s)%s%s\n", s->type.c_str(), portSummary(s->inputs).c_str(),
+                  portSummary(s->outputs).c_str(), s->deprecated ? "  [deprecated]" : "",
+                  seed.c_str());
     }
     std::cout << "\n" << list.size() << " node types\n";
   });

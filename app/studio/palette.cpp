@@ -14,6 +14,8 @@ namespace dw::studio {
 namespace {
 constexpr int kDomainRole = Qt::UserRole;
 constexpr int kTypeRole = Qt::UserRole + 1;
+// Other names the search finds the node by: its aliases and the seed toolkit's spellings.
+constexpr int kOtherNamesRole = Qt::UserRole + 2;
 
 QString docTooltip(const NodeSpec& s) {
   QString doc = QString::fromStdString(s.doc).trimmed();
@@ -92,6 +94,10 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
     auto* leaf = new QTreeWidgetItem(cat, {QString::fromStdString(s->type)});
     leaf->setData(0, kDomainRole, QString::fromStdString(s->domain));
     leaf->setData(0, kTypeRole, QString::fromStdString(s->type));
+    QStringList others;
+    for (const auto* names : {&s->aliases, &s->seedNames})
+      for (const auto& n : *names) others << QString::fromStdString(n);
+    leaf->setData(0, kOtherNamesRole, others);
     leaf->setToolTip(0, docTooltip(*s));
     leaf->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsDragEnabled);
   }
@@ -126,8 +132,10 @@ void Palette::setFilter(const QString& text) {
       int shown = 0;
       for (int i = 0; i < cat->childCount(); ++i) {
         QTreeWidgetItem* leaf = cat->child(i);
-        const bool match = q.isEmpty() || leaf->text(0).contains(q, Qt::CaseInsensitive) ||
-                           cat->text(0).contains(q, Qt::CaseInsensitive);
+        bool match = q.isEmpty() || leaf->text(0).contains(q, Qt::CaseInsensitive) ||
+                     cat->text(0).contains(q, Qt::CaseInsensitive);
+        for (const QString& other : leaf->data(0, kOtherNamesRole).toStringList())
+          match = match || other.contains(q, Qt::CaseInsensitive);
         leaf->setHidden(!match);
         shown += match;
       }

@@ -676,6 +676,18 @@ def main_kernels():
           ("fc1_experts_bias", f32(E, 2 * INTER)), ("fc2_experts_weights", fc2)], ["output"], k=2,
          activation_type="swiglu", swiglu_fusion=1, activation_alpha=1.702, activation_beta=1.0,
          swiglu_limit=0.5)
+    # com.microsoft QLinearConv: ai.onnx's, and channels last.
+    xq = rng.integers(0, 256, (1, 5, 6, 4)).astype(np.uint8)  # [N, H, W, C]
+    wq = rng.integers(-128, 128, (6, 2, 3, 3)).astype(np.int8)
+    qconv = [("x_scale", np.array(0.02, np.float32)), ("x_zero_point", np.array(120, np.uint8)),
+             ("w", wq), ("w_scale", f32(6, lo=0.005, hi=0.02)),
+             ("w_zero_point", np.zeros(6, np.int8)), ("y_scale", np.array(0.05, np.float32)),
+             ("y_zero_point", np.array(128, np.uint8)),
+             ("B", rng.integers(-500, 500, (6,)).astype(np.int32))]
+    case("qlinearconv_channels_last_group", "QLinearConv", [("x", xq)] + qconv, ["y"],
+         channels_last=1, group=2, pads=[1, 1, 1, 1], strides=[2, 1])
+    case("qlinearconv_nchw", "QLinearConv", [("x", xq.transpose(0, 3, 1, 2).copy())] + qconv,
+         ["y"], group=2, pads=[1, 1, 1, 1], strides=[2, 1])
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

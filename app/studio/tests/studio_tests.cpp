@@ -78,6 +78,15 @@ class StudioTest : public QObject {
     QVERIFY(relu->toolTip(0).contains("Relu"));  // the doc from the schema
     QTreeWidgetItem* conv = palette->entry("ai.onnx", "Conv");
     QVERIFY(conv && conv->isHidden());
+    // The seed toolkit's spellings find their node.
+    palette->setFilter("Bernouilli");
+    QCOMPARE(palette->visibleEntries(), 1);
+    QVERIFY(!palette->entry("ai.onnx", "Bernoulli")->isHidden());
+    palette->setFilter("MicrosoftGelu");
+    QCOMPARE(palette->visibleEntries(), 1);
+    QVERIFY(!palette->entry("com.microsoft", "Gelu")->isHidden());
+    palette->filterEdit()->clear();
+    QTest::keyClicks(palette->filterEdit(), "relu");
 
     // Double-click: the node appears at the centre of the view.
     palette->tree()->scrollToItem(relu);
