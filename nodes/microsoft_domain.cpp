@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -265,13 +266,40 @@ int knownRank(const Ctx& c, int input) {
              ? t->tensor_type().shape().dim_size()
              : -1;
 }
+// What a body needs and the types it was given do not say (the model's checker lets it pass;
+// the planner, which knows every input's type, decides).
+struct RankUnknown : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
 // The same for a body that cannot be written without it.
 int rankOf(const Ctx& c, int input, const char* port) {
   const int r = knownRank(c, input);
   if (r < 0)
-    throw std::invalid_argument(std::string("the rank of ") + port +
-                                " must be known (declare its shape)");
+    throw RankUnknown(std::string("the rank of ") + port + " must be known (declare its shape)");
   return r;
+}
+// Input `input`'s dims where its type has a shape (-1 for an unknown one), else none.
+std::vector<int64_t> knownDims(const Ctx& c, int input) {
+  const onnx::TypeProto* t = c.getInputType(input);
+  std::vector<int64_t> d;
+  if (!t || !t->has_tensor_type() || !t->tensor_type().has_shape()) return d;
+  for (const auto& dim : t->tensor_type().shape().dim())
+    d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  return d;
+}
+std::string dimsText(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+  return s + "]";
+}
+// A 0/1 attribute: other values are refused rather than read as true.
+bool flagAttr(const Ctx& c, const char* name, int64_t def) {
+  const int64_t v = intAttr(c, name, def);
+  if (v != 0 && v != 1)
+    throw std::invalid_argument(std::string(name) + " is " + std::to_string(v) +
+                                "; it must be 0 or 1");
+  return v != 0;
 }
 
 // Channels-last tensors ([N, spatial..., C]) through ONNX's channels-first ops: the
@@ -294,6 +322,32 @@ ChannelPerms channelPerms(const Ctx& c, int input, const char* port) {
 void transpose(Body& b, const std::string& in, const std::string& out,
                const std::vector<int64_t>& perm) {
   *b.add("Transpose", {in}, {out}).add_attribute() = onnx::MakeAttribute("perm", perm);
+}
+
+// NhwcConv (and NhwcFusedConv's convolution): X [N, spatial..., C] and W [M, kernel..., C /
+// group] to channels first, Conv, and `out` back to channels last.
+void nhwcConv(const Ctx& c, Body& b, const std::string& out) {
+  const ChannelPerms p = channelPerms(c, 0, "X");
+  const auto x = knownDims(c, 0), w = knownDims(c, 1);
+  const int64_t group = intAttr(c, "group", 1);
+  if (group < 1)
+    throw std::invalid_argument("group is " + std::to_string(group) + "; it must be 1 or more");
+  if (!w.empty() && w.size() != x.size())
+    throw std::invalid_argument("W is " + dimsText(w) + " and X " + dimsText(x) +
+                                "; W must be [M, kernel..., C / group], of X's rank");
+  if (!x.empty() && x.back() >= 0 && x.back() % group != 0)
+    throw std::invalid_argument("X's " + std::to_string(x.back()) + " channels do not split into " +
+                                std::to_string(group) + " groups");
+  if (!w.empty() && x.back() >= 0 && w.back() >= 0 && w.back() * group != x.back())
+    throw std::invalid_argument(
+        "W is " + dimsText(w) + " for " + std::to_string(x.back()) + " channels in " +
+        std::to_string(group) + " group(s); its last axis must be C / group = " +
+        std::to_string(x.back() / group) + " (W is [M, kernel..., C / group], channels last)");
+  transpose(b, "X", "X_first", p.toFirst);
+  transpose(b, "W", "W_first", p.toFirst);
+  Body::copy(c, b.add("Conv", {"X_first", "W_first", c.hasInput(2) ? "B" : ""}, {"conv_first"}),
+             {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  transpose(b, "conv_first", out, p.toLast);
 }
 
 // BitmaskDropout and BitmaskBiasDropout: Dropout of `x` (ratio and training_mode at those
@@ -380,9 +434,15 @@ std::string signalSize(Body& b, const std::string& in, int64_t count, const std:
 // a real signal, the spectrum as a last axis of (real, imaginary), through ONNX's DFT.
 void fftBody(const Ctx& c, Body& b, bool inverse) {
   const int64_t dims = intAttr(c, "signal_ndim", 1);
-  const bool onesided = intAttr(c, "onesided", 1) != 0,
-             normalized = intAttr(c, "normalized", 0) != 0;
+  const bool onesided = flagAttr(c, "onesided", 1), normalized = flagAttr(c, "normalized", 0);
   const int rank = rankOf(c, 0, "X");
+  if (inverse) {
+    const auto x = knownDims(c, 0);
+    if (!x.empty() && x.back() >= 0 && x.back() != 2)
+      throw std::invalid_argument("X is " + dimsText(x) +
+                                  "; a spectrum's last axis holds (real, imaginary), so it must "
+                                  "be 2");
+  }
   const int signalRank = inverse ? rank - 1 : rank;  // without the complex axis
   if (dims < 1 || dims > 3 || dims > signalRank)
     throw std::invalid_argument("signal_ndim is " + std::to_string(dims) +
@@ -445,7 +505,7 @@ void fftBody(const Ctx& c, Body& b, bool inverse) {
 // (zero outside each row's top k) mix their outputs: k times the arithmetic of running only the
 // chosen experts, but plain ai.onnx operators that train.
 void moeBody(const Ctx& c, Body& b) {
-  if (intAttr(c, "use_sparse_mixer", 0) != 0)
+  if (flagAttr(c, "use_sparse_mixer", 0))
     throw std::invalid_argument(
         "use_sparse_mixer (Phi-3.5-MoE's routing) is not supported; set it to 0 for softmax "
         "top-k routing");
@@ -456,7 +516,44 @@ void moeBody(const Ctx& c, Body& b) {
     return a.empty() ? std::string("relu") : a;
   }();
   const int64_t fusion = intAttr(c, "swiglu_fusion", 0);
+  if (fusion < 0 || fusion > 2)
+    throw std::invalid_argument("swiglu_fusion is " + std::to_string(fusion) +
+                                "; it is 0 (none), 1 (interleaved) or 2 (concatenated)");
   const bool fc3 = c.hasInput(6);
+  const bool normalize = flagAttr(c, "normalize_routing_weights", 0);
+  // The shapes, where the model declares them: router_probs [rows, experts], each fcN's
+  // weights [experts, out, in].
+  const auto x = knownDims(c, 0), router = knownDims(c, 1);
+  const int64_t hidden = x.empty() ? -1 : x.back();
+  int64_t experts = router.size() == 2 ? router[1] : -1;
+  if (!router.empty() && router.size() != 2)
+    throw std::invalid_argument("router_probs is " + dimsText(router) +
+                                "; it must be [rows, experts]");
+  for (int n : {1, 2, 3}) {
+    const int in = 2 * n;
+    if (!c.hasInput(in)) continue;
+    const auto w = knownDims(c, in);
+    const std::string name = "fc" + std::to_string(n) + "_experts_weights";
+    if (w.empty()) continue;
+    if (w.size() != 3)
+      throw std::invalid_argument(name + " is " + dimsText(w) +
+                                  "; it must be [experts, out, in] (3 dimensions)");
+    if (experts >= 0 && w[0] >= 0 && w[0] != experts)
+      throw std::invalid_argument(name + " is " + dimsText(w) + ", for " + std::to_string(w[0]) +
+                                  " experts, but router_probs scores " + std::to_string(experts));
+    if (experts < 0) experts = w[0];
+    // fc1 and fc3 read the input's features; fc2 writes them.
+    const int64_t features = n == 2 ? w[1] : w[2];
+    if (hidden >= 0 && features >= 0 && features != hidden)
+      throw std::invalid_argument(
+          name + " is " + dimsText(w) + "; with " + std::to_string(hidden) +
+          " input features it must be [experts, " +
+          (n == 2 ? std::to_string(hidden) + ", inter]" : "out, " + std::to_string(hidden) + "]") +
+          " (weights are laid out [out, in])");
+  }
+  if (experts >= 0 && k > experts)
+    throw std::invalid_argument("k is " + std::to_string(k) + ", more than the " +
+                                std::to_string(experts) + " experts");
   if (act != "relu" && act != "gelu" && act != "silu" && act != "identity" && act != "swiglu")
     throw std::invalid_argument("activation_type '" + act +
                                 "' is not one of relu, gelu, silu, identity and swiglu");
@@ -473,7 +570,7 @@ void moeBody(const Ctx& c, Body& b) {
       onnx::MakeAttribute("axis", int64_t{-1});
   b.add("TopK", {"probs", b.constantInts("k", {k})}, {"top", "top_experts"});
   std::string weights = "top";
-  if (intAttr(c, "normalize_routing_weights", 0) != 0) {
+  if (normalize) {
     *b.add("ReduceSum", {"top", b.constantInts("expert_axis", {1})}, {"top_sum"}).add_attribute() =
         onnx::MakeAttribute("keepdims", int64_t{1});
     b.add("Div", {"top", "top_sum"}, {weights = "top_normalized"});
@@ -811,6 +908,24 @@ struct MsOp {
   std::function<void(const Ctx&, Body&)> body;
   std::function<void(onnx::InferenceContext&)> infer;
 };
+
+// The values a string attribute takes, where it is a choice: the panel lists them, and
+// validation refuses others.
+const std::vector<std::string>* msChoices(const std::string& op, const std::string& attr) {
+  static const std::vector<std::string> kAutoPad{"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  static const std::vector<std::string> kConvActivation{
+      "", "Relu", "Tanh", "Sigmoid", "LeakyRelu", "HardSigmoid", "Clip"};
+  static const std::map<std::pair<std::string, std::string>, std::vector<std::string>> kChoices = {
+      {{"MoE", "activation_type"}, {"relu", "gelu", "silu", "identity", "swiglu"}},
+      {{"FusedConv", "activation"}, kConvActivation},
+      {{"NhwcFusedConv", "activation"}, kConvActivation},
+      {{"CropAndResize", "mode"}, {"bilinear", "nearest"}},
+      {{"CDist", "metric"}, {"sqeuclidean", "euclidean"}},
+  };
+  if (attr == "auto_pad") return &kAutoPad;
+  auto it = kChoices.find({op, attr});
+  return it == kChoices.end() ? nullptr : &it->second;
+}
 
 // Shape inference: the output as input 0 (type and shape).
 void sameAsInput0(onnx::InferenceContext& ctx) {
@@ -1936,6 +2051,7 @@ const std::vector<MsOp>& msOps() {
        "up, for ONNX Runtime's GPU kernel; the broadcast already does.",
        17,
        [](const Ctx& c, Body& b) {
+         (void)flagAttr(c, "is_inner_broadcast", 0);
          b.add("Add", {"data", "bias"}, {"sum"});
          *b.add("Flatten", {"sum"}, {"rows"}).add_attribute() =
              onnx::MakeAttribute("axis", intAttr(c, "axis", 1));
@@ -1948,27 +2064,14 @@ const std::vector<MsOp>& msOps() {
       {"NhwcConv", "nn",
        "Conv (the same attributes) on X laid out channels last, [N, spatial..., C], with W as "
        "[M, kernel..., C / group] and Y channels last too.",
-       17,
-       [](const Ctx& c, Body& b) {
-         const ChannelPerms p = channelPerms(c, 0, "X");
-         transpose(b, "X", "X_first", p.toFirst);
-         transpose(b, "W", "W_first", p.toFirst);
-         Body::copy(c, b.add("Conv", {"X_first", "W_first", c.hasInput(2) ? "B" : ""}, {"conv"}),
-                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
-         transpose(b, "conv", "Y", p.toLast);
-       },
+       17, [](const Ctx& c, Body& b) { nhwcConv(c, b, "Y"); },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"NhwcFusedConv", "nn",
        "NhwcConv whose output, plus the optional Z (channels last), goes through FusedConv's "
        "activation (activation, activation_params).",
        17,
        [](const Ctx& c, Body& b) {
-         const ChannelPerms p = channelPerms(c, 0, "X");
-         transpose(b, "X", "X_first", p.toFirst);
-         transpose(b, "W", "W_first", p.toFirst);
-         Body::copy(c, b.add("Conv", {"X_first", "W_first", c.hasInput(2) ? "B" : ""}, {"conv"}),
-                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
-         transpose(b, "conv", "conv_last", p.toLast);
+         nhwcConv(c, b, "conv_last");
          std::string y = "conv_last";
          if (c.hasInput(3)) b.add("Add", {"conv_last", "Z"}, {y = "sum"});
          const auto* a = attr(c, "activation_params", onnx::AttributeProto::FLOATS);
@@ -2032,6 +2135,22 @@ const std::vector<MsOp>& msOps() {
        [](const Ctx& c, Body& b) {
          const int64_t heads = intAttr(c, "num_heads", 0);
          if (heads < 1) throw std::invalid_argument("num_heads must be 1 or more");
+         const auto qd = knownDims(c, 0), w = knownDims(c, 3);
+         const bool packedIn = c.hasInput(6);
+         if (!qd.empty() && qd.size() != (packedIn ? 2u : 3u))
+           throw std::invalid_argument(
+               "query_layer is " + dimsText(qd) + "; it must be " +
+               (packedIn ? "[tokens, hidden] with token_offset"
+                         : "[batch, sequence, hidden] (or packed [tokens, hidden] with "
+                           "token_offset)"));
+         if (!qd.empty() && qd.back() >= 0 && qd.back() % heads != 0)
+           throw std::invalid_argument("query_layer's hidden size " + std::to_string(qd.back()) +
+                                       " does not split into num_heads " + std::to_string(heads) +
+                                       " heads");
+         if (w.size() == 2 && w[1] >= 0 && w[1] % 2 != 0)
+           throw std::invalid_argument("weight is " + dimsText(w) +
+                                       "; its second axis D is summed in two halves, so it must "
+                                       "be even");
          std::string q = "query";
          b.add("Add", {"query_layer", "query_bias"}, {"query"});
          if (c.hasInput(6)) {
@@ -2407,6 +2526,42 @@ Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypePr
   return Status();
 }
 
+Status checkMicrosoftNode(const onnx::NodeProto& node, const onnx::GraphProto& g) {
+  const auto& ops = msOps();
+  const auto op =
+      std::find_if(ops.begin(), ops.end(), [&](const MsOp& o) { return node.op_type() == o.name; });
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
+  if (op == ops.end() || !op->body || !schema) return Status();
+  // The types the graph declares for the node's inputs (graph inputs, value_info, initializers).
+  std::vector<onnx::TypeProto> types(node.input_size());
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string& name = node.input(i);
+    if (name.empty()) continue;
+    for (const auto* values : {&g.input(), &g.value_info()})
+      for (const auto& v : *values)
+        if (v.name() == name) types[i] = v.type();
+    for (const auto& t : g.initializer())
+      if (t.name() == name) {
+        auto* tt = types[i].mutable_tensor_type();
+        tt->set_elem_type(t.data_type());
+        auto* shape = tt->mutable_shape();
+        for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+      }
+  }
+  onnx::FunctionBodyBuildContextImpl ctx(node, types);
+  onnx::FunctionProto body;
+  try {
+    buildBody(ctx, *schema, op->body, op->bodyOpset, body);
+  } catch (const RankUnknown&) {
+    // Left to the planner, which knows the types of the values nodes make.
+  } catch (const std::exception& e) {
+    return Status::error("node '" + node.name() + "' (" + node.op_type() +
+                         ", com.microsoft): " + e.what());
+  }
+  return Status();
+}
+
 void addMicrosoftDomain(CatalogueBuilder& b) {
   b.setDefaultOpset(kMicrosoftDomain, 1);
   std::vector<NodeSpec> specs;
@@ -2416,6 +2571,8 @@ void addMicrosoftDomain(CatalogueBuilder& b) {
     NodeSpec spec = specFromFacts(*facts, nullptr, kMicrosoftDomain);
     spec.category = op.category;
     spec.doc = op.doc;
+    for (auto& p : spec.params)
+      if (const auto* values = msChoices(op.name, p.name)) p.allowedValues = *values;
     specs.push_back(std::move(spec));
   }
   static std::once_flag registered;

@@ -20,5 +20,9 @@ namespace dw {
 bool microsoftHasBody(const std::string& op);
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body);
+// The error the planner would give when it expands com.microsoft `node` of graph `g`
+// (attributes it cannot take, declared input shapes that do not fit), found by validation before
+// any run. What only the types of values other nodes make decide is left to the planner.
+Status checkMicrosoftNode(const onnx::NodeProto& node, const onnx::GraphProto& g);
 
 }  // namespace dw

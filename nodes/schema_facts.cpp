@@ -1,5 +1,8 @@
 #include "nodes/schema_facts.h"
 
+#include "nodes/catalogue.h"
+#include "nodes/microsoft_domain.h"
+
 #include <onnx/defs/data_type_utils.h>
 
 #include <onnx/defs/schema.h>
@@ -647,6 +650,7 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
       continue;  // the planner reports unsupported ops
     }
     DW_RETURN_IF_ERROR(checkNodeAgainst(node, *schema, it->second, what));
+    if (domain == kMicrosoftDomain) DW_RETURN_IF_ERROR(checkMicrosoftNode(node, g));
     if (node.op_type() == "MaxUnpool" && domain.empty())
       for (int i = 0; i < std::min(2, node.input_size()); ++i)
         for (const auto& v : g.input())

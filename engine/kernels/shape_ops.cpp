@@ -585,11 +585,20 @@ class Dropout : public Kernel {
     bool training = false;
     float ratio = ratioAttr_;
     if (opset_ >= 12) {
+      for (int i : {1, 2})
+        if (ctx.hasInput(i) && ctx.input(i).size() != 1)
+          return Status::error(std::string(i == 1 ? "ratio" : "training_mode") +
+                               " must be a single value, not " +
+                               shapeToString(ctx.input(i).shape()));
       if (ctx.hasInput(1)) ratio = static_cast<float>(ctx.input(1).getDouble(0));
       if (ctx.hasInput(2)) training = ctx.input(2).getInt(0) != 0;
     } else if (opset_ < 7) {
       training = !isTestAttr_;
     }
+    // In inference the ratio is not used (and ONNX Runtime does not look at it either).
+    if (training && !(ratio >= 0 && ratio < 1))
+      return Status::error("ratio is " + std::to_string(ratio) +
+                           "; a dropout ratio must be in [0, 1)");
     if (!training || ratio == 0) {
       ctx.setOutput(0, ctx.inputValue(0));
       if (ctx.wantsOutput(1)) {
