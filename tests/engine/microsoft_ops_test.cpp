@@ -264,6 +264,61 @@ TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
   EXPECT_NE(r.message().find("pred_tokens has 7 tokens"), std::string::npos) << r.message();
 }
 
+// Validation builds each body from the types the graph declares, so `check` reports what the
+// planner would refuse: an attribute value the op does not have, weights of the wrong layout.
+TEST(MicrosoftOps, ValidationFindsWhatABodyRefuses) {
+  (void)dw::Catalogue::instance();
+  const fs::path golden = fs::path(DW_SOURCE_DIR) / "tests/golden";
+  auto problem = [](onnx::ModelProto m) {
+    bool unsafe = false;
+    return dw::validateModelNodes(m, unsafe);
+  };
+  onnx::ModelProto moe = load(golden / "ort-contrib/moe_relu_top2/model.onnx");
+  ASSERT_TRUE(problem(moe).ok());
+  auto* act = moe.mutable_graph()->mutable_node(0)->add_attribute();
+  act->set_name("activation_type");
+  act->set_type(onnx::AttributeProto::STRING);
+  act->set_s("tanh");
+  auto st = problem(moe);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("(MoE, com.microsoft): activation_type 'tanh' is not one of"),
+            std::string::npos)
+      << st.message();
+  onnx::ModelProto nhwc = load(golden / "ref-contrib/nhwcconv_bias_strides_pads/model.onnx");
+  ASSERT_TRUE(problem(nhwc).ok());
+  // X declared with 4 channels, against W's [4, 3, 3, 3] (M, kH, kW, C = 3).
+  nhwc.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(3)
+      ->set_dim_value(4);
+  st = problem(nhwc);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("its last axis must be C / group = 4"), std::string::npos)
+      << st.message();
+}
+
+// Dropout in training mode takes a ratio in [0, 1): -0.5 kept every value and scaled it by
+// 1 / 1.5.
+TEST(MicrosoftOps, DropoutRefusesARatioOutsideItsRange) {
+  (void)dw::Catalogue::instance();
+  const fs::path dir =
+      fs::path(DW_SOURCE_DIR) / "tests/golden/ref-contrib/bitmaskdropout_inference";
+  auto session = dw::engine::InferenceSession::create(load(dir / "model.onnx"));
+  ASSERT_TRUE(session.ok()) << session.message();
+  for (float ratio : {-0.5f, 1.0f}) {
+    auto in = caseInputs(dir);
+    in["training_mode"].data<bool>()[0] = true;
+    in["ratio"].data<float>()[0] = ratio;
+    auto r = (*session)->run(in);
+    ASSERT_FALSE(r.ok()) << ratio;
+    EXPECT_NE(r.message().find("a dropout ratio must be in [0, 1)"), std::string::npos)
+        << r.message();
+  }
+}
+
 // BitmaskDropout in training: each kept element is scaled by 1 / (1 - ratio) and has its bit
 // set, each dropped one is zero with its bit clear, and the bits past the last element are clear
 // (in inference the reference case has them all set, as ONNX Runtime fills the mask).
