@@ -140,7 +140,14 @@ MICROSOFT_SEEDS = [
     "pad_constant", "qattention", "qgemm_quantized", "qlinearaveragepool_channels_last_int8",
     "qlinearconcat_int8", "qlinearglobalaveragepool_nhwc_uint8", "qlinearwhere_int8", "quickgelu",
     "range_int_nodelta", "rotary_3d_start_interleaved", "skiplayernorm_all",
+    "moe_swiglu_interleaved", "bifurcationdetector_guess_differs",
+    "qlinearconv_channels_last_group",
     "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
+]
+
+REFERENCE_SEEDS = [
+    "biassoftmax_inner", "bitmaskbiasdropout_residual", "gatedrelativepositionbias_packed",
+    "irfft_2d_normalized", "moe_silu_fc3_gated", "nhwcfusedconv_z_relu", "rfft_2d_normalized",
 ]
 
 
@@ -163,6 +170,11 @@ def main():
     contrib = os.path.join(HERE, "..", "golden", "ort-contrib")
     for case in MICROSOFT_SEEDS:
         shutil.copy(os.path.join(contrib, case, "model.onnx"),
+                    os.path.join(SEEDS, "onnx", f"microsoft_{case}.onnx"))
+    # The reference cases of the ops ONNX Runtime runs only on GPUs, one model per op.
+    reference = os.path.join(HERE, "..", "golden", "ref-contrib")
+    for case in REFERENCE_SEEDS:
+        shutil.copy(os.path.join(reference, case, "model.onnx"),
                     os.path.join(SEEDS, "onnx", f"microsoft_{case}.onnx"))
     examples = os.path.join(HERE, "..", "..", "resources", "examples")
     for f in sorted(os.listdir(examples)):
