@@ -2526,28 +2526,32 @@ Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypePr
   return Status();
 }
 
-Status checkMicrosoftNode(const onnx::NodeProto& node, const onnx::GraphProto& g) {
+std::map<std::string, onnx::TypeProto> declaredTypes(const onnx::GraphProto& g) {
+  std::map<std::string, onnx::TypeProto> types;
+  for (const auto* values : {&g.input(), &g.value_info()})
+    for (const auto& v : *values) types[v.name()] = v.type();
+  for (const auto& t : g.initializer()) {
+    auto* tt = types[t.name()].mutable_tensor_type();
+    tt->set_elem_type(t.data_type());
+    auto* shape = tt->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+  }
+  return types;
+}
+
+Status checkMicrosoftNode(const onnx::NodeProto& node,
+                          const std::map<std::string, onnx::TypeProto>& declared) {
   const auto& ops = msOps();
   const auto op =
       std::find_if(ops.begin(), ops.end(), [&](const MsOp& o) { return node.op_type() == o.name; });
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), 1, kMicrosoftDomain);
   if (op == ops.end() || !op->body || !schema) return Status();
-  // The types the graph declares for the node's inputs (graph inputs, value_info, initializers).
   std::vector<onnx::TypeProto> types(node.input_size());
   for (int i = 0; i < node.input_size(); ++i) {
-    const std::string& name = node.input(i);
-    if (name.empty()) continue;
-    for (const auto* values : {&g.input(), &g.value_info()})
-      for (const auto& v : *values)
-        if (v.name() == name) types[i] = v.type();
-    for (const auto& t : g.initializer())
-      if (t.name() == name) {
-        auto* tt = types[i].mutable_tensor_type();
-        tt->set_elem_type(t.data_type());
-        auto* shape = tt->mutable_shape();
-        for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
-      }
+    auto it = declared.find(node.input(i));
+    if (!node.input(i).empty() && it != declared.end()) types[i] = it->second;
   }
   onnx::FunctionBodyBuildContextImpl ctx(node, types);
   onnx::FunctionProto body;

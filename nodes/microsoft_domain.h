@@ -5,6 +5,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "nodes/status.h"
@@ -20,9 +22,12 @@ namespace dw {
 bool microsoftHasBody(const std::string& op);
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body);
-// The error the planner would give when it expands com.microsoft `node` of graph `g`
-// (attributes it cannot take, declared input shapes that do not fit), found by validation before
-// any run. What only the types of values other nodes make decide is left to the planner.
-Status checkMicrosoftNode(const onnx::NodeProto& node, const onnx::GraphProto& g);
+// The types graph `g` declares for its values (inputs, value_info, initializers), by name.
+std::map<std::string, onnx::TypeProto> declaredTypes(const onnx::GraphProto& g);
+// The error the planner would give when it expands com.microsoft `node` (attributes it cannot
+// take, input shapes `declared` says do not fit), found by validation before any run. What only
+// the types of values other nodes make decide is left to the planner.
+Status checkMicrosoftNode(const onnx::NodeProto& node,
+                          const std::map<std::string, onnx::TypeProto>& declared);
 
 }  // namespace dw

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "nodes/onnx_params.h"
@@ -597,6 +598,7 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
     for (const auto& o : n.output()) defined.insert(o);
   std::map<std::string, int> ranks;
   declaredRanks(g, ranks);
+  std::optional<std::map<std::string, onnx::TypeProto>> declared;  // for com.microsoft bodies
   for (const auto& node : g.node()) {
     const std::string what = "node '" + nodeName(node) + "' (" + node.op_type() + ")";
     for (const auto& in : node.input())
@@ -650,7 +652,10 @@ Status validateNodesIn(const onnx::GraphProto& g, const std::map<std::string, in
       continue;  // the planner reports unsupported ops
     }
     DW_RETURN_IF_ERROR(checkNodeAgainst(node, *schema, it->second, what));
-    if (domain == kMicrosoftDomain) DW_RETURN_IF_ERROR(checkMicrosoftNode(node, g));
+    if (domain == kMicrosoftDomain) {
+      if (!declared) declared = declaredTypes(g);
+      DW_RETURN_IF_ERROR(checkMicrosoftNode(node, *declared));
+    }
     if (node.op_type() == "MaxUnpool" && domain.empty())
       for (int i = 0; i < std::min(2, node.input_size()); ++i)
         for (const auto& v : g.input())
