@@ -1685,6 +1685,20 @@ const std::vector<MsOp>& msOps() {
        "2, or fc3; activation_alpha, activation_beta, swiglu_limit); fc3 also gates the other "
        "activations.",
        17, moeBody, sameAsInput0},
+      {"Tokenizer", "text",
+       "Splits each string of X ([C] or [N, C]) into tokens: at separators (RE2 expressions, "
+       "each splitting what the previous left; [\"\"] gives characters) or as the matches of "
+       "tokenexp. Tokens under mincharnum characters are dropped; Y adds an axis as long as the "
+       "most tokens found, padded with pad_value, with mark a \\x02 before and a \\x03 "
+       "after each string's tokens.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::STRING);
+         if (!onnx::hasInputShape(ctx, 0)) return;
+         onnx::TensorShapeProto y = onnx::getInputShape(ctx, 0);
+         y.add_dim();
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

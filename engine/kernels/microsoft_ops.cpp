@@ -1,13 +1,17 @@
 // com.microsoft operators that no composition of ai.onnx operators expresses, so they have
 // kernels of their own (the rest are function bodies, nodes/microsoft_domain.cpp): Inverse,
-// MurmurHash3, DynamicTimeWarping, NGramRepeatBlock and BifurcationDetector. Each follows ONNX
-// Runtime's contrib definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's outputs for
-// them. Also GroupQueryAttention, the attention of decoder LLM exports, which needs its key/value
-// cache, CropAndResize, MaxpoolWithMask and WordConvEmbedding.
+// MurmurHash3, DynamicTimeWarping, NGramRepeatBlock, BifurcationDetector and Tokenizer. Each
+// follows ONNX Runtime's contrib definition; tests/golden/ort-contrib holds ONNX Runtime 1.30's
+// outputs for them. Also GroupQueryAttention, the attention of decoder LLM exports, which needs its
+// key/value cache, CropAndResize, MaxpoolWithMask and WordConvEmbedding.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string_view>
+
+#include <re2/re2.h>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
@@ -331,6 +335,189 @@ class BifurcationDetector : public Kernel {
 
  private:
   int64_t minN_, maxN_;
+};
+
+// Tokenizer: splits each string of X ([C] or [N, C]) into tokens, as ONNX Runtime does, by
+// separators (RE2 expressions, leftmost-longest; each splits the pieces the previous left) or
+// by tokenexp (the matches are the tokens); a single empty separator, or tokenexp ".", gives
+// each UTF-8 character. Tokens shorter than mincharnum characters are dropped. Y adds an axis of
+// the most tokens any string has (plus two with mark: "\x02" before and "\x03" after each
+// string's tokens), the rest filled with pad_value; no token anywhere gives that axis 0.
+class Tokenizer : public Kernel {
+ public:
+  explicit Tokenizer(const KernelInit& init)
+      : mark_(init.attrs.getInt("mark", 0) != 0),
+        pad_(init.attrs.getString("pad_value")),
+        minChars_(init.attrs.getInt("mincharnum", 0)) {
+    for (const char* required : {"mark", "pad_value", "mincharnum"})
+      if (!init.attrs.has(required)) {
+        fail(std::string("Tokenizer needs the ") + required + " attribute");
+        return;
+      }
+    if (minChars_ < 1) {
+      fail("mincharnum is " + std::to_string(minChars_) + "; it must be 1 or more");
+      return;
+    }
+    RE2::Options options;
+    options.set_longest_match(true);
+    options.set_log_errors(false);
+    if (init.attrs.has("separators")) {
+      const auto seps = init.attrs.getStrings("separators");
+      if (seps.empty()) {
+        fail("separators is empty; give at least one, or tokenexp instead");
+        return;
+      }
+      chars_ = seps.size() == 1 && seps[0].empty();
+      if (!chars_)
+        for (const auto& sep : seps) {
+          separators_.push_back(std::make_unique<RE2>(sep, options));
+          if (!separators_.back()->ok()) {
+            fail("separator '" + sep +
+                 "' is not a valid RE2 expression: " + separators_.back()->error());
+            return;
+          }
+        }
+    } else {
+      const std::string exp = init.attrs.has("tokenexp") ? init.attrs.getString("tokenexp") : "";
+      if (exp.empty()) {
+        fail("Tokenizer needs separators or a non-empty tokenexp");
+        return;
+      }
+      chars_ = exp == ".";
+      if (!chars_) {
+        tokens_ = std::make_unique<RE2>(exp, options);
+        if (!tokens_->ok()) {
+          fail("tokenexp '" + exp + "' is not a valid RE2 expression: " + tokens_->error());
+          return;
+        }
+      }
+    }
+    if (chars_ && minChars_ > 1)
+      fail("mincharnum is " + std::to_string(minChars_) +
+           "; splitting into characters gives tokens of 1");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kString || (x.rank() != 1 && x.rank() != 2))
+      return Status::error("X must be a string tensor of [C] or [N, C], not " +
+                           shapeToString(x.shape()));
+    Shape out = x.shape();
+    if (x.size() == 0) {
+      // As ONNX Runtime shapes it: [N, 0] for [N, C] with nothing in it, [0] for [0].
+      out.resize(x.rank() - 1);
+      out.push_back(0);
+      DW_ALLOC(y, ctx.output(0, DType::kString, out));
+      (void)y;
+      return Status();
+    }
+    std::vector<std::vector<std::string_view>> rows(x.size());
+    size_t most = 0;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const std::string& s = x.strings()[i];
+      if (!validUtf8(s)) return Status::error("X[" + std::to_string(i) + "] is not valid UTF-8");
+      DW_RETURN_IF_ERROR(split(s, rows[i]));
+      most = std::max(most, rows[i].size());
+    }
+    const size_t width = most == 0 ? 0 : most + (mark_ ? 2 : 0);
+    out.push_back(static_cast<int64_t>(width));
+    DW_ALLOC(y, ctx.output(0, DType::kString, out));
+    if (width == 0) return Status();
+    auto& ys = y->strings();
+    size_t at = 0;
+    for (const auto& row : rows) {
+      if (mark_) ys[at++] = "\x02";
+      for (const auto& t : row) ys[at++] = std::string(t);
+      if (mark_) ys[at++] = "\x03";
+      for (size_t p = row.size() + (mark_ ? 2 : 0); p < width; ++p) ys[at++] = pad_;
+    }
+    return Status();
+  }
+
+ private:
+  static size_t charLength(unsigned char lead) {
+    return lead < 0x80           ? 1
+           : (lead >> 5) == 0x6  ? 2
+           : (lead >> 4) == 0xE  ? 3
+           : (lead >> 3) == 0x1E ? 4
+                                 : 0;
+  }
+  static bool validUtf8(std::string_view s) {
+    for (size_t i = 0; i < s.size();) {
+      const size_t n = charLength(static_cast<unsigned char>(s[i]));
+      if (n == 0 || i + n > s.size()) return false;
+      for (size_t k = 1; k < n; ++k)
+        if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+      i += n;
+    }
+    return true;
+  }
+  static size_t chars(std::string_view s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+  // The next position after the character at `at` (a match of nothing moves on by one).
+  static size_t nextChar(std::string_view s, size_t at) {
+    return at + std::max<size_t>(1, charLength(static_cast<unsigned char>(s[at])));
+  }
+
+  Status split(std::string_view s, std::vector<std::string_view>& row) const {
+    if (chars_) {
+      for (size_t i = 0; i < s.size(); i = nextChar(s, i))
+        row.push_back(s.substr(i, nextChar(s, i) - i));
+      return Status();
+    }
+    if (tokens_) {
+      if (chars(s) < static_cast<size_t>(minChars_)) return Status();
+      re2::StringPiece text(s.data(), s.size()), m;
+      size_t pos = 0;
+      while (pos <= s.size() && tokens_->Match(text, pos, s.size(), RE2::UNANCHORED, &m, 1)) {
+        const size_t at = m.data() - s.data();
+        const std::string_view token(m.data(), m.size());
+        if (chars(token) >= static_cast<size_t>(minChars_)) {
+          row.push_back(token);
+          pos = at + m.size();
+        } else {
+          if (at >= s.size()) break;
+          pos = nextChar(s, at);
+        }
+      }
+      return Status();
+    }
+    // Separators in turn, each splitting every piece the previous one left.
+    row.assign(1, s);
+    for (const auto& sep : separators_) {
+      std::vector<std::string_view> pieces;
+      for (const std::string_view text : row) {
+        const re2::StringPiece sp(text.data(), text.size());
+        re2::StringPiece m;
+        size_t pos = 0;
+        while (true) {
+          if (pos > text.size() || !sep->Match(sp, pos, text.size(), RE2::UNANCHORED, &m, 1)) {
+            const std::string_view rest = text.substr(std::min(pos, text.size()));
+            if (chars(rest) >= static_cast<size_t>(minChars_)) pieces.push_back(rest);
+            break;
+          }
+          const size_t at = m.data() - text.data();
+          const std::string_view token = text.substr(pos, at - pos);
+          if (chars(token) >= static_cast<size_t>(minChars_)) pieces.push_back(token);
+          // A separator that matches nothing passes over the character where it matched.
+          pos = m.size() > 0 ? at + m.size() : (at < text.size() ? nextChar(text, at) : at + 1);
+        }
+      }
+      row = std::move(pieces);
+      if (row.empty()) break;
+    }
+    return Status();
+  }
+
+  bool mark_;
+  std::string pad_;
+  int64_t minChars_;
+  bool chars_ = false;
+  std::vector<std::unique_ptr<RE2>> separators_;
+  std::unique_ptr<RE2> tokens_;
 };
 
 // GroupQueryAttention: causal attention of num_heads query heads over kv_num_heads key/value
@@ -825,6 +1012,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "DynamicTimeWarping", 1, kMaxOpset, &makeKernel<DynamicTimeWarping>, false, ms);
   r.add(h, "NGramRepeatBlock", 1, kMaxOpset, &makeKernel<NGramRepeatBlock>, false, ms);
   r.add(h, "BifurcationDetector", 1, kMaxOpset, &makeKernel<BifurcationDetector>, false, ms);
+  r.add(h, "Tokenizer", 1, kMaxOpset, &makeKernel<Tokenizer>, false, ms);
   r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
   r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
   r.add(h, "MaxpoolWithMask", 1, kMaxOpset, &makeKernel<MaxpoolWithMask>, false, ms);

@@ -253,6 +253,11 @@ TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
           [](auto& in) { in["batch_indices"].template data<int32_t>()[1] = 7; });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("batch_indices[1] is 7"), std::string::npos) << r.message();
+  // A string that is not UTF-8.
+  r = run("tokenizer_separators_mark",
+          [](auto& in) { in["X"].strings()[4] = std::string("caf\xe9 au lait"); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("X[4] is not valid UTF-8"), std::string::npos) << r.message();
   // A guess from past the end of the source, and one of the wrong length.
   r = run("bifurcationdetector_guess_differs",
           [](auto& in) { in["prev_suffix_match_idx"].template data<int64_t>()[0] = 9; });

@@ -141,7 +141,7 @@ MICROSOFT_SEEDS = [
     "qlinearconcat_int8", "qlinearglobalaveragepool_nhwc_uint8", "qlinearwhere_int8", "quickgelu",
     "range_int_nodelta", "rotary_3d_start_interleaved", "skiplayernorm_all",
     "moe_swiglu_interleaved", "bifurcationdetector_guess_differs",
-    "qlinearconv_channels_last_group",
+    "qlinearconv_channels_last_group", "tokenizer_separators_mark",
     "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
 ]
 

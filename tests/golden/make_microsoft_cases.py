@@ -688,6 +688,20 @@ def main_kernels():
          channels_last=1, group=2, pads=[1, 1, 1, 1], strides=[2, 1])
     case("qlinearconv_nchw", "QLinearConv", [("x", xq.transpose(0, 3, 1, 2).copy())] + qconv,
          ["y"], group=2, pads=[1, 1, 1, 1], strides=[2, 1])
+    def text(*rows):
+        return np.array(rows, dtype=object)
+    case("tokenizer_separators_mark", "Tokenizer",
+         [("X", text(["the cat,sat", "", "a,b c d,e"], ["x", "hello  world", ",,"]))], ["Y"],
+         separators=[" ", ","], mincharnum=1, mark=1, pad_value="#", out_type=np.object_)
+    case("tokenizer_tokenexp_mincharnum", "Tokenizer",
+         [("X", text("Hello, World! a bc", "x y", "no-1 yes22"))], ["Y"], tokenexp="[a-zA-Z]+",
+         mincharnum=2, mark=0, pad_value="", out_type=np.object_)
+    case("tokenizer_characters_utf8", "Tokenizer", [("X", text("h\u00e9llo", "\u65e5\u672c"))],
+         ["Y"], separators=[""], mincharnum=1, mark=1, pad_value="_", out_type=np.object_)
+    case("tokenizer_nothing_left", "Tokenizer", [("X", text("  ", ",, ,"))], ["Y"],
+         separators=[" ", ","], mincharnum=1, mark=0, pad_value="#", out_type=np.object_)
+    case("tokenizer_longest_alternative", "Tokenizer", [("X", text("xabyab", "aab"))], ["Y"],
+         separators=["a|ab"], mincharnum=1, mark=0, pad_value="-", out_type=np.object_)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

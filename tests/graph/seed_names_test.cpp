@@ -38,7 +38,6 @@ const std::set<std::string> kNotYet = {
     "Sampling",
     "SparseAttention",
     "SparseToDenseMatMul",
-    "Tokenizer",
     "WhisperBeamSearch",
     "Resume",
     "RawConstantOfShape",

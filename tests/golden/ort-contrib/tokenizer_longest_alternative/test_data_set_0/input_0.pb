@@ -1,0 +1,1 @@
+2xabyab2aabBX
