@@ -324,6 +324,68 @@ void transpose(Body& b, const std::string& in, const std::string& out,
   *b.add("Transpose", {in}, {out}).add_attribute() = onnx::MakeAttribute("perm", perm);
 }
 
+// PackedAttention and PackedMultiHeadAttention: tokens packed without padding ([tokens, ...])
+// go to their places in [B, S, ...] (token_offset's first `tokens` entries name them, as
+// RestorePadding reads it), attend within their sequence (cumulative_sequence_length gives each
+// sequence's length: later keys are masked), and come back packed.
+struct PackedTokens {
+  Body& b;
+  // Each token's place as (sequence, position) ([tokens, 2]), for ScatterND and GatherND, whose
+  // outputs keep a rank shape inference knows (a Reshape to computed dims would not).
+  explicit PackedTokens(Body& body, const std::string& packed) : b(body) {
+    b.add("Shape", {"token_offset"}, {"bs"});
+    *b.add("Gather", {"bs", b.scalarInt("seq_at", 1)}, {"seq"}).add_attribute() =
+        onnx::MakeAttribute("axis", int64_t{0});
+    b.add(
+        "Reshape",
+        {b.cast("token_offset", onnx::TensorProto::INT64, "offsets"), b.constantInts("flat", {-1})},
+        {"offsets_flat"});
+    b.add("Shape", {packed}, {"packed_shape"});
+    b.add("Slice", {"packed_shape", b.constantInts("zero", {0}), b.constantInts("one", {1})},
+          {"tokens"});
+    b.add("Slice", {"offsets_flat", "zero", "tokens"}, {"places"});
+    b.add("Div", {"places", "seq"}, {"place_seq"});
+    b.add("Mod", {"places", "seq"}, {"place_pos"});
+    b.add("Unsqueeze", {"place_seq", b.constantInts("last", {-1})}, {"place_seq_col"});
+    b.add("Unsqueeze", {"place_pos", "last"}, {"place_pos_col"});
+    *b.add("Concat", {"place_seq_col", "place_pos_col"}, {"places_2d"}).add_attribute() =
+        onnx::MakeAttribute("axis", int64_t{-1});
+  }
+  // `in` ([tokens, rest...], of `rank` dimensions) to `out` ([B, S, rest...]), zeros at the
+  // padding.
+  void unpack(const std::string& in, const std::string& out, int rank) {
+    // Zeros of [B, S, 1...] plus zeros of one token's [rest...].
+    b.add("CastLike", {"token_offset", in}, {out + "_cells"});
+    b.add("Mul", {out + "_cells", b.constantLike(out + "_zero", 0.0f, in)}, {out + "_cell_zeros"});
+    std::vector<int64_t> trailing;
+    for (int a = 2; a <= rank; ++a) trailing.push_back(a);
+    b.add("Unsqueeze", {out + "_cell_zeros", b.constantInts(out + "_trailing", trailing)},
+          {out + "_cell_zeros_x"});
+    b.add("Gather", {in, b.scalarInt(out + "_first", 0)}, {out + "_row"});
+    b.add("Mul", {out + "_row", out + "_zero"}, {out + "_row_zeros"});
+    b.add("Add", {out + "_cell_zeros_x", out + "_row_zeros"}, {out + "_zeros"});
+    b.add("ScatterND", {out + "_zeros", "places_2d", in}, {out});
+  }
+  // `in` ([B, S, width]) back to `out` ([tokens, width]).
+  void pack(const std::string& in, const std::string& out) {
+    b.add("GatherND", {in, "places_2d"}, {out});
+  }
+  // [B, 1, 1, S]: true for the keys within each sequence's length.
+  std::string keep() {
+    b.add("Slice", {"cumulative_sequence_length", "one", b.constantInts("end", {INT64_MAX})},
+          {"ends"});
+    b.add("Slice", {"cumulative_sequence_length", "zero", b.constantInts("minus_one", {-1})},
+          {"starts"});
+    b.add("Sub", {"ends", "starts"}, {"lengths_i"});
+    b.cast("lengths_i", onnx::TensorProto::INT64, "lengths");
+    b.add("Range", {b.scalarInt("pos0", 0), "seq", b.scalarInt("pos_step", 1)}, {"positions"});
+    b.add("Unsqueeze", {"lengths", b.constantInts("col", {1})}, {"lengths_col"});
+    b.add("Less", {"positions", "lengths_col"}, {"in_sequence"});
+    b.add("Unsqueeze", {"in_sequence", b.constantInts("axes12", {1, 2})}, {"keep"});
+    return "keep";
+  }
+};
+
 // NhwcConv (and NhwcFusedConv's convolution): X [N, spatial..., C] and W [M, kernel..., C /
 // group] to channels first, Conv, and `out` back to channels last.
 void nhwcConv(const Ctx& c, Body& b, const std::string& out) {
@@ -1699,6 +1761,99 @@ const std::vector<MsOp>& msOps() {
          y.add_dim();
          onnx::updateOutputShape(ctx, 0, y);
        }},
+      {"PackedAttention", "nn",
+       "Attention (BERT-style, with weights, bias and qkv_hidden_sizes) over tokens packed "
+       "without padding: input [tokens, hidden], token_offset [B, S] naming each token's "
+       "place (as RemovePadding gives it) and cumulative_sequence_length [B + 1]; each token "
+       "attends within its own sequence, attention_bias [B or 1, heads, S, S] added to the "
+       "scores; output [tokens, v_hidden].",
+       23,
+       [](const Ctx& c, Body& b) {
+         b.need("Attention", 23);
+         PackedTokens p(b, "input");
+         p.unpack("input", "x", 2);
+         b.add("MatMul", {"x", "weights"}, {"xw"});
+         b.add("Add", {"xw", "bias"}, {"qkv"});
+         auto& split = b.add("Split", {"qkv"}, {"q", "k", "v"});
+         *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{2});
+         if (const auto* sizes = attr(c, "qkv_hidden_sizes", onnx::AttributeProto::INTS)) {
+           if (sizes->ints_size() != 3)
+             throw std::invalid_argument("qkv_hidden_sizes has " +
+                                         std::to_string(sizes->ints_size()) +
+                                         " values; it gives q, k and v's sizes, 3");
+           split.add_input(b.constantInts(
+               "qkv_sizes", std::vector<int64_t>(sizes->ints().begin(), sizes->ints().end())));
+         } else {
+           *split.add_attribute() = onnx::MakeAttribute("num_outputs", int64_t{3});
+         }
+         attentionNode(c, b, {"q", "k", "v", attentionMask(c, b, p.keep(), "x", 5)}, {"attended"});
+         p.pack("attended", "output");
+       },
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 1)) return;
+         onnx::TensorShapeProto y;
+         *y.add_dim() = onnx::getInputShape(ctx, 0).dim(0);
+         const auto* sizes = ctx.getAttribute("qkv_hidden_sizes");
+         const auto& w = onnx::getInputShape(ctx, 1);
+         if (sizes && sizes->ints_size() == 3)
+           y.add_dim()->set_dim_value(sizes->ints(2));
+         else if (w.dim_size() == 2 && w.dim(1).has_dim_value())
+           y.add_dim()->set_dim_value(w.dim(1).dim_value() / 3);
+         else
+           y.add_dim();
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
+      {"PackedMultiHeadAttention", "nn",
+       "MultiHeadAttention over tokens packed without padding: query, key and value "
+       "[tokens, hidden] (or query alone as [tokens, heads, 3, size]), the optional bias "
+       "(q | k | v), token_offset [B, S] and cumulative_sequence_length [B + 1] as "
+       "PackedAttention's; each token attends within its own sequence; output [tokens, "
+       "v_hidden].",
+       23,
+       [](const Ctx& c, Body& b) {
+         b.need("Attention", 23);
+         PackedTokens p(b, "query");
+         const bool separate = c.hasInput(1);
+         if (separate != c.hasInput(2))
+           throw std::invalid_argument(
+               "give key and value both, or neither (query packs all three)");
+         std::string q = "q_pad", k = "k_pad", v = "v_pad";
+         if (separate) {
+           p.unpack("query", q, 2);
+           p.unpack("key", k, 2);
+           p.unpack("value", v, 2);
+         } else {
+           if (const int r = knownRank(c, 0); r >= 0 && r != 4)
+             throw std::invalid_argument("query has " + std::to_string(r) +
+                                         " dimensions; without key and value it packs them "
+                                         "as [tokens, heads, 3, size]");
+           p.unpack("query", "qkv_pad", 4);  // [B, S, heads, 3, size]
+           for (int i = 0; i < 3; ++i) {
+             const std::string name = std::string(1, "qkv"[i]);
+             *b.add("Gather", {"qkv_pad", b.scalarInt(name + "_at", i)}, {name + "_heads"})
+                  .add_attribute() = onnx::MakeAttribute("axis", int64_t{3});
+             b.add("Reshape", {name + "_heads", b.constantInts(name + "_flat", {0, 0, -1})},
+                   {name + "_pad"});
+           }
+         }
+         if (c.hasInput(3)) {
+           // bias = [q bias | k bias | v bias]; q and k have query's hidden size.
+           b.add("Shape", {q}, {"q_shape"});
+           b.add("Gather", {"q_shape", b.constantInts("hidden_at", {2})}, {"d"});
+           b.add("Mul", {"d", b.constantInts("double", {2})}, {"d2"});
+           b.add("Slice", {"bias", "zero", "d"}, {"q_bias"});
+           b.add("Slice", {"bias", "d", "d2"}, {"k_bias"});
+           b.add("Slice", {"bias", "d2", b.constantInts("bias_end", {INT64_MAX})}, {"v_bias"});
+           b.add("Add", {q, "q_bias"}, {"q_b"});
+           b.add("Add", {k, "k_bias"}, {"k_b"});
+           b.add("Add", {v, "v_bias"}, {"v_b"});
+           q = "q_b", k = "k_b", v = "v_b";
+         }
+         attentionNode(c, b, {q, k, v, attentionMask(c, b, p.keep(), q, 6)}, {"attended"});
+         p.pack("attended", "output");
+       },
+       [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

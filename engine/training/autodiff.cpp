@@ -159,7 +159,12 @@ Result<std::vector<std::string>> emitBackward(onnx::ModelProto& model, const Typ
   for (int i : *order) {
     const auto& n = g->node(i);
     bool any = false;
-    for (const auto& in : n.input()) any |= !in.empty() && needsGrad.count(in);
+    // CastLike reads only the element type of its second input (a mask's constants cast like
+    // the activations do not depend on their values).
+    const int inputs = normDomain(n.domain()).empty() && n.op_type() == "CastLike"
+                           ? std::min(1, n.input_size())
+                           : n.input_size();
+    for (int k = 0; k < inputs; ++k) any |= !n.input(k).empty() && needsGrad.count(n.input(k));
     if (!any) continue;
     for (const auto& o : n.output())
       if (!o.empty() && isFloatType(types.elemType(o))) needsGrad.insert(o);

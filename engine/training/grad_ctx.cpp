@@ -202,8 +202,8 @@ std::string GradCtx::shapeOf(const std::string& x) {
 }
 
 std::string GradCtx::zerosLike(const std::string& x) {
-  int32_t et = types.elemType(x);
-  if (!et) et = gradType();
+  const int32_t known = types.elemType(x);
+  const int32_t et = known ? known : gradType();
   onnx::TensorProto v;
   v.set_data_type(et);
   v.add_dims(1);
@@ -211,7 +211,9 @@ std::string GradCtx::zerosLike(const std::string& x) {
     v.add_double_data(0);
   else
     v.add_float_data(0);
-  return e.op1("ConstantOfShape", {shapeOf(x)}, {attrT("value", v)});
+  const std::string zeros = e.op1("ConstantOfShape", {shapeOf(x)}, {attrT("value", v)});
+  // A value inside an expanded function may have no inferred type: the zeros take x's.
+  return known ? zeros : e.op1("CastLike", {zeros, x});
 }
 
 std::string GradCtx::dYOrZeros(int i) {

@@ -285,6 +285,33 @@ Status gradGather(GradCtx& c) {
   return Status();
 }
 
+// GatherND: each gathered slice's gradient goes back to where it came from, summed where
+// indices repeat (ScatterND with reduction add onto zeros).
+Status gradGatherND(GradCtx& c) {
+  if (c.need(1)) return Status::error("indices are not differentiable");
+  if (attrInt(c.node, "batch_dims", 0) != 0)
+    return Status::error(
+        "GatherND with batch_dims has no gradient here; gather with batch_dims "
+        "0 (indices that name the batch too)");
+  c.dX[0] =
+      c.e.op1("ScatterND", {c.zerosLike(c.in(0)), c.in(1), c.dY[0]}, {attrS("reduction", "add")});
+  return Status();
+}
+
+// ScatterND (reduction none): the written slices come from updates, so data's gradient is dY
+// with them zeroed and updates' is dY gathered there (with repeated indices, where the last
+// write wins, every one of them gets it).
+Status gradScatterND(GradCtx& c) {
+  if (c.need(1)) return Status::error("indices are not differentiable");
+  const std::string reduction = attrString(c.node, "reduction", "none");
+  if (reduction != "none")
+    return Status::error("ScatterND with reduction '" + reduction +
+                         "' has no gradient here; only reduction none has one");
+  if (c.need(0)) c.dX[0] = c.e.op1("ScatterND", {c.dY[0], c.in(1), c.zerosLike(c.in(2))});
+  if (c.need(2)) c.dX[2] = c.e.op1("GatherND", {c.dY[0], c.in(1)});
+  return Status();
+}
+
 // TopK: each value's gradient goes back to the element it was taken from. The indices of a
 // slice are distinct, so scattering dValues onto zeros at them is exact.
 Status gradTopK(GradCtx& c) {
@@ -794,6 +821,8 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Slice", 1, kMax, gradSlice},
         {"Gather", 1, kMax, gradGather},
         {"TopK", 1, kMax, gradTopK},
+        {"GatherND", 11, kMax, gradGatherND},
+        {"ScatterND", 11, kMax, gradScatterND},
         {"DFT", 17, kMax, gradDft},
         {"Pad", 2, kMax, gradPad},
         {"Dropout", 7, kMax, gradDropout},

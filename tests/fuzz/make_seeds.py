@@ -148,6 +148,7 @@ MICROSOFT_SEEDS = [
 REFERENCE_SEEDS = [
     "biassoftmax_inner", "bitmaskbiasdropout_residual", "gatedrelativepositionbias_packed",
     "irfft_2d_normalized", "moe_silu_fc3_gated", "nhwcfusedconv_z_relu", "rfft_2d_normalized",
+    "packedattention_sizes_bias", "packedmultiheadattention_packed_qkv",
 ]
 
 

@@ -3,7 +3,7 @@
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
-BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, MoE's
+BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention, MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
 which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
@@ -336,6 +336,60 @@ def main():
           ("fc2_experts_weights", fc2)],
          [("output", moe(xr, fc1h, fc2, 1, swiglu_halves))], activation_type="swiglu",
          swiglu_fusion=2, activation_alpha=1.5, activation_beta=0.5)
+    # Packed attention: lengths 3 and 2 of 4; cells 0-2 and 4-5 hold the tokens.
+    B, S, NH = 2, 4, 2
+    lengths = [3, 2]
+    cells = np.array([0, 1, 2, 4, 5])
+    offsets = np.array([0, 1, 2, 4, 5, 3, 6, 7], np.int32).reshape(B, S)
+    cum = np.array([0, 3, 5], np.int32)
+
+    def attend(q, k, v, scale=None, bias=None):
+        """q, k [B, S, heads * size], v [B, S, heads * vsize]: each sequence's own keys."""
+        out = np.zeros((B, S, v.shape[2]))
+        hs, vs = q.shape[2] // NH, v.shape[2] // NH
+        sc = scale if scale is not None else 1 / math.sqrt(hs)
+        for bi in range(B):
+            for h in range(NH):
+                qh, kh = q[bi, :, h * hs:(h + 1) * hs], k[bi, :, h * hs:(h + 1) * hs]
+                vh = v[bi, :, h * vs:(h + 1) * vs]
+                scores = qh @ kh.T * sc
+                if bias is not None:
+                    scores = scores + d(bias)[min(bi, bias.shape[0] - 1), h]
+                scores[:, lengths[bi]:] = -np.inf
+                e = np.exp(scores - scores.max(1, keepdims=True))
+                out[bi, :, h * vs:(h + 1) * vs] = (e / e.sum(1, keepdims=True)) @ vh
+        return out.reshape(B * S, -1)[cells]
+
+    def padded(packed):
+        rows = np.zeros((B * S,) + packed.shape[1:])
+        rows[cells] = d(packed)
+        return rows.reshape((B, S) + packed.shape[1:])
+    xp, wqkv, bqkv = f32(5, 8), f32(8, 24), f32(24)
+    qkv = padded(xp) @ d(wqkv) + d(bqkv)
+    case("packedattention", "PackedAttention",
+         [("input", xp), ("weights", wqkv), ("bias", bqkv), ("token_offset", offsets),
+          ("cumulative_sequence_length", cum)],
+         [("output", attend(qkv[..., :8], qkv[..., 8:16], qkv[..., 16:]))], num_heads=NH)
+    w2, b2, ab = f32(8, 22), f32(22), f32(1, NH, S, S)
+    qkv2 = padded(xp) @ d(w2) + d(b2)
+    case("packedattention_sizes_bias", "PackedAttention",
+         [("input", xp), ("weights", w2), ("bias", b2), ("token_offset", offsets),
+          ("cumulative_sequence_length", cum), ("attention_bias", ab)],
+         [("output", attend(qkv2[..., :8], qkv2[..., 8:16], qkv2[..., 16:], bias=ab))],
+         num_heads=NH, qkv_hidden_sizes=[8, 8, 6])
+    qp, kp, vp, bp = f32(5, 8), f32(5, 8), f32(5, 6), f32(22)
+    case("packedmultiheadattention_bias_scale", "PackedMultiHeadAttention",
+         [("query", qp), ("key", kp), ("value", vp), ("bias", bp), ("token_offset", offsets),
+          ("cumulative_sequence_length", cum)],
+         [("output", attend(padded(qp) + d(bp[:8]), padded(kp) + d(bp[8:16]),
+                            padded(vp) + d(bp[16:]), scale=0.3))], num_heads=NH, scale=0.3)
+    packed_qkv = f32(5, NH, 3, 4)
+    pq = padded(packed_qkv)  # [B, S, heads, 3, size]
+    case("packedmultiheadattention_packed_qkv", "PackedMultiHeadAttention",
+         [("query", packed_qkv), ("", None), ("", None), ("", None), ("token_offset", offsets),
+          ("cumulative_sequence_length", cum)],
+         [("output", attend(*(pq[:, :, :, i].reshape(B, S, -1) for i in range(3))))],
+         num_heads=NH)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

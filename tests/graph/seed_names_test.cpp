@@ -26,8 +26,6 @@ const std::set<std::string> kNotYet = {
     "GreedySearch",
     "LongformerAttention",
     "MatMulFpQ4",
-    "PackedAttention",
-    "PackedMultiHeadAttention",
     "QMoE",
     "QOrderedAttention",
     "QOrderedGelu",

@@ -661,6 +661,14 @@ std::vector<GradCase> cases() {
     c.outputs = 2;
     v.push_back(c);
   }
+  // GatherND, a row taken twice (its gradient sums), and ScatterND.
+  v.push_back({"GatherND",
+               "GatherND",
+               {In{{3, 4}}, In{{3, 1}, 0, 0, false, false, onnx::TensorProto::INT64, {2, 0, 2}}}});
+  v.push_back(
+      {"ScatterND",
+       "ScatterND",
+       {In{{4, 3}}, In{{2, 1}, 0, 0, false, false, onnx::TensorProto::INT64, {3, 1}}, In{{2, 3}}}});
   // DFT: the opposite transform of dY. A onesided output's missing half counts as zero.
   v.push_back({"DFT_real_onesided", "DFT", {In{{2, 6, 1}}}, {attrI("onesided", 1)}});
   v.push_back({"DFT_inverse_negative_axis",
@@ -800,6 +808,18 @@ std::vector<GradCase> cases() {
       "MoE",
       {In{{3, 4}}, In{{3, 3}, -2, 2}, In{{3, 5, 4}}, In{{3, 5}}, In{{3, 4, 5}}},
       {attrI("k", 2), attrI("normalize_routing_weights", 1), attrS("activation_type", "gelu")}});
+  {
+    // Sequences of 3 and 2 tokens packed, at their places in [2, 4]; an opset-23 model, as
+    // the body attends through ai.onnx Attention.
+    GradCase c{"PackedAttention",
+               "PackedAttention",
+               {In{{5, 4}}, In{{4, 12}}, In{{12}},
+                In{{2, 4}, 0, 0, false, false, onnx::TensorProto::INT32, {0, 1, 2, 4, 5, 3, 6, 7}},
+                In{{3}, 0, 0, false, false, onnx::TensorProto::INT32, {0, 3, 5}}},
+               {attrI("num_heads", 2)}};
+    c.opset = 23;
+    ms(c);
+  }
   {
     GradCase c{"BitmaskBiasDropout", "BitmaskBiasDropout", {x234, b4, x234}};
     c.training = false;
