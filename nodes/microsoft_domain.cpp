@@ -361,8 +361,13 @@ struct PackedTokens {
     for (int a = 2; a <= rank; ++a) trailing.push_back(a);
     b.add("Unsqueeze", {out + "_cell_zeros", b.constantInts(out + "_trailing", trailing)},
           {out + "_cell_zeros_x"});
+    // One token's shape of zeros, whatever values it holds (an Inf in it is not NaN here).
     b.add("Gather", {in, b.scalarInt(out + "_first", 0)}, {out + "_row"});
-    b.add("Mul", {out + "_row", out + "_zero"}, {out + "_row_zeros"});
+    onnx::TensorProto yes;
+    yes.set_data_type(onnx::TensorProto::BOOL);
+    yes.add_int32_data(1);
+    *b.add("Constant", {}, {out + "_all"}).add_attribute() = onnx::MakeAttribute("value", yes);
+    b.add("Where", {out + "_all", out + "_zero", out + "_row"}, {out + "_row_zeros"});
     b.add("Add", {out + "_cell_zeros_x", out + "_row_zeros"}, {out + "_zeros"});
     b.add("ScatterND", {out + "_zeros", "places_2d", in}, {out});
   }
@@ -400,7 +405,7 @@ void nhwcConv(const Ctx& c, Body& b, const std::string& out) {
   if (!x.empty() && x.back() >= 0 && x.back() % group != 0)
     throw std::invalid_argument("X's " + std::to_string(x.back()) + " channels do not split into " +
                                 std::to_string(group) + " groups");
-  if (!w.empty() && x.back() >= 0 && w.back() >= 0 && w.back() * group != x.back())
+  if (!w.empty() && x.back() >= 0 && w.back() >= 0 && w.back() != x.back() / group)
     throw std::invalid_argument(
         "W is " + dimsText(w) + " for " + std::to_string(x.back()) + " channels in " +
         std::to_string(group) + " group(s); its last axis must be C / group = " +
@@ -469,7 +474,8 @@ void bitmaskDropoutInference(onnx::InferenceContext& ctx) {
     int64_t n = 1;
     bool known = true;
     for (const auto& d : onnx::getInputShape(ctx, 0).dim()) {
-      known &= d.has_dim_value();
+      known &= d.has_dim_value() && d.dim_value() >= 0 &&
+               (d.dim_value() == 0 || n <= std::numeric_limits<int64_t>::max() / d.dim_value());
       if (known) n *= d.dim_value();
     }
     if (known) dim->set_dim_value((n + 31) / 32);
@@ -1774,18 +1780,20 @@ const std::vector<MsOp>& msOps() {
          p.unpack("input", "x", 2);
          b.add("MatMul", {"x", "weights"}, {"xw"});
          b.add("Add", {"xw", "bias"}, {"qkv"});
-         auto& split = b.add("Split", {"qkv"}, {"q", "k", "v"});
-         *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{2});
+         // The sizes' constant comes before the Split that reads it (bodies stay in order).
+         std::string sizesValue;
          if (const auto* sizes = attr(c, "qkv_hidden_sizes", onnx::AttributeProto::INTS)) {
            if (sizes->ints_size() != 3)
              throw std::invalid_argument("qkv_hidden_sizes has " +
                                          std::to_string(sizes->ints_size()) +
                                          " values; it gives q, k and v's sizes, 3");
-           split.add_input(b.constantInts(
-               "qkv_sizes", std::vector<int64_t>(sizes->ints().begin(), sizes->ints().end())));
-         } else {
-           *split.add_attribute() = onnx::MakeAttribute("num_outputs", int64_t{3});
+           sizesValue = b.constantInts(
+               "qkv_sizes", std::vector<int64_t>(sizes->ints().begin(), sizes->ints().end()));
          }
+         auto& split = b.add("Split", {"qkv", sizesValue}, {"q", "k", "v"});
+         *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{2});
+         if (sizesValue.empty())
+           *split.add_attribute() = onnx::MakeAttribute("num_outputs", int64_t{3});
          attentionNode(c, b, {"q", "k", "v", attentionMask(c, b, p.keep(), "x", 5)}, {"attended"});
          p.pack("attended", "output");
        },
@@ -2287,8 +2295,9 @@ const std::vector<MsOp>& msOps() {
          const auto* side = ctx.getAttribute("onesided");
          auto* last = y.mutable_dim(y.dim_size() - 1);
          if (!side || side->i() != 0) {
-           if (last->has_dim_value())
-             last->set_dim_value(2 * last->dim_value() - 1);
+           const int64_t m = last->has_dim_value() ? last->dim_value() : 0;
+           if (m >= 1 && m <= std::numeric_limits<int64_t>::max() / 2)
+             last->set_dim_value(2 * m - 1);
            else
              last->Clear();
          }

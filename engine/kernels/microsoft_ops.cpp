@@ -442,12 +442,22 @@ class Tokenizer : public Kernel {
            : (lead >> 3) == 0x1E ? 4
                                  : 0;
   }
+  // Well-formed UTF-8 (Unicode's table 3-7): no overlong forms, surrogates or code points
+  // past U+10FFFF, which ONNX Runtime refuses too.
   static bool validUtf8(std::string_view s) {
     for (size_t i = 0; i < s.size();) {
-      const size_t n = charLength(static_cast<unsigned char>(s[i]));
-      if (n == 0 || i + n > s.size()) return false;
+      const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+      const unsigned char lead = byte(0);
+      const size_t n = charLength(lead);
+      if (n == 0 || lead == 0xC0 || lead == 0xC1 || lead > 0xF4 || i + n > s.size()) return false;
       for (size_t k = 1; k < n; ++k)
-        if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+        if ((byte(k) & 0xC0) != 0x80) return false;
+      if (n >= 3) {
+        const unsigned char second = byte(1);
+        if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) ||
+            (lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F))
+          return false;
+      }
       i += n;
     }
     return true;

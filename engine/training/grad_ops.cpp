@@ -820,8 +820,8 @@ const std::vector<GradBuilder>& gradBuilders() {
         {"Split", 2, kMax, gradSplit},
         {"Slice", 1, kMax, gradSlice},
         {"Gather", 1, kMax, gradGather},
-        {"TopK", 1, kMax, gradTopK},
-        {"GatherND", 11, kMax, gradGatherND},
+        {"TopK", 11, kMax, gradTopK},          // ScatterElements
+        {"GatherND", 16, kMax, gradGatherND},  // ScatterND's reduction
         {"ScatterND", 11, kMax, gradScatterND},
         {"DFT", 17, kMax, gradDft},
         {"Pad", 2, kMax, gradPad},

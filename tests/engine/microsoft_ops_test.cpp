@@ -258,6 +258,12 @@ TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
           [](auto& in) { in["X"].strings()[4] = std::string("caf\xe9 au lait"); });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("X[4] is not valid UTF-8"), std::string::npos) << r.message();
+  // Overlong and surrogate forms are not UTF-8 either.
+  for (const char* bad : {"a\xC0\x80b", "\xED\xA0\x80", "\xF4\x90\x80\x80"}) {
+    r = run("tokenizer_separators_mark", [&](auto& in) { in["X"].strings()[1] = bad; });
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.message().find("X[1] is not valid UTF-8"), std::string::npos) << r.message();
+  }
   // A guess from past the end of the source, and one of the wrong length.
   r = run("bifurcationdetector_guess_differs",
           [](auto& in) { in["prev_suffix_match_idx"].template data<int64_t>()[0] = 9; });
