@@ -17,6 +17,7 @@
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
 
 #include "nodes/microsoft_domain.h"
 
@@ -324,10 +325,11 @@ void transpose(Body& b, const std::string& in, const std::string& out,
   *b.add("Transpose", {in}, {out}).add_attribute() = onnx::MakeAttribute("perm", perm);
 }
 
-// PackedAttention and PackedMultiHeadAttention: tokens packed without padding ([tokens, ...])
-// go to their places in [B, S, ...] (token_offset's first `tokens` entries name them, as
-// RestorePadding reads it), attend within their sequence (cumulative_sequence_length gives each
-// sequence's length: later keys are masked), and come back packed.
+// Tokens packed without padding ([tokens, ...]) and their places in [B, S, ...], which
+// token_offset's first `tokens` entries name (as RemovePadding writes it): RestorePadding and
+// GatedRelativePositionBias unpack them; PackedAttention and PackedMultiHeadAttention also
+// attend within each sequence (cumulative_sequence_length gives its length: later keys are
+// masked) and pack the result again.
 struct PackedTokens {
   Body& b;
   // Each token's place as (sequence, position) ([tokens, 2]), for ScatterND and GatherND, whose
@@ -886,6 +888,23 @@ onnx::NodeProto& qlinearUnary(const Ctx& c, Body& b, const char* op) {
   return n;
 }
 
+// q, k and v plus their parts of the input `bias` ([q | k | v], q's and k's as wide as q's last
+// axis): the names of the three sums.
+std::tuple<std::string, std::string, std::string> addQkvBias(Body& b, const std::string& q,
+                                                             const std::string& k,
+                                                             const std::string& v) {
+  b.add("Shape", {q}, {"bias_q_shape"});
+  b.add("Gather", {"bias_q_shape", b.constantInts("bias_width_at", {-1})}, {"bias_d"});
+  b.add("Mul", {"bias_d", b.constantInts("bias_two", {2})}, {"bias_d2"});
+  b.add("Slice", {"bias", b.constantInts("bias_from", {0}), "bias_d"}, {"q_bias"});
+  b.add("Slice", {"bias", "bias_d", "bias_d2"}, {"k_bias"});
+  b.add("Slice", {"bias", "bias_d2", b.constantInts("bias_to", {INT64_MAX})}, {"v_bias"});
+  b.add("Add", {q, "q_bias"}, {"q_biased"});
+  b.add("Add", {k, "k_bias"}, {"k_biased"});
+  b.add("Add", {v, "v_bias"}, {"v_biased"});
+  return {"q_biased", "k_biased", "v_biased"};
+}
+
 // The scores' additive mask: 0 where `keep` (bool) holds and mask_filter_value (default -10000,
 // as ONNX Runtime) where not, plus input `biasInput` (attention_bias) where the node gives it.
 // `keep` may be empty; so may the result.
@@ -1317,19 +1336,7 @@ const std::vector<MsOp>& msOps() {
                "past_sequence_length and cache_indirection (beam search) are not taken");
          if (c.hasOutput(3)) throw std::invalid_argument("output qk is not computed");
          std::string q = "query", k = "key", v = "value";
-         if (c.hasInput(3)) {
-           // bias = [q bias | k bias | v bias]; q and k have query's hidden size.
-           b.add("Shape", {"query"}, {"q_shape"});
-           b.add("Gather", {"q_shape", b.constantInts("last", {2})}, {"d"});
-           b.add("Mul", {"d", b.constantInts("two", {2})}, {"d2"});
-           b.add("Slice", {"bias", b.constantInts("zero", {0}), "d"}, {"q_bias"});
-           b.add("Slice", {"bias", "d", "d2"}, {"k_bias"});
-           b.add("Slice", {"bias", "d2", b.constantInts("end", {INT64_MAX})}, {"v_bias"});
-           b.add("Add", {"query", "q_bias"}, {"q"});
-           b.add("Add", {"key", "k_bias"}, {"k"});
-           b.add("Add", {"value", "v_bias"}, {"v"});
-           q = "q", k = "k", v = "v";
-         }
+         if (c.hasInput(3)) std::tie(q, k, v) = addQkvBias(b, q, k, v);
          std::string keep;
          if (c.hasInput(4)) {
            // [B, L] of 1 (attend) and 0 (masked).
@@ -1845,19 +1852,7 @@ const std::vector<MsOp>& msOps() {
                    {name + "_pad"});
            }
          }
-         if (c.hasInput(3)) {
-           // bias = [q bias | k bias | v bias]; q and k have query's hidden size.
-           b.add("Shape", {q}, {"q_shape"});
-           b.add("Gather", {"q_shape", b.constantInts("hidden_at", {2})}, {"d"});
-           b.add("Mul", {"d", b.constantInts("double", {2})}, {"d2"});
-           b.add("Slice", {"bias", "zero", "d"}, {"q_bias"});
-           b.add("Slice", {"bias", "d", "d2"}, {"k_bias"});
-           b.add("Slice", {"bias", "d2", b.constantInts("bias_end", {INT64_MAX})}, {"v_bias"});
-           b.add("Add", {q, "q_bias"}, {"q_b"});
-           b.add("Add", {k, "k_bias"}, {"k_b"});
-           b.add("Add", {v, "v_bias"}, {"v_b"});
-           q = "q_b", k = "k_b", v = "v_b";
-         }
+         if (c.hasInput(3)) std::tie(q, k, v) = addQkvBias(b, q, k, v);
          attentionNode(c, b, {q, k, v, attentionMask(c, b, p.keep(), q, 6)}, {"attended"});
          p.pack("attended", "output");
        },
@@ -2141,29 +2136,7 @@ const std::vector<MsOp>& msOps() {
       {"RestorePadding", "tensor",
        "The inverse of RemovePadding: the packed tokens of input ([tokens, hidden]) back at their "
        "places in [B, S, hidden] (token_offset's first entries), zeros at the padding.",
-       17,
-       [](const Ctx&, Body& b) {
-         b.add("Shape", {"token_offset"}, {"bs"});
-         b.add("Shape", {"input"}, {"in_shape"});
-         b.add("Slice", {"in_shape", b.constantInts("zero", {0}), b.constantInts("one", {1})},
-               {"tokens"});
-         b.add("Slice", {"in_shape", "one", b.constantInts("two", {2})}, {"hidden"});
-         *b.add("ReduceProd", {"bs"}, {"cells"}).add_attribute() =
-             onnx::MakeAttribute("keepdims", int64_t{1});
-         *b.add("Concat", {"cells", "hidden"}, {"rows_shape"}).add_attribute() =
-             onnx::MakeAttribute("axis", int64_t{0});
-         b.add("Expand", {b.constantLike("zero_value", 0.0f, "input"), "rows_shape"}, {"zeros"});
-         b.add("Reshape",
-               {b.cast("token_offset", onnx::TensorProto::INT64, "offsets"),
-                b.constantInts("flat", {-1})},
-               {"offsets_flat"});
-         b.add("Slice", {"offsets_flat", "zero", "tokens"}, {"places"});
-         b.add("Unsqueeze", {"places", b.constantInts("last", {-1})}, {"places_col"});
-         b.add("ScatterND", {"zeros", "places_col", "input"}, {"rows"});
-         *b.add("Concat", {"bs", "hidden"}, {"out_shape"}).add_attribute() =
-             onnx::MakeAttribute("axis", int64_t{0});
-         b.add("Reshape", {"rows", "out_shape"}, {"output"});
-       },
+       17, [](const Ctx&, Body& b) { PackedTokens(b, "input").unpack("input", "output", 2); },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
       {"MulInteger", "quantization",
        "(A - A_zero_point) * (B - B_zero_point) of 8-bit tensors in int32, broadcasting.", 17,
@@ -2329,35 +2302,15 @@ const std::vector<MsOp>& msOps() {
            throw std::invalid_argument("weight is " + dimsText(w) +
                                        "; its second axis D is summed in two halves, so it must "
                                        "be even");
-         std::string q = "query";
-         b.add("Add", {"query_layer", "query_bias"}, {"query"});
+         std::string layer = "query_layer";
          if (c.hasInput(6)) {
-           // Rows for every cell of [B, S], the packed tokens first and query_bias for the
-           // padding, put where token_offset says.
-           b.add("Shape", {"token_offset"}, {"bs"});
-           *b.add("ReduceProd", {"bs"}, {"cells"}).add_attribute() =
-               onnx::MakeAttribute("keepdims", int64_t{1});
-           b.add("Shape", {"query_layer"}, {"q_shape"});
-           b.add("Slice", {"q_shape", b.constantInts("zero", {0}), b.constantInts("one", {1})},
-                 {"tokens"});
-           b.add("Slice", {"q_shape", "one", b.constantInts("two", {2})}, {"hidden"});
-           b.add("Sub", {"cells", "tokens"}, {"padding"});
-           *b.add("Concat", {"padding", "hidden"}, {"padding_shape"}).add_attribute() =
-               onnx::MakeAttribute("axis", int64_t{0});
-           b.add("Expand", {"query_bias", "padding_shape"}, {"padding_rows"});
-           *b.add("Concat", {"query", "padding_rows"}, {"rows"}).add_attribute() =
-               onnx::MakeAttribute("axis", int64_t{0});
-           b.add("Reshape",
-                 {b.cast("token_offset", onnx::TensorProto::INT64, "offsets"),
-                  b.constantInts("column", {-1, 1})},
-                 {"places"});
-           // token_offset names every cell once, so rows serves as the scattered shape too.
-           b.add("ScatterND", {"rows", "places", "rows"}, {"cell_rows"});
-           *b.add("Concat", {"bs", "hidden"}, {"padded_shape"}).add_attribute() =
-               onnx::MakeAttribute("axis", int64_t{0});
-           b.add("Reshape", {"cell_rows", "padded_shape"}, {q = "query_padded"});
+           // The packed tokens at their places in [B, S, hidden]: the padding rows get
+           // query_bias alone.
+           PackedTokens(b, "query_layer").unpack("query_layer", "query_cells", 2);
+           layer = "query_cells";
          }
-         b.add("Reshape", {q, b.constantInts("head_split", {0, 0, heads, -1})}, {"q_heads"});
+         b.add("Add", {layer, "query_bias"}, {"query"});
+         b.add("Reshape", {"query", b.constantInts("head_split", {0, 0, heads, -1})}, {"q_heads"});
          transpose(b, "q_heads", "q_bnsh", {0, 2, 1, 3});
          b.add("MatMul", {"q_bnsh", "weight"}, {"qw"});
          b.add("Add", {"qw", "bias"}, {"g"});

@@ -407,16 +407,14 @@ class Tokenizer : public Kernel {
       // As ONNX Runtime shapes it: [N, 0] for [N, C] with nothing in it, [0] for [0].
       out.resize(x.rank() - 1);
       out.push_back(0);
-      DW_ALLOC(y, ctx.output(0, DType::kString, out));
-      (void)y;
-      return Status();
+      return ctx.output(0, DType::kString, out) ? Status() : ctx.status();
     }
     std::vector<std::vector<std::string_view>> rows(x.size());
     size_t most = 0;
     for (int64_t i = 0; i < x.size(); ++i) {
       const std::string& s = x.strings()[i];
       if (!validUtf8(s)) return Status::error("X[" + std::to_string(i) + "] is not valid UTF-8");
-      DW_RETURN_IF_ERROR(split(s, rows[i]));
+      split(s, rows[i]);
       most = std::max(most, rows[i].size());
     }
     const size_t width = most == 0 ? 0 : most + (mark_ ? 2 : 0);
@@ -472,14 +470,14 @@ class Tokenizer : public Kernel {
     return at + std::max<size_t>(1, charLength(static_cast<unsigned char>(s[at])));
   }
 
-  Status split(std::string_view s, std::vector<std::string_view>& row) const {
+  void split(std::string_view s, std::vector<std::string_view>& row) const {
     if (chars_) {
       for (size_t i = 0; i < s.size(); i = nextChar(s, i))
         row.push_back(s.substr(i, nextChar(s, i) - i));
-      return Status();
+      return;
     }
     if (tokens_) {
-      if (chars(s) < static_cast<size_t>(minChars_)) return Status();
+      if (chars(s) < static_cast<size_t>(minChars_)) return;
       re2::StringPiece text(s.data(), s.size()), m;
       size_t pos = 0;
       while (pos <= s.size() && tokens_->Match(text, pos, s.size(), RE2::UNANCHORED, &m, 1)) {
@@ -493,7 +491,7 @@ class Tokenizer : public Kernel {
           pos = nextChar(s, at);
         }
       }
-      return Status();
+      return;
     }
     // Separators in turn, each splitting every piece the previous one left.
     row.assign(1, s);
@@ -519,7 +517,6 @@ class Tokenizer : public Kernel {
       row = std::move(pieces);
       if (row.empty()) break;
     }
-    return Status();
   }
 
   bool mark_;

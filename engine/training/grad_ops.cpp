@@ -756,14 +756,12 @@ Status gradDft(GradCtx& c) {
   const bool inverse = attrInt(c.node, "inverse", 0) != 0;
   const bool axisInput = c.opset >= 20;
   const std::string shape = c.e.op1("Shape", {c.in(0)});
-  std::string axis;
-  if (axisInput)
-    axis = c.in(2).empty() ? c.e.scalar(-2, onnx::TensorProto::INT64) : c.in(2);
-  else
-    axis = c.e.ints({attrInt(c.node, "axis", 1)});
-  // n as a scalar: Gather with a scalar index (the axis input), or one of [1] squeezed.
-  std::string n = c.e.op1("Gather", {shape, axis});
-  if (!axisInput) n = c.e.op1("Squeeze", {n, c.e.ints({0})});
+  // The axis as a scalar, so that n (its length, dft_length of the opposite DFT) is one too.
+  const std::string axis = !axisInput
+                               ? c.e.scalar(attrInt(c.node, "axis", 1), onnx::TensorProto::INT64)
+                           : c.in(2).empty() ? c.e.scalar(-2, onnx::TensorProto::INT64)
+                                             : c.in(2);
+  const std::string n = c.e.op1("Gather", {shape, axis});
   std::vector<onnx::AttributeProto> attrs{attrI("inverse", inverse ? 0 : 1), attrI("onesided", 0)};
   if (!axisInput) attrs.push_back(attrI("axis", attrInt(c.node, "axis", 1)));
   std::vector<std::string> ins{c.dY[0], n};
