@@ -27,6 +27,13 @@ DW_HOST_DEVICE inline float addRn(float a, float b) {
 #endif
 }
 
+// SGD: g += wd * w; the momentum buffer b = g on the first step, else momentum * b +
+// (1 - dampening) * g; w -= lr * (nesterov ? g + momentum * b : b) (momentum 0: w -= lr * g).
+struct SgdScalars {
+  float lr, momentum, dampening, weightDecay;
+  bool nesterov, firstStep;
+};
+
 struct AdagradScalars {
   float lr;  // already decayed: lr / (1 + (step - 1) * lr_decay)
   float eps, weightDecay;

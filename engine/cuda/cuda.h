@@ -36,21 +36,19 @@ class TrainingOps {
   virtual Status scale(Tensor& x, float factor) = 0;
   // The p-norm of all tensors together (p <= 0 or inf: max-abs); waits for the result.
   virtual Result<double> norm(const std::vector<Tensor*>& xs, double p) = 0;
-  // One Adam step of every listed weight with the same scalars (a few launches for them all).
-  struct AdamTensors {
+  // One optimizer step of every listed weight with the same scalars, a few launches for them
+  // all. `state` holds the rule's tensors, null where its options keep none: Adam m, v and
+  // vmax (amsgrad); SGD the momentum buffer; Adagrad the sum of squares; RMSprop square_avg,
+  // grad_avg (centered) and the momentum buffer.
+  struct Update {
     Tensor* w;
     Tensor* g;
-    Tensor* m;
-    Tensor* v;
-    Tensor* vmax;  // amsgrad only
+    Tensor* state[3];
   };
-  virtual Status adam(const training::AdamScalars& a, const std::vector<AdamTensors>& ts) = 0;
-  virtual Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
-                     bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) = 0;
-  virtual Status adagrad(const ops::AdagradScalars& k, Tensor& w, const Tensor& g, Tensor& sum) = 0;
-  // gradAvg: centered only; buffer: with momentum only.
-  virtual Status rmsprop(const ops::RmsPropScalars& k, Tensor& w, const Tensor& g, Tensor& sq,
-                         Tensor* gradAvg, Tensor* buffer) = 0;
+  virtual Status adam(const training::AdamScalars& a, const std::vector<Update>& ts) = 0;
+  virtual Status sgd(const ops::SgdScalars& k, const std::vector<Update>& ts) = 0;
+  virtual Status adagrad(const ops::AdagradScalars& k, const std::vector<Update>& ts) = 0;
+  virtual Status rmsprop(const ops::RmsPropScalars& k, const std::vector<Update>& ts) = 0;
 };
 // For a backend whose memory() is kCuda; nullptr otherwise.
 std::unique_ptr<TrainingOps> trainingOps(Backend& backend);

@@ -9,6 +9,7 @@
 
 #include "engine/training/optimizers.h"
 #include "ops/binary.h"
+#include "ops/optimizer.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 
@@ -202,24 +203,21 @@ void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* p
 // The optimizer step's kernels take up to kListed tensors per launch (blockIdx.y picks one), so
 // a step launches once per kListed weights instead of once per weight.
 constexpr int kListed = 16;
-struct AdamList {
+// One launch's tensors: weight, gradient and up to three of the rule's state tensors, null
+// where the rule or its options keep none (Adam: m, v, vmax; SGD: the momentum buffer;
+// Adagrad: the sum of squares; RMSprop: square_avg, grad_avg, the momentum buffer).
+struct UpdateList {
   float* w[kListed];
   float* g[kListed];
-  float* m[kListed];
-  float* v[kListed];
-  float* vmax[kListed];  // null without amsgrad
+  float* s[3][kListed];
   int64_t n[kListed];
   int count = 0;
 };
-void launchAdam(const training::AdamScalars& a, const AdamList& l, cudaStream_t s);
-// SGD: g += wd * w; momentum buffer (first step: copy); w -= lr * (nesterov ? g + mom*b : b).
-void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
-               bool firstStep, float* w, float* g, float* buf, int64_t n, cudaStream_t s);
-// Adagrad and RMSprop: ops/optimizer.h's rules; gradAvg (centered) and buf (momentum) may be null.
-void launchAdagrad(const ops::AdagradScalars& k, float* w, const float* g, float* sum, int64_t n,
-                   cudaStream_t s);
-void launchRmsProp(const ops::RmsPropScalars& k, float* w, const float* g, float* sq,
-                   float* gradAvg, float* buf, int64_t n, cudaStream_t s);
+void launchAdam(const training::AdamScalars& a, const UpdateList& l, cudaStream_t s);
+// SGD, Adagrad and RMSprop: ops/optimizer.h's rules.
+void launchSgd(const ops::SgdScalars& k, const UpdateList& l, cudaStream_t s);
+void launchAdagrad(const ops::AdagradScalars& k, const UpdateList& l, cudaStream_t s);
+void launchRmsProp(const ops::RmsPropScalars& k, const UpdateList& l, cudaStream_t s);
 // out[0] += sum |g|^p over the listed tensors (p = 2: squares; p = 0 stands for inf: max |g|).
 // out must start at 0.
 struct FloatList {

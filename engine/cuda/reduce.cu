@@ -181,13 +181,19 @@ __global__ void lossReduceKernel(const float* l, int64_t n, bool mean, const flo
     out[0] = mean ? part[0] / (count ? count[0] : static_cast<float>(n)) : part[0];
 }
 
-// PyTorch's order of float operations, as engine/training/optimizers.cpp (Step::run).
-__global__ void adamKernel(training::AdamScalars a, AdamList l) {
+// The optimizer kernels: f(t, i) for each element i of listed tensor t = blockIdx.y.
+template <class F>
+__device__ void forListed(const UpdateList& l, F f) {
   const int t = blockIdx.y;
-  float *w = l.w[t], *g = l.g[t], *m = l.m[t], *v = l.v[t], *vmax = l.vmax[t];
-  const int64_t n = l.n[t];
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < l.n[t];
+       i += int64_t(gridDim.x) * blockDim.x)
+    f(t, i);
+}
+
+// PyTorch's order of float operations, as engine/training/optimizers.cpp (Step::run).
+__global__ void adamKernel(training::AdamScalars a, UpdateList l) {
+  forListed(l, [&](int t, int64_t i) {
+    float *w = l.w[t], *g = l.g[t], *m = l.s[0][t], *v = l.s[1][t], *vmax = l.s[2][t];
     float wi = w[i], gi = g[i];
     if (a.preScale != 1.f) wi = __fmul_rn(wi, a.preScale);
     if (a.l2 != 0.f) gi = __fadd_rn(gi, __fmul_rn(a.l2, wi));
@@ -209,39 +215,37 @@ __global__ void adamKernel(training::AdamScalars a, AdamList l) {
     }
     w[i] = wi;
     g[i] = gi;
-  }
+  });
 }
 
-__global__ void sgdKernel(float lr, float mom, float damp, float wd, bool nesterov, bool first,
-                          float* w, float* g, float* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+// k.dampening holds 1 - dampening.
+__global__ void sgdKernel(ops::SgdScalars k, UpdateList l) {
+  forListed(l, [&](int t, int64_t i) {
+    float *w = l.w[t], *g = l.g[t], *b = l.s[0][t];
     float gi = g[i];
-    if (wd != 0.f) gi = __fadd_rn(gi, __fmul_rn(wd, w[i]));
+    if (k.weightDecay != 0.f) gi = __fadd_rn(gi, __fmul_rn(k.weightDecay, w[i]));
     float step = gi;
-    if (mom != 0.f) {
-      const float bi = first ? gi : __fadd_rn(__fmul_rn(mom, b[i]), __fmul_rn(damp, gi));
+    if (k.momentum != 0.f) {
+      const float bi =
+          k.firstStep ? gi : __fadd_rn(__fmul_rn(k.momentum, b[i]), __fmul_rn(k.dampening, gi));
       b[i] = bi;
-      step = nesterov ? __fadd_rn(gi, __fmul_rn(mom, bi)) : bi;
+      step = k.nesterov ? __fadd_rn(gi, __fmul_rn(k.momentum, bi)) : bi;
     }
-    w[i] = __fsub_rn(w[i], __fmul_rn(lr, step));
+    w[i] = __fsub_rn(w[i], __fmul_rn(k.lr, step));
     g[i] = gi;
-  }
+  });
 }
 
-__global__ void adagradKernel(ops::AdagradScalars k, float* w, const float* g, float* sum,
-                              int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    ops::adagradStep(k, w[i], g[i], sum[i]);
+__global__ void adagradKernel(ops::AdagradScalars k, UpdateList l) {
+  forListed(l, [&](int t, int64_t i) { ops::adagradStep(k, l.w[t][i], l.g[t][i], l.s[0][t][i]); });
 }
 
-__global__ void rmspropKernel(ops::RmsPropScalars k, float* w, const float* g, float* sq,
-                              float* gradAvg, float* buf, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    ops::rmspropStep(k, w[i], g[i], sq[i], gradAvg ? gradAvg + i : nullptr,
+__global__ void rmspropKernel(ops::RmsPropScalars k, UpdateList l) {
+  forListed(l, [&](int t, int64_t i) {
+    float *gradAvg = l.s[1][t], *buf = l.s[2][t];
+    ops::rmspropStep(k, l.w[t][i], l.g[t][i], l.s[0][t][i], gradAvg ? gradAvg + i : nullptr,
                      buf ? buf + i : nullptr);
+  });
 }
 
 __global__ void normKernel(FloatList l, float p, float* out) {
@@ -347,25 +351,22 @@ dim3 listGrid(const int64_t* n, int count, int cap) {
 }
 }  // namespace
 
-void launchAdam(const training::AdamScalars& a, const AdamList& l, cudaStream_t s) {
+void launchAdam(const training::AdamScalars& a, const UpdateList& l, cudaStream_t s) {
   if (l.count > 0) adamKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(a, l);
 }
 
-void launchSgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
-               bool firstStep, float* w, float* g, float* buf, int64_t n, cudaStream_t s) {
-  if (n > 0)
-    sgdKernel<<<blocksFor(n), kThreads, 0, s>>>(lr, momentum, 1.f - dampening, weightDecay,
-                                                nesterov, firstStep, w, g, buf, n);
+void launchSgd(const ops::SgdScalars& k, const UpdateList& l, cudaStream_t s) {
+  ops::SgdScalars d = k;
+  d.dampening = 1.f - k.dampening;
+  if (l.count > 0) sgdKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(d, l);
 }
 
-void launchAdagrad(const ops::AdagradScalars& k, float* w, const float* g, float* sum, int64_t n,
-                   cudaStream_t s) {
-  if (n > 0) adagradKernel<<<blocksFor(n), kThreads, 0, s>>>(k, w, g, sum, n);
+void launchAdagrad(const ops::AdagradScalars& k, const UpdateList& l, cudaStream_t s) {
+  if (l.count > 0) adagradKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(k, l);
 }
 
-void launchRmsProp(const ops::RmsPropScalars& k, float* w, const float* g, float* sq,
-                   float* gradAvg, float* buf, int64_t n, cudaStream_t s) {
-  if (n > 0) rmspropKernel<<<blocksFor(n), kThreads, 0, s>>>(k, w, g, sq, gradAvg, buf, n);
+void launchRmsProp(const ops::RmsPropScalars& k, const UpdateList& l, cudaStream_t s) {
+  if (l.count > 0) rmspropKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(k, l);
 }
 
 void launchNormAccumulate(const FloatList& l, float p, float* out, cudaStream_t s) {

@@ -53,42 +53,40 @@ class CudaTrainingOps : public TrainingOps {
     if (inf) return static_cast<double>(h);
     return p == 2 ? std::sqrt(static_cast<double>(h)) : std::pow(static_cast<double>(h), 1.0 / p);
   }
-  Status adam(const training::AdamScalars& a, const std::vector<AdamTensors>& ts) override {
-    AdamList l;
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const AdamTensors& t = ts[i];
-      l.w[l.count] = t.w->data<float>();
-      l.g[l.count] = t.g->data<float>();
-      l.m[l.count] = t.m->data<float>();
-      l.v[l.count] = t.v->data<float>();
-      l.vmax[l.count] = t.vmax ? t.vmax->data<float>() : nullptr;
-      l.n[l.count++] = t.w->size();
-      if (l.count == kListed || i + 1 == ts.size()) {
-        launchAdam(a, l, be_.stream());
-        l.count = 0;
-      }
-    }
-    return launched("Adam update");
+  Status adam(const training::AdamScalars& a, const std::vector<Update>& ts) override {
+    return listed(ts, "Adam update", [&](const UpdateList& l) { launchAdam(a, l, be_.stream()); });
   }
-  Status sgd(float lr, float momentum, float dampening, float weightDecay, bool nesterov,
-             bool firstStep, Tensor& w, Tensor& g, Tensor* buffer) override {
-    launchSgd(lr, momentum, dampening, weightDecay, nesterov, firstStep, w.data<float>(),
-              g.data<float>(), buffer ? buffer->data<float>() : nullptr, w.size(), be_.stream());
-    return launched("SGD update");
+  Status sgd(const ops::SgdScalars& k, const std::vector<Update>& ts) override {
+    return listed(ts, "SGD update", [&](const UpdateList& l) { launchSgd(k, l, be_.stream()); });
   }
-  Status adagrad(const ops::AdagradScalars& k, Tensor& w, const Tensor& g, Tensor& sum) override {
-    launchAdagrad(k, w.data<float>(), g.data<float>(), sum.data<float>(), w.size(), be_.stream());
-    return launched("Adagrad update");
+  Status adagrad(const ops::AdagradScalars& k, const std::vector<Update>& ts) override {
+    return listed(ts, "Adagrad update",
+                  [&](const UpdateList& l) { launchAdagrad(k, l, be_.stream()); });
   }
-  Status rmsprop(const ops::RmsPropScalars& k, Tensor& w, const Tensor& g, Tensor& sq,
-                 Tensor* gradAvg, Tensor* buffer) override {
-    launchRmsProp(k, w.data<float>(), g.data<float>(), sq.data<float>(),
-                  gradAvg ? gradAvg->data<float>() : nullptr,
-                  buffer ? buffer->data<float>() : nullptr, w.size(), be_.stream());
-    return launched("RMSprop update");
+  Status rmsprop(const ops::RmsPropScalars& k, const std::vector<Update>& ts) override {
+    return listed(ts, "RMSprop update",
+                  [&](const UpdateList& l) { launchRmsProp(k, l, be_.stream()); });
   }
 
  private:
+  // Launches `launch` for each kListed of the tensors.
+  template <class Launch>
+  Status listed(const std::vector<Update>& ts, const char* what, Launch launch) {
+    UpdateList l;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const Update& t = ts[i];
+      l.w[l.count] = t.w->data<float>();
+      l.g[l.count] = t.g->data<float>();
+      for (int k = 0; k < 3; ++k) l.s[k][l.count] = t.state[k] ? t.state[k]->data<float>() : nullptr;
+      l.n[l.count++] = t.w->size();
+      if (l.count == kListed || i + 1 == ts.size()) {
+        launch(l);
+        l.count = 0;
+      }
+    }
+    return launched(what);
+  }
+
   CudaBackend& be_;
 };
 

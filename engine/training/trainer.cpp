@@ -461,67 +461,59 @@ Status Trainer::Impl::deviceOptimizerStep() {
   if (oc.clipNorm > 0 && coef < 1)
     for (Tensor* g : gs) DW_RETURN_IF_ERROR(dev->scale(*g, static_cast<float>(coef)));
   lastLr = scheduledLr(oc.schedule, baseLr, counters.optimizerSteps);
-  // Adam's weights go in one multi-tensor update per step count (they differ only where a
-  // weight was frozen for a while, or a checkpoint says so).
-  std::map<int64_t, std::vector<cuda::TrainingOps::AdamTensors>> adamByStep;
+  // Weights go in one multi-tensor update per rule and scalars: the scalars differ only where a
+  // weight's step count does (frozen for a while, or a checkpoint says so) or, for SGD, where its
+  // momentum buffer is new.
+  using Update = cuda::TrainingOps::Update;
+  std::map<int64_t, std::vector<Update>> byStep;
   for (auto& p : params) {
     if (p.frozen) continue;
-    Tensor& w = devWeights.at(p.name);
-    Tensor& g = devGrads.at(p.name);
+    Update u{&devWeights.at(p.name), &devGrads.at(p.name), {nullptr, nullptr, nullptr}};
+    // The state tensors each rule keeps, in Update::state's order; empty names are not kept.
+    std::vector<const char*> names;
+    float init = 0.f;
     if (oc.type == "adam" || oc.type == "adamw") {
-      ++p.state.step;
-      auto m = deviceState(p, "m");
-      auto v = deviceState(p, "v");
-      if (!m || !v) return !m ? m.status() : v.status();
-      Tensor* vmax = nullptr;
-      if (oc.amsgrad) {
-        auto x = deviceState(p, "vmax");
-        if (!x) return x.status();
-        vmax = *x;
-      }
-      adamByStep[p.state.step].push_back({&w, &g, *m, *v, vmax});
+      names = {"m", "v", oc.amsgrad ? "vmax" : ""};
     } else if (oc.type == "sgd") {
-      Tensor* buf = nullptr;
-      bool first = false;
-      if (oc.momentum != 0) {
-        first = !devState[p.name].count("momentum") && !p.state.buffers.count("momentum");
-        auto b = deviceState(p, "momentum");
-        if (!b) return b.status();
-        buf = *b;
-      }
-      DW_RETURN_IF_ERROR(dev->sgd(static_cast<float>(lastLr), static_cast<float>(oc.momentum),
-                                  static_cast<float>(oc.dampening),
-                                  static_cast<float>(oc.weightDecay), oc.nesterov, first, w, g,
-                                  buf));
-      ++p.state.step;
+      names = {oc.momentum != 0 ? "momentum" : ""};
     } else if (oc.type == "adagrad") {
-      ++p.state.step;
-      // A fresh accumulator starts at initial_accumulator_value, as on the host.
-      auto sum = deviceState(p, "sum", static_cast<float>(oc.initialAccumulator));
-      if (!sum) return sum.status();
-      DW_RETURN_IF_ERROR(dev->adagrad(adagradScalars(oc, lastLr, p.state.step), w, g, **sum));
+      names = {"sum"};
+      init = static_cast<float>(oc.initialAccumulator);  // as on the host
     } else if (oc.type == "rmsprop") {
-      ++p.state.step;
-      auto sq = deviceState(p, "square_avg");
-      if (!sq) return sq.status();
-      Tensor *ga = nullptr, *mb = nullptr;
-      if (oc.centered) {
-        auto t = deviceState(p, "grad_avg");
-        if (!t) return t.status();
-        ga = *t;
-      }
-      if (oc.momentum > 0) {
-        auto t = deviceState(p, "momentum");
-        if (!t) return t.status();
-        mb = *t;
-      }
-      DW_RETURN_IF_ERROR(dev->rmsprop(rmspropScalars(oc, lastLr), w, g, **sq, ga, mb));
+      names = {"square_avg", oc.centered ? "grad_avg" : "", oc.momentum > 0 ? "momentum" : ""};
     } else {
       return Status::error("optimizer '" + oc.type + "' has no update on accelerator cuda");
     }
+    // The step this update makes; for SGD, 0 where the momentum buffer is new (it starts as the
+    // gradient), else 1.
+    int64_t key = p.state.step + 1;
+    if (oc.type == "sgd")
+      key = oc.momentum != 0 && !devState[p.name].count("momentum") &&
+                    !p.state.buffers.count("momentum")
+                ? 0
+                : 1;
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (!*names[k]) continue;
+      auto t = deviceState(p, names[k], init);
+      if (!t) return t.status();
+      u.state[k] = *t;
+    }
+    ++p.state.step;
+    byStep[key].push_back(u);
   }
-  for (const auto& [step, ts] : adamByStep)
-    DW_RETURN_IF_ERROR(dev->adam(adamScalars(oc, oc.type == "adamw", lastLr, step), ts));
+  for (const auto& [step, ts] : byStep) {
+    if (oc.type == "adam" || oc.type == "adamw")
+      DW_RETURN_IF_ERROR(dev->adam(adamScalars(oc, oc.type == "adamw", lastLr, step), ts));
+    else if (oc.type == "sgd")
+      DW_RETURN_IF_ERROR(dev->sgd({static_cast<float>(lastLr), static_cast<float>(oc.momentum),
+                                   static_cast<float>(oc.dampening),
+                                   static_cast<float>(oc.weightDecay), oc.nesterov, step == 0},
+                                  ts));
+    else if (oc.type == "adagrad")
+      DW_RETURN_IF_ERROR(dev->adagrad(adagradScalars(oc, lastLr, step), ts));
+    else
+      DW_RETURN_IF_ERROR(dev->rmsprop(rmspropScalars(oc, lastLr), ts));
+  }
   ++counters.optimizerSteps;
   hostStale = true;
   return Status();

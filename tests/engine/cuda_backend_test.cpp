@@ -965,6 +965,8 @@ TEST(CudaTraining, MixedPrecisionFollowsCpuLossCurve) {
 
 // Adagrad and RMSprop on cuda take ops/optimizer.h's steps, as the host's Optimizer::update
 // does: from the same weights, gradients and state, three steps land on the same floats.
+// Every rule's multi-tensor update against the host's, bit for bit: 19 weights of odd sizes
+// (two launches of kListed and the rest), one of them given no gradient.
 TEST(CudaTraining, OptimizerRulesMatchHost) {
   SKIP_WITHOUT_GPU();
   BackendOptions bo;
@@ -973,47 +975,88 @@ TEST(CudaTraining, OptimizerRulesMatchHost) {
   ASSERT_TRUE(be.ok()) << be.message();
   auto ops = cuda::trainingOps(**be);
   ASSERT_NE(ops, nullptr);
-  const int64_t n = 4099;
-  for (const std::string type : {"adagrad", "rmsprop"}) {
+  const std::vector<int64_t> sizes = {4099, 1, 7, 33, 256, 1000, 5, 65537, 2, 3,
+                                      17,   64, 9, 100, 31, 512, 8, 129, 4097};
+  for (const std::string type : {"adam", "adamw", "sgd", "adagrad", "rmsprop"}) {
     training::OptimizerConfig oc;
     oc.type = type;
     oc.lr = 1e-2;
     oc.weightDecay = 1e-3;
-    oc.momentum = type == "rmsprop" ? 0.5 : 0;
+    oc.momentum = type == "adagrad" ? 0 : 0.5;
+    oc.dampening = 0.1;  // PyTorch's nesterov takes none
+    oc.amsgrad = type == "adam";
     oc.centered = true;
     oc.lrDecay = 0.1;
     oc.initialAccumulator = 0.1;
     auto opt = training::Optimizer::create(oc);
     ASSERT_TRUE(opt.ok()) << opt.message();
-    Tensor w = randomTensor({n}, 21);
-    training::ParamState host;
-    auto dw = (*be)->toDevice(w);
-    ASSERT_TRUE(dw.ok());
-    std::vector<float> sum0(n, static_cast<float>(oc.initialAccumulator));
-    auto s0 = (*be)->toDevice(type == "adagrad" ? Tensor::fromVector(sum0, {n})
-                                                : Tensor(DType::kFloat, {n}));
-    auto s1 = (*be)->toDevice(Tensor(DType::kFloat, {n}));
-    auto s2 = (*be)->toDevice(Tensor(DType::kFloat, {n}));
-    ASSERT_TRUE(s0.ok() && s1.ok() && s2.ok());
-    Tensor hw = w.clone();
+    struct Weight {
+      Tensor host, dev;
+      std::vector<Tensor> state;
+      training::ParamState hostState;
+    };
+    std::vector<Weight> ws(sizes.size());
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      const int64_t n = sizes[t];
+      ws[t].host = randomTensor({n}, 21 + static_cast<uint32_t>(t));
+      auto dw = (*be)->toDevice(ws[t].host);
+      ASSERT_TRUE(dw.ok());
+      ws[t].dev = std::move(*dw);
+      ws[t].host = ws[t].host.clone();
+      for (int k = 0; k < 3; ++k) {
+        std::vector<float> init(n, type == "adagrad" && k == 0
+                                       ? static_cast<float>(oc.initialAccumulator)
+                                       : 0.f);
+        auto d = (*be)->toDevice(Tensor::fromVector(init, {n}));
+        ASSERT_TRUE(d.ok());
+        ws[t].state.push_back(std::move(*d));
+      }
+    }
     for (int step = 1; step <= 3; ++step) {
-      Tensor g = randomTensor({n}, 30 + step, -1e-3f, 1e-3f);
-      g.data<float>()[0] = 0.f;  // a weight no sample reached
-      auto dg = (*be)->toDevice(g);
-      ASSERT_TRUE(dg.ok());
-      Tensor hg = g.clone();
-      (*opt)->update(hw.data<float>(), hg.data<float>(), n, oc.lr, host);
-      if (type == "adagrad")
-        ASSERT_TRUE(ops->adagrad(training::adagradScalars(oc, oc.lr, step), *dw, *dg, *s0).ok());
+      std::vector<Tensor> grads;
+      std::vector<cuda::TrainingOps::Update> us;
+      for (size_t t = 0; t < ws.size(); ++t) {
+        const int64_t n = sizes[t];
+        Tensor g = randomTensor({n}, 100 * step + static_cast<uint32_t>(t), -1e-3f, 1e-3f);
+        g.data<float>()[0] = 0.f;  // an element no sample reached
+        if (t == 5) std::fill_n(g.data<float>(), n, 0.f);
+        auto dg = (*be)->toDevice(g);
+        ASSERT_TRUE(dg.ok());
+        grads.push_back(std::move(*dg));
+        Tensor hg = g.clone();
+        (*opt)->update(ws[t].host.data<float>(), hg.data<float>(), n, oc.lr, ws[t].hostState);
+      }
+      for (size_t t = 0; t < ws.size(); ++t) {
+        cuda::TrainingOps::Update u{&ws[t].dev, &grads[t], {nullptr, nullptr, nullptr}};
+        // The state each rule keeps here, in cuda.h's order: SGD's momentum buffer, Adagrad's
+        // sum; Adam's m and v (and vmax, amsgrad); RMSprop's square_avg, grad_avg, buffer.
+        const int kept = type == "sgd" || type == "adagrad" ? 1 : type == "adamw" ? 2 : 3;
+        for (int k = 0; k < kept; ++k) u.state[k] = &ws[t].state[k];
+        us.push_back(u);
+      }
+      dw::Status st;
+      if (type == "adam" || type == "adamw")
+        st = ops->adam(training::adamScalars(oc, type == "adamw", oc.lr, step), us);
+      else if (type == "sgd")
+        st = ops->sgd({static_cast<float>(oc.lr), static_cast<float>(oc.momentum),
+                       static_cast<float>(oc.dampening), static_cast<float>(oc.weightDecay),
+                       oc.nesterov, step == 1},
+                      us);
+      else if (type == "adagrad")
+        st = ops->adagrad(training::adagradScalars(oc, oc.lr, step), us);
       else
-        ASSERT_TRUE(
-            ops->rmsprop(training::rmspropScalars(oc, oc.lr), *dw, *dg, *s0, &*s1, &*s2).ok());
-      auto back = (*be)->toHost(*dw);
-      ASSERT_TRUE(back.ok());
-      int differ = 0;
-      for (int64_t i = 0; i < n; ++i) differ += back->data<float>()[i] != hw.data<float>()[i];
-      EXPECT_EQ(differ, 0) << type << " step " << step << ": " << differ << " of " << n
-                           << " weights differ from the host's, max |diff| " << maxDiff(*back, hw);
+        st = ops->rmsprop(training::rmspropScalars(oc, oc.lr), us);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (size_t t = 0; t < ws.size(); ++t) {
+        auto back = (*be)->toHost(ws[t].dev);
+        ASSERT_TRUE(back.ok());
+        int differ = 0;
+        for (int64_t i = 0; i < sizes[t]; ++i)
+          differ += back->data<float>()[i] != ws[t].host.data<float>()[i];
+        EXPECT_EQ(differ, 0) << type << " step " << step << " weight " << t << ": " << differ
+                             << " of " << sizes[t] << " differ from the host's, max |diff| "
+                             << maxDiff(*back, ws[t].host);
+      }
     }
   }
 }
