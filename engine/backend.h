@@ -68,7 +68,8 @@ class Backend {
   virtual Status synchronize() { return Status(); }
   // Which graph fusions the planner applies for this backend's kernels (engine/fusion/): all
   // of oneDNN's, with its layouts, or only a convolution's epilogue (a folded inference
-  // BatchNormalization, the bias and an activation, applied in one pass).
+  // BatchNormalization, the bias and an activation, applied in one pass) and, in training,
+  // the CNN block's Relu and max pooling inside its batch normalization and gradient.
   enum class Fusions { kOneDnn, kConvEpilogue };
   virtual Fusions fusions() const { return Fusions::kOneDnn; }
 

@@ -376,8 +376,12 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   // Expand functions first so that ordering and liveness see the real nodes.
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
-  if (fuse && backend->fusions() == Backend::Fusions::kConvEpilogue)
+  if (fuse && backend->fusions() == Backend::Fusions::kConvEpilogue) {
     fusion::fuseForOneDnn(expanded, g, types, /*convEpiloguesOnly=*/true);
+    if (trainingChains)
+      fusion::fuseTrainingChains(expanded, g, types, /*blockedLayouts=*/false,
+                                 /*convIntoBatchNorm=*/false);
+  }
   if (fuse && backend->fusions() == Backend::Fusions::kOneDnn) {
     fusion::fuseForOneDnn(expanded, g, types);
     if (blockedLayouts && backend->precision() == "fp32")

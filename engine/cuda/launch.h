@@ -142,8 +142,10 @@ struct Pool2d {
   bool includePad = false;  // average pooling: padding counts in the divisor
 };
 void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
-// dx (overwritten) = dy routed to each window's first maximum; no atomics, so repeatable.
-void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx, cudaStream_t s);
+// dx (overwritten) = dy routed to each window's first maximum; no atomics, so repeatable. With
+// `relu` (a fused Relu gradient: x is the Relu's output) nothing flows where x <= 0.
+void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, bool relu, float* dx,
+                       cudaStream_t s);
 // 2-D average pooling, ONNX's divisor: the window's elements inside the input, or inside the
 // padded input where includePad (windows that ceil_mode runs past the padding are cut there).
 void launchAvgPool(const Pool2d& p, const float* x, float* y, cudaStream_t s);
@@ -183,6 +185,25 @@ void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_
                               const float* mean, const float* var, const float* scale, float eps,
                               const float* dScale, const float* dB, bool global, float* dx,
                               cudaStream_t s);
+
+// The training CNN block BatchNormalization -> Relu -> MaxPool as one node (fusion/
+// training_chains.cpp), pooling window `p` over x [n, c, p.h, p.w]: y [n, c, p.oh, p.ow] is the
+// pooled, normalised (and, with relu, rectified) x, and `winners` each window's winner as
+// engine/fusion/fused.h encodes it (kNoWinner, its value, is checked against it there).
+constexpr uint8_t kNoWinner = 255;
+void launchBatchNormMaxPool(const float* x, const Pool2d& p, int64_t c, const float* mean,
+                            const float* var, const float* scale, const float* b, float eps,
+                            bool relu, float* y, uint8_t* winners, cudaStream_t s);
+// Its gradient from the pooled dY and the winners: dScale and dB as launchBatchNormGradSums
+// (`partials`: 2 * c * channelSlices(c, n, p.oh * p.ow) floats), then dX (training statistics).
+void launchBatchNormMaxPoolGrad(const float* dy, const uint8_t* winners, const float* x,
+                                const Pool2d& p, int64_t c, const float* mean, const float* var,
+                                const float* scale, float eps, float* partials, float* dScale,
+                                float* dB, float* dx, cudaStream_t s);
+// y = relu(scale * (x - mean) / sqrt(var + eps) + b) per channel: the Relu fused without a pool.
+void launchBatchNormRelu(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
+                         const float* var, const float* scale, const float* b, float eps, float* y,
+                         cudaStream_t s);
 
 // What a convolution applies to its output in place, per channel: y [n, c, hw] =
 // act(scale[c] * y + shift[c]). A null scale is 1, a null shift 0; fn kCount: no activation.

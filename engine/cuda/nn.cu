@@ -72,8 +72,10 @@ __device__ inline Covering covering(const Pool2d& p, int64_t yy, int64_t xx) {
           max(int64_t(0), (xx + p.pw - p.kw + p.sw) / p.sw), min(p.ow - 1, (xx + p.pw) / p.sw)};
 }
 
-// One thread per input element: it sums dy over the windows whose first maximum it is.
-__global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, float* dx) {
+// One thread per input element: it sums dy over the windows whose first maximum it is. With
+// `relu` (a fused Relu gradient: x is the Relu's output) nothing flows where x <= 0.
+__global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, bool relu,
+                                  float* dx) {
   const int inPlane = static_cast<int>(p.h * p.w), w = static_cast<int>(p.w);
   for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
     const float* plane = x + pl * inPlane;
@@ -82,9 +84,10 @@ __global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, flo
     for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
       const Covering c = covering(p, e / w, e % w);
       float acc = 0.f;
-      for (int64_t oy = c.oyLo; oy <= c.oyHi; ++oy)
-        for (int64_t ox = c.oxLo; ox <= c.oxHi; ++ox)
-          if (windowArgmax(p, plane, oy, ox, nullptr) == e) acc += g[oy * p.ow + ox];
+      if (!relu || plane[e] > 0.f)
+        for (int64_t oy = c.oyLo; oy <= c.oyHi; ++oy)
+          for (int64_t ox = c.oxLo; ox <= c.oxHi; ++ox)
+            if (windowArgmax(p, plane, oy, ox, nullptr) == e) acc += g[oy * p.ow + ox];
       out[e] = acc;
     }
   }
@@ -94,7 +97,8 @@ __global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, flo
 // each output scatters dy to its window's first maximum and zeros to the rest, so every input
 // element is written once, by the window that holds it. Elements no window holds (the last rows
 // or columns when the size is not a multiple) are zeroed separately.
-__global__ void maxPoolGradTiledKernel(Pool2d p, const float* x, const float* dy, float* dx) {
+__global__ void maxPoolGradTiledKernel(Pool2d p, const float* x, const float* dy, bool relu,
+                                       float* dx) {
   const int outPlane = static_cast<int>(p.oh * p.ow), ow = static_cast<int>(p.ow);
   const int inPlane = static_cast<int>(p.h * p.w);
   for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
@@ -103,7 +107,8 @@ __global__ void maxPoolGradTiledKernel(Pool2d p, const float* x, const float* dy
     float* out = dx + pl * inPlane;
     for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
       const int64_t oy = e / ow, ox = e % ow;
-      const int64_t at = windowArgmax(p, plane, oy, ox, nullptr);
+      int64_t at = windowArgmax(p, plane, oy, ox, nullptr);
+      if (relu && at >= 0 && !(plane[at] > 0.f)) at = -1;
       for (int64_t ky = 0; ky < p.kh; ++ky)
         for (int64_t kx = 0; kx < p.kw; ++kx) {
           const int64_t idx = (oy * p.sh + ky) * p.w + ox * p.sw + kx;
@@ -182,16 +187,139 @@ __global__ void statsCombineKernel(const float* partials, int64_t c, int64_t sli
   }
 }
 
+// A channel's normalization y = sc * (x - mu) * inv + bb, rectified with kRelu.
+struct BnChannel {
+  float mu, inv, sc, bb;
+  __device__ BnChannel(const float* mean, const float* var, const float* scale, const float* b,
+                       float eps, int64_t ch)
+      : mu(mean[ch]), inv(1.f / sqrtf(var[ch] + eps)), sc(scale[ch]), bb(b[ch]) {}
+  template <bool kRelu>
+  __device__ float operator()(float x) const {
+    const float v = sc * ((x - mu) * inv) + bb;
+    return kRelu ? ops::unaryForward<ops::UnaryFn::kRelu>(v, {}) : v;
+  }
+};
+
 // One block per plane (sample and channel).
+template <bool kRelu>
 __global__ void bnApplyKernel(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
                               const float* var, const float* scale, const float* b, float eps,
                               float* y) {
   for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
-    const int64_t ch = pl % c;
-    const float inv = 1.f / sqrtf(var[ch] + eps), mu = mean[ch], sc = scale[ch], bb = b[ch];
+    const BnChannel bn(mean, var, scale, b, eps, pl % c);
     const float* in = x + pl * hw;
     float* out = y + pl * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] = sc * ((in[k] - mu) * inv) + bb;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] = bn.template operator()<kRelu>(in[k]);
+  }
+}
+
+// The fused block's forward, a thread per pooled value: it normalises its window's elements
+// (rectified with kRelu) and keeps their maximum and the first one to reach it, as the cpu's
+// maxPoolArgPlane chooses. Plane sizes are far below 2^31, so positions within a plane are int.
+template <bool kRelu>
+__global__ void bnMaxPoolKernel(const float* x, Pool2d p, int64_t c, const float* mean,
+                                const float* var, const float* scale, const float* b, float eps,
+                                float* y, uint8_t* winners) {
+  const int oh = static_cast<int>(p.oh), ow = static_cast<int>(p.ow), h = static_cast<int>(p.h),
+            w = static_cast<int>(p.w), kh = static_cast<int>(p.kh), kw = static_cast<int>(p.kw);
+  const int outPlane = oh * ow;
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const BnChannel bn(mean, var, scale, b, eps, pl % c);
+    const float* plane = x + pl * h * w;
+    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
+      const int top = (e / ow) * static_cast<int>(p.sh) - static_cast<int>(p.ph);
+      const int left = (e % ow) * static_cast<int>(p.sw) - static_cast<int>(p.pw);
+      float m = -INFINITY, best = 0.f;
+      int win = -1;
+      for (int ky = 0; ky < kh; ++ky) {
+        const int yy = top + ky;
+        if (yy < 0 || yy >= h) continue;
+        for (int kx = 0; kx < kw; ++kx) {
+          const int xx = left + kx;
+          if (xx < 0 || xx >= w) continue;
+          const float v = bn.template operator()<kRelu>(plane[yy * w + xx]);
+          m = fmaxf(m, v);
+          if (win < 0 || v > best) {
+            best = v;
+            win = ky * kw + kx;
+          }
+        }
+      }
+      y[pl * outPlane + e] = m;
+      winners[pl * outPlane + e] =
+          static_cast<uint8_t>(win < 0 || (kRelu && !(best > 0.f)) ? kNoWinner : win);
+    }
+  }
+}
+
+// The fused gradient's sums, block (channel, slice) over the pooled values of its samples:
+// only a window's winner gets a gradient, so dB sums the pooled dY of the windows with one and
+// dScale the same times the winner's xhat.
+__global__ void bnMaxPoolGradSumsKernel(const float* dy, const uint8_t* winners, const float* x,
+                                        Pool2d p, int64_t n, int64_t c, int64_t slices,
+                                        const float* mean, const float* var, float eps,
+                                        float* partials) {
+  __shared__ float part[kThreads];
+  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
+  const int64_t per = (n + slices - 1) / slices;
+  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
+  const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps);
+  const int ow = static_cast<int>(p.ow), outPlane = static_cast<int>(p.oh * p.ow),
+            w = static_cast<int>(p.w), kw = static_cast<int>(p.kw);
+  float sb = 0.f, ss = 0.f;
+  for (int64_t i = n0; i < n1; ++i) {
+    const int64_t pl = i * c + ch;
+    const float* plane = x + pl * p.h * p.w;
+    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
+      const int k = winners[pl * outPlane + e];
+      if (k == kNoWinner) continue;
+      const int yy = (e / ow) * static_cast<int>(p.sh) - static_cast<int>(p.ph) + k / kw;
+      const int xx = (e % ow) * static_cast<int>(p.sw) - static_cast<int>(p.pw) + k % kw;
+      const float g = dy[pl * outPlane + e];
+      sb += g;
+      ss += g * ((plane[yy * w + xx] - mu) * inv);
+    }
+  }
+  const float bsum = blockSum(sb, part);
+  const float ssum = blockSum(ss, part);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = bsum;
+    partials[2 * blockIdx.x + 1] = ssum;
+  }
+}
+
+// The fused gradient's dX, a thread per input element: its dY is the pooled dY of the windows
+// it won (none, one, or more where windows overlap).
+__global__ void bnMaxPoolGradInputKernel(const float* dy, const uint8_t* winners, const float* x,
+                                         Pool2d p, int64_t n, int64_t c, const float* mean,
+                                         const float* var, const float* scale, float eps,
+                                         const float* dScale, const float* dB, float* dx) {
+  const int h = static_cast<int>(p.h), w = static_cast<int>(p.w), ow = static_cast<int>(p.ow),
+            kw = static_cast<int>(p.kw), sh = static_cast<int>(p.sh), sw = static_cast<int>(p.sw),
+            ph = static_cast<int>(p.ph), pw = static_cast<int>(p.pw);
+  const int inPlane = h * w, outPlane = static_cast<int>(p.oh) * ow;
+  const float m = static_cast<float>(n * inPlane);
+  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+    const int64_t ch = pl % c;
+    const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps), sc = scale[ch];
+    const float ds = dScale[ch], db = dB[ch];
+    const float* in = x + pl * inPlane;
+    const float* g = dy + pl * outPlane;
+    const uint8_t* won = winners + pl * outPlane;
+    float* out = dx + pl * inPlane;
+    for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
+      const int yy = e / w, xx = e % w;
+      const Covering cv = covering(p, yy, xx);
+      float gv = 0.f;
+      for (int oy = static_cast<int>(cv.oyLo); oy <= static_cast<int>(cv.oyHi); ++oy)
+        for (int ox = static_cast<int>(cv.oxLo); ox <= static_cast<int>(cv.oxHi); ++ox) {
+          const int k = won[oy * ow + ox];
+          if (k != kNoWinner && oy * sh - ph + k / kw == yy && ox * sw - pw + k % kw == xx)
+            gv += g[oy * ow + ox];
+        }
+      const float xhat = (in[e] - mu) * inv;
+      out[e] = sc * inv / m * (m * gv - db - xhat * ds);
+    }
   }
 }
 
@@ -429,15 +557,16 @@ void launchMaxPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
     poolKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, y, MaxWindow{});
 }
 
-void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, float* dx,
+void launchMaxPoolGrad(const Pool2d& p, const float* x, const float* dy, bool relu, float* dx,
                        cudaStream_t s) {
   if (p.planes <= 0 || p.h * p.w <= 0) return;
   const bool tiled = p.sh == p.kh && p.sw == p.kw && p.ph == 0 && p.pw == 0 && p.oh * p.kh <= p.h &&
                      p.ow * p.kw <= p.w;
   if (tiled)
-    maxPoolGradTiledKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, dy, dx);
+    maxPoolGradTiledKernel<<<planeBlocks(p.planes), threadsFor(p.oh * p.ow), 0, s>>>(p, x, dy, relu,
+                                                                                     dx);
   else
-    maxPoolGradKernel<<<planeBlocks(p.planes), threadsFor(p.h * p.w), 0, s>>>(p, x, dy, dx);
+    maxPoolGradKernel<<<planeBlocks(p.planes), threadsFor(p.h * p.w), 0, s>>>(p, x, dy, relu, dx);
 }
 
 void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* partials,
@@ -453,8 +582,41 @@ void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, cons
                           const float* var, const float* scale, const float* b, float eps, float* y,
                           cudaStream_t s) {
   if (n * c > 0 && hw > 0)
-    bnApplyKernel<<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(x, n, c, hw, mean, var, scale, b,
-                                                                eps, y);
+    bnApplyKernel<false><<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(x, n, c, hw, mean, var,
+                                                                       scale, b, eps, y);
+}
+
+void launchBatchNormRelu(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
+                         const float* var, const float* scale, const float* b, float eps, float* y,
+                         cudaStream_t s) {
+  if (n * c > 0 && hw > 0)
+    bnApplyKernel<true><<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(x, n, c, hw, mean, var,
+                                                                      scale, b, eps, y);
+}
+
+void launchBatchNormMaxPool(const float* x, const Pool2d& p, int64_t c, const float* mean,
+                            const float* var, const float* scale, const float* b, float eps,
+                            bool relu, float* y, uint8_t* winners, cudaStream_t s) {
+  if (p.planes <= 0 || p.oh * p.ow <= 0) return;
+  const dim3 grid(planeBlocks(p.planes)), block(threadsFor(p.oh * p.ow));
+  if (relu)
+    bnMaxPoolKernel<true><<<grid, block, 0, s>>>(x, p, c, mean, var, scale, b, eps, y, winners);
+  else
+    bnMaxPoolKernel<false><<<grid, block, 0, s>>>(x, p, c, mean, var, scale, b, eps, y, winners);
+}
+
+void launchBatchNormMaxPoolGrad(const float* dy, const uint8_t* winners, const float* x,
+                                const Pool2d& p, int64_t c, const float* mean, const float* var,
+                                const float* scale, float eps, float* partials, float* dScale,
+                                float* dB, float* dx, cudaStream_t s) {
+  if (c <= 0 || p.planes <= 0) return;
+  const int64_t n = p.planes / c, slices = channelSlices(c, n, p.oh * p.ow);
+  bnMaxPoolGradSumsKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(
+      dy, winners, x, p, n, c, slices, mean, var, eps, partials);
+  gradSumsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, dScale, dB);
+  if (dx && p.h * p.w > 0)
+    bnMaxPoolGradInputKernel<<<planeBlocks(p.planes), threadsFor(p.h * p.w), 0, s>>>(
+        dy, winners, x, p, n, c, mean, var, scale, eps, dScale, dB, dx);
 }
 
 void launchRunningStats(const float* inMean, const float* inVar, const float* mean,

@@ -578,7 +578,12 @@ class GlobalAveragePool : public Kernel {
 
 class PoolGrad : public Kernel {
  public:
-  explicit PoolGrad(const KernelInit& init) : attrs_(init.attrs), op_(init.attrs.getString("op")) {}
+  explicit PoolGrad(const KernelInit& init)
+      : attrs_(init.attrs),
+        op_(init.attrs.getString("op")),
+        reluGrad_(fusion::fusedOf(init.attrs).reluGrad) {
+    if (reluGrad_ && op_ != "MaxPool") fail("a fused Relu gradient needs max pooling");
+  }
   Status compute(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
@@ -601,7 +606,7 @@ class PoolGrad : public Kernel {
     if (dy.size() != p->planes * p->oh * p->ow) return mismatch();
     DW_ALLOC(dx, ctx.output(0, DType::kFloat, x.shape()));
     if (op_ == "MaxPool")
-      launchMaxPoolGrad(*p, fp(x), fp(dy), dx->data<float>(), s);
+      launchMaxPoolGrad(*p, fp(x), fp(dy), reluGrad_, dx->data<float>(), s);
     else
       launchAvgPoolGrad(*p, fp(dy), dx->data<float>(), s);
     return launched("pooling gradient");
@@ -610,6 +615,7 @@ class PoolGrad : public Kernel {
  private:
   Attributes attrs_;
   std::string op_;
+  bool reluGrad_;  // a Relu gradient fused by the session (fuseTrainingChains)
 };
 
 // ---- Batch normalization ----
@@ -630,11 +636,35 @@ Status checkPerChannel(const Tensor& t, int64_t c, const char* what) {
   return Status();
 }
 
+// The window of a max pooling fused into the normalization (fusion/training_chains.cpp) over
+// x's planes.
+Result<Pool2d> fusedPool2d(const fusion::Fused& f, const Shape& x) {
+  auto g = fusion::fusedMaxPool(f.maxPool, x);
+  if (!g) return g.status();
+  Pool2d p{};
+  p.planes = x[0] * x[1];
+  p.h = g->h, p.w = g->w, p.oh = g->oh, p.ow = g->ow, p.kh = g->kh, p.kw = g->kw;
+  p.sh = g->sh, p.sw = g->sw, p.ph = g->ph, p.pw = g->pw, p.pb = g->pb, p.pr = g->pr;
+  return p;
+}
+static_assert(kNoWinner == fusion::kNoWinner);
+
+// Training's normalization with the batch statistics. The session may fuse a Relu and a max
+// pooling after it (fuseTrainingChains): Y is then the pooled output and output 5 the windows'
+// winners for the fused gradient, and the full-size activation is never written.
 class BatchNormTraining : public Kernel {
  public:
   explicit BatchNormTraining(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
-        momentum_(init.attrs.getFloat("momentum", 0.9f)) {}
+        momentum_(init.attrs.getFloat("momentum", 0.9f)),
+        fused_(fusion::fusedOf(init.attrs)),
+        relu_(fused_.activation == "Relu") {
+    if (!fused_.activation.empty() && !relu_)
+      fail("cuda BatchNormalizationTraining cannot apply fused " + fused_.activation);
+    if (!fused_.conv.empty() || !fused_.blockedInputs.empty())
+      fail("cuda BatchNormalizationTraining: fused convolutions and blocked layouts are cpu-only");
+    if (fused_.hasMaxPool() && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
+  }
   Status compute(KernelContext& ctx) override {
     auto& be = cudaBackend(ctx.backend());
     const Tensor& x = ctx.input(0);
@@ -643,7 +673,14 @@ class BatchNormTraining : public Kernel {
     const int64_t c = ch->c;
     for (int i = 1; i < 5; ++i)
       DW_RETURN_IF_ERROR(checkPerChannel(ctx.input(i), c, i == 1 ? "scale" : "a statistic"));
-    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    std::optional<Pool2d> pool;
+    if (fused_.hasMaxPool()) {
+      auto p = fusedPool2d(fused_, x.shape());
+      if (!p) return p.status();
+      pool = *p;
+    }
+    const Shape yShape = pool ? Shape{ch->n, c, pool->oh, pool->ow} : x.shape();
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, yShape));
     DW_ALLOC(rm, ctx.output(1, DType::kFloat, {c}));
     DW_ALLOC(rv, ctx.output(2, DType::kFloat, {c}));
     DW_ALLOC(mean, ctx.output(3, DType::kFloat, {c}));
@@ -652,8 +689,18 @@ class BatchNormTraining : public Kernel {
     if (!partials) return ctx.status();
     launchChannelStats(fp(x), ch->n, c, ch->hw, partials->data<float>(), mean->data<float>(),
                        var->data<float>(), be.stream());
-    launchBatchNormApply(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(),
-                         fp(ctx.input(1)), fp(ctx.input(2)), eps_, y->data<float>(), be.stream());
+    const float *sc = fp(ctx.input(1)), *b = fp(ctx.input(2));
+    if (pool) {
+      DW_ALLOC(won, ctx.output(5, DType::kUInt8, yShape));
+      launchBatchNormMaxPool(fp(x), *pool, c, mean->data<float>(), var->data<float>(), sc, b, eps_,
+                             relu_, y->data<float>(), won->data<uint8_t>(), be.stream());
+    } else if (relu_) {
+      launchBatchNormRelu(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(), sc, b,
+                          eps_, y->data<float>(), be.stream());
+    } else {
+      launchBatchNormApply(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(), sc, b,
+                           eps_, y->data<float>(), be.stream());
+    }
     launchRunningStats(fp(ctx.input(3)), fp(ctx.input(4)), mean->data<float>(), var->data<float>(),
                        c, momentum_, rm->data<float>(), rv->data<float>(), be.stream());
     return launched("BatchNormalizationTraining");
@@ -661,6 +708,8 @@ class BatchNormTraining : public Kernel {
 
  private:
   float eps_, momentum_;
+  fusion::Fused fused_;
+  bool relu_;  // a Relu on the output, fused by the session
 };
 
 bool bnInferenceSupported(const KernelInit& init, const std::vector<DType>& t) {
@@ -687,26 +736,59 @@ class BatchNormInference : public Kernel {
   float eps_;
 };
 
+// The gradient of training's normalization (or, with global_stats, of constant statistics).
+// With a max pooling fused in, dY is the pooled output's gradient and input 6 the winners.
 class BatchNormGrad : public Kernel {
  public:
   explicit BatchNormGrad(const KernelInit& init)
       : eps_(init.attrs.getFloat("epsilon", 1e-5f)),
-        global_(init.attrs.getInt("global_stats", 0) != 0) {}
+        global_(init.attrs.getInt("global_stats", 0) != 0),
+        fused_(fusion::fusedOf(init.attrs)) {
+    if (!fused_.conv.empty() || !fused_.blockedInputs.empty() || !fused_.blockedOutputs.empty())
+      fail("cuda BatchNormalizationGrad: fused convolutions and blocked layouts are cpu-only");
+    if (fused_.hasMaxPool() && global_) fail("a fused max pooling needs the batch statistics");
+  }
   Status compute(KernelContext& ctx) override {
     auto& be = cudaBackend(ctx.backend());
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    if (dy.shape() != x.shape())
-      return Status::error("BatchNormalizationGrad: dY and X must have the same shape");
     auto ch = channelsOf(x);
     if (!ch) return ch.status();
     const int64_t c = ch->c;
+    std::optional<Pool2d> pool;
+    if (fused_.hasMaxPool()) {
+      auto p = fusedPool2d(fused_, x.shape());
+      if (!p) return p.status();
+      pool = *p;
+      const Shape pooled{ch->n, c, pool->oh, pool->ow};
+      if (dy.shape() != pooled || !ctx.hasInput(6) || ctx.input(6).dtype() != DType::kUInt8 ||
+          ctx.input(6).shape() != pooled)
+        return Status::error(
+            "BatchNormalizationGrad with a fused max pooling: dY and the winners (input 7, "
+            "uint8) must have the pooled shape " +
+            shapeToString(pooled));
+    } else if (dy.shape() != x.shape()) {
+      return Status::error("BatchNormalizationGrad: dY and X must have the same shape");
+    }
     for (int i = 2; i < 5; ++i)
       DW_RETURN_IF_ERROR(checkPerChannel(ctx.input(i), c, "a per-channel input"));
     const bool needSums = ctx.wantsOutput(1) || ctx.wantsOutput(2) || !global_;
     Tensor* ds = ctx.output(1, DType::kFloat, {c});
     Tensor* db = ctx.output(2, DType::kFloat, {c});
     if (!ds || !db) return ctx.status();
+    if (pool) {
+      Tensor* dx = nullptr;
+      if (ctx.wantsOutput(0) && !(dx = ctx.output(0, DType::kFloat, x.shape())))
+        return ctx.status();
+      Tensor* partials =
+          ctx.scratch(DType::kFloat, {2 * c * channelSlices(c, ch->n, pool->oh * pool->ow)});
+      if (!partials) return ctx.status();
+      launchBatchNormMaxPoolGrad(fp(dy), ctx.input(6).data<uint8_t>(), fp(x), *pool, c,
+                                 fp(ctx.input(3)), fp(ctx.input(4)), fp(ctx.input(2)), eps_,
+                                 partials->data<float>(), ds->data<float>(), db->data<float>(),
+                                 dx ? dx->data<float>() : nullptr, be.stream());
+      return launched("BatchNormalizationGrad (max pooling fused)");
+    }
     if (needSums) {
       Tensor* partials = ctx.scratch(DType::kFloat, {2 * c * channelSlices(c, ch->n, ch->hw)});
       if (!partials) return ctx.status();
@@ -726,6 +808,7 @@ class BatchNormGrad : public Kernel {
  private:
   float eps_;
   bool global_;
+  fusion::Fused fused_;
 };
 
 }  // namespace

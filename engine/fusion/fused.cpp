@@ -45,6 +45,28 @@ bool Fused::listed(const std::vector<int64_t>& v, int64_t i) {
   return std::find(v.begin(), v.end(), i) != v.end();
 }
 
+Result<MaxPoolGeometry> fusedMaxPool(const Window& win, const Shape& x) {
+  const auto& k = win.kernel;
+  if (x.size() != 4 || k.size() != 2 || (!win.strides.empty() && win.strides.size() != 2) ||
+      (!win.pads.empty() && win.pads.size() != 4) || k[0] < 1 || k[1] < 1 ||
+      k[0] * k[1] >= kNoWinner)
+    return Status::error("the fused max pooling needs a 4-D input and a 2-D window under " +
+                         std::to_string(kNoWinner) + " elements; run the session with fuse off");
+  MaxPoolGeometry g;
+  g.h = x[2];
+  g.w = x[3];
+  g.kh = k[0];
+  g.kw = k[1];
+  if (!win.strides.empty()) g.sh = win.strides[0], g.sw = win.strides[1];
+  if (!win.pads.empty()) g.ph = win.pads[0], g.pw = win.pads[1], g.pb = win.pads[2], g.pr = win.pads[3];
+  if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.pb < 0 || g.pr < 0)
+    return Status::error("the fused max pooling has invalid strides or pads");
+  g.oh = (g.h + g.ph + g.pb - g.kh) / g.sh + 1;
+  g.ow = (g.w + g.pw + g.pr - g.kw) / g.sw + 1;
+  if (g.oh < 1 || g.ow < 1) return Status::error("the fused max pooling's window exceeds the input");
+  return g;
+}
+
 Fused fusedOf(const Attributes& a) {
   Fused f;
   f.activation = a.getString(kActivation);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tensor.h"
 #include "ops/unary.h"
 
 namespace dw::engine {
@@ -51,6 +52,20 @@ struct Fused {
   bool hasMaxPool() const { return !maxPool.kernel.empty(); }
   static bool listed(const std::vector<int64_t>& v, int64_t i);
 };
+
+// A max pooling fused into a BatchNormalizationTraining and its gradient writes, per pooled
+// value, its window's winner: the first maximum's row-major position in the window (padding
+// counted), or kNoWinner where the window passes no gradient (no element inside, or a fused
+// Relu blocks it: the window's maximum is not positive). Windows have fewer than kNoWinner
+// elements.
+constexpr uint8_t kNoWinner = 255;
+// The fused pooling's 2-D window over X (N x C x H x W) and its output size, explicit pads
+// (top, left, bottom, right), no dilation; an error where the fusion does not apply.
+struct MaxPoolGeometry {
+  int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1;
+  int64_t ph = 0, pw = 0, pb = 0, pr = 0;
+};
+Result<MaxPoolGeometry> fusedMaxPool(const Window& win, const Shape& x);
 
 Fused fusedOf(const Attributes& attrs);  // kernels: KernelInit::attrs
 Fused fusedOf(const onnx::NodeProto& node);

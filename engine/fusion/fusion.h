@@ -31,9 +31,11 @@ void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes
                    bool convEpiloguesOnly = false);
 // nhwc_chains.cpp
 void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
-// training_chains.cpp
+// training_chains.cpp. blockedLayouts: hand the block's tensors over in oneDNN's nChw16c;
+// convIntoBatchNorm: a one-channel Conv moves into the normalization (both cpu only). Without
+// either, the Relu and max pooling fusions alone, which the cuda kernels take too.
 void fuseTrainingChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
-                        bool blockedLayouts);
+                        bool blockedLayouts, bool convIntoBatchNorm = true);
 
 }  // namespace fusion
 }  // namespace dw::engine

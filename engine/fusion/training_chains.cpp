@@ -52,7 +52,7 @@ void fuseMaxPoolIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>&
     Win w{attrInts(n, "kernel_shape", {}), attrInts(n, "strides", {1, 1}),
           attrInts(n, "pads", {0, 0, 0, 0})};
     if (w.kernel.size() != 2 || w.strides.size() != 2 || w.pads.size() != 4) return w;
-    if (w.kernel[0] < 1 || w.kernel[1] < 1 || w.kernel[0] * w.kernel[1] >= 255) return w;
+    if (w.kernel[0] < 1 || w.kernel[1] < 1 || w.kernel[0] * w.kernel[1] >= kNoWinner) return w;
     const std::string autoPad = attrString(n, "auto_pad", "NOTSET");
     if (autoPad == "VALID")
       w.pads = {0, 0, 0, 0};
@@ -297,7 +297,7 @@ void fuseConvIntoBatchNorm(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
 void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                         const onnx::GraphProto& g,
                         const std::unordered_map<std::string, onnx::TypeProto>& types,
-                        bool blockedLayouts) {
+                        bool blockedLayouts, bool convIntoBatchNorm) {
   std::set<std::string> outputs;
   for (const auto& o : g.output()) outputs.insert(o.name());
   std::vector<bool> removed(nodes.size(), false);
@@ -353,7 +353,7 @@ void fuseTrainingChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes
     removed[c] = true;
   }
   fuseMaxPoolIntoBatchNorm(nodes, outputs, removed);
-  fuseConvIntoBatchNorm(nodes, outputs, removed, types);
+  if (convIntoBatchNorm) fuseConvIntoBatchNorm(nodes, outputs, removed, types);
   if (blockedLayouts) {
     markBlockedLayouts(nodes, outputs, removed, types);
     shareConvSourceLayout(nodes, removed, types);

@@ -669,37 +669,18 @@ DW_AVX512 void backward(const Block& k, const MaxPool2d& g, const float* x, cons
 // The max pooling fused into a BatchNormalizationTraining / BatchNormalizationGrad pair by the
 // session (Fused::maxPool), resolved against a 4-D input.
 struct FusedPool {
+  fusion::Window window;
   bool on = false;
-  std::vector<int64_t> kernel, strides, pads;
 
-  explicit FusedPool(const fusion::Fused& f)
-      : on(f.hasMaxPool()),
-        kernel(f.maxPool.kernel),
-        strides(f.maxPool.strides),
-        pads(f.maxPool.pads) {}
+  explicit FusedPool(const fusion::Fused& f) : window(f.maxPool), on(f.hasMaxPool()) {}
 
   // The window over x (N x C x H x W); an error where the fusion does not apply.
   Result<MaxPool2d> resolve(const Shape& x) const {
-    if (x.size() != 4 || kernel.size() != 2 || (!strides.empty() && strides.size() != 2) ||
-        (!pads.empty() && pads.size() != 4) || kernel[0] * kernel[1] >= kMaxPoolArgWindow ||
-        kernel[0] < 1 || kernel[1] < 1)
-      return Status::error("the fused max pooling needs a 4-D input and a 2-D window under " +
-                           std::to_string(kMaxPoolArgWindow) +
-                           " elements; run the session with fuse off");
+    auto r = fusion::fusedMaxPool(window, x);
+    if (!r) return r.status();
     MaxPool2d g;
-    g.h = x[2];
-    g.w = x[3];
-    g.kh = kernel[0];
-    g.kw = kernel[1];
-    if (!strides.empty()) g.sh = strides[0], g.sw = strides[1];
-    int64_t pb = 0, pr = 0;
-    if (!pads.empty()) g.ph = pads[0], g.pw = pads[1], pb = pads[2], pr = pads[3];
-    if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || pb < 0 || pr < 0)
-      return Status::error("the fused max pooling has invalid strides or pads");
-    g.oh = (g.h + g.ph + pb - g.kh) / g.sh + 1;
-    g.ow = (g.w + g.pw + pr - g.kw) / g.sw + 1;
-    if (g.oh < 1 || g.ow < 1)
-      return Status::error("the fused max pooling's window exceeds the input");
+    g.h = r->h, g.w = r->w, g.oh = r->oh, g.ow = r->ow, g.kh = r->kh, g.kw = r->kw;
+    g.sh = r->sh, g.sw = r->sw, g.ph = r->ph, g.pw = r->pw;
     return g;
   }
 };

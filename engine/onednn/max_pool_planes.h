@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "engine/fusion/fused.h"
+
 namespace dw::engine::onednn {
 
 // A 2-D max pooling window (explicit padding, no dilation) over h x w planes.
@@ -22,8 +24,7 @@ struct MaxPool2d {
 };
 // The winner of a window is stored as its row-major position in the window; kNoArg marks a
 // window that passes no gradient (no element, or a fused Relu blocks it).
-constexpr uint8_t kNoArg = 255;
-constexpr int64_t kMaxPoolArgWindow = 255;  // kh * kw must stay below kNoArg
+constexpr uint8_t kNoArg = fusion::kNoWinner;  // fused.h says how winners are kept
 
 // Max pooling of one plane with the winners, choosing exactly as PoolGrad's maxPool2dBackward
 // does from the same input (the first maximum in scan order) and writing the values that

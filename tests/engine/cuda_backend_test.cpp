@@ -768,6 +768,17 @@ void cnnGradientsMatchCpu(const std::vector<int64_t>& kernel, const std::vector<
   auto got = (*gpu)->run(feeds);
   ASSERT_TRUE(want.ok() && got.ok()) << (want.ok() ? got.message() : want.message());
   for (const auto& [name, t] : *want) expectClose(t, got->at(name), "CNN " + name, 1e-3, 1e-5);
+  // The Relu and the max pooling run inside the normalization and its gradient on cuda too
+  // (fuseTrainingChains): four nodes fewer than without the fusion, and the same results.
+  SessionOptions unfusedOpt = cudaOptions();
+  unfusedOpt.trainingChains = false;
+  auto unfused = InferenceSession::create(gg->model, unfusedOpt);
+  ASSERT_TRUE(unfused.ok()) << unfused.message();
+  EXPECT_EQ((*gpu)->placement().size() + 4, (*unfused)->placement().size());
+  auto plain = (*unfused)->run(feeds);
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  for (const auto& [name, t] : *plain)
+    expectClose(t, got->at(name), "CNN fused against unfused " + name, 1e-4, 1e-6);
   std::printf("CNN gradient graph: %zu nodes, %d on the host\n", (*gpu)->placement().size(),
               onHost);
 }
@@ -777,6 +788,7 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   cnnGradientsMatchCpu({2, 2}, {2, 2}, {0, 0, 0, 0}, 4 * 4 * 4);
   cnnGradientsMatchCpu({3, 3}, {1, 1}, {1, 1, 1, 1}, 4 * 8 * 8);
   cnnGradientsMatchCpu({3, 3}, {2, 2}, {0, 0, 0, 0}, 4 * 3 * 3);
+  cnnGradientsMatchCpu({3, 3}, {2, 2}, {1, 1, 0, 0}, 4 * 4 * 4);
 }
 
 // ---- Training parity with the cpu ----
@@ -928,8 +940,10 @@ TEST(CudaTraining, CnnFollowsCpuLossCurve) {
 // turns that into full-size steps for the weights whose gradients are near zero, so after about
 // 15 steps single losses differ by a few percent (up to 3.7e-2 for the MLP in bf16, 6.4e-2 in
 // tf32 and 9.6e-2 for the CNN in bf16, measured on an H100), as two fp32 runs would after a change
-// of that size. What must agree: the first 5 steps within 1e-2, and the mean loss over each
-// window of 10 steps within 3e-2.
+// of that size. What must agree: the first 5 steps within 1.5e-2 (the CNN's fifth step in bf16
+// differed by 1.04e-2 on an H100 once its pooling ran inside the normalization, which sums the
+// same bf16-rounded gradients in another order), and the mean loss over each window of 10 steps
+// within 3e-2.
 void expectSameTrend(const std::string& example, const std::string& cpuPrecision,
                      const std::string& gpuPrecision) {
   const Curve cpu = train(example, "cpu", 50, "adam", 2, cpuPrecision);
@@ -937,7 +951,7 @@ void expectSameTrend(const std::string& example, const std::string& cpuPrecision
   ASSERT_EQ(cpu.losses.size(), 50u);
   ASSERT_EQ(gpu.losses.size(), 50u);
   for (size_t i = 0; i < 5; ++i)
-    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-2 * std::fabs(cpu.losses[i]))
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1.5e-2 * std::fabs(cpu.losses[i]))
         << example << " cuda " << gpuPrecision << " step " << i;
   std::printf("%s cpu %s against cuda %s, mean loss per 10 steps:", example.c_str(),
               cpuPrecision.c_str(), gpuPrecision.c_str());
