@@ -157,7 +157,7 @@ void launchSpreadMean(const float* dy, int64_t planes, int64_t spatial, float* d
 // all to fill the GPU, each with a few thousand elements at least. Partial results per
 // (channel, slice) are combined in a fixed order, so results repeat bit for bit.
 inline int64_t channelSlices(int64_t c, int64_t n, int64_t hw) {
-  int64_t s = (512 + c - 1) / (c > 0 ? c : 1);
+  int64_t s = (1024 + c - 1) / (c > 0 ? c : 1);
   const int64_t byWork = n * hw / 2048 > 1 ? n * hw / 2048 : 1;
   if (s > byWork) s = byWork;
   if (s > n) s = n;

@@ -1,5 +1,7 @@
 // Max and average pooling and batch normalization, forward and backward, on NCHW float tensors.
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "engine/cuda/grid.h"
 #include "engine/cuda/launch.h"
@@ -135,55 +137,131 @@ __device__ inline float blockSum(float v, float* part) {
   return r;
 }
 
-// Block (channel, slice) over its chunk of the channel: count, mean and the sum of squared
-// deviations (two passes over the chunk, for an accurate variance).
-__global__ void statsPartialKernel(const float* x, int64_t n, int64_t c, int64_t hw, int64_t slices,
-                                   float* partials) {
-  __shared__ float part[kThreads];
-  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
-  const int64_t per = (n + slices - 1) / slices;
-  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
-  float s = 0.f;
-  for (int64_t i = n0; i < n1; ++i) {
-    const float* row = x + (i * c + ch) * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) s += row[k];
+// ---- Per-channel passes over x [n, c, hw]: batch normalization, a convolution's epilogue and
+// bias gradient ----
+// Reductions give a block to each (channel, slice), a slice being a run of samples
+// (channelSlices), and spread the slice's rows over the block as one sequence, so that every
+// thread is busy whatever hw is. Elementwise passes run flat over the tensor. Both read W = 4
+// floats at a time where every row starts 16-byte aligned (launchers check), else W = 1.
+
+// a / b, in 32 bits where both fit (a fraction of a 64-bit division's cost).
+__device__ inline int64_t divFast(int64_t a, int64_t b) {
+  return (a | b) < (int64_t(1) << 31)
+             ? static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b))
+             : a / b;
+}
+
+template <int W>
+struct Vec {
+  float v[W];
+};
+template <int W>
+__device__ inline Vec<W> loadVec(const float* p) {
+  Vec<W> r;
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    r.v[0] = q.x, r.v[1] = q.y, r.v[2] = q.z, r.v[3] = q.w;
+  } else {
+    r.v[0] = *p;
   }
-  const float cnt = static_cast<float>(n1 > n0 ? (n1 - n0) * hw : 0);
-  const float total = blockSum(s, part);
-  const float mu = cnt > 0 ? total / cnt : 0.f;
-  float q = 0.f;
-  for (int64_t i = n0; i < n1; ++i) {
-    const float* row = x + (i * c + ch) * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
-      const float d = row[k] - mu;
-      q += d * d;
-    }
+  return r;
+}
+template <int W>
+__device__ inline void storeVec(float* p, const Vec<W>& r) {
+  if constexpr (W == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+  else
+    *p = r.v[0];
+}
+
+// Block blockIdx.x's channel and its samples [n0, n1).
+struct ChannelSlice {
+  int64_t ch, n0, n1;
+  __device__ ChannelSlice(int64_t n, int64_t slices) {
+    ch = blockIdx.x / slices;
+    const int64_t per = (n + slices - 1) / slices;
+    n0 = (blockIdx.x % slices) * per;
+    n1 = min(n, n0 + per);
   }
-  const float m2 = blockSum(q, part);
-  if (threadIdx.x == 0) {
-    float* p = partials + 3 * blockIdx.x;
-    p[0] = cnt;
-    p[1] = mu;
-    p[2] = m2;
+};
+
+// f(offset) for each run of W elements in the slice's rows of x [n, c, hw].
+template <int W, class F>
+__device__ void forChannelRows(const ChannelSlice& s, int64_t c, int64_t hw, F f) {
+  const int64_t len = hw / W, total = s.n1 > s.n0 ? (s.n1 - s.n0) * len : 0;
+#pragma unroll 4
+  for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+    const int64_t r = divFast(j, len);
+    f(((s.n0 + r) * c + s.ch) * hw + (j - r * len) * W);
   }
 }
 
-// One thread per channel combines its slices in order (Chan et al.'s pairwise update).
+// f(offset, channel) for each run of W elements of x [n, c, hw] (`total` runs), over the grid.
+template <int W, class F>
+__device__ void forChannelElements(int64_t c, int64_t hw, int64_t total, F f) {
+  const int64_t len = hw / W;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x)
+    f(j * W, divFast(j, len) % c);
+}
+
+// Count, mean and sum of squared deviations of a run of values, merged pairwise (Chan et al.).
+struct Moments {
+  float n, mu, m2;  // no initializers: shared arrays of these must be trivially constructible
+  __device__ void add(float x) {  // Welford's update
+    n += 1.f;
+    const float d = x - mu;
+    mu += d / n;
+    m2 += d * (x - mu);
+  }
+  __device__ void merge(const Moments& b) {
+    if (b.n == 0.f) return;
+    const float tot = n + b.n, delta = b.mu - mu;
+    mu += delta * (b.n / tot);
+    m2 += b.m2 + delta * delta * (n * b.n / tot);
+    n = tot;
+  }
+};
+
+// Block (channel, slice): the moments of its values in one pass, merged over the block in a
+// fixed order, so results repeat bit for bit.
+template <int W>
+__global__ void statsPartialKernel(const float* x, int64_t n, int64_t c, int64_t hw, int64_t slices,
+                                   float* partials) {
+  __shared__ Moments part[kThreads];
+  const ChannelSlice s(n, slices);
+  Moments m{};
+  forChannelRows<W>(s, c, hw, [&](int64_t off) {
+    const Vec<W> v = loadVec<W>(x + off);
+#pragma unroll
+    for (int k = 0; k < W; ++k) m.add(v.v[k]);
+  });
+  part[threadIdx.x] = m;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x].merge(part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    float* p = partials + 3 * blockIdx.x;
+    p[0] = part[0].n;
+    p[1] = part[0].mu;
+    p[2] = part[0].m2;
+  }
+}
+
+// One thread per channel merges its slices in order.
 __global__ void statsCombineKernel(const float* partials, int64_t c, int64_t slices, float* mean,
                                    float* var) {
   for (int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; ch < c;
        ch += int64_t(gridDim.x) * blockDim.x) {
-    float n = 0.f, mu = 0.f, m2 = 0.f;
+    Moments m{};
     for (int64_t s = 0; s < slices; ++s) {
       const float* p = partials + 3 * (ch * slices + s);
-      if (p[0] == 0.f) continue;
-      const float nb = p[0], tot = n + nb, delta = p[1] - mu;
-      mu += delta * (nb / tot);
-      m2 += p[2] + delta * delta * (n * nb / tot);
-      n = tot;
+      m.merge(Moments{p[0], p[1], p[2]});
     }
-    mean[ch] = mu;
-    var[ch] = n > 0.f ? m2 / n : 0.f;
+    mean[ch] = m.mu;
+    var[ch] = m.n > 0.f ? m.m2 / m.n : 0.f;
   }
 }
 
@@ -194,61 +272,61 @@ struct BnChannel {
                        float eps, int64_t ch)
       : mu(mean[ch]), inv(1.f / sqrtf(var[ch] + eps)), sc(scale[ch]), bb(b[ch]) {}
   template <bool kRelu>
-  __device__ float operator()(float x) const {
+  __device__ float apply(float x) const {
     const float v = sc * ((x - mu) * inv) + bb;
     return kRelu ? ops::unaryForward<ops::UnaryFn::kRelu>(v, {}) : v;
   }
 };
 
-// One block per plane (sample and channel).
-template <bool kRelu>
-__global__ void bnApplyKernel(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
-                              const float* var, const float* scale, const float* b, float eps,
-                              float* y) {
-  for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
-    const BnChannel bn(mean, var, scale, b, eps, pl % c);
-    const float* in = x + pl * hw;
-    float* out = y + pl * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] = bn.template operator()<kRelu>(in[k]);
-  }
+template <bool kRelu, int W>
+__global__ void bnApplyKernel(const float* x, int64_t c, int64_t hw, int64_t total,
+                              const float* mean, const float* var, const float* scale,
+                              const float* b, float eps, float* y) {
+  forChannelElements<W>(c, hw, total, [&](int64_t off, int64_t ch) {
+    const BnChannel bn(mean, var, scale, b, eps, ch);
+    Vec<W> v = loadVec<W>(x + off);
+#pragma unroll
+    for (int k = 0; k < W; ++k) v.v[k] = bn.template apply<kRelu>(v.v[k]);
+    storeVec<W>(y + off, v);
+  });
 }
 
-// The fused block's forward, a thread per pooled value: it normalises its window's elements
-// (rectified with kRelu) and keeps their maximum and the first one to reach it, as the cpu's
-// maxPoolArgPlane chooses. Plane sizes are far below 2^31, so positions within a plane are int.
+// The fused block's forward, a thread per pooled value (`total` of them): it normalises its
+// window's elements (rectified with kRelu) and keeps their maximum and the first one to reach
+// it, as the cpu's maxPoolArgPlane chooses. Positions within a plane fit in int.
 template <bool kRelu>
-__global__ void bnMaxPoolKernel(const float* x, Pool2d p, int64_t c, const float* mean,
-                                const float* var, const float* scale, const float* b, float eps,
-                                float* y, uint8_t* winners) {
-  const int oh = static_cast<int>(p.oh), ow = static_cast<int>(p.ow), h = static_cast<int>(p.h),
-            w = static_cast<int>(p.w), kh = static_cast<int>(p.kh), kw = static_cast<int>(p.kw);
-  const int outPlane = oh * ow;
-  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
+__global__ void bnMaxPoolKernel(const float* x, Pool2d p, int64_t c, int64_t total,
+                                const float* mean, const float* var, const float* scale,
+                                const float* b, float eps, float* y, uint8_t* winners) {
+  const int ow = static_cast<int>(p.ow), h = static_cast<int>(p.h), w = static_cast<int>(p.w),
+            kh = static_cast<int>(p.kh), kw = static_cast<int>(p.kw), sh = static_cast<int>(p.sh),
+            sw = static_cast<int>(p.sw), ph = static_cast<int>(p.ph), pw = static_cast<int>(p.pw);
+  const int64_t outPlane = p.oh * p.ow;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pl = divFast(i, outPlane);
+    const int e = static_cast<int>(i - pl * outPlane), oy = e / ow;
+    const int top = oy * sh - ph, left = (e - oy * ow) * sw - pw;
     const BnChannel bn(mean, var, scale, b, eps, pl % c);
     const float* plane = x + pl * h * w;
-    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
-      const int top = (e / ow) * static_cast<int>(p.sh) - static_cast<int>(p.ph);
-      const int left = (e % ow) * static_cast<int>(p.sw) - static_cast<int>(p.pw);
-      float m = -INFINITY, best = 0.f;
-      int win = -1;
-      for (int ky = 0; ky < kh; ++ky) {
-        const int yy = top + ky;
-        if (yy < 0 || yy >= h) continue;
-        for (int kx = 0; kx < kw; ++kx) {
-          const int xx = left + kx;
-          if (xx < 0 || xx >= w) continue;
-          const float v = bn.template operator()<kRelu>(plane[yy * w + xx]);
-          m = fmaxf(m, v);
-          if (win < 0 || v > best) {
-            best = v;
-            win = ky * kw + kx;
-          }
+    float m = -INFINITY, best = 0.f;
+    int win = -1;
+    for (int ky = 0; ky < kh; ++ky) {
+      const int yy = top + ky;
+      if (yy < 0 || yy >= h) continue;
+      for (int kx = 0; kx < kw; ++kx) {
+        const int xx = left + kx;
+        if (xx < 0 || xx >= w) continue;
+        const float v = bn.template apply<kRelu>(plane[yy * w + xx]);
+        m = fmaxf(m, v);
+        if (win < 0 || v > best) {
+          best = v;
+          win = ky * kw + kx;
         }
       }
-      y[pl * outPlane + e] = m;
-      winners[pl * outPlane + e] =
-          static_cast<uint8_t>(win < 0 || (kRelu && !(best > 0.f)) ? kNoWinner : win);
     }
+    y[i] = m;
+    winners[i] = static_cast<uint8_t>(win < 0 || (kRelu && !(best > 0.f)) ? kNoWinner : win);
   }
 }
 
@@ -260,25 +338,23 @@ __global__ void bnMaxPoolGradSumsKernel(const float* dy, const uint8_t* winners,
                                         const float* mean, const float* var, float eps,
                                         float* partials) {
   __shared__ float part[kThreads];
-  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
-  const int64_t per = (n + slices - 1) / slices;
-  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
-  const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps);
-  const int ow = static_cast<int>(p.ow), outPlane = static_cast<int>(p.oh * p.ow),
-            w = static_cast<int>(p.w), kw = static_cast<int>(p.kw);
+  const ChannelSlice s(n, slices);
+  const float mu = mean[s.ch], inv = 1.f / sqrtf(var[s.ch] + eps);
+  const int ow = static_cast<int>(p.ow), w = static_cast<int>(p.w), kw = static_cast<int>(p.kw),
+            sh = static_cast<int>(p.sh), sw = static_cast<int>(p.sw), ph = static_cast<int>(p.ph),
+            pw = static_cast<int>(p.pw);
+  const int64_t outPlane = p.oh * p.ow, total = (s.n1 - s.n0) * outPlane;
   float sb = 0.f, ss = 0.f;
-  for (int64_t i = n0; i < n1; ++i) {
-    const int64_t pl = i * c + ch;
-    const float* plane = x + pl * p.h * p.w;
-    for (int e = threadIdx.x; e < outPlane; e += blockDim.x) {
-      const int k = winners[pl * outPlane + e];
-      if (k == kNoWinner) continue;
-      const int yy = (e / ow) * static_cast<int>(p.sh) - static_cast<int>(p.ph) + k / kw;
-      const int xx = (e % ow) * static_cast<int>(p.sw) - static_cast<int>(p.pw) + k % kw;
-      const float g = dy[pl * outPlane + e];
-      sb += g;
-      ss += g * ((plane[yy * w + xx] - mu) * inv);
-    }
+  for (int64_t j = threadIdx.x; j < total; j += blockDim.x) {
+    const int64_t r = divFast(j, outPlane), pl = (s.n0 + r) * c + s.ch;
+    const int e = static_cast<int>(j - r * outPlane);
+    const int k = winners[pl * outPlane + e];
+    if (k == kNoWinner) continue;
+    const int oy = e / ow;
+    const int yy = oy * sh - ph + k / kw, xx = (e - oy * ow) * sw - pw + k % kw;
+    const float g = dy[pl * outPlane + e];
+    sb += g;
+    ss += g * ((x[pl * p.h * p.w + yy * w + xx] - mu) * inv);
   }
   const float bsum = blockSum(sb, part);
   const float ssum = blockSum(ss, part);
@@ -288,38 +364,72 @@ __global__ void bnMaxPoolGradSumsKernel(const float* dy, const uint8_t* winners,
   }
 }
 
-// The fused gradient's dX, a thread per input element: its dY is the pooled dY of the windows
-// it won (none, one, or more where windows overlap).
-__global__ void bnMaxPoolGradInputKernel(const float* dy, const uint8_t* winners, const float* x,
-                                         Pool2d p, int64_t n, int64_t c, const float* mean,
+// dX of training's normalization for one element, given its dY.
+struct BnGradChannel {
+  float mu, inv, coef, m, ds, db;
+  __device__ BnGradChannel(const float* mean, const float* var, const float* scale, float eps,
+                           const float* dScale, const float* dB, float count, int64_t ch)
+      : mu(mean[ch]),
+        inv(1.f / sqrtf(var[ch] + eps)),
+        coef(scale[ch] * inv / count),
+        m(count),
+        ds(dScale[ch]),
+        db(dB[ch]) {}
+  __device__ float dx(float g, float x) const { return coef * (m * g - db - (x - mu) * inv * ds); }
+};
+
+// The fused gradient's dX where 2x2 windows of stride 2 tile the planes exactly (the CNN's
+// block): a thread per window writes its four elements, the winner's with the pooled dY.
+__global__ void bnMaxPoolGradTiledKernel(const float* dy, const uint8_t* winners, const float* x,
+                                         Pool2d p, int64_t c, int64_t total, const float* mean,
                                          const float* var, const float* scale, float eps,
                                          const float* dScale, const float* dB, float* dx) {
-  const int h = static_cast<int>(p.h), w = static_cast<int>(p.w), ow = static_cast<int>(p.ow),
-            kw = static_cast<int>(p.kw), sh = static_cast<int>(p.sh), sw = static_cast<int>(p.sw),
-            ph = static_cast<int>(p.ph), pw = static_cast<int>(p.pw);
-  const int inPlane = h * w, outPlane = static_cast<int>(p.oh) * ow;
-  const float m = static_cast<float>(n * inPlane);
-  for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
-    const int64_t ch = pl % c;
-    const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps), sc = scale[ch];
-    const float ds = dScale[ch], db = dB[ch];
-    const float* in = x + pl * inPlane;
+  const int ow = static_cast<int>(p.ow), w = static_cast<int>(p.w);
+  const int64_t outPlane = p.oh * p.ow;
+  const float count = static_cast<float>(p.planes / c * p.h * p.w);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pl = divFast(i, outPlane);
+    const int e = static_cast<int>(i - pl * outPlane), oy = e / ow, ox = e - oy * ow;
+    const BnGradChannel bn(mean, var, scale, eps, dScale, dB, count, pl % c);
+    const int k = winners[i];
+    const float g = dy[i];
+    const int64_t base = pl * p.h * p.w + 2 * oy * w + 2 * ox;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int64_t off = base + (q >> 1) * w + (q & 1);
+      dx[off] = bn.dx(k == q ? g : 0.f, x[off]);
+    }
+  }
+}
+
+// The fused gradient's dX for any window, a thread per input element: its dY is the pooled dY
+// of the windows it won (none, one, or more where windows overlap).
+__global__ void bnMaxPoolGradInputKernel(const float* dy, const uint8_t* winners, const float* x,
+                                         Pool2d p, int64_t c, int64_t total, const float* mean,
+                                         const float* var, const float* scale, float eps,
+                                         const float* dScale, const float* dB, float* dx) {
+  const int w = static_cast<int>(p.w), ow = static_cast<int>(p.ow), kw = static_cast<int>(p.kw),
+            sh = static_cast<int>(p.sh), sw = static_cast<int>(p.sw), ph = static_cast<int>(p.ph),
+            pw = static_cast<int>(p.pw);
+  const int64_t inPlane = p.h * p.w, outPlane = p.oh * p.ow;
+  const float count = static_cast<float>(p.planes / c * inPlane);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t pl = divFast(i, inPlane);
+    const int e = static_cast<int>(i - pl * inPlane), yy = e / w, xx = e - yy * w;
+    const BnGradChannel bn(mean, var, scale, eps, dScale, dB, count, pl % c);
     const float* g = dy + pl * outPlane;
     const uint8_t* won = winners + pl * outPlane;
-    float* out = dx + pl * inPlane;
-    for (int e = threadIdx.x; e < inPlane; e += blockDim.x) {
-      const int yy = e / w, xx = e % w;
-      const Covering cv = covering(p, yy, xx);
-      float gv = 0.f;
-      for (int oy = static_cast<int>(cv.oyLo); oy <= static_cast<int>(cv.oyHi); ++oy)
-        for (int ox = static_cast<int>(cv.oxLo); ox <= static_cast<int>(cv.oxHi); ++ox) {
-          const int k = won[oy * ow + ox];
-          if (k != kNoWinner && oy * sh - ph + k / kw == yy && ox * sw - pw + k % kw == xx)
-            gv += g[oy * ow + ox];
-        }
-      const float xhat = (in[e] - mu) * inv;
-      out[e] = sc * inv / m * (m * gv - db - xhat * ds);
-    }
+    const Covering cv = covering(p, yy, xx);
+    float gv = 0.f;
+    for (int oy = static_cast<int>(cv.oyLo); oy <= static_cast<int>(cv.oyHi); ++oy)
+      for (int ox = static_cast<int>(cv.oxLo); ox <= static_cast<int>(cv.oxHi); ++ox) {
+        const int k = won[oy * ow + ox];
+        if (k != kNoWinner && oy * sh - ph + k / kw == yy && ox * sw - pw + k % kw == xx)
+          gv += g[oy * ow + ox];
+      }
+    dx[i] = bn.dx(gv, x[i]);
   }
 }
 
@@ -332,28 +442,27 @@ __global__ void runningKernel(const float* im, const float* iv, const float* m, 
   }
 }
 
+template <int W>
 __global__ void gradSumsPartialKernel(const float* dy, const float* x, int64_t n, int64_t c,
                                       int64_t hw, int64_t slices, const float* mean,
                                       const float* var, float eps, float* partials) {
   __shared__ float part[kThreads];
-  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
-  const int64_t per = (n + slices - 1) / slices;
-  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
-  const float mu = mean[ch], inv = 1.f / sqrtf(var[ch] + eps);
+  const ChannelSlice s(n, slices);
+  const float mu = mean[s.ch], inv = 1.f / sqrtf(var[s.ch] + eps);
   float sb = 0.f, ss = 0.f;
-  for (int64_t i = n0; i < n1; ++i) {
-    const int64_t base = (i * c + ch) * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
-      const float g = dy[base + k];
-      sb += g;
-      ss += g * ((x[base + k] - mu) * inv);
+  forChannelRows<W>(s, c, hw, [&](int64_t off) {
+    const Vec<W> g = loadVec<W>(dy + off), v = loadVec<W>(x + off);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      sb += g.v[k];
+      ss += g.v[k] * ((v.v[k] - mu) * inv);
     }
-  }
-  const float b = blockSum(sb, part);
-  const float s = blockSum(ss, part);
+  });
+  const float bsum = blockSum(sb, part);
+  const float ssum = blockSum(ss, part);
   if (threadIdx.x == 0) {
-    partials[2 * blockIdx.x] = b;
-    partials[2 * blockIdx.x + 1] = s;
+    partials[2 * blockIdx.x] = bsum;
+    partials[2 * blockIdx.x + 1] = ssum;
   }
 }
 
@@ -371,42 +480,42 @@ __global__ void gradSumsCombineKernel(const float* partials, int64_t c, int64_t 
   }
 }
 
+template <int W>
 __global__ void bnGradInputKernel(const float* dy, const float* x, int64_t n, int64_t c, int64_t hw,
-                                  const float* mean, const float* var, const float* scale,
-                                  float eps, const float* dScale, const float* dB, bool global,
-                                  float* dx) {
-  const float m = static_cast<float>(n * hw);
-  for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
-    const int64_t ch = pl % c;
-    const float inv = 1.f / sqrtf(var[ch] + eps), sc = scale[ch];
-    const float* g = dy + pl * hw;
-    const float* in = x + pl * hw;
-    float* out = dx + pl * hw;
+                                  int64_t total, const float* mean, const float* var,
+                                  const float* scale, float eps, const float* dScale,
+                                  const float* dB, bool global, float* dx) {
+  const float count = static_cast<float>(n * hw);
+  forChannelElements<W>(c, hw, total, [&](int64_t off, int64_t ch) {
+    Vec<W> g = loadVec<W>(dy + off);
     if (global) {
-      for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) out[k] = g[k] * sc * inv;
+      const float f = scale[ch] * (1.f / sqrtf(var[ch] + eps));
+#pragma unroll
+      for (int k = 0; k < W; ++k) g.v[k] *= f;
     } else {
-      const float mu = mean[ch], ds = dScale[ch], db = dB[ch];
-      for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
-        const float xhat = (in[k] - mu) * inv;
-        out[k] = sc * inv / m * (m * g[k] - db - xhat * ds);
-      }
+      const BnGradChannel bn(mean, var, scale, eps, dScale, dB, count, ch);
+      const Vec<W> v = loadVec<W>(x + off);
+#pragma unroll
+      for (int k = 0; k < W; ++k) g.v[k] = bn.dx(g.v[k], v.v[k]);
     }
-  }
+    storeVec<W>(dx + off, g);
+  });
 }
 
-template <ops::UnaryFn F, bool kAct>
-__global__ void channelEpilogueKernel(float* y, int64_t n, int64_t c, int64_t hw,
+template <ops::UnaryFn F, bool kAct, int W>
+__global__ void channelEpilogueKernel(float* y, int64_t c, int64_t hw, int64_t total,
                                       const float* scale, const float* shift, ops::UnaryParams p) {
-  for (int64_t pl = blockIdx.x; pl < n * c; pl += gridDim.x) {
-    const int64_t ch = pl % c;
+  forChannelElements<W>(c, hw, total, [&](int64_t off, int64_t ch) {
     const float a = scale ? scale[ch] : 1.f, b = shift ? shift[ch] : 0.f;
-    float* out = y + pl * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) {
-      float v = a * out[k] + b;
-      if constexpr (kAct) v = ops::unaryForward<F>(v, p);
-      out[k] = v;
+    Vec<W> v = loadVec<W>(y + off);
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      float t = a * v.v[k] + b;
+      if constexpr (kAct) t = ops::unaryForward<F>(t, p);
+      v.v[k] = t;
     }
-  }
+    storeVec<W>(y + off, v);
+  });
 }
 
 __global__ void batchNormFoldKernel(const float* gamma, const float* beta, const float* mean,
@@ -419,17 +528,17 @@ __global__ void batchNormFoldKernel(const float* gamma, const float* beta, const
   shift[i] = ((bias ? bias[i] : 0.f) - mean[i]) * a + beta[i];
 }
 
+template <int W>
 __global__ void channelSumPartialKernel(const float* x, int64_t n, int64_t c, int64_t hw,
                                         int64_t slices, float* partials) {
   __shared__ float part[kThreads];
-  const int64_t ch = blockIdx.x / slices, sl = blockIdx.x % slices;
-  const int64_t per = (n + slices - 1) / slices;
-  const int64_t n0 = sl * per, n1 = min(n, n0 + per);
+  const ChannelSlice s(n, slices);
   float acc = 0.f;
-  for (int64_t i = n0; i < n1; ++i) {
-    const float* row = x + (i * c + ch) * hw;
-    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x) acc += row[k];
-  }
+  forChannelRows<W>(s, c, hw, [&](int64_t off) {
+    const Vec<W> v = loadVec<W>(x + off);
+#pragma unroll
+    for (int k = 0; k < W; ++k) acc += v.v[k];
+  });
   const float total = blockSum(acc, part);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
@@ -501,6 +610,31 @@ __global__ void spreadMeanKernel(const float* dy, int64_t n, int64_t spatial, fl
     dx[i] = dy[i / spatial] * inv;
 }
 
+// f(std::integral_constant<int, W>{}): W = 4 where rows of hw floats start 16-byte aligned in
+// every tensor listed, else 1.
+template <class F>
+void withWidth(int64_t hw, std::initializer_list<const void*> tensors, F f) {
+  bool four = hw % 4 == 0;
+  for (const void* t : tensors) four = four && reinterpret_cast<uintptr_t>(t) % 16 == 0;
+  if (four)
+    f(std::integral_constant<int, 4>{});
+  else
+    f(std::integral_constant<int, 1>{});
+}
+
+template <bool kRelu>
+void launchBnApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
+                   const float* var, const float* scale, const float* b, float eps, float* y,
+                   cudaStream_t s) {
+  if (n * c <= 0 || hw <= 0) return;
+  withWidth(hw, {x, y}, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    const int64_t total = n * c * hw / W;
+    bnApplyKernel<kRelu, W><<<blocksFor(total), kThreads, 0, s>>>(x, c, hw, total, mean, var,
+                                                                   scale, b, eps, y);
+  });
+}
+
 }  // namespace
 
 void launchAvgPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
@@ -524,14 +658,18 @@ void launchChannelEpilogue(float* y, int64_t n, int64_t c, int64_t hw, const flo
                            const float* shift, ops::UnaryFn fn, const ops::UnaryParams& p,
                            cudaStream_t s) {
   if (n * c <= 0 || hw <= 0) return;
-  if (fn == ops::UnaryFn::kCount) {
-    channelEpilogueKernel<ops::UnaryFn::kRelu, false>
-        <<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(y, n, c, hw, scale, shift, p);
-    return;
-  }
-  ops::visitUnary(fn, [&](auto f) {
-    channelEpilogueKernel<decltype(f)::value, true>
-        <<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(y, n, c, hw, scale, shift, p);
+  withWidth(hw, {y}, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    const int64_t total = n * c * hw / W;
+    if (fn == ops::UnaryFn::kCount) {
+      channelEpilogueKernel<ops::UnaryFn::kRelu, false, W>
+          <<<blocksFor(total), kThreads, 0, s>>>(y, c, hw, total, scale, shift, p);
+      return;
+    }
+    ops::visitUnary(fn, [&](auto f) {
+      channelEpilogueKernel<decltype(f)::value, true, W>
+          <<<blocksFor(total), kThreads, 0, s>>>(y, c, hw, total, scale, shift, p);
+    });
   });
 }
 
@@ -547,8 +685,10 @@ void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* p
                       cudaStream_t s) {
   if (c <= 0) return;
   const int64_t slices = channelSlices(c, n, hw);
-  channelSumPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, n, c, hw, slices,
-                                                                            partials);
+  withWidth(hw, {x}, [&](auto w) {
+    channelSumPartialKernel<decltype(w)::value>
+        <<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, n, c, hw, slices, partials);
+  });
   channelSumCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, out);
 }
 
@@ -573,36 +713,36 @@ void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float*
                         float* mean, float* var, cudaStream_t s) {
   if (c <= 0) return;
   const int64_t slices = channelSlices(c, n, hw);
-  statsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, n, c, hw, slices,
-                                                                       partials);
+  withWidth(hw, {x}, [&](auto w) {
+    statsPartialKernel<decltype(w)::value>
+        <<<static_cast<int>(c * slices), kThreads, 0, s>>>(x, n, c, hw, slices, partials);
+  });
   statsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, mean, var);
 }
 
 void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
                           const float* var, const float* scale, const float* b, float eps, float* y,
                           cudaStream_t s) {
-  if (n * c > 0 && hw > 0)
-    bnApplyKernel<false><<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(x, n, c, hw, mean, var,
-                                                                       scale, b, eps, y);
+  launchBnApply<false>(x, n, c, hw, mean, var, scale, b, eps, y, s);
 }
 
 void launchBatchNormRelu(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
                          const float* var, const float* scale, const float* b, float eps, float* y,
                          cudaStream_t s) {
-  if (n * c > 0 && hw > 0)
-    bnApplyKernel<true><<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(x, n, c, hw, mean, var,
-                                                                      scale, b, eps, y);
+  launchBnApply<true>(x, n, c, hw, mean, var, scale, b, eps, y, s);
 }
 
 void launchBatchNormMaxPool(const float* x, const Pool2d& p, int64_t c, const float* mean,
                             const float* var, const float* scale, const float* b, float eps,
                             bool relu, float* y, uint8_t* winners, cudaStream_t s) {
-  if (p.planes <= 0 || p.oh * p.ow <= 0) return;
-  const dim3 grid(planeBlocks(p.planes)), block(threadsFor(p.oh * p.ow));
+  const int64_t total = p.planes * p.oh * p.ow;
+  if (total <= 0) return;
   if (relu)
-    bnMaxPoolKernel<true><<<grid, block, 0, s>>>(x, p, c, mean, var, scale, b, eps, y, winners);
+    bnMaxPoolKernel<true><<<blocksFor(total), kThreads, 0, s>>>(x, p, c, total, mean, var, scale,
+                                                                b, eps, y, winners);
   else
-    bnMaxPoolKernel<false><<<grid, block, 0, s>>>(x, p, c, mean, var, scale, b, eps, y, winners);
+    bnMaxPoolKernel<false><<<blocksFor(total), kThreads, 0, s>>>(x, p, c, total, mean, var, scale,
+                                                                 b, eps, y, winners);
 }
 
 void launchBatchNormMaxPoolGrad(const float* dy, const uint8_t* winners, const float* x,
@@ -614,9 +754,16 @@ void launchBatchNormMaxPoolGrad(const float* dy, const uint8_t* winners, const f
   bnMaxPoolGradSumsKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(
       dy, winners, x, p, n, c, slices, mean, var, eps, partials);
   gradSumsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, dScale, dB);
-  if (dx && p.h * p.w > 0)
-    bnMaxPoolGradInputKernel<<<planeBlocks(p.planes), threadsFor(p.h * p.w), 0, s>>>(
-        dy, winners, x, p, n, c, mean, var, scale, eps, dScale, dB, dx);
+  if (!dx || p.h * p.w <= 0) return;
+  const bool tiled = p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.ph == 0 && p.pw == 0 &&
+                     p.h == 2 * p.oh && p.w == 2 * p.ow;
+  const int64_t total = tiled ? p.planes * p.oh * p.ow : p.planes * p.h * p.w;
+  if (tiled)
+    bnMaxPoolGradTiledKernel<<<blocksFor(total), kThreads, 0, s>>>(
+        dy, winners, x, p, c, total, mean, var, scale, eps, dScale, dB, dx);
+  else
+    bnMaxPoolGradInputKernel<<<blocksFor(total), kThreads, 0, s>>>(
+        dy, winners, x, p, c, total, mean, var, scale, eps, dScale, dB, dx);
 }
 
 void launchRunningStats(const float* inMean, const float* inVar, const float* mean,
@@ -632,8 +779,10 @@ void launchBatchNormGradSums(const float* dy, const float* x, int64_t n, int64_t
                              float* dScale, float* dB, cudaStream_t s) {
   if (c <= 0) return;
   const int64_t slices = channelSlices(c, n, hw);
-  gradSumsPartialKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(dy, x, n, c, hw, slices,
-                                                                          mean, var, eps, partials);
+  withWidth(hw, {dy, x}, [&](auto w) {
+    gradSumsPartialKernel<decltype(w)::value><<<static_cast<int>(c * slices), kThreads, 0, s>>>(
+        dy, x, n, c, hw, slices, mean, var, eps, partials);
+  });
   gradSumsCombineKernel<<<blocksFor(c), kThreads, 0, s>>>(partials, c, slices, dScale, dB);
 }
 
@@ -641,9 +790,13 @@ void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_
                               const float* mean, const float* var, const float* scale, float eps,
                               const float* dScale, const float* dB, bool global, float* dx,
                               cudaStream_t s) {
-  if (n * c > 0 && hw > 0)
-    bnGradInputKernel<<<planeBlocks(n * c), threadsFor(hw), 0, s>>>(
-        dy, x, n, c, hw, mean, var, scale, eps, dScale, dB, global, dx);
+  if (n * c <= 0 || hw <= 0) return;
+  withWidth(hw, {dy, x, dx}, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    const int64_t total = n * c * hw / W;
+    bnGradInputKernel<W><<<blocksFor(total), kThreads, 0, s>>>(
+        dy, x, n, c, hw, total, mean, var, scale, eps, dScale, dB, global, dx);
+  });
 }
 
 }  // namespace dw::engine::cuda
