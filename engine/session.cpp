@@ -99,7 +99,9 @@ std::string InferenceSession::whyNotRecorded(const SessionOptions& o) const {
     const bool random = n.op.find("Random") != std::string::npos ||
                         n.op.find("Dropout") != std::string::npos || n.op == "Bernoulli" ||
                         n.op == "Multinomial";
-    if (random) return "node '" + n.name + "' (" + n.op + ") draws random numbers on the host";
+    if (random)
+      return "node '" + n.name + "' (" + n.op +
+             ") draws random numbers, which a replayed recording would draw once";
     if (n.op == "If" || n.op == "Loop" || n.op == "Scan")
       return "node '" + n.name + "' (" + n.op + ") runs a body on the host";
     if (n.memory) continue;

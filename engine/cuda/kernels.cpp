@@ -12,6 +12,7 @@
 #include "engine/unary_op.h"
 #include "nodes/catalogue.h"
 #include "ops/binary_table.h"
+#include "ops/dropout.h"
 #include "ops/reduce_table.h"
 
 namespace dw::engine::cuda {
@@ -693,6 +694,72 @@ class SoftmaxCrossEntropyGrad : public Kernel {
   int64_t ignore_;
 };
 
+// ---- Dropout in training graphs (DropoutTraining / DropoutGrad) ----
+
+// The ratio: the optional input `index` (kept on the host) or the attribute.
+Result<double> dropoutRatio(KernelContext& ctx, int index, float attr) {
+  const double r = ctx.hasInput(index) ? ctx.input(index).getDouble(0) : attr;
+  if (!(r >= 0 && r < 1)) return Status::error("Dropout ratio must be in [0, 1)");
+  return r;
+}
+
+// As the cpu's DropoutTraining (engine/kernels/dropout_training.cpp): under the trainer, whose
+// run says the step and the batch's place in the global batch, the mask is bit for bit the
+// cpu's. Without that (a plain session run) each call takes the next key of the seed's own
+// sequence, which differs from the cpu's stream.
+class DropoutTraining : public Kernel {
+ public:
+  explicit DropoutTraining(const KernelInit& init)
+      : ratio_(init.attrs.getFloat("ratio", 0.5f)),
+        seed_(static_cast<uint64_t>(init.attrs.getInt("seed", 0))) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    auto ratio = dropoutRatio(ctx, 1, ratio_);
+    if (!ratio) return ratio.status();
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    DW_ALLOC(m, ctx.output(1, DType::kBool, x.shape()));
+    uint64_t key, first = 0;
+    if (const RunInfo* run = ctx.runInfo()) {
+      if (run->step != step_) step_ = run->step, calls_ = 0;
+      key = ops::dropoutKey(seed_, step_, calls_++);
+      const int64_t perSample = x.rank() > 0 && x.dim(0) > 0 ? x.size() / x.dim(0) : 0;
+      first = static_cast<uint64_t>(run->sampleOffset * perSample);
+    } else {
+      key = ops::dropoutKey(seed_, -1, unplaced_++);
+    }
+    launchDropout(fp(x), x.size(), key, first, *ratio, static_cast<float>(1.0 / (1.0 - *ratio)),
+                  y->data<float>(), m->data<uint8_t>(), cudaBackend(ctx.backend()).stream());
+    return launched("DropoutTraining");
+  }
+
+ private:
+  float ratio_;
+  uint64_t seed_;
+  int64_t step_ = -1, calls_ = 0, unplaced_ = 0;
+};
+
+class DropoutGrad : public Kernel {
+ public:
+  explicit DropoutGrad(const KernelInit& init) : ratio_(init.attrs.getFloat("ratio", 0.5f)) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& mask = ctx.input(1);
+    if (mask.size() != dy.size() || mask.dtype() != DType::kBool)
+      return Status::error("DropoutGrad: the mask must be bool with dY's " +
+                           std::to_string(dy.size()) + " elements");
+    auto ratio = dropoutRatio(ctx, 2, ratio_);
+    if (!ratio) return ratio.status();
+    DW_ALLOC(dx, ctx.output(0, DType::kFloat, dy.shape()));
+    launchDropoutGrad(fp(dy), mask.data<uint8_t>(), dy.size(),
+                      static_cast<float>(1.0 / (1.0 - *ratio)), dx->data<float>(),
+                      cudaBackend(ctx.backend()).stream());
+    return launched("DropoutGrad");
+  }
+
+ private:
+  float ratio_;
+};
+
 // The reference table's view kernels (they only relabel the shape of the same buffer) serve device
 // tensors as they are; their shape and axes inputs are read on the host.
 void addViews(KernelRegistry& r) {
@@ -733,6 +800,8 @@ void registerKernels(KernelRegistry& r) {
   add<ArgExtreme>(r, "ArgMin", &argSupported);
   add<SoftmaxCrossEntropy>(r, "SoftmaxCrossEntropyLoss", &sceSupported);
   add<SoftmaxCrossEntropyGrad>(r, "SoftmaxCrossEntropyLossGrad", &sceGradSupported, kGradDomain);
+  add<DropoutTraining>(r, "DropoutTraining", &firstFloat, kGradDomain, 2u);
+  add<DropoutGrad>(r, "DropoutGrad", &firstFloat, kGradDomain, 4u);
   addViews(r);
   addNnKernels(r);
   addTensorKernels(r);

@@ -220,6 +220,15 @@ void launchBatchNormFold(const float* gamma, const float* beta, const float* mea
 void launchChannelSum(const float* x, int64_t n, int64_t c, int64_t hw, float* partials, float* out,
                       cudaStream_t s);
 
+// ---- Random numbers (random.cu) ----
+// Dropout in training: element i is kept where ops::dropoutKeeps(key, first + i, ratio), and
+// y = x * scale there, 0 elsewhere; mask is uint8 (bool).
+void launchDropout(const float* x, int64_t n, uint64_t key, uint64_t first, double ratio,
+                   float scale, float* y, uint8_t* mask, cudaStream_t s);
+// dx = mask ? dy * scale : 0.
+void launchDropoutGrad(const float* dy, const uint8_t* mask, int64_t n, float scale, float* dx,
+                       cudaStream_t s);
+
 // ---- Optimizers (engine/training/optimizers.h describes the rules) ----
 // The optimizer step's kernels take up to kListed tensors per launch (blockIdx.y picks one), so
 // a step launches once per kListed weights instead of once per weight.

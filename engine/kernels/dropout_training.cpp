@@ -5,6 +5,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "nodes/catalogue.h"
+#include "ops/dropout.h"
 
 namespace dw::engine {
 
@@ -37,10 +38,9 @@ class DropoutGrad : public Kernel {
 // Dropout in a training graph: unlike the standard kernel, whose mask depends only on the seed,
 // every step drops different units while a given seed still reproduces the whole run. Where the
 // run says which step it is and where its batch lies in the global one (RunInfo: the trainer
-// always does), each element's draw is a hash of the seed, the step and the element's index in
-// the global batch (samples along the first axis), so a data-parallel process draws for its
-// slice what one process draws for those samples, and a resumed run what an uninterrupted one
-// would. Without it the draws continue one stream from call to call.
+// always does), each element's draw is ops/dropout.h's hash of the seed, the step and the
+// element's index in the global batch (samples along the first axis), as on cuda. Without it
+// the draws continue one stream from call to call.
 class DropoutTraining : public Kernel {
  public:
   explicit DropoutTraining(const KernelInit& init)
@@ -61,15 +61,11 @@ class DropoutTraining : public Kernel {
         step_ = run->step;
         calls_ = 0;
       }
-      const uint64_t key = mix(mix(seed_ ^ 0xD1B54A32D192ED03ull) ^ static_cast<uint64_t>(step_)) ^
-                           mix(static_cast<uint64_t>(calls_++) + 0x8CB92BA72F3D8DD7ull);
+      const uint64_t key = ops::dropoutKey(seed_, step_, calls_++);
       const int64_t perSample = x.rank() > 0 && x.dim(0) > 0 ? x.size() / x.dim(0) : 0;
       const uint64_t first = static_cast<uint64_t>(run->sampleOffset * perSample);
       for (int64_t i = 0; i < x.size(); ++i)
-        pm[i] = static_cast<double>(
-                    mix(key + (first + static_cast<uint64_t>(i)) * 0x9E3779B97F4A7C15ull) >> 11) /
-                    9007199254740992.0 >=
-                ratio;
+        pm[i] = ops::dropoutKeeps(key, first + static_cast<uint64_t>(i), ratio);
     } else {
       for (int64_t i = 0; i < x.size(); ++i) {
         state_ ^= state_ << 13;
@@ -89,12 +85,6 @@ class DropoutTraining : public Kernel {
   }
 
  private:
-  // splitmix64's finalizer: every input bit affects every output bit.
-  static uint64_t mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
   float ratio_;
   uint64_t seed_;
   uint64_t state_;

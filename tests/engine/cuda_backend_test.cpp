@@ -791,6 +791,65 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   cnnGradientsMatchCpu({3, 3}, {2, 2}, {1, 1, 0, 0}, 4 * 4 * 4);
 }
 
+// Dropout in a training graph draws ops/dropout.h's masks on cuda as on the cpu: under the
+// trainer's run information (step, the batch's place in the global batch) the loss and every
+// gradient match the cpu's, which other masks would not give, and another step draws another
+// mask.
+TEST(CudaTraining, DropoutDrawsTheCpusMasks) {
+  SKIP_WITHOUT_GPU();
+  onnx::ModelProto m = emptyModel(15);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {8, 33});
+  auto* li = g->add_input();
+  li->set_name("label");
+  li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(8);
+  attrI(addNode(g, "Gemm", {"x", "w1", "b1"}, {"h"}), "transB", 1);
+  addNode(g, "Relu", {"h"}, {"r"});
+  attrI(addNode(g, "Dropout", {"r", "ratio"}, {"d"}), "seed", 7);
+  addInit(g, "ratio", Tensor::fromVector(std::vector<float>{0.3f}, {}));
+  attrI(addNode(g, "Gemm", {"d", "w2", "b2"}, {"logits"}), "transB", 1);
+  addNode(g, "SoftmaxCrossEntropyLoss", {"logits", "label"}, {"loss"});
+  addValue(g->add_output(), "loss", {});
+  training::GradientGraphOptions go;
+  go.losses = {"loss"};
+  go.training = true;
+  const std::map<std::string, Tensor> w = {{"w1", randomTensor({64, 33}, 1)},
+                                           {"b1", randomTensor({64}, 2)},
+                                           {"w2", randomTensor({5, 64}, 3)},
+                                           {"b2", randomTensor({5}, 4)}};
+  for (const auto& [name, t] : w) {
+    addInit(g, name, t);
+    go.trainable.push_back(name);
+  }
+  auto gg = training::buildGradientGraph(m, go);
+  ASSERT_TRUE(gg.ok()) << gg.message();
+  std::map<std::string, Tensor> feeds = w;
+  feeds["x"] = randomTensor({8, 33}, 5);
+  feeds["label"] = makeInput({{8}, DType::kInt64, 0, 5}, 6);
+  auto cpu = InferenceSession::create(gg->model);
+  auto gpu = InferenceSession::create(gg->model, cudaOptions());
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << (cpu.ok() ? gpu.message() : cpu.message());
+  for (const auto& [node, backend] : (*gpu)->placement())
+    EXPECT_EQ(backend, "cuda") << "node " << node << " ran on " << backend;
+  std::vector<float> losses;
+  for (int64_t step : {3, 4}) {
+    RunInfo info;
+    info.set = true;
+    info.step = step;
+    info.sampleOffset = 16;
+    (*cpu)->setRunInfo(info);
+    (*gpu)->setRunInfo(info);
+    auto want = (*cpu)->run(feeds);
+    auto got = (*gpu)->run(feeds);
+    ASSERT_TRUE(want.ok() && got.ok()) << (want.ok() ? got.message() : want.message());
+    for (const auto& [name, t] : *want)
+      expectClose(t, got->at(name), "step " + std::to_string(step) + " " + name, 1e-4, 1e-6);
+    losses.push_back(got->at("loss").data<float>()[0]);
+  }
+  EXPECT_NE(losses[0], losses[1]) << "two steps drew the same mask";
+}
+
 // ---- Training parity with the cpu ----
 
 struct Curve {
