@@ -76,8 +76,7 @@ __device__ inline Covering covering(const Pool2d& p, int64_t yy, int64_t xx) {
 
 // One thread per input element: it sums dy over the windows whose first maximum it is. With
 // `relu` (a fused Relu gradient: x is the Relu's output) nothing flows where x <= 0.
-__global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, bool relu,
-                                  float* dx) {
+__global__ void maxPoolGradKernel(Pool2d p, const float* x, const float* dy, bool relu, float* dx) {
   const int inPlane = static_cast<int>(p.h * p.w), w = static_cast<int>(p.w);
   for (int64_t pl = blockIdx.x; pl < p.planes; pl += gridDim.x) {
     const float* plane = x + pl * inPlane;
@@ -630,8 +629,8 @@ void launchBnApply(const float* x, int64_t n, int64_t c, int64_t hw, const float
   withWidth(hw, {x, y}, [&](auto w) {
     constexpr int W = decltype(w)::value;
     const int64_t total = n * c * hw / W;
-    bnApplyKernel<kRelu, W><<<blocksFor(total), kThreads, 0, s>>>(x, c, hw, total, mean, var,
-                                                                   scale, b, eps, y);
+    bnApplyKernel<kRelu, W>
+        <<<blocksFor(total), kThreads, 0, s>>>(x, c, hw, total, mean, var, scale, b, eps, y);
   });
 }
 
@@ -738,8 +737,8 @@ void launchBatchNormMaxPool(const float* x, const Pool2d& p, int64_t c, const fl
   const int64_t total = p.planes * p.oh * p.ow;
   if (total <= 0) return;
   if (relu)
-    bnMaxPoolKernel<true><<<blocksFor(total), kThreads, 0, s>>>(x, p, c, total, mean, var, scale,
-                                                                b, eps, y, winners);
+    bnMaxPoolKernel<true><<<blocksFor(total), kThreads, 0, s>>>(x, p, c, total, mean, var, scale, b,
+                                                                eps, y, winners);
   else
     bnMaxPoolKernel<false><<<blocksFor(total), kThreads, 0, s>>>(x, p, c, total, mean, var, scale,
                                                                  b, eps, y, winners);
@@ -794,8 +793,8 @@ void launchBatchNormGradInput(const float* dy, const float* x, int64_t n, int64_
   withWidth(hw, {dy, x, dx}, [&](auto w) {
     constexpr int W = decltype(w)::value;
     const int64_t total = n * c * hw / W;
-    bnGradInputKernel<W><<<blocksFor(total), kThreads, 0, s>>>(
-        dy, x, n, c, hw, total, mean, var, scale, eps, dScale, dB, global, dx);
+    bnGradInputKernel<W><<<blocksFor(total), kThreads, 0, s>>>(dy, x, n, c, hw, total, mean, var,
+                                                               scale, eps, dScale, dB, global, dx);
   });
 }
 

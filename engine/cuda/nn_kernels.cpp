@@ -663,7 +663,8 @@ class BatchNormTraining : public Kernel {
       fail("cuda BatchNormalizationTraining cannot apply fused " + fused_.activation);
     if (!fused_.conv.empty() || !fused_.blockedInputs.empty())
       fail("cuda BatchNormalizationTraining: fused convolutions and blocked layouts are cpu-only");
-    if (fused_.hasMaxPool() && init.numOutputs < 6) fail("a fused max pooling needs the winners output");
+    if (fused_.hasMaxPool() && init.numOutputs < 6)
+      fail("a fused max pooling needs the winners output");
   }
   Status compute(KernelContext& ctx) override {
     auto& be = cudaBackend(ctx.backend());

@@ -77,7 +77,8 @@ class CudaTrainingOps : public TrainingOps {
       const Update& t = ts[i];
       l.w[l.count] = t.w->data<float>();
       l.g[l.count] = t.g->data<float>();
-      for (int k = 0; k < 3; ++k) l.s[k][l.count] = t.state[k] ? t.state[k]->data<float>() : nullptr;
+      for (int k = 0; k < 3; ++k)
+        l.s[k][l.count] = t.state[k] ? t.state[k]->data<float>() : nullptr;
       l.n[l.count++] = t.w->size();
       if (l.count == kListed || i + 1 == ts.size()) {
         launch(l);

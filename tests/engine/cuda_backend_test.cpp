@@ -1048,8 +1048,8 @@ TEST(CudaTraining, OptimizerRulesMatchHost) {
   ASSERT_TRUE(be.ok()) << be.message();
   auto ops = cuda::trainingOps(**be);
   ASSERT_NE(ops, nullptr);
-  const std::vector<int64_t> sizes = {4099, 1, 7, 33, 256, 1000, 5, 65537, 2, 3,
-                                      17,   64, 9, 100, 31, 512, 8, 129, 4097};
+  const std::vector<int64_t> sizes = {4099, 1,  7, 33,  256, 1000, 5, 65537, 2,   3,
+                                      17,   64, 9, 100, 31,  512,  8, 129,   4097};
   for (const std::string type : {"adam", "adamw", "sgd", "adagrad", "rmsprop"}) {
     training::OptimizerConfig oc;
     oc.type = type;
@@ -1077,9 +1077,8 @@ TEST(CudaTraining, OptimizerRulesMatchHost) {
       ws[t].dev = std::move(*dw);
       ws[t].host = ws[t].host.clone();
       for (int k = 0; k < 3; ++k) {
-        std::vector<float> init(n, type == "adagrad" && k == 0
-                                       ? static_cast<float>(oc.initialAccumulator)
-                                       : 0.f);
+        std::vector<float> init(
+            n, type == "adagrad" && k == 0 ? static_cast<float>(oc.initialAccumulator) : 0.f);
         auto d = (*be)->toDevice(Tensor::fromVector(init, {n}));
         ASSERT_TRUE(d.ok());
         ws[t].state.push_back(std::move(*d));
