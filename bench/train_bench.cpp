@@ -91,6 +91,7 @@ class DeepwireRun {
     LoaderOptions lo;
     lo.batchSize = gBatch;
     lo.seed = 1;
+    lo.hostBuffers = trainer_->batchStorage();
     loader_ = std::make_unique<BatchLoader>(data, lo);
     loader_->startEpoch(0);
     // Warm-up: plans, primitive caches and pooled buffers settle in the first steps.

@@ -25,6 +25,9 @@ void describe(DeviceReport& report) {
 size_t peakDeviceBytes() {
   return 0;
 }
+std::shared_ptr<Buffer> pinnedHostBuffer(size_t) {
+  return nullptr;
+}
 void registerKernels(KernelRegistry&) {}
 std::unique_ptr<TrainingOps> trainingOps(Backend&) {
   return nullptr;

@@ -176,6 +176,16 @@ std::mutex contextsMutex;
 auto* contexts = new std::map<int, std::shared_ptr<DeviceContext>>();
 }  // namespace
 
+std::shared_ptr<Buffer> pinnedHostBuffer(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no room: plain memory serves
+    return nullptr;
+  }
+  return std::make_shared<Buffer>(p, bytes, Device::kHost, [](void* q) { cudaFreeHost(q); });
+}
+
 size_t peakDeviceBytes() {
   std::lock_guard<std::mutex> lock(contextsMutex);
   size_t total = 0;

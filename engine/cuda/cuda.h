@@ -23,6 +23,10 @@ void describe(DeviceReport& report);
 // GPU memory the tensors of this process held at most at once, over all cuda backends (as
 // PyTorch's max_memory_allocated: blocks cached for reuse are not counted).
 size_t peakDeviceBytes();
+// `bytes` of page-locked host memory, which the GPU copies from at full speed and without the
+// driver's staging copy (training batches), or null where it cannot be had (then plain memory
+// does).
+std::shared_ptr<Buffer> pinnedHostBuffer(size_t bytes);
 // The "cuda" kernel table.
 void registerKernels(KernelRegistry& r);
 

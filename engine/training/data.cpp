@@ -639,7 +639,9 @@ Batch BatchLoader::makeBatch(const std::vector<int64_t>& order, int64_t batchInd
   b.size = count;
   for (const auto& [name, t] : data_->columns) {
     const size_t bytes = t.size() ? t.bytes() / static_cast<size_t>(t.dim(0)) * count : 0;
-    Tensor& out = b.inputs[name] = gatherRows(t, order.data() + begin, count, reusable(bytes));
+    std::shared_ptr<Buffer> storage = reusable(bytes);
+    if (!storage && options_.hostBuffers) storage = options_.hostBuffers(bytes);
+    Tensor& out = b.inputs[name] = gatherRows(t, order.data() + begin, count, std::move(storage));
     if (out.buffer() &&
         std::find(recycled_.begin(), recycled_.end(), out.buffer()) == recycled_.end())
       recycled_.push_back(out.buffer());

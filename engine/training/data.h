@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,9 @@ struct LoaderOptions {
   bool dropLast = false;  // drop a final partial batch
   uint64_t seed = 0;
   int prefetch = 4;  // batches prepared ahead by the background thread
+  // Storage for a batch column of `bytes` where no released one can be reused: page-locked
+  // memory for a trainer on a GPU (Trainer::batchStorage); null, or a null result: plain memory.
+  std::function<std::shared_ptr<Buffer>(size_t bytes)> hostBuffers;
 };
 
 // Produces the batches of one epoch at a time. A background thread gathers the next `prefetch`

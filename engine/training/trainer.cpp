@@ -686,6 +686,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   lo.shuffle = fo.shuffle;
   lo.dropLast = fo.dropLast;
   lo.seed = opt.seed;
+  lo.hostBuffers = batchStorage();
   BatchLoader loader(train, lo);
   int64_t perEpoch = loader.batchesPerEpoch();
   // Every rank starts from rank 0's model and place in the data, and reads the same batches in
@@ -869,6 +870,10 @@ size_t Trainer::replayedSteps() const {
 
 std::string Trainer::notRecorded() const {
   return impl_->trainSession->notRecorded();
+}
+
+std::function<std::shared_ptr<Buffer>(size_t)> Trainer::batchStorage() const {
+  return impl_->batchStorage();
 }
 
 void Trainer::setProfiling(bool on) {

@@ -249,6 +249,10 @@ class Trainer {
   // Training steps served by replaying a recorded run, and why they are not (empty if they are).
   size_t replayedSteps() const;
   std::string notRecorded() const;
+  // Storage for the batches a loader gathers for this trainer (LoaderOptions::hostBuffers):
+  // page-locked host memory where it trains on a GPU, so that each batch goes up at full speed
+  // without the driver's staging copy; null elsewhere.
+  std::function<std::shared_ptr<Buffer>(size_t)> batchStorage() const;
   // Per-op and per-node kernel time of the training graph since profiling was switched on.
   void setProfiling(bool on);
   std::string profileReport() const;

@@ -186,6 +186,11 @@ class Trainer::Impl {
   // Optimizer state `name` of `p` on the device: the host's values where it has them (a loaded
   // checkpoint), else `init` everywhere.
   Result<Tensor*> deviceState(ParamEntry& p, const char* name, float init = 0);
+  // Trainer::batchStorage: page-locked batches where the weights live on a GPU.
+  std::function<std::shared_ptr<Buffer>(size_t)> batchStorage() const {
+    if (!dev) return nullptr;
+    return &cuda::pinnedHostBuffer;
+  }
   Status deviceOptimizerStep();
   TrainerCounters counters;
   double baseLr = 0;
