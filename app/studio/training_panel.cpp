@@ -141,6 +141,7 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     lo.batchSize = batchSize_;
     lo.shuffle = req.config.shuffle;
     lo.seed = req.config.seed;
+    lo.hostBuffers = trainer_->batchStorage();  // page-locked batches for a GPU trainer
     trainCursor_ = std::make_unique<BatchCursor>(train_, lo);
     lo.shuffle = false;
     testCursor_ = std::make_unique<BatchCursor>(test_ ? test_ : train_, lo);
