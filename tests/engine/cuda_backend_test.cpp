@@ -922,7 +922,10 @@ void expectSameCurve(const std::string& example, const std::string& optimizer, d
 }
 
 // From the third step on, the training step is a replayed CUDA graph (the first makes cuDNN's
-// choices, the second is recorded); its losses are those of the same steps run node by node.
+// choices, the second is recorded); its losses are those of the same steps run node by node,
+// within 1e-5: the two trainers time cuDNN's algorithms each for itself and may take different
+// deterministic ones (on an H100, X [1024, 1, 28, 28] took algorithm 0 in one session and 1 in
+// the next), which moved the CNN's losses by 1.0e-6 relative.
 TEST(CudaTraining, RecordedStepsMatchNodeByNode) {
   SKIP_WITHOUT_GPU();
   for (const char* example : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
@@ -934,7 +937,7 @@ TEST(CudaTraining, RecordedStepsMatchNodeByNode) {
     EXPECT_EQ(recorded.notRecorded, "") << example;
     EXPECT_EQ(recorded.replayed, 11u) << example << ": " << recorded.notRecorded;
     for (size_t i = 0; i < 12; ++i)
-      EXPECT_NEAR(recorded.losses[i], plain.losses[i], 1e-6 * std::fabs(plain.losses[i]))
+      EXPECT_NEAR(recorded.losses[i], plain.losses[i], 1e-5 * std::fabs(plain.losses[i]))
           << example << " step " << i;
   }
 }
@@ -1002,7 +1005,8 @@ TEST(CudaTraining, CnnFollowsCpuLossCurve) {
 // of that size. What must agree: the first 5 steps within 1.5e-2 (the CNN's fifth step in bf16
 // differed by 1.04e-2 on an H100 once its pooling ran inside the normalization, which sums the
 // same bf16-rounded gradients in another order), and the mean loss over each window of 10 steps
-// within 3e-2.
+// within 5e-2. Each session times cuDNN's algorithms for itself, so the cuda bf16 curve moves
+// from run to run: the CNN's last window has been 1.5e-2 and 3.0e-2 off on the same H100.
 void expectSameTrend(const std::string& example, const std::string& cpuPrecision,
                      const std::string& gpuPrecision) {
   const Curve cpu = train(example, "cpu", 50, "adam", 2, cpuPrecision);
@@ -1021,7 +1025,7 @@ void expectSameTrend(const std::string& example, const std::string& cpuPrecision
       g += gpu.losses[i] / 10;
     }
     std::printf(" %.4f/%.4f", c, g);
-    EXPECT_NEAR(g, c, 3e-2 * c) << example << " cuda " << gpuPrecision << " steps " << w << "-"
+    EXPECT_NEAR(g, c, 5e-2 * c) << example << " cuda " << gpuPrecision << " steps " << w << "-"
                                 << w + 9;
   }
   std::printf("\n");
