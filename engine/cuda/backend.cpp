@@ -179,7 +179,9 @@ auto* contexts = new std::map<int, std::shared_ptr<DeviceContext>>();
 std::shared_ptr<Buffer> pinnedHostBuffer(size_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
-  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+  // Portable: page-locked for every GPU's context, not only the one current on this thread (the
+  // loader's worker allocates, for a trainer on any cuda:N).
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError();  // no driver or no room: plain memory serves
     return nullptr;
   }
