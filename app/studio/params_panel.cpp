@@ -490,7 +490,7 @@ void ParamsPanel::rebuild() {
             e->setCurrentIndex(v ? e->findText(QString::number(v->asInt())) : -1);
           });
           editor = e;
-        } else if (!v || (v->asInt() >= INT_MIN && v->asInt() <= INT_MAX)) {
+        } else if (ps.defaultValue && (!v || (v->asInt() >= INT_MIN && v->asInt() <= INT_MAX))) {
           auto* e = new QSpinBox;
           e->setRange(INT_MIN, INT_MAX);
           e->setKeyboardTracking(false);
@@ -502,12 +502,16 @@ void ParamsPanel::rebuild() {
           });
           editor = e;
         } else {
-          // Values past 32 bits (INT64_MAX sentinels) get a validated text field.
+          // A validated text field for what a spin box would misstate: a parameter with no
+          // default shows empty ("required" or "unset") until it is given, where a spin box
+          // would show 0, and values past 32 bits (INT64_MAX sentinels) fit.
           auto* e = new QLineEdit;
           e->setValidator(
               new QRegularExpressionValidator(QRegularExpression(QStringLiteral("-?[0-9]+")), e));
+          e->setPlaceholderText(def);
           connect(e, &QLineEdit::editingFinished, this, [e, apply] {
-            if (e->isModified()) apply(Param::makeInt(e->text().toLongLong()));
+            if (e->isModified() && !e->text().isEmpty())
+              apply(Param::makeInt(e->text().toLongLong()));
           });
           refreshers_.push_back([e, current] {
             auto v = current();
@@ -519,6 +523,26 @@ void ParamsPanel::rebuild() {
         break;
       }
       case ParamType::Float: {
+        if (!ps.defaultValue) {
+          // No default: empty until given (a spin box would show 0), as for integers.
+          auto* e = new QLineEdit;
+          e->setValidator(new QRegularExpressionValidator(
+              QRegularExpression(
+                  QStringLiteral("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?")),
+              e));
+          e->setPlaceholderText(def);
+          connect(e, &QLineEdit::editingFinished, this, [e, apply] {
+            if (e->isModified() && !e->text().isEmpty())
+              apply(Param::makeFloat(e->text().toDouble()));
+          });
+          refreshers_.push_back([e, current] {
+            auto v = current();
+            e->setText(v ? QString::number(v->asFloat(), 'g', 9) : QString());
+            e->setModified(false);
+          });
+          editor = e;
+          break;
+        }
         auto* e = new ScientificSpinBox;
         e->setSingleStep(0.1);
         connect(e, &QDoubleSpinBox::valueChanged, this,

@@ -227,6 +227,41 @@ class StudioTest : public QObject {
     QVERIFY(hit && !hit->output && hit->port == 2);
   }
 
+  // A parameter with no default shows empty, with "required" or "unset" in grey, until it is
+  // given; a spin box would show a 0 that was never set.
+  void parametersWithoutDefaultShowEmpty() {
+    MainWindow w(false);
+    w.show();
+    const dw::NodeId concat = addNode(w, "ai.onnx", "Concat", 0, 0);
+    const dw::NodeId bernoulli = addNode(w, "ai.onnx", "Bernoulli", 240, 0);
+    w.scene()->selectOnly({concat});
+    auto* axis = qobject_cast<QLineEdit*>(w.params()->editor("axis"));
+    QVERIFY(axis);
+    QCOMPARE(axis->text(), QString());
+    QCOMPARE(axis->placeholderText(), QStringLiteral("required"));
+    axis->setText("-1");
+    axis->setModified(true);
+    emit axis->editingFinished();
+    QCOMPARE(w.model()->graph().param(concat, "axis")->asInt(), int64_t(-1));
+    QCOMPARE(axis->text(), QStringLiteral("-1"));
+
+    w.scene()->selectOnly({bernoulli});
+    auto* seed = qobject_cast<QLineEdit*>(w.params()->editor("seed"));
+    QVERIFY(seed);
+    QCOMPARE(seed->text(), QString());
+    QCOMPARE(seed->placeholderText(), QStringLiteral("unset"));
+    QVERIFY(!w.model()->graph().node(bernoulli)->params.count("seed"));
+    seed->setText("2.5e1");
+    seed->setModified(true);
+    emit seed->editingFinished();
+    QCOMPARE(w.model()->graph().param(bernoulli, "seed")->asFloat(), 25.0);
+    // Emptied again: nothing is applied (the reset button unsets it).
+    seed->setText("");
+    seed->setModified(true);
+    emit seed->editingFinished();
+    QCOMPARE(w.model()->graph().param(bernoulli, "seed")->asFloat(), 25.0);
+  }
+
   void editParametersUndoRedoEverything() {
     MainWindow w(false);
     w.show();
