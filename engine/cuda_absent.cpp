@@ -25,7 +25,7 @@ void describe(DeviceReport& report) {
 size_t peakDeviceBytes() {
   return 0;
 }
-std::shared_ptr<Buffer> pinnedHostBuffer(size_t) {
+std::function<std::shared_ptr<Buffer>(size_t)> pinnedHostBuffers(Backend&) {
   return nullptr;
 }
 void registerKernels(KernelRegistry&) {}

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -1012,6 +1013,50 @@ const std::vector<std::string>* msChoices(const std::string& op, const std::stri
   if (attr == "auto_pad") return &kAutoPad;
   auto it = kChoices.find({op, attr});
   return it == kChoices.end() ? nullptr : &it->second;
+}
+
+// Whether an INT attribute is a switch (0 or 1): the panel shows a check box. The schema facts
+// hold no doc text to judge by, as the ai.onnx catalogue does (looksBoolean), so the flags
+// are listed by name.
+bool msFlag(const std::string& attr) {
+  static const std::set<std::string> kFlags = {"align_corners",
+                                               "antialias",
+                                               "causal",
+                                               "ceil_mode",
+                                               "channels_last",
+                                               "count_include_pad",
+                                               "do_rotary",
+                                               "early_stopping",
+                                               "exclude_outside",
+                                               "input_forget",
+                                               "interleaved",
+                                               "is_bidirectional",
+                                               "is_causal",
+                                               "is_inner_broadcast",
+                                               "is_packed_batching",
+                                               "isinf_only",
+                                               "isnan_only",
+                                               "keepdims",
+                                               "normalize_routing_weights",
+                                               "normalized",
+                                               "onesided",
+                                               "past_present_share_buffer",
+                                               "positive",
+                                               "qk_l2_norm",
+                                               "rotary_interleaved",
+                                               "sliding_window_cache",
+                                               "spatial",
+                                               "swiglu_fusion",
+                                               "training_mode",
+                                               "transA",
+                                               "transB",
+                                               "transBatchA",
+                                               "transBatchB",
+                                               "unidirectional",
+                                               "upper",
+                                               "use_sparse_mixer",
+                                               "weight_prepacked"};
+  return kFlags.count(attr) > 0;
 }
 
 // Shape inference: the output as input 0 (type and shape).
@@ -2706,8 +2751,15 @@ void addMicrosoftDomain(CatalogueBuilder& b) {
     NodeSpec spec = specFromFacts(*facts, nullptr, kMicrosoftDomain);
     spec.category = op.category;
     spec.doc = op.doc;
-    for (auto& p : spec.params)
+    for (auto& p : spec.params) {
       if (const auto* values = msChoices(op.name, p.name)) p.allowedValues = *values;
+      if (p.type == ParamType::Int && msFlag(p.name) &&
+          (!p.defaultValue || p.defaultValue->asInt() == 0 || p.defaultValue->asInt() == 1)) {
+        p.type = ParamType::Bool;
+        if (p.defaultValue) p.defaultValue->type = ParamType::Bool;
+        p.allowedValues = {"false", "true"};
+      }
+    }
     specs.push_back(std::move(spec));
   }
   static std::once_flag registered;

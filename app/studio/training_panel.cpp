@@ -108,6 +108,7 @@ class TrainingWorker : public QObject {
   std::shared_ptr<const Dataset> train_, test_;  // test_: what Eval Step and Fit evaluate
   std::unique_ptr<BatchCursor> trainCursor_, testCursor_;
   int64_t batchSize_ = 0;
+  bool pinned_ = false;  // the cursors gather into page-locked memory
   friend class TrainingPanel;
 };
 
@@ -135,13 +136,18 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     test_ = data->evaluation();
     dataKey_ = key;
   }
-  if (!trainCursor_ || batchSize_ != req.config.batchSize) {
+  // A trainer on a GPU wants its batches in page-locked memory (Trainer::batchStorage): the
+  // cursors are made anew when the batch size changes, or when a rebuilt trainer moved to or
+  // from a GPU.
+  auto storage = trainer_->batchStorage();
+  if (!trainCursor_ || batchSize_ != req.config.batchSize || pinned_ != bool(storage)) {
     batchSize_ = req.config.batchSize;
+    pinned_ = bool(storage);
     LoaderOptions lo;
     lo.batchSize = batchSize_;
     lo.shuffle = req.config.shuffle;
     lo.seed = req.config.seed;
-    lo.hostBuffers = trainer_->batchStorage();  // page-locked batches for a GPU trainer
+    lo.hostBuffers = std::move(storage);
     trainCursor_ = std::make_unique<BatchCursor>(train_, lo);
     lo.shuffle = false;
     testCursor_ = std::make_unique<BatchCursor>(test_ ? test_ : train_, lo);

@@ -176,16 +176,22 @@ std::mutex contextsMutex;
 auto* contexts = new std::map<int, std::shared_ptr<DeviceContext>>();
 }  // namespace
 
-std::shared_ptr<Buffer> pinnedHostBuffer(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  void* p = nullptr;
-  // Portable: page-locked for every GPU's context, not only the one current on this thread (the
-  // loader's worker allocates, for a trainer on any cuda:N).
-  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
-    cudaGetLastError();  // no driver or no room: plain memory serves
-    return nullptr;
-  }
-  return std::make_shared<Buffer>(p, bytes, Device::kHost, [](void* q) { cudaFreeHost(q); });
+std::function<std::shared_ptr<Buffer>(size_t)> pinnedHostBuffers(Backend& backend) {
+  if (backend.memory() != Device::kCuda) return nullptr;
+  const int device = cudaBackend(backend).ctx().index;
+  return [device](size_t bytes) -> std::shared_ptr<Buffer> {
+    if (bytes == 0) return nullptr;
+    // The calling thread (a loader's worker) must not open a context on GPU 0 for a trainer
+    // on another GPU; portable: page-locked for every GPU's context.
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device) cudaSetDevice(device);
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();  // no room: plain memory serves
+      return nullptr;
+    }
+    return std::make_shared<Buffer>(p, bytes, Device::kHost, [](void* q) { cudaFreeHost(q); });
+  };
 }
 
 size_t peakDeviceBytes() {

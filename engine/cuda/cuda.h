@@ -3,6 +3,7 @@
 // Nothing here needs the CUDA headers: a build without the toolkit compiles every caller.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,10 +24,10 @@ void describe(DeviceReport& report);
 // GPU memory the tensors of this process held at most at once, over all cuda backends (as
 // PyTorch's max_memory_allocated: blocks cached for reuse are not counted).
 size_t peakDeviceBytes();
-// `bytes` of page-locked host memory, which the GPU copies from at full speed and without the
-// driver's staging copy (training batches), or null where it cannot be had (then plain memory
-// does).
-std::shared_ptr<Buffer> pinnedHostBuffer(size_t bytes);
+// Page-locked host memory for copies to a cuda backend's GPU, which go at full speed and
+// without the driver's staging copy (training batches): a function giving `bytes` of it, or
+// null where it cannot be had (then plain memory does). It may be called from any thread.
+std::function<std::shared_ptr<Buffer>(size_t bytes)> pinnedHostBuffers(Backend& backend);
 // The "cuda" kernel table.
 void registerKernels(KernelRegistry& r);
 

@@ -748,7 +748,7 @@ void launchBatchNormMaxPoolGrad(const float* dy, const uint8_t* winners, const f
                                 const Pool2d& p, int64_t c, const float* mean, const float* var,
                                 const float* scale, float eps, float* partials, float* dScale,
                                 float* dB, float* dx, cudaStream_t s) {
-  if (c <= 0 || p.planes <= 0) return;
+  if (c <= 0) return;  // an empty batch still writes zero dScale and dB
   const int64_t n = p.planes / c, slices = channelSlices(c, n, p.oh * p.ow);
   bnMaxPoolGradSumsKernel<<<static_cast<int>(c * slices), kThreads, 0, s>>>(
       dy, winners, x, p, n, c, slices, mean, var, eps, partials);

@@ -765,8 +765,8 @@ class BatchNormGrad : public Kernel {
       if (dy.shape() != pooled || !ctx.hasInput(6) || ctx.input(6).dtype() != DType::kUInt8 ||
           ctx.input(6).shape() != pooled)
         return Status::error(
-            "BatchNormalizationGrad with a fused max pooling: dY and the winners (input 7, "
-            "uint8) must have the pooled shape " +
+            "BatchNormalizationGrad with a fused max pooling: dY and the winners (its 7th "
+            "input, uint8) must have the pooled shape " +
             shapeToString(pooled));
     } else if (dy.shape() != x.shape()) {
       return Status::error("BatchNormalizationGrad: dY and X must have the same shape");

@@ -978,8 +978,8 @@ class BatchNormGrad : public Kernel {
       if (dy.shape() != pooled || !ctx.hasInput(6) || ctx.input(6).dtype() != DType::kUInt8 ||
           ctx.input(6).shape() != pooled)
         return Status::error(
-            "BatchNormalizationGrad with a fused max pooling: dY and the winners (input 7, "
-            "uint8) must have the pooled shape");
+            "BatchNormalizationGrad with a fused max pooling: dY and the winners (its 7th "
+            "input, uint8) must have the pooled shape");
     } else if (xShape.size() < 2 || dy.shape() != xShape) {
       return Status::error("BatchNormalizationGrad: dY and X must match, at least 2-D");
     }

@@ -282,6 +282,20 @@ std::map<std::string, Tensor> Trainer::Impl::feeds(const Batch& b) const {
   return in;
 }
 
+// A run of `session` on batch b. On a GPU the batch may be page-locked (batchStorage), and
+// then its upload is still in flight when the run has only queued work (an error part-way, or
+// no output to copy down): wait for the GPU, so that the loader can refill the batch's memory
+// as soon as the caller lets it go.
+Result<std::map<std::string, Tensor>> Trainer::Impl::runOnBatch(InferenceSession& session,
+                                                                const Batch& b) {
+  auto out = session.run(feeds(b));
+  if (dev) {
+    const Status synced = session.backend().synchronize();
+    if (out.ok() && !synced.ok()) return synced;
+  }
+  return out;
+}
+
 Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
   DW_RETURN_IF_ERROR(checkBatch(b));
   DW_RETURN_IF_ERROR(syncDevice());
@@ -320,7 +334,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
     run.share = gradWeight;
   }
   trainSession->setRunInfo(run);
-  auto out = trainSession->run(feeds(b));
+  auto out = runOnBatch(*trainSession, b);
   if (overlap) trainSession->setProgressListener(nullptr);
   if (!out) return out.status();
   DW_RETURN_IF_ERROR(overlapStatus);
@@ -538,7 +552,7 @@ const std::map<std::string, Tensor>& Trainer::Impl::gradients() {
 Result<StepResult> Trainer::Impl::evalBatch(const Batch& b, MetricAccumulator& acc) {
   DW_RETURN_IF_ERROR(checkBatch(b));
   DW_RETURN_IF_ERROR(syncDevice());  // a checkpoint loaded since the last step
-  auto out = evalSession->run(feeds(b));
+  auto out = runOnBatch(*evalSession, b);
   if (!out) return out.status();
   auto& o = out.value();
   StepResult r;

@@ -186,10 +186,10 @@ class Trainer::Impl {
   // Optimizer state `name` of `p` on the device: the host's values where it has them (a loaded
   // checkpoint), else `init` everywhere.
   Result<Tensor*> deviceState(ParamEntry& p, const char* name, float init = 0);
+  Result<std::map<std::string, Tensor>> runOnBatch(InferenceSession& session, const Batch& b);
   // Trainer::batchStorage: page-locked batches where the weights live on a GPU.
   std::function<std::shared_ptr<Buffer>(size_t)> batchStorage() const {
-    if (!dev) return nullptr;
-    return &cuda::pinnedHostBuffer;
+    return dev ? cuda::pinnedHostBuffers(trainSession->backend()) : nullptr;
   }
   Status deviceOptimizerStep();
   TrainerCounters counters;

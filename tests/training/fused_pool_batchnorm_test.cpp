@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fusion/fused.h"
 #include "engine/onednn/onednn_backend.h"
 #include "engine/session.h"
 #include "engine/training/autodiff.h"
@@ -316,6 +317,22 @@ TEST_P(FusedPoolBatchNorm, MatchesTheUnfusedGraphBitForBit) {
 }
 
 // The same for the direct convolution loops' portable path (CPUs without AVX-512).
+// The fused pooling's geometry (both backends read it): output sizes as ONNX's floor, and a
+// window larger than the padded input is an error, not one output from a partial window.
+TEST(FusedPoolBatchNorm, GeometryRefusesWindowsLargerThanTheInput) {
+  auto g = fusion::fusedMaxPool({{3, 3}, {2, 2}, {1, 1, 0, 0}, {}}, {2, 4, 7, 8});
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(g->oh, 3);  // (7 + 1 - 3) / 2 + 1
+  EXPECT_EQ(g->ow, 4);  // (8 + 1 - 3) / 2 + 1
+  EXPECT_EQ(g->ph, 1);
+  EXPECT_EQ(g->pb, 0);
+  auto big = fusion::fusedMaxPool({{3, 3}, {2, 2}, {0, 0, 0, 0}, {}}, {1, 1, 2, 2});
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.message().find("exceeds the input"), std::string::npos) << big.message();
+  EXPECT_FALSE(fusion::fusedMaxPool({{2, 2}, {2, 2}, {}, {}}, {1, 2, 4}).ok());         // not 4-D
+  EXPECT_FALSE(fusion::fusedMaxPool({{16, 16}, {1, 1}, {}, {}}, {1, 1, 32, 32}).ok());  // 256
+}
+
 TEST(FusedConvBatchNorm, PortableLoopsMatchTheUnfusedGraphBitForBit) {
   struct Generic {
     Generic() { onednn::singleChannelConvGenericOnly(true); }
