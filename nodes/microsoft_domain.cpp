@@ -295,6 +295,25 @@ std::string dimsText(const std::vector<int64_t>& d) {
     s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
   return s + "]";
 }
+// The attention ops' qkv_hidden_sizes, where given: three positive sizes that add up to the
+// weights' columns (where their shape is known); empty where the attribute is absent.
+std::vector<int64_t> qkvHiddenSizes(const Ctx& c) {
+  const auto* sizes = attr(c, "qkv_hidden_sizes", onnx::AttributeProto::INTS);
+  if (!sizes) return {};
+  if (sizes->ints_size() != 3)
+    throw std::invalid_argument("qkv_hidden_sizes has " + std::to_string(sizes->ints_size()) +
+                                " values; it gives q, k and v's sizes, 3");
+  std::vector<int64_t> v(sizes->ints().begin(), sizes->ints().end());
+  if (v[0] <= 0 || v[1] <= 0 || v[2] <= 0)
+    throw std::invalid_argument("qkv_hidden_sizes " + dimsText(v) + " must be positive");
+  const auto w = knownDims(c, 1);
+  if (!w.empty() && w.back() >= 0 && v[0] + v[1] + v[2] != w.back())
+    throw std::invalid_argument("qkv_hidden_sizes " + dimsText(v) + " add up to " +
+                                std::to_string(v[0] + v[1] + v[2]) + ", but weights " +
+                                dimsText(w) + " has " + std::to_string(w.back()) + " columns");
+  return v;
+}
+
 // A 0/1 attribute: other values are refused rather than read as true.
 bool flagAttr(const Ctx& c, const char* name, int64_t def) {
   const int64_t v = intAttr(c, name, def);
@@ -1106,14 +1125,10 @@ const std::vector<MsOp>& msOps() {
            b.add("Add", {"qkv_mm", "bias"}, {"qkv"});
            qkv = "qkv";
          }
-         const auto* sizes = attr(c, "qkv_hidden_sizes", onnx::AttributeProto::INTS);
-         if (sizes) {
-           if (sizes->ints_size() != 3)
-             throw std::invalid_argument("qkv_hidden_sizes must have 3 values");
-           *b.add("Split",
-                  {qkv, b.constantInts("sizes", {sizes->ints(0), sizes->ints(1), sizes->ints(2)})},
-                  {"q", "k", "v"})
-                .add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
+         const std::vector<int64_t> sizes = qkvHiddenSizes(c);
+         if (!sizes.empty()) {
+           *b.add("Split", {qkv, b.constantInts("sizes", sizes)}, {"q", "k", "v"}).add_attribute() =
+               onnx::MakeAttribute("axis", int64_t{-1});
          } else {
            auto& split = b.add("Split", {qkv}, {"q", "k", "v"});
            *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
@@ -1834,14 +1849,8 @@ const std::vector<MsOp>& msOps() {
          b.add("Add", {"xw", "bias"}, {"qkv"});
          // The sizes' constant comes before the Split that reads it (bodies stay in order).
          std::string sizesValue;
-         if (const auto* sizes = attr(c, "qkv_hidden_sizes", onnx::AttributeProto::INTS)) {
-           if (sizes->ints_size() != 3)
-             throw std::invalid_argument("qkv_hidden_sizes has " +
-                                         std::to_string(sizes->ints_size()) +
-                                         " values; it gives q, k and v's sizes, 3");
-           sizesValue = b.constantInts(
-               "qkv_sizes", std::vector<int64_t>(sizes->ints().begin(), sizes->ints().end()));
-         }
+         if (const std::vector<int64_t> sizes = qkvHiddenSizes(c); !sizes.empty())
+           sizesValue = b.constantInts("qkv_sizes", sizes);
          auto& split = b.add("Split", {"qkv", sizesValue}, {"q", "k", "v"});
          *split.add_attribute() = onnx::MakeAttribute("axis", int64_t{2});
          if (sizesValue.empty())

@@ -291,4 +291,19 @@ Status stridedCopyForKernels(const Tensor& in, Tensor& out, const Shape& shape,
                              const std::vector<int64_t>& strides, int64_t base);
 Status concatTensors(KernelContext& ctx, const std::vector<const Tensor*>& ins, int64_t axis,
                      size_t outIdx);
+// Split's and SplitToSequence's sizes along `axis` of x: none negative, adding up to the axis
+// (checked before any copy: sizes beyond it would read past X).
+inline Status checkSplitSizes(const std::vector<int64_t>& sizes, const Shape& x, int64_t axis) {
+  int64_t total = 0;
+  for (int64_t v : sizes) {
+    if (v < 0) return Status::error("split sizes must not be negative, got " + std::to_string(v));
+    total += v;
+  }
+  if (total != x[static_cast<size_t>(axis)])
+    return Status::error("split sizes add up to " + std::to_string(total) + ", but axis " +
+                         std::to_string(axis) + " of " + shapeToString(x) + " has " +
+                         std::to_string(x[static_cast<size_t>(axis)]));
+  return Status();
+}
+
 }  // namespace dw::engine

@@ -92,6 +92,7 @@ class SplitToSequence : public Kernel {
     } else {
       sizes = ctx.input(1).toInt64Vector();
     }
+    DW_RETURN_IF_ERROR(checkSplitSizes(sizes, x.shape(), a));
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
     for (size_t d = a + 1; d < x.rank(); ++d) inner *= x.dim(d);
@@ -115,7 +116,6 @@ class SplitToSequence : public Kernel {
       items.push_back(t.reshaped(s));
       off += sz;
     }
-    if (off != x.dim(a)) return Status::error("split sizes do not add up to the axis length");
     ctx.setOutput(0, Value::makeSequence(std::move(items), x.dtype()));
     return Status();
   }

@@ -358,12 +358,15 @@ class Split : public Kernel {
     std::vector<int64_t> split = opset_ >= 13 ? intsInput(ctx, 1) : split_;
     const int64_t n = static_cast<int64_t>(ctx.numOutputs());
     if (split.empty()) {
-      int64_t each = (x.dim(a) + n - 1) / n;
-      for (int64_t i = 0; i < n; ++i) split.push_back(std::min(each, x.dim(a) - each * i));
+      // Equal parts, the last ones smaller (none left: empty).
+      const int64_t each = n > 0 ? (x.dim(a) + n - 1) / n : 0;
+      for (int64_t i = 0; i < n; ++i)
+        split.push_back(std::max<int64_t>(0, std::min(each, x.dim(a) - each * i)));
     }
     if (static_cast<int64_t>(split.size()) != n)
       return Status::error("split has " + std::to_string(split.size()) + " entries for " +
                            std::to_string(n) + " outputs");
+    DW_RETURN_IF_ERROR(checkSplitSizes(split, x.shape(), a));
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < a; ++d) outer *= x.dim(d);
     for (size_t d = a + 1; d < x.rank(); ++d) inner *= x.dim(d);
@@ -377,7 +380,6 @@ class Split : public Kernel {
                   split[i] * inner);
       off += split[i];
     }
-    if (off != x.dim(a)) return Status::error("split sizes do not add up to the axis length");
     return Status();
   }
 

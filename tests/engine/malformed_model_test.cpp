@@ -339,6 +339,34 @@ TEST(MalformedModel, InputTypesInsideBodies) {
       << s.message();
 }
 
+// Split sizes fed at run time that exceed the axis (or go negative) are refused before any copy:
+// they read past X (a fuzzed PackedAttention's qkv_hidden_sizes did, through its body's Split).
+TEST(MalformedModel, SplitSizesBeyondTheAxisAreRefused) {
+  onnx::ModelProto m = emptyModel(13);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2, 4});
+  auto* sizesIn = g->add_input();
+  addValue(sizesIn, "sizes", {2});
+  sizesIn->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  g->add_output()->set_name("a");
+  g->add_output()->set_name("b");
+  attrI(addNode(g, "Split", {"x", "sizes"}, {"a", "b"}), "axis", 1);
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{3, 3}, {6, -2}}) {
+    auto r = (*s)->run(
+        {{"x", Tensor(DType::kFloat, {2, 4})}, {"sizes", Tensor::fromVector(sizes, {2})}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.message().find("split sizes add up to 6") != std::string::npos ||
+                r.message().find("must not be negative") != std::string::npos)
+        << r.message();
+  }
+  auto fine = (*s)->run({{"x", Tensor(DType::kFloat, {2, 4})},
+                         {"sizes", Tensor::fromVector(std::vector<int64_t>{1, 3}, {2})}});
+  ASSERT_TRUE(fine.ok()) << fine.message();
+  EXPECT_EQ(fine->at("b").shape(), (Shape{2, 3}));
+}
+
 // A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
 // input's type unasked); the model now runs on the kernels, which see the real tensor.
 TEST(MalformedModel, UntypedGraphInputRuns) {
