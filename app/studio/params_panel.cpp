@@ -231,6 +231,23 @@ QString defaultText(const ParamSpec& ps) {
 }
 }  // namespace
 
+QLineEdit* ParamsPanel::numberField(const QString& pattern, const QString& placeholder,
+                                    std::function<void(const QString&)> apply,
+                                    std::function<QString()> shown) {
+  auto* e = new QLineEdit;
+  e->setValidator(new QRegularExpressionValidator(QRegularExpression(pattern), e));
+  e->setPlaceholderText(placeholder);
+  // An emptied field applies nothing: the reset button unsets a parameter.
+  connect(e, &QLineEdit::editingFinished, this, [e, apply = std::move(apply)] {
+    if (e->isModified() && !e->text().isEmpty()) apply(e->text());
+  });
+  refreshers_.push_back([e, shown = std::move(shown)] {
+    e->setText(shown());
+    e->setModified(false);
+  });
+  return e;
+}
+
 ParamsPanel::ParamsPanel(GraphModel* model, QWidget* parent) : QScrollArea(parent), model_(model) {
   setWidgetResizable(true);
   setFrameShape(QFrame::NoFrame);
@@ -502,45 +519,29 @@ void ParamsPanel::rebuild() {
           });
           editor = e;
         } else {
-          // A validated text field for what a spin box would misstate: a parameter with no
-          // default shows empty ("required" or "unset") until it is given, where a spin box
-          // would show 0, and values past 32 bits (INT64_MAX sentinels) fit.
-          auto* e = new QLineEdit;
-          e->setValidator(
-              new QRegularExpressionValidator(QRegularExpression(QStringLiteral("-?[0-9]+")), e));
-          e->setPlaceholderText(def);
-          connect(e, &QLineEdit::editingFinished, this, [e, apply] {
-            if (e->isModified() && !e->text().isEmpty())
-              apply(Param::makeInt(e->text().toLongLong()));
-          });
-          refreshers_.push_back([e, current] {
-            auto v = current();
-            e->setText(v ? QString::number(v->asInt()) : QString());
-            e->setModified(false);
-          });
-          editor = e;
+          // A text field for what a spin box would misstate: a parameter with no default
+          // shows empty ("required" or "unset") until it is given, where a spin box would
+          // show 0, and values past 32 bits (INT64_MAX sentinels) fit.
+          editor = numberField(
+              QStringLiteral("-?[0-9]+"), def,
+              [apply](const QString& t) { apply(Param::makeInt(t.toLongLong())); },
+              [current] {
+                auto v = current();
+                return v ? QString::number(v->asInt()) : QString();
+              });
         }
         break;
       }
       case ParamType::Float: {
         if (!ps.defaultValue) {
           // No default: empty until given (a spin box would show 0), as for integers.
-          auto* e = new QLineEdit;
-          e->setValidator(new QRegularExpressionValidator(
-              QRegularExpression(
-                  QStringLiteral("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?")),
-              e));
-          e->setPlaceholderText(def);
-          connect(e, &QLineEdit::editingFinished, this, [e, apply] {
-            if (e->isModified() && !e->text().isEmpty())
-              apply(Param::makeFloat(e->text().toDouble()));
-          });
-          refreshers_.push_back([e, current] {
-            auto v = current();
-            e->setText(v ? QString::number(v->asFloat(), 'g', 9) : QString());
-            e->setModified(false);
-          });
-          editor = e;
+          editor = numberField(
+              QStringLiteral("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?"), def,
+              [apply](const QString& t) { apply(Param::makeFloat(t.toDouble())); },
+              [current] {
+                auto v = current();
+                return v ? QString::number(v->asFloat(), 'g', 9) : QString();
+              });
           break;
         }
         auto* e = new ScientificSpinBox;

@@ -85,6 +85,10 @@ class ParamsPanel : public QScrollArea {
   GraphModel* model_;
   dw::NodeId id_ = 0;
   std::vector<std::function<void()>> refreshers_;
+  // A validated text field for a number parameter: `shown` gives its text (empty: the
+  // placeholder shows), `apply` takes what the user typed.
+  QLineEdit* numberField(const QString& pattern, const QString& placeholder,
+                         std::function<void(const QString&)> apply, std::function<QString()> shown);
   QMap<QString, QWidget*> editors_;
   QMap<QString, QWidget*> resets_;
   QLabel* problem_ = nullptr;
