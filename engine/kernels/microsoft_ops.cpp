@@ -969,6 +969,11 @@ class WordConvEmbedding : public Kernel {
     const Tensor& table = ctx.input(3);
     if (seq.dtype() != DType::kInt32 || seq.rank() < 1)
       return Status::error("Sequence must be int32 [words, characters]");
+    for (const auto& [t, name] :
+         {std::pair<const Tensor*, const char*>{&w, "W"}, {&bias, "B"}, {&table, "C"}})
+      if (t->dtype() != DType::kFloat)
+        return Status::error(std::string(name) + " is " + dtypeName(t->dtype()) +
+                             "; WordConvEmbedding takes float32");
     if (w.rank() != 4 || w.dim(1) != 1 || table.rank() != 2 || w.dim(3) != table.dim(1))
       return Status::error("W " + shapeToString(w.shape()) + " must be [filters, 1, window, " +
                            "character size] and C " + shapeToString(table.shape()) +
