@@ -110,6 +110,14 @@ class DequantizeLinear : public Kernel {
   int64_t axis_;
 };
 
+// A scale, zero point or bias read as one value or one per row, column or channel: it must hold
+// 1 or `n` values (exactly n where `one` is false), or the kernel would read past it.
+Status checkCount(const Tensor* t, int64_t n, const char* what, bool one = true) {
+  if (!t || (one && t->size() == 1) || t->size() == n) return Status();
+  return Status::error(std::string(what) + " has " + std::to_string(t->size()) +
+                       " values; it takes " + (one ? "1 or " : "") + std::to_string(n));
+}
+
 // int32 = sum_k (a[m,k] - azp[m]) * (b[k,n] - bzp[n]) with numpy batch broadcasting; QLinear
 // requantizes with scales (a per row, b per column, or scalars).
 class MatMulInt : public Kernel {
@@ -132,6 +140,14 @@ class MatMulInt : public Kernel {
     } else {
       if (ctx.hasInput(2)) azp = &ctx.input(2);
       if (ctx.hasInput(3)) bzp = &ctx.input(3);
+    }
+    DW_RETURN_IF_ERROR(checkCount(azp, M, "A's zero point (one per row)"));
+    DW_RETURN_IF_ERROR(checkCount(bzp, N, "B's zero point (one per column)"));
+    if (qlinear_) {
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(1), M, "A's scale (one per row)"));
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(4), N, "B's scale (one per column)"));
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(6), 1, "Y's scale"));
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(7), 1, "Y's zero point"));
     }
     DType outType = DType::kInt32;
     if (qlinear_) outType = ctx.input(7).dtype();
@@ -186,6 +202,16 @@ class ConvInt : public Kernel {
     if (!g) return g.status();
     const Tensor* xzp = qlinear_ ? &ctx.input(2) : (ctx.hasInput(2) ? &ctx.input(2) : nullptr);
     const Tensor* wzp = qlinear_ ? &ctx.input(5) : (ctx.hasInput(3) ? &ctx.input(3) : nullptr);
+    DW_RETURN_IF_ERROR(checkCount(xzp, 1, "x's zero point"));
+    DW_RETURN_IF_ERROR(checkCount(wzp, g->oc, "w's zero point (one per output channel)"));
+    if (qlinear_) {
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(1), 1, "x's scale"));
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(4), g->oc, "w's scale (one per output channel)"));
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(6), 1, "y's scale"));
+      DW_RETURN_IF_ERROR(checkCount(&ctx.input(7), 1, "y's zero point"));
+      if (ctx.hasInput(8))
+        DW_RETURN_IF_ERROR(checkCount(&ctx.input(8), g->oc, "B (one per output channel)", false));
+    }
     const DType outType = qlinear_ ? ctx.input(7).dtype() : DType::kInt32;
     DW_ALLOC(y, ctx.output(0, outType, g->out));
     const int32_t zx = xzp ? intAt(*xzp, 0) : 0;

@@ -367,6 +367,44 @@ TEST(MalformedModel, SplitSizesBeyondTheAxisAreRefused) {
   EXPECT_EQ(fine->at("b").shape(), (Shape{2, 3}));
 }
 
+// QLinearMatMul's per-row scale with fewer values than A has rows was read past its end (found
+// by fuzzing); scales and zero points must hold 1 value or one per row, column or channel.
+TEST(MalformedModel, QuantizedScalesOfTheWrongCountAreRefused) {
+  onnx::ModelProto m = emptyModel(10);
+  auto* g = m.mutable_graph();
+  auto input = [&](const char* name, Shape dims, int type) {
+    auto* v = g->add_input();
+    addValue(v, name, dims);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  };
+  input("a", {2, 34, 4}, onnx::TensorProto::UINT8);
+  input("a_scale", {11}, onnx::TensorProto::FLOAT);
+  input("a_zero_point", {1}, onnx::TensorProto::UINT8);
+  input("b", {2, 4, 3}, onnx::TensorProto::UINT8);
+  input("b_scale", {1}, onnx::TensorProto::FLOAT);
+  input("b_zero_point", {1}, onnx::TensorProto::UINT8);
+  input("y_scale", {1}, onnx::TensorProto::FLOAT);
+  input("y_zero_point", {1}, onnx::TensorProto::UINT8);
+  g->add_output()->set_name("y");
+  addNode(
+      g, "QLinearMatMul",
+      {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"},
+      {"y"});
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::map<std::string, Tensor> feeds;
+  for (const auto& in : (*s)->inputs()) {
+    Tensor t(in.dtype, in.dims);
+    if (in.dtype == DType::kFloat) std::fill_n(t.data<float>(), t.size(), 0.5f);
+    feeds[in.name] = t;
+  }
+  auto r = (*s)->run(feeds);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("A's scale (one per row) has 11 values; it takes 1 or 34"),
+            std::string::npos)
+      << r.message();
+}
+
 // A graph input declared without a type crashed libonnx's shape inference (EyeLike's reads the
 // input's type unasked); the model now runs on the kernels, which see the real tensor.
 TEST(MalformedModel, UntypedGraphInputRuns) {
