@@ -24,6 +24,26 @@ inline uint64_t dropoutKey(uint64_t seed, int64_t step, int64_t call) {
          splitMix64(static_cast<uint64_t>(call) + 0x8CB92BA72F3D8DD7ull);
 }
 
+// A DropoutTraining node's calls under the trainer, on either backend: each call's key and the
+// global index of its first element. The call count restarts with every step (a node inside a
+// Loop is called more than once a step).
+class DropoutCalls {
+ public:
+  struct Draw {
+    uint64_t key, first;
+  };
+  // A call in trainer step `step` on x of `size` elements over `samples` samples, the first of
+  // them sample `sampleOffset` of the global batch.
+  Draw next(uint64_t seed, int64_t step, int64_t sampleOffset, int64_t size, int64_t samples) {
+    if (step != step_) step_ = step, calls_ = 0;
+    const int64_t perSample = samples > 0 ? size / samples : 0;
+    return {dropoutKey(seed, step_, calls_++), static_cast<uint64_t>(sampleOffset * perSample)};
+  }
+
+ private:
+  int64_t step_ = -1, calls_ = 0;
+};
+
 // Whether element `index` of the global batch survives: a uniform draw in [0, 1) at `ratio` or
 // above.
 DW_HOST_DEVICE inline bool dropoutKeeps(uint64_t key, uint64_t index, double ratio) {

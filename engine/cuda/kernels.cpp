@@ -705,7 +705,7 @@ Result<double> dropoutRatio(KernelContext& ctx, int index, float attr) {
 
 // As the cpu's DropoutTraining (engine/kernels/dropout_training.cpp): under the trainer, whose
 // run says the step and the batch's place in the global batch, the mask is bit for bit the
-// cpu's. Without that (a plain session run) each call takes the next key of the seed's own
+// cpu's. Without that (a plain session run) each call takes the next key of step -1's
 // sequence, which differs from the cpu's stream.
 class DropoutTraining : public Kernel {
  public:
@@ -718,16 +718,10 @@ class DropoutTraining : public Kernel {
     if (!ratio) return ratio.status();
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     DW_ALLOC(m, ctx.output(1, DType::kBool, x.shape()));
-    uint64_t key, first = 0;
-    if (const RunInfo* run = ctx.runInfo()) {
-      if (run->step != step_) step_ = run->step, calls_ = 0;
-      key = ops::dropoutKey(seed_, step_, calls_++);
-      const int64_t perSample = x.rank() > 0 && x.dim(0) > 0 ? x.size() / x.dim(0) : 0;
-      first = static_cast<uint64_t>(run->sampleOffset * perSample);
-    } else {
-      key = ops::dropoutKey(seed_, -1, unplaced_++);
-    }
-    launchDropout(fp(x), x.size(), key, first, *ratio, static_cast<float>(1.0 / (1.0 - *ratio)),
+    const RunInfo* run = ctx.runInfo();
+    const auto d = calls_.next(seed_, run ? run->step : -1, run ? run->sampleOffset : 0, x.size(),
+                               x.rank() ? x.dim(0) : 0);
+    launchDropout(fp(x), x.size(), d.key, d.first, *ratio, static_cast<float>(1.0 / (1.0 - *ratio)),
                   y->data<float>(), m->data<uint8_t>(), cudaBackend(ctx.backend()).stream());
     return launched("DropoutTraining");
   }
@@ -735,7 +729,7 @@ class DropoutTraining : public Kernel {
  private:
   float ratio_;
   uint64_t seed_;
-  int64_t step_ = -1, calls_ = 0, unplaced_ = 0;
+  ops::DropoutCalls calls_;
 };
 
 class DropoutGrad : public Kernel {

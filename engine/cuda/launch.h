@@ -167,10 +167,11 @@ inline int64_t channelSlices(int64_t c, int64_t n, int64_t hw) {
 // holds 3 * c * channelSlices(c, n, hw) floats.
 void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float* partials,
                         float* mean, float* var, cudaStream_t s);
-// y = scale * (x - mean) / sqrt(var + eps) + b, per channel.
+// y = scale * (x - mean) / sqrt(var + eps) + b, per channel, rectified with `relu` (a Relu fused
+// into training's normalization without a pooling).
 void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
-                          const float* var, const float* scale, const float* b, float eps, float* y,
-                          cudaStream_t s);
+                          const float* var, const float* scale, const float* b, float eps,
+                          bool relu, float* y, cudaStream_t s);
 // running = running * momentum + batch * (1 - momentum), for mean and variance.
 void launchRunningStats(const float* inMean, const float* inVar, const float* mean,
                         const float* var, int64_t c, float momentum, float* outMean, float* outVar,
@@ -200,10 +201,6 @@ void launchBatchNormMaxPoolGrad(const float* dy, const uint8_t* winners, const f
                                 const Pool2d& p, int64_t c, const float* mean, const float* var,
                                 const float* scale, float eps, float* partials, float* dScale,
                                 float* dB, float* dx, cudaStream_t s);
-// y = relu(scale * (x - mean) / sqrt(var + eps) + b) per channel: the Relu fused without a pool.
-void launchBatchNormRelu(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
-                         const float* var, const float* scale, const float* b, float eps, float* y,
-                         cudaStream_t s);
 
 // What a convolution applies to its output in place, per channel: y [n, c, hw] =
 // act(scale[c] * y + shift[c]). A null scale is 1, a null shift 0; fn kCount: no activation.

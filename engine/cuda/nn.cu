@@ -621,19 +621,6 @@ void withWidth(int64_t hw, std::initializer_list<const void*> tensors, F f) {
     f(std::integral_constant<int, 1>{});
 }
 
-template <bool kRelu>
-void launchBnApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
-                   const float* var, const float* scale, const float* b, float eps, float* y,
-                   cudaStream_t s) {
-  if (n * c <= 0 || hw <= 0) return;
-  withWidth(hw, {x, y}, [&](auto w) {
-    constexpr int W = decltype(w)::value;
-    const int64_t total = n * c * hw / W;
-    bnApplyKernel<kRelu, W>
-        <<<blocksFor(total), kThreads, 0, s>>>(x, c, hw, total, mean, var, scale, b, eps, y);
-  });
-}
-
 }  // namespace
 
 void launchAvgPool(const Pool2d& p, const float* x, float* y, cudaStream_t s) {
@@ -720,15 +707,19 @@ void launchChannelStats(const float* x, int64_t n, int64_t c, int64_t hw, float*
 }
 
 void launchBatchNormApply(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
-                          const float* var, const float* scale, const float* b, float eps, float* y,
-                          cudaStream_t s) {
-  launchBnApply<false>(x, n, c, hw, mean, var, scale, b, eps, y, s);
-}
-
-void launchBatchNormRelu(const float* x, int64_t n, int64_t c, int64_t hw, const float* mean,
-                         const float* var, const float* scale, const float* b, float eps, float* y,
-                         cudaStream_t s) {
-  launchBnApply<true>(x, n, c, hw, mean, var, scale, b, eps, y, s);
+                          const float* var, const float* scale, const float* b, float eps,
+                          bool relu, float* y, cudaStream_t s) {
+  if (n * c <= 0 || hw <= 0) return;
+  withWidth(hw, {x, y}, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    const int64_t total = n * c * hw / W;
+    if (relu)
+      bnApplyKernel<true, W>
+          <<<blocksFor(total), kThreads, 0, s>>>(x, c, hw, total, mean, var, scale, b, eps, y);
+    else
+      bnApplyKernel<false, W>
+          <<<blocksFor(total), kThreads, 0, s>>>(x, c, hw, total, mean, var, scale, b, eps, y);
+  });
 }
 
 void launchBatchNormMaxPool(const float* x, const Pool2d& p, int64_t c, const float* mean,

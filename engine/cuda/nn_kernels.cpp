@@ -695,12 +695,9 @@ class BatchNormTraining : public Kernel {
       DW_ALLOC(won, ctx.output(5, DType::kUInt8, yShape));
       launchBatchNormMaxPool(fp(x), *pool, c, mean->data<float>(), var->data<float>(), sc, b, eps_,
                              relu_, y->data<float>(), won->data<uint8_t>(), be.stream());
-    } else if (relu_) {
-      launchBatchNormRelu(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(), sc, b,
-                          eps_, y->data<float>(), be.stream());
     } else {
       launchBatchNormApply(fp(x), ch->n, c, ch->hw, mean->data<float>(), var->data<float>(), sc, b,
-                           eps_, y->data<float>(), be.stream());
+                           eps_, relu_, y->data<float>(), be.stream());
     }
     launchRunningStats(fp(ctx.input(3)), fp(ctx.input(4)), mean->data<float>(), var->data<float>(),
                        c, momentum_, rm->data<float>(), rv->data<float>(), be.stream());
@@ -728,7 +725,7 @@ class BatchNormInference : public Kernel {
       DW_RETURN_IF_ERROR(checkPerChannel(ctx.input(i), ch->c, "a per-channel input"));
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
     launchBatchNormApply(fp(x), ch->n, ch->c, ch->hw, fp(ctx.input(3)), fp(ctx.input(4)),
-                         fp(ctx.input(1)), fp(ctx.input(2)), eps_, y->data<float>(),
+                         fp(ctx.input(1)), fp(ctx.input(2)), eps_, /*relu=*/false, y->data<float>(),
                          cudaBackend(ctx.backend()).stream());
     return launched("BatchNormalization");
   }

@@ -218,8 +218,8 @@ __global__ void adamKernel(training::AdamScalars a, UpdateList l) {
   });
 }
 
-// k.dampening holds 1 - dampening.
 __global__ void sgdKernel(ops::SgdScalars k, UpdateList l) {
+  const float damp = 1.f - k.dampening;
   forListed(l, [&](int t, int64_t i) {
     float *w = l.w[t], *g = l.g[t], *b = l.s[0][t];
     float gi = g[i];
@@ -227,7 +227,7 @@ __global__ void sgdKernel(ops::SgdScalars k, UpdateList l) {
     float step = gi;
     if (k.momentum != 0.f) {
       const float bi =
-          k.firstStep ? gi : __fadd_rn(__fmul_rn(k.momentum, b[i]), __fmul_rn(k.dampening, gi));
+          k.firstStep ? gi : __fadd_rn(__fmul_rn(k.momentum, b[i]), __fmul_rn(damp, gi));
       b[i] = bi;
       step = k.nesterov ? __fadd_rn(gi, __fmul_rn(k.momentum, bi)) : bi;
     }
@@ -356,9 +356,7 @@ void launchAdam(const training::AdamScalars& a, const UpdateList& l, cudaStream_
 }
 
 void launchSgd(const ops::SgdScalars& k, const UpdateList& l, cudaStream_t s) {
-  ops::SgdScalars d = k;
-  d.dampening = 1.f - k.dampening;
-  if (l.count > 0) sgdKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(d, l);
+  if (l.count > 0) sgdKernel<<<listGrid(l.n, l.count, 65535), kThreads, 0, s>>>(k, l);
 }
 
 void launchAdagrad(const ops::AdagradScalars& k, const UpdateList& l, cudaStream_t s) {

@@ -56,16 +56,10 @@ class DropoutTraining : public Kernel {
     bool* pm = m->data<bool>();
     const RunInfo* run = ctx.runInfo();
     if (run) {
-      // A kernel called more than once in a step (inside a Loop) draws anew each time.
-      if (run->step != step_) {
-        step_ = run->step;
-        calls_ = 0;
-      }
-      const uint64_t key = ops::dropoutKey(seed_, step_, calls_++);
-      const int64_t perSample = x.rank() > 0 && x.dim(0) > 0 ? x.size() / x.dim(0) : 0;
-      const uint64_t first = static_cast<uint64_t>(run->sampleOffset * perSample);
+      const auto d =
+          calls_.next(seed_, run->step, run->sampleOffset, x.size(), x.rank() ? x.dim(0) : 0);
       for (int64_t i = 0; i < x.size(); ++i)
-        pm[i] = ops::dropoutKeeps(key, first + static_cast<uint64_t>(i), ratio);
+        pm[i] = ops::dropoutKeeps(d.key, d.first + static_cast<uint64_t>(i), ratio);
     } else {
       for (int64_t i = 0; i < x.size(); ++i) {
         state_ ^= state_ << 13;
@@ -88,7 +82,7 @@ class DropoutTraining : public Kernel {
   float ratio_;
   uint64_t seed_;
   uint64_t state_;
-  int64_t step_ = -1, calls_ = 0;
+  ops::DropoutCalls calls_;
 };
 
 }  // namespace
