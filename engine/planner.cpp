@@ -377,7 +377,8 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
   if (fuse && backend->fusions() == Backend::Fusions::kConvEpilogue) {
-    fusion::fuseForOneDnn(expanded, g, types, /*convEpiloguesOnly=*/true);
+    if (trainingChains) fusion::fuseMatMulGradients(expanded, types);
+    fusion::fuseForOneDnn(expanded, g, types, /*epiloguesOnly=*/true);
     if (trainingChains)
       fusion::fuseTrainingChains(expanded, g, types, /*blockedLayouts=*/false,
                                  /*convIntoBatchNorm=*/false);

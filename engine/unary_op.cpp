@@ -35,22 +35,28 @@ Result<UnaryInstance> resolveUnary(const ops::UnaryOp& row, const Attributes& at
   ops::UnaryParams params;
   for (const auto& a : row.attrs)
     if (a.name) params.*a.slot = attrs.has(a.name) ? attrs.getFloat(a.name) : defaultOf(row, a);
+  if (!row.choiceAttr) return unaryWithParams(row, params);
+  return unaryWithChoice(row, params, attrs.getString(row.choiceAttr, row.choices[0].value));
+}
+
+Result<UnaryInstance> unaryWithChoice(const ops::UnaryOp& row, const ops::UnaryParams& params,
+                                      const std::string& choice) {
   UnaryInstance u = unaryWithParams(row, params);
-  if (row.choiceAttr) {
-    const std::string v = attrs.getString(row.choiceAttr, row.choices[0].value);
-    const ops::UnaryChoice* found = nullptr;
-    std::string allowed;
-    for (const auto& c : row.choices) {
-      if (!c.value) continue;
-      if (v == c.value) found = &c;
-      allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + c.value + "\"";
-    }
-    if (!found)
-      return Status::error(std::string("attribute ") + row.choiceAttr + " is \"" + v +
-                           "\"; it must be one of " + allowed);
-    u.fn = found->fn;
-    u.onednn = withParams(found->onednn, params);
+  if (choice.empty()) return u;
+  const ops::UnaryChoice* found = nullptr;
+  std::string allowed;
+  for (const auto& c : row.choices) {
+    if (!c.value) continue;
+    if (choice == c.value) found = &c;
+    allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + c.value + "\"";
   }
+  if (!row.choiceAttr)
+    return Status::error(std::string(row.name) + " has no choice \"" + choice + "\"");
+  if (!found)
+    return Status::error(std::string("attribute ") + row.choiceAttr + " is \"" + choice +
+                         "\"; it must be one of " + allowed);
+  u.fn = found->fn;
+  u.onednn = withParams(found->onednn, params);
   return u;
 }
 

@@ -36,5 +36,10 @@ Result<UnaryInstance> resolveUnary(const ops::UnaryOp& row, const Attributes& at
 UnaryInstance resolveUnary(const ops::UnaryOp& row, float alpha, float beta);
 // The row's own function with constants resolved before (a fused activation its node carries).
 UnaryInstance unaryWithParams(const ops::UnaryOp& row, const ops::UnaryParams& params);
+// The same with the function that the row's choice attribute picked (Gelu's approximate="tanh";
+// empty: the row's own): a fused activation as fusion::Fused carries it. An error names a
+// choice the row does not have.
+Result<UnaryInstance> unaryWithChoice(const ops::UnaryOp& row, const ops::UnaryParams& params,
+                                      const std::string& choice);
 
 }  // namespace dw::engine

@@ -85,7 +85,7 @@ const UnaryOp kUnaryOps[] = {
      .attrs = {attr("lambd", &P::alpha), attr("bias", &P::beta)}, .gradient = true,
      .integers = Integers::kViaDouble},
     {.name = "Gelu", .fn = F::kGelu, .since = 20, .gradient = true, .onednn = dnnl(E::kGeluErf),
-     .choiceAttr = "approximate",
+     .postOp = true, .choiceAttr = "approximate",
      .choices = {{{"none", F::kGelu, dnnl(E::kGeluErf)},
                   {"tanh", F::kGeluTanh, dnnl(E::kGeluTanh)}}}},
     {.name = "Swish", .fn = F::kSwish, .since = 24, .attrs = {attr("alpha", &P::alpha, 1.0f)},

@@ -60,6 +60,18 @@ Result<Libs*> openLibs() {
   DW_CUBLAS_FNS(DW_CUDA_SYM)
   DW_CUDA_SYM(cublasGemmStridedBatchedEx)
 #undef DW_CUDA_SYM
+  void* lt = openFirst({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, tried);
+  if (!lt)
+    return Status::error(
+        "accelerator cuda needs cuBLASLt (libcublasLt.so.13), which was not found (" + tried +
+        "). It comes with the CUDA toolkit's cuBLAS; add its lib64 folder to LD_LIBRARY_PATH");
+#define DW_CUDA_SYM(name)                                                           \
+  l->name = reinterpret_cast<decltype(l->name)>(dlsym(lt, #name));                  \
+  if (!l->name)                                                                     \
+    return Status::error("accelerator cuda: the cuBLASLt found lacks " #name " (" + \
+                         std::string("need cuBLAS 12 or 13)"));
+  DW_CUBLASLT_FNS(DW_CUDA_SYM)
+#undef DW_CUDA_SYM
   std::string dnnTried;
   void* dnn = openFirst({"libcudnn.so.9", "libcudnn.so"}, dnnTried);
   l->cudnn = dnn != nullptr;
@@ -230,6 +242,10 @@ Result<std::shared_ptr<DeviceContext>> deviceContext(int index) {
     DW_CUDA_OK(check(L, L.cudnnSetStream(c->cudnn, c->stream), "binding cuDNN"));
   }
   c->allocator = std::make_shared<DeviceAllocator>(index);
+  DW_CUDA_OK(check(c->libs->cublasLtCreate(&c->lt), "creating a cuBLASLt handle"));
+  auto ws = c->allocator->get(DeviceContext::kLtWorkspaceBytes);
+  if (!ws) return ws.status();
+  c->ltWorkspace = *ws;
   (*contexts)[index] = c;
   return c;
 }

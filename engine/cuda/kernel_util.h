@@ -98,6 +98,8 @@ void add(KernelRegistry& r, const std::string& op, KernelSupports supports,
   r.add(std::move(d));
 }
 
+// Gemm and MatMul (cuBLAS, cuBLASLt): matmul.cpp.
+void addMatMulKernels(KernelRegistry& r);
 // Convolution (cuDNN), pooling and batch normalization: nn_kernels.cpp.
 void addNnKernels(KernelRegistry& r);
 // Softmax, Concat, Gather and their gradients: tensor_kernels.cpp.

@@ -259,136 +259,6 @@ bool plainSupported(const KernelInit&, const std::vector<DType>& t) {
   return !t.empty() && t[0] != DType::kString && t[0] != DType::kUndefined;
 }
 
-// ---- Matrix products (cuBLAS, column-major: Y^T = op(B)^T op(A)^T) ----
-
-// The operands as cuBLAS reads them in the session's precision: as they are (fp32, tf32), or
-// bf16 copies of the first `na` and `nb` elements (bf16) from the kernel's scratch.
-struct Operands {
-  const void* a;
-  const void* b;
-  cudaDataType type = CUDA_R_32F;
-};
-
-Result<Operands> operands(KernelContext& ctx, CudaBackend& be, const float* a, int64_t na,
-                          const float* b, int64_t nb) {
-  Operands o{a, b};
-  if (be.math() != Math::kBf16) return o;
-  Tensor* ca = ctx.scratch(DType::kBFloat16, {na});
-  Tensor* cb = ca ? ctx.scratch(DType::kBFloat16, {nb}) : nullptr;
-  if (!cb) return ctx.status();
-  launchToBf16(a, ca->raw(), na, be.stream());
-  launchToBf16(b, cb->raw(), nb, be.stream());
-  DW_RETURN_IF_ERROR(launched("bf16 copies of a product's operands"));
-  return Operands{ca->raw(), cb->raw(), CUDA_R_16BF};
-}
-
-// y_i = alpha op(A_i) op(B_i) + beta y_i for `batches` row-major products whose operands lie
-// `sa`, `sb` and `m * n` elements apart (sa or sb 0: shared by every product).
-Status gemm(KernelContext& ctx, CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-            float alpha, const float* a, const float* b, float beta, float* y, int64_t batches = 1,
-            int64_t sa = 0, int64_t sb = 0) {
-  if (m == 0 || n == 0 || batches == 0) return Status();
-  const auto& L = be.libs();
-  auto ops = operands(ctx, be, a, (batches - 1) * sa + m * k, b, (batches - 1) * sb + k * n);
-  if (!ops) return ops.status();
-  const cublasComputeType_t compute =
-      be.math() == Math::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  std::lock_guard<std::mutex> lock(be.ctx().mutex);
-  return check(L.cublasGemmStridedBatchedEx(
-                   be.ctx().cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                   static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, ops->b,
-                   ops->type, static_cast<int>(tb ? k : n), sb, ops->a, ops->type,
-                   static_cast<int>(ta ? m : k), sa, &beta, y, CUDA_R_32F, static_cast<int>(n),
-                   m * n, static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
-               "matrix product");
-}
-
-class Gemm : public Kernel {
- public:
-  explicit Gemm(const KernelInit& init)
-      : ta_(init.attrs.getInt("transA") != 0),
-        tb_(init.attrs.getInt("transB") != 0),
-        alpha_(init.attrs.getFloat("alpha")),
-        beta_(init.attrs.getFloat("beta")) {}
-  Status compute(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    if (a.rank() != 2 || b.rank() != 2) return Status::error("Gemm: A and B must be matrices");
-    const int64_t m = ta_ ? a.dim(1) : a.dim(0), k = ta_ ? a.dim(0) : a.dim(1);
-    const int64_t kb = tb_ ? b.dim(1) : b.dim(0), n = tb_ ? b.dim(0) : b.dim(1);
-    if (k != kb)
-      return Status::error("Gemm: inner dimensions differ (" + shapeToString(a.shape()) + " and " +
-                           shapeToString(b.shape()) + ")");
-    auto& be = cudaBackend(ctx.backend());
-    DW_ALLOC(y, ctx.output(0, DType::kFloat, {m, n}));
-    float beta = 0.f;
-    if (ctx.hasInput(2) && beta_ != 0.f) {
-      const Tensor& c = ctx.input(2);
-      auto bs = broadcastShapes({c.shape(), y->shape()});
-      if (!bs || *bs != y->shape())
-        return Status::error("Gemm: C of shape " + shapeToString(c.shape()) +
-                             " does not broadcast to " + shapeToString(y->shape()));
-      launchStridedCopy(c.raw(), broadcastStrides(c.shape(), y->shape()), y->raw(), y->size(), 4,
-                        be.stream());
-      DW_RETURN_IF_ERROR(launched("Gemm bias"));
-      beta = beta_;
-    }
-    return gemm(ctx, be, ta_, tb_, m, n, k, alpha_, fp(a), fp(b), beta, y->data<float>());
-  }
-
- private:
-  bool ta_, tb_;
-  float alpha_, beta_;
-};
-
-class MatMul : public Kernel {
- public:
-  explicit MatMul(const KernelInit&) {}
-  Status compute(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    if (a.rank() == 0 || b.rank() == 0) return Status::error("MatMul: scalar operands");
-    Shape sa = a.shape(), sb = b.shape();
-    const bool va = sa.size() == 1, vb = sb.size() == 1;
-    if (va) sa.insert(sa.begin(), 1);
-    if (vb) sb.push_back(1);
-    const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
-    if (sb[sb.size() - 2] != k)
-      return Status::error("MatMul: inner dimensions differ (" + shapeToString(a.shape()) +
-                           " and " + shapeToString(b.shape()) + ")");
-    Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-    auto batch = broadcastShapes({ba, bb});
-    if (!batch) return batch.status();
-    Shape out = *batch;
-    if (!va) out.push_back(m);
-    if (!vb) out.push_back(n);
-    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
-    auto& be = cudaBackend(ctx.backend());
-    const int64_t batches = numElements(*batch);
-    // B shared by every batch: one product with the batches stacked as rows of A.
-    if (numElements(bb) == 1 && ba == *batch)
-      return gemm(ctx, be, false, false, batches * m, n, k, 1.f, fp(a), fp(b), 0.f,
-                  y->data<float>());
-    if (ba == bb)
-      return gemm(ctx, be, false, false, m, n, k, 1.f, fp(a), fp(b), 0.f, y->data<float>(), batches,
-                  m * k, k * n);
-    // General broadcasting of the batch dimensions: one product per batch.
-    const Strided sA = broadcastStrides(ba, *batch), sB = broadcastStrides(bb, *batch);
-    for (int64_t i = 0; i < batches; ++i) {
-      int64_t oa = 0, ob = 0, r = i;
-      for (int d = sA.rank - 1; d >= 0; --d) {
-        const int64_t c = r % sA.dims[d];
-        r /= sA.dims[d];
-        oa += c * sA.strides[d];
-        ob += c * sB.strides[d];
-      }
-      DW_RETURN_IF_ERROR(gemm(ctx, be, false, false, m, n, k, 1.f, fp(a) + oa * m * k,
-                              fp(b) + ob * k * n, 0.f, y->data<float>() + i * m * n));
-    }
-    return Status();
-  }
-};
-
 // ---- Reductions ----
 
 class Reduce : public Kernel {
@@ -784,8 +654,6 @@ void registerKernels(KernelRegistry& r) {
   add<Where>(r, "Where", &whereSupported);
   add<Cast>(r, "Cast", &castSupported);
   add<Transpose>(r, "Transpose", &plainSupported);
-  add<Gemm>(r, "Gemm", &floatInputs);
-  add<MatMul>(r, "MatMul", &floatInputs);
   for (const auto& red : ops::reduceOps())
     if (red.cuda) add<Reduce>(r, red.name, &firstFloat, "", 2u);
   add<SumToShape>(r, "SumToShape", &firstFloat, kGradDomain, 0, 2u);
@@ -797,6 +665,7 @@ void registerKernels(KernelRegistry& r) {
   add<DropoutTraining>(r, "DropoutTraining", &firstFloat, kGradDomain, 2u);
   add<DropoutGrad>(r, "DropoutGrad", &firstFloat, kGradDomain, 4u);
   addViews(r);
+  addMatMulKernels(r);
   addNnKernels(r);
   addTensorKernels(r);
 }

@@ -337,10 +337,10 @@ class Conv : public ConvBase {
     const fusion::Fused f = fusion::fusedOf(init.attrs);
     bnEpsilon_ = f.bnEpsilon;
     if (f.activation.empty()) return;
-    if (const ops::UnaryOp* row = ops::findUnaryOp(f.activation))
-      act_ = row->fn, actParams_ = f.activationParams;
+    if (auto u = fusion::activationOf(f))
+      act_ = u->fn, actParams_ = u->params;
     else
-      fail("cuda Conv: no activation " + f.activation);
+      fail("cuda Conv: " + u.message());
   }
   Status compute(KernelContext& ctx) override {
     auto& be = cudaBackend(ctx.backend());

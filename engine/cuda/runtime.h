@@ -4,6 +4,7 @@
 // built with CUDA still starts, and runs on cpu, on a machine without them.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -17,7 +18,8 @@
 
 namespace dw::engine::cuda {
 
-// Function pointers into libcublas and libcudnn, named after the functions they point to.
+// Function pointers into libcublas, libcublasLt and libcudnn, named after the functions they
+// point to.
 struct Libs {
 #define DW_CUDA_FN(name) decltype(&::name) name = nullptr;
 #define DW_CUBLAS_FNS(X) \
@@ -26,6 +28,19 @@ struct Libs {
   X(cublasSetStream_v2)  \
   X(cublasSetMathMode)   \
   X(cublasGetVersion_v2) X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasSetWorkspace_v2)
+#define DW_CUBLASLT_FNS(X)                \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtMatmul)                       \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)
 #define DW_CUDNN_FNS(X)                                                                           \
   X(cudnnCreate)                                                                                  \
   X(cudnnDestroy)                                                                                 \
@@ -57,6 +72,7 @@ struct Libs {
                                               X(cudnnFindConvolutionBackwardDataAlgorithmEx)      \
                                                   X(cudnnFindConvolutionBackwardFilterAlgorithmEx)
   DW_CUBLAS_FNS(DW_CUDA_FN)
+  DW_CUBLASLT_FNS(DW_CUDA_FN)
   DW_CUDNN_FNS(DW_CUDA_FN)
 #undef DW_CUDA_FN
   // cublas_api.h overloads it for C++ (a cudaDataType compute type), so decltype cannot name
@@ -99,6 +115,11 @@ struct DeviceContext {
   cudaDeviceProp props{};
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  // cuBLASLt runs the products that carry an epilogue (bias, activation, bias gradient), with
+  // a workspace of its own allocated once, so that recorded steps never allocate.
+  cublasLtHandle_t lt = nullptr;
+  std::shared_ptr<Buffer> ltWorkspace;
+  static constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
   cudnnHandle_t cudnn = nullptr;  // null where cuDNN is missing
   const Libs* libs = nullptr;
   std::shared_ptr<DeviceAllocator> allocator;

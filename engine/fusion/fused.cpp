@@ -14,6 +14,7 @@ constexpr const char* kActivation = "__dw_activation";
 constexpr const char* kActivationAlpha = "__dw_activation_alpha";
 constexpr const char* kActivationBeta = "__dw_activation_beta";
 constexpr const char* kActivationGamma = "__dw_activation_gamma";
+constexpr const char* kActivationChoice = "__dw_activation_choice";
 constexpr const char* kBnEpsilon = "__dw_bn_epsilon";
 constexpr const char* kResidual = "__dw_residual";
 constexpr const char* kPoolKernel = "__dw_maxpool_kernel";
@@ -24,6 +25,7 @@ constexpr const char* kConvStrides = "__dw_conv_strides";
 constexpr const char* kConvPads = "__dw_conv_pads";
 constexpr const char* kConvDilations = "__dw_conv_dilations";
 constexpr const char* kReluGrad = "__dw_relu_grad";
+constexpr const char* kBiasGradOf = "__dw_bias_grad_of";
 constexpr const char* kBlockedInputs = "__dw_blocked_inputs";
 constexpr const char* kBlockedOutputs = "__dw_blocked_outputs";
 constexpr const char* kNhwcInputs = "__dw_nhwc_inputs";
@@ -76,17 +78,26 @@ Fused fusedOf(const Attributes& a) {
   f.activationParams.alpha = a.getFloat(kActivationAlpha);
   f.activationParams.beta = a.getFloat(kActivationBeta);
   f.activationParams.gamma = a.getFloat(kActivationGamma);
+  f.activationChoice = a.getString(kActivationChoice);
   if (a.has(kBnEpsilon)) f.bnEpsilon = a.getFloat(kBnEpsilon);
   f.residual = a.getInt(kResidual, 0) != 0;
   f.maxPool = {a.getInts(kPoolKernel), a.getInts(kPoolStrides), a.getInts(kPoolPads), {}};
   f.conv = a.getString(kConv);
   f.convWindow = {{}, a.getInts(kConvStrides), a.getInts(kConvPads), a.getInts(kConvDilations)};
   f.reluGrad = a.getInt(kReluGrad, 0) != 0;
+  f.biasGradOf = static_cast<int>(a.getInt(kBiasGradOf, -1));
   f.blockedInputs = a.getInts(kBlockedInputs);
   f.blockedOutputs = a.getInts(kBlockedOutputs);
   f.nhwcInputs = a.getInts(kNhwcInputs);
   f.nhwcOutputs = a.getInts(kNhwcOutputs);
   return f;
+}
+
+Result<UnaryInstance> activationOf(const Fused& f) {
+  if (f.activation.empty()) return UnaryInstance{};
+  const ops::UnaryOp* row = ops::findUnaryOp(f.activation);
+  if (!row) return Status::error("no activation " + f.activation);
+  return unaryWithChoice(*row, f.activationParams, f.activationChoice);
 }
 
 Fused fusedOf(const onnx::NodeProto& node) {
@@ -96,11 +107,15 @@ Fused fusedOf(const onnx::NodeProto& node) {
   return fusedOf(a);
 }
 
-void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& p) {
+void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& p,
+                   const std::string& choice) {
   replace(n, kActivation, [&] { addStringAttr(n, kActivation, op); });
   replace(n, kActivationAlpha, [&] { addFloatAttr(n, kActivationAlpha, p.alpha); });
   replace(n, kActivationBeta, [&] { addFloatAttr(n, kActivationBeta, p.beta); });
   replace(n, kActivationGamma, [&] { addFloatAttr(n, kActivationGamma, p.gamma); });
+  replace(n, kActivationChoice, [&] {
+    if (!choice.empty()) addStringAttr(n, kActivationChoice, choice);
+  });
 }
 
 void setBnEpsilon(onnx::NodeProto& n, float epsilon) {
@@ -128,6 +143,10 @@ void setConv(onnx::NodeProto& n, const std::string& name, const Window& w) {
 
 void setReluGrad(onnx::NodeProto& n) {
   replace(n, kReluGrad, [&] { addIntAttr(n, kReluGrad, 1); });
+}
+
+void setBiasGrad(onnx::NodeProto& n, int operand) {
+  replace(n, kBiasGradOf, [&] { addIntAttr(n, kBiasGradOf, operand); });
 }
 
 void markInput(onnx::NodeProto& n, Layout layout, int64_t index) {

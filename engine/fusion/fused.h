@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "engine/unary_op.h"
 #include "ops/unary.h"
 
 namespace dw::engine {
@@ -29,6 +30,8 @@ struct Fused {
   // BatchNormalizationTraining (training chains).
   std::string activation;
   ops::UnaryParams activationParams;
+  // The value of the row's choice attribute (Gelu's approximate); empty: the row's own function.
+  std::string activationChoice;
   // A BatchNormalization folded into the Conv before it (its four inputs appended).
   std::optional<float> bnEpsilon;
   // An Add of a tensor of the output's shape and layout (a residual connection), absorbed into a
@@ -45,6 +48,9 @@ struct Fused {
   Window convWindow;
   // PoolGrad: the ReLU before the pool is folded in (dY is zero where the ReLU clipped).
   bool reluGrad = false;
+  // Gemm (training, cuda): a second output holds the bias gradient, the sum over the product's
+  // k of its dY operand: 0, A (transA, dY is k x m), or 1, B (dY is k x n); -1: none.
+  int biasGradOf = -1;
   // Inputs and outputs (by index) that hold oneDNN's blocked nChw16c layout, and those in
   // NHWC, instead of plain NCHW.
   std::vector<int64_t> blockedInputs, blockedOutputs, nhwcInputs, nhwcOutputs;
@@ -68,15 +74,20 @@ struct MaxPoolGeometry {
 Result<MaxPoolGeometry> fusedMaxPool(const Window& win, const Shape& x);
 
 Fused fusedOf(const Attributes& attrs);  // kernels: KernelInit::attrs
+// The fused activation as the kernels apply it (op null: none); an error names an activation
+// that is no row of ops/unary_table.h or a choice its row lacks.
+Result<UnaryInstance> activationOf(const Fused& f);
 Fused fusedOf(const onnx::NodeProto& node);
 
 // Writers, for the passes. Lists append; the rest set.
-void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& params);
+void setActivation(onnx::NodeProto& n, const std::string& op, const ops::UnaryParams& params,
+                   const std::string& choice = "");
 void setBnEpsilon(onnx::NodeProto& n, float epsilon);
 void setResidual(onnx::NodeProto& n, const std::string& value);  // also appends the input
 void setMaxPool(onnx::NodeProto& n, const Window& w);
 void setConv(onnx::NodeProto& n, const std::string& name, const Window& w);
 void setReluGrad(onnx::NodeProto& n);
+void setBiasGrad(onnx::NodeProto& n, int operand);
 enum class Layout { kBlocked, kNhwc };
 void markInput(onnx::NodeProto& n, Layout layout, int64_t index);
 void markOutput(onnx::NodeProto& n, Layout layout, int64_t index);

@@ -25,10 +25,15 @@ namespace fusion {
 using PlanNodes = std::vector<std::pair<onnx::NodeProto, OpsetMap>>;
 using ValueTypes = std::unordered_map<std::string, onnx::TypeProto>;
 
-// onednn_fusion.cpp. convEpiloguesOnly: Conv alone absorbs (a BatchNormalization, an
-// activation), for kernels that apply those as an epilogue but fuse no pooling or matmul.
+// onednn_fusion.cpp. epiloguesOnly: Conv, Gemm and MatMul absorb only what a kernel applies
+// to their output as it is written (a bias, a BatchNormalization, an activation): no pooling
+// or residual connection.
 void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
-                   bool convEpiloguesOnly = false);
+                   bool epiloguesOnly = false);
+// matmul_grads.cpp (training graphs, before fuseForOneDnn): a Relu's gradient reads the Relu's
+// output, so that the product before it can absorb it, and a Linear layer's bias gradient
+// becomes a second output of its weight gradient's Gemm (Fused::biasGradOf).
+void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types);
 // nhwc_chains.cpp
 void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
 // training_chains.cpp. blockedLayouts: hand the block's tensors over in oneDNN's nChw16c;

@@ -19,7 +19,7 @@ namespace dw::engine::fusion {
 void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                    const onnx::GraphProto& g,
                    const std::unordered_map<std::string, onnx::TypeProto>& types,
-                   bool convEpiloguesOnly) {
+                   bool epiloguesOnly) {
   // The fused kernels compute in float32; other dtypes take the reference kernels, unfused.
   auto isFloat = [&](const std::string& v) {
     auto it = types.find(v);
@@ -172,8 +172,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     onnx::NodeProto& n = nodes[i].first;
     if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
     const bool conv = n.op_type() == "Conv";
-    if (!conv && (convEpiloguesOnly || (n.op_type() != "Gemm" && n.op_type() != "MatMul")))
-      continue;
+    if (!conv && n.op_type() != "Gemm" && n.op_type() != "MatMul") continue;
     if (n.output_size() < 1 || !isFloat(n.output(0))) continue;
     if (n.op_type() == "MatMul" && n.input_size() == 2) fuseBias(n);
     int c = soleReader(n);
@@ -194,7 +193,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         c = soleReader(n);
       }
     }
-    const bool residual = conv && !convEpiloguesOnly && fuseResidual(n);
+    const bool residual = conv && !epiloguesOnly && fuseResidual(n);
     if (residual) c = soleReader(n);
     if (c < 0) {
       // SiLU as exporters write it, Mul(v, Sigmoid(v)), with v read by just those two: the
@@ -226,6 +225,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     const ops::UnaryOp* row =
         (act.domain().empty() || act.domain() == "ai.onnx") ? ops::findUnaryOp(op) : nullptr;
     Result<UnaryInstance> fused = Status::error("not fusable");
+    std::string choice;
     if (row && row->postOp && op == "Clip") {
       const int clipOpset = nodes[c].second.count("") ? nodes[c].second.at("") : 0;
       if (auto bounds = clipBounds(act, clipOpset))
@@ -234,15 +234,16 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       Attributes actAttrs;
       for (const auto& a : act.attribute()) actAttrs.set(a);
       fused = resolveUnary(*row, actAttrs);
+      if (row->choiceAttr) choice = actAttrs.getString(row->choiceAttr, row->choices[0].value);
     }
     if (!fused) {
-      if (conv && !convEpiloguesOnly && !residual && op == "MaxPool") fuseMaxPool(n, c);
+      if (conv && !epiloguesOnly && !residual && op == "MaxPool") fuseMaxPool(n, c);
       continue;
     }
-    setActivation(n, op, fused->params);
+    setActivation(n, op, fused->params, choice);
     absorb(n, c);
     c = soleReader(n);
-    if (conv && !convEpiloguesOnly && !residual && c >= 0 && nodes[c].first.op_type() == "MaxPool")
+    if (conv && !epiloguesOnly && !residual && c >= 0 && nodes[c].first.op_type() == "MaxPool")
       fuseMaxPool(n, c);
   }
   dropRemoved(nodes, removed);

@@ -129,7 +129,7 @@ struct FusedActivation {
     if (f.activation.empty()) return;
     const ops::UnaryOp* row = ops::findUnaryOp(f.activation);
     if (!row || !row->postOp) return;
-    u = unaryWithParams(*row, f.activationParams);
+    if (auto r = fusion::activationOf(f)) u = *r;
   }
   bool any() const { return u.op != nullptr; }
   void addTo(dnnl::primitive_attr& attr) const {

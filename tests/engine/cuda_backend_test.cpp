@@ -791,6 +791,105 @@ TEST(CudaOps, CnnGradientsMatchCpu) {
   cnnGradientsMatchCpu({3, 3}, {2, 2}, {1, 1, 0, 0}, 4 * 4 * 4);
 }
 
+// Linear layers' training graph: Gemm with W transposed and as it is, MatMul then Add, each
+// followed by a Relu, and all their gradients. On cuda the Relus join their products
+// (cuBLASLt's ReLU-bias epilogue) and the bias gradients join the weight gradients' products
+// (BGRADA/BGRADB, fuseMatMulGradients); the results match the cpu's and the unfused graph's.
+TEST(CudaOps, LinearGradientsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  onnx::ModelProto m = emptyModel(15);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {6, 10});
+  auto* li = g->add_input();
+  li->set_name("label");
+  li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+  li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(6);
+  attrI(addNode(g, "Gemm", {"x", "w1", "b1"}, {"h1"}), "transB", 1);
+  addNode(g, "Relu", {"h1"}, {"r1"});
+  addNode(g, "Gemm", {"r1", "w2", "b2"}, {"h2"});
+  addNode(g, "Relu", {"h2"}, {"r2"});
+  addNode(g, "MatMul", {"r2", "w3"}, {"h3"});
+  addNode(g, "Add", {"h3", "b3"}, {"logits"});
+  addNode(g, "SoftmaxCrossEntropyLoss", {"logits", "label"}, {"loss"});
+  addValue(g->add_output(), "loss", {});
+  training::GradientGraphOptions go;
+  go.losses = {"loss"};
+  go.training = true;
+  const std::map<std::string, Tensor> w = {
+      {"w1", randomTensor({8, 10}, 1)}, {"b1", randomTensor({8}, 2)},
+      {"w2", randomTensor({8, 7}, 3)},  {"b2", randomTensor({7}, 4)},
+      {"w3", randomTensor({7, 5}, 5)},  {"b3", randomTensor({5}, 6)}};
+  for (const auto& [name, t] : w) {
+    addInit(g, name, t);
+    go.trainable.push_back(name);
+  }
+  auto gg = training::buildGradientGraph(m, go);
+  ASSERT_TRUE(gg.ok()) << gg.message();
+  std::map<std::string, Tensor> feeds = w;
+  feeds["x"] = randomTensor({6, 10}, 7);
+  feeds["label"] = makeInput({{6}, DType::kInt64, 0, 5}, 6);
+  auto cpu = InferenceSession::create(gg->model);
+  auto gpu = InferenceSession::create(gg->model, cudaOptions());
+  SessionOptions unfusedOpt = cudaOptions();
+  unfusedOpt.trainingChains = false;
+  auto unfused = InferenceSession::create(gg->model, unfusedOpt);
+  ASSERT_TRUE(cpu.ok() && gpu.ok() && unfused.ok())
+      << (cpu.ok() ? (gpu.ok() ? unfused.message() : gpu.message()) : cpu.message());
+  for (const auto& [node, backend] : (*gpu)->placement())
+    if (backend != "cuda") ADD_FAILURE() << "node " << node << " ran on " << backend;
+  // Two Relus and three bias gradients fewer.
+  EXPECT_GE((*unfused)->placement().size(), (*gpu)->placement().size() + 5);
+  auto want = (*cpu)->run(feeds);
+  auto got = (*gpu)->run(feeds);
+  auto plain = (*unfused)->run(feeds);
+  ASSERT_TRUE(want.ok() && got.ok() && plain.ok())
+      << (want.ok() ? (got.ok() ? plain.message() : got.message()) : want.message());
+  for (const auto& [name, t] : *want) {
+    expectClose(t, got->at(name), "linear " + name, 1e-4, 1e-5);
+    expectClose(plain->at(name), got->at(name), "linear fused against unfused " + name, 1e-5, 1e-6);
+  }
+}
+
+// Inference products with what follows them folded in: Gemm + Relu, Gemm with a general C
+// (beta 0.5) + Sigmoid (not an epilogue of cuBLASLt's: a pass after it), MatMul + Add + Gelu
+// (approximate tanh: cuBLASLt's GELU-bias epilogue) on 3-D input, against the cpu.
+TEST(CudaOps, ProductEpiloguesMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  onnx::ModelProto m = emptyModel(20);
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {5, 12});
+  addValue(g->add_input(), "s", {2, 3, 12});
+  addInit(g, "w1", randomTensor({9, 12}, 1));
+  addInit(g, "b1", randomTensor({9}, 2));
+  addInit(g, "w2", randomTensor({9, 6}, 3));
+  addInit(g, "c2", randomTensor({5, 6}, 4));
+  addInit(g, "w3", randomTensor({12, 7}, 5));
+  addInit(g, "b3", randomTensor({7}, 6));
+  attrI(addNode(g, "Gemm", {"x", "w1", "b1"}, {"h1"}), "transB", 1);
+  addNode(g, "Relu", {"h1"}, {"r1"});
+  attrF(addNode(g, "Gemm", {"r1", "w2", "c2"}, {"h2"}), "beta", 0.5f);
+  addNode(g, "Sigmoid", {"h2"}, {"y1"});
+  addNode(g, "MatMul", {"s", "w3"}, {"h3"});
+  addNode(g, "Add", {"h3", "b3"}, {"a3"});
+  auto* gelu = addNode(g, "Gelu", {"a3"}, {"y2"});
+  auto* ap = gelu->add_attribute();
+  ap->set_name("approximate");
+  ap->set_type(onnx::AttributeProto::STRING);
+  ap->set_s("tanh");
+  addValue(g->add_output(), "y1", {5, 6});
+  addValue(g->add_output(), "y2", {2, 3, 7});
+  auto cpu = InferenceSession::create(m);
+  auto gpu = InferenceSession::create(m, cudaOptions());
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << (cpu.ok() ? gpu.message() : cpu.message());
+  EXPECT_EQ((*gpu)->placement().size(), 3u) << "each product absorbs what follows it";
+  const std::map<std::string, Tensor> feeds = {{"x", randomTensor({5, 12}, 7)},
+                                               {"s", randomTensor({2, 3, 12}, 8)}};
+  auto want = (*cpu)->run(feeds);
+  auto got = (*gpu)->run(feeds);
+  ASSERT_TRUE(want.ok() && got.ok()) << (want.ok() ? got.message() : want.message());
+  for (const auto& [name, t] : *want) expectClose(t, got->at(name), "epilogue " + name, 1e-4, 1e-5);
+}
+
 // Dropout in a training graph draws ops/dropout.h's masks on cuda as on the cpu: under the
 // trainer's run information (step, the batch's place in the global batch) the loss and every
 // gradient match the cpu's, which other masks would not give, and another step draws another

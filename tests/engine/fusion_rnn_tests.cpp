@@ -9,6 +9,7 @@
 #include "engine/fusion/fused.h"
 #include "engine/fusion/fusion.h"
 #include "engine/session.h"
+#include "nodes/catalogue.h"
 #include "tests/engine/onnx_builder.h"
 
 using namespace dw::engine;
@@ -81,10 +82,10 @@ TEST(Fusion, ConvBatchNormReluAndGemmActivationMatchUnfused) {
   checkConvChainFusion(3);
 }
 
-// The conv-only mode that the cuda backend asks for (Backend::Fusions::kConvEpilogue): the Conv
-// absorbs the BatchNormalization and the Relu, which its kernel applies as one epilogue, but no
-// MaxPool, and Gemm/MatMul keep their activations as nodes of their own.
-TEST(Fusion, ConvEpiloguesOnlyLeavesPoolingAndMatmuls) {
+// The epilogues-only mode that the cuda backend asks for (Backend::Fusions::kConvEpilogue): the
+// Conv absorbs the BatchNormalization and the Relu, which its kernel applies as one epilogue,
+// and the Gemm its Relu (cuBLASLt's epilogue), but no MaxPool joins the Conv.
+TEST(Fusion, EpiloguesOnlyLeavesPooling) {
   auto m = emptyModel();
   auto* g = m.mutable_graph();
   addNode(g, "Conv", {"x", "w", "b"}, {"c"});
@@ -101,16 +102,98 @@ TEST(Fusion, ConvEpiloguesOnlyLeavesPoolingAndMatmuls) {
   dw::engine::fusion::ValueTypes types;
   for (const char* v : {"c", "bn", "r", "p", "f", "gm", "y"})
     types[v].mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  dw::engine::fusion::fuseForOneDnn(nodes, *g, types, /*convEpiloguesOnly=*/true);
+  dw::engine::fusion::fuseForOneDnn(nodes, *g, types, /*epiloguesOnly=*/true);
   std::vector<std::string> ops;
   for (const auto& [n, opsets] : nodes) ops.push_back(n.op_type());
-  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "MaxPool", "Flatten", "Gemm", "Relu"}));
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "MaxPool", "Flatten", "Gemm"}));
   const auto f = dw::engine::fusion::fusedOf(nodes[0].first);
   EXPECT_TRUE(f.bnEpsilon.has_value());
   EXPECT_EQ(f.activation, "Relu");
   EXPECT_FALSE(f.hasMaxPool());
   EXPECT_EQ(nodes[0].first.output(0), "r");
-  EXPECT_TRUE(dw::engine::fusion::fusedOf(nodes[3].first).activation.empty());
+  EXPECT_EQ(dw::engine::fusion::fusedOf(nodes[3].first).activation, "Relu");
+  EXPECT_EQ(nodes[3].first.output(0), "y");
+}
+
+// A Gelu's approximate="tanh" travels with the fused activation: the kernels apply the tanh
+// form, not the row's own erf one.
+TEST(Fusion, FusedGeluKeepsItsApproximation) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addNode(g, "MatMul", {"x", "w"}, {"mm"});
+  auto* gelu = addNode(g, "Gelu", {"mm"}, {"y"});
+  auto* a = gelu->add_attribute();
+  a->set_name("approximate");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("tanh");
+  g->add_output()->set_name("y");
+  dw::engine::fusion::PlanNodes nodes;
+  for (const auto& n : g->node()) nodes.push_back({n, {{"", 20}}});
+  dw::engine::fusion::ValueTypes types;
+  for (const char* v : {"mm", "y"})
+    types[v].mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  dw::engine::fusion::fuseForOneDnn(nodes, *g, types);
+  ASSERT_EQ(nodes.size(), 1u);
+  auto u = dw::engine::fusion::activationOf(dw::engine::fusion::fusedOf(nodes[0].first));
+  ASSERT_TRUE(u.ok()) << u.message();
+  EXPECT_EQ(u->fn, dw::ops::UnaryFn::kGeluTanh);
+}
+
+// Training graphs of Linear layers (fuseMatMulGradients, then the epilogues): the Relu's
+// gradient reads the Relu's output, the Relu joins the Gemm before it, and each bias gradient
+// (SumToShape) becomes the second output of the Gemm that computes its weight's gradient from
+// the same dY: dY as A transposed (y = x W^T, W's gradient dY^T x) or as B (y = x W, W's
+// gradient x^T dY).
+TEST(Fusion, LinearLayerGradientsJoinTheirProducts) {
+  for (const bool transB : {true, false}) {
+    SCOPED_TRACE(transB ? "transB" : "plain");
+    auto m = emptyModel();
+    auto* g = m.mutable_graph();
+    const std::string kGrad = dw::kGradDomain;
+    attrI(addNode(g, "Gemm", {"x", "w", "b"}, {"h"}), "transB", transB);
+    addNode(g, "Relu", {"h"}, {"r"});
+    auto* ug = addNode(g, "UnaryGrad", {"dr", "h", "r"}, {"dh"});
+    ug->set_domain(kGrad);
+    auto* op = ug->add_attribute();
+    op->set_name("op");
+    op->set_type(onnx::AttributeProto::STRING);
+    op->set_s("Relu");
+    if (transB) {
+      attrI(addNode(g, "Gemm", {"dh", "x"}, {"dw"}), "transA", 1);
+    } else {
+      attrI(addNode(g, "Gemm", {"x", "dh"}, {"dw"}), "transA", 1);
+    }
+    addNode(g, "SumToShape", {"dh", "b"}, {"db"})->set_domain(kGrad);
+    attrI(addNode(g, "Gemm", {"dh", "w"}, {"dx"}), "transB", transB ? 0 : 1);
+    for (const char* o : {"r", "dw", "db", "dx"}) g->add_output()->set_name(o);
+    dw::engine::fusion::PlanNodes nodes;
+    for (const auto& n : g->node()) nodes.push_back({n, {{"", 17}, {kGrad, 1}}});
+    dw::engine::fusion::ValueTypes types;
+    auto setType = [&](const char* v, std::vector<int64_t> dims) {
+      auto* t = types[v].mutable_tensor_type();
+      t->set_elem_type(onnx::TensorProto::FLOAT);
+      for (auto d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+    };
+    setType("h", {6, 5});
+    setType("r", {6, 5});
+    setType("dh", {6, 5});
+    setType("db", {5});
+    setType("dw", transB ? std::vector<int64_t>{5, 4} : std::vector<int64_t>{4, 5});
+    dw::engine::fusion::fuseMatMulGradients(nodes, types);
+    dw::engine::fusion::fuseForOneDnn(nodes, *g, types, /*epiloguesOnly=*/true);
+    std::vector<std::string> ops;
+    for (const auto& [n, opsets] : nodes) ops.push_back(n.op_type());
+    EXPECT_EQ(ops, (std::vector<std::string>{"Gemm", "UnaryGrad", "Gemm", "Gemm"}));
+    ASSERT_EQ(nodes.size(), 4u);
+    EXPECT_EQ(nodes[0].first.output(0), "r");
+    EXPECT_EQ(dw::engine::fusion::fusedOf(nodes[0].first).activation, "Relu");
+    EXPECT_EQ(nodes[1].first.input(1), "r");
+    const auto& dwGemm = nodes[2].first;
+    ASSERT_EQ(dwGemm.output_size(), 2);
+    EXPECT_EQ(dwGemm.output(1), "db");
+    EXPECT_EQ(dw::engine::fusion::fusedOf(dwGemm).biasGradOf, transB ? 0 : 1);
+    EXPECT_EQ(nodes[3].first.output_size(), 1);
+  }
 }
 
 TEST(Fusion, SingleChannelConvChainMatchesUnfused) {
