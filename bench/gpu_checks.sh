@@ -22,7 +22,7 @@ want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi > "$OUT/nvidia-smi.log" 2>&1
 step devices 30 $B/app/cli/deepwire devices
 step cuda-tests 240 $B/tests/engine/engine_tests --gtest_filter='Cuda*:*OnCuda*'
-step mlp-profile 60 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
+step mlp-profile 60 env DEEPWIRE_PROFILE=1 DEEPWIRE_CUDNN_LOG=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_mlp.dwproj --accelerator cuda --epochs 1 --max-steps 200 --quiet
 step placement 60 env DEEPWIRE_PLACEMENT=1 $B/tests/engine/engine_tests --gtest_filter='CudaOps.GradientsMatchCpu'
 step cnn-profile 90 env DEEPWIRE_PROFILE=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --max-steps 900 --quiet
 step cnn-profile-1024 90 env DEEPWIRE_PROFILE=1 DEEPWIRE_CUDNN_LOG=1 $B/app/cli/deepwire train resources/examples/fashion_mnist_cnn.dwproj --accelerator cuda --epochs 1 --batch-size 1024 --quiet

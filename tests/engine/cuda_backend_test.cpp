@@ -887,7 +887,10 @@ TEST(CudaOps, ProductEpiloguesMatchCpu) {
   auto want = (*cpu)->run(feeds);
   auto got = (*gpu)->run(feeds);
   ASSERT_TRUE(want.ok() && got.ok()) << (want.ok() ? got.message() : want.message());
-  for (const auto& [name, t] : *want) expectClose(t, got->at(name), "epilogue " + name, 1e-4, 1e-5);
+  // cuBLASLt's GELU epilogue may evaluate tanh its own way: y2 gets float32's wider margin.
+  for (const auto& [name, t] : *want)
+    expectClose(t, got->at(name), "epilogue " + name, name == "y2" ? 1e-3 : 1e-4,
+                name == "y2" ? 1e-4 : 1e-5);
 }
 
 // Dropout in a training graph draws ops/dropout.h's masks on cuda as on the cpu: under the
