@@ -377,13 +377,14 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
   std::vector<std::pair<onnx::NodeProto, OpsetMap>> expanded;
   for (const auto& n : g.node()) DW_RETURN_IF_ERROR(expand(n, opsets, expanded, 0));
   if (fuse && backend->fusions() == Backend::Fusions::kConvEpilogue) {
-    if (trainingChains) fusion::fuseMatMulGradients(expanded, types);
+    if (trainingChains) fusion::fuseMatMulGradients(expanded, types, /*biasGradients=*/true);
     fusion::fuseForOneDnn(expanded, g, types, /*epiloguesOnly=*/true);
     if (trainingChains)
       fusion::fuseTrainingChains(expanded, g, types, /*blockedLayouts=*/false,
                                  /*convIntoBatchNorm=*/false);
   }
   if (fuse && backend->fusions() == Backend::Fusions::kOneDnn) {
+    if (trainingChains) fusion::fuseMatMulGradients(expanded, types, /*biasGradients=*/false);
     fusion::fuseForOneDnn(expanded, g, types);
     if (blockedLayouts && backend->precision() == "fp32")
       fusion::markNhwcChains(expanded, g, types);

@@ -31,9 +31,10 @@ using ValueTypes = std::unordered_map<std::string, onnx::TypeProto>;
 void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
                    bool epiloguesOnly = false);
 // matmul_grads.cpp (training graphs, before fuseForOneDnn): a Relu's gradient reads the Relu's
-// output, so that the product before it can absorb it, and a Linear layer's bias gradient
-// becomes a second output of its weight gradient's Gemm (Fused::biasGradOf).
-void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types);
+// output, so that the product before it can absorb it, and with biasGradients (the cuda
+// kernels), a Linear layer's bias gradient becomes a second output of its weight gradient's
+// Gemm (Fused::biasGradOf).
+void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types, bool biasGradients);
 // nhwc_chains.cpp
 void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
 // training_chains.cpp. blockedLayouts: hand the block's tensors over in oneDNN's nChw16c;

