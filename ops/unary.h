@@ -171,7 +171,7 @@ DW_HOST_DEVICE inline T unaryForward(T x, const UnaryParams& p) {
   } else if constexpr (F == UnaryFn::kSign) {
     return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
   } else if constexpr (F == UnaryFn::kRelu) {
-    return x > T(0) ? x : T(0);
+    return x < T(0) ? T(0) : x;  // NaN stays NaN, as max(x, 0) leaves it in PyTorch and ORT
   } else if constexpr (F == UnaryFn::kFloor) {
     return floor(x);
   } else if constexpr (F == UnaryFn::kCeil) {

@@ -137,6 +137,17 @@ class Eltwise : public DnnlOrReference {
     const Tensor& x = ctx.input(0);
     if (x.dtype() != DType::kFloat || x.size() == 0) return reference(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
+    if (e_.alg == dnnl::algorithm::eltwise_relu && e_.alpha == 0.0f &&
+        dnnlBackend(ctx.backend()).hostMemory()) {
+      // oneDNN's Relu turns NaN into 0, which would hide a diverged model's NaNs; this loop
+      // keeps them (it compiles to max(0, x), which returns x where x is NaN) at the same speed.
+      const float* in = x.data<float>();
+      float* out = y->data<float>();
+      const int64_t n = x.size();
+#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
+      for (int64_t i = 0; i < n; ++i) out[i] = in[i] < 0.0f ? 0.0f : in[i];
+      return Status();
+    }
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
       // Elementwise: any shape is a flat vector.

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 // GCC 12's unmasked AVX-512 intrinsics (max, min, roundscale, scalef, rcp14) start from
@@ -61,9 +62,26 @@ DW_AVX512 void softmaxRange(const float* x, float* y, int64_t rows, int64_t n) {
   const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
   for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
     __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t i = 0; i < whole; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
-    if (tail) m = _mm512_mask_max_ps(m, tail, m, _mm512_maskz_loadu_ps(tail, x + whole));
-    const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    // max_ps drops a NaN operand, so NaNs are counted on the side.
+    __mmask16 nan = 0;
+    for (int64_t i = 0; i < whole; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      m = _mm512_max_ps(m, v);
+    }
+    if (tail) {
+      const __m512 v = _mm512_maskz_loadu_ps(tail, x + whole);
+      nan |= _mm512_mask_cmp_ps_mask(tail, v, v, _CMP_UNORD_Q);
+      m = _mm512_mask_max_ps(m, tail, m, v);
+    }
+    const float topValue = _mm512_reduce_max_ps(m);
+    // A NaN, or an infinite or empty maximum, makes the whole row NaN, as in PyTorch (the
+    // exponential below clamps its argument, which would hide them).
+    if (nan || !std::isfinite(topValue)) {
+      std::fill(y, y + n, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    const __m512 top = _mm512_set1_ps(topValue);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t i = 0; i < whole; i += 16) {
       const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), top));

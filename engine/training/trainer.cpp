@@ -675,6 +675,15 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
   return total;
 }
 
+namespace {
+// 0.001, 1e-30: a learning rate as a person writes it, not std::to_string's 0.000000.
+std::string shortNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
 Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& cb,
                                      const std::atomic<bool>* cancel) {
   if (!fo.train || fo.train->size() == 0)
@@ -786,6 +795,18 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
         if (!stop) return stop.status();
         stopAll = stop.value();
       }
+      // A NaN or infinite loss does not come back (its gradients carry it into every weight),
+      // so fit stops before this step's update instead of reporting "loss nan" for the rest.
+      // Every process sees the same (summed) loss and stops at the same step.
+      if (!std::isfinite(r->totalLoss()))
+        return Status::error(
+            "training diverged at epoch " + std::to_string(counters.epoch + 1) + ", batch " +
+            std::to_string(counters.batchInEpoch + 1) + ": the loss is " +
+            (std::isnan(r->totalLoss()) ? "NaN" : "infinite") + ". Lower the learning rate (" +
+            shortNumber(scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps)) +
+            " now), clip the gradients' norm (clip_norm), or check the data for NaN or infinite "
+            "values; the "
+            "weights may hold NaN now, so resume from the last checkpoint");
       ++counters.batchInEpoch;
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {

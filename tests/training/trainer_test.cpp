@@ -293,6 +293,35 @@ TEST_F(TrainerTest, FitLearnsAndIsDeterministic) {
   EXPECT_EQ(ra->epochs.back().trainLoss, rb->epochs.back().trainLoss);
 }
 
+// A loss that turns NaN (here from a NaN in the third batch's data) stops fit with an error
+// naming the epoch and batch and what to change, instead of training on with "loss nan" for
+// the rest of the run; no epoch is reported.
+TEST_F(TrainerTest, DivergingLossStopsFit) {
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.lr = 0.5;
+  auto t = makeTrainer(tinyProject(), sgd);
+  ASSERT_TRUE(t.ok()) << t.message();
+  auto data = blobs(200);
+  data->columns["x"].data<float>()[2 * 16 * 4 + 1] = std::nanf("");
+  FitOptions fo;
+  fo.train = data;
+  fo.shuffle = false;
+  fo.epochs = 2;
+  fo.batchSize = 16;
+  int epochs = 0;
+  FitCallbacks cb;
+  cb.onEpoch = [&](const EpochReport&) { ++epochs; };
+  auto r = (*t)->fit(fo, cb);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("training diverged at epoch 1, batch 3: the loss is NaN"),
+            std::string::npos)
+      << r.message();
+  EXPECT_NE(r.message().find("Lower the learning rate (0.5 now)"), std::string::npos)
+      << r.message();
+  EXPECT_EQ(epochs, 0);
+}
+
 TEST_F(TrainerTest, ValidationSplitAndAccumulation) {
   auto t = makeTrainer(tinyProject());
   ASSERT_TRUE(t.ok());
