@@ -599,6 +599,45 @@ std::string Graph::tensorName(PortRef out) const {
   return base + "_" + port;
 }
 
+std::vector<Problem> Graph::hints() const {
+  std::vector<Problem> hints;
+  for (const auto& [id, n] : nodes_) {
+    if (n.domain != kLayersDomain || n.type != "Output Train") continue;
+    const auto lossType = param(id, "loss");
+    const NodeSpec* loss =
+        lossType ? catalogue_->find(kLossesDomain, lossType->asString()) : nullptr;
+    const ParamSpec* fromLogits = loss ? loss->param("from_logits") : nullptr;
+    if (!fromLogits) continue;
+    auto set = n.params.find("from_logits");
+    const Param value = set != n.params.end()
+                            ? set->second
+                            : fromLogits->defaultValue.value_or(Param::makeBool(false));
+    if (value.asBool()) continue;
+    const auto link = inputLink(id, 0);
+    const Node* from = link ? node(link->from.node) : nullptr;
+    if (!from) continue;
+    // Unnormalized scores: a Keras-style layer whose activation is neither softmax nor
+    // sigmoid, or an ONNX product or sum.
+    std::string gives, fix;
+    if (auto act = param(from->id, "activation"); act && act->type == ParamType::String) {
+      const std::string a = act->asString();
+      if (a != "softmax" && a != "sigmoid") gives = "activation " + a;
+      fix = "give it a softmax activation (sigmoid for yes/no targets)";
+    } else if (from->domain.empty() || from->domain == "ai.onnx") {
+      for (const char* op : {"Gemm", "MatMul", "Add", "Conv"})
+        if (from->type == op) gives = op;
+      fix = "put a Softmax (Sigmoid for yes/no targets) after it";
+    }
+    if (gives.empty()) continue;
+    hints.push_back({id, describe(id) + ": loss " + lossType->asString() +
+                             " takes its prediction as probabilities (from_logits is off), but " +
+                             describe(from->id) + " gives unnormalized scores (" + gives +
+                             "). Turn from_logits on, or " + fix +
+                             "; as it is, training barely learns"});
+  }
+  return hints;
+}
+
 std::vector<Problem> Graph::validate() const {
   std::vector<Problem> problems;
   auto add = [&](NodeId id, const std::string& msg) {

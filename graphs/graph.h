@@ -164,6 +164,10 @@ class Graph {
 
   // Full validation: required params and inputs, names, types, cycles.
   std::vector<Problem> validate() const;
+  // Advice that does not block an export but would spoil training: a cross-entropy told it gets
+  // probabilities (from_logits off) whose prediction comes from a layer or product that gives
+  // unnormalized scores.
+  std::vector<Problem> hints() const;
 
   void addObserver(GraphObserver* o) { observers_.push_back(o); }
   void removeObserver(GraphObserver* o);

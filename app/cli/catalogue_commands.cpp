@@ -253,7 +253,7 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
       ->add_option("--opset", *dopset,
                    "The version a model importing this opset of the node's domain gets "
                    "(operators newer than the palette's opset, e.g. Attention at 23)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   describe->add_flag("--json", *djson, "Print JSON");
   describe->callback([type, ddomain, djson, dopset, &exitCode] {
     const auto& cat = Catalogue::instance();

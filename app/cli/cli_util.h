@@ -1,6 +1,10 @@
 // Small helpers shared by the subcommand files.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,6 +41,29 @@ inline std::string checkAccelerator(const std::string& a) {
   }
   return "'" + a +
          "' is not an accelerator: use cpu, gpu, gpu:N or auto (cuda, cuda:N: NVIDIA GPUs)";
+}
+
+// CLI11 checks of a number's range, with messages a person can read (CLI11's PositiveNumber
+// prints its range up to DBL_MAX): at least `min`, or (positive) more than 0.
+inline CLI::Validator numberCheck(double min, bool strict) {
+  return CLI::Validator(
+      [min, strict](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0') return "'" + v + "' is not a number";
+        if (strict ? d > min : d >= min) return "";
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", min);
+        return "'" + v + "' must be " + (strict ? "more than " : "") + buf +
+               (strict ? "" : " or more");
+      },
+      strict ? "NUMBER > 0" : "NUMBER >= 0");
+}
+inline CLI::Validator atLeast(double min) {
+  return numberCheck(min, false);
+}
+inline CLI::Validator positive() {
+  return numberCheck(0, true);
 }
 
 inline std::string humanBytes(double bytes) {

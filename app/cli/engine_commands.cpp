@@ -242,8 +242,7 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
   r->add_option("--accelerator", run->accelerator, "cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);
-  r->add_option("--threads", run->threads, "CPU threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  r->add_option("--threads", run->threads, "CPU threads (0: all cores)")->check(atLeast(0));
   r->add_option("--precision", run->precision,
                 "fp32; bf16: convolutions and matmuls read bf16 inputs and accumulate in float32 "
                 "(CPUs with native bf16, NVIDIA GPUs of compute capability 8.0+; see `deepwire "
@@ -267,7 +266,7 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
                              "ort-contrib", "ort-onnx", "ref-contrib"}));
   c->add_option("--filter", conf->filter, "Regex over suite/case names");
   c->add_option("--data", conf->data, "Test data directory");
-  c->add_option("--threads", conf->threads, "CPU threads per case")->check(CLI::PositiveNumber);
+  c->add_option("--threads", conf->threads, "CPU threads per case")->check(positive());
   c->add_option("--accelerator", conf->accelerator,
                 "Where the cases run: cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);

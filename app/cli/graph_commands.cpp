@@ -44,6 +44,8 @@ int runCheck(const std::string& path) {
     auto g = loadProject(path);
     if (!g.ok()) return fail(g.message());
     for (const auto& p : g->validate()) problems.push_back(p.message);
+    // Hints do not make the project invalid: on stderr, so that stdout stays one line per problem.
+    for (const auto& h : g->hints()) std::cerr << path << ": hint: " << h.message << "\n";
     if (problems.empty()) {
       auto m = exportOnnx(*g);
       if (!m.ok()) problems.push_back(m.message());

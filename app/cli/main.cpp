@@ -6,8 +6,14 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "deepwire: build, check, convert, run and train node-graph deep-learning models.\n"
-      "Projects (*.dwproj) and ONNX files (*.onnx) are accepted wherever a model is expected."};
+      "Projects (*.dwproj) and ONNX files (*.onnx) are accepted wherever a model is expected;\n"
+      "train and eval need a project, which also names the loss, the optimizer and the data."};
   app.set_version_flag("--version", "deepwire 0.1.0");
+  // Usage errors read like every other error (and exit 2, as usage errors do).
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "deepwire: error: " + std::string(e.what()) +
+           "\nRun with --help for more information.\n";
+  });
   app.require_subcommand(1);
   int exitCode = 0;
   dw::cli::registerCatalogueCommands(app, exitCode);

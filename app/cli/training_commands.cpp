@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -65,7 +67,30 @@ struct Setup {
   std::shared_ptr<const Dataset> train, test;
 };
 
+// An ONNX file holds a model but no loss, optimizer or data, which training needs: say how to
+// make a project of it rather than fail to read it as one.
+bool looksLikeOnnx(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (ext == ".onnx") return true;
+  std::ifstream f(path, std::ios::binary);
+  char first = 0;
+  // A project is JSON ('{' after any whitespace); a serialized ModelProto starts with a field
+  // tag byte (ir_version: 0x08).
+  while (f.get(first) && std::isspace(static_cast<unsigned char>(first))) {
+  }
+  return f && first == 0x08;
+}
+
 Result<Setup> prepare(const TrainArgs& a) {
+  if (looksLikeOnnx(a.project))
+    return Status::error(
+        a.project +
+        " is an ONNX model; training needs a project (.dwproj), which adds the loss, the "
+        "optimizer and the data. Make one with `deepwire import " +
+        a.project +
+        " -o model.dwproj`, then give it an Output Train node and data sources in the studio "
+        "(or the file's \"training\" section)");
   auto g = loadProject(a.project);
   if (!g) return g.status();
   Setup s{std::move(g.value()), {}, nullptr, {}, nullptr, nullptr};
@@ -220,6 +245,8 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     }
   }
   if (!tr.notice().empty()) std::cerr << "deepwire: " << tr.notice() << "\n";
+  if (!comm || comm->rank() == 0)
+    for (const auto& h : st.graph.hints()) std::cerr << "deepwire: hint: " << h.message << "\n";
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);
     if (!ls.ok()) return fail(ls.message());
@@ -388,10 +415,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   CLI::App* t = app.add_subcommand(
       "train", "Train a project's model on the dataset its training section names");
   t->add_option("PROJECT", train->project, "Project file (.dwproj)")->required();
-  t->add_option("--epochs", train->epochs, "Epochs (default: the project's)")
-      ->check(CLI::NonNegativeNumber);
-  t->add_option("--batch-size", train->batchSize, "Batch size")->check(CLI::PositiveNumber);
-  t->add_option("--lr", train->lr, "Learning rate")->check(CLI::NonNegativeNumber);
+  t->add_option("--epochs", train->epochs, "Epochs (default: the project's)")->check(positive());
+  t->add_option("--batch-size", train->batchSize, "Batch size")->check(positive());
+  t->add_option("--lr", train->lr, "Learning rate")->check(atLeast(0));
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
   t->add_option(
@@ -399,13 +425,13 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
        "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
       ->check(checkAccelerator);
   t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0));
   t->add_option("--precision", train->precision,
                 "fp32; bf16 mixed precision (CPUs with native bf16, NVIDIA GPUs); tf32 (cuda "
                 "only). Default: the project's Accelerator node, else fp32")
       ->check(CLI::IsMember(dw::precisionNames()));
   t->add_option("--seed", train->seed, "Seed for shuffling (default: the project's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0));
   t->add_option("--checkpoint", train->checkpoint, "Save a checkpoint here after every epoch");
   t->add_option("--resume", train->resume, "Continue from this checkpoint directory");
   t->add_option("--export-onnx", train->exportOnnx, "Write the trained inference model here");
@@ -416,10 +442,12 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
                 "Write the training graph (gradients, optimizer state) here");
   t->add_option("--save-project", train->saveProject,
                 "Save the project with its trained weights here (atomically; may be PROJECT)");
-  t->add_option("--max-steps", train->maxSteps, "Stop each epoch after this many batches")
-      ->check(CLI::NonNegativeNumber);
-  t->add_option("--train-limit", train->trainLimit, "Use only the first N training samples")
-      ->check(CLI::NonNegativeNumber);
+  t->add_option("--max-steps", train->maxSteps,
+                "Stop each epoch after this many batches (0: no limit, the default)")
+      ->check(atLeast(0));
+  t->add_option("--train-limit", train->trainLimit,
+                "Use only the first N training samples (0: all, the default)")
+      ->check(atLeast(0));
   t->add_flag("--json", train->json, "One JSON object per epoch on stdout");
   t->add_flag("--quiet", train->quiet, "No progress bar");
   t->add_flag("--distributed", train->distributed,
@@ -429,7 +457,7 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--bucket-mb", train->bucketMb,
                 "Distributed: sum the gradients in buckets of about this many MiB as the "
                 "backward pass produces them (default 25; the first at most 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   t->add_flag("--sync-batchnorm", train->syncBatchNorm,
               "Distributed: BatchNormalization normalizes with the statistics of every "
               "process's samples together, so the processes train as one would (slower: its "
@@ -440,7 +468,7 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--distributed-timeout", train->distributedTimeout,
                 "Seconds a process waits for the others in a step before the job ends with an "
                 "error (default 300)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   t->callback([train, &exitCode] { exitCode = trainCommand(*train); });
 
   auto ev = std::make_shared<TrainArgs>();
@@ -453,7 +481,7 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
        "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
       ->check(checkAccelerator);
   e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0));
   e->add_option("--precision", ev->precision,
                 "fp32, bf16 or tf32 (default: the project's Accelerator node, else fp32)")
       ->check(CLI::IsMember(dw::precisionNames()));

@@ -494,6 +494,7 @@ std::set<std::string> modelsOf(const Graph& g) {
 void GraphModel::validateNow() {
   validateTimer_.stop();
   problems_ = graph_.validate();
+  hints_ = graph_.hints();
   portTypes_.clear();
   if (problems_.empty() && !graph_.nodes().empty()) {
     // Each model on the canvas is lowered on its own; the checker and shape inference find what

@@ -73,6 +73,8 @@ class GraphModel : public QObject {
   // --- Validation results (refreshed after edits; call validateNow() to force) ---
   void validateNow();
   const std::vector<dw::Problem>& problems() const { return problems_; }
+  // Advice that blocks nothing (Graph::hints), refreshed with the problems.
+  const std::vector<dw::Problem>& hints() const { return hints_; }
   QString problemText(dw::NodeId id) const;  // "" when the node is fine
   // "float[N,256]" for a tensor link once its shape is inferred, else "". Known also while other
   // parts of the graph have problems: only what the problems feed stays unknown.
@@ -110,6 +112,7 @@ class GraphModel : public QObject {
   std::unique_ptr<Relay> relay_;
   QUndoStack undo_;
   QTimer validateTimer_;
+  std::vector<dw::Problem> hints_;
   std::vector<dw::Problem> problems_;
   std::map<dw::NodeId, QString> nodeProblems_;
   // The inferred type of each tensor output port.

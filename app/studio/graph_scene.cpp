@@ -410,6 +410,7 @@ void LinkItem::updatePath() {
   }
   prepareGeometryChange();
   fullLabel_ = full;
+  leaderTo_.reset();
   if (full.isEmpty()) {
     label_.clear();
     labelBox_ = QRectF();
@@ -436,8 +437,41 @@ void LinkItem::updatePath() {
       }
       if (!node && !clearOfNodes) clearOfNodes = box;
     }
-    if (clearOfNodes) labelBox_ = *clearOfNodes;
-    scene_->labelPlaced(mapRectToScene(labelBox_));
+    if (clearOfNodes) {
+      labelBox_ = *clearOfNodes;
+    } else {
+      // Nowhere along the curve clear of nodes: a link between close nodes is shorter than its
+      // label, which then covered both ports. Above (or below) the two nodes, with a leader to
+      // the curve; failing that, the label cut to the room between the ports; else only the
+      // tooltip.
+      const QPointF mid = path.pointAtPercent(0.5);
+      const QRectF nodes = a->sceneBoundingRect() | b->sceneBoundingRect();
+      const QRectF above(mid.x() - w / 2, nodes.top() - 21, w, 17);
+      const QRectF below(mid.x() - w / 2, nodes.bottom() + 4, w, 17);
+      const qreal room = std::abs(p1.x() - p0.x()) - 2 * 9;
+      auto clear = [&](const QRectF& box) {
+        const auto [node, label] = scene_->labelSpotTaken(box, this);
+        return !node && !label;
+      };
+      // Only near the curve: a label far from its link reads as another link's.
+      if (mid.y() - above.bottom() <= 90 && clear(above)) {
+        labelBox_ = above;
+        leaderTo_ = mid;
+      } else if (below.top() - mid.y() <= 90 && clear(below)) {
+        labelBox_ = below;
+        leaderTo_ = mid;
+      } else if (room >= 40) {
+        // The shape says more than the element type ("[N,784]" rather than "floa…784]").
+        const qsizetype bracket = full.indexOf(QLatin1Char('['));
+        label_ = fm.elidedText(bracket > 0 ? full.mid(bracket) : full, Qt::ElideMiddle, room - 12);
+        const qreal cut = fm.horizontalAdvance(label_) + 12;
+        labelBox_ = QRectF(mid.x() - cut / 2, mid.y() - 8.5, cut, 17);
+      } else {
+        label_.clear();
+        labelBox_ = QRectF();
+      }
+    }
+    if (!labelBox_.isNull()) scene_->labelPlaced(mapRectToScene(labelBox_));
   }
   setPath(path);
 }
@@ -449,6 +483,7 @@ QRectF LinkItem::labelRect() const {
 QRectF LinkItem::boundingRect() const {
   QRectF r = QGraphicsPathItem::boundingRect().adjusted(-4, -4, 4, 4);
   if (!labelBox_.isNull()) r |= labelBox_.adjusted(0, 0, 0, 1);
+  if (leaderTo_) r |= QRectF(*leaderTo_, QSizeF(1, 1));
   return r;
 }
 
@@ -469,6 +504,12 @@ void LinkItem::paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) {
   p->setBrush(Qt::NoBrush);
   p->drawPath(path());
   if (label_.isEmpty()) return;
+  if (leaderTo_) {
+    const QPointF from(labelBox_.center().x(),
+                       leaderTo_->y() < labelBox_.top() ? labelBox_.top() : labelBox_.bottom());
+    p->setPen(QPen(style::labelText(), 1, Qt::DotLine));
+    p->drawLine(from, *leaderTo_);
+  }
   p->setPen(Qt::NoPen);
   p->setBrush(style::labelBackground());
   p->drawRoundedRect(labelBox_, 4, 4);

@@ -79,6 +79,9 @@ class LinkItem : public QGraphicsPathItem {
   QString label_;
   QString fullLabel_;  // the label before eliding: with the path, what the label was placed for
   QRectF labelBox_;    // item coordinates
+  // Where the curve is when the label had to move clear of the nodes beside a short link: a thin
+  // leader joins them. None when the label sits on the curve.
+  std::optional<QPointF> leaderTo_;
 };
 
 class GraphScene : public QGraphicsScene {

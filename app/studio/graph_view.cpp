@@ -113,7 +113,7 @@ void GraphView::keyReleaseEvent(QKeyEvent* e) {
   QGraphicsView::keyReleaseEvent(e);
 }
 
-void GraphView::fitToView() {
+void GraphView::fitToView(qreal minZoom) {
   QRectF r = scene_->itemsBoundingRect();
   if (r.isEmpty()) {
     resetTransform();
@@ -126,6 +126,15 @@ void GraphView::fitToView() {
   if (zoom() > 1.25) {
     const qreal f = 1.25 / zoom();
     scale(f, f);
+  }
+  if (zoom() < minZoom) {
+    // Fitted whole, an example's text was 6 px high and unreadable.
+    const qreal f = minZoom / zoom();
+    scale(f, f);
+    const QSizeF seen = mapToScene(viewport()->rect()).boundingRect().size();
+    centerOn(seen.width() >= r.width() ? r.center().x() : r.left() + seen.width() / 2,
+             seen.height() >= r.height() ? r.center().y() : r.top() + seen.height() / 2);
+    return;
   }
   centerOn(r.center());
 }

@@ -16,7 +16,11 @@ class GraphView : public QGraphicsView {
  public:
   explicit GraphView(GraphScene* scene, QWidget* parent = nullptr);
   GraphScene* graphScene() const { return scene_; }
-  void fitToView();
+  // The smallest zoom at which the canvas's text stays readable (port names about 9 px).
+  static constexpr qreal kReadableZoom = 0.75;
+  // Shows the whole graph. With `minZoom`, never smaller than that: a graph too big to show whole
+  // at it shows its start (top left, where data enters); the rest is a pan away.
+  void fitToView(qreal minZoom = 0);
   void zoomBy(qreal factor);
   qreal zoom() const { return transform().m11(); }
   // Where a node created without a drop position goes: the visible centre, snapped.

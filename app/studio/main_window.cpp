@@ -10,6 +10,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QMouseEvent>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -33,7 +34,47 @@ constexpr int kMaxRecent = 8;
 QString qs(const std::string& s) {
   return QString::fromStdString(s);
 }
+// "1 node", "2 nodes": %n with (s) reads as "1 node(s)" without a translation loaded.
+QString count(qint64 n, const QString& one, const QString& many) {
+  return (n == 1 ? one : many).arg(n);
+}
 }  // namespace
+
+StatusMessage::StatusMessage(QWidget* parent) : QLabel(parent) {
+  setObjectName(QStringLiteral("statusMessage"));
+  setTextFormat(Qt::PlainText);
+  // Ignored: the label never asks for the whole message's width, so the summary keeps its room.
+  setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  setMinimumWidth(60);
+}
+
+void StatusMessage::setMessage(const QString& message) {
+  message_ = message;
+  // One line in the bar (a message's lines joined).
+  line_ = message.trimmed();
+  line_.replace(QRegularExpression(QStringLiteral("\\s*\\n\\s*")), QStringLiteral(" · "));
+  // Rich text, so that the tooltip wraps instead of running off the screen.
+  setToolTip(message.isEmpty() ? QString()
+                               : QStringLiteral("<p style='white-space:pre-wrap'>%1</p>")
+                                     .arg(message.trimmed().toHtmlEscaped()));
+  elide();
+}
+
+void StatusMessage::elide() {
+  const QString shown = fontMetrics().elidedText(line_, Qt::ElideRight, contentsRect().width());
+  setText(shown);
+  setCursor(isElided() ? Qt::PointingHandCursor : Qt::ArrowCursor);
+}
+
+void StatusMessage::resizeEvent(QResizeEvent* e) {
+  QLabel::resizeEvent(e);
+  elide();
+}
+
+void StatusMessage::mouseReleaseEvent(QMouseEvent* e) {
+  QLabel::mouseReleaseEvent(e);
+  if (e->button() == Qt::LeftButton && isElided() && onClicked) onClicked();
+}
 
 MainWindow::MainWindow(bool interactive, QWidget* parent)
     : QMainWindow(parent), interactive_(interactive) {
@@ -49,7 +90,21 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   central_->setCurrentWidget(view_);
   setCentralWidget(central_);
   summary_ = new QLabel(this);
+  summary_->setObjectName(QStringLiteral("graphSummary"));
+  message_ = new StatusMessage(this);
+  // A normal widget with all the stretch: it ends where the permanent summary begins.
+  statusBar()->addWidget(message_, 1);
   statusBar()->addPermanentWidget(summary_);
+  messageTimer_.setSingleShot(true);
+  messageTimer_.setInterval(15'000);
+  connect(&messageTimer_, &QTimer::timeout, this, [this] { message_->setMessage(QString()); });
+  message_->onClicked = [this] {
+    auto* box = new QMessageBox(QMessageBox::Information, tr("Message"), message_->message(),
+                                QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    box->open();
+  };
   createDocks();
   createActions();
   createMenus();
@@ -277,7 +332,7 @@ void MainWindow::createActions() {
     std::map<NodeId, Position> to;
     for (const auto& [id, n] : copy.nodes()) to[id] = n.position;
     const dw::Status st = model_->moveNodes(to);
-    if (!st.ok()) statusBar()->showMessage(tr("Auto layout: %1").arg(qs(st.message())), 15000);
+    if (!st.ok()) showStatus(tr("Auto layout: %1").arg(qs(st.message())));
     view_->fitToView();
   });
   make("validate", tr("&Validate Now"), QKeySequence(tr("F5")), [this] { model_->validateNow(); });
@@ -333,11 +388,12 @@ void MainWindow::showError(const QString& title, const QString& message) {
 }
 
 void MainWindow::showStatus(const QString& message) {
-  // One line in the bar (a message's lines joined), the whole text in its tooltip.
-  QString line = message.trimmed();
-  line.replace(QRegularExpression(QStringLiteral("\\s*\\n\\s*")), QStringLiteral(" · "));
-  statusBar()->showMessage(line, 15000);
-  statusBar()->setToolTip(message);
+  message_->setMessage(message);
+  messageTimer_.start();
+}
+
+QString MainWindow::statusMessage() const {
+  return message_->message();
 }
 
 void MainWindow::updateTitle() {
@@ -357,14 +413,25 @@ void MainWindow::refreshProblems() {
     item->setData(Qt::UserRole, static_cast<qlonglong>(p.node));
     item->setToolTip(qs(p.message));
   }
-  problemsDock_->setWindowTitle(list.empty() ? tr("Problems")
-                                             : tr("Problems (%1)").arg(list.size()));
+  // Hints follow the problems, with a warning icon: they block nothing.
+  const auto& hints = model_->hints();
+  for (const auto& h : hints) {
+    auto* item = new QListWidgetItem(style()->standardIcon(QStyle::SP_MessageBoxWarning),
+                                     qs(h.message), problems_);
+    item->setData(Qt::UserRole, static_cast<qlonglong>(h.node));
+    item->setToolTip(qs(h.message));
+  }
+  const qint64 shown = qint64(list.size() + hints.size());
+  problemsDock_->setWindowTitle(shown == 0 ? tr("Problems") : tr("Problems (%1)").arg(shown));
   const Graph& g = model_->graph();
-  summary_->setText(
-      tr("%1 nodes · %2 links · %3")
-          .arg(g.nodes().size())
-          .arg(g.links().size())
-          .arg(list.empty() ? tr("valid") : tr("%n problem(s)", "", int(list.size()))));
+  QString state =
+      list.empty() ? tr("valid") : count(qint64(list.size()), tr("%1 problem"), tr("%1 problems"));
+  if (!hints.empty())
+    state += QStringLiteral(" · ") + count(qint64(hints.size()), tr("%1 hint"), tr("%1 hints"));
+  summary_->setText(QStringLiteral("%1 · %2 · %3")
+                        .arg(count(qint64(g.nodes().size()), tr("%1 node"), tr("%1 nodes")),
+                             count(qint64(g.links().size()), tr("%1 link"), tr("%1 links")),
+                             state));
 }
 
 bool MainWindow::writeAtomically(const QString& path, const QByteArray& bytes) {
@@ -452,10 +519,11 @@ bool MainWindow::openFile(const QString& path) {
   if (!isOnnx) addRecent(currentFile_);
   pasteCount_ = 0;
   updateTitle();
-  view_->fitToView();
-  showStatus(tr("%1 %2: %3 nodes")
-                 .arg(isOnnx ? tr("Imported") : tr("Opened"), QFileInfo(path).fileName())
-                 .arg(model_->graph().nodes().size()));
+  view_->fitToView(GraphView::kReadableZoom);
+  showStatus(
+      tr("%1 %2: %3")
+          .arg(isOnnx ? tr("Imported") : tr("Opened"), QFileInfo(path).fileName(),
+               count(qint64(model_->graph().nodes().size()), tr("%1 node"), tr("%1 nodes"))));
   return true;
 }
 
@@ -610,7 +678,7 @@ bool MainWindow::recoverAutosave() {
   // Recovered work is unsaved: mark the document modified until the user saves it.
   model_->undoStack()->resetClean();
   updateTitle();
-  view_->fitToView();
+  view_->fitToView(GraphView::kReadableZoom);
   showStatus(tr("Recovered unsaved work from %1").arg(autosavePath()));
   return true;
 }
@@ -636,7 +704,7 @@ void MainWindow::copySelection() {
   data->setText(QString::fromUtf8(json));
   QApplication::clipboard()->setMimeData(data);
   pasteCount_ = 0;
-  showStatus(tr("Copied %n node(s)", "", int(ids.size())));
+  showStatus(tr("Copied %1").arg(count(qint64(ids.size()), tr("%1 node"), tr("%1 nodes"))));
 }
 
 void MainWindow::cutSelection() {

@@ -10,6 +10,7 @@
 #include <QMainWindow>
 #include <QStackedWidget>
 #include <QTimer>
+#include <functional>
 
 #include "app/studio/graph_model.h"
 
@@ -21,6 +22,28 @@ class Palette;
 class ParamsPanel;
 class TrainingPanel;
 class WelcomePage;
+
+// The status bar's message. QStatusBar cuts a long temporary message off mid-word where the
+// permanent summary starts, which reads as text running under it: this label takes the room left
+// of the summary, elides what does not fit, shows the whole text in a wrapped tooltip, and a
+// click on an elided message opens it in a box.
+class StatusMessage : public QLabel {
+ public:
+  explicit StatusMessage(QWidget* parent = nullptr);
+  void setMessage(const QString& message);
+  QString message() const { return message_; }
+  bool isElided() const { return !line_.isEmpty() && text() != line_; }
+  std::function<void()> onClicked;
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+
+ private:
+  void elide();
+  QString message_;
+  QString line_;  // the message on one line
+};
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -62,6 +85,10 @@ class MainWindow : public QMainWindow {
 
   QString currentFile() const { return currentFile_; }
   QString lastError() const { return lastError_; }
+  // The status bar's message, whole (the bar shows it elided to the room it has).
+  QString statusMessage() const;
+  StatusMessage* statusMessageLabel() const { return message_; }
+  QLabel* summaryLabel() const { return summary_; }
   QStringList recentFiles() const;
 
   // Autosave: the document is written here periodically while it has unsaved changes, and the
@@ -111,6 +138,8 @@ class MainWindow : public QMainWindow {
   QDockWidget* problemsDock_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QLabel* summary_;
+  StatusMessage* message_;
+  QTimer messageTimer_;  // a message goes after a while, as QStatusBar's temporary ones do
   QTimer autosaveTimer_;
   QString currentFile_;
   QString lastError_;

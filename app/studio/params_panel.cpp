@@ -217,12 +217,39 @@ QStringList paramItems(const Param& p) {
 // Zero-width spaces after separators and between camel-case words let a word-wrapped label
 // break long names ("SparseCategoricalAccuracy", "/data/train-images.idx") rather than hold the
 // whole dock at their width.
-QString breakable(QString text) {
+QString breakable(const QString& text) {
+  // Only words too long for a line get break points: in prose, a line broken after the dot of
+  // "deepwire.losses" read as the end of a sentence ("the chosen deepwire. losses loss").
+  static const QRegularExpression kLong(QStringLiteral("\\S{21,}"));
   static const QRegularExpression kAfter(QStringLiteral("([/._:,=\\-])(?=\\S)"));
   static const QRegularExpression kCamel(QStringLiteral("([a-z0-9])([A-Z])"));
-  text.replace(kAfter, QStringLiteral("\\1\u200B"));
-  text.replace(kCamel, QStringLiteral("\\1\u200B\\2"));
-  return text;
+  QString out;
+  qsizetype last = 0;
+  for (auto it = kLong.globalMatch(text); it.hasNext();) {
+    const auto m = it.next();
+    QString word = m.captured();
+    word.replace(kAfter, QStringLiteral("\\1\u200B"));
+    word.replace(kCamel, QStringLiteral("\\1\u200B\\2"));
+    out += text.mid(last, m.capturedStart() - last) + word;
+    last = m.capturedEnd();
+  }
+  return out + text.mid(last);
+}
+
+// The first paragraph of a node's documentation, cut at a sentence's end (else a word's) when it
+// is long: cut mid-word ("against t…") it read as garbled. The whole text is in the tooltip.
+QString briefDoc(const QString& doc) {
+  constexpr int kMax = 300;
+  QString brief = doc.section(QStringLiteral("\n\n"), 0, 0).trimmed();
+  brief.replace(QRegularExpression(QStringLiteral("\\s+")), QStringLiteral(" "));
+  if (brief.size() <= kMax) return brief;
+  const QString head = brief.left(kMax);
+  qsizetype cut = -1;
+  for (const QString& end : {QStringLiteral(". "), QStringLiteral("; "), QStringLiteral(": ")})
+    cut = std::max(cut, head.lastIndexOf(end));
+  if (cut >= kMax / 2) return head.left(cut + 1) + QStringLiteral(" …");
+  cut = head.lastIndexOf(QLatin1Char(' '));
+  return (cut > 0 ? head.left(cut) : head) + QStringLiteral(" …");
 }
 
 QString defaultText(const ParamSpec& ps) {
@@ -322,9 +349,8 @@ void ParamsPanel::rebuild() {
   title->setWordWrap(true);
   title->setToolTip(qs(s->type));
   outer->addWidget(title);
-  QString brief = qs(s->doc).section(QStringLiteral("\n\n"), 0, 0).trimmed();
-  if (brief.size() > 300) brief = brief.left(300) + QStringLiteral("…");
-  auto* doc = new QLabel(breakable(brief), content);
+  auto* doc = new QLabel(breakable(briefDoc(qs(s->doc))), content);
+  doc->setObjectName(QStringLiteral("paramsDoc"));
   doc->setWordWrap(true);
   doc->setToolTip(qs(s->doc));
   doc->setStyleSheet(QStringLiteral("color: #555"));

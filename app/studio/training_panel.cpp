@@ -44,6 +44,11 @@ QString qs(const std::string& s) {
   return QString::fromStdString(s);
 }
 
+// "1 epoch", "2 epochs": %n with (s) reads as "1 epoch(s)" without a translation loaded.
+QString count(qint64 n, const QString& one, const QString& many) {
+  return (n == 1 ? one : many).arg(n);
+}
+
 // The first metric that reads as an accuracy, else the first metric; NaN when there is none.
 double headlineMetric(const std::map<std::string, double>& metrics) {
   for (const auto& [name, v] : metrics)
@@ -72,6 +77,38 @@ QString formatResult(const char* what, const StepResult& r, bool accumulated = f
   return text + parts.join(QStringLiteral(" · "));
 }
 }  // namespace
+
+LogAxisRange niceLogRange(double lo, double hi, double pad) {
+  LogAxisRange r;
+  if (!(lo > 0) || !std::isfinite(hi) || hi < lo) return r;
+  lo /= pad;  // a little air, so that a curve never runs along the frame
+  hi *= pad;
+  static const double kBases[] = {100,
+                                  10,
+                                  4,
+                                  2,
+                                  std::sqrt(2.0),
+                                  std::pow(2.0, 1 / 4.0),
+                                  std::pow(2.0, 1 / 8.0),
+                                  std::pow(2.0, 1 / 16.0),
+                                  std::pow(2.0, 1 / 32.0),
+                                  std::pow(2.0, 1 / 64.0)};
+  for (const double base : kBases) {
+    const double k0 = std::floor(std::log(lo) / std::log(base) + 1e-9);
+    const double k1 = std::ceil(std::log(hi) / std::log(base) - 1e-9);
+    const int ticks = int(k1 - k0) + 1;
+    r.base = base;
+    // QLogValueAxis counts its ticks from the powers' logarithms rounded up: a hair past the
+    // powers keeps both ends' ticks whatever the rounding of pow and log.
+    r.min = std::pow(base, k0) * (1 - 1e-7);
+    r.max = std::pow(base, k1) * (1 + 1e-7);
+    r.labelledTicks = ticks;
+    // Log paper's minor lines: 2..9 between powers of 10, the midpoint between powers of 2.
+    r.minorTicks = base == 10 ? 8 : base == 4 ? 2 : base == 2 ? 1 : 0;
+    if (ticks >= 4) break;
+  }
+  return r;
+}
 
 // ---------------------------------------------------------------------------- TrainingWorker
 
@@ -239,12 +276,14 @@ void TrainingWorker::run(const JobRequest& req) {
   if (!report.ok()) return fail(report.message());
   QString summary;
   if (report->cancelled)
-    summary =
-        QObject::tr("<b>Fit stopped</b> after %1 complete epoch(s)").arg(report->epochs.size());
+    summary = QObject::tr("<b>Fit stopped</b> after %1")
+                  .arg(count(qint64(report->epochs.size()), QObject::tr("%1 complete epoch"),
+                             QObject::tr("%1 complete epochs")));
   else if (!report->epochs.empty()) {
     const EpochReport& last = report->epochs.back();
-    summary = QObject::tr("<b>Fit</b>: %1 epoch(s), train loss %2%3, %4 samples/s")
-                  .arg(report->epochs.size())
+    summary = QObject::tr("<b>Fit</b>: %1, train loss %2%3, %4 samples/s")
+                  .arg(count(qint64(report->epochs.size()), QObject::tr("%1 epoch"),
+                             QObject::tr("%1 epochs")))
                   .arg(last.trainLoss, 0, 'g', 5)
                   .arg(last.hasTest ? QObject::tr(", %1 loss %2")
                                           .arg(evalSetName(req.config.dataset))
@@ -305,7 +344,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
 
   data_ = new DataPanel(model_);
   dataStatus_ = new QLabel;
-  dataStatus_->setWordWrap(false);
+  // Wrapped: the reason data is not ready is what the user has to read and act on, and a line
+  // cut at the dock's edge ("takes int6") hid its end.
+  dataStatus_->setWordWrap(true);
   dataStatus_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   editData_ = new QPushButton(tr("Data…"));
   editData_->setToolTip(tr("Show the Data panel: a source for each data input, and the splits"));
@@ -428,6 +469,21 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     return chart;
   };
   lossChart_ = makeChart(tr("Loss"), trainLoss_, testLoss_);
+  metricChart_ = makeChart(tr("Metric (accuracy)"), trainMetric_, testMetric_);
+  auto addEvalSeries = [](QChart* chart) {
+    auto* s = new QScatterSeries;
+    s->setName(tr("Eval Step"));
+    s->setMarkerShape(QScatterSeries::MarkerShapeRotatedRectangle);
+    s->setMarkerSize(9);
+    s->setColor(QColor(0xe6, 0x9f, 0x00));
+    s->setBorderColor(QColor(0x80, 0x58, 0x00));
+    chart->addSeries(s);
+    s->attachAxis(chart->axes(Qt::Horizontal).first());
+    s->attachAxis(chart->axes(Qt::Vertical).first());
+    return s;
+  };
+  evalLoss_ = addEvalSeries(lossChart_);
+  evalMetric_ = addEvalSeries(metricChart_);
   best_ = new QScatterSeries;
   best_->setName(tr("best epoch"));
   best_->setMarkerSize(11);
@@ -435,7 +491,6 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   lossChart_->addSeries(best_);
   best_->attachAxis(lossChart_->axes(Qt::Horizontal).first());
   best_->attachAxis(lossChart_->axes(Qt::Vertical).first());
-  metricChart_ = makeChart(tr("Metric (accuracy)"), trainMetric_, testMetric_);
   auto* lossView = new QChartView(lossChart_);
   lossView->setRenderHint(QPainter::Antialiasing);
   auto* metricView = new QChartView(metricChart_);
@@ -610,9 +665,11 @@ void TrainingPanel::acceleratorToGraph() {
 void TrainingPanel::updateDataStatus() {
   const QString problem = data_->readiness();
   const QString text =
-      problem.isEmpty() ? tr("<b>Data</b>: %n input(s) ready", "", int(data_->spec().train.size()))
-                        : tr("<b>Data</b>: %1").arg(problem.toHtmlEscaped());
-  // One line, so the buttons below never move; the whole sentence in the tooltip.
+      problem.isEmpty()
+          ? tr("<b>Data</b>: %1 ready")
+                .arg(count(qint64(data_->spec().train.size()), tr("%1 input"), tr("%1 inputs")))
+          : tr("<b>Data</b>: %1").arg(problem.toHtmlEscaped());
+  // Wrapped (see the constructor); the sentence in the tooltip too.
   dataStatus_->setText(text);
   dataStatus_->setToolTip(problem.isEmpty() ? QString() : problem);
   // A data error is about the sources as they were: it goes once they are ready.
@@ -724,6 +781,7 @@ void TrainingPanel::resetForNewDocument() {
   graphDirty_ = true;
   unsynced_ = false;
   stepOffset_ = lastStep_ = 0;
+  epochOffset_ = lastEpoch_ = 0;
   clearCharts();
   result_->clear();
   error_->hide();
@@ -754,7 +812,10 @@ void TrainingPanel::start(Job job) {
   JobRequest req;
   req.job = static_cast<int>(job);
   req.rebuild = graphDirty_ || !worker_->trainer_;
-  if (req.rebuild) stepOffset_ = lastStep_;  // the new trainer counts from 0
+  if (req.rebuild) {  // the new trainer counts from 0
+    stepOffset_ = lastStep_;
+    epochOffset_ = lastEpoch_;
+  }
   req.graph = std::make_shared<const Graph>(model_->graph());
   req.options = currentOptions();
   req.config = currentConfig();
@@ -767,8 +828,10 @@ void TrainingPanel::start(Job job) {
   lastError_.clear();
   setBusy(true);
   if (job == Job::Fit) progress_->setValue(0);
-  emit statusMessage(job == Job::Fit ? tr("Fitting %n epoch(s)…", "", epochs_->value())
-                                     : tr("Running a step…"));
+  emit statusMessage(
+      job == Job::Fit
+          ? tr("Fitting %1…").arg(count(epochs_->value(), tr("%1 epoch"), tr("%1 epochs")))
+          : tr("Running a step…"));
   QMetaObject::invokeMethod(
       worker_, [w = worker_, req] { w->run(req); }, Qt::QueuedConnection);
 }
@@ -811,24 +874,33 @@ void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samples
 void TrainingPanel::onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss,
                             double testAcc) {
   const double x = double(stepOffset_ + step);
-  if (hasTest && std::isfinite(testLoss)) testLoss_->append(x, testLoss);
-  if (hasTest && std::isfinite(testAcc)) testMetric_->append(x, testAcc);
-  // Best epoch: lowest evaluation loss seen in a Fit.
-  if (epoch >= 0 && hasTest && std::isfinite(testLoss) &&
-      (best_->count() == 0 || testLoss < bestLoss_)) {
-    bestLoss_ = testLoss;
-    best_->clear();
-    best_->append(x, testLoss);
-    lossChart_->setTitle(tr("Loss — best epoch %1 (%2 %3)")
-                             .arg(epoch + 1)
-                             .arg(evalSetName(data_->spec()))
-                             .arg(testLoss, 0, 'g', 3));
+  QXYSeries* loss = epoch >= 0 ? static_cast<QXYSeries*>(testLoss_) : evalLoss_;
+  QXYSeries* metric = epoch >= 0 ? static_cast<QXYSeries*>(testMetric_) : evalMetric_;
+  if (hasTest && std::isfinite(testLoss)) loss->append(x, testLoss);
+  if (hasTest && std::isfinite(testAcc)) metric->append(x, testAcc);
+  if (epoch >= 0) {
+    lastEpoch_ = epochOffset_ + epoch + 1;
+    // Best epoch: lowest evaluation loss seen in a Fit.
+    if (hasTest && std::isfinite(testLoss) && (best_->count() == 0 || testLoss < bestLoss_)) {
+      bestLoss_ = testLoss;
+      bestEpoch_ = lastEpoch_;
+      best_->clear();
+      best_->append(x, testLoss);
+    }
+    if (best_->count() > 0)
+      lossChart_->setTitle(tr("Loss — best epoch %1 of %2 (%3 %4)")
+                               .arg(bestEpoch_)
+                               .arg(lastEpoch_)
+                               .arg(evalSetName(data_->spec()))
+                               .arg(bestLoss_, 0, 'g', 3));
   }
   rescaleAxes();
 }
 
 void TrainingPanel::clearCharts() {
-  for (auto* s : {trainLoss_, testLoss_, trainMetric_, testMetric_}) s->clear();
+  for (QXYSeries* s : std::initializer_list<QXYSeries*>{trainLoss_, testLoss_, trainMetric_,
+                                                        testMetric_, evalLoss_, evalMetric_})
+    s->clear();
   best_->clear();
   lossChart_->setTitle(tr("Loss"));
   // Later points continue from the last step, so a cleared chart never runs backwards.
@@ -865,6 +937,8 @@ int TrainingPanel::seriesPoints(const QString& which) const {
   if (which == QLatin1String("validation loss")) return testLoss_->count();
   if (which == QLatin1String("train metric")) return trainMetric_->count();
   if (which == QLatin1String("validation metric")) return testMetric_->count();
+  if (which == QLatin1String("eval step loss")) return evalLoss_->count();
+  if (which == QLatin1String("eval step metric")) return evalMetric_->count();
   return -1;
 }
 
@@ -873,7 +947,7 @@ void TrainingPanel::applyLogScale() {
   QAbstractAxis* y = nullptr;
   if (logScale_->isChecked()) {
     auto* log = new QLogValueAxis;
-    log->setBase(10);
+    log->setBase(10);  // rescaleAxes picks the base that labels the range
     log->setLabelFormat(QStringLiteral("%.3g"));
     y = log;
   } else {
@@ -890,11 +964,11 @@ void TrainingPanel::applyLogScale() {
 }
 
 void TrainingPanel::rescaleAxes() {
-  auto fit = [this](QChart* chart, std::initializer_list<QLineSeries*> series, bool log) {
+  auto fit = [this](QChart* chart, std::initializer_list<QXYSeries*> series, bool log) {
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-    for (QLineSeries* s : series) {
+    for (QXYSeries* s : series) {
       // Markers while a series is sparse, so a single point shows; a line once it is dense.
-      s->setPointsVisible(s->count() <= 60);
+      if (s->type() == QAbstractSeries::SeriesTypeLine) s->setPointsVisible(s->count() <= 60);
       for (const QPointF& p : s->points()) {
         if (log && p.y() <= 0) continue;
         x0 = std::min(x0, p.x());
@@ -924,13 +998,20 @@ void TrainingPanel::rescaleAxes() {
     x->setTickAnchor(0);
     x->setTickInterval(tick);
     x->setRange(x0, x1);
-    if (!std::isfinite(y0)) {  // no points yet: a plain unit range
-      chart->axes(Qt::Vertical).first()->setRange(log ? 0.1 : 0, 1);
+    if (log) {
+      // No points yet: a plain range that still has labels.
+      const LogAxisRange r = std::isfinite(y0) ? niceLogRange(y0, y1) : niceLogRange(0.1, 1, 1);
+      auto* y = static_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).first());
+      y->setBase(r.base);
+      y->setMinorTickCount(r.minorTicks);
+      y->setRange(r.min, r.max);
       return;
     }
-    if (log) {
-      chart->axes(Qt::Vertical).first()->setRange(y0 / 1.5, y1 * 1.5);
-    } else {
+    if (!std::isfinite(y0)) {  // no points yet: a plain unit range
+      chart->axes(Qt::Vertical).first()->setRange(0, 1);
+      return;
+    }
+    {
       // At least 2% of the value: a flat curve still gets ticks that differ at 3 figures.
       const double pad = std::max(std::abs(y1) * 0.02 + 1e-6, (y1 - y0) * 0.08);
       auto* y = static_cast<QValueAxis*>(chart->axes(Qt::Vertical).first());
@@ -943,8 +1024,8 @@ void TrainingPanel::rescaleAxes() {
       }
     }
   };
-  fit(lossChart_, {trainLoss_, testLoss_}, logScale_->isChecked());
-  fit(metricChart_, {trainMetric_, testMetric_}, false);
+  fit(lossChart_, {trainLoss_, testLoss_, evalLoss_}, logScale_->isChecked());
+  fit(metricChart_, {trainMetric_, testMetric_, evalMetric_}, false);
 }
 
 }  // namespace dw::studio

@@ -29,10 +29,22 @@ class QChart;
 class QChartView;
 class QLineSeries;
 class QScatterSeries;
+class QXYSeries;
 class QAbstractAxis;
 QT_END_NAMESPACE
 
 namespace dw::studio {
+
+// A log axis that labels several ticks for any range of positive values. QLogValueAxis labels
+// only the powers of its base, so base 10 over a loss between 0.3 and 3 labelled "1" and nothing
+// else: the base is the largest of 100, 10, 4, 2, sqrt(2), 2^(1/4), ... that puts at least four
+// powers in the range, and the range runs from a power to a power, so both ends are labelled.
+struct LogAxisRange {
+  double base = 10, min = 0.1, max = 1;
+  int minorTicks = 0;
+  int labelledTicks = 0;  // the powers of `base` within [min, max]
+};
+LogAxisRange niceLogRange(double lo, double hi, double pad = 1.02);
 
 class ScientificSpinBox;
 class TrainingWorker;
@@ -77,7 +89,7 @@ class TrainingPanel : public QWidget {
   QComboBox* acceleratorBox() const { return accelerator_; }
   QLabel* dataStatusLabel() const { return dataStatus_; }
   // Points on the charts' series, for tests: train loss / train metric per step, validation
-  // loss / metric per epoch.
+  // loss / metric per epoch of a Fit, eval step loss / metric per Eval Step.
   int seriesPoints(const QString& which) const;
   QChart* lossChart() const { return lossChart_; }
   QChart* metricChart() const { return metricChart_; }
@@ -111,6 +123,7 @@ class TrainingPanel : public QWidget {
     double loss, metric;
   };
   void onSteps(const std::vector<StepPoint>& points, double samplesPerSec, double progress);
+  // epoch < 0: an Eval Step (one batch), charted apart from a Fit's per-epoch evaluation.
   void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc);
   void clearCharts();
   // The trainer's weights into the graph (one undo step), whatever the canvas did since.
@@ -157,8 +170,16 @@ class TrainingPanel : public QWidget {
   QChart* lossChart_;
   QChart* metricChart_;
   QLineSeries *trainLoss_, *testLoss_, *trainMetric_, *testMetric_;
+  // Eval Step results: single batches, as points never joined to the per-epoch line (a line from
+  // a batch's loss to the next Fit's epoch read as a trend).
+  QScatterSeries *evalLoss_, *evalMetric_;
   QScatterSeries* best_;
   double bestLoss_ = 0;
+  qint64 bestEpoch_ = 0;
+  // Epochs count on across Fits like steps do (a rebuilt trainer counts from 0 again, and a
+  // second Fit's best epoch must not read "epoch 1" again): epochOffset_ plus the trainer's own.
+  qint64 epochOffset_ = 0;
+  qint64 lastEpoch_ = 0;
   // Steps continue across trainers (a rebuilt one counts from 0): the x of a point is
   // stepOffset_ plus the trainer's own step.
   qint64 stepOffset_ = 0;

@@ -313,7 +313,7 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
     w.newDocument();
     return QObject::tr("The template could not be built: %1").arg(failure);
   }
-  w.view()->fitToView();
+  w.view()->fitToView(GraphView::kReadableZoom);
 
   // 4. The data, through the Data panel as a user gives it, accepting what it proposes.
   DataPanel* data = w.training()->dataPanel();
@@ -469,7 +469,7 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   content->setObjectName(QStringLiteral("welcomeContent"));
   scroll->setWidget(content);
   auto* centre = new QHBoxLayout(content);
-  centre->setContentsMargins(36, 26, 36, 26);
+  centre->setContentsMargins(36, 16, 36, 12);
   auto* body = new QWidget;
   body->setMaximumWidth(1100);
   centre->addStretch(1);
@@ -485,9 +485,17 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
       tr("Wire a deep-learning model from nodes, give it data, train it, and export it to ONNX."));
   tagline->setObjectName(QStringLiteral("welcomeTagline"));
   tagline->setWordWrap(true);
+  // The tip sits under the tagline: at the bottom of the page it was the first thing cut off in a
+  // 1500x920 window.
+  auto* tip =
+      new QLabel(tr("Tip: drop a node from the Palette here to start an empty canvas with it. "
+                    "View → Welcome Page brings this page back."));
+  tip->setObjectName(QStringLiteral("welcomeTip"));
+  tip->setWordWrap(true);
   v->addWidget(title);
   v->addWidget(tagline);
-  v->addSpacing(18);
+  v->addWidget(tip);
+  v->addSpacing(12);
 
   // Three ways in side by side, each a short column of cards; recent files run below them.
   auto* columns = new QHBoxLayout;
@@ -526,7 +534,7 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
 
   examples_ = column(tr("EXAMPLES"), tr("Fashion-MNIST projects, ready to Fit."));
 
-  v->addSpacing(16);
+  v->addSpacing(10);
   auto* recentColumn = new QVBoxLayout;
   QVBoxLayout* recentHost =
       section(recentColumn, tr("RECENT FILES"), tr("The projects you opened or saved last."));
@@ -536,14 +544,6 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   for (int c = 0; c < 3; ++c) recent_->setColumnStretch(c, 1);
   recentHost->addLayout(recent_);
   v->addLayout(recentColumn);
-
-  v->addSpacing(16);
-  auto* tip =
-      new QLabel(tr("Tip: drop a node from the Palette here to start an empty canvas with it. "
-                    "View → Welcome Page brings this page back."));
-  tip->setObjectName(QStringLiteral("welcomeTip"));
-  tip->setWordWrap(true);
-  v->addWidget(tip);
   v->addStretch(1);
   setRecentFiles({});
 }

@@ -340,6 +340,43 @@ TEST(UtilityNodes, StepNodesAreCatalogueEntries) {
   ASSERT_NE(spec("Accelerator").param("threads"), nullptr);
 }
 
+// A cross-entropy told it gets probabilities, fed by a layer that gives raw scores, trains to
+// little: Graph::hints says so (the studio and `deepwire check`/`train` show it) without
+// making the project invalid, and the hint goes once from_logits is on or the layer ends in a
+// softmax.
+TEST(UtilityNodes, NonLogitsLossOnRawScoresGetsAHint) {
+  auto g = loadProject(test::example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(g.ok()) << g.message();
+  NodeId train = 0;
+  for (const auto& [id, n] : g->nodes())
+    if (n.type == "Output Train") train = id;
+  ASSERT_NE(train, 0u);
+  EXPECT_TRUE(g->hints().empty());
+  ASSERT_TRUE(g->setParam(train, "from_logits", Param::makeBool(false)).ok());
+  auto hints = g->hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_EQ(hints[0].node, train);
+  EXPECT_NE(hints[0].message.find("from_logits is off"), std::string::npos) << hints[0].message;
+  EXPECT_NE(hints[0].message.find("Gemm 'fc3' (#13) gives unnormalized scores"), std::string::npos)
+      << hints[0].message;
+  EXPECT_TRUE(g->validate().empty());
+  ASSERT_TRUE(g->setParam(train, "from_logits", Param::makeBool(true)).ok());
+  EXPECT_TRUE(g->hints().empty());
+  // A Keras-style layer: its activation decides.
+  const NodeId fc3 = g->inputLink(train, 0)->from.node;
+  const NodeId dense = *g->addNode(kLayersDomain, "Dense");
+  ASSERT_TRUE(g->setParam(dense, "units", Param::makeInt(10)).ok());
+  ASSERT_TRUE(g->removeLink(*g->inputLink(train, 0)).ok());
+  ASSERT_TRUE(g->addLink({{fc3, 0}, {dense, 0}}).ok());
+  ASSERT_TRUE(g->addLink({{dense, 0}, {train, 0}}).ok());
+  ASSERT_TRUE(g->setParam(train, "from_logits", Param::makeBool(false)).ok());
+  hints = g->hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_NE(hints[0].message.find("(activation linear)"), std::string::npos) << hints[0].message;
+  ASSERT_TRUE(g->setParam(dense, "activation", Param::makeString("softmax")).ok());
+  EXPECT_TRUE(g->hints().empty());
+}
+
 TEST(UtilityNodes, DescribeAndNodesShowThem) {
   const std::string cli = DW_CLI_PATH;
   std::string out;

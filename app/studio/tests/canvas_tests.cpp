@@ -167,8 +167,7 @@ class CanvasTest : public QObject {
              scene->nodeItem(relu)->portScenePos(false, 0));
     QCOMPARE(w.model()->graph().links(), std::vector<dw::Link>{second});
     QVERIFY(scene->linkItem(second) && !scene->linkItem(first));
-    QVERIFY2(w.statusBar()->currentMessage().contains("replacing"),
-             qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY2(w.statusMessage().contains("replacing"), qPrintable(w.statusMessage()));
     QCOMPARE(w.model()->undoStack()->count(), steps + 1);
 
     w.action("undo")->trigger();
@@ -182,7 +181,7 @@ class CanvasTest : public QObject {
     QVERIFY(w.model()->connectPorts({{relu, 0}, {sig, 0}}).ok());
     QVERIFY(!scene->tryConnect(sig, {true, 0}, relu, {false, 0}));
     QVERIFY(w.model()->graph().inputLink(relu, 0) == second);
-    QVERIFY(w.statusBar()->currentMessage().contains("cycle"));
+    QVERIFY(w.statusMessage().contains("cycle"));
   }
 
   // Issue 16: new and pasted nodes landed on top of existing ones.
@@ -543,6 +542,105 @@ class CanvasTest : public QObject {
   }
 
   // Issue 16: metrics were called "SparseCategoricalAccuracy_8" where a user reads them.
+  // The trial's status bar: "1 nodes · 1 links", and long messages cut off mid-word where the
+  // permanent summary begins, so that they seemed to run under it.
+  void statusBarCountsAndLongMessages() {
+    MainWindow w(false);
+    w.resize(1500, 920);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QLabel* summary = w.summaryLabel();
+    QCOMPARE(summary->text(), QStringLiteral("0 nodes · 0 links · valid"));
+    const dw::NodeId in = addInput(w, "float[N,4]", 0, 0);
+    w.model()->validateNow();
+    QVERIFY2(summary->text().startsWith("1 node · 0 links"), qPrintable(summary->text()));
+    const dw::NodeId relu = addNode(w, "ai.onnx", "Relu", 260, 0);
+    QVERIFY(w.model()->connectPorts({{in, 0}, {relu, 0}}).ok());
+    w.model()->validateNow();
+    QVERIFY2(summary->text().startsWith("2 nodes · 1 link ·"), qPrintable(summary->text()));
+
+    // A message far wider than the bar: elided before the summary, whole in the tooltip.
+    const QString missing = QStringLiteral("/no/such/folder/") + QString(300, QLatin1Char('x')) +
+                            QStringLiteral(".dwproj");
+    QVERIFY(!w.openFile(missing));
+    QApplication::processEvents();
+    auto* message = w.statusMessageLabel();
+    QVERIFY(w.statusMessage().contains(missing));
+    QVERIFY(message->isVisible());
+    QVERIFY(message->isElided());
+    QVERIFY(message->text().endsWith(QChar(0x2026)));
+    const QRect m = message->geometry(), sum = summary->geometry();
+    QVERIFY2(m.right() < sum.left(), qPrintable(QStringLiteral("message ends at %1, summary "
+                                                               "starts at %2")
+                                                    .arg(m.right())
+                                                    .arg(sum.left())));
+    QVERIFY(message->fontMetrics().horizontalAdvance(message->text()) <= m.width());
+    QVERIFY(message->toolTip().contains(QString(300, QLatin1Char('x'))));
+    // A short one is shown whole, and says "1 node".
+    w.scene()->selectOnly({in});
+    w.copySelection();
+    QCOMPARE(message->text(), QStringLiteral("Copied 1 node"));
+    QVERIFY(!message->isElided());
+    QVERIFY(w.training()->dataStatusLabel()->wordWrap());  // the Data line wraps, never cut
+  }
+
+  // A cross-entropy told it gets probabilities, on a Gemm's raw scores, trains to little: the
+  // Problems list carries Graph::hints' warning, the summary counts it, and the graph stays
+  // valid.
+  void lossHintShowsInProblems() {
+    MainWindow w(false);
+    QVERIFY2(w.openFile(example("fashion_mnist_mlp.dwproj")), qPrintable(w.lastError()));
+    w.model()->validateNow();
+    QVERIFY2(w.summaryLabel()->text().endsWith("valid"), qPrintable(w.summaryLabel()->text()));
+    dw::NodeId train = 0;
+    for (const auto& [id, n] : w.model()->graph().nodes())
+      if (n.type == "Output Train") train = id;
+    QVERIFY(train != 0);
+    QVERIFY(w.model()->setParam(train, "from_logits", dw::Param::makeBool(false)).ok());
+    w.model()->validateNow();
+    QVERIFY2(w.summaryLabel()->text().endsWith("valid · 1 hint"),
+             qPrintable(w.summaryLabel()->text()));
+    QCOMPARE(w.problemsList()->count(), 1);
+    QVERIFY(w.problemsList()->item(0)->text().contains("from_logits is off"));
+  }
+
+  // Opening an example fitted it whole at a zoom where its text was 6 px high.
+  void openingAnExampleKeepsTextReadable() {
+    MainWindow w(false);
+    w.resize(1500, 920);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(50);  // the window's deferred dock sizes
+    QVERIFY2(w.openFile(example("fashion_mnist_mlp.dwproj")), qPrintable(w.lastError()));
+    QVERIFY2(w.view()->zoom() >= dw::studio::GraphView::kReadableZoom - 1e-6,
+             qPrintable(QString::number(w.view()->zoom())));
+    // The start of the graph shows: its leftmost node is in view.
+    const QRectF seen = w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect();
+    qreal left = 1e9;
+    for (const auto& [id, n] : w.model()->graph().nodes()) left = std::min(left, n.position.x);
+    QVERIFY2(seen.left() <= left && seen.right() > left + 100,
+             qPrintable(QStringLiteral("view %1..%2, leftmost node at %3")
+                            .arg(seen.left())
+                            .arg(seen.right())
+                            .arg(left)));
+    // Fit to View (F) still shows the whole graph, however small.
+    w.action("fit")->trigger();
+    const QRectF all = w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect();
+    QVERIFY(all.contains(w.scene()->itemsBoundingRect()));
+
+    // Shape labels never sit on the ports they join (short links put them beside the nodes).
+    w.model()->validateNow();
+    for (const auto& l : w.model()->graph().links()) {
+      auto* item = w.scene()->linkItem(l);
+      if (!item || item->label().isEmpty()) continue;
+      const QRectF r = item->labelRect();
+      for (const QPointF port : {w.scene()->nodeItem(l.from.node)->portScenePos(true, l.from.port),
+                                 w.scene()->nodeItem(l.to.node)->portScenePos(false, l.to.port)})
+        QVERIFY2(!r.intersects(QRectF(port - QPointF(6, 6), QSizeF(12, 12))),
+                 qPrintable(item->toolTip()));
+    }
+  }
+
   void newNodesAreNamedAfterTheirType() {
     MainWindow w(false);
     w.show();

@@ -268,7 +268,9 @@ class JourneyTest : public QObject {
     QVERIFY(waitIdle(panel));
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     QCOMPARE(panel->seriesPoints("train loss"), 1);
-    QCOMPARE(panel->seriesPoints("validation loss"), 1);
+    // An Eval Step is a point of its own, never the start of the per-epoch validation line.
+    QCOMPARE(panel->seriesPoints("eval step loss"), 1);
+    QCOMPARE(panel->seriesPoints("validation loss"), 0);
     QVERIFY(w.isWindowModified() == false || true);
 
     // 4. Fit one epoch on the first 12,000 samples (10,800 after the validation tenth).
@@ -285,8 +287,9 @@ class JourneyTest : public QObject {
     QCOMPARE(panel->seriesPoints("train loss"), 339);  // a point for every step
     QCOMPARE(panel->seriesPoints("train metric"), panel->seriesPoints("train loss"));
 
-    QCOMPARE(panel->seriesPoints("validation loss"), 2);  // the Eval Step, then the epoch
-    QCOMPARE(panel->seriesPoints("validation metric"), 2);
+    QCOMPARE(panel->seriesPoints("validation loss"), 1);  // the epoch
+    QCOMPARE(panel->seriesPoints("validation metric"), 1);
+    QCOMPARE(panel->seriesPoints("eval step loss"), 1);  // the Eval Step, apart
     auto* x = panel->lossChart()->axes(Qt::Horizontal).first();
     QVERIFY(static_cast<QValueAxis*>(x)->max() >= 339);
     shot(w, "4-trained");

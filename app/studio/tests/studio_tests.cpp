@@ -8,7 +8,9 @@
 #include <QComboBox>
 #include <QDropEvent>
 #include <QElapsedTimer>
+#include <QLabel>
 #include <QLineEdit>
+#include <QLogValueAxis>
 #include <QMimeData>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -119,7 +121,7 @@ class StudioTest : public QObject {
     QTest::mouseDClick(palette->tree()->viewport(), Qt::LeftButton, {}, r.center());
     QCOMPARE(w.model()->graph().nodes().size(), size_t(1));
     QCOMPARE(w.model()->graph().opset("ai.onnx"), 18);
-    QVERIFY(w.statusBar()->currentMessage().contains("opset 18"));
+    QVERIFY(w.statusMessage().contains("opset 18"));
     w.model()->undoStack()->undo();
     QCOMPARE(w.model()->graph().nodes().size(), size_t(0));
     QCOMPARE(w.model()->graph().opset("ai.onnx"), 17);
@@ -192,14 +194,12 @@ class StudioTest : public QObject {
     dragLink(w, scene->nodeItem(boolIn)->portScenePos(true, 0),
              scene->nodeItem(sqrt)->portScenePos(false, 0));
     QCOMPARE(w.model()->graph().links().size(), size_t(1));
-    QVERIFY2(w.statusBar()->currentMessage().contains("nothing in common"),
-             qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY2(w.statusMessage().contains("nothing in common"), qPrintable(w.statusMessage()));
     // A cycle is refused too.
     QVERIFY(!scene->tryConnect(relu, {true, 0}, relu, {false, 0}));
     QVERIFY(w.model()->connectPorts({{relu, 0}, {sqrt, 0}}).ok());
     QVERIFY(!scene->tryConnect(sqrt, {true, 0}, relu, {false, 0}));
-    QVERIFY(w.statusBar()->currentMessage().contains("already connected") ||
-            w.statusBar()->currentMessage().contains("cycle"));
+    QVERIFY(w.statusMessage().contains("already connected") || w.statusMessage().contains("cycle"));
 
     // Shapes are inferred once the graph is valid: the link shows its tensor type.
     const dw::NodeId out = addNode(w, "deepwire", "Output", 480, 0);
@@ -316,7 +316,7 @@ class StudioTest : public QObject {
     shape->setModified(true);
     emit shape->editingFinished();
     QCOMPARE(w.model()->graph().param(weight, "shape")->asInts(), (std::vector<int64_t>{256, 784}));
-    QVERIFY(w.statusBar()->currentMessage().contains(">= 0"));
+    QVERIFY(w.statusMessage().contains(">= 0"));
     QCOMPARE(canonical(w), states.back());
     // Initializer status (a combo from the catalogue's allowed values).
     auto* status = qobject_cast<QComboBox*>(w.params()->editor("status"));
@@ -635,6 +635,103 @@ class StudioTest : public QObject {
     QVERIFY(waitIdle(w.training()));
     QVERIFY(!w.training()->lastError().isEmpty());
     QVERIFY(w.training()->trainStepButton()->isEnabled());
+  }
+
+  // Log scale: QLogValueAxis labels only the powers of its base, and base 10 over a loss
+  // between 3 and 6 labelled nothing at all.
+  void logAxisLabelsAnyRange() {
+    const std::vector<std::pair<double, double>> ranges = {
+        {3, 6}, {0.3, 3}, {0.2, 2}, {0.03, 15}, {0.5, 0.52}, {1e-4, 10}, {1, 1}, {2.3, 2.31}};
+    for (const auto& [lo, hi] : ranges) {
+      const dw::studio::LogAxisRange r = dw::studio::niceLogRange(lo, hi);
+      const QString what = QStringLiteral("%1..%2: base %3, %4..%5")
+                               .arg(lo)
+                               .arg(hi)
+                               .arg(r.base)
+                               .arg(r.min)
+                               .arg(r.max);
+      QVERIFY2(r.min <= lo && r.max >= hi, qPrintable(what));
+      // The labels QLogValueAxis draws: the powers of the base within the range, "%.3g".
+      QStringList labels;
+      for (int k = -2000; k <= 2000; ++k) {
+        const double v = std::pow(r.base, k);
+        if (v >= r.min && v <= r.max) labels << QString::asprintf("%.3g", v);
+      }
+      QVERIFY2(labels.size() >= 3 && labels.size() <= 8,
+               qPrintable(what + ": " + labels.join(" ")));
+      QCOMPARE(labels.size(), r.labelledTicks);
+      QCOMPARE(labels.removeDuplicates(), 0);  // every label says something different
+      // The data fills a good part of the axis.
+      QVERIFY2(std::log(hi * 1.02 / lo * 1.02) / std::log(r.max / r.min) > 0.3 || hi / lo < 1.05,
+               qPrintable(what));
+    }
+  }
+
+  // Eval Steps are single batches: charted as points of their own, never joined by a line to a
+  // Fit's per-epoch validation. Epochs count on across Fits, as steps do.
+  void chartsKeepEvalStepsApartAndCountEpochs() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);
+    auto* panel = w.training();
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(panel->seriesPoints("eval step loss"), 1);
+    QCOMPARE(panel->seriesPoints("eval step metric"), 0);  // no metric on this graph
+    QCOMPARE(panel->seriesPoints("validation loss"), 0);
+    panel->epochsBox()->setValue(2);
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("2 epochs"), qPrintable(panel->lastResult()));
+    QCOMPARE(panel->seriesPoints("validation loss"), 2);
+    QCOMPARE(panel->seriesPoints("eval step loss"), 1);
+    // A changed setting rebuilds the trainer, whose epochs count from 0 again.
+    panel->learningRateBox()->setValue(0.02);
+    panel->epochsBox()->setValue(1);
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("1 epoch,"), qPrintable(panel->lastResult()));
+    QCOMPARE(panel->seriesPoints("validation loss"), 3);
+    const QString title = panel->lossChart()->title();
+    QVERIFY2(title.contains(" of 3 "), qPrintable(title));
+    QVERIFY2(!title.contains("best epoch 1 "), qPrintable(title));  // this loss only falls
+    for (QAbstractSeries* s : panel->lossChart()->series())
+      if (s->name() == "Eval Step") QCOMPARE(s->type(), QAbstractSeries::SeriesTypeScatter);
+
+    // The log axis labels at least three ticks of whatever range the losses span.
+    panel->logScaleBox()->setChecked(true);
+    auto* y = qobject_cast<QLogValueAxis*>(panel->lossChart()->axes(Qt::Vertical).first());
+    QVERIFY(y);
+    int labelled = 0;
+    for (int k = -2000; k <= 2000; ++k) {
+      const double v = std::pow(y->base(), k);
+      labelled += v >= y->min() && v <= y->max();
+    }
+    QVERIFY2(
+        labelled >= 3,
+        qPrintable(QStringLiteral("base %1, %2..%3").arg(y->base()).arg(y->min()).arg(y->max())));
+  }
+
+  // Output Train's description read "computes the chosen deepwire. losses loss of the prediction
+  // against t…": a line broken after the dot of a name, and the text cut mid-word.
+  void nodeDescriptionReadsAsWritten() {
+    MainWindow w(false);
+    w.resize(1500, 920);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId out = addNode(w, "deepwire.layers", "Output Train", 0, 0);
+    w.scene()->selectOnly({out});
+    QApplication::processEvents();
+    auto* doc = w.params()->widget()->findChild<QLabel*>(QStringLiteral("paramsDoc"));
+    QVERIFY(doc);
+    const QString text = doc->text();
+    QVERIFY2(!text.contains(QChar(0x200B)), qPrintable(text));  // no break inside short words
+    QVERIFY2(text.endsWith(QStringLiteral(". …")) || text.endsWith(QLatin1Char('.')),
+             qPrintable(text));
+    QVERIFY(doc->toolTip().contains("deepwire.losses loss of the prediction"));
   }
 
   // The Eval Step button's metrics accumulate over Eval Steps; the canvas's Eval Step node with

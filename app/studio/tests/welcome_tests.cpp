@@ -8,7 +8,10 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
+#include <QLabel>
 #include <QMimeData>
+#include <QScrollArea>
+#include <QSettings>
 #include <QStackedWidget>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -88,6 +91,35 @@ class WelcomeTest : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QFile::remove(MainWindow::autosavePath());
+  }
+
+  // At 1500x920 the tip at the page's foot was cut off and needed scrolling.
+  void tipIsVisibleWithoutScrolling() {
+    QSettings().setValue(
+        QStringLiteral("recentFiles"),
+        QStringList{example("fashion_mnist_mlp.dwproj"), example("fashion_mnist_cnn.dwproj"),
+                    "/tmp/a.dwproj", "/tmp/b.dwproj", "/tmp/c.dwproj"});
+    MainWindow w(false);
+    w.resize(1500, 920);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(50);  // the window's deferred dock sizes
+    w.setWelcomeVisible(true);
+    QApplication::processEvents();
+    auto* tip = w.welcome()->findChild<QLabel*>(QStringLiteral("welcomeTip"));
+    auto* scroll = w.welcome()->findChild<QScrollArea*>(QStringLiteral("welcomeScroll"));
+    QVERIFY(tip && scroll);
+    QVERIFY(tip->isVisible());
+    const QRect r(tip->mapTo(scroll->viewport(), QPoint(0, 0)), tip->size());
+    QVERIFY2(scroll->viewport()->rect().contains(r),
+             qPrintable(QStringLiteral("tip at %1,%2 %3x%4 in a %5x%6 viewport")
+                            .arg(r.x())
+                            .arg(r.y())
+                            .arg(r.width())
+                            .arg(r.height())
+                            .arg(scroll->viewport()->width())
+                            .arg(scroll->viewport()->height())));
+    QSettings().remove(QStringLiteral("recentFiles"));
   }
 
   void showsAtStartAndGivesWayToAnExample() {
