@@ -523,10 +523,7 @@ TEST(CudaOps, GradientsMatchCpu) {
     onnx::ModelProto m = emptyModel(17);
     auto* g = m.mutable_graph();
     addValue(g->add_input(), "x", {8, 5});
-    auto* li = g->add_input();
-    li->set_name("label");
-    li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
-    li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(8);
+    addLabels(g, "label", 8);
     addNode(g, "Gemm", {"x", "w1", "b1"}, {"h"});
     attrI(g->mutable_node(0), "transB", 1);
     addNode(g, act, {"h"}, {"a"});
@@ -577,10 +574,7 @@ struct LayerCase {
 void layerGradientsMatchCpu(const LayerCase& lc) {
   onnx::ModelProto m = emptyModel(lc.opset);
   auto* g = m.mutable_graph();
-  auto* li = g->add_input();
-  li->set_name("label");
-  li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
-  li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(lc.n);
+  addLabels(g, "label", lc.n);
   lc.node(g);
   addNode(g, "Flatten", {"h"}, {"f"});
   attrI(addNode(g, "Gemm", {"f", "w", "b"}, {"logits"}), "transB", 1);
@@ -719,10 +713,7 @@ void cnnGradientsMatchCpu(const std::vector<int64_t>& kernel, const std::vector<
   onnx::ModelProto m = emptyModel(15);
   auto* g = m.mutable_graph();
   addValue(g->add_input(), "x", {6, 2, 8, 8});
-  auto* li = g->add_input();
-  li->set_name("label");
-  li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
-  li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(6);
+  addLabels(g, "label", 6);
   attrInts(addNode(g, "Conv", {"x", "cw", "cb"}, {"c"}), "pads", {1, 1, 1, 1});
   addNode(g, "BatchNormalization", {"c", "s", "bb", "rm", "rv"}, {"n"});
   addNode(g, "Relu", {"n"}, {"r"});
@@ -800,10 +791,7 @@ TEST(CudaOps, LinearGradientsMatchCpu) {
   onnx::ModelProto m = emptyModel(15);
   auto* g = m.mutable_graph();
   addValue(g->add_input(), "x", {6, 10});
-  auto* li = g->add_input();
-  li->set_name("label");
-  li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
-  li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(6);
+  addLabels(g, "label", 6);
   attrI(addNode(g, "Gemm", {"x", "w1", "b1"}, {"h1"}), "transB", 1);
   addNode(g, "Relu", {"h1"}, {"r1"});
   addNode(g, "Gemm", {"r1", "w2", "b2"}, {"h2"});
@@ -902,10 +890,7 @@ TEST(CudaTraining, DropoutDrawsTheCpusMasks) {
   onnx::ModelProto m = emptyModel(15);
   auto* g = m.mutable_graph();
   addValue(g->add_input(), "x", {8, 33});
-  auto* li = g->add_input();
-  li->set_name("label");
-  li->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
-  li->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(8);
+  addLabels(g, "label", 8);
   attrI(addNode(g, "Gemm", {"x", "w1", "b1"}, {"h"}), "transB", 1);
   addNode(g, "Relu", {"h"}, {"r"});
   attrI(addNode(g, "Dropout", {"r", "ratio"}, {"d"}), "seed", 7);

@@ -32,6 +32,15 @@ inline void addValue(onnx::ValueInfoProto* v, const std::string& name, const Sha
   for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
+// An int64 graph input of n class labels (the target of a classification loss).
+inline void addLabels(onnx::GraphProto* g, const std::string& name, int64_t n) {
+  auto* v = g->add_input();
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::INT64);
+  t->mutable_shape()->add_dim()->set_dim_value(n);
+}
+
 // The largest |a - b| over two float tensors of the same shape.
 inline float maxDiff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
