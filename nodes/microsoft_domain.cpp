@@ -2481,6 +2481,17 @@ const std::vector<MsOp>& msOps() {
          b.add("Unsqueeze", {"heads_first", b.constantInts("batch", {0})}, {"output"});
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"MatMulFpQ4", "quantization",
+       "A ([..., K]) times B, a K x N matrix in ONNX Runtime's MLAS 4-bit block layout: for "
+       "each column, blocks of 32 values of K, each a float32 scale, a zero point byte (unless "
+       "blk_quant_type is 0) and two codes a byte (the low nibble value i, the high one value "
+       "i + 16). A code dequantizes as (code - zero point) * scale, or (code - 8) * scale "
+       "without zero points. B_shape holds [K, N]. The weights are dequantized as the model "
+       "runs.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::FLOAT);
+       }},
       {"WordConvEmbedding", "nn",
        "A word embedding from characters: Sequence ([words, characters], int32 ids, 0 after a "
        "word's end) looked up in C, each filter of W ([filters, 1, window, character size]) "

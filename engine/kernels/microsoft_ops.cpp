@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include <re2/re2.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
@@ -1014,6 +1015,68 @@ class WordConvEmbedding : public Kernel {
   }
 };
 
+// MatMulFpQ4: A [..., K] times B [K, N] stored in MLAS's 4-bit blocks (see the catalogue's
+// description), dequantized into a float matrix on every run, then one sgemm.
+class MatMulFpQ4 : public Kernel {
+ public:
+  // As ONNX Runtime reads the attribute: 0 is the symmetric layout, anything else the one with
+  // zero points (MLAS's 64- and 128-value blocks are not reachable through this op).
+  explicit MatMulFpQ4(const KernelInit& init)
+      : zeroPoints_(init.attrs.getInt("blk_quant_type", 1) != 0) {}
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    const Tensor& shape = ctx.input(2);
+    if (a.dtype() != DType::kFloat || a.rank() < 1)
+      return Status::error("A must be a float32 tensor of rank 1 or more");
+    if (b.dtype() != DType::kUInt8) return Status::error("B must be uint8");
+    if (shape.size() != 2) return Status::error("B_shape must hold [K, N]");
+    const int64_t K = shape.getInt(0), N = shape.getInt(1);
+    if (K < 1 || N < 1)
+      return Status::error("B_shape [" + std::to_string(K) + ", " + std::to_string(N) +
+                           "] must be positive");
+    if (a.dim(a.rank() - 1) != K)
+      return Status::error("A's last axis has " + std::to_string(a.dim(a.rank() - 1)) +
+                           " values, but B_shape says K is " + std::to_string(K));
+    const int64_t blkLen = 32;
+    const int64_t head = zeroPoints_ ? 5 : 4;  // the scale, and the zero point
+    const int64_t blob = head + blkLen / 2, blocks = (K + blkLen - 1) / blkLen;
+    if (b.size() != N * blocks * blob)
+      return Status::error("B holds " + std::to_string(b.size()) + " bytes; " + std::to_string(N) +
+                           " columns of " + std::to_string(blocks) + " blocks of " +
+                           std::to_string(blob) + " bytes need " +
+                           std::to_string(N * blocks * blob));
+    std::vector<float> w(static_cast<size_t>(K * N));
+    const uint8_t* src = b.data<uint8_t>();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t blk = 0; blk < blocks; ++blk, src += blob) {
+        float scale;
+        std::memcpy(&scale, src, sizeof scale);
+        const int zero = zeroPoints_ ? src[4] : 8;
+        const uint8_t* codes = src + head;
+        const int64_t k0 = blk * blkLen, len = std::min(blkLen, K - k0);
+        // Byte l holds value l (low nibble) and value l + 16 (high).
+        for (int64_t l = 0; l < 16; ++l) {
+          if (l < len) w[(k0 + l) * N + n] = static_cast<float>((codes[l] & 15) - zero) * scale;
+          if (l + 16 < len)
+            w[(k0 + l + 16) * N + n] = static_cast<float>((codes[l] >> 4) - zero) * scale;
+        }
+      }
+    Shape out = a.shape();
+    out.back() = N;
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    const int64_t M = a.size() / K;
+    if (M > 0)
+      dnnl::sgemm('N', 'N', M, N, K, 1.0f, a.data<float>(), K, w.data(), N, 0.0f, y->data<float>(),
+                  N);
+    return Status();
+  }
+
+ private:
+  bool zeroPoints_;
+};
+
 }  // namespace
 
 void addMicrosoftKernels(KernelRegistry& r) {
@@ -1029,6 +1092,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
   r.add(h, "MaxpoolWithMask", 1, kMaxOpset, &makeKernel<MaxpoolWithMask>, false, ms);
   r.add(h, "WordConvEmbedding", 1, kMaxOpset, &makeKernel<WordConvEmbedding>, false, ms);
+  r.add(h, "MatMulFpQ4", 1, kMaxOpset, &makeKernel<MatMulFpQ4>, false, ms);
 }
 
 }  // namespace dw::engine

@@ -273,6 +273,17 @@ TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
           [](auto& in) { in["prev_suffix_match_idx"].template data<int64_t>()[0] = 3; });
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("pred_tokens has 7 tokens"), std::string::npos) << r.message();
+  // MatMulFpQ4's B_shape claiming more columns than B's bytes hold, and a K that is not A's.
+  r = run("matmulfpq4_type1", [](auto& in) { in["B_shape"].template data<int64_t>()[1] = 7; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("B holds 378 bytes; 7 columns of 3 blocks of 21 bytes need 441"),
+            std::string::npos)
+      << r.message();
+  r = run("matmulfpq4_type1", [](auto& in) { in["B_shape"].template data<int64_t>()[0] = 64; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("A's last axis has 70 values, but B_shape says K is 64"),
+            std::string::npos)
+      << r.message();
 }
 
 // Validation builds each body from the types the graph declares, so `check` reports what the

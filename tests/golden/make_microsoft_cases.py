@@ -702,6 +702,22 @@ def main_kernels():
          separators=[" ", ","], mincharnum=1, mark=0, pad_value="#", out_type=np.object_)
     case("tokenizer_longest_alternative", "Tokenizer", [("X", text("xabyab", "aab"))], ["Y"],
          separators=["a|ab"], mincharnum=1, mark=0, pad_value="-", out_type=np.object_)
+    # MatMulFpQ4: B as MLAS packs it, per column a run of 32-value blobs (a float32 scale, a
+    # zero point byte unless blk_quant_type is 0, then 4-bit codes two a byte), random codes;
+    # K not a multiple of 32 leaves a partial last block. ONNX Runtime reads any type but 0 as
+    # 1 (type 2's 64-value blocks are refused as the wrong size).
+    for qtype, K, shape in [(1, 70, (2, 3)), (0, 40, (5,)), (2, 100, (2, 1, 3))]:
+        N, blk = 6, 32
+        blocks = -(-K // blk)
+        blobs = bytearray()
+        for _ in range(N * blocks):
+            blobs += np.float32(rng.uniform(0.01, 0.2)).tobytes()
+            if qtype != 0:
+                blobs += bytes([int(rng.integers(0, 16))])
+            blobs += rng.integers(0, 256, blk // 2).astype(np.uint8).tobytes()
+        case(f"matmulfpq4_type{qtype}", "MatMulFpQ4",
+             [("A", f32(*shape, K)), ("B", np.frombuffer(bytes(blobs), np.uint8).copy()),
+              ("B_shape", np.array([K, N], np.int64))], ["Y"], blk_quant_type=qtype)
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 

@@ -25,7 +25,6 @@ const std::set<std::string> kNotYet = {
     "GemmFloat8",
     "GreedySearch",
     "LongformerAttention",
-    "MatMulFpQ4",
     "QMoE",
     "QOrderedAttention",
     "QOrderedGelu",
