@@ -271,8 +271,13 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
       }
       return;
     }
+    auto named = [&](const NodeSpec* s) {
+      if (s->type == *type) return true;
+      // Other spellings the node answers to (Keras' MaxPooling2D for MaxPool2D).
+      return std::find(s->aliases.begin(), s->aliases.end(), *type) != s->aliases.end();
+    };
     for (const auto* s : cat.all())
-      if (s->type == *type && (ddomain->empty() || s->domain == canonicalDomain(*ddomain)))
+      if (named(s) && (ddomain->empty() || s->domain == canonicalDomain(*ddomain)))
         found.push_back(s);
     if (found.empty()) {
       std::string msg = "unknown node type '" + *type + "'";

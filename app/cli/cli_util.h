@@ -66,6 +66,11 @@ inline CLI::Validator positive() {
   return numberCheck(0, true);
 }
 
+// "1 input", "3 inputs".
+inline std::string count(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 inline std::string humanBytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;

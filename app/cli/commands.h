@@ -3,9 +3,25 @@
 // exit code in `exitCode` (0 success, 1 invalid input or failed check, 2 usage or I/O error).
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <CLI/CLI.hpp>
+#include <filesystem>
+#include <string>
+
+#include "graphs/onnx_export.h"
 
 namespace dw::cli {
+
+inline bool isProjectFile(const std::string& path) {
+  return std::filesystem::path(path).extension() == ".dwproj";
+}
+
+// A project as the ONNX model `export` writes and `run` runs: with the data conversion (cast,
+// scale, normalization, reshape) its training data section puts in front of the inputs, unless
+// `withoutConversion`, so that both take the data as the project's sources store it.
+Result<onnx::ModelProto> projectAsOnnx(const std::string& path, const ExportOptions& options,
+                                       bool withoutConversion);
 
 void registerCatalogueCommands(CLI::App& app, int& exitCode);  // nodes, describe
 void registerGraphCommands(CLI::App& app, int& exitCode);      // export, import, check

@@ -28,8 +28,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace dw::engine;
 
-// The single place that turns a path (.onnx or .dwproj) into a model.
-Result<onnx::ModelProto> modelFromPath(const std::string& path) {
+// The single place that turns a path (.onnx or .dwproj) into a model: a project runs as
+// `deepwire export` writes it, so both take the same input files.
+Result<onnx::ModelProto> modelFromPath(const std::string& path, bool withoutConversion) {
+  if (isProjectFile(path)) return projectAsOnnx(path, ExportOptions{}, withoutConversion);
   return dw::loadAsOnnx(path);
 }
 
@@ -67,10 +69,11 @@ struct RunArgs {
   std::string accelerator = "cpu";
   std::string precision = "fp32";
   int threads = 0;
+  bool noDataConversion = false;
 };
 
 int runCommand(const RunArgs& a) {
-  auto model = modelFromPath(a.model);
+  auto model = modelFromPath(a.model, a.noDataConversion);
   if (!model) return fail(model.message());
   SessionOptions opts;
   opts.backend.accelerator = a.accelerator;
@@ -243,6 +246,9 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   r->add_option("--accelerator", run->accelerator, "cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);
   r->add_option("--threads", run->threads, "CPU threads (0: all cores)")->check(atLeast(0));
+  r->add_flag("--no-data-conversion", run->noDataConversion,
+              "A project: run its model without the data conversion in front of the inputs "
+              "(the inputs then take the converted data), as export --no-data-conversion");
   r->add_option("--precision", run->precision,
                 "fp32; bf16: convolutions and matmuls read bf16 inputs and accumulate in float32 "
                 "(CPUs with native bf16, NVIDIA GPUs of compute capability 8.0+; see `deepwire "

@@ -14,10 +14,6 @@ namespace dw::cli {
 
 namespace {
 
-bool isProjectPath(const std::string& path) {
-  return std::filesystem::path(path).extension() == ".dwproj";
-}
-
 void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
   int64_t params = 0, bytes = 0;
   for (const auto& t : m.graph().initializer()) {
@@ -29,9 +25,13 @@ void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
     opset += (opset.empty() ? "" : ", ") +
              (o.domain().empty() ? std::string("ai.onnx") : o.domain()) + " " +
              std::to_string(o.version());
-  std::cout << "  " << m.graph().node_size() << " nodes, " << m.graph().input_size() << " inputs, "
-            << m.graph().output_size() << " outputs, " << m.graph().initializer_size()
-            << " initializers (" << params << " parameters, " << humanBytes(double(bytes)) << ")\n"
+  const auto& g = m.graph();
+  std::cout << "  " << count(g.node_size(), "node", "nodes") << ", "
+            << count(g.input_size(), "input", "inputs") << ", "
+            << count(g.output_size(), "output", "outputs") << ", "
+            << count(g.initializer_size(), "initializer", "initializers") << " ("
+            << count(params, "parameter", "parameters") << ", " << humanBytes(double(bytes))
+            << ")\n"
             << "  opset: " << opset << ", IR version " << m.ir_version() << "\n";
   for (const auto& in : m.graph().input()) std::cout << "  input  " << in.name() << "\n";
   for (const auto& out : m.graph().output()) std::cout << "  output " << out.name() << "\n";
@@ -40,7 +40,7 @@ void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
 
 int runCheck(const std::string& path) {
   std::vector<std::string> problems;
-  if (isProjectPath(path)) {
+  if (isProjectFile(path)) {
     auto g = loadProject(path);
     if (!g.ok()) return fail(g.message());
     for (const auto& p : g->validate()) problems.push_back(p.message);
@@ -71,6 +71,23 @@ int runCheck(const std::string& path) {
 
 }  // namespace
 
+Result<onnx::ModelProto> projectAsOnnx(const std::string& path, const ExportOptions& options,
+                                       bool withoutConversion) {
+  auto g = loadProject(path);
+  if (!g.ok()) return g.status();
+  auto m = exportOnnx(*g, options);
+  if (!m.ok()) return m.status().withContext(path);
+  // As the studio's Export ONNX: the model takes the data as its project's sources store it.
+  if (withoutConversion) return m;
+  auto cfg = dw::engine::training::trainingConfigFromGraph(*g);
+  Status cs = cfg.ok()
+                  ? dw::engine::training::addDataConversion(
+                        *m, cfg->dataset, std::filesystem::absolute(path).parent_path().string())
+                  : cfg.status();
+  if (!cs.ok()) return cs.withContext(path);
+  return m;
+}
+
 void registerGraphCommands(CLI::App& app, int& exitCode) {
   {
     auto* cmd = app.add_subcommand("export", "Export a project to an ONNX model");
@@ -92,32 +109,15 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                   "Leave out the data conversion (cast, scale, normalization, reshape) that the "
                   "project's training data section puts in front of the inputs");
     cmd->callback([in, out, model, check, noConversion, &exitCode] {
-      auto g = loadProject(*in);
-      if (!g.ok()) {
-        exitCode = fail(g.message());
-        return;
-      }
       ExportOptions opt;
       opt.model = *model;
       opt.check = *check == "full"    ? CheckLevel::Full
                   : *check == "basic" ? CheckLevel::Basic
                                       : CheckLevel::None;
-      auto m = exportOnnx(*g, opt);
+      auto m = projectAsOnnx(*in, opt, *noConversion);
       if (!m.ok()) {
-        exitCode = fail(*in + ": " + m.message());
+        exitCode = fail(m.message());
         return;
-      }
-      // As the studio's Export ONNX: the model takes the data as its project's sources store it.
-      if (!*noConversion) {
-        auto cfg = dw::engine::training::trainingConfigFromGraph(*g);
-        Status cs =
-            cfg.ok() ? dw::engine::training::addDataConversion(
-                           *m, cfg->dataset, std::filesystem::absolute(*in).parent_path().string())
-                     : cfg.status();
-        if (!cs.ok()) {
-          exitCode = fail(*in + ": " + cs.message());
-          return;
-        }
       }
       Status st = writeOnnxFile(*m, *out);
       if (!st.ok()) {
@@ -154,9 +154,10 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
         exitCode = fail(st.message(), 2);
         return;
       }
-      std::cout << "imported " << *in << ": " << g->nodes().size() << " nodes, "
-                << g->links().size() << " links\n  written to "
-                << std::filesystem::absolute(*out).string() << "\n";
+      std::cout << "imported " << *in << ": "
+                << count(static_cast<int64_t>(g->nodes().size()), "node", "nodes") << ", "
+                << count(static_cast<int64_t>(g->links().size()), "link", "links")
+                << "\n  written to " << std::filesystem::absolute(*out).string() << "\n";
     });
   }
   {

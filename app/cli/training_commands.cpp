@@ -315,6 +315,12 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     }
     return 130;
   }
+  if (report->epochs.empty() && (!comm || comm->rank() == 0))
+    std::cerr << "deepwire: nothing to train: the model has "
+              << count(tr.counters().epoch, "epoch", "epochs")
+              << " behind it and this run asks for " << fo.epochs
+              << " in all (epochs count from the start, a resumed run's too); ask "
+              << "for more to continue\n";
   if (!a.checkpoint.empty() && report->epochs.empty()) {
     Status cs = tr.saveCheckpoint(a.checkpoint);
     if (!cs.ok()) return fail(cs.message());

@@ -69,28 +69,32 @@ void addPooling(CatalogueBuilder& cb, size_t nd) {
            {in()},
            {out()},
            poolParams,
-           pools[1][nd]});
+           pools[1][nd],
+           {"MaxPooling" + dn}});
   add(cb, {"AvgPool" + dn,
            "pooling",
            "Average pooling over " + dn + " windows (padding not counted). Lowers to AveragePool.",
            {in()},
            {out()},
            poolParams,
-           pools[0][nd]});
+           pools[0][nd],
+           {"AveragePooling" + dn}});
   add(cb, {"GlobalMaxPool" + dn,
            "pooling",
            "Maximum over all " + dn + " spatial positions. Lowers to GlobalMaxPool.",
            {in()},
            {out()},
            gpoolParams,
-           gpools[1][nd]});
+           gpools[1][nd],
+           {"GlobalMaxPooling" + dn}});
   add(cb, {"GlobalAvgPool" + dn,
            "pooling",
            "Mean over all " + dn + " spatial positions. Lowers to GlobalAveragePool.",
            {in()},
            {out()},
            gpoolParams,
-           gpools[0][nd]});
+           gpools[0][nd],
+           {"GlobalAveragePooling" + dn}});
 }
 
 }  // namespace dw::layers

@@ -83,6 +83,10 @@ TEST(Cli, DescribeShowsTheNodePage) {
   }
   out = run("describe RMSNormalization --opset 17", &rc);
   EXPECT_EQ(rc, 1);
+  // Keras' names for the pooling layers find them.
+  out = run("describe MaxPooling2D", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.rfind("MaxPool2D  (deepwire.layers", 0), 0u) << out;
 }
 
 TEST(Cli, ExportImportCheck) {
@@ -170,6 +174,67 @@ TEST(Cli, RunWarnsWhenAnOutputIsNotTheDeclaredShape) {
   EXPECT_NE(out.find("y: float32[2] [1.5, 2.5]"), std::string::npos) << out;
   EXPECT_NE(out.find("warning: output 'y' has shape [2], but the model declares y: float32[5]"),
             std::string::npos)
+      << out;
+}
+
+// A .npy (format 1.0) of uint8 values, written by hand: the data as the examples' IDX files
+// store it.
+void writeUint8Npy(const std::string& path, const std::vector<int64_t>& shape, uint8_t seed) {
+  std::string dims;
+  int64_t n = 1;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ", n *= d;
+  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  for (int64_t i = 0; i < n; ++i) bytes += static_cast<char>((i * 37 + seed) & 0xff);
+  ASSERT_TRUE(writeFileAtomic(path, bytes).ok());
+}
+
+// `run` on a project takes what `run` on its export takes: the data as stored (raw uint8
+// pixels), converted by the project's Data panel in front of the model; with
+// --no-data-conversion it wants the converted data.
+TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
+  auto dir = test::tempDir();
+  const std::string project = test::example("fashion_mnist_mlp.dwproj");
+  const std::string onnxPath = (dir / "mlp.onnx").string(), pixels = (dir / "px.npy").string();
+  writeUint8Npy(pixels, {2, 28, 28}, 5);
+  int code = 0;
+  std::string out = run("export " + project + " -o " + onnxPath, &code);
+  ASSERT_EQ(code, 0) << out;
+  const std::string fromProject = run("run " + project + " --input image=" + pixels, &code);
+  ASSERT_EQ(code, 0) << fromProject;
+  const std::string fromExport = run("run " + onnxPath + " --input image=" + pixels, &code);
+  ASSERT_EQ(code, 0) << fromExport;
+  EXPECT_EQ(fromProject, fromExport);
+  EXPECT_NE(fromProject.find("logits: float32[2, 10]"), std::string::npos) << fromProject;
+  out = run("run " + project + " --no-data-conversion --input image=" + pixels + " 2>&1", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("has dtype uint8, but the model expects image: float32[N, 1, 28, 28]"),
+            std::string::npos)
+      << out;
+}
+
+// train on an ONNX file says that training needs a project and how to make one; out-of-range
+// numbers read as a person would write them.
+TEST(Cli, TrainExplainsWhatItNeeds) {
+  auto dir = test::tempDir();
+  const std::string onnxPath = (dir / "mlp.onnx").string();
+  int code = 0;
+  std::string out =
+      run("export " + test::example("fashion_mnist_mlp.dwproj") + " -o " + onnxPath, &code);
+  ASSERT_EQ(code, 0) << out;
+  out = run("train " + onnxPath + " 2>&1", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("is an ONNX model; training needs a project (.dwproj)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("deepwire import " + onnxPath + " -o model.dwproj"), std::string::npos) << out;
+  out = run("train " + test::example("fashion_mnist_mlp.dwproj") + " --epochs 0 2>&1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("deepwire: error: --epochs: '0' must be more than 0"), std::string::npos)
       << out;
 }
 
