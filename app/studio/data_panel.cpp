@@ -4,6 +4,7 @@
 #include <QCoreApplication>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFontMetrics>
 #include <QFormLayout>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
@@ -42,6 +43,27 @@ QString shapeText(const Shape& s) {
   QStringList parts;
   for (int64_t d : s) parts << QString::number(d);
   return QStringLiteral("[%1]").arg(parts.join(QStringLiteral(",")));
+}
+
+// What one sample is, in words: "1×28×28", or "one value" for a scalar per sample.
+QString sampleText(const Shape& s) {
+  if (s.empty()) return QObject::tr("one value");
+  QStringList parts;
+  for (int64_t d : s) parts << (d < 0 ? QStringLiteral("?") : QString::number(d));
+  return parts.join(QStringLiteral("×"));
+}
+
+// An Input type's element type and per-sample shape: "float[N,1,28,28]" is float, [1,28,28].
+std::optional<std::pair<DType, Shape>> parseInputType(const std::string& text) {
+  auto t = parseType(text);
+  if (!t.ok() || !t->has_tensor_type() || !t->tensor_type().has_shape() ||
+      t->tensor_type().shape().dim_size() == 0)
+    return std::nullopt;
+  Shape sample;
+  const auto& dims = t->tensor_type().shape().dim();
+  for (int i = 1; i < dims.size(); ++i)
+    sample.push_back(dims[i].has_dim_value() ? dims[i].dim_value() : -1);
+  return std::make_pair(dw::engine::dtypeFromOnnx(t->tensor_type().elem_type()), sample);
 }
 
 // Up to 16 samples as a grid of thumbnails: uint8 or float images of [H,W], [C,H,W] (C = 1 or
@@ -97,26 +119,46 @@ QPixmap thumbnails(const Tensor& t) {
   return pix;
 }
 
-// Samples per class as bars, with the class names (or indices) under them.
+// Samples per class as bars, with the class names (or indices) under them. Names wider than
+// their bar are written upwards, elided to a common height: side by side they ran together
+// ("sneakertrouser").
 QPixmap histogram(const std::vector<int64_t>& counts, const std::vector<std::string>& names) {
   const int k = int(counts.size());
   if (k == 0) return {};
-  const int barW = std::clamp(320 / k, 4, 32), height = 90, labelH = 14;
+  const int barW = std::clamp(320 / k, 4, 40), height = 90;
+  QFont f;
+  f.setPointSizeF(7);
+  const QFontMetrics fm(f);
+  QStringList labels;
+  int widest = 0;
+  for (int i = 0; i < k; ++i) {
+    labels << (i < int(names.size()) ? qs(names[size_t(i)]) : QString::number(i));
+    widest = std::max(widest, fm.horizontalAdvance(labels.back()));
+  }
+  const bool upright = widest <= barW - 4;
+  // Upwards, a label needs a bar as wide as a line of text; thinner bars go unlabelled.
+  const bool labelled = upright || barW >= fm.height();
+  const int labelH = !labelled ? 0 : upright ? fm.height() + 2 : std::min(widest, 64) + 4;
   QPixmap pix(std::max(k * barW, 120), height + labelH);
   pix.fill(Qt::transparent);
   QPainter p(&pix);
-  const int64_t top = *std::max_element(counts.begin(), counts.end());
-  QFont f = p.font();
-  f.setPointSizeF(7);
   p.setFont(f);
+  const int64_t top = *std::max_element(counts.begin(), counts.end());
   for (int i = 0; i < k; ++i) {
     const int bh = top > 0 ? int(double(counts[size_t(i)]) / double(top) * (height - 12)) : 0;
     p.fillRect(i * barW + 1, height - bh, barW - 2, bh, QColor(0x3b, 0x7d, 0xd8));
-    if (barW >= 12 || k <= 20) {
-      const QString label =
-          i < int(names.size()) ? qs(names[size_t(i)]).left(barW / 5 + 1) : QString::number(i);
-      p.drawText(QRect(i * barW, height, barW, labelH), Qt::AlignCenter, label);
+    if (!labelled) continue;
+    if (upright) {
+      p.drawText(QRect(i * barW, height, barW, labelH), Qt::AlignCenter, labels[i]);
+      continue;
     }
+    p.save();
+    p.translate(i * barW + (barW - fm.height()) / 2, height + labelH);
+    p.rotate(-90);
+    // Right-aligned: every name starts just under its bar.
+    p.drawText(QRect(0, 0, labelH - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
+               fm.elidedText(labels[i], Qt::ElideRight, labelH - 4));
+    p.restore();
   }
   p.drawText(QRect(0, 0, pix.width(), 12), Qt::AlignLeft, QObject::tr("max %1 per class").arg(top));
   return pix;
@@ -309,6 +351,7 @@ std::vector<DataInput> DataPanel::graphInputs() const {
 
 void DataPanel::refreshInputs() {
   rebuildRows(graphInputs());
+  emit readinessChanged();
 }
 
 void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
@@ -713,6 +756,7 @@ void DataPanel::inspected(InputRow* r, const Result<SourceSummary>& s) {
   showSummary(r);
   updateFit(r);
   updateSummary();
+  emit readinessChanged();
 }
 
 QString DataPanel::sampleCountProblem() const {
@@ -750,9 +794,10 @@ void DataPanel::showSummary(InputRow* r) {
     return;
   }
   const SourceSummary& s = *r->summary;
-  r->info->setText(tr("%1 · %2 samples · %3%4")
+  r->info->setText(tr("%1 · %2 · %3%4")
                        .arg(s.format.c_str())
-                       .arg(QLocale().toString(qlonglong(s.samples)))
+                       .arg((s.samples == 1 ? tr("%1 sample") : tr("%1 samples"))
+                                .arg(QLocale().toString(qlonglong(s.samples))))
                        .arg(dw::engine::dtypeName(s.dtype))
                        .arg(shapeText(s.sampleShape)));
   if (csv) {
@@ -765,7 +810,15 @@ void DataPanel::showSummary(InputRow* r) {
   }
   if (s.isLabels()) {
     r->preview->setPixmap(histogram(s.labelCounts, s.classes));
-    r->preview->setToolTip(tr("Samples per class"));
+    // The names in full (the bars may elide them), with their counts.
+    QStringList lines;
+    for (size_t i = 0; i < s.labelCounts.size() && i < 50; ++i)
+      lines << tr("%1: %2")
+                   .arg(i < s.classes.size() ? qs(s.classes[i]) : QString::number(i))
+                   .arg(QLocale().toString(qlonglong(s.labelCounts[i])));
+    if (s.labelCounts.size() > 50) lines << QStringLiteral("…");
+    r->preview->setToolTip(tr("Samples per class") + QStringLiteral("\n") +
+                           lines.join(QStringLiteral("\n")));
   } else if (csv) {
     r->preview->setText(tableHtml(s.csvColumns, s.previewRows));
   } else {
@@ -826,17 +879,16 @@ void DataPanel::updateFit(InputRow* r) {
     r->changeInput->hide();
     return;
   }
-  const std::string misfit = checkFit(*r->summary, r->conv, r->input);
+  const QString misfit = this->misfit(r);
   const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
   QString text;
-  if (misfit.empty()) {
+  if (misfit.isEmpty()) {
     text = QStringLiteral("<span style='color:#1b7a30'>✔ %1</span>")
                .arg(tr("Fits input '%1' (%2).").arg(qs(r->input.name), qs(r->input.typeText)));
     if (p.changes && p.fits)
       text += QStringLiteral("<br>") + tr("Suggested: %1").arg(qs(p.message));
   } else {
-    text =
-        QStringLiteral("<span style='color:#b00020'>✘ %1.</span>").arg(qs(misfit).toHtmlEscaped());
+    text = QStringLiteral("<span style='color:#b00020'>✘ %1.</span>").arg(misfit.toHtmlEscaped());
     if (p.fits && p.changes)
       text += QStringLiteral("<br>") + tr("Proposed: %1").arg(qs(p.message).toHtmlEscaped());
   }
@@ -851,11 +903,51 @@ void DataPanel::updateFit(InputRow* r) {
     const NodeSpec* s = model_->graph().spec(n);
     if (s && s->kind == NodeKind::GraphInput && n.name == r->input.name) isInputNode = true;
   }
-  const bool canChange = isInputNode && !misfit.empty() && p.inputTypeForData != r->input.typeText;
+  const std::string type = inputTypeForData(r);
+  const bool canChange = isInputNode && !misfit.isEmpty() && type != r->input.typeText;
   r->changeInput->setVisible(canChange);
   r->changeInput->setEnabled(canChange);
+  const auto data = parseInputType(p.inputTypeForData);
   r->changeInput->setToolTip(
-      tr("Set input '%1' to %2").arg(qs(r->input.name), qs(p.inputTypeForData)));
+      data && data->first != r->input.dtype
+          ? tr("Set input '%1' to %2 and convert the data to %3")
+                .arg(qs(r->input.name), qs(type), qs(dw::engine::dtypeName(r->input.dtype)))
+          : tr("Set input '%1' to %2").arg(qs(r->input.name), qs(type)));
+}
+
+QString DataPanel::misfit(const InputRow* r) const {
+  if (!r->summary) return QString();
+  const std::string m = checkFit(*r->summary, r->conv, r->input);
+  if (m.empty()) return QString();
+  // checkFit names the dtype first even where the shapes differ too; then "convert the dtype" is
+  // the wrong advice: converting leaves a shape the input cannot take, and Convert cannot fix
+  // it. Where no conversion makes the data fit, the shape is what to name.
+  const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+  const auto data = parseInputType(p.inputTypeForData);
+  if (p.fits || !data || data->first == r->input.dtype) return qs(m);
+  DataInput sameType = r->input;
+  sameType.dtype = data->first;
+  if (checkFit(*r->summary, r->conv, sameType).empty()) return qs(m);  // the dtype alone
+  const Shape want =
+      r->input.shape.empty() ? Shape() : Shape(r->input.shape.begin() + 1, r->input.shape.end());
+  return tr("%1 gives %2 but input '%3' takes %4: the shapes differ (each sample is %5, the input "
+            "takes %6); change the Input to %7")
+      .arg(QFileInfo(qs(r->summary->path)).fileName(), qs(p.inputTypeForData), qs(r->input.name),
+           qs(r->input.typeText), sampleText(data->second), sampleText(want),
+           qs(inputTypeForData(r)));
+}
+
+std::string DataPanel::inputTypeForData(const InputRow* r) const {
+  const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+  // The data's shape, in the Input's own float type where the data converts to it (pixels:
+  // scaled by 1/255): the layers after an Input take float, and an Input retyped to uint8 only
+  // moved the error onto them. Class labels keep their integer type (a sparse loss wants it).
+  const auto data = parseInputType(p.inputTypeForData);
+  if (!data || r->summary->isLabels() || !dw::engine::isFloating(r->input.dtype) ||
+      data->first == DType::kString || data->first == DType::kBool ||
+      data->first == DType::kUndefined)
+    return p.inputTypeForData;
+  return inputTypeText(r->input.dtype, data->second);
 }
 
 QString DataPanel::lossHint(const InputRow* r) const {
@@ -903,19 +995,29 @@ void DataPanel::applyProposal(InputRow* r) {
 
 void DataPanel::changeInput(InputRow* r) {
   if (!r->summary) return;
-  const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+  const std::string type = inputTypeForData(r);
   for (const auto& [id, n] : model_->graph().nodes()) {
     const NodeSpec* s = model_->graph().spec(n);
     if (s && s->kind == NodeKind::GraphInput && n.name == r->input.name) {
-      Status st = model_->setParam(id, "type", Param::makeString(p.inputTypeForData));
-      if (!st.ok())
+      Status st = model_->setParam(id, "type", Param::makeString(type));
+      if (!st.ok()) {
         r->fit->setText(QStringLiteral("<span style='color:#b00020'>%1</span>")
                             .arg(qs(st.message()).toHtmlEscaped()));
+        return;
+      }
       break;
     }
   }
+  const QString name = qs(r->input.name);
   model_->validateNow();
   refreshInputs();
+  // An Input that kept its float type takes the data once converted (uint8 pixels scaled by
+  // 1/255): the same click does that, so the row ends ready rather than on a second misfit.
+  r = row(name);  // the refresh may have dropped the row (an Input no longer read)
+  if (r && r->summary && !misfit(r).isEmpty()) {
+    const Proposal p = proposeConversion(*r->summary, r->conv, r->input);
+    if (p.changes && p.fits) applyProposal(r);
+  }
 }
 
 void DataPanel::computeNormalization(InputRow* r) {
@@ -998,10 +1100,8 @@ QString DataPanel::readiness() const {
       missing << qs(r->input.name);
     else if (!r->error.isEmpty())
       misfit << tr("%1: %2").arg(qs(r->input.name), r->error);
-    else if (r->summary) {
-      const std::string m = checkFit(*r->summary, r->conv, r->input);
-      if (!m.empty()) misfit << qs(m);
-    }
+    else if (const QString m = this->misfit(r.get()); !m.isEmpty())
+      misfit << m;
   }
   if (!missing.isEmpty())
     return tr("choose a train source for %1 in the Data panel").arg(missing.join(tr(", ")));

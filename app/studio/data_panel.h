@@ -74,6 +74,9 @@ class DataPanel : public QWidget {
  signals:
   void specChanged();  // a source, conversion or split changed (by the user)
   void sourcesRead();  // every source has been read: readiness() is up to date
+  // readiness() may say something else now: the rows were re-read from the graph (an Input
+  // retyped, renamed, added), or a source's fit was checked again.
+  void readinessChanged();
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
@@ -87,6 +90,11 @@ class DataPanel : public QWidget {
   QString sampleCountProblem() const;
   // A sentence when class labels feed a loss that compares values; "" otherwise.
   QString lossHint(const InputRow* r) const;
+  // Why the row's data does not fit its input ("" when it does): what the panel and the
+  // Training dock both show, so the two never disagree.
+  QString misfit(const InputRow* r) const;
+  // The type "Change the Input" gives the row's Input node.
+  std::string inputTypeForData(const InputRow* r) const;
   void showSummary(InputRow* r);
   void updateFit(InputRow* r);
   void conversionToWidgets(InputRow* r);

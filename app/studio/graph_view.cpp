@@ -25,6 +25,8 @@ GraphView::GraphView(GraphScene* scene, QWidget* parent)
   // Panning is by mouse (middle button, space-drag); scroll bars would only take room.
   setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  // Paste goes where the pointer is, which needs moves without a button held.
+  viewport()->setMouseTracking(true);
 }
 
 void GraphView::drawBackground(QPainter* p, const QRectF& rect) {
@@ -46,6 +48,7 @@ void GraphView::drawBackground(QPainter* p, const QRectF& rect) {
 }
 
 void GraphView::zoomBy(qreal factor) {
+  pendingFit_.reset();
   const qreal z = zoom() * factor;
   if (z < 0.05 || z > 4) return;
   scale(factor, factor);
@@ -60,6 +63,7 @@ void GraphView::wheelEvent(QWheelEvent* e) {
 }
 
 void GraphView::mousePressEvent(QMouseEvent* e) {
+  pendingFit_.reset();  // the user works on this view now: a resize must not move it
   if (e->button() == Qt::MiddleButton || (spaceHeld_ && e->button() == Qt::LeftButton)) {
     panning_ = true;
     panLast_ = e->position().toPoint();
@@ -71,6 +75,7 @@ void GraphView::mousePressEvent(QMouseEvent* e) {
 }
 
 void GraphView::mouseMoveEvent(QMouseEvent* e) {
+  pointer_ = e->position().toPoint();
   if (panning_) {
     const QPoint d = e->position().toPoint() - panLast_;
     panLast_ = e->position().toPoint();
@@ -114,6 +119,7 @@ void GraphView::keyReleaseEvent(QKeyEvent* e) {
 }
 
 void GraphView::fitToView(qreal minZoom) {
+  pendingFit_ = minZoom;
   QRectF r = scene_->itemsBoundingRect();
   if (r.isEmpty()) {
     resetTransform();
@@ -137,6 +143,26 @@ void GraphView::fitToView(qreal minZoom) {
     return;
   }
   centerOn(r.center());
+}
+
+void GraphView::showItem(const QGraphicsItem* item) {
+  pendingFit_.reset();
+  centerOn(item);
+}
+
+std::optional<QPointF> GraphView::pointerScenePos() const {
+  if (!pointer_ || !viewport()->rect().contains(*pointer_)) return std::nullopt;
+  return mapToScene(*pointer_);
+}
+
+bool GraphView::viewportEvent(QEvent* e) {
+  if (e->type() == QEvent::Leave) pointer_.reset();
+  return QGraphicsView::viewportEvent(e);
+}
+
+void GraphView::resizeEvent(QResizeEvent* e) {
+  QGraphicsView::resizeEvent(e);
+  if (const std::optional<qreal> fit = pendingFit_) fitToView(*fit);
 }
 
 QPointF GraphView::placementPoint() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QGraphicsView>
+#include <optional>
 
 namespace dw::studio {
 
@@ -19,8 +20,14 @@ class GraphView : public QGraphicsView {
   // The smallest zoom at which the canvas's text stays readable (port names about 9 px).
   static constexpr qreal kReadableZoom = 0.75;
   // Shows the whole graph. With `minZoom`, never smaller than that: a graph too big to show whole
-  // at it shows its start (top left, where data enters); the rest is a pan away.
+  // at it shows its start (top left, where data enters); the rest is a pan away. The fit is
+  // redone when the view changes size before the user zooms, pans or clicks (a file opened at
+  // start-up is fitted before the docks have their sizes).
   void fitToView(qreal minZoom = 0);
+  // Centres `item` (Find, a problem clicked), keeping the zoom.
+  void showItem(const QGraphicsItem* item);
+  // The pointer's place on the canvas, or nothing when it is not over the canvas.
+  std::optional<QPointF> pointerScenePos() const;
   void zoomBy(qreal factor);
   qreal zoom() const { return transform().m11(); }
   // Where a node created without a drop position goes: the visible centre, snapped.
@@ -41,12 +48,16 @@ class GraphView : public QGraphicsView {
   void dragEnterEvent(QDragEnterEvent* e) override;
   void dragMoveEvent(QDragMoveEvent* e) override;
   void dropEvent(QDropEvent* e) override;
+  bool viewportEvent(QEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
   GraphScene* scene_;
   bool spaceHeld_ = false;
   bool panning_ = false;
   QPoint panLast_;
+  std::optional<QPoint> pointer_;    // over the viewport, in its coordinates
+  std::optional<qreal> pendingFit_;  // fitToView's minZoom while a resize should refit
 };
 
 }  // namespace dw::studio

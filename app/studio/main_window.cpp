@@ -7,6 +7,10 @@
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -14,6 +18,10 @@
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QToolButton>
+#include <algorithm>
+#include <limits>
+#include <tuple>
 
 #include "app/studio/graph_scene.h"
 #include "app/studio/graph_view.h"
@@ -108,6 +116,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   createDocks();
   createActions();
   createMenus();
+  createFindBar();
 
   connect(scene_, &GraphScene::statusMessage, this, &MainWindow::showStatus);
   connect(params_, &ParamsPanel::statusMessage, this, &MainWindow::showStatus);
@@ -158,20 +167,9 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   resize(1500, 920);
   updateTitle();
   refreshProblems();
-  if (interactive_ && QFileInfo::exists(autosavePath())) {
-    // Defer the prompt until the window is up.
-    QTimer::singleShot(0, this, [this] {
-      const auto answer = QMessageBox::question(
-          this, tr("Recover unsaved work?"),
-          tr("deepwire studio did not close normally last time. Recover the unsaved document "
-             "from the autosave?"),
-          QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
-      if (answer == QMessageBox::Yes)
-        recoverAutosave();
-      else
-        QFile::remove(autosavePath());
-    });
-  }
+  // The autosave recovery prompt waits for openAtStart: asked before the file given on the
+  // command line was open, it could not say what recovering would replace, and Yes was then
+  // overwritten by that file.
 }
 
 MainWindow::~MainWindow() {
@@ -243,7 +241,7 @@ void MainWindow::createDocks() {
     const NodeId id = item->data(Qt::UserRole).toLongLong();
     if (NodeItem* node = scene_->nodeItem(id)) {
       scene_->selectOnly({id});
-      view_->centerOn(node);
+      view_->showItem(node);
     }
   });
 }
@@ -269,7 +267,8 @@ void MainWindow::createActions() {
     if (!path.isEmpty()) openFile(path);
   });
   make("save", tr("&Save"), QKeySequence::Save, [this] { save(); });
-  make("saveAs", tr("Save &As…"), QKeySequence::SaveAs, [this] { saveAs(); });
+  // Not QKeySequence::SaveAs: it is empty on several Linux desktops.
+  make("saveAs", tr("Save &As…"), QKeySequence(tr("Ctrl+Shift+S")), [this] { saveAs(); });
   make("importOnnx", tr("&Import ONNX…"), QKeySequence(tr("Ctrl+I")), [this] {
     if (!maybeSave()) return;
     const QString path = QFileDialog::getOpenFileName(this, tr("Import ONNX"), QString(),
@@ -317,6 +316,19 @@ void MainWindow::createActions() {
     deleteSelection();
   })->setShortcuts({QKeySequence::Delete, QKeySequence(Qt::Key_Backspace)});
   make("selectAll", tr("Select &All"), QKeySequence::SelectAll, [this] { selectAll(); });
+  make("find", tr("&Find Node…"), QKeySequence::Find, [this] { showFind(); });
+  make("findNext", tr("Find &Next"), QKeySequence(Qt::Key_F3), [this] {
+    if (findBar_->isHidden() || findEdit_->text().trimmed().isEmpty())
+      showFind();
+    else
+      findNext(1);
+  });
+  make("findPrevious", tr("Find Pre&vious"), QKeySequence(Qt::SHIFT | Qt::Key_F3), [this] {
+    if (findBar_->isHidden() || findEdit_->text().trimmed().isEmpty())
+      showFind();
+    else
+      findNext(-1);
+  });
 
   make("fit", tr("&Fit to View"), QKeySequence(tr("F")), [this] { view_->fitToView(); });
   make("zoomIn", tr("Zoom &In"), QKeySequence::ZoomIn, [this] { view_->zoomBy(1.25); });
@@ -366,6 +378,8 @@ void MainWindow::createMenus() {
     edit->addAction(action(name));
   edit->addSeparator();
   edit->addAction(action("selectAll"));
+  edit->addSeparator();
+  for (const char* name : {"find", "findNext", "findPrevious"}) edit->addAction(action(name));
 
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
   viewMenu->addAction(action("welcome"));
@@ -397,7 +411,9 @@ QString MainWindow::statusMessage() const {
 }
 
 void MainWindow::updateTitle() {
-  const QString name = currentFile_.isEmpty() ? tr("untitled") : QFileInfo(currentFile_).fileName();
+  const QString name = !currentFile_.isEmpty()    ? QFileInfo(currentFile_).fileName()
+                       : !importedFrom_.isEmpty() ? tr("%1 (imported)").arg(importedFrom_)
+                                                  : tr("untitled");
   setWindowTitle(QStringLiteral("%1[*] — deepwire studio").arg(name));
   // Trained weights the graph does not hold yet are unsaved work too.
   setWindowModified(!model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
@@ -458,9 +474,47 @@ bool MainWindow::welcomeVisible() const {
 }
 
 bool MainWindow::openAtStart(const QString& file) {
+  // Once the window is up and the file open: the prompt then says what it would replace.
+  if (interactive_ && QFileInfo::exists(autosavePath()))
+    QTimer::singleShot(0, this, &MainWindow::askToRecover);
   if (!file.isEmpty() && openFile(file)) return true;
   setWelcomeVisible(true);
   return file.isEmpty();
+}
+
+QString MainWindow::recoveryQuestion() const {
+  const QFileInfo autosave(autosavePath());
+  if (!autosave.exists()) return QString();
+  const QSettings settings;
+  const QString source = settings.value(QStringLiteral("autosave/source")).toString();
+  const QString imported = settings.value(QStringLiteral("autosave/imported")).toString();
+  const QString document = !source.isEmpty()     ? QDir::toNativeSeparators(source)
+                           : !imported.isEmpty() ? tr("untitled (imported from %1)").arg(imported)
+                                                 : tr("untitled");
+  QString text =
+      tr("deepwire studio did not close normally last time. The autosave holds unsaved "
+         "changes to %1, autosaved %2.")
+          .arg(document, QLocale().toString(autosave.lastModified(), QLocale::LongFormat));
+  // A document opened from the command line is what recovering replaces.
+  if (!currentFile_.isEmpty() && currentFile_ != source)
+    text += QStringLiteral("\n\n") +
+            tr("Recovering replaces %1, just opened (it stays as saved on disk).")
+                .arg(QFileInfo(currentFile_).fileName());
+  else if (currentFile_.isEmpty() && !importedFrom_.isEmpty())
+    text +=
+        QStringLiteral("\n\n") + tr("Recovering replaces %1, just imported.").arg(importedFrom_);
+  return text + QStringLiteral("\n\n") + tr("Recover it? No deletes the autosave.");
+}
+
+void MainWindow::askToRecover() {
+  const QString question = recoveryQuestion();
+  if (question.isEmpty()) return;
+  const auto answer = QMessageBox::question(this, tr("Recover unsaved work?"), question,
+                                            QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
+  if (answer == QMessageBox::Yes)
+    recoverAutosave();
+  else
+    QFile::remove(autosavePath());
 }
 
 void MainWindow::startTemplate(int kind) {
@@ -491,6 +545,7 @@ void MainWindow::newDocument() {
   training_->setProjectDir(QString());
   model_->reset(Graph());
   currentFile_.clear();
+  importedFrom_.clear();
   pasteCount_ = 0;
   training_->setProjectDir(QString());
   updateTitle();
@@ -515,6 +570,8 @@ bool MainWindow::openFile(const QString& path) {
   model_->reset(std::move(*g));
   // An imported model is a new document: Save asks where to put the project.
   currentFile_ = isOnnx ? QString() : QFileInfo(path).absoluteFilePath();
+  // Untitled, but named after its file in the title bar until saved.
+  importedFrom_ = isOnnx ? QFileInfo(path).fileName() : QString();
   training_->setProjectDir(QFileInfo(path).absolutePath());
   if (!isOnnx) addRecent(currentFile_);
   pasteCount_ = 0;
@@ -537,6 +594,7 @@ bool MainWindow::saveTo(const QString& path) {
   if (!writeAtomically(path, QByteArray::fromStdString(projectToJsonText(model_->graph()))))
     return false;
   currentFile_ = QFileInfo(path).absoluteFilePath();
+  importedFrom_.clear();
   training_->setProjectDir(QFileInfo(path).absolutePath());
   model_->undoStack()->setClean();
   training_->markSettingsSaved();
@@ -663,6 +721,7 @@ void MainWindow::autosaveNow() {
   // Quietly: a failed autosave is retried at the next tick, and never interrupts the user.
   if (writeFileAtomic(autosavePath().toStdString(), projectToJsonText(model_->graph())).ok()) {
     QSettings().setValue(QStringLiteral("autosave/source"), currentFile_);
+    QSettings().setValue(QStringLiteral("autosave/imported"), importedFrom_);
     autosaveDirty_ = false;
   }
 }
@@ -675,6 +734,9 @@ bool MainWindow::recoverAutosave() {
   }
   model_->reset(std::move(*g));
   currentFile_ = QSettings().value(QStringLiteral("autosave/source")).toString();
+  importedFrom_ = currentFile_.isEmpty()
+                      ? QSettings().value(QStringLiteral("autosave/imported")).toString()
+                      : QString();
   // Recovered work is unsaved: mark the document modified until the user saves it.
   model_->undoStack()->resetClean();
   updateTitle();
@@ -718,13 +780,43 @@ void MainWindow::paste() {
   QByteArray json = data->data(kFragmentMime);
   if (json.isEmpty() && data->hasText()) json = data->text().toUtf8();  // a project pasted as text
   if (json.isEmpty()) return;
-  ++pasteCount_;
-  auto ids = model_->pasteFragment(json.toStdString(), {40.0 * pasteCount_, 40.0 * pasteCount_});
+  // Where the nodes were copied from: the paste moves them by their top left.
+  auto fragment = projectFromJsonText(json.toStdString(), "<clipboard>");
+  if (!fragment.ok()) {
+    showError(tr("Cannot paste"), qs(fragment.message()));
+    return;
+  }
+  QPointF topLeft(std::numeric_limits<qreal>::max(), std::numeric_limits<qreal>::max());
+  for (const auto& [id, n] : fragment->nodes())
+    topLeft = {std::min(topLeft.x(), n.position.x), std::min(topLeft.y(), n.position.y)};
+  if (fragment->nodes().empty()) topLeft = {};
+  // At the pointer when it is over the canvas (Ctrl+V where the user looks); else a step down
+  // and right of the originals per paste, kept inside what the view shows.
+  QPointF to;
+  if (const std::optional<QPointF> at = view_->pointerScenePos()) {
+    to = scene_->snapped(*at);
+  } else {
+    ++pasteCount_;
+    to = topLeft + QPointF(40.0 * pasteCount_, 40.0 * pasteCount_);
+    const QRectF seen = view_->mapToScene(view_->viewport()->rect()).boundingRect();
+    const QRectF inside = seen.adjusted(20, 20, -200, -100);  // room for a node's body
+    if (inside.isValid() && !inside.contains(to))
+      to = scene_->snapped(QPointF(std::clamp(to.x(), inside.left(), inside.right()),
+                                   std::clamp(to.y(), inside.top(), inside.bottom())));
+  }
+  auto ids =
+      model_->pasteFragment(json.toStdString(), {to.x() - topLeft.x(), to.y() - topLeft.y()});
   if (!ids.ok()) {
     showError(tr("Cannot paste"), qs(ids.message()));
     return;
   }
   scene_->selectOnly(*ids);
+  // Moved to free space, the nodes may have left the view: bring them into it.
+  QRectF pasted;
+  for (NodeId id : *ids)
+    if (NodeItem* item = scene_->nodeItem(id)) pasted |= item->sceneBoundingRect();
+  if (!pasted.isNull()) view_->ensureVisible(pasted, 20, 20);
+  showStatus(tr("Pasted %1").arg(count(qint64(ids->size()), tr("%1 node"), tr("%1 nodes"))));
 }
 
 void MainWindow::duplicateSelection() {
@@ -741,6 +833,110 @@ void MainWindow::duplicateSelection() {
 void MainWindow::deleteSelection() {
   Status st = model_->removeItems(scene_->selectedNodes(), scene_->selectedLinks());
   if (!st.ok()) showError(tr("Cannot delete"), qs(st.message()));
+}
+
+void MainWindow::createFindBar() {
+  // Over the canvas's top right corner, like a browser's find bar.
+  findBar_ = new QFrame(view_);
+  findBar_->setObjectName(QStringLiteral("findBar"));
+  static_cast<QFrame*>(findBar_)->setFrameShape(QFrame::StyledPanel);
+  findBar_->setAutoFillBackground(true);
+  auto* h = new QHBoxLayout(findBar_);
+  h->setContentsMargins(6, 3, 3, 3);
+  h->addWidget(new QLabel(tr("Find"), findBar_));
+  findEdit_ = new QLineEdit(findBar_);
+  findEdit_->setObjectName(QStringLiteral("findEdit"));
+  findEdit_->setPlaceholderText(tr("node name or type"));
+  findEdit_->setMinimumWidth(200);
+  findEdit_->setToolTip(
+      tr("Enter or F3: next match · Shift+Enter or Shift+F3: previous · "
+         "Esc: close"));
+  h->addWidget(findEdit_);
+  findCount_ = new QLabel(findBar_);
+  findCount_->setMinimumWidth(70);
+  h->addWidget(findCount_);
+  auto* close = new QToolButton(findBar_);
+  close->setText(QStringLiteral("✕"));
+  close->setAutoRaise(true);
+  close->setToolTip(tr("Close (Esc)"));
+  h->addWidget(close);
+  findBar_->hide();
+  connect(close, &QToolButton::clicked, this, [this] {
+    findBar_->hide();
+    view_->setFocus();
+  });
+  connect(findEdit_, &QLineEdit::textEdited, this, [this] {
+    // As the user types, the first match from the start.
+    lastFound_ = 0;
+    findNext(1);
+  });
+  findEdit_->installEventFilter(this);
+  view_->installEventFilter(this);
+}
+
+void MainWindow::placeFindBar() {
+  findBar_->adjustSize();
+  findBar_->move(std::max(0, view_->width() - findBar_->width() - 12), 8);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == view_ && event->type() == QEvent::Resize && findBar_ && findBar_->isVisible())
+    placeFindBar();
+  if (watched == findEdit_ && event->type() == QEvent::KeyPress) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    if (key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) {
+      findNext(key->modifiers() & Qt::ShiftModifier ? -1 : 1);
+      return true;
+    }
+    if (key->key() == Qt::Key_Escape) {
+      findBar_->hide();
+      view_->setFocus();
+      return true;
+    }
+  }
+  return QMainWindow::eventFilter(watched, event);
+}
+
+void MainWindow::showFind() {
+  setWelcomeVisible(false);
+  findBar_->show();
+  findBar_->raise();
+  placeFindBar();
+  findEdit_->setFocus(Qt::ShortcutFocusReason);
+  findEdit_->selectAll();
+}
+
+bool MainWindow::findNext(int step) {
+  const QString q = findEdit_->text().trimmed();
+  if (q.isEmpty()) {
+    findCount_->clear();
+    return false;
+  }
+  // Left to right, then top to bottom: the order the graph reads in.
+  std::vector<const Node*> matches;
+  for (const auto& [id, n] : model_->graph().nodes())
+    if (qs(n.name).contains(q, Qt::CaseInsensitive) || qs(n.type).contains(q, Qt::CaseInsensitive))
+      matches.push_back(&n);
+  std::sort(matches.begin(), matches.end(), [](const Node* a, const Node* b) {
+    return std::tie(a->position.x, a->position.y, a->id) <
+           std::tie(b->position.x, b->position.y, b->id);
+  });
+  if (matches.empty()) {
+    findCount_->setText(tr("no match"));
+    showStatus(tr("No node's name or type contains \"%1\"").arg(q));
+    return false;
+  }
+  const int n = int(matches.size());
+  int at = -1;
+  for (int i = 0; i < n; ++i)
+    if (matches[size_t(i)]->id == lastFound_) at = i;
+  at = at < 0 ? (step >= 0 ? 0 : n - 1) : ((at + step) % n + n) % n;
+  const Node* found = matches[size_t(at)];
+  lastFound_ = found->id;
+  findCount_->setText(tr("%1 of %2").arg(at + 1).arg(n));
+  scene_->selectOnly({found->id});
+  if (NodeItem* item = scene_->nodeItem(found->id)) view_->showItem(item);
+  return true;
 }
 
 void MainWindow::selectAll() {

@@ -6,6 +6,7 @@
 
 #include <QAction>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QMainWindow>
 #include <QStackedWidget>
@@ -96,6 +97,9 @@ class MainWindow : public QMainWindow {
   static QString autosavePath();
   void autosaveNow();
   bool recoverAutosave();
+  // The question asked at start when an autosave is left over: which document it holds (its
+  // path, or untitled) and when it was written. "" when there is no autosave.
+  QString recoveryQuestion() const;
 
   // Edit actions (also on the menu).
   void copySelection();
@@ -104,9 +108,15 @@ class MainWindow : public QMainWindow {
   void duplicateSelection();
   void deleteSelection();
   void selectAll();
+  // Find (Ctrl+F): the bar over the canvas where a node's name or type is typed; Enter or F3
+  // selects and centres the next match, Shift+Enter or Shift+F3 the one before.
+  void showFind();
+  bool findNext(int step = 1);
+  QLineEdit* findEdit() const { return findEdit_; }
 
  protected:
   void closeEvent(QCloseEvent* e) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void createActions();
@@ -118,6 +128,9 @@ class MainWindow : public QMainWindow {
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void refreshProblems();
+  void createFindBar();
+  void placeFindBar();
+  void askToRecover();
   void startTemplate(int kind);  // a ClassifierTemplate chosen on the welcome page
   bool maybeSave();
   bool writeAtomically(const QString& path, const QByteArray& bytes);
@@ -142,6 +155,11 @@ class MainWindow : public QMainWindow {
   QTimer messageTimer_;  // a message goes after a while, as QStatusBar's temporary ones do
   QTimer autosaveTimer_;
   QString currentFile_;
+  QString importedFrom_;  // the ONNX file an unsaved document was imported from (its name)
+  QWidget* findBar_ = nullptr;
+  QLineEdit* findEdit_ = nullptr;
+  QLabel* findCount_ = nullptr;
+  dw::NodeId lastFound_ = 0;
   QString lastError_;
   int pasteCount_ = 0;
   bool autosaveDirty_ = false;

@@ -2,8 +2,12 @@
 
 #include <QHeaderView>
 #include <QMimeData>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include "app/studio/graph_view.h"
 #include "engine/op_support.h"
@@ -16,6 +20,41 @@ constexpr int kDomainRole = Qt::UserRole;
 constexpr int kTypeRole = Qt::UserRole + 1;
 // Other names the search finds the node by: its aliases and the seed toolkit's spellings.
 constexpr int kOtherNamesRole = Qt::UserRole + 2;
+// A domain's place in the catalogue's order, to put it back when the search is cleared.
+constexpr int kOrderRole = Qt::UserRole + 3;
+
+// Which domain's match a search lists first, when the names match equally well: the Keras-style
+// layers a user builds with, the graph nodes, losses and metrics, then the ONNX operators, the
+// contributed ones, and last the gradient ops of exported training graphs.
+int domainPriority(const QString& domain) {
+  static const QStringList order = {
+      QString::fromLatin1(kLayersDomain), QString::fromLatin1(kGraphDomain),
+      QString::fromLatin1(kLossesDomain), QString::fromLatin1(kMetricsDomain)};
+  if (const int i = int(order.indexOf(domain)); i >= 0) return i;
+  if (domain.startsWith(QStringLiteral("deepwire"))) return 4;
+  if (domain == QLatin1String(kOnnxDomain)) return 5;
+  if (domain == QLatin1String(kGradDomain)) return 9;
+  if (domain == QLatin1String(kTrainingDomain)) return 6;
+  return 7;
+}
+
+// How well a leaf matches: 0 its name (or another of its names) exactly, 1 a name's start,
+// 2 elsewhere in a name or its category, -1 not at all.
+int matchTier(const QTreeWidgetItem* leaf, const QString& q) {
+  if (q.isEmpty()) return 2;
+  QStringList names = leaf->data(0, kOtherNamesRole).toStringList();
+  names.prepend(leaf->text(0));
+  int best = -1;
+  for (const QString& n : names) {
+    const int tier = n.compare(q, Qt::CaseInsensitive) == 0 ? 0
+                     : n.startsWith(q, Qt::CaseInsensitive) ? 1
+                     : n.contains(q, Qt::CaseInsensitive)   ? 2
+                                                            : -1;
+    if (tier >= 0 && (best < 0 || tier < best)) best = tier;
+  }
+  if (best < 0 && leaf->parent()->text(0).contains(q, Qt::CaseInsensitive)) best = 2;
+  return best;
+}
 
 QString docTooltip(const NodeSpec& s) {
   QString doc = QString::fromStdString(s.doc).trimmed();
@@ -79,6 +118,7 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
     QTreeWidgetItem*& dom = domains[s->domain];
     if (!dom) {
       dom = new QTreeWidgetItem(tree_, {QString::fromStdString(s->domain)});
+      dom->setData(0, kOrderRole, tree_->topLevelItemCount() - 1);
       dom->setFlags(Qt::ItemIsEnabled);
       QFont f = dom->font(0);
       f.setBold(true);
@@ -107,6 +147,14 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
     item->setExpanded(name != kOnnxDomain && name != kTrainingDomain && name != kGradDomain);
 
   connect(filter_, &QLineEdit::textChanged, this, &Palette::setFilter);
+  // Enter in the search places the best match (selected by the search).
+  connect(filter_, &QLineEdit::returnPressed, this, [this] {
+    QTreeWidgetItem* item = tree_->currentItem();
+    if (item && !item->isHidden() && !item->data(0, kTypeRole).isNull() &&
+        !filter_->text().trimmed().isEmpty())
+      emit placeRequested(item->data(0, kDomainRole).toString(),
+                          item->data(0, kTypeRole).toString());
+  });
   connect(tree_, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem* item, int) {
     if (!item->data(0, kTypeRole).isNull())
       emit placeRequested(item->data(0, kDomainRole).toString(),
@@ -124,27 +172,91 @@ QTreeWidgetItem* Palette::entry(const QString& domain, const QString& type) cons
 
 void Palette::setFilter(const QString& text) {
   const QString q = text.trimmed();
+  // Gradient ops are parts of exported training graphs that nobody places by hand, and a search
+  // for "Dropout" listed DropoutGrad first: they show for their full name, or for a search that
+  // names their domain ("grad", "com.deepwire.grad").
+  const QString gradDomain = QString::fromLatin1(kGradDomain);
+  const bool gradAsked = q.contains(QStringLiteral("grad"), Qt::CaseInsensitive) &&
+                         gradDomain.contains(q, Qt::CaseInsensitive);
+  struct Domain {
+    QTreeWidgetItem* item = nullptr;
+    int tier = -1;                                         // the best leaf's
+    std::vector<std::pair<QTreeWidgetItem*, int>> leaves;  // with their tier
+  };
+  std::vector<Domain> doms;
+  QTreeWidgetItem* best = nullptr;
+  std::tuple<int, int, int> bestKey{3, 99, 0};
   for (int d = 0; d < tree_->topLevelItemCount(); ++d) {
-    QTreeWidgetItem* dom = tree_->topLevelItem(d);
-    int domShown = 0;
-    for (int c = 0; c < dom->childCount(); ++c) {
-      QTreeWidgetItem* cat = dom->child(c);
-      int shown = 0;
+    Domain dom;
+    dom.item = tree_->topLevelItem(d);
+    const bool grad = dom.item->text(0) == gradDomain;
+    for (int c = 0; c < dom.item->childCount(); ++c) {
+      QTreeWidgetItem* cat = dom.item->child(c);
       for (int i = 0; i < cat->childCount(); ++i) {
         QTreeWidgetItem* leaf = cat->child(i);
-        bool match = q.isEmpty() || leaf->text(0).contains(q, Qt::CaseInsensitive) ||
-                     cat->text(0).contains(q, Qt::CaseInsensitive);
-        for (const QString& other : leaf->data(0, kOtherNamesRole).toStringList())
-          match = match || other.contains(q, Qt::CaseInsensitive);
-        leaf->setHidden(!match);
-        shown += match;
+        int tier = matchTier(leaf, q);
+        if (grad && !q.isEmpty()) tier = gradAsked ? std::max(tier, 2) : tier == 0 ? 0 : -1;
+        dom.leaves.push_back({leaf, tier});
+        if (tier >= 0 && (dom.tier < 0 || tier < dom.tier)) dom.tier = tier;
+        const std::tuple<int, int, int> key{tier, domainPriority(dom.item->text(0)),
+                                            dom.item->data(0, kOrderRole).toInt()};
+        if (tier >= 0 && key < bestKey) {
+          bestKey = key;
+          best = leaf;
+        }
       }
+    }
+    doms.push_back(std::move(dom));
+  }
+  // Best matches first: an exact name before a partial one, then the domain's priority; the
+  // catalogue's order when the search is cleared.
+  std::vector<Domain*> order;
+  for (auto& d : doms) order.push_back(&d);
+  std::stable_sort(order.begin(), order.end(), [&](const Domain* a, const Domain* b) {
+    const int ao = a->item->data(0, kOrderRole).toInt(), bo = b->item->data(0, kOrderRole).toInt();
+    if (q.isEmpty()) return ao < bo;
+    const int at = a->tier < 0 ? 3 : a->tier, bt = b->tier < 0 ? 3 : b->tier;
+    return std::tuple(at, domainPriority(a->item->text(0)), ao) <
+           std::tuple(bt, domainPriority(b->item->text(0)), bo);
+  });
+  bool reordered = false;
+  for (int i = 0; i < int(order.size()); ++i)
+    reordered |= tree_->topLevelItem(i) != order[size_t(i)]->item;
+  if (reordered) {
+    // Taken out of the tree, items forget whether they were expanded: note it, put it back.
+    std::map<QTreeWidgetItem*, bool> expanded;
+    for (auto& d : doms) {
+      expanded[d.item] = d.item->isExpanded();
+      for (int c = 0; c < d.item->childCount(); ++c)
+        expanded[d.item->child(c)] = d.item->child(c)->isExpanded();
+    }
+    const QSignalBlocker block(tree_);
+    while (tree_->topLevelItemCount() > 0) tree_->takeTopLevelItem(0);
+    for (Domain* d : order) tree_->addTopLevelItem(d->item);
+    for (const auto& [item, open] : expanded) item->setExpanded(open);
+  }
+  for (auto& dom : doms) {
+    std::map<QTreeWidgetItem*, int> shownIn;
+    for (const auto& [leaf, tier] : dom.leaves) {
+      leaf->setHidden(tier < 0);
+      shownIn[leaf->parent()] += tier >= 0;
+    }
+    int domShown = 0;
+    for (int c = 0; c < dom.item->childCount(); ++c) {
+      QTreeWidgetItem* cat = dom.item->child(c);
+      const int shown = shownIn[cat];
       cat->setHidden(shown == 0);
       if (!q.isEmpty()) cat->setExpanded(shown > 0);
       domShown += shown;
     }
-    dom->setHidden(domShown == 0);
-    if (!q.isEmpty()) dom->setExpanded(domShown > 0);
+    dom.item->setHidden(domShown == 0);
+    if (!q.isEmpty()) dom.item->setExpanded(domShown > 0);
+  }
+  if (!q.isEmpty() && best) {
+    tree_->setCurrentItem(best);
+    tree_->scrollToItem(best);
+  } else if (q.isEmpty()) {
+    tree_->scrollToTop();
   }
 }
 

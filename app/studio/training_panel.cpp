@@ -219,10 +219,17 @@ void TrainingWorker::run(const JobRequest& req) {
     const qint64 step = trainer_->counters().trainSteps;
     const double loss = r->totalLoss();
     const double metric = headlineMetric(r->metrics);
-    const QString summary = formatResult(job == 0   ? "Train Step"
-                                         : job == 1 ? "Full Train Step"
-                                                    : "Eval Step",
-                                         *r, eval);
+    QString summary = formatResult(job == 0   ? "Train Step"
+                                   : job == 1 ? "Full Train Step"
+                                              : "Eval Step",
+                                   *r, eval);
+    // Which split was evaluated: without validation or test data the cursor falls back to the
+    // train data, and an accuracy on batches the model trains on says nothing of generalisation.
+    if (eval)
+      summary += test_ ? QObject::tr(" · on a %1 batch").arg(evalSetName(req.config.dataset))
+                       : QObject::tr(
+                             " · <b>evaluated on a training batch</b>: give the project a "
+                             "validation split or test data to measure generalisation");
     const double batchMetric = headlineMetric(r->batchMetrics);
     post([p = panel_, eval, step, loss, sps, metric, batchMetric, summary] {
       if (eval)
@@ -368,9 +375,16 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   epochs_->setRange(1, 100000);
 
   trainStep_ = new QPushButton(tr("Train Step"));
-  trainStep_->setToolTip(tr("Forward and backward on one batch; gradients accumulate"));
+  // Said plainly: a user who pressed Train Step again and again saw the same loss (or a higher
+  // one, on another batch) and took the model for broken.
+  trainStep_->setToolTip(
+      tr("Computes the loss and the gradients on one batch, adding the gradients to those of "
+         "earlier Train Steps. It does NOT update the weights: the loss will not go down. "
+         "Full Train Step also applies the optimizer."));
   fullStep_ = new QPushButton(tr("Full Train Step"));
-  fullStep_->setToolTip(tr("Train Step, then the optimizer step and a gradient reset"));
+  fullStep_->setToolTip(
+      tr("One training step: the loss and gradients on one batch, then the optimizer updates the "
+         "weights and the gradients are reset"));
   evalStep_ = new QPushButton(tr("Eval Step"));
   evalStep_->setToolTip(
       tr("Inference on one batch of the validation data (the test data where there is no "
@@ -534,6 +548,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(clear, &QPushButton::clicked, this, [this] { clearCharts(); });
   connect(editData_, &QPushButton::clicked, this, [this] { emit showDataRequested(); });
   connect(data_, &DataPanel::sourcesRead, this, [this] { updateDataStatus(); });
+  // After every graph edit the Data panel re-reads the inputs' types (debounced): the Data line
+  // follows it there, never the inputs as they were before the edit.
+  connect(data_, &DataPanel::readinessChanged, this, [this] { updateDataStatus(); });
   connect(data_, &DataPanel::specChanged, this, [this] {
     for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(data_->spec()));
     touched_ = true;
@@ -550,9 +567,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     if (n && n->type == "Accelerator") acceleratorFromGraph();
   });
   connect(model_, &GraphModel::validated, this, [this] {
-    updateDataStatus();
-    // A training error about the canvas is stale once an edit leaves the canvas without
-    // problems: the next step would build a new trainer anyway.
+    // Not the Data line: the Data panel's rows still hold the inputs as they were until its
+    // refresh, which sends readinessChanged. A training error about the canvas is stale once an
+    // edit leaves the canvas without problems: the next step would build a new trainer anyway.
     if (!busy_ && !error_->isHidden() && !lastErrorIsData_ && graphDirty_ &&
         model_->problems().empty()) {
       error_->hide();

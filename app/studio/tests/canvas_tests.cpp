@@ -641,6 +641,134 @@ class CanvasTest : public QObject {
     }
   }
 
+  // Ctrl+V with the pointer over the canvas pastes there; from the menu (pointer elsewhere), a
+  // step from the originals but inside the view. The trial's paste landed half off the view.
+  void pasteGoesToThePointer() {
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(50);
+    const dw::NodeId relu = placeFromPalette(w, "ai.onnx", "Relu");
+    QVERIFY(relu);
+    w.scene()->selectOnly({relu});
+    w.view()->setFocus();
+    QTest::keyClick(w.view(), Qt::Key_C, Qt::ControlModifier);
+    QWidget* vp = w.view()->viewport();
+    const QPoint at = vp->rect().center() + QPoint(-250, 150);
+    QTest::mouseMove(vp, at);
+    QTest::keyClick(w.view(), Qt::Key_V, Qt::ControlModifier);
+    const auto& nodes = w.model()->graph().nodes();
+    QCOMPARE(nodes.size(), size_t(2));
+    const dw::NodeId pasted = nodes.rbegin()->first;
+    const QPointF want = w.scene()->snapped(w.view()->mapToScene(at));
+    const dw::Position& p = w.model()->graph().node(pasted)->position;
+    QCOMPARE(QPointF(p.x, p.y), want);
+    QCOMPARE(w.statusMessage(), QStringLiteral("Pasted 1 node"));
+
+    // The pointer gone from the canvas (on the palette): next to the originals, in view, even
+    // when the original sits at the top edge of the view.
+    const QRectF seen = w.view()->mapToScene(vp->rect()).boundingRect();
+    QVERIFY(w.model()->moveNodes({{relu, {seen.left() + 300, seen.top() + 2}}}).ok());
+    QTest::mouseMove(w.palette()->tree()->viewport(), QPoint(10, 10));
+    QVERIFY(!w.view()->pointerScenePos());
+    w.scene()->selectOnly({relu});
+    w.copySelection();
+    w.paste();
+    QCOMPARE(nodes.size(), size_t(3));
+    const QRectF now = w.view()->mapToScene(vp->rect()).boundingRect();
+    const QRectF second = body(w.scene()->nodeItem(nodes.rbegin()->first));
+    QVERIFY2(
+        now.contains(second),
+        qPrintable(QStringLiteral("(%1,%2) not in view").arg(second.left()).arg(second.top())));
+    QVERIFY(!second.intersects(body(w.scene()->nodeItem(relu))));
+  }
+
+  // Ctrl+F finds nodes by name or type: each match selected and centred, Enter and F3 for the
+  // next, Shift+Enter for the one before.
+  void findNodeSelectsAndCentres() {
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.openFile(example("fashion_mnist_cnn.dwproj")));
+    QAction* find = w.action("find");
+    QVERIFY(find);
+    QCOMPARE(find->shortcut(), QKeySequence(QKeySequence::Find));
+    find->trigger();
+    QLineEdit* edit = w.findEdit();
+    QVERIFY(edit->isVisible());
+    QTRY_VERIFY(edit->hasFocus());
+    w.view()->zoomBy(2.0);
+    auto centred = [&](dw::NodeId id) {
+      const QPointF c = w.view()->mapToScene(w.view()->viewport()->rect().center());
+      return QLineF(c, w.scene()->nodeItem(id)->sceneBoundingRect().center()).length() < 5;
+    };
+    QTest::keyClicks(edit, "conv");
+    auto selected = w.scene()->selectedNodes();
+    QCOMPARE(selected.size(), size_t(1));
+    const dw::NodeId first = selected.front();
+    const dw::Graph& g = w.model()->graph();
+    QVERIFY(QString::fromStdString(g.node(first)->name + g.node(first)->type)
+                .contains("conv", Qt::CaseInsensitive));
+    QVERIFY(centred(first));
+    QTest::keyClick(edit, Qt::Key_Return);
+    const dw::NodeId second = w.scene()->selectedNodes().front();
+    QVERIFY(second != first);
+    QVERIFY(centred(second));
+    QTest::keyClick(edit, Qt::Key_Return, Qt::ShiftModifier);
+    QCOMPARE(w.scene()->selectedNodes().front(), first);
+    w.action("findNext")->trigger();  // F3
+    QCOMPARE(w.scene()->selectedNodes().front(), second);
+    // No match: the status bar says so.
+    edit->clear();
+    QTest::keyClicks(edit, "no such node");
+    QVERIFY(!w.findNext());
+    QVERIFY2(w.statusMessage().contains("No node"), qPrintable(w.statusMessage()));
+    QTest::keyClick(edit, Qt::Key_Escape);
+    QVERIFY(!edit->isVisible());
+    // In the Edit menu, with Save As's shortcut there too.
+    QCOMPARE(w.action("saveAs")->shortcut(), QKeySequence(QStringLiteral("Ctrl+Shift+S")));
+  }
+
+  // An imported ONNX file names the window; opened at start-up, it is fitted like File > Open
+  // once the window has its final size.
+  void importedFileTitleAndFit() {
+    QTemporaryDir dir;
+    const QString onnx = dir.filePath("cnn_model.onnx");
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(example("fashion_mnist_cnn.dwproj")));
+      QVERIFY2(w.exportOnnxTo(onnx, false), qPrintable(w.lastError()));
+    }
+    MainWindow w(false);
+    w.show();
+    QApplication::processEvents();
+    QVERIFY2(w.openAtStart(onnx), qPrintable(w.lastError()));
+    QVERIFY2(w.windowTitle().contains("cnn_model.onnx"), qPrintable(w.windowTitle()));
+    QVERIFY(w.currentFile().isEmpty());  // Save still asks where the project goes
+    // The docks settle, the window grows: the fit follows until the user touches the view.
+    w.resize(1500, 950);
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(100);
+    const qreal settled = w.view()->zoom();
+    QVERIFY(settled >= dw::studio::GraphView::kReadableZoom - 1e-6);
+    const QRectF seen = w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect();
+    const QTransform before = w.view()->transform();
+    w.view()->fitToView(dw::studio::GraphView::kReadableZoom);
+    QCOMPARE(w.view()->transform(), before);
+    QCOMPARE(w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect(), seen);
+    // Once the user zooms, a resize leaves the view alone.
+    w.view()->zoomBy(1.25);
+    const qreal zoomed = w.view()->zoom();
+    w.resize(1300, 900);
+    QTest::qWait(50);
+    QCOMPARE(w.view()->zoom(), zoomed);
+    // Saved, the project's name replaces the import's.
+    QVERIFY(w.saveTo(dir.filePath("saved.dwproj")));
+    QVERIFY2(w.windowTitle().startsWith("saved.dwproj"), qPrintable(w.windowTitle()));
+  }
+
   void newNodesAreNamedAfterTheirType() {
     MainWindow w(false);
     w.show();

@@ -6,8 +6,11 @@
 #include <QChart>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDate>
+#include <QDir>
 #include <QDropEvent>
 #include <QElapsedTimer>
+#include <QImage>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLogValueAxis>
@@ -32,6 +35,7 @@
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
 
+using dw::studio::DataPanel;
 using dw::studio::MainWindow;
 
 using namespace dw::studio::test;
@@ -53,6 +57,45 @@ std::string canonical(const MainWindow& w) {
   std::sort(links.begin(), links.end());
   for (const auto& l : links) (void)copy.addLink(l, false);
   return dw::projectToJsonText(copy);
+}
+
+// An image folder as a user has one: a subfolder per class of 28x28 grey PNGs.
+QString pngClassFolder(const QString& dir, int perClass) {
+  const QString root = dir + "/pngs";
+  const char* classes[] = {"sneaker", "trouser", "tshirt"};
+  for (int c = 0; c < 3; ++c) {
+    QDir().mkpath(root + "/" + classes[c]);
+    for (int i = 0; i < perClass; ++i) {
+      QImage img(28, 28, QImage::Format_Grayscale8);
+      img.fill(40 * c + 5 * i);
+      img.save(QStringLiteral("%1/%2/%3.png").arg(root, classes[c]).arg(i));
+    }
+  }
+  return root;
+}
+
+// input (image) -> Conv2D -> Flatten -> Dense(3) -> Output Train <- input_1 (label), both Inputs
+// left at their default type, float[N], as a new user places them.
+void buildSmallCnn(MainWindow& w) {
+  using dw::Param;
+  auto* m = w.model();
+  const dw::NodeId image = addNode(w, "deepwire", "Input", 0, 0);
+  const dw::NodeId label = addNode(w, "deepwire", "Input", 0, 300);
+  const dw::NodeId conv = addNode(w, "deepwire.layers", "Conv2D", 250, 0);
+  const dw::NodeId flatten = addNode(w, "deepwire.layers", "Flatten", 500, 0);
+  const dw::NodeId dense = addNode(w, "deepwire.layers", "Dense", 750, 0);
+  const dw::NodeId out = addNode(w, "deepwire.layers", "Output Train", 1000, 0);
+  QVERIFY(m->setParam(dense, "units", Param::makeInt(3)).ok());
+  QVERIFY(m->setParam(out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
+  for (dw::Link l : std::vector<dw::Link>{{{image, 0}, {conv, 0}},
+                                          {{conv, 0}, {flatten, 0}},
+                                          {{flatten, 0}, {dense, 0}},
+                                          {{dense, 0}, {out, 0}},
+                                          {{label, 0}, {out, 1}}}) {
+    dw::Status st = m->connectPorts(l);
+    QVERIFY2(st.ok(), st.message().c_str());
+  }
+  m->validateNow();
 }
 
 }  // namespace
@@ -592,6 +635,8 @@ class StudioTest : public QObject {
     QVERIFY(waitIdle(panel));
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     QVERIFY(panel->lastResult().startsWith("<b>Eval Step"));
+    QVERIFY2(panel->lastResult().contains("on a validation batch"),
+             qPrintable(panel->lastResult()));
     panel->logScaleBox()->setChecked(true);  // swaps the axis without losing points
     QCOMPARE(panel->trainPoints(), 4);
 
@@ -778,6 +823,202 @@ class StudioTest : public QObject {
       evalStep(a1, b1);
       QCOMPARE(a1, b1);
     }
+  }
+
+  // ---- The Data dock and the Training dock's Data line ----
+
+  // The trial's repro: the Data dock said "Fits" after "Change the Input" while the Training
+  // dock still showed the mismatch from before it, one edit behind, since it was updated before
+  // the Data panel had re-read the graph's inputs.
+  void trainingDataLineFollowsEveryEdit() {
+    QTemporaryDir dir;
+    const QString pngs = pngClassFolder(dir.path(), 4);
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    buildSmallCnn(w);
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    QCOMPARE(data->inputNames(), QStringList({"input", "input_1"}));
+    QLabel* line = w.training()->dataStatusLabel();
+    for (const char* input : {"input", "input_1"}) {
+      data->pathEdit(input)->setText(pngs);
+      emit data->pathEdit(input)->editingFinished();
+      settle(data);
+    }
+    QComboBox* take = data->imageTakeBox("input_1");
+    take->setCurrentIndex(1);  // the class index
+    emit take->activated(1);
+    settle(data);
+    QVERIFY2(data->fitLabel("input_1")->text().contains("✘"),
+             qPrintable(data->fitLabel("input_1")->text()));
+    QTRY_VERIFY2(line->text().contains("input_1"), qPrintable(line->text()));
+
+    // "Change the Input" for the labels: int64[N]. Both docks agree it fits now.
+    QPushButton* change = data->changeInputButton("input_1");
+    QVERIFY(change->isVisible() && change->isEnabled());
+    QTest::mouseClick(change, Qt::LeftButton);
+    settle(data);
+    QVERIFY2(data->fitLabel("input_1")->text().contains("Fits input 'input_1' (int64[N])"),
+             qPrintable(data->fitLabel("input_1")->text()));
+    QTRY_VERIFY2(!line->text().contains("input_1"), qPrintable(line->text()));
+
+    // And back: an Input retyped on the canvas misfits again in both, without another edit.
+    const dw::NodeId label = findByName(w.model()->graph(), "input_1");
+    QVERIFY(w.model()->setParam(label, "type", dw::Param::makeString("float[N]")).ok());
+    w.model()->validateNow();
+    QTRY_VERIFY2(data->fitLabel("input_1")->text().contains("✘"),
+                 qPrintable(data->fitLabel("input_1")->text()));
+    QTRY_VERIFY2(line->text().contains("input_1"), qPrintable(line->text()));
+    QCOMPARE(line->toolTip(), data->readiness());
+  }
+
+  // An image folder for an Input left at float[N]: the advice names the shape (no dtype
+  // conversion can make 1x28x28 pixels one value), and "Change the Input" keeps float, taking
+  // only the images' shape, and converts the pixels (1/255), so the Conv2D after it accepts it.
+  void changeInputKeepsFloatForImages() {
+    QTemporaryDir dir;
+    const QString pngs = pngClassFolder(dir.path(), 4);
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    buildSmallCnn(w);
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    data->pathEdit("input")->setText(pngs);
+    emit data->pathEdit("input")->editingFinished();
+    settle(data);
+    QVERIFY2(data->infoLabel("input")->text().contains("12 samples"),
+             qPrintable(data->infoLabel("input")->text()));
+    const QString fit = data->fitLabel("input")->text();
+    QVERIFY2(fit.contains("shapes differ") && !fit.contains("convert the dtype"), qPrintable(fit));
+    QVERIFY2(fit.contains("float[N,1,28,28]"), qPrintable(fit));
+    QPushButton* change = data->changeInputButton("input");
+    QVERIFY(change->isVisible() && change->isEnabled());
+    QVERIFY2(change->toolTip().contains("float[N,1,28,28]"), qPrintable(change->toolTip()));
+    QTest::mouseClick(change, Qt::LeftButton);
+    settle(data);
+    const dw::Graph& g = w.model()->graph();
+    QCOMPARE(g.param(findByName(g, "input"), "type")->asString(), std::string("float[N,1,28,28]"));
+    QVERIFY2(data->fitLabel("input")->text().contains("Fits"),
+             qPrintable(data->fitLabel("input")->text()));
+    QCOMPARE(data->spec().train.front().normalization.scale, 1.0 / 255.0);
+    w.model()->validateNow();
+    const auto& problems = w.model()->problems();
+    QVERIFY2(problems.empty(), problems.empty() ? "" : problems.front().message.c_str());
+    // One sample reads "1 sample".
+    QTemporaryDir one;
+    const QString single = one.filePath("single");
+    QDir().mkpath(single + "/only");
+    QImage img(28, 28, QImage::Format_Grayscale8);
+    img.fill(9);
+    QVERIFY(img.save(single + "/only/0.png"));
+    data->pathEdit("input")->setText(single);
+    emit data->pathEdit("input")->editingFinished();
+    settle(data);
+    QVERIFY2(data->infoLabel("input")->text().contains("1 sample ·"),
+             qPrintable(data->infoLabel("input")->text()));
+  }
+
+  // Eval Step says which split it evaluated; without validation or test data, that it was a
+  // training batch (the trial read a training accuracy as the model's).
+  void evalStepNamesTheSplit() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 128);
+    auto* panel = w.training();
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastResult().contains("on a validation batch"),
+             qPrintable(panel->lastResult()));
+    panel->dataPanel()->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kNone);
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("evaluated on a training batch"),
+             qPrintable(panel->lastResult()));
+    QVERIFY(w.statusMessage().contains("validation split or test data"));
+  }
+
+  // Searching a layer's name lists the Keras-style layer first and no gradient op, unless the
+  // search names one in full or names the gradient domain.
+  void paletteRanksLayersFirstAndHidesGradients() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* palette = w.palette();
+    for (const char* name : {"Dropout", "BatchNormalization"}) {
+      palette->setFilter(QString::fromLatin1(name));
+      QTreeWidget* tree = palette->tree();
+      QTreeWidgetItem* first = nullptr;
+      for (int d = 0; d < tree->topLevelItemCount() && !first; ++d)
+        if (!tree->topLevelItem(d)->isHidden()) first = tree->topLevelItem(d);
+      QVERIFY(first);
+      QCOMPARE(first->text(0), QStringLiteral("deepwire.layers"));
+      QCOMPARE(tree->currentItem(), palette->entry("deepwire.layers", name));
+      for (int d = 0; d < tree->topLevelItemCount(); ++d)
+        if (tree->topLevelItem(d)->text(0) == "com.deepwire.grad")
+          QVERIFY2(tree->topLevelItem(d)->isHidden(), name);
+      // ai.onnx's exact match comes before contributed partial ones.
+      int onnx = -1, microsoft = -1;
+      for (int d = 0; d < tree->topLevelItemCount(); ++d) {
+        if (tree->topLevelItem(d)->text(0) == "ai.onnx") onnx = d;
+        if (tree->topLevelItem(d)->text(0) == "com.microsoft") microsoft = d;
+      }
+      QVERIFY(onnx > 0 && onnx < microsoft);
+    }
+    palette->setFilter("DropoutGrad");
+    QTreeWidgetItem* grad = palette->entry("com.deepwire.grad", "DropoutGrad");
+    QVERIFY(grad && !grad->isHidden());
+    palette->setFilter("com.deepwire.grad");
+    QVERIFY(palette->visibleEntries() > 5);
+    QVERIFY(!grad->isHidden());
+    // Cleared: the catalogue's order again, every entry there.
+    const int all = [&] {
+      palette->setFilter(QString());
+      return palette->visibleEntries();
+    }();
+    QCOMPARE(palette->tree()->topLevelItem(0)->text(0), QStringLiteral("ai.onnx"));
+    QVERIFY(all > 150);
+    // Enter in the search places the best match.
+    QTest::keyClicks(palette->filterEdit(), "Dropout");
+    QTest::keyClick(palette->filterEdit(), Qt::Key_Return);
+    QCOMPARE(w.model()->graph().nodes().size(), size_t(1));
+    QCOMPARE(w.model()->graph().nodes().begin()->second.domain, std::string("deepwire.layers"));
+  }
+
+  // The recovery prompt names the document the autosave holds and when it was written.
+  void recoveryQuestionNamesTheDocument() {
+    QFile::remove(MainWindow::autosavePath());
+    QTemporaryDir dir;
+    const QString project = dir.filePath("mine.dwproj");
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+      QVERIFY(w.saveTo(project));
+      w.placeNode("ai.onnx", "Tanh");
+      w.autosaveNow();
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath()));
+    }
+    {
+      MainWindow w(false);
+      const QString q = w.recoveryQuestion();
+      QVERIFY2(q.contains(QDir::toNativeSeparators(project)), qPrintable(q));
+      QVERIFY2(q.contains(QString::number(QDate::currentDate().year())), qPrintable(q));
+      // Another file opened: the question says recovering replaces it.
+      QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+      QVERIFY2(w.recoveryQuestion().contains("fashion_mnist_mlp.dwproj"),
+               qPrintable(w.recoveryQuestion()));
+    }
+    {
+      MainWindow w(false);
+      w.placeNode("ai.onnx", "Tanh");  // untitled
+      w.autosaveNow();
+      QVERIFY2(w.recoveryQuestion().contains("untitled"), qPrintable(w.recoveryQuestion()));
+    }
+    QFile::remove(MainWindow::autosavePath());
+    MainWindow w(false);
+    QVERIFY(w.recoveryQuestion().isEmpty());
   }
 
  private:
