@@ -9,6 +9,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -18,6 +19,7 @@
 #include <set>
 
 #include "nodes/onnx_params.h"
+#include "nodes/type_syntax.h"
 
 namespace dw {
 
@@ -1224,6 +1226,45 @@ onnx::OpSchema onnxSchemaOf(const NodeSpec& spec, const std::string& domain, boo
   return s;
 }
 
+namespace {
+
+// libonnx's errors name the node ("(op_type:Add, node name: /layer1/Add): [ShapeInferenceError]
+// Incompatible dimensions") but not the shapes that disagree. A lenient pass over a copy infers
+// what it can; the node's inputs are then listed with their types, so that a person sees
+// float[1,64,28,28] against float[1,64,56,56].
+std::string inputsOfFailedNode(const onnx::ModelProto& model, const std::string& error,
+                               const onnx::ISchemaRegistry* registry) {
+  const std::string key = "node name: ";
+  const size_t at = error.find(key);
+  if (at == std::string::npos) return "";
+  const size_t end = error.find(')', at);
+  const std::string name = error.substr(
+      at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+  if (name.empty()) return "";
+  const onnx::NodeProto* node = nullptr;
+  for (const auto& n : model.graph().node())
+    if (n.name() == name) node = &n;
+  if (!node) return "";
+  onnx::ModelProto lenient = model;
+  try {
+    onnx::shape_inference::InferShapes(lenient, registry,
+                                       onnx::ShapeInferenceOptions(false, 0, false));
+  } catch (const std::exception&) {
+    // What it inferred before it stopped is still there.
+  }
+  const auto types = declaredTypes(lenient.graph());
+  std::string listed;
+  for (const auto& in : node->input()) {
+    if (in.empty()) continue;
+    auto it = types.find(in);
+    listed += std::string(listed.empty() ? "" : ", ") + in + " " +
+              (it == types.end() ? std::string("(type unknown)") : formatType(it->second));
+  }
+  return listed.empty() ? "" : "; the node's inputs: " + listed;
+}
+
+}  // namespace
+
 Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,
                             int strictMode, bool dataPropagation) {
   if (inferenceUnsafe) return Status();
@@ -1232,7 +1273,10 @@ Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool 
     onnx::shape_inference::InferShapes(
         model, &registry, onnx::ShapeInferenceOptions(checkTypes, strictMode, dataPropagation));
   } catch (const std::exception& e) {
-    return Status::error(std::string("shape inference failed: ") + e.what());
+    std::string what = e.what();
+    while (!what.empty() && std::isspace(static_cast<unsigned char>(what.back()))) what.pop_back();
+    return Status::error("shape inference failed: " + what +
+                         inputsOfFailedNode(model, what, &registry));
   }
   return Status();
 }

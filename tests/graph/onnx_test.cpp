@@ -91,6 +91,10 @@ TEST(Export, CheckerErrorsNameTheNode) {
   auto m = exportOnnx(g);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.message().find("MatMul 'proj'"), std::string::npos) << m.message();
+  // And which shapes disagree, which libonnx's message leaves out.
+  EXPECT_NE(m.message().find("the node's inputs: "), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find(" float[2,3], "), std::string::npos) << m.message();
+  EXPECT_NE(m.message().find(" float[4,5]"), std::string::npos) << m.message();
 }
 
 TEST(Export, ExamplesExportCleanly) {
