@@ -25,6 +25,7 @@
 
 #include "app/studio/params_panel.h"
 #include "engine/backend.h"
+#include "engine/session.h"
 #include "graphs/onnx_export.h"
 
 namespace dw::studio {
@@ -130,6 +131,7 @@ class TrainingWorker : public QObject {
   // Runs one job; every report reaches the panel through its event queue.
   void run(const JobRequest& req);
   Result<onnx::ModelProto> exportTraining(const Graph& g, const TrainOptions& o);
+  void predict(const JobRequest& req);
 
  private:
   template <class F>
@@ -144,13 +146,18 @@ class TrainingWorker : public QObject {
   std::string dataKey_;
   std::shared_ptr<const Dataset> train_, test_;  // test_: what Eval Step and Fit evaluate
   std::unique_ptr<BatchCursor> trainCursor_, testCursor_;
+  // Predict's session: the trainer's weights when it is current, else the canvas's.
+  std::unique_ptr<dw::engine::InferenceSession> predictor_;
   int64_t batchSize_ = 0;
   bool pinned_ = false;  // the cursors gather into page-locked memory
   friend class TrainingPanel;
 };
 
 Status TrainingWorker::prepare(const JobRequest& req) {
-  if (req.rebuild || !trainer_) {
+  const bool predict = req.job == static_cast<int>(TrainingPanel::Job::Predict);
+  // A training job changes the weights Predict must use.
+  if (req.rebuild || !predict) predictor_.reset();
+  if (!predict && (req.rebuild || !trainer_)) {
     trainer_.reset();
     auto t = Trainer::create(*req.graph, req.options);
     if (!t.ok()) return t.status();
@@ -176,7 +183,7 @@ Status TrainingWorker::prepare(const JobRequest& req) {
   // A trainer on a GPU wants its batches in page-locked memory (Trainer::batchStorage): the
   // cursors are made anew when the batch size changes, or when a rebuilt trainer moved to or
   // from a GPU.
-  auto storage = trainer_->batchStorage();
+  auto storage = trainer_ ? trainer_->batchStorage() : decltype(trainer_->batchStorage()){};
   if (!trainCursor_ || batchSize_ != req.config.batchSize || pinned_ != bool(storage)) {
     batchSize_ = req.config.batchSize;
     pinned_ = bool(storage);
@@ -192,6 +199,71 @@ Status TrainingWorker::prepare(const JobRequest& req) {
   return Status();
 }
 
+// Predict: the inference model on one batch of the evaluation data (the training data where
+// there is none), no loss needed, so an imported model runs too. The summary shows each output's
+// type and, for a [N, classes] output, the classes it picks for the first samples.
+void TrainingWorker::predict(const JobRequest& req) {
+  auto fail = [this](const std::string& msg) {
+    post([p = panel_, m = qs(msg)] { p->onFinished(m, QString()); });
+  };
+  if (!predictor_) {
+    Result<onnx::ModelProto> m = Status::error("");
+    if (trainer_ && !req.rebuild) {
+      m = trainer_->exportInference();
+    } else {
+      ExportOptions eo;
+      eo.model = req.options.model;
+      m = exportOnnx(*req.graph, eo);
+    }
+    if (!m.ok()) return fail(m.message());
+    dw::engine::SessionOptions so;
+    so.backend.accelerator = req.options.accelerator;
+    so.backend.threads = req.options.threads;
+    so.backend.precision = req.options.precision;
+    auto s = dw::engine::InferenceSession::create(*m, so);
+    if (!s.ok()) return fail(s.message());
+    predictor_ = std::move(*s);
+  }
+  auto batch = nextBatch(true);
+  if (!batch.ok()) return fail(batch.message());
+  std::map<std::string, dw::engine::Tensor> feeds;
+  for (const auto& in : predictor_->inputs()) {
+    auto it = batch->inputs.find(in.name);
+    if (it == batch->inputs.end())
+      return fail("Predict: the data has nothing for the model's input '" + in.name +
+                  "'; give it a source in the Data dock");
+    feeds[in.name] = it->second;
+  }
+  auto out = predictor_->run(feeds);
+  if (!out.ok()) return fail(out.message());
+  QString summary = QObject::tr("<b>Predict</b> on %1 %2 samples")
+                        .arg(batch->size)
+                        .arg(test_ ? evalSetName(req.config.dataset) : QObject::tr("training"));
+  for (const auto& [name, t] : *out) {
+    QStringList dims;
+    for (int64_t d : t.shape()) dims << QString::number(d);
+    summary +=
+        QStringLiteral("<br>%1: %2[%3]")
+            .arg(qs(name).toHtmlEscaped(), qs(dw::engine::dtypeName(t.dtype())), dims.join(','));
+    if (t.rank() == 2 && t.dim(1) > 1 && dw::engine::isFloating(t.dtype()) && t.dim(0) > 0) {
+      QStringList picked;
+      for (int64_t r = 0; r < std::min<int64_t>(t.dim(0), 12); ++r) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < t.dim(1); ++c)
+          if (t.getDouble(r * t.dim(1) + c) > t.getDouble(r * t.dim(1) + best)) best = c;
+        picked << QString::number(best);
+      }
+      summary += QObject::tr(" · classes of the first samples: %1").arg(picked.join(' '));
+    } else if (t.size() > 0) {
+      QStringList values;
+      for (int64_t i = 0; i < std::min<int64_t>(t.size(), 6); ++i)
+        values << QString::number(t.getDouble(i), 'g', 4);
+      summary += QStringLiteral(" · %1%2").arg(values.join(", "), t.size() > 6 ? ", …" : "");
+    }
+  }
+  post([p = panel_, summary] { p->onFinished(QString(), summary); });
+}
+
 Result<Batch> TrainingWorker::nextBatch(bool test) {
   return (test ? testCursor_ : trainCursor_)->next();
 }
@@ -204,6 +276,7 @@ void TrainingWorker::run(const JobRequest& req) {
   Status st = prepare(req);
   if (!st.ok()) return fail(st.message());
   const auto job = static_cast<int>(req.job);
+  if (job == static_cast<int>(TrainingPanel::Job::Predict)) return predict(req);
   if (job != 3) {  // a single step
     const bool eval = job == 2;
     auto batch = nextBatch(eval);
@@ -391,6 +464,11 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
          "validation split): loss and metrics, no gradients. Metrics accumulate "
          "over Eval Steps until the Eval Step node's reset_metrics? (or a changed canvas) "
          "resets them"));
+  predict_ = new QPushButton(tr("Predict"));
+  predict_->setToolTip(
+      tr("Runs the model (no loss needed: an imported model too) on one batch of the "
+         "validation or test data, else the training data, and shows its outputs: for class "
+         "scores, the classes it picks. Uses the trained weights."));
   fit_ = new QPushButton(tr("Fit"));
   fit_->setToolTip(tr("Train the given number of epochs, evaluating after each"));
   stop_ = new QPushButton(tr("Stop"));
@@ -440,7 +518,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   left->addLayout(row({{tr("Momentum"), momentum_}, {tr("Weight decay"), weightDecay_}}));
   auto* buttons = new QHBoxLayout;
   buttons->setSpacing(4);
-  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, stop_}) buttons->addWidget(b);
+  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, predict_, fit_, stop_})
+    buttons->addWidget(b);
   left->addLayout(buttons);
   auto* progressRow = new QHBoxLayout;
   progressRow->addWidget(progress_, 1);
@@ -531,6 +610,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(trainStep_, &QPushButton::clicked, this, [this] { start(Job::TrainStep); });
   connect(fullStep_, &QPushButton::clicked, this, [this] { start(Job::FullTrainStep); });
   connect(evalStep_, &QPushButton::clicked, this, [this] { start(Job::EvalStep); });
+  connect(predict_, &QPushButton::clicked, this, [this] { start(Job::Predict); });
   connect(fit_, &QPushButton::clicked, this, [this] { start(Job::Fit); });
   connect(stop_, &QPushButton::clicked, this, [this] {
     cancel_->store(true);
@@ -828,8 +908,9 @@ void TrainingPanel::start(Job job) {
   }
   JobRequest req;
   req.job = static_cast<int>(job);
-  req.rebuild = graphDirty_ || !worker_->trainer_;
-  if (req.rebuild) {  // the new trainer counts from 0
+  const bool predict = job == Job::Predict;
+  req.rebuild = graphDirty_ || (!predict && !worker_->trainer_);
+  if (req.rebuild && !predict) {  // the new trainer counts from 0
     stepOffset_ = lastStep_;
     epochOffset_ = lastEpoch_;
   }
@@ -840,7 +921,8 @@ void TrainingPanel::start(Job job) {
       projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
   cancel_->store(false);
   req.cancel = cancel_;
-  graphDirty_ = false;
+  // Predict leaves the trainer as it is: the next step still sees the canvas changed.
+  if (!predict) graphDirty_ = false;
   error_->hide();
   lastError_.clear();
   setBusy(true);
@@ -848,7 +930,7 @@ void TrainingPanel::start(Job job) {
   emit statusMessage(
       job == Job::Fit
           ? tr("Fitting %1…").arg(count(epochs_->value(), tr("%1 epoch"), tr("%1 epochs")))
-          : tr("Running a step…"));
+          : (predict ? tr("Predicting…") : tr("Running a step…")));
   QMetaObject::invokeMethod(
       worker_, [w = worker_, req] { w->run(req); }, Qt::QueuedConnection);
 }
@@ -862,7 +944,8 @@ void TrainingPanel::stopAndWaitForJob() {
 
 void TrainingPanel::setBusy(bool on) {
   busy_ = on;
-  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, writeWeights_}) b->setEnabled(!on);
+  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, writeWeights_, predict_})
+    b->setEnabled(!on);
   stop_->setEnabled(on);
 }
 

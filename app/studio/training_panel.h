@@ -79,6 +79,7 @@ class TrainingPanel : public QWidget {
 
   QPushButton* trainStepButton() const { return trainStep_; }
   QPushButton* evalStepButton() const { return evalStep_; }
+  QPushButton* predictButton() const { return predict_; }
   QPushButton* fullTrainStepButton() const { return fullStep_; }
   QPushButton* fitButton() const { return fit_; }
   QPushButton* stopButton() const { return stop_; }
@@ -114,7 +115,7 @@ class TrainingPanel : public QWidget {
 
  private:
   friend class TrainingWorker;
-  enum class Job { TrainStep, FullTrainStep, EvalStep, Fit };
+  enum class Job { TrainStep, FullTrainStep, EvalStep, Fit, Predict };
   void start(Job job);
   void loadSettingsFromModel();
   // One chart point per training step (step, loss, headline metric); Fit sends them in bunches.
@@ -161,7 +162,7 @@ class TrainingPanel : public QWidget {
   ScientificSpinBox* weightDecay_;
   QSpinBox* batchSize_;
   QSpinBox* epochs_;
-  QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_, *writeWeights_;
+  QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_, *writeWeights_, *predict_;
   QProgressBar* progress_;
   QLabel* throughput_;
   QLabel* result_;

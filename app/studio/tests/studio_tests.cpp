@@ -652,6 +652,40 @@ class StudioTest : public QObject {
     QCOMPARE(json(w), before);
   }
 
+  // Predict runs the inference model on one batch, no loss involved, before any training
+  // (the canvas's weights) and after (the trainer's), and says what it ran on.
+  void predictShowsTheOutputs() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);
+    auto* panel = w.training();
+    // Larger than the validation split: every Predict sees the same, whole split, so results
+    // differ only where the weights do.
+    panel->batchSizeBox()->setValue(256);
+    auto predict = [&] {
+      panel->predictButton()->click();
+      if (!waitIdle(panel) || !panel->lastError().isEmpty()) return QString();
+      return panel->lastResult();
+    };
+    const QString untrained = predict();
+    QVERIFY2(untrained.startsWith("<b>Predict</b> on ") &&
+                 untrained.contains(" validation samples") && untrained.contains("pred: float32["),
+             qPrintable(untrained + panel->lastError()));
+    QCOMPARE(predict(), untrained);
+    QCOMPARE(panel->trainPoints(), 0);
+    panel->batchSizeBox()->setValue(32);
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    panel->batchSizeBox()->setValue(256);
+    const QString trained = predict();
+    QVERIFY2(!trained.isEmpty() && trained != untrained, qPrintable(trained));
+    // The weights of the latest step, not those of the last Predict.
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    const QString again = predict();
+    QVERIFY2(!again.isEmpty() && again != trained, qPrintable(again));
+  }
+
   void stopDuringFit() {
     QTemporaryDir dir;
     MainWindow w(false);
