@@ -1019,7 +1019,10 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
     error_->hide();
     result_->setText(summary);
     if (progress_->value() == 0) progress_->setValue(1000);
-    emit statusMessage(QString(summary).remove(QRegularExpression(QStringLiteral("<[^>]*>"))));
+    // One line for the status bar: line breaks become separators, other tags go.
+    emit statusMessage(QString(summary)
+                           .replace(QStringLiteral("<br>"), QStringLiteral(" · "))
+                           .remove(QRegularExpression(QStringLiteral("<[^>]*>"))));
   }
   emit jobFinished();
 }
