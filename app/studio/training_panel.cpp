@@ -199,9 +199,11 @@ Status TrainingWorker::prepare(const JobRequest& req) {
   return Status();
 }
 
-// Predict: the inference model on one batch of the evaluation data (the training data where
-// there is none), no loss needed, so an imported model runs too. The summary shows each output's
-// type and, for a [N, classes] output, the classes it picks for the first samples.
+// Predict: the inference model on the first batch of the evaluation data (the training data
+// where there is none), no loss needed, so an imported model runs too. Always the same samples,
+// so that clicks before and after training compare. The summary shows each output's type and,
+// for a [N, classes] output, the classes it picks for the first samples, next to the labels the
+// data holds and the batch's accuracy.
 void TrainingWorker::predict(const JobRequest& req) {
   auto fail = [this](const std::string& msg) {
     post([p = panel_, m = qs(msg)] { p->onFinished(m, QString()); });
@@ -224,7 +226,11 @@ void TrainingWorker::predict(const JobRequest& req) {
     if (!s.ok()) return fail(s.message());
     predictor_ = std::move(*s);
   }
-  auto batch = nextBatch(true);
+  LoaderOptions lo;
+  lo.batchSize = req.config.batchSize;
+  lo.shuffle = false;
+  BatchCursor first(test_ ? test_ : train_, lo);
+  auto batch = first.next();
   if (!batch.ok()) return fail(batch.message());
   std::map<std::string, dw::engine::Tensor> feeds;
   for (const auto& in : predictor_->inputs()) {
@@ -236,9 +242,16 @@ void TrainingWorker::predict(const JobRequest& req) {
   }
   auto out = predictor_->run(feeds);
   if (!out.ok()) return fail(out.message());
-  QString summary = QObject::tr("<b>Predict</b> on %1 %2 samples")
+  QString summary = QObject::tr("<b>Predict</b> on the first %1 %2 samples")
                         .arg(batch->size)
                         .arg(test_ ? evalSetName(req.config.dataset) : QObject::tr("training"));
+  // Class labels the data holds beside the model's inputs (an integer per sample).
+  const dw::engine::Tensor* labels = nullptr;
+  for (const auto& [name, t] : batch->inputs)
+    if (!feeds.count(name) && t.rank() == 1 && t.dim(0) == batch->size &&
+        !dw::engine::isFloating(t.dtype()) && t.dtype() != dw::engine::DType::kString)
+      labels = &t;
+  const int64_t shown = std::min<int64_t>(batch->size, 12);
   for (const auto& [name, t] : *out) {
     QStringList dims;
     for (int64_t d : t.shape()) dims << QString::number(d);
@@ -246,14 +259,25 @@ void TrainingWorker::predict(const JobRequest& req) {
         QStringLiteral("<br>%1: %2[%3]")
             .arg(qs(name).toHtmlEscaped(), qs(dw::engine::dtypeName(t.dtype())), dims.join(','));
     if (t.rank() == 2 && t.dim(1) > 1 && dw::engine::isFloating(t.dtype()) && t.dim(0) > 0) {
-      QStringList picked;
-      for (int64_t r = 0; r < std::min<int64_t>(t.dim(0), 12); ++r) {
+      QStringList picked, truth;
+      int64_t right = 0;
+      for (int64_t r = 0; r < t.dim(0); ++r) {
         int64_t best = 0;
         for (int64_t c = 1; c < t.dim(1); ++c)
           if (t.getDouble(r * t.dim(1) + c) > t.getDouble(r * t.dim(1) + best)) best = c;
-        picked << QString::number(best);
+        const bool known = labels && r < labels->size();
+        if (known && labels->getInt(r) == best) ++right;
+        if (r < shown) {
+          picked << QString::number(best);
+          if (known) truth << QString::number(labels->getInt(r));
+        }
       }
-      summary += QObject::tr(" · classes of the first samples: %1").arg(picked.join(' '));
+      summary += QObject::tr(" · classes picked: %1").arg(picked.join(' '));
+      if (labels && labels->size() == t.dim(0))
+        summary += QObject::tr(" · labels: %1 · %2 of %3 right")
+                       .arg(truth.join(' '))
+                       .arg(right)
+                       .arg(t.dim(0));
     } else if (t.size() > 0) {
       QStringList values;
       for (int64_t i = 0; i < std::min<int64_t>(t.size(), 6); ++i)
@@ -1011,6 +1035,8 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
   setBusy(false);
   if (!error.isEmpty()) {
     lastError_ = error;
+    // The last result was another job's: left on screen it reads as this one's.
+    result_->clear();
     error_->setText(error);
     error_->setToolTip(error);
     error_->show();
