@@ -912,14 +912,18 @@ bool MainWindow::findNext(int step) {
     findCount_->clear();
     return false;
   }
-  // Left to right, then top to bottom: the order the graph reads in.
+  // Nodes whose type matches come first ("conv" finds the Conv nodes before the
+  // Initializers named conv1.weight), then those matched by name; each group left to right,
+  // then top to bottom: the order the graph reads in.
   std::vector<const Node*> matches;
   for (const auto& [id, n] : model_->graph().nodes())
     if (qs(n.name).contains(q, Qt::CaseInsensitive) || qs(n.type).contains(q, Qt::CaseInsensitive))
       matches.push_back(&n);
-  std::sort(matches.begin(), matches.end(), [](const Node* a, const Node* b) {
-    return std::tie(a->position.x, a->position.y, a->id) <
-           std::tie(b->position.x, b->position.y, b->id);
+  auto byName = [&](const Node* n) { return !qs(n->type).contains(q, Qt::CaseInsensitive); };
+  std::sort(matches.begin(), matches.end(), [&](const Node* a, const Node* b) {
+    const bool na = byName(a), nb = byName(b);
+    return std::tie(na, a->position.x, a->position.y, a->id) <
+           std::tie(nb, b->position.x, b->position.y, b->id);
   });
   if (matches.empty()) {
     findCount_->setText(tr("no match"));

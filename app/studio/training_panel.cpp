@@ -385,15 +385,20 @@ void TrainingWorker::run(const JobRequest& req) {
                              QObject::tr("%1 complete epochs")));
   else if (!report->epochs.empty()) {
     const EpochReport& last = report->epochs.back();
-    summary = QObject::tr("<b>Fit</b>: %1, train loss %2%3, %4 samples/s")
-                  .arg(count(qint64(report->epochs.size()), QObject::tr("%1 epoch"),
-                             QObject::tr("%1 epochs")))
-                  .arg(last.trainLoss, 0, 'g', 5)
-                  .arg(last.hasTest ? QObject::tr(", %1 loss %2")
-                                          .arg(evalSetName(req.config.dataset))
-                                          .arg(last.testLoss, 0, 'g', 5)
+    summary =
+        QObject::tr("<b>Fit</b>: %1, train loss %2%3, %4 samples/s")
+            .arg(count(qint64(report->epochs.size()), QObject::tr("%1 epoch"),
+                       QObject::tr("%1 epochs")))
+            .arg(last.trainLoss, 0, 'g', 5)
+            .arg(last.hasTest
+                     ? QObject::tr(", %1 loss %2%3")
+                           .arg(evalSetName(req.config.dataset))
+                           .arg(last.testLoss, 0, 'g', 5)
+                           .arg(last.testAccuracy >= 0
+                                    ? QObject::tr(", accuracy %1").arg(last.testAccuracy, 0, 'f', 4)
                                     : QString())
-                  .arg(last.samplesPerSecond, 0, 'f', 0);
+                     : QString())
+            .arg(last.samplesPerSecond, 0, 'f', 0);
   }
   post([p = panel_, summary] { p->onFinished(QString(), summary); });
 }
