@@ -422,21 +422,18 @@ void MainWindow::updateTitle() {
 
 void MainWindow::refreshProblems() {
   problems_->clear();
+  auto addAll = [this](const std::vector<dw::Problem>& entries, QStyle::StandardPixmap icon) {
+    for (const auto& p : entries) {
+      auto* item = new QListWidgetItem(style()->standardIcon(icon), qs(p.message), problems_);
+      item->setData(Qt::UserRole, static_cast<qlonglong>(p.node));
+      item->setToolTip(qs(p.message));
+    }
+  };
   const auto& list = model_->problems();
-  for (const auto& p : list) {
-    auto* item = new QListWidgetItem(style()->standardIcon(QStyle::SP_MessageBoxCritical),
-                                     qs(p.message), problems_);
-    item->setData(Qt::UserRole, static_cast<qlonglong>(p.node));
-    item->setToolTip(qs(p.message));
-  }
-  // Hints follow the problems, with a warning icon: they block nothing.
   const auto& hints = model_->hints();
-  for (const auto& h : hints) {
-    auto* item = new QListWidgetItem(style()->standardIcon(QStyle::SP_MessageBoxWarning),
-                                     qs(h.message), problems_);
-    item->setData(Qt::UserRole, static_cast<qlonglong>(h.node));
-    item->setToolTip(qs(h.message));
-  }
+  addAll(list, QStyle::SP_MessageBoxCritical);
+  // Hints follow the problems, with a warning icon: they block nothing.
+  addAll(hints, QStyle::SP_MessageBoxWarning);
   const qint64 shown = qint64(list.size() + hints.size());
   problemsDock_->setWindowTitle(shown == 0 ? tr("Problems") : tr("Problems (%1)").arg(shown));
   const Graph& g = model_->graph();

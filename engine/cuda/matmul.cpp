@@ -45,23 +45,31 @@ cublasComputeType_t computeType(const CudaBackend& be) {
   return be.math() == Math::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-// y_i = alpha op(A_i) op(B_i) + beta y_i for `batches` row-major products whose operands lie
-// `sa`, `sb` and `m * n` elements apart (sa or sb 0: shared by every product).
+// y_i = alpha op(A_i) op(B_i) + beta y_i for `batches` row-major products whose operands
+// (already in the session's precision) lie `sa`, `sb` and `m * n` elements apart (sa or sb 0:
+// shared by every product).
+Status gemmOn(CudaBackend& be, const Operands& ops, bool ta, bool tb, int64_t m, int64_t n,
+              int64_t k, float alpha, float beta, float* y, int64_t batches = 1, int64_t sa = 0,
+              int64_t sb = 0) {
+  const auto& L = be.libs();
+  std::lock_guard<std::mutex> lock(be.ctx().mutex);
+  return check(L.cublasGemmStridedBatchedEx(
+                   be.ctx().cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, ops.b,
+                   ops.type, static_cast<int>(tb ? k : n), sb, ops.a, ops.type,
+                   static_cast<int>(ta ? m : k), sa, &beta, y, CUDA_R_32F, static_cast<int>(n),
+                   m * n, static_cast<int>(batches), computeType(be), CUBLAS_GEMM_DEFAULT),
+               "matrix product");
+}
+
+// The same on float operands, converted first where the session computes in bf16.
 Status gemm(KernelContext& ctx, CudaBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
             float alpha, const float* a, const float* b, float beta, float* y, int64_t batches = 1,
             int64_t sa = 0, int64_t sb = 0) {
   if (m == 0 || n == 0 || batches == 0) return Status();
-  const auto& L = be.libs();
   auto ops = operands(ctx, be, a, (batches - 1) * sa + m * k, b, (batches - 1) * sb + k * n);
   if (!ops) return ops.status();
-  std::lock_guard<std::mutex> lock(be.ctx().mutex);
-  return check(L.cublasGemmStridedBatchedEx(
-                   be.ctx().cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                   static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, ops->b,
-                   ops->type, static_cast<int>(tb ? k : n), sb, ops->a, ops->type,
-                   static_cast<int>(ta ? m : k), sa, &beta, y, CUDA_R_32F, static_cast<int>(n),
-                   m * n, static_cast<int>(batches), computeType(be), CUBLAS_GEMM_DEFAULT),
-               "matrix product");
+  return gemmOn(be, *ops, ta, tb, m, n, k, alpha, beta, y, batches, sa, sb);
 }
 
 // One row-major product y (m x n) = alpha op(A) op(B) + beta y and what follows it.
@@ -73,8 +81,7 @@ struct Product {
   const float* b = nullptr;
   float* y = nullptr;
   const float* bias = nullptr;  // n values added to every row, before the activation
-  ops::UnaryFn act = ops::UnaryFn::kCount;
-  ops::UnaryParams actParams;
+  UnaryInstance act;            // fn kCount: none
   // The sum over k of the operand fusion::Fused::biasGradOf names (it is stored k x len).
   float* biasGrad = nullptr;
   int biasGradOf = -1;
@@ -117,7 +124,7 @@ Epilogue epilogueOf(const Product& p) {
     e.biasGrad = true;
     return e;
   }
-  const bool relu = p.act == ops::UnaryFn::kRelu, gelu = p.act == ops::UnaryFn::kGeluTanh;
+  const bool relu = p.act.fn == ops::UnaryFn::kRelu, gelu = p.act.fn == ops::UnaryFn::kGeluTanh;
   e.bias = p.bias != nullptr;
   e.act = relu || gelu;
   if (e.bias)
@@ -199,10 +206,10 @@ class Products {
   Status run(KernelContext& ctx, CudaBackend& be, const Product& p) {
     if (p.m == 0 || p.n == 0) return Status();
     const Epilogue e = epilogueOf(p);
+    auto o = operands(ctx, be, p.a, p.m * p.k, p.b, p.k * p.n);
+    if (!o) return o.status();
     // An empty sum (k 0) takes the plain product, which writes beta y.
     if (e.e != CUBLASLT_EPILOGUE_DEFAULT && p.k > 0) {
-      auto o = operands(ctx, be, p.a, p.m * p.k, p.b, p.k * p.n);
-      if (!o) return o.status();
       const auto key =
           std::make_tuple(p.ta, p.tb, p.m, p.n, p.k, p.beta != 0.f, static_cast<int>(e.e),
                           alignment(o->a), alignment(o->b), alignment(p.y));
@@ -233,7 +240,7 @@ class Products {
         logPlan(p, e, "refused at launch; separate passes follow the product");
       }
     }
-    DW_RETURN_IF_ERROR(gemm(ctx, be, p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.b, p.beta, p.y));
+    DW_RETURN_IF_ERROR(gemmOn(be, *o, p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.beta, p.y));
     return after(be, p, Epilogue{});
   }
 
@@ -242,18 +249,13 @@ class Products {
   static Status after(CudaBackend& be, const Product& p, const Epilogue& done, int64_t rows = 0) {
     const int64_t r = rows ? rows : p.m, count = r * p.n;
     if (p.bias && !done.bias) {
-      Strided ys, bs;
-      ys.rank = bs.rank = 2;
-      ys.dims[0] = bs.dims[0] = r;
-      ys.dims[1] = bs.dims[1] = p.n;
-      ys.strides[0] = p.n;
-      ys.strides[1] = bs.strides[1] = 1;
-      launchBinary(ops::BinaryFn::kAdd, ElemType::kFloat, p.y, ys, p.bias, bs, p.y, count,
-                   be.stream());
+      const Shape rowsOfN{r, p.n};
+      launchBinary(ops::BinaryFn::kAdd, ElemType::kFloat, p.y, contiguousOf(rowsOfN), p.bias,
+                   broadcastStrides({p.n}, rowsOfN), p.y, count, be.stream());
       DW_RETURN_IF_ERROR(launched("a product's bias"));
     }
-    if (p.act != ops::UnaryFn::kCount && !done.act) {
-      launchUnary(p.act, p.actParams, p.y, p.y, count, be.stream());
+    if (p.act.fn != ops::UnaryFn::kCount && !done.act) {
+      launchUnary(p.act.fn, p.act.params, p.y, p.y, count, be.stream());
       DW_RETURN_IF_ERROR(launched("a product's activation"));
     }
     if (p.biasGrad && !done.biasGrad) {
@@ -314,8 +316,7 @@ class Gemm : public Kernel {
     p.a = fp(a);
     p.b = fp(b);
     p.y = y->data<float>();
-    p.act = act_.fn;
-    p.actParams = act_.params;
+    p.act = act_;
     if (ctx.hasInput(2) && beta_ != 0.f) {
       const Tensor& c = ctx.input(2);
       auto bs = broadcastShapes({c.shape(), y->shape()});
@@ -385,8 +386,7 @@ class MatMul : public Kernel {
     p.a = fp(a);
     p.b = fp(b);
     p.y = y->data<float>();
-    p.act = act_.fn;
-    p.actParams = act_.params;
+    p.act = act_;
     if (ctx.hasInput(2)) {
       if (ctx.input(2).size() != n)
         return Status::error("MatMul: the fused bias has " + std::to_string(ctx.input(2).size()) +

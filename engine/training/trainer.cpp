@@ -675,15 +675,6 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
   return total;
 }
 
-namespace {
-// 0.001, 1e-30: a learning rate as a person writes it, not std::to_string's 0.000000.
-std::string shortNumber(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-}  // namespace
-
 Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& cb,
                                      const std::atomic<bool>* cancel) {
   if (!fo.train || fo.train->size() == 0)
@@ -803,10 +794,12 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
             "training diverged at epoch " + std::to_string(counters.epoch + 1) + ", batch " +
             std::to_string(counters.batchInEpoch + 1) + ": the loss is " +
             (std::isnan(r->totalLoss()) ? "NaN" : "infinite") + ". Lower the learning rate (" +
-            shortNumber(scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps)) +
+            // As the project writes it (0.001, not std::to_string's 0.001000).
+            dw::Param::makeFloat(
+                scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps))
+                .toDisplay() +
             " now), clip the gradients' norm (clip_norm), or check the data for NaN or infinite "
-            "values; the "
-            "weights may hold NaN now, so resume from the last checkpoint");
+            "values; the weights may hold NaN now, so resume from the last checkpoint");
       ++counters.batchInEpoch;
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {
