@@ -88,5 +88,8 @@ TEST(TransposeKernel, LargeTensorsMatchIndexReference) {
     checkTranspose(t, {2, 3, 4, 5, 6, 7}, {5, 0, 4, 1, 3, 2});
     checkTranspose(t, {64, 100}, {});
     checkTranspose(t, {1, 128, 1, 64}, {2, 3, 0, 1});  // unit dims
+    // Over 512 KB: the row copies split across the threads (rows not a multiple of them).
+    for (const std::vector<int64_t>& p : {std::vector<int64_t>{1, 0, 2}, {2, 0, 1}, {0, 2, 1}})
+      checkTranspose(t, {127, 33, 64}, p);
   }
 }
