@@ -1820,6 +1820,32 @@ const std::vector<MsOp>& msOps() {
        "2, or fc3; activation_alpha, activation_beta, swiglu_limit); fc3 also gates the other "
        "activations.",
        17, moeBody, sameAsInput0},
+      {"GreedySearch", "text",
+       "Generates text with a GPT-2 style decoder (the decoder subgraph; model_type 0): from "
+       "the prompt input_ids ([batch, length], int32), each step runs the decoder on the new "
+       "tokens with its past key/value state and appends the most likely next token, until "
+       "max_length or until every row has produced eos_token_id (written as pad_token_id). "
+       "The decoder takes input_ids, position_ids, attention_mask and past_0.. "
+       "([2, batch, heads, past length, head size]), and returns logits ([batch, length, "
+       "vocabulary]) and present_0... min_length, repetition_penalty, vocab_mask, "
+       "prefix_vocab_mask (first step only) and no_repeat_ngram_size shape the scores. "
+       "sequences is [batch, max_length].",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
+       }},
+      {"Sampling", "text",
+       "GreedySearch's generation loop, drawing each next token at random instead of taking "
+       "the most likely: the scores are divided by temperature, reduced by presence_penalty "
+       "where presence_mask is set, and the tokens outside the top_p probability mass (at "
+       "least min_tokens_to_keep kept) get filter_value before one draw from their softmax. "
+       "seed (0 without it) seeds the draws, which then match ONNX Runtime's. filtered_logits "
+       "returns the last step's scores after filtering.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
+         if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::FLOAT);
+       }},
       {"Tokenizer", "text",
        "Splits each string of X ([C] or [N, C]) into tokens: at separators (RE2 expressions, "
        "each splitting what the previous left; [\"\"] gives characters) or as the matches of "

@@ -18,6 +18,7 @@ void registerReferenceKernels(KernelRegistry& r) {
   addRandomKernels(r);
   addOpset18Kernels(r);
   addMicrosoftKernels(r);
+  addGenerationKernels(r);
   addElementwiseGradKernels(r);
   addSoftmaxLossGradKernels(r);
   addReduceGradKernels(r);

@@ -22,6 +22,7 @@ void addMiscKernels(KernelRegistry& r);         // kernels/misc.cpp
 void addRandomKernels(KernelRegistry& r);       // kernels/random.cpp
 void addOpset18Kernels(KernelRegistry& r);      // kernels/opset18_ops.cpp
 void addMicrosoftKernels(KernelRegistry& r);    // kernels/microsoft_ops.cpp
+void addGenerationKernels(KernelRegistry& r);   // kernels/generation.cpp
 // Their gradient and training-mode kernels (domain com.deepwire.grad).
 void addElementwiseGradKernels(KernelRegistry& r);   // kernels/elementwise_grad.cpp
 void addSoftmaxLossGradKernels(KernelRegistry& r);   // kernels/softmax_loss_grad.cpp

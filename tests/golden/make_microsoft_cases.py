@@ -721,6 +721,113 @@ def main_kernels():
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
+def gpt_decoder(rng, V=12, H=2, D=4, layers=2, maxpos=32, name="gpt"):
+    """A one- or two-layer GPT-2-style decoder as GreedySearch/Sampling/BeamSearch call it."""
+    E = H * D
+    nodes, inits = [], []
+    def init(n, a):
+        inits.append(numpy_helper.from_array(a, n)); return n
+    def node(op, ins, outs, **kw):
+        nodes.append(helper.make_node(op, ins, outs, **kw)); return outs[0]
+    def const(n, v, dt=np.int64):
+        return init(n, np.array(v, dt))
+    w = lambda *s, sc=0.7: rng.normal(0, sc, s).astype(np.float32)
+    x = node("Add", [node("Gather", [init("wte", w(V, E)), "input_ids"], ["tok"]),
+                     node("Gather", [init("wpe", w(maxpos, E, sc=0.3)), "position_ids"], ["pos"])], ["x0"])
+    # mask bias [B,1,1,T]: 0 where attended, -10000 where not
+    maskf = node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT)
+    bias = node("Mul", [node("Sub", [init("one", np.array(1, np.float32)), maskf], ["inv"]),
+                        init("big", np.array(-10000, np.float32))], ["mbias0"])
+    bias = node("Unsqueeze", [bias, const("ax12", [1, 2])], ["mbias"])
+    # causal [S,T]: Trilu(ones, k=T-S, lower)
+    sh_x = node("Shape", ["input_ids"], ["sx"])
+    sh_m = node("Shape", ["attention_mask"], ["sm"])
+    S = node("Gather", [sh_x, const("i1", 1)], ["S"])
+    T = node("Gather", [sh_m, const("i1b", 1)], ["T"])
+    ST = node("Concat", [node("Unsqueeze", [S, const("a0", [0])], ["S1"]),
+                         node("Unsqueeze", [T, const("a0b", [0])], ["T1"])], ["ST"], axis=0)
+    ones = node("ConstantOfShape", [ST], ["ones"], value=numpy_helper.from_array(np.array([1], np.float32)))
+    tri = node("Trilu", [ones, node("Sub", [T, S], ["P"])], ["tri"], upper=0)
+    causal = node("Mul", [node("Sub", [init("one2", np.array(1, np.float32)), tri], ["ntri"]),
+                          init("big2", np.array(-10000, np.float32))], ["cbias"])
+    h = x
+    outs = []
+    for l in range(layers):
+        p = f"l{l}_"
+        kv = node("MatMul", [h, init(p + "wkv", w(E, 2 * E, sc=0.5))], [p + "kv"])
+        kv = node("Reshape", [kv, const(p + "s5", [0, 0, 2, H, D])], [p + "kv5"])
+        kv = node("Transpose", [kv], [p + "kvT"], perm=[2, 0, 3, 1, 4])
+        present = node("Concat", [f"past_{l}", kv], [f"present_{l}"], axis=3)
+        k = node("Gather", [present, const(p + "z", 0)], [p + "k"])
+        v = node("Gather", [present, const(p + "o", 1)], [p + "v"])
+        q = node("MatMul", [h, init(p + "wq", w(E, E, sc=0.5))], [p + "q"])
+        q = node("Transpose", [node("Reshape", [q, const(p + "s4", [0, 0, H, D])], [p + "q4"])], [p + "qT"], perm=[0, 2, 1, 3])
+        sc = node("MatMul", [q, node("Transpose", [k], [p + "kT"], perm=[0, 1, 3, 2])], [p + "sc"])
+        sc = node("Add", [node("Add", [node("Mul", [sc, init(p + "scale", np.array(1 / np.sqrt(D), np.float32))], [p + "scs"]), bias], [p + "scm"]), causal], [p + "scc"])
+        pr = node("Softmax", [sc], [p + "pr"], axis=-1)
+        o = node("Transpose", [node("MatMul", [pr, v], [p + "o4"])], [p + "oT"], perm=[0, 2, 1, 3])
+        o = node("Reshape", [o, const(p + "s3", [0, 0, E])], [p + "o3"])
+        h = node("Add", [h, node("MatMul", [o, init(p + "wo", w(E, E, sc=0.5))], [p + "proj"])], [p + "h"])
+        outs.append(f"present_{l}")
+    node("MatMul", [h, init("wlm", w(E, V, sc=0.8))], ["logits"])
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "seq"]),
+              helper.make_tensor_value_info("position_ids", TensorProto.INT32, ["batch", "seq"]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "total"])]
+    inputs += [helper.make_tensor_value_info(f"past_{l}", TensorProto.FLOAT, [2, "batch", H, "past", D]) for l in range(layers)]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", V])]
+    outputs += [helper.make_tensor_value_info(o, TensorProto.FLOAT, [2, "batch", H, "total", D]) for o in outs]
+    return helper.make_graph(nodes, name, inputs, outputs, inits)
+
+
+def main_generation():
+    """GreedySearch and Sampling over a small GPT-2-style decoder (gpt_decoder), as ONNX Runtime
+    runs them: left-padded prompts, the logits options, and seeded draws."""
+    g = np.random.default_rng(5)
+    dec2, dec1 = gpt_decoder(g, layers=2), gpt_decoder(g, layers=1, name="gpt1")
+    prompt = np.array([[3, 5, 7, 2], [1, 1, 4, 9]], np.int32)  # pad_token_id 1, left padding
+    maxlen = np.array([12], np.int32)
+    case("greedysearch_gpt_padded", "GreedySearch", [("input_ids", prompt), ("max_length", maxlen)],
+         ["sequences"], decoder=dec2, eos_token_id=11, pad_token_id=1)
+    V = 12
+    vocab_mask = np.ones(V, np.int32)
+    vocab_mask[[0, 6]] = 0
+    prefix = np.ones((2, V), np.int32)
+    prefix[0, [2, 8]] = 0
+    prefix[1, [4, 10]] = 0
+    case("greedysearch_gpt_options", "GreedySearch",
+         [("input_ids", prompt), ("max_length", np.array([14], np.int32)),
+          ("min_length", np.array([9], np.int32)), ("repetition_penalty", np.array([1.4], np.float32)),
+          ("vocab_mask", vocab_mask), ("prefix_vocab_mask", prefix),
+          ("attention_mask", np.array([[1, 1, 1, 1], [0, 1, 1, 1]], np.int32))],
+         ["sequences"], decoder=dec1, eos_token_id=3, pad_token_id=1, no_repeat_ngram_size=2)
+    case("greedysearch_gpt_one_row_eos", "GreedySearch",
+         [("input_ids", np.array([[2, 9, 4]], np.int32)), ("max_length", np.array([10], np.int32))],
+         ["sequences"], decoder=dec1, eos_token_id=5, pad_token_id=0)
+    # Sampling's optional inputs up to seed (input 8); "" leaves one out.
+    def sampling_inputs(seed, presence=None, min_length=None):
+        skip = ("", None)
+        return [("input_ids", prompt), ("max_length", maxlen),
+                ("min_length", np.array([min_length], np.int32)) if min_length else skip,
+                skip, skip, skip, skip,
+                ("presence_mask", presence) if presence is not None else skip,
+                ("seed", np.array([seed], np.int32))]
+    case("sampling_gpt_top_p_small", "Sampling", sampling_inputs(3), ["sequences"], decoder=dec2,
+         eos_token_id=11, pad_token_id=1, top_p=0.02)
+    case("sampling_gpt_seeded", "Sampling", sampling_inputs(7, min_length=7), ["sequences"],
+         decoder=dec2, eos_token_id=11, pad_token_id=1, top_p=0.9, temperature=1.5)
+    # presence_penalty is left out: ONNX Runtime 1.30 subtracts the whole mask's sum from the
+    # first score alone (its loop never advances), where deepwire penalizes the masked tokens.
+    presence = np.zeros((2, V), np.int32)
+    presence[:, [5, 7]] = 1
+    case("sampling_gpt_custom", "Sampling", sampling_inputs(11, presence), ["sequences"],
+         decoder=dec1, eos_token_id=11, pad_token_id=1, top_p=0.6, custom=1,
+         min_tokens_to_keep=2)
+    case("sampling_gpt_no_seed_input_steps", "Sampling", sampling_inputs(0), ["sequences"],
+         decoder=dec1, eos_token_id=11, pad_token_id=1, top_p=0.95, temperature=0.7)
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
 main()
 main_onnx()
 main_kernels()
+main_generation()
