@@ -246,13 +246,17 @@ class Lowering {
     info.sections.clear();
     part.setInfo(info);
     for (NodeId id : keep) DW_RETURN_IF_ERROR(part.insertNode(*g_.node(id)));
+    // A link from the model into a kept node names the model's tensor, not the node: a layer
+    // comes back from the file as the operators it exported, under other ids.
     json cross = json::array();
     for (const auto& l : g_.links()) {
       if (l.isGraphLink()) continue;
       const bool from = keep.count(l.from.node), to = keep.count(l.to.node);
       if (from && to)
         DW_RETURN_IF_ERROR(part.addLink(l, false));
-      else if (from || to)
+      else if (to)
+        cross.push_back({{"value", g_.tensorName(l.from)}, {"to", {l.to.node, l.to.port}}});
+      else if (from)
         cross.push_back({l.from.node, l.from.port, l.to.node, l.to.port});
     }
     layout_["detached"] = {{"project", json::parse(projectToJsonText(part))}, {"links", cross}};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -97,6 +98,7 @@ class Importer {
         continue;
       }
       DW_RETURN_IF_ERROR(importNode(np, i));
+      nodeOutputs_[np.name()] = {np.output().begin(), np.output().end()};
     }
     for (const auto& vi : graph.output()) {
       // A restored Output Predict / Output Train: its links came with it.
@@ -111,6 +113,31 @@ class Importer {
         return fail("graph output '" + vi.name() +
                     "' is not produced by any node, input or initializer");
       pendingLinks_.push_back({{*src}, {id, 0}});
+    }
+    // Files exported before links named tensors: a link from a layer (gone, its operators came
+    // in its place) reads that layer's last operator's output.
+    for (auto& l : pendingLinks_) {
+      if (g_.node(l.from.node) || !layout_.contains("layers") || !layout_["layers"].is_object())
+        continue;
+      for (const auto& [name, e] : layout_["layers"].items()) {
+        if (!e.is_object() || !e.contains("id") || e["id"] != l.from.node || !e.contains("nodes") ||
+            !e["nodes"].is_array() || e["nodes"].empty() || !e["nodes"].back().is_string())
+          continue;
+        auto it = nodeOutputs_.find(e["nodes"].back().get<std::string>());
+        if (it == nodeOutputs_.end() || l.from.port >= static_cast<int>(it->second.size())) break;
+        if (auto src = resolve(it->second[l.from.port])) l.from = *src;
+        break;
+      }
+    }
+    for (const auto& [value, to] : valueLinks_) {
+      auto src = resolve(value);
+      if (!src)
+        return fail("a training node (#" + std::to_string(to.node) + ") reads '" + value +
+                    "', which no node of the model produces; the file's '" +
+                    std::string(kLayoutMetadataKey) +
+                    "' metadata does not match its graph: import it without that metadata "
+                    "entry to get the model alone");
+      pendingLinks_.push_back({*src, to});
     }
     for (const auto& l : pendingLinks_) {
       Status st = g_.addLink(l, false);
@@ -161,11 +188,17 @@ class Importer {
     }
     for (const auto& l : part->links()) pendingLinks_.push_back(l);
     if (d.contains("links") && d["links"].is_array())
-      for (const auto& l : d["links"])
+      for (const auto& l : d["links"]) {
         if (l.is_array() && l.size() == 4 &&
             std::all_of(l.begin(), l.end(), [](const json& v) { return v.is_number_integer(); }))
           pendingLinks_.push_back(
               {{l[0].get<NodeId>(), l[1].get<int>()}, {l[2].get<NodeId>(), l[3].get<int>()}});
+        else if (l.is_object() && l.contains("value") && l["value"].is_string() &&
+                 l.contains("to") && l["to"].is_array() && l["to"].size() == 2 &&
+                 l["to"][0].is_number_integer() && l["to"][1].is_number_integer())
+          valueLinks_.push_back(
+              {l["value"].get<std::string>(), {l["to"][0].get<NodeId>(), l["to"][1].get<int>()}});
+      }
     return Status();
   }
 
@@ -267,6 +300,9 @@ class Importer {
   std::map<std::string, PortRef> producer_;
   std::map<std::string, std::string> alias_;
   std::vector<Link> pendingLinks_;
+  // Detached nodes' inputs from the model, by tensor name (resolved once the model is in).
+  std::vector<std::pair<std::string, PortRef>> valueLinks_;
+  std::map<std::string, std::vector<std::string>> nodeOutputs_;  // by ONNX node name
   std::map<std::string, NodeId> detachedOutputs_;
 };
 

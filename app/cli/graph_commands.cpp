@@ -64,7 +64,9 @@ int runCheck(const std::string& path) {
     std::cout << path << ": valid\n";
     return 0;
   }
-  for (const auto& p : problems) std::cout << path << ": " << p << "\n";
+  // Messages from the importer already start with the file's name.
+  for (const auto& p : problems)
+    std::cout << (p.rfind(path + ": ", 0) == 0 ? "" : path + ": ") << p << "\n";
   std::cerr << "deepwire: " << problems.size() << " problem(s) in " << path << "\n";
   return 1;
 }

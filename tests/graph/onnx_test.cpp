@@ -215,6 +215,38 @@ TEST(RoundTrip, OnnxKeepsLayoutLdaCoeffAndStatus) {
     EXPECT_TRUE(sameTensor(m->graph().initializer(i), again->graph().initializer(i)));
 }
 
+// An inference export keeps the training nodes it leaves out (Output Train, metrics, the label
+// input) in its metadata. Those fed by a Keras-style layer must come back linked to what the
+// layer became in the file (its operators, under other ids): found once by a user whose
+// Dense-layer project exported a file that deepwire's own `check` and `import` refused.
+TEST(RoundTrip, TrainingNodesFedByALayerComeBackLinked) {
+  auto g = loadProject(example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(g.ok()) << g.message();
+  NodeId train = 0;
+  for (const auto& [id, n] : g->nodes())
+    if (n.type == "Output Train") train = id;
+  ASSERT_NE(train, 0u);
+  const NodeId fc3 = g->inputLink(train, 0)->from.node;
+  const NodeId dense = *g->addNode(kLayersDomain, "Dense");
+  ASSERT_TRUE(g->setParam(dense, "units", Param::makeInt(10)).ok());
+  ASSERT_TRUE(g->removeLink(*g->inputLink(train, 0)).ok());
+  ASSERT_TRUE(g->addLink({{fc3, 0}, {dense, 0}}).ok());
+  ASSERT_TRUE(g->addLink({{dense, 0}, {train, 0}}).ok());
+  auto m = exportOnnx(*g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto back = importOnnx(*m, "mlp.onnx");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_TRUE(back->validate().empty());
+  NodeId restored = 0;
+  for (const auto& [id, n] : back->nodes())
+    if (n.type == "Output Train") restored = id;
+  ASSERT_NE(restored, 0u);
+  const auto in = back->inputLink(restored, 0);
+  ASSERT_TRUE(in.has_value());
+  EXPECT_EQ(back->node(in->from.node)->type, "Gemm");     // the Dense layer's product
+  EXPECT_TRUE(back->inputLink(restored, 1).has_value());  // the labels
+}
+
 TEST(RoundTrip, SharedOutputGetsIdentityThatImportFolds) {
   NodeId relu = 0;
   Graph g = tinyGraph(&relu);
