@@ -475,7 +475,9 @@ Result<Value> readValuePb(const std::string& path, const onnx::TypeProto& type) 
 Result<Tensor> readTensorFile(const std::string& path) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) return readNpy(path);
   if (path.size() >= 3 && path.compare(path.size() - 3, 3, ".pb") == 0) return readTensorPb(path);
-  return Status::error("'" + path + "': unknown tensor file type; use .npy or .pb");
+  return Status::error("'" + path +
+                       "': unknown tensor file type; use .npy, .pb or an MNIST-style IDX file "
+                       "(a name with idx or ubyte in it, .gz allowed)");
 }
 
 }  // namespace dw::engine

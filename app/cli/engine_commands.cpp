@@ -18,6 +18,8 @@
 #include "engine/conformance.h"
 #include "engine/io.h"
 #include "engine/session.h"
+#include "engine/training/data.h"
+#include "engine/training/data_source.h"
 #include "graphs/file_io.h"
 #include "nodes/catalogue.h"
 
@@ -88,7 +90,10 @@ int runCommand(const RunArgs& a) {
     if (eq == std::string::npos || eq == 0)
       return fail("--input expects NAME=FILE, got '" + spec + "'", 2);
     const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    auto t = readTensorFile(file);
+    // MNIST-style IDX files too, whole, in their stored dtype: what an export made with its data
+    // conversion takes (raw pixels, converted inside the model).
+    auto format = training::detectFormat(file);
+    auto t = format.ok() && *format == "idx" ? training::readIdx(file) : readTensorFile(file);
     if (!t) return fail(t.message());
     inputs[name] = Value(std::move(*t));
   }

@@ -1,7 +1,62 @@
 // deepwire: the headless front end. Subcommands live in one file per group (see commands.h).
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "app/cli/commands.h"
+
+namespace {
+
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// CLI11 lists the arguments it could not place, last first ("1 --epoch" for `--epoch 1`).
+// Name the options that are unknown to the subcommand in the order they were typed, each
+// with the closest option it has.
+std::string unknownOptions(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* sub = nullptr;
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (!sub && a.rfind("-", 0) != 0) {
+      for (const CLI::App* s : app.get_subcommands({}))
+        if (s->get_name() == a) sub = s;
+      continue;
+    }
+    if (!sub || a.rfind("--", 0) != 0) continue;
+    const std::string name = a.substr(0, a.find('='));
+    std::string best;
+    size_t bestDistance = 3;  // at most two edits away, or a prefix of one option
+    bool known = false;
+    for (const CLI::Option* o : sub->get_options()) {
+      for (const std::string& l : o->get_lnames()) {
+        const std::string opt = "--" + l;
+        if (opt == name) known = true;
+        const size_t d = opt.rfind(name, 0) == 0 ? 1 : editDistance(name, opt);
+        if (d < bestDistance) bestDistance = d, best = opt;
+      }
+    }
+    if (known) continue;
+    out += std::string(out.empty() ? "" : "\ndeepwire: error: ") + name + " is not an option of '" +
+           sub->get_name() + "'" + (best.empty() ? "" : "; did you mean " + best + "?");
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -10,8 +65,10 @@ int main(int argc, char** argv) {
       "train and eval need a project, which also names the loss, the optimizer and the data."};
   app.set_version_flag("--version", "deepwire 0.1.0");
   // Usage errors read like every other error (and exit 2, as usage errors do).
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "deepwire: error: " + std::string(e.what()) +
+  app.failure_message([&](const CLI::App*, const CLI::Error& e) {
+    const std::string unknown =
+        dynamic_cast<const CLI::ExtrasError*>(&e) ? unknownOptions(app, argc, argv) : "";
+    return "deepwire: error: " + (unknown.empty() ? std::string(e.what()) : unknown) +
            "\nRun with --help for more information.\n";
   });
   app.require_subcommand(1);

@@ -65,6 +65,9 @@ struct Setup {
   std::unique_ptr<Trainer> trainer;
   std::string baseDir;  // the project's folder: relative data paths resolve against it
   std::shared_ptr<const Dataset> train, test;
+  // What `test` holds while fitting: the validation split where there is one (as the studio
+  // calls it), else the test split.
+  const char* heldOut = "test";
 };
 
 // An ONNX file holds a model but no loss, optimizer or data, which training needs: say how to
@@ -134,6 +137,13 @@ Result<Setup> prepare(const TrainArgs& a) {
     if (!d) return d.status().withContext(a.project);
     s.train = d->train;
     s.test = a.evalOnly ? d->test : d->evaluation();
+    if (!a.evalOnly && d->validation) s.heldOut = "validation";
+    if (a.evalOnly && !s.test && d->validation)
+      return Status::error(
+          a.project +
+          ": the training section names no test data to evaluate, only a validation split (which "
+          "train reports after every epoch): give the test split its own sources or a fraction "
+          "of train (test_split)");
   }
   if (a.evalOnly && !s.test)
     return Status::error(a.project +
@@ -282,13 +292,16 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
                 {"samples_per_second", e.samplesPerSecond}};
       j["test_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
       j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
+      // test_loss and test_accuracy keep their names for scripts; this says which split they are.
+      if (e.hasTest) j["evaluated_split"] = st.heldOut;
       if (comm && comm->size() > 1) j["waited_seconds"] = e.waitSeconds;
       std::cout << jsonText(j) << std::endl;
     } else {
       std::printf("epoch %lld/%lld  train loss %.4f", static_cast<long long>(e.epoch + 1),
                   static_cast<long long>(fo.epochs), e.trainLoss);
-      if (e.hasTest) std::printf("  test loss %.4f", e.testLoss);
-      if (e.hasTest && e.testAccuracy >= 0) std::printf("  test accuracy %.4f", e.testAccuracy);
+      if (e.hasTest) std::printf("  %s loss %.4f", st.heldOut, e.testLoss);
+      if (e.hasTest && e.testAccuracy >= 0)
+        std::printf("  %s accuracy %.4f", st.heldOut, e.testAccuracy);
       std::printf("  %.2f s  %.0f samples/s\n", e.seconds, e.samplesPerSecond);
       std::fflush(stdout);
     }

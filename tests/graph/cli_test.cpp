@@ -211,6 +211,13 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
   ASSERT_EQ(code, 0) << fromExport;
   EXPECT_EQ(fromProject, fromExport);
   EXPECT_NE(fromProject.find("logits: float32[2, 10]"), std::string::npos) << fromProject;
+  // The same pixels as an MNIST-style IDX file, the format the dataset comes in.
+  std::string idx("\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x1c\x00\x00\x00\x1c", 16);
+  for (int64_t i = 0; i < 2 * 28 * 28; ++i) idx += static_cast<char>((i * 37 + 5) & 0xff);
+  const std::string idxPath = (dir / "px-idx3-ubyte").string();
+  ASSERT_TRUE(writeFileAtomic(idxPath, idx).ok());
+  EXPECT_EQ(run("run " + onnxPath + " --input image=" + idxPath, &code), fromExport);
+  EXPECT_EQ(code, 0);
   out = run("run " + project + " --no-data-conversion --input image=" + pixels + " 2>&1", &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("has dtype uint8, but the model expects image: float32[N, 1, 28, 28]"),
@@ -235,6 +242,13 @@ TEST(Cli, TrainExplainsWhatItNeeds) {
   out = run("train " + test::example("fashion_mnist_mlp.dwproj") + " --epochs 0 2>&1", &code);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("deepwire: error: --epochs: '0' must be more than 0"), std::string::npos)
+      << out;
+  // A mistyped option is named, as typed, with the option it was probably meant to be.
+  out = run("train " + test::example("fashion_mnist_mlp.dwproj") + " --epoch 1 2>&1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(
+      out.find("deepwire: error: --epoch is not an option of 'train'; did you mean --epochs?"),
+      std::string::npos)
       << out;
 }
 

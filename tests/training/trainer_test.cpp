@@ -559,6 +559,8 @@ TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
     EXPECT_TRUE(epochs[0].contains(key)) << key;
   EXPECT_LT(epochs[1]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>());
   EXPECT_GT(epochs[1]["test_accuracy"].get<double>(), 0.5);
+  // The example has its own test files and no validation split: the figures are the test set's.
+  EXPECT_EQ(epochs[0].value("evaluated_split", ""), "test");
 
   const std::string ev = std::string("OMP_WAIT_POLICY=passive ") + cli + " eval " + root +
                          "/resources/examples/fashion_mnist_mlp.dwproj --threads 1 --json " +
