@@ -32,7 +32,8 @@ constexpr float kLowest = std::numeric_limits<float>::lowest();
 
 class GptGeneration : public Kernel {
  public:
-  explicit GptGeneration(const KernelInit& init) : sampling_(init.opType == "Sampling") {
+  explicit GptGeneration(const KernelInit& init)
+      : sampling_(init.opType == "Sampling"), maxSteps_(init.maxLoopIterations) {
     auto sub = [&](const char* name) {
       auto it = init.subgraphs.find(name);
       return it == init.subgraphs.end() ? nullptr : it->second;
@@ -118,10 +119,17 @@ class GptGeneration : public Kernel {
     if (!maxLengthOr) return maxLengthOr.status();
     if (!minLengthOr) return minLengthOr.status();
     const int64_t maxLength = *maxLengthOr, minLength = *minLengthOr;
-    if (maxLength <= S || maxLength > (int64_t(1) << 20))
+    // Each new token is one run of the decoder: a damaged or hostile max_length is refused like
+    // a Loop's trip count, before anything runs.
+    if (maxLength <= S || maxLength - S > maxSteps_)
       return Status::error("max_length (" + std::to_string(maxLength) +
                            ") must be greater than the prompt's length (" + std::to_string(S) +
-                           ") and at most 1048576");
+                           ") by at most " + std::to_string(maxSteps_) +
+                           " tokens (the session's loop limit)");
+    if (static_cast<double>(B) * static_cast<double>(maxLength) * 8 >
+        static_cast<double>(ctx.pool().limit()))
+      return Status::error("sequences of " + std::to_string(B) + " x " + std::to_string(maxLength) +
+                           " tokens exceed the memory limit");
     float penalty = 1.0f;
     if (ctx.hasInput(3)) {
       if (ctx.input(3).size() != 1 || ctx.input(3).dtype() != DType::kFloat)
@@ -367,6 +375,7 @@ class GptGeneration : public Kernel {
   }
 
   bool sampling_;
+  int64_t maxSteps_;
   std::shared_ptr<Subgraph> decoder_, initDecoder_;
   int64_t eos_ = -1, pad_ = -1, vocabAttr_ = -1, ngram_ = 0, minKeep_ = 0;
   int64_t heads_ = 0, headSize_ = 0, layers_ = 0;

@@ -143,6 +143,7 @@ MICROSOFT_SEEDS = [
     "moe_swiglu_interleaved", "bifurcationdetector_guess_differs",
     "qlinearconv_channels_last_group", "tokenizer_separators_mark",
     "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
+    "matmulfpq4_type1", "greedysearch_gpt_options", "sampling_gpt_seeded",
 ]
 
 REFERENCE_SEEDS = [
