@@ -1549,6 +1549,72 @@ const std::vector<MsOp>& msOps() {
          b.add("QuantizeLinear", {"Y_f", "y_scale", "y_zero_point"}, {"Y"});
        },
        sameAsInput0},
+      {"QuantizeWithOrder", "quantization",
+       "input (float or float16) times the float32 reciprocal of scale_input, rounded to "
+       "nearest even and saturated to int8, read in order_input and written in "
+       "order_output. Orders are cuBLASLt's: 0 COL, 1 ROW, 2 COL32, 3 COL4_4R2_8C, 4 "
+       "COL32_2R_4R4, over the last two axes (a batch of matrices); the tiled ones need "
+       "whole tiles.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
+      {"DequantizeWithOrder", "quantization",
+       "int8 input times scale_input, as `to` (1 float, 10 float16), read in order_input "
+       "and written in order_output. Orders are cuBLASLt's: 0 COL, 1 ROW, 2 COL32, 3 "
+       "COL4_4R2_8C, 4 COL32_2R_4R4, over the last two axes (a batch of matrices); the "
+       "tiled ones need whole tiles.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         const auto* to = ctx.getAttribute("to");
+         onnx::updateOutputElemType(ctx, 0, to ? static_cast<int32_t>(to->i()) : 1);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
+      {"QOrderedMatMul", "quantization",
+       "int8 matrix product: Y = saturate(scale_A scale_B / scale_Y * A B + scale_C / "
+       "scale_Y * C + bias), with A [batch?, M, K] in order_A, B [batch or 1, K, N] in "
+       "order_B (usually COL), C and Y in order_Y; bias ([N], float) is in Y's quantized "
+       "units. Orders are cuBLASLt's: 0 COL, 1 ROW, 2 COL32, 3 COL4_4R2_8C, 4 "
+       "COL32_2R_4R4, over the last two axes (a batch of matrices); the tiled ones need "
+       "whole tiles.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
+         if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 2)) return;
+         onnx::TensorShapeProto y = onnx::getInputShape(ctx, 0);
+         const auto& b = onnx::getInputShape(ctx, 2);
+         if (y.dim_size() < 2 || b.dim_size() < 2) return;
+         *y.mutable_dim(y.dim_size() - 1) = b.dim(b.dim_size() - 1);
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
+      {"QOrderedGelu", "quantization",
+       "GELU of int8 X: saturate(gelu(scale_X * X) / scale_Y), elementwise (the orders do "
+       "not change it).",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
+      {"QOrderedLayerNormalization", "quantization",
+       "Layer normalization of int8 X along its last axis: (scale_X * X - mean) / "
+       "sqrt(variance + epsilon) * scale + B (population variance), divided by scale_Y, "
+       "rounded and saturated to int8. ROW order only.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
+      {"GemmFloat8", "quantization",
+       "Y = alpha * scaleA * scaleB * op(A) op(B) + beta * C (transA, transB), then "
+       "activation (NONE, RELU, or GELU in its tanh form), as `dtype` (1 float, 10 "
+       "float16, 16 bfloat16). Operands float, float16 or bfloat16: deepwire has no float8 "
+       "tensors, so float8 ones are refused.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         const auto* dt = ctx.getAttribute("dtype");
+         onnx::updateOutputElemType(ctx, 0, dt ? static_cast<int32_t>(dt->i()) : 1);
+       }},
       {"QLinearWhere", "quantization",
        "Where(condition, X, Y) on quantized X and Y (each with its scale and zero point), the "
        "result quantized with z_scale and z_zero_point.",
@@ -1937,6 +2003,24 @@ const std::vector<MsOp>& msOps() {
          p.pack("attended", "output");
        },
        [](onnx::InferenceContext& ctx) { onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0); }},
+      {"DecoderMaskedMultiHeadAttention", "nn",
+       "One decoding step of multi-head attention (query [B, 1, hidden], num_heads heads). "
+       "Self-attention: the new key and value (inputs key and value, or packed after the query "
+       "in [B, 1, 3 * hidden]), plus bias, are written into the key/value cache past_key/"
+       "past_value ([B, heads, max length, size], returned as present_key/present_value, "
+       "past_present_share_buffer = 1) at past_sequence_length, and the token attends to "
+       "the first past_sequence_length + 1 positions; with beam_width > 1, "
+       "cache_indirection ([batch, beams, max length]) names the beam whose cache holds each "
+       "earlier position. Cross-attention (no past_key): key and value are the encoder's, "
+       "[B, heads, length, size]. mask_index ([B, length], 0 masks) adds mask_filter_value, "
+       "attention_bias is added to the scores, scale defaults to 1/sqrt(size); output_qk "
+       "returns the scores before the softmax.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < ctx.getNumOutputs(); ++o)
+           onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

@@ -19,6 +19,8 @@ void registerReferenceKernels(KernelRegistry& r) {
   addOpset18Kernels(r);
   addMicrosoftKernels(r);
   addGenerationKernels(r);
+  addDecoderAttentionKernels(r);
+  addOrderedQuantKernels(r);
   addElementwiseGradKernels(r);
   addSoftmaxLossGradKernels(r);
   addReduceGradKernels(r);

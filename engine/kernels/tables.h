@@ -23,6 +23,8 @@ void addRandomKernels(KernelRegistry& r);       // kernels/random.cpp
 void addOpset18Kernels(KernelRegistry& r);      // kernels/opset18_ops.cpp
 void addMicrosoftKernels(KernelRegistry& r);    // kernels/microsoft_ops.cpp
 void addGenerationKernels(KernelRegistry& r);   // kernels/generation.cpp
+void addDecoderAttentionKernels(KernelRegistry& r);  // kernels/decoder_attention.cpp
+void addOrderedQuantKernels(KernelRegistry& r);      // kernels/ordered_quant.cpp
 // Their gradient and training-mode kernels (domain com.deepwire.grad).
 void addElementwiseGradKernels(KernelRegistry& r);   // kernels/elementwise_grad.cpp
 void addSoftmaxLossGradKernels(KernelRegistry& r);   // kernels/softmax_loss_grad.cpp

@@ -3,7 +3,9 @@
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
-BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention, MoE's
+BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
+QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
+GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
 which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
@@ -31,8 +33,8 @@ erf = np.vectorize(math.erf)
 
 
 def case(name, op, inputs, outputs, **attrs):
-    """inputs: (name, array) pairs, "" for an omitted optional input; outputs: (name, float64
-    int32, bool or float16 array) pairs, float64 stored as float32."""
+    """inputs: (name, array) pairs, "" for an omitted optional input; outputs: (name, float64,
+    int32, int8, uint8, bool or float16 array) pairs, float64 stored as float32."""
     given = [(n, a) for n, a in inputs if n]
     node = helper.make_node(op, [n for n, _ in inputs], [n for n, _ in outputs],
                             domain="com.microsoft", **attrs)
@@ -52,7 +54,8 @@ def case(name, op, inputs, outputs, **attrs):
             numpy_helper.from_array(a, n).SerializeToString())
     for i, (n, a) in enumerate(outputs):
         open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(
-            numpy_helper.from_array(a if a.dtype in (np.int32, np.float16, np.bool_, np.uint32)
+            numpy_helper.from_array(a if a.dtype in (np.int32, np.float16, np.bool_, np.uint32,
+                                                     np.int8, np.uint8)
                                     else a.astype(np.float32), n).SerializeToString())
 
 
@@ -393,4 +396,166 @@ def main():
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
+# cuBLASLt's matrix orders, as the order_* attributes number them.
+ORDER_COL, ORDER_ROW, ORDER_COL32, ORDER_COL4_4R2_8C, ORDER_COL32_2R_4R4 = range(5)
+
+
+def order_offsets(order, rows, cols):
+    """Where element (r, c) of one rows x cols matrix lies in its order's buffer. The tiled orders
+    keep 32-column panels one after another, each panel rows * 32 long (rows a multiple of 8 for
+    COL4_4R2_8C and of 32 for COL32_2R_4R4, which ORT demands)."""
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    panel = (c // 32) * 32 * rows
+    if order == ORDER_ROW:
+        return r * cols + c
+    if order == ORDER_COL:
+        return c * rows + r
+    if order == ORDER_COL32:
+        return panel + r * 32 + c % 32
+    if order == ORDER_COL4_4R2_8C:
+        # 8-row x 32-column tiles; even rows fill the tile's first half, odd rows the second, in
+        # 4 x 4 blocks of (row pair index, 4 columns) that run along the columns.
+        return (panel + (r // 8) * 256 + (r % 2) * 128 + (c % 32 // 4) * 16 + (r % 8 // 2) * 4
+                + c % 4)
+    t = r % 32  # COL32_2R_4R4: 32 x 32 tiles, rows interleaved as cuBLASLt documents
+    return panel + (r // 32) * 1024 + (((t % 8) // 2 * 4 + t // 8) * 2 + t % 2) * 32 + c % 32
+
+
+def to_order(x, order):
+    """x [..., rows, cols] in row-major order, rearranged into `order`; same shape, new bytes."""
+    rows, cols = x.shape[-2:]
+    flat = x.reshape(-1, rows * cols)
+    out = np.empty_like(flat)
+    out[:, order_offsets(order, rows, cols).ravel()] = flat
+    return out.reshape(x.shape)
+
+
+def quantize_s8(x, scale):
+    """ORT's quantizing kernels multiply by the float32 reciprocal of the scale, in float32,
+    clamp to [-128, 127] and round half to even."""
+    inv = np.float32(1) / np.float32(scale)
+    return np.rint(np.clip(x.astype(np.float32) * inv, -128, 127)).astype(np.int8)
+
+
+def settled(v, margin=1e-3):
+    """True when no value that int8 rounding keeps lies within `margin` of a rounding tie, so
+    that float32 and float64 arithmetic round every element the same way."""
+    inside = (v > -128.5) & (v < 127.5)
+    return bool(np.all(np.abs(np.abs(v - np.floor(v)) - 0.5)[inside] > margin))
+
+
+def sat_round(v):
+    return np.rint(np.clip(v, -128, 127)).astype(np.int8)
+
+
+def main_ordered():
+    r = np.random.default_rng(31)
+    # Exact ties (x / scale = k + 1/2) pin round-half-to-even; values past +-128 pin saturation.
+    ties = np.array([0.125, 0.375, -0.125, -0.375, 0.625, -0.625, 40.0, -40.0], np.float32)
+    x = r.uniform(-20, 20, (2, 3, 64)).astype(np.float32)
+    x.reshape(-1)[:8] = ties
+    case("quantizewithorder_row_to_col32", "QuantizeWithOrder",
+         [("input", x), ("scale_input", np.array(0.25, np.float32))],
+         [("output", to_order(quantize_s8(x, 0.25), ORDER_COL32))], order_input=ORDER_ROW,
+         order_output=ORDER_COL32)
+    xh = r.uniform(-70, 70, (3, 4, 8)).astype(np.float16)
+    xh.reshape(-1)[:8] = ties * 2
+    case("quantizewithorder_float16_row", "QuantizeWithOrder",
+         [("input", xh), ("scale_input", np.array(0.5, np.float32))],
+         [("output", quantize_s8(xh, 0.5))], order_input=ORDER_ROW, order_output=ORDER_ROW)
+    x8 = r.uniform(-3, 3, (2, 16, 64)).astype(np.float32)
+    case("quantizewithorder_row_to_col4_4r2_8c", "QuantizeWithOrder",
+         [("input", x8), ("scale_input", np.array(0.03, np.float32))],
+         [("output", to_order(quantize_s8(x8, 0.03), ORDER_COL4_4R2_8C))], order_input=ORDER_ROW,
+         order_output=ORDER_COL4_4R2_8C)
+    x32 = r.uniform(-3, 3, (32, 64)).astype(np.float32)
+    case("quantizewithorder_row_to_col32_2r_4r4", "QuantizeWithOrder",
+         [("input", x32), ("scale_input", np.array(0.03, np.float32))],
+         [("output", to_order(quantize_s8(x32, 0.03), ORDER_COL32_2R_4R4))],
+         order_input=ORDER_ROW, order_output=ORDER_COL32_2R_4R4)
+    q = r.integers(-128, 128, (2, 5, 64)).astype(np.int8)
+    case("dequantizewithorder_col32_to_row", "DequantizeWithOrder",
+         [("input", to_order(q, ORDER_COL32)), ("scale_input", np.array(0.0375, np.float32))],
+         [("output", d(q) * d(np.float32(0.0375)))], order_input=ORDER_COL32,
+         order_output=ORDER_ROW, to=TensorProto.FLOAT)
+    # A scale that float16 holds exactly: the COL32 float16 path multiplies in float16, the ROW
+    # one in float32, and both then agree with this.
+    q4 = r.integers(-128, 128, (3, 4, 8)).astype(np.int8)
+    case("dequantizewithorder_row_float16", "DequantizeWithOrder",
+         [("input", q4), ("scale_input", np.array(0.0390625, np.float32))],
+         [("output", (d(q4) * 0.0390625).astype(np.float16))], order_input=ORDER_ROW,
+         order_output=ORDER_ROW, to=TensorProto.FLOAT16)
+
+    # QOrderedMatMul: A row-major, B [K, N] held column by column, Y row-major;
+    # Y = sat(round(sA * sB / sY * (A @ B) + bias + sC / sY * C)), the bias in Y's units.
+    M, K, N = 5, 16, 8
+    sa, sb, sy, sc = (np.float32(v) for v in (0.05, 0.02, 0.4, 0.3))
+    alpha, beta = d(np.float32(sa * sb / sy)), d(np.float32(sc / sy))
+    while True:
+        a = r.integers(-128, 128, (2, M, K)).astype(np.int8)
+        b = r.integers(-128, 128, (K, N)).astype(np.int8)
+        bias = r.uniform(-8, 8, N).astype(np.float32)
+        c = r.integers(-128, 128, (2, M, N)).astype(np.int8)
+        acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
+        y = alpha * acc + d(bias) + beta * d(c)
+        if settled(y) and settled(alpha * acc):
+            break
+    b_col = b.T.copy().reshape(K, N)  # shape [K, N], bytes column-major
+    case("qorderedmatmul_bias_c", "QOrderedMatMul",
+         [("A", a), ("scale_A", np.array(sa)), ("B", b_col), ("scale_B", np.array(sb)),
+          ("scale_Y", np.array(sy)), ("bias", bias), ("C", c), ("scale_C", np.array(sc))],
+         [("Y", sat_round(y))], order_A=ORDER_ROW, order_B=ORDER_COL, order_Y=ORDER_ROW)
+    case("qorderedmatmul", "QOrderedMatMul",
+         [("A", a[0]), ("scale_A", np.array(sa)), ("B", b_col), ("scale_B", np.array(sb)),
+          ("scale_Y", np.array(sy))],
+         [("Y", sat_round(alpha * acc[0]))], order_A=ORDER_ROW, order_B=ORDER_COL,
+         order_Y=ORDER_ROW)
+
+    # QOrderedGelu looks each of the 256 codes up in a table built with float32 math.
+    sx, sgy = np.float32(0.0625), np.float32(0.025)
+    codes = np.arange(-128, 128)
+    v = d(np.float32(1) / sgy) * gelu(d(sx) * codes)
+    assert settled(v)
+    xg = r.integers(-128, 128, (2, 3, 8)).astype(np.int8)
+    case("qorderedgelu", "QOrderedGelu",
+         [("X", xg), ("scale_X", np.array(sx)), ("scale_Y", np.array(sgy))],
+         [("Y", sat_round(v[xg.astype(np.int64) + 128]))], order_X=ORDER_ROW, order_Y=ORDER_ROW)
+
+    # QOrderedLayerNormalization: [batch, rows, cols] only, over the last axis, population
+    # variance, gamma and beta in float or float16.
+    def q_layer_norm(xq, scale_x, gamma, beta, scale_y, eps):
+        xs = d(xq) * d(scale_x)
+        mu = xs.mean(-1, keepdims=True)
+        var = ((xs - mu) ** 2).mean(-1, keepdims=True)
+        yv = (xs - mu) / np.sqrt(var + eps) * d(gamma) + (0 if beta is None else d(beta))
+        return yv * d(np.float32(1) / np.float32(scale_y))
+    for name, ftype, with_beta in (("qorderedlayernormalization", np.float32, True),
+                                   ("qorderedlayernormalization_float16_nobeta", np.float16,
+                                    False)):
+        while True:
+            xl = r.integers(-128, 128, (2, 3, 32)).astype(np.int8)
+            gam = r.uniform(0.5, 1.5, 32).astype(ftype)
+            bet = r.uniform(-0.5, 0.5, 32).astype(ftype) if with_beta else None
+            yl = q_layer_norm(xl, np.float32(0.1), gam, bet, np.float32(0.03), 1e-5)
+            if settled(yl):
+                break
+        ins = [("X", xl), ("scale_X", np.array(0.1, np.float32)), ("scale", gam),
+               ("B", bet) if with_beta else ("", None), ("scale_Y", np.array(0.03, np.float32))]
+        case(name, "QOrderedLayerNormalization", ins, [("Y", sat_round(yl))], order_X=ORDER_ROW,
+             order_Y=ORDER_ROW, epsilon=1e-5, axis=-1)
+
+    # GemmFloat8 without float8: Y = alpha * op(A) @ op(B) + beta * C (cuBLASLt computes
+    # these with TF32 or float16 products).
+    ga, gb, gc = (r.uniform(-1, 1, s).astype(np.float32) for s in ((3, 4), (5, 4), (3, 5)))
+    case("gemmfloat8_float_transb", "GemmFloat8", [("A", ga), ("B", gb), ("C", gc)],
+         [("Y", 0.5 * d(ga) @ d(gb).T + 2.0 * d(gc))], transB=1, alpha=0.5, beta=2.0,
+         dtype=TensorProto.FLOAT)
+    ha, hb, hc = (r.uniform(-1, 1, s).astype(np.float16) for s in ((4, 3), (4, 6), (3, 6)))
+    case("gemmfloat8_float16_transa", "GemmFloat8", [("A", ha), ("B", hb), ("C", hc)],
+         [("Y", (d(ha).T @ d(hb) + d(hc)).astype(np.float16))], transA=1, beta=1.0,
+         dtype=TensorProto.FLOAT16)
+
+
 main()
+main_ordered()
+print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

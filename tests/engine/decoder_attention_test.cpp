@@ -1,0 +1,160 @@
+// DecoderMaskedMultiHeadAttention in the forms ONNX Runtime's CPU kernel cannot check (its golden
+// cases are in tests/golden/ort-contrib): a query packed with key and value, the first step of
+// an empty cache, and beams reading earlier positions through cache_indirection. Each is checked
+// against an equivalent call of a form ONNX Runtime did check.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <map>
+
+#include "engine/session.h"
+#include "nodes/catalogue.h"
+#include "tests/engine/onnx_builder.h"
+
+namespace dw::engine {
+namespace {
+
+using test::maxDiff;
+using test::randomTensor;
+
+constexpr int64_t B = 2, N = 2, H = 4, D = N * H, L = 6;
+
+// Runs one DecoderMaskedMultiHeadAttention node; `in` by input position (absent: left out).
+std::map<std::string, Tensor> run(const std::map<int, Tensor>& in, int64_t share = 1) {
+  (void)Catalogue::instance();
+  static const char* names[] = {"query",
+                                "key",
+                                "value",
+                                "mask_index",
+                                "attention_bias",
+                                "past_key",
+                                "past_value",
+                                "past_sequence_length",
+                                "beam_width",
+                                "cache_indirection",
+                                "bias"};
+  onnx::ModelProto m = test::emptyModel(17);
+  auto* op = m.add_opset_import();
+  op->set_domain(kMicrosoftDomain);
+  op->set_version(1);
+  auto* g = m.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type("DecoderMaskedMultiHeadAttention");
+  n->set_domain(kMicrosoftDomain);
+  std::map<std::string, Tensor> feeds;
+  const int last = in.rbegin()->first;
+  for (int i = 0; i <= last; ++i) {
+    auto it = in.find(i);
+    n->add_input(it == in.end() ? "" : names[i]);
+    if (it == in.end()) continue;
+    auto* v = g->add_input();
+    v->set_name(names[i]);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(
+        it->second.dtype() == DType::kInt32 ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT);
+    feeds.emplace(names[i], it->second);
+  }
+  const bool self = in.count(5) != 0;
+  for (const char* o : {"output", "present_key", "present_value"}) {
+    if (!self && std::string(o) != "output") break;
+    n->add_output(o);
+    g->add_output()->set_name(o);
+  }
+  *n->add_attribute() = test::attribute("num_heads", N);
+  *n->add_attribute() = test::attribute("past_present_share_buffer", share);
+  auto s = InferenceSession::create(m);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s) return {};
+  auto out = (*s)->run(feeds);
+  EXPECT_TRUE(out.ok()) << out.message();
+  return out ? *out : std::map<std::string, Tensor>{};
+}
+
+Tensor ints(std::vector<int32_t> v, Shape s) {
+  return Tensor::fromVector(v, std::move(s));
+}
+
+TEST(DecoderMaskedMha, PackedQueryEqualsSeparateKeyAndValue) {
+  const Tensor q = randomTensor({B, 1, D}, 1), k = randomTensor({B, 1, D}, 2),
+               v = randomTensor({B, 1, D}, 3), bias = randomTensor({3 * D}, 4);
+  const Tensor pk = randomTensor({B, N, L, H}, 5), pv = randomTensor({B, N, L, H}, 6);
+  Tensor packed(DType::kFloat, {B, 1, 3 * D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < D; ++i) {
+      packed.data<float>()[b * 3 * D + i] = q.data<float>()[b * D + i];
+      packed.data<float>()[b * 3 * D + D + i] = k.data<float>()[b * D + i];
+      packed.data<float>()[b * 3 * D + 2 * D + i] = v.data<float>()[b * D + i];
+    }
+  const Tensor p = ints({3}, {1});
+  auto separate = run({{0, q}, {1, k}, {2, v}, {5, pk}, {6, pv}, {7, p}, {10, bias}});
+  auto together = run({{0, packed}, {5, pk}, {6, pv}, {7, p}, {10, bias}});
+  ASSERT_EQ(separate.size(), 3u);
+  ASSERT_EQ(together.size(), 3u);
+  for (const char* o : {"output", "present_key", "present_value"})
+    EXPECT_EQ(maxDiff(separate.at(o), together.at(o)), 0.0f) << o;
+}
+
+// With an empty cache the token attends to itself alone: the output is its value (plus bias),
+// and the cache gets the new key and value in slot 0, the rest untouched.
+TEST(DecoderMaskedMha, FirstStepReturnsTheValueAndFillsSlotZero) {
+  const Tensor q = randomTensor({B, 1, D}, 11), k = randomTensor({B, 1, D}, 12),
+               v = randomTensor({B, 1, D}, 13), bias = randomTensor({3 * D}, 14);
+  const Tensor pk = randomTensor({B, N, L, H}, 15), pv = randomTensor({B, N, L, H}, 16);
+  auto r = run({{0, q}, {1, k}, {2, v}, {5, pk}, {6, pv}, {7, ints({0}, {1})}, {10, bias}});
+  ASSERT_EQ(r.size(), 3u);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t i = n * H + h, slot = ((b * N + n) * L) * H + h;
+        EXPECT_NEAR(r.at("output").data<float>()[b * D + i],
+                    v.data<float>()[b * D + i] + bias.data<float>()[2 * D + i], 1e-6f);
+        EXPECT_EQ(r.at("present_key").data<float>()[slot],
+                  k.data<float>()[b * D + i] + bias.data<float>()[D + i]);
+        EXPECT_EQ(r.at("present_value").data<float>()[slot + H], pv.data<float>()[slot + H]);
+      }
+}
+
+// Two beams of one sentence. cache_indirection pointing each beam at itself is the plain call;
+// pointing beam 1 at beam 0 for the earlier positions is the plain call on a cache whose row 1
+// holds row 0's earlier positions.
+TEST(DecoderMaskedMha, BeamsReadEarlierPositionsThroughTheIndirection) {
+  constexpr int64_t P = 4;
+  const Tensor q = randomTensor({B, 1, D}, 21), k = randomTensor({B, 1, D}, 22),
+               v = randomTensor({B, 1, D}, 23);
+  const Tensor pk = randomTensor({B, N, L, H}, 25), pv = randomTensor({B, N, L, H}, 26);
+  const Tensor p = ints({P}, {1}), beams = ints({2}, {1});
+  std::vector<int32_t> self(2 * L), fromZero(2 * L);
+  for (int64_t t = 0; t < L; ++t)
+    self[t] = 0, self[L + t] = 1, fromZero[t] = 0, fromZero[L + t] = 0;
+  auto plain = run({{0, q}, {1, k}, {2, v}, {5, pk}, {6, pv}, {7, p}});
+  auto own = run(
+      {{0, q}, {1, k}, {2, v}, {5, pk}, {6, pv}, {7, p}, {8, beams}, {9, ints(self, {1, 2, L})}});
+  ASSERT_EQ(plain.size(), 3u);
+  ASSERT_EQ(own.size(), 3u);
+  EXPECT_EQ(maxDiff(plain.at("output"), own.at("output")), 0.0f);
+  auto borrowed = run({{0, q},
+                       {1, k},
+                       {2, v},
+                       {5, pk},
+                       {6, pv},
+                       {7, p},
+                       {8, beams},
+                       {9, ints(fromZero, {1, 2, L})}});
+  Tensor pk2(DType::kFloat, pk.shape()), pv2(DType::kFloat, pv.shape());
+  std::copy_n(pk.data<float>(), pk.size(), pk2.data<float>());
+  std::copy_n(pv.data<float>(), pv.size(), pv2.data<float>());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t t = 0; t < P; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t from = ((0 * N + n) * L + t) * H + h, to = ((1 * N + n) * L + t) * H + h;
+        pk2.data<float>()[to] = pk.data<float>()[from];
+        pv2.data<float>()[to] = pv.data<float>()[from];
+      }
+  auto copied = run({{0, q}, {1, k}, {2, v}, {5, pk2}, {6, pv2}, {7, p}});
+  ASSERT_EQ(borrowed.size(), 3u);
+  ASSERT_EQ(copied.size(), 3u);
+  EXPECT_LT(maxDiff(borrowed.at("output"), copied.at("output")), 1e-6f);
+  EXPECT_GT(maxDiff(borrowed.at("output"), plain.at("output")), 1e-3f);  // row 1 changed
+}
+
+}  // namespace
+}  // namespace dw::engine
