@@ -2021,6 +2021,21 @@ const std::vector<MsOp>& msOps() {
          for (size_t o = 1; o < ctx.getNumOutputs(); ++o)
            onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
        }},
+      {"DecoderMaskedSelfAttention", "nn",
+       "DecoderMaskedMultiHeadAttention's self-attention step with its own projection: input "
+       "([B, 1, in]) times weights ([in, 3 * hidden]) plus bias gives the query, key and value; "
+       "past ([2, B, heads, max length, size]) holds the key and value caches and returns as "
+       "present with the new token's written at past_sequence_length "
+       "(past_present_share_buffer = 1). do_rotary turns the query and key by the token's "
+       "position first (adjacent pairs, base 10000). mask_index, attention_bias, beam_width, "
+       "cache_indirection, scale and mask_filter_value as in DecoderMaskedMultiHeadAttention.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (ctx.getNumOutputs() > 1) onnx::propagateElemTypeFromInputToOutput(ctx, 0, 1);
+         if (onnx::hasInputShape(ctx, 4) && ctx.getNumOutputs() > 1)
+           onnx::propagateShapeFromInputToOutput(ctx, 4, 1);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

@@ -5,7 +5,9 @@
 // present_value) at past_sequence_length, and the token attends to the cache's first
 // past_sequence_length + 1 positions; with beams, cache_indirection says from which beam's
 // cache each earlier position comes. In cross-attention (no past), key and value are the
-// encoder's, already [B, heads, length, size].
+// encoder's, already [B, heads, length, size]. DecoderMaskedSelfAttention is the same step with
+// the query, key and value projected from its input by its own weights, one past tensor holding
+// both caches, and an optional rotary embedding.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,7 +23,9 @@ namespace {
 class DecoderMaskedMha : public Kernel {
  public:
   explicit DecoderMaskedMha(const KernelInit& init)
-      : heads_(init.attrs.getInt("num_heads", 0)),
+      : selfOp_(init.opType == "DecoderMaskedSelfAttention"),
+        rotary_(init.attrs.getInt("do_rotary", 0) != 0),
+        heads_(init.attrs.getInt("num_heads", 0)),
         scale_(init.attrs.getFloat("scale", 0.0f)),
         maskFilter_(init.attrs.getFloat("mask_filter_value", -10000.0f)),
         shareBuffer_(init.attrs.getInt("past_present_share_buffer", 0) != 0),
@@ -30,19 +34,35 @@ class DecoderMaskedMha : public Kernel {
   }
 
   Status compute(KernelContext& ctx) override {
-    for (size_t i = 0; i < ctx.numInputs(); ++i)
-      if (ctx.hasInput(i) && i != 3 && i < 7 && ctx.input(i).dtype() != DType::kFloat)
-        return Status::error("input " + std::to_string(i) + " must be float32, got " +
-                             dtypeName(ctx.input(i).dtype()));
-    const Tensor& q = ctx.input(0);
+    // DecoderMaskedSelfAttention's inputs in DecoderMaskedMultiHeadAttention's roles: its
+    // projection as a packed query, its past split into keys and values.
+    Tensor packedQ, pastK, pastV;
+    if (selfOp_) DW_RETURN_IF_ERROR(project(ctx, packedQ, pastK, pastV));
+    auto has = [&](size_t i) {
+      if (!selfOp_) return ctx.hasInput(i);
+      const int j = kSelfInput[i];
+      return j == kPrepared ? true : j >= 0 && ctx.hasInput(static_cast<size_t>(j));
+    };
+    auto in = [&](size_t i) -> const Tensor& {
+      if (!selfOp_) return ctx.input(i);
+      if (i == 0) return packedQ;
+      if (i == 5) return pastK;
+      if (i == 6) return pastV;
+      return ctx.input(static_cast<size_t>(kSelfInput[i]));
+    };
+    for (size_t i : {0, 1, 2, 4, 5, 6, 10})
+      if (has(i) && in(i).dtype() != DType::kFloat)
+        return Status::error(std::string(kRoles[i]) + " must be float32, got " +
+                             dtypeName(in(i).dtype()));
+    const Tensor& q = in(0);
     if (q.rank() != 3 || q.dim(1) != 1)
       return Status::error(
           "query must be [batch, 1, hidden] (one token per row: this operator "
           "decodes a step at a time), got " +
           shapeToString(q.shape()));
     const int64_t B = q.dim(0), N = heads_;
-    const bool cross = !ctx.hasInput(5);
-    const bool packed = !ctx.hasInput(1) && !ctx.hasInput(2);
+    const bool cross = !has(5);
+    const bool packed = !has(1) && !has(2);
     if (!cross && packed && q.dim(2) % (3 * N) != 0)
       return Status::error("a packed query [batch, 1, 3 * hidden] needs 3 * num_heads (" +
                            std::to_string(3 * N) + ") to divide its last dimension " +
@@ -60,30 +80,29 @@ class DecoderMaskedMha : public Kernel {
     std::vector<float> kNew, vNew;
     const int32_t* indirection = nullptr;
     int64_t beams = 1;
-    Tensor *presentK = nullptr, *presentV = nullptr;
+    float *presentK = nullptr, *presentV = nullptr;
     std::vector<float> qv(B * D);
-    const float* bias = ctx.hasInput(10) ? ctx.input(10).data<float>() : nullptr;
-    if (bias && ctx.input(10).size() != 3 * D)
+    const float* bias = has(10) ? in(10).data<float>() : nullptr;
+    if (bias && in(10).size() != 3 * D)
       return Status::error("bias must be [3 * hidden] = [" + std::to_string(3 * D) + "], got " +
-                           shapeToString(ctx.input(10).shape()));
+                           shapeToString(in(10).shape()));
     const int64_t qStride = packed && !cross ? 3 * D : D;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < D; ++i)
         qv[b * D + i] = q.data<float>()[b * qStride + i] + (bias ? bias[i] : 0.0f);
     if (cross) {
-      if (!ctx.hasInput(1) || !ctx.hasInput(2))
+      if (!has(1) || !has(2))
         return Status::error(
             "cross-attention (no past_key) needs key and value [batch, heads, "
             "length, head size]");
-      const Tensor &k = ctx.input(1), &v = ctx.input(2);
+      const Tensor &k = in(1), &v = in(2);
       if (k.rank() != 4 || k.dim(0) != B || k.dim(1) != N || k.dim(3) != H ||
           v.shape() != k.shape())
         return Status::error("cross-attention key and value must both be [" + std::to_string(B) +
                              ", " + std::to_string(N) + ", length, " + std::to_string(H) +
                              "], got " + shapeToString(k.shape()) + " and " +
                              shapeToString(v.shape()));
-      if (ctx.hasInput(4))
-        return Status::error("attention_bias is not defined for cross-attention");
+      if (has(4)) return Status::error("attention_bias is not defined for cross-attention");
       T = maxLen = k.dim(2);
       kAll = k.data<float>();
       vAll = v.data<float>();
@@ -92,20 +111,19 @@ class DecoderMaskedMha : public Kernel {
         return Status::error(
             "self-attention with a past needs past_present_share_buffer = 1 "
             "(past_key holds the whole cache, [batch, heads, max length, size])");
-      if (!ctx.hasInput(6) || !ctx.hasInput(7))
+      if (!has(6) || !has(7))
         return Status::error(
             "self-attention needs past_value and past_sequence_length with "
             "past_key");
-      const Tensor &pk = ctx.input(5), &pv = ctx.input(6);
+      const Tensor &pk = in(5), &pv = in(6);
       if (pk.rank() != 4 || pk.dim(0) != B || pk.dim(1) != N || pk.dim(3) != H ||
           pv.shape() != pk.shape())
         return Status::error("past_key and past_value must both be [" + std::to_string(B) + ", " +
                              std::to_string(N) + ", max length, " + std::to_string(H) + "], got " +
                              shapeToString(pk.shape()) + " and " + shapeToString(pv.shape()));
       maxLen = pk.dim(2);
-      if (ctx.input(7).size() != 1)
-        return Status::error("past_sequence_length must hold one value");
-      P = ctx.input(7).getInt(0);
+      if (in(7).size() != 1) return Status::error("past_sequence_length must hold one value");
+      P = in(7).getInt(0);
       if (P < 0 || P >= maxLen)
         return Status::error("past_sequence_length " + std::to_string(P) +
                              " leaves no room in the cache of " + std::to_string(maxLen) +
@@ -120,35 +138,47 @@ class DecoderMaskedMha : public Kernel {
             kNew[b * D + i] = q.data<float>()[b * 3 * D + D + i] + kb;
             vNew[b * D + i] = q.data<float>()[b * 3 * D + 2 * D + i] + vb;
           } else {
-            if (ctx.input(1).size() != B * D || ctx.input(2).size() != B * D)
+            if (in(1).size() != B * D || in(2).size() != B * D)
               return Status::error("key and value must be [" + std::to_string(B) + ", 1, " +
                                    std::to_string(D) + "] like the query");
-            kNew[b * D + i] = ctx.input(1).data<float>()[b * D + i] + kb;
-            vNew[b * D + i] = ctx.input(2).data<float>()[b * D + i] + vb;
+            kNew[b * D + i] = in(1).data<float>()[b * D + i] + kb;
+            vNew[b * D + i] = in(2).data<float>()[b * D + i] + vb;
           }
         }
       // The cache, with the new token's key and value written at position P.
-      presentK = ctx.output(1, DType::kFloat, pk.shape());
-      presentV = ctx.output(2, DType::kFloat, pv.shape());
-      if (!presentK || !presentV) return ctx.status();
-      std::memcpy(presentK->raw(), pk.raw(), pk.bytes());
-      std::memcpy(presentV->raw(), pv.raw(), pv.bytes());
+      if (selfOp_) {
+        // One present [2, B, heads, max length, size]: keys, then values.
+        Shape both = pk.shape();
+        both.insert(both.begin(), 2);
+        DW_ALLOC(present, ctx.output(1, DType::kFloat, both));
+        presentK = present->data<float>();
+        presentV = presentK + pk.size();
+      } else {
+        DW_ALLOC(k, ctx.output(1, DType::kFloat, pk.shape()));
+        DW_ALLOC(v, ctx.output(2, DType::kFloat, pv.shape()));
+        presentK = k->data<float>();
+        presentV = v->data<float>();
+      }
+      std::memcpy(presentK, pk.raw(), pk.bytes());
+      std::memcpy(presentV, pv.raw(), pv.bytes());
+      if (rotary_) {
+        rotate(qv.data(), B, N, H, P);
+        rotate(kNew.data(), B, N, H, P);
+      }
       for (int64_t b = 0; b < B; ++b)
         for (int64_t n = 0; n < N; ++n) {
-          std::copy_n(&kNew[b * D + n * H], H,
-                      presentK->data<float>() + ((b * N + n) * maxLen + P) * H);
-          std::copy_n(&vNew[b * D + n * H], H,
-                      presentV->data<float>() + ((b * N + n) * maxLen + P) * H);
+          std::copy_n(&kNew[b * D + n * H], H, presentK + ((b * N + n) * maxLen + P) * H);
+          std::copy_n(&vNew[b * D + n * H], H, presentV + ((b * N + n) * maxLen + P) * H);
         }
-      kAll = presentK->data<float>();
-      vAll = presentV->data<float>();
-      if (ctx.hasInput(8)) beams = ctx.input(8).getInt(0);
+      kAll = presentK;
+      vAll = presentV;
+      if (has(8)) beams = in(8).getInt(0);
       if (beams > 1) {
-        if (!ctx.hasInput(9))
+        if (!has(9))
           return Status::error(
               "beam_width > 1 needs cache_indirection [batch, beam_width, max "
               "length]");
-        const Tensor& ci = ctx.input(9);
+        const Tensor& ci = in(9);
         if (B % beams != 0 || ci.dtype() != DType::kInt32 || ci.rank() != 3 ||
             ci.dim(0) != B / beams || ci.dim(1) != beams || ci.dim(2) != maxLen)
           return Status::error("cache_indirection must be int32 [" + std::to_string(B / beams) +
@@ -164,8 +194,8 @@ class DecoderMaskedMha : public Kernel {
     }
     const int32_t* mask = nullptr;
     int64_t maskStride = 0;
-    if (ctx.hasInput(3)) {
-      const Tensor& m = ctx.input(3);
+    if (has(3)) {
+      const Tensor& m = in(3);
       if (m.dtype() != DType::kInt32 || m.rank() != 2 || m.dim(0) != B || m.dim(1) < T)
         return Status::error("mask_index must be an int32 key padding mask [" + std::to_string(B) +
                              ", " + std::to_string(T) + " or more], got " +
@@ -175,8 +205,8 @@ class DecoderMaskedMha : public Kernel {
     }
     const float* attnBias = nullptr;
     int64_t biasB = 0, biasN = 0, biasLast = 0;
-    if (ctx.hasInput(4)) {
-      const Tensor& ab = ctx.input(4);
+    if (has(4)) {
+      const Tensor& ab = in(4);
       if (ab.rank() != 4 || (ab.dim(0) != 1 && ab.dim(0) != B) ||
           (ab.dim(1) != 1 && ab.dim(1) != N) || ab.dim(2) != 1 || ab.dim(3) < T)
         return Status::error("attention_bias must be [batch or 1, heads or 1, 1, " +
@@ -227,6 +257,68 @@ class DecoderMaskedMha : public Kernel {
   }
 
  private:
+  static constexpr const char* kRoles[] = {"query",
+                                           "key",
+                                           "value",
+                                           "mask_index",
+                                           "attention_bias",
+                                           "past_key",
+                                           "past_value",
+                                           "past_sequence_length",
+                                           "beam_width",
+                                           "cache_indirection",
+                                           "bias"};
+  // DecoderMaskedSelfAttention's input for each role above (-1: none; kPrepared: made by
+  // project()).
+  static constexpr int kPrepared = 100;
+  static constexpr int kSelfInput[] = {kPrepared, -1, -1, 3, 5, kPrepared, kPrepared, 6, 7, 8, 2};
+
+  // DecoderMaskedSelfAttention: input [B, 1, in] times weights [in, 3 * hidden] is the packed
+  // query, key and value (its bias is added with the roles' bias); past [2, B, heads, max
+  // length, size] holds the key and value caches.
+  Status project(KernelContext& ctx, Tensor& packed, Tensor& pastK, Tensor& pastV) {
+    const Tensor &x = ctx.input(0), &w = ctx.input(1), &past = ctx.input(4);
+    if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat || past.dtype() != DType::kFloat)
+      return Status::error("input, weights and past must be float32");
+    if (x.rank() != 3 || w.rank() != 2 || w.dim(0) != x.dim(2) || w.dim(1) % 3 != 0)
+      return Status::error("input must be [batch, 1, in] and weights [in, 3 * hidden], got " +
+                           shapeToString(x.shape()) + " and " + shapeToString(w.shape()));
+    if (past.rank() != 5 || past.dim(0) != 2)
+      return Status::error("past must be [2, batch, heads, max length, head size], got " +
+                           shapeToString(past.shape()));
+    const int64_t rows = x.dim(0) * x.dim(1), in = x.dim(2), out = w.dim(1);
+    packed = Tensor(DType::kFloat, {x.dim(0), x.dim(1), out});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < in; ++k)
+          acc += static_cast<double>(x.data<float>()[r * in + k]) * w.data<float>()[k * out + j];
+        packed.data<float>()[r * out + j] = static_cast<float>(acc);
+      }
+    const Shape half(past.shape().begin() + 1, past.shape().end());
+    pastK = Tensor(DType::kFloat, half);
+    pastV = Tensor(DType::kFloat, half);
+    std::copy_n(past.data<float>(), pastK.size(), pastK.data<float>());
+    std::copy_n(past.data<float>() + pastK.size(), pastV.size(), pastV.data<float>());
+    return Status();
+  }
+
+  // Rotary embedding of the new token at position `pos` (do_rotary): each head's adjacent pairs
+  // (2i, 2i + 1) turn by pos / 10000^(2i / size), the GPT-J form of FasterTransformer's decoding
+  // kernel that ONNX Runtime's GPU runs.
+  static void rotate(float* v, int64_t B, int64_t N, int64_t H, int64_t pos) {
+    for (int64_t bn = 0; bn < B * N; ++bn)
+      for (int64_t i = 0; i + 1 < H; i += 2) {
+        const double angle = pos * std::pow(10000.0, -static_cast<double>(i) / H);
+        const double c = std::cos(angle), s = std::sin(angle);
+        float* p = v + bn * H + i;
+        const double x0 = p[0], x1 = p[1];
+        p[0] = static_cast<float>(x0 * c - x1 * s);
+        p[1] = static_cast<float>(x0 * s + x1 * c);
+      }
+  }
+
+  bool selfOp_, rotary_;
   int64_t heads_;
   float scale_, maskFilter_;
   bool shareBuffer_, outputQk_;
@@ -235,8 +327,9 @@ class DecoderMaskedMha : public Kernel {
 }  // namespace
 
 void addDecoderAttentionKernels(KernelRegistry& r) {
-  r.add(kReferenceTable, "DecoderMaskedMultiHeadAttention", 1, kMaxOpset,
-        &makeKernel<DecoderMaskedMha>, false, dw::kMicrosoftDomain);
+  for (const char* op : {"DecoderMaskedMultiHeadAttention", "DecoderMaskedSelfAttention"})
+    r.add(kReferenceTable, op, 1, kMaxOpset, &makeKernel<DecoderMaskedMha>, false,
+          dw::kMicrosoftDomain);
 }
 
 }  // namespace dw::engine

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <map>
 
 #include "engine/session.h"
@@ -154,6 +155,93 @@ TEST(DecoderMaskedMha, BeamsReadEarlierPositionsThroughTheIndirection) {
   ASSERT_EQ(copied.size(), 3u);
   EXPECT_LT(maxDiff(borrowed.at("output"), copied.at("output")), 1e-6f);
   EXPECT_GT(maxDiff(borrowed.at("output"), plain.at("output")), 1e-3f);  // row 1 changed
+}
+
+// DecoderMaskedSelfAttention: its projection x W + bias, as the packed query of
+// DecoderMaskedMultiHeadAttention, with its past split into the two caches; with do_rotary, the
+// query and key turned by the position first (adjacent pairs, angle pos / 10000^(2i / size)).
+std::map<std::string, Tensor> runSelf(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                      const Tensor& past, int32_t pos, bool rotary) {
+  onnx::ModelProto m = test::emptyModel(17);
+  auto* op = m.add_opset_import();
+  op->set_domain(kMicrosoftDomain);
+  op->set_version(1);
+  auto* g = m.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type("DecoderMaskedSelfAttention");
+  n->set_domain(kMicrosoftDomain);
+  std::map<std::string, Tensor> feeds{
+      {"input", x}, {"weights", w}, {"bias", bias}, {"past", past}, {"len", ints({pos}, {1})}};
+  for (const char* i : {"input", "weights", "bias", "", "past", "", "len"}) {
+    n->add_input(i);
+    if (!*i) continue;
+    auto* v = g->add_input();
+    v->set_name(i);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(
+        std::string(i) == "len" ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT);
+  }
+  for (const char* o : {"output", "present"}) {
+    n->add_output(o);
+    g->add_output()->set_name(o);
+  }
+  *n->add_attribute() = test::attribute("num_heads", N);
+  *n->add_attribute() = test::attribute("past_present_share_buffer", int64_t{1});
+  *n->add_attribute() = test::attribute("do_rotary", int64_t{rotary ? 1 : 0});
+  auto s = InferenceSession::create(m);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s) return {};
+  auto out = (*s)->run(feeds);
+  EXPECT_TRUE(out.ok()) << out.message();
+  return out ? *out : std::map<std::string, Tensor>{};
+}
+
+TEST(DecoderMaskedSelfAttention, IsTheMultiHeadStepOnItsProjection) {
+  constexpr int64_t In = 5, P = 3;
+  const Tensor x = randomTensor({B, 1, In}, 31), w = randomTensor({In, 3 * D}, 32),
+               bias = randomTensor({3 * D}, 33), past = randomTensor({2, B, N, L, H}, 34);
+  Tensor qkv(DType::kFloat, {B, 1, 3 * D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < 3 * D; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < In; ++k)
+        acc += double(x.data<float>()[b * In + k]) * w.data<float>()[k * 3 * D + j];
+      qkv.data<float>()[b * 3 * D + j] = static_cast<float>(acc);
+    }
+  Tensor pk(DType::kFloat, {B, N, L, H}), pv(DType::kFloat, {B, N, L, H});
+  std::copy_n(past.data<float>(), pk.size(), pk.data<float>());
+  std::copy_n(past.data<float>() + pk.size(), pv.size(), pv.data<float>());
+  for (bool rotary : {false, true}) {
+    SCOPED_TRACE(rotary ? "rotary" : "plain");
+    Tensor q(DType::kFloat, {B, 1, D}), k(DType::kFloat, {B, 1, D}), v(DType::kFloat, {B, 1, D});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < D; ++i) {
+        const float* row = qkv.data<float>() + b * 3 * D;
+        q.data<float>()[b * D + i] = row[i] + bias.data<float>()[i];
+        k.data<float>()[b * D + i] = row[D + i] + bias.data<float>()[D + i];
+        v.data<float>()[b * D + i] = row[2 * D + i] + bias.data<float>()[2 * D + i];
+      }
+    if (rotary)
+      for (Tensor* t : {&q, &k})
+        for (int64_t h = 0; h < B * N; ++h)
+          for (int64_t i = 0; i < H; i += 2) {
+            float* e = t->data<float>() + h * H + i;
+            const double a = P / std::pow(10000.0, double(i) / H), x0 = e[0], x1 = e[1];
+            e[0] = static_cast<float>(x0 * std::cos(a) - x1 * std::sin(a));
+            e[1] = static_cast<float>(x0 * std::sin(a) + x1 * std::cos(a));
+          }
+    auto multi = run({{0, q}, {1, k}, {2, v}, {5, pk}, {6, pv}, {7, ints({P}, {1})}});
+    auto self = runSelf(x, w, bias, past, P, rotary);
+    ASSERT_EQ(multi.size(), 3u);
+    ASSERT_EQ(self.size(), 2u);
+    EXPECT_LT(maxDiff(multi.at("output"), self.at("output")), 1e-5f);
+    const Tensor& present = self.at("present");
+    ASSERT_EQ(present.shape(), (Shape{2, B, N, L, H}));
+    for (int64_t i = 0; i < pk.size(); ++i) {
+      ASSERT_NEAR(present.data<float>()[i], multi.at("present_key").data<float>()[i], 1e-6f);
+      ASSERT_NEAR(present.data<float>()[pk.size() + i], multi.at("present_value").data<float>()[i],
+                  1e-6f);
+    }
+  }
 }
 
 }  // namespace

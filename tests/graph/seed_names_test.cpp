@@ -17,7 +17,6 @@ namespace {
 const std::set<std::string> kNotYet = {
     "AttnLSTM",
     "DecoderAttention",
-    "DecoderMaskedSelfAttention",
     "DequantizeBFP",
     "DynamicQuantizeLSTM",
     "LongformerAttention",
