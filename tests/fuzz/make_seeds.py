@@ -144,12 +144,14 @@ MICROSOFT_SEEDS = [
     "qlinearconv_channels_last_group", "tokenizer_separators_mark",
     "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
     "matmulfpq4_type1", "greedysearch_gpt_options", "sampling_gpt_seeded",
+    "dmmha_self_bias_mask_qk",
 ]
 
 REFERENCE_SEEDS = [
     "biassoftmax_inner", "bitmaskbiasdropout_residual", "gatedrelativepositionbias_packed",
     "irfft_2d_normalized", "moe_silu_fc3_gated", "nhwcfusedconv_z_relu", "rfft_2d_normalized",
     "packedattention_sizes_bias", "packedmultiheadattention_packed_qkv",
+    "qorderedmatmul_bias_c", "quantizewithorder_row_to_col4_4r2_8c", "gemmfloat8_float_transb",
 ]
 
 
