@@ -20,9 +20,46 @@ using test::randomTensor;
 
 constexpr int64_t B = 2, N = 2, H = 4, D = N * H, L = 6;
 
-// Runs one DecoderMaskedMultiHeadAttention node; `in` by input position (absent: left out).
-std::map<std::string, Tensor> run(const std::map<int, Tensor>& in, int64_t share = 1) {
+// Runs one com.microsoft node: `in` in input order ("" names leave an input out), int32 or
+// float32 inputs.
+std::map<std::string, Tensor> runNode(const std::string& type,
+                                      const std::vector<std::pair<std::string, Tensor>>& in,
+                                      const std::vector<std::string>& outs,
+                                      const std::vector<onnx::AttributeProto>& attrs) {
   (void)Catalogue::instance();
+  onnx::ModelProto m = test::emptyModel(17);
+  auto* op = m.add_opset_import();
+  op->set_domain(kMicrosoftDomain);
+  op->set_version(1);
+  auto* g = m.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type(type);
+  n->set_domain(kMicrosoftDomain);
+  std::map<std::string, Tensor> feeds;
+  for (const auto& [name, t] : in) {
+    n->add_input(name);
+    if (name.empty()) continue;
+    auto* v = g->add_input();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(
+        t.dtype() == DType::kInt32 ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT);
+    feeds.emplace(name, t);
+  }
+  for (const auto& o : outs) {
+    n->add_output(o);
+    g->add_output()->set_name(o);
+  }
+  for (const auto& a : attrs) *n->add_attribute() = a;
+  auto s = InferenceSession::create(m);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s) return {};
+  auto out = (*s)->run(feeds);
+  EXPECT_TRUE(out.ok()) << out.message();
+  return out ? *out : std::map<std::string, Tensor>{};
+}
+
+// DecoderMaskedMultiHeadAttention; `in` by input position (absent: left out).
+std::map<std::string, Tensor> run(const std::map<int, Tensor>& in) {
   static const char* names[] = {"query",
                                 "key",
                                 "value",
@@ -34,40 +71,16 @@ std::map<std::string, Tensor> run(const std::map<int, Tensor>& in, int64_t share
                                 "beam_width",
                                 "cache_indirection",
                                 "bias"};
-  onnx::ModelProto m = test::emptyModel(17);
-  auto* op = m.add_opset_import();
-  op->set_domain(kMicrosoftDomain);
-  op->set_version(1);
-  auto* g = m.mutable_graph();
-  auto* n = g->add_node();
-  n->set_op_type("DecoderMaskedMultiHeadAttention");
-  n->set_domain(kMicrosoftDomain);
-  std::map<std::string, Tensor> feeds;
-  const int last = in.rbegin()->first;
-  for (int i = 0; i <= last; ++i) {
+  std::vector<std::pair<std::string, Tensor>> ordered;
+  for (int i = 0; i <= in.rbegin()->first; ++i) {
     auto it = in.find(i);
-    n->add_input(it == in.end() ? "" : names[i]);
-    if (it == in.end()) continue;
-    auto* v = g->add_input();
-    v->set_name(names[i]);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(
-        it->second.dtype() == DType::kInt32 ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT);
-    feeds.emplace(names[i], it->second);
+    ordered.emplace_back(it == in.end() ? "" : names[i], it == in.end() ? Tensor() : it->second);
   }
-  const bool self = in.count(5) != 0;
-  for (const char* o : {"output", "present_key", "present_value"}) {
-    if (!self && std::string(o) != "output") break;
-    n->add_output(o);
-    g->add_output()->set_name(o);
-  }
-  *n->add_attribute() = test::attribute("num_heads", N);
-  *n->add_attribute() = test::attribute("past_present_share_buffer", share);
-  auto s = InferenceSession::create(m);
-  EXPECT_TRUE(s.ok()) << s.message();
-  if (!s) return {};
-  auto out = (*s)->run(feeds);
-  EXPECT_TRUE(out.ok()) << out.message();
-  return out ? *out : std::map<std::string, Tensor>{};
+  std::vector<std::string> outs{"output"};
+  if (in.count(5)) outs.insert(outs.end(), {"present_key", "present_value"});
+  return runNode(
+      "DecoderMaskedMultiHeadAttention", ordered, outs,
+      {test::attribute("num_heads", N), test::attribute("past_present_share_buffer", int64_t{1})});
 }
 
 Tensor ints(std::vector<int32_t> v, Shape s) {
@@ -162,37 +175,18 @@ TEST(DecoderMaskedMha, BeamsReadEarlierPositionsThroughTheIndirection) {
 // query and key turned by the position first (adjacent pairs, angle pos / 10000^(2i / size)).
 std::map<std::string, Tensor> runSelf(const Tensor& x, const Tensor& w, const Tensor& bias,
                                       const Tensor& past, int32_t pos, bool rotary) {
-  onnx::ModelProto m = test::emptyModel(17);
-  auto* op = m.add_opset_import();
-  op->set_domain(kMicrosoftDomain);
-  op->set_version(1);
-  auto* g = m.mutable_graph();
-  auto* n = g->add_node();
-  n->set_op_type("DecoderMaskedSelfAttention");
-  n->set_domain(kMicrosoftDomain);
-  std::map<std::string, Tensor> feeds{
-      {"input", x}, {"weights", w}, {"bias", bias}, {"past", past}, {"len", ints({pos}, {1})}};
-  for (const char* i : {"input", "weights", "bias", "", "past", "", "len"}) {
-    n->add_input(i);
-    if (!*i) continue;
-    auto* v = g->add_input();
-    v->set_name(i);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(
-        std::string(i) == "len" ? onnx::TensorProto::INT32 : onnx::TensorProto::FLOAT);
-  }
-  for (const char* o : {"output", "present"}) {
-    n->add_output(o);
-    g->add_output()->set_name(o);
-  }
-  *n->add_attribute() = test::attribute("num_heads", N);
-  *n->add_attribute() = test::attribute("past_present_share_buffer", int64_t{1});
-  *n->add_attribute() = test::attribute("do_rotary", int64_t{rotary ? 1 : 0});
-  auto s = InferenceSession::create(m);
-  EXPECT_TRUE(s.ok()) << s.message();
-  if (!s) return {};
-  auto out = (*s)->run(feeds);
-  EXPECT_TRUE(out.ok()) << out.message();
-  return out ? *out : std::map<std::string, Tensor>{};
+  return runNode(
+      "DecoderMaskedSelfAttention",
+      {{"input", x},
+       {"weights", w},
+       {"bias", bias},
+       {"", Tensor()},
+       {"past", past},
+       {"", Tensor()},
+       {"len", ints({pos}, {1})}},
+      {"output", "present"},
+      {test::attribute("num_heads", N), test::attribute("past_present_share_buffer", int64_t{1}),
+       test::attribute("do_rotary", int64_t{rotary ? 1 : 0})});
 }
 
 TEST(DecoderMaskedSelfAttention, IsTheMultiHeadStepOnItsProjection) {
