@@ -64,6 +64,10 @@ void GraphView::wheelEvent(QWheelEvent* e) {
 
 void GraphView::mousePressEvent(QMouseEvent* e) {
   pendingFit_.reset();  // the user works on this view now: a resize must not move it
+  // The canvas takes the keyboard on any click, so that a Parameters field commits and gives up
+  // Ctrl+Z: when a click deselects the node, the field's panel is rebuilt under it and the
+  // focus was otherwise left nowhere.
+  if (!hasFocus()) setFocus(Qt::MouseFocusReason);
   if (e->button() == Qt::MiddleButton || (spaceHeld_ && e->button() == Qt::LeftButton)) {
     panning_ = true;
     panLast_ = e->position().toPoint();

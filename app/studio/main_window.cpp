@@ -233,7 +233,7 @@ void MainWindow::createDocks() {
   // Dock sizes apply once the window is laid out.
   QTimer::singleShot(0, this, [this, paletteDock, paramsDock, trainingDock] {
     // Wide enough for the Data panel's source rows (it shares this area with Parameters).
-    resizeDocks({paletteDock, paramsDock}, {220, 430}, Qt::Horizontal);
+    resizeDocks({paletteDock, paramsDock}, {palette_->preferredWidth(), 430}, Qt::Horizontal);
     resizeDocks({trainingDock}, {330}, Qt::Vertical);
   });
 
@@ -264,6 +264,7 @@ void MainWindow::createActions() {
     if (!maybeSave()) return;
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Open"), QString(), tr("deepwire projects and ONNX models (*.dwproj *.onnx)"));
+    takeKeyboardBack();
     if (!path.isEmpty()) openFile(path);
   });
   make("save", tr("&Save"), QKeySequence::Save, [this] { save(); });
@@ -273,11 +274,13 @@ void MainWindow::createActions() {
     if (!maybeSave()) return;
     const QString path = QFileDialog::getOpenFileName(this, tr("Import ONNX"), QString(),
                                                       tr("ONNX models (*.onnx)"));
+    takeKeyboardBack();
     if (!path.isEmpty()) openFile(path);
   });
   make("exportOnnx", tr("&Export ONNX for Inference…"), QKeySequence(tr("Ctrl+E")), [this] {
     const QString path = QFileDialog::getSaveFileName(
         this, tr("Export ONNX"), exportSuggestion(QString()), tr("ONNX models (*.onnx)"));
+    takeKeyboardBack();
     if (!path.isEmpty()) exportOnnxTo(path, false);
   });
   make("exportTraining", tr("Export ONNX with &Training Info…"), QKeySequence(tr("Ctrl+Shift+E")),
@@ -285,6 +288,7 @@ void MainWindow::createActions() {
          const QString path = QFileDialog::getSaveFileName(
              this, tr("Export ONNX with training info"),
              exportSuggestion(QStringLiteral("_training")), tr("ONNX models (*.onnx)"));
+         takeKeyboardBack();
          if (!path.isEmpty()) exportOnnxTo(path, true);
        });
   QAction* conv = make("exportDataConversion", tr("Export Includes the &Data Conversion"),
@@ -330,6 +334,12 @@ void MainWindow::createActions() {
       findNext(-1);
   });
 
+  make("writeWeights", tr("&Write Weights to the Graph"), QKeySequence(), [this] {
+    training_->writeWeightsButton()->click();
+  })->setToolTip(training_->writeWeightsButton()->toolTip());
+  make("resetWeights", tr("&Reset Weights"), QKeySequence(), [this] {
+    training_->resetWeightsButton()->click();
+  })->setToolTip(training_->resetWeightsButton()->toolTip());
   make("fit", tr("&Fit to View"), QKeySequence(tr("F")), [this] { view_->fitToView(); });
   make("zoomIn", tr("Zoom &In"), QKeySequence::ZoomIn, [this] { view_->zoomBy(1.25); });
   make("zoomOut", tr("Zoom &Out"), QKeySequence::ZoomOut, [this] { view_->zoomBy(0.8); });
@@ -380,6 +390,16 @@ void MainWindow::createMenus() {
   edit->addAction(action("selectAll"));
   edit->addSeparator();
   for (const char* name : {"find", "findNext", "findPrevious"}) edit->addAction(action(name));
+
+  QMenu* trainingMenu = menuBar()->addMenu(tr("&Training"));
+  trainingMenu->setToolTipsVisible(true);
+  trainingMenu->addAction(action("writeWeights"));
+  trainingMenu->addAction(action("resetWeights"));
+  // Not while a job runs: the dock's buttons say when they can be used.
+  connect(trainingMenu, &QMenu::aboutToShow, this, [this] {
+    action("writeWeights")->setEnabled(training_->writeWeightsButton()->isEnabled());
+    action("resetWeights")->setEnabled(training_->resetWeightsButton()->isEnabled());
+  });
 
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
   viewMenu->addAction(action("welcome"));
@@ -611,9 +631,18 @@ bool MainWindow::save() {
   return currentFile_.isEmpty() ? saveAs() : saveTo(currentFile_);
 }
 
+void MainWindow::takeKeyboardBack() {
+  // A closed file dialog can leave no window active (seen without a window manager, and on the
+  // offscreen platform): the window's shortcuts, Ctrl+S among them, then reached nothing.
+  activateWindow();
+  QWidget* focus = focusWidget();
+  if (!focus || !focus->isVisible()) view_->setFocus(Qt::OtherFocusReason);
+}
+
 bool MainWindow::saveAs() {
   QString path = QFileDialog::getSaveFileName(this, tr("Save project"), currentFile_,
                                               tr("deepwire projects (*.dwproj)"));
+  takeKeyboardBack();
   if (path.isEmpty()) return false;
   if (!path.endsWith(QStringLiteral(".dwproj"))) path += QStringLiteral(".dwproj");
   return saveTo(path);

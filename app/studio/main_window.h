@@ -137,6 +137,8 @@ class MainWindow : public QMainWindow {
   QString exportSuggestion(const QString& suffix) const;
   bool saveAs();
   bool save();
+  // After a modal file dialog: the window is active again and a widget of it has the keyboard.
+  void takeKeyboardBack();
 
   bool interactive_;
   GraphModel* model_;

@@ -3,6 +3,7 @@
 #include <QHeaderView>
 #include <QMimeData>
 #include <QSignalBlocker>
+#include <QStyle>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <map>
@@ -103,6 +104,8 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
   // Long type names (SparseCategoricalCrossentropy) elide in the middle, so both the start and
   // the end stay readable; the column follows the dock's width instead of scrolling sideways.
   tree_->setTextElideMode(Qt::ElideMiddle);
+  // Three levels deep, the default indentation took 60 pixels from every entry's name.
+  tree_->setIndentation(12);
   tree_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   tree_->header()->setStretchLastSection(false);
   tree_->header()->setSectionResizeMode(0, QHeaderView::Stretch);
@@ -160,6 +163,21 @@ Palette::Palette(QWidget* parent) : QWidget(parent) {
       emit placeRequested(item->data(0, kDomainRole).toString(),
                           item->data(0, kTypeRole).toString());
   });
+}
+
+int Palette::preferredWidth() const {
+  int widest = 0;
+  for (QTreeWidgetItemIterator it(tree_); *it; ++it) {
+    const QString domain = (*it)->data(0, kDomainRole).toString();
+    if ((*it)->data(0, kTypeRole).isNull() || domain == QLatin1String(kOnnxDomain) ||
+        domain == QLatin1String(kTrainingDomain) || domain == QLatin1String(kGradDomain))
+      continue;
+    widest = std::max(widest, tree_->fontMetrics().horizontalAdvance((*it)->text(0)));
+  }
+  // Three levels of indentation, the item's padding, the tree's frame and scroll bar, the margins.
+  const int chrome = 3 * tree_->indentation() + 16 +
+                     tree_->style()->pixelMetric(QStyle::PM_ScrollBarExtent) + 2 * 4 + 8;
+  return std::clamp(widest + chrome, 220, 320);
 }
 
 QTreeWidgetItem* Palette::entry(const QString& domain, const QString& type) const {

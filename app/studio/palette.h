@@ -28,6 +28,9 @@ class Palette : public QWidget {
   QTreeWidgetItem* entry(const QString& domain, const QString& type) const;
   void setFilter(const QString& text);
   int visibleEntries() const;
+  // Wide enough to show the names of deepwire's own nodes whole (SparseCategoricalAccuracy), and
+  // no wider than a side dock should start: the ONNX operators' longest names still elide.
+  int preferredWidth() const;
 
  signals:
   void placeRequested(const QString& domain, const QString& type);

@@ -7,15 +7,18 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QPlainTextEdit>
 #include <QSpinBox>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <limits>
 #include <set>
 
+#include "nodes/catalogue.h"
 #include "nodes/spec.h"
 
 namespace dw::studio {
@@ -416,8 +419,9 @@ void ParamsPanel::rebuild() {
   auto* common = new QGroupBox(tr("Node"), content);
   auto* commonForm = new QFormLayout(common);
   commonForm->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  // A narrow dock puts a field under its label rather than squeezing both.
-  commonForm->setRowWrapPolicy(QFormLayout::WrapLongRows);
+  // Labels above their fields: beside the widest label (specified_outputs_name) the name field
+  // had too little room for a layer's name (sparse_categorical_accuracy was cut off).
+  commonForm->setRowWrapPolicy(QFormLayout::WrapAllRows);
   for (const CommonField& cf : commonFields()) {
     const QString field = qs(cf.name);
     const QString def = cf.defaultValue.empty() ? tr("empty") : qs(cf.defaultValue);
@@ -429,10 +433,15 @@ void ParamsPanel::rebuild() {
       connect(e, &QLineEdit::editingFinished, this, [this, e, id] {
         if (e->isModified()) report(model_->rename(id, e->text().toStdString()));
       });
-      refreshers_.push_back([this, e, id] {
-        e->setText(qs(model_->graph().node(id)->name));
+      refreshers_.push_back([this, e, id, tip] {
+        const QString name = qs(model_->graph().node(id)->name);
+        e->setText(name);
         e->setCursorPosition(0);  // a long name reads from its start
         e->setModified(false);
+        // The whole name where the field is too narrow for it ("sparse_categorical_accuracy").
+        e->setToolTip(name.isEmpty()
+                          ? tip
+                          : QStringLiteral("<p><b>%1</b></p>%2").arg(name.toHtmlEscaped(), tip));
       });
       addRow(
           commonForm, field, field, e, def, tip,
@@ -661,10 +670,55 @@ void ParamsPanel::rebuild() {
         form, field, field + (ps.required ? QStringLiteral(" *") : QString()), editor, def, tip,
         [this, id, name] { return model_->graph().node(id)->params.count(name) > 0; },
         [this, id, name] { return model_->resetParam(id, name); });
+    // Output Train lists the parameters of every loss (Huber's delta, ...): each shows only
+    // while the chosen loss takes it, or greyed out while it is set for another loss (so that
+    // it can still be reset).
+    if (s->isLoss && s->param("loss") && name != "type" && name != "loss") {
+      QStringList users;
+      for (const NodeSpec* ls : g.catalogue().all())
+        if (ls->domain == kLossesDomain && ls->param(name)) users << qs(ls->type);
+      refreshers_.push_back([this, id, name, form, editor, tip, users] {
+        const auto loss = model_->graph().param(id, "loss");
+        const NodeSpec* ls =
+            loss ? model_->graph().catalogue().find(kLossesDomain, loss->asString()) : nullptr;
+        const bool used = !ls || ls->param(name);
+        const bool set = model_->graph().node(id)->params.count(name) > 0;
+        form->setRowVisible(editor->parentWidget(), used || set);
+        editor->setEnabled(used);
+        editor->setToolTip(used ? tip
+                                : (users.size() == 1
+                                       ? tr("Only the %1 loss uses this parameter; %2 ignores it. "
+                                            "Reset it, or choose %1 as the loss.")
+                                       : tr("Only the losses %1 use this parameter; %2 ignores "
+                                            "it. Reset it, or choose one of those losses."))
+                                      .arg(users.join(QStringLiteral(", ")),
+                                           qs(loss ? loss->asString() : std::string())));
+      });
+    }
   }
   outer->addStretch();
   setWidget(content);
+  for (QLineEdit* e : content->findChildren<QLineEdit*>()) e->installEventFilter(this);
   refreshValues();
+}
+
+bool ParamsPanel::eventFilter(QObject* watched, QEvent* event) {
+  // A field takes Ctrl+Z and Ctrl+Shift+Z even with nothing of its own to undo (its history goes
+  // when an edit is committed and the field refreshed): the keys then reach the document's Undo
+  // and Redo instead of doing nothing.
+  if (event->type() == QEvent::ShortcutOverride)
+    if (auto* e = qobject_cast<QLineEdit*>(watched)) {
+      auto* key = static_cast<QKeyEvent*>(event);
+      const bool undo = key->matches(QKeySequence::Undo) && !e->isUndoAvailable();
+      const bool redo = (key->matches(QKeySequence::Redo) ||
+                         key->keyCombination() == QKeyCombination(Qt::CTRL, Qt::Key_Y)) &&
+                        !e->isRedoAvailable();
+      if (undo || redo) {
+        event->ignore();
+        return true;
+      }
+    }
+  return QScrollArea::eventFilter(watched, event);
 }
 
 }  // namespace dw::studio

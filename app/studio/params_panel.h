@@ -78,6 +78,9 @@ class ParamsPanel : public QScrollArea {
  signals:
   void statusMessage(const QString& text);
 
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
  private:
   void rebuild();
   void refreshValues();

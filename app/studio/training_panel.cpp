@@ -116,7 +116,8 @@ LogAxisRange niceLogRange(double lo, double hi, double pad) {
 struct JobRequest {
   int job = 0;
   bool rebuild = false;
-  std::shared_ptr<const Graph> graph;
+  std::shared_ptr<const Graph> graph;     // the canvas with the trained values carried in
+  std::shared_ptr<const Graph> document;  // the canvas as it is (a rebuild's only)
   TrainOptions options;
   TrainingConfig config;
   std::string baseDir;
@@ -158,10 +159,14 @@ Status TrainingWorker::prepare(const JobRequest& req) {
   // A training job changes the weights Predict must use.
   if (req.rebuild || !predict) predictor_.reset();
   if (!predict && (req.rebuild || !trainer_)) {
-    trainer_.reset();
+    // The old trainer goes only once the new one stands: a canvas the trainer refuses must not
+    // take the trained weights with it.
     auto t = Trainer::create(*req.graph, req.options);
     if (!t.ok()) return t.status();
     trainer_ = std::move(*t);
+    post([p = panel_, doc = req.document, notice = qs(trainer_->notice())] {
+      p->onTrainerBuilt(doc, notice);
+    });
   }
   // Datasets are loaded once per description and kept across steps.
   TrainingConfig dataOnly;
@@ -507,6 +512,11 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   writeWeights_->setToolTip(
       tr("Copy the trained weights into the Initializer nodes (undoable), "
          "so Save and Export carry them"));
+  resetWeights_ = new QPushButton(tr("Reset Weights"));
+  resetWeights_->setToolTip(
+      tr("Start training again: every layer takes its seeded initial weights, the optimizer "
+         "forgets its state, and Initializer nodes go back to the values the canvas gives them "
+         "(undoable). Changing a layer's seed or shape resets that layer only."));
   progress_ = new QProgressBar;
   progress_->setRange(0, 1000);
   progress_->setValue(0);
@@ -554,6 +564,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   progressRow->addWidget(progress_, 1);
   progressRow->addWidget(throughput_);
   progressRow->addWidget(writeWeights_);
+  progressRow->addWidget(resetWeights_);
   left->addLayout(progressRow);
   left->addWidget(result_);
   left->addWidget(error_);
@@ -608,8 +619,13 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   evalMetric_ = addEvalSeries(metricChart_);
   best_ = new QScatterSeries;
   best_->setName(tr("best epoch"));
-  best_->setMarkerSize(11);
-  best_->setColor(QColor(0xe0, 0x3b, 0x3b));
+  // A ring around the best epoch's point, drawn over it: a filled dot hid the validation point
+  // under it (after a one-epoch Fit, the only one).
+  best_->setMarkerSize(17);
+  best_->setBrush(Qt::NoBrush);
+  QPen ring(QColor(0xe0, 0x3b, 0x3b));
+  ring.setWidthF(2.5);
+  best_->setPen(ring);
   lossChart_->addSeries(best_);
   best_->attachAxis(lossChart_->axes(Qt::Horizontal).first());
   best_->attachAxis(lossChart_->axes(Qt::Vertical).first());
@@ -652,6 +668,15 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
       error_->show();
     }
     emit statusMessage(st.ok() ? tr("Trained weights written to the graph") : qs(st.message()));
+  });
+  connect(resetWeights_, &QPushButton::clicked, this, [this] {
+    Status st = resetWeights();
+    if (!st.ok()) {
+      error_->setText(qs(st.message()));
+      error_->show();
+    }
+    emit statusMessage(st.ok() ? tr("Weights reset: the next step starts from the layers' seeds")
+                               : qs(st.message()));
   });
   connect(logScale_, &QCheckBox::toggled, this, [this] { applyLogScale(); });
   connect(clear, &QPushButton::clicked, this, [this] { clearCharts(); });
@@ -839,7 +864,10 @@ TrainOptions TrainingPanel::currentOptions() const {
 }
 
 void TrainingPanel::storeSettingsInModel() {
-  if (!hasSection_ && !touched_) return;  // nothing to keep: don't add a section of defaults
+  // The accelerator is kept in the training section too (where `deepwire train` reads it when
+  // no Accelerator node holds it).
+  const bool onCpu = accelerator_->currentData().toString() == QLatin1String("cpu");
+  if (!hasSection_ && !touched_ && onCpu) return;  // nothing to keep: no section of defaults
   model_->setSection("training", trainingConfigToJson(currentConfig()));
   hasSection_ = true;
 }
@@ -850,7 +878,7 @@ Result<onnx::ModelProto> TrainingPanel::exportTrainingModel() {
   // The worker is idle, so reading its trainer (or building one) here does not race with it.
   // A trainer that matches the canvas exports its trained weights and optimizer state.
   if (!graphDirty_ && worker_->trainer_) return worker_->trainer_->exportTraining();
-  return worker_->exportTraining(model_->graph(), currentOptions());
+  return worker_->exportTraining(canvasWithTrainedValues(), currentOptions());
 }
 
 Result<onnx::ModelProto> TrainingPanel::exportInferenceModel(bool withDataConversion) {
@@ -865,7 +893,9 @@ Result<onnx::ModelProto> TrainingPanel::exportInferenceModel(bool withDataConver
 }
 
 Status TrainingPanel::syncWeights() {
-  if (!unsynced_) return Status();
+  // Without new steps the graph may still lack trained weights: an undo of Write Weights (or of
+  // the write before a Save) takes them out of the graph, not out of the trainer.
+  if (!unsynced_ && (!trained_ || busy_ || !worker_->trainer_)) return Status();
   return writeWeightsToGraph();
 }
 
@@ -887,25 +917,115 @@ Status TrainingPanel::writeWeightsToGraph() {
 
 Status TrainingPanel::copyTrainedWeights() {
   if (!worker_->trainer_) return Status::error("nothing has been trained yet");
-  Graph copy = model_->graph();
-  DW_RETURN_IF_ERROR(worker_->trainer_->writeWeightsTo(copy));
-  std::vector<Node> changed;
-  for (const auto& [id, n] : copy.nodes()) {
-    const Node* cur = model_->graph().node(id);
-    if (cur && (cur->params != n.params || cur->weights != n.weights)) changed.push_back(n);
-  }
-  DW_RETURN_IF_ERROR(model_->applyNodeStates(changed, tr("Write trained weights")));
+  auto changed = trainedStates(model_->graph());
+  if (!changed.ok()) return changed.status();
+  // Nothing to write makes no undo step: an empty one made the next Ctrl+Z do nothing.
+  if (!changed->empty())
+    DW_RETURN_IF_ERROR(model_->applyNodeStates(*changed, tr("Write trained weights")));
+  // An Initializer now holding the trained values still takes the trainer's next ones, and
+  // again after this write is undone (its origin state).
+  for (const Node& n : *changed)
+    if (n.type == "Initializer")
+      if (auto it = origins_.find(n.id); it != origins_.end())
+        it->second.initializer.push_back(n.params);
   unsynced_ = false;
   emit weightsStateChanged();
   return Status();
 }
 
+bool TrainingPanel::keepsTrainedValues(const Graph& doc, const Node& now) const {
+  auto it = origins_.find(now.id);
+  if (it == origins_.end()) return false;
+  if (now.type == "Initializer") {
+    const auto& states = it->second.initializer;
+    return std::find(states.begin(), states.end(), now.params) != states.end();
+  }
+  // Graph::setParam drops a layer's stored weights when its seed changes; the trainer's copy of
+  // them goes the same way. A changed shape needs nothing here: lowering restarts a layer whose
+  // stored weights no longer fit from its seed.
+  return doc.param(now.id, "seed") == it->second.seed;
+}
+
+Result<std::vector<Node>> TrainingPanel::trainedStates(const Graph& doc) const {
+  Graph copy = doc;
+  DW_RETURN_IF_ERROR(worker_->trainer_->writeWeightsTo(copy));
+  std::vector<Node> changed;
+  for (const auto& [id, n] : copy.nodes()) {
+    const Node* cur = doc.node(id);
+    if (cur && (cur->params != n.params || cur->weights != n.weights) &&
+        keepsTrainedValues(doc, *cur))
+      changed.push_back(n);
+  }
+  return changed;
+}
+
+Graph TrainingPanel::canvasWithTrainedValues() {
+  Graph g = model_->graph();
+  if (!worker_->trainer_ || !trained_) return g;
+  auto states = trainedStates(g);
+  if (!states.ok()) {
+    emit statusMessage(tr("Trained weights not kept: %1").arg(qs(states.message())));
+    return g;
+  }
+  for (const Node& n : *states) {
+    for (const auto& [name, v] : n.params)
+      if (auto cur = g.node(n.id)->params.find(name);
+          cur == g.node(n.id)->params.end() || !(cur->second == v))
+        (void)g.setParam(n.id, name, v);
+    if (g.node(n.id)->weights != n.weights) (void)g.setWeights(n.id, n.weights);
+  }
+  return g;
+}
+
+void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
+                                   const QString& notice) {
+  awaitingTrainer_ = false;
+  pendingNotice_ = notice;
+  origins_.clear();
+  if (!document) return;
+  for (const auto& [id, n] : document->nodes()) {
+    WeightOrigin& o = origins_[id];
+    if (n.type == "Initializer")
+      o.initializer.push_back(n.params);
+    else
+      o.seed = document->param(id, "seed");
+  }
+}
+
+Status TrainingPanel::resetWeights() {
+  if (busy_)
+    return Status::error(
+        "training is running; press Stop and wait for it to finish, then reset the weights");
+  worker_->trainer_.reset();
+  worker_->predictor_.reset();
+  origins_.clear();
+  trained_ = false;
+  unsynced_ = false;
+  graphDirty_ = true;
+  std::vector<Node> cleared;
+  for (const auto& [id, n] : model_->graph().nodes())
+    if (!n.weights.empty()) {
+      Node c = n;
+      c.weights.clear();
+      cleared.push_back(std::move(c));
+    }
+  Status st;
+  if (!cleared.empty()) st = model_->applyNodeStates(cleared, tr("Reset weights"));
+  emit weightsStateChanged();
+  return st;
+}
+
 void TrainingPanel::resetForNewDocument() {
   stopAndWaitForJob();
   worker_->trainer_.reset();
+  worker_->predictor_.reset();
   worker_->dataKey_.clear();
   graphDirty_ = true;
   unsynced_ = false;
+  trained_ = false;
+  awaitingTrainer_ = false;
+  origins_.clear();
+  deviceNotice_.clear();
   stepOffset_ = lastStep_ = 0;
   epochOffset_ = lastEpoch_ = 0;
   clearCharts();
@@ -930,11 +1050,6 @@ void TrainingPanel::start(Job job) {
     emit jobFinished();
     return;
   }
-  if (graphDirty_ && unsynced_) {
-    // A new trainer starts from the graph's weights: keep what was trained (same names).
-    Status st = copyTrainedWeights();
-    if (!st.ok()) emit statusMessage(tr("Trained weights not kept: %1").arg(qs(st.message())));
-  }
   JobRequest req;
   req.job = static_cast<int>(job);
   const bool predict = job == Job::Predict;
@@ -942,8 +1057,15 @@ void TrainingPanel::start(Job job) {
   if (req.rebuild && !predict) {  // the new trainer counts from 0
     stepOffset_ = lastStep_;
     epochOffset_ = lastEpoch_;
+    req.document = std::make_shared<const Graph>(model_->graph());
+    awaitingTrainer_ = true;
   }
-  req.graph = std::make_shared<const Graph>(model_->graph());
+  pendingNotice_.clear();
+  // A new trainer (or Predict's session) starts from the trained values, carried in without
+  // touching the document: writing them into it made them an undo step, and undoing that step
+  // (with a rename before it) made the next trainer start from the untrained weights.
+  req.graph =
+      std::make_shared<const Graph>(req.rebuild ? canvasWithTrainedValues() : model_->graph());
   req.options = currentOptions();
   req.config = currentConfig();
   req.baseDir =
@@ -973,7 +1095,8 @@ void TrainingPanel::stopAndWaitForJob() {
 
 void TrainingPanel::setBusy(bool on) {
   busy_ = on;
-  for (QPushButton* b : {trainStep_, fullStep_, evalStep_, fit_, writeWeights_, predict_})
+  for (QPushButton* b :
+       {trainStep_, fullStep_, evalStep_, fit_, writeWeights_, predict_, resetWeights_})
     b->setEnabled(!on);
   stop_->setEnabled(on);
 }
@@ -991,6 +1114,7 @@ void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samples
   trainMetric_->append(metrics);
   const qint64 step = points.back().step;
   lastStep_ = stepOffset_ + step;
+  if (step > 0) trained_ = true;
   if (step > 0 && !unsynced_) {
     unsynced_ = true;
     emit weightsStateChanged();
@@ -1038,6 +1162,18 @@ void TrainingPanel::clearCharts() {
 
 void TrainingPanel::onFinished(const QString& error, const QString& summary) {
   setBusy(false);
+  if (awaitingTrainer_) {
+    // The trainer was not rebuilt: the old one (and its weights) stays, the next job tries again.
+    awaitingTrainer_ = false;
+    graphDirty_ = true;
+  }
+  QString notice = pendingNotice_;
+  pendingNotice_.clear();
+  if (!notice.isEmpty()) {
+    deviceNotice_ = notice;
+    // Where "auto" put the training (and what fell back) is said once per new trainer.
+    notice[0] = notice[0].toUpper();
+  }
   if (!error.isEmpty()) {
     lastError_ = error;
     // The last result was another job's: left on screen it reads as this one's.
@@ -1051,9 +1187,11 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
     result_->setText(summary);
     if (progress_->value() == 0) progress_->setValue(1000);
     // One line for the status bar: line breaks become separators, other tags go.
-    emit statusMessage(QString(summary)
-                           .replace(QStringLiteral("<br>"), QStringLiteral(" · "))
-                           .remove(QRegularExpression(QStringLiteral("<[^>]*>"))));
+    QString line = QString(summary)
+                       .replace(QStringLiteral("<br>"), QStringLiteral(" · "))
+                       .remove(QRegularExpression(QStringLiteral("<[^>]*>")));
+    if (!notice.isEmpty()) line += QStringLiteral(" · ") + notice;
+    emit statusMessage(line);
   }
   emit jobFinished();
 }

@@ -13,7 +13,9 @@
 #include <QTableWidget>
 #include <QThread>
 #include <atomic>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "app/studio/data_panel.h"
@@ -84,8 +86,14 @@ class TrainingPanel : public QWidget {
   QPushButton* fitButton() const { return fit_; }
   QPushButton* stopButton() const { return stop_; }
   QPushButton* writeWeightsButton() const { return writeWeights_; }
+  QPushButton* resetWeightsButton() const { return resetWeights_; }
   // Copies the trained weights into the graph's Initializer nodes (one undo step).
   dw::Status writeWeightsToGraph();
+  // Forgets the trained weights and the optimizer's state: the next job starts every layer again
+  // from its seed (stored layer weights are dropped from the graph, one undo step).
+  dw::Status resetWeights();
+  // The device the last trainer reported it runs on ("" before the first or without a notice).
+  QString deviceNotice() const { return deviceNotice_; }
   QSpinBox* batchSizeBox() const { return batchSize_; }
   QComboBox* acceleratorBox() const { return accelerator_; }
   QLabel* dataStatusLabel() const { return dataStatus_; }
@@ -127,8 +135,21 @@ class TrainingPanel : public QWidget {
   // epoch < 0: an Eval Step (one batch), charted apart from a Fit's per-epoch evaluation.
   void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc);
   void clearCharts();
-  // The trainer's weights into the graph (one undo step), whatever the canvas did since.
+  // The trainer's weights into the graph (one undo step), whatever the canvas did since, except
+  // where an edit since invalidated them (keepsTrainedValues).
   dw::Status copyTrainedWeights();
+  // The worker built a trainer from `document` (the canvas as it was, before the trained values
+  // were carried in); `notice` says where it runs.
+  void onTrainerBuilt(const std::shared_ptr<const dw::Graph>& document, const QString& notice);
+  // Whether node `now` of the canvas still takes the trainer's values: not after its layer's seed
+  // changed (which drops stored weights), nor after an Initializer was edited, since the trainer
+  // was built; not for a node the trainer was not built with.
+  bool keepsTrainedValues(const dw::Graph& doc, const dw::Node& now) const;
+  // The nodes of `doc` with the trainer's values written in, those that keep them only.
+  dw::Result<std::vector<dw::Node>> trainedStates(const dw::Graph& doc) const;
+  // The canvas with the trained values carried in: what a rebuilt trainer, Predict and the
+  // training export start from, so that an edit never loses what was trained.
+  dw::Graph canvasWithTrainedValues();
   void updateDataStatus();
   void acceleratorFromGraph();
   void acceleratorToGraph();
@@ -162,7 +183,8 @@ class TrainingPanel : public QWidget {
   ScientificSpinBox* weightDecay_;
   QSpinBox* batchSize_;
   QSpinBox* epochs_;
-  QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_, *writeWeights_, *predict_;
+  QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_, *writeWeights_, *predict_,
+      *resetWeights_;
   QProgressBar* progress_;
   QLabel* throughput_;
   QLabel* result_;
@@ -185,7 +207,21 @@ class TrainingPanel : public QWidget {
   // stepOffset_ plus the trainer's own step.
   qint64 stepOffset_ = 0;
   qint64 lastStep_ = 0;
-  bool unsynced_ = false;         // the trainer holds weights the graph does not
+  bool unsynced_ = false;  // the trainer holds weights the graph does not
+  // The trainer's weights came from training (carried across rebuilds), not from the seeds.
+  bool trained_ = false;
+  // A job asked for a new trainer and the worker has not reported it built yet: if the job fails,
+  // the old trainer stays and the next job must try again.
+  bool awaitingTrainer_ = false;
+  // What the current trainer was built from, per node: a layer's seed, or the Initializer's
+  // parameters (with those Write Weights gave it since). See keepsTrainedValues.
+  struct WeightOrigin {
+    std::optional<dw::Param> seed;
+    std::vector<std::map<std::string, dw::Param>> initializer;
+  };
+  std::map<dw::NodeId, WeightOrigin> origins_;
+  QString deviceNotice_;
+  QString pendingNotice_;         // the notice of the trainer built for the running job
   bool lastErrorIsData_ = false;  // the shown error is the Data panel's (cleared when fixed)
 };
 

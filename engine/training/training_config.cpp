@@ -167,6 +167,8 @@ Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText) {
   r.get("seed", c.seed);
   r.get("shuffle", c.shuffle);
   r.get("accumulation_steps", c.accumulationSteps);
+  // The device when no Accelerator node says (the studio's Accelerator box).
+  r.get("accelerator", c.accelerator);
   if (const json* d = r.sub("dataset")) {
     Fields rd(*d, root + "/dataset");
     DW_RETURN_IF_ERROR(parseFiles(rd.sub("train"), root + "/dataset/train", c.dataset.train));
@@ -232,6 +234,7 @@ bool evalStepResetsMetrics(const Graph& graph) {
 
 std::string trainingConfigToJson(const TrainingConfig& c) {
   json j;
+  if (c.accelerator != TrainingConfig().accelerator) j["accelerator"] = c.accelerator;
   json d;
   for (const auto& f : c.dataset.train) d["train"].push_back(fileToJson(f));
   for (const auto& f : c.dataset.validation) d["validation"].push_back(fileToJson(f));

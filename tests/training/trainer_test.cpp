@@ -444,7 +444,7 @@ TEST_F(TrainerTest, TrainingSectionParsesAndRoundTrips) {
       "optimizer": {"type": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": true,
                     "schedule": {"type": "step", "step_size": 10, "gamma": 0.5},
                     "clip_norm": 1.0, "clip_norm_type": "inf"},
-      "batch_size": 32, "epochs": 4, "seed": 7, "accumulation_steps": 2})";
+      "batch_size": 32, "epochs": 4, "seed": 7, "accumulation_steps": 2, "accelerator": "auto"})";
   auto c = parseTrainingConfig(text);
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->optimizer.type, "sgd");
@@ -453,6 +453,7 @@ TEST_F(TrainerTest, TrainingSectionParsesAndRoundTrips) {
   EXPECT_EQ(c->optimizer.schedule.stepSize, 10);
   EXPECT_EQ(c->dataset.train[0].shape, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(c->accumulationSteps, 2);
+  EXPECT_EQ(c->accelerator, "auto");  // the studio's Accelerator box, without the node
   auto back = parseTrainingConfig(trainingConfigToJson(*c));
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(trainingConfigToJson(*back), trainingConfigToJson(*c));

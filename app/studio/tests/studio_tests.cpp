@@ -7,6 +7,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDate>
+#include <QDialog>
 #include <QDir>
 #include <QDropEvent>
 #include <QElapsedTimer>
@@ -20,7 +21,10 @@
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 #include <QToolButton>
+#include <QTreeWidget>
+#include <QXYSeries>
 #include <random>
 
 #include "app/studio/graph_scene.h"
@@ -1019,6 +1023,281 @@ class StudioTest : public QObject {
   }
 
   // The recovery prompt names the document the autosave holds and when it was written.
+  // Ctrl+Z right after a Parameters field was edited (Enter) undoes that edit, whether the field
+  // still has the focus or the canvas was clicked: the first press did nothing in a user trial
+  // (the field took it for its own, empty, undo history).
+  void firstUndoAfterAFieldEditUndoesIt() {
+    MainWindow w(false);
+    w.show();
+    QApplication::setActiveWindow(&w);
+    QVERIFY(QTest::qWaitForWindowActive(&w));
+    const dw::NodeId dense = w.placeNode("deepwire.layers", "Dense", QPointF(0, 0));
+    QVERIFY(dense);
+    for (bool clickCanvas : {false, true}) {
+      w.scene()->selectOnly({dense});
+      auto* names =
+          qobject_cast<dw::studio::ListEdit*>(w.params()->editor("specified_outputs_name"));
+      QVERIFY(names);
+      const int before = w.model()->undoStack()->index();
+      names->lineEdit()->setFocus();
+      QTest::keyClicks(names->lineEdit(), "scores");
+      QTest::keyClick(names->lineEdit(), Qt::Key_Return);
+      QCOMPARE(w.model()->graph().node(dense)->specifiedOutputsName,
+               std::vector<std::string>{"scores"});
+      QCOMPARE(w.model()->undoStack()->index(), before + 1);
+      if (clickCanvas) {
+        const QPointF far = w.scene()->nodeItem(dense)->sceneBoundingRect().bottomRight();
+        QTest::mouseClick(w.view()->viewport(), Qt::LeftButton, {},
+                          w.view()->mapFromScene(far + QPointF(300, 300)));
+        QCOMPARE(QApplication::focusWidget(), static_cast<QWidget*>(w.view()));
+      }
+      QWidget* focus = QApplication::focusWidget() ? QApplication::focusWidget() : &w;
+      QTest::keyClick(focus, Qt::Key_Z, Qt::ControlModifier);
+      QVERIFY2(w.model()->graph().node(dense)->specifiedOutputsName.empty(),
+               clickCanvas ? "after a click on the canvas" : "with the focus in the field");
+      QCOMPARE(w.model()->undoStack()->index(), before);
+    }
+  }
+
+  // Ctrl+S works once the Export dialog is closed: the window takes the keyboard back.
+  void saveShortcutWorksAfterTheExportDialog() {
+    MainWindow w(false);
+    w.show();
+    QApplication::setActiveWindow(&w);
+    QVERIFY(QTest::qWaitForWindowActive(&w));
+    w.placeNode("deepwire", "Input", QPointF(0, 0));
+    auto closeDialog = [](bool* seen) {
+      QTimer::singleShot(200, [seen] {
+        if (auto* d = qobject_cast<QDialog*>(QApplication::activeModalWidget())) {
+          *seen = true;
+          d->reject();
+        }
+      });
+    };
+    bool exportShown = false;
+    closeDialog(&exportShown);
+    w.action("exportOnnx")->trigger();
+    QVERIFY(exportShown);
+    QTRY_COMPARE(QApplication::activeWindow(), static_cast<QWidget*>(&w));
+    QTRY_VERIFY(QApplication::focusWidget() && QApplication::focusWidget()->window() == &w);
+    bool saveShown = false;
+    closeDialog(&saveShown);
+    QTest::keyClick(QApplication::focusWidget(), Qt::Key_S, Qt::ControlModifier);
+    QVERIFY(saveShown);
+  }
+
+  // Changing a Dense layer's seed starts that layer again in the live training session too: in a
+  // user trial, weights blown up by lr = 5 came back after both seeds were changed.
+  void seedChangeRestartsTheTrainedLayers() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    auto* m = w.model();
+    panel->batchSizeBox()->setValue(16);
+    const dw::NodeId hidden = findByName(m->graph(), "hidden");
+    const dw::NodeId head = findByName(m->graph(), "head");
+    QVERIFY(hidden && head);
+    auto setSeeds = [&](int64_t seed) {
+      for (dw::NodeId id : {hidden, head})
+        QVERIFY(m->setParam(id, "seed", dw::Param::makeInt(seed)).ok());
+    };
+    setSeeds(7);
+    const QString fresh7 = predicted(panel);
+    setSeeds(3);
+    const QString fresh3 = predicted(panel);
+    QVERIFY2(!fresh7.isEmpty() && fresh7 != fresh3, qPrintable(fresh7 + panel->lastError()));
+    panel->learningRateBox()->setValue(5);
+    for (int i = 0; i < 3; ++i) {
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    }
+    QVERIFY(predicted(panel) != fresh3);
+    panel->learningRateBox()->setValue(0.05);
+    setSeeds(7);
+    QCOMPARE(predicted(panel), fresh7);
+    // The trainer itself starts again from there (a Train Step leaves the weights as they are).
+    panel->trainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(predicted(panel), fresh7);
+    // And what Save writes is those weights, not the blown-up ones.
+    QVERIFY(w.saveTo(dir.path() + "/seeded.dwproj"));
+    QVERIFY(w.openFile(dir.path() + "/seeded.dwproj"));
+    QCOMPARE(predicted(panel), fresh7);
+  }
+
+  // Edits that leave the weights' shapes alone never lose what was trained: the trial's
+  // sequence (Fit, rename the output and Predict, Undo twice and Redo, delete a node and undo it,
+  // accelerator cpu -> auto) ended with the untrained loss.
+  void trainedWeightsSurviveEditsUndoAndTheAccelerator() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    auto* m = w.model();
+    panel->batchSizeBox()->setValue(16);
+    const QString untrained = outputsOf(predicted(panel));
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    const dw::NodeId out = findByName(m->graph(), "pred");
+    QVERIFY(m->rename(out, "prediction").ok());
+    const QString trained = outputsOf(predicted(panel));
+    QVERIFY2(!trained.isEmpty() && trained != untrained, qPrintable(trained));
+    w.action("undo")->trigger();
+    w.action("undo")->trigger();
+    w.action("redo")->trigger();
+    QCOMPARE(m->graph().node(out)->name, std::string("prediction"));
+    QCOMPARE(outputsOf(predicted(panel)), trained);
+    const dw::NodeId y = findByName(m->graph(), "y");
+    QVERIFY(m->removeItems({y}, {}).ok());
+    w.action("undo")->trigger();
+    QVERIFY(m->graph().node(y));
+    auto* acc = panel->acceleratorBox();
+    acc->setCurrentIndex(acc->findData(QStringLiteral("auto")));
+    // A Train Step builds a new trainer (it leaves the weights as they are): Predict then runs the
+    // trainer's weights.
+    panel->trainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(outputsOf(predicted(panel)), trained);
+    // Write Weights undone: the trainer keeps them, and Save writes them again.
+    panel->writeWeightsButton()->click();
+    QVERIFY(!m->graph().node(findByName(m->graph(), "hidden"))->weights.empty());
+    w.action("undo")->trigger();
+    QVERIFY(m->graph().node(findByName(m->graph(), "hidden"))->weights.empty());
+    QVERIFY(w.saveTo(dir.path() + "/kept.dwproj"));
+    QVERIFY(!m->graph().node(findByName(m->graph(), "hidden"))->weights.empty());
+  }
+
+  // Training > Reset Weights: every layer back to its seeded weights, undoably.
+  void resetWeightsStartsAgainFromTheSeeds() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    auto* m = w.model();
+    panel->batchSizeBox()->setValue(16);
+    const QString untrained = predicted(panel);
+    for (int i = 0; i < 2; ++i) {
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+    }
+    QVERIFY(predicted(panel) != untrained);
+    panel->writeWeightsButton()->click();
+    const dw::NodeId hidden = findByName(m->graph(), "hidden");
+    QVERIFY(!m->graph().node(hidden)->weights.empty());
+    QVERIFY(w.action("resetWeights"));
+    w.action("resetWeights")->trigger();
+    QVERIFY(m->graph().node(hidden)->weights.empty());
+    QCOMPARE(predicted(panel), untrained);
+    panel->trainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QCOMPARE(predicted(panel), untrained);
+    w.action("undo")->trigger();
+    QVERIFY(!m->graph().node(hidden)->weights.empty());
+  }
+
+  // The Accelerator choice travels with the project (no Accelerator node on this canvas), and
+  // with auto the status line says where training went.
+  void acceleratorIsSavedWithTheProject() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);
+    auto* acc = w.training()->acceleratorBox();
+    QCOMPARE(acc->currentData().toString(), QStringLiteral("cpu"));
+    acc->setCurrentIndex(acc->findData(QStringLiteral("auto")));
+    const QString path = dir.path() + "/auto.dwproj";
+    QVERIFY(w.saveTo(path));
+    QVERIFY(w.openFile(path));
+    QCOMPARE(w.training()->acceleratorBox()->currentData().toString(), QStringLiteral("auto"));
+    w.training()->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(w.training()));
+    QVERIFY2(w.training()->lastError().isEmpty(), qPrintable(w.training()->lastError()));
+    QVERIFY2(w.statusMessage().contains("Accelerator auto: ") &&
+                 w.statusMessage().contains("running on"),
+             qPrintable(w.statusMessage()));
+    acc = w.training()->acceleratorBox();
+    acc->setCurrentIndex(acc->findData(QStringLiteral("cpu")));
+    QVERIFY(w.saveTo(path));
+    QVERIFY(w.openFile(path));
+    QCOMPARE(w.training()->acceleratorBox()->currentData().toString(), QStringLiteral("cpu"));
+  }
+
+  // Output Train lists every loss's parameters: Huber's delta shows for Huber only.
+  void lossParametersShowForTheirLossOnly() {
+    MainWindow w(false);
+    w.show();
+    const dw::NodeId out = w.placeNode("deepwire.layers", "Output Train", QPointF(0, 0));
+    w.scene()->selectOnly({out});
+    QWidget* delta = w.params()->editor("delta");
+    QVERIFY(delta);
+    QVERIFY(!delta->isVisibleTo(w.params()));
+    QVERIFY(w.model()->setParam(out, "loss", dw::Param::makeString("Huber")).ok());
+    QVERIFY(delta->isVisibleTo(w.params()) && delta->isEnabled());
+    QVERIFY(w.model()->setParam(out, "delta", dw::Param::makeFloat(2)).ok());
+    QVERIFY(w.model()->setParam(out, "loss", dw::Param::makeString("MeanSquaredError")).ok());
+    // Set for another loss: shown greyed out, saying whose it is, so that it can be reset.
+    QVERIFY(delta->isVisibleTo(w.params()) && !delta->isEnabled());
+    QVERIFY2(delta->toolTip().contains("Huber"), qPrintable(delta->toolTip()));
+    qobject_cast<QToolButton*>(w.params()->resetButton("delta"))->click();
+    QVERIFY(!delta->isVisibleTo(w.params()));
+  }
+
+  // The best-epoch marker is a ring: after a one-epoch Fit the validation point under it shows.
+  void bestEpochMarkerLeavesTheValidationPointVisible() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);
+    auto* panel = w.training();
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QCOMPARE(panel->seriesPoints("validation loss"), 1);
+    QXYSeries* best = nullptr;
+    QXYSeries* validation = nullptr;
+    for (QAbstractSeries* s : panel->lossChart()->series()) {
+      if (s->name() == "best epoch") best = static_cast<QXYSeries*>(s);
+      if (s->name() == "validation") validation = static_cast<QXYSeries*>(s);
+    }
+    QVERIFY(best && validation);
+    QCOMPARE(best->count(), 1);
+    QCOMPARE(best->at(0), validation->at(0));
+    QVERIFY(best->brush().style() == Qt::NoBrush || best->brush().color().alpha() == 0);
+    QVERIFY(best->markerSize() > validation->markerSize());
+  }
+
+  // Long names show whole: the palette's SparseCategoricalAccuracy, and the Parameters name
+  // field's sparse_categorical_accuracy (or at least its tooltip).
+  void longNamesShowWhole() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTest::qWait(50);  // the docks take their sizes once the window is laid out
+    QTreeWidgetItem* entry = w.palette()->entry("deepwire.metrics", "SparseCategoricalAccuracy");
+    QVERIFY(entry);
+    QTreeWidget* tree = w.palette()->tree();
+    tree->scrollToItem(entry);
+    const QRect r = tree->visualItemRect(entry);
+    QVERIFY2(r.left() + tree->fontMetrics().horizontalAdvance(entry->text(0)) + 8 <=
+                 tree->viewport()->width(),
+             qPrintable(QStringLiteral("%1 + %2 > %3")
+                            .arg(r.left())
+                            .arg(tree->fontMetrics().horizontalAdvance(entry->text(0)))
+                            .arg(tree->viewport()->width())));
+    const dw::NodeId metric =
+        w.placeNode("deepwire.metrics", "SparseCategoricalAccuracy", QPointF(0, 0));
+    w.scene()->selectOnly({metric});
+    auto* name = qobject_cast<QLineEdit*>(w.params()->editor("name"));
+    QVERIFY(name);
+    QCOMPARE(name->text(), QStringLiteral("sparse_categorical_accuracy"));
+    QVERIFY(name->toolTip().contains("sparse_categorical_accuracy"));
+    QTest::qWait(20);
+    QVERIFY2(name->width() >= name->fontMetrics().horizontalAdvance(name->text()) + 8,
+             qPrintable(QString::number(name->width())));
+  }
+
   void recoveryQuestionNamesTheDocument() {
     QFile::remove(MainWindow::autosavePath());
     QTemporaryDir dir;
@@ -1053,9 +1332,21 @@ class StudioTest : public QObject {
   }
 
  private:
+  // Predict's summary (the first batch's outputs), or "" with the error.
+  static QString predicted(dw::studio::TrainingPanel* panel) {
+    panel->predictButton()->click();
+    if (!waitIdle(panel) || !panel->lastError().isEmpty()) return QString();
+    return panel->lastResult();
+  }
+  // The values of a Predict summary, without the output's name.
+  static QString outputsOf(const QString& summary) {
+    return summary.section(QStringLiteral("float32["), 1);
+  }
+
   // y = x . [1, -2, 3, 0.5] + 0.25 as a Gemm with an Output Train (mean squared error), and its
   // data as NPY files in `dir`, wired through the project's training section.
-  void buildRegression(MainWindow& w, const QString& dir, int samples) {
+  // dense: two Dense layers (8 relu units, then 1) named "hidden" and "head" instead of the Gemm.
+  void buildRegression(MainWindow& w, const QString& dir, int samples, bool dense = false) {
     using dw::Param;
     auto* m = w.model();
     const dw::NodeId x = addNode(w, "deepwire", "Input", 0, 0);
@@ -1064,6 +1355,32 @@ class StudioTest : public QObject {
     const dw::NodeId y = addNode(w, "deepwire", "Input", 0, 200);
     QVERIFY(m->rename(y, "y").ok());
     QVERIFY(m->setParam(y, "type", Param::makeString("float[N,1]")).ok());
+    if (dense) {
+      const dw::NodeId hidden = addNode(w, "deepwire.layers", "Dense", 240, 0);
+      QVERIFY(m->rename(hidden, "hidden").ok());
+      QVERIFY(m->setParam(hidden, "units", Param::makeInt(8)).ok());
+      QVERIFY(m->setParam(hidden, "activation", Param::makeString("relu")).ok());
+      const dw::NodeId head = addNode(w, "deepwire.layers", "Dense", 480, 0);
+      QVERIFY(m->rename(head, "head").ok());
+      QVERIFY(m->setParam(head, "units", Param::makeInt(1)).ok());
+      const dw::NodeId out = addNode(w, "deepwire.layers", "Output Train", 720, 0);
+      QVERIFY(m->rename(out, "pred").ok());
+      for (dw::Link l : std::vector<dw::Link>{{{x, 0}, {hidden, 0}},
+                                              {{hidden, 0}, {head, 0}},
+                                              {{head, 0}, {out, 0}},
+                                              {{y, 0}, {out, 1}}}) {
+        dw::Status st = m->connectPorts(l);
+        QVERIFY2(st.ok(), st.message().c_str());
+      }
+    } else {
+      buildGemm(w, x, y);
+    }
+    writeRegressionData(w, dir, samples);
+  }
+
+  void buildGemm(MainWindow& w, dw::NodeId x, dw::NodeId y) {
+    using dw::Param;
+    auto* m = w.model();
     const dw::NodeId wt = addNode(w, "deepwire", "Initializer", 0, 100);
     QVERIFY(m->setParam(wt, "shape", Param::makeInts({1, 4})).ok());
     QVERIFY(m->setParam(wt, "fill", Param::makeString("glorot_uniform")).ok());
@@ -1081,6 +1398,10 @@ class StudioTest : public QObject {
       dw::Status st = m->connectPorts(l);
       QVERIFY2(st.ok(), st.message().c_str());
     }
+  }
+
+  void writeRegressionData(MainWindow& w, const QString& dir, int samples) {
+    auto* m = w.model();
     std::mt19937 rng(7);
     std::normal_distribution<float> n;
     std::vector<float> xs(samples * 4), ys(samples);
