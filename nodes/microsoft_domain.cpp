@@ -2036,6 +2036,21 @@ const std::vector<MsOp>& msOps() {
          if (onnx::hasInputShape(ctx, 4) && ctx.getNumOutputs() > 1)
            onnx::propagateShapeFromInputToOutput(ctx, 4, 1);
        }},
+      {"SparseAttention", "nn",
+       "GroupQueryAttention (num_heads query heads over kv_num_heads key/value heads, causal, "
+       "a key/value cache past_key/past_value of the full capacity, returned as present_key/"
+       "present_value) over a block-sparse layout: queries and keys fall in blocks of "
+       "sparse_block_size positions, and head n reads only the key blocks that layout n % "
+       "layouts lists for its query's block (block_row_indices [layouts, blocks + 1] and "
+       "block_col_indices [layouts, nonzero blocks], compressed rows). "
+       "key_total_sequence_lengths counts each row's tokens; do_rotary turns queries and keys "
+       "with cos_cache and sin_cache.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < ctx.getNumOutputs() && o < 3; ++o)
+           onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

@@ -545,7 +545,9 @@ class Tokenizer : public Kernel {
 class GroupQueryAttention : public Kernel {
  public:
   explicit GroupQueryAttention(const KernelInit& init)
-      : heads_(init.attrs.getInt("num_heads", 0)),
+      : sparse_(init.opType == "SparseAttention"),
+        blockSize_(init.attrs.getInt("sparse_block_size", 0)),
+        heads_(init.attrs.getInt("num_heads", 0)),
         kvHeads_(init.attrs.getInt("kv_num_heads", 0)),
         scale_(init.attrs.getFloat("scale", 0.0f)),
         softcap_(init.attrs.getFloat("softcap", 0.0f)),
@@ -562,14 +564,20 @@ class GroupQueryAttention : public Kernel {
         fail(std::string(q) + " '" + init.attrs.getString(q, "NONE") +
              "': quantized key/value caches are not taken");
     if (init.attrs.getInt("qk_output", 0) != 0) fail("qk_output (the scores) is not produced");
+    if (sparse_ && blockSize_ <= 0) fail("sparse_block_size must be positive");
   }
 
   Status compute(KernelContext& ctx) override {
     const Tensor& q = ctx.input(0);
     if (q.dtype() != DType::kFloat || q.rank() != 3)
       return Status::error("query " + shapeToString(q.shape()) + " must be float [B, S, hidden]");
+    // SparseAttention's inputs after the caches: the block layout, then GroupQueryAttention's
+    // lengths (its key_total_sequence_lengths count the tokens, seqlens_k one fewer) and rotary
+    // tables.
+    const size_t inLens = sparse_ ? 8 : 5, inTotal = sparse_ ? 7 : 6, inCos = sparse_ ? 9 : 7,
+                 inSin = sparse_ ? 10 : 8;
     for (int i : {12, 13, 14, 15})
-      if (ctx.hasInput(i))
+      if (!sparse_ && ctx.hasInput(i))
         return Status::error("input " + std::to_string(i) +
                              " (k_scale, v_scale, q_norm_weight, k_norm_weight) is not taken");
     const int64_t B = q.dim(0), S = q.dim(1);
@@ -614,10 +622,11 @@ class GroupQueryAttention : public Kernel {
       pk = a.data<float>();
       pv = b.data<float>();
     }
-    const Tensor& lens = ctx.input(5);
-    const Tensor& totalT = ctx.input(6);
+    const Tensor& lens = ctx.input(inLens);
+    const Tensor& totalT = ctx.input(inTotal);
+    const char* lensName = sparse_ ? "key_total_sequence_lengths" : "seqlens_k";
     if (lens.dtype() != DType::kInt32 || lens.size() != B)
-      return Status::error("seqlens_k must be int32 [" + std::to_string(B) + "]");
+      return Status::error(std::string(lensName) + " must be int32 [" + std::to_string(B) + "]");
     if (totalT.dtype() != DType::kInt32 || totalT.size() != 1)
       return Status::error("total_sequence_length must be one int32");
     const int64_t total = totalT.data<int32_t>()[0];
@@ -631,11 +640,12 @@ class GroupQueryAttention : public Kernel {
     const int64_t present = std::max(P, total);
     std::vector<int64_t> past(B);
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t len = int64_t(lens.data<int32_t>()[b]) + 1;
+      const int64_t len = int64_t(lens.data<int32_t>()[b]) + (sparse_ ? 0 : 1);
       past[b] = prompt ? 0 : len - S;
       if (len < 1 || len > total || past[b] < 0 || past[b] > P)
-        return Status::error("seqlens_k[" + std::to_string(b) + "] is " + std::to_string(len - 1) +
-                             ": row " + std::to_string(b) + " would hold " + std::to_string(len) +
+        return Status::error(std::string(lensName) + "[" + std::to_string(b) + "] is " +
+                             std::to_string(lens.data<int32_t>()[b]) + ": row " +
+                             std::to_string(b) + " would hold " + std::to_string(len) +
                              " tokens, with " + std::to_string(S) + " new, " + std::to_string(P) +
                              " in the past and total_sequence_length " + std::to_string(total));
     }
@@ -644,10 +654,10 @@ class GroupQueryAttention : public Kernel {
     int64_t half = 0, maxPos = 0;
     const int64_t* pos = nullptr;
     if (rotary_) {
-      if (!ctx.hasInput(7) || !ctx.hasInput(8))
+      if (!ctx.hasInput(inCos) || !ctx.hasInput(inSin))
         return Status::error("do_rotary needs cos_cache and sin_cache");
-      const Tensor& c = ctx.input(7);
-      const Tensor& s = ctx.input(8);
+      const Tensor& c = ctx.input(inCos);
+      const Tensor& s = ctx.input(inSin);
       if (c.rank() != 2 || c.shape() != s.shape() || c.dtype() != DType::kFloat ||
           s.dtype() != DType::kFloat || 2 * c.dim(1) > H)
         return Status::error("cos_cache " + shapeToString(c.shape()) + " and sin_cache " +
@@ -659,7 +669,7 @@ class GroupQueryAttention : public Kernel {
       maxPos = c.dim(0);
       cosT = c.data<float>();
       sinT = s.data<float>();
-      if (ctx.hasInput(9)) {
+      if (!sparse_ && ctx.hasInput(9)) {
         const Tensor& p = ctx.input(9);
         if (p.dtype() != DType::kInt64 || p.size() != B * S)
           return Status::error("position_ids must be int64 [" + std::to_string(B) + ", " +
@@ -669,7 +679,7 @@ class GroupQueryAttention : public Kernel {
     }
     const float* bias = nullptr;
     Shape biasShape;
-    if (ctx.hasInput(10)) {
+    if (!sparse_ && ctx.hasInput(10)) {
       const Tensor& t = ctx.input(10);
       biasShape = t.shape();
       if (t.dtype() != DType::kFloat || t.rank() != 4 || (t.dim(0) != 1 && t.dim(0) != B) ||
@@ -680,12 +690,46 @@ class GroupQueryAttention : public Kernel {
       bias = t.data<float>();
     }
     const float* sink = nullptr;
-    if (ctx.hasInput(11)) {
+    if (!sparse_ && ctx.hasInput(11)) {
       const Tensor& t = ctx.input(11);
       if (t.dtype() != DType::kFloat || t.size() != N)
         return Status::error("head_sink must be float [" + std::to_string(N) + "]");
       sink = t.data<float>();
     }
+
+    // SparseAttention's block layouts, head n following layout n % layouts: per row of blocks
+    // of queries, the blocks of keys it may read (compressed rows). A row listing as many
+    // blocks as a causal row has is dense.
+    const int32_t *rowIdx = nullptr, *colIdx = nullptr;
+    int64_t layouts = 0, rowStride = 0, colStride = 0;
+    if (sparse_) {
+      const Tensor &r = ctx.input(5), &c = ctx.input(6);
+      if (r.dtype() != DType::kInt32 || c.dtype() != DType::kInt32 || r.rank() != 2 ||
+          c.rank() != 2 || r.dim(0) != c.dim(0) || r.dim(0) < 1 || N % r.dim(0) != 0 ||
+          r.dim(1) < 2)
+        return Status::error("block_row_indices " + shapeToString(r.shape()) +
+                             " and block_col_indices " + shapeToString(c.shape()) +
+                             " must be int32 [layouts, blocks + 1] and [layouts, nonzero blocks] "
+                             "with num_heads a multiple of the layouts");
+      layouts = r.dim(0);
+      rowStride = r.dim(1);
+      colStride = c.dim(1);
+      rowIdx = r.data<int32_t>();
+      colIdx = c.data<int32_t>();
+      if ((P > 0 ? P : total) > (rowStride - 1) * blockSize_)
+        return Status::error(
+            "the block layout covers " + std::to_string((rowStride - 1) * blockSize_) +
+            " positions, fewer than the cache's " + std::to_string(P > 0 ? P : total));
+      for (int64_t l = 0; l < layouts; ++l) {
+        const int32_t* rr = rowIdx + l * rowStride;
+        for (int64_t k = 0; k + 1 < rowStride; ++k)
+          if (rr[k] < 0 || rr[k + 1] < rr[k] || rr[k + 1] > colStride)
+            return Status::error("block_row_indices of layout " + std::to_string(l) +
+                                 " do not rise within block_col_indices' " +
+                                 std::to_string(colStride) + " entries");
+      }
+    }
+    std::vector<char> allowed;
 
     DW_ALLOC(out, ctx.output(0, DType::kFloat, Shape{B, S, N * H}));
     // The caches: the present outputs (scratch where the node has none).
@@ -718,8 +762,11 @@ class GroupQueryAttention : public Kernel {
     // The new keys and values into the caches after each row's past, rotated; queries rotated.
     std::vector<float> qr(B * S * N * H);
     for (int64_t b = 0; b < B; ++b) {
+      // SparseAttention's caches are one buffer with the past: positions past the row's tokens
+      // keep what they held.
+      const int64_t kept = sparse_ ? std::min(P, present) : past[b];
       for (int64_t h = 0; h < KV; ++h)
-        for (int64_t t = 0; t < past[b]; ++t) {
+        for (int64_t t = 0; t < kept; ++t) {
           std::copy_n(pk + ((b * KV + h) * P + t) * H, H, pkOut + ((b * KV + h) * present + t) * H);
           std::copy_n(pv + ((b * KV + h) * P + t) * H, H, pvOut + ((b * KV + h) * present + t) * H);
         }
@@ -762,12 +809,27 @@ class GroupQueryAttention : public Kernel {
                                                    biasShape[3]
                                       : nullptr;
           float top = sink ? sink[n] : smooth_ ? 0.0f : -std::numeric_limits<float>::infinity();
+          bool masked = false;
+          if (sparse_) {
+            const int64_t row = (past[b] + i) / blockSize_;
+            const int32_t* rr = rowIdx + (n % layouts) * rowStride;
+            masked = rr[row + 1] - rr[row] != row + 1;
+            if (masked) {
+              allowed.assign(static_cast<size_t>(end), 0);
+              for (int32_t k = rr[row]; k < rr[row + 1]; ++k) {
+                const int64_t col = colIdx[(n % layouts) * colStride + k];
+                for (int64_t j = col * blockSize_; j < std::min(end, (col + 1) * blockSize_); ++j)
+                  if (j >= 0) allowed[j] = 1;
+              }
+            }
+          }
           for (int64_t j = start; j < end; ++j) {
             float d = 0;
             for (int64_t k = 0; k < H; ++k) d += qi[k] * keys[j * H + k];
             d *= scale;
             if (softcap_ > 0) d = softcap_ * std::tanh(d / softcap_);
             if (biasRow) d += biasRow[j];
+            if (masked && !allowed[j]) d = std::numeric_limits<float>::lowest();
             logits[j] = d;
             top = std::max(top, d);
           }
@@ -786,6 +848,8 @@ class GroupQueryAttention : public Kernel {
   }
 
  private:
+  bool sparse_;  // SparseAttention: GroupQueryAttention over a block layout
+  int64_t blockSize_;
   int64_t heads_, kvHeads_;
   float scale_, softcap_;
   bool rotary_, interleaved_;
@@ -1089,6 +1153,7 @@ void addMicrosoftKernels(KernelRegistry& r) {
   r.add(h, "BifurcationDetector", 1, kMaxOpset, &makeKernel<BifurcationDetector>, false, ms);
   r.add(h, "Tokenizer", 1, kMaxOpset, &makeKernel<Tokenizer>, false, ms);
   r.add(h, "GroupQueryAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, true, ms);
+  r.add(h, "SparseAttention", 1, kMaxOpset, &makeKernel<GroupQueryAttention>, false, ms);
   r.add(h, "CropAndResize", 1, kMaxOpset, &makeKernel<CropAndResize>, true, ms);
   r.add(h, "MaxpoolWithMask", 1, kMaxOpset, &makeKernel<MaxpoolWithMask>, false, ms);
   r.add(h, "WordConvEmbedding", 1, kMaxOpset, &makeKernel<WordConvEmbedding>, false, ms);

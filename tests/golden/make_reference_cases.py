@@ -3,7 +3,8 @@
 (BiasAdd, BiasSplitGelu, ComplexMul, ComplexMulConj, FusedMatMulActivation, GemmFastGelu,
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
-BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
+BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
+past and present in one buffer), GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
 QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
 GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
@@ -556,6 +557,83 @@ def main_ordered():
          dtype=TensorProto.FLOAT16)
 
 
+def main_sparse():
+    """SparseAttention (ONNX Runtime's CPU kernel insists that past and present share one
+    buffer, which a model's own inputs never do): grouped-query causal attention into a cache of
+    16 positions, each head reading only the key blocks its layout (head % layouts) lists for
+    its query's block; a row listing as many blocks as a causal row has is dense."""
+    g = np.random.default_rng(37)
+    f = lambda *shape: g.uniform(-1, 1, shape).astype(np.float32)
+    B, N, KV, H, L, blk = 2, 4, 2, 8, 16, 4
+    rows = np.array([[0, 1, 3, 5, 7], [0, 1, 3, 6, 10]], np.int32)
+    cols = np.zeros((2, 10), np.int32)
+    cols[0, :7] = [0, 0, 1, 0, 2, 0, 3]  # each block and the first one
+    cols[1] = [0, 0, 1, 0, 1, 2, 0, 1, 2, 3]  # dense
+
+    def rotate(x, cos, sin):  # x [..., H], half-split rotary
+        half = cos.shape[-1]
+        a, b = d(x[..., :half]), d(x[..., half:2 * half])
+        out = d(x).copy()
+        out[..., :half] = a * cos - b * sin
+        out[..., half:2 * half] = a * sin + b * cos
+        return out
+
+    def sparse(q, k, v, pk, pv, lengths, scale, cos=None, sin=None):
+        S = q.shape[1]
+        q = d(q).reshape(B, S, N, H)
+        k, v = d(k).reshape(B, S, KV, H), d(v).reshape(B, S, KV, H)
+        out = np.zeros((B, S, N, H))
+        present_k, present_v = d(pk).copy(), d(pv).copy()
+        for b in range(B):
+            past = lengths[b] - S
+            for i in range(S):
+                pos = past + i
+                kk = k[b, i] if cos is None else rotate(k[b, i], d(cos[pos]), d(sin[pos]))
+                present_k[b, :, pos], present_v[b, :, pos] = kk, v[b, i]
+            for n in range(N):
+                layout, h = n % rows.shape[0], n // (N // KV)
+                for i in range(S):
+                    pos = past + i
+                    qi = q[b, i, n] if cos is None else rotate(q[b, i, n], d(cos[pos]), d(sin[pos]))
+                    s_ = present_k[b, h, :pos + 1] @ qi * scale
+                    row = pos // blk
+                    lo, hi = rows[layout, row], rows[layout, row + 1]
+                    if hi - lo != row + 1:
+                        keep = np.zeros(pos + 1, bool)
+                        for c in cols[layout, lo:hi]:
+                            keep[c * blk:(c + 1) * blk] = True
+                        s_ = np.where(keep[:pos + 1], s_, -np.inf)
+                    w = np.exp(s_ - s_.max())
+                    out[b, i, n] = (w / w.sum()) @ present_v[b, h, :pos + 1]
+        return out.reshape(B, S, N * H), present_k, present_v
+
+    S = 12
+    q, k, v = f(B, S, N * H), f(B, S, KV * H), f(B, S, KV * H)
+    zeros = np.zeros((B, KV, L, H), np.float32)
+    y, pk, pv = sparse(q, k, v, zeros, zeros, [S, S], 1 / math.sqrt(H))
+    case("sparseattention_prompt", "SparseAttention",
+         [("query", q), ("key", k), ("value", v), ("past_key", zeros), ("past_value", zeros),
+          ("block_row_indices", rows), ("block_col_indices", cols),
+          ("total_sequence_length", np.array([S], np.int32)),
+          ("key_total_sequence_lengths", np.array([S, S], np.int32))],
+         [("output", y), ("present_key", pk), ("present_value", pv)], num_heads=N,
+         kv_num_heads=KV, sparse_block_size=blk)
+    q, k, v, pk0, pv0 = f(B, 1, N * H), f(B, 1, KV * H), f(B, 1, KV * H), f(B, KV, L, H), f(B, KV, L, H)
+    angles = g.uniform(0, 3, (L, H // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    lengths = [13, 10]  # rows at different positions
+    y, pk, pv = sparse(q, k, v, pk0, pv0, lengths, 0.4, cos, sin)
+    case("sparseattention_decode_rotary", "SparseAttention",
+         [("query", q), ("key", k), ("value", v), ("past_key", pk0), ("past_value", pv0),
+          ("block_row_indices", rows), ("block_col_indices", cols),
+          ("total_sequence_length", np.array([13], np.int32)),
+          ("key_total_sequence_lengths", np.array(lengths, np.int32)),
+          ("cos_cache", cos), ("sin_cache", sin)],
+         [("output", y), ("present_key", pk), ("present_value", pv)], num_heads=N,
+         kv_num_heads=KV, sparse_block_size=blk, do_rotary=1, scale=0.4)
+
+
 main()
 main_ordered()
+main_sparse()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

@@ -23,7 +23,6 @@ const std::set<std::string> kNotYet = {
     "QMoE",
     "QOrderedAttention",
     "QOrderedLongformerAttention",
-    "SparseAttention",
     "SparseToDenseMatMul",
     "WhisperBeamSearch",
     "Resume",
