@@ -77,7 +77,9 @@ int64_t orderOffset(int64_t order, int64_t r, int64_t c, int64_t rows, int64_t c
   }
 }
 
+// NaN becomes 0, as CUDA's float-to-int conversion makes it (a cast of NaN is undefined).
 int8_t saturate(float v) {
+  if (std::isnan(v)) return 0;
   const float r = std::nearbyint(std::clamp(v, -128.0f, 127.0f));
   return static_cast<int8_t>(r);
 }
