@@ -222,6 +222,10 @@ class GptGeneration : public Kernel {
           next[b] =
               static_cast<int32_t>(std::max_element(sc.row(b), sc.row(b) + vocab) - sc.row(b));
       for (int64_t b = 0; b < B; ++b) {
+        // NaN scores leave the draw nowhere to land.
+        if (next[b] < 0 || next[b] >= vocab)
+          return Status::error("the decoder's logits for row " + std::to_string(b) + " at step " +
+                               std::to_string(step) + " are not finite numbers; no token drawn");
         if (next[b] == eos_ || done[b]) {
           done[b] = true;
           next[b] = static_cast<int32_t>(pad_);
