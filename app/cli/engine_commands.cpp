@@ -246,7 +246,9 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   auto run = std::make_shared<RunArgs>();
   CLI::App* r = app.add_subcommand("run", "Run a model (.onnx or .dwproj) on input tensors");
   r->add_option("MODEL", run->model, "Model file")->required();
-  r->add_option("--input", run->inputs, "NAME=FILE input (.npy or .pb); repeat per input");
+  r->add_option("--input", run->inputs,
+                "NAME=FILE input (.npy, .pb, or an MNIST-style IDX file such as "
+                "t10k-images-idx3-ubyte.gz); repeat per input");
   r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
   r->add_option("--accelerator", run->accelerator, "cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);

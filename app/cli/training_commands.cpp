@@ -439,9 +439,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--lr", train->lr, "Learning rate")->check(atLeast(0));
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
-  t->add_option(
-       "--accelerator", train->accelerator,
-       "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+  t->add_option("--accelerator", train->accelerator,
+                "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, "
+                "else its training section's accelerator, else cpu)")
       ->check(checkAccelerator);
   t->add_option("--threads", train->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(atLeast(0));
@@ -495,9 +495,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   CLI::App* e = app.add_subcommand("eval", "Evaluate a project's model on its test dataset");
   e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
   e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
-  e->add_option(
-       "--accelerator", ev->accelerator,
-       "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, else cpu)")
+  e->add_option("--accelerator", ev->accelerator,
+                "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, "
+                "else its training section's accelerator, else cpu)")
       ->check(checkAccelerator);
   e->add_option("--threads", ev->threads, "CPU threads (0: all cores; default: the project's)")
       ->check(atLeast(0));
