@@ -2051,6 +2051,18 @@ const std::vector<MsOp>& msOps() {
          for (size_t o = 1; o < ctx.getNumOutputs() && o < 3; ++o)
            onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
        }},
+      {"LongformerAttention", "nn",
+       "Longformer's self-attention: input ([B, S, hidden]) times weight ([hidden, 3 * "
+       "hidden]) plus bias gives each head's query, key and value. A token attends to the "
+       "tokens within `window` positions on either side and to every global token (global = "
+       "1); a global token attends to all tokens, with the query, key and value of "
+       "global_weight and global_bias. mask ([B, S]: 0 keeps, negative masks) is added to "
+       "each key's score; scores are scaled by 1/sqrt(head size).",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

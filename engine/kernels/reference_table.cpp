@@ -21,6 +21,7 @@ void registerReferenceKernels(KernelRegistry& r) {
   addGenerationKernels(r);
   addDecoderAttentionKernels(r);
   addOrderedQuantKernels(r);
+  addLongformerKernels(r);
   addElementwiseGradKernels(r);
   addSoftmaxLossGradKernels(r);
   addReduceGradKernels(r);

@@ -25,6 +25,7 @@ void addMicrosoftKernels(KernelRegistry& r);    // kernels/microsoft_ops.cpp
 void addGenerationKernels(KernelRegistry& r);   // kernels/generation.cpp
 void addDecoderAttentionKernels(KernelRegistry& r);  // kernels/decoder_attention.cpp
 void addOrderedQuantKernels(KernelRegistry& r);      // kernels/ordered_quant.cpp
+void addLongformerKernels(KernelRegistry& r);        // kernels/longformer_attention.cpp
 // Their gradient and training-mode kernels (domain com.deepwire.grad).
 void addElementwiseGradKernels(KernelRegistry& r);   // kernels/elementwise_grad.cpp
 void addSoftmaxLossGradKernels(KernelRegistry& r);   // kernels/softmax_loss_grad.cpp

@@ -4,7 +4,7 @@
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
 BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
-past and present in one buffer), GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
+past and present in one buffer), LongformerAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
 QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
 GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
@@ -633,7 +633,41 @@ def main_sparse():
          kv_num_heads=KV, sparse_block_size=blk, do_rotary=1, scale=0.4)
 
 
+def main_longformer():
+    """LongformerAttention: a sliding window of `window` positions each side, global tokens read
+    by every token and reading every token through their own projections, a masked token."""
+    g = np.random.default_rng(41)
+    f = lambda *shape, s=1.0: (g.uniform(-1, 1, shape) * s).astype(np.float32)
+    B, S, N, Hs, W = 2, 8, 2, 4, 2
+    D = N * Hs
+    x, w, bias, gw, gb = f(B, S, D), f(D, 3 * D, s=0.5), f(3 * D), f(D, 3 * D, s=0.5), f(3 * D)
+    mask = np.zeros((B, S), np.float32)
+    mask[1, 6:] = -10000.0
+    glob = np.zeros((B, S), np.int32)
+    glob[0, 0] = glob[1, 0] = glob[1, 4] = 1
+
+    def heads(p):  # [B, S, 3D] -> q, k, v [B, S, N, Hs]
+        return [p[..., i * D:(i + 1) * D].reshape(B, S, N, Hs) for i in range(3)]
+    q, k, v = heads(d(x) @ d(w) + d(bias))
+    qg, kg, vg = heads(d(x) @ d(gw) + d(gb))
+    y = np.zeros((B, S, N, Hs))
+    for b in range(B):
+        for i in range(S):
+            gl = glob[b, i] != 0
+            keys = [j for j in range(S) if gl or glob[b, j] or abs(i - j) <= W]
+            for n in range(N):
+                qq, kk, vv = (qg, kg, vg) if gl else (q, k, v)
+                s_ = np.array([qq[b, i, n] @ kk[b, j, n] / math.sqrt(Hs) + mask[b, j] for j in keys])
+                e = np.exp(s_ - s_.max())
+                y[b, i, n] = (e / e.sum()) @ np.stack([vv[b, j, n] for j in keys])
+    case("longformerattention", "LongformerAttention",
+         [("input", x), ("weight", w), ("bias", bias), ("mask", mask), ("global_weight", gw),
+          ("global_bias", gb), ("global", glob)],
+         [("output", y.reshape(B, S, D))], num_heads=N, window=W)
+
+
 main()
 main_ordered()
 main_sparse()
+main_longformer()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

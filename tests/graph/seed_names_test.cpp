@@ -19,7 +19,6 @@ const std::set<std::string> kNotYet = {
     "DecoderAttention",
     "DequantizeBFP",
     "DynamicQuantizeLSTM",
-    "LongformerAttention",
     "QMoE",
     "QOrderedAttention",
     "QOrderedLongformerAttention",
