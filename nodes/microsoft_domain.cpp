@@ -2063,6 +2063,21 @@ const std::vector<MsOp>& msOps() {
          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
          if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
        }},
+      {"DecoderAttention", "nn",
+       "BART's decoder attention, sequence-first: query [S, B, hidden] times q_weight plus "
+       "bias[:hidden], scaled by 1/sqrt(head size). static_kv: cross-attention, keys and "
+       "values from key ([T, B, hidden]) times kv_weight plus bias[hidden:], or with use_past "
+       "the caches as given; else self-attention on query's keys and values, after key_cache "
+       "and value_cache ([B, heads, length, size]) with use_past. key_padding_mask ([B, keys], "
+       "true masks; with has_key_padding_mask) gives a key mask_filter_value. new_key_cache and "
+       "new_value_cache (with has_layer_state) return the keys and values used.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+         for (size_t o = 1; o < ctx.getNumOutputs() && o < 3; ++o)
+           onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
       {"GroupQueryAttention", "nn",
        "Causal attention of num_heads query heads sharing kv_num_heads key/value heads, with a "
        "key/value cache, as decoder language models use it. query, key and value are [B, S, "

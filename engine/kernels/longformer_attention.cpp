@@ -109,11 +109,161 @@ class LongformerAttention : public Kernel {
   int64_t heads_, window_;
 };
 
+// DecoderAttention (com.microsoft; ONNX Runtime runs it only on its GPU): BART's and fairseq's
+// decoder attention, sequence-first. q = (query q_weight + bias[:hidden]) / sqrt(head size).
+// Cross-attention (static_kv): keys and values from key ([T, B, hidden]) times kv_weight plus
+// bias[hidden:], or, with use_past, key_cache and value_cache as they are. Self-attention: keys
+// and values from query, after key_cache and value_cache with use_past. key_padding_mask
+// ([B, keys], true masks, applied with has_key_padding_mask) sets a key's score to
+// mask_filter_value. new_key_cache/new_value_cache ([B, heads, keys, size]) return the keys and
+// values used.
+class DecoderAttention : public Kernel {
+ public:
+  explicit DecoderAttention(const KernelInit& init)
+      : heads_(init.attrs.getInt("num_heads", 0)),
+        maskFilter_(init.attrs.getFloat("mask_filter_value", -10000.0f)) {
+    if (heads_ <= 0) fail("DecoderAttention needs num_heads > 0");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor &query = ctx.input(0), &key = ctx.input(1);
+    if (query.dtype() != DType::kFloat || query.rank() != 3 || key.dtype() != DType::kFloat ||
+        key.rank() != 3)
+      return Status::error("query and key must be float32 [sequence, batch, hidden], got " +
+                           shapeToString(query.shape()) + " and " + shapeToString(key.shape()));
+    const int64_t S = query.dim(0), B = query.dim(1), D = query.dim(2), N = heads_;
+    if (D % N != 0 || key.dim(1) != B || key.dim(2) != D)
+      return Status::error("key " + shapeToString(key.shape()) + " must be [keys, " +
+                           std::to_string(B) + ", " + std::to_string(D) +
+                           "] and the hidden size a multiple of num_heads");
+    const int64_t Hs = D / N;
+    auto flag = [&](size_t i, const char* name) -> Result<bool> {
+      const Tensor& t = ctx.input(i);
+      if (t.dtype() != DType::kBool || t.size() != 1)
+        return Status::error(std::string(name) + " must be one bool");
+      return *t.data<bool>();
+    };
+    auto staticKv = flag(8, "static_kv"), usePast = flag(9, "use_past"),
+         layerState = flag(10, "has_layer_state"), useMask = flag(11, "has_key_padding_mask");
+    for (auto* f : {&staticKv, &usePast, &layerState, &useMask})
+      if (!*f) return f->status();
+    const Tensor &qw = ctx.input(2), &kvw = ctx.input(3), &bias = ctx.input(4);
+    if (qw.shape() != Shape{D, D} || kvw.shape() != Shape{D, 2 * D} || bias.size() != 3 * D ||
+        qw.dtype() != DType::kFloat || kvw.dtype() != DType::kFloat ||
+        bias.dtype() != DType::kFloat)
+      return Status::error("q_weight, kv_weight and bias must be float32 [" + std::to_string(D) +
+                           ", " + std::to_string(D) + "], [" + std::to_string(D) + ", " +
+                           std::to_string(2 * D) + "] and [" + std::to_string(3 * D) + "]");
+    // Rows [rows, D] times W [D, cols] plus bias[from..]: [rows, cols].
+    auto project = [&](const float* x, int64_t rows, const Tensor& W, int64_t from) {
+      const int64_t cols = W.dim(1);
+      std::vector<float> out(rows * cols);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j) {
+          double acc = bias.data<float>()[from + j];
+          for (int64_t k = 0; k < D; ++k)
+            acc += static_cast<double>(x[r * D + k]) * W.data<float>()[k * cols + j];
+          out[r * cols + j] = static_cast<float>(acc);
+        }
+      return out;
+    };
+    const std::vector<float> q = project(query.data<float>(), S * B, qw, 0);
+    // The keys and values, [B, N, T, Hs].
+    const bool caches = *usePast && ctx.hasInput(6) && ctx.hasInput(7);
+    if (*usePast && !caches) return Status::error("use_past needs key_cache and value_cache");
+    int64_t past = 0;
+    if (caches) {
+      const Tensor &kc = ctx.input(6), &vc = ctx.input(7);
+      if (kc.dtype() != DType::kFloat || kc.rank() != 4 || kc.dim(0) != B || kc.dim(1) != N ||
+          kc.dim(3) != Hs || vc.shape() != kc.shape())
+        return Status::error("key_cache and value_cache must be float32 [" + std::to_string(B) +
+                             ", " + std::to_string(N) + ", length, " + std::to_string(Hs) +
+                             "], got " + shapeToString(kc.shape()) + " and " +
+                             shapeToString(vc.shape()));
+      past = kc.dim(2);
+    }
+    const bool reuse = *staticKv && caches;  // cross-attention to cached encoder keys
+    const int64_t fresh = reuse ? 0 : (*staticKv ? key.dim(0) : S);
+    const int64_t T = (*staticKv ? 0 : past) + fresh + (reuse ? past : 0);
+    std::vector<float> kAll(B * N * T * Hs), vAll(B * N * T * Hs);
+    auto at = [&](int64_t b, int64_t n, int64_t t) { return ((b * N + n) * T + t) * Hs; };
+    const int64_t offset = reuse ? 0 : (*staticKv ? 0 : past);
+    if (caches && (reuse || !*staticKv))
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t t = 0; t < past; ++t)
+            for (int64_t h = 0; h < Hs; ++h) {
+              const int64_t from = ((b * N + n) * past + t) * Hs + h;
+              kAll[at(b, n, t) + h] = ctx.input(6).data<float>()[from];
+              vAll[at(b, n, t) + h] = ctx.input(7).data<float>()[from];
+            }
+    if (fresh > 0) {
+      const float* src = *staticKv ? key.data<float>() : query.data<float>();
+      const std::vector<float> kv = project(src, fresh * B, kvw, D);
+      for (int64_t t = 0; t < fresh; ++t)
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t h = 0; h < Hs; ++h) {
+              const int64_t row = (t * B + b) * 2 * D;
+              kAll[at(b, n, offset + t) + h] = kv[row + n * Hs + h];
+              vAll[at(b, n, offset + t) + h] = kv[row + D + n * Hs + h];
+            }
+    }
+    const bool* mask = nullptr;
+    if (*useMask) {
+      if (!ctx.hasInput(5)) return Status::error("has_key_padding_mask needs key_padding_mask");
+      const Tensor& m = ctx.input(5);
+      if (m.dtype() != DType::kBool || m.shape() != Shape{B, T})
+        return Status::error("key_padding_mask must be bool [" + std::to_string(B) + ", " +
+                             std::to_string(T) + "] (batch, keys), got " +
+                             shapeToString(m.shape()));
+      mask = m.data<bool>();
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, {S, B, D}));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(Hs));
+    std::vector<double> w(T);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t n = 0; n < N; ++n) {
+          const float* qi = &q[(s * B + b) * D + n * Hs];
+          double top = -INFINITY;
+          for (int64_t t = 0; t < T; ++t) {
+            double d = 0;
+            for (int64_t h = 0; h < Hs; ++h)
+              d += static_cast<double>(qi[h]) * kAll[at(b, n, t) + h];
+            w[t] = mask && mask[b * T + t] ? maskFilter_ : d * scale;
+            top = std::max(top, w[t]);
+          }
+          double sum = 0;
+          for (auto& v : w) sum += (v = std::exp(v - top));
+          float* out = y->data<float>() + (s * B + b) * D + n * Hs;
+          for (int64_t h = 0; h < Hs; ++h) {
+            double acc = 0;
+            for (int64_t t = 0; t < T; ++t) acc += w[t] * vAll[at(b, n, t) + h];
+            out[h] = static_cast<float>(acc / sum);
+          }
+        }
+    if (*layerState)
+      for (size_t o : {1, 2})
+        if (ctx.wantsOutput(o)) {
+          DW_ALLOC(c, ctx.output(o, DType::kFloat, {B, N, T, Hs}));
+          std::copy_n((o == 1 ? kAll : vAll).data(), kAll.size(), c->data<float>());
+        }
+    return Status();
+  }
+
+ private:
+  int64_t heads_;
+  float maskFilter_;
+};
+
 }  // namespace
 
 void addLongformerKernels(KernelRegistry& r) {
   r.add(kReferenceTable, "LongformerAttention", 1, kMaxOpset, &makeKernel<LongformerAttention>,
         false, dw::kMicrosoftDomain);
+  r.add(kReferenceTable, "DecoderAttention", 1, kMaxOpset, &makeKernel<DecoderAttention>, false,
+        dw::kMicrosoftDomain);
 }
 
 }  // namespace dw::engine

@@ -4,7 +4,7 @@
 GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceSumInteger,
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
 BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
-past and present in one buffer), LongformerAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
+past and present in one buffer), LongformerAttention, DecoderAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
 QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
 GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
@@ -666,8 +666,64 @@ def main_longformer():
          [("output", y.reshape(B, S, D))], num_heads=N, window=W)
 
 
+def main_decoder_attention():
+    """DecoderAttention: self-attention after a cache, cross-attention to fresh keys with a
+    padding mask, and cross-attention to cached keys."""
+    g = np.random.default_rng(43)
+    f = lambda *shape, s=1.0: (g.uniform(-1, 1, shape) * s).astype(np.float32)
+    S, B, N, Hs, P, T = 2, 2, 2, 4, 3, 5
+    D = N * Hs
+    qw, kvw, bias = f(D, D, s=0.5), f(D, 2 * D, s=0.5), f(3 * D)
+    flag = lambda v: np.array(v, np.bool_)
+
+    def attend(query, k, v, mask=None):  # k, v [B, N, T, Hs]
+        q = (d(query) @ d(qw) + d(bias[:D])).reshape(S, B, N, Hs) / math.sqrt(Hs)
+        out = np.zeros((S, B, N, Hs))
+        for s_ in range(S):
+            for b in range(B):
+                for n in range(N):
+                    sc = k[b, n] @ q[s_, b, n]
+                    if mask is not None:
+                        sc = np.where(mask[b], -10000.0, sc)
+                    e = np.exp(sc - sc.max())
+                    out[s_, b, n] = (e / e.sum()) @ v[b, n]
+        return out.reshape(S, B, D)
+
+    def kv_of(x):  # [L, B, D] -> k, v [B, N, L, Hs]
+        p = d(x) @ d(kvw) + d(bias[D:])
+        k, v = p[..., :D], p[..., D:]
+        return [a.reshape(x.shape[0], B, N, Hs).transpose(1, 2, 0, 3) for a in (k, v)]
+
+    query, key = f(S, B, D), f(T, B, D)
+    kc, vc = f(B, N, P, Hs), f(B, N, P, Hs)
+    k_new, v_new = kv_of(query)
+    k, v = np.concatenate([d(kc), k_new], 2), np.concatenate([d(vc), v_new], 2)
+    inputs = lambda mask, kcache, vcache, static, past, state, has_mask: [
+        ("query", query), ("key", key), ("q_weight", qw), ("kv_weight", kvw), ("bias", bias),
+        ("key_padding_mask", mask) if mask is not None else ("", None),
+        ("key_cache", kcache) if kcache is not None else ("", None),
+        ("value_cache", vcache) if vcache is not None else ("", None),
+        ("static_kv", flag(static)), ("use_past", flag(past)), ("has_layer_state", flag(state)),
+        ("has_key_padding_mask", flag(has_mask))]
+    case("decoderattention_self_past", "DecoderAttention",
+         inputs(None, kc, vc, False, True, True, False),
+         [("output", attend(query, k, v)), ("new_key_cache", k), ("new_value_cache", v)],
+         num_heads=N)
+    mask = np.zeros((B, T), np.bool_)
+    mask[0, 3:] = True
+    k, v = kv_of(key)
+    case("decoderattention_cross_mask", "DecoderAttention",
+         inputs(mask, None, None, True, False, True, True),
+         [("output", attend(query, k, v, mask)), ("new_key_cache", k), ("new_value_cache", v)],
+         num_heads=N)
+    case("decoderattention_cross_cached", "DecoderAttention",
+         inputs(None, kc, vc, True, True, False, False),
+         [("output", attend(query, d(kc), d(vc)))], num_heads=N)
+
+
 main()
 main_ordered()
 main_sparse()
 main_longformer()
+main_decoder_attention()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

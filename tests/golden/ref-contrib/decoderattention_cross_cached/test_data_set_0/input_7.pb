@@ -1,0 +1,1 @@
+	B	static_kvJ

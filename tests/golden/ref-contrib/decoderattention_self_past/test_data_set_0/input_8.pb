@@ -1,0 +1,1 @@
+	Buse_pastJ
