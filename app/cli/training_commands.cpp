@@ -294,6 +294,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
       // test_loss and test_accuracy keep their names for scripts; this says which split they are.
       if (e.hasTest) j["evaluated_split"] = st.heldOut;
+      if (!e.warning.empty()) j["warning"] = e.warning;
       if (comm && comm->size() > 1) j["waited_seconds"] = e.waitSeconds;
       std::cout << jsonText(j) << std::endl;
     } else {
@@ -305,6 +306,8 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       std::printf("  %.2f s  %.0f samples/s\n", e.seconds, e.samplesPerSecond);
       std::fflush(stdout);
     }
+    if (!e.warning.empty())
+      std::cerr << "deepwire: warning: epoch " << e.epoch + 1 << ": " << e.warning << "\n";
   };
   auto report = tr.fit(fo, cb, &gInterrupted);
   if (!report) {

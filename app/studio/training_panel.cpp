@@ -380,6 +380,10 @@ void TrainingWorker::run(const JobRequest& req) {
           testAcc = e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics)] {
       p->onEpoch(epoch, step, hasTest, test, testAcc);
     });
+    if (!e.warning.empty())
+      post([p = panel_, w = qs("Epoch " + std::to_string(e.epoch + 1) + ": " + e.warning)] {
+        emit p->statusMessage(w);
+      });
   };
   auto report = trainer_->fit(fo, cb, req.cancel.get());
   if (!report.ok()) return fail(report.message());
@@ -1108,6 +1112,19 @@ void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samples
   for (const StepPoint& p : points) {
     const double x = double(stepOffset_ + p.step);
     if (std::isfinite(p.loss)) losses.append({x, p.loss});
+    // Train Step and Full Train Step see divergence the way Fit's epochs do (kDivergingGrowth
+    // times the trainer's first step), once per trainer.
+    if (p.step <= 1 || firstStepLoss_ <= 0) {
+      firstStepLoss_ = p.loss;
+      warnedGrowth_ = false;
+    } else if (!warnedGrowth_ && std::isfinite(p.loss) &&
+               p.loss > kDivergingGrowth * firstStepLoss_) {
+      warnedGrowth_ = true;
+      emit statusMessage(tr("The training loss grew from %1 (first step) to %2: training is "
+                            "diverging. Lower the learning rate or clip the gradients' norm.")
+                             .arg(firstStepLoss_, 0, 'g', 4)
+                             .arg(p.loss, 0, 'g', 4));
+    }
     if (std::isfinite(p.metric)) metrics.append({x, p.metric});
   }
   trainLoss_->append(losses);

@@ -223,6 +223,9 @@ class TrainingPanel : public QWidget {
   QString deviceNotice_;
   QString pendingNotice_;         // the notice of the trainer built for the running job
   bool lastErrorIsData_ = false;  // the shown error is the Data panel's (cleared when fixed)
+  // The current trainer's first step loss, for the divergence warning, and whether it was given.
+  double firstStepLoss_ = -1;
+  bool warnedGrowth_ = false;
 };
 
 }  // namespace dw::studio

@@ -728,6 +728,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   // accuracies; batches before a resume are not in it).
   std::map<std::string, double> metricSums;
   int64_t metricSamples = 0;
+  double firstLoss = -1;  // the fit's first batch loss, for the divergence warning
   while (counters.epoch < fo.epochs) {
     metricSums.clear();
     metricSamples = 0;
@@ -800,6 +801,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
                 .toDisplay() +
             " now), clip the gradients' norm (clip_norm), or check the data for NaN or infinite "
             "values; the weights may hold NaN now, so resume from the last checkpoint");
+      if (firstLoss < 0 && r->totalLoss() > 0) firstLoss = r->totalLoss();
       ++counters.batchInEpoch;
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {
@@ -837,6 +839,19 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       er.trainMetrics[name] = sum / static_cast<double>(std::max<int64_t>(1, metricSamples));
     er.seconds = epochSeconds;
     er.samplesPerSecond = epochSeconds > 0 ? static_cast<double>(epochSamples) / epochSeconds : 0;
+    // A loss that stays finite but grows by orders of magnitude is divergence too, short of
+    // the NaN that stops fit: say so while the weights can still be saved.
+    if (firstLoss > 0 && er.trainLoss > kDivergingGrowth * firstLoss) {
+      auto shortly = [](double v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.4g", v);
+        return std::string(b);
+      };
+      er.warning = "the mean training loss grew from " + shortly(firstLoss) + " (first batch) to " +
+                   shortly(er.trainLoss) + ": training is diverging. Lower the learning rate (" +
+                   shortly(scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps)) +
+                   " now) or clip the gradients' norm (clip_norm)";
+    }
     if (dp) er.waitSeconds = comm->waitSeconds() - waitedBefore;
     if (test && test->size() > 0) {
       auto ev = evaluate(*test, std::max<int64_t>(fo.batchSize, 256));

@@ -142,7 +142,10 @@ struct EpochReport {
   // Distributed: seconds this process spent in the epoch's training steps waiting for the
   // others (gradient sums and step reductions not hidden behind computation).
   double waitSeconds = 0;
+  // Set when the epoch's mean loss is over kDivergingGrowth times the fit's first batch loss.
+  std::string warning;
 };
+inline constexpr double kDivergingGrowth = 100;
 struct FitReport {
   std::vector<EpochReport> epochs;
   bool cancelled = false;

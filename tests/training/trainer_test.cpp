@@ -322,6 +322,41 @@ TEST_F(TrainerTest, DivergingLossStopsFit) {
   EXPECT_EQ(epochs, 0);
 }
 
+// A loss that grows by orders of magnitude without reaching NaN (Adam at lr 500)
+// gets a warning on the epoch that names the learning rate; a healthy fit gets none.
+TEST_F(TrainerTest, GrowingLossWarns) {
+  for (double lr : {0.01, 500.0}) {
+    SCOPED_TRACE(lr);
+    OptimizerConfig adam;
+    adam.type = "adam";
+    adam.lr = lr;
+    auto t = makeTrainer(tinyProject(), adam);
+    ASSERT_TRUE(t.ok()) << t.message();
+    // Labels that x cannot predict (each point's class shifted by its index): a large step
+    // size throws the logits far out, and the wrongly placed samples' loss with them.
+    auto data = blobs(400);
+    int64_t* y = data->columns["label"].data<int64_t>();
+    for (int64_t i = 0; i < 400; ++i) y[i] = (y[i] + i / 3) % 3;
+    FitOptions fo;
+    fo.train = data;
+    fo.epochs = 3;
+    fo.batchSize = 16;
+    std::vector<std::string> warnings;
+    FitCallbacks cb;
+    cb.onEpoch = [&](const EpochReport& e) { warnings.push_back(e.warning); };
+    auto r = (*t)->fit(fo, cb);
+    ASSERT_TRUE(r.ok()) << r.message();
+    ASSERT_EQ(warnings.size(), 3u);
+    if (lr < 1) {
+      for (const auto& w : warnings) EXPECT_TRUE(w.empty()) << w;
+    } else {
+      EXPECT_NE(warnings.back().find("training is diverging. Lower the learning rate (500 now)"),
+                std::string::npos)
+          << warnings.back();
+    }
+  }
+}
+
 TEST_F(TrainerTest, ValidationSplitAndAccumulation) {
   auto t = makeTrainer(tinyProject());
   ASSERT_TRUE(t.ok());
