@@ -468,10 +468,11 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
         "precision bf16 is not available on accelerator gpu (it runs fp32 only). Use precision "
         "fp32, or accelerator cpu");
   std::shared_ptr<onednn::GpuBackend> device;
+  // The device first: the reasons (a driver's message can be long) after it.
   std::string choice =
-      isAuto ? "accelerator auto: " +
-                   (cuda::built() ? "no usable NVIDIA GPU (" + cudaWhy + ") and " : std::string()) +
-                   "no oneDNN GPU engine found, running on cpu"
+      isAuto ? "accelerator auto: running on cpu (" +
+                   (cuda::built() ? "no usable NVIDIA GPU: " + cudaWhy + "; " : std::string()) +
+                   "no oneDNN GPU engine found)"
              : "";
   if (gpu) {
     try {
@@ -481,8 +482,8 @@ Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::str
       if (!isAuto)
         return Status::error("accelerator '" + acc + "': oneDNN could not open the GPU engine: " +
                              e.what() + ". Available accelerators: cpu");
-      choice = "accelerator auto: oneDNN could not open GPU engine 0 (" + std::string(e.what()) +
-               "), running on cpu";
+      choice = "accelerator auto: running on cpu (oneDNN could not open GPU engine 0: " +
+               std::string(e.what()) + ")";
     }
   }
   if (bf16 && device) {

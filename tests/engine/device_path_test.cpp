@@ -181,8 +181,9 @@ TEST(DevicePath, AcceleratorSelection) {
     auto a = createBackend(o, &notice);
     ASSERT_TRUE(a.ok()) << a.message();
     EXPECT_EQ((*a)->name(), "cpu");
-    EXPECT_NE(notice.find("no oneDNN GPU engine found, running on cpu"), std::string::npos)
-        << notice;
+    // The device first, the reasons after it.
+    EXPECT_EQ(notice.rfind("accelerator auto: running on cpu (", 0), 0u) << notice;
+    EXPECT_NE(notice.find("no oneDNN GPU engine found)"), std::string::npos) << notice;
   } else {
     o.accelerator = "auto";
     auto a = createBackend(o, &notice);
