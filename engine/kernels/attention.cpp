@@ -34,18 +34,6 @@ namespace dw::engine {
 
 namespace {
 
-// C[M x N] = op(A) op(B) for row-major float matrices with leading dimensions, on oneDNN's
-// sgemm (threaded).
-void gemmF32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-             const float* Bm, int64_t ldb, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    return;
-  }
-  dnnl::sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.0f, A, lda, Bm, ldb, 0.0f, C, ldc);
-}
-
 // The node's attributes (the forward's, which AttentionGrad carries too).
 struct AttentionAttrs {
   explicit AttentionAttrs(const Attributes& a)

@@ -1,5 +1,7 @@
 #include "engine/kernels/common.h"
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 namespace dw::engine {
 
 Result<Shape> broadcastShapes(const std::vector<Shape>& shapes) {
@@ -55,6 +57,26 @@ Status copyToOutput(KernelContext& ctx, size_t i, const Tensor& t, Shape shape) 
   else if (t.bytes())
     std::memcpy(o->raw(), t.raw(), t.bytes());
   return Status();
+}
+
+void gemmF32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+             const float* Bm, int64_t ldb, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+  dnnl::sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, 1.0f, A, lda, Bm, ldb, 0.0f, C, ldc);
+}
+
+std::vector<float> projectRows(const float* x, int64_t rows, int64_t in, const float* W,
+                               int64_t out, const float* bias) {
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  gemmF32(false, false, rows, out, in, x, in, W, out, y.data(), out);
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
+  return y;
 }
 
 }  // namespace dw::engine

@@ -213,6 +213,16 @@ struct ReducePlan {
 Result<ReducePlan> planReduce(const Shape& in, std::vector<int64_t> axes, bool keep,
                               bool noopEmpty);
 
+// C[M x N] = op(A) op(B) for row-major float matrices with leading dimensions, on oneDNN's
+// sgemm (threaded).
+void gemmF32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+             const float* Bm, int64_t ldb, float* C, int64_t ldc);
+
+// x [rows, in] times W [in, out] (row-major) plus bias [out] where given: the projections of
+// attention kernels that take their weights as inputs.
+std::vector<float> projectRows(const float* x, int64_t rows, int64_t in, const float* W,
+                               int64_t out, const float* bias);
+
 // A matrix product with numpy's semantics (MatMul, MatMulInteger): a 1-D A is a row and a 1-D B
 // a column, whose axes the output drops; the batch dimensions broadcast.
 struct MatMulGeometry {

@@ -204,7 +204,7 @@ class DecoderMaskedMha : public Kernel {
       maskStride = m.dim(1);
     }
     const float* attnBias = nullptr;
-    int64_t biasB = 0, biasN = 0, biasLast = 0;
+    int64_t biasB = 0, biasN = 0;
     if (has(4)) {
       const Tensor& ab = in(4);
       if (ab.rank() != 4 || (ab.dim(0) != 1 && ab.dim(0) != B) ||
@@ -214,9 +214,7 @@ class DecoderMaskedMha : public Kernel {
       attnBias = ab.data<float>();
       biasB = ab.dim(0) == 1 ? 0 : ab.dim(1) * ab.dim(3);
       biasN = ab.dim(1) == 1 ? 0 : ab.dim(3);
-      biasLast = ab.dim(3);
     }
-    (void)biasLast;
 
     DW_ALLOC(y, ctx.output(0, DType::kFloat, {B, 1, D}));
     Tensor* qk = outputQk_ ? ctx.output(3, DType::kFloat, {B, N, 1, T}) : nullptr;
@@ -275,7 +273,7 @@ class DecoderMaskedMha : public Kernel {
 
   // DecoderMaskedSelfAttention: input [B, 1, in] times weights [in, 3 * hidden] is the packed
   // query, key and value (its bias is added with the roles' bias); past [2, B, heads, max
-  // length, size] holds the key and value caches.
+  // length, size] holds the key and value caches, viewed in place.
   Status project(KernelContext& ctx, Tensor& packed, Tensor& pastK, Tensor& pastV) {
     const Tensor &x = ctx.input(0), &w = ctx.input(1), &past = ctx.input(4);
     if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat || past.dtype() != DType::kFloat)
@@ -286,20 +284,22 @@ class DecoderMaskedMha : public Kernel {
     if (past.rank() != 5 || past.dim(0) != 2)
       return Status::error("past must be [2, batch, heads, max length, head size], got " +
                            shapeToString(past.shape()));
-    const int64_t rows = x.dim(0) * x.dim(1), in = x.dim(2), out = w.dim(1);
-    packed = Tensor(DType::kFloat, {x.dim(0), x.dim(1), out});
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < out; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < in; ++k)
-          acc += static_cast<double>(x.data<float>()[r * in + k]) * w.data<float>()[k * out + j];
-        packed.data<float>()[r * out + j] = static_cast<float>(acc);
-      }
+    const int64_t out = w.dim(1);
+    packed = Tensor::fromVector(
+        projectRows(x.data<float>(), x.dim(0) * x.dim(1), x.dim(2), w.data<float>(), out, nullptr),
+        {x.dim(0), x.dim(1), out});
+    // The two halves as views of past's memory (the step copies the cache into present once).
     const Shape half(past.shape().begin() + 1, past.shape().end());
-    pastK = Tensor(DType::kFloat, half);
-    pastV = Tensor(DType::kFloat, half);
-    std::copy_n(past.data<float>(), pastK.size(), pastK.data<float>());
-    std::copy_n(past.data<float>() + pastK.size(), pastV.size(), pastV.data<float>());
+    const int64_t n = numElements(half);
+    auto view = [&](int64_t offset) {
+      auto keep = past.buffer();
+      return Tensor(DType::kFloat, half,
+                    std::make_shared<Buffer>(const_cast<float*>(past.data<float>()) + offset,
+                                             static_cast<size_t>(n) * sizeof(float), past.device(),
+                                             [keep](void*) {}));
+    };
+    pastK = view(0);
+    pastV = view(n);
     return Status();
   }
 

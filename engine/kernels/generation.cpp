@@ -149,8 +149,8 @@ class GptGeneration : public Kernel {
 
     // Positions count the row's tokens that are not padding (a pad's position is 0); without an
     // attention mask, pads are masked.
-    std::vector<int32_t> position(B * S), mask(B * S);
-    std::vector<int32_t> length(B);
+    // nextPosition: each row's count of real tokens, the position of the token it adds next.
+    std::vector<int32_t> position(B * S), mask(B * S), nextPosition(B);
     for (int64_t b = 0; b < B; ++b) {
       int32_t n = 0;
       for (int64_t s = 0; s < S; ++s) {
@@ -159,7 +159,7 @@ class GptGeneration : public Kernel {
         mask[k] = attention ? attention[k] : (pad ? 0 : 1);
         position[k] = pad ? 0 : n++;
       }
-      length[b] = n;
+      nextPosition[b] = n;
     }
     std::vector<Value> feeds;
     feeds.emplace_back(Tensor::fromVector(std::vector<int32_t>(id, id + B * S), {B, S}));
@@ -173,7 +173,7 @@ class GptGeneration : public Kernel {
     for (int64_t b = 0; b < B; ++b) seq[b].assign(id + b * S, id + (b + 1) * S);
     std::vector<bool> done(B, false);
     std::vector<float> scores;
-    std::vector<int32_t> next(B), nextPosition(length);
+    std::vector<int32_t> next(B);
     // Sampling draws from one engine (libstdc++'s default_random_engine, as ONNX Runtime's),
     // seeded once from the seed input (0 without one), so a seed gives ONNX Runtime's tokens.
     std::minstd_rand0 seeded;
@@ -197,16 +197,23 @@ class GptGeneration : public Kernel {
                              (logitsValue.isTensor() ? shapeToString(logitsValue.tensor.shape())
                                                      : std::string("no tensor")));
       const Tensor& logits = logitsValue.tensor;
-      vocab = logits.dim(2);
-      if (vocabAttr_ > 0 && vocabAttr_ != vocab)
-        return Status::error("the decoder's logits have " + std::to_string(vocab) +
-                             " tokens, the vocab_size attribute says " +
-                             std::to_string(vocabAttr_));
-      DW_RETURN_IF_ERROR(checkMasks(ctx, B, vocab));
-      if (eos_ < 0 || eos_ >= vocab)
-        return Status::error("eos_token_id " + std::to_string(eos_) +
-                             " is not a token of the decoder's vocabulary of " +
-                             std::to_string(vocab));
+      // The vocabulary, and what depends on it, is checked once: later steps must keep it.
+      if (step == 1) {
+        vocab = logits.dim(2);
+        if (vocabAttr_ > 0 && vocabAttr_ != vocab)
+          return Status::error("the decoder's logits have " + std::to_string(vocab) +
+                               " tokens, the vocab_size attribute says " +
+                               std::to_string(vocabAttr_));
+        DW_RETURN_IF_ERROR(checkMasks(ctx, B, vocab));
+        if (eos_ < 0 || eos_ >= vocab)
+          return Status::error("eos_token_id " + std::to_string(eos_) +
+                               " is not a token of the decoder's vocabulary of " +
+                               std::to_string(vocab));
+      } else if (logits.dim(2) != vocab) {
+        return Status::error("the decoder's logits changed from " + std::to_string(vocab) + " to " +
+                             std::to_string(logits.dim(2)) + " tokens at step " +
+                             std::to_string(step));
+      }
       // The last position's logits of each row.
       scores.resize(B * vocab);
       const int64_t L = logits.dim(1);

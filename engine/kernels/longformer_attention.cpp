@@ -49,8 +49,11 @@ class LongformerAttention : public Kernel {
     DW_RETURN_IF_ERROR(check(4, "global_weight", DType::kFloat, {D, 3 * D}));
     DW_RETURN_IF_ERROR(check(5, "global_bias", DType::kFloat, {3 * D}));
     DW_RETURN_IF_ERROR(check(6, "global", DType::kInt32, {B, S}));
-    const std::vector<float> local = project(x, ctx.input(1), ctx.input(2));
-    const std::vector<float> global = project(x, ctx.input(4), ctx.input(5));
+    auto project = [&](size_t w, size_t b) {
+      return projectRows(x.data<float>(), B * S, D, ctx.input(w).data<float>(), 3 * D,
+                         ctx.input(b).data<float>());
+    };
+    const std::vector<float> local = project(1, 2), global = project(4, 5);
     const float* mask = ctx.input(3).data<float>();
     const int32_t* isGlobal = ctx.input(6).data<int32_t>();
     DW_ALLOC(y, ctx.output(0, DType::kFloat, {B, S, D}));
@@ -92,20 +95,6 @@ class LongformerAttention : public Kernel {
   }
 
  private:
-  // x [B, S, D] times W [D, 3D] plus bias: [B * S, 3D], queries, keys, values.
-  static std::vector<float> project(const Tensor& x, const Tensor& W, const Tensor& bias) {
-    const int64_t rows = x.dim(0) * x.dim(1), D = x.dim(2), out = 3 * D;
-    std::vector<float> p(rows * out);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < out; ++j) {
-        double acc = bias.data<float>()[j];
-        for (int64_t k = 0; k < D; ++k)
-          acc += static_cast<double>(x.data<float>()[r * D + k]) * W.data<float>()[k * out + j];
-        p[r * out + j] = static_cast<float>(acc);
-      }
-    return p;
-  }
-
   int64_t heads_, window_;
 };
 
@@ -154,18 +143,9 @@ class DecoderAttention : public Kernel {
       return Status::error("q_weight, kv_weight and bias must be float32 [" + std::to_string(D) +
                            ", " + std::to_string(D) + "], [" + std::to_string(D) + ", " +
                            std::to_string(2 * D) + "] and [" + std::to_string(3 * D) + "]");
-    // Rows [rows, D] times W [D, cols] plus bias[from..]: [rows, cols].
+    // Rows [rows, D] times W [D, cols] plus bias[from..].
     auto project = [&](const float* x, int64_t rows, const Tensor& W, int64_t from) {
-      const int64_t cols = W.dim(1);
-      std::vector<float> out(rows * cols);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < cols; ++j) {
-          double acc = bias.data<float>()[from + j];
-          for (int64_t k = 0; k < D; ++k)
-            acc += static_cast<double>(x[r * D + k]) * W.data<float>()[k * cols + j];
-          out[r * cols + j] = static_cast<float>(acc);
-        }
-      return out;
+      return projectRows(x, rows, D, W.data<float>(), W.dim(1), bias.data<float>() + from);
     };
     const std::vector<float> q = project(query.data<float>(), S * B, qw, 0);
     // The keys and values, [B, N, T, Hs].

@@ -78,6 +78,18 @@ int64_t orderOffset(int64_t order, int64_t r, int64_t c, int64_t rows, int64_t c
 }
 
 // NaN becomes 0, as CUDA's float-to-int conversion makes it (a cast of NaN is undefined).
+// f(from, to) for every element: its offset in a tensor of matrices `v` stored in order `in`,
+// and in one stored in order `out`.
+template <class F>
+void forElements(const MatrixView& v, int64_t in, int64_t out, F f) {
+  const int64_t m = v.rows * v.cols;
+  for (int64_t b = 0; b < v.batch; ++b)
+    for (int64_t r = 0; r < v.rows; ++r)
+      for (int64_t c = 0; c < v.cols; ++c)
+        f(b * m + orderOffset(in, r, c, v.rows, v.cols),
+          b * m + orderOffset(out, r, c, v.rows, v.cols));
+}
+
 int8_t saturate(float v) {
   if (std::isnan(v)) return 0;
   const float r = std::nearbyint(std::clamp(v, -128.0f, 127.0f));
@@ -136,12 +148,9 @@ class QuantizeWithOrder : public Kernel {
     DW_RETURN_IF_ERROR(orderFits(out_, v, "output"));
     const float inverse = 1.0f / *scale;
     DW_ALLOC(y, ctx.output(0, DType::kInt8, x.shape()));
-    const int64_t m = v.rows * v.cols;
-    for (int64_t b = 0; b < v.batch; ++b)
-      for (int64_t r = 0; r < v.rows; ++r)
-        for (int64_t c = 0; c < v.cols; ++c)
-          y->data<int8_t>()[b * m + orderOffset(out_, r, c, v.rows, v.cols)] =
-              saturate(loadFloat(x, b * m + orderOffset(in_, r, c, v.rows, v.cols)) * inverse);
+    forElements(v, in_, out_, [&](int64_t from, int64_t to) {
+      y->data<int8_t>()[to] = saturate(loadFloat(x, from) * inverse);
+    });
     return Status();
   }
 
@@ -168,12 +177,9 @@ class DequantizeWithOrder : public Kernel {
     DW_RETURN_IF_ERROR(orderFits(in_, v, "input"));
     DW_RETURN_IF_ERROR(orderFits(out_, v, "output"));
     DW_ALLOC(y, ctx.output(0, to_, x.shape()));
-    const int64_t m = v.rows * v.cols;
-    for (int64_t b = 0; b < v.batch; ++b)
-      for (int64_t r = 0; r < v.rows; ++r)
-        for (int64_t c = 0; c < v.cols; ++c)
-          storeFloat(*y, b * m + orderOffset(out_, r, c, v.rows, v.cols),
-                     *scale * x.data<int8_t>()[b * m + orderOffset(in_, r, c, v.rows, v.cols)]);
+    forElements(v, in_, out_, [&](int64_t from, int64_t to) {
+      storeFloat(*y, to, *scale * x.data<int8_t>()[from]);
+    });
     return Status();
   }
 
@@ -384,14 +390,19 @@ class GemmFloat8 : public Kernel {
       DW_RETURN_IF_ERROR(broadcastsTo(C->shape(), {M, N}, "C"));
       cStrides = broadcastStrides(C->shape(), {M, N});
     }
+    // float, float16 and bfloat16 operands as float32, then one sgemm.
+    auto asFloat = [](const Tensor& t) {
+      std::vector<float> v(static_cast<size_t>(t.size()));
+      for (int64_t i = 0; i < t.size(); ++i) v[i] = loadFloat(t, i);
+      return v;
+    };
+    const std::vector<float> a = asFloat(A), bm = asFloat(B);
+    std::vector<float> product(static_cast<size_t>(M * N));
+    gemmF32(transA_, transB_, M, N, K, a.data(), A.dim(1), bm.data(), B.dim(1), product.data(), N);
     DW_ALLOC(y, ctx.output(0, out_, {M, N}));
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; ++k)
-          acc += static_cast<double>(loadFloat(A, transA_ ? k * M + i : i * K + k)) *
-                 loadFloat(B, transB_ ? j * K + k : k * N + j);
-        double v = scale * acc;
+        double v = static_cast<double>(scale) * product[i * N + j];
         if (C) v += beta_ * loadFloat(*C, i * cStrides[0] + j * cStrides[1]);
         if (activation_ == "RELU") v = std::max(v, 0.0);
         // cuBLASLt's GELU epilogue is the tanh form.
