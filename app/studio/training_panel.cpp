@@ -381,8 +381,8 @@ void TrainingWorker::run(const JobRequest& req) {
       p->onEpoch(epoch, step, hasTest, test, testAcc);
     });
     if (!e.warning.empty())
-      post([p = panel_, w = qs("Epoch " + std::to_string(e.epoch + 1) + ": " + e.warning)] {
-        emit p->statusMessage(w);
+      post([p = panel_, w = qs("epoch " + std::to_string(e.epoch + 1) + ": " + e.warning)] {
+        p->pendingWarning_ = w;
       });
   };
   auto report = trainer_->fit(fo, cb, req.cancel.get());
@@ -1113,18 +1113,14 @@ void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samples
     const double x = double(stepOffset_ + p.step);
     if (std::isfinite(p.loss)) losses.append({x, p.loss});
     // Train Step and Full Train Step see divergence the way Fit's epochs do (kDivergingGrowth
-    // times the trainer's first step), once per trainer.
-    if (p.step <= 1 || firstStepLoss_ <= 0) {
+    // times the trainer's first step): every step that is that far gets the warning.
+    if (p.step <= 1 || firstStepLoss_ <= 0)
       firstStepLoss_ = p.loss;
-      warnedGrowth_ = false;
-    } else if (!warnedGrowth_ && std::isfinite(p.loss) &&
-               p.loss > kDivergingGrowth * firstStepLoss_) {
-      warnedGrowth_ = true;
-      emit statusMessage(tr("The training loss grew from %1 (first step) to %2: training is "
-                            "diverging. Lower the learning rate or clip the gradients' norm.")
-                             .arg(firstStepLoss_, 0, 'g', 4)
-                             .arg(p.loss, 0, 'g', 4));
-    }
+    else if (std::isfinite(p.loss) && p.loss > kDivergingGrowth * firstStepLoss_)
+      pendingWarning_ = tr("the training loss grew from %1 (first step) to %2: training is "
+                           "diverging. Lower the learning rate or clip the gradients' norm.")
+                            .arg(firstStepLoss_, 0, 'g', 4)
+                            .arg(p.loss, 0, 'g', 4);
     if (std::isfinite(p.metric)) metrics.append({x, p.metric});
   }
   trainLoss_->append(losses);
@@ -1201,10 +1197,15 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
     emit statusMessage(tr("Training error: %1").arg(error));
   } else {
     error_->hide();
-    result_->setText(summary);
+    // A divergence warning from the job leads, where the status bar cannot cut it off.
+    const QString warning = pendingWarning_.isEmpty()
+                                ? QString()
+                                : tr("<b>Warning</b>: %1").arg(pendingWarning_.toHtmlEscaped());
+    pendingWarning_.clear();
+    result_->setText(warning.isEmpty() ? summary : warning + QStringLiteral("<br>") + summary);
     if (progress_->value() == 0) progress_->setValue(1000);
     // One line for the status bar: line breaks become separators, other tags go.
-    QString line = QString(summary)
+    QString line = QString(warning.isEmpty() ? summary : warning + QStringLiteral("<br>") + summary)
                        .replace(QStringLiteral("<br>"), QStringLiteral(" · "))
                        .remove(QRegularExpression(QStringLiteral("<[^>]*>")));
     if (!notice.isEmpty()) line += QStringLiteral(" · ") + notice;

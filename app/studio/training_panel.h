@@ -223,9 +223,11 @@ class TrainingPanel : public QWidget {
   QString deviceNotice_;
   QString pendingNotice_;         // the notice of the trainer built for the running job
   bool lastErrorIsData_ = false;  // the shown error is the Data panel's (cleared when fixed)
-  // The current trainer's first step loss, for the divergence warning, and whether it was given.
+  // The current trainer's first step loss, for the divergence warning.
   double firstStepLoss_ = -1;
-  bool warnedGrowth_ = false;
+  // A divergence warning for the running job, shown with its result when it finishes (a status
+  // message of its own would be replaced by the result's at once).
+  QString pendingWarning_;
 };
 
 }  // namespace dw::studio

@@ -16,6 +16,7 @@
 #include <QLineEdit>
 #include <QLogValueAxis>
 #include <QMimeData>
+#include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -1126,6 +1127,27 @@ class StudioTest : public QObject {
     QVERIFY(w.saveTo(dir.path() + "/seeded.dwproj"));
     QVERIFY(w.openFile(dir.path() + "/seeded.dwproj"));
     QCOMPARE(predicted(panel), fresh7);
+  }
+
+  // A loss that grows a hundredfold short of NaN is called divergence after the step that saw
+  // it, ahead of the step's result (the trial's Adam at lr 5 reached 1e5 without a word).
+  void growingLossWarnsAfterTheStep() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    panel->batchSizeBox()->setValue(16);
+    panel->learningRateBox()->setValue(50);
+    QSignalSpy status(panel, &dw::studio::TrainingPanel::statusMessage);
+    bool warned = false;
+    for (int i = 0; i < 6 && !warned; ++i) {
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      for (const auto& args : status)
+        warned = warned || args.at(0).toString().startsWith("Warning: the training loss grew from");
+    }
+    QVERIFY(warned);
   }
 
   // Edits that leave the weights' shapes alone never lose what was trained: the trial's
