@@ -1605,6 +1605,23 @@ const std::vector<MsOp>& msOps() {
          onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
          if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
        }},
+      {"QOrderedAttention", "quantization",
+       "Self-attention on int8 input [batch, sequence, hidden] in int8 throughout: Q, K and V "
+       "(int8 weights [hidden in, hidden], one scale or one per column, float biases) each "
+       "scaled to its scale_*_gemm, the scores Q K^T to scale_QKT_gemm, softmax (exp read "
+       "from a table of the 256 score differences) to scale_QKT_softmax, and the context to "
+       "scale_values_gemm. mask_index int32 [batch, sequence]: nonzero attends. Orders are "
+       "cuBLASLt's (input and output ROW, weights COL, as exporters write them).",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
+         if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 5)) return;
+         onnx::TensorShapeProto y = onnx::getInputShape(ctx, 0);
+         const auto& w = onnx::getInputShape(ctx, 5);
+         if (y.dim_size() != 3 || w.dim_size() != 2) return;
+         *y.mutable_dim(2) = w.dim(1);
+         onnx::updateOutputShape(ctx, 0, y);
+       }},
       {"GemmFloat8", "quantization",
        "Y = alpha * scaleA * scaleB * op(A) op(B) + beta * C (transA, transB), then "
        "activation (NONE, RELU, or GELU in its tanh form), as `dtype` (1 float, 10 "

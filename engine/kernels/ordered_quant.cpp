@@ -1,8 +1,8 @@
 // com.microsoft's int8 operators with cuBLASLt memory orders, which ONNX Runtime runs only on
 // NVIDIA GPUs (QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu,
-// QOrderedLayerNormalization), and GemmFloat8 with float, float16 and bfloat16 operands. Here
-// they run on any accelerator's host side, from their definitions (checked against float64
-// references in tests/golden/ref-contrib).
+// QOrderedLayerNormalization, QOrderedAttention), and GemmFloat8 with float, float16 and bfloat16
+// operands. Here they run on any accelerator's host side, from their definitions (checked against
+// float64 references in tests/golden/ref-contrib).
 //
 // A tensor of rank >= 2 is a batch of matrices [rows, cols] (the last two axes, rows 1 for rank
 // 1), each stored in one of cuBLASLt's orders: COL (0), ROW (1), COL32 (2), COL4_4R2_8C (3) or
@@ -343,6 +343,155 @@ class QOrderedLayerNorm : public Kernel {
   int64_t axis_, orderX_, orderY_;
 };
 
+// BERT-style self-attention on int8 [B, S, hidden] (ONNX Runtime's CUDA kernel, whose
+// restrictions beyond what its definition needs are not kept: any sequence length and head
+// size, any order that fits). Each stage's int32 sums are scaled and saturated to int8 in the
+// scale of the next: Q, K and V (scale_{Q,K,V}_gemm; a weight scale per column or one, the bias
+// in float added in the gemm's units), the scores Q K^T (scale_QKT_gemm), the probabilities
+// (scale_QKT_softmax), and the context (scale_values_gemm). The softmax reads exp from a table of
+// the 256 score differences, base exp(scale_QKT_gemm / sqrt(head size)), and a row's maximum is
+// taken over every key, masked or not, as the GPU kernel takes it. mask_index is int32 [B, S]
+// (nonzero: attend), or absent (attend to all).
+class QOrderedAttention : public Kernel {
+ public:
+  explicit QOrderedAttention(const KernelInit& init)
+      : heads_(init.attrs.getInt("num_heads", 0)),
+        orderIn_(init.attrs.getInt("order_input", kRow)),
+        orderW_(init.attrs.getInt("order_weight", kCol)),
+        orderOut_(init.attrs.getInt("order_output", kRow)),
+        sizes_(init.attrs.getInts("qkv_hidden_sizes")) {
+    if (heads_ <= 0) fail("num_heads must be positive");
+    if (init.attrs.getInt("unidirectional", 0) != 0)
+      fail(
+          "unidirectional attention is not defined for QOrderedAttention (ONNX Runtime refuses "
+          "it too); mask the future keys with mask_index instead");
+  }
+  Status compute(KernelContext& ctx) override {
+    if (ctx.hasInput(18) || ctx.hasInput(19))
+      return Status::error(
+          "past and attention_bias are not defined for QOrderedAttention (ONNX "
+          "Runtime ignores them); leave those inputs empty");
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kInt8 || x.rank() != 3)
+      return Status::error("input must be int8 [batch, sequence, hidden], got " +
+                           std::string(dtypeName(x.dtype())) + " " + shapeToString(x.shape()));
+    const int64_t B = x.dim(0), S = x.dim(1), Hin = x.dim(2);
+    const MatrixView vx{B, S, Hin};
+    DW_RETURN_IF_ERROR(orderFits(orderIn_, vx, "input"));
+    const Tensor& wq = ctx.input(5);
+    if (wq.rank() != 2) return Status::error("Q_weight must be 2-D [input hidden, hidden]");
+    const int64_t H = wq.dim(1);
+    if (!sizes_.empty() &&
+        (sizes_.size() != 3 || sizes_[0] != H || sizes_[1] != H || sizes_[2] != H))
+      return Status::error("qkv_hidden_sizes must be three equal sizes, the weights' columns (" +
+                           std::to_string(H) + ")");
+    if (H % heads_ != 0)
+      return Status::error("the hidden size " + std::to_string(H) + " is not a multiple of " +
+                           "num_heads " + std::to_string(heads_));
+    const int64_t hs = H / heads_;
+    DW_RETURN_IF_ERROR(orderFits(orderOut_, MatrixView{B, S, H}, "output"));
+    float s[7];
+    const char* names[] = {"scale_input",      "scale_Q_gemm",   "scale_K_gemm",
+                           "scale_V_gemm",     "scale_QKT_gemm", "scale_QKT_softmax",
+                           "scale_values_gemm"};
+    const size_t at[] = {1, 2, 3, 4, 14, 15, 16};
+    for (int i = 0; i < 7; ++i) {
+      if (!ctx.hasInput(at[i]))
+        return Status::error(std::string(names[i]) + " is needed (input " + std::to_string(at[i]) +
+                             ")");
+      auto v = scalarOf(ctx, at[i], names[i]);
+      if (!v) return v.status();
+      if (!(*v > 0)) return Status::error(std::string(names[i]) + " must be positive");
+      s[i] = *v;
+    }
+    const float* mask = nullptr;
+    std::vector<float> maskBuf;
+    if (ctx.hasInput(17)) {
+      const Tensor& m = ctx.input(17);
+      if (m.dtype() != DType::kInt32 || m.shape() != Shape{B, S})
+        return Status::error("mask_index must be int32 [" + std::to_string(B) + ", " +
+                             std::to_string(S) + "], got " + std::string(dtypeName(m.dtype())) +
+                             " " + shapeToString(m.shape()));
+      maskBuf.resize(B * S);
+      for (int64_t i = 0; i < B * S; ++i) maskBuf[i] = m.data<int32_t>()[i] != 0 ? 1.0f : 0.0f;
+      mask = maskBuf.data();
+    }
+    // Q, K and V as int8 [B * S, H] rows.
+    std::vector<int8_t> qkv[3];
+    for (int p = 0; p < 3; ++p) {
+      const Tensor &w = ctx.input(5 + p), &sw = ctx.input(8 + p), &bias = ctx.input(11 + p);
+      const std::string which(1, "QKV"[p]), wn = which + "_weight";
+      if (w.dtype() != DType::kInt8 || w.shape() != Shape{Hin, H})
+        return Status::error(wn + " must be int8 [" + std::to_string(Hin) + ", " +
+                             std::to_string(H) + "], got " + shapeToString(w.shape()));
+      DW_RETURN_IF_ERROR(orderFits(orderW_, MatrixView{1, Hin, H}, wn.c_str()));
+      if (sw.dtype() != DType::kFloat || (sw.size() != 1 && sw.size() != H))
+        return Status::error("scale_" + wn + " must be float32, one value or [" +
+                             std::to_string(H) + "]");
+      if (bias.dtype() != DType::kFloat || bias.size() != H)
+        return Status::error(which + "_bias must be float32 [" + std::to_string(H) + "]");
+      const float gemm = s[1 + p];
+      std::vector<float> alpha(H), shift(H);
+      for (int64_t j = 0; j < H; ++j) {
+        alpha[j] = s[0] * sw.data<float>()[sw.size() == 1 ? 0 : j] / gemm;
+        shift[j] = bias.data<float>()[j] / gemm;
+      }
+      qkv[p].resize(B * S * H);
+      const int8_t *xi = x.data<int8_t>(), *wi = w.data<int8_t>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < H; ++j) {
+            int32_t acc = 0;
+            for (int64_t k = 0; k < Hin; ++k)
+              acc += int32_t(xi[b * S * Hin + orderOffset(orderIn_, i, k, S, Hin)]) *
+                     wi[orderOffset(orderW_, k, j, Hin, H)];
+            qkv[p][(b * S + i) * H + j] = saturate(alpha[j] * static_cast<float>(acc) + shift[j]);
+          }
+    }
+    float table[256];
+    const double base = std::exp(static_cast<double>(s[4]) / std::sqrt(static_cast<double>(hs)));
+    for (int i = 0; i < 256; ++i) table[i] = static_cast<float>(std::pow(base, i - 255));
+    const float scoreScale = s[1] * s[2] / s[4];
+    const float contextScale = s[5] * s[3] / s[6];
+    DW_ALLOC(y, ctx.output(0, DType::kInt8, Shape{B, S, H}));
+    std::vector<int8_t> scores(S), probs(S);
+    std::vector<float> e(S);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t n = 0; n < heads_; ++n)
+        for (int64_t i = 0; i < S; ++i) {
+          const int8_t* q = &qkv[0][(b * S + i) * H + n * hs];
+          int m = -128;
+          for (int64_t j = 0; j < S; ++j) {
+            const int8_t* k = &qkv[1][(b * S + j) * H + n * hs];
+            int32_t acc = 0;
+            for (int64_t c = 0; c < hs; ++c) acc += int32_t(q[c]) * k[c];
+            scores[j] = saturate(scoreScale * static_cast<float>(acc));
+            m = std::max<int>(m, scores[j]);
+          }
+          float sum = 0;
+          for (int64_t j = 0; j < S; ++j) {
+            e[j] = mask && mask[b * S + j] == 0.0f ? 0.0f : table[255 - m + scores[j]];
+            sum += e[j];
+          }
+          // A row with every key masked attends to nothing: zeros, not 0 / 0.
+          const float inverse = sum > 0 ? 1.0f / (sum * s[5]) : 0.0f;
+          for (int64_t j = 0; j < S; ++j) probs[j] = saturate(e[j] * inverse);
+          for (int64_t c = 0; c < hs; ++c) {
+            int32_t acc = 0;
+            for (int64_t j = 0; j < S; ++j)
+              acc += int32_t(probs[j]) * qkv[2][(b * S + j) * H + n * hs + c];
+            y->data<int8_t>()[b * S * H + orderOffset(orderOut_, i, n * hs + c, S, H)] =
+                saturate(contextScale * static_cast<float>(acc));
+          }
+        }
+    return Status();
+  }
+
+ private:
+  int64_t heads_, orderIn_, orderW_, orderOut_;
+  std::vector<int64_t> sizes_;
+};
+
 // Y = alpha * scaleA * scaleB * op(A) op(B) + beta * C, then the activation; Y of type `dtype`.
 // float8 tensors are not among deepwire's element types, so float8 operands and outputs are
 // refused by name.
@@ -431,6 +580,7 @@ void addOrderedQuantKernels(KernelRegistry& r) {
   r.add(h, "QOrderedMatMul", 1, kMaxOpset, &makeKernel<QOrderedMatMul>, false, ms);
   r.add(h, "QOrderedGelu", 1, kMaxOpset, &makeKernel<QOrderedGelu>, false, ms);
   r.add(h, "QOrderedLayerNormalization", 1, kMaxOpset, &makeKernel<QOrderedLayerNorm>, false, ms);
+  r.add(h, "QOrderedAttention", 1, kMaxOpset, &makeKernel<QOrderedAttention>, false, ms);
   r.add(h, "GemmFloat8", 1, kMaxOpset, &makeKernel<GemmFloat8>, false, ms);
 }
 

@@ -6,7 +6,7 @@ BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDro
 BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
 past and present in one buffer), LongformerAttention, DecoderAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
 QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
-GemmFloat8 (its float and float16 forms), MoE's
+QOrderedAttention, GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
 which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
@@ -721,9 +721,64 @@ def main_decoder_attention():
          [("output", attend(query, d(kc), d(vc)))], num_heads=N)
 
 
+def main_qordered_attention():
+    """QOrderedAttention: int8 Q, K, V, scores, probabilities and context, each stage rounded
+    half to even and saturated in the next stage's scale; float32 scale products as the kernel
+    forms them, and a seed whose every stage keeps clear of rounding ties."""
+    r = np.random.default_rng(37)
+    B, S, Hin, N, hs = 2, 5, 32, 2, 16
+    H = N * hs
+    f = np.float32
+    s_in, s_q, s_k, s_v, s_qkt, s_sm, s_out = (f(v) for v in (0.05, 0.08, 0.07, 0.061, 1.0,
+                                                              1 / 120, 0.043))
+    mask = np.ones((B, S), np.int32)
+    mask[1, 3:] = 0
+    for _ in range(1000):
+        x = r.integers(-60, 60, (B, S, Hin)).astype(np.int8)
+        w = [r.integers(-20, 20, (Hin, H)).astype(np.int8) for _ in range(3)]
+        sw = [r.uniform(0.01, 0.03, H).astype(f), np.array(f(0.02)), np.array(f(0.025))]
+        bias = [r.uniform(-1, 1, H).astype(f) for _ in range(3)]
+        qkv, ok = [], True
+        for p, gemm in enumerate((s_q, s_k, s_v)):
+            alpha = d(s_in * sw[p] / gemm)
+            v = alpha * np.matmul(x.astype(np.int64), w[p].astype(np.int64)) + d(bias[p] / gemm)
+            ok &= settled(v)
+            qkv.append(sat_round(v).reshape(B, S, N, hs).transpose(0, 2, 1, 3).astype(np.int64))
+        q, k, v = qkv
+        scores = d(s_q * s_k / s_qkt) * np.matmul(q, k.transpose(0, 1, 3, 2))
+        ok &= settled(scores)
+        sc = sat_round(scores).astype(np.int64)
+        base = math.exp(float(s_qkt) / math.sqrt(hs))
+        table = np.array([f(base ** (i - 255)) for i in range(256)], np.float64)
+        e = table[255 - sc.max(-1, keepdims=True) + sc] * mask[:, None, None, :]
+        pv = e / (e.sum(-1, keepdims=True) * d(s_sm))
+        ok &= settled(pv)
+        probs = sat_round(pv).astype(np.int64)
+        ctxv = d(s_sm * s_v / s_out) * np.matmul(probs, v)
+        ok &= settled(ctxv)
+        if ok:
+            break
+    else:
+        raise RuntimeError("no seed keeps QOrderedAttention clear of rounding ties")
+    out = sat_round(ctxv).transpose(0, 2, 1, 3).reshape(B, S, H)
+    col = lambda m: m.T.copy().reshape(m.shape)  # bytes column by column, shape kept
+    inputs = [("input", x), ("scale_input", np.array(s_in)), ("scale_Q_gemm", np.array(s_q)),
+              ("scale_K_gemm", np.array(s_k)), ("scale_V_gemm", np.array(s_v)),
+              ("Q_weight", col(w[0])), ("K_weight", col(w[1])), ("V_weight", col(w[2])),
+              ("scale_Q_weight", sw[0]), ("scale_K_weight", sw[1]),
+              ("scale_V_weight", sw[2]), ("Q_bias", bias[0]), ("K_bias", bias[1]),
+              ("V_bias", bias[2]), ("scale_QKT_gemm", np.array(s_qkt)),
+              ("scale_QKT_softmax", np.array(s_sm)), ("scale_values_gemm", np.array(s_out)),
+              ("mask_index", mask)]
+    case("qorderedattention_mask", "QOrderedAttention", inputs, [("output", out)],
+         num_heads=N, order_input=ORDER_ROW, order_weight=ORDER_COL, order_output=ORDER_ROW,
+         qkv_hidden_sizes=[H, H, H])
+
+
 main()
 main_ordered()
 main_sparse()
 main_longformer()
 main_decoder_attention()
+main_qordered_attention()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

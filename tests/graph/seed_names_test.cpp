@@ -19,7 +19,6 @@ const std::set<std::string> kNotYet = {
     "DequantizeBFP",
     "DynamicQuantizeLSTM",
     "QMoE",
-    "QOrderedAttention",
     "QOrderedLongformerAttention",
     "SparseToDenseMatMul",
     "WhisperBeamSearch",

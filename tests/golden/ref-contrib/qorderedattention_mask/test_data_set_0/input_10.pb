@@ -1,0 +1,1 @@
+Bscale_V_weightJмлл<

@@ -1,0 +1,1 @@
+Bscale_QKT_softmaxJ‰ˆ<

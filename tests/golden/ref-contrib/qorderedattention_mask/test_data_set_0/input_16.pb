@@ -1,0 +1,1 @@
+Bscale_values_gemmJÅ 0=

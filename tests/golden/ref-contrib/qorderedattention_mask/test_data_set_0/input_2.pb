@@ -1,0 +1,2 @@
+Bscale_Q_gemmJ
+ף=

@@ -1,0 +1,1 @@
+Bscale_K_gemmJ)\è=

@@ -1,0 +1,2 @@
+Bscale_K_weightJ
+ף<
