@@ -1,6 +1,8 @@
 // deepwire nodes / describe: the catalogue, as text or JSON.
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
 #include "engine/op_support.h"
@@ -205,17 +207,42 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
   auto jsonOut = std::make_shared<bool>(false);
   auto category = std::make_shared<std::string>();
   auto domain = std::make_shared<std::string>();
+  auto word = std::make_shared<std::string>();
+  nodes->add_option("WORD", *word,
+                    "Only types whose name, seed name or description contains WORD (any case), "
+                    "e.g. attention");
   nodes->add_flag("--json", *jsonOut, "Print a JSON array of node types");
   nodes->add_option("--category", *category, "Only this category (math, nn, tensor, ...)");
   nodes->add_option("--domain", *domain, "Only this domain (ai.onnx, deepwire, ...)");
-  nodes->callback([jsonOut, category, domain, &exitCode] {
+  nodes->callback([jsonOut, category, domain, word, &exitCode] {
     const auto& cat = Catalogue::instance();
+    auto lower = [](std::string t) {
+      for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return t;
+    };
+    const std::string w = lower(*word);
+    auto mentions = [&](const NodeSpec& s) {
+      if (w.empty()) return true;
+      auto has = [&](const std::string& t) { return lower(t).find(w) != std::string::npos; };
+      if (has(s.type) || has(s.doc)) return true;
+      for (const auto& n : s.aliases)
+        if (has(n)) return true;
+      for (const auto& n : s.seedNames)
+        if (has(n)) return true;
+      return false;
+    };
     std::vector<const NodeSpec*> list;
     for (const auto* s : cat.all())
       if ((category->empty() || s->category == *category) &&
-          (domain->empty() || s->domain == canonicalDomain(*domain)))
+          (domain->empty() || s->domain == canonicalDomain(*domain)) && mentions(*s))
         list.push_back(s);
     if (list.empty()) {
+      if (!w.empty()) {
+        exitCode = fail("no node type mentions '" + *word + "'" +
+                        (category->empty() && domain->empty() ? "" : " in that category/domain") +
+                        "; `deepwire nodes` lists them all");
+        return;
+      }
       std::string known;
       for (const auto& c : cat.categories()) known += (known.empty() ? "" : ", ") + c;
       exitCode = fail("no node matches; categories are: " + known);
@@ -239,7 +266,7 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
                   portSummary(s->outputs).c_str(), s->deprecated ? "  [deprecated]" : "",
                   seed.c_str());
     }
-    std::cout << "\n" << list.size() << " node types\n";
+    std::cout << "\n" << list.size() << (list.size() == 1 ? " node type\n" : " node types\n");
   });
 
   auto* describe = app.add_subcommand("describe", "Show one node type in full");

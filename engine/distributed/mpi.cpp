@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "engine/distributed/communicator.h"
@@ -21,7 +23,8 @@ std::string mpiError(const char* what, int code) {
 
 class Mpi : public Communicator {
  public:
-  explicit Mpi(double timeout) : timeout_(timeout) {
+  // `progressThread`: whether MPI allows calls from a second thread (MPI_THREAD_SERIALIZED).
+  Mpi(double timeout, bool progressThread) : timeout_(timeout) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     char name[MPI_MAX_PROCESSOR_NAME] = {};
@@ -32,6 +35,16 @@ class Mpi : public Communicator {
                   MPI_CHAR, MPI_COMM_WORLD);
     for (int r = 0; r < size_; ++r)
       hosts_.emplace_back(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    if (progressThread) progress_ = std::thread([this] { driveSums(); });
+  }
+  ~Mpi() override {
+    if (!progress_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      stop_ = true;
+    }
+    started_.notify_one();
+    progress_.join();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -47,8 +60,10 @@ class Mpi : public Communicator {
     for (int64_t done = 0; done < bytes;) {
       const int n = static_cast<int>(std::min<int64_t>(bytes - done, INT_MAX));
       MPI_Request req;
-      if (int e = MPI_Ibcast(p + done, n, MPI_BYTE, root, MPI_COMM_WORLD, &req); e != MPI_SUCCESS)
-        return Status::error(mpiError("broadcast", e));
+      std::unique_lock<std::mutex> lock(mpi_);
+      const int e = MPI_Ibcast(p + done, n, MPI_BYTE, root, MPI_COMM_WORLD, &req);
+      lock.unlock();
+      if (e != MPI_SUCCESS) return Status::error(mpiError("broadcast", e));
       DW_RETURN_IF_ERROR(wait(req, "broadcast"));
       done += n;
     }
@@ -56,36 +71,51 @@ class Mpi : public Communicator {
   }
   Status barrier() override {
     MPI_Request req;
-    if (int e = MPI_Ibarrier(MPI_COMM_WORLD, &req); e != MPI_SUCCESS)
-      return Status::error(mpiError("barrier", e));
+    std::unique_lock<std::mutex> lock(mpi_);
+    const int e = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    lock.unlock();
+    if (e != MPI_SUCCESS) return Status::error(mpiError("barrier", e));
     return wait(req, "barrier");
   }
   Status startSum(float* data, int64_t count) override {
     if (count > INT_MAX) return Status::error("a gradient bucket of over 2^31 values");
     MPI_Request req;
-    if (int e = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD, &req);
-        e != MPI_SUCCESS)
-      return Status::error(mpiError("allreduce", e));
-    pending_.push_back(req);
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      if (int e = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD, &req);
+          e != MPI_SUCCESS)
+        return Status::error(mpiError("allreduce", e));
+      pending_.push_back(req);
+    }
+    started_.notify_one();
     return Status();
   }
   Status progress() override {
-    if (pending_.empty()) return Status();
-    int flag = 0;
-    // Testing the first pending sum drives the progress engine for all of them.
-    if (int e = MPI_Test(&pending_.front(), &flag, MPI_STATUS_IGNORE); e != MPI_SUCCESS)
-      return Status::error(mpiError("gradient sum", e));
-    if (flag) pending_.erase(pending_.begin());
-    return Status();
+    std::lock_guard<std::mutex> lock(mpi_);
+    // With the progress thread there is nothing to do here but report what it met.
+    if (progress_.joinable()) return threadStatus_;
+    return testFirst();
   }
   Status finishSums() override {
-    for (MPI_Request& req : pending_)
-      if (req != MPI_REQUEST_NULL) DW_RETURN_IF_ERROR(wait(req, "gradient sum"));
-    pending_.clear();
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (int polls = 0;; ++polls) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        DW_RETURN_IF_ERROR(threadStatus_);
+        if (pending_.empty()) break;
+        DW_RETURN_IF_ERROR(testFirst());
+        if (pending_.empty()) break;
+      }
+      DW_RETURN_IF_ERROR(pause(Clock::now() - start, polls, "gradient sum"));
+    }
+    waited_ += std::chrono::duration<double>(Clock::now() - start).count();
     return Status();
   }
   [[noreturn]] void abort(int code) override {
+    // The progress thread holds the lock only inside a test, so this waits microseconds.
+    std::lock_guard<std::mutex> lock(mpi_);
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] true if it did
   }
@@ -98,10 +128,11 @@ class Mpi : public Communicator {
     for (int64_t done = 0; done < count;) {
       const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX / 8));
       MPI_Request req;
-      if (int e = MPI_Iallreduce(MPI_IN_PLACE, p + done * static_cast<int64_t>(elem), n, type,
-                                 MPI_SUM, MPI_COMM_WORLD, &req);
-          e != MPI_SUCCESS)
-        return Status::error(mpiError("allreduce", e));
+      std::unique_lock<std::mutex> lock(mpi_);
+      const int e = MPI_Iallreduce(MPI_IN_PLACE, p + done * static_cast<int64_t>(elem), n, type,
+                                   MPI_SUM, MPI_COMM_WORLD, &req);
+      lock.unlock();
+      if (e != MPI_SUCCESS) return Status::error(mpiError("allreduce", e));
       DW_RETURN_IF_ERROR(wait(req, "gradient sum"));
       done += n;
     }
@@ -115,14 +146,23 @@ class Mpi : public Communicator {
     const auto start = Clock::now();
     for (int polls = 0;; ++polls) {
       int done = 0;
-      if (int e = MPI_Test(&req, &done, MPI_STATUS_IGNORE); e != MPI_SUCCESS)
-        return Status::error(mpiError(what, e));
-      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      std::unique_lock<std::mutex> lock(mpi_);
+      const int e = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      lock.unlock();
+      if (e != MPI_SUCCESS) return Status::error(mpiError(what, e));
       if (done) {
-        waited_ += seconds;
+        waited_ += std::chrono::duration<double>(Clock::now() - start).count();
         return Status();
       }
-      if (seconds > timeout_)
+      DW_RETURN_IF_ERROR(pause(Clock::now() - start, polls, what));
+    }
+  }
+
+  // Between two polls of a wait that started `waited` ago: an error past the timeout, else a
+  // pause fitting the wait.
+  Status pause(std::chrono::steady_clock::duration waited, int polls, const char* what) const {
+    const double seconds = std::chrono::duration<double>(waited).count();
+    if (seconds > timeout_)
         return Status::error(
             std::string("the other processes did not complete the ") + what + " within " +
             std::to_string(static_cast<int>(timeout_)) +
@@ -135,11 +175,47 @@ class Mpi : public Communicator {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       else if (polls > 2000)
         std::this_thread::yield();
+    return Status();
+  }
+
+  // Tests the first started sum, which drives MPI's progress for all of them. Holding mpi_.
+  Status testFirst() {
+    if (pending_.empty()) return Status();
+    int flag = 0;
+    if (int e = MPI_Test(&pending_.front(), &flag, MPI_STATUS_IGNORE); e != MPI_SUCCESS)
+      return Status::error(mpiError("gradient sum", e));
+    if (flag) pending_.erase(pending_.begin());
+    return Status();
+  }
+
+  // The progress thread. Open MPI moves a message only inside an MPI call, so without it a sum
+  // stands still while a long node runs (the backward convolutions of a large batch); polled
+  // every kPollInterval it keeps moving, for a few microseconds of a core per poll.
+  void driveSums() {
+    constexpr auto kPollInterval = std::chrono::microseconds(50);
+    std::unique_lock<std::mutex> lock(mpi_);
+    while (!stop_) {
+      if (pending_.empty() || !threadStatus_.ok()) {
+        started_.wait(lock);
+        continue;
+      }
+      const size_t before = pending_.size();
+      threadStatus_ = testFirst();
+      if (pending_.size() < before) continue;  // the next sum may be done too
+      lock.unlock();
+      std::this_thread::sleep_for(kPollInterval);
+      lock.lock();
     }
   }
 
   double timeout_;
   double waited_ = 0;
+  // Every MPI call after construction holds mpi_ (MPI_THREAD_SERIALIZED: one call at a time).
+  std::mutex mpi_;
+  std::condition_variable started_;  // a sum was started, or stop_
+  std::thread progress_;             // driveSums, where MPI allows it
+  bool stop_ = false;
+  Status threadStatus_;               // the progress thread's error, reported by the main thread
   std::vector<MPI_Request> pending_;  // started sums (startSum), in order
   int rank_ = 0, size_ = 1;
   std::vector<std::string> hosts_;
@@ -156,9 +232,10 @@ Result<std::shared_ptr<Communicator>> mpiCommunicator(double timeoutSeconds) {
   if (world) return world;
   int initialized = 0;
   MPI_Initialized(&initialized);
+  int provided = 0;
   if (!initialized) {
-    int provided = 0;
-    if (int e = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided); e != MPI_SUCCESS)
+    if (int e = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+        e != MPI_SUCCESS)
       return Status::error(mpiError("initialization", e));
     // Errors come back as codes, so a failure becomes a deepwire error rather than an abort.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -168,7 +245,9 @@ Result<std::shared_ptr<Communicator>> mpiCommunicator(double timeoutSeconds) {
       if (!finalized) MPI_Finalize();
     });
   }
-  world = std::make_shared<Mpi>(timeoutSeconds);
+  else
+    MPI_Query_thread(&provided);
+  world = std::make_shared<Mpi>(timeoutSeconds, provided >= MPI_THREAD_SERIALIZED);
   return world;
 }
 

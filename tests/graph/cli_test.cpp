@@ -59,6 +59,21 @@ TEST(Cli, NodesByCategory) {
   EXPECT_EQ(rc, 1);
 }
 
+// `deepwire nodes WORD`: what a user types to find a node, matched in any case against names,
+// seed spellings and descriptions.
+TEST(Cli, NodesBySearchWord) {
+  int rc = 0;
+  std::string out = run("nodes qorderedatt", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("QOrderedAttention"), std::string::npos);
+  EXPECT_NE(out.find("1 node type\n"), std::string::npos);
+  out = run("nodes --domain com.microsoft ATTENTION", &rc);
+  EXPECT_NE(out.find("GroupQueryAttention"), std::string::npos);
+  EXPECT_EQ(out.find("deepwire.layers"), std::string::npos);
+  run("nodes nosuchthingatall", &rc);
+  EXPECT_EQ(rc, 1);
+}
+
 TEST(Cli, DescribeShowsTheNodePage) {
   int rc = 0;
   std::string out = run("describe BatchNormalization", &rc);
