@@ -1103,8 +1103,46 @@ void inferSkipNorm(onnx::InferenceContext& ctx) {
   }
 }
 
+// The LSTM variants' outputs: Y [T, directions, N, hidden], Y_h and Y_c [directions, N,
+// hidden], from X [T, N, ...], direction and hidden_size.
+void inferContribLstm(onnx::InferenceContext& ctx) {
+  for (size_t i = 0; i < ctx.getNumOutputs(); ++i)
+    onnx::updateOutputElemType(ctx, i, onnx::TensorProto::FLOAT);
+  const auto* hidden = ctx.getAttribute("hidden_size");
+  if (!hidden || !onnx::hasInputShape(ctx, 0)) return;
+  const auto& x = onnx::getInputShape(ctx, 0);
+  if (x.dim_size() != 3) return;
+  const auto* dir = ctx.getAttribute("direction");
+  const int64_t dirs = dir && dir->s() == "bidirectional" ? 2 : 1;
+  onnx::TensorShapeProto y, state;
+  *y.add_dim() = x.dim(0);
+  y.add_dim()->set_dim_value(dirs);
+  *y.add_dim() = x.dim(1);
+  y.add_dim()->set_dim_value(hidden->i());
+  state.add_dim()->set_dim_value(dirs);
+  *state.add_dim() = x.dim(1);
+  state.add_dim()->set_dim_value(hidden->i());
+  if (ctx.getNumOutputs() > 0) onnx::updateOutputShape(ctx, 0, y);
+  for (size_t i = 1; i < ctx.getNumOutputs() && i < 3; ++i) onnx::updateOutputShape(ctx, i, state);
+}
+
 const std::vector<MsOp>& msOps() {
   static const std::vector<MsOp> ops = {
+      {"DynamicQuantizeLSTM", "rnn",
+       "LSTM (gates i, o, f, c; as ai.onnx LSTM's cell, lengths and directions) with int8 or "
+       "uint8 weights W [directions, input, 4 hidden] and R [directions, hidden, 4 hidden] "
+       "(transposed against LSTM's), a scale per direction or per column and one zero point "
+       "per direction. Each product quantizes its float side to uint8 over its own range "
+       "(the input once over all steps, h every step) and multiplies in int32, as ONNX "
+       "Runtime does on one thread.",
+       17, nullptr, inferContribLstm},
+      {"AttnLSTM", "rnn",
+       "LSTM with additive (Bahdanau) attention over a memory M [batch, memory steps, depth]: "
+       "after each step, scores V . tanh(M MW + h QW) over each row's memory_seq_lens give a "
+       "context of M, mixed with h through AW [directions, hidden + depth, width] when given; "
+       "this attention state joins the next step's input (W [directions, 4 hidden, input + "
+       "width]). Gates i, o, f, c as ai.onnx LSTM; sequence lengths from 1.",
+       17, nullptr, inferContribLstm},
       {"Attention", "nn",
        "BERT-style self-attention of num_heads heads: input [B, S, hidden] times the packed "
        "weights (hidden x (q + k + v), sizes from qkv_hidden_sizes or three equal parts) plus "

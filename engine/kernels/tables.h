@@ -10,21 +10,22 @@ void registerReferenceKernels(KernelRegistry& r);  // kernels/reference_table.cp
 void registerOneDnnKernels(KernelRegistry& r);     // onednn/onednn_table.cpp
 
 // Reference families (plain C++), each defined beside its kernels.
-void addElementwiseKernels(KernelRegistry& r);  // kernels/elementwise.cpp
-void addShapeKernels(KernelRegistry& r);        // kernels/shape_ops.cpp
-void addIndexKernels(KernelRegistry& r);        // kernels/index_ops.cpp
-void addReduceKernels(KernelRegistry& r);       // kernels/reduce.cpp
-void addNnKernels(KernelRegistry& r);           // kernels/nn.cpp
-void addAttentionKernels(KernelRegistry& r);    // kernels/attention.cpp
-void addControlKernels(KernelRegistry& r);      // kernels/control.cpp
-void addSequenceKernels(KernelRegistry& r);     // kernels/sequence.cpp
-void addMiscKernels(KernelRegistry& r);         // kernels/misc.cpp
-void addRandomKernels(KernelRegistry& r);       // kernels/random.cpp
-void addOpset18Kernels(KernelRegistry& r);      // kernels/opset18_ops.cpp
-void addMicrosoftKernels(KernelRegistry& r);    // kernels/microsoft_ops.cpp
-void addGenerationKernels(KernelRegistry& r);   // kernels/generation.cpp
+void addElementwiseKernels(KernelRegistry& r);       // kernels/elementwise.cpp
+void addShapeKernels(KernelRegistry& r);             // kernels/shape_ops.cpp
+void addIndexKernels(KernelRegistry& r);             // kernels/index_ops.cpp
+void addReduceKernels(KernelRegistry& r);            // kernels/reduce.cpp
+void addNnKernels(KernelRegistry& r);                // kernels/nn.cpp
+void addAttentionKernels(KernelRegistry& r);         // kernels/attention.cpp
+void addControlKernels(KernelRegistry& r);           // kernels/control.cpp
+void addSequenceKernels(KernelRegistry& r);          // kernels/sequence.cpp
+void addMiscKernels(KernelRegistry& r);              // kernels/misc.cpp
+void addRandomKernels(KernelRegistry& r);            // kernels/random.cpp
+void addOpset18Kernels(KernelRegistry& r);           // kernels/opset18_ops.cpp
+void addMicrosoftKernels(KernelRegistry& r);         // kernels/microsoft_ops.cpp
+void addGenerationKernels(KernelRegistry& r);        // kernels/generation.cpp
 void addDecoderAttentionKernels(KernelRegistry& r);  // kernels/decoder_attention.cpp
 void addOrderedQuantKernels(KernelRegistry& r);      // kernels/ordered_quant.cpp
+void addContribRnnKernels(KernelRegistry& r);        // onednn/rnn_contrib.cpp
 void addLongformerKernels(KernelRegistry& r);        // kernels/longformer_attention.cpp
 // Their gradient and training-mode kernels (domain com.deepwire.grad).
 void addElementwiseGradKernels(KernelRegistry& r);   // kernels/elementwise_grad.cpp

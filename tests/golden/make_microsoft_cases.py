@@ -36,14 +36,15 @@ ELEM = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: Te
         np.uint64: TensorProto.UINT64, np.object_: TensorProto.STRING}
 
 
-def ort_run(model_path, feeds):
+def ort_run(model_path, feeds, threads=None):
     d = tempfile.mkdtemp()
     try:
         enc = {k: {"type": "string" if v.dtype == object else str(v.dtype), "dims": list(v.shape),
                    "data": v.ravel().tolist()} for k, v in feeds.items()}
         json.dump(enc, open(os.path.join(d, "in.json"), "w"))
         subprocess.run(["node", os.path.join(HERE, "ort_json.js"), ORT, model_path,
-                        os.path.join(d, "in.json"), os.path.join(d, "out.json")], check=True)
+                        os.path.join(d, "in.json"), os.path.join(d, "out.json")] +
+                       ([str(threads)] if threads else []), check=True)
         out = json.load(open(os.path.join(d, "out.json")))
         return {k: np.array(v["data"], dtype=object if v["type"] == "string" else v["type"])
                 .reshape(v["dims"]) for k, v in out.items()}
@@ -51,7 +52,7 @@ def ort_run(model_path, feeds):
         shutil.rmtree(d)
 
 
-def case(name, op, inputs, outputs, out_type=None, onnx_opset=None, **attrs):
+def case(name, op, inputs, outputs, out_type=None, onnx_opset=None, threads=None, **attrs):
     """inputs: list of (name, array) with name "" for an omitted optional input; outputs: names
     ("" leaves an optional output out); out_type: the outputs' numpy type where it is not the
     first input's. With `onnx_opset` the op is ai.onnx's at that version (suite ort-onnx), else
@@ -77,7 +78,7 @@ def case(name, op, inputs, outputs, out_type=None, onnx_opset=None, **attrs):
     os.makedirs(os.path.join(d, "test_data_set_0"))
     path = os.path.join(d, "model.onnx")
     onnx.save(model, path)
-    res = ort_run(path, dict(given))
+    res = ort_run(path, dict(given), threads)
     # The outputs' shapes as ONNX Runtime computed them (libonnx's checker wants one declared).
     for o in model.graph.output:
         o.CopyFrom(helper.make_tensor_value_info(o.name, ELEM[res[o.name].dtype.type],
@@ -860,8 +861,70 @@ def main_decoder_attention():
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
+def main_lstm_variants():
+    """DynamicQuantizeLSTM (uint8 and int8 codes, scales per column or per direction, a nonzero
+    zero point, sequence lengths, both directions, clip, input_forget, other activations) on one
+    thread: ONNX Runtime's CPU kernel on several quantizes h in slices of the batch, each over its
+    own range. AttnLSTM with and without its attention layer AW, memory lengths, both
+    directions."""
+    g = np.random.default_rng(29)
+    f = lambda *shape: g.uniform(-1, 1, shape).astype(np.float32)
+    T, N, I, H = 5, 3, 4, 6
+    G = 4 * H
+    skip = ("", None)
+
+    def codes(dt, *shape):
+        return (g.integers(-128, 128, shape) if dt == np.int8 else
+                g.integers(0, 256, shape)).astype(dt)
+
+    def dq(name, dt, D, per_column, zp=0, lens=None, with_state=True, **attrs):
+        sshape = (D, G) if per_column else (D,)
+        ins = [("X", f(T, N, I)), ("W", codes(dt, D, I, G)), ("R", codes(dt, D, H, G)),
+               ("B", f(D, 8 * H)) if with_state else skip,
+               ("sequence_lens", np.array(lens, np.int32)) if lens else skip,
+               ("initial_h", f(D, N, H)) if with_state else skip,
+               ("initial_c", f(D, N, H)) if with_state else skip,
+               ("P", f(D, 3 * H)) if with_state else skip,
+               ("W_scale", g.uniform(0.002, 0.01, sshape).astype(np.float32)),
+               ("W_zero_point", np.full(sshape, zp, dt)),
+               ("R_scale", g.uniform(0.002, 0.01, sshape).astype(np.float32)),
+               ("R_zero_point", np.full(sshape, zp, dt))]
+        case(name, "DynamicQuantizeLSTM", ins, ["Y", "Y_h", "Y_c"], out_type=np.float32,
+             threads=1, hidden_size=H, **attrs)
+
+    dq("dqlstm_uint8_per_column", np.uint8, 1, True, zp=128)
+    dq("dqlstm_int8_per_direction_zp", np.int8, 1, False, zp=3)
+    dq("dqlstm_reverse_lengths", np.uint8, 1, False, zp=120, lens=[5, 2, 4], direction="reverse")
+    dq("dqlstm_bidirectional_lengths", np.int8, 2, True, lens=[3, 5, 1], direction="bidirectional")
+    dq("dqlstm_clip_input_forget_acts", np.uint8, 1, True, zp=128, with_state=False, clip=0.5,
+       input_forget=1, activations=["HardSigmoid", "LeakyRelu", "Tanh"],
+       activation_alpha=[0.3, 0.2], activation_beta=[0.4])
+
+    Tm, Dm, Aa, Aw = 7, 4, 5, 3
+
+    def attn(name, D, with_aw, lens=None, mlens=None, **attrs):
+        A = Aw if with_aw else Dm
+        ins = [("X", f(T, N, I)), ("W", f(D, G, I + A)), ("R", f(D, G, H)), ("B", f(D, 8 * H)),
+               ("sequence_lens", np.array(lens, np.int32)) if lens else skip,
+               ("initial_h", f(D, N, H)), ("initial_c", f(D, N, H)), ("P", f(D, 3 * H)),
+               ("QW", f(D, H, Aa)), ("MW", f(D, Dm, Aa)), ("V", f(D, Aa)), ("M", f(N, Tm, Dm)),
+               ("memory_seq_lens", np.array(mlens, np.int32)) if mlens else skip,
+               ("AW", f(D, H + Dm, Aw)) if with_aw else skip]
+        while ins[-1] == skip:
+            ins.pop()
+        case(name, "AttnLSTM", ins, ["Y", "Y_h", "Y_c"], hidden_size=H, **attrs)
+
+    attn("attnlstm_aw", 1, True)
+    attn("attnlstm_lengths", 1, False, lens=[4, 2, 3], mlens=[7, 3, 1])
+    attn("attnlstm_reverse", 1, True, lens=[4, 2, 3], mlens=[2, 7, 5], direction="reverse")
+    attn("attnlstm_bidirectional_clip", 2, False, lens=[1, 4, 2], direction="bidirectional",
+         clip=0.3, input_forget=1)
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
 main()
 main_onnx()
 main_kernels()
 main_generation()
 main_decoder_attention()
+main_lstm_variants()

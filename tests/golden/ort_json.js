@@ -1,9 +1,12 @@
-// node ortjson.js PKG MODEL IN.json OUT.json : inputs {name: {type, dims, data}} -> outputs same
+// node ortjson.js PKG MODEL IN.json OUT.json [THREADS] : inputs {name: {type, dims, data}} -> outputs same
 // (non-finite numbers as the strings "Infinity", "-Infinity" and "NaN", which JSON cannot hold)
 const fs = require("fs");
 const ort = require(process.argv[2]);
 (async () => {
-  const s = await ort.InferenceSession.create(process.argv[3], {graphOptimizationLevel: "disabled"});
+  // An optional 6th argument sets the intra-op threads (kernels whose results depend on them).
+  const options = {graphOptimizationLevel: "disabled"};
+  if (process.argv[6]) options.intraOpNumThreads = Number(process.argv[6]);
+  const s = await ort.InferenceSession.create(process.argv[3], options);
   const inp = JSON.parse(fs.readFileSync(process.argv[4]));
   const feeds = {};
   const ctor = {

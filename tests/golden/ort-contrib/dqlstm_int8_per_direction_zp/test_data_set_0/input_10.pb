@@ -1,0 +1,1 @@
+BR_zero_pointJ
