@@ -381,7 +381,18 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
 // --distributed: one process of an MPI job. A process that fails ends the whole job, since the
 // others may be waiting for it in a collective.
 int trainCommand(const TrainArgs& a) {
-  if (!a.distributed) return train(a, nullptr);
+  if (!a.distributed) {
+    // Several copies of one training, each writing the same checkpoints and project, are
+    // never what `mpirun -np N deepwire train` meant.
+    const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (!size) size = std::getenv("PMI_SIZE");
+    if (distributed::launchedByMpi() && size && std::atoi(size) > 1)
+      return fail("started by mpirun as one of " + std::string(size) +
+                  " processes, but without --distributed: each would train the whole model "
+                  "alone and write the same files; add --distributed to train data-parallel, or "
+                  "run without mpirun");
+    return train(a, nullptr);
+  }
   auto c = distributed::mpiCommunicator(a.distributedTimeout);
   if (!c) return fail(c.message());
   const auto& comm = c.value();

@@ -232,6 +232,12 @@ Result<std::string> detectFormat(const std::string& path) {
     return std::string("idx");
   if (endsWith(name, ".npy")) return std::string("npy");
   if (endsWith(name, ".csv") || endsWith(name, ".tsv")) return std::string("csv");
+  // A missing file is the likelier mistake than an unusual name (a relative path read from
+  // another folder): say that first.
+  if (!fs::exists(path, ec))
+    return Status::error(path +
+                         ": no such file or folder (a relative path is read from the "
+                         "project's folder); check the path");
   return Status::error(path +
                        ": cannot tell the format from the name; choose idx (MNIST-style), npy, "
                        "csv, or a folder of images with one subfolder per class");

@@ -168,3 +168,13 @@ TEST(DataSource, BatchCursorWalksEpochAfterEpoch) {
 
 }  // namespace
 }  // namespace dw::engine::training
+
+// A path that does not exist is reported as missing, not as an unknown format (a user trial's
+// relative "data/train.gz" said "cannot tell the format from the name").
+TEST(DataSource, MissingFileIsSaidToBeMissing) {
+  auto f = dw::engine::training::detectFormat("/nonexistent/data/train.gz");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("no such file"), std::string::npos) << f.status().message();
+  auto odd = dw::engine::training::detectFormat(std::filesystem::temp_directory_path().string());
+  EXPECT_TRUE(odd.ok());  // a folder: images
+}

@@ -383,3 +383,12 @@ TEST_F(Distributed, OneProcessAndTooSmallBatches) {
   EXPECT_NE(small.output.find("use a batch size of at least the process count"), std::string::npos)
       << small.output;
 }
+
+// `mpirun -np 2 deepwire train` without --distributed would run two whole trainings writing the
+// same files (a user trial did): refused, with the fix.
+TEST_F(Distributed, MpirunWithoutDistributedIsRefused) {
+  Shell copies = shell(mpirun(2) + kCli + " train " + kMlp +
+                       " --epochs 1 --train-limit 100 --threads 1 --quiet");
+  EXPECT_NE(copies.code, 0);
+  EXPECT_NE(copies.output.find("without --distributed"), std::string::npos) << copies.output;
+}
