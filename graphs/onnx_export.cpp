@@ -372,6 +372,9 @@ class Lowering {
       // On failure shapes stay unknown; a layer that needs one reports it, naming itself.
       (void)inferShapesSafely(copy, false, 0, true);
       for (const auto& vi : copy.graph().input()) inferred_[vi.name()] = vi.type();
+      // A tensor that is also a graph output (an Output node beside a loss reading the same
+      // tensor) has its type there, not in value_info.
+      for (const auto& vi : copy.graph().output()) inferred_[vi.name()] = vi.type();
       for (const auto& vi : copy.graph().value_info()) inferred_[vi.name()] = vi.type();
       for (const auto& t : copy.graph().initializer()) {
         // Replaces, not extends, the type of an initializer that is also a graph input.
@@ -383,6 +386,8 @@ class Lowering {
       }
     }
     auto it = inferred_.find(name);
+    fprintf(stderr, "DBG typeOf %s found %d\n", name.c_str(), it != inferred_.end());
+    for (auto& o : model_->graph().output()) fprintf(stderr, "DBG  out %s\n", o.name().c_str());
     if (it == inferred_.end()) return std::nullopt;
     return it->second;
   }

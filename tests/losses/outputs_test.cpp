@@ -225,6 +225,34 @@ TEST(OutputTrain, ElementwiseLossesAndMetricsNeedTheTargetsShape) {
   EXPECT_NE(m.message().find("must have the same shape"), std::string::npos) << m.message();
 }
 
+// An imported model's Output node and an Output Train added beside it read one tensor, which is
+// then a graph output: the loss found no type for it and said its rank was unknown (user trial).
+TEST(OutputTrain, ReadsATensorThatIsAlsoAGraphOutput) {
+  // In the imported model's order: the Output node exists before the Output Train.
+  Graph g;
+  auto x = *g.addNode(kGraphDomain, "Input");
+  auto relu = *g.addNode(kOnnxDomain, "Relu");
+  auto logits = *g.addNode(kGraphDomain, "Output");
+  auto out = *g.addNode(kLayersDomain, "Output Train");
+  auto t = *g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(g.rename(x, "x").ok() && g.rename(t, "t").ok() && g.rename(logits, "logits").ok());
+  ASSERT_TRUE(g.rename(out, "output").ok());
+  ASSERT_TRUE(g.setParam(x, "type", Param::makeString("float[N,3]")).ok());
+  ASSERT_TRUE(g.setParam(t, "type", Param::makeString("int64[N]")).ok());
+  ASSERT_TRUE(g.setParam(logits, "type", Param::makeString("float[N,3]")).ok());
+  // As import names it: the operator's output is the graph output's tensor itself.
+  ASSERT_TRUE(g.setSpecifiedOutputsName(relu, {"logits"}).ok());
+  ASSERT_TRUE(g.setParam(out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
+  ASSERT_TRUE(g.addLink({{x, 0}, {relu, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{relu, 0}, {logits, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{relu, 0}, {out, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{t, 0}, {out, 1}}).ok());
+  ExportOptions opt;
+  opt.withLosses = true;
+  auto m = exportOnnx(g, opt);
+  ASSERT_TRUE(m.ok()) << m.message();
+}
+
 TEST(TrainingExport, AnUnusedLossNodeIsALossOutput) {
   Graph g;
   auto x = *g.addNode(kGraphDomain, "Input");
