@@ -354,6 +354,20 @@ Status unclosedQuote(const std::string& path, int64_t line) {
                        "not supported); close the quote or remove the line break inside it");
 }
 
+}  // namespace
+
+bool csvLineIsHeader(const std::vector<std::string>& cells) {
+  double v;
+  bool numbers = true, counting = true;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    numbers = numbers && parseNumber(cells[i], v);
+    counting = counting && numbers && v == static_cast<double>(i);
+  }
+  return !numbers || counting;
+}
+
+namespace {
+
 // The column names: the header line's, or "0", "1", ... from the first row's field count.
 Result<std::vector<std::string>> csvColumnNames(CsvLines& lines, const std::string& path,
                                                 const CsvOptions& options,
@@ -366,7 +380,7 @@ Result<std::vector<std::string>> csvColumnNames(CsvLines& lines, const std::stri
   std::vector<std::string> cells;
   if (!splitCsvLine(line, options.delimiter, cells)) return unclosedQuote(path, lines.lineNo());
   std::vector<std::string> names;
-  if (options.header) {
+  if (options.header && csvLineIsHeader(cells)) {
     names = cells;
   } else {
     for (size_t i = 0; i < cells.size(); ++i) names.push_back(std::to_string(i));
@@ -433,7 +447,7 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
     if (row.size() != columns)
       return Status::error(path + " line " + std::to_string(lineNo) + ": " +
                            std::to_string(row.size()) + " fields, the " +
-                           (options.header ? "header" : "first line") + " has " +
+                           (firstRow.empty() ? "header" : "first line") + " has " +
                            std::to_string(columns) +
                            "; every row needs one value per column: fix the row or its "
                            "delimiters");

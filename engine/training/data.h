@@ -37,8 +37,13 @@ Result<Tensor> readIdx(const std::string& path);
 using dw::engine::readNpy;
 using dw::engine::writeNpy;
 
+// Whether a CSV's first line names its columns: a line of numbers is a data row (a file
+// written without a header lost its first sample), except 0, 1, 2, ..., the names pandas
+// writes for unnamed columns.
+bool csvLineIsHeader(const std::vector<std::string>& cells);
+
 struct CsvOptions {
-  bool header = true;  // first line names the columns
+  bool header = true;  // the first line names the columns, if it is a header (csvLineIsHeader)
   char delimiter = ',';
   std::string labelColumn;  // by name (needs header) or a 0-based index as text; "" = none
   DType labelType = DType::kInt64;

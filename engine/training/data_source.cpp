@@ -422,7 +422,7 @@ Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string&
     for (bool header = spec.csvHeader; s.previewRows.size() < 5 && std::getline(f, line);) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       splitCsvLine(line, ',', cells);
-      if (!header) s.previewRows.push_back(cells);
+      if (!header || !csvLineIsHeader(cells)) s.previewRows.push_back(cells);
       header = false;
     }
   }

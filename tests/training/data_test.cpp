@@ -165,6 +165,22 @@ TEST_F(DataTest, CsvHeaderLabelAndErrors) {
   EXPECT_NE(r.message().find("nope"), std::string::npos);
 }
 
+// A CSV written without a header: its first line of numbers is a sample, not column names
+// (a user trial's 300-row file read as 299), unless it counts 0, 1, 2... as pandas names
+// unnamed columns.
+TEST_F(DataTest, CsvFirstLineOfNumbersIsData) {
+  auto r = readCsv(write("plain.csv", "1,2\n3,4\n5,6\n"), {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->features.shape(), (Shape{3, 2}));
+  EXPECT_FLOAT_EQ(r->features.data<float>()[0], 1.f);
+  r = readCsv(write("pandas.csv", "0,1\n3,4\n5,6\n"), {});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->features.shape(), (Shape{2, 2}));
+  r = readCsv(write("ragged2.csv", "1,2\n3\n"), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("the first line has 2"), std::string::npos) << r.message();
+}
+
 // Every message names the file, the byte (binary) or line (CSV), and says what to do.
 void expectMentions(const std::string& message, const std::string& what) {
   EXPECT_NE(message.find(what), std::string::npos) << "'" << what << "' missing in: " << message;
