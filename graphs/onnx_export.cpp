@@ -386,8 +386,6 @@ class Lowering {
       }
     }
     auto it = inferred_.find(name);
-    fprintf(stderr, "DBG typeOf %s found %d\n", name.c_str(), it != inferred_.end());
-    for (auto& o : model_->graph().output()) fprintf(stderr, "DBG  out %s\n", o.name().c_str());
     if (it == inferred_.end()) return std::nullopt;
     return it->second;
   }

@@ -1,5 +1,6 @@
 // deepwire export / import / check: project and ONNX files.
 #include <filesystem>
+#include <set>
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
@@ -38,6 +39,42 @@ void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
   std::cout << "  written to " << std::filesystem::absolute(path).string() << "\n";
 }
 
+// What `train` would refuse at once about the training section: its keys, and each data source's
+// file and the input it feeds (the data itself is read by train and eval).
+void checkTrainingSection(const Graph& g, const std::string& path,
+                          std::vector<std::string>& problems) {
+  namespace training = dw::engine::training;
+  auto cfg = training::trainingConfigFromGraph(g);
+  if (!cfg.ok()) {
+    problems.push_back(cfg.message());
+    return;
+  }
+  ExportOptions opt;
+  opt.withLosses = true;
+  auto m = exportOnnx(g, opt);
+  if (!m.ok()) return;  // reported by the checks before
+  std::set<std::string> inputs;
+  for (const auto& in : m->graph().input()) inputs.insert(in.name());
+  std::string known;
+  for (const auto& n : inputs) known += (known.empty() ? "" : ", ") + n;
+  const std::string dir = std::filesystem::absolute(path).parent_path().string();
+  for (auto [split, files] : {std::pair{"train", &cfg->dataset.train},
+                              {"validation", &cfg->dataset.validation},
+                              {"test", &cfg->dataset.test}})
+    for (size_t i = 0; i < files->size(); ++i) {
+      const training::DataFileSpec& f = (*files)[i];
+      const std::string where = std::string("/training/dataset/") + split + "/" + std::to_string(i);
+      std::error_code ec;
+      const std::string file = training::resolvePath(f.path, dir);
+      if (!std::filesystem::exists(file, ec))
+        problems.push_back(where + "/path: " + file +
+                           " does not exist (a relative path is read from the project's folder)");
+      if (!f.input.empty() && !inputs.count(f.input))
+        problems.push_back(where + "/input: '" + f.input +
+                           "' is not an input of the model (its inputs: " + known + ")");
+    }
+}
+
 int runCheck(const std::string& path) {
   std::vector<std::string> problems;
   if (isProjectFile(path)) {
@@ -52,6 +89,7 @@ int runCheck(const std::string& path) {
     }
     if (problems.empty())
       if (Status st = checkTrainingLowering(*g); !st.ok()) problems.push_back(st.message());
+    if (problems.empty()) checkTrainingSection(*g, path, problems);
   } else {
     auto m = readOnnxFile(path);
     if (!m.ok()) return fail(m.message());

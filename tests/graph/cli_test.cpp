@@ -145,6 +145,39 @@ TEST(Cli, CheckReportsOneLinePerProblem) {
   EXPECT_NE(out.find("required input 'A'"), std::string::npos) << out;
 }
 
+// `check` reports what `train` would refuse at once about the training section (a user trial
+// found "valid" for a misspelled key, a missing data file and a source feeding no input).
+TEST(Cli, CheckReadsTheTrainingSection) {
+  auto dir = test::tempDir();
+  const std::string text = readFile(test::example("fashion_mnist_mlp.dwproj")).value();
+  auto write = [&](const std::string& name, std::string from, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    const std::string proj = (dir / name).string();
+    EXPECT_TRUE(writeFileAtomic(proj, t).ok());
+    return proj;
+  };
+  std::string out;
+  EXPECT_EQ(runCommand(kCli + " check " + write("key.dwproj", "\"batch_size\"", "\"batch_sise\""),
+                       &out, false),
+            1);
+  EXPECT_NE(out.find("/training/batch_sise: unknown key"), std::string::npos) << out;
+  EXPECT_EQ(runCommand(kCli + " check " +
+                           write("path.dwproj", "/usr/share/datasets/fashion-mnist/train-images",
+                                 "data/train-images"),
+                       &out, false),
+            1);
+  EXPECT_NE(out.find("/training/dataset/train/0/path:"), std::string::npos) << out;
+  EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
+  EXPECT_EQ(runCommand(kCli + " check " +
+                           write("input.dwproj", "\"input\": \"label\"", "\"input\": \"labelz\""),
+                       &out, false),
+            1);
+  EXPECT_NE(out.find("'labelz' is not an input of the model"), std::string::npos) << out;
+}
+
 TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {
   std::string out;
   const int rc =
