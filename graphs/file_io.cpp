@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -181,6 +182,20 @@ Result<onnx::ModelProto> readOnnxFile(const std::string& path) {
   onnx::ModelProto m;
   if (bytes->empty()) return Status::error(path + ": not a valid ONNX model (the file is empty)");
   if (!m.ParseFromString(*bytes)) {
+    // A text file (a script, a JSON project, a CSV) is the common wrong file: say so rather
+    // than name a protobuf field. A model starts with field 1, ir_version (byte 0x08).
+    const size_t head = std::min<size_t>(bytes->size(), 256);
+    const bool text =
+        (*bytes)[0] != 0x08 &&
+        std::all_of(bytes->begin(), bytes->begin() + static_cast<long>(head), [](char c) {
+          const auto u = static_cast<unsigned char>(c);
+          return u >= 0x20 || u == '\n' || u == '\r' || u == '\t';
+        });
+    if (text)
+      return Status::error(
+          path + ": not an ONNX model but a text file" +
+          ((*bytes)[0] == '{' ? " (a JSON file: a deepwire project is a .dwproj)" : std::string()) +
+          "; give the .onnx file");
     // Say where the bytes go wrong: a file cut short shows as a field that needs more bytes
     // than are left.
     const std::string where = WireWalk(*bytes).model();

@@ -90,6 +90,20 @@ int runCommand(const RunArgs& a) {
     if (eq == std::string::npos || eq == 0)
       return fail("--input expects NAME=FILE, got '" + spec + "'", 2);
     const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (inputs.count(name))
+      return fail("--input " + name + " is given twice; give each input once", 2);
+    // A .pb for a sequence or optional input holds a SequenceProto or OptionalProto (as the
+    // ONNX backend tests store them), read by the input's declared type.
+    const onnx::TypeProto* declared = nullptr;
+    for (const auto& in : model->graph().input())
+      if (in.name() == name) declared = &in.type();
+    if (declared && (declared->has_sequence_type() || declared->has_optional_type()) &&
+        file.size() >= 3 && file.compare(file.size() - 3, 3, ".pb") == 0) {
+      auto v = readValuePb(file, *declared);
+      if (!v) return fail(v.message());
+      inputs[name] = std::move(*v);
+      continue;
+    }
     // MNIST-style IDX files too, whole, in their stored dtype: what an export made with its data
     // conversion takes (raw pixels, converted inside the model).
     auto format = training::detectFormat(file);

@@ -56,6 +56,23 @@ std::string unknownOptions(const CLI::App& app, int argc, char** argv) {
   return out;
 }
 
+// The first word when it names no subcommand ("deepwire tran"), with the closest one; CLI11
+// says only that a subcommand is required.
+std::string unknownSubcommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string word = argv[1];
+  std::string best, names;
+  size_t bestDistance = 3;
+  for (const CLI::App* s : app.get_subcommands({})) {
+    if (s->get_name() == word) return "";
+    names += (names.empty() ? "" : ", ") + s->get_name();
+    const size_t d = s->get_name().rfind(word, 0) == 0 ? 1 : editDistance(word, s->get_name());
+    if (d < bestDistance) bestDistance = d, best = s->get_name();
+  }
+  return "'" + word + "' is not a deepwire command" +
+         (best.empty() ? "" : "; did you mean " + best + "?") + " (commands: " + names + ")";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,8 +83,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "deepwire 0.1.0");
   // Usage errors read like every other error (and exit 2, as usage errors do).
   app.failure_message([&](const CLI::App*, const CLI::Error& e) {
-    const std::string unknown =
-        dynamic_cast<const CLI::ExtrasError*>(&e) ? unknownOptions(app, argc, argv) : "";
+    std::string unknown = unknownSubcommand(app, argc, argv);
+    if (unknown.empty() && dynamic_cast<const CLI::ExtrasError*>(&e))
+      unknown = unknownOptions(app, argc, argv);
     return "deepwire: error: " + (unknown.empty() ? std::string(e.what()) : unknown) +
            "\nRun with --help for more information.\n";
   });

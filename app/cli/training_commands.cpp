@@ -452,7 +452,7 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   t->add_option("--batch-size", train->batchSize, "Batch size")->check(positive());
   t->add_option("--lr", train->lr, "Learning rate")->check(atLeast(0));
   t->add_option("--optimizer", train->optimizer, "sgd, adam, adamw, adagrad or rmsprop")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}));
+      ->transform(CLI::IsMember({"sgd", "adam", "adamw", "adagrad", "rmsprop"}, CLI::ignore_case));
   t->add_option("--accelerator", train->accelerator,
                 "cpu, cuda, cuda:N, gpu, gpu:N or auto (default: the project's Accelerator node, "
                 "else its training section's accelerator, else cpu)")

@@ -1,6 +1,8 @@
 // The deepwire command line: output formats, exit codes, and errors on stderr.
 #include <gtest/gtest.h>
+
 #include <onnx/onnx_pb.h>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "graphs/file_io.h"
@@ -176,6 +178,40 @@ TEST(Cli, CheckReadsTheTrainingSection) {
                        &out, false),
             1);
   EXPECT_NE(out.find("'labelz' is not an input of the model"), std::string::npos) << out;
+}
+
+// `run` takes a sequence input from a .pb holding a SequenceProto, as the ONNX backend tests
+// store one (it read it as a tensor and reported nonsense dims), and refuses a name given twice.
+TEST(Cli, RunTakesSequenceInputs) {
+  const std::string d = "/usr/share/libonnx-testdata/data/node/test_sequence_insert_at_back/";
+  if (!std::filesystem::exists(d)) GTEST_SKIP() << "no ONNX backend test data";
+  std::string out;
+  ASSERT_EQ(runCommand(kCli + " run " + d + "model.onnx --input sequence=" + d +
+                           "test_data_set_0/input_0.pb --input tensor=" + d +
+                           "test_data_set_0/input_1.pb",
+                       &out, false),
+            0)
+      << out;
+  EXPECT_NE(out.find("output_sequence_3: int64[3] [10, 11, 12]"), std::string::npos) << out;
+  EXPECT_NE(runCommand(kCli + " run " + d + "model.onnx --input tensor=" + d +
+                           "test_data_set_0/input_1.pb --input tensor=" + d +
+                           "test_data_set_0/input_1.pb 2>&1",
+                       &out, false),
+            0);
+  EXPECT_NE(out.find("given twice"), std::string::npos) << out;
+}
+
+// A mistyped command is named with the closest one; a capitalized optimizer is understood.
+TEST(Cli, MistypedCommandsAndCase) {
+  std::string out;
+  EXPECT_EQ(runCommand(kCli + " tran x 2>&1", &out, false), 2);
+  EXPECT_NE(out.find("'tran' is not a deepwire command; did you mean train?"), std::string::npos)
+      << out;
+  EXPECT_EQ(runCommand(kCli + " train " + test::example("fashion_mnist_mlp.dwproj") +
+                           " --optimizer Adam --epochs 1 --train-limit 64 --quiet 2>&1",
+                       &out, false),
+            0)
+      << out;
 }
 
 TEST(Cli, ErrorsGoToStderrWithNonZeroExit) {

@@ -131,6 +131,22 @@ TEST(CorruptOnnx, TruncationIsLocated) {
   EXPECT_NE(m.message().find("truncated"), std::string::npos) << m.message();
 }
 
+// A text file given as a model (a user imported a Python script) is called one, not a
+// protobuf field with a bad wire type; a JSON one is pointed at .dwproj.
+TEST(CorruptOnnx, TextFileIsCalledOne) {
+  auto dir = test::tempDir();
+  const std::string script = (dir / "make.py").string(), project = (dir / "p.onnx").string();
+  std::ofstream(script) << "import torch\nprint('hello')\n";
+  std::ofstream(project) << "{\"format\": \"deepwire-project\"}\n";
+  auto m = readOnnxFile(script);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("not an ONNX model but a text file"), std::string::npos)
+      << m.message();
+  m = readOnnxFile(project);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("a deepwire project is a .dwproj"), std::string::npos) << m.message();
+}
+
 TEST(CorruptOnnx, UnknownOpIsNamed) {
   auto m = readOnnxFile("/usr/share/libonnx-testdata/data/node/test_relu/model.onnx");
   ASSERT_TRUE(m.ok());
