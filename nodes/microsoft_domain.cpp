@@ -594,7 +594,35 @@ void fftBody(const Ctx& c, Body& b, bool inverse) {
 // MoE: a mixture of experts. Every expert runs on every row and the rows' routing weights
 // (zero outside each row's top k) mix their outputs: k times the arithmetic of running only the
 // chosen experts, but plain ai.onnx operators that train.
+// Where a mixture of experts finds its expert layers: fcN's float weights [experts, out, in]
+// and bias (empty: none) by name, the input whose declared shape the checks read (-1: none),
+// and how the routing weights are formed.
+struct MoeWiring {
+  std::string weight[4], bias[4];
+  int dimsFrom[4] = {-1, -1, -1, -1};
+  bool fc3 = false;
+  // The k chosen weights always sum to 1 (QMoE), not only with normalize_routing_weights.
+  bool renormalize = false;
+  // Weights read from this input ([rows, experts]) at the experts router_probs chooses,
+  // instead of router_probs' softmax (empty: none).
+  std::string routerWeights;
+};
+
+void moeCore(const Ctx& c, Body& b, const MoeWiring& m);
+
 void moeBody(const Ctx& c, Body& b) {
+  MoeWiring m;
+  for (int n : {1, 2, 3}) {
+    const std::string fc = "fc" + std::to_string(n) + "_experts_";
+    m.weight[n] = fc + "weights";
+    m.bias[n] = c.hasInput(2 * n + 1) ? fc + "bias" : "";
+    m.dimsFrom[n] = 2 * n;
+  }
+  m.fc3 = c.hasInput(6);
+  moeCore(c, b, m);
+}
+
+void moeCore(const Ctx& c, Body& b, const MoeWiring& m) {
   if (flagAttr(c, "use_sparse_mixer", 0))
     throw std::invalid_argument(
         "use_sparse_mixer (Phi-3.5-MoE's routing) is not supported; set it to 0 for softmax "
@@ -609,8 +637,8 @@ void moeBody(const Ctx& c, Body& b) {
   if (fusion < 0 || fusion > 2)
     throw std::invalid_argument("swiglu_fusion is " + std::to_string(fusion) +
                                 "; it is 0 (none), 1 (interleaved) or 2 (concatenated)");
-  const bool fc3 = c.hasInput(6);
-  const bool normalize = flagAttr(c, "normalize_routing_weights", 0);
+  const bool fc3 = m.fc3;
+  const bool normalize = m.renormalize || flagAttr(c, "normalize_routing_weights", 0);
   // The shapes, where the model declares them: router_probs [rows, experts], each fcN's
   // weights [experts, out, in].
   const auto x = knownDims(c, 0), router = knownDims(c, 1);
@@ -620,8 +648,8 @@ void moeBody(const Ctx& c, Body& b) {
     throw std::invalid_argument("router_probs is " + dimsText(router) +
                                 "; it must be [rows, experts]");
   for (int n : {1, 2, 3}) {
-    const int in = 2 * n;
-    if (!c.hasInput(in)) continue;
+    const int in = m.dimsFrom[n];
+    if (in < 0 || !c.hasInput(in)) continue;
     const auto w = knownDims(c, in);
     const std::string name = "fc" + std::to_string(n) + "_experts_weights";
     if (w.empty()) continue;
@@ -656,10 +684,16 @@ void moeBody(const Ctx& c, Body& b) {
   *b.add("Flatten", {"input"}, {"rows"}).add_attribute() = onnx::MakeAttribute("axis", int64_t{-1});
   // Routing: softmax over the experts, the top k kept (renormalized to sum 1 with
   // normalize_routing_weights), scattered back to [R, experts].
-  *b.add("Softmax", {"router_probs"}, {"probs"}).add_attribute() =
-      onnx::MakeAttribute("axis", int64_t{-1});
-  b.add("TopK", {"probs", b.constantInts("k", {k})}, {"top", "top_experts"});
   std::string weights = "top";
+  if (m.routerWeights.empty()) {
+    *b.add("Softmax", {"router_probs"}, {"probs"}).add_attribute() =
+        onnx::MakeAttribute("axis", int64_t{-1});
+    b.add("TopK", {"probs", b.constantInts("k", {k})}, {"top", "top_experts"});
+  } else {
+    b.add("TopK", {"router_probs", b.constantInts("k", {k})}, {"top_probs", "top_experts"});
+    *b.add("GatherElements", {m.routerWeights, "top_experts"}, {"top"}).add_attribute() =
+        onnx::MakeAttribute("axis", int64_t{1});
+  }
   if (normalize) {
     *b.add("ReduceSum", {"top", b.constantInts("expert_axis", {1})}, {"top_sum"}).add_attribute() =
         onnx::MakeAttribute("keepdims", int64_t{1});
@@ -679,15 +713,13 @@ void moeBody(const Ctx& c, Body& b) {
   b.add("Mul", {"one_hot", "weight_col"}, {"routed"});
   *b.add("ReduceSum", {"routed", b.constantInts("choices_axis", {1})}, {"routing"})
        .add_attribute() = onnx::MakeAttribute("keepdims", int64_t{0});
-  // One expert layer: rows x W[e]^T (+ bias[e]) for every expert e, [experts, R, out]; fcN's
-  // weights and bias are inputs 2N and 2N + 1.
+  // One expert layer: rows x W[e]^T (+ bias[e]) for every expert e, [experts, R, out].
   auto layer = [&](const std::string& in, int n, const std::string& out) {
-    const std::string fc = "fc" + std::to_string(n) + "_experts_";
-    const bool bias = c.hasInput(2 * n + 1);
-    transpose(b, fc + "weights", out + "_wt", {0, 2, 1});
+    const bool bias = !m.bias[n].empty();
+    transpose(b, m.weight[n], out + "_wt", {0, 2, 1});
     b.add("MatMul", {in, out + "_wt"}, {bias ? out + "_nb" : out});
     if (!bias) return;
-    b.add("Unsqueeze", {fc + "bias", b.constantInts(out + "_row_axis", {1})}, {out + "_b"});
+    b.add("Unsqueeze", {m.bias[n], b.constantInts(out + "_row_axis", {1})}, {out + "_b"});
     b.add("Add", {out + "_nb", out + "_b"}, {out});
   };
   layer("rows", 1, "h1");
@@ -811,6 +843,132 @@ void complexProduct(Body& b, bool conj) {
   b.add("Unsqueeze", {"im", "last"}, {"im_1"});
   *b.add("Concat", {"re_1", "im_1"}, {"C"}).add_attribute() =
       onnx::MakeAttribute("axis", int64_t{-1});
+}
+
+// QMoE: MoE with uint8-coded expert weights, dequantized in the body and then the same experts.
+// Codes of expert_weight_bits (8, 4 or 2) pack 8 / bits to a byte, the first in the low bits;
+// fcN's weights are [experts, out, in / pack]. A scale per row ([experts, out] or [experts, out,
+// 1]) or per block of block_size inputs ([experts, out, blocks]); zero points packed like the
+// codes (along the rows, or along each row's blocks), else 2^(bits - 1). The k chosen experts'
+// weights always sum to 1, as ONNX Runtime forms them; router_weights, where given, supplies
+// them instead (renormalized with normalize_routing_weights).
+void qmoeBody(const Ctx& c, Body& b) {
+  const int64_t bits = intAttr(c, "expert_weight_bits", 4);
+  if (bits != 2 && bits != 4 && bits != 8)
+    throw std::invalid_argument("expert_weight_bits is " + std::to_string(bits) +
+                                "; it must be 2, 4 or 8");
+  const std::string quant = stringAttr(c, "quant_type");
+  if (!quant.empty() && quant != "int")
+    throw std::invalid_argument("quant_type '" + quant +
+                                "' is not supported: deepwire runs integer codes (quant_type int)");
+  if (c.hasInput(8))
+    throw std::invalid_argument(
+        "fc3_experts_weights (a separate gate layer) is not supported for QMoE; interleave the "
+        "gate into fc1 (swiglu_fusion 1)");
+  for (int i = 15; i <= 20; ++i)
+    if (c.hasInput(i))
+      throw std::invalid_argument("input " + std::to_string(i) +
+                                  " (a global or activation scale of the float4/float8 forms) is "
+                                  "not supported; leave it empty");
+  const int64_t block = intAttr(c, "block_size", 0);
+  if (block != 0 && (block < 16 || (block & (block - 1)) != 0))
+    throw std::invalid_argument("block_size is " + std::to_string(block) +
+                                "; it must be a power of two of 16 or more (or absent: one "
+                                "scale per row)");
+  const int64_t pack = 8 / bits;
+  // Codes of `in` (uint8, packed along its last axis) as int64, one per value.
+  auto unpack = [&](const std::string& in, const std::string& out) {
+    b.cast(in, onnx::TensorProto::INT64, out + "_bytes");
+    if (pack == 1) return out + "_bytes";
+    std::vector<std::string> parts;
+    for (int64_t p = 0; p < pack; ++p) {
+      const std::string part = out + "_" + std::to_string(p);
+      b.add("Div", {out + "_bytes", b.constantInts(part + "_shift", {int64_t{1} << (bits * p)})},
+            {part + "_hi"});
+      b.add("Mod", {part + "_hi", b.constantInts(part + "_mask", {int64_t{1} << bits})},
+            {part + "_m"});
+      b.add("Unsqueeze", {part + "_m", b.constantInts(part + "_axis", {-1})}, {part});
+      parts.push_back(part);
+    }
+    *b.add("Concat", parts, {out + "_pairs"}).add_attribute() =
+        onnx::MakeAttribute("axis", int64_t{-1});
+    b.add("Shape", {out + "_bytes"}, {out + "_shape"});
+    b.add("Slice",
+          {out + "_shape", b.constantInts(out + "_from", {0}), b.constantInts(out + "_to", {-1})},
+          {out + "_lead"});
+    *b.add("Concat", {out + "_lead", b.constantInts(out + "_rest", {-1})}, {out + "_flat"})
+         .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+    b.add("Reshape", {out + "_pairs", out + "_flat"}, {out});
+    return out;
+  };
+  MoeWiring m;
+  for (int n : {1, 2}) {
+    const std::string fc = "fc" + std::to_string(n), w = fc + "_experts_weights";
+    const int wAt = n == 1 ? 2 : 5, scaleAt = wAt + 1, biasAt = wAt + 2, zpAt = 10 + n;
+    const std::string scales = fc + "_scales", zps = fc + "_zero_points";
+    if (!c.hasInput(scaleAt))
+      throw std::invalid_argument(scales + " is needed: the codes of " + w + " have no scale");
+    const auto wd = knownDims(c, wAt), sd = knownDims(c, scaleAt);
+    if (!wd.empty() && wd.size() != 3)
+      throw std::invalid_argument(w + " is " + dimsText(wd) + "; it must be [experts, out, in / " +
+                                  std::to_string(pack) + "]");
+    if (sd.empty())
+      throw std::invalid_argument("the shape of " + scales +
+                                  " is unknown; declare it ([experts, out] per row, or [experts, "
+                                  "out, blocks])");
+    const bool blocks = sd.size() == 3 && sd[2] != 1;
+    if (blocks && block == 0)
+      throw std::invalid_argument(scales + " is " + dimsText(sd) +
+                                  ", a scale per block, but block_size is not set");
+    if (blocks && wd.size() == 3 && wd[2] >= 0 && (wd[2] * pack) % block != 0)
+      throw std::invalid_argument(w + " has " + std::to_string(wd[2] * pack) +
+                                  " inputs per row, not a whole number of blocks of " +
+                                  std::to_string(block));
+    const std::string codes = unpack(w, fc + "_codes");  // [E, out, in]
+    std::string zp;
+    if (c.hasInput(zpAt)) {
+      const std::string z = unpack(zps, fc + "_zp_all");
+      // Keep as many as there are rows (or blocks): the last byte may hold padding.
+      const std::string count = fc + (blocks ? "_blocks" : "_rows");
+      b.add("Shape", {blocks ? scales : codes}, {fc + "_count_shape"});
+      *b.add("Gather", {fc + "_count_shape", b.constantInts(fc + "_count_at", {blocks ? 2 : 1})},
+             {count})
+           .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+      b.add("Slice",
+            {z, b.constantInts(fc + "_zp_from", {0}), count,
+             b.constantInts(fc + "_zp_axis", {blocks ? 2 : 1})},
+            {fc + "_zp_kept"});
+      b.add("Unsqueeze", {fc + "_zp_kept", b.constantInts(fc + "_zp_col", {-1})},
+            {zp = fc + "_zp"});
+    } else {
+      zp = b.constantInts(fc + "_zp_implicit", {int64_t{1} << (bits - 1)});
+    }
+    b.cast(scales, onnx::TensorProto::FLOAT, fc + "_scale_f");
+    std::string scale = fc + "_scale_f", grouped = codes;
+    if (blocks) {
+      // [E, out, blocks, block_size]: each block's codes beside its scale and zero point.
+      b.add("Shape", {scales}, {fc + "_scale_shape"});
+      *b.add("Concat", {fc + "_scale_shape", b.constantInts(fc + "_bs", {block})},
+             {fc + "_grouped_shape"})
+           .add_attribute() = onnx::MakeAttribute("axis", int64_t{0});
+      b.add("Reshape", {codes, fc + "_grouped_shape"}, {grouped = fc + "_grouped"});
+      b.add("Unsqueeze", {scale, b.constantInts(fc + "_scale_col", {-1})}, {fc + "_scale_b"});
+      scale = fc + "_scale_b";
+    } else if (sd.size() == 2) {
+      b.add("Unsqueeze", {scale, b.constantInts(fc + "_scale_col", {-1})}, {fc + "_scale_r"});
+      scale = fc + "_scale_r";
+    }
+    b.add("Sub", {grouped, zp}, {fc + "_centred"});
+    b.cast(fc + "_centred", onnx::TensorProto::FLOAT, fc + "_centred_f");
+    b.add("Mul", {fc + "_centred_f", scale}, {fc + "_w_grouped"});
+    b.add("Shape", {codes}, {fc + "_w_shape"});
+    b.add("Reshape", {fc + "_w_grouped", fc + "_w_shape"}, {fc + "_w_f"});
+    b.add("CastLike", {fc + "_w_f", "input"}, {m.weight[n] = fc + "_w"});
+    m.bias[n] = c.hasInput(biasAt) ? fc + "_experts_bias" : "";
+  }
+  m.renormalize = !c.hasInput(14);
+  if (c.hasInput(14)) m.routerWeights = "router_weights";
+  moeCore(c, b, m);
 }
 
 // GroupNorm and SkipGroupNorm: `x` (NHWC with channels_last, the default, else NCHW) normalized
@@ -1024,6 +1182,7 @@ const std::vector<std::string>* msChoices(const std::string& op, const std::stri
       "", "Relu", "Tanh", "Sigmoid", "LeakyRelu", "HardSigmoid", "Clip"};
   static const std::map<std::pair<std::string, std::string>, std::vector<std::string>> kChoices = {
       {{"MoE", "activation_type"}, {"relu", "gelu", "silu", "identity", "swiglu"}},
+      {{"QMoE", "activation_type"}, {"relu", "gelu", "silu", "identity", "swiglu"}},
       {{"FusedConv", "activation"}, kConvActivation},
       {{"NhwcFusedConv", "activation"}, kConvActivation},
       {{"CropAndResize", "mode"}, {"bilinear", "nearest"}},
@@ -1941,6 +2100,14 @@ const std::vector<MsOp>& msOps() {
        "2, or fc3; activation_alpha, activation_beta, swiglu_limit); fc3 also gates the other "
        "activations.",
        17, moeBody, sameAsInput0},
+      {"QMoE", "quantization",
+       "MoE with uint8-coded expert weights (expert_weight_bits 8, 4 or 2, packed low bits "
+       "first; fcN [experts, out, in / pack]), dequantized with a scale per row or per "
+       "block_size inputs and zero points packed like the codes (else 2^(bits-1)), then the "
+       "same experts and activations (swiglu interleaved, swiglu_fusion 1). The k chosen "
+       "experts' weights are router_probs' softmax renormalized over the k, or router_weights "
+       "where given.",
+       17, qmoeBody, sameAsInput0},
       {"GreedySearch", "text",
        "Generates text with a GPT-2 style decoder (the decoder subgraph; model_type 0): from "
        "the prompt input_ids ([batch, length], int32), each step runs the decoder on the new "

@@ -922,9 +922,65 @@ def main_lstm_variants():
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
+def main_qmoe():
+    """QMoE's integer forms: 8-, 4- and 2-bit codes, a scale per row or per block of 16, zero
+    points packed like the codes or implicit, the activations (swiglu interleaved with GPT-OSS's
+    constants), router_weights, a 3-D input."""
+    g = np.random.default_rng(41)
+    f = lambda *shape: g.uniform(-1, 1, shape).astype(np.float32)
+    T, Hd, I, E = 5, 32, 32, 4
+    skip = ("", None)
+
+    def packed(rows, cols, bits):
+        return g.integers(0, 256, (E, rows, cols * bits // 8)).astype(np.uint8)
+
+    def qcase(name, bits, block, zp, act="relu", k=2, biases=True, router=False, x3d=False,
+              **attrs):
+        n1 = 2 * I if act == "swiglu" else I
+        per = 8 // bits
+        fcs = []
+        for rows, cols in ((n1, Hd), (Hd, I)):
+            nb = cols // block if block else 0
+            scales = (g.uniform(0.002, 0.02, (E, rows, nb)) if block else
+                      g.uniform(0.002, 0.02, (E, rows))).astype(np.float32)
+            z = None
+            if zp:
+                z = (g.integers(0, 256, (E, rows, -(-nb // per))) if block else
+                     g.integers(0, 256, (E, -(-rows // per)))).astype(np.uint8)
+            fcs.append((packed(rows, cols, bits), scales, f(E, rows) if biases else None, z))
+        x = f(2, 3, Hd) if x3d else f(T, Hd)
+        rows_n = 6 if x3d else T
+        ins = [("input", x), ("router_probs", f(rows_n, E) * 3)]
+        (w1, s1, b1, z1), (w2, s2, b2, z2) = fcs
+        ins += [("fc1_experts_weights", w1), ("fc1_scales", s1),
+                ("fc1_experts_bias", b1) if b1 is not None else skip,
+                ("fc2_experts_weights", w2), ("fc2_scales", s2),
+                ("fc2_experts_bias", b2) if b2 is not None else skip, skip, skip, skip,
+                ("fc1_zero_points", z1) if z1 is not None else skip,
+                ("fc2_zero_points", z2) if z2 is not None else skip, skip,
+                ("router_weights", g.uniform(0, 1, (rows_n, E)).astype(np.float32))
+                if router else skip]
+        while ins[-1] == skip:
+            ins.pop()
+        extra = {"block_size": block} if block else {}
+        case(name, "QMoE", ins, ["output"], k=k, expert_weight_bits=bits, activation_type=act,
+             **extra, **attrs)
+
+    qcase("qmoe_8bit_rows_relu", 8, 0, False)
+    qcase("qmoe_4bit_rows_zp_gelu", 4, 0, True, act="gelu", k=1)
+    qcase("qmoe_4bit_block16_zp_silu", 4, 16, True, act="silu", biases=False)
+    qcase("qmoe_2bit_block16_swiglu", 2, 16, False, act="swiglu", swiglu_fusion=1,
+          activation_alpha=1.702, activation_beta=1.0, swiglu_limit=7.0)
+    qcase("qmoe_8bit_block16_router_weights", 8, 16, True, act="identity", k=3, router=True,
+          normalize_routing_weights=1)
+    qcase("qmoe_8bit_rows_3d", 8, 0, True, k=2, x3d=True)
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
 main()
 main_onnx()
 main_kernels()
 main_generation()
 main_decoder_attention()
 main_lstm_variants()
+main_qmoe()
