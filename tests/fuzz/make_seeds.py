@@ -144,7 +144,8 @@ MICROSOFT_SEEDS = [
     "qlinearconv_channels_last_group", "tokenizer_separators_mark",
     "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
     "matmulfpq4_type1", "greedysearch_gpt_options", "sampling_gpt_seeded",
-    "dmmha_self_bias_mask_qk",
+    "dmmha_self_bias_mask_qk", "dqlstm_bidirectional_lengths", "attnlstm_reverse",
+    "qmoe_4bit_block16_zp_silu",
 ]
 
 REFERENCE_SEEDS = [
