@@ -2122,6 +2122,21 @@ const std::vector<MsOp>& msOps() {
        [](onnx::InferenceContext& ctx) {
          onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
        }},
+      {"WhisperBeamSearch", "text",
+       "Beam search over a Whisper-style encoder-decoder: the encoder subgraph reads the audio "
+       "features (input_ids, [batch, features, frames]) and the prompt (decoder_input_ids, or "
+       "decoder_start_token_id) once; the decoder subgraph then adds a token per beam with its "
+       "past self keys and values and the encoder's cross ones. num_beams beams per item, "
+       "length_penalty, early_stopping, min_length, repetition_penalty, the vocabulary masks, "
+       "n-gram blocking, temperature and, with logits_processor 1, Whisper's timestamp rules. "
+       "sequences is [batch, num_return_sequences, max_length] with the prompt, "
+       "sequences_scores their length-normalized log-probabilities.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT32);
+         for (size_t i = 1; i < ctx.getNumOutputs(); ++i)
+           onnx::updateOutputElemType(ctx, i, onnx::TensorProto::FLOAT);
+       }},
       {"Sampling", "text",
        "GreedySearch's generation loop, drawing each next token at random instead of taking "
        "the most likely: the scores are divided by temperature, reduced by presence_penalty "

@@ -977,6 +977,148 @@ def main_qmoe():
     print(f"{OUT}: {len(os.listdir(OUT))} cases")
 
 
+def whisper_graphs(rng, V, prompt_len, D=4, F=3, T=5):
+    """A toy Whisper for WhisperBeamSearch: one decoder layer of one head (size D), its
+    encoder subgraph (features [B, F, T] -> hidden states, the prompt's logits, the self and
+    cross keys and values) and its decoder subgraph (one token per beam, with the past)."""
+    W = {k: (rng.standard_normal(shape) * sc).astype(np.float32) for k, shape, sc in
+         [("We", (F, D), 1.0), ("Wck", (D, D), 0.7), ("Wcv", (D, D), 0.7), ("E", (V, D), 1.0),
+          ("Wq", (D, D), 0.7), ("Wk", (D, D), 0.7), ("Wv", (D, D), 0.7), ("Wo", (D, V), 1.5)]}
+    const = lambda name, a: helper.make_node("Constant", [], [name],
+                                             value=numpy_helper.from_array(a, name + "_v"))
+    node = helper.make_node
+    vi = helper.make_tensor_value_info
+
+    def attention(p, causal):
+        # emb [B, L, D]; pk, pv [B, 1, P, D]; ck, cv [B, 1, T, D] -> logits [B, L, V]
+        n = [const(p + "Wq", W["Wq"]), const(p + "Wk", W["Wk"]), const(p + "Wv", W["Wv"]),
+             const(p + "ax1", np.array([1], np.int64)), const(p + "half", np.array(0.5, np.float32))]
+        for x in "qkv":
+            n += [node("MatMul", ["emb", p + "W" + x], [x + "3"]),
+                  node("Unsqueeze", [x + "3", p + "ax1"], [x])]
+        n += [node("Concat", ["pk", "k"], ["Kall"], axis=2),
+              node("Concat", ["pv", "v"], ["Vall"], axis=2),
+              node("Transpose", ["Kall"], ["KT"], perm=[0, 1, 3, 2]),
+              node("MatMul", ["q", "KT"], ["s0"]), node("Mul", ["s0", p + "half"], ["s1"])]
+        if causal:
+            mask = np.triu(np.full((causal, causal), -1e4, np.float32), 1)
+            n += [const(p + "mask", mask), node("Add", ["s1", p + "mask"], ["s2"])]
+        else:
+            n += [node("Identity", ["s1"], ["s2"])]
+        n += [node("Softmax", ["s2"], ["pr"], axis=-1), node("MatMul", ["pr", "Vall"], ["ctx4"]),
+              node("Squeeze", ["ctx4", p + "ax1"], ["ctx"]),
+              node("Transpose", ["ck"], ["cKT"], perm=[0, 1, 3, 2]),
+              node("MatMul", ["q", "cKT"], ["cs0"]), node("Mul", ["cs0", p + "half"], ["cs1"]),
+              node("Softmax", ["cs1"], ["cp"], axis=-1), node("MatMul", ["cp", "cv"], ["cctx4"]),
+              node("Squeeze", ["cctx4", p + "ax1"], ["cctx"]), node("Add", ["emb", "ctx"], ["h1"]),
+              node("Add", ["h1", "cctx"], ["h2"]), const(p + "Wo", W["Wo"]),
+              node("MatMul", ["h2", p + "Wo"], ["logits"])]
+        return n
+
+    enc = [const("We", W["We"]), const("Wck", W["Wck"]), const("Wcv", W["Wcv"]),
+           const("E", W["E"]), const("ax1e", np.array([1], np.int64)),
+           node("Transpose", ["encoder_input_ids"], ["ft"], perm=[0, 2, 1]),
+           node("MatMul", ["ft", "We"], ["hs0"]), node("Tanh", ["hs0"], ["encoder_hidden_states"]),
+           node("MatMul", ["encoder_hidden_states", "Wck"], ["ck3"]),
+           node("Unsqueeze", ["ck3", "ax1e"], ["ck"]),
+           node("MatMul", ["encoder_hidden_states", "Wcv"], ["cv3"]),
+           node("Unsqueeze", ["cv3", "ax1e"], ["cv"]),
+           node("Gather", ["E", "decoder_input_ids"], ["emb"]),
+           node("Shape", ["decoder_input_ids"], ["dshape"]),
+           const("i0", np.array([0], np.int64)), const("i1", np.array([1], np.int64)),
+           node("Slice", ["dshape", "i0", "i1"], ["bdim"]),
+           const("rest", np.array([1, 0, D], np.int64)),
+           node("Concat", ["bdim", "rest"], ["pshape"], axis=0),
+           node("ConstantOfShape", ["pshape"], ["pk"],
+                value=numpy_helper.from_array(np.array([0], np.float32))),
+           node("Identity", ["pk"], ["pv"])]
+    enc += attention("a", prompt_len)
+    enc += [node("Identity", ["Kall"], ["present_key_self_0"]),
+            node("Identity", ["Vall"], ["present_value_self_0"]),
+            node("Identity", ["ck"], ["present_key_cross_0"]),
+            node("Identity", ["cv"], ["present_value_cross_0"])]
+    encoder = helper.make_graph(
+        enc, "encoder",
+        [vi("encoder_input_ids", TensorProto.FLOAT, ["B", F, T]),
+         vi("decoder_input_ids", TensorProto.INT32, ["B", "L"])],
+        [vi("logits", TensorProto.FLOAT, ["B", "L", V]),
+         vi("encoder_hidden_states", TensorProto.FLOAT, ["B", T, D]),
+         vi("present_key_self_0", TensorProto.FLOAT, ["B", 1, "L", D]),
+         vi("present_value_self_0", TensorProto.FLOAT, ["B", 1, "L", D]),
+         vi("present_key_cross_0", TensorProto.FLOAT, ["B", 1, T, D]),
+         vi("present_value_cross_0", TensorProto.FLOAT, ["B", 1, T, D])])
+    dec = [const("E", W["E"]), node("Gather", ["E", "input_ids"], ["emb"])]
+    for x, y in (("pk", "past_key_self_0"), ("pv", "past_value_self_0"),
+                 ("ck", "past_key_cross_0"), ("cv", "past_value_cross_0")):
+        dec.append(node("Identity", [y], [x]))
+    dec += attention("d", None)
+    dec += [node("Identity", ["Kall"], ["present_key_self_0"]),
+            node("Identity", ["Vall"], ["present_value_self_0"])]
+    decoder = helper.make_graph(
+        dec, "decoder",
+        [vi("input_ids", TensorProto.INT32, ["B", 1]),
+         vi("encoder_hidden_states", TensorProto.FLOAT, ["B", T, D]),
+         vi("past_key_self_0", TensorProto.FLOAT, ["B", 1, "P", D]),
+         vi("past_value_self_0", TensorProto.FLOAT, ["B", 1, "P", D]),
+         vi("past_key_cross_0", TensorProto.FLOAT, ["B", 1, T, D]),
+         vi("past_value_cross_0", TensorProto.FLOAT, ["B", 1, T, D])],
+        [vi("logits", TensorProto.FLOAT, ["B", 1, V]),
+         vi("present_key_self_0", TensorProto.FLOAT, ["B", 1, "P1", D]),
+         vi("present_value_self_0", TensorProto.FLOAT, ["B", 1, "P1", D])])
+    return encoder, decoder
+
+
+def main_whisper():
+    """WhisperBeamSearch on a toy encoder-decoder: beams, a prompt, the processors (repetition
+    penalty, vocabulary masks, minimum length, temperature, n-gram blocking), length penalty,
+    early stopping, and Whisper's timestamp rules."""
+    g = np.random.default_rng(53)
+    F, T = 3, 5
+
+    def wcase(name, B=2, V=12, prompt_len=1, max_length=8, beams=3, returns=2, lp=1.0, rep=1.0,
+              min_length=0, extra=(), **attrs):
+        encoder, decoder = whisper_graphs(np.random.default_rng(7), V, prompt_len)
+        prompt = (np.full((B, 1), 2, np.int32) if prompt_len == 1 else
+                  g.integers(2, V, (B, prompt_len)).astype(np.int32))
+        ins = [("input_ids", g.standard_normal((B, F, T)).astype(np.float32)),
+               ("max_length", np.array([max_length], np.int32)),
+               ("min_length", np.array([min_length], np.int32)),
+               ("num_beams", np.array([beams], np.int32)),
+               ("num_return_sequences", np.array([returns], np.int32)),
+               ("length_penalty", np.array([lp], np.float32)),
+               ("repetition_penalty", np.array([rep], np.float32))]
+        more = dict(extra)
+        ins += [(n, more[n]) if n in more else ("", None)
+                for n in ("vocab_mask", "prefix_vocab_mask", "attention_mask")]
+        ins += [("decoder_input_ids", prompt)]
+        ins += [(n, more[n]) if n in more else ("", None)
+                for n in ("logits_processor", "cross_qk_layer_head", "extra_decoding_ids",
+                          "temperature")]
+        while ins[-1][0] == "":
+            ins.pop()
+        case(name, "WhisperBeamSearch", ins, ["sequences", "sequences_scores"],
+             out_type=[np.int32, np.float32], encoder=encoder, decoder=decoder, eos_token_id=1,
+             pad_token_id=0, **attrs)
+
+    wcase("whisperbeamsearch_beams")
+    wcase("whisperbeamsearch_prompt_length_penalty", prompt_len=3, max_length=10, lp=0.5)
+    vm = np.ones(12, np.int32)
+    vm[[4, 8]] = 0
+    pm = np.ones((2, 12), np.int32)
+    pm[0, [10, 4]] = 0
+    pm[1, :5] = 0
+    wcase("whisperbeamsearch_processors", rep=1.7, min_length=6, max_length=10,
+          extra={"vocab_mask": vm, "prefix_vocab_mask": pm,
+                 "temperature": np.array([0.6], np.float32)}, no_repeat_ngram_size=2)
+    wcase("whisperbeamsearch_early_stopping", max_length=10, early_stopping=1, B=1, beams=4,
+          returns=4)
+    wcase("whisperbeamsearch_timestamps", V=170, max_length=12,
+          extra={"logits_processor": np.array([1], np.int32)}, beginning_timestamp_token_id=100,
+          no_timestamps_token_id=99, start_of_lm_token_id=98, decoder_start_token_id=2,
+          translate_token_id=97, transcribe_token_id=96)
+    print(f"{OUT}: {len(os.listdir(OUT))} cases")
+
+
 main()
 main_onnx()
 main_kernels()
@@ -984,3 +1126,4 @@ main_generation()
 main_decoder_attention()
 main_lstm_variants()
 main_qmoe()
+main_whisper()

@@ -18,7 +18,6 @@ const std::set<std::string> kNotYet = {
     "DequantizeBFP",
     "QOrderedLongformerAttention",
     "SparseToDenseMatMul",
-    "WhisperBeamSearch",
     "Resume",
     "RawConstantOfShape",
 };

@@ -1,0 +1,1 @@
+Bsequences_scoresJw8…¾©¨¾b¾œ·¾

@@ -1,0 +1,1 @@
+Bsequences_scoresJ}$ї.аїХЂ"ї1Ї&ї

@@ -1,0 +1,1 @@
+BtemperatureJš™?

@@ -1,0 +1,1 @@
+Bsequences_scoresJ‡'b¿Íêt¿h¿≈a¿

@@ -1,0 +1,1 @@
+Bsequences_scoresJªÊÑ¿ªÁÖ¿@1$¿!¢ƒ¿
