@@ -145,7 +145,7 @@ MICROSOFT_SEEDS = [
     "skipsimplifiedlayernorm_bias", "unfoldtensor_dim1", "unique", "wordconvembedding",
     "matmulfpq4_type1", "greedysearch_gpt_options", "sampling_gpt_seeded",
     "dmmha_self_bias_mask_qk", "dqlstm_bidirectional_lengths", "attnlstm_reverse",
-    "qmoe_4bit_block16_zp_silu",
+    "qmoe_4bit_block16_zp_silu", "whisperbeamsearch_timestamps",
 ]
 
 REFERENCE_SEEDS = [
