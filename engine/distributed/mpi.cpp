@@ -163,18 +163,18 @@ class Mpi : public Communicator {
   Status pause(std::chrono::steady_clock::duration waited, int polls, const char* what) const {
     const double seconds = std::chrono::duration<double>(waited).count();
     if (seconds > timeout_)
-        return Status::error(
-            std::string("the other processes did not complete the ") + what + " within " +
-            std::to_string(static_cast<int>(timeout_)) +
-            " s: one of them stopped, hung or lost its connection (see the other ranks' "
-            "messages; --distributed-timeout sets this limit)");
-      // MPI moves a message along only inside its calls, so a long message needs frequent
-      // polls; yielding lets another process sharing the core compute meanwhile. A wait of
-      // seconds (the others are still computing, or something is wrong) polls more gently.
-      if (seconds > 0.5)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      else if (polls > 2000)
-        std::this_thread::yield();
+      return Status::error(
+          std::string("the other processes did not complete the ") + what + " within " +
+          std::to_string(static_cast<int>(timeout_)) +
+          " s: one of them stopped, hung or lost its connection (see the other ranks' "
+          "messages; --distributed-timeout sets this limit)");
+    // MPI moves a message along only inside its calls, so a long message needs frequent
+    // polls; yielding lets another process sharing the core compute meanwhile. A wait of
+    // seconds (the others are still computing, or something is wrong) polls more gently.
+    if (seconds > 0.5)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    else if (polls > 2000)
+      std::this_thread::yield();
     return Status();
   }
 
@@ -244,8 +244,7 @@ Result<std::shared_ptr<Communicator>> mpiCommunicator(double timeoutSeconds) {
       MPI_Finalized(&finalized);
       if (!finalized) MPI_Finalize();
     });
-  }
-  else
+  } else
     MPI_Query_thread(&provided);
   world = std::make_shared<Mpi>(timeoutSeconds, provided >= MPI_THREAD_SERIALIZED);
   return world;
