@@ -1802,6 +1802,17 @@ const std::vector<MsOp>& msOps() {
          onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
          if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
        }},
+      {"QOrderedLongformerAttention", "quantization",
+       "LongformerAttention on int8 input [batch, sequence, hidden]: the local and global "
+       "projections are int8 products (weights [hidden, 3 hidden] in COL order, biases in the "
+       "gemm scale's units) saturated to int8 in scale_qkv_gemm and scale_global_gemm, the "
+       "window and global attention runs on their dequantized values, and the output is "
+       "quantized with scale_output. mask: 0 keeps a token, negative masks it.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
+         if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
       {"QOrderedAttention", "quantization",
        "Self-attention on int8 input [batch, sequence, hidden] in int8 throughout: Q, K and V "
        "(int8 weights [hidden in, hidden], one scale or one per column, float biases) each "

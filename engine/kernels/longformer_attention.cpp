@@ -17,6 +17,46 @@ namespace dw::engine {
 
 namespace {
 
+// The attention of LongformerAttention and QOrderedLongformerAttention, from the projections
+// local and global ([B, S, 3 * D]: q, k, v) into out [B, S, D].
+void attendLongformer(const float* local, const float* global, const float* mask,
+                      const int32_t* isGlobal, int64_t B, int64_t S, int64_t D, int64_t N,
+                      int64_t window, float* outRows) {
+  const int64_t Hs = D / N;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Hs));
+  std::vector<double> w(S);
+  std::vector<int64_t> keys;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i) {
+      const bool g = isGlobal[b * S + i] != 0;
+      // The keys this token reads: all of them (global), or its window and the global ones.
+      keys.clear();
+      for (int64_t j = 0; j < S; ++j)
+        if (g || isGlobal[b * S + j] != 0 || std::abs(i - j) <= window) keys.push_back(j);
+      const float* p = g ? global : local;
+      for (int64_t n = 0; n < N; ++n) {
+        auto at = [&](int64_t t, int part) { return &p[(b * S + t) * 3 * D + part * D + n * Hs]; };
+        const float* q = at(i, 0);
+        double top = -INFINITY;
+        for (size_t k = 0; k < keys.size(); ++k) {
+          const float* kj = at(keys[k], 1);
+          double s = 0;
+          for (int64_t h = 0; h < Hs; ++h) s += static_cast<double>(q[h]) * kj[h];
+          w[k] = s * scale + mask[b * S + keys[k]];
+          top = std::max(top, w[k]);
+        }
+        double sum = 0;
+        for (size_t k = 0; k < keys.size(); ++k) sum += (w[k] = std::exp(w[k] - top));
+        float* out = outRows + (b * S + i) * D + n * Hs;
+        for (int64_t h = 0; h < Hs; ++h) {
+          double acc = 0;
+          for (size_t k = 0; k < keys.size(); ++k) acc += w[k] * at(keys[k], 2)[h];
+          out[h] = static_cast<float>(acc / sum);
+        }
+      }
+    }
+}
+
 class LongformerAttention : public Kernel {
  public:
   explicit LongformerAttention(const KernelInit& init)
@@ -34,7 +74,6 @@ class LongformerAttention : public Kernel {
     if (D % N != 0)
       return Status::error("hidden size " + std::to_string(D) + " is not a multiple of num_heads " +
                            std::to_string(N));
-    const int64_t Hs = D / N;
     auto check = [&](size_t i, const char* name, DType t, const Shape& want) {
       const Tensor& v = ctx.input(i);
       if (v.dtype() != t || v.shape() != want)
@@ -54,47 +93,109 @@ class LongformerAttention : public Kernel {
                          ctx.input(b).data<float>());
     };
     const std::vector<float> local = project(1, 2), global = project(4, 5);
-    const float* mask = ctx.input(3).data<float>();
-    const int32_t* isGlobal = ctx.input(6).data<int32_t>();
     DW_ALLOC(y, ctx.output(0, DType::kFloat, {B, S, D}));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(Hs));
-    std::vector<double> w(S);
-    std::vector<int64_t> keys;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < S; ++i) {
-        const bool g = isGlobal[b * S + i] != 0;
-        // The keys this token reads: all of them (global), or its window and the global ones.
-        keys.clear();
-        for (int64_t j = 0; j < S; ++j)
-          if (g || isGlobal[b * S + j] != 0 || std::abs(i - j) <= window_) keys.push_back(j);
-        const std::vector<float>& p = g ? global : local;
-        for (int64_t n = 0; n < N; ++n) {
-          auto at = [&](int64_t t, int part) {
-            return &p[(b * S + t) * 3 * D + part * D + n * Hs];
-          };
-          const float* q = at(i, 0);
-          double top = -INFINITY;
-          for (size_t k = 0; k < keys.size(); ++k) {
-            const float* kj = at(keys[k], 1);
-            double s = 0;
-            for (int64_t h = 0; h < Hs; ++h) s += static_cast<double>(q[h]) * kj[h];
-            w[k] = s * scale + mask[b * S + keys[k]];
-            top = std::max(top, w[k]);
-          }
-          double sum = 0;
-          for (size_t k = 0; k < keys.size(); ++k) sum += (w[k] = std::exp(w[k] - top));
-          float* out = y->data<float>() + (b * S + i) * D + n * Hs;
-          for (int64_t h = 0; h < Hs; ++h) {
-            double acc = 0;
-            for (size_t k = 0; k < keys.size(); ++k) acc += w[k] * at(keys[k], 2)[h];
-            out[h] = static_cast<float>(acc / sum);
-          }
-        }
-      }
+    attendLongformer(local.data(), global.data(), ctx.input(3).data<float>(),
+                     ctx.input(6).data<int32_t>(), B, S, D, N, window_, y->data<float>());
     return Status();
   }
 
  private:
+  int64_t heads_, window_;
+};
+
+// QOrderedLongformerAttention (com.microsoft; ONNX Runtime runs it only on its GPU):
+// LongformerAttention on int8 input [B, S, hidden]. Each projection is an int8 product with
+// int32 sums, scaled to its gemm scale with the bias (given in that scale's units, as ONNX Runtime
+// takes it) and saturated to int8; dequantized, the attention runs as LongformerAttention's
+// (here in float32, where ONNX Runtime's GPU kernel uses float16), and the output is quantized
+// with scale_output. Orders: input and output ROW, weights COL, as ONNX Runtime accepts them.
+class QOrderedLongformerAttention : public Kernel {
+ public:
+  explicit QOrderedLongformerAttention(const KernelInit& init)
+      : heads_(init.attrs.getInt("num_heads", 0)), window_(init.attrs.getInt("window", -1)) {
+    if (heads_ <= 0) fail("QOrderedLongformerAttention needs num_heads > 0");
+    if (window_ < 0) fail("QOrderedLongformerAttention needs window >= 0");
+    if (init.attrs.getInt("order_input", 1) != 1 || init.attrs.getInt("order_output", 1) != 1 ||
+        init.attrs.getInt("order_weight", 0) != 0 ||
+        init.attrs.getInt("order_global_weight", 0) != 0)
+      fail(
+          "QOrderedLongformerAttention takes its input and output in ROW order (1) and its "
+          "weights in COL order (0), as ONNX Runtime does");
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kInt8 || x.rank() != 3)
+      return Status::error("input must be int8 [batch, sequence, hidden], got " +
+                           shapeToString(x.shape()));
+    const int64_t B = x.dim(0), S = x.dim(1), D = x.dim(2), N = heads_;
+    if (D % N != 0)
+      return Status::error("hidden size " + std::to_string(D) + " is not a multiple of num_heads " +
+                           std::to_string(N));
+    auto scalar = [&](size_t i, const char* name) -> Result<float> {
+      const Tensor& t = ctx.input(i);
+      if (t.dtype() != DType::kFloat || t.size() != 1 || !(t.data<float>()[0] > 0))
+        return Status::error(std::string(name) + " must be one positive float32 value");
+      return t.data<float>()[0];
+    };
+    auto check = [&](size_t i, const char* name, DType t, const Shape& want) {
+      const Tensor& v = ctx.input(i);
+      if (v.dtype() != t || v.shape() != want)
+        return Status::error(std::string(name) + " must be " + dtypeName(t) + " " +
+                             shapeToString(want) + ", got " + dtypeName(v.dtype()) + " " +
+                             shapeToString(v.shape()));
+      return Status();
+    };
+    DW_RETURN_IF_ERROR(check(2, "weight", DType::kInt8, {D, 3 * D}));
+    DW_RETURN_IF_ERROR(check(4, "bias", DType::kFloat, {3 * D}));
+    DW_RETURN_IF_ERROR(check(8, "global_weight", DType::kInt8, {D, 3 * D}));
+    DW_RETURN_IF_ERROR(check(10, "global_bias", DType::kFloat, {3 * D}));
+    DW_RETURN_IF_ERROR(check(12, "global", DType::kInt32, {B, S}));
+    const Tensor& m = ctx.input(7);
+    if ((m.dtype() != DType::kFloat16 && m.dtype() != DType::kFloat) || m.shape() != Shape{B, S})
+      return Status::error("mask must be float16 or float32 [" + std::to_string(B) + ", " +
+                           std::to_string(S) + "], got " + shapeToString(m.shape()));
+    std::vector<float> mask(B * S);
+    for (int64_t i = 0; i < B * S; ++i)
+      mask[i] =
+          m.dtype() == DType::kFloat ? m.data<float>()[i] : halfToFloat(m.data<uint16_t>()[i]);
+    auto sIn = scalar(1, "scale_input"), sW = scalar(3, "scale_weight"),
+         sQkv = scalar(6, "scale_qkv_gemm"), sGw = scalar(9, "scale_global_weight"),
+         sG = scalar(11, "scale_global_gemm"), sOut = scalar(13, "scale_output");
+    for (const auto* v : {&sIn, &sW, &sQkv, &sGw, &sG, &sOut})
+      if (!*v) return v->status();
+    // One projection: int8 [B * S, 3D] in the gemm's scale, returned dequantized.
+    auto project = [&](size_t w, size_t biasAt, float sWeight, float sGemm) {
+      const int8_t *xi = x.data<int8_t>(), *wi = ctx.input(w).data<int8_t>();
+      const float* bias = ctx.input(biasAt).data<float>();
+      const float alpha = *sIn * sWeight / sGemm;
+      std::vector<float> out(static_cast<size_t>(B * S * 3 * D));
+      for (int64_t r = 0; r < B * S; ++r)
+        for (int64_t c = 0; c < 3 * D; ++c) {
+          int32_t acc = 0;
+          // COL order: column c's D codes lie together.
+          for (int64_t k = 0; k < D; ++k) acc += int32_t(xi[r * D + k]) * wi[c * D + k];
+          out[r * 3 * D + c] = sGemm * saturateInt8(alpha * static_cast<float>(acc) + bias[c]);
+        }
+      return out;
+    };
+    const std::vector<float> local = project(2, 4, *sW, *sQkv), global = project(8, 10, *sGw, *sG);
+    std::vector<float> y(static_cast<size_t>(B * S * D));
+    attendLongformer(local.data(), global.data(), mask.data(), ctx.input(12).data<int32_t>(), B, S,
+                     D, N, window_, y.data());
+    DW_ALLOC(out, ctx.output(0, DType::kInt8, {B, S, D}));
+    const float inverse = 1.0f / *sOut;
+    for (int64_t i = 0; i < B * S * D; ++i)
+      out->data<int8_t>()[i] = static_cast<int8_t>(saturateInt8(y[i] * inverse));
+    return Status();
+  }
+
+ private:
+  // Rounded half to even and saturated to [-128, 127]; NaN as 0.
+  static float saturateInt8(float v) {
+    if (std::isnan(v)) return 0;
+    return std::nearbyint(std::clamp(v, -128.0f, 127.0f));
+  }
   int64_t heads_, window_;
 };
 
@@ -242,6 +343,8 @@ class DecoderAttention : public Kernel {
 void addLongformerKernels(KernelRegistry& r) {
   r.add(kReferenceTable, "LongformerAttention", 1, kMaxOpset, &makeKernel<LongformerAttention>,
         false, dw::kMicrosoftDomain);
+  r.add(kReferenceTable, "QOrderedLongformerAttention", 1, kMaxOpset,
+        &makeKernel<QOrderedLongformerAttention>, false, dw::kMicrosoftDomain);
   r.add(kReferenceTable, "DecoderAttention", 1, kMaxOpset, &makeKernel<DecoderAttention>, false,
         dw::kMicrosoftDomain);
 }

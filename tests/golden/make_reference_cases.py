@@ -6,7 +6,7 @@ BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDro
 BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
 past and present in one buffer), LongformerAttention, DecoderAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
 QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
-QOrderedAttention, GemmFloat8 (its float and float16 forms), MoE's
+QOrderedAttention, QOrderedLongformerAttention, GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
 which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
@@ -775,10 +775,67 @@ def main_qordered_attention():
          qkv_hidden_sizes=[H, H, H])
 
 
+def main_qordered_longformer():
+    """QOrderedLongformerAttention: int8 projections saturated in their gemm scales (biases in
+    those units), LongformerAttention on their dequantized values, the output quantized; a seed
+    whose every rounding stage keeps clear of ties."""
+    g = np.random.default_rng(47)
+    B, S, N, Hs, W = 2, 8, 2, 4, 2
+    D = N * Hs
+    f = np.float32
+    s_in, s_w, s_qkv, s_gw, s_g, s_out = (f(v) for v in (0.05, 0.01, 0.031, 0.012, 0.029, 0.043))
+    mask = np.zeros((B, S), np.float16)
+    mask[1, 6:] = -10000.0
+    glob = np.zeros((B, S), np.int32)
+    glob[0, 0] = glob[1, 0] = glob[1, 4] = 1
+
+    def heads(p):  # [B, S, 3D] -> q, k, v [B, S, N, Hs]
+        return [p[..., i * D:(i + 1) * D].reshape(B, S, N, Hs) for i in range(3)]
+    for _ in range(1000):
+        x = g.integers(-100, 100, (B, S, D)).astype(np.int8)
+        w, gw = (g.integers(-100, 100, (D, 3 * D)).astype(np.int8) for _ in range(2))
+        bias, gbias = (g.uniform(-20, 20, 3 * D).astype(f) for _ in range(2))
+        ok = True
+        proj = []
+        for wm, bm, sw, sg in ((w, bias, s_w, s_qkv), (gw, gbias, s_gw, s_g)):
+            v = d(s_in * sw / sg) * (x.astype(np.int64) @ wm.astype(np.int64)) + d(bm)
+            ok &= settled(v)
+            proj.append(heads(d(sg) * d(sat_round(v))))
+        (q, k, v_), (qg, kg, vg) = proj
+        y = np.zeros((B, S, N, Hs))
+        for b in range(B):
+            for i in range(S):
+                gl = glob[b, i] != 0
+                keys = [j for j in range(S) if gl or glob[b, j] or abs(i - j) <= W]
+                for n in range(N):
+                    qq, kk, vv = (qg, kg, vg) if gl else (q, k, v_)
+                    s_ = np.array([qq[b, i, n] @ kk[b, j, n] / math.sqrt(Hs) + d(mask[b, j])
+                                   for j in keys])
+                    e = np.exp(s_ - s_.max())
+                    y[b, i, n] = (e / e.sum()) @ np.stack([vv[b, j, n] for j in keys])
+        out = y.reshape(B, S, D) * d(f(1) / s_out)
+        ok &= settled(out)
+        if ok:
+            break
+    else:
+        raise RuntimeError("no seed keeps QOrderedLongformerAttention clear of rounding ties")
+    col = lambda m: m.T.copy().reshape(m.shape)  # bytes column by column, shape kept
+    case("qorderedlongformerattention", "QOrderedLongformerAttention",
+         [("input", x), ("scale_input", np.array(s_in)), ("weight", col(w)),
+          ("scale_weight", np.array(s_w)), ("bias", bias), ("scale_bias", np.array(f(1))),
+          ("scale_qkv_gemm", np.array(s_qkv)), ("mask", mask), ("global_weight", col(gw)),
+          ("scale_global_weight", np.array(s_gw)), ("global_bias", gbias),
+          ("scale_global_gemm", np.array(s_g)), ("global", glob),
+          ("scale_output", np.array(s_out))],
+         [("output", sat_round(out))], num_heads=N, window=W, order_input=ORDER_ROW,
+         order_weight=ORDER_COL, order_global_weight=ORDER_COL, order_output=ORDER_ROW)
+
+
 main()
 main_ordered()
 main_sparse()
 main_longformer()
 main_decoder_attention()
 main_qordered_attention()
+main_qordered_longformer()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

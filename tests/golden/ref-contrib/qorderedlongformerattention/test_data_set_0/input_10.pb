@@ -1,0 +1,1 @@
+Bglobal_biasJ`Ë}"ÁžÀc	ANÙkÁ“æ,ÀaI[ÁöC¯?Ê¸Ò?imUAŒAvUŠA¾Ç‰@W+­Àev÷ÀÀß£@ÉhSÁõé0AŠiA$u’Ah[Áj†Œ@ãUáÀAÊì@Í§Á

@@ -1,0 +1,1 @@
+Bscale_global_gemmJh‘í<

@@ -1,0 +1,1 @@
+Bscale_outputJÅ 0=

@@ -1,0 +1,2 @@
+Bscale_weightJ
+×#<

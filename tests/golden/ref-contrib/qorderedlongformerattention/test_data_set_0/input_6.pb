@@ -1,0 +1,1 @@
+Bscale_qkv_gemmJ¶σύ<

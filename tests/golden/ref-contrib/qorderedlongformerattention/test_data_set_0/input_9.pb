@@ -1,0 +1,1 @@
+Bscale_global_weightJ¦›D<
