@@ -153,7 +153,7 @@ REFERENCE_SEEDS = [
     "irfft_2d_normalized", "moe_silu_fc3_gated", "nhwcfusedconv_z_relu", "rfft_2d_normalized",
     "packedattention_sizes_bias", "packedmultiheadattention_packed_qkv",
     "qorderedmatmul_bias_c", "quantizewithorder_row_to_col4_4r2_8c", "gemmfloat8_float_transb",
-    "qorderedattention_mask",
+    "qorderedattention_mask", "qorderedlongformerattention",
     "sparseattention_decode_rotary", "longformerattention", "decoderattention_self_past",
 ]
 
