@@ -445,6 +445,74 @@ Result<Value> valueFromOptionalProto(const onnx::OptionalProto& p) {
   }
 }
 
+Result<Tensor> tensorFromSparseProto(const onnx::SparseTensorProto& p) {
+  const std::string name = p.values().name();
+  auto vals = tensorFromProto(p.values());
+  if (!vals) return vals.status().withContext("sparse tensor '" + name + "' values");
+  auto idx = tensorFromProto(p.indices());
+  if (!idx) return idx.status().withContext("sparse tensor '" + name + "' indices");
+  Shape dims(p.dims().begin(), p.dims().end());
+  // The dense size is checked before it is allocated: a few values may declare a huge tensor.
+  long double declared = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return Status::error("sparse tensor '" + name + "' has a negative dimension");
+    declared *= static_cast<long double>(d);
+  }
+  if (declared * std::max<size_t>(dtypeSize(vals->dtype()), 1) >
+      static_cast<long double>(int64_t(1) << 40))
+    return Status::error("sparse tensor '" + name + "' declares dims " + shapeToString(dims) +
+                         ", more than deepwire holds dense (it keeps sparse tensors dense)");
+  Tensor dense(vals->dtype(), dims);
+  std::memset(dense.raw(), 0, dense.bytes());
+  const int64_t nnz = vals->size(), rank = static_cast<int64_t>(dims.size());
+  const bool coo = idx->rank() == 2;
+  if (vals->rank() != 1 || (idx->dtype() != DType::kInt64 && idx->dtype() != DType::kInt32) ||
+      (coo ? idx->dim(0) != nnz || idx->dim(1) != rank : idx->size() != nnz))
+    return Status::error("sparse tensor '" + name + "': " + std::to_string(nnz) +
+                         " values need indices [" + std::to_string(nnz) + ", " +
+                         std::to_string(rank) + "] or [" + std::to_string(nnz) + "], got " +
+                         shapeToString(idx->shape()));
+  const size_t es = dtypeSize(vals->dtype());
+  for (int64_t i = 0; i < nnz; ++i) {
+    int64_t lin = 0;
+    if (coo) {
+      for (int64_t d = 0; d < rank; ++d) {
+        const int64_t v = idx->getInt(i * rank + d);
+        if (v < 0 || v >= dims[d])
+          return Status::error("sparse tensor '" + name + "': index " + std::to_string(v) +
+                               " of value " + std::to_string(i) + " is outside dimension " +
+                               std::to_string(d) + " (" + std::to_string(dims[d]) + ")");
+        lin = lin * dims[d] + v;
+      }
+    } else {
+      lin = idx->getInt(i);
+      if (lin < 0 || lin >= dense.size())
+        return Status::error("sparse tensor '" + name + "': index " + std::to_string(lin) +
+                             " is outside its " + std::to_string(dense.size()) + " elements");
+    }
+    char* to = static_cast<char*>(dense.raw()) + lin * es;
+    const char* from = static_cast<const char*>(vals->raw()) + i * es;
+    // A repeated index adds, as a sparse sum does.
+    switch (vals->dtype()) {
+      case DType::kFloat:
+        *reinterpret_cast<float*>(to) += *reinterpret_cast<const float*>(from);
+        break;
+      case DType::kDouble:
+        *reinterpret_cast<double*>(to) += *reinterpret_cast<const double*>(from);
+        break;
+      case DType::kInt64:
+        *reinterpret_cast<int64_t*>(to) += *reinterpret_cast<const int64_t*>(from);
+        break;
+      case DType::kInt32:
+        *reinterpret_cast<int32_t*>(to) += *reinterpret_cast<const int32_t*>(from);
+        break;
+      default:
+        std::memcpy(to, from, es);
+    }
+  }
+  return dense;
+}
+
 Result<Value> readValuePb(const std::string& path, const onnx::TypeProto& type) {
   auto bytes = readFile(path);
   if (!bytes) return bytes.status();
@@ -457,6 +525,13 @@ Result<Value> readValuePb(const std::string& path, const onnx::TypeProto& type) 
     auto v = valueFromSequenceProto(p);
     if (!v) return v.status().withContext(path);
     return v;
+  }
+  if (type.has_sparse_tensor_type()) {
+    onnx::SparseTensorProto p;
+    if (!p.ParseFromString(*bytes)) return bad("SparseTensorProto");
+    auto t = tensorFromSparseProto(p);
+    if (!t) return t.status().withContext(path);
+    return Value(std::move(*t));
   }
   if (type.has_optional_type()) {
     onnx::OptionalProto p;

@@ -14,6 +14,7 @@ namespace onnx {
 class TypeProto;
 class SequenceProto;
 class OptionalProto;
+class SparseTensorProto;
 }  // namespace onnx
 
 namespace dw::engine {
@@ -63,6 +64,9 @@ Result<Tensor> readTensorPb(const std::string& path);
 Status writeTensorPb(const std::string& path, const Tensor& t, const std::string& name = "");
 
 // Loads a .pb holding the value kind that `type` (a graph input/output type) describes.
+// A sparse tensor (COO: indices [nnz, rank] or linear [nnz]) as its dense equivalent; repeated
+// indices add up. deepwire holds sparse tensors dense (sparse initializers, sparse inputs).
+Result<Tensor> tensorFromSparseProto(const onnx::SparseTensorProto& p);
 Result<Value> readValuePb(const std::string& path, const onnx::TypeProto& type);
 Result<Value> valueFromSequenceProto(const onnx::SequenceProto& p);
 Result<Value> valueFromOptionalProto(const onnx::OptionalProto& p);

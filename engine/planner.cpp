@@ -22,6 +22,7 @@
 #include "engine/fusion/fused.h"
 #include "engine/fusion/fusion.h"
 #include "engine/fusion/graph_queries.h"
+#include "engine/io.h"
 #include "engine/kernel.h"
 
 namespace dw::engine {
@@ -337,28 +338,9 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     available.insert(init.name());
   }
   for (const auto& sp : g.sparse_initializer()) {
-    auto vals = tensorFromProto(sp.values());
-    auto idx = tensorFromProto(sp.indices());
-    if (!vals || !idx)
-      return Status::error("invalid sparse initializer '" + sp.values().name() + "'");
-    Tensor dense(vals->dtype(), Shape(sp.dims().begin(), sp.dims().end()));
-    const size_t es = dtypeSize(vals->dtype());
-    const int64_t nnz = vals->size();
-    const bool coo2d = idx->rank() == 2;
-    for (int64_t i = 0; i < nnz; ++i) {
-      int64_t lin = 0;
-      if (coo2d) {
-        for (size_t d = 0; d < dense.rank(); ++d)
-          lin = lin * dense.dim(d) + idx->getInt(i * dense.rank() + d);
-      } else {
-        lin = idx->getInt(i);
-      }
-      if (lin < 0 || lin >= dense.size())
-        return Status::error("sparse initializer index out of range");
-      std::memcpy(static_cast<char*>(dense.raw()) + lin * es,
-                  static_cast<const char*>(vals->raw()) + i * es, es);
-    }
-    p->constants.emplace_back(p->id(sp.values().name()), Value(std::move(dense)));
+    auto dense = tensorFromSparseProto(sp);
+    if (!dense) return dense.status();
+    p->constants.emplace_back(p->id(sp.values().name()), Value(std::move(*dense)));
     available.insert(sp.values().name());
   }
   for (const auto& in : g.input()) {

@@ -57,17 +57,18 @@ IoInfo ioInfoFromType(const std::string& name, const onnx::TypeProto& type) {
     if (info.kind == "tensor") info.kind = "sequence";
     t = &t->sequence_type().elem_type();
   }
-  if (t->has_tensor_type()) {
-    const auto& tt = t->tensor_type();
+  auto fill = [&](const auto& tt) {
     info.dtype = dtypeFromOnnx(tt.elem_type());
-    if (tt.has_shape()) {
-      info.hasShape = true;
-      for (const auto& d : tt.shape().dim()) {
-        info.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
-        info.dimNames.push_back(d.has_dim_param() ? d.dim_param() : "");
-      }
+    if (!tt.has_shape()) return;
+    info.hasShape = true;
+    for (const auto& d : tt.shape().dim()) {
+      info.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      info.dimNames.push_back(d.has_dim_param() ? d.dim_param() : "");
     }
-  }
+  };
+  if (t->has_tensor_type()) fill(t->tensor_type());
+  // A sparse tensor is held dense: it is fed and checked as the tensor it stands for.
+  if (t->has_sparse_tensor_type()) fill(t->sparse_tensor_type());
   return info;
 }
 

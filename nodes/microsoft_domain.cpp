@@ -1813,6 +1813,15 @@ const std::vector<MsOp>& msOps() {
          onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::INT8);
          if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
        }},
+      {"SparseToDenseMatMul", "math",
+       "Y = alpha op(A) op(B) for a sparse A (a sparse graph input or initializer; deepwire "
+       "holds it dense and skips its zeros) and a dense B, transA and transB choosing the "
+       "transposes. alpha scales float and double products; integer ones take alpha 1.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         if (ctx.getInputType(1) && ctx.getInputType(1)->has_tensor_type())
+           onnx::updateOutputElemType(ctx, 0, ctx.getInputType(1)->tensor_type().elem_type());
+       }},
       {"QOrderedAttention", "quantization",
        "Self-attention on int8 input [batch, sequence, hidden] in int8 throughout: Q, K and V "
        "(int8 weights [hidden in, hidden], one scale or one per column, float biases) each "

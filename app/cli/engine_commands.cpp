@@ -92,12 +92,15 @@ int runCommand(const RunArgs& a) {
     const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
     if (inputs.count(name))
       return fail("--input " + name + " is given twice; give each input once", 2);
-    // A .pb for a sequence or optional input holds a SequenceProto or OptionalProto (as the
-    // ONNX backend tests store them), read by the input's declared type.
+    // A .pb for a sequence, optional or sparse input holds a SequenceProto, OptionalProto or
+    // SparseTensorProto (as the ONNX backend tests store them), read by the input's declared
+    // type.
     const onnx::TypeProto* declared = nullptr;
     for (const auto& in : model->graph().input())
       if (in.name() == name) declared = &in.type();
-    if (declared && (declared->has_sequence_type() || declared->has_optional_type()) &&
+    if (declared &&
+        (declared->has_sequence_type() || declared->has_optional_type() ||
+         declared->has_sparse_tensor_type()) &&
         file.size() >= 3 && file.compare(file.size() - 3, 3, ".pb") == 0) {
       auto v = readValuePb(file, *declared);
       if (!v) return fail(v.message());

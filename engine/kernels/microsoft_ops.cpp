@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 
 #include <re2/re2.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -1141,12 +1142,81 @@ class MatMulFpQ4 : public Kernel {
   bool zeroPoints_;
 };
 
+// SparseToDenseMatMul: Y = alpha op(A) op(B) with A a sparse tensor, which deepwire holds dense
+// (a sparse graph input or initializer); its zero entries are skipped. alpha scales floating
+// products; integer ones wrap as C++ integers do and take alpha 1 only (ONNX Runtime ignores
+// it there, and for double, which here it scales).
+class SparseToDenseMatMul : public Kernel {
+ public:
+  explicit SparseToDenseMatMul(const KernelInit& init)
+      : alpha_(init.attrs.getFloat("alpha", 1.0f)),
+        transA_(init.attrs.getInt("transA", 0) != 0),
+        transB_(init.attrs.getInt("transB", 0) != 0) {}
+  Status compute(KernelContext& ctx) override {
+    const Tensor &a = ctx.input(0), &b = ctx.input(1);
+    if (a.rank() != 2 || b.rank() != 2 || a.dtype() != b.dtype())
+      return Status::error("A and B must be 2-D of one type, got " +
+                           std::string(dtypeName(a.dtype())) + " " + shapeToString(a.shape()) +
+                           " and " + dtypeName(b.dtype()) + " " + shapeToString(b.shape()));
+    const int64_t M = transA_ ? a.dim(1) : a.dim(0), K = transA_ ? a.dim(0) : a.dim(1);
+    const int64_t Kb = transB_ ? b.dim(1) : b.dim(0), N = transB_ ? b.dim(0) : b.dim(1);
+    if (K != Kb)
+      return Status::error("op(A) is " + std::to_string(M) + " x " + std::to_string(K) +
+                           " and op(B) " + std::to_string(Kb) + " x " + std::to_string(N) +
+                           ": the inner sizes differ");
+    DW_ALLOC(y, ctx.output(0, a.dtype(), {M, N}));
+    auto run = [&](auto zero, double alpha) -> Status {
+      using T = decltype(zero);
+      const T *A = a.data<T>(), *Bv = b.data<T>();
+      T* Y = y->data<T>();
+      std::fill_n(Y, M * N, T(0));
+      const T scale = static_cast<T>(alpha);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t k = 0; k < K; ++k) {
+          const T v = transA_ ? A[k * M + i] : A[i * K + k];
+          if (v == T(0)) continue;
+          const T av = std::is_floating_point_v<T> ? static_cast<T>(v * scale) : v;
+          for (int64_t j = 0; j < N; ++j)
+            Y[i * N + j] += av * (transB_ ? Bv[j * K + k] : Bv[k * N + j]);
+        }
+      return Status();
+    };
+    switch (a.dtype()) {
+      case DType::kFloat:
+        return run(float{}, alpha_);
+      case DType::kDouble:
+        return run(double{}, alpha_);
+      default:
+        if (alpha_ != 1.0f)
+          return Status::error("alpha must be 1 for integer matrices (it is " +
+                               std::to_string(alpha_) + ")");
+        switch (a.dtype()) {
+          case DType::kInt32:
+            return run(int32_t{}, 1);
+          case DType::kInt64:
+            return run(int64_t{}, 1);
+          case DType::kUInt32:
+            return run(uint32_t{}, 1);
+          case DType::kUInt64:
+            return run(uint64_t{}, 1);
+          default:
+            return Status::error(std::string("no SparseToDenseMatMul for ") + dtypeName(a.dtype()));
+        }
+    }
+  }
+
+ private:
+  float alpha_;
+  bool transA_, transB_;
+};
+
 }  // namespace
 
 void addMicrosoftKernels(KernelRegistry& r) {
   const char* h = kReferenceTable;
   const std::string ms = dw::kMicrosoftDomain;
   r.add(h, "Inverse", 1, kMaxOpset, &makeKernel<Inverse>, true, ms);
+  r.add(h, "SparseToDenseMatMul", 1, kMaxOpset, &makeKernel<SparseToDenseMatMul>, false, ms);
   r.add(h, "MurmurHash3", 1, kMaxOpset, &makeKernel<MurmurHash3>, false, ms);
   r.add(h, "DynamicTimeWarping", 1, kMaxOpset, &makeKernel<DynamicTimeWarping>, false, ms);
   r.add(h, "NGramRepeatBlock", 1, kMaxOpset, &makeKernel<NGramRepeatBlock>, false, ms);

@@ -6,7 +6,8 @@ BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDro
 BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
 past and present in one buffer), LongformerAttention, DecoderAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
 QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
-QOrderedAttention, QOrderedLongformerAttention, GemmFloat8 (its float and float16 forms), MoE's
+QOrderedAttention, QOrderedLongformerAttention, SparseToDenseMatMul (whose sparse A ONNX Runtime's
+Node.js binding cannot feed), GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
 which it does not run at all): their outputs
 computed here in float64 with numpy (integer outputs exact),
@@ -831,6 +832,54 @@ def main_qordered_longformer():
          order_weight=ORDER_COL, order_global_weight=ORDER_COL, order_output=ORDER_ROW)
 
 
+def main_sparse_to_dense():
+    """SparseToDenseMatMul: a sparse A (COO, indices [nnz, 2]; a repeated entry adds) times a
+    dense B, alpha, transposes. A is a graph input of sparse tensor type, its .pb a
+    SparseTensorProto, as the ONNX backend tests store one."""
+    g = np.random.default_rng(59)
+
+    def sparse_case(name, M, K, N, nnz, dtype, alpha=1.0, trans_a=0, trans_b=0):
+        rows, cols = (K, M) if trans_a else (M, K)
+        idx = np.stack([g.integers(0, rows, nnz), g.integers(0, cols, nnz)], 1).astype(np.int64)
+        idx[1] = idx[0]  # a repeated entry: both add
+        vals = (g.uniform(-2, 2, nnz) if dtype == np.float32 else
+                g.integers(-9, 9, nnz)).astype(dtype)
+        dense = np.zeros((rows, cols), np.float64)
+        for (r, c), v in zip(idx, vals):
+            dense[r, c] += v
+        b = (g.uniform(-2, 2, (N, K) if trans_b else (K, N)) if dtype == np.float32 else
+             g.integers(-9, 9, (N, K) if trans_b else (K, N))).astype(dtype)
+        a_op = dense.T if trans_a else dense
+        b_op = d(b).T if trans_b else d(b)
+        y = alpha * (a_op @ b_op)
+        sp = helper.make_sparse_tensor(numpy_helper.from_array(vals, "A"),
+                                       numpy_helper.from_array(idx, "A_indices"), [rows, cols])
+        node = helper.make_node("SparseToDenseMatMul", ["A", "B"], ["Y"], domain="com.microsoft",
+                                alpha=alpha, transA=trans_a, transB=trans_b)
+        graph = helper.make_graph(
+            [node], name,
+            [helper.make_sparse_tensor_value_info("A", ELEM[dtype], [rows, cols]),
+             helper.make_tensor_value_info("B", ELEM[dtype], b.shape)],
+            [helper.make_tensor_value_info("Y", ELEM[dtype], y.shape)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        out = os.path.join(OUT, name)
+        os.makedirs(os.path.join(out, "test_data_set_0"))
+        onnx.save(model, os.path.join(out, "model.onnx"))
+        ds = os.path.join(out, "test_data_set_0")
+        open(os.path.join(ds, "input_0.pb"), "wb").write(sp.SerializeToString())
+        open(os.path.join(ds, "input_1.pb"), "wb").write(
+            numpy_helper.from_array(b, "B").SerializeToString())
+        yt = y.astype(dtype) if dtype != np.float32 else y.astype(np.float32)
+        open(os.path.join(ds, "output_0.pb"), "wb").write(
+            numpy_helper.from_array(yt, "Y").SerializeToString())
+
+    sparse_case("sparsetodensematmul_alpha", 4, 6, 5, 7, np.float32, alpha=0.75)
+    sparse_case("sparsetodensematmul_transposed", 4, 6, 5, 9, np.float32, trans_a=1, trans_b=1)
+    sparse_case("sparsetodensematmul_int64", 3, 5, 4, 6, np.int64)
+
+
 main()
 main_ordered()
 main_sparse()
@@ -838,4 +887,5 @@ main_longformer()
 main_decoder_attention()
 main_qordered_attention()
 main_qordered_longformer()
+main_sparse_to_dense()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

@@ -16,7 +16,6 @@ namespace {
 // no definition anywhere in the seed or in ONNX Runtime's schemas.
 const std::set<std::string> kNotYet = {
     "DequantizeBFP",
-    "SparseToDenseMatMul",
     "Resume",
     "RawConstantOfShape",
 };
