@@ -292,8 +292,13 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
                 {"samples_per_second", e.samplesPerSecond}};
       j["test_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
       j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
-      // test_loss and test_accuracy keep their names for scripts; this says which split they are.
-      if (e.hasTest) j["evaluated_split"] = st.heldOut;
+      // test_loss and test_accuracy keep their names for scripts; this says which split they are,
+      // and the split's own names say it again (validation_loss beside test_loss).
+      if (e.hasTest) {
+        j["evaluated_split"] = st.heldOut;
+        j[std::string(st.heldOut) + "_loss"] = j["test_loss"];
+        j[std::string(st.heldOut) + "_accuracy"] = j["test_accuracy"];
+      }
       if (!e.warning.empty()) j["warning"] = e.warning;
       if (comm && comm->size() > 1) j["waited_seconds"] = e.waitSeconds;
       std::cout << jsonText(j) << std::endl;

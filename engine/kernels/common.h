@@ -282,6 +282,17 @@ inline void copyElems(const Tensor& src, int64_t so, Tensor& dst, int64_t d, int
 // Copies a whole tensor (with strings) into a freshly allocated output.
 Status copyToOutput(KernelContext& ctx, size_t i, const Tensor& t, Shape shape);
 
+// Input i as a kernel needs it, of `dtype` and exactly `shape`; else an error naming it (`name`)
+// with what it is.
+inline Status expectInput(const KernelContext& ctx, size_t i, const char* name, DType dtype,
+                          const Shape& shape) {
+  const Tensor& v = ctx.input(i);
+  if (v.dtype() == dtype && v.shape() == shape) return Status();
+  return Status::error(std::string(name) + " must be " + dtypeName(dtype) + " " +
+                       shapeToString(shape) + ", got " + dtypeName(v.dtype()) + " " +
+                       shapeToString(v.shape()));
+}
+
 // Kernels that read every input as input 0's type: an error naming the first input that differs.
 inline Status sameDtypes(const KernelContext& ctx, const std::string& op) {
   const DType dt = ctx.input(0).dtype();

@@ -75,12 +75,7 @@ class LongformerAttention : public Kernel {
       return Status::error("hidden size " + std::to_string(D) + " is not a multiple of num_heads " +
                            std::to_string(N));
     auto check = [&](size_t i, const char* name, DType t, const Shape& want) {
-      const Tensor& v = ctx.input(i);
-      if (v.dtype() != t || v.shape() != want)
-        return Status::error(std::string(name) + " must be " + dtypeName(t) + " " +
-                             shapeToString(want) + ", got " + dtypeName(v.dtype()) + " " +
-                             shapeToString(v.shape()));
-      return Status();
+      return expectInput(ctx, i, name, t, want);
     };
     DW_RETURN_IF_ERROR(check(1, "weight", DType::kFloat, {D, 3 * D}));
     DW_RETURN_IF_ERROR(check(2, "bias", DType::kFloat, {3 * D}));
@@ -139,12 +134,7 @@ class QOrderedLongformerAttention : public Kernel {
       return t.data<float>()[0];
     };
     auto check = [&](size_t i, const char* name, DType t, const Shape& want) {
-      const Tensor& v = ctx.input(i);
-      if (v.dtype() != t || v.shape() != want)
-        return Status::error(std::string(name) + " must be " + dtypeName(t) + " " +
-                             shapeToString(want) + ", got " + dtypeName(v.dtype()) + " " +
-                             shapeToString(v.shape()));
-      return Status();
+      return expectInput(ctx, i, name, t, want);
     };
     DW_RETURN_IF_ERROR(check(2, "weight", DType::kInt8, {D, 3 * D}));
     DW_RETURN_IF_ERROR(check(4, "bias", DType::kFloat, {3 * D}));

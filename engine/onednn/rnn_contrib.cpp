@@ -143,6 +143,18 @@ class LstmVariant : public Kernel, protected rnn::RnnAttrs {
     if (s) std::copy_n(s + d * N_ * H_, N_ * H_, out.data());
   }
 
+  // Row b's cell at step s of direction d, its h written to Y, and to Y_h and Y_c at its last
+  // step. c and h hold every row's state.
+  void stepRow(int64_t d, int64_t s, int64_t b, float* g, const std::vector<float>& bias,
+               const float* P, std::vector<float>& c, std::vector<float>& h) const {
+    const int64_t H = H_, N = N_;
+    cell(d, g, bias.empty() ? nullptr : bias.data(), P, &c[b * H], &h[b * H]);
+    std::copy_n(&h[b * H], H, yAt(position(d, s, b), d, b));
+    if (s != lens_[b] - 1) return;
+    std::copy_n(&h[b * H], H, yh_->data<float>() + (d * N + b) * H);
+    std::copy_n(&c[b * H], H, yc_->data<float>() + (d * N + b) * H);
+  }
+
   float* yAt(int64_t t, int64_t d, int64_t b) const {
     return y_->data<float>() + ((t * dirs_ + d) * N_ + b) * H_;
   }
@@ -229,15 +241,8 @@ class DynamicQuantizeLstm : public LstmVariant {
           if (s < lens_[b]) std::copy_n(&xw[(position(d, s, b) * N + b) * G], G, &gates[b * G]);
         quantizeRows(h.data(), N * H, hq);
         addProduct(hq, N, r[d], gates.data(), G);
-        for (int64_t b = 0; b < N; ++b) {
-          if (s >= lens_[b]) continue;
-          cell(d, &gates[b * G], bias.empty() ? nullptr : bias.data(), Pd, &c[b * H], &h[b * H]);
-          std::copy_n(&h[b * H], H, yAt(position(d, s, b), d, b));
-          if (s == lens_[b] - 1) {
-            std::copy_n(&h[b * H], H, yh_->data<float>() + (d * N + b) * H);
-            std::copy_n(&c[b * H], H, yc_->data<float>() + (d * N + b) * H);
-          }
-        }
+        for (int64_t b = 0; b < N; ++b)
+          if (s < lens_[b]) stepRow(d, s, b, &gates[b * G], bias, Pd, c, h);
       }
       for (int64_t b = 0; b < N; ++b)
         if (lens_[b] == 0) {  // a row with nothing to read ends where it started: zeros
@@ -371,12 +376,7 @@ class AttnLstm : public LstmVariant {
             std::fill_n(&h[b * H], H, 0.0f);  // an ended row queries with zeros
             continue;
           }
-          cell(d, &gates[b * G], bias.empty() ? nullptr : bias.data(), Pd, &c[b * H], &h[b * H]);
-          std::copy_n(&h[b * H], H, yAt(position(d, s, b), d, b));
-          if (s == lens_[b] - 1) {
-            std::copy_n(&h[b * H], H, yh_->data<float>() + (d * N + b) * H);
-            std::copy_n(&c[b * H], H, yc_->data<float>() + (d * N + b) * H);
-          }
+          stepRow(d, s, b, &gates[b * G], bias, Pd, c, h);
         }
         // The attention state the next step reads.
         rnn::gemm(false, false, N, Aa, H, h.data(), H, *QW + d * H * Aa, Aa, 0.0f, pq.data(), Aa);

@@ -634,6 +634,30 @@ def main_sparse():
          kv_num_heads=KV, sparse_block_size=blk, do_rotary=1, scale=0.4)
 
 
+def longformer_reference(proj, gproj, mask, glob, N, Hs, W):
+    """LongformerAttention's output [B, S, N * Hs] from the local and global projections
+    ([B, S, 3 D]: q, k, v) in float64: each token reads its window and the global tokens, a
+    global token reads every token through the global projection."""
+    B, S = mask.shape
+    D = N * Hs
+
+    def heads(p):  # [B, S, 3D] -> q, k, v [B, S, N, Hs]
+        return [p[..., i * D:(i + 1) * D].reshape(B, S, N, Hs) for i in range(3)]
+    (q, k, v), (qg, kg, vg) = heads(proj), heads(gproj)
+    y = np.zeros((B, S, N, Hs))
+    for b in range(B):
+        for i in range(S):
+            gl = glob[b, i] != 0
+            keys = [j for j in range(S) if gl or glob[b, j] or abs(i - j) <= W]
+            for n in range(N):
+                qq, kk, vv = (qg, kg, vg) if gl else (q, k, v)
+                s_ = np.array([qq[b, i, n] @ kk[b, j, n] / math.sqrt(Hs) + d(mask[b, j])
+                               for j in keys])
+                e = np.exp(s_ - s_.max())
+                y[b, i, n] = (e / e.sum()) @ np.stack([vv[b, j, n] for j in keys])
+    return y.reshape(B, S, D)
+
+
 def main_longformer():
     """LongformerAttention: a sliding window of `window` positions each side, global tokens read
     by every token and reading every token through their own projections, a masked token."""
@@ -647,24 +671,11 @@ def main_longformer():
     glob = np.zeros((B, S), np.int32)
     glob[0, 0] = glob[1, 0] = glob[1, 4] = 1
 
-    def heads(p):  # [B, S, 3D] -> q, k, v [B, S, N, Hs]
-        return [p[..., i * D:(i + 1) * D].reshape(B, S, N, Hs) for i in range(3)]
-    q, k, v = heads(d(x) @ d(w) + d(bias))
-    qg, kg, vg = heads(d(x) @ d(gw) + d(gb))
-    y = np.zeros((B, S, N, Hs))
-    for b in range(B):
-        for i in range(S):
-            gl = glob[b, i] != 0
-            keys = [j for j in range(S) if gl or glob[b, j] or abs(i - j) <= W]
-            for n in range(N):
-                qq, kk, vv = (qg, kg, vg) if gl else (q, k, v)
-                s_ = np.array([qq[b, i, n] @ kk[b, j, n] / math.sqrt(Hs) + mask[b, j] for j in keys])
-                e = np.exp(s_ - s_.max())
-                y[b, i, n] = (e / e.sum()) @ np.stack([vv[b, j, n] for j in keys])
+    y = longformer_reference(d(x) @ d(w) + d(bias), d(x) @ d(gw) + d(gb), mask, glob, N, Hs, W)
     case("longformerattention", "LongformerAttention",
          [("input", x), ("weight", w), ("bias", bias), ("mask", mask), ("global_weight", gw),
           ("global_bias", gb), ("global", glob)],
-         [("output", y.reshape(B, S, D))], num_heads=N, window=W)
+         [("output", y)], num_heads=N, window=W)
 
 
 def main_decoder_attention():
@@ -789,9 +800,6 @@ def main_qordered_longformer():
     mask[1, 6:] = -10000.0
     glob = np.zeros((B, S), np.int32)
     glob[0, 0] = glob[1, 0] = glob[1, 4] = 1
-
-    def heads(p):  # [B, S, 3D] -> q, k, v [B, S, N, Hs]
-        return [p[..., i * D:(i + 1) * D].reshape(B, S, N, Hs) for i in range(3)]
     for _ in range(1000):
         x = g.integers(-100, 100, (B, S, D)).astype(np.int8)
         w, gw = (g.integers(-100, 100, (D, 3 * D)).astype(np.int8) for _ in range(2))
@@ -801,20 +809,8 @@ def main_qordered_longformer():
         for wm, bm, sw, sg in ((w, bias, s_w, s_qkv), (gw, gbias, s_gw, s_g)):
             v = d(s_in * sw / sg) * (x.astype(np.int64) @ wm.astype(np.int64)) + d(bm)
             ok &= settled(v)
-            proj.append(heads(d(sg) * d(sat_round(v))))
-        (q, k, v_), (qg, kg, vg) = proj
-        y = np.zeros((B, S, N, Hs))
-        for b in range(B):
-            for i in range(S):
-                gl = glob[b, i] != 0
-                keys = [j for j in range(S) if gl or glob[b, j] or abs(i - j) <= W]
-                for n in range(N):
-                    qq, kk, vv = (qg, kg, vg) if gl else (q, k, v_)
-                    s_ = np.array([qq[b, i, n] @ kk[b, j, n] / math.sqrt(Hs) + d(mask[b, j])
-                                   for j in keys])
-                    e = np.exp(s_ - s_.max())
-                    y[b, i, n] = (e / e.sum()) @ np.stack([vv[b, j, n] for j in keys])
-        out = y.reshape(B, S, D) * d(f(1) / s_out)
+            proj.append(d(sg) * d(sat_round(v)))
+        out = longformer_reference(*proj, mask, glob, N, Hs, W) * d(f(1) / s_out)
         ok &= settled(out)
         if ok:
             break
