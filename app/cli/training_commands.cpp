@@ -273,7 +273,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   const bool tty = isatty(STDERR_FILENO) && !a.quiet;
   FitCallbacks cb;
   int64_t lastDrawn = -1;
-  if (tty)
+  if (tty) {
     cb.onStep = [&](const StepInfo& si) {
       // Redraw about 50 times per epoch: the bar must not cost training time.
       const int64_t every = std::max<int64_t>(1, si.batchesPerEpoch / 50);
@@ -282,6 +282,23 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
         lastDrawn = si.batch;
       }
     };
+  } else if (!a.quiet && !a.json && (!comm || comm->rank() == 0)) {
+    // Output to a file or a pipe (mpirun's, a log) has no bar: a line every 10 s of an epoch
+    // instead, so that a long epoch is not minutes of silence.
+    cb.onStep = [&, next = 10.0](const StepInfo& si) mutable {
+      if (si.batch == 0) next = 10.0;
+      if (si.seconds < next || si.batch + 1 == si.batchesPerEpoch) return;
+      next = si.seconds + 10.0;
+      std::fprintf(stderr, "epoch %lld/%lld: batch %lld/%lld (%d%%), %.0f samples/s, loss %.4f\n",
+                   static_cast<long long>(si.epoch + 1), static_cast<long long>(fo.epochs),
+                   static_cast<long long>(si.batch + 1), static_cast<long long>(si.batchesPerEpoch),
+                   static_cast<int>(100.0 * static_cast<double>(si.batch + 1) /
+                                    static_cast<double>(std::max<int64_t>(1, si.batchesPerEpoch))),
+                   si.seconds > 0 ? static_cast<double>(si.samplesDone) / si.seconds : 0.0,
+                   si.result.totalLoss());
+      std::fflush(stderr);
+    };
+  }
   cb.onEpoch = [&](const EpochReport& e) {
     if (comm && comm->rank() != 0) return;
     if (tty) std::fprintf(stderr, "\r\033[K");
