@@ -123,7 +123,7 @@ Result<Setup> prepare(const TrainArgs& a) {
     return Status::error(a.project +
                          ": the project has no training dataset: give each data input a source "
                          "in the studio's Data panel, or add a \"training\" section with "
-                         "dataset/train files (see README)");
+                         "dataset/train files (see README, \"The training section\")");
   s.baseDir = fs::absolute(a.project).parent_path().string();
   if (a.trainLimit > 0) c.dataset.trainLimit = a.trainLimit;
   if (a.evalOnly && !c.dataset.test.empty()) {
