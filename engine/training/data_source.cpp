@@ -274,9 +274,37 @@ SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit) {
   return out;
 }
 
-Result<Dataset> loadDataset(const std::vector<DataFileSpec>& files, const std::string& baseDir,
+// Sources reading one CSV share its label column: the one a source names, or, where a source
+// takes the labels without naming it, the header's label column (guessLabelColumn). The other sources of the file then leave it out of their features (a user's
+// features source read the label as a pixel).
+static std::vector<DataFileSpec> withSharedLabelColumns(std::vector<DataFileSpec> files,
+                                                        const std::string& baseDir) {
+  for (auto& taker : files) {
+    if (!taker.csvTakeLabel) continue;
+    const std::string path = resolvePath(taker.path, baseDir);
+    std::string column = taker.csvLabelColumn;
+    for (const auto& f : files)
+      if (column.empty() && resolvePath(f.path, baseDir) == path) column = f.csvLabelColumn;
+    if (column.empty()) {
+      std::ifstream in(path);
+      std::string line;
+      std::vector<std::string> cells;
+      if (in && std::getline(in, line) && splitCsvLine(line, ',', cells) &&
+          csvLineIsHeader(cells))
+        column = guessLabelColumn(cells);
+    }
+    if (column.empty()) continue;
+    for (auto& f : files)
+      if (f.csvLabelColumn.empty() && resolvePath(f.path, baseDir) == path)
+        f.csvLabelColumn = column;
+  }
+  return files;
+}
+
+Result<Dataset> loadDataset(const std::vector<DataFileSpec>& sources, const std::string& baseDir,
                             int64_t limit) {
   Dataset d;
+  const std::vector<DataFileSpec> files = withSharedLabelColumns(sources, baseDir);
   for (const auto& spec : files) {
     const std::string path = resolvePath(spec.path, baseDir);
     std::string format = spec.format;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "engine/training/trainer.h"
 #include "nodes/type_syntax.h"
@@ -177,4 +178,25 @@ TEST(DataSource, MissingFileIsSaidToBeMissing) {
   EXPECT_NE(f.status().message().find("no such file"), std::string::npos) << f.status().message();
   auto odd = dw::engine::training::detectFormat(std::filesystem::temp_directory_path().string());
   EXPECT_TRUE(odd.ok());  // a folder: images
+}
+
+// A source that takes a CSV's labels without naming the column finds the header's label column,
+// and the file's other source leaves it out of its features (a user's features read the label as
+// a 785th pixel).
+TEST(DataSource, CsvSourcesShareTheLabelColumn) {
+  const auto dir = std::filesystem::temp_directory_path() / "dw_csv_label_share";
+  std::filesystem::create_directories(dir);
+  std::ofstream((dir / "t.csv").string()) << "a,b,Label\n1,2,0\n3,4,1\n5,6,2\n";
+  dw::engine::training::DataFileSpec features, labels;
+  features.input = "x";
+  features.path = "t.csv";
+  labels.input = "y";
+  labels.path = "t.csv";
+  labels.csvTakeLabel = true;
+  labels.dtype = "int64";
+  auto d = dw::engine::training::loadDataset({features, labels}, dir.string(), 0);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->columns.at("x").shape(), (dw::engine::Shape{3, 2}));
+  EXPECT_EQ(d->columns.at("y").data<int64_t>()[2], 2);
+  std::filesystem::remove_all(dir);
 }
