@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
+#include <QCryptographicHash>
 #include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
@@ -219,6 +220,18 @@ void MainWindow::createDocks() {
     dataDock->raise();
   });
   connect(training_, &TrainingPanel::weightsStateChanged, this, &MainWindow::updateTitle);
+  // A Fit across processes trains the project on disk: what the user sees must be in it.
+  training_->saveForProcesses = [this]() -> QString {
+    const bool unsaved = !model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
+                         training_->hasUnsavedSettings();
+    if (!currentFile_.isEmpty() && !unsaved && QFileInfo::exists(currentFile_)) return currentFile_;
+    if (!currentFile_.isEmpty()) return saveTo(currentFile_) ? currentFile_ : QString();
+    if (!interactive_) return QString();
+    return saveAs(tr("Save the project to fit it in %1 processes")
+                      .arg(training_->processesBox()->value()))
+               ? currentFile_
+               : QString();
+  };
   connect(training_, &TrainingPanel::settingsChanged, this, &MainWindow::updateTitle);
 
   problems_ = new QListWidget(this);
@@ -491,47 +504,70 @@ bool MainWindow::welcomeVisible() const {
 }
 
 bool MainWindow::openAtStart(const QString& file) {
-  // Once the window is up and the file open: the prompt then says what it would replace.
-  if (interactive_ && QFileInfo::exists(autosavePath()))
-    QTimer::singleShot(0, this, &MainWindow::askToRecover);
+  // Before this version every document shared one autosave file: it belongs to the document its
+  // settings name, and moves to that document's own file.
+  const QString legacy =
+      QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/autosave.dwproj";
+  if (QFileInfo::exists(legacy)) {
+    QSettings settings;
+    const QString source = settings.value(QStringLiteral("autosave/source")).toString();
+    const QString target = autosavePath(source);
+    QDir().mkpath(QFileInfo(target).absolutePath());
+    if (QFileInfo::exists(target) || !QFile::rename(legacy, target)) QFile::remove(legacy);
+    if (source.isEmpty())
+      settings.setValue(QStringLiteral("autosave/untitledImported"),
+                        settings.value(QStringLiteral("autosave/imported")));
+    settings.remove(QStringLiteral("autosave/source"));
+    settings.remove(QStringLiteral("autosave/imported"));
+  }
   if (!file.isEmpty() && openFile(file)) return true;
   setWelcomeVisible(true);
+  // Without a document of its own, the studio offers the untitled one it lost (nothing else's).
+  if (currentFile_.isEmpty() && model_->graph().nodes().empty()) offerRecovery();
   return file.isEmpty();
 }
 
+void MainWindow::offerRecovery() {
+  const QString autosave = autosavePath(currentFile_);
+  if (!interactive_ || autosave == ownAutosave_ || !QFileInfo::exists(autosave)) return;
+  // Once the window is up and the file open: the prompt then says what it would replace.
+  QTimer::singleShot(0, this, &MainWindow::askToRecover);
+}
+
 QString MainWindow::recoveryQuestion() const {
-  const QFileInfo autosave(autosavePath());
-  if (!autosave.exists()) return QString();
-  const QSettings settings;
-  const QString source = settings.value(QStringLiteral("autosave/source")).toString();
-  const QString imported = settings.value(QStringLiteral("autosave/imported")).toString();
-  const QString document = !source.isEmpty()     ? QDir::toNativeSeparators(source)
-                           : !imported.isEmpty() ? tr("untitled (imported from %1)").arg(imported)
-                                                 : tr("untitled");
-  QString text =
-      tr("deepwire studio did not close normally last time. The autosave holds unsaved "
-         "changes to %1, autosaved %2.")
-          .arg(document, QLocale().toString(autosave.lastModified(), QLocale::LongFormat));
-  // A document opened from the command line is what recovering replaces.
-  if (!currentFile_.isEmpty() && currentFile_ != source)
+  const QFileInfo autosave(autosavePath(currentFile_));
+  if (!autosave.exists() || autosave.absoluteFilePath() == ownAutosave_) return QString();
+  const QString imported =
+      QSettings().value(QStringLiteral("autosave/untitledImported")).toString();
+  const QString document = !currentFile_.isEmpty() ? QDir::toNativeSeparators(currentFile_)
+                           : !imported.isEmpty()   ? tr("untitled (imported from %1)").arg(imported)
+                                                   : tr("untitled");
+  const QLocale locale;
+  QString text = tr("deepwire studio did not close normally while %1 had unsaved changes. They "
+                    "were autosaved %2.")
+                     .arg(document, locale.toString(autosave.lastModified(), QLocale::LongFormat));
+  const QFileInfo file(currentFile_);
+  if (!currentFile_.isEmpty() && file.exists() && file.lastModified() > autosave.lastModified())
     text += QStringLiteral("\n\n") +
-            tr("Recovering replaces %1, just opened (it stays as saved on disk).")
-                .arg(QFileInfo(currentFile_).fileName());
-  else if (currentFile_.isEmpty() && !importedFrom_.isEmpty())
-    text +=
-        QStringLiteral("\n\n") + tr("Recovering replaces %1, just imported.").arg(importedFrom_);
+            tr("The file was saved after that (%1): recovering shows the older autosaved "
+               "version, and the file stays as it is until you save.")
+                .arg(locale.toString(file.lastModified(), QLocale::LongFormat));
   return text + QStringLiteral("\n\n") + tr("Recover it? No deletes the autosave.");
 }
 
 void MainWindow::askToRecover() {
   const QString question = recoveryQuestion();
   if (question.isEmpty()) return;
+  const QString autosave = autosavePath(currentFile_);
   const auto answer = QMessageBox::question(this, tr("Recover unsaved work?"), question,
                                             QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
+  // The document may have changed while the question was open (it does not block the window's
+  // timers): the answer is about the autosave it was asked about.
+  if (autosavePath(currentFile_) != autosave) return;
   if (answer == QMessageBox::Yes)
     recoverAutosave();
   else
-    QFile::remove(autosavePath());
+    QFile::remove(autosave);
 }
 
 void MainWindow::startTemplate(int kind) {
@@ -559,6 +595,7 @@ void MainWindow::startTemplate(int kind) {
 }
 
 void MainWindow::newDocument() {
+  discardOwnAutosave();  // the user saved or discarded that document (maybeSave)
   training_->setProjectDir(QString());
   model_->reset(Graph());
   currentFile_.clear();
@@ -583,6 +620,7 @@ bool MainWindow::openFile(const QString& path) {
     showError(isOnnx ? tr("Cannot import ONNX") : tr("Cannot open project"), qs(g.message()));
     return false;
   }
+  discardOwnAutosave();  // the user saved or discarded the document this one replaces
   training_->setProjectDir(QFileInfo(path).absolutePath());
   model_->reset(std::move(*g));
   // An imported model is a new document: Save asks where to put the project.
@@ -598,6 +636,9 @@ bool MainWindow::openFile(const QString& path) {
       tr("%1 %2: %3")
           .arg(isOnnx ? tr("Imported") : tr("Opened"), QFileInfo(path).fileName(),
                count(qint64(model_->graph().nodes().size()), tr("%1 node"), tr("%1 nodes"))));
+  // This project's own unsaved work from a crash, if any (an import is a new, untitled
+  // document: an untitled autosave is not its own).
+  if (!isOnnx) offerRecovery();
   return true;
 }
 
@@ -610,6 +651,8 @@ bool MainWindow::saveTo(const QString& path) {
   training_->storeSettingsInModel();
   if (!writeAtomically(path, QByteArray::fromStdString(projectToJsonText(model_->graph()))))
     return false;
+  // Saved, the document's autosave holds nothing more (under its old name, after Save As).
+  discardOwnAutosave();
   currentFile_ = QFileInfo(path).absoluteFilePath();
   importedFrom_.clear();
   training_->setProjectDir(QFileInfo(path).absolutePath());
@@ -639,9 +682,9 @@ void MainWindow::takeKeyboardBack() {
   if (!focus || !focus->isVisible()) view_->setFocus(Qt::OtherFocusReason);
 }
 
-bool MainWindow::saveAs() {
-  QString path = QFileDialog::getSaveFileName(this, tr("Save project"), currentFile_,
-                                              tr("deepwire projects (*.dwproj)"));
+bool MainWindow::saveAs(const QString& title) {
+  QString path = QFileDialog::getSaveFileName(this, title.isEmpty() ? tr("Save project") : title,
+                                              currentFile_, tr("deepwire projects (*.dwproj)"));
   takeKeyboardBack();
   if (path.isEmpty()) return false;
   if (!path.endsWith(QStringLiteral(".dwproj"))) path += QStringLiteral(".dwproj");
@@ -736,38 +779,62 @@ void MainWindow::rebuildRecentMenu() {
   if (welcome_) welcome_->setRecentFiles(list);
 }
 
-QString MainWindow::autosavePath() {
-  const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-  return dir + QStringLiteral("/autosave.dwproj");
+QString MainWindow::autosavePath(const QString& document) {
+  const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) +
+                      QStringLiteral("/autosave");
+  if (document.isEmpty()) return dir + QStringLiteral("/untitled.dwproj");
+  // Named after the project, for a user who looks in the folder, and told apart from another
+  // folder's project of the same name by a hash of its whole path.
+  const QFileInfo f(document);
+  const QByteArray key =
+      QCryptographicHash::hash(f.absoluteFilePath().toUtf8(), QCryptographicHash::Sha1).toHex();
+  return QStringLiteral("%1/%2-%3.dwproj")
+      .arg(dir, f.completeBaseName(), QString::fromLatin1(key.left(12)));
+}
+
+void MainWindow::discardOwnAutosave() {
+  if (ownAutosave_.isEmpty()) return;
+  QFile::remove(ownAutosave_);
+  ownAutosave_.clear();
 }
 
 void MainWindow::autosaveNow() {
   if (!autosaveDirty_ || model_->undoStack()->isClean()) return;
-  QDir().mkpath(QFileInfo(autosavePath()).absolutePath());
+  const QString path = autosavePath(currentFile_);
+  // A crash's autosave of this document that the user has not answered about yet (the question
+  // is open, and this timer still runs) is theirs to recover: not overwritten with this session's
+  // edits. A window that never asks (tests, screenshots) writes its own.
+  if (interactive_ && path != ownAutosave_ && QFileInfo::exists(path)) return;
+  QDir().mkpath(QFileInfo(path).absolutePath());
   // Quietly: a failed autosave is retried at the next tick, and never interrupts the user.
-  if (writeFileAtomic(autosavePath().toStdString(), projectToJsonText(model_->graph())).ok()) {
-    QSettings().setValue(QStringLiteral("autosave/source"), currentFile_);
-    QSettings().setValue(QStringLiteral("autosave/imported"), importedFrom_);
+  if (writeFileAtomic(path.toStdString(), projectToJsonText(model_->graph())).ok()) {
+    if (currentFile_.isEmpty())
+      QSettings().setValue(QStringLiteral("autosave/untitledImported"), importedFrom_);
+    ownAutosave_ = path;
     autosaveDirty_ = false;
   }
 }
 
 bool MainWindow::recoverAutosave() {
-  auto g = loadProject(autosavePath().toStdString());
+  const QString path = autosavePath(currentFile_);
+  auto g = loadProject(path.toStdString());
   if (!g.ok()) {
     showError(tr("Cannot recover the autosave"), qs(g.message()));
     return false;
   }
+  const QString file = currentFile_;
   model_->reset(std::move(*g));
-  currentFile_ = QSettings().value(QStringLiteral("autosave/source")).toString();
-  importedFrom_ = currentFile_.isEmpty()
-                      ? QSettings().value(QStringLiteral("autosave/imported")).toString()
+  currentFile_ = file;
+  importedFrom_ = file.isEmpty()
+                      ? QSettings().value(QStringLiteral("autosave/untitledImported")).toString()
                       : QString();
+  // The recovered work is this window's unsaved work now: its autosave goes when it is saved.
+  ownAutosave_ = path;
   // Recovered work is unsaved: mark the document modified until the user saves it.
   model_->undoStack()->resetClean();
   updateTitle();
   view_->fitToView(GraphView::kReadableZoom);
-  showStatus(tr("Recovered unsaved work from %1").arg(autosavePath()));
+  showStatus(tr("Recovered unsaved work from %1").arg(path));
   return true;
 }
 
@@ -777,7 +844,7 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     return;
   }
   training_->stopAndWait();
-  QFile::remove(autosavePath());
+  discardOwnAutosave();
   e->accept();
 }
 

@@ -92,13 +92,18 @@ class MainWindow : public QMainWindow {
   QLabel* summaryLabel() const { return summary_; }
   QStringList recentFiles() const;
 
-  // Autosave: the document is written here periodically while it has unsaved changes, and the
-  // file is removed when the window closes normally; finding it at start-up means a crash.
-  static QString autosavePath();
+  // Autosave: while the document has unsaved changes it is written periodically to a file of its
+  // own, `document`'s (its absolute path; "" for an untitled document). The file goes when the
+  // document is saved, discarded or closed normally; finding one means a crash, and it is offered
+  // back only with its own document: when that project is opened (an untitled one's when the
+  // studio starts without a file).
+  static QString autosavePath(const QString& document = QString());
   void autosaveNow();
+  // Replaces the document with its autosave (the current document's: the same file, or
+  // untitled).
   bool recoverAutosave();
-  // The question asked at start when an autosave is left over: which document it holds (its
-  // path, or untitled) and when it was written. "" when there is no autosave.
+  // The question asked when the current document has an autosave left over from a crash: which
+  // document it holds and when it was written. "" when there is none.
   QString recoveryQuestion() const;
 
   // Edit actions (also on the menu).
@@ -135,8 +140,14 @@ class MainWindow : public QMainWindow {
   bool maybeSave();
   bool writeAtomically(const QString& path, const QByteArray& bytes);
   QString exportSuggestion(const QString& suffix) const;
-  bool saveAs();
+  bool saveAs(const QString& title = QString());
   bool save();
+  // The document's autosave this window wrote (or recovered), removed once it is saved,
+  // discarded or closed.
+  void discardOwnAutosave();
+  // The current project's autosave left by a crash: offered (interactive) once the event loop
+  // runs.
+  void offerRecovery();
   // After a modal file dialog: the window is active again and a widget of it has the keyboard.
   void takeKeyboardBack();
 
@@ -165,6 +176,7 @@ class MainWindow : public QMainWindow {
   QString lastError_;
   int pasteCount_ = 0;
   bool autosaveDirty_ = false;
+  QString ownAutosave_;
   std::map<QString, QAction*> actions_;
 };
 

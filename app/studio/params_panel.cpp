@@ -471,6 +471,16 @@ void ParamsPanel::rebuild() {
           [this, id] { return !model_->graph().node(id)->specifiedOutputsName.empty(); },
           [this, id] { return model_->setSpecifiedOutputsName(id, {}); });
     } else if (cf.name == "lda coeff") {
+      // The seed toolkit's name, kept so that its users find it, tells a newcomer nothing: the
+      // tooltip says what the number does and what its values mean.
+      const QString ldaTip = tipFor(
+          tr("Loss derivative coefficient: scales the derivative of the loss (the gradient) "
+             "that flows back through this node to its inputs during training. What the node "
+             "computes going forward does not change.\n"
+             "1: the gradient passes unchanged. 0: nothing before this node learns through it. "
+             "0.1: it learns 10 times slower through this path. Negative: the gradient is "
+             "reversed (gradient reversal, as in domain-adversarial training)."),
+          def);
       auto* e = new ScientificSpinBox;
       e->setSingleStep(0.1);
       const double defValue = QString::fromStdString(cf.defaultValue).toDouble();
@@ -481,7 +491,7 @@ void ParamsPanel::rebuild() {
         e->setValue(model_->graph().node(id)->ldaCoeff);
       });
       addRow(
-          commonForm, field, field, e, def, tip,
+          commonForm, field, field, e, def, ldaTip,
           [this, id, defValue] { return model_->graph().node(id)->ldaCoeff != defValue; },
           [this, id, defValue] { return model_->setLdaCoeff(id, defValue); });
     }

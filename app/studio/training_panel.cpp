@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
 #include <QChart>
 #include <QChartView>
 #include <QCoreApplication>
@@ -13,20 +14,27 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QRegularExpression>
 #include <QScatterSeries>
+#include <QSettings>
 #include <QStandardItemModel>
+#include <QStandardPaths>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 
 #include "app/studio/params_panel.h"
 #include "engine/backend.h"
 #include "engine/session.h"
 #include "graphs/onnx_export.h"
+#include "graphs/project.h"
 
 namespace dw::studio {
 
@@ -109,6 +117,58 @@ LogAxisRange niceLogRange(double lo, double hi, double pad) {
     if (ticks >= 4) break;
   }
   return r;
+}
+
+std::pair<double, double> robustRange(std::vector<double> values, bool ignoreOutliers, bool log) {
+  std::vector<double> v;
+  v.reserve(values.size());
+  for (const double y : values)
+    if (std::isfinite(y) && (!log || y > 0)) v.push_back(log ? std::log(y) : y);
+  if (v.empty()) return {std::nan(""), std::nan("")};
+  const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+  double lo = *mn, hi = *mx;
+  if (ignoreOutliers) {
+    auto rank = [&v](double p) {
+      const size_t k = size_t(std::max(1.0, std::ceil(p * double(v.size())))) - 1;
+      std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+      return v[k];
+    };
+    const double q05 = rank(0.05), q95 = rank(0.95);
+    // A fifth of the span, and at least a tenth of the values (a quarter more on a log axis):
+    // where nearly every value is the same, a small bump is no outlier.
+    const double pad = std::max(
+        (q95 - q05) * 0.2, log ? std::log(1.25) : 0.1 * std::max(std::abs(q05), std::abs(q95)));
+    lo = std::max(lo, q05 - pad);
+    hi = std::min(hi, q95 + pad);
+  }
+  if (log) return {std::exp(lo), std::exp(hi)};
+  return {lo, hi};
+}
+
+QString findDeepwireCli(QString* looked) {
+  QStringList tried;
+  const QString env = qEnvironmentVariable("DEEPWIRE_CLI");
+  if (!env.isEmpty()) {
+    // Asked for by name: no other one stands in for it silently.
+    if (QFileInfo(env).isExecutable() && QFileInfo(env).isFile())
+      return QFileInfo(env).absoluteFilePath();
+    if (looked)
+      *looked = QObject::tr("DEEPWIRE_CLI names %1, which is not an executable file").arg(env);
+    return QString();
+  }
+  const QString here = QCoreApplication::applicationDirPath();
+  // An installed pair shares a folder; a build tree has app/studio/ beside app/cli/.
+  for (const QString& candidate :
+       {here + QStringLiteral("/deepwire"), here + QStringLiteral("/../cli/deepwire")}) {
+    const QFileInfo f(candidate);
+    tried << QDir::cleanPath(candidate);
+    if (f.isFile() && f.isExecutable()) return f.canonicalFilePath();
+  }
+  const QString onPath = QStandardPaths::findExecutable(QStringLiteral("deepwire"));
+  if (!onPath.isEmpty()) return onPath;
+  tried << QObject::tr("PATH");
+  if (looked) *looked = tried.join(QStringLiteral(", "));
+  return QString();
 }
 
 // ---------------------------------------------------------------------------- TrainingWorker
@@ -333,11 +393,11 @@ void TrainingWorker::run(const JobRequest& req) {
                              " · <b>evaluated on a training batch</b>: give the project a "
                              "validation split or test data to measure generalisation");
     const double batchMetric = headlineMetric(r->batchMetrics);
-    post([p = panel_, eval, step, loss, sps, metric, batchMetric, summary] {
+    post([p = panel_, eval, step, loss, sps, metric, batchMetric, summary, updated = job != 0] {
       if (eval)
         p->onEpoch(-1, step, true, loss, metric);
       else
-        p->onSteps({{step, loss, batchMetric}}, sps, 1.0);
+        p->onSteps({{step, loss, batchMetric}}, sps, 1.0, updated);
       p->onFinished(QString(), summary);
     });
     return;
@@ -484,6 +544,17 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   batchSize_->setRange(1, 1 << 20);
   epochs_ = new QSpinBox;
   epochs_->setRange(1, 100000);
+  processes_ = new QSpinBox;
+  processes_->setRange(1, 256);
+  processes_->setValue(
+      std::clamp(QSettings().value(QStringLiteral("training/processes"), 1).toInt(), 1, 256));
+  processes_->setToolTip(
+      tr("How many processes Fit trains in, on this machine. 1: in the studio. More: the studio "
+         "saves the project and runs mpirun -np N deepwire train --distributed on it; each "
+         "process takes a slice of every batch, and the weights come out as one process's would "
+         "(within float32 rounding), then come back into the graph. Needs Open MPI's mpirun and "
+         "a deepwire command built with MPI. Train Step, Eval Step and Predict always run in the "
+         "studio. Kept for this machine, not in the project."));
 
   trainStep_ = new QPushButton(tr("Train Step"));
   // Said plainly: a user who pressed Train Step again and again saw the same loss (or a higher
@@ -510,7 +581,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   fit_ = new QPushButton(tr("Fit"));
   fit_->setToolTip(tr("Train the given number of epochs, evaluating after each"));
   stop_ = new QPushButton(tr("Stop"));
-  stop_->setToolTip(tr("Stop Fit before its next step"));
+  stop_->setToolTip(
+      tr("Stop Fit before its next step (a Fit across processes: every process after the same "
+         "step, keeping what it trained; a second Stop ends them at once)"));
   stop_->setEnabled(false);
   writeWeights_ = new QPushButton(tr("Write Weights"));
   writeWeights_->setToolTip(
@@ -549,6 +622,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   auto* left = new QVBoxLayout;
   left->setSpacing(5);
   left->addLayout(row({{tr("Accelerator"), accelerator_},
+                       {tr("Processes"), processes_},
                        {tr("Batch size"), batchSize_},
                        {tr("Epochs"), epochs_}}));
   {
@@ -633,14 +707,39 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   lossChart_->addSeries(best_);
   best_->attachAxis(lossChart_->axes(Qt::Horizontal).first());
   best_->attachAxis(lossChart_->axes(Qt::Vertical).first());
+  // Points outside the range the outliers were ignored for: a triangle on the edge they lie
+  // beyond, so that an excursion still shows where the line leaves the plot.
+  auto addOffScale = [](QChart* chart) {
+    auto* s = new QScatterSeries;
+    s->setName(tr("off scale"));
+    s->setMarkerShape(QScatterSeries::MarkerShapeTriangle);
+    s->setMarkerSize(8);
+    s->setColor(QColor(0xd0, 0x30, 0x30));
+    s->setBorderColor(QColor(0xd0, 0x30, 0x30));
+    chart->addSeries(s);
+    s->attachAxis(chart->axes(Qt::Horizontal).first());
+    s->attachAxis(chart->axes(Qt::Vertical).first());
+    return s;
+  };
+  lossOffScale_ = addOffScale(lossChart_);
+  metricOffScale_ = addOffScale(metricChart_);
   auto* lossView = new QChartView(lossChart_);
   lossView->setRenderHint(QPainter::Antialiasing);
   auto* metricView = new QChartView(metricChart_);
   metricView->setRenderHint(QPainter::Antialiasing);
   logScale_ = new QCheckBox(tr("Log scale"));
+  logScale_->setToolTip(tr("The loss on a logarithmic axis"));
+  // On by default, as in TensorBoard: one diverging step otherwise squeezes the whole curve into
+  // a flat line at the bottom.
+  ignoreOutliers_ = new QCheckBox(tr("Ignore outliers"));
+  ignoreOutliers_->setChecked(true);
+  ignoreOutliers_->setToolTip(
+      tr("Scale the charts to the 5th-95th percentile of their values (with a margin), as "
+         "TensorBoard does: points beyond are marked with a triangle on the edge"));
   auto* clear = new QPushButton(tr("Clear charts"));
   auto* chartBar = new QHBoxLayout;
   chartBar->addWidget(logScale_);
+  chartBar->addWidget(ignoreOutliers_);
   chartBar->addStretch();
   chartBar->addWidget(clear);
   auto* charts = new QHBoxLayout;
@@ -662,6 +761,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(predict_, &QPushButton::clicked, this, [this] { start(Job::Predict); });
   connect(fit_, &QPushButton::clicked, this, [this] { start(Job::Fit); });
   connect(stop_, &QPushButton::clicked, this, [this] {
+    if (process_) return stopProcessFit();
     cancel_->store(true);
     emit statusMessage(tr("Stopping after the current step…"));
   });
@@ -683,6 +783,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
                                : qs(st.message()));
   });
   connect(logScale_, &QCheckBox::toggled, this, [this] { applyLogScale(); });
+  connect(ignoreOutliers_, &QCheckBox::toggled, this, [this] { rescaleAxes(); });
+  connect(processes_, &QSpinBox::valueChanged, this,
+          [](int n) { QSettings().setValue(QStringLiteral("training/processes"), n); });
   connect(clear, &QPushButton::clicked, this, [this] { clearCharts(); });
   connect(editData_, &QPushButton::clicked, this, [this] { emit showDataRequested(); });
   connect(data_, &DataPanel::sourcesRead, this, [this] { updateDataStatus(); });
@@ -750,6 +853,7 @@ TrainingPanel::~TrainingPanel() {
 }
 
 void TrainingPanel::stopAndWait() {
+  abandonProcessFit();
   cancel_->store(true);
   if (thread_.isRunning()) {
     thread_.quit();
@@ -1020,6 +1124,8 @@ Status TrainingPanel::resetWeights() {
 }
 
 void TrainingPanel::resetForNewDocument() {
+  // The document the run trains is gone (the model was already reset): nothing to write back.
+  abandonProcessFit();
   stopAndWaitForJob();
   worker_->trainer_.reset();
   worker_->predictor_.reset();
@@ -1054,6 +1160,7 @@ void TrainingPanel::start(Job job) {
     emit jobFinished();
     return;
   }
+  if (job == Job::Fit && processes_->value() > 1) return startProcessFit();
   JobRequest req;
   req.job = static_cast<int>(job);
   const bool predict = job == Job::Predict;
@@ -1091,6 +1198,7 @@ void TrainingPanel::start(Job job) {
 }
 
 void TrainingPanel::stopAndWaitForJob() {
+  if (process_) stopProcessFit();
   cancel_->store(true);
   QElapsedTimer t;
   t.start();
@@ -1102,11 +1210,12 @@ void TrainingPanel::setBusy(bool on) {
   for (QPushButton* b :
        {trainStep_, fullStep_, evalStep_, fit_, writeWeights_, predict_, resetWeights_})
     b->setEnabled(!on);
+  processes_->setEnabled(!on);
   stop_->setEnabled(on);
 }
 
 void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samplesPerSec,
-                            double progress) {
+                            double progress, bool updated) {
   if (points.empty()) return;
   QList<QPointF> losses, metrics;
   for (const StepPoint& p : points) {
@@ -1127,8 +1236,8 @@ void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samples
   trainMetric_->append(metrics);
   const qint64 step = points.back().step;
   lastStep_ = stepOffset_ + step;
-  if (step > 0) trained_ = true;
-  if (step > 0 && !unsynced_) {
+  if (step > 0 && updated) trained_ = true;
+  if (step > 0 && updated && !unsynced_) {
     unsynced_ = true;
     emit weightsStateChanged();
   }
@@ -1168,6 +1277,8 @@ void TrainingPanel::clearCharts() {
                                                         testMetric_, evalLoss_, evalMetric_})
     s->clear();
   best_->clear();
+  lossOffScale_->clear();
+  metricOffScale_->clear();
   lossChart_->setTitle(tr("Loss"));
   // Later points continue from the last step, so a cleared chart never runs backwards.
   rescaleAxes();
@@ -1214,6 +1325,358 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
   emit jobFinished();
 }
 
+// ---------------------------------------------------------------------------- Fit across processes
+
+namespace {
+// A command line as a shell would take it back, for the user to read and rerun.
+QString shellQuoted(const QStringList& words) {
+  static const QRegularExpression kPlain(QStringLiteral("^[A-Za-z0-9_@%+=:,./-]+$"));
+  QStringList out;
+  for (const QString& w : words)
+    out << (kPlain.match(w).hasMatch()
+                ? w
+                : QStringLiteral("'") + QString(w).replace("'", "'\\''") + QStringLiteral("'"));
+  return out.join(' ');
+}
+}  // namespace
+
+void TrainingPanel::startProcessFit() {
+  const int n = processes_->value();
+  auto refuse = [this](const QString& why) {
+    lastError_ = why;
+    lastErrorIsData_ = false;
+    result_->clear();
+    error_->setText(why);
+    error_->setToolTip(why);
+    error_->show();
+    emit statusMessage(why);
+    emit jobFinished();
+  };
+  const QString mpirun = QStandardPaths::findExecutable(QStringLiteral("mpirun"));
+  if (mpirun.isEmpty())
+    return refuse(tr("Fit in %1 processes starts them with Open MPI's mpirun, which is not on "
+                     "PATH. Install Open MPI (Debian: apt install openmpi-bin) and start the "
+                     "studio again, or set Processes to 1 to fit in the studio.")
+                      .arg(n));
+  QString looked;
+  const QString cli = findDeepwireCli(&looked);
+  if (cli.isEmpty())
+    return refuse(tr("Fit in %1 processes runs the deepwire command under mpirun, and none was "
+                     "found (looked at: %2). Build it (cmake --build build --target deepwire) or "
+                     "install it next to the studio, or name it in DEEPWIRE_CLI; or set "
+                     "Processes to 1 to fit in the studio.")
+                      .arg(n)
+                      .arg(looked));
+  // The processes read the project from disk, with its data paths relative to its folder.
+  const QString project = saveForProcesses ? saveForProcesses() : QString();
+  if (project.isEmpty())
+    return refuse(tr("Fit in %1 processes trains the saved project, and it was not saved: save "
+                     "it, then press Fit again (or set Processes to 1 to fit in the studio).")
+                      .arg(n));
+  runDir_ =
+      std::make_unique<QTemporaryDir>(QDir::temp().filePath(QStringLiteral("deepwire-fit-XXXXXX")));
+  if (!runDir_->isValid())
+    return refuse(
+        tr("Cannot make a folder for the trained project: %1").arg(runDir_->errorString()));
+  // The run writes the trained project apart, never over the user's file: the document may be
+  // edited while it runs, and the file changes only when the user saves.
+  const QString trained = runDir_->filePath(QStringLiteral("trained.dwproj"));
+  runGraph_ = std::make_shared<const Graph>(model_->graph());
+  runCli_ = cli;
+  runProcesses_ = n;
+  runBatch_ = std::max(1, batchSize_->value());
+  runEpochs_ = epochs_->value();
+  runSteps_ = runEpochsDone_ = 0;
+  runHasTest_ = false;
+  runTestAccuracy_ = -1;
+  runSamplesPerSec_ = 0;
+  runInfo_.clear();
+  stdout_.clear();
+  stderr_.clear();
+  runStarted_ = stopRequested_ = stopSent_ = false;
+  // The axes carry on from the last point, as a rebuilt trainer's do.
+  stepOffset_ = lastStep_;
+  epochOffset_ = lastEpoch_;
+
+  QStringList args{QStringLiteral("-np"), QString::number(n)};
+  if (::geteuid() == 0) args << QStringLiteral("--allow-run-as-root");
+  // All on this machine: loopback is the network every process shares (a VPN or container
+  // bridge mpirun might pick otherwise can leave the processes waiting for each other), and N
+  // may exceed the cores by the user's choice.
+  args << QStringLiteral("--oversubscribe") << QStringLiteral("--mca")
+       << QStringLiteral("btl_tcp_if_include") << QStringLiteral("lo") << QStringLiteral("--mca")
+       << QStringLiteral("oob_tcp_if_include") << QStringLiteral("lo");
+  // The rest of the settings (optimizer and its parameters, seed, data and its splits,
+  // accelerator, threads, precision) travel in the saved project, as `deepwire train` reads it.
+  args << cli << QStringLiteral("train") << project << QStringLiteral("--distributed")
+       << QStringLiteral("--json") << QStringLiteral("--quiet") << QStringLiteral("--epochs")
+       << QString::number(runEpochs_) << QStringLiteral("--batch-size")
+       << QString::number(runBatch_) << QStringLiteral("--save-project") << trained;
+  processCommand_ = shellQuoted(QStringList{QStringLiteral("mpirun")} + args);
+
+  process_ = new QProcess(this);
+  process_->setWorkingDirectory(QFileInfo(project).absolutePath());
+  connect(process_, &QProcess::readyReadStandardOutput, this, &TrainingPanel::readProcessOutput);
+  connect(process_, &QProcess::readyReadStandardError, this, &TrainingPanel::readProcessErrors);
+  connect(process_, &QProcess::finished, this, &TrainingPanel::onProcessFinished);
+  connect(process_, &QProcess::errorOccurred, this, [this, mpirun](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart || !process_) return;
+    const QString why = process_->errorString();
+    process_->deleteLater();
+    process_ = nullptr;
+    runDir_.reset();
+    onFinished(tr("Cannot start %1: %2").arg(mpirun, why), QString());
+  });
+  error_->hide();
+  lastError_.clear();
+  pendingWarning_.clear();
+  setBusy(true);
+  progress_->setValue(0);
+  result_->setText(
+      tr("<b>Fit in %1 processes</b>: %2").arg(n).arg(processCommand_.toHtmlEscaped()));
+  result_->setToolTip(processCommand_);
+  emit statusMessage(tr("Fitting %1 in %2 processes…")
+                         .arg(count(runEpochs_, tr("%1 epoch"), tr("%1 epochs")))
+                         .arg(n));
+  process_->start(mpirun, args);
+}
+
+void TrainingPanel::readProcessOutput() {
+  if (!process_) return;
+  stdout_ += process_->readAllStandardOutput();
+  for (qsizetype nl; (nl = stdout_.indexOf('\n')) >= 0;) {
+    const QByteArray line = stdout_.left(nl).trimmed();
+    stdout_.remove(0, nl + 1);
+    // Rank 0's --json lines, one per epoch; the other ranks print none.
+    if (!line.startsWith('{')) continue;
+    const QJsonDocument doc = QJsonDocument::fromJson(line);
+    if (doc.isObject() && doc.object().contains(QStringLiteral("epoch")))
+      onProcessEpoch(doc.object());
+  }
+}
+
+void TrainingPanel::readProcessErrors() {
+  if (!process_) return;
+  stderr_ += QString::fromLocal8Bit(process_->readAllStandardError());
+  if (stderr_.size() > 65536) stderr_ = stderr_.right(65536);
+  if (runStarted_) return;
+  // Rank 0 says how the run is laid out once every process has its signal handlers: a SIGUSR1
+  // before then would end a process that has none, and mpirun would call the job failed.
+  static const QString kInfo = QStringLiteral("deepwire: distributed: ");
+  const qsizetype at = stderr_.indexOf(kInfo);
+  if (at < 0) return;
+  const qsizetype end = stderr_.indexOf('\n', at);
+  if (end < 0) return;
+  runStarted_ = true;
+  runInfo_ = stderr_.mid(at + 10, end - at - 10).trimmed();
+  emit statusMessage(tr("Fitting: %1").arg(runInfo_));
+  if (stopRequested_) {
+    stopRequested_ = false;
+    stopProcessFit();
+  }
+}
+
+void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
+  const qint64 epoch = line.value(QStringLiteral("epoch")).toInteger();
+  const double seconds = line.value(QStringLiteral("seconds")).toDouble();
+  runSamplesPerSec_ = line.value(QStringLiteral("samples_per_second")).toDouble();
+  // The line counts samples, not steps: the epoch's samples in batches of the global batch size
+  // put its point where the studio's own Fit would have.
+  const qint64 samples = qRound64(runSamplesPerSec_ * seconds);
+  runSteps_ += std::max<qint64>(1, (samples + runBatch_ - 1) / runBatch_);
+  runEpochsDone_ = epoch;
+  runTrainLoss_ = line.value(QStringLiteral("train_loss")).toDouble(std::nan(""));
+  const QJsonValue testLoss = line.value(QStringLiteral("test_loss"));
+  const QJsonValue testAcc = line.value(QStringLiteral("test_accuracy"));
+  runHasTest_ = testLoss.isDouble();
+  runTestLoss_ = testLoss.toDouble(std::nan(""));
+  runTestAccuracy_ = testAcc.isDouble() ? testAcc.toDouble() : -1;
+  lastStep_ = stepOffset_ + runSteps_;
+  if (std::isfinite(runTrainLoss_)) trainLoss_->append(double(lastStep_), runTrainLoss_);
+  if (const QJsonValue w = line.value(QStringLiteral("warning")); w.isString())
+    pendingWarning_ = tr("epoch %1: %2").arg(epoch).arg(w.toString());
+  throughput_->setText(tr("%1 samples/s").arg(runSamplesPerSec_, 0, 'f', 0));
+  progress_->setValue(
+      int(std::clamp(double(epoch) / double(std::max<qint64>(1, runEpochs_)), 0.0, 1.0) * 1000));
+  // onEpoch charts the evaluation and rescales the axes.
+  onEpoch(epoch - 1, runSteps_, runHasTest_, runTestLoss_,
+          runTestAccuracy_ >= 0 ? runTestAccuracy_ : std::nan(""));
+  emit statusMessage(tr("Fit in %1 processes: epoch %2 of %3, train loss %4")
+                         .arg(runProcesses_)
+                         .arg(epoch)
+                         .arg(runEpochs_)
+                         .arg(runTrainLoss_, 0, 'g', 5));
+}
+
+void TrainingPanel::stopProcessFit() {
+  if (!process_) return;
+  if (stopSent_ || stopRequested_) {
+    // A second Stop: mpirun passes SIGTERM on, and ends what does not stop.
+    process_->terminate();
+    emit statusMessage(tr("Ending the processes now…"));
+    return;
+  }
+  if (!runStarted_) {
+    stopRequested_ = true;
+    emit statusMessage(tr("Stopping as soon as every process has started…"));
+    return;
+  }
+  stopSent_ = true;
+  ::kill(pid_t(process_->processId()), SIGUSR1);
+  emit statusMessage(tr("Stopping every process after the current step…"));
+}
+
+void TrainingPanel::abandonProcessFit() {
+  if (!process_) return;
+  QProcess* p = process_;
+  process_ = nullptr;
+  disconnect(p, nullptr, this, nullptr);
+  p->terminate();
+  if (!p->waitForFinished(10000)) {
+    p->kill();
+    p->waitForFinished(3000);
+  }
+  delete p;
+  runDir_.reset();
+  runGraph_.reset();
+  setBusy(false);
+  emit jobFinished();
+}
+
+QString TrainingPanel::processError(int code) const {
+  if (stderr_.contains(QStringLiteral("built without MPI")))
+    return tr("The deepwire command %1 was built without MPI, so it cannot train across "
+              "processes. Install Open MPI (Debian: apt install libopenmpi-dev openmpi-bin) and "
+              "build deepwire again (CMake finds it; -DDEEPWIRE_MPI=ON makes its absence an "
+              "error), or set Processes to 1 to fit in the studio.")
+        .arg(runCli_);
+  // deepwire's own errors, once each: every rank may report the same one, prefixed with its
+  // rank and host.
+  static const QRegularExpression kRank(QStringLiteral("^rank \\d+ on \\S+: "));
+  QStringList errors, seen;
+  QStringList tail;
+  for (QString line : stderr_.split('\n')) {
+    line = line.trimmed();
+    if (line.isEmpty()) continue;
+    tail << line;
+    const qsizetype at = line.indexOf(QStringLiteral("deepwire: error: "));
+    if (at < 0) continue;
+    const QString message = line.mid(at + 17);
+    const QString plain = QString(message).remove(kRank);
+    if (seen.contains(plain)) continue;
+    seen << plain;
+    errors << message;
+  }
+  // Otherwise what mpirun said last (a process killed, a host unreachable).
+  if (errors.isEmpty()) errors = tail.mid(std::max<qsizetype>(0, tail.size() - 12));
+  return tr("Fit in %1 processes failed (mpirun exit status %2): %3")
+      .arg(runProcesses_)
+      .arg(code)
+      .arg(errors.isEmpty() ? tr("no message") : errors.join('\n'));
+}
+
+Status TrainingPanel::writeProcessWeights(const QString& trainedPath, int* kept) {
+  auto trained = loadProject(trainedPath.toStdString());
+  if (!trained.ok()) return trained.status();
+  const Graph& doc = model_->graph();
+  std::vector<Node> changed;
+  for (const auto& [id, cur] : doc.nodes()) {
+    const Node* before = runGraph_ ? runGraph_->node(id) : nullptr;
+    const Node* after = trained->node(id);
+    if (!before || !after || after->type != before->type || cur.type != before->type) continue;
+    // What the run wrote: an Initializer's values, a layer's stored weights.
+    Node next = cur;
+    bool wrote = false;
+    if (cur.type == "Initializer") {
+      for (const char* name : {"fill", "values"}) {
+        auto a = after->params.find(name), b = before->params.find(name);
+        const bool same = a == after->params.end()
+                              ? b == before->params.end()
+                              : b != before->params.end() && b->second == a->second;
+        if (same) continue;
+        wrote = true;
+        if (a == after->params.end())
+          next.params.erase(name);
+        else
+          next.params[name] = a->second;
+      }
+    } else if (after->weights != before->weights) {
+      wrote = true;
+      next.weights = after->weights;
+    }
+    if (!wrote) continue;
+    // Edited while the run went on: the edit stays (a changed seed or shape would not take the
+    // trained values anyway).
+    if (cur.params != before->params || cur.weights != before->weights) {
+      ++*kept;
+      continue;
+    }
+    changed.push_back(std::move(next));
+  }
+  if (!changed.empty())
+    DW_RETURN_IF_ERROR(model_->applyNodeStates(
+        changed, tr("Write trained weights (%1 processes)").arg(runProcesses_)));
+  // The studio's own trainer still holds the weights from before the run: the next step builds
+  // one from the canvas, which now holds the run's.
+  worker_->trainer_.reset();
+  worker_->predictor_.reset();
+  origins_.clear();
+  trained_ = false;
+  unsynced_ = false;
+  graphDirty_ = true;
+  emit weightsStateChanged();
+  return Status();
+}
+
+void TrainingPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
+  readProcessOutput();
+  readProcessErrors();
+  QProcess* p = process_;
+  process_ = nullptr;
+  if (p) p->deleteLater();
+  const std::unique_ptr<QTemporaryDir> dir = std::move(runDir_);  // removed on return
+  const QString trained = dir ? dir->filePath(QStringLiteral("trained.dwproj")) : QString();
+  // 130: interrupted (Stop), every process after the same step, with the weights so far saved.
+  const bool stopped = (stopSent_ || stopRequested_) &&
+                       (code == 130 || status == QProcess::CrashExit) && QFileInfo::exists(trained);
+  if (!(status == QProcess::NormalExit && code == 0) && !stopped) {
+    runGraph_.reset();
+    return onFinished(processError(code), QString());
+  }
+  int kept = 0;
+  const Status st = writeProcessWeights(trained, &kept);
+  runGraph_.reset();
+  if (!st.ok())
+    return onFinished(tr("The run ended, but its trained weights could not be read back: %1")
+                          .arg(qs(st.message())),
+                      QString());
+  QString summary;
+  if (stopped)
+    summary = tr("<b>Fit stopped</b> in %1 processes after %2")
+                  .arg(runProcesses_)
+                  .arg(count(runEpochsDone_, tr("%1 complete epoch"), tr("%1 complete epochs")));
+  else
+    summary =
+        tr("<b>Fit</b> in %1 processes: %2, train loss %3%4, %5 samples/s")
+            .arg(runProcesses_)
+            .arg(count(runEpochsDone_, tr("%1 epoch"), tr("%1 epochs")))
+            .arg(runTrainLoss_, 0, 'g', 5)
+            .arg(runHasTest_ ? tr(", %1 loss %2%3")
+                                   .arg(evalSetName(data_->spec()))
+                                   .arg(runTestLoss_, 0, 'g', 5)
+                                   .arg(runTestAccuracy_ >= 0
+                                            ? tr(", accuracy %1").arg(runTestAccuracy_, 0, 'f', 4)
+                                            : QString())
+                             : QString())
+            .arg(runSamplesPerSec_, 0, 'f', 0);
+  summary += tr("; the trained weights are in the graph (Undo takes them out)");
+  if (kept > 0)
+    summary += tr("; %1 edited during the run kept the edit, not the trained weights")
+                   .arg(count(kept, tr("%1 node"), tr("%1 nodes")));
+  if (!runInfo_.isEmpty()) summary += QStringLiteral("<br>") + runInfo_.toHtmlEscaped();
+  onFinished(QString(), summary);
+}
+
 QDoubleSpinBox* TrainingPanel::learningRateBox() const {
   return lr_;
 }
@@ -1254,8 +1717,10 @@ void TrainingPanel::applyLogScale() {
 }
 
 void TrainingPanel::rescaleAxes() {
-  auto fit = [this](QChart* chart, std::initializer_list<QXYSeries*> series, bool log) {
-    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  auto fit = [this](QChart* chart, std::initializer_list<QXYSeries*> series,
+                    QScatterSeries* offScale, bool log) {
+    double x0 = INFINITY, x1 = -INFINITY;
+    std::vector<double> ys;
     for (QXYSeries* s : series) {
       // Markers while a series is sparse, so a single point shows; a line once it is dense.
       if (s->type() == QAbstractSeries::SeriesTypeLine) s->setPointsVisible(s->count() <= 60);
@@ -1263,8 +1728,7 @@ void TrainingPanel::rescaleAxes() {
         if (log && p.y() <= 0) continue;
         x0 = std::min(x0, p.x());
         x1 = std::max(x1, p.x());
-        y0 = std::min(y0, p.y());
-        y1 = std::max(y1, p.y());
+        ys.push_back(p.y());
       }
     }
     // No points (a graph without a metric): the steps so far, not a one-step window at the end.
@@ -1288,23 +1752,21 @@ void TrainingPanel::rescaleAxes() {
     x->setTickAnchor(0);
     x->setTickInterval(tick);
     x->setRange(x0, x1);
+    const auto [y0, y1] = robustRange(std::move(ys), ignoreOutliers_->isChecked(), log);
+    QAbstractAxis* yAxis = chart->axes(Qt::Vertical).first();
     if (log) {
       // No points yet: a plain range that still has labels.
       const LogAxisRange r = std::isfinite(y0) ? niceLogRange(y0, y1) : niceLogRange(0.1, 1, 1);
-      auto* y = static_cast<QLogValueAxis*>(chart->axes(Qt::Vertical).first());
+      auto* y = static_cast<QLogValueAxis*>(yAxis);
       y->setBase(r.base);
       y->setMinorTickCount(r.minorTicks);
       y->setRange(r.min, r.max);
-      return;
-    }
-    if (!std::isfinite(y0)) {  // no points yet: a plain unit range
-      chart->axes(Qt::Vertical).first()->setRange(0, 1);
-      return;
-    }
-    {
+    } else if (!std::isfinite(y0)) {  // no points yet: a plain unit range
+      yAxis->setRange(0, 1);
+    } else {
       // At least 2% of the value: a flat curve still gets ticks that differ at 3 figures.
       const double pad = std::max(std::abs(y1) * 0.02 + 1e-6, (y1 - y0) * 0.08);
-      auto* y = static_cast<QValueAxis*>(chart->axes(Qt::Vertical).first());
+      auto* y = static_cast<QValueAxis*>(yAxis);
       y->setRange(y0 >= 0 ? std::max(0.0, y0 - pad) : y0 - pad, y1 + pad);
       if (chart == metricChart_ && y0 >= 0 && y1 <= 1) {
         y->setRange(0, 1);  // accuracies live in [0, 1]: the whole range, not a sliver
@@ -1313,9 +1775,33 @@ void TrainingPanel::rescaleAxes() {
         y->applyNiceNumbers();  // ticks at 0.5, 1, 2, ... rather than 1.82, 3.64
       }
     }
+    // What the range leaves out goes on its edge.
+    double lo = 0, hi = 0;
+    if (auto* lin = qobject_cast<QValueAxis*>(yAxis)) {
+      lo = lin->min();
+      hi = lin->max();
+    } else if (auto* lg = qobject_cast<QLogValueAxis*>(yAxis)) {
+      lo = lg->min();
+      hi = lg->max();
+    }
+    QList<QPointF> off;
+    for (QXYSeries* s : series)
+      for (const QPointF& p : s->points()) {
+        if (!std::isfinite(p.y()) || (log && p.y() <= 0)) continue;
+        if (p.y() > hi) off.append({p.x(), hi});
+        if (p.y() < lo) off.append({p.x(), lo});
+      }
+    offScale->replace(off);
+    for (QLegendMarker* m : chart->legend()->markers(offScale)) m->setVisible(!off.isEmpty());
   };
-  fit(lossChart_, {trainLoss_, testLoss_, evalLoss_}, logScale_->isChecked());
-  fit(metricChart_, {trainMetric_, testMetric_, evalMetric_}, false);
+  fit(lossChart_, {trainLoss_, testLoss_, evalLoss_}, lossOffScale_, logScale_->isChecked());
+  fit(metricChart_, {trainMetric_, testMetric_, evalMetric_}, metricOffScale_, false);
+}
+
+int TrainingPanel::offScalePoints(QChart* chart) const {
+  return chart == lossChart_     ? lossOffScale_->count()
+         : chart == metricChart_ ? metricOffScale_->count()
+                                 : -1;
 }
 
 }  // namespace dw::studio

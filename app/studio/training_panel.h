@@ -1,18 +1,23 @@
-// The Training dock: accelerator, dataset, optimizer, batch size and epochs, the step buttons,
-// progress, throughput, and live loss/metric charts. All training runs on one worker thread that
-// owns the engine's Trainer; the GUI thread only posts jobs and receives reports, so the window
-// never freezes, and Stop cancels a Fit before its next step.
+// The Training dock: accelerator, processes, dataset, optimizer, batch size and epochs, the step
+// buttons, progress, throughput, and live loss/metric charts. All training in the studio's own
+// process runs on one worker thread that owns the engine's Trainer; the GUI thread only posts jobs
+// and receives reports, so the window never freezes, and Stop cancels a Fit before its next step.
+// With Processes above 1, Fit runs `mpirun -np N deepwire train --distributed` on the saved
+// project instead, as a QProcess whose JSON lines feed the same charts.
 #pragma once
 
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
+#include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTemporaryDir>
 #include <QThread>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +38,7 @@ class QLineSeries;
 class QScatterSeries;
 class QXYSeries;
 class QAbstractAxis;
+class QJsonObject;
 QT_END_NAMESPACE
 
 namespace dw::studio {
@@ -47,6 +53,18 @@ struct LogAxisRange {
   int labelledTicks = 0;  // the powers of `base` within [min, max]
 };
 LogAxisRange niceLogRange(double lo, double hi, double pad = 1.02);
+
+// The y range a chart shows for `values`. With `ignoreOutliers`, TensorBoard's rule: the 5th to
+// 95th percentile (nearest rank, so that fewer than 20 values are all kept) widened by a fifth of
+// its span (at least a tenth of the values), but never past the values themselves; a few blown-up
+// losses after a divergence then no longer flatten the rest of the curve. `log`: the same in log
+// space, over positive values only. {NaN, NaN} without values.
+std::pair<double, double> robustRange(std::vector<double> values, bool ignoreOutliers, bool log);
+
+// The deepwire command a Fit across processes starts under mpirun: $DEEPWIRE_CLI, else the one
+// next to the studio (an installed pair, or the build tree's app/cli), else the one on PATH. ""
+// when there is none; `looked` then says where it looked.
+QString findDeepwireCli(QString* looked = nullptr);
 
 class ScientificSpinBox;
 class TrainingWorker;
@@ -95,6 +113,14 @@ class TrainingPanel : public QWidget {
   // The device the last trainer reported it runs on ("" before the first or without a notice).
   QString deviceNotice() const { return deviceNotice_; }
   QSpinBox* batchSizeBox() const { return batchSize_; }
+  // How many processes Fit trains in: 1 in the studio, more under mpirun on this machine. A
+  // setting of the machine (its cores, its Open MPI), not of the project: kept in QSettings.
+  QSpinBox* processesBox() const { return processes_; }
+  // Called before a Fit across processes, which reads the project from disk: saves the document
+  // (asking where when it has no file yet) and returns its path, or "" when it was not saved.
+  std::function<QString()> saveForProcesses;
+  // The command line of the last Fit across processes ("" before one).
+  QString processCommand() const { return processCommand_; }
   QComboBox* acceleratorBox() const { return accelerator_; }
   QLabel* dataStatusLabel() const { return dataStatus_; }
   // Points on the charts' series, for tests: train loss / train metric per step, validation
@@ -106,6 +132,9 @@ class TrainingPanel : public QWidget {
   QComboBox* optimizerBox() const { return optimizer_; }
   QDoubleSpinBox* learningRateBox() const;
   QCheckBox* logScaleBox() const { return logScale_; }
+  QCheckBox* ignoreOutliersBox() const { return ignoreOutliers_; }
+  // Points drawn at a chart's edge because they lie outside its range (ignored outliers).
+  int offScalePoints(QChart* chart) const;
   bool busy() const { return busy_; }
   QString lastError() const { return lastError_; }
   QString lastResult() const { return result_->text(); }
@@ -131,10 +160,28 @@ class TrainingPanel : public QWidget {
     qint64 step;
     double loss, metric;
   };
-  void onSteps(const std::vector<StepPoint>& points, double samplesPerSec, double progress);
+  // `updated`: the optimizer changed the weights (not after a Train Step, which only adds up
+  // gradients: the graph then still holds what the trainer holds, and Save has nothing to write).
+  void onSteps(const std::vector<StepPoint>& points, double samplesPerSec, double progress,
+               bool updated = true);
   // epoch < 0: an Eval Step (one batch), charted apart from a Fit's per-epoch evaluation.
   void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc);
   void clearCharts();
+  // --- Fit across processes (mpirun) ---
+  void startProcessFit();
+  void readProcessOutput();
+  void readProcessErrors();
+  void onProcessEpoch(const QJsonObject& line);
+  void onProcessFinished(int code, QProcess::ExitStatus status);
+  // SIGUSR1 to mpirun: every process stops after the same step and saves what it trained.
+  void stopProcessFit();
+  // What the run's stderr says went wrong: deepwire's own error lines, else its last lines.
+  QString processError(int code) const;
+  // The trained project's weights into the document (one undo step), for the nodes the user
+  // left alone since the run started; `kept` counts those edited meanwhile, which keep the edit.
+  dw::Status writeProcessWeights(const QString& trainedPath, int* kept);
+  // Ends a run whose document is going away (New, Open, close): its weights are not wanted.
+  void abandonProcessFit();
   // The trainer's weights into the graph (one undo step), whatever the canvas did since, except
   // where an edit since invalidated them (keepsTrainedValues).
   dw::Status copyTrainedWeights();
@@ -183,6 +230,7 @@ class TrainingPanel : public QWidget {
   ScientificSpinBox* weightDecay_;
   QSpinBox* batchSize_;
   QSpinBox* epochs_;
+  QSpinBox* processes_;
   QPushButton *trainStep_, *evalStep_, *fullStep_, *fit_, *stop_, *writeWeights_, *predict_,
       *resetWeights_;
   QProgressBar* progress_;
@@ -190,6 +238,9 @@ class TrainingPanel : public QWidget {
   QLabel* result_;
   QLabel* error_;
   QCheckBox* logScale_;
+  QCheckBox* ignoreOutliers_;
+  // Per chart: points outside its range, drawn as triangles on its top or bottom edge.
+  QScatterSeries *lossOffScale_, *metricOffScale_;
   QChart* lossChart_;
   QChart* metricChart_;
   QLineSeries *trainLoss_, *testLoss_, *trainMetric_, *testMetric_;
@@ -228,6 +279,22 @@ class TrainingPanel : public QWidget {
   // A divergence warning for the running job, shown with its result when it finishes (a status
   // message of its own would be replaced by the result's at once).
   QString pendingWarning_;
+
+  // The Fit across processes in flight (null when none).
+  QProcess* process_ = nullptr;
+  std::unique_ptr<QTemporaryDir> runDir_;      // the trained project the run writes
+  std::shared_ptr<const dw::Graph> runGraph_;  // the document as the run read it
+  QString processCommand_;
+  QString runCli_;           // the deepwire command the run started
+  QByteArray stdout_;        // rank 0's output not yet split into lines
+  QString stderr_;           // the run's stderr (its last 64 KiB)
+  QString runInfo_;          // the CLI's "distributed: N processes ..." line
+  bool runStarted_ = false;  // every process has its signal handlers (the info line came)
+  bool stopRequested_ = false, stopSent_ = false;
+  int runProcesses_ = 0;
+  qint64 runBatch_ = 1, runEpochs_ = 0, runSteps_ = 0, runEpochsDone_ = 0;
+  double runTrainLoss_ = 0, runTestLoss_ = 0, runTestAccuracy_ = -1, runSamplesPerSec_ = 0;
+  bool runHasTest_ = false;
 };
 
 }  // namespace dw::studio

@@ -16,6 +16,8 @@
 #include <QLineEdit>
 #include <QLogValueAxis>
 #include <QMimeData>
+#include <QScopeGuard>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -25,6 +27,7 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QTreeWidget>
+#include <QValueAxis>
 #include <QXYSeries>
 #include <random>
 
@@ -111,7 +114,10 @@ class StudioTest : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QFile::remove(MainWindow::autosavePath());
+    QDir(QFileInfo(MainWindow::autosavePath()).absolutePath()).removeRecursively();
+    // Processes is a setting of the machine (QSettings): a test that sets it puts 1 back, and a
+    // run that was cut off must not leave the others fitting under mpirun.
+    QSettings().remove(QStringLiteral("training/processes"));
   }
 
   void paletteFiltersAndDoubleClickPlaces() {
@@ -592,17 +598,18 @@ class StudioTest : public QObject {
       QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
       w.placeNode("ai.onnx", "Tanh");
       w.autosaveNow();
-      QVERIFY(QFileInfo::exists(MainWindow::autosavePath()));
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath(example("fashion_mnist_mlp.dwproj"))));
       // No close event: as if the process died here.
     }
     MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
     QVERIFY(w.recoverAutosave());
     bool found = false;
     for (const auto& [id, n] : w.model()->graph().nodes()) found |= n.type == "Tanh";
     QVERIFY(found);
     QVERIFY(!w.model()->undoStack()->isClean());
     w.close();  // a normal close removes the autosave
-    QVERIFY(!QFileInfo::exists(MainWindow::autosavePath()));
+    QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(example("fashion_mnist_mlp.dwproj"))));
   }
 
   void invalidNodeTurnsRedAndProblemSelects() {
@@ -1321,7 +1328,7 @@ class StudioTest : public QObject {
   }
 
   void recoveryQuestionNamesTheDocument() {
-    QFile::remove(MainWindow::autosavePath());
+    QDir(QFileInfo(MainWindow::autosavePath()).absolutePath()).removeRecursively();
     QTemporaryDir dir;
     const QString project = dir.filePath("mine.dwproj");
     {
@@ -1330,27 +1337,308 @@ class StudioTest : public QObject {
       QVERIFY(w.saveTo(project));
       w.placeNode("ai.onnx", "Tanh");
       w.autosaveNow();
-      QVERIFY(QFileInfo::exists(MainWindow::autosavePath()));
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath(project)));
     }
     {
       MainWindow w(false);
       const QString q = w.recoveryQuestion();
-      QVERIFY2(q.contains(QDir::toNativeSeparators(project)), qPrintable(q));
-      QVERIFY2(q.contains(QString::number(QDate::currentDate().year())), qPrintable(q));
-      // Another file opened: the question says recovering replaces it.
-      QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
-      QVERIFY2(w.recoveryQuestion().contains("fashion_mnist_mlp.dwproj"),
-               qPrintable(w.recoveryQuestion()));
+      QVERIFY2(q.isEmpty(), qPrintable(q));  // untitled: mine.dwproj's autosave is not its own
+      QVERIFY(w.openFile(project));
+      const QString mine = w.recoveryQuestion();
+      QVERIFY2(mine.contains(QDir::toNativeSeparators(project)), qPrintable(mine));
+      QVERIFY2(mine.contains(QString::number(QDate::currentDate().year())), qPrintable(mine));
     }
     {
       MainWindow w(false);
       w.placeNode("ai.onnx", "Tanh");  // untitled
       w.autosaveNow();
+    }
+    {
+      MainWindow w(false);
       QVERIFY2(w.recoveryQuestion().contains("untitled"), qPrintable(w.recoveryQuestion()));
     }
-    QFile::remove(MainWindow::autosavePath());
+    QDir(QFileInfo(MainWindow::autosavePath()).absolutePath()).removeRecursively();
     MainWindow w(false);
     QVERIFY(w.recoveryQuestion().isEmpty());
+  }
+
+  // Opening a project offers its own autosave only: another document's (/tmp/trial2's, when
+  // /tmp/x/a.dwproj was opened) was offered, and Yes replaced the project just opened with it.
+  void autosaveIsOfferedForItsOwnDocumentOnly() {
+    QDir(QFileInfo(MainWindow::autosavePath()).absolutePath()).removeRecursively();
+    QTemporaryDir dir;
+    QDir().mkpath(dir.filePath("x"));
+    QDir().mkpath(dir.filePath("y"));
+    const QString trial = dir.filePath("trial2.dwproj");
+    const QString a = dir.filePath("x/a.dwproj");
+    const QString sameName = dir.filePath("y/a.dwproj");  // another folder's a.dwproj
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+      QVERIFY(w.saveTo(a));
+      QVERIFY(w.saveTo(sameName));
+      QVERIFY(w.saveTo(trial));
+      w.placeNode("ai.onnx", "Tanh");
+      w.autosaveNow();  // then the studio dies with trial2's changes unsaved
+    }
+    QVERIFY(QFileInfo::exists(MainWindow::autosavePath(trial)));
+    QVERIFY(MainWindow::autosavePath(a) != MainWindow::autosavePath(sameName));
+    {
+      MainWindow w(false);
+      for (const QString& other : {a, sameName}) {
+        QVERIFY(w.openFile(other));
+        QVERIFY2(w.recoveryQuestion().isEmpty(), qPrintable(w.recoveryQuestion()));
+        QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(other)));
+      }
+      // Editing a.dwproj autosaves to a's own file, and leaves trial2's alone.
+      w.placeNode("ai.onnx", "Relu");
+      w.autosaveNow();
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath(sameName)));
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath(trial)));
+      // Saved, its autosave holds nothing more.
+      QVERIFY(w.saveTo(sameName));
+      QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(sameName)));
+      QVERIFY(w.openFile(trial));
+      QVERIFY2(w.recoveryQuestion().contains("trial2.dwproj"), qPrintable(w.recoveryQuestion()));
+      QVERIFY(w.recoverAutosave());
+      int tanh = 0;
+      for (const auto& [id, n] : w.model()->graph().nodes()) tanh += n.type == "Tanh";
+      QCOMPARE(tanh, 1);
+      QCOMPARE(w.currentFile(), QFileInfo(trial).absoluteFilePath());
+      // Recovered and saved: the autosave goes.
+      QVERIFY(w.saveTo(trial));
+      QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(trial)));
+    }
+    QDir(QFileInfo(MainWindow::autosavePath()).absolutePath()).removeRecursively();
+  }
+
+  // Save adds a "Write trained weights" undo step only when training changed the weights: after
+  // Train Steps alone (gradients added up, no update) it wrote the untrained values over the
+  // Initializers' seeded fills, and the title said modified though nothing had changed.
+  void saveWithoutChangesAddsNoUndoStep() {
+    {
+      QTemporaryDir dir;
+      MainWindow w(false);
+      buildRegression(w, dir.path(), 256);
+      auto* panel = w.training();
+      const dw::NodeId weight = findByName(w.model()->graph(), "weight");
+      QVERIFY(weight);
+      for (int i = 0; i < 2; ++i) {
+        panel->trainStepButton()->click();
+        QVERIFY(waitIdle(panel));
+        QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      }
+      QCOMPARE(panel->trainPoints(), 2);
+      QVERIFY(!w.isWindowModified());
+      QVERIFY(w.saveTo(dir.filePath("saved.dwproj")));
+      QCOMPARE(w.model()->undoStack()->count(), 0);
+      QCOMPARE(w.model()->graph().param(weight, "fill")->asString(), std::string("glorot_uniform"));
+      // The gradients gathered are still applied by the next Full Train Step, and that one is
+      // written.
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY(w.isWindowModified());
+      QVERIFY(w.saveTo(dir.filePath("saved.dwproj")));
+      QCOMPARE(w.model()->undoStack()->count(), 1);
+    }
+    for (bool dense : {false, true}) {
+      QTemporaryDir dir;
+      MainWindow w(false);
+      buildRegression(w, dir.path(), 256, dense);
+      auto* panel = w.training();
+      auto* undo = w.model()->undoStack();
+      panel->fitButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      const QString path = dir.filePath("saved.dwproj");
+      QVERIFY(w.saveTo(path));
+      const int steps = undo->count();
+      QCOMPARE(undo->text(steps - 1), QStringLiteral("Write trained weights"));
+      for (int i = 0; i < 3; ++i) {
+        QVERIFY(w.saveTo(path));
+        QVERIFY2(undo->count() == steps, qPrintable(QStringLiteral("%1: save %2 added '%3'")
+                                                        .arg(dense ? "layers" : "initializers")
+                                                        .arg(i + 2)
+                                                        .arg(undo->text(undo->count() - 1))));
+      }
+      QVERIFY(undo->isClean());
+      // An Export with nothing new trained adds none either.
+      QVERIFY(w.exportOnnxTo(dir.filePath("m.onnx"), false));
+      QCOMPARE(undo->count(), steps);
+    }
+  }
+
+  // The loss chart's range ignores a divergence's few blown-up points (TensorBoard's 5th-95th
+  // percentile), marks them on the edge, and shows everything with the box unticked.
+  void chartRangeIgnoresOutliers() {
+    using dw::studio::robustRange;
+    std::vector<double> curve;
+    for (int i = 1; i <= 40; ++i) curve.push_back(1.0 + 1.0 / i);
+    auto [lo, hi] = robustRange(curve, true, false);
+    // A smooth curve keeps its body; of its steep start, what lies a fifth of the body's span
+    // above it goes to the edge (TensorBoard cuts the same).
+    QVERIFY2(hi > 1.3 && hi < 2.0, qPrintable(QString::number(hi)));
+    QCOMPARE(lo, curve.back());
+    std::vector<double> flat(40, 0.5);
+    flat[3] = 0.52;
+    std::tie(lo, hi) = robustRange(flat, true, false);
+    QCOMPARE(hi, 0.52);
+    curve.push_back(1e6);
+    curve.push_back(3e7);
+    std::tie(lo, hi) = robustRange(curve, true, false);
+    QVERIFY2(hi < 3, qPrintable(QString::number(hi)));
+    std::tie(lo, hi) = robustRange(curve, false, false);
+    QCOMPARE(hi, 3e7);
+    std::tie(lo, hi) = robustRange(curve, true, true);  // log scale
+    QVERIFY2(hi < 10 && lo > 1, qPrintable(QStringLiteral("%1 %2").arg(lo).arg(hi)));
+    std::tie(lo, hi) = robustRange({1, 2, 1e9}, true, false);  // too few to call any an outlier
+    QCOMPARE(hi, 1e9);
+
+    MainWindow w(false);
+    auto* panel = w.training();
+    QXYSeries* train = nullptr;
+    for (QAbstractSeries* series : panel->lossChart()->series())
+      if (series->name() == "train") train = static_cast<QXYSeries*>(series);
+    QVERIFY(train);
+    for (int i = 0; i < 40; ++i) train->append(i + 1, curve[size_t(i)]);
+    train->append(41, 1e6);
+    QVERIFY(panel->ignoreOutliersBox()->isChecked());  // on by default, as in TensorBoard
+    panel->ignoreOutliersBox()->setChecked(false);
+    auto* y = qobject_cast<QValueAxis*>(panel->lossChart()->axes(Qt::Vertical).first());
+    QVERIFY(y);
+    QVERIFY(y->max() >= 1e6);
+    QCOMPARE(panel->offScalePoints(panel->lossChart()), 0);
+    panel->ignoreOutliersBox()->setChecked(true);
+    QVERIFY2(y->max() < 5, qPrintable(QString::number(y->max())));
+    QCOMPARE(panel->offScalePoints(panel->lossChart()), 1);
+    panel->logScaleBox()->setChecked(true);
+    QCOMPARE(panel->offScalePoints(panel->lossChart()), 1);
+    panel->logScaleBox()->setChecked(false);
+    QCOMPARE(train->count(), 41);  // nothing is dropped, only drawn on the edge
+  }
+
+  // "lda coeff" keeps the seed toolkit's name; its tooltip says what it does.
+  void ldaCoeffSaysWhatItDoes() {
+    MainWindow w(false);
+    w.show();
+    const dw::NodeId relu = w.placeNode("ai.onnx", "Relu", QPointF(0, 0));
+    w.scene()->selectOnly({relu});
+    QWidget* lda = w.params()->editor("lda coeff");
+    QVERIFY(lda);
+    for (const char* words : {"scales the derivative of the loss", "flows back through this node",
+                              "0: nothing before this node learns"})
+      QVERIFY2(lda->toolTip().contains(words), qPrintable(lda->toolTip()));
+    // The label, where the pointer rests first, says the same.
+    bool labelled = false;
+    for (QLabel* l : w.params()->findChildren<QLabel*>())
+      if (l->text() == "lda coeff") labelled = l->toolTip() == lda->toolTip();
+    QVERIFY(labelled);
+  }
+
+  // Processes > 1 without mpirun or without the deepwire command: Fit says what is missing and
+  // how to get it, and Processes 1 still fits in the studio.
+  void fitAcrossProcessesSaysWhatIsMissing() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    const auto toOne = qScopeGuard([panel] { panel->processesBox()->setValue(1); });
+    const QByteArray path = qgetenv("PATH"), cli = qgetenv("DEEPWIRE_CLI");
+    panel->processesBox()->setValue(2);
+    qputenv("PATH", dir.path().toLocal8Bit());  // no mpirun there
+    panel->fitButton()->click();
+    qputenv("PATH", path);
+    QVERIFY(!panel->busy());
+    QVERIFY2(panel->lastError().contains("mpirun") && panel->lastError().contains("openmpi-bin") &&
+                 panel->lastError().contains("Processes to 1"),
+             qPrintable(panel->lastError()));
+    if (!QStandardPaths::findExecutable("mpirun").isEmpty()) {
+      qputenv("DEEPWIRE_CLI", QByteArray(dir.filePath("no-such-deepwire").toLocal8Bit()));
+      panel->fitButton()->click();
+      QVERIFY(!panel->busy());
+      QVERIFY2(panel->lastError().contains("DEEPWIRE_CLI") &&
+                   panel->lastError().contains("no-such-deepwire"),
+               qPrintable(panel->lastError()));
+    }
+    if (cli.isNull())
+      qunsetenv("DEEPWIRE_CLI");
+    else
+      qputenv("DEEPWIRE_CLI", cli);
+    QCOMPARE(panel->seriesPoints("train loss"), 0);
+    panel->processesBox()->setValue(1);
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY(panel->seriesPoints("train loss") > 0);
+  }
+
+  // Processes 2: Fit saves the project, runs mpirun -np 2 deepwire train --distributed on it,
+  // charts rank 0's epochs as they come, and writes the trained weights back into the document as
+  // one undo step; Stop ends every process after the same step, keeping what was trained.
+  void fitAcrossProcessesThroughMpirun() {
+    if (QStandardPaths::findExecutable("mpirun").isEmpty()) QSKIP("no mpirun on PATH");
+    // The build's own deepwire unless the run names another (a build without MPI has nothing to
+    // offer here: skipped below).
+    if (qEnvironmentVariableIsEmpty("DEEPWIRE_CLI"))
+      qputenv("DEEPWIRE_CLI", QByteArray(DW_BINARY_DIR "/app/cli/deepwire"));
+    if (dw::studio::findDeepwireCli().isEmpty()) QSKIP("no deepwire command built");
+    qputenv("OMP_WAIT_POLICY", "passive");
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    const auto toOne = qScopeGuard([panel] { panel->processesBox()->setValue(1); });
+    auto* m = w.model();
+    const dw::NodeId hidden = findByName(m->graph(), "hidden");
+    panel->fullTrainStepButton()->click();  // trained in the studio first: the run carries on
+    QVERIFY(waitIdle(panel));
+    QVERIFY(m->graph().node(hidden)->weights.empty());  // not written yet
+    panel->processesBox()->setValue(2);
+    panel->epochsBox()->setValue(3);
+    panel->fitButton()->click();
+    QVERIFY(panel->busy());
+    QVERIFY2(panel->processCommand().contains("-np 2") &&
+                 panel->processCommand().contains("--distributed --json"),
+             qPrintable(panel->processCommand()));
+    // Saved first, with the step's weights, which the run starts from.
+    QVERIFY(w.model()->undoStack()->isClean());
+    const auto before = m->graph().node(hidden)->weights;
+    QVERIFY(!before.empty());
+    QVERIFY(waitIdle(panel, 120000));
+    if (panel->lastError().contains("built without MPI")) QSKIP(qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("in 2 processes: 3 epochs"),
+             qPrintable(panel->lastResult()));
+    QCOMPARE(panel->seriesPoints("train loss"), 1 + 3);
+    QCOMPARE(panel->seriesPoints("validation loss"), 3);
+    const auto after = m->graph().node(hidden)->weights;
+    QVERIFY(!after.empty() && after != before);
+    QCOMPARE(m->undoStack()->undoText(), QStringLiteral("Write trained weights (2 processes)"));
+    QVERIFY(!m->undoStack()->isClean());
+    // The studio trains on from the run's weights.
+    panel->processesBox()->setValue(1);
+    const QString fromRun = predicted(panel);
+    m->undoStack()->undo();
+    QCOMPARE(m->graph().node(hidden)->weights, before);
+    QVERIFY(predicted(panel) != fromRun);
+    m->undoStack()->redo();
+    QCOMPARE(predicted(panel), fromRun);
+
+    // Stop: after the first epoch line of a long run.
+    panel->processesBox()->setValue(2);
+    panel->epochsBox()->setValue(100000);
+    const int points = panel->seriesPoints("train loss");
+    panel->fitButton()->click();
+    QElapsedTimer t;
+    t.start();
+    while (panel->seriesPoints("train loss") == points && panel->busy() && t.elapsed() < 60000)
+      QTest::qWait(20);
+    QVERIFY(panel->busy());
+    panel->stopButton()->click();
+    QVERIFY(waitIdle(panel, 60000));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("Fit stopped"), qPrintable(panel->lastResult()));
+    QVERIFY(m->graph().node(hidden)->weights != after);
   }
 
  private:
