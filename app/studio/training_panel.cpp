@@ -681,17 +681,23 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   };
   lossChart_ = makeChart(tr("Loss"), trainLoss_, testLoss_);
   metricChart_ = makeChart(tr("Metric (accuracy)"), trainMetric_, testMetric_);
-  auto addEvalSeries = [](QChart* chart) {
+  // A scatter series of markers on a chart's axes (Eval Step points, off-scale points).
+  auto addMarkers = [](QChart* chart, const QString& name, QScatterSeries::MarkerShape shape,
+                       qreal size, QColor fill, QColor border) {
     auto* s = new QScatterSeries;
-    s->setName(tr("Eval Step"));
-    s->setMarkerShape(QScatterSeries::MarkerShapeRotatedRectangle);
-    s->setMarkerSize(9);
-    s->setColor(QColor(0xe6, 0x9f, 0x00));
-    s->setBorderColor(QColor(0x80, 0x58, 0x00));
+    s->setName(name);
+    s->setMarkerShape(shape);
+    s->setMarkerSize(size);
+    s->setColor(fill);
+    s->setBorderColor(border);
     chart->addSeries(s);
     s->attachAxis(chart->axes(Qt::Horizontal).first());
     s->attachAxis(chart->axes(Qt::Vertical).first());
     return s;
+  };
+  auto addEvalSeries = [&](QChart* chart) {
+    return addMarkers(chart, tr("Eval Step"), QScatterSeries::MarkerShapeRotatedRectangle, 9,
+                      QColor(0xe6, 0x9f, 0x00), QColor(0x80, 0x58, 0x00));
   };
   evalLoss_ = addEvalSeries(lossChart_);
   evalMetric_ = addEvalSeries(metricChart_);
@@ -709,17 +715,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   best_->attachAxis(lossChart_->axes(Qt::Vertical).first());
   // Points outside the range the outliers were ignored for: a triangle on the edge they lie
   // beyond, so that an excursion still shows where the line leaves the plot.
-  auto addOffScale = [](QChart* chart) {
-    auto* s = new QScatterSeries;
-    s->setName(tr("off scale"));
-    s->setMarkerShape(QScatterSeries::MarkerShapeTriangle);
-    s->setMarkerSize(8);
-    s->setColor(QColor(0xd0, 0x30, 0x30));
-    s->setBorderColor(QColor(0xd0, 0x30, 0x30));
-    chart->addSeries(s);
-    s->attachAxis(chart->axes(Qt::Horizontal).first());
-    s->attachAxis(chart->axes(Qt::Vertical).first());
-    return s;
+  auto addOffScale = [&](QChart* chart) {
+    return addMarkers(chart, tr("off scale"), QScatterSeries::MarkerShapeTriangle, 8,
+                      QColor(0xd0, 0x30, 0x30), QColor(0xd0, 0x30, 0x30));
   };
   lossOffScale_ = addOffScale(lossChart_);
   metricOffScale_ = addOffScale(metricChart_);
