@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -273,11 +274,20 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
 
   // Static shapes where ONNX can infer them; failures only cost us static information.
   onnx::ModelProto inferred = model;
+  // Before IR version 4 every initializer was also a graph input, and shape inference types
+  // only those; a file that declares an older version without listing them (a damaged header)
+  // left its initializers untyped, every shape after them unknown, and the size check below
+  // blind to a Pad of 44 TB until the nodes before it had run.
+  if (inferred.ir_version() < 4) inferred.set_ir_version(4);
   if (!inferValidatedShapes(inferred, inferenceUnsafe, false, 0, false).ok()) inferred = model;
   DW_RETURN_IF_ERROR(checkInputTypes(inferred));
   const auto& ig = inferred.graph();
 
-  // Refuse models that declare tensors larger than memory before allocating anything.
+  // Refuse models that declare tensors larger than memory, or whose shapes make one, before
+  // allocating anything. A value made by a node is named with that node.
+  std::map<std::string, const onnx::NodeProto*> producer;
+  for (const auto& n : model.graph().node())
+    for (const auto& o : n.output()) producer[o] = &n;
   auto checkDeclared = [&](const onnx::ValueInfoProto& v) -> Status {
     IoInfo info = ioInfoFromType(v.name(), v.type());
     if (!info.hasShape || info.dtype == DType::kUndefined || info.dtype == DType::kString)
@@ -290,9 +300,14 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     if (bytes <= static_cast<long double>(limit)) return Status();
     char count[32];  // beyond 2^64 the count is only printable in floating point
     std::snprintf(count, sizeof(count), bytes < 1e19L ? "%.0Lf" : "%.3Lg", bytes);
-    return Status::error("tensor '" + v.name() + "' is declared as " + info.describe() + " (" +
-                         count + " bytes), more than the " + std::to_string(limit) +
-                         " bytes of available memory");
+    const std::string size = info.describe() + " (" + count + " bytes), more than the " +
+                             std::to_string(limit) + " bytes of available memory";
+    auto made = producer.find(v.name());
+    if (made == producer.end())
+      return Status::error("tensor '" + v.name() + "' is declared as " + size);
+    const onnx::NodeProto& n = *made->second;
+    return Status::error("node '" + nodeName(n) + "' (" + n.op_type() + ") would make " + size +
+                         "; check the node's inputs and attributes (pads, scales, shapes)");
   };
   for (const auto& v : ig.input()) DW_RETURN_IF_ERROR(checkDeclared(v));
   for (const auto& v : ig.output()) DW_RETURN_IF_ERROR(checkDeclared(v));

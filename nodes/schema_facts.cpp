@@ -489,14 +489,13 @@ Status checkNodeAgainst(const onnx::NodeProto& node, const SchemaFacts& f, int o
   return Status();
 }
 
-namespace {
-
-// As the engine's messages name a node: its name, or its op and first output.
 std::string nodeName(const onnx::NodeProto& n) {
   if (!n.name().empty()) return n.name();
   std::string out = n.output_size() ? n.output(0) : "";
   return "<" + n.op_type() + (out.empty() ? "" : " -> " + out) + ">";
 }
+
+namespace {
 
 // Ranks the graph declares for its inputs and initializers: what an `axis` can be checked with
 // before shape inference runs.

@@ -88,6 +88,8 @@ Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe);
 // model (see validateNodes). Every caller of InferShapes goes through here.
 Status inferShapesSafely(onnx::ModelProto& model, bool checkTypes, int strictMode,
                          bool dataPropagation);
+// A node as the engine's messages name it: its name, or "<Op -> first output>".
+std::string nodeName(const onnx::NodeProto& n);
 // The same for a caller that has just run validateModelNodes on `model` (a session, `check`),
 // with the inferenceUnsafe it reported: the nodes are not judged twice.
 Status inferValidatedShapes(onnx::ModelProto& model, bool inferenceUnsafe, bool checkTypes,
