@@ -260,6 +260,16 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);
     if (!ls.ok()) return fail(ls.message());
+    if (!comm || comm->rank() == 0) {
+      const auto& c = tr.counters();
+      std::cerr << "deepwire: resuming from " << a.resume << ": "
+                << count(c.epoch, "epoch", "epochs") << " done"
+                << (c.batchInEpoch ? " and " + count(c.batchInEpoch, "batch", "batches") +
+                                         " of epoch " + std::to_string(c.epoch + 1)
+                                   : std::string())
+                << ", " << count(c.optimizerSteps, "optimizer step", "optimizer steps")
+                << "; training continues to epoch " << st.config.epochs << "\n";
+    }
   }
   FitOptions fo;
   fo.train = st.train;

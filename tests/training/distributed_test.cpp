@@ -251,6 +251,11 @@ TEST_F(Distributed, ResumeWithAnotherProcessCount) {
     Shell resumed = shell(launch + train("sgd", "resumed.onnx", 2) + " --resume " + ckpt +
                           (launch.empty() ? "" : " --distributed"));
     ASSERT_EQ(resumed.code, 0) << resumed.output;
+    // Once, from rank 0: where it resumes from and how far the checkpoint had come.
+    const std::string said = "deepwire: resuming from " + ckpt + ": ";
+    const size_t at = resumed.output.find(said);
+    EXPECT_NE(at, std::string::npos) << resumed.output;
+    EXPECT_EQ(resumed.output.find(said, at + 1), std::string::npos) << resumed.output;
     expectSameWeights((dir_ / "one.onnx").string(), (dir_ / "resumed.onnx").string(), 1e-5,
                       launch.empty() ? "1 process" : "3 processes");
   }
