@@ -348,7 +348,9 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
       const Tensor& t = v.tensor;
       if (info.dtype != DType::kUndefined && t.dtype() != info.dtype)
         return Status::error("input '" + name + "' has dtype " + dtypeName(t.dtype()) +
-                             ", but the model expects " + info.describe());
+                             ", but the model expects " + info.describe() + "; convert it to " +
+                             dtypeName(info.dtype) + " first (numpy: a.astype('" +
+                             dtypeName(info.dtype) + "'))");
       if (info.hasShape) {
         bool okShape = t.rank() == info.dims.size();
         for (size_t d = 0; okShape && d < info.dims.size(); ++d)

@@ -85,11 +85,31 @@ int runCommand(const RunArgs& a) {
   if (!session) return fail(session.message());
   if (!(*session)->notice().empty()) std::cerr << "deepwire: " << (*session)->notice() << "\n";
   std::map<std::string, Value> inputs;
+  // A model of one input takes a bare FILE as well (also one whose path has an '=' in it).
+  std::vector<std::string> required;
+  for (const auto& i : (*session)->inputs())
+    if (!i.hasDefault) required.push_back(i.name);
   for (const auto& spec : a.inputs) {
     auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return fail("--input expects NAME=FILE, got '" + spec + "'", 2);
-    const std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    std::string name, file;
+    const bool named = eq != std::string::npos && eq > 0 &&
+                       std::any_of((*session)->inputs().begin(), (*session)->inputs().end(),
+                                   [&](const IoInfo& i) { return i.name == spec.substr(0, eq); });
+    if (named) {
+      name = spec.substr(0, eq);
+      file = spec.substr(eq + 1);
+    } else if (required.size() == 1 && (eq == std::string::npos || fs::exists(spec))) {
+      name = required[0];
+      file = spec;
+    } else if (eq == std::string::npos || eq == 0) {
+      std::string names;
+      for (const auto& i : (*session)->inputs()) names += (names.empty() ? "" : ", ") + i.name;
+      return fail(
+          "--input expects NAME=FILE (the model's inputs: " + names + "), got '" + spec + "'", 2);
+    } else {
+      name = spec.substr(0, eq);
+      file = spec.substr(eq + 1);
+    }
     if (inputs.count(name))
       return fail("--input " + name + " is given twice; give each input once", 2);
     // A .pb for a sequence, optional or sparse input holds a SequenceProto, OptionalProto or
@@ -265,7 +285,8 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   r->add_option("MODEL", run->model, "Model file")->required();
   r->add_option("--input", run->inputs,
                 "NAME=FILE input (.npy, .pb, or an MNIST-style IDX file such as "
-                "t10k-images-idx3-ubyte.gz); repeat per input");
+                "t10k-images-idx3-ubyte.gz); repeat per input. A model of one input takes "
+                "FILE alone");
   r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
   r->add_option("--accelerator", run->accelerator, "cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);

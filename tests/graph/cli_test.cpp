@@ -302,9 +302,16 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
   ASSERT_TRUE(writeFileAtomic(idxPath, idx).ok());
   EXPECT_EQ(run("run " + onnxPath + " --input image=" + idxPath, &code), fromExport);
   EXPECT_EQ(code, 0);
+  // The model has one input: the file alone names it.
+  EXPECT_EQ(run("run " + onnxPath + " --input " + idxPath, &code), fromExport);
+  EXPECT_EQ(code, 0);
+  out = run("run " + onnxPath + " --input other=" + idxPath + " 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("no input named 'other'"), std::string::npos) << out;
   out = run("run " + project + " --no-data-conversion --input image=" + pixels + " 2>&1", &code);
   EXPECT_EQ(code, 1) << out;
-  EXPECT_NE(out.find("has dtype uint8, but the model expects image: float32[N, 1, 28, 28]"),
+  EXPECT_NE(out.find("has dtype uint8, but the model expects image: float32[N, 1, 28, 28]; "
+                     "convert it to float32 first (numpy: a.astype('float32'))"),
             std::string::npos)
       << out;
 }
