@@ -6,6 +6,7 @@
 #include <QCryptographicHash>
 #include <QDir>
 #include <QDockWidget>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFrame>
@@ -164,6 +165,10 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   autosaveTimer_.setInterval(30'000);
   connect(&autosaveTimer_, &QTimer::timeout, this, &MainWindow::autosaveNow);
   autosaveTimer_.start();
+  diskCheck_.setSingleShot(true);
+  diskCheck_.setInterval(300);
+  connect(&diskCheck_, &QTimer::timeout, this, &MainWindow::checkDisk);
+  connect(&watcher_, &QFileSystemWatcher::fileChanged, this, [this] { diskCheck_.start(); });
 
   resize(1500, 920);
   updateTitle();
@@ -280,6 +285,16 @@ void MainWindow::createActions() {
     takeKeyboardBack();
     if (!path.isEmpty()) openFile(path);
   });
+  make("reload", tr("Re&load from Disk"), QKeySequence(), [this] {
+    if (hasUnsavedWork() && interactive_ &&
+        QMessageBox::question(this, tr("Reload from disk"),
+                              tr("Reload %1 as it is on disk? Your unsaved changes are lost.")
+                                  .arg(QFileInfo(currentFile_).fileName()),
+                              QMessageBox::Yes | QMessageBox::No,
+                              QMessageBox::No) != QMessageBox::Yes)
+      return;
+    reloadFromDisk();
+  });
   make("save", tr("&Save"), QKeySequence::Save, [this] { save(); });
   // Not QKeySequence::SaveAs: it is empty on several Linux desktops.
   make("saveAs", tr("Save &As…"), QKeySequence(tr("Ctrl+Shift+S")), [this] { saveAs(); });
@@ -381,6 +396,7 @@ void MainWindow::createMenus() {
   file->addAction(action("new"));
   file->addAction(action("open"));
   recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addAction(action("reload"));
   file->addSeparator();
   file->addAction(action("save"));
   file->addAction(action("saveAs"));
@@ -600,6 +616,7 @@ void MainWindow::newDocument() {
   model_->reset(Graph());
   currentFile_.clear();
   importedFrom_.clear();
+  watchFile(QByteArray());
   pasteCount_ = 0;
   training_->setProjectDir(QString());
   updateTitle();
@@ -608,6 +625,76 @@ void MainWindow::newDocument() {
 }
 
 bool MainWindow::openFile(const QString& path) {
+  return loadDocument(path, false);
+}
+
+bool MainWindow::reloadFromDisk() {
+  if (currentFile_.isEmpty()) {
+    showStatus(tr("Nothing to reload: the document has not been saved to a file"));
+    return false;
+  }
+  if (training_->busy()) {
+    showStatus(tr("Reload after training: the project cannot be replaced while it trains"));
+    return false;
+  }
+  return loadDocument(currentFile_, true);
+}
+
+bool MainWindow::hasUnsavedWork() const {
+  return !model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
+         training_->hasUnsavedSettings();
+}
+
+void MainWindow::watchFile(const QByteArray& bytes) {
+  onDisk_ = bytes;
+  fileGone_ = false;
+  if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
+  if (!currentFile_.isEmpty()) watcher_.addPath(currentFile_);
+}
+
+void MainWindow::checkDisk() {
+  if (currentFile_.isEmpty()) return;
+  // A save by rename (ours, the CLI's) replaces the file, and the watch goes with the old one.
+  QFile f(currentFile_);
+  if (!f.open(QIODevice::ReadOnly)) {
+    if (!fileGone_)
+      showStatus(tr("%1 is gone from the disk (moved or deleted); Save writes it again")
+                     .arg(QFileInfo(currentFile_).fileName()));
+    fileGone_ = true;
+    return;
+  }
+  fileGone_ = false;
+  if (!watcher_.files().contains(currentFile_)) watcher_.addPath(currentFile_);
+  const QByteArray bytes = f.readAll();
+  if (bytes == onDisk_) return;
+  onDisk_ = bytes;  // asked about once per version of the file
+  const QString name = QFileInfo(currentFile_).fileName();
+  if (training_->busy()) {
+    showStatus(tr("%1 changed on disk; it is not reloaded while training runs (File > Reload "
+                  "from Disk once it is done)")
+                   .arg(name));
+    return;
+  }
+  if (hasUnsavedWork()) {
+    if (!interactive_) {
+      showStatus(tr("%1 changed on disk; your unsaved changes are kept (File > Reload from Disk "
+                    "takes the file's version, Save overwrites it)")
+                     .arg(name));
+      return;
+    }
+    const auto answer = QMessageBox::question(
+        this, tr("Project changed on disk"),
+        tr("%1 was changed by another program, and this window has unsaved changes.\n\nReload "
+           "the file (your changes are lost), or keep your version (Save will overwrite the "
+           "file)?")
+            .arg(name),
+        QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+    if (answer != QMessageBox::Yes) return;
+  }
+  loadDocument(currentFile_, true);
+}
+
+bool MainWindow::loadDocument(const QString& path, bool reload) {
   const std::string p = path.toStdString();
   const bool isOnnx = path.endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive);
   Result<Graph> g = [&]() -> Result<Graph> {
@@ -617,11 +704,16 @@ bool MainWindow::openFile(const QString& path) {
     return importOnnx(*m, p);  // lays the graph out when the file has no deepwire layout
   }();
   if (!g.ok()) {
-    showError(isOnnx ? tr("Cannot import ONNX") : tr("Cannot open project"), qs(g.message()));
+    showError(isOnnx   ? tr("Cannot import ONNX")
+              : reload ? tr("Cannot reload the project")
+                       : tr("Cannot open project"),
+              qs(g.message()));
     return false;
   }
   discardOwnAutosave();  // the user saved or discarded the document this one replaces
   training_->setProjectDir(QFileInfo(path).absolutePath());
+  const QTransform zoom = view_->transform();
+  const QPointF centre = view_->mapToScene(view_->viewport()->rect().center());
   model_->reset(std::move(*g));
   // An imported model is a new document: Save asks where to put the project.
   currentFile_ = isOnnx ? QString() : QFileInfo(path).absoluteFilePath();
@@ -631,14 +723,28 @@ bool MainWindow::openFile(const QString& path) {
   if (!isOnnx) addRecent(currentFile_);
   pasteCount_ = 0;
   updateTitle();
-  view_->fitToView(GraphView::kReadableZoom);
+  if (isOnnx) {
+    watchFile(QByteArray());
+  } else {
+    QFile f(currentFile_);
+    watchFile(f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray());
+  }
+  if (reload) {
+    view_->setTransform(zoom);
+    view_->centerOn(centre);
+  } else {
+    view_->fitToView(GraphView::kReadableZoom);
+  }
   showStatus(
       tr("%1 %2: %3")
-          .arg(isOnnx ? tr("Imported") : tr("Opened"), QFileInfo(path).fileName(),
+          .arg(reload   ? tr("Reloaded from disk")
+               : isOnnx ? tr("Imported")
+                        : tr("Opened"),
+               QFileInfo(path).fileName(),
                count(qint64(model_->graph().nodes().size()), tr("%1 node"), tr("%1 nodes"))));
   // This project's own unsaved work from a crash, if any (an import is a new, untitled
   // document: an untitled autosave is not its own).
-  if (!isOnnx) offerRecovery();
+  if (!isOnnx && !reload) offerRecovery();
   return true;
 }
 
@@ -649,8 +755,8 @@ bool MainWindow::saveTo(const QString& path) {
   QString weightsNote;
   if (Status st = training_->syncWeights(); !st.ok()) weightsNote = qs(st.message());
   training_->storeSettingsInModel();
-  if (!writeAtomically(path, QByteArray::fromStdString(projectToJsonText(model_->graph()))))
-    return false;
+  const QByteArray bytes = QByteArray::fromStdString(projectToJsonText(model_->graph()));
+  if (!writeAtomically(path, bytes)) return false;
   // Saved, the document's autosave holds nothing more (under its old name, after Save As).
   discardOwnAutosave();
   currentFile_ = QFileInfo(path).absoluteFilePath();
@@ -659,6 +765,7 @@ bool MainWindow::saveTo(const QString& path) {
   model_->undoStack()->setClean();
   training_->markSettingsSaved();
   addRecent(currentFile_);
+  watchFile(bytes);
   updateTitle();
   if (!weightsNote.isEmpty())
     showError(tr("Saved without the latest trained weights"),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QAction>
+#include <QFileSystemWatcher>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -77,6 +78,11 @@ class MainWindow : public QMainWindow {
   // it cannot. The current document is replaced only on success.
   bool openFile(const QString& path);
   bool saveTo(const QString& path);
+  // The open project as its file now is, the view kept where it was (File > Reload from Disk).
+  // A project rewritten by another program (`deepwire train --save-project`, an editor) is
+  // reloaded by itself when this window has no unsaved changes; with unsaved changes the user is
+  // asked (non-interactive: they are kept, and the status bar says so). Not while training runs.
+  bool reloadFromDisk();
   // Lowers the canvas to ONNX: for inference, or with training info (the gradient graph).
   bool exportOnnxTo(const QString& path, bool withTrainingInfo);
   void newDocument();
@@ -150,6 +156,12 @@ class MainWindow : public QMainWindow {
   void offerRecovery();
   // After a modal file dialog: the window is active again and a widget of it has the keyboard.
   void takeKeyboardBack();
+  // openFile and reloadFromDisk.
+  bool loadDocument(const QString& path, bool reload);
+  // The project file as this window last read or wrote it, and the watch on it.
+  void watchFile(const QByteArray& bytes);
+  void checkDisk();
+  bool hasUnsavedWork() const;
 
   bool interactive_;
   GraphModel* model_;
@@ -177,6 +189,10 @@ class MainWindow : public QMainWindow {
   int pasteCount_ = 0;
   bool autosaveDirty_ = false;
   QString ownAutosave_;
+  QFileSystemWatcher watcher_;
+  QTimer diskCheck_;       // gathers a save's several change signals into one look
+  QByteArray onDisk_;      // the project file's bytes as last read or written here
+  bool fileGone_ = false;  // the file was missing at the last look (said once)
   std::map<QString, QAction*> actions_;
 };
 

@@ -519,6 +519,50 @@ class StudioTest : public QObject {
     QCOMPARE(again.model()->graph().nodes().size(), w.model()->graph().nodes().size());
   }
 
+  // A project rewritten by another program (here another window; `deepwire train
+  // --save-project` writes the same way, by rename) comes back by itself when this window has
+  // nothing unsaved, the view kept where it was; with unsaved changes they are kept and the
+  // status bar says how to take the file's version. Its own saves change nothing.
+  void projectChangedOnDiskIsReloaded() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("shared.dwproj");
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_cnn.dwproj")));
+    QVERIFY(w.saveTo(path));
+    w.view()->scale(1.5, 1.5);
+    const QTransform zoom = w.view()->transform();
+    QTest::qWait(700);  // its own save is not news
+    QVERIFY2(w.statusMessage().startsWith("Saved"), qPrintable(w.statusMessage()));
+
+    MainWindow other(false);
+    QVERIFY(other.openFile(path));
+    const dw::NodeId first = other.model()->graph().nodes().begin()->first;
+    QVERIFY(other.model()->moveNodes({{first, {-333, 77}}}).ok());
+    QVERIFY(other.saveTo(path));
+    QTRY_COMPARE_WITH_TIMEOUT(json(w), json(other), 5000);
+    QVERIFY2(w.statusMessage().contains("Reloaded from disk"), qPrintable(w.statusMessage()));
+    QCOMPARE(w.view()->transform(), zoom);
+    QVERIFY(w.model()->undoStack()->isClean());
+
+    // Unsaved changes here: kept, and said.
+    QVERIFY(w.model()->moveNodes({{first, {10, 10}}}).ok());
+    const std::string mine = json(w);
+    QVERIFY(other.model()->moveNodes({{first, {-111, 5}}}).ok());
+    QVERIFY(other.saveTo(path));
+    QTRY_VERIFY_WITH_TIMEOUT(w.statusMessage().contains("changed on disk"), 5000);
+    QVERIFY2(w.statusMessage().contains("unsaved changes are kept"), qPrintable(w.statusMessage()));
+    QCOMPARE(json(w), mine);
+    // File > Reload from Disk takes the file's version.
+    QVERIFY(w.reloadFromDisk());
+    QCOMPARE(json(w), json(other));
+
+    // A file that goes away is said once; Save writes it again.
+    QVERIFY(QFile::remove(path));
+    QTRY_VERIFY_WITH_TIMEOUT(w.statusMessage().contains("gone from the disk"), 5000);
+    QVERIFY(w.saveTo(path));
+    QVERIFY(QFileInfo::exists(path));
+  }
+
   void exportOnnxPassesChecker() {
     QTemporaryDir dir;
     MainWindow w(false);
