@@ -44,7 +44,7 @@ struct TrainArgs {
   bool noDataConversion = false;  // --export-onnx without the data panel's conversion prelude
   int64_t seed = -1;
   int threads = -1;
-  bool json = false, quiet = false;
+  bool json = false, jsonSteps = false, quiet = false;
   bool distributed = false;  // --distributed: one of the processes mpirun started
   int localProcesses = 1;    // processes of the job on this machine
   double distributedTimeout = 300;
@@ -309,6 +309,21 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       std::fflush(stderr);
     };
   }
+  if (a.json && a.jsonSteps) {
+    // A line per step for a program drawing the curves as they come (the studio's Fit across
+    // processes): the global step, and the loss and metrics of the batch (under --distributed,
+    // of rank 0's slice of it).
+    cb.onStep = [&, shown = std::move(cb.onStep)](const StepInfo& si) {
+      if (shown) shown(si);
+      json j = {{"step", tr.counters().trainSteps},
+                {"epoch", si.epoch + 1},
+                {"batch", si.batch + 1},
+                {"batches", si.batchesPerEpoch},
+                {"loss", si.result.totalLoss()}};
+      if (!si.result.batchMetrics.empty()) j["metrics"] = si.result.batchMetrics;
+      std::cout << jsonText(j) << std::endl;
+    };
+  }
   cb.onEpoch = [&](const EpochReport& e) {
     if (comm && comm->rank() != 0) return;
     if (tty) std::fprintf(stderr, "\r\033[K");
@@ -514,6 +529,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
                 "Use only the first N training samples (0: all, the default)")
       ->check(atLeast(0));
   t->add_flag("--json", train->json, "One JSON object per epoch on stdout");
+  t->add_flag("--json-steps", train->jsonSteps,
+              "With --json, also one per training step: step, epoch, batch, batches, loss and "
+              "the batch's metrics");
   t->add_flag("--quiet", train->quiet, "No progress bar");
   t->add_flag("--distributed", train->distributed,
               "Data-parallel across the processes an MPI launcher started (mpirun -np N "

@@ -1388,6 +1388,7 @@ void TrainingPanel::startProcessFit() {
   runHasTest_ = false;
   runTestAccuracy_ = -1;
   runSamplesPerSec_ = 0;
+  runFirstStep_ = -1;
   runInfo_.clear();
   stdout_.clear();
   stderr_.clear();
@@ -1407,9 +1408,10 @@ void TrainingPanel::startProcessFit() {
   // The rest of the settings (optimizer and its parameters, seed, data and its splits,
   // accelerator, threads, precision) travel in the saved project, as `deepwire train` reads it.
   args << cli << QStringLiteral("train") << project << QStringLiteral("--distributed")
-       << QStringLiteral("--json") << QStringLiteral("--quiet") << QStringLiteral("--epochs")
-       << QString::number(runEpochs_) << QStringLiteral("--batch-size")
-       << QString::number(runBatch_) << QStringLiteral("--save-project") << trained;
+       << QStringLiteral("--json") << QStringLiteral("--json-steps") << QStringLiteral("--quiet")
+       << QStringLiteral("--epochs") << QString::number(runEpochs_)
+       << QStringLiteral("--batch-size") << QString::number(runBatch_)
+       << QStringLiteral("--save-project") << trained;
   processCommand_ = shellQuoted(QStringList{QStringLiteral("mpirun")} + args);
 
   process_ = new QProcess(this);
@@ -1442,15 +1444,46 @@ void TrainingPanel::startProcessFit() {
 void TrainingPanel::readProcessOutput() {
   if (!process_) return;
   stdout_ += process_->readAllStandardOutput();
+  // Rank 0's --json lines: one per step (--json-steps), drawn a read at a time, and one per
+  // epoch; the other ranks print none.
+  std::vector<StepPoint> points;
   for (qsizetype nl; (nl = stdout_.indexOf('\n')) >= 0;) {
     const QByteArray line = stdout_.left(nl).trimmed();
     stdout_.remove(0, nl + 1);
-    // Rank 0's --json lines, one per epoch; the other ranks print none.
     if (!line.startsWith('{')) continue;
     const QJsonDocument doc = QJsonDocument::fromJson(line);
-    if (doc.isObject() && doc.object().contains(QStringLiteral("epoch")))
+    if (!doc.isObject() || takeProcessStep(doc.object(), points)) continue;
+    if (doc.object().contains(QStringLiteral("epoch"))) {
+      if (!points.empty()) onSteps(points, runSamplesPerSec_, progress_->value() / 1000.0, false);
+      points.clear();
       onProcessEpoch(doc.object());
+    }
   }
+  if (!points.empty()) onSteps(points, runSamplesPerSec_, progress_->value() / 1000.0, false);
+}
+
+bool TrainingPanel::takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points) {
+  const QJsonValue step = line.value(QStringLiteral("step"));
+  if (!step.isDouble()) return false;
+  if (runFirstStep_ < 0) {
+    runFirstStep_ = step.toInteger();
+    runClock_.start();
+  }
+  runSteps_ = step.toInteger() - runFirstStep_ + 1;
+  std::map<std::string, double> metrics;
+  const QJsonObject m = line.value(QStringLiteral("metrics")).toObject();
+  for (auto it = m.begin(); it != m.end(); ++it) metrics[it.key().toStdString()] = it->toDouble();
+  points.push_back({runSteps_, line.value(QStringLiteral("loss")).toDouble(std::nan("")),
+                    headlineMetric(metrics)});
+  // Until an epoch reports the run's own figure: the global batches done over the time taken.
+  if (runEpochsDone_ == 0 && runClock_.elapsed() > 0)
+    runSamplesPerSec_ = double(runSteps_ * runBatch_) * 1000.0 / double(runClock_.elapsed());
+  const double batches = std::max(1.0, line.value(QStringLiteral("batches")).toDouble());
+  const double done = line.value(QStringLiteral("epoch")).toDouble() - 1 +
+                      line.value(QStringLiteral("batch")).toDouble() / batches;
+  progress_->setValue(
+      int(std::clamp(done / double(std::max<qint64>(1, runEpochs_)), 0.0, 1.0) * 1000));
+  return true;
 }
 
 void TrainingPanel::readProcessErrors() {
@@ -1480,8 +1513,11 @@ void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
   runSamplesPerSec_ = line.value(QStringLiteral("samples_per_second")).toDouble();
   // The line counts samples, not steps: the epoch's samples in batches of the global batch size
   // put its point where the studio's own Fit would have.
-  const qint64 samples = qRound64(runSamplesPerSec_ * seconds);
-  runSteps_ += std::max<qint64>(1, (samples + runBatch_ - 1) / runBatch_);
+  // Without step lines (a CLI before --json-steps), the steps follow from the samples.
+  if (runFirstStep_ < 0) {
+    const qint64 samples = qRound64(runSamplesPerSec_ * seconds);
+    runSteps_ += std::max<qint64>(1, (samples + runBatch_ - 1) / runBatch_);
+  }
   runEpochsDone_ = epoch;
   runTrainLoss_ = line.value(QStringLiteral("train_loss")).toDouble(std::nan(""));
   const QJsonValue testLoss = line.value(QStringLiteral("test_loss"));
@@ -1490,7 +1526,9 @@ void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
   runTestLoss_ = testLoss.toDouble(std::nan(""));
   runTestAccuracy_ = testAcc.isDouble() ? testAcc.toDouble() : -1;
   lastStep_ = stepOffset_ + runSteps_;
-  if (std::isfinite(runTrainLoss_)) trainLoss_->append(double(lastStep_), runTrainLoss_);
+  // The steps drew the training curve; the epoch's mean is a point of it only without them.
+  if (std::isfinite(runTrainLoss_) && runFirstStep_ < 0)
+    trainLoss_->append(double(lastStep_), runTrainLoss_);
   if (const QJsonValue w = line.value(QStringLiteral("warning")); w.isString())
     pendingWarning_ = tr("epoch %1: %2").arg(epoch).arg(w.toString());
   throughput_->setText(tr("%1 samples/s").arg(runSamplesPerSec_, 0, 'f', 0));

@@ -8,6 +8,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QProcess>
 #include <QProgressBar>
@@ -172,6 +173,8 @@ class TrainingPanel : public QWidget {
   void readProcessOutput();
   void readProcessErrors();
   void onProcessEpoch(const QJsonObject& line);
+  // Steps of one read of the run's output; false when `line` is no step line.
+  bool takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points);
   void onProcessFinished(int code, QProcess::ExitStatus status);
   // SIGUSR1 to mpirun: every process stops after the same step and saves what it trained.
   void stopProcessFit();
@@ -295,6 +298,10 @@ class TrainingPanel : public QWidget {
   qint64 runBatch_ = 1, runEpochs_ = 0, runSteps_ = 0, runEpochsDone_ = 0;
   double runTrainLoss_ = 0, runTestLoss_ = 0, runTestAccuracy_ = -1, runSamplesPerSec_ = 0;
   bool runHasTest_ = false;
+  // The CLI's --json-steps lines: the run's steps as they come (its step counter at the first,
+  // and the clock of the samples/s shown until the first epoch ends).
+  qint64 runFirstStep_ = -1;
+  QElapsedTimer runClock_;
 };
 
 }  // namespace dw::studio

@@ -611,6 +611,39 @@ TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
   fs::remove_all(ck);
 }
 
+// --json-steps adds a line per step before each epoch's: the global step counting on across
+// epochs, the epoch, the batch and the epoch's batches, the loss and the batch's metrics.
+TEST(TrainCli, JsonStepsLineEveryStep) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST";
+  const std::string cli = cliPath();
+  ASSERT_FALSE(cli.empty()) << "build the deepwire target first";
+  const std::string cmd = std::string("OMP_WAIT_POLICY=passive ") + cli + " train " +
+                          DW_SOURCE_DIR +
+                          "/resources/examples/fashion_mnist_mlp.dwproj --epochs 2 --max-steps 3 "
+                          "--threads 1 --json --json-steps";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::vector<json> lines;
+  char line[4096];
+  while (fgets(line, sizeof line, p)) lines.push_back(json::parse(line));
+  ASSERT_EQ(pclose(p), 0);
+  ASSERT_EQ(lines.size(), 8u);
+  for (int e = 0; e < 2; ++e) {
+    for (int b = 0; b < 3; ++b) {
+      const json& s = lines[e * 4 + b];
+      EXPECT_EQ(s.value("step", -1), e * 3 + b + 1) << s;
+      EXPECT_EQ(s.value("epoch", -1), e + 1) << s;
+      EXPECT_EQ(s.value("batch", -1), b + 1) << s;
+      EXPECT_EQ(s.value("batches", -1), 3) << s;
+      EXPECT_TRUE(s.contains("loss") && s["loss"].get<double>() > 0) << s;
+      EXPECT_TRUE(s.contains("metrics") && s["metrics"].contains("accuracy")) << s;
+    }
+    EXPECT_EQ(lines[e * 4 + 3].value("epoch", -1), e + 1);
+    EXPECT_TRUE(lines[e * 4 + 3].contains("train_loss"));
+  }
+}
+
 // ---- Metrics accumulated across Eval Steps ---------------------------------------------------
 
 // tinyProject plus Precision, Recall and PrecisionAtRecall of sigmoid(logits) against a one-hot
