@@ -253,7 +253,8 @@ Buffer::~Buffer() {
     std::free(data);
 }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)), size_(numElements(shape_)) {
   if (dtype_ == DType::kString) {
     strings_ = std::make_shared<std::vector<std::string>>(static_cast<size_t>(size()));
   } else {
@@ -262,7 +263,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
 }
 
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer)
-    : dtype_(dtype), shape_(std::move(shape)) {
+    : dtype_(dtype), shape_(std::move(shape)), size_(numElements(shape_)) {
   if (dtype_ == DType::kString) {
     strings_ = std::make_shared<std::vector<std::string>>(static_cast<size_t>(size()));
   } else if (buffer && buffer->capacity >= bytes()) {
@@ -276,6 +277,7 @@ Tensor Tensor::fromStrings(std::vector<std::string> v, Shape shape) {
   Tensor t;
   t.dtype_ = DType::kString;
   t.shape_ = std::move(shape);
+  t.size_ = numElements(t.shape_);
   t.strings_ = std::make_shared<std::vector<std::string>>(std::move(v));
   return t;
 }
@@ -329,6 +331,7 @@ Tensor Tensor::scalar(DType dtype, double value) {
 Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.size_ = numElements(t.shape_);
   return t;
 }
 

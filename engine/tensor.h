@@ -91,7 +91,7 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_[i]; }
   size_t rank() const { return shape_.size(); }
-  int64_t size() const { return numElements(shape_); }
+  int64_t size() const { return size_; }
   size_t bytes() const { return static_cast<size_t>(size()) * dtypeSize(dtype_); }
   bool defined() const { return dtype_ != DType::kUndefined; }
   Device device() const { return buffer_ ? buffer_->device : Device::kHost; }
@@ -126,6 +126,9 @@ class Tensor {
  private:
   DType dtype_ = DType::kUndefined;
   Shape shape_;
+  // numElements(shape_), kept with the shape: kernels loop `i < t.size()`, and an out-of-line
+  // product of the dims on every test took 84% of a Clip over 1.6M values (6.7 ms, not 0.1).
+  int64_t size_ = 1;
   std::shared_ptr<Buffer> buffer_;
   std::shared_ptr<std::vector<std::string>> strings_;
 };

@@ -1,8 +1,33 @@
 #include "engine/kernels/common.h"
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
+
 namespace dw::engine {
+
+void forThreadRanges(int64_t units, int64_t values,
+                     const std::function<void(int64_t, int64_t)>& range) {
+  if (units <= 0) return;
+  const int threads =
+      omp_in_parallel()
+          ? 1
+          : static_cast<int>(std::min<int64_t>(
+                units, std::clamp<int64_t>(values / 16384, 1, std::max(1, omp_get_max_threads()))));
+  if (threads == 1) return range(0, units);
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+    // The team may be smaller than asked (a limit set elsewhere): its threads split it all.
+    range(units * t / team, units * (t + 1) / team);
+  }
+}
+
+bool vectorMathAvailable() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
 
 Result<Shape> broadcastShapes(const std::vector<Shape>& shapes) {
   size_t r = 0;

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #include "engine/kernel.h"
@@ -116,24 +117,41 @@ std::vector<int64_t> broadcastOffsets(const Shape& from, const Shape& to);
 // Strides of `in` aligned to `out` (right-aligned), 0 on broadcast dimensions.
 std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out);
 
-// Calls f(outIndex, offsets) for every output element; offsets[k] indexes input k.
+// Runs `range(from, to)` over [0, units) in contiguous pieces, one per OpenMP thread (the
+// session's count), with as many threads as `values` values of work pay for (a team costs more
+// than it saves below about 16K); on the calling thread alone when one is enough, or inside
+// another parallel region.
+void forThreadRanges(int64_t units, int64_t values,
+                     const std::function<void(int64_t from, int64_t to)>& range);
+
+// True where the CPU runs the explicit AVX-512 loops (onednn/vector_math.h,
+// kernels/vector_float.h); elsewhere their callers keep their own.
+bool vectorMathAvailable();
+
+// Calls f(outIndex, offsets) for the output elements of rows [rowFrom, rowTo) of `out` (a row:
+// its last dimension, the whole of a 0-D output); offsets[k] indexes input k.
 template <size_t N, class F>
-void forEachBroadcast(const Shape& out, const std::array<const Shape*, N>& ins, F&& f) {
-  const int64_t total = numElements(out);
-  if (total == 0) return;
+void forEachBroadcastRows(const Shape& out, const std::array<const Shape*, N>& ins, int64_t rowFrom,
+                          int64_t rowTo, F&& f) {
   const size_t r = out.size();
   std::array<int64_t, N> off{};
   if (r == 0) {
-    f(0, off);
+    if (rowFrom == 0 && rowTo > 0) f(0, off);
     return;
   }
   std::array<std::vector<int64_t>, N> st;
   for (size_t k = 0; k < N; ++k) st[k] = broadcastStrides(*ins[k], out);
   std::vector<int64_t> idx(r, 0);
   const int64_t inner = out[r - 1];
+  // Where row rowFrom starts: its index over the outer dimensions, and each input's offset.
+  for (int64_t rest = rowFrom, d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
+    idx[d] = rest % out[d];
+    rest /= out[d];
+    for (size_t k = 0; k < N; ++k) off[k] += idx[d] * st[k][d];
+  }
   std::array<int64_t, N> innerStride{};
-  for (size_t k = 0; k < N; ++k) innerStride[k] = r ? st[k][r - 1] : 0;
-  for (int64_t base = 0; base < total; base += inner) {
+  for (size_t k = 0; k < N; ++k) innerStride[k] = st[k][r - 1];
+  for (int64_t base = rowFrom * inner, end = rowTo * inner; base < end; base += inner) {
     std::array<int64_t, N> o = off;
     for (int64_t j = 0; j < inner; ++j) {
       f(base + j, o);
@@ -150,22 +168,49 @@ void forEachBroadcast(const Shape& out, const std::array<const Shape*, N>& ins, 
   }
 }
 
-// Binary broadcast with contiguous fast paths the compiler vectorizes.
+// Every output element, on the calling thread.
+template <size_t N, class F>
+void forEachBroadcast(const Shape& out, const std::array<const Shape*, N>& ins, F&& f) {
+  const int64_t total = numElements(out);
+  if (total == 0) return;
+  const int64_t rows = out.empty() ? 1 : total / out.back();
+  forEachBroadcastRows<N>(out, ins, 0, rows, f);
+}
+
+// The same on the session's threads, in blocks of rows: `f` may only write output i.
+template <size_t N, class F>
+void forEachBroadcastParallel(const Shape& out, const std::array<const Shape*, N>& ins, F&& f) {
+  const int64_t total = numElements(out);
+  if (total == 0) return;
+  const int64_t rows = out.empty() ? 1 : total / out.back();
+  forThreadRanges(rows, total, [&](int64_t from, int64_t to) {
+    forEachBroadcastRows<N>(out, ins, from, to, f);
+  });
+}
+
+// Binary broadcast on the session's threads, with contiguous fast paths the compiler
+// vectorizes; `op` is pure. The output may be one of the inputs where its shape is the output's.
 template <class TA, class TB, class TO, class Op>
 void broadcastBinary(const TA* a, const Shape& sa, const TB* b, const Shape& sb, TO* o,
                      const Shape& so, Op op) {
   const int64_t n = numElements(so);
   if (sa == so && sb == so) {
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
+    forThreadRanges(n, n, [&](int64_t from, int64_t to) {
+      for (int64_t i = from; i < to; ++i) o[i] = op(a[i], b[i]);
+    });
   } else if (sa == so && numElements(sb) == 1) {
     const TB bv = b[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], bv);
+    forThreadRanges(n, n, [&](int64_t from, int64_t to) {
+      for (int64_t i = from; i < to; ++i) o[i] = op(a[i], bv);
+    });
   } else if (sb == so && numElements(sa) == 1) {
     const TA av = a[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = op(av, b[i]);
+    forThreadRanges(n, n, [&](int64_t from, int64_t to) {
+      for (int64_t i = from; i < to; ++i) o[i] = op(av, b[i]);
+    });
   } else {
     std::array<const Shape*, 2> ins{&sa, &sb};
-    forEachBroadcast<2>(so, ins, [&](int64_t i, const std::array<int64_t, 2>& off) {
+    forEachBroadcastParallel<2>(so, ins, [&](int64_t i, const std::array<int64_t, 2>& off) {
       o[i] = op(a[off[0]], b[off[1]]);
     });
   }

@@ -302,7 +302,7 @@ class BinaryOp : public DnnlOrReference {
     float* yv = y->data<float>();
     // Each thread a contiguous range of rows, walked a block (image * blocks + channel block:
     // one set of factors) at a time.
-    onednn::forThreadRanges(count, count * c, [&](int64_t p, int64_t to) {
+    forThreadRanges(count, count * c, [&](int64_t p, int64_t to) {
       while (p < to) {
         const int64_t block = p / rows, end = std::min(to, (block + 1) * rows);
         const float* f = sv + (block / blocks) * perImage + (perChannel ? (block % blocks) * c : 0);
@@ -354,7 +354,7 @@ class SoftmaxOp : public DnnlOrReference {
     int axis = 0;
     if (!softmaxView(x.shape(), axis_, legacy_, &view, &axis)) return reference(ctx);
     DW_ALLOC(y, ctx.output(0, DType::kFloat, x.shape()));
-    if (!log_ && axis + 1 == static_cast<int>(view.size()) && onednn::vectorMathAvailable() &&
+    if (!log_ && axis + 1 == static_cast<int>(view.size()) && vectorMathAvailable() &&
         dnnlBackend(ctx.backend()).hostMemory()) {
       // Along the innermost axis (attention scores): onednn/vector_math.h's rows took half the
       // time of oneDNN 2.6's softmax on the zoo transformer's 4096 rows of 128.

@@ -153,9 +153,7 @@ struct FusedActivation {
   // SiLU (Swish) costs oneDNN 2.6's post-op (its exp and a division per value) more than a
   // pass of onednn/vector_math.h over the output once it is written: efficientnet_b0 on 2
   // threads went from 9.0 to 8.0 ms at batch 1 and from 57 to 53 ms at batch 8.
-  bool hostFaster() const {
-    return any() && u.fn == ops::UnaryFn::kSwish && onednn::vectorMathAvailable();
-  }
+  bool hostFaster() const { return any() && u.fn == ops::UnaryFn::kSwish && vectorMathAvailable(); }
   UnaryInstance u;
 };
 
@@ -1004,7 +1002,7 @@ class MatMulKernel : public Kernel {
     // dot products at memory speed, where oneDNN's matmul took 1.6x as long.
     if (M == 1 && B == 1 && transB_ && !transA_ && alpha_ == 1.0f &&
         (!hasC || (cAsBias && cm == 1)) && dnnlBackend(ctx.backend()).hostMemory() &&
-        onednn::computeType(ctx.backend()) == f32 && onednn::vectorMathAvailable()) {
+        onednn::computeType(ctx.backend()) == f32 && vectorMathAvailable()) {
       onednn::rowDots(a.data<float>(), b.data<float>(), N, K,
                       hasC && cn == N ? ctx.input(2).data<float>() : nullptr, y->data<float>());
       if (hasC && cn == 1) {

@@ -1,7 +1,6 @@
 #include "engine/onednn/vector_math.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -127,24 +126,6 @@ DW_AVX512 void rowDotsRange(const float* a, const float* B, int64_t n0, int64_t 
 }
 
 }  // namespace
-
-bool vectorMathAvailable() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-}
-
-void forThreadRanges(int64_t units, int64_t values,
-                     const std::function<void(int64_t, int64_t)>& range) {
-  if (units <= 0) return;
-  const int threads = static_cast<int>(std::min<int64_t>(
-      units, std::clamp<int64_t>(values / 16384, 1, std::max(1, omp_get_max_threads()))));
-  if (threads == 1) return range(0, units);
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num();
-    range(units * t / threads, units * (t + 1) / threads);
-  }
-}
 
 void swishInPlace(float* v, int64_t n, float alpha) {
   // Whole vectors per piece, so only the last has a masked tail.

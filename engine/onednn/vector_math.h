@@ -1,21 +1,14 @@
 // Elementwise functions on float32 buffers in explicit AVX-512, for the places where oneDNN's
 // own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions, the
-// softmax of attention scores, and matrix-vector products.
+// softmax of attention scores, and matrix-vector products. Each only where
+// vectorMathAvailable() (kernels/common.h).
 #pragma once
 
 #include <cstdint>
-#include <functional>
+
+#include "engine/kernels/common.h"  // forThreadRanges, vectorMathAvailable
 
 namespace dw::engine::onednn {
-
-// Runs `range(from, to)` over [0, units) in contiguous pieces, one per OpenMP thread, with as
-// many threads as `values` values of work pay for (a team costs more than it saves below about
-// 16K); on the calling thread alone when one is enough.
-void forThreadRanges(int64_t units, int64_t values,
-                     const std::function<void(int64_t from, int64_t to)>& range);
-
-// True where the CPU runs the AVX-512 code below; elsewhere callers keep oneDNN's.
-bool vectorMathAvailable();
 
 // v[i] = v[i] * sigmoid(alpha * v[i]) over n values, in place, on the session's OpenMP threads
 // when n is large. The exponential is ops/unary.h's expArith (range reduction, a degree-7
