@@ -1,9 +1,12 @@
 // deepwire export / import / check: project and ONNX files.
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
+#include "engine/training/data_source.h"
 #include "engine/training/trainer.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
@@ -58,6 +61,11 @@ void checkTrainingSection(const Graph& g, const std::string& path,
   std::string known;
   for (const auto& n : inputs) known += (known.empty() ? "" : ", ") + n;
   const std::string dir = std::filesystem::absolute(path).parent_path().string();
+  // What training feeds: the graph's data inputs (model inputs and the targets of its losses).
+  auto wanted = training::dataInputsOf(g);
+  std::map<std::string, training::DataInput> dataInputs;
+  if (wanted.ok())
+    for (const auto& in : *wanted) dataInputs[in.name] = in;
   for (auto [split, files] : {std::pair{"train", &cfg->dataset.train},
                               {"validation", &cfg->dataset.validation},
                               {"test", &cfg->dataset.test}})
@@ -66,12 +74,42 @@ void checkTrainingSection(const Graph& g, const std::string& path,
       const std::string where = std::string("/training/dataset/") + split + "/" + std::to_string(i);
       std::error_code ec;
       const std::string file = training::resolvePath(f.path, dir);
-      if (!std::filesystem::exists(file, ec))
+      const bool exists = std::filesystem::exists(file, ec);
+      if (!exists)
         problems.push_back(where + "/path: " + file +
                            " does not exist (a relative path is read from the project's folder)");
       if (!f.input.empty() && !inputs.count(f.input))
         problems.push_back(where + "/input: '" + f.input +
                            "' is not an input of the model (its inputs: " + known + ")");
+      // The data as converted must fit the input it feeds, in every split: a test source that
+      // does not was found only by the evaluation at the end of the first epoch.
+      auto in = dataInputs.find(f.input);
+      if (!exists || in == dataInputs.end()) continue;
+      auto summary = training::inspectSource(f, dir);
+      if (!summary.ok()) {
+        problems.push_back(where + ": " + summary.message());
+        continue;
+      }
+      const std::string misfit = training::checkFit(*summary, f, in->second);
+      if (!misfit.empty()) problems.push_back(where + ": " + misfit);
+    }
+  // A data input no train source feeds (an Input renamed after its data was chosen) fails the
+  // first batch; said here, with the names there are.
+  if (!cfg->dataset.train.empty())
+    for (const auto& [name, in] : dataInputs) {
+      const bool fed = std::any_of(cfg->dataset.train.begin(), cfg->dataset.train.end(),
+                                   [&](const auto& f) { return f.input == name; });
+      if (fed) continue;
+      std::string named;
+      for (const auto& f : cfg->dataset.train)
+        if (!dataInputs.count(f.input))
+          named += (named.empty() ? "" : ", ") + ("'" + f.input + "'");
+      problems.push_back("/training/dataset/train: nothing feeds the graph input '" + name + "' (" +
+                         in.typeText + "); give it a train source" +
+                         (named.empty() ? std::string(" (the studio's Data panel)")
+                                        : "; the sources name " + named +
+                                              ", which the graph does not have: was the "
+                                              "Input renamed?"));
     }
 }
 

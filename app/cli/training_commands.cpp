@@ -468,7 +468,11 @@ int evalCommand(const TrainArgs& a) {
     if (!ls.ok()) return fail(ls.message());
   }
   auto r = tr.evaluate(*s->test, std::max<int64_t>(s->config.batchSize, 256));
-  if (!r) return fail(r.message());
+  if (!r)
+    return fail(r.status()
+                    .withContext("evaluating " +
+                                 dw::engine::training::describeSplit(s->config.dataset, "test"))
+                    .message());
   double acc = -1;
   for (const auto& [k, v] : r->metrics) {
     std::string lower = k;

@@ -355,7 +355,40 @@ void DataPanel::refreshInputs() {
 }
 
 void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
-  // Rows are kept by input name, so a graph edit never loses a chosen source.
+  // Rows are kept by input name, so a graph edit never loses a chosen source. A renamed input
+  // (one name gone, one new, and nothing chosen yet for the new one) keeps its row: renaming an
+  // Input node, or undoing that, lost its sources and conversion.
+  {
+    auto named = [&](const std::string& name) {
+      return std::any_of(inputs.begin(), inputs.end(),
+                         [&](const DataInput& in) { return in.name == name; });
+    };
+    std::vector<InputRow*> gone;
+    for (const auto& r : rows_)
+      if (r && !named(r->input.name) &&
+          std::any_of(std::begin(r->paths), std::end(r->paths),
+                      [](const QString& p) { return !p.isEmpty(); }))
+        gone.push_back(r.get());
+    auto known = [&](const std::string& name) {
+      auto in = [&](const std::vector<DataFileSpec>& files) {
+        return std::any_of(files.begin(), files.end(),
+                           [&](const DataFileSpec& f) { return f.input == name; });
+      };
+      return in(spec_.train) || in(spec_.validation) || in(spec_.test) ||
+             std::any_of(rows_.begin(), rows_.end(),
+                         [&](const auto& r) { return r && r->input.name == name; });
+    };
+    std::vector<const DataInput*> fresh;
+    for (const DataInput& in : inputs)
+      if (!known(in.name)) fresh.push_back(&in);
+    if (gone.size() == 1 && fresh.size() == 1) {
+      InputRow* r = gone[0];
+      r->input.name = fresh[0]->name;
+      r->conv.input = fresh[0]->name;
+      r->input.typeText.clear();  // retitled below
+      r->box->setObjectName(QStringLiteral("data:") + qs(fresh[0]->name));
+    }
+  }
   std::vector<std::unique_ptr<InputRow>> next;
   bool structural = inputs.size() != rows_.size();
   for (const DataInput& in : inputs) {

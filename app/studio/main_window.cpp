@@ -17,6 +17,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QMouseEvent>
+#include <QPushButton>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -305,14 +306,29 @@ void MainWindow::createActions() {
     takeKeyboardBack();
     if (!path.isEmpty()) openFile(path);
   });
-  make("exportOnnx", tr("&Export ONNX for Inference…"), QKeySequence(tr("Ctrl+E")), [this] {
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export ONNX"), exportSuggestion(QString()), tr("ONNX models (*.onnx)"));
-    takeKeyboardBack();
-    if (!path.isEmpty()) exportOnnxTo(path, false);
-  });
+  // A graph with problems cannot be exported: said before the file dialog, not after it.
+  auto exportable = [this] {
+    const auto problems = model_->graph().validate();
+    if (problems.empty()) return true;
+    QStringList lines;
+    for (size_t i = 0; i < problems.size() && i < 5; ++i) lines << qs(problems[i].message);
+    if (problems.size() > 5) lines << tr("… and %1 more").arg(problems.size() - 5);
+    showError(tr("Cannot export ONNX"),
+              tr("Fix the graph's problems first (the Problems dock lists them):\n%1")
+                  .arg(lines.join('\n')));
+    return false;
+  };
+  make("exportOnnx", tr("&Export ONNX for Inference…"), QKeySequence(tr("Ctrl+E")),
+       [this, exportable] {
+         if (!exportable()) return;
+         const QString path = QFileDialog::getSaveFileName(
+             this, tr("Export ONNX"), exportSuggestion(QString()), tr("ONNX models (*.onnx)"));
+         takeKeyboardBack();
+         if (!path.isEmpty()) exportOnnxTo(path, false);
+       });
   make("exportTraining", tr("Export ONNX with &Training Info…"), QKeySequence(tr("Ctrl+Shift+E")),
-       [this] {
+       [this, exportable] {
+         if (!exportable()) return;
          const QString path = QFileDialog::getSaveFileName(
              this, tr("Export ONNX with training info"),
              exportSuggestion(QStringLiteral("_training")), tr("ONNX models (*.onnx)"));
@@ -460,9 +476,10 @@ QString MainWindow::statusMessage() const {
 }
 
 void MainWindow::updateTitle() {
-  const QString name = !currentFile_.isEmpty()    ? QFileInfo(currentFile_).fileName()
-                       : !importedFrom_.isEmpty() ? tr("%1 (imported)").arg(importedFrom_)
-                                                  : tr("untitled");
+  const QString name = !currentFile_.isEmpty() ? QFileInfo(currentFile_).fileName()
+                       : !importedFrom_.isEmpty()
+                           ? tr("%1 (imported)").arg(QFileInfo(importedFrom_).fileName())
+                           : tr("untitled");
   setWindowTitle(QStringLiteral("%1[*] — deepwire studio").arg(name));
   // Trained weights the graph does not hold yet are unsaved work too.
   setWindowModified(!model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
@@ -682,14 +699,17 @@ void MainWindow::checkDisk() {
                      .arg(name));
       return;
     }
-    const auto answer = QMessageBox::question(
-        this, tr("Project changed on disk"),
-        tr("%1 was changed by another program, and this window has unsaved changes.\n\nReload "
-           "the file (your changes are lost), or keep your version (Save will overwrite the "
-           "file)?")
-            .arg(name),
-        QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
-    if (answer != QMessageBox::Yes) return;
+    QMessageBox box(QMessageBox::Question, tr("Project changed on disk"),
+                    tr("%1 was changed by another program, and this window has unsaved "
+                       "changes.\n\nReload the file (your changes are lost), or keep your "
+                       "version (Save will overwrite the file)?")
+                        .arg(name),
+                    QMessageBox::NoButton, this);
+    QAbstractButton* reload = box.addButton(tr("Reload"), QMessageBox::DestructiveRole);
+    QPushButton* keep = box.addButton(tr("Keep Mine"), QMessageBox::RejectRole);
+    box.setDefaultButton(keep);
+    box.exec();
+    if (box.clickedButton() != reload) return;
   }
   loadDocument(currentFile_, true);
 }
@@ -718,7 +738,7 @@ bool MainWindow::loadDocument(const QString& path, bool reload) {
   // An imported model is a new document: Save asks where to put the project.
   currentFile_ = isOnnx ? QString() : QFileInfo(path).absoluteFilePath();
   // Untitled, but named after its file in the title bar until saved.
-  importedFrom_ = isOnnx ? QFileInfo(path).fileName() : QString();
+  importedFrom_ = isOnnx ? QFileInfo(path).absoluteFilePath() : QString();
   training_->setProjectDir(QFileInfo(path).absolutePath());
   if (!isOnnx) addRecent(currentFile_);
   pasteCount_ = 0;
@@ -790,8 +810,17 @@ void MainWindow::takeKeyboardBack() {
 }
 
 bool MainWindow::saveAs(const QString& title) {
+  // An imported model's project is offered beside it, named after it (else in Documents).
+  QString suggestion = currentFile_;
+  if (suggestion.isEmpty() && !importedFrom_.isEmpty()) {
+    const QFileInfo from(importedFrom_);
+    QString dir = from.absolutePath();
+    if (!QFileInfo(dir).isWritable())
+      dir = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+    suggestion = QDir(dir).filePath(from.completeBaseName() + QStringLiteral(".dwproj"));
+  }
   QString path = QFileDialog::getSaveFileName(this, title.isEmpty() ? tr("Save project") : title,
-                                              currentFile_, tr("deepwire projects (*.dwproj)"));
+                                              suggestion, tr("deepwire projects (*.dwproj)"));
   takeKeyboardBack();
   if (path.isEmpty()) return false;
   if (!path.endsWith(QStringLiteral(".dwproj"))) path += QStringLiteral(".dwproj");

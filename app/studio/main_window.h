@@ -180,7 +180,7 @@ class MainWindow : public QMainWindow {
   QTimer messageTimer_;  // a message goes after a while, as QStatusBar's temporary ones do
   QTimer autosaveTimer_;
   QString currentFile_;
-  QString importedFrom_;  // the ONNX file an unsaved document was imported from (its name)
+  QString importedFrom_;  // the ONNX file an unsaved document was imported from (its path)
   QWidget* findBar_ = nullptr;
   QLineEdit* findEdit_ = nullptr;
   QLabel* findCount_ = nullptr;

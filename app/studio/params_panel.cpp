@@ -634,12 +634,16 @@ void ParamsPanel::rebuild() {
                           : ps.type == ParamType::Floats ? ListEdit::Kind::Floats
                                                          : ListEdit::Kind::Strings;
         auto* e = new ListEdit(kind);
-        e->setDialogTitle(tr("%1 of %2").arg(field, qs(g.describe(id))));
+        const QString what = tr("%1 of %2").arg(field, qs(g.describe(id)));
+        e->setDialogTitle(what);
         const ParamType type = ps.type;
-        connect(e, &ListEdit::committed, this, [this, e, apply, type] {
+        connect(e, &ListEdit::committed, this, [this, e, apply, type, what] {
           QStringList items;
           QString err;
-          if (!e->parse(&items, &err)) return report(Status::error(err.toStdString()));
+          // The message names the node and the parameter: the status bar outlives the selection.
+          if (!e->parse(&items, &err))
+            return report(Status::error(
+                tr("%1: %2; the value is kept as it was").arg(what, err).toStdString()));
           if (type == ParamType::Ints) {
             std::vector<int64_t> v;
             for (const auto& i : items) v.push_back(i.toLongLong());

@@ -375,6 +375,16 @@ void TrainingWorker::run(const JobRequest& req) {
                            : job == 1
                                ? trainer_->fullTrainStep(*batch)
                                : trainer_->evalStep(*batch, evalStepResetsMetrics(*req.graph));
+    if (!r.ok() && eval)
+      // Say which data: an evaluation batch comes from another split than the training steps'.
+      return fail(
+          r.status()
+              .withContext(
+                  "Eval Step on a batch of " +
+                  (test_ ? dw::engine::training::describeSplit(
+                               req.config.dataset, evalSetName(req.config.dataset).toStdString())
+                         : dw::engine::training::describeSplit(req.config.dataset, "train")))
+              .message());
     if (!r.ok()) return fail(r.message());
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     const double sps = secs > 0 ? r->samples / secs : 0;
@@ -532,7 +542,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   optimizer_ = new QComboBox;
   for (const char* o : {"sgd", "adam", "adamw", "adagrad", "rmsprop"}) optimizer_->addItem(o);
   lr_ = new ScientificSpinBox;
-  lr_->setRange(0, 10);
+  // Wide enough that a value is never clamped without a word (100000 became 10): an absurd
+  // rate shows in the loss, and the divergence warning names it.
+  lr_->setRange(0, 1e6);
   lr_->setSingleStep(1e-4);
   momentum_ = new ScientificSpinBox;
   momentum_->setRange(0, 1);

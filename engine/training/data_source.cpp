@@ -275,8 +275,9 @@ SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit) {
 }
 
 // Sources reading one CSV share its label column: the one a source names, or, where a source
-// takes the labels without naming it, the header's label column (guessLabelColumn). The other sources of the file then leave it out of their features (a user's
-// features source read the label as a pixel).
+// takes the labels without naming it, the header's label column (guessLabelColumn). The other
+// sources of the file then leave it out of their features (a user's features source read the label
+// as a pixel).
 static std::vector<DataFileSpec> withSharedLabelColumns(std::vector<DataFileSpec> files,
                                                         const std::string& baseDir) {
   for (auto& taker : files) {
@@ -289,8 +290,7 @@ static std::vector<DataFileSpec> withSharedLabelColumns(std::vector<DataFileSpec
       std::ifstream in(path);
       std::string line;
       std::vector<std::string> cells;
-      if (in && std::getline(in, line) && splitCsvLine(line, ',', cells) &&
-          csvLineIsHeader(cells))
+      if (in && std::getline(in, line) && splitCsvLine(line, ',', cells) && csvLineIsHeader(cells))
         column = guessLabelColumn(cells);
     }
     if (column.empty()) continue;
@@ -879,6 +879,21 @@ Status addDataConversion(onnx::ModelProto& model, const DatasetSpec& spec,
   if (!changed) return changed.status();
   if (changed->empty()) return Status();
   return checkOnnxModel(model).withContext("the model with its data conversion");
+}
+
+std::string describeSplit(const DatasetSpec& d, const std::string& split) {
+  auto names = [](const std::vector<DataFileSpec>& files) {
+    std::string list;
+    for (const auto& f : files)
+      list += (list.empty() ? "" : ", ") + std::filesystem::path(f.path).filename().string();
+    return list;
+  };
+  const std::vector<DataFileSpec>& own = split == "validation" ? d.validation
+                                         : split == "test"     ? d.test
+                                                               : d.train;
+  const std::string word = split == "train" ? "training" : split;
+  if (!own.empty() || split == "train") return "the " + word + " data (" + names(own) + ")";
+  return "the " + word + " split of the training data (" + names(d.train) + ")";
 }
 
 }  // namespace dw::engine::training

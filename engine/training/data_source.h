@@ -155,6 +155,11 @@ struct DataInput {
   bool target = false;         // feeds only losses and metrics (not in the inference model)
   std::string typeText;        // as the Input node writes it, e.g. float[N,1,28,28]
 };
+// Where a split's samples come from, for messages: "the test data (t10k-images-idx3-ubyte.gz,
+// t10k-labels-idx1-ubyte.gz)", or "the validation split of the training data (...)" where the
+// split is a fraction of train. `split`: "train", "validation" or "test".
+std::string describeSplit(const DatasetSpec& d, const std::string& split);
+
 // The inputs a Batch must feed to train `graph` (its loss export's non-initializer inputs).
 Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::string& model = "");
 

@@ -178,6 +178,26 @@ TEST(Cli, CheckReadsTheTrainingSection) {
                        &out, false),
             1);
   EXPECT_NE(out.find("'labelz' is not an input of the model"), std::string::npos) << out;
+  // ... and the data input it should feed then has no train source, which training would meet
+  // at its first batch (a user renamed an Input after choosing its data).
+  EXPECT_NE(out.find("/training/dataset/train: nothing feeds the graph input 'label' (int64[N]); "
+                     "give it a train source; the sources name 'labelz', which the graph does "
+                     "not have: was the Input renamed?"),
+            std::string::npos)
+      << out;
+  // A source of any split whose data does not fit its input (images where labels go), found
+  // before the first evaluation.
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"))
+    return;
+  EXPECT_EQ(runCommand(kCli + " check " +
+                           write("fit.dwproj", "/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+                                 "/fashion-mnist/t10k-images-idx3-ubyte.gz"),
+                       &out, false),
+            1);
+  EXPECT_NE(out.find("/training/dataset/test/1: t10k-images-idx3-ubyte.gz gives int64[N,28,28] "
+                     "but input 'label' takes int64[N]"),
+            std::string::npos)
+      << out;
 }
 
 // `run` takes a sequence input from a .pb holding a SequenceProto, as the ONNX backend tests

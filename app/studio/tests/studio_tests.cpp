@@ -504,6 +504,41 @@ class StudioTest : public QObject {
     QVERIFY2(names.contains("test") && !names.contains("validation"), qPrintable(names.join(",")));
   }
 
+  // Renaming an Input keeps its data: the Data panel's sources and conversion follow the new
+  // name (and come back with Undo), and Save writes them under it; a user's rename lost them,
+  // and the project failed at its first batch.
+  void renamedInputKeepsItsData() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    const QString images = data->pathEdit("image")->text();
+    QVERIFY(images.endsWith("train-images-idx3-ubyte.gz"));
+    auto* m = w.model();
+    const dw::NodeId input = findByName(m->graph(), "image");
+    QVERIFY(m->rename(input, "pixels").ok());
+    data->refreshInputs();
+    QVERIFY(!data->row("image"));
+    QVERIFY(data->pathEdit("pixels"));
+    QCOMPARE(data->pathEdit("pixels")->text(), images);
+    const auto spec = data->spec();
+    QVERIFY(std::any_of(spec.train.begin(), spec.train.end(), [](const auto& f) {
+      return f.input == "pixels" && f.normalization.scale != 1.0;
+    }));
+    QVERIFY(std::none_of(spec.train.begin(), spec.train.end(),
+                         [](const auto& f) { return f.input == "image"; }));
+    const QString path = dir.filePath("renamed.dwproj");
+    QVERIFY(w.saveTo(path));
+    QFile saved(path);
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QVERIFY(saved.readAll().contains("\"input\": \"pixels\""));
+    m->undoStack()->undo();
+    data->refreshInputs();
+    QVERIFY(data->pathEdit("image"));
+    QCOMPARE(data->pathEdit("image")->text(), images);
+  }
+
   void saveReloadCompare() {
     QTemporaryDir dir;
     MainWindow w(false);
