@@ -19,9 +19,21 @@ namespace dw {
 
 namespace fs = std::filesystem;
 
-Result<std::string> readFile(const std::string& path) {
+Status regularFile(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return Status::error(path + ": is a directory, not a file");
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return Status();  // the open says what is wrong
+  if (fs::is_directory(st)) return Status::error(path + ": is a directory, not a file");
+  // A pipe ends when its writer does (`--input /dev/stdin`); a device such as /dev/zero never
+  // does, and was read until memory ran out.
+  if (!fs::is_regular_file(st) && !fs::is_fifo(st))
+    return Status::error(path + ": is a device or a socket, not a file (it would be read " +
+                         "without end); give a file");
+  return Status();
+}
+
+Result<std::string> readFile(const std::string& path) {
+  DW_RETURN_IF_ERROR(regularFile(path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream ss;

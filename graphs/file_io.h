@@ -10,6 +10,10 @@
 
 namespace dw {
 
+// An error, naming `path`, where it is a folder, a device (/dev/zero would be read without end)
+// or a socket; a file or a pipe is fine. Every reader of a file someone names (models,
+// projects, tensors, data sources) asks here first.
+Status regularFile(const std::string& path);
 Result<std::string> readFile(const std::string& path);
 Status writeFileAtomic(const std::string& path, const std::string& bytes);
 

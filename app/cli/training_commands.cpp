@@ -76,6 +76,7 @@ bool looksLikeOnnx(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (ext == ".onnx") return true;
+  if (!dw::regularFile(path).ok()) return false;  // the project reader says what it is
   std::ifstream f(path, std::ios::binary);
   char first = 0;
   // A project is JSON ('{' after any whitespace); a serialized ModelProto starts with a field

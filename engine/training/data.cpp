@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "graphs/file_io.h"
+
 namespace dw::engine::training {
 
 namespace {
@@ -24,7 +26,7 @@ Status notAFolder(const std::string& path) {
     return Status::error(path +
                          ": is a folder; give a data file (an image folder is read as "
                          "images, not as IDX, NPY or CSV)");
-  return Status();
+  return regularFile(path);  // nor a device or a pipe: /dev/zero was read until memory ran out
 }
 
 Result<std::string> readFileBytes(const std::string& path) {

@@ -12,6 +12,7 @@
 
 #include "engine/onnx_attrs.h"
 #include "engine/training/image_folder.h"
+#include "graphs/file_io.h"
 #include "graphs/graph.h"
 #include "graphs/onnx_export.h"
 #include "nodes/type_syntax.h"
@@ -286,7 +287,7 @@ static std::vector<DataFileSpec> withSharedLabelColumns(std::vector<DataFileSpec
     std::string column = taker.csvLabelColumn;
     for (const auto& f : files)
       if (column.empty() && resolvePath(f.path, baseDir) == path) column = f.csvLabelColumn;
-    if (column.empty()) {
+    if (column.empty() && regularFile(path).ok()) {  // the reader below says what is wrong
       std::ifstream in(path);
       std::string line;
       std::vector<std::string> cells;
@@ -405,6 +406,7 @@ Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string&
   if (spec.path.empty()) return Status::error("no file chosen");
   if (!fs::exists(s.path, ec))
     return Status::error(s.path + ": no such file or folder; choose an existing one");
+  if (!fs::is_directory(s.path, ec)) DW_RETURN_IF_ERROR(regularFile(s.path));
   s.format = spec.format;
   if (s.format.empty()) {
     auto f = detectFormat(s.path);

@@ -185,6 +185,22 @@ TEST(Cli, CheckReadsTheTrainingSection) {
                      "not have: was the Input renamed?"),
             std::string::npos)
       << out;
+  // A device as a data source, or as the file itself, is refused at once: /dev/zero was read
+  // until memory ran out.
+  EXPECT_EQ(runCommand(kCli + " check " +
+                           write("zero.dwproj",
+                                 "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+                                 "/dev/zero"),
+                       &out, false),
+            1);
+  EXPECT_NE(out.find("/training/dataset/test/1: /dev/zero: is a device or a socket, not a file"),
+            std::string::npos)
+      << out;
+  for (const char* cmd : {" check /dev/zero", " run /dev/zero", " train /dev/zero"}) {
+    EXPECT_EQ(runCommand(kCli + cmd + " 2>&1", &out, false), 1) << cmd;
+    EXPECT_NE(out.find("/dev/zero: is a device or a socket, not a file"), std::string::npos)
+        << cmd << ": " << out;
+  }
   // A source of any split whose data does not fit its input (images where labels go), found
   // before the first evaluation.
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"))
