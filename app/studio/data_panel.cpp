@@ -2,6 +2,7 @@
 
 #include <QApplication>
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontMetrics>
@@ -12,12 +13,14 @@
 #include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
+#include <QUndoCommand>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 
 #include "app/studio/params_panel.h"
+#include "engine/training/trainer.h"
 #include "nodes/type_syntax.h"
 
 namespace dw::studio {
@@ -308,6 +311,60 @@ void DataPanel::setBaseDir(const QString& dir) {
   baseDir_ = dir;
 }
 
+namespace {
+
+// The spec as the project writes it: what tells two states of the panel apart.
+std::string specText(const DatasetSpec& spec) {
+  dw::engine::training::TrainingConfig c;
+  c.dataset = spec;
+  return dw::engine::training::trainingConfigToJson(c);
+}
+
+// A change of the Data panel as one step of the document's undo stack, beside the graph's: the
+// sources, conversions and splits before and after. Changes within a moment of each other (a
+// spin box stepped, a file's label column guessed once it is read) are one step.
+class DataSpecCommand : public QUndoCommand {
+ public:
+  DataSpecCommand(DataPanel* panel, DatasetSpec before, DatasetSpec after)
+      : QUndoCommand(QObject::tr("Change the data")),
+        panel_(panel),
+        before_(std::move(before)),
+        after_(std::move(after)) {
+    made_.start();
+  }
+  void undo() override { panel_->restoreSpec(before_); }
+  void redo() override {
+    if (first_) {
+      first_ = false;  // pushed after the change was made
+      return;
+    }
+    panel_->restoreSpec(after_);
+  }
+  int id() const override { return 0x44617461; }
+  bool mergeWith(const QUndoCommand* other) override {
+    const auto* o = static_cast<const DataSpecCommand*>(other);
+    if (o->panel_ != panel_ || made_.elapsed() > 1000) return false;
+    after_ = o->after_;
+    made_.restart();
+    return true;
+  }
+
+ private:
+  DataPanel* panel_;
+  DatasetSpec before_, after_;
+  QElapsedTimer made_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+void DataPanel::restoreSpec(const DatasetSpec& spec) {
+  setSpec(spec, baseDir_);
+  committed_ = specText(spec);
+  updateSummary();
+  emit specChanged();
+}
+
 void DataPanel::setSpec(const DatasetSpec& spec, const QString& baseDir) {
   loading_ = true;
   baseDir_ = baseDir;
@@ -325,6 +382,7 @@ void DataPanel::setSpec(const DatasetSpec& spec, const QString& baseDir) {
   trainLimit_->setValue(int(std::min<int64_t>(spec.trainLimit, std::numeric_limits<int>::max())));
   loading_ = false;
   refreshInputs();
+  committed_ = specText(this->spec());
 }
 
 std::vector<DataInput> DataPanel::graphInputs() const {
@@ -1075,6 +1133,14 @@ void DataPanel::computeNormalization(InputRow* r) {
 void DataPanel::changed() {
   if (loading_) return;
   updateSummary();
+  // A step on the undo stack: Ctrl+Z after a data edit took back the graph edit before it.
+  const DatasetSpec now = spec();
+  const std::string text = specText(now);
+  if (text != committed_) {
+    auto before = dw::engine::training::parseTrainingConfig(committed_);
+    committed_ = text;
+    if (before.ok()) model_->undoStack()->push(new DataSpecCommand(this, before->dataset, now));
+  }
   emit specChanged();
 }
 

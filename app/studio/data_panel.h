@@ -70,6 +70,9 @@ class DataPanel : public QWidget {
   QStringList inputNames() const;
   // Re-reads the graph's data inputs now (normally debounced after edits).
   void refreshInputs();
+  // Puts the panel back to `spec` (Undo and Redo of its changes, which are steps on the
+  // model's undo stack).
+  void restoreSpec(const dw::engine::training::DatasetSpec& spec);
 
  signals:
   void specChanged();  // a source, conversion or split changed (by the user)
@@ -120,6 +123,8 @@ class DataPanel : public QWidget {
   QLabel* empty_;
   QTimer refresh_;
   bool loading_ = false;
+  // What the undo stack last recorded: a change is a step when spec() differs from it.
+  std::string committed_;
 };
 
 }  // namespace dw::studio

@@ -539,6 +539,35 @@ class StudioTest : public QObject {
     QCOMPARE(data->pathEdit("image")->text(), images);
   }
 
+  // A Data panel edit is an undo step of its own: Ctrl+Z after it takes it back, not the graph
+  // edit before it (a user's Undo removed a link and left the data edit standing).
+  void dataEditsAreUndoSteps() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    auto* m = w.model();
+    QVERIFY(m->undoStack()->isClean());
+    const dw::NodeId first = m->graph().nodes().begin()->first;
+    const auto where = m->graph().node(first)->position;
+    QVERIFY(m->moveNodes({{first, {where.x + 50, where.y}}}).ok());
+    data->trainLimitBox()->setValue(500);
+    QCOMPARE(data->spec().trainLimit, int64_t(500));
+    QCOMPARE(m->undoStack()->undoText(), QStringLiteral("Change the data"));
+    m->undoStack()->undo();
+    QCOMPARE(data->spec().trainLimit, int64_t(0));
+    QCOMPARE(data->trainLimitBox()->value(), 0);
+    QCOMPARE(m->graph().node(first)->position.x, where.x + 50);  // the move stands
+    m->undoStack()->undo();
+    QCOMPARE(m->graph().node(first)->position.x, where.x);
+    m->undoStack()->redo();
+    m->undoStack()->redo();
+    QCOMPARE(data->spec().trainLimit, int64_t(500));
+    QCOMPARE(m->graph().node(first)->position.x, where.x + 50);
+    // The sources survive the round trip.
+    QVERIFY(data->pathEdit("image")->text().endsWith("train-images-idx3-ubyte.gz"));
+  }
+
   void saveReloadCompare() {
     QTemporaryDir dir;
     MainWindow w(false);
