@@ -431,9 +431,29 @@ Result<Tensor> Tensor::cast(DType to) const {
   if (to == DType::kUndefined || dtype_ == DType::kUndefined)
     return Status::error("cannot cast to or from an undefined dtype");
   Tensor out(to, shape_);
-  const int64_t n = size();
+  DW_RETURN_IF_ERROR(castInto(out, 0, size()));
+  return out;
+}
+
+Status Tensor::castInto(Tensor& out, int64_t from, int64_t to) const {
+  if (!onHost() || !out.onHost())
+    return Status::error("internal error: a cast on the host of a tensor in GPU memory");
+  if (out.dtype_ == DType::kUndefined || dtype_ == DType::kUndefined)
+    return Status::error("cannot cast to or from an undefined dtype");
+  if (out.shape_ != shape_ || from < 0 || to > size() || from > to)
+    return Status::error("internal error: a cast into a tensor of another shape");
+  const DType target = out.dtype_;
+  if (target == dtype_) {
+    if (dtype_ == DType::kString)
+      std::copy(strings().begin() + from, strings().begin() + to, out.strings().begin() + from);
+    else
+      std::memcpy(static_cast<char*>(out.raw()) + from * dtypeSize(dtype_),
+                  static_cast<const char*>(raw()) + from * dtypeSize(dtype_),
+                  static_cast<size_t>(to - from) * dtypeSize(dtype_));
+    return Status();
+  }
   if (dtype_ == DType::kString) {
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = from; i < to; ++i) {
       const std::string& s = strings()[i];
       double v;
       if (s == "INF" || s == "inf" || s == "+INF" || s == "Infinity")
@@ -444,21 +464,22 @@ Result<Tensor> Tensor::cast(DType to) const {
         v = std::numeric_limits<double>::quiet_NaN();
       else
         v = std::strtod(s.c_str(), nullptr);
-      if (to == DType::kFloat16)
+      if (target == DType::kFloat16)
         out.data<uint16_t>()[i] = floatToHalf(static_cast<float>(v));
-      else if (to == DType::kBFloat16)
+      else if (target == DType::kBFloat16)
         out.data<uint16_t>()[i] = floatToBf16(static_cast<float>(v));
-      else if (to == DType::kInt64)
+      else if (target == DType::kInt64)
         out.data<int64_t>()[i] = std::strtoll(s.c_str(), nullptr, 10);
-      else if (to == DType::kUInt64)
+      else if (target == DType::kUInt64)
         out.data<uint64_t>()[i] = std::strtoull(s.c_str(), nullptr, 10);
       else
-        visitNumeric(to, [&](auto z) { out.data<decltype(z)>()[i] = fromDouble<decltype(z)>(v); });
+        visitNumeric(target,
+                     [&](auto z) { out.data<decltype(z)>()[i] = fromDouble<decltype(z)>(v); });
     }
-    return out;
+    return Status();
   }
-  if (to == DType::kString) {
-    for (int64_t i = 0; i < n; ++i) {
+  if (target == DType::kString) {
+    for (int64_t i = from; i < to; ++i) {
       if (isFloating(dtype_))
         out.strings()[i] = formatFloatString(getDouble(i), dtype_);
       else if (dtype_ == DType::kUInt64)
@@ -466,47 +487,47 @@ Result<Tensor> Tensor::cast(DType to) const {
       else
         out.strings()[i] = std::to_string(getInt(i));
     }
-    return out;
+    return Status();
   }
-  if (dtype_ == DType::kFloat16 || dtype_ == DType::kBFloat16 || to == DType::kFloat16 ||
-      to == DType::kBFloat16) {
+  if (dtype_ == DType::kFloat16 || dtype_ == DType::kBFloat16 || target == DType::kFloat16 ||
+      target == DType::kBFloat16) {
     // Half types go through float, which represents every half/bfloat16 value exactly.
-    std::vector<float> tmp(static_cast<size_t>(n));
+    std::vector<float> tmp(static_cast<size_t>(to - from));
     if (dtype_ == DType::kFloat16)
-      for (int64_t i = 0; i < n; ++i) tmp[i] = halfToFloat(data<uint16_t>()[i]);
+      for (int64_t i = from; i < to; ++i) tmp[i - from] = halfToFloat(data<uint16_t>()[i]);
     else if (dtype_ == DType::kBFloat16)
-      for (int64_t i = 0; i < n; ++i) tmp[i] = bf16ToFloat(data<uint16_t>()[i]);
+      for (int64_t i = from; i < to; ++i) tmp[i - from] = bf16ToFloat(data<uint16_t>()[i]);
     else if (dtype_ == DType::kDouble)
-      for (int64_t i = 0; i < n; ++i) tmp[i] = static_cast<float>(data<double>()[i]);
+      for (int64_t i = from; i < to; ++i) tmp[i - from] = static_cast<float>(data<double>()[i]);
     else
-      for (int64_t i = 0; i < n; ++i) tmp[i] = static_cast<float>(getDouble(i));
-    if (to == DType::kFloat16)
-      for (int64_t i = 0; i < n; ++i) out.data<uint16_t>()[i] = floatToHalf(tmp[i]);
-    else if (to == DType::kBFloat16)
-      for (int64_t i = 0; i < n; ++i) out.data<uint16_t>()[i] = floatToBf16(tmp[i]);
+      for (int64_t i = from; i < to; ++i) tmp[i - from] = static_cast<float>(getDouble(i));
+    if (target == DType::kFloat16)
+      for (int64_t i = from; i < to; ++i) out.data<uint16_t>()[i] = floatToHalf(tmp[i - from]);
+    else if (target == DType::kBFloat16)
+      for (int64_t i = from; i < to; ++i) out.data<uint16_t>()[i] = floatToBf16(tmp[i - from]);
     else
-      visitNumeric(to, [&](auto z) {
+      visitNumeric(target, [&](auto z) {
         auto* d = out.data<decltype(z)>();
-        for (int64_t i = 0; i < n; ++i) d[i] = fromDouble<decltype(z)>(tmp[i]);
+        for (int64_t i = from; i < to; ++i) d[i] = fromDouble<decltype(z)>(tmp[i - from]);
       });
-    return out;
+    return Status();
   }
   visitNumeric(dtype_, [&](auto zf) {
     using From = decltype(zf);
     const From* src = data<From>();
-    visitNumeric(to, [&](auto zt) {
+    visitNumeric(target, [&](auto zt) {
       using To = decltype(zt);
       To* dst = out.data<To>();
       if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>) {
-        for (int64_t i = 0; i < n; ++i) dst[i] = fromDouble<To>(src[i]);
+        for (int64_t i = from; i < to; ++i) dst[i] = fromDouble<To>(src[i]);
       } else if constexpr (std::is_same_v<To, bool>) {
-        for (int64_t i = 0; i < n; ++i) dst[i] = src[i] != From(0);
+        for (int64_t i = from; i < to; ++i) dst[i] = src[i] != From(0);
       } else {
-        castLoop(src, dst, n);
+        castLoop(src + from, dst + from, to - from);
       }
     });
   });
-  return out;
+  return Status();
 }
 
 namespace {

@@ -122,6 +122,9 @@ class Tensor {
   std::vector<int64_t> toInt64Vector() const;
   // Converts to another dtype (numeric <-> numeric, bool, and string <-> numeric as ONNX Cast).
   Result<Tensor> cast(DType to) const;
+  // The same into `out` (this shape, the target dtype, already allocated: a kernel's output from
+  // its pool), elements [from, to) only, so that pieces can run on threads of their own.
+  Status castInto(Tensor& out, int64_t from, int64_t to) const;
 
  private:
   DType dtype_ = DType::kUndefined;

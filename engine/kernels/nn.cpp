@@ -457,6 +457,7 @@ class ResizeKernel : public Kernel {
     if (!plan) return plan.status();
     DW_ALLOC(y, ctx.output(0, x.dtype(), plan->out));
     if (y->size() == 0) return Status();
+    if (auto done = direct(x, *plan, *y); !done.ok() || *done) return done.status();
     // Pass through the axes in turn, in double.
     std::vector<double> cur(x.size());
     DW_RETURN_IF_ERROR(dispatchNumeric(x.dtype(), [&](auto z) {
@@ -503,6 +504,109 @@ class ResizeKernel : public Kernel {
   }
 
  private:
+  // The common resizes in one pass over the output, on the session's threads, instead of a
+  // float64 copy per axis (a 2x nearest upsample of 1.6M values took 89 ms): every axis's
+  // output index taking one input index (nearest, any dtype: a gather), or float32 with only
+  // the last two axes resampled (linear, cubic: the weighted taps of both). False: not such a
+  // resize (extrapolated points, other axes resampled), for the general passes.
+  Result<bool> direct(const Tensor& x, const ResizePlan& plan, Tensor& y) const {
+    const size_t r = x.rank();
+    if (r == 0) return false;
+    std::vector<ResizeAxisTaps> taps(r);
+    bool single = true, lastTwo = true;
+    for (size_t d = 0; d < r; ++d) {
+      if (!plan.resamples(spec_, d)) continue;
+      auto at = resizeAxisTaps(spec_, plan, d);
+      if (!at) return at.status();
+      for (size_t j = 0; j < at->taps.size(); ++j) {
+        if (at->outside[j]) return false;
+        single &= at->taps[j].size() == 1 && at->taps[j][0].second == 1.0;
+      }
+      if (d + 2 < r) lastTwo = false;
+      taps[d] = std::move(*at);
+    }
+    // Each output index's input index, per axis (itself where the axis is not resampled).
+    auto source = [&](size_t d, int64_t j) {
+      return taps[d].taps.empty() ? j : taps[d].taps[j][0].first;
+    };
+    const Shape& out = y.shape();
+    const int64_t inner = out[r - 1], rows = y.size() / inner;
+    const std::vector<int64_t> inStrides = stridesOf(x.shape());
+    if (single) {
+      std::vector<int64_t> col(static_cast<size_t>(inner));
+      for (int64_t k = 0; k < inner; ++k) col[k] = source(r - 1, k);
+      return dispatchBytes(
+                 x.dtype(),
+                 [&](auto z) -> Status {
+                   using T = decltype(z);
+                   const T* src = static_cast<const T*>(x.raw());
+                   T* dst = static_cast<T*>(y.raw());
+                   forThreadRanges(rows, y.size(), [&](int64_t from, int64_t to) {
+                     for (int64_t row = from; row < to; ++row) {
+                       int64_t at = 0;
+                       for (int64_t rest = row, d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
+                         at += source(d, rest % out[d]) * inStrides[d];
+                         rest /= out[d];
+                       }
+                       const T* in = src + at;
+                       T* o = dst + row * inner;
+                       for (int64_t k = 0; k < inner; ++k) o[k] = in[col[k]];
+                     }
+                   });
+                   return Status();
+                 }).ok()
+                 ? Result<bool>(true)
+                 : Result<bool>(false);
+    }
+    if (x.dtype() != DType::kFloat || r < 2 || !lastTwo) return false;
+    // Planes of H x W (the last two axes); the axes before them keep their indices.
+    const int64_t H = x.dim(r - 2), W = x.dim(r - 1), Ho = out[r - 2], Wo = out[r - 1];
+    const int64_t planes = y.size() / (Ho * Wo);
+    auto tapsOf = [&](size_t d, int64_t j) {
+      return taps[d].taps.empty() ? std::vector<std::pair<int64_t, double>>{{j, 1.0}}
+                                  : taps[d].taps[j];
+    };
+    // Flattened taps per output row and column, weights in float.
+    std::vector<int64_t> rowStart(Ho + 1, 0), colStart(Wo + 1, 0), rowIdx, colIdx;
+    std::vector<float> rowW, colW;
+    for (int64_t i = 0; i < Ho; ++i) {
+      for (const auto& [k, w] : tapsOf(r - 2, i)) {
+        rowIdx.push_back(k);
+        rowW.push_back(static_cast<float>(w));
+      }
+      rowStart[i + 1] = static_cast<int64_t>(rowIdx.size());
+    }
+    for (int64_t j = 0; j < Wo; ++j) {
+      for (const auto& [k, w] : tapsOf(r - 1, j)) {
+        colIdx.push_back(k);
+        colW.push_back(static_cast<float>(w));
+      }
+      colStart[j + 1] = static_cast<int64_t>(colIdx.size());
+    }
+    const float* src = x.data<float>();
+    float* dst = y.data<float>();
+    forThreadRanges(planes * Ho, y.size() * 4, [&](int64_t from, int64_t to) {
+      std::vector<float> line(static_cast<size_t>(W));
+      for (int64_t pr = from; pr < to; ++pr) {
+        const int64_t p = pr / Ho, i = pr % Ho;
+        // The row's taps first (a line of W), then each column's taps along it.
+        std::fill(line.begin(), line.end(), 0.0f);
+        for (int64_t t = rowStart[i]; t < rowStart[i + 1]; ++t) {
+          const float w = rowW[t];
+          const float* in = src + (p * H + rowIdx[t]) * W;
+          for (int64_t k = 0; k < W; ++k) line[k] += w * in[k];
+        }
+        float* o = dst + (p * Ho + i) * Wo;
+        for (int64_t j = 0; j < Wo; ++j) {
+          float v = 0;
+          for (int64_t t = colStart[j]; t < colStart[j + 1]; ++t) v += colW[t] * line[colIdx[t]];
+          o[j] = v;
+        }
+      }
+    });
+    return true;
+  }
+
   ResizeSpec spec_;
 };
 

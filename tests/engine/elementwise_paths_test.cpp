@@ -283,3 +283,171 @@ TEST(ElementwisePaths, ClipAcrossThreadsKeepsNaN) {
 
 }  // namespace
 }  // namespace dw::engine::test
+
+namespace dw::engine::test {
+namespace {
+
+// A one-node model of `op` on input "x" of `type`, with initializers, and its output "y".
+Tensor runWith(const std::string& op, const Tensor& x, int32_t type,
+               const std::vector<std::pair<std::string, Tensor>>& inits,
+               const std::vector<onnx::AttributeProto>& attrs, int opset = 17) {
+  onnx::ModelProto m = emptyModel(opset);
+  auto* g = m.mutable_graph();
+  auto* v = g->add_input();
+  v->set_name("x");
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  std::vector<std::string> in{"x"};
+  for (const auto& [name, t] : inits) {
+    in.push_back(t.defined() ? name : "");  // an undefined tensor: the input left out
+    if (t.defined()) addInit(g, name, t);
+  }
+  auto* n = addNode(g, op, in, {"y"});
+  for (const auto& a : attrs) *n->add_attribute() = a;
+  g->add_output()->set_name("y");
+  auto s = InferenceSession::create(m);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok()) return Tensor();
+  auto y = (*s)->run({{"x", x}});
+  EXPECT_TRUE(y.ok()) << y.message();
+  return y.ok() ? y->at("y") : Tensor();
+}
+
+// Resize's direct float32 pass (the taps of the last two axes) against the float64 passes over
+// every axis, which float64 input takes: linear and cubic, each coordinate mode, up and down,
+// rank 3 to 5, odd sizes, a plane count that splits across threads; and the gather of nearest
+// resizes of any axes against its definition (asymmetric, floor).
+TEST(ElementwisePaths, ResizeDirectPathsMatchFloat64) {
+  struct Case {
+    Shape shape;
+    std::vector<float> scales;
+    const char* mode;
+    const char* coords;
+  };
+  const std::vector<Case> cases = {
+      {{4, 33, 17, 23}, {1, 1, 2, 2}, "linear", "half_pixel"},
+      {{4, 33, 17, 23}, {1, 1, 2.5f, 1.5f}, "linear", "align_corners"},
+      {{2, 5, 31, 29}, {1, 1, 0.5f, 0.7f}, "linear", "asymmetric"},
+      {{2, 5, 31, 29}, {1, 1, 1.75f, 2}, "cubic", "half_pixel"},
+      {{3, 40, 9}, {1, 2, 3}, "cubic", "pytorch_half_pixel"},
+      {{2, 2, 3, 11, 13}, {1, 1, 1, 2, 0.5f}, "linear", "half_pixel"},
+  };
+  for (const auto& c : cases) {
+    Tensor x32 = randomTensor(c.shape, 21, -2, 2), x64(DType::kDouble, c.shape);
+    for (int64_t i = 0; i < x32.size(); ++i) x64.data<double>()[i] = x32.data<float>()[i];
+    Tensor sc(DType::kFloat, {static_cast<int64_t>(c.scales.size())});
+    std::copy(c.scales.begin(), c.scales.end(), sc.data<float>());
+    const std::vector<onnx::AttributeProto> attrs = {
+        attribute("mode", std::string(c.mode)),
+        attribute("coordinate_transformation_mode", std::string(c.coords))};
+    const Tensor y32 = runWith("Resize", x32, onnx::TensorProto::FLOAT,
+                               {{"roi", Tensor()}, {"scales", sc}}, attrs);
+    const Tensor y64 = runWith("Resize", x64, onnx::TensorProto::DOUBLE,
+                               {{"roi", Tensor()}, {"scales", sc}}, attrs);
+    ASSERT_TRUE(y32.defined() && y64.defined()) << c.mode << " " << c.coords;
+    ASSERT_EQ(y32.shape(), y64.shape());
+    for (int64_t i = 0; i < y32.size(); ++i)
+      ASSERT_NEAR(y32.data<float>()[i], y64.data<double>()[i], 2e-5)
+          << c.mode << " " << c.coords << " " << shapeToString(c.shape) << " at " << i;
+  }
+  // Nearest, asymmetric and floor: output index j takes input floor(j / scale), on any axis,
+  // int64 values included (the gather moves bytes).
+  Tensor xi(DType::kInt64, {3, 7, 5, 6});
+  for (int64_t i = 0; i < xi.size(); ++i) xi.data<int64_t>()[i] = i * 1000003;
+  Tensor sc(DType::kFloat, {4});
+  const float s[4] = {1, 2, 1.6f, 0.5f};
+  std::copy(s, s + 4, sc.data<float>());
+  const Tensor y =
+      runWith("Resize", xi, onnx::TensorProto::INT64, {{"roi", Tensor()}, {"scales", sc}},
+              {attribute("mode", std::string("nearest")),
+               attribute("coordinate_transformation_mode", std::string("asymmetric")),
+               attribute("nearest_mode", std::string("floor"))});
+  ASSERT_EQ(y.shape(), (Shape{3, 14, 8, 3}));
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t b = 0; b < 14; ++b)
+      for (int64_t c = 0; c < 8; ++c)
+        for (int64_t d = 0; d < 3; ++d) {
+          const int64_t ib = b / 2, ic = static_cast<int64_t>(std::floor(c / 1.6f)), id = d * 2;
+          ASSERT_EQ(y.data<int64_t>()[((a * 14 + b) * 8 + c) * 3 + d],
+                    xi.data<int64_t>()[((a * 7 + ib) * 5 + ic) * 6 + id]);
+        }
+}
+
+// Sum, mean, max and min over a run of middle axes on the host, against float64: inner sizes
+// that are not whole pieces, one outer block, rank 5 with two reduced axes, keepdims both ways;
+// and a reduction that is not one run (left to oneDNN) still right.
+TEST(ElementwisePaths, ReduceOverMiddleAxesMatchesFloat64) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+    int keep;
+  };
+  const std::vector<Case> cases = {{{8, 64, 9, 61}, {1}, 1},
+                                   {{1, 30, 1100}, {1}, 0},
+                                   {{2, 3, 4, 5, 70}, {1, 2}, 1},
+                                   {{3, 17, 40}, {0}, 0},
+                                   {{4, 6, 5, 33}, {1, 3}, 1}};
+  for (const auto& c : cases) {
+    const Tensor x = randomTensor(c.shape, 33, -3, 3);
+    Tensor axes(DType::kInt64, {static_cast<int64_t>(c.axes.size())});
+    std::copy(c.axes.begin(), c.axes.end(), axes.data<int64_t>());
+    for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"}) {
+      const bool asInput = std::string(op) == "ReduceSum";  // opset 13: axes as an input
+      std::vector<onnx::AttributeProto> attrs = {attribute("keepdims", int64_t(c.keep))};
+      if (!asInput) attrs.push_back(attribute("axes", c.axes));
+      const Tensor y = runWith(op, x, onnx::TensorProto::FLOAT,
+                               asInput ? std::vector<std::pair<std::string, Tensor>>{{"axes", axes}}
+                                       : std::vector<std::pair<std::string, Tensor>>{},
+                               attrs);
+      ASSERT_TRUE(y.defined()) << op;
+      // float64 by definition, over the output's positions with the reduced axes kept as 1.
+      Shape keepShape = c.shape;
+      for (int64_t a : c.axes) keepShape[a] = 1;
+      ASSERT_EQ(y.size(), numElements(keepShape)) << op;
+      const auto inStrides = stridesOf(c.shape);
+      const auto outStrides = stridesOf(keepShape);
+      std::vector<double> want(static_cast<size_t>(y.size()), 0.0);
+      std::vector<int64_t> counts(static_cast<size_t>(y.size()), 0);
+      for (int64_t i = 0; i < x.size(); ++i) {
+        int64_t o = 0;
+        for (size_t d = 0; d < c.shape.size(); ++d)
+          o += (keepShape[d] == 1 ? 0 : (i / inStrides[d]) % c.shape[d]) * outStrides[d];
+        const double v = x.data<float>()[i];
+        if (counts[o]++ == 0)
+          want[o] = v;
+        else if (op[6] == 'S' || op[6] == 'M' && op[7] == 'e')
+          want[o] += v;
+        else if (op[7] == 'a')
+          want[o] = std::max(want[o], v);
+        else
+          want[o] = std::min(want[o], v);
+      }
+      for (int64_t o = 0; o < y.size(); ++o) {
+        const double w = op[7] == 'e' ? want[o] / counts[o] : want[o];
+        ASSERT_NEAR(y.data<float>()[o], w, 2e-5 * (1 + std::abs(w)))
+            << op << " " << shapeToString(c.shape) << " at " << o;
+      }
+    }
+  }
+}
+
+// Cast in pieces on the threads, into the pool's buffer, against Tensor::cast in one piece.
+TEST(ElementwisePaths, CastAcrossThreadsMatchesOnePiece) {
+  Tensor x = randomTensor({100003}, 41, -300, 300);
+  x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[6] = std::numeric_limits<float>::infinity();
+  for (const auto& [to, type] :
+       std::vector<std::pair<DType, int64_t>>{{DType::kInt64, onnx::TensorProto::INT64},
+                                              {DType::kUInt8, onnx::TensorProto::UINT8},
+                                              {DType::kBool, onnx::TensorProto::BOOL},
+                                              {DType::kDouble, onnx::TensorProto::DOUBLE},
+                                              {DType::kFloat16, onnx::TensorProto::FLOAT16}}) {
+    const Tensor y = runWith("Cast", x, onnx::TensorProto::FLOAT, {}, {attribute("to", type)});
+    auto want = x.cast(to);
+    ASSERT_TRUE(want.ok() && y.defined());
+    ASSERT_EQ(y.dtype(), to);
+    ASSERT_EQ(std::memcmp(y.raw(), want->raw(), y.bytes()), 0) << dtypeName(to);
+  }
+}
+
+}  // namespace
+}  // namespace dw::engine::test
