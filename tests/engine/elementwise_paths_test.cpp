@@ -451,3 +451,64 @@ TEST(ElementwisePaths, CastAcrossThreadsMatchesOnePiece) {
 
 }  // namespace
 }  // namespace dw::engine::test
+
+namespace dw::engine::test {
+namespace {
+
+// TopK's running best-k against a full sort by definition: largest and smallest, ties (the lower
+// index first), NaN as the largest value, k of 0, 1 and the whole axis, a middle axis.
+TEST(ElementwisePaths, TopKMatchesAFullSort) {
+  const Shape shape = {6, 37, 9};
+  Tensor x(DType::kFloat, shape);
+  for (int64_t i = 0; i < x.size(); ++i)
+    x.data<float>()[i] = static_cast<float>((i * 7919) % 23) - 11.0f;  // many ties
+  x.data<float>()[40] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t axis : {1, 2}) {
+    for (int64_t k : {int64_t(0), int64_t(1), int64_t(4), shape[axis]}) {
+      for (int64_t largest : {1, 0}) {
+        Tensor kt(DType::kInt64, {1});
+        kt.data<int64_t>()[0] = k;
+        onnx::ModelProto m = emptyModel(17);
+        auto* g = m.mutable_graph();
+        addValue(g->add_input(), "x", shape);
+        addInit(g, "k", kt);
+        auto* n = addNode(g, "TopK", {"x", "k"}, {"v", "i"});
+        *n->add_attribute() = attribute("axis", axis);
+        *n->add_attribute() = attribute("largest", largest);
+        g->add_output()->set_name("v");
+        g->add_output()->set_name("i");
+        auto s = InferenceSession::create(m);
+        ASSERT_TRUE(s.ok()) << s.message();
+        auto y = (*s)->run({{"x", x}});
+        ASSERT_TRUE(y.ok()) << y.message();
+        const Tensor& v = y->at("v");
+        const Tensor& ix = y->at("i");
+        int64_t outer = 1, inner = 1;
+        for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+        for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+        const int64_t len = shape[axis];
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t in = 0; in < inner; ++in) {
+            std::vector<int64_t> order(len);
+            for (int64_t j = 0; j < len; ++j) order[j] = j;
+            auto at = [&](int64_t j) { return x.data<float>()[(o * len + j) * inner + in]; };
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+              const bool na = std::isnan(at(a)), nb = std::isnan(at(b));
+              if (na || nb) return na != nb && (largest ? na : nb);
+              return largest ? at(a) > at(b) : at(a) < at(b);
+            });
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t pos = (o * k + j) * inner + in;
+              ASSERT_EQ(ix.data<int64_t>()[pos], order[j])
+                  << "axis " << axis << " k " << k << " largest " << largest;
+              const float got = v.data<float>()[pos], want = at(order[j]);
+              ASSERT_TRUE(got == want || (std::isnan(got) && std::isnan(want)));
+            }
+          }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dw::engine::test
