@@ -777,13 +777,19 @@ class ReduceOp : public DnnlOrReference {
     auto plan = planReduce(x.shape(), axes, keep_, noop_ && axesInput_);
     if (!plan) return plan.status();
     if (plan->empty || plan->outKeep == x.shape()) return reference(ctx);
+    if (dnnlBackend(ctx.backend()).hostMemory()) {
+      if (auto run = oneRun(x.shape(), *plan)) {
+        DW_ALLOC(y, ctx.output(0, DType::kFloat, plan->outShape));
+        hostReduce(x.data<float>(), *run, y->data<float>());
+        return Status();
+      }
+    }
     if (maxMin_) {
       const float* p = x.data<float>();
       for (int64_t i = 0; i < x.size(); ++i)
         if (std::isnan(p[i])) return reference(ctx);
     }
     DW_ALLOC(y, ctx.output(0, DType::kFloat, plan->outShape));
-    if (dnnlBackend(ctx.backend()).hostMemory() && middleRun(x, *plan, *y)) return Status();
     return guarded([&] {
       auto& be = dnnlBackend(ctx.backend());
       const memory::desc sd = plainDesc(x.shape(), f32), dd = plainDesc(plan->outKeep, f32);
@@ -801,16 +807,19 @@ class ReduceOp : public DnnlOrReference {
   }
 
  private:
-  // Sum, mean, max or min over one run of adjacent axes with axes after it ([outer, R, inner],
-  // inner > 1: the channels of NCHW, the heads of attention) on the host: oneDNN 2.6's
-  // reduction took 20 ms for the channels of [8, 64, 56, 56]. Each piece of inner adds the R
-  // rows into its slice of the output, in order, as the primitive does. False: another shape
-  // of reduction, left to oneDNN.
-  bool middleRun(const Tensor& x, const ReducePlan& plan, Tensor& y) const {
-    if (alg_ != dnnl::algorithm::reduction_sum && alg_ != dnnl::algorithm::reduction_mean &&
-        alg_ != dnnl::algorithm::reduction_max && alg_ != dnnl::algorithm::reduction_min)
-      return false;
-    const Shape& in = x.shape();
+  // Sum, mean, max, min or sum of squares over one run of adjacent axes ([outer, R, inner]:
+  // the channels of NCHW, the heads of attention, the last axes, all of them) on the host, on
+  // the session's threads, NaN propagating through max and min as in the reference kernels.
+  // oneDNN 2.6's reduction took 20 ms for the channels of [8, 64, 56, 56] and 40 ms to sum the
+  // squares of all 1.6M values (one thread, one running float sum, 0.1% off); max and min first
+  // scanned for NaN on one thread. Long rows are cut into pieces with partial results, which
+  // also keeps the rounding of a sum small. Empty: another reduction, left to oneDNN.
+  enum class HostOp { kSum, kMax, kMin, kSumSquare };
+  struct Run {
+    int64_t outer = 1, reduced = 1, inner = 1;
+  };
+  std::optional<Run> oneRun(const Shape& in, const ReducePlan& plan) const {
+    if (!hostOp()) return std::nullopt;
     const Shape& keep = plan.outKeep;
     size_t first = in.size(), last = 0;
     for (size_t d = 0; d < in.size(); ++d)
@@ -818,41 +827,141 @@ class ReduceOp : public DnnlOrReference {
         first = std::min(first, d);
         last = d;
       }
-    if (first > last) return false;
+    if (first > last) return std::nullopt;
     for (size_t d = first; d <= last; ++d)
-      if (keep[d] == in[d] && in[d] != 1) return false;  // not one run
-    int64_t outer = 1, reduced = 1, inner = 1;
+      if (keep[d] == in[d] && in[d] != 1) return std::nullopt;  // not one run
+    Run r;
     for (size_t d = 0; d < in.size(); ++d)
-      (d < first ? outer : d <= last ? reduced : inner) *= in[d];
-    if (inner < 16) return false;
+      (d < first ? r.outer : d <= last ? r.reduced : r.inner) *= in[d];
+    if (r.inner == 1 ? r.reduced < 16 : r.inner < 16) return std::nullopt;
+    return r;
+  }
+  std::optional<HostOp> hostOp() const {
+    using A = dnnl::algorithm;
+    if (alg_ == A::reduction_sum || alg_ == A::reduction_mean) return HostOp::kSum;
+    if (alg_ == A::reduction_max) return HostOp::kMax;
+    if (alg_ == A::reduction_min) return HostOp::kMin;
+    if (alg_ == A::reduction_norm_lp_power_p_sum && p_ == 2.0f) return HostOp::kSumSquare;
+    return std::nullopt;
+  }
+  template <HostOp Op>
+  static float take(float v) {
+    return Op == HostOp::kSumSquare ? v * v : v;
+  }
+  // Max and min as selects the compiler makes vector instructions of, with a NaN met kept aside
+  // (`nan`) and given back at the end: a NaN anywhere makes the result NaN, as in the reference
+  // kernels.
+  template <HostOp Op>
+  static float fold(float acc, float v) {
+    if constexpr (Op == HostOp::kMax) return acc < v ? v : acc;
+    if constexpr (Op == HostOp::kMin) return v < acc ? v : acc;
+    return acc + v;
+  }
+  static constexpr bool kCompares(HostOp op) { return op == HostOp::kMax || op == HostOp::kMin; }
+  // One row of n values: sixteen partial results, then combined.
+  template <HostOp Op>
+  static float foldRow(const float* row, int64_t n) {
+    int nan = 0;
+    float acc;
+    int64_t r = 0;
+    if (n >= 16) {
+      float part[16];
+      for (int k = 0; k < 16; ++k) {
+        part[k] = take<Op>(row[k]);
+        if constexpr (kCompares(Op)) nan |= row[k] != row[k];
+      }
+      for (r = 16; r + 16 <= n; r += 16)
+        for (int k = 0; k < 16; ++k) {
+          const float v = row[r + k];
+          part[k] = fold<Op>(part[k], take<Op>(v));
+          if constexpr (kCompares(Op)) nan |= v != v;
+        }
+      for (int step = 8; step > 0; step /= 2)
+        for (int k = 0; k < step; ++k) part[k] = fold<Op>(part[k], part[k + step]);
+      acc = part[0];
+    } else {
+      acc = take<Op>(row[0]);
+      if constexpr (kCompares(Op)) nan |= row[0] != row[0];
+      r = 1;
+    }
+    for (; r < n; ++r) {
+      acc = fold<Op>(acc, take<Op>(row[r]));
+      if constexpr (kCompares(Op)) nan |= row[r] != row[r];
+    }
+    return nan ? std::numeric_limits<float>::quiet_NaN() : acc;
+  }
+  void hostReduce(const float* src, const Run& run, float* dst) const {
+    switch (*hostOp()) {
+      case HostOp::kSum:
+        return hostReduce<HostOp::kSum>(src, run, dst);
+      case HostOp::kMax:
+        return hostReduce<HostOp::kMax>(src, run, dst);
+      case HostOp::kMin:
+        return hostReduce<HostOp::kMin>(src, run, dst);
+      case HostOp::kSumSquare:
+        return hostReduce<HostOp::kSumSquare>(src, run, dst);
+    }
+  }
+  template <HostOp Op>
+  void hostReduce(const float* src, const Run& run, float* dst) const {
+    const bool mean = alg_ == dnnl::algorithm::reduction_mean;
+    const float count = static_cast<float>(run.reduced);
+    const int64_t total = run.outer * run.reduced * run.inner;
+    if (run.inner == 1) {
+      // Rows. Fewer rows than pieces of 64K: each row's pieces on the threads, then combined.
+      constexpr int64_t kPiece = 1 << 16;
+      const int64_t pieces = (run.reduced + kPiece - 1) / kPiece;
+      if (pieces > 1 && run.outer < 8) {
+        std::vector<float> partial(static_cast<size_t>(run.outer * pieces));
+        forThreadRanges(run.outer * pieces, total, [&](int64_t from, int64_t to) {
+          for (int64_t u = from; u < to; ++u) {
+            const int64_t o = u / pieces, at = (u % pieces) * kPiece;
+            partial[u] =
+                foldRow<Op>(src + o * run.reduced + at, std::min(kPiece, run.reduced - at));
+          }
+        });
+        for (int64_t o = 0; o < run.outer; ++o) {
+          float acc = partial[o * pieces];
+          for (int64_t k = 1; k < pieces; ++k) acc = fold<Op>(acc, partial[o * pieces + k]);
+          dst[o] = mean ? acc / count : acc;
+        }
+        return;
+      }
+      forThreadRanges(run.outer, total, [&](int64_t from, int64_t to) {
+        for (int64_t o = from; o < to; ++o) {
+          const float acc = foldRow<Op>(src + o * run.reduced, run.reduced);
+          dst[o] = mean ? acc / count : acc;
+        }
+      });
+      return;
+    }
+    // Each piece of inner takes the R rows into its slice of the output, in order.
     constexpr int64_t kPiece = 512;
-    const int64_t pieces = (inner + kPiece - 1) / kPiece;
-    const float* src = x.data<float>();
-    float* dst = y.data<float>();
-    const auto alg = alg_;
-    forThreadRanges(outer * pieces, x.size(), [&](int64_t from, int64_t to) {
+    const int64_t pieces = (run.inner + kPiece - 1) / kPiece;
+    forThreadRanges(run.outer * pieces, total, [&](int64_t from, int64_t to) {
+      float acc[kPiece];
+      int nan[kPiece];
       for (int64_t u = from; u < to; ++u) {
         const int64_t o = u / pieces, i0 = (u % pieces) * kPiece;
-        const int64_t n = std::min(kPiece, inner - i0);
-        float* out = dst + o * inner + i0;
-        const float* row = src + o * reduced * inner + i0;
-        std::copy(row, row + n, out);
-        for (int64_t r = 1; r < reduced; ++r) {
-          const float* next = row + r * inner;
-          if (alg == dnnl::algorithm::reduction_max)
-            for (int64_t k = 0; k < n; ++k) out[k] = out[k] < next[k] ? next[k] : out[k];
-          else if (alg == dnnl::algorithm::reduction_min)
-            for (int64_t k = 0; k < n; ++k) out[k] = next[k] < out[k] ? next[k] : out[k];
-          else
-            for (int64_t k = 0; k < n; ++k) out[k] += next[k];
+        const int64_t n = std::min(kPiece, run.inner - i0);
+        const float* row = src + o * run.reduced * run.inner + i0;
+        for (int64_t k = 0; k < n; ++k) {
+          acc[k] = take<Op>(row[k]);
+          nan[k] = row[k] != row[k];
         }
-        if (alg == dnnl::algorithm::reduction_mean) {
-          const float count = static_cast<float>(reduced);
-          for (int64_t k = 0; k < n; ++k) out[k] /= count;
+        for (int64_t r = 1; r < run.reduced; ++r) {
+          const float* next = row + r * run.inner;
+          for (int64_t k = 0; k < n; ++k) acc[k] = fold<Op>(acc[k], take<Op>(next[k]));
+          if constexpr (kCompares(Op))
+            for (int64_t k = 0; k < n; ++k) nan[k] |= next[k] != next[k];
         }
+        float* out = dst + o * run.inner + i0;
+        for (int64_t k = 0; k < n; ++k)
+          out[k] = kCompares(Op) && nan[k] ? std::numeric_limits<float>::quiet_NaN()
+                   : mean                  ? acc[k] / count
+                                           : acc[k];
       }
     });
-    return true;
   }
 
   dnnl::algorithm alg_ = dnnl::algorithm::reduction_sum;

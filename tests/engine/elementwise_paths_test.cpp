@@ -512,3 +512,48 @@ TEST(ElementwisePaths, TopKMatchesAFullSort) {
 
 }  // namespace
 }  // namespace dw::engine::test
+
+namespace dw::engine::test {
+namespace {
+
+// The host reductions' other cases: the sum of squares of every value (pieces on the threads,
+// combined), and a NaN carried to the output by max and min along a row and across a middle
+// axis, while the other outputs stay exact.
+TEST(ElementwisePaths, ReduceSumSquareAndNaNInHostReductions) {
+  Tensor x = randomTensor({3, 300007}, 51, -2, 2);
+  const Tensor y = runWith("ReduceSumSquare", x, onnx::TensorProto::FLOAT, {},
+                           {attribute("keepdims", int64_t(0))});
+  ASSERT_TRUE(y.defined());
+  double want = 0;
+  for (int64_t i = 0; i < x.size(); ++i) want += double(x.data<float>()[i]) * x.data<float>()[i];
+  EXPECT_NEAR(y.data<float>()[0], want, 1e-5 * want);
+  Tensor z = randomTensor({4, 20, 33}, 52, -2, 2);
+  z.data<float>()[(1 * 20 + 3) * 33 + 7] = std::numeric_limits<float>::quiet_NaN();
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    for (int64_t axis : {1, 2}) {
+      const Tensor r = runWith(
+          op, z, onnx::TensorProto::FLOAT, {},
+          {attribute("axes", std::vector<int64_t>{axis}), attribute("keepdims", int64_t(0))});
+      ASSERT_TRUE(r.defined());
+      for (int64_t a = 0; a < 4; ++a)
+        for (int64_t b = 0; b < (axis == 1 ? 33 : 20); ++b) {
+          const bool hit = a == 1 && (axis == 1 ? b == 7 : b == 3);
+          const float got = r.data<float>()[a * (axis == 1 ? 33 : 20) + b];
+          if (hit) {
+            EXPECT_TRUE(std::isnan(got)) << op << " axis " << axis;
+            continue;
+          }
+          float w = op[7] == 'a' ? -INFINITY : INFINITY;
+          for (int64_t k = 0; k < (axis == 1 ? 20 : 33); ++k) {
+            const float v = axis == 1 ? z.data<float>()[(a * 20 + k) * 33 + b]
+                                      : z.data<float>()[(a * 20 + b) * 33 + k];
+            w = op[7] == 'a' ? std::max(w, v) : std::min(w, v);
+          }
+          ASSERT_EQ(got, w) << op << " axis " << axis;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dw::engine::test
