@@ -441,6 +441,11 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       if (!known(in.name)) fresh.push_back(&in);
     if (gone.size() == 1 && fresh.size() == 1) {
       InputRow* r = gone[0];
+      // The project's copy follows too: an Undo of the rename then finds the new name unknown
+      // and carries the row back, instead of building one from the sources as they were opened.
+      for (auto* files : {&spec_.train, &spec_.validation, &spec_.test})
+        for (auto& f : *files)
+          if (f.input == r->input.name) f.input = fresh[0]->name;
       r->input.name = fresh[0]->name;
       r->conv.input = fresh[0]->name;
       r->input.typeText.clear();  // retitled below
@@ -1133,6 +1138,21 @@ void DataPanel::computeNormalization(InputRow* r) {
 void DataPanel::changed() {
   if (loading_) return;
   updateSummary();
+  // The kept copy of the sources is the rows' own now, with those of inputs not on the canvas
+  // (a row built again later starts from what was last chosen, not from what the file had).
+  {
+    DatasetSpec kept = spec();
+    auto shown = [&](const std::string& name) {
+      return std::any_of(rows_.begin(), rows_.end(),
+                         [&](const auto& r) { return r && r->input.name == name; });
+    };
+    for (auto [from, to] : {std::pair{&spec_.train, &kept.train},
+                            {&spec_.validation, &kept.validation},
+                            {&spec_.test, &kept.test}})
+      for (const auto& f : *from)
+        if (!shown(f.input)) to->push_back(f);
+    spec_ = std::move(kept);
+  }
   // A step on the undo stack: Ctrl+Z after a data edit took back the graph edit before it.
   const DatasetSpec now = spec();
   const std::string text = specText(now);

@@ -537,6 +537,23 @@ class StudioTest : public QObject {
     data->refreshInputs();
     QVERIFY(data->pathEdit("image"));
     QCOMPARE(data->pathEdit("image")->text(), images);
+
+    // A data edit, then a rename and its Undo: the edit stands (the Undo built the row again
+    // from the sources as the file had them, and the edit was lost).
+    const QString other = QString(images).replace("train-images", "t10k-images");
+    data->pathEdit("image", DataPanel::kTest)->setText(other + ".copy");
+    emit data->pathEdit("image", DataPanel::kTest)->editingFinished();
+    QCOMPARE(data->pathEdit("image", DataPanel::kTest)->text(), other + ".copy");
+    QTest::qWait(1100);  // a separate step from the rename below
+    QVERIFY(m->rename(input, "pixels").ok());
+    data->refreshInputs();
+    QCOMPARE(data->pathEdit("pixels", DataPanel::kTest)->text(), other + ".copy");
+    QCOMPARE(m->undoStack()->undoText(), QStringLiteral("Rename to pixels"));
+    m->undoStack()->undo();
+    data->refreshInputs();
+    QVERIFY(data->pathEdit("image"));
+    QCOMPARE(data->pathEdit("image", DataPanel::kTest)->text(), other + ".copy");
+    QCOMPARE(m->undoStack()->undoText(), QStringLiteral("Change the data"));
   }
 
   // A Data panel edit is an undo step of its own: Ctrl+Z after it takes it back, not the graph
