@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
@@ -68,7 +69,9 @@ void checkTrainingSection(const Graph& g, const std::string& path,
     for (const auto& in : *wanted) dataInputs[in.name] = in;
   for (auto [split, files] : {std::pair{"train", &cfg->dataset.train},
                               {"validation", &cfg->dataset.validation},
-                              {"test", &cfg->dataset.test}})
+                              {"test", &cfg->dataset.test}}) {
+    // Samples per source of the split (input, file, count): they must agree.
+    std::vector<std::tuple<std::string, std::string, int64_t>> counts;
     for (size_t i = 0; i < files->size(); ++i) {
       const training::DataFileSpec& f = (*files)[i];
       const std::string where = std::string("/training/dataset/") + split + "/" + std::to_string(i);
@@ -90,9 +93,32 @@ void checkTrainingSection(const Graph& g, const std::string& path,
         problems.push_back(where + ": " + summary.message());
         continue;
       }
+      counts.emplace_back(f.input, std::filesystem::path(file).filename().string(),
+                          summary->samples);
       const std::string misfit = training::checkFit(*summary, f, in->second);
       if (!misfit.empty()) problems.push_back(where + ": " + misfit);
     }
+    for (size_t k = 1; k < counts.size(); ++k)
+      if (std::get<2>(counts[k]) != std::get<2>(counts[0])) {
+        problems.push_back(std::string("/training/dataset/") + split + ": '" +
+                           std::get<0>(counts[k]) + "' has " +
+                           std::to_string(std::get<2>(counts[k])) + " samples (" +
+                           std::get<1>(counts[k]) + ") but '" + std::get<0>(counts[0]) + "' has " +
+                           std::to_string(std::get<2>(counts[0])) + " (" + std::get<1>(counts[0]) +
+                           "); every source of a split needs one "
+                           "sample for each of the others'");
+        break;
+      }
+    // A split with sources of its own needs one for every data input, as train does.
+    if (std::string(split) != "train" && !files->empty())
+      for (const auto& [name, in] : dataInputs)
+        if (std::none_of(files->begin(), files->end(),
+                         [&](const auto& f) { return f.input == name; }))
+          problems.push_back(std::string("/training/dataset/") + split +
+                             ": nothing feeds the graph input '" + name + "' (" + in.typeText +
+                             ") in this split; a split with sources of its own needs one for "
+                             "every data input (or use a fraction of train instead)");
+  }
   // A data input no train source feeds (an Input renamed after its data was chosen) fails the
   // first batch; said here, with the names there are.
   if (!cfg->dataset.train.empty())

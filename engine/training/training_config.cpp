@@ -1,4 +1,6 @@
 // The project's training section: parsing, defaults and writing it back.
+#include <type_traits>
+
 #include "engine/training/trainer_impl.h"
 
 namespace dw::engine::training {
@@ -24,6 +26,14 @@ class Fields {
     if (!j_.is_object() || !j_.contains(key) || !error_.ok()) return;
     try {
       out = j_.at(key).get<T>();
+    } catch (const json::type_error&) {
+      // What the key takes, in words, not the JSON library's exception text.
+      const char* want = std::is_same_v<T, std::string> ? "a string (in quotes)"
+                         : std::is_same_v<T, bool>      ? "true or false"
+                         : std::is_arithmetic_v<T>      ? "a number"
+                                                        : "a list";
+      error_ =
+          Status::error(path_ + "/" + key + ": expected " + want + ", got " + j_.at(key).dump());
     } catch (const std::exception& e) {
       error_ = Status::error(path_ + "/" + key + ": " + e.what());
     }
@@ -52,7 +62,11 @@ Status parseFile(const json& j, const std::string& path, DataFileSpec& f) {
   r.get("format", f.format);
   r.get("dtype", f.dtype);
   r.get("shape", f.shape);
-  r.get("csv_label_column", f.csvLabelColumn);
+  // A name or a column number; a number may be written as one (4) or as text ("4").
+  if (const json* c = r.sub("csv_label_column"); c && c->is_number_integer())
+    f.csvLabelColumn = std::to_string(c->get<int64_t>());
+  else
+    r.get("csv_label_column", f.csvLabelColumn);
   r.get("csv_header", f.csvHeader);
   r.get("csv_take_label", f.csvTakeLabel);
   r.get("csv_feature_columns", f.csvFeatureColumns);

@@ -201,6 +201,27 @@ TEST(Cli, CheckReadsTheTrainingSection) {
     EXPECT_NE(out.find("/dev/zero: is a device or a socket, not a file"), std::string::npos)
         << cmd << ": " << out;
   }
+  // A value of the wrong JSON type says what the key takes, not the JSON library's exception.
+  EXPECT_EQ(
+      runCommand(kCli + " check " + write("type.dwproj", "\"dtype\": \"int64\"", "\"dtype\": 5"),
+                 &out, false),
+      1);
+  EXPECT_NE(out.find("/training/dataset/train/1/dtype: expected a string (in quotes), got 5"),
+            std::string::npos)
+      << out;
+  // Sources of one split with different sample counts (the train labels beside the test
+  // images).
+  if (std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
+    EXPECT_EQ(runCommand(kCli + " check " +
+                             write("count.dwproj", "/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+                                   "/fashion-mnist/train-labels-idx1-ubyte.gz"),
+                         &out, false),
+              1);
+    EXPECT_NE(out.find("/training/dataset/test: 'label' has 60000 samples "
+                       "(train-labels-idx1-ubyte.gz) but 'image' has 10000"),
+              std::string::npos)
+        << out;
+  }
   // A source of any split whose data does not fit its input (images where labels go), found
   // before the first evaluation.
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"))
