@@ -119,9 +119,24 @@ Result<Tensor> readRaw(const DataFileSpec& spec, const std::string& path, const 
     return r->features;
   }
   if (format == "images") {
+    if (spec.imageTakeLabel) {
+      // The class of each image from the listing, in sample order (class 0's files, then class
+      // 1's...): nothing decoded, so the labels of a folder of mixed sizes need no resize of
+      // their own (they failed where the pixels' source had one).
+      auto info = inspectImageFolder(path);
+      if (!info) return info.status();
+      std::vector<int64_t> labels;
+      for (size_t c = 0; c < info->countPerClass.size(); ++c)
+        labels.insert(labels.end(), static_cast<size_t>(info->countPerClass[c]),
+                      static_cast<int64_t>(c));
+      if (limit > 0 && limit < static_cast<int64_t>(labels.size()))
+        labels.resize(static_cast<size_t>(limit));
+      const auto n = static_cast<int64_t>(labels.size());
+      return Tensor::fromVector<int64_t>(std::move(labels), {n});
+    }
     auto r = readImageFolder(path, imageOptions(spec), limit);
     if (!r) return r.status();
-    return spec.imageTakeLabel ? r->labels : r->images;
+    return r->images;
   }
   return Status::error(path + ": format '" + format +
                        "' is not supported; use idx, npy, csv or images (a folder)");

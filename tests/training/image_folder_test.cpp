@@ -15,6 +15,7 @@
 #include <random>
 
 #include "engine/session.h"
+#include "engine/training/data_source.h"
 #include "engine/training/image_folder.h"
 #include "tests/engine/onnx_builder.h"
 
@@ -396,6 +397,33 @@ TEST_F(ImageFolderTest, ResizeMakesMixedSizesOneBatchAndMismatchNamesBothFiles) 
   EXPECT_EQ(d->images.shape(), (Shape{2, 1, 3, 5}));
   EXPECT_EQ(d->images.data<uint8_t>()[0], 7);
   EXPECT_EQ(d->images.data<uint8_t>()[15 + 14], 9);
+}
+
+// The labels of a folder of mixed sizes, read by a source of their own, need no resize: a
+// project resizing only its pixel source failed at its label source.
+TEST_F(ImageFolderTest, LabelSourceOfMixedSizesNeedsNoResize) {
+  png("k/a.png", 4, 4, PNG_FORMAT_GRAY, Pixels(16, 7));
+  png("k/b.png", 6, 2, PNG_FORMAT_GRAY, Pixels(12, 9));
+  png("m/c.png", 3, 5, PNG_FORMAT_GRAY, Pixels(15, 1));
+  DataFileSpec pixels, labels;
+  pixels.input = "x";
+  pixels.path = labels.path = dir_.string();
+  pixels.format = labels.format = "images";
+  pixels.imageHeight = pixels.imageWidth = 4;
+  labels.input = "y";
+  labels.imageTakeLabel = true;
+  auto d = loadDataset({pixels, labels}, "", 0);
+  ASSERT_TRUE(d.ok()) << d.message();
+  const Tensor& y = d->columns.at("y");
+  ASSERT_EQ(y.shape(), (Shape{3}));
+  EXPECT_EQ(y.data<int64_t>()[0], 0);
+  EXPECT_EQ(y.data<int64_t>()[1], 0);
+  EXPECT_EQ(y.data<int64_t>()[2], 1);
+  EXPECT_EQ(d->columns.at("x").shape(), (Shape{3, 1, 4, 4}));
+  // The first samples only, as with a train limit.
+  d = loadDataset({pixels, labels}, "", 2);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_EQ(d->columns.at("y").shape(), (Shape{2}));
 }
 
 TEST_F(ImageFolderTest, ParallelDecodingKeepsSampleOrder) {
