@@ -14,6 +14,7 @@
 #include <QMenu>
 #include <QMimeData>
 #include <QResizeEvent>
+#include <QScopeGuard>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
@@ -239,8 +240,15 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
     return id;
   };
 
+  // The graph and its data (the Data panel's changes are undo steps too) are one undo step.
   m->undoStack()->beginMacro(cnn ? QObject::tr("CNN classifier template")
                                  : QObject::tr("MLP classifier template"));
+  bool macroOpen = true;
+  auto endMacro = [&] {
+    if (macroOpen) m->undoStack()->endMacro();
+    macroOpen = false;
+  };
+  const auto closeMacro = qScopeGuard(endMacro);
   const bool images = shape.size() >= 2;
   const dw::NodeId input = next("deepwire", "Input");
   if (input) {
@@ -304,12 +312,12 @@ QString buildClassifier(MainWindow& w, ClassifierTemplate kind, const TemplateSo
     to[accuracy] = {column[out], below};
     if (Status st = m->moveNodes(to); !st.ok()) failure = qs(st.message());
   }
-  m->undoStack()->endMacro();
   if (failure.isEmpty()) {
     m->validateNow();
     if (!m->problems().empty()) failure = qs(m->problems().front().message);
   }
   if (!failure.isEmpty()) {
+    endMacro();
     w.newDocument();
     return QObject::tr("The template could not be built: %1").arg(failure);
   }

@@ -9,20 +9,21 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // libmvec's AVX-512 entry points (the x86_64 vector ABI's names: 'e' for AVX-512, 16 lanes).
+// Declared for AVX-512 callers (clang refuses a __m512 argument to a function without it).
 extern "C" {
-__m512 _ZGVeN16v_erff(__m512);
-__m512 _ZGVeN16v_sinf(__m512);
-__m512 _ZGVeN16v_cosf(__m512);
-__m512 _ZGVeN16v_tanf(__m512);
-__m512 _ZGVeN16v_asinf(__m512);
-__m512 _ZGVeN16v_acosf(__m512);
-__m512 _ZGVeN16v_atanf(__m512);
-__m512 _ZGVeN16v_sinhf(__m512);
-__m512 _ZGVeN16v_coshf(__m512);
-__m512 _ZGVeN16v_asinhf(__m512);
-__m512 _ZGVeN16v_acoshf(__m512);
-__m512 _ZGVeN16v_atanhf(__m512);
-__m512 _ZGVeN16vv_powf(__m512, __m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_erff(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_sinf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_cosf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_tanf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_asinf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_acosf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_atanf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_sinhf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_coshf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_asinhf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_acoshf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_atanhf(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16vv_powf(__m512, __m512);
 }
 
 namespace dw::engine {

@@ -322,7 +322,9 @@ TEST(DevicePath, RecurrentMatchesCpu) {
     for (const auto& [name, t] : weights) test::addInit(fwd.mutable_graph(), name, t);
     runBoth(fwd, feeds(fwd, 1), op + " bidirectional");
     const auto gg = gradientGraph(m, "Y", weights);
-    auto out = runBoth(gg.model, feeds(gg.model, 1, given), op + " gradients");
+    // The loss sums Y: on the cpu in sixteen partial sums (eltwise.cpp's host reduction), on
+    // the device by oneDNN's one running sum, so the two round differently.
+    auto out = runBoth(gg.model, feeds(gg.model, 1, given), op + " gradients", true, 1e-6f);
     EXPECT_TRUE(out.count("W_grad") && out.count("R_grad") && out.count("B_grad")) << op;
   }
 }
