@@ -1,11 +1,8 @@
 #!/usr/bin/python3
 """Alternates deepwire (build/bench/zoo_bench) and ONNX Runtime (bench/zoo/ort_run.js) on each
 single-operator model of bench/ops/make_models.py; see bench/ops/run."""
-import argparse
-import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -13,29 +10,16 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_models import OPS  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--zoo", required=True)
-ap.add_argument("--root", required=True)
-ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--rounds", type=int, default=3, help="alternations of the two runtimes")
-ap.add_argument("--runs", type=int, default=10, help="timed runs per round")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "zoo"))
+import runtimes  # noqa: E402
+
+ap = runtimes.arguments()
 ap.add_argument("--ops", default=",".join(OPS))
 args = ap.parse_args()
-
-build = os.path.dirname(os.path.dirname(args.zoo))
-zoo_bench = os.path.join(build, "bench", "zoo_bench")
-ort_js = os.path.join(args.root, "bench", "zoo", "ort_run.js")
-ort_pkg = os.path.abspath(os.path.join(args.zoo, "ort", "node_modules", "onnxruntime-node"))
+runners = runtimes.Runners(args)
+zoo_bench, ort_js, ort_pkg, run = runners.zoo_bench, runners.ort_js, runners.ort_pkg, runners.run
 ops_dir = os.path.join(args.zoo, "ops")
 x = os.path.join(ops_dir, "x.npy")
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        return None, (p.stderr or p.stdout).strip().splitlines()[-1:]
-    return json.loads(p.stdout.strip().splitlines()[-1]), None
-
 
 ratios, failed = [], 0
 print(f"{'op':24s} {'deepwire':>10s} {'onnxruntime':>12s} {'ratio':>6s}  (best ms per run, "

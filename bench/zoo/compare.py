@@ -1,43 +1,25 @@
 #!/usr/bin/python3
 """Alternates deepwire (build/bench/zoo_bench) and ONNX Runtime (bench/zoo/ort_run.js) on each
 zoo model; see bench/zoo/run, which prepares what this needs."""
-import argparse
 import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runtimes  # noqa: E402
+
 MODELS = ["resnet18", "mobilenet_v2", "efficientnet_b0", "transformer", "lstm"]
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--zoo", required=True)
-ap.add_argument("--root", required=True)
-ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--rounds", type=int, default=3, help="alternations of the two runtimes")
-ap.add_argument("--runs", type=int, default=10, help="timed runs per round")
+ap = runtimes.arguments()
 ap.add_argument("--models", default=",".join(MODELS))
 ap.add_argument("--batches", default="1,8")
 args = ap.parse_args()
-
-build = os.path.dirname(os.path.dirname(args.zoo))
-zoo_bench = os.path.join(build, "bench", "zoo_bench")
-ort_js = os.path.join(args.root, "bench", "zoo", "ort_run.js")
-ort_pkg = os.path.abspath(os.path.join(args.zoo, "ort", "node_modules", "onnxruntime-node"))
-# The environment as a user's: OpenMP's default waiting (spin a while, then sleep) is what
-# `deepwire run` gets, and ONNX Runtime's pool spins too. OMP_WAIT_POLICY=passive, which the
-# test scripts set for shared CI machines, doubles deepwire's batch-1 times here.
-env = dict(os.environ)
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        return None, (p.stderr or p.stdout).strip().splitlines()[-1:]
-    return json.loads(p.stdout.strip().splitlines()[-1]), None
+runners = runtimes.Runners(args)
+zoo_bench, ort_js, ort_pkg, run = runners.zoo_bench, runners.ort_js, runners.ort_pkg, runners.run
 
 
 def agrees(out, ref):
