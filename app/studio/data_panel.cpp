@@ -192,6 +192,9 @@ struct DataPanel::InputRow {
   DataInput input;
   DataFileSpec conv;  // format options and conversion; path unused
   QString paths[3];
+  // What the validation and test files hold per sample (their headers), to hold against the
+  // train source's: the three are read with one conversion.
+  std::optional<StoredType> stored[3];
   std::optional<SourceSummary> summary;
   QString error;
   bool inspected = false;
@@ -482,6 +485,7 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     }
     if (const DataFileSpec* f = find(spec_.validation)) r->paths[kValidation] = qs(f->path);
     if (const DataFileSpec* f = find(spec_.test)) r->paths[kTest] = qs(f->path);
+    for (Split split : {kValidation, kTest}) probeSplit(r.get(), split);
     r->conv.input = in.name;
 
     InputRow* row = r.get();
@@ -777,16 +781,38 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
   } else {
     // Other splits are read with the train source's conversion; check now that the file is
     // there and readable (its header is enough).
-    DataFileSpec probe = r->conv;
-    probe.path = r->paths[split].toStdString();
-    if (!r->paths[split].isEmpty()) {
-      auto s = storedType(probe, baseDir_.toStdString());
-      if (!s.ok())
-        r->info->setText(tr("<span style='color:#b00020'>%1: %2</span>")
-                             .arg(splitName(split), qs(s.message()).toHtmlEscaped()));
-    }
+    if (const QString error = probeSplit(r, split); !error.isEmpty())
+      r->info->setText(tr("<span style='color:#b00020'>%1: %2</span>")
+                           .arg(splitName(split), error.toHtmlEscaped()));
   }
   changed();
+}
+
+QString DataPanel::probeSplit(InputRow* r, Split split) {
+  r->stored[split].reset();
+  if (r->paths[split].isEmpty()) return QString();
+  DataFileSpec probe = r->conv;
+  probe.path = r->paths[split].toStdString();
+  auto s = storedType(probe, baseDir_.toStdString());
+  if (!s.ok()) return qs(s.message());
+  r->stored[split] = *s;
+  return QString();
+}
+
+QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
+  const auto& other = r->stored[split];
+  if (!other || !r->summary) return QString();
+  const SourceSummary& train = *r->summary;
+  // A resized image folder's first image may be any size; its pixels' type still counts.
+  const bool resized = train.format == "images" && r->conv.imageHeight > 0;
+  if (other->dtype == train.dtype && (resized || other->sampleShape == train.sampleShape))
+    return QString();
+  return tr("the %1 source %2 holds %3%4 a sample, the train source %5%6: a split's files are "
+            "read with the train source's conversion, so they must hold the same (choose the "
+            "%1 file that goes with %7)")
+      .arg(splitName(split).toLower(), QFileInfo(r->paths[split]).fileName(),
+           qs(dtypeName(other->dtype)), shapeText(other->sampleShape), qs(dtypeName(train.dtype)),
+           shapeText(train.sampleShape), QFileInfo(r->paths[kTrain]).fileName());
 }
 
 void DataPanel::inspect(InputRow* r) {
@@ -1214,6 +1240,7 @@ DatasetSpec DataPanel::spec() const {
 QString DataPanel::readiness() const {
   if (rows_.empty()) return tr("the graph has no data inputs");
   QStringList missing, misfit;
+  QStringList missingSplit;
   for (const auto& r : rows_) {
     if (r->paths[kTrain].isEmpty())
       missing << qs(r->input.name);
@@ -1221,9 +1248,22 @@ QString DataPanel::readiness() const {
       misfit << tr("%1: %2").arg(qs(r->input.name), r->error);
     else if (const QString m = this->misfit(r.get()); !m.isEmpty())
       misfit << m;
+    // A split with files of its own needs one for every input, like train, and files that hold
+    // what the train source holds.
+    for (Split split : {kValidation, kTest}) {
+      if ((split == kTest ? testMode_ : valMode_)->currentIndex() != kOwnFiles) continue;
+      if (r->paths[split].isEmpty())
+        missingSplit << tr("a %1 source for %2").arg(splitName(split).toLower(), qs(r->input.name));
+      else if (const QString m = splitMisfit(r.get(), split); !m.isEmpty())
+        misfit << tr("%1: %2").arg(qs(r->input.name), m);
+    }
   }
   if (!missing.isEmpty())
     return tr("choose a train source for %1 in the Data panel").arg(missing.join(tr(", ")));
+  if (!missingSplit.isEmpty())
+    return tr("choose %1 in the Data panel (a split with files of its own needs one for every "
+              "input), or take the split as a fraction of train")
+        .arg(missingSplit.join(tr(", ")));
   // A source still being read is not held against training: the trainer reads it anyway and
   // says what is wrong with it.
   if (const QString counts = sampleCountProblem(); !counts.isEmpty()) misfit << counts;

@@ -96,6 +96,11 @@ class DataPanel : public QWidget {
   // Why the row's data does not fit its input ("" when it does): what the panel and the
   // Training dock both show, so the two never disagree.
   QString misfit(const InputRow* r) const;
+  // Reads the header of the row's file for `split` (validation, test): "" or why it cannot.
+  QString probeSplit(InputRow* r, Split split);
+  // Why the row's file for `split` does not hold what its train source holds ("" when it does,
+  // or is not known yet).
+  QString splitMisfit(const InputRow* r, Split split) const;
   // The type "Change the Input" gives the row's Input node.
   std::string inputTypeForData(const InputRow* r) const;
   void showSummary(InputRow* r);

@@ -585,6 +585,30 @@ class StudioTest : public QObject {
     QVERIFY(data->pathEdit("image")->text().endsWith("train-images-idx3-ubyte.gz"));
   }
 
+  // The validation and test files are held against the train source in the readiness the
+  // Training dock shows: a file of other samples, and an input without a file in a split that
+  // has its own (both passed until Eval Step failed on them).
+  void splitSourcesAreChecked() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    QTRY_VERIFY_WITH_TIMEOUT(!data->busy(), 30000);
+    QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+    const QString labels = data->pathEdit("label", DataPanel::kTest)->text();
+    data->pathEdit("image", DataPanel::kTest)->setText(labels);
+    emit data->pathEdit("image", DataPanel::kTest)->editingFinished();
+    QVERIFY2(data->readiness().contains("the test source t10k-labels-idx1-ubyte.gz holds"),
+             qPrintable(data->readiness()));
+    w.model()->undoStack()->undo();
+    data->refreshInputs();
+    QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+    data->pathEdit("label", DataPanel::kTest)->setText(QString());
+    emit data->pathEdit("label", DataPanel::kTest)->editingFinished();
+    QVERIFY2(data->readiness().contains("choose a test source for label"),
+             qPrintable(data->readiness()));
+  }
+
   void saveReloadCompare() {
     QTemporaryDir dir;
     MainWindow w(false);
