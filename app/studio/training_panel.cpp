@@ -201,11 +201,16 @@ class TrainingWorker : public QObject {
   }
   Status prepare(const JobRequest& req);
   Result<Batch> nextBatch(bool test);
+  // True, once, when this Eval Step reads other data than the last one (see evaluated_).
+  bool evaluatedElsewhere(const JobRequest& req);
 
   TrainingPanel* panel_;
   std::unique_ptr<Trainer> trainer_;
   std::string dataKey_;
   std::shared_ptr<const Dataset> train_, test_;  // test_: what Eval Step and Fit evaluate
+  // The data the metric sums of the last Eval Steps came from: Eval Steps on other data start
+  // them again (their accuracy mixed the validation and test batches).
+  std::string evaluated_;
   std::unique_ptr<BatchCursor> trainCursor_, testCursor_;
   // Predict's session: the trainer's weights when it is current, else the canvas's.
   std::unique_ptr<dw::engine::InferenceSession> predictor_;
@@ -353,6 +358,15 @@ void TrainingWorker::predict(const JobRequest& req) {
   post([p = panel_, summary] { p->onFinished(QString(), summary); });
 }
 
+bool TrainingWorker::evaluatedElsewhere(const JobRequest& req) {
+  const std::string from =
+      dataKey_ + "|" +
+      (test_ ? evalSetName(req.config.dataset).toStdString() : std::string("train"));
+  const bool other = !evaluated_.empty() && evaluated_ != from;
+  evaluated_ = from;
+  return other;
+}
+
 Result<Batch> TrainingWorker::nextBatch(bool test) {
   return (test ? testCursor_ : trainCursor_)->next();
 }
@@ -374,7 +388,8 @@ void TrainingWorker::run(const JobRequest& req) {
     Result<StepResult> r = job == 0 ? trainer_->trainStep(*batch)
                            : job == 1
                                ? trainer_->fullTrainStep(*batch)
-                               : trainer_->evalStep(*batch, evalStepResetsMetrics(*req.graph));
+                               : trainer_->evalStep(*batch, evalStepResetsMetrics(*req.graph) ||
+                                                                evaluatedElsewhere(req));
     if (!r.ok() && eval)
       // Say which data: an evaluation batch comes from another split than the training steps'.
       return fail(

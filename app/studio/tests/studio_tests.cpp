@@ -16,6 +16,7 @@
 #include <QLineEdit>
 #include <QLogValueAxis>
 #include <QMimeData>
+#include <QRegularExpression>
 #include <QScopeGuard>
 #include <QSettings>
 #include <QSignalSpy>
@@ -607,6 +608,40 @@ class StudioTest : public QObject {
     emit data->pathEdit("label", DataPanel::kTest)->editingFinished();
     QVERIFY2(data->readiness().contains("choose a test source for label"),
              qPrintable(data->readiness()));
+  }
+
+  // Eval Steps add their batches up until the evaluated data changes: after a switch from the
+  // test files to a validation fraction the sums start again (they mixed the two splits).
+  void evalStepsStartAgainOnOtherData() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    auto* panel = w.training();
+    DataPanel* data = panel->dataPanel();
+    data->refreshInputs();
+    QTRY_VERIFY_WITH_TIMEOUT(!data->busy(), 30000);
+    panel->batchSizeBox()->setValue(16);
+    for (int i = 0; i < 2; ++i) {
+      panel->evalStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    }
+    // "accuracy = A (this batch B)": A over the Eval Steps since the sums started, B this one's.
+    auto accuracies = [&] {
+      const QRegularExpression re(
+          QStringLiteral("accuracy = ([0-9.e-]+) \\(this batch ([0-9.e-]+)\\)"));
+      const auto m = re.match(panel->lastResult());
+      return m.hasMatch() ? std::pair{m.captured(1), m.captured(2)} : std::pair<QString, QString>{};
+    };
+    QVERIFY2(!accuracies().first.isEmpty(), qPrintable(panel->lastResult()));
+    data->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kFraction);
+    data->splitFractionBox(DataPanel::kValidation)->setValue(0.1);
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("on a validation batch"),
+             qPrintable(panel->lastResult()));
+    const auto [sum, batch] = accuracies();
+    QVERIFY2(!sum.isEmpty() && sum == batch, qPrintable(panel->lastResult()));
   }
 
   void saveReloadCompare() {
