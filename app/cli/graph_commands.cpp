@@ -65,6 +65,7 @@ void checkTrainingSection(const Graph& g, const std::string& path,
   // What training feeds: the graph's data inputs (model inputs and the targets of its losses).
   auto wanted = training::dataInputsOf(g);
   std::map<std::string, training::DataInput> dataInputs;
+  std::map<std::string, std::string> fitsInTrain;  // input -> its train file, where that fits
   if (wanted.ok())
     for (const auto& in : *wanted) dataInputs[in.name] = in;
   for (auto [split, files] : {std::pair{"train", &cfg->dataset.train},
@@ -95,8 +96,22 @@ void checkTrainingSection(const Graph& g, const std::string& path,
       }
       counts.emplace_back(f.input, std::filesystem::path(file).filename().string(),
                           summary->samples);
-      const std::string misfit = training::checkFit(*summary, f, in->second);
-      if (!misfit.empty()) problems.push_back(where + ": " + misfit);
+      std::string misfit = training::checkFit(*summary, f, in->second);
+      if (misfit.empty()) {
+        if (std::string(split) == "train") fitsInTrain[f.input] = file;
+        continue;
+      }
+      // In another split, with the input's train source fitting, the file is the odd one out:
+      // changing the Input, which checkFit would suggest, would break the train source.
+      const std::string takes = " takes " + in->second.typeText;
+      const auto trained = fitsInTrain.find(f.input);
+      const size_t cut = misfit.find(takes);
+      if (std::string(split) != "train" && trained != fitsInTrain.end() && cut != std::string::npos)
+        misfit = misfit.substr(0, cut + takes.size()) + ": the train source " +
+                 std::filesystem::path(trained->second).filename().string() +
+                 " fits it, so this file is the odd one; choose the " + split +
+                 " file that holds what that one holds";
+      problems.push_back(where + ": " + misfit);
     }
     for (size_t k = 1; k < counts.size(); ++k)
       if (std::get<2>(counts[k]) != std::get<2>(counts[0])) {

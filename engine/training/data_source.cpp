@@ -600,7 +600,22 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
   const auto [dtype, shape] = convertedType(src, spec);
   const std::string data = fileName(src.path) + " gives " + inputTypeText(dtype, shape);
   const std::string wants = "input '" + input.name + "' takes " + input.typeText;
-  if (dtype != input.dtype) return data + " but " + wants + ": convert the dtype";
+  if (dtype != input.dtype) {
+    // A cast fixes the type alone; with the shape wrong too the file is likely not the one for
+    // this input (class labels where images go, or the other way).
+    const std::vector<int64_t> want =
+        input.shape.empty() ? std::vector<int64_t>{} : perSample(input);
+    const bool shapeFits = input.shape.empty() ||
+                           (want.size() == shape.size() &&
+                            std::equal(want.begin(), want.end(), shape.begin(),
+                                       [](int64_t w, int64_t s) { return w < 0 || w == s; })) ||
+                           (fullyKnown(want) && numElements(want) == numElements(shape));
+    if (shapeFits) return data + " but " + wants + ": convert the dtype";
+    return data + " but " + wants + ": neither the type nor the shape of a sample fit (" +
+           std::to_string(numElements(shape)) + " values against " +
+           (fullyKnown(want) ? std::to_string(numElements(want)) : std::string("another shape")) +
+           "); is it the file for this input? (class labels where samples go, or the other way)";
+  }
   if (input.shape.empty()) return "";  // unknown rank: anything goes
   const auto want = perSample(input);
   if (want.size() != shape.size()) {

@@ -231,8 +231,11 @@ TEST(Cli, CheckReadsTheTrainingSection) {
                                  "/fashion-mnist/t10k-images-idx3-ubyte.gz"),
                        &out, false),
             1);
+  // ... with the train source fitting, the advice is to choose another file, not to change
+  // the Input (which would break the train source).
   EXPECT_NE(out.find("/training/dataset/test/1: t10k-images-idx3-ubyte.gz gives int64[N,28,28] "
-                     "but input 'label' takes int64[N]"),
+                     "but input 'label' takes int64[N]: the train source "
+                     "train-labels-idx1-ubyte.gz fits it, so this file is the odd one"),
             std::string::npos)
       << out;
 }
