@@ -304,13 +304,21 @@ class MaxUnpool : public Kernel {
   Attributes attrs_;
 };
 
-// The mean and (biased) variance of n values, in double.
+// The mean and (biased) variance of n values, in double, in four interleaved sums: one running
+// sum waited on each addition's latency (InstanceNormalization over 1.6M values: 1.6 ms).
 template <class T>
 std::pair<double, double> meanAndVariance(const T* p, int64_t n) {
-  double m = 0, v = 0;
-  for (int64_t i = 0; i < n; ++i) m += p[i];
+  double m4[4] = {0, 0, 0, 0}, v4[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) m4[k] += p[i + k];
+  double m = (m4[0] + m4[1]) + (m4[2] + m4[3]);
+  for (; i < n; ++i) m += p[i];
   m /= static_cast<double>(n);
-  for (int64_t i = 0; i < n; ++i) v += (p[i] - m) * (p[i] - m);
+  for (i = 0; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) v4[k] += (p[i + k] - m) * (p[i + k] - m);
+  double v = (v4[0] + v4[1]) + (v4[2] + v4[3]);
+  for (; i < n; ++i) v += (p[i] - m) * (p[i] - m);
   return {m, v / static_cast<double>(n)};
 }
 
