@@ -907,6 +907,10 @@ class ReduceOp : public DnnlOrReference {
     const bool mean = alg_ == dnnl::algorithm::reduction_mean;
     const float count = static_cast<float>(run.reduced);
     const int64_t total = run.outer * run.reduced * run.inner;
+    if (run.inner == 1 && kCompares(Op) && vectorMathAvailable()) {
+      onednn::rowExtrema(src, dst, run.outer, run.reduced, Op == HostOp::kMax);
+      return;
+    }
     if (run.inner == 1) {
       // Rows. Fewer rows than pieces of 64K: each row's pieces on the threads, then combined.
       constexpr int64_t kPiece = 1 << 16;

@@ -56,6 +56,30 @@ DW_AVX512 void swishRange(float* v, int64_t n, float alpha) {
   }
 }
 
+// Rows' maxima or minima (`max`), NaN where a row has one; n >= 1.
+DW_AVX512 void extremaRange(const float* x, float* y, int64_t rows, int64_t n, bool max) {
+  const int64_t whole = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
+  const float start =
+      max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r, x += n) {
+    __m512 m = _mm512_set1_ps(start);
+    __mmask16 nan = 0;
+    for (int64_t i = 0; i < whole; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      m = max ? _mm512_max_ps(m, v) : _mm512_min_ps(m, v);
+    }
+    if (tail) {
+      const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(start), tail, x + whole);
+      nan |= _mm512_mask_cmp_ps_mask(tail, v, v, _CMP_UNORD_Q);
+      m = max ? _mm512_max_ps(m, v) : _mm512_min_ps(m, v);
+    }
+    y[r] = nan ? std::numeric_limits<float>::quiet_NaN()
+               : (max ? _mm512_reduce_max_ps(m) : _mm512_reduce_min_ps(m));
+  }
+}
+
 DW_AVX512 void softmaxRange(const float* x, float* y, int64_t rows, int64_t n) {
   const int64_t whole = n / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
@@ -131,6 +155,13 @@ void swishInPlace(float* v, int64_t n, float alpha) {
   // Whole vectors per piece, so only the last has a masked tail.
   forThreadRanges((n + 15) / 16, n, [&](int64_t from, int64_t to) {
     swishRange(v + from * 16, std::min(n, to * 16) - from * 16, alpha);
+  });
+}
+
+void rowExtrema(const float* x, float* y, int64_t rows, int64_t n, bool max) {
+  if (n <= 0) return;
+  forThreadRanges(rows, rows * n, [&](int64_t from, int64_t to) {
+    extremaRange(x + from * n, y + from, to - from, n, max);
   });
 }
 

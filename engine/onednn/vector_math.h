@@ -17,6 +17,10 @@ namespace dw::engine::onednn {
 // Only where vectorMathAvailable().
 void swishInPlace(float* v, int64_t n, float alpha);
 
+// y[r] = the maximum (`max`) or minimum of row r of x ([rows, n], n >= 1), NaN where the row has
+// a NaN, on the OpenMP threads when there is enough work.
+void rowExtrema(const float* x, float* y, int64_t rows, int64_t n, bool max);
+
 // Softmax along rows: y[r, :] = exp(x[r, :] - max) / sum, over `rows` rows of `n` values
 // (in place allowed), on the OpenMP threads when there is enough work. The same exponential
 // as swishInPlace; sums in float32, a row at a time. Only where vectorMathAvailable().

@@ -144,3 +144,40 @@ TEST(VectorMath, RowDotsMatchFloat64) {
 
 }  // namespace
 }  // namespace dw::engine::onednn
+
+namespace dw::engine::onednn {
+namespace {
+
+// Row maxima and minima at every row length up to a few vectors (the masked tail), across
+// threads, with a NaN at the start, in the middle or in the tail of a row.
+TEST(VectorMath, RowExtremaMatchAtEveryLength) {
+  if (!vectorMathAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (int64_t n = 1; n <= 50; ++n) {
+    const int64_t rows = n == 50 ? 4001 : 7;
+    std::vector<float> x = randoms(static_cast<size_t>(rows * n), static_cast<unsigned>(n), 9.0f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    x[static_cast<size_t>(1 * n)] = nan;          // row 1, first
+    x[static_cast<size_t>(3 * n + n / 2)] = nan;  // row 3, middle
+    x[static_cast<size_t>(5 * n + n - 1)] = nan;  // row 5, last (the tail)
+    for (bool max : {true, false}) {
+      std::vector<float> y(static_cast<size_t>(rows), 0.0f);
+      rowExtrema(x.data(), y.data(), rows, n, max);
+      for (int64_t r = 0; r < rows; ++r) {
+        bool hasNan = false;
+        float want = x[static_cast<size_t>(r * n)];
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = x[static_cast<size_t>(r * n + i)];
+          hasNan |= std::isnan(v);
+          want = max ? std::max(want, v) : std::min(want, v);
+        }
+        if (hasNan)
+          ASSERT_TRUE(std::isnan(y[r])) << "n " << n << " row " << r;
+        else
+          ASSERT_EQ(y[r], want) << "n " << n << " row " << r << (max ? " max" : " min");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dw::engine::onednn
