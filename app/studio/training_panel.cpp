@@ -818,7 +818,16 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   // follows it there, never the inputs as they were before the edit.
   connect(data_, &DataPanel::readinessChanged, this, [this] { updateDataStatus(); });
   connect(data_, &DataPanel::specChanged, this, [this] {
-    for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(data_->spec()));
+    // Points already drawn keep saying which split they came from: a curve of validation
+    // points becomes "validation, then test" rather than "test".
+    const QString now = evalSetName(data_->spec());
+    for (auto* series : {testLoss_, testMetric_}) {
+      const QString was = series->name();
+      if (series->count() == 0 || was.isEmpty())
+        series->setName(now);
+      else if (!was.endsWith(now))
+        series->setName(tr("%1, then %2").arg(was, now));
+    }
     touched_ = true;
     emit settingsChanged();
     updateDataStatus();
@@ -1301,6 +1310,7 @@ void TrainingPanel::clearCharts() {
   for (QXYSeries* s : std::initializer_list<QXYSeries*>{trainLoss_, testLoss_, trainMetric_,
                                                         testMetric_, evalLoss_, evalMetric_})
     s->clear();
+  for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(data_->spec()));
   best_->clear();
   lossOffScale_->clear();
   metricOffScale_->clear();

@@ -644,6 +644,33 @@ class StudioTest : public QObject {
     QVERIFY2(!sum.isEmpty() && sum == batch, qPrintable(panel->lastResult()));
   }
 
+  // A curve of evaluation points keeps naming the split they came from when the project's
+  // evaluated split changes (the validation curve was relabelled "test").
+  void evaluationCurveKeepsItsSplitName() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    auto* panel = w.training();
+    DataPanel* data = panel->dataPanel();
+    data->refreshInputs();
+    QTRY_VERIFY_WITH_TIMEOUT(!data->busy(), 30000);
+    auto names = [&] {
+      QStringList n;
+      for (auto* series : panel->lossChart()->series()) n << series->name();
+      return n;
+    };
+    data->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kFraction);
+    data->splitFractionBox(DataPanel::kValidation)->setValue(0.1);
+    QVERIFY2(names().contains("validation"), qPrintable(names().join(",")));
+    data->trainLimitBox()->setValue(640);
+    panel->epochsBox()->setValue(1);
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(panel->seriesPoints("validation loss"), 1);
+    data->splitModeBox(DataPanel::kValidation)->setCurrentIndex(DataPanel::kNone);
+    QVERIFY2(names().contains("validation, then test"), qPrintable(names().join(",")));
+  }
+
   void saveReloadCompare() {
     QTemporaryDir dir;
     MainWindow w(false);
