@@ -755,13 +755,12 @@ bool MainWindow::loadDocument(const QString& path, bool reload) {
   } else {
     view_->fitToView(GraphView::kReadableZoom);
   }
-  showStatus(
-      tr("%1 %2: %3")
-          .arg(reload   ? tr("Reloaded from disk")
-               : isOnnx ? tr("Imported")
-                        : tr("Opened"),
-               QFileInfo(path).fileName(),
-               count(qint64(model_->graph().nodes().size()), tr("%1 node"), tr("%1 nodes"))));
+  const QString nodes =
+      count(qint64(model_->graph().nodes().size()), tr("%1 node"), tr("%1 nodes"));
+  const QString file = QFileInfo(path).fileName();
+  showStatus(reload ? tr("Reloaded %1 from disk (another program changed it): %2").arg(file, nodes)
+             : isOnnx ? tr("Imported %1: %2").arg(file, nodes)
+                      : tr("Opened %1: %2").arg(file, nodes));
   // This project's own unsaved work from a crash, if any (an import is a new, untitled
   // document: an untitled autosave is not its own).
   if (!isOnnx && !reload) offerRecovery();

@@ -707,7 +707,8 @@ class StudioTest : public QObject {
     QVERIFY(other.model()->moveNodes({{first, {-333, 77}}}).ok());
     QVERIFY(other.saveTo(path));
     QTRY_COMPARE_WITH_TIMEOUT(json(w), json(other), 5000);
-    QVERIFY2(w.statusMessage().contains("Reloaded from disk"), qPrintable(w.statusMessage()));
+    QVERIFY2(w.statusMessage().startsWith("Reloaded shared.dwproj from disk"),
+             qPrintable(w.statusMessage()));
     QCOMPARE(w.view()->transform(), zoom);
     QVERIFY(w.model()->undoStack()->isClean());
 
