@@ -280,8 +280,8 @@ TEST(Session, RefusesANodeWhoseInferredOutputExceedsMemory) {
     pads->set_name("pads");
     pads->set_data_type(onnx::TensorProto::INT64);
     pads->add_dims(8);
-    for (int64_t v : {int64_t(0), int64_t(0), int64_t(1), int64_t(1), int64_t(1) << 37,
-                      int64_t(0), int64_t(1), int64_t(1)})
+    for (int64_t v : {int64_t(0), int64_t(0), int64_t(1), int64_t(1), int64_t(1) << 37, int64_t(0),
+                      int64_t(1), int64_t(1)})
       pads->add_int64_data(v);
     auto* n = g->add_node();
     n->set_op_type("Pad");

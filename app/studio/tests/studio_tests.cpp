@@ -591,10 +591,8 @@ class StudioTest : public QObject {
   // has its own (both passed until Eval Step failed on them).
   void splitSourcesAreChecked() {
     MainWindow w(false);
-    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
-    DataPanel* data = w.training()->dataPanel();
-    data->refreshInputs();
-    QTRY_VERIFY_WITH_TIMEOUT(!data->busy(), 30000);
+    DataPanel* data = openWithData(w);
+    QVERIFY(data);
     QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
     const QString labels = data->pathEdit("label", DataPanel::kTest)->text();
     data->pathEdit("image", DataPanel::kTest)->setText(labels);
@@ -614,11 +612,9 @@ class StudioTest : public QObject {
   // test files to a validation fraction the sums start again (they mixed the two splits).
   void evalStepsStartAgainOnOtherData() {
     MainWindow w(false);
-    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    DataPanel* data = openWithData(w);
+    QVERIFY(data);
     auto* panel = w.training();
-    DataPanel* data = panel->dataPanel();
-    data->refreshInputs();
-    QTRY_VERIFY_WITH_TIMEOUT(!data->busy(), 30000);
     panel->batchSizeBox()->setValue(16);
     for (int i = 0; i < 2; ++i) {
       panel->evalStepButton()->click();
@@ -648,11 +644,9 @@ class StudioTest : public QObject {
   // evaluated split changes (the validation curve was relabelled "test").
   void evaluationCurveKeepsItsSplitName() {
     MainWindow w(false);
-    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    DataPanel* data = openWithData(w);
+    QVERIFY(data);
     auto* panel = w.training();
-    DataPanel* data = panel->dataPanel();
-    data->refreshInputs();
-    QTRY_VERIFY_WITH_TIMEOUT(!data->busy(), 30000);
     auto names = [&] {
       QStringList n;
       for (auto* series : panel->lossChart()->series()) n << series->name();
@@ -1857,6 +1851,18 @@ class StudioTest : public QObject {
   }
 
  private:
+  // The MLP example opened in `w`, its Data panel's rows read from the graph and every source
+  // read; null if it does not open.
+  static DataPanel* openWithData(MainWindow& w) {
+    if (!w.openFile(example("fashion_mnist_mlp.dwproj"))) return nullptr;
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    QElapsedTimer t;
+    t.start();
+    while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+    return data->busy() ? nullptr : data;
+  }
+
   // Predict's summary (the first batch's outputs), or "" with the error.
   static QString predicted(dw::studio::TrainingPanel* panel) {
     panel->predictButton()->click();
