@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -285,9 +284,6 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
 
   // Refuse models that declare tensors larger than memory, or whose shapes make one, before
   // allocating anything. A value made by a node is named with that node.
-  std::map<std::string, const onnx::NodeProto*> producer;
-  for (const auto& n : model.graph().node())
-    for (const auto& o : n.output()) producer[o] = &n;
   auto checkDeclared = [&](const onnx::ValueInfoProto& v) -> Status {
     IoInfo info = ioInfoFromType(v.name(), v.type());
     if (!info.hasShape || info.dtype == DType::kUndefined || info.dtype == DType::kString)
@@ -302,10 +298,13 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     std::snprintf(count, sizeof(count), bytes < 1e19L ? "%.0Lf" : "%.3Lg", bytes);
     const std::string size = info.describe() + " (" + count + " bytes), more than the " +
                              std::to_string(limit) + " bytes of available memory";
-    auto made = producer.find(v.name());
-    if (made == producer.end())
+    const auto& nodes = model.graph().node();
+    const auto made = std::find_if(nodes.begin(), nodes.end(), [&](const onnx::NodeProto& n) {
+      return std::find(n.output().begin(), n.output().end(), v.name()) != n.output().end();
+    });
+    if (made == nodes.end())
       return Status::error("tensor '" + v.name() + "' is declared as " + size);
-    const onnx::NodeProto& n = *made->second;
+    const onnx::NodeProto& n = *made;
     return Status::error("node '" + nodeName(n) + "' (" + n.op_type() + ") would make " + size +
                          "; check the node's inputs and attributes (pads, scales, shapes)");
   };

@@ -90,26 +90,23 @@ int runCommand(const RunArgs& a) {
   for (const auto& i : (*session)->inputs())
     if (!i.hasDefault) required.push_back(i.name);
   for (const auto& spec : a.inputs) {
-    auto eq = spec.find('=');
-    std::string name, file;
-    const bool named = eq != std::string::npos && eq > 0 &&
-                       std::any_of((*session)->inputs().begin(), (*session)->inputs().end(),
-                                   [&](const IoInfo& i) { return i.name == spec.substr(0, eq); });
-    if (named) {
-      name = spec.substr(0, eq);
-      file = spec.substr(eq + 1);
-    } else if (required.size() == 1 && (eq == std::string::npos || fs::exists(spec))) {
-      name = required[0];
-      file = spec;
-    } else if (eq == std::string::npos || eq == 0) {
+    const auto eq = spec.find('=');
+    const bool hasName = eq != std::string::npos && eq > 0;
+    const std::string prefix = hasName ? spec.substr(0, eq) : std::string();
+    const bool named =
+        hasName && std::any_of((*session)->inputs().begin(), (*session)->inputs().end(),
+                               [&](const IoInfo& i) { return i.name == prefix; });
+    const bool bare =
+        !named && required.size() == 1 && (eq == std::string::npos || fs::exists(spec));
+    if (!named && !bare && !hasName) {
       std::string names;
       for (const auto& i : (*session)->inputs()) names += (names.empty() ? "" : ", ") + i.name;
       return fail(
           "--input expects NAME=FILE (the model's inputs: " + names + "), got '" + spec + "'", 2);
-    } else {
-      name = spec.substr(0, eq);
-      file = spec.substr(eq + 1);
     }
+    // Otherwise a NAME= the model lacks is said by the session, with the names it has.
+    const std::string name = bare ? required[0] : prefix;
+    const std::string file = bare ? spec : spec.substr(eq + 1);
     if (inputs.count(name))
       return fail("--input " + name + " is given twice; give each input once", 2);
     // A .pb for a sequence, optional or sparse input holds a SequenceProto, OptionalProto or

@@ -71,6 +71,7 @@ void checkTrainingSection(const Graph& g, const std::string& path,
   for (auto [split, files] : {std::pair{"train", &cfg->dataset.train},
                               {"validation", &cfg->dataset.validation},
                               {"test", &cfg->dataset.test}}) {
+    const bool train = std::string(split) == "train";
     // Samples per source of the split (input, file, count): they must agree.
     std::vector<std::tuple<std::string, std::string, int64_t>> counts;
     for (size_t i = 0; i < files->size(); ++i) {
@@ -98,7 +99,7 @@ void checkTrainingSection(const Graph& g, const std::string& path,
                           summary->samples);
       std::string misfit = training::checkFit(*summary, f, in->second);
       if (misfit.empty()) {
-        if (std::string(split) == "train") fitsInTrain[f.input] = file;
+        if (train) fitsInTrain[f.input] = file;
         continue;
       }
       // In another split, with the input's train source fitting, the file is the odd one out:
@@ -106,7 +107,7 @@ void checkTrainingSection(const Graph& g, const std::string& path,
       const std::string takes = " takes " + in->second.typeText;
       const auto trained = fitsInTrain.find(f.input);
       const size_t cut = misfit.find(takes);
-      if (std::string(split) != "train" && trained != fitsInTrain.end() && cut != std::string::npos)
+      if (!train && trained != fitsInTrain.end() && cut != std::string::npos)
         misfit = misfit.substr(0, cut + takes.size()) + ": the train source " +
                  std::filesystem::path(trained->second).filename().string() +
                  " fits it, so this file is the odd one; choose the " + split +
@@ -125,7 +126,7 @@ void checkTrainingSection(const Graph& g, const std::string& path,
         break;
       }
     // A split with sources of its own needs one for every data input, as train does.
-    if (std::string(split) != "train" && !files->empty())
+    if (!train && !files->empty())
       for (const auto& [name, in] : dataInputs)
         if (std::none_of(files->begin(), files->end(),
                          [&](const auto& f) { return f.input == name; }))

@@ -362,8 +362,7 @@ class DataSpecCommand : public QUndoCommand {
 }  // namespace
 
 void DataPanel::restoreSpec(const DatasetSpec& spec) {
-  setSpec(spec, baseDir_);
-  committed_ = specText(spec);
+  setSpec(spec, baseDir_);  // which records it as the undo stack's
   updateSummary();
   emit specChanged();
 }
@@ -385,7 +384,7 @@ void DataPanel::setSpec(const DatasetSpec& spec, const QString& baseDir) {
   trainLimit_->setValue(int(std::min<int64_t>(spec.trainLimit, std::numeric_limits<int>::max())));
   loading_ = false;
   refreshInputs();
-  committed_ = specText(this->spec());
+  committed_ = this->spec();
 }
 
 std::vector<DataInput> DataPanel::graphInputs() const {
@@ -1166,8 +1165,9 @@ void DataPanel::changed() {
   updateSummary();
   // The kept copy of the sources is the rows' own now, with those of inputs not on the canvas
   // (a row built again later starts from what was last chosen, not from what the file had).
+  const DatasetSpec now = spec();
   {
-    DatasetSpec kept = spec();
+    DatasetSpec kept = now;
     auto shown = [&](const std::string& name) {
       return std::any_of(rows_.begin(), rows_.end(),
                          [&](const auto& r) { return r && r->input.name == name; });
@@ -1180,12 +1180,9 @@ void DataPanel::changed() {
     spec_ = std::move(kept);
   }
   // A step on the undo stack: Ctrl+Z after a data edit took back the graph edit before it.
-  const DatasetSpec now = spec();
-  const std::string text = specText(now);
-  if (text != committed_) {
-    auto before = dw::engine::training::parseTrainingConfig(committed_);
-    committed_ = text;
-    if (before.ok()) model_->undoStack()->push(new DataSpecCommand(this, before->dataset, now));
+  if (specText(now) != specText(committed_)) {
+    model_->undoStack()->push(new DataSpecCommand(this, committed_, now));
+    committed_ = now;
   }
   emit specChanged();
 }

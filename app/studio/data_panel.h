@@ -129,7 +129,7 @@ class DataPanel : public QWidget {
   QTimer refresh_;
   bool loading_ = false;
   // What the undo stack last recorded: a change is a step when spec() differs from it.
-  std::string committed_;
+  dw::engine::training::DatasetSpec committed_;
 };
 
 }  // namespace dw::studio

@@ -228,9 +228,8 @@ void MainWindow::createDocks() {
   connect(training_, &TrainingPanel::weightsStateChanged, this, &MainWindow::updateTitle);
   // A Fit across processes trains the project on disk: what the user sees must be in it.
   training_->saveForProcesses = [this]() -> QString {
-    const bool unsaved = !model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
-                         training_->hasUnsavedSettings();
-    if (!currentFile_.isEmpty() && !unsaved && QFileInfo::exists(currentFile_)) return currentFile_;
+    if (!currentFile_.isEmpty() && !hasUnsavedWork() && QFileInfo::exists(currentFile_))
+      return currentFile_;
     if (!currentFile_.isEmpty()) return saveTo(currentFile_) ? currentFile_ : QString();
     if (!interactive_) return QString();
     return saveAs(tr("Save the project to fit it in %1 processes")
@@ -482,8 +481,7 @@ void MainWindow::updateTitle() {
                            : tr("untitled");
   setWindowTitle(QStringLiteral("%1[*] — deepwire studio").arg(name));
   // Trained weights the graph does not hold yet are unsaved work too.
-  setWindowModified(!model_->undoStack()->isClean() || training_->hasUnsyncedWeights() ||
-                    training_->hasUnsavedSettings());
+  setWindowModified(hasUnsavedWork());
 }
 
 void MainWindow::refreshProblems() {
@@ -717,8 +715,16 @@ void MainWindow::checkDisk() {
 bool MainWindow::loadDocument(const QString& path, bool reload) {
   const std::string p = path.toStdString();
   const bool isOnnx = path.endsWith(QStringLiteral(".onnx"), Qt::CaseInsensitive);
+  // A project's bytes, read once: parsed here and kept to tell another program's change of the
+  // file from this window's own saves.
+  QByteArray bytes;
   Result<Graph> g = [&]() -> Result<Graph> {
-    if (!isOnnx) return loadProject(p);
+    if (!isOnnx) {
+      auto text = readFile(p);
+      if (!text.ok()) return text.status();
+      bytes = QByteArray::fromStdString(*text);
+      return projectFromJsonText(*text, p);
+    }
     auto m = readOnnxFile(p);
     if (!m.ok()) return m.status();
     return importOnnx(*m, p);  // lays the graph out when the file has no deepwire layout
@@ -743,12 +749,7 @@ bool MainWindow::loadDocument(const QString& path, bool reload) {
   if (!isOnnx) addRecent(currentFile_);
   pasteCount_ = 0;
   updateTitle();
-  if (isOnnx) {
-    watchFile(QByteArray());
-  } else {
-    QFile f(currentFile_);
-    watchFile(f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray());
-  }
+  watchFile(bytes);
   if (reload) {
     view_->setTransform(zoom);
     view_->centerOn(centre);
@@ -827,10 +828,7 @@ bool MainWindow::saveAs(const QString& title) {
 }
 
 bool MainWindow::maybeSave() {
-  if ((model_->undoStack()->isClean() && !training_->hasUnsyncedWeights() &&
-       !training_->hasUnsavedSettings()) ||
-      !interactive_)
-    return true;
+  if (!hasUnsavedWork() || !interactive_) return true;
   const auto answer = QMessageBox::warning(
       this, tr("Unsaved changes"), tr("The document has unsaved changes. Save them?"),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);

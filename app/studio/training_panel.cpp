@@ -1138,12 +1138,7 @@ Status TrainingPanel::resetWeights() {
   if (busy_)
     return Status::error(
         "training is running; press Stop and wait for it to finish, then reset the weights");
-  worker_->trainer_.reset();
-  worker_->predictor_.reset();
-  origins_.clear();
-  trained_ = false;
-  unsynced_ = false;
-  graphDirty_ = true;
+  forgetTrainer();
   std::vector<Node> cleared;
   for (const auto& [id, n] : model_->graph().nodes())
     if (!n.weights.empty()) {
@@ -1545,16 +1540,9 @@ void TrainingPanel::readProcessErrors() {
 }
 
 void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
+  // The epoch's evaluation goes where its last step line put the run (runSteps_).
   const qint64 epoch = line.value(QStringLiteral("epoch")).toInteger();
-  const double seconds = line.value(QStringLiteral("seconds")).toDouble();
   runSamplesPerSec_ = line.value(QStringLiteral("samples_per_second")).toDouble();
-  // The line counts samples, not steps: the epoch's samples in batches of the global batch size
-  // put its point where the studio's own Fit would have.
-  // Without step lines (a CLI before --json-steps), the steps follow from the samples.
-  if (runFirstStep_ < 0) {
-    const qint64 samples = qRound64(runSamplesPerSec_ * seconds);
-    runSteps_ += std::max<qint64>(1, (samples + runBatch_ - 1) / runBatch_);
-  }
   runEpochsDone_ = epoch;
   runTrainLoss_ = line.value(QStringLiteral("train_loss")).toDouble(std::nan(""));
   const QJsonValue testLoss = line.value(QStringLiteral("test_loss"));
@@ -1563,9 +1551,6 @@ void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
   runTestLoss_ = testLoss.toDouble(std::nan(""));
   runTestAccuracy_ = testAcc.isDouble() ? testAcc.toDouble() : -1;
   lastStep_ = stepOffset_ + runSteps_;
-  // The steps drew the training curve; the epoch's mean is a point of it only without them.
-  if (std::isfinite(runTrainLoss_) && runFirstStep_ < 0)
-    trainLoss_->append(double(lastStep_), runTrainLoss_);
   if (const QJsonValue w = line.value(QStringLiteral("warning")); w.isString())
     pendingWarning_ = tr("epoch %1: %2").arg(epoch).arg(w.toString());
   throughput_->setText(tr("%1 samples/s").arg(runSamplesPerSec_, 0, 'f', 0));
@@ -1691,14 +1676,18 @@ Status TrainingPanel::writeProcessWeights(const QString& trainedPath, int* kept)
         changed, tr("Write trained weights (%1 processes)").arg(runProcesses_)));
   // The studio's own trainer still holds the weights from before the run: the next step builds
   // one from the canvas, which now holds the run's.
+  forgetTrainer();
+  emit weightsStateChanged();
+  return Status();
+}
+
+void TrainingPanel::forgetTrainer() {
   worker_->trainer_.reset();
   worker_->predictor_.reset();
   origins_.clear();
   trained_ = false;
   unsynced_ = false;
   graphDirty_ = true;
-  emit weightsStateChanged();
-  return Status();
 }
 
 void TrainingPanel::onProcessFinished(int code, QProcess::ExitStatus status) {

@@ -172,6 +172,8 @@ class TrainingPanel : public QWidget {
   void startProcessFit();
   void readProcessOutput();
   void readProcessErrors();
+  // Drops the studio's own trainer (and predictor): the next job builds one from the canvas.
+  void forgetTrainer();
   void onProcessEpoch(const QJsonObject& line);
   // Steps of one read of the run's output; false when `line` is no step line.
   bool takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points);

@@ -416,6 +416,12 @@ class Where : public Kernel {
       const T* pa = a.data<T>();
       const T* pb = b.data<T>();
       T* py = y->data<T>();
+      // A choice by bit mask (T is an unsigned integer of the element's size) rather than a
+      // branch: a mask of random bits mispredicted every other element, 4 ns an element.
+      auto pick = [](bool cond, T yes, T no) {
+        const T m = static_cast<T>(T(0) - static_cast<T>(cond));
+        return static_cast<T>((yes & m) | (no & ~m));
+      };
       // Each input whole (of the output's shape) or one value: a flat loop per combination
       // (a mask and a fill value, the usual masking of attention scores), 20x the broadcasting
       // loop's speed.
@@ -425,39 +431,22 @@ class Where : public Kernel {
         auto loop = [&](auto wc, auto wa, auto wb) {
           constexpr bool kC = decltype(wc)::value, kA = decltype(wa)::value,
                          kB = decltype(wb)::value;
-          // A choice by bit mask (T is an unsigned integer of the element's size) rather than a
-          // branch: a mask of random bits mispredicted every other element, 4 ns an element.
-          forThreadRanges(n, n, [pc, pa, pb, py](int64_t from, int64_t to) {
-            for (int64_t i = from; i < to; ++i) {
-              const T m = static_cast<T>(T(0) - static_cast<T>(pc[kC ? i : 0] != 0));
-              py[i] = static_cast<T>((pa[kA ? i : 0] & m) | (pb[kB ? i : 0] & ~m));
-            }
+          forThreadRanges(n, n, [pc, pa, pb, py, pick](int64_t from, int64_t to) {
+            for (int64_t i = from; i < to; ++i)
+              py[i] = pick(pc[kC ? i : 0], pa[kA ? i : 0], pb[kB ? i : 0]);
           });
         };
-        using W = std::true_type;
-        using O = std::false_type;
-        const bool wc = c.shape() == *shape, wa = a.shape() == *shape, wb = b.shape() == *shape;
-        if (wc && wa && wb)
-          loop(W{}, W{}, W{});
-        else if (wc && wa)
-          loop(W{}, W{}, O{});
-        else if (wc && wb)
-          loop(W{}, O{}, W{});
-        else if (wc)
-          loop(W{}, O{}, O{});
-        else if (wa && wb)
-          loop(O{}, W{}, W{});
-        else if (wa)
-          loop(O{}, W{}, O{});
-        else if (wb)
-          loop(O{}, O{}, W{});
-        else
-          loop(O{}, O{}, O{});
+        // Whole or one value, per input, as a type the loop is compiled for.
+        auto whole = [&](const Tensor& t, auto next) {
+          return t.shape() == *shape ? next(std::true_type{}) : next(std::false_type{});
+        };
+        whole(c, [&](auto wc) {
+          whole(a, [&](auto wa) { whole(b, [&](auto wb) { loop(wc, wa, wb); }); });
+        });
         return Status();
       }
       forEachBroadcastParallel<3>(*shape, ins, [&](int64_t i, const std::array<int64_t, 3>& o) {
-        const T m = static_cast<T>(T(0) - static_cast<T>(pc[o[0]] != 0));
-        py[i] = static_cast<T>((pa[o[1]] & m) | (pb[o[2]] & ~m));
+        py[i] = pick(pc[o[0]], pa[o[1]], pb[o[2]]);
       });
       return Status();
     });

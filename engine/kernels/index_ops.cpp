@@ -344,6 +344,7 @@ class TopK : public Kernel {
     out[a] = k;
     DW_ALLOC(v, ctx.output(0, x.dtype(), out));
     DW_ALLOC(ix, ctx.output(1, DType::kInt64, out));
+    if (k == 0) return Status();
     return dispatchNumeric(x.dtype(), [&](auto z) {
       using T = decltype(z);
       const T* s = x.data<T>();
@@ -367,7 +368,6 @@ class TopK : public Kernel {
         for (int64_t u = from; u < to; ++u) {
           const int64_t o = u / inner, i = u % inner;
           const T* p = s + o * n * inner + i;
-          if (k == 0) continue;
           // The best k so far, in order: most values lose to the k-th at once (a small k
           // of a long line).
           int64_t kept = 0;

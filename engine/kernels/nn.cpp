@@ -547,28 +547,26 @@ class ResizeKernel : public Kernel {
     if (single) {
       std::vector<int64_t> col(static_cast<size_t>(inner));
       for (int64_t k = 0; k < inner; ++k) col[k] = source(r - 1, k);
-      return dispatchBytes(
-                 x.dtype(),
-                 [&](auto z) -> Status {
-                   using T = decltype(z);
-                   const T* src = static_cast<const T*>(x.raw());
-                   T* dst = static_cast<T*>(y.raw());
-                   forThreadRanges(rows, y.size(), [&](int64_t from, int64_t to) {
-                     for (int64_t row = from; row < to; ++row) {
-                       int64_t at = 0;
-                       for (int64_t rest = row, d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
-                         at += source(d, rest % out[d]) * inStrides[d];
-                         rest /= out[d];
-                       }
-                       const T* in = src + at;
-                       T* o = dst + row * inner;
-                       for (int64_t k = 0; k < inner; ++k) o[k] = in[col[k]];
-                     }
-                   });
-                   return Status();
-                 }).ok()
-                 ? Result<bool>(true)
-                 : Result<bool>(false);
+      // Elements moved as bytes; a dtype of no fixed size (strings) is the general passes'.
+      const Status moved = dispatchBytes(x.dtype(), [&](auto z) -> Status {
+        using T = decltype(z);
+        const T* src = static_cast<const T*>(x.raw());
+        T* dst = static_cast<T*>(y.raw());
+        forThreadRanges(rows, y.size(), [&](int64_t from, int64_t to) {
+          for (int64_t row = from; row < to; ++row) {
+            int64_t at = 0;
+            for (int64_t rest = row, d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
+              at += source(d, rest % out[d]) * inStrides[d];
+              rest /= out[d];
+            }
+            const T* in = src + at;
+            T* o = dst + row * inner;
+            for (int64_t k = 0; k < inner; ++k) o[k] = in[col[k]];
+          }
+        });
+        return Status();
+      });
+      return moved.ok();
     }
     if (x.dtype() != DType::kFloat || r < 2 || !lastTwo) return false;
     // Planes of H x W (the last two axes); the axes before them keep their indices.

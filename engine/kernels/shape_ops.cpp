@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <mutex>
 #include <numeric>
 #include <type_traits>
 
@@ -496,17 +495,11 @@ class Cast : public Kernel {
     // Into the pool's buffer, on the session's threads: a fresh tensor per run faulted in
     // 12.8 MB of new pages each time (a 1.6M-value cast to int64 took 14 ms, not 1).
     DW_ALLOC(y, ctx.output(0, to, x.shape()));
+    // castInto's checks do not depend on the range: made once, on none of it.
+    DW_RETURN_IF_ERROR(x.castInto(*y, 0, 0));
     const int64_t n = x.size();
-    Status st;
-    std::mutex failed;
-    forThreadRanges(n, n, [&](int64_t from, int64_t upTo) {
-      Status s = x.castInto(*y, from, upTo);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(failed);
-        st = s;
-      }
-    });
-    return st;
+    forThreadRanges(n, n, [&](int64_t from, int64_t upTo) { (void)x.castInto(*y, from, upTo); });
+    return Status();
   }
 
  private:
