@@ -8,6 +8,7 @@
 #include <onnx/defs/attr_proto_util.h>
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
+#include <onnx/defs/tensor_proto_util.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -1767,6 +1768,59 @@ const std::vector<MsOp>& msOps() {
          const auto* to = ctx.getAttribute("to");
          onnx::updateOutputElemType(ctx, 0, to ? static_cast<int32_t>(to->i()) : 1);
          if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+       }},
+      {"QuantizeBFP", "quantization",
+       "x (float, float16 or bfloat16) as block floating point bytes y, with x's shape and "
+       "row-major strides. Blocks of 16 values along block_dim share an 8-bit exponent E "
+       "(bias 127); each value keeps a sign and an M-bit magnitude m, worth m * 2^(E - 127 - "
+       "(M - 1)). bfp_type 0 is BFP_1_8_8_16 (M = 8, 19 bytes a block), 1 is BFP_1_4_8_16 "
+       "(M = 4, 11 bytes). E comes from the block's largest magnitude; magnitudes round to "
+       "nearest even. A block is a little-endian bit stream: E, then each value's code "
+       "(magnitude in the low M bits, sign above). A line not a multiple of 16 long ends in "
+       "a zero-padded block. NaN and infinity are refused. ONNX Runtime defines no layout; "
+       "this one is deepwire's, and DequantizeBFP reads it.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::UINT8);
+         onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT64);
+         onnx::updateOutputElemType(ctx, 2, onnx::TensorProto::INT64);
+         onnx::TensorShapeProto vector;
+         vector.add_dim();
+         onnx::updateOutputShape(ctx, 0, vector);
+         if (onnx::hasInputShape(ctx, 0))
+           vector.mutable_dim(0)->set_dim_value(onnx::getInputShape(ctx, 0).dim_size());
+         for (size_t i : {size_t{1}, size_t{2}}) onnx::updateOutputShape(ctx, i, vector);
+       }},
+      {"DequantizeBFP", "quantization",
+       "Block floating point bytes x (as QuantizeBFP writes them) back to a tensor of the "
+       "given shape, as dtype (1 float, 10 float16, 16 bfloat16). strides, in elements, give "
+       "the original tensor's memory layout, which orders the blocks: any dense layout is "
+       "read, and x must hold exactly the blocks the shape makes. bfp_type 0 is BFP_1_8_8_16, "
+       "1 BFP_1_4_8_16; the custom types 2 and 3 are a hardware's own and are refused.",
+       17, nullptr,
+       [](onnx::InferenceContext& ctx) {
+         const auto* dtype = ctx.getAttribute("dtype");
+         onnx::updateOutputElemType(ctx, 0, dtype ? static_cast<int32_t>(dtype->i()) : 1);
+         // A malformed model may claim any length: ranks past 64 are left to the kernel's
+         // error instead of being built here.
+         const onnx::TensorProto* shape = ctx.getInputData(1);
+         if (shape && shape->data_type() == onnx::TensorProto::INT64) {
+           const std::vector<int64_t> dims = onnx::ParseData<int64_t>(shape);
+           if (dims.size() > 64 || std::any_of(dims.begin(), dims.end(),
+                                               [](int64_t d) { return d < 0; }))
+             return;
+           onnx::TensorShapeProto y;
+           for (int64_t d : dims) y.add_dim()->set_dim_value(d);
+           onnx::updateOutputShape(ctx, 0, y);
+         } else if (onnx::hasInputShape(ctx, 1)) {
+           const auto& s = onnx::getInputShape(ctx, 1);
+           if (s.dim_size() == 1 && s.dim(0).has_dim_value() && s.dim(0).dim_value() >= 0 &&
+               s.dim(0).dim_value() <= 64) {
+             onnx::TensorShapeProto y;
+             for (int64_t i = 0; i < s.dim(0).dim_value(); ++i) y.add_dim();
+             onnx::updateOutputShape(ctx, 0, y);
+           }
+         }
        }},
       {"QOrderedMatMul", "quantization",
        "int8 matrix product: Y = saturate(scale_A scale_B / scale_Y * A B + scale_C / "

@@ -62,6 +62,29 @@ Status dispatchFloat(DType t, F&& f) {
   }
 }
 
+// Float, float16 and bfloat16 values read and written as float.
+inline float loadFloat(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat16:
+      return halfToFloat(t.data<uint16_t>()[i]);
+    case DType::kBFloat16:
+      return bf16ToFloat(t.data<uint16_t>()[i]);
+    default:
+      return t.data<float>()[i];
+  }
+}
+inline void storeFloat(Tensor& t, int64_t i, float v) {
+  switch (t.dtype()) {
+    case DType::kFloat16:
+      t.data<uint16_t>()[i] = floatToHalf(v);
+      return;
+    case DType::kBFloat16:
+      t.data<uint16_t>()[i] = floatToBf16(v);
+      return;
+    default:
+      t.data<float>()[i] = v;
+  }
+}
 // Dispatch on any fixed-size dtype by storage width; for ops that only move data.
 template <class F>
 Status dispatchBytes(DType t, F&& f) {

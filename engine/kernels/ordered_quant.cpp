@@ -104,29 +104,6 @@ Result<float> scalarOf(KernelContext& ctx, size_t i, const char* name) {
   return t.data<float>()[0];
 }
 
-// Float, float16 and bfloat16 values read and written as float.
-float loadFloat(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat16:
-      return halfToFloat(t.data<uint16_t>()[i]);
-    case DType::kBFloat16:
-      return bf16ToFloat(t.data<uint16_t>()[i]);
-    default:
-      return t.data<float>()[i];
-  }
-}
-void storeFloat(Tensor& t, int64_t i, float v) {
-  switch (t.dtype()) {
-    case DType::kFloat16:
-      t.data<uint16_t>()[i] = floatToHalf(v);
-      return;
-    case DType::kBFloat16:
-      t.data<uint16_t>()[i] = floatToBf16(v);
-      return;
-    default:
-      t.data<float>()[i] = v;
-  }
-}
 bool floatLike(DType t) {
   return t == DType::kFloat || t == DType::kFloat16 || t == DType::kBFloat16;
 }

@@ -21,6 +21,7 @@ void registerReferenceKernels(KernelRegistry& r) {
   addGenerationKernels(r);
   addDecoderAttentionKernels(r);
   addOrderedQuantKernels(r);
+  addBfpKernels(r);
   addContribRnnKernels(r);
   addLongformerKernels(r);
   addElementwiseGradKernels(r);

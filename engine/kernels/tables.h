@@ -25,6 +25,7 @@ void addMicrosoftKernels(KernelRegistry& r);         // kernels/microsoft_ops.cp
 void addGenerationKernels(KernelRegistry& r);        // kernels/generation.cpp
 void addDecoderAttentionKernels(KernelRegistry& r);  // kernels/decoder_attention.cpp
 void addOrderedQuantKernels(KernelRegistry& r);      // kernels/ordered_quant.cpp
+void addBfpKernels(KernelRegistry& r);               // kernels/bfp.cpp
 void addContribRnnKernels(KernelRegistry& r);        // onednn/rnn_contrib.cpp
 void addLongformerKernels(KernelRegistry& r);        // kernels/longformer_attention.cpp
 // Their gradient and training-mode kernels (domain com.deepwire.grad).

@@ -9,6 +9,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -426,6 +427,121 @@ TEST(MicrosoftOps, QLinearReduceMeanWorkedValues) {
   ASSERT_EQ(y.shape(), (dw::engine::Shape{2}));
   EXPECT_EQ(y.data<uint8_t>()[0], 108);
   EXPECT_EQ(y.data<uint8_t>()[1], 107);
+}
+
+// Block floating point (deepwire's layout, engine/kernels/bfp.cpp): QuantizeBFP then
+// DequantizeBFP gives back each value within half a step of its block, quantizing that again
+// gives the same bytes, bfloat16 output holds BFP_1_8_8_16's 8-bit magnitudes exactly, and what
+// the layout cannot hold or read is refused with the reason.
+TEST(MicrosoftOps, BlockFloatingPointRoundTripsAndRefusesWhatItCannotRead) {
+  using dw::engine::test::addInit;
+  using dw::engine::test::addNode;
+  using dw::engine::test::attrI;
+  (void)dw::Catalogue::instance();
+  auto model = [](int64_t type, int64_t dtype, const dw::engine::Tensor& x) {
+    auto m = dw::engine::test::emptyModel();
+    auto* imp = m.add_opset_import();
+    imp->set_domain("com.microsoft");
+    imp->set_version(1);
+    auto* g = m.mutable_graph();
+    addInit(g, "x", x);
+    for (auto* n : {addNode(g, "QuantizeBFP", {"x"}, {"q", "shape", "strides"}),
+                    addNode(g, "DequantizeBFP", {"q", "shape", "strides"}, {"y"})}) {
+      n->set_domain("com.microsoft");
+      attrI(n, "bfp_type", type);
+      attrI(n, "block_dim", 1);
+    }
+    attrI(g->mutable_node(1), "dtype", dtype);
+    g->mutable_node(0)->set_name("quantize");
+    for (const char* out : {"q", "y"}) g->add_output()->set_name(out);
+    return m;
+  };
+  // Blocks along axis 1 of [3, 21, 2]: lines of 21 values end in blocks of 5, padded.
+  dw::engine::Tensor x = dw::engine::test::randomTensor({3, 21, 2}, 11, -4, 4);
+  x.data<float>()[7] = 1e-30f;
+  for (int64_t type : {0, 1}) {
+    SCOPED_TRACE("bfp_type " + std::to_string(type));
+    const int mantissa = type == 0 ? 8 : 4;
+    auto s = dw::engine::InferenceSession::create(model(type, 1, x), {});
+    ASSERT_TRUE(s.ok()) << s.message();
+    auto r = (*s)->run({});
+    ASSERT_TRUE(r.ok()) << r.message();
+    const dw::engine::Tensor& y = r->at("y");
+    ASSERT_EQ(y.shape(), x.shape());
+    ASSERT_EQ(r->at("q").size(), 3 * 2 * 2 * (type == 0 ? 19 : 11));
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        for (int64_t b = 0; b < 21; b += 16) {
+          float largest = 0;
+          for (int64_t k = b; k < std::min<int64_t>(b + 16, 21); ++k)
+            largest = std::max(largest, std::fabs(x.data<float>()[(i * 21 + k) * 2 + j]));
+          int e = 0;
+          std::frexp(largest, &e);
+          // The step is 2^(e - mantissa) or, where rounding raised the exponent, twice that.
+          const float step = std::ldexp(1.0f, e - mantissa + 1);
+          for (int64_t k = b; k < std::min<int64_t>(b + 16, 21); ++k) {
+            const int64_t at = (i * 21 + k) * 2 + j;
+            EXPECT_LE(std::fabs(y.data<float>()[at] - x.data<float>()[at]), step / 2) << at;
+          }
+        }
+    // Quantizing the dequantized tensor again gives the same bytes.
+    auto again = dw::engine::InferenceSession::create(model(type, 1, y), {});
+    ASSERT_TRUE(again.ok()) << again.message();
+    auto r2 = (*again)->run({});
+    ASSERT_TRUE(r2.ok()) << r2.message();
+    EXPECT_EQ(std::memcmp(r2->at("q").raw(), r->at("q").raw(), r->at("q").size()), 0);
+    if (type == 0) {
+      auto bf = dw::engine::InferenceSession::create(model(type, 16, x), {});
+      ASSERT_TRUE(bf.ok()) << bf.message();
+      auto r3 = (*bf)->run({});
+      ASSERT_TRUE(r3.ok()) << r3.message();
+      ASSERT_EQ(r3->at("y").dtype(), dw::engine::DType::kBFloat16);
+      for (int64_t i = 0; i < y.size(); ++i)
+        EXPECT_EQ(dw::engine::bf16ToFloat(r3->at("y").data<uint16_t>()[i]), y.data<float>()[i]);
+    }
+  }
+  // A hardware's own type, NaN, and bytes or strides that do not fit the shape.
+  auto custom = dw::engine::InferenceSession::create(model(2, 1, x), {});
+  ASSERT_FALSE(custom.ok());
+  EXPECT_NE(custom.message().find("Custom_BFP_0) is reserved for a hardware's own layout"),
+            std::string::npos)
+      << custom.message();
+  dw::engine::Tensor withNan = x;
+  withNan.data<float>()[5] = std::nanf("");
+  auto nan = (*dw::engine::InferenceSession::create(model(0, 1, withNan), {}))->run({});
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.message().find("quantize"), std::string::npos) << nan.message();
+  EXPECT_NE(nan.message().find("at flat index 5; BFP has no code for NaN"), std::string::npos)
+      << nan.message();
+  const fs::path golden = fs::path(DW_SOURCE_DIR) / "tests/golden/ref-contrib";
+  auto run = [&](const std::string& name, auto edit) {
+    auto session = dw::engine::InferenceSession::create(load(golden / name / "model.onnx"));
+    EXPECT_TRUE(session.ok()) << session.message();
+    auto in = caseInputs(golden / name);
+    edit(in);
+    return (*session)->run(in);
+  };
+  auto r = run("dequantizebfp_m8_row_major", [](auto& in) {
+    in["shape"].template data<int64_t>()[2] = 40;
+    in["strides"].template data<int64_t>()[0] = 200;
+    in["strides"].template data<int64_t>()[1] = 40;
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("x holds 380 bytes; shape [2, 5, 40] with block_dim 2 makes 30 "
+                             "blocks of 19 bytes (bfp_type 0), 570 bytes"),
+            std::string::npos)
+      << r.message();
+  r = run("dequantizebfp_m8_row_major",
+          [](auto& in) { in["strides"].template data<int64_t>()[0] = 50; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("strides [50, 20, 1] are not a dense layout of [2, 5, 20]"),
+            std::string::npos)
+      << r.message();
+  r = run("dequantizebfp_m8_row_major",
+          [](auto& in) { in["shape"].template data<int64_t>()[1] = -5; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("shape [2, -5, 20] has a negative size"), std::string::npos)
+      << r.message();
 }
 
 }  // namespace

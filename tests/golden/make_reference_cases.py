@@ -5,7 +5,8 @@ GroupNorm, SkipGroupNorm, TorchEmbedding, RemovePadding, RestorePadding, ReduceS
 BiasDropout, GemmaRotaryEmbedding, RelativePositionBias, BiasSoftmax, BitmaskDropout,
 BitmaskBiasDropout, NhwcConv, NhwcFusedConv, Rfft, Irfft, SparseAttention (whose CPU kernel needs
 past and present in one buffer), LongformerAttention, DecoderAttention, GatedRelativePositionBias, PackedAttention, PackedMultiHeadAttention,
-QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
+QuantizeBFP and DequantizeBFP (which it declares without a kernel or a byte layout: the layout is
+deepwire's, engine/kernels/bfp.cpp), QuantizeWithOrder, DequantizeWithOrder, QOrderedMatMul, QOrderedGelu, QOrderedLayerNormalization,
 QOrderedAttention, QOrderedLongformerAttention, SparseToDenseMatMul (whose sparse A ONNX Runtime's
 Node.js binding cannot feed), GemmFloat8 (its float and float16 forms), MoE's
 forms its CPU kernel refuses (fc3 gating, swiglu with concatenated halves), and MulInteger,
@@ -17,6 +18,7 @@ does `deepwire conformance --data tests/golden --suite ref-contrib`.
 
 Usage: /usr/bin/python3 tests/golden/make_reference_cases.py
 """
+import itertools
 import math
 import os
 import shutil
@@ -57,7 +59,7 @@ def case(name, op, inputs, outputs, **attrs):
     for i, (n, a) in enumerate(outputs):
         open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb").write(
             numpy_helper.from_array(a if a.dtype in (np.int32, np.float16, np.bool_, np.uint32,
-                                                     np.int8, np.uint8)
+                                                     np.int8, np.uint8, np.int64)
                                     else a.astype(np.float32), n).SerializeToString())
 
 
@@ -876,6 +878,128 @@ def main_sparse_to_dense():
     sparse_case("sparsetodensematmul_int64", 3, 5, 4, 6, np.int64)
 
 
+# Block floating point as deepwire lays it out (engine/kernels/bfp.cpp): blocks of 16 values
+# along block_dim, stored in the order of their first value in the original memory layout; each
+# block a little-endian bit stream of an 8-bit exponent E (bias 127), then per value an (M+1)-bit
+# code, magnitude low and sign high, worth m * 2^(E - 127 - (M - 1)). Written here bit by bit in
+# float64, apart from the kernel's code.
+BFP_MANTISSA = {0: 8, 1: 4}
+
+
+def bfp_blocks(shape, strides, block_dim):
+    """Each block's row-major flat indices (None past a line's end), in storage order."""
+    rank = len(shape)
+    axis = block_dim % rank
+    order = sorted(range(rank), key=lambda a: -strides[a])  # stable: outermost first
+    extent = [-(-shape[a] // 16) if a == axis else shape[a] for a in range(rank)]
+    blocks = []
+    for idx in itertools.product(*[range(extent[a]) for a in order]):
+        pos = dict(zip(order, idx))
+        block = []
+        for k in range(16):
+            c = pos[axis] * 16 + k
+            coords = tuple(c if a == axis else pos[a] for a in range(rank))
+            block.append(int(np.ravel_multi_index(coords, shape)) if c < shape[axis] else None)
+        blocks.append(block)
+    return blocks
+
+
+def bfp_encode_block(values, M):
+    top = 2 ** M - 1
+    largest = max(abs(v) for v in values)
+    e = 0 if largest == 0 else min(max(math.frexp(largest)[1] - 1 + 127, 0), 254)
+
+    def magnitude(v, e):
+        return round(abs(v) * 2.0 ** -(e - 127 - (M - 1)))  # Python rounds half to even
+
+    if e < 254 and magnitude(largest, e) > top:
+        e += 1
+    bits = [e >> i & 1 for i in range(8)]
+    for v in values:
+        m = min(magnitude(v, e), top)
+        code = m | (1 << M if m and math.copysign(1.0, v) < 0 else 0)
+        bits += [code >> i & 1 for i in range(M + 1)]
+    return [sum(bits[8 * j + i] << i for i in range(8)) for j in range(len(bits) // 8)]
+
+
+def bfp_decode_block(data, M):
+    bits = [b >> i & 1 for b in data for i in range(8)]
+    e = sum(bits[i] << i for i in range(8))
+    values = []
+    for k in range(16):
+        code = sum(bits[8 + k * (M + 1) + i] << i for i in range(M + 1))
+        v = (code & (2 ** M - 1)) * 2.0 ** (e - 127 - (M - 1))
+        values.append(-v if code >> M else v)
+    return values
+
+
+def bfp_quantize(x, bfp_type, block_dim):
+    M = BFP_MANTISSA[bfp_type]
+    flat = [float(v) for v in x.reshape(-1)]
+    strides = [int(np.prod(x.shape[a + 1:])) for a in range(x.ndim)]
+    out = []
+    for block in bfp_blocks(x.shape, strides, block_dim):
+        out += bfp_encode_block([0.0 if i is None else flat[i] for i in block], M)
+    return np.array(out, np.uint8), np.array(x.shape, np.int64), np.array(strides, np.int64)
+
+
+def bfp_dequantize(data, shape, strides, bfp_type, block_dim):
+    M = BFP_MANTISSA[bfp_type]
+    size = (8 + 16 * (M + 1)) // 8
+    y = np.zeros(int(np.prod(shape)), np.float64)
+    for b, block in enumerate(bfp_blocks(shape, strides, block_dim)):
+        values = bfp_decode_block(data[b * size:(b + 1) * size], M)
+        for i, v in zip(block, values):
+            if i is not None:
+                y[i] = v
+    return y.reshape(shape)
+
+
+def bfp_random_bytes(rng, blocks, bfp_type, exponents):
+    """Random codes under exponents drawn from `exponents` (kept in float16's or float32's
+    normal range)."""
+    M = BFP_MANTISSA[bfp_type]
+    size = (8 + 16 * (M + 1)) // 8
+    data = rng.integers(0, 256, blocks * size).astype(np.uint8)
+    data[::size] = rng.integers(exponents[0], exponents[1], blocks)
+    return data
+
+
+def main_bfp():
+    rng = np.random.default_rng(31)
+    # Rows of very different scales, a block of zeros, a negative zero and a magnitude that
+    # rounds past M bits (1.97 with M = 4: 15.76 -> 16, so E goes up by one).
+    x = (rng.standard_normal((3, 40)) * np.array([[1e-3], [1.0], [300.0]])).astype(np.float32)
+    x[1, 16:32] = 0
+    x[1, 32] = -0.0
+    y, shape, strides = bfp_quantize(x, 0, -1)
+    case("quantizebfp_m8_last_axis", "QuantizeBFP", [("x", x)],
+         [("y", y), ("shape", shape), ("strides", strides)], bfp_type=0)
+    x4 = rng.uniform(-1, 1, (37, 3)).astype(np.float32)
+    x4[5, 1] = 1.97
+    x4[20:37, 2] *= 1e4
+    y, shape, strides = bfp_quantize(x4, 1, 0)
+    case("quantizebfp_m4_axis0_partial_blocks", "QuantizeBFP", [("x", x4)],
+         [("y", y), ("shape", shape), ("strides", strides)], bfp_type=1, block_dim=0)
+
+    def dequantize_case(name, bfp_type, shape, strides, block_dim, exponents, dtype, out):
+        blocks = len(bfp_blocks(shape, strides, block_dim))
+        data = bfp_random_bytes(rng, blocks, bfp_type, exponents)
+        y = bfp_dequantize(data, shape, strides, bfp_type, block_dim)
+        case(name, "DequantizeBFP",
+             [("x", data), ("shape", np.array(shape, np.int64)),
+              ("strides", np.array(strides, np.int64))],
+             [("y", y.astype(out))], bfp_type=bfp_type, block_dim=block_dim, dtype=dtype)
+
+    dequantize_case("dequantizebfp_m8_row_major", 0, (2, 5, 20), (100, 20, 1), -1, (110, 140),
+                    1, np.float64)
+    # Memory order axis 2, 0, 1 (strides in elements), blocks along axis 1 (6 long, padded).
+    dequantize_case("dequantizebfp_m4_permuted_strides_float16", 1, (4, 6, 18), (6, 1, 24), 1,
+                    (120, 135), 10, np.float16)
+    dequantize_case("dequantizebfp_m8_axis0_column_major", 0, (33, 2, 3), (1, 33, 66), 0,
+                    (100, 150), 1, np.float64)
+
+
 main()
 main_ordered()
 main_sparse()
@@ -884,4 +1008,5 @@ main_decoder_attention()
 main_qordered_attention()
 main_qordered_longformer()
 main_sparse_to_dense()
+main_bfp()
 print(f"{OUT}: {len(os.listdir(OUT))} cases after the ordered and float8 ones")

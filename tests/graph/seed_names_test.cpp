@@ -15,7 +15,6 @@ namespace {
 // that name no node: "Resume" heads a page of the seed's layer list, and RawConstantOfShape has
 // no definition anywhere in the seed or in ONNX Runtime's schemas.
 const std::set<std::string> kNotYet = {
-    "DequantizeBFP",
     "Resume",
     "RawConstantOfShape",
 };
