@@ -109,6 +109,18 @@ def models():
     ], [vi("x", [1, 2, 3, 3])], [vi("p", ["n", "c", "h", "w"])],
         [ints("axes", [2, 3]), numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc"),
          ints("pads", [0, 0, 1, 1, 0, 0, 1, 1])], opset=18)
+    # Block floating point, both ways (com.microsoft; this onnx's checker does not know them).
+    bfp = helper.make_graph([
+        helper.make_node("QuantizeBFP", ["x"], ["q", "shape", "strides"], domain="com.microsoft",
+                         bfp_type=1, block_dim=1),
+        helper.make_node("DequantizeBFP", ["q", "shape", "strides"], ["y"],
+                         domain="com.microsoft", bfp_type=1, block_dim=1),
+    ], "bfp", [vi("x", [3, 21, 2])], [vi("y", [3, 21, 2])])
+    m = helper.make_model(bfp, opset_imports=[helper.make_opsetid("", 17),
+                                              helper.make_opsetid("com.microsoft", 1)],
+                          producer_name="seeds")
+    m.ir_version = 8
+    yield "bfp", m
     yield "strings", model("strings", [
         helper.make_node("Identity", ["x"], ["y"]),
         helper.make_node("ArgMax", ["v"], ["a"], axis=0),
