@@ -242,11 +242,7 @@ Result<NpyHeader> parseNpyHeader(const std::string& b, uint64_t fileSize, const 
                           : !fortran ? "fortran_order"
                                      : "shape") +
                          ": '" + shown + "'; " + kResaveNpy);
-  if (*fortran == "True")
-    return Status::error(path +
-                         ": NPY array is in Fortran order; save it with "
-                         "numpy.ascontiguousarray first");
-  if (*fortran != "False")
+  if (*fortran != "False" && *fortran != "True")
     return Status::error(path + ": NPY fortran_order '" + *fortran + "'" + at +
                          " is neither True nor False; " + kResaveNpy);
   std::string d = *descr;
@@ -284,6 +280,7 @@ Result<NpyHeader> parseNpyHeader(const std::string& b, uint64_t fileSize, const 
   l.shape = *shape;
   // '|' (no byte order) and '=' (native) mean the writer's host order, taken to be ours.
   l.littleEndian = endian == '<' || (endian != '>' && hostLittleEndian());
+  l.fortranOrder = *fortran == "True";
   l.dataStart = headerStart + headerLen;
   const auto need = payloadBytes(l.shape, elementBytes);
   if (!need || fileSize - l.dataStart < *need)
@@ -293,19 +290,55 @@ Result<NpyHeader> parseNpyHeader(const std::string& b, uint64_t fileSize, const 
   return l;
 }
 
+namespace {
+
+// For a Fortran-order array of `shape`: f(c, k) for each element, c its row-major index and k
+// its index in the file (the first axis runs fastest there).
+template <class F>
+void forFortranElements(const Shape& shape, F f) {
+  const int64_t n = numElements(shape), rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> stride(rank), at(rank, 0);
+  for (int64_t a = 0, s = 1; a < rank; ++a) stride[a] = s, s *= shape[a];
+  int64_t k = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    f(c, k);
+    for (int64_t a = rank - 1; a >= 0; --a) {  // the row-major counter, last axis fastest
+      k += stride[a];
+      if (++at[a] < shape[a]) break;
+      k -= at[a] * stride[a];
+      at[a] = 0;
+    }
+  }
+}
+
+}  // namespace
+
 Result<Tensor> parseNpy(const std::string& b, const std::string& label) {
   auto h = parseNpyHeader(b, b.size(), label);
   if (!h) return h.status();
   const char* data = b.data() + h->dataStart;
   const bool swap = h->littleEndian != hostLittleEndian();
-  if (h->dtype == DType::kString)
-    return Tensor::fromStrings(
-        decodeUtf32(data, static_cast<size_t>(numElements(h->shape)), h->stringWidth, swap),
-        h->shape);
+  if (h->dtype == DType::kString) {
+    std::vector<std::string> strings =
+        decodeUtf32(data, static_cast<size_t>(numElements(h->shape)), h->stringWidth, swap);
+    if (h->fortranOrder) {
+      std::vector<std::string> rowMajor(strings.size());
+      forFortranElements(h->shape, [&](int64_t c, int64_t k) { rowMajor[c] = strings[k]; });
+      strings.swap(rowMajor);
+    }
+    return Tensor::fromStrings(std::move(strings), h->shape);
+  }
   Tensor t(h->dtype, h->shape);
-  if (h->dataBytes) std::memcpy(t.raw(), data, h->dataBytes);
-  if (swap && dtypeSize(h->dtype) > 1)
-    byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), dtypeSize(h->dtype));
+  const size_t width = dtypeSize(h->dtype);
+  if (h->fortranOrder && h->shape.size() > 1) {
+    auto* out = static_cast<char*>(t.raw());
+    forFortranElements(h->shape, [&](int64_t c, int64_t k) {
+      std::memcpy(out + c * width, data + k * width, width);
+    });
+  } else if (h->dataBytes) {
+    std::memcpy(t.raw(), data, h->dataBytes);
+  }
+  if (swap && width > 1) byteSwapInPlace(t.raw(), static_cast<size_t>(t.size()), width);
   if (h->dtype == DType::kBool)  // a byte other than 0 or 1 is true, not an invalid C++ bool
     for (int64_t i = 0; i < t.size(); ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
   return t;

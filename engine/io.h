@@ -37,7 +37,8 @@ struct NpyHeader {
   size_t dataStart = 0;
   bool littleEndian = true;
   uint64_t dataBytes = 0;
-  size_t stringWidth = 0;  // code points per element of a kString array
+  size_t stringWidth = 0;     // code points per element of a kString array
+  bool fortranOrder = false;  // the data runs first axis fastest (parseNpy turns it round)
 };
 // `bytes` holds at least the file's first bytes up to the header's end when the file has them,
 // so a preview need not read a huge file; `fileSize` is the whole file's, and a file too short
