@@ -1,6 +1,7 @@
-// The attention layers of deepwire.layers: Attention (Luong), AdditiveAttention (Bahdanau) and
-// MultiHeadAttention.
+// The attention layers of deepwire.layers: Attention (Luong), AdditiveAttention (Bahdanau),
+// MultiHeadAttention, and RotaryEmbedding for the queries and keys of a transformer block.
 #include <cmath>
+#include <cstring>
 
 #include "nodes/layers/common.h"
 
@@ -100,6 +101,59 @@ Status lowerMultiHeadAttention(LoweringBuilder& b) {
   return Status();
 }
 
+// Rotary position embedding (RoFormer; keras_hub's RotaryEmbedding): the feature axis splits
+// into halves x1, x2, and position p turns each pair (x1[i], x2[i]) by the angle
+// p * scaling^-1 * max_wavelength^(-2i / d): y = x cos + [-x2, x1] sin. The angles depend only
+// on the static sizes, so cos and sin are tables computed here (float64, stored as float),
+// shaped to broadcast over every axis but the sequence and feature ones.
+Status lowerRotaryEmbedding(LoweringBuilder& b) {
+  auto dims = b.staticDims(0, "RotaryEmbedding needs the sequence and feature sizes");
+  if (!dims.ok()) return dims.status();
+  const int64_t rank = static_cast<int64_t>(dims->size());
+  int64_t seqAxis = intParam(b, "sequence_axis"), featAxis = intParam(b, "feature_axis");
+  if (seqAxis < 0) seqAxis += rank;
+  if (featAxis < 0) featAxis += rank;
+  if (seqAxis < 0 || seqAxis >= rank || featAxis < 0 || featAxis >= rank || seqAxis == featAxis)
+    return b.fail("sequence_axis and feature_axis must be two different axes of the rank-" +
+                  std::to_string(rank) + " input");
+  const int64_t seq = (*dims)[seqAxis], d = (*dims)[featAxis];
+  if (seq <= 0 || d <= 0) return b.fail("the sequence and feature sizes must be static");
+  if (d % 2) return b.fail("the feature size " + std::to_string(d) + " must be even");
+  const double wavelength = b.param("max_wavelength").asFloat(),
+               scaling = b.param("scaling_factor").asFloat();
+  if (!(wavelength > 0) || !(scaling > 0))
+    return b.fail("max_wavelength and scaling_factor must be positive");
+  std::vector<int64_t> tableDims(rank, 1);
+  tableDims[seqAxis] = seq;
+  tableDims[featAxis] = d;
+  // Table element (p, j) in the row-major order of tableDims.
+  const int64_t seqStride = seqAxis < featAxis ? d : 1, featStride = seqAxis < featAxis ? 1 : seq;
+  std::vector<float> cosT(seq * d), sinT(seq * d);
+  for (int64_t p = 0; p < seq; ++p)
+    for (int64_t j = 0; j < d; ++j) {
+      const int64_t i = j % (d / 2);
+      const double angle = p / scaling * std::pow(wavelength, -2.0 * i / d);
+      cosT[p * seqStride + j * featStride] = static_cast<float>(std::cos(angle));
+      sinT[p * seqStride + j * featStride] = static_cast<float>(std::sin(angle));
+    }
+  auto table = [&](const std::string& suffix, const std::vector<float>& v) {
+    onnx::TensorProto t;
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t dim : tableDims) t.add_dims(dim);
+    t.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    return b.constant(suffix, t);
+  };
+  const std::string x = b.input(0);
+  const auto begin = b.int64s("half_begin", {0}), middle = b.int64s("half_middle", {d / 2}),
+             end = b.int64s("half_end", {d}), axes = b.int64s("feature_axis", {featAxis});
+  const auto x1 = b.op1("Slice", {x, begin, middle, axes});
+  const auto x2 = b.op1("Slice", {x, middle, end, axes});
+  const auto turned = b.op1("Concat", {b.op1("Neg", {x2}), x1}, {attrInt("axis", featAxis)});
+  b.op1("Add", {b.op1("Mul", {x, table("cos", cosT)}), b.op1("Mul", {turned, table("sin", sinT)})},
+        {}, b.outputName(0));
+  return Status();
+}
+
 }  // namespace
 
 void addAttention(CatalogueBuilder& cb) {
@@ -140,6 +194,21 @@ void addAttention(CatalogueBuilder& cb) {
              v,
              lowerMultiHeadAttention});
   }
+  add(cb, {"RotaryEmbedding",
+           "attention",
+           "Rotary position embedding (RoPE) for a transformer block's queries and keys: each "
+           "position turns the pairs of the feature axis' two halves by angles that grow with "
+           "the position, so that attention scores depend on relative positions. Apply it to "
+           "(batch, sequence, features) or (batch, sequence, heads, head size) before the "
+           "attention. No weights; lowers to Slice, Concat and elementwise ops with cos and "
+           "sin tables.",
+           {in()},
+           {out()},
+           {pFloat("max_wavelength", 10000, "The longest wavelength of the angles."),
+            pFloat("scaling_factor", 1.0, "Positions are divided by it (context extension)."),
+            pInt("sequence_axis", 1, "The position axis."),
+            pInt("feature_axis", -1, "The rotated axis (even size).")},
+           lowerRotaryEmbedding});
 }
 
 }  // namespace dw::layers

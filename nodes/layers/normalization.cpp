@@ -1,4 +1,6 @@
-// The normalization layers of deepwire.layers: BatchNormalization and LayerNormalization.
+// The normalization layers of deepwire.layers: BatchNormalization, LayerNormalization,
+// GroupNormalization and RMSNormalization. The last two lower to opset-17 operators (ONNX has
+// GroupNormalization from 18 and RMSNormalization from 23), so they work in any graph.
 #include "nodes/layers/common.h"
 
 namespace dw::layers {
@@ -47,6 +49,82 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
   return Status();
 }
 
+// Keras' GroupNormalization in ONNX layout: the channels (axis 1) fall into `groups` groups,
+// each normalized over its channels and every spatial position, per sample; then gamma and beta
+// per channel. X is seen as [N, groups, rest] for the statistics, so the batch may vary.
+Status lowerGroupNorm(LoweringBuilder& b) {
+  auto dims = b.staticDims(0, "GroupNormalization needs the channel and spatial sizes");
+  if (!dims.ok()) return dims.status();
+  const int64_t rank = static_cast<int64_t>(dims->size());
+  if (rank < 2) return b.fail("GroupNormalization needs (batch, channels, ...) input");
+  int64_t axis = intParam(b, "axis");
+  if (axis < 0) axis += rank;
+  if (axis != 1)
+    return b.fail("GroupNormalization groups the channel axis 1 (ONNX layout); axis is " +
+                  std::to_string(intParam(b, "axis")));
+  const int64_t c = (*dims)[1], groups = intParam(b, "groups");
+  for (int64_t a = 1; a < rank; ++a)
+    if ((*dims)[a] <= 0) return b.fail("GroupNormalization needs static sizes after the batch");
+  if (groups <= 0 || c % groups != 0)
+    return b.fail("groups " + std::to_string(groups) + " must divide the " + std::to_string(c) +
+                  " channels; choose a divisor of " + std::to_string(c));
+  const float eps = static_cast<float>(b.param("epsilon").asFloat());
+  const auto grouped = b.op1("Reshape", {b.input(0), b.int64s("grouped", {0, groups, -1})});
+  const auto mean = b.reduce("ReduceMean", grouped, {2}, true);
+  const auto centered = b.op1("Sub", {grouped, mean});
+  const auto var = b.reduce("ReduceMean", b.op1("Mul", {centered, centered}), {2}, true);
+  const auto stddev = b.op1("Sqrt", {b.op1("Add", {var, b.floatScalar("epsilon", eps)})});
+  std::vector<int64_t> shape(dims->begin(), dims->end());
+  shape[0] = 0;  // the batch, copied from the input
+  std::string y =
+      b.op1("Reshape", {b.op1("Div", {centered, stddev}), b.int64s("ungrouped", shape)});
+  // gamma and beta [C], broadcast as [C, 1, ...].
+  std::vector<int64_t> perChannel(rank - 1, 1);
+  perChannel[0] = c;
+  WeightFill ones, zeros;
+  ones.fill = "ones";
+  zeros.fill = "zeros";
+  const bool center = b.param("center").asBool(), scale = b.param("scale").asBool();
+  const auto channelShape = b.int64s("channel_shape", perChannel);
+  if (scale)
+    y = b.op1("Mul", {y, b.op1("Reshape", {b.weight("gamma", {c}, ones), channelShape})}, {},
+              center ? "" : b.outputName(0));
+  if (center)
+    b.op1("Add", {y, b.op1("Reshape", {b.weight("beta", {c}, zeros), channelShape})}, {},
+          b.outputName(0));
+  if (!scale && !center) b.op1("Identity", {y}, {}, b.outputName(0));
+  return Status();
+}
+
+// Keras' RMSNormalization: x / sqrt(mean(x^2 over axis) + epsilon) * scale, scale [size of axis].
+Status lowerRmsNorm(LoweringBuilder& b) {
+  auto dims = b.staticDims(0, "RMSNormalization needs the normalized axis' size");
+  if (!dims.ok()) return dims.status();
+  const int64_t rank = static_cast<int64_t>(dims->size());
+  int64_t axis = intParam(b, "axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank)
+    return b.fail("axis is out of range for a rank-" + std::to_string(rank) + " input");
+  const int64_t n = (*dims)[axis];
+  if (n <= 0) return b.fail("the size of axis " + std::to_string(axis) + " is unknown");
+  const std::string x = b.input(0);
+  const auto meanSquare = b.reduce("ReduceMean", b.op1("Mul", {x, x}), {axis}, true);
+  const auto rms = b.op1(
+      "Sqrt",
+      {b.op1("Add", {meanSquare,
+                     b.floatScalar("epsilon", static_cast<float>(b.param("epsilon").asFloat()))})});
+  WeightFill ones;
+  ones.fill = "ones";
+  std::string scale = b.weight("scale", {n}, ones);
+  if (axis != rank - 1) {
+    std::vector<int64_t> shape(rank - axis, 1);
+    shape[0] = n;
+    scale = b.op1("Reshape", {scale, b.int64s("scale_shape", shape)});
+  }
+  b.op1("Mul", {b.op1("Div", {x, rms}), scale}, {}, b.outputName(0));
+  return Status();
+}
+
 }  // namespace
 
 void addNormalization(CatalogueBuilder& cb) {
@@ -72,6 +150,31 @@ void addNormalization(CatalogueBuilder& cb) {
             pFloat("epsilon", 0.001, "Added to the variance."),
             pBool("center", true, "Learn beta."), pBool("scale", true, "Learn gamma.")},
            [](LoweringBuilder& b) { return lowerNorm(b, false); }});
+  add(cb, {"GroupNormalization",
+           "normalization",
+           "Splits the channels (axis 1) into groups and normalizes each group over its "
+           "channels and all positions, per sample, then scales and shifts each channel. "
+           "Independent of the batch size, so it suits small batches; groups = channels is "
+           "instance normalization, groups = 1 layer normalization over (C, ...). Lowers to "
+           "Reshape, ReduceMean and elementwise ops (ONNX's GroupNormalization needs opset 18).",
+           {in()},
+           {out()},
+           {pInt("groups", 32, "Number of groups; must divide the channels."),
+            pInt("axis", 1, "The channel axis (1 in ONNX layout)."),
+            pFloat("epsilon", 0.001, "Added to the variance."),
+            pBool("center", true, "Learn beta."), pBool("scale", true, "Learn gamma.")},
+           lowerGroupNorm});
+  add(cb, {"RMSNormalization",
+           "normalization",
+           "Root-mean-square normalization, as in LLaMA-style transformers: x divided by "
+           "sqrt(mean(x^2) + epsilon) over one axis, times a learned scale (no centering, no "
+           "bias). Lowers to ReduceMean and elementwise ops (ONNX's RMSNormalization needs "
+           "opset 23).",
+           {in()},
+           {out()},
+           {pInt("axis", -1, "The normalized axis."),
+            pFloat("epsilon", 1e-6, "Added to the mean square.")},
+           lowerRmsNorm});
 }
 
 }  // namespace dw::layers

@@ -612,6 +612,64 @@ case("split", "Split", {"num_or_size_splits": 2, "axis": -1}, [ya], {},
      list(torch.split(T(ya), 2, -1)))
 
 
+# --- GroupNormalization, RMSNormalization, RotaryEmbedding (drawn after the others, so that
+# adding them left every earlier case's data as it was) --------------------------------------
+
+x = rand(2, 6, 3, 4, lo=-2, hi=2)
+g, bt = rand(6), rand(6)
+case("groupnorm_4d", "GroupNormalization", {"groups": 3}, [x], {"gamma": g, "beta": bt},
+     [F.group_norm(T(x), 3, T(g), T(bt), eps=1e-3)])
+x = rand(2, 4, 5)
+g = rand(4)
+case("groupnorm_3d_nocenter", "GroupNormalization", {"groups": 2, "center": False,
+                                                     "epsilon": 1e-5},
+     [x], {"gamma": g}, [F.group_norm(T(x), 2, T(g), None, eps=1e-5)])
+x = rand(3, 4, 2, 2)
+g, bt = rand(4), rand(4)
+case("groupnorm_instance", "GroupNormalization", {"groups": 4}, [x], {"gamma": g, "beta": bt},
+     [F.group_norm(T(x), 4, T(g), T(bt), eps=1e-3)])
+
+
+def rms_norm(x, scale, axis, eps):
+    x = T(x)
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    return x / torch.sqrt((x * x).mean(axis, keepdim=True) + eps) * T(scale).reshape(shape)
+
+
+x = rand(2, 5, 8, lo=-3, hi=3)
+sc = rand(8)
+case("rmsnorm_last", "RMSNormalization", {}, [x], {"scale": sc}, [rms_norm(x, sc, -1, 1e-6)])
+x = rand(2, 5, 4)
+sc = rand(5)
+case("rmsnorm_axis1", "RMSNormalization", {"axis": 1, "epsilon": 1e-3}, [x], {"scale": sc},
+     [rms_norm(x, sc, 1, 1e-3)])
+
+
+def rotary(x, max_wavelength=10000.0, scaling=1.0, seq_axis=1, feat_axis=-1):
+    """keras_hub's RotaryEmbedding: angles position / scaling * max_wavelength^(-2i/d), applied
+    as x cos + rotate_half(x) sin, with the frequencies repeated over the two halves."""
+    x = T(x)
+    xm = torch.movedim(x, (seq_axis % x.dim(), feat_axis % x.dim()), (-2, -1))
+    S, D = xm.shape[-2:]
+    inverse = 1.0 / (max_wavelength ** (torch.arange(0, D, 2) / D))
+    freq = torch.einsum("i,j->ij", torch.arange(S) / scaling, inverse)
+    emb = torch.cat([freq, freq], -1)
+    turned = torch.cat([-xm[..., D // 2:], xm[..., :D // 2]], -1)
+    y = xm * emb.cos() + turned * emb.sin()
+    return torch.movedim(y, (-2, -1), (seq_axis % x.dim(), feat_axis % x.dim()))
+
+
+x = rand(2, 6, 8)
+case("rotary_3d", "RotaryEmbedding", {}, [x], {}, [rotary(x)])
+x = rand(2, 5, 3, 4)
+case("rotary_heads", "RotaryEmbedding", {"max_wavelength": 100.0, "scaling_factor": 2.0}, [x], {},
+     [rotary(x, 100.0, 2.0)])
+x = rand(2, 6, 7)
+case("rotary_channels_first", "RotaryEmbedding", {"sequence_axis": 2, "feature_axis": 1}, [x], {},
+     [rotary(x, seq_axis=2, feat_axis=1)])
+
+
 # --- Writing -----------------------------------------------------------------------------------
 
 

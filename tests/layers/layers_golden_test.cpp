@@ -199,16 +199,22 @@ void checkGolden(const GoldenCase& gc, int opset) {
     engine::tensorToProto(*w, init, name);
     replaced.insert(name);
   }
-  // Every float tensor weight of the layer must come from the golden file: a weight left at
-  // deepwire's seeded values would make the comparison meaningless. Scalars and integer
-  // tensors are the lowering's own constants (shapes, axes, epsilons).
-  for (const auto& t : m->graph().initializer()) {
-    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() > 0 &&
-        !(t.dims_size() == 1 && t.dims(0) == 1) && t.name().rfind("L.", 0) == 0 &&
-        t.name() != "L.scales") {
-      EXPECT_TRUE(replaced.count(t.name())) << "weight '" << t.name() << "' has no golden value";
-    }
+  // Every weight of the layer (what the export's layout names as one, trainable or not) must
+  // come from the golden file: a weight left at deepwire's seeded values would make the
+  // comparison meaningless. The lowering's own constants (shapes, axes, epsilons, RoPE's
+  // tables) are not weights.
+  nlohmann::json layout;
+  for (const auto& p : m->metadata_props())
+    if (p.key() == kLayoutMetadataKey) layout = nlohmann::json::parse(p.value());
+  ASSERT_TRUE(layout.contains("nodes")) << "the export has no layout";
+  int weights = 0;
+  for (const auto& [key, e] : layout["nodes"].items()) {
+    if (key.rfind("initializer:", 0) != 0 || !e.contains("weight")) continue;
+    ++weights;
+    const std::string name = key.substr(12);
+    EXPECT_TRUE(replaced.count(name)) << "weight '" << name << "' has no golden value";
   }
+  EXPECT_EQ(weights, static_cast<int>(c["weights"].size()));
 
   std::map<std::string, std::string> trainingOutputs;
   if (c.value("training", false)) {
