@@ -14,6 +14,7 @@
 #include "graphs/onnx_import.h"
 #include "graphs/project.h"
 #include "graphs/tensor_data.h"
+#include "nodes/schema_facts.h"
 
 namespace dw::cli {
 
@@ -41,6 +42,43 @@ void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
   for (const auto& in : m.graph().input()) std::cout << "  input  " << in.name() << "\n";
   for (const auto& out : m.graph().output()) std::cout << "  output " << out.name() << "\n";
   std::cout << "  written to " << std::filesystem::absolute(path).string() << "\n";
+}
+
+// Labels outside a classification loss's classes, which `train` refuses before its first step:
+// every label source is read whole (labels are small) and checked against the class count
+// that shape inference gives the loss's scores.
+void checkLabelSources(const onnx::ModelProto& exported,
+                       const dw::engine::training::TrainingConfig& cfg, const std::string& dir,
+                       const std::vector<dw::engine::training::DataInput>& wanted,
+                       std::vector<std::string>& problems) {
+  namespace training = dw::engine::training;
+  onnx::ModelProto m = exported;
+  if (!inferShapesSafely(m, false, 0, false).ok()) return;  // the checks before report it
+  std::map<std::string, const onnx::TypeProto*> types;
+  for (const auto* list : {&m.graph().value_info(), &m.graph().output(), &m.graph().input()})
+    for (const auto& v : *list) types[v.name()] = &v.type();
+  std::vector<std::string> names;
+  for (const auto& in : wanted) names.push_back(in.name);
+  const auto ranges = training::labelRangesOf(m.graph(), types, names);
+  if (ranges.empty()) return;
+  for (auto [split, files] : {std::pair{"train", &cfg.dataset.train},
+                              {"validation", &cfg.dataset.validation},
+                              {"test", &cfg.dataset.test}})
+    for (size_t i = 0; i < files->size(); ++i) {
+      const training::DataFileSpec& f = (*files)[i];
+      if (std::none_of(ranges.begin(), ranges.end(),
+                       [&](const auto& r) { return r.input == f.input; }))
+        continue;
+      std::error_code ec;
+      if (!std::filesystem::exists(training::resolvePath(f.path, dir), ec)) continue;
+      auto data = training::loadDataset({f}, dir);
+      if (!data.ok()) continue;  // inspectSource's problem, reported above
+      const std::string where = std::string("/training/dataset/") + split + "/" +
+                                std::to_string(i) + " (" +
+                                std::filesystem::path(f.path).filename().string() + ")";
+      if (Status st = training::checkLabelValues(ranges, data->columns, where); !st.ok())
+        problems.push_back(st.message());
+    }
 }
 
 // What `train` would refuse at once about the training section: its keys, and each data source's
@@ -135,6 +173,8 @@ void checkTrainingSection(const Graph& g, const std::string& path,
                              ") in this split; a split with sources of its own needs one for "
                              "every data input (or use a fraction of train instead)");
   }
+  checkLabelSources(*m, *cfg, dir, wanted.ok() ? *wanted : std::vector<training::DataInput>{},
+                    problems);
   // A data input no train source feeds (an Input renamed after its data was chosen) fails the
   // first batch; said here, with the names there are.
   if (!cfg->dataset.train.empty())

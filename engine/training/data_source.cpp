@@ -928,4 +928,53 @@ std::string describeSplit(const DatasetSpec& d, const std::string& split) {
   return "the " + word + " split of the training data (" + names(d.train) + ")";
 }
 
+std::vector<LabelRange> labelRangesOf(const onnx::GraphProto& graph,
+                                      const std::map<std::string, const onnx::TypeProto*>& types,
+                                      const std::vector<std::string>& dataInputs) {
+  std::vector<LabelRange> ranges;
+  for (const auto& n : graph.node()) {
+    if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 2) continue;
+    if (n.op_type() != "SoftmaxCrossEntropyLoss" && n.op_type() != "NegativeLogLikelihoodLoss")
+      continue;
+    if (std::find(dataInputs.begin(), dataInputs.end(), n.input(1)) == dataInputs.end()) continue;
+    auto t = types.find(n.input(0));
+    if (t == types.end() || !t->second->has_tensor_type()) continue;
+    const auto& shape = t->second->tensor_type().shape();
+    if (shape.dim_size() < 2 || !shape.dim(1).has_dim_value()) continue;
+    LabelRange c;
+    c.input = n.input(1);
+    c.loss = n.name().empty() ? n.output(0) : n.name();
+    c.classes = shape.dim(1).dim_value();
+    for (const auto& a : n.attribute())
+      if (a.name() == "ignore_index") {
+        c.hasIgnore = true;
+        c.ignore = a.i();
+      }
+    ranges.push_back(c);
+  }
+  return ranges;
+}
+
+Status checkLabelValues(const std::vector<LabelRange>& ranges,
+                        const std::map<std::string, Tensor>& columns, const std::string& where) {
+  for (const auto& c : ranges) {
+    auto it = columns.find(c.input);
+    if (it == columns.end()) continue;
+    const Tensor& t = it->second;
+    if (!t.onHost() || (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)) continue;
+    const int64_t perSample = t.rank() > 0 && t.dim(0) > 0 ? t.size() / t.dim(0) : 1;
+    for (int64_t i = 0; i < t.size(); ++i) {
+      const int64_t v = t.getInt(i);
+      if ((v >= 0 && v < c.classes) || (c.hasIgnore && v == c.ignore)) continue;
+      return Status::error(
+          "sample " + std::to_string(i / perSample) + " of " + where + " has label " +
+          std::to_string(v) + " in input '" + c.input + "', outside [0, " +
+          std::to_string(c.classes) + "): the loss '" + c.loss + "' scores " +
+          std::to_string(c.classes) + " classes, so labels must be class indices 0 to " +
+          std::to_string(c.classes - 1) + " (fix the data, or give the model that many outputs)");
+    }
+  }
+  return Status();
+}
+
 }  // namespace dw::engine::training

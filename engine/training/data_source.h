@@ -8,7 +8,10 @@
 // (prependDataConversion) applies the same conversion inside the exported model.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -162,6 +165,24 @@ std::string describeSplit(const DatasetSpec& d, const std::string& split);
 
 // The inputs a Batch must feed to train `graph` (its loss export's non-initializer inputs).
 Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::string& model = "");
+
+// A classification loss (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss) that reads its
+// labels straight from a data input: labels must be class indices below `classes`.
+struct LabelRange {
+  std::string input, loss;
+  int64_t classes = 0;
+  bool hasIgnore = false;
+  int64_t ignore = 0;
+};
+// The label ranges of `model`'s losses whose scores' class axis (dim 1) has a known size in
+// `types` (value name -> type, from shape inference); `dataInputs`: what the data feeds.
+std::vector<LabelRange> labelRangesOf(const onnx::GraphProto& graph,
+                                      const std::map<std::string, const onnx::TypeProto*>& types,
+                                      const std::vector<std::string>& dataInputs);
+// The first label in `columns` outside its range, as an error naming the sample of `where`, the
+// input, the loss and the fix.
+Status checkLabelValues(const std::vector<LabelRange>& ranges,
+                        const std::map<std::string, Tensor>& columns, const std::string& where);
 
 // How a source's samples become what an input takes.
 struct Proposal {

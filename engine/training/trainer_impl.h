@@ -159,13 +159,7 @@ class Trainer::Impl {
   std::vector<std::string> dataInputs, metricNames, trainableNames;
   // Class-index inputs of the classification losses, with their class counts: bad labels are
   // reported as data errors (sample, input, classes), not as a failing node deep in the loss.
-  struct LabelCheck {
-    std::string input, loss;
-    int64_t classes = 0;
-    bool hasIgnore = false;
-    int64_t ignore = 0;
-  };
-  std::vector<LabelCheck> labelChecks;
+  std::vector<LabelRange> labelChecks;
   void findLabelChecks();
   Status checkLabels(const std::map<std::string, Tensor>& columns, const std::string& where) const;
   mutable std::vector<ParamEntry> params;                  // same order as trainableNames

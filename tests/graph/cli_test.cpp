@@ -238,6 +238,23 @@ TEST(Cli, CheckReadsTheTrainingSection) {
                      "train-labels-idx1-ubyte.gz fits it, so this file is the odd one"),
             std::string::npos)
       << out;
+  // A label outside the loss's classes, found by reading the label source whole (train found
+  // it only at its first step): 10000 labels (IDX: magic 00 00 08 01, the count big-endian), all
+  // class 3 but sample 37, class 12.
+  std::string raw("\x00\x00\x08\x01\x00\x00\x27\x10", 8);
+  raw += std::string(10000, '\x03');
+  raw[8 + 37] = 12;
+  ASSERT_TRUE(writeFileAtomic((dir / "bad-labels.idx").string(), raw).ok());
+  EXPECT_EQ(runCommand(kCli + " check " +
+                           write("labels.dwproj",
+                                 "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+                                 (dir / "bad-labels.idx").string()),
+                       &out, false),
+            1);
+  EXPECT_NE(out.find("sample 37 of /training/dataset/test/1 (bad-labels.idx) has label 12 in "
+                     "input 'label', outside [0, 10)"),
+            std::string::npos)
+      << out;
 }
 
 // `run` takes a sequence input from a .pb holding a SequenceProto, as the ONNX backend tests
