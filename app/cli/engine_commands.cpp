@@ -20,6 +20,7 @@
 #include "engine/session.h"
 #include "engine/training/data.h"
 #include "engine/training/data_source.h"
+#include "engine/training/image_folder.h"
 #include "graphs/file_io.h"
 #include "nodes/catalogue.h"
 
@@ -62,6 +63,75 @@ std::string safeFileName(const std::string& name) {
   for (char c : name)
     s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
   return s.empty() ? "output" : s;
+}
+
+bool isImageFile(const std::string& file) {
+  std::string ext = fs::path(file).extension().string();
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+// An image for input `in`: [N, C, H, W] or [C, H, W] with C 1 or 3, or grey [N, H, W] or
+// [H, W] (as MNIST-style data is stored). Decoded, resized to the input's H and W where they are
+// static, as uint8 or as float values 0-255 (the model's own scaling, if it expects one, is not
+// applied: `note` says so).
+Result<Tensor> readImageInput(const std::string& file, const IoInfo& in, std::string& note) {
+  const auto& d = in.dims;
+  const size_t rank = in.hasShape ? d.size() : 0;
+  const bool chw = rank == 4 || (rank == 3 && (d[0] == 1 || d[0] == 3));
+  const int64_t c = chw ? d[rank - 3] : 1;
+  if (rank < 2 || rank > 4 || (chw && c != 1 && c != 3))
+    return Status::error(file + ": an image needs a model input of [N, C, H, W] or [C, H, W] " +
+                         "with C 1 or 3, or grey [N, H, W] or [H, W]; " + in.describe() +
+                         " is none of these; convert the image to .npy in the layout it takes");
+  if (in.dtype != DType::kUInt8 && in.dtype != DType::kFloat)
+    return Status::error(file + ": " + in.describe() +
+                         " takes neither uint8 nor float32 pixels; convert the image to .npy");
+  training::ImageFolderOptions o;
+  o.channels = c;
+  if (d[rank - 2] > 0 && d[rank - 1] > 0) {
+    o.height = d[rank - 2];
+    o.width = d[rank - 1];
+  }
+  auto img = training::readImage(file, o);
+  if (!img) return img.status();
+  Shape shape = img->shape();                                            // [C, H, W]
+  if (!chw) shape.erase(shape.begin());                                  // grey: [H, W]
+  if (rank == 4 || (rank == 3 && !chw)) shape.insert(shape.begin(), 1);  // one sample
+  Tensor t = img->reshaped(shape);
+  if (in.dtype == DType::kUInt8) return t;
+  note = in.name + ": " + fs::path(file).filename().string() +
+         " as float32 pixel values 0 to 255; any scaling or normalization the model expects "
+         "of its input is not applied (an export with its project's data conversion takes the "
+         "image as stored)";
+  return t.cast(DType::kFloat);
+}
+
+// CSV rows as samples: every column a feature (a header line is skipped), reshaped to the
+// input's per-sample shape where its size matches, in the input's dtype.
+Result<Tensor> readCsvInput(const std::string& file, const IoInfo& in) {
+  auto csv = training::readCsv(file);
+  if (!csv) return csv.status();
+  Tensor t = std::move(csv->features);
+  const int64_t rows = t.dim(0), cols = t.dim(1);
+  if (in.hasShape && in.dims.size() >= 2) {
+    int64_t per = 1;
+    for (size_t k = 1; k < in.dims.size() && per > 0; ++k)
+      per = in.dims[k] > 0 ? per * in.dims[k] : -1;
+    if (per > 0 && per != cols)
+      return Status::error(file + ": " + std::to_string(cols) + " columns a row, but " +
+                           in.describe() + " takes " + std::to_string(per) +
+                           " values a sample; give one sample per row");
+    if (per == cols) {
+      Shape shape(in.dims.begin(), in.dims.end());
+      shape[0] = rows;
+      t = t.reshaped(shape);
+    }
+  } else if (in.hasShape && in.dims.size() == 1) {
+    t = t.reshaped({rows * cols});
+  }
+  if (in.dtype != DType::kUndefined && in.dtype != DType::kFloat) return t.cast(in.dtype);
+  return t;
 }
 
 struct RunArgs {
@@ -126,9 +196,18 @@ int runCommand(const RunArgs& a) {
     }
     // MNIST-style IDX files too, whole, in their stored dtype: what an export made with its data
     // conversion takes (raw pixels, converted inside the model).
+    // Images and CSV rows too, fitted to the input's type (the session checks the rest).
+    const IoInfo* info = nullptr;
+    for (const auto& i : (*session)->inputs())
+      if (i.name == name) info = &i;
     auto format = training::detectFormat(file);
-    auto t = format.ok() && *format == "idx" ? training::readIdx(file) : readTensorFile(file);
+    std::string note;
+    auto t = format.ok() && *format == "idx"           ? training::readIdx(file)
+             : info && isImageFile(file)               ? readImageInput(file, *info, note)
+             : info && format.ok() && *format == "csv" ? readCsvInput(file, *info)
+                                                       : readTensorFile(file);
     if (!t) return fail(t.message());
+    if (!note.empty()) std::cerr << "deepwire: " << note << "\n";
     inputs[name] = Value(std::move(*t));
   }
   auto out = (*session)->runValues(inputs);
@@ -281,7 +360,8 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
   CLI::App* r = app.add_subcommand("run", "Run a model (.onnx or .dwproj) on input tensors");
   r->add_option("MODEL", run->model, "Model file")->required();
   r->add_option("--input", run->inputs,
-                "NAME=FILE input (.npy, .pb, or an MNIST-style IDX file such as "
+                "NAME=FILE input (.npy, .pb, a PNG or JPEG image for a [N,C,H,W] input, CSV "
+                "rows as samples, or an MNIST-style IDX file such as "
                 "t10k-images-idx3-ubyte.gz); repeat per input. A model of one input takes "
                 "FILE alone");
   r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");

@@ -355,6 +355,39 @@ void writeUint8Npy(const std::string& path, const std::vector<int64_t>& shape, u
   ASSERT_TRUE(writeFileAtomic(path, bytes).ok());
 }
 
+// A grey PNG written by hand: its pixels in one stored (uncompressed) deflate block, with the
+// CRC-32 and Adler-32 that the format asks for.
+void writeGreyPng(const std::string& path, int w, int h, const std::vector<uint8_t>& px) {
+  auto crc = [](const std::string& bytes) {
+    uint32_t c = 0xffffffffu;
+    for (unsigned char b : bytes) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+  };
+  auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    return be32(static_cast<uint32_t>(data.size())) + type + data + be32(crc(type + data));
+  };
+  std::string rows;
+  for (int y = 0; y < h; ++y) {
+    rows += '\0';  // filter: none
+    rows.append(reinterpret_cast<const char*>(px.data()) + y * w, w);
+  }
+  uint32_t a = 1, b = 0;
+  for (unsigned char c : rows) a = (a + c) % 65521, b = (b + a) % 65521;
+  const auto len = static_cast<uint16_t>(rows.size());
+  std::string z = std::string("\x78\x01\x01", 3) + char(len & 0xff) + char(len >> 8) +
+                  char(~len & 0xff) + char((~len >> 8) & 0xff) + rows + be32((b << 16) | a);
+  const std::string header = be32(w) + be32(h) + std::string("\x08\x00\x00\x00\x00", 5);
+  ASSERT_TRUE(writeFileAtomic(path, std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", header) +
+                                        chunk("IDAT", z) + chunk("IEND", ""))
+                  .ok());
+}
+
 // `run` on a project takes what `run` on its export takes: the data as stored (raw uint8
 // pixels), converted by the project's Data panel in front of the model; with
 // --no-data-conversion it wants the converted data.
@@ -385,6 +418,26 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
   out = run("run " + onnxPath + " --input other=" + idxPath + " 2>&1", &code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("no input named 'other'"), std::string::npos) << out;
+  // The same pixels as CSV rows (one sample a row) and the first as a PNG image: what a user
+  // has at hand, fitted to the input (uint8[N, 28, 28]).
+  std::string csv;
+  std::vector<uint8_t> first;
+  for (int64_t i = 0; i < 2 * 28 * 28; ++i) {
+    const int v = (i * 37 + 5) & 0xff;
+    csv += std::to_string(v) + ((i + 1) % 784 ? "," : "\n");
+    if (i < 784) first.push_back(static_cast<uint8_t>(v));
+  }
+  const std::string csvPath = (dir / "px.csv").string(), pngPath = (dir / "px.png").string();
+  ASSERT_TRUE(writeFileAtomic(csvPath, csv).ok());
+  EXPECT_EQ(run("run " + project + " --input image=" + csvPath, &code), fromExport);
+  EXPECT_EQ(code, 0);
+  writeGreyPng(pngPath, 28, 28, first);
+  const std::string onePixels = (dir / "one.npy").string();
+  writeUint8Npy(onePixels, {1, 28, 28}, 5);
+  const std::string fromPng = run("run " + project + " --input " + pngPath, &code);
+  EXPECT_EQ(code, 0) << fromPng;
+  EXPECT_EQ(fromPng, run("run " + project + " --input " + onePixels, &code));
+  EXPECT_NE(fromPng.find("logits: float32[1, 10]"), std::string::npos) << fromPng;
   out = run("run " + project + " --no-data-conversion --input image=" + pixels + " 2>&1", &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("has dtype uint8, but the model expects image: float32[N, 1, 28, 28]; "
