@@ -387,11 +387,11 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
                 "Suites: node, simple, pytorch-converted, pytorch-operator; ort-contrib (ONNX "
                 "Runtime's com.microsoft operators) and ort-onnx (ai.onnx operators after opset "
                 "17, against ONNX Runtime), ref-contrib (com.microsoft operators ONNX Runtime "
-                "runs only on GPUs, against float64 references): --data tests/golden of the "
-                "source tree")
+                "runs only on GPUs, against float64 references), torch-opset23 (an opset-23 "
+                "transformer block against torch): --data tests/golden of the source tree")
       ->delimiter(',')
       ->check(CLI::IsMember({"node", "simple", "pytorch-converted", "pytorch-operator",
-                             "ort-contrib", "ort-onnx", "ref-contrib"}));
+                             "ort-contrib", "ort-onnx", "ref-contrib", "torch-opset23"}));
   c->add_option("--filter", conf->filter, "Regex over suite/case names");
   c->add_option("--data", conf->data, "Test data directory");
   c->add_option("--threads", conf->threads, "CPU threads per case")->check(positive());

@@ -101,11 +101,20 @@ TEST(NewerOnnxOps, MatchOnnxRuntime) {
 // them): `deepwire check` judges such models on the catalogue's schemas instead.
 TEST(NewerOnnxOps, PassDeepwireCheck) {
   (void)dw::Catalogue::instance();
-  for (const auto& dir : cases("ort-onnx")) {
-    SCOPED_TRACE(dir.filename().string());
-    const dw::Status st = dw::checkOnnxModel(load(dir / "model.onnx"));
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
+  for (const char* suite : {"ort-onnx", "torch-opset23"})
+    for (const auto& dir : cases(suite)) {
+      SCOPED_TRACE(dir.filename().string());
+      const dw::Status st = dw::checkOnnxModel(load(dir / "model.onnx"));
+      EXPECT_TRUE(st.ok()) << st.message();
+    }
+}
+
+// A transformer block as an opset-23 exporter writes it (RMSNormalization, Attention with four
+// causal heads, Gelu, MatMul projections, residual Adds), built by
+// tests/golden/make_opset23_transformer.py, against the same block computed by torch in float64
+// (ONNX Runtime 1.30 agrees with that reference within 5e-7).
+TEST(NewerOnnxOps, Opset23TransformerBlockMatchesTorch) {
+  matchOnnxRuntime("torch-opset23", 2);
 }
 
 // What a node the body builder refuses reports: the node, the op and why, not "unsupported".
