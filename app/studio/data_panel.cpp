@@ -192,6 +192,9 @@ struct DataPanel::InputRow {
   DataInput input;
   DataFileSpec conv;  // format options and conversion; path unused
   QString paths[3];
+  // The validation and test files' own formats ("" = told from the name): a file's format is
+  // its own, while its conversion is the train source's (train's format is conv.format).
+  std::string formats[3];
   // What the validation and test files hold per sample (their headers), to hold against the
   // train source's: the three are read with one conversion.
   std::optional<StoredType> stored[3];
@@ -482,8 +485,11 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       r->conv = *f;
       r->paths[kTrain] = qs(f->path);
     }
-    if (const DataFileSpec* f = find(spec_.validation)) r->paths[kValidation] = qs(f->path);
-    if (const DataFileSpec* f = find(spec_.test)) r->paths[kTest] = qs(f->path);
+    for (auto [split, files] : {std::pair{kValidation, &spec_.validation}, {kTest, &spec_.test}})
+      if (const DataFileSpec* f = find(*files)) {
+        r->paths[split] = qs(f->path);
+        r->formats[split] = f->format;
+      }
     for (Split split : {kValidation, kTest}) probeSplit(r.get(), split);
     r->conv.input = in.name;
 
@@ -778,8 +784,10 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
     r->conv.format.clear();
     inspect(r);
   } else {
-    // Other splits are read with the train source's conversion; check now that the file is
-    // there and readable (its header is enough).
+    // Other splits are read with the train source's conversion, each in its own format (told
+    // from the new file's name); check now that the file is there and readable (its header is
+    // enough).
+    r->formats[split].clear();
     if (const QString error = probeSplit(r, split); !error.isEmpty())
       r->info->setText(tr("<span style='color:#b00020'>%1: %2</span>")
                            .arg(splitName(split), error.toHtmlEscaped()));
@@ -792,6 +800,7 @@ QString DataPanel::probeSplit(InputRow* r, Split split) {
   if (r->paths[split].isEmpty()) return QString();
   DataFileSpec probe = r->conv;
   probe.path = r->paths[split].toStdString();
+  probe.format = r->formats[split];
   auto s = storedType(probe, baseDir_.toStdString());
   if (!s.ok()) return qs(s.message());
   r->stored[split] = *s;
@@ -1225,6 +1234,7 @@ DatasetSpec DataPanel::spec() const {
       DataFileSpec f = r->conv;
       f.input = r->input.name;
       f.path = r->paths[s].toStdString();
+      if (s != kTrain) f.format = r->formats[s];
       to.push_back(std::move(f));
     };
     add(kTrain, d.train);

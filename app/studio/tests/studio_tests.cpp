@@ -32,6 +32,7 @@
 #include <QXYSeries>
 #include <random>
 
+#include <nlohmann/json.hpp>
 #include "app/studio/graph_scene.h"
 #include "app/studio/graph_view.h"
 #include "app/studio/main_window.h"
@@ -39,6 +40,7 @@
 #include "app/studio/params_panel.h"
 #include "app/studio/tests/studio_test_util.h"
 #include "app/studio/training_panel.h"
+
 #include "engine/training/data.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
@@ -584,6 +586,41 @@ class StudioTest : public QObject {
     QCOMPARE(m->graph().node(first)->position.x, where.x + 50);
     // The sources survive the round trip.
     QVERIFY(data->pathEdit("image")->text().endsWith("train-images-idx3-ubyte.gz"));
+  }
+
+  // Each split's file is read in its own format: train from NPY and test from the IDX files
+  // (the CLI trained such a project; the studio read the IDX test files as NPY and refused).
+  void splitsKeepTheirOwnFormats() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    using dw::engine::DType;
+    using dw::engine::Tensor;
+    Tensor images(DType::kUInt8, {100, 28, 28}), labels(DType::kUInt8, {100});
+    for (int64_t i = 0; i < images.size(); ++i) images.data<uint8_t>()[i] = uint8_t(i * 7);
+    for (int64_t i = 0; i < 100; ++i) labels.data<uint8_t>()[i] = uint8_t(i % 10);
+    const QString imagesNpy = dir.filePath("images.npy"), labelsNpy = dir.filePath("labels.npy");
+    QVERIFY(dw::engine::training::writeNpy(imagesNpy.toStdString(), images).ok());
+    QVERIFY(dw::engine::training::writeNpy(labelsNpy.toStdString(), labels).ok());
+    auto text = dw::readFile(example("fashion_mnist_mlp.dwproj").toStdString());
+    QVERIFY(text.ok());
+    auto j = nlohmann::json::parse(*text);
+    for (auto& f : j["training"]["dataset"]["train"]) {
+      f["path"] = (f["input"] == "image" ? imagesNpy : labelsNpy).toStdString();
+      f["format"] = "npy";
+    }
+    for (auto& f : j["training"]["dataset"]["test"]) f["format"] = "idx";
+    const QString project = dir.filePath("npy_train.dwproj");
+    QVERIFY(dw::writeFileAtomic(project.toStdString(), j.dump(1)).ok());
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    QElapsedTimer t;
+    t.start();
+    while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+    QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+    for (const auto& f : data->spec().test) QCOMPARE(QString::fromStdString(f.format), "idx");
+    for (const auto& f : data->spec().train) QCOMPARE(QString::fromStdString(f.format), "npy");
   }
 
   // The validation and test files are held against the train source in the readiness the
