@@ -668,7 +668,7 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     normRow->setContentsMargins(0, 0, 0, 0);
     normHost->setLayout(normRow);
     r->reshape = new QLineEdit;
-    r->reshape->setPlaceholderText(tr("per sample, e.g. 1,28,28 (empty: keep)"));
+    r->reshape->setPlaceholderText(tr("per sample, e.g. 1,28,28; [] one value (empty: keep)"));
     r->oneHot = new QSpinBox;
     r->oneHot->setRange(0, 100000);
     r->oneHot->setSpecialValueText(tr("off"));
@@ -977,7 +977,7 @@ void DataPanel::conversionToWidgets(InputRow* r) {
   r->std->setValue(c.normalization.std);
   QStringList dims;
   for (int64_t x : c.shape) dims << QString::number(x);
-  r->reshape->setText(dims.join(QStringLiteral(",")));
+  r->reshape->setText(c.scalarSamples ? QStringLiteral("[]") : dims.join(QStringLiteral(",")));
   r->oneHot->setValue(int(c.oneHot));
   r->imageH->setValue(int(c.imageHeight));
   r->imageW->setValue(int(c.imageWidth));
@@ -992,7 +992,13 @@ void DataPanel::widgetsToConversion(InputRow* r) {
   c.normalization.mean = r->mean->value();
   c.normalization.std = r->std->value() == 0 ? 1.0 : r->std->value();
   c.shape.clear();
-  for (const QString& part : r->reshape->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+  // "[]": one value a sample (labels stored [N, 1]); brackets around a list are read too.
+  const QString text = r->reshape->text().trimmed();
+  c.scalarSamples = text == QStringLiteral("[]");
+  for (const QString& part : QString(text)
+                                 .remove(QLatin1Char('['))
+                                 .remove(QLatin1Char(']'))
+                                 .split(QLatin1Char(','), Qt::SkipEmptyParts)) {
     bool ok = false;
     const qlonglong v = part.trimmed().toLongLong(&ok);
     if (ok && v > 0) c.shape.push_back(v);

@@ -186,7 +186,7 @@ Result<Tensor> convert(Tensor t, const DataFileSpec& spec, const std::string& pa
     if (!r) return r.status();
     t = std::move(r.value());
   }
-  if (!spec.shape.empty()) {
+  if (spec.reshapes()) {
     Shape s{t.rank() ? t.dim(0) : 1};
     s.insert(s.end(), spec.shape.begin(), spec.shape.end());
     if (numElements(s) != t.size())
@@ -214,7 +214,7 @@ std::pair<DType, Shape> convertedType(const SourceSummary& src, const DataFileSp
     t = DType::kFloat;
     s = {spec.oneHot};
   }
-  if (!spec.shape.empty() && numElements(spec.shape) == numElements(s)) s = spec.shape;
+  if (spec.reshapes() && numElements(spec.shape) == numElements(s)) s = spec.shape;
   return {t, s};
 }
 
@@ -620,7 +620,10 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
   const auto want = perSample(input);
   if (want.size() != shape.size()) {
     if (fullyKnown(want) && numElements(want) == numElements(shape))
-      return data + " but " + wants + ": reshape each sample to " + dimsText(want, false);
+      return data + " but " + wants + ": reshape each sample to " + dimsText(want, false) +
+             (want.empty() ? " (one value a sample: \"shape\": [] in the source, [] in the "
+                             "Data panel's Reshape box)"
+                           : "");
     if (fullyKnown(want))
       return data + " but " + wants + ": " + std::to_string(numElements(shape)) +
              " values per sample against " + std::to_string(numElements(want)) +
@@ -709,13 +712,18 @@ Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current
   {
     DataFileSpec noShape = s;
     noShape.shape.clear();
+    noShape.scalarSamples = false;
     const auto [t, shape] = convertedType(src, noShape);
-    if (!want.empty() && fullyKnown(want) && numElements(want) == numElements(shape) &&
-        want != shape) {
-      if (s.shape != want) steps.push_back("reshape each sample to " + dimsText(want, false));
+    // want is [] for an input of one value a sample ([N]) as well as for one of unknown rank.
+    if ((!want.empty() || !input.shape.empty()) && fullyKnown(want) &&
+        numElements(want) == numElements(shape) && want != shape) {
+      if (s.shape != want || !s.reshapes())
+        steps.push_back("reshape each sample to " + dimsText(want, false));
       s.shape = want;
-    } else if (!s.shape.empty() && numElements(s.shape) != numElements(shape)) {
+      s.scalarSamples = want.empty();
+    } else if (s.reshapes() && numElements(s.shape) != numElements(shape)) {
       s.shape.clear();
+      s.scalarSamples = false;
     }
   }
   const std::string stored = fileName(src.path) + ": " + std::to_string(src.samples) +
@@ -860,7 +868,7 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
                  -1);
       curType = onnx::TensorProto::FLOAT;
     }
-    if (!f.shape.empty() && f.shape != storedShape) {
+    if (f.reshapes() && f.shape != storedShape) {
       std::vector<int64_t> target{-1};
       target.insert(target.end(), f.shape.begin(), f.shape.end());
       tensorToProto(Tensor::fromVector<int64_t>(target, {static_cast<int64_t>(target.size())}),

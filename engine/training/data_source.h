@@ -38,7 +38,10 @@ struct DataFileSpec {
   std::string dtype;  // convert to this dtype after reading ("" = float for normalized data,
                       // else keep); e.g. "int64" for class labels
   std::vector<int64_t> shape;  // per-sample shape to reshape to (e.g. [1,28,28]); empty = keep
-  int64_t oneHot = 0;          // > 0: class indices become one-hot float rows of this many classes
+  // "shape": [] was given: one value a sample (labels stored [N, 1] for an input of [N]).
+  bool scalarSamples = false;
+  bool reshapes() const { return scalarSamples || !shape.empty(); }
+  int64_t oneHot = 0;  // > 0: class indices become one-hot float rows of this many classes
   // CSV only: which columns (see CsvOptions).
   std::string csvLabelColumn;
   bool csvHeader = true;

@@ -62,6 +62,7 @@ Status parseFile(const json& j, const std::string& path, DataFileSpec& f) {
   r.get("format", f.format);
   r.get("dtype", f.dtype);
   r.get("shape", f.shape);
+  if (const json* s = r.sub("shape"); s && s->is_array() && s->empty()) f.scalarSamples = true;
   // A name or a column number; a number may be written as one (4) or as text ("4").
   if (const json* c = r.sub("csv_label_column"); c && c->is_number_integer())
     f.csvLabelColumn = std::to_string(c->get<int64_t>());
@@ -105,7 +106,7 @@ json fileToJson(const DataFileSpec& f) {
   json j = {{"input", f.input}, {"path", f.path}};
   if (!f.format.empty()) j["format"] = f.format;
   if (!f.dtype.empty()) j["dtype"] = f.dtype;
-  if (!f.shape.empty()) j["shape"] = f.shape;
+  if (f.reshapes()) j["shape"] = f.shape;
   if (!f.normalization.isIdentity())
     j["normalization"] = {{"scale", f.normalization.scale},
                           {"mean", f.normalization.mean},

@@ -142,6 +142,35 @@ TEST(DataSource, ProposesScaleAndReshapeForBytesIntoAFloatImageInput) {
   EXPECT_TRUE(dw::parseType(t.inputTypeForData).ok()) << t.inputTypeForData;
 }
 
+// Labels stored [N, 1] for an input of [N]: the proposal reshapes each sample to one value
+// ("shape": [], which had read as "keep", so the advice could not be followed), and the
+// training section keeps that through its JSON.
+TEST(DataSource, LabelsStoredAsColumnsReshapeToOneValueASample) {
+  SourceSummary src;
+  src.path = "labels.npy";
+  src.format = "npy";
+  src.samples = 100;
+  src.sampleShape = {1};
+  src.dtype = DType::kInt64;
+  DataInput in{"label", DType::kInt64, {-1}, true, "int64[N]"};
+  EXPECT_NE(checkFit(src, DataFileSpec{}, in)
+                .find("reshape each sample to [] (one value a "
+                      "sample: \"shape\": [] in the source"),
+            std::string::npos)
+      << checkFit(src, DataFileSpec{}, in);
+  const Proposal p = proposeConversion(src, DataFileSpec{}, in);
+  EXPECT_TRUE(p.fits) << p.message;
+  EXPECT_TRUE(p.spec.scalarSamples);
+  EXPECT_EQ(checkFit(src, p.spec, in), "");
+  auto cfg = parseTrainingConfig(
+      R"({"dataset": {"train": [{"input": "label", "path": "l.npy", "shape": []}]}})");
+  ASSERT_TRUE(cfg.ok()) << cfg.message();
+  ASSERT_EQ(cfg->dataset.train.size(), 1u);
+  EXPECT_TRUE(cfg->dataset.train[0].scalarSamples);
+  EXPECT_NE(trainingConfigToJson(*cfg).find("\"shape\": []"), std::string::npos)
+      << trainingConfigToJson(*cfg);
+}
+
 }  // namespace
 }  // namespace dw::engine::training
 
