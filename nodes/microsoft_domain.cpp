@@ -1286,6 +1286,24 @@ void inferContribLstm(onnx::InferenceContext& ctx) {
   for (size_t i = 1; i < ctx.getNumOutputs() && i < 3; ++i) onnx::updateOutputShape(ctx, i, state);
 }
 
+// QuantizeBFP's and DequantizeBFP's attributes, judged where `check` sees them (the kernel
+// refuses the same at run time): the two defined BFP types, and block_dim within the tensor's
+// `rank` where that is known (-1 otherwise).
+void checkBfpAttributes(onnx::InferenceContext& ctx, int64_t rank) {
+  const auto* type = ctx.getAttribute("bfp_type");
+  if (type && type->i() != 0 && type->i() != 1)
+    fail_shape_inference("bfp_type ", type->i(),
+                         type->i() == 2 || type->i() == 3
+                             ? " is reserved for a hardware's own layout (Custom_BFP_0/1), which "
+                               "deepwire cannot know"
+                             : " is not a BFP type",
+                         "; use 0 (BFP_1_8_8_16) or 1 (BFP_1_4_8_16)");
+  const auto* dim = ctx.getAttribute("block_dim");
+  const int64_t d = dim ? dim->i() : -1;
+  if (rank >= 0 && (d < -rank || d >= rank))
+    fail_shape_inference("block_dim ", d, " is outside the ", rank, " axes of the tensor");
+}
+
 const std::vector<MsOp>& msOps() {
   static const std::vector<MsOp> ops = {
       {"DynamicQuantizeLSTM", "rnn",
@@ -1781,6 +1799,9 @@ const std::vector<MsOp>& msOps() {
        "this one is deepwire's, and DequantizeBFP reads it.",
        17, nullptr,
        [](onnx::InferenceContext& ctx) {
+         checkBfpAttributes(ctx, onnx::hasInputShape(ctx, 0)
+                                     ? onnx::getInputShape(ctx, 0).dim_size()
+                                     : -1);
          onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::UINT8);
          onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT64);
          onnx::updateOutputElemType(ctx, 2, onnx::TensorProto::INT64);
@@ -1800,7 +1821,16 @@ const std::vector<MsOp>& msOps() {
        17, nullptr,
        [](onnx::InferenceContext& ctx) {
          const auto* dtype = ctx.getAttribute("dtype");
-         onnx::updateOutputElemType(ctx, 0, dtype ? static_cast<int32_t>(dtype->i()) : 1);
+         const int64_t to = dtype ? dtype->i() : 1;
+         if (to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::FLOAT16 &&
+             to != onnx::TensorProto::BFLOAT16)
+           fail_shape_inference("dtype ", to, " is not 1 (float), 10 (float16) or 16 (bfloat16)");
+         int64_t rank = -1;
+         if (onnx::hasInputShape(ctx, 1) && onnx::getInputShape(ctx, 1).dim_size() == 1 &&
+             onnx::getInputShape(ctx, 1).dim(0).has_dim_value())
+           rank = onnx::getInputShape(ctx, 1).dim(0).dim_value();
+         checkBfpAttributes(ctx, rank);
+         onnx::updateOutputElemType(ctx, 0, static_cast<int32_t>(to));
          // A malformed model may claim any length: ranks past 64 are left to the kernel's
          // error instead of being built here.
          const onnx::TensorProto* shape = ctx.getInputData(1);

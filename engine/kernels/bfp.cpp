@@ -180,7 +180,9 @@ class DequantizeBfp : public Kernel {
                            shapeToString(l.shape) + " with block_dim " + std::to_string(l.axis) +
                            " makes " + std::to_string(l.blocks) + " blocks of " +
                            std::to_string(f.bytes) + " bytes (bfp_type " + std::to_string(type_) +
-                           ")" + (want ? ", " + std::to_string(want) + " bytes" : ""));
+                           ")" + (want ? ", " + std::to_string(want) + " bytes" : "") +
+                           "; the QuantizeBFP that wrote x must have had the same block_dim and "
+                           "bfp_type, and this shape");
     DW_ALLOC(y, ctx.output(0, to_, l.shape));
     const uint8_t* in = x.data<uint8_t>();
     const int64_t step = l.rowStride[l.axis];

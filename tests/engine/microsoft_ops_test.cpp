@@ -515,6 +515,10 @@ TEST(MicrosoftOps, BlockFloatingPointRoundTripsAndRefusesWhatItCannotRead) {
   EXPECT_NE(custom.message().find("Custom_BFP_0) is reserved for a hardware's own layout"),
             std::string::npos)
       << custom.message();
+  // `check` judges the attributes too, before anything runs.
+  const dw::Status checked = dw::checkOnnxModel(model(5, 1, x));
+  EXPECT_NE(checked.message().find("bfp_type 5 is not a BFP type"), std::string::npos)
+      << checked.message();
   dw::engine::Tensor withNan = x;
   withNan.data<float>()[5] = std::nanf("");
   auto nan = (*dw::engine::InferenceSession::create(model(0, 1, withNan), {}))->run({});
