@@ -212,6 +212,8 @@ class TrainingWorker : public QObject {
   // them again (their accuracy mixed the validation and test batches).
   std::string evaluated_;
   std::unique_ptr<BatchCursor> trainCursor_, testCursor_;
+  bool labelsChecked_ = false;  // the trainer's label ranges held against train_ and test_
+  std::string evaluatedSplit_;  // which split test_ is
   // Predict's session: the trainer's weights when it is current, else the canvas's.
   std::unique_ptr<dw::engine::InferenceSession> predictor_;
   int64_t batchSize_ = 0;
@@ -229,6 +231,7 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     auto t = Trainer::create(*req.graph, req.options);
     if (!t.ok()) return t.status();
     trainer_ = std::move(*t);
+    labelsChecked_ = false;
     post([p = panel_, doc = req.document, notice = qs(trainer_->notice())] {
       p->onTrainerBuilt(doc, notice);
     });
@@ -248,7 +251,18 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     if (!data.ok()) return data.status();
     train_ = data->train;
     test_ = data->evaluation();
+    evaluatedSplit_ = data->validation ? "validation" : "test";
     dataKey_ = key;
+    labelsChecked_ = false;
+  }
+  // Labels outside the loss's classes, in all of the data at once: a step finds only those of
+  // its own batch, and named the sample by its place in the batch.
+  if (trainer_ && !labelsChecked_) {
+    DW_RETURN_IF_ERROR(trainer_->checkLabels(*train_, describeSplit(req.config.dataset, "train")));
+    if (test_)
+      DW_RETURN_IF_ERROR(
+          trainer_->checkLabels(*test_, describeSplit(req.config.dataset, evaluatedSplit_)));
+    labelsChecked_ = true;
   }
   // A trainer on a GPU wants its batches in page-locked memory (Trainer::batchStorage): the
   // cursors are made anew when the batch size changes, or when a rebuilt trainer moved to or

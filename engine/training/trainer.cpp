@@ -1024,6 +1024,9 @@ void Trainer::setLearningRate(double lr) {
 std::string Trainer::notice() const {
   return impl_->notice;
 }
+Status Trainer::checkLabels(const Dataset& data, const std::string& where) const {
+  return impl_->checkLabels(data.columns, where);
+}
 int Trainer::threads() const {
   return impl_->trainSession->backend().threads();
 }

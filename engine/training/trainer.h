@@ -194,6 +194,9 @@ class Trainer {
   ~Trainer();
 
   Result<StepResult> trainStep(const Batch& batch);
+  // The first label of `data` outside its loss's classes, as an error naming the sample of
+  // `where` (what a step finds only in its own batch).
+  Status checkLabels(const Dataset& data, const std::string& where) const;
   Status optimizerStep();
   void resetGrad();
   Result<StepResult> fullTrainStep(const Batch& batch, bool update = true);

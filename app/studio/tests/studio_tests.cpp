@@ -588,6 +588,34 @@ class StudioTest : public QObject {
     QVERIFY(data->pathEdit("image")->text().endsWith("train-images-idx3-ubyte.gz"));
   }
 
+  // A label outside the loss's classes anywhere in the data stops Train Step before it runs,
+  // naming the sample in its split and the files (a step found it only in its own batch, as
+  // "sample 12 of the batch").
+  void trainStepChecksEveryLabel() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    std::string idx("\x00\x00\x08\x01\x00\x00\x27\x10", 8);
+    idx += std::string(10000, '\x03');
+    idx[8 + 37] = 12;
+    const QString labels = dir.filePath("bad-labels.idx");
+    QVERIFY(dw::writeFileAtomic(labels.toStdString(), idx).ok());
+    auto text = dw::readFile(example("fashion_mnist_mlp.dwproj").toStdString());
+    QVERIFY(text.ok());
+    auto j = nlohmann::json::parse(*text);
+    j["training"]["dataset"]["test"][1]["path"] = labels.toStdString();
+    const QString project = dir.filePath("bad.dwproj");
+    QVERIFY(dw::writeFileAtomic(project.toStdString(), j.dump(1)).ok());
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    auto* panel = w.training();
+    QTest::mouseClick(panel->trainStepButton(), Qt::LeftButton);
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().contains("sample 37 of the test data") &&
+                 panel->lastError().contains("bad-labels.idx") &&
+                 panel->lastError().contains("has label 12"),
+             qPrintable(panel->lastError()));
+  }
+
   // Each split's file is read in its own format: train from NPY and test from the IDX files
   // (the CLI trained such a project; the studio read the IDX test files as NPY and refused).
   void splitsKeepTheirOwnFormats() {
