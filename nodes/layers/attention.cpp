@@ -103,9 +103,10 @@ Status lowerMultiHeadAttention(LoweringBuilder& b) {
 
 // Rotary position embedding (RoFormer; keras_hub's RotaryEmbedding): the feature axis splits
 // into halves x1, x2, and position p turns each pair (x1[i], x2[i]) by the angle
-// p * scaling^-1 * max_wavelength^(-2i / d): y = x cos + [-x2, x1] sin. The angles depend only
-// on the static sizes, so cos and sin are tables computed here (float64, stored as float),
-// shaped to broadcast over every axis but the sequence and feature ones.
+// p * scaling^-1 * max_wavelength^(-2i / d): y = x cos + [-x2, x1] sin. With a static sequence
+// length, cos and sin are tables computed here (float64, stored as float); otherwise the graph
+// computes them from the input's length each run. Either is shaped to broadcast over every axis
+// but the sequence and feature ones.
 Status lowerRotaryEmbedding(LoweringBuilder& b) {
   auto dims = b.staticDims(0, "RotaryEmbedding needs the sequence and feature sizes");
   if (!dims.ok()) return dims.status();
@@ -117,40 +118,68 @@ Status lowerRotaryEmbedding(LoweringBuilder& b) {
     return b.fail("sequence_axis and feature_axis must be two different axes of the rank-" +
                   std::to_string(rank) + " input");
   const int64_t seq = (*dims)[seqAxis], d = (*dims)[featAxis];
-  if (seq <= 0 || d <= 0) return b.fail("the sequence and feature sizes must be static");
+  if (d <= 0) return b.fail("the feature size must be static");
   if (d % 2) return b.fail("the feature size " + std::to_string(d) + " must be even");
   const double wavelength = b.param("max_wavelength").asFloat(),
                scaling = b.param("scaling_factor").asFloat();
   if (!(wavelength > 0) || !(scaling > 0))
     return b.fail("max_wavelength and scaling_factor must be positive");
   std::vector<int64_t> tableDims(rank, 1);
-  tableDims[seqAxis] = seq;
+  tableDims[seqAxis] = seq > 0 ? seq : -1;
   tableDims[featAxis] = d;
-  // Table element (p, j) in the row-major order of tableDims.
-  const int64_t seqStride = seqAxis < featAxis ? d : 1, featStride = seqAxis < featAxis ? 1 : seq;
-  std::vector<float> cosT(seq * d), sinT(seq * d);
-  for (int64_t p = 0; p < seq; ++p)
-    for (int64_t j = 0; j < d; ++j) {
-      const int64_t i = j % (d / 2);
-      const double angle = p / scaling * std::pow(wavelength, -2.0 * i / d);
-      cosT[p * seqStride + j * featStride] = static_cast<float>(std::cos(angle));
-      sinT[p * seqStride + j * featStride] = static_cast<float>(std::sin(angle));
-    }
-  auto table = [&](const std::string& suffix, const std::vector<float>& v) {
+  auto floats = [&](const std::string& suffix, const std::vector<float>& v,
+                    const std::vector<int64_t>& shape) {
     onnx::TensorProto t;
     t.set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t dim : tableDims) t.add_dims(dim);
+    for (int64_t dim : shape) t.add_dims(dim);
     t.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
     return b.constant(suffix, t);
   };
+  std::string cosT, sinT;
+  if (seq > 0) {
+    // Table element (p, j) in the row-major order of tableDims.
+    const int64_t seqStride = seqAxis < featAxis ? d : 1, featStride = seqAxis < featAxis ? 1 : seq;
+    std::vector<float> c(seq * d), sn(seq * d);
+    for (int64_t p = 0; p < seq; ++p)
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t i = j % (d / 2);
+        const double angle = p / scaling * std::pow(wavelength, -2.0 * i / d);
+        c[p * seqStride + j * featStride] = static_cast<float>(std::cos(angle));
+        sn[p * seqStride + j * featStride] = static_cast<float>(std::sin(angle));
+      }
+    cosT = floats("cos", c, tableDims);
+    sinT = floats("sin", sn, tableDims);
+  } else {
+    // A sequence of any length: the angles from the positions the input has, each run.
+    std::vector<float> inverse(d);
+    for (int64_t j = 0; j < d; ++j)
+      inverse[j] = static_cast<float>(std::pow(wavelength, -2.0 * (j % (d / 2)) / d) / scaling);
+    onnx::TensorProto scalar;
+    scalar.set_data_type(onnx::TensorProto::INT64);
+    const int64_t zero = 0, one = 1;
+    scalar.set_raw_data(std::string(reinterpret_cast<const char*>(&seqAxis), 8));
+    const auto length =
+        b.op1("Gather", {b.op1("Shape", {b.input(0)}), b.constant("seq_axis", scalar)});
+    scalar.set_raw_data(std::string(reinterpret_cast<const char*>(&zero), 8));
+    const auto first = b.constant("first_position", scalar);
+    scalar.set_raw_data(std::string(reinterpret_cast<const char*>(&one), 8));
+    const auto positions =
+        b.op1("Cast", {b.op1("Range", {first, length, b.constant("position_step", scalar)})},
+              {attrInt("to", onnx::TensorProto::FLOAT)});
+    std::string angles = b.op1("Mul", {b.op1("Reshape", {positions, b.int64s("column", {-1, 1})}),
+                                       floats("inverse_frequencies", inverse, {d})});
+    if (seqAxis > featAxis) angles = b.op1("Transpose", {angles}, {attrInts("perm", {1, 0})});
+    const auto shape = b.int64s("table_shape", tableDims);
+    cosT = b.op1("Reshape", {b.op1("Cos", {angles}), shape});
+    sinT = b.op1("Reshape", {b.op1("Sin", {angles}), shape});
+  }
   const std::string x = b.input(0);
   const auto begin = b.int64s("half_begin", {0}), middle = b.int64s("half_middle", {d / 2}),
              end = b.int64s("half_end", {d}), axes = b.int64s("feature_axis", {featAxis});
   const auto x1 = b.op1("Slice", {x, begin, middle, axes});
   const auto x2 = b.op1("Slice", {x, middle, end, axes});
   const auto turned = b.op1("Concat", {b.op1("Neg", {x2}), x1}, {attrInt("axis", featAxis)});
-  b.op1("Add", {b.op1("Mul", {x, table("cos", cosT)}), b.op1("Mul", {turned, table("sin", sinT)})},
-        {}, b.outputName(0));
+  b.op1("Add", {b.op1("Mul", {x, cosT}), b.op1("Mul", {turned, sinT})}, {}, b.outputName(0));
   return Status();
 }
 
@@ -200,8 +229,8 @@ void addAttention(CatalogueBuilder& cb) {
            "position turns the pairs of the feature axis' two halves by angles that grow with "
            "the position, so that attention scores depend on relative positions. Apply it to "
            "(batch, sequence, features) or (batch, sequence, heads, head size) before the "
-           "attention. No weights; lowers to Slice, Concat and elementwise ops with cos and "
-           "sin tables.",
+           "attention; any sequence length. No weights; lowers to Slice, Concat and "
+           "elementwise ops with cos and sin tables (computed from the length where it varies).",
            {in()},
            {out()},
            {pFloat("max_wavelength", 10000, "The longest wavelength of the angles."),

@@ -668,6 +668,10 @@ case("rotary_heads", "RotaryEmbedding", {"max_wavelength": 100.0, "scaling_facto
 x = rand(2, 6, 7)
 case("rotary_channels_first", "RotaryEmbedding", {"sequence_axis": 2, "feature_axis": 1}, [x], {},
      [rotary(x, seq_axis=2, feat_axis=1)])
+# The Input declares no sequence length: the angles come from the length at run time.
+x = rand(3, 9, 6)
+case("rotary_any_length", "RotaryEmbedding", {}, [x], {}, [rotary(x)],
+     input_types=["float[N,S,6]"])
 
 
 # --- Writing -----------------------------------------------------------------------------------
@@ -699,6 +703,8 @@ def main():
                              for k, v in c["weights"].items()},
                  "outputs": [save("output_%d.npy" % i, a, np.float32)
                              for i, a in enumerate(c["outputs"])]}
+        if c.get("input_types"):
+            entry["input_types"] = c["input_types"]
         if c.get("training"):
             entry["training"] = True
             entry["training_outputs"] = {k: save("train_%s.npy" % k, v, np.float32)
