@@ -28,9 +28,18 @@ Status lowerPool(LoweringBuilder& b, size_t nd, bool max) {
 Status lowerGlobalPool(LoweringBuilder& b, size_t nd, bool max) {
   auto rank = b.rankOf(0);
   if (!rank.ok()) return rank.status();
+  const bool last = strParam(b, "data_format") == "channels_last";
   if (*rank != static_cast<int64_t>(nd) + 2)
-    return b.fail("expects a rank-" + std::to_string(nd + 2) + " input (N, C, spatial...)");
-  if (b.param("keepdims").asBool()) {
+    return b.fail("expects a rank-" + std::to_string(nd + 2) + " input " +
+                  (last ? "(N, spatial..., C)" : "(N, C, spatial...)"));
+  if (last) {
+    // (N, steps, features) as Keras and the attention layers lay sequences out: a reduction
+    // over the axes between the batch and the features.
+    std::vector<int64_t> axes;
+    for (size_t a = 1; a <= nd; ++a) axes.push_back(static_cast<int64_t>(a));
+    b.reduce(max ? "ReduceMax" : "ReduceMean", b.input(0), axes, b.param("keepdims").asBool(),
+             b.outputName(0));
+  } else if (b.param("keepdims").asBool()) {
     b.op1(max ? "GlobalMaxPool" : "GlobalAveragePool", {b.input(0)}, {}, b.outputName(0));
   } else {
     const auto pooled = b.op1(max ? "GlobalMaxPool" : "GlobalAveragePool", {b.input(0)});
@@ -57,7 +66,12 @@ void addPooling(CatalogueBuilder& cb, size_t nd) {
       pInts("strides", {}, "Strides (empty: pool_size)."),
       pStr("padding", "valid", "valid or same.", {"valid", "same"})};
   const std::vector<ParamSpec> gpoolParams = {
-      pBool("keepdims", false, "Keep the spatial axes (as size 1).")};
+      pBool("keepdims", false, "Keep the spatial axes (as size 1)."),
+      pStr("data_format", "channels_first",
+           "channels_first: (N, C, spatial...), the ONNX layout the convolutions use; "
+           "channels_last: (N, spatial..., C), as sequences are for the attention and recurrent "
+           "layers (Keras' default).",
+           {"channels_first", "channels_last"})};
   LowerFn pools[2][4] = {{nullptr, pool<1, false>, pool<2, false>, pool<3, false>},
                          {nullptr, pool<1, true>, pool<2, true>, pool<3, true>}};
   LowerFn gpools[2][4] = {{nullptr, gpool<1, false>, gpool<2, false>, gpool<3, false>},

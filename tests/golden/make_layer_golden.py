@@ -673,6 +673,16 @@ x = rand(3, 9, 6)
 case("rotary_any_length", "RotaryEmbedding", {}, [x], {}, [rotary(x)],
      input_types=["float[N,S,6]"])
 
+# Sequences (batch, steps, features), as MultiHeadAttention takes them: pooled over the steps.
+x = rand(2, 7, 5)
+case("globalavgpool1d_channels_last", "GlobalAvgPool1D", {"data_format": "channels_last"}, [x], {},
+     [T(x).mean(1)])
+case("globalmaxpool1d_channels_last_keepdims", "GlobalMaxPool1D",
+     {"data_format": "channels_last", "keepdims": True}, [x], {}, [T(x).amax(1, keepdim=True)])
+x = rand(2, 3, 4, 5)
+case("globalavgpool2d_channels_last", "GlobalAvgPool2D", {"data_format": "channels_last"}, [x], {},
+     [T(x).mean((1, 2))])
+
 
 # --- Writing -----------------------------------------------------------------------------------
 
