@@ -951,7 +951,14 @@ std::vector<LabelRange> labelRangesOf(const onnx::GraphProto& graph,
     if (shape.dim_size() < 2 || !shape.dim(1).has_dim_value()) continue;
     LabelRange c;
     c.input = n.input(1);
-    c.loss = n.name().empty() ? n.output(0) : n.name();
+    // An Output Train node's loss is lowered as "<node>_loss/...": named by that node, which
+    // is the one the user sees, rather than by the lowered operator.
+    const std::string name = n.name().empty() ? n.output(0) : n.name();
+    const std::string head = name.substr(0, name.find('/'));
+    c.loss = head.size() > 5 && head.size() < name.size() &&
+                     head.compare(head.size() - 5, 5, "_loss") == 0
+                 ? "the loss of '" + head.substr(0, head.size() - 5) + "' (" + n.op_type() + ")"
+                 : "the loss '" + name + "'";
     c.classes = shape.dim(1).dim_value();
     for (const auto& a : n.attribute())
       if (a.name() == "ignore_index") {
@@ -977,9 +984,9 @@ Status checkLabelValues(const std::vector<LabelRange>& ranges,
       return Status::error(
           "sample " + std::to_string(i / perSample) + " of " + where + " has label " +
           std::to_string(v) + " in input '" + c.input + "', outside [0, " +
-          std::to_string(c.classes) + "): the loss '" + c.loss + "' scores " +
-          std::to_string(c.classes) + " classes, so labels must be class indices 0 to " +
-          std::to_string(c.classes - 1) + " (fix the data, or give the model that many outputs)");
+          std::to_string(c.classes) + "): " + c.loss + " scores " + std::to_string(c.classes) +
+          " classes, so labels must be class indices 0 to " + std::to_string(c.classes - 1) +
+          " (fix the data, or give the model that many outputs)");
     }
   }
   return Status();

@@ -172,7 +172,8 @@ Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::strin
 // A classification loss (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss) that reads its
 // labels straight from a data input: labels must be class indices below `classes`.
 struct LabelRange {
-  std::string input, loss;
+  std::string input;
+  std::string loss;  // how messages name it: "the loss of 'logits' (SoftmaxCrossEntropyLoss)"
   int64_t classes = 0;
   bool hasIgnore = false;
   int64_t ignore = 0;
