@@ -1188,10 +1188,27 @@ const std::vector<std::string>* msChoices(const std::string& op, const std::stri
       {{"NhwcFusedConv", "activation"}, kConvActivation},
       {{"CropAndResize", "mode"}, {"bilinear", "nearest"}},
       {{"CDist", "metric"}, {"sqeuclidean", "euclidean"}},
+      {{"QuantizeBFP", "bfp_type"}, {"0", "1"}},
+      {{"DequantizeBFP", "bfp_type"}, {"0", "1"}},
+      {{"DequantizeBFP", "dtype"}, {"1", "10", "16"}},
   };
   if (attr == "auto_pad") return &kAutoPad;
   auto it = kChoices.find({op, attr});
   return it == kChoices.end() ? nullptr : &it->second;
+}
+
+// What a parameter means, where the op's own doc leaves it unsaid (the schema facts hold no
+// doc text).
+std::string msParamDoc(const std::string& op, const std::string& attr) {
+  static const std::map<std::pair<std::string, std::string>, std::string> kDocs = {
+      {{"QuantizeBFP", "bfp_type"}, "0: BFP_1_8_8_16 (8-bit magnitudes), 1: BFP_1_4_8_16 (4-bit)."},
+      {{"DequantizeBFP", "bfp_type"}, "The type x was written in: 0 BFP_1_8_8_16, 1 BFP_1_4_8_16."},
+      {{"QuantizeBFP", "block_dim"}, "The axis blocks of 16 values run along."},
+      {{"DequantizeBFP", "block_dim"}, "The axis the blocks run along, as QuantizeBFP had it."},
+      {{"DequantizeBFP", "dtype"}, "The output's type: 1 float, 10 float16, 16 bfloat16."},
+  };
+  auto it = kDocs.find({op, attr});
+  return it == kDocs.end() ? std::string() : it->second;
 }
 
 // Whether an INT attribute is a switch (0 or 1): the panel shows a check box. The schema facts
@@ -1795,8 +1812,9 @@ const std::vector<MsOp>& msOps() {
        "(M = 4, 11 bytes). E comes from the block's largest magnitude; magnitudes round to "
        "nearest even. A block is a little-endian bit stream: E, then each value's code "
        "(magnitude in the low M bits, sign above). A line not a multiple of 16 long ends in "
-       "a zero-padded block. NaN and infinity are refused. ONNX Runtime defines no layout; "
-       "this one is deepwire's, and DequantizeBFP reads it.",
+       "a zero-padded block. NaN and infinity are refused, as are the custom types 2 and 3 "
+       "(a hardware's own layouts). ONNX Runtime defines no layout; this one is deepwire's, "
+       "and DequantizeBFP reads it with the same bfp_type and block_dim.",
        17, nullptr,
        [](onnx::InferenceContext& ctx) {
          checkBfpAttributes(ctx, onnx::hasInputShape(ctx, 0)
@@ -3281,6 +3299,7 @@ void addMicrosoftDomain(CatalogueBuilder& b) {
     spec.doc = op.doc;
     for (auto& p : spec.params) {
       if (const auto* values = msChoices(op.name, p.name)) p.allowedValues = *values;
+      if (p.doc.empty()) p.doc = msParamDoc(op.name, p.name);
       if (p.type == ParamType::Int && msFlag(p.name) &&
           (!p.defaultValue || p.defaultValue->asInt() == 0 || p.defaultValue->asInt() == 1)) {
         p.type = ParamType::Bool;
