@@ -7,16 +7,31 @@ namespace dw::layers {
 
 namespace {
 
-Status lowerNorm(LoweringBuilder& b, bool batch) {
-  auto dims = b.staticDims(0, "a normalization needs the normalized axis' size");
+// The input's static dims and the "axis" parameter made non-negative, with a known size.
+struct NormalizedAxis {
+  std::vector<int64_t> dims;
+  int64_t rank = 0, axis = 0, size = 0;
+};
+Result<NormalizedAxis> normalizedAxis(LoweringBuilder& b, const std::string& why) {
+  auto dims = b.staticDims(0, why);
   if (!dims.ok()) return dims.status();
-  const int64_t rank = static_cast<int64_t>(dims->size());
-  int64_t axis = intParam(b, "axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank)
-    return b.fail("axis is out of range for a rank-" + std::to_string(rank) + " input");
-  const int64_t c = (*dims)[axis];
-  if (c <= 0) return b.fail("the size of axis " + std::to_string(axis) + " is unknown");
+  NormalizedAxis n;
+  n.rank = static_cast<int64_t>(dims->size());
+  n.axis = intParam(b, "axis");
+  if (n.axis < 0) n.axis += n.rank;
+  if (n.axis < 0 || n.axis >= n.rank)
+    return b.fail("axis is out of range for a rank-" + std::to_string(n.rank) + " input");
+  n.size = (*dims)[n.axis];
+  if (n.size <= 0) return b.fail("the size of axis " + std::to_string(n.axis) + " is unknown");
+  n.dims = std::move(*dims);
+  return n;
+}
+
+Status lowerNorm(LoweringBuilder& b, bool batch) {
+  auto na = normalizedAxis(b, "a normalization needs the normalized axis' size");
+  if (!na.ok()) return na.status();
+  const std::vector<int64_t>& dims = na->dims;
+  const int64_t axis = na->axis, c = na->size;
   const bool center = b.param("center").asBool(), scale = b.param("scale").asBool();
   WeightFill ones, zeros;
   ones.fill = "ones";
@@ -35,7 +50,7 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
           b.outputName(0));
     return Status();
   }
-  std::vector<int64_t> shape(dims->begin() + axis, dims->end());
+  std::vector<int64_t> shape(dims.begin() + axis, dims.end());
   for (int64_t d : shape)
     if (d <= 0) return b.fail("LayerNormalization needs static sizes from axis on");
   const auto gamma =
@@ -98,15 +113,9 @@ Status lowerGroupNorm(LoweringBuilder& b) {
 
 // Keras' RMSNormalization: x / sqrt(mean(x^2 over axis) + epsilon) * scale, scale [size of axis].
 Status lowerRmsNorm(LoweringBuilder& b) {
-  auto dims = b.staticDims(0, "RMSNormalization needs the normalized axis' size");
-  if (!dims.ok()) return dims.status();
-  const int64_t rank = static_cast<int64_t>(dims->size());
-  int64_t axis = intParam(b, "axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank)
-    return b.fail("axis is out of range for a rank-" + std::to_string(rank) + " input");
-  const int64_t n = (*dims)[axis];
-  if (n <= 0) return b.fail("the size of axis " + std::to_string(axis) + " is unknown");
+  auto na = normalizedAxis(b, "RMSNormalization needs the normalized axis' size");
+  if (!na.ok()) return na.status();
+  const int64_t rank = na->rank, axis = na->axis, n = na->size;
   const std::string x = b.input(0);
   const auto meanSquare = b.reduce("ReduceMean", b.op1("Mul", {x, x}), {axis}, true);
   const auto rms = b.op1(

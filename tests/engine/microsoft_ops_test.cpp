@@ -231,17 +231,23 @@ std::map<std::string, dw::engine::Tensor> caseInputs(const fs::path& dir) {
   return in;
 }
 
+// A golden case of `suite` run on its inputs as `edit` changes them.
+template <class Edit>
+auto runEdited(const std::string& suite, const std::string& name, Edit edit) {
+  const fs::path dir = fs::path(DW_SOURCE_DIR) / "tests/golden" / suite / name;
+  auto session = dw::engine::InferenceSession::create(load(dir / "model.onnx"));
+  EXPECT_TRUE(session.ok()) << session.message();
+  auto in = caseInputs(dir);
+  edit(in);
+  return (*session)->run(in);
+}
+
 // Inputs that would make the new kernels read out of bounds or size huge outputs are errors
 // that say which input and why.
 TEST(MicrosoftOps, KernelsRefuseInputsOutsideTheirRange) {
   (void)dw::Catalogue::instance();
-  const fs::path golden = fs::path(DW_SOURCE_DIR) / "tests/golden/ort-contrib";
-  auto run = [&](const std::string& name, auto edit) {
-    auto session = dw::engine::InferenceSession::create(load(golden / name / "model.onnx"));
-    EXPECT_TRUE(session.ok()) << session.message();
-    auto in = caseInputs(golden / name);
-    edit(in);
-    return (*session)->run(in);
+  auto run = [](const std::string& name, auto edit) {
+    return runEdited("ort-contrib", name, edit);
   };
   // total_sequence_length far beyond the past and the new tokens: 2^31 - 1 sized the present
   // caches at 8 GB.
@@ -527,13 +533,8 @@ TEST(MicrosoftOps, BlockFloatingPointRoundTripsAndRefusesWhatItCannotRead) {
   EXPECT_NE(nan.message().find("quantize"), std::string::npos) << nan.message();
   EXPECT_NE(nan.message().find("at flat index 5; BFP has no code for NaN"), std::string::npos)
       << nan.message();
-  const fs::path golden = fs::path(DW_SOURCE_DIR) / "tests/golden/ref-contrib";
-  auto run = [&](const std::string& name, auto edit) {
-    auto session = dw::engine::InferenceSession::create(load(golden / name / "model.onnx"));
-    EXPECT_TRUE(session.ok()) << session.message();
-    auto in = caseInputs(golden / name);
-    edit(in);
-    return (*session)->run(in);
+  auto run = [](const std::string& name, auto edit) {
+    return runEdited("ref-contrib", name, edit);
   };
   auto r = run("dequantizebfp_m8_row_major", [](auto& in) {
     in["shape"].template data<int64_t>()[2] = 40;
