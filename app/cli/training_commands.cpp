@@ -389,6 +389,16 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     Status cs = tr.saveCheckpoint(a.checkpoint);
     if (!cs.ok()) return fail(cs.message());
   }
+  // Each file written, as a line a person reads or, with --json, a JSON line of its own (the
+  // step and epoch readers skip it: it has neither key).
+  auto wrote = [&](const std::string& path, const std::string& kind, const std::string& text) {
+    if (a.json)
+      std::cout << json{{"wrote", path}, {"contents", kind}}.dump(-1, ' ', false,
+                                                                  json::error_handler_t::replace)
+                << "\n";
+    else
+      std::cout << text << "\n";
+  };
   if (!a.exportOnnx.empty()) {
     auto m = tr.exportInference();
     if (!m) return fail(m.message());
@@ -398,19 +408,21 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     }
     Status ws = writeOnnxFile(*m, a.exportOnnx);
     if (!ws.ok()) return fail(ws.message(), 2);
-    if (!a.json) std::cout << "exported " << a.exportOnnx << "\n";
+    wrote(a.exportOnnx, "inference model", "exported " + a.exportOnnx);
   }
   if (!a.saveProject.empty()) {
     Status ss = saveTrainedProject(st, a.saveProject);
     if (!ss.ok()) return fail(ss.message(), 2);
-    if (!a.json) std::cout << "saved " << a.saveProject << " (with the trained weights)\n";
+    wrote(a.saveProject, "project with the trained weights",
+          "saved " + a.saveProject + " (with the trained weights)");
   }
   if (!a.exportTraining.empty()) {
     auto m = tr.exportTraining();
     if (!m) return fail(m.message());
     Status ws = writeOnnxFile(*m, a.exportTraining);
     if (!ws.ok()) return fail(ws.message(), 2);
-    if (!a.json) std::cout << "exported " << a.exportTraining << " (with training info)\n";
+    wrote(a.exportTraining, "training model",
+          "exported " + a.exportTraining + " (with training info)");
   }
   if (comm && comm->size() > 1 && comm->rank() == 0 && !report->epochs.empty()) {
     double seconds = 0, waited = 0;

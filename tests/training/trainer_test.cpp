@@ -618,17 +618,23 @@ TEST(TrainCli, JsonStepsLineEveryStep) {
     GTEST_SKIP() << "no Fashion-MNIST";
   const std::string cli = cliPath();
   ASSERT_FALSE(cli.empty()) << "build the deepwire target first";
-  const std::string cmd = std::string("OMP_WAIT_POLICY=passive ") + cli + " train " +
-                          DW_SOURCE_DIR +
-                          "/resources/examples/fashion_mnist_mlp.dwproj --epochs 2 --max-steps 3 "
-                          "--threads 1 --json --json-steps";
+  const std::string cmd =
+      std::string("OMP_WAIT_POLICY=passive ") + cli + " train " + DW_SOURCE_DIR +
+      "/resources/examples/fashion_mnist_mlp.dwproj --epochs 2 --max-steps 3 "
+      "--threads 1 --json --json-steps --export-onnx " +
+      (fs::temp_directory_path() / ("dw_json_steps_" + std::to_string(::getpid()) + ".onnx"))
+          .string();
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::vector<json> lines;
   char line[4096];
   while (fgets(line, sizeof line, p)) lines.push_back(json::parse(line));
   ASSERT_EQ(pclose(p), 0);
-  ASSERT_EQ(lines.size(), 8u);
+  // The steps and epochs, then a line for the file written (a person's "exported ..." line).
+  ASSERT_EQ(lines.size(), 9u);
+  EXPECT_EQ(lines[8].value("contents", ""), "inference model") << lines[8];
+  EXPECT_TRUE(fs::exists(lines[8].value("wrote", ""))) << lines[8];
+  fs::remove(lines[8].value("wrote", ""));
   for (int e = 0; e < 2; ++e) {
     for (int b = 0; b < 3; ++b) {
       const json& s = lines[e * 4 + b];
