@@ -857,6 +857,29 @@ Status checkTrainingLowering(const Graph& graph, const std::string& model) {
   return exportOnnx(graph, opt).status();
 }
 
+// The checker says a value's type lacks a field without saying which value: the first graph
+// input, output or value_info that lacks it, as " (output 'y' has no shape)", or "".
+static std::string incompleteValueInfo(const onnx::GraphProto& g, const std::string& message) {
+  if (message.find("of 'type'") == std::string::npos &&
+      message.find("of 'tensor_type'") == std::string::npos &&
+      message.find("of 'value_info'") == std::string::npos)
+    return "";
+  const std::pair<const char*, const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>*>
+      lists[] = {{"input", &g.input()}, {"output", &g.output()}, {"value_info", &g.value_info()}};
+  for (const auto& [kind, list] : lists)
+    for (const auto& v : *list) {
+      const char* lacks = !v.has_type()                             ? "no type"
+                          : !v.type().has_tensor_type()             ? nullptr
+                          : !v.type().tensor_type().has_elem_type() ? "no element type"
+                          : !v.type().tensor_type().has_shape()     ? "no shape"
+                                                                    : nullptr;
+      if (lacks)
+        return std::string(" (") + kind + " '" + v.name() + "' has " + lacks +
+               "; give it one, with named dims such as N where sizes vary)";
+    }
+  return "";
+}
+
 Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
   // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).
@@ -874,7 +897,8 @@ Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
-    return Status::error(std::string("ONNX checker: ") + e.what());
+    return Status::error(std::string("ONNX checker: ") + e.what() +
+                         incompleteValueInfo(model.graph(), e.what()));
   }
   if (level == CheckLevel::Basic) return Status();
   onnx::ModelProto copy = model;

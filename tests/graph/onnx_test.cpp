@@ -97,6 +97,30 @@ TEST(Export, CheckerErrorsNameTheNode) {
   EXPECT_NE(m.message().find(" float[4,5]"), std::string::npos) << m.message();
 }
 
+// libonnx's checker says a type lacks its shape without saying whose: the message names the
+// value (a user's hand-made model with an output declared without one).
+TEST(Export, CheckerErrorsNameTheValueWithoutAShape) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* n = g->add_node();
+  n->set_op_type("Relu");
+  n->add_input("x");
+  n->add_output("y");
+  auto* x = g->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  auto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  const Status st = checkOnnxModel(m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("(output 'y' has no shape;"), std::string::npos) << st.message();
+}
+
 TEST(Export, ExamplesExportCleanly) {
   for (const char* name : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
     auto g = loadProject(example(name));
