@@ -64,9 +64,10 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
   return Status();
 }
 
-// Keras' GroupNormalization in ONNX layout: the channels (axis 1) fall into `groups` groups,
-// each normalized over its channels and every spatial position, per sample; then gamma and beta
-// per channel. X is seen as [N, groups, rest] for the statistics, so the batch may vary.
+// Keras' GroupNormalization: the channels fall into `groups` groups, each normalized over its
+// channels and every spatial position, per sample; then gamma and beta per channel. The channels
+// are axis 1 (ONNX layout, X seen as [N, groups, rest]) or the last axis (channels last, X seen
+// as [N, rest, groups, C / groups]); either view keeps the batch free.
 Status lowerGroupNorm(LoweringBuilder& b) {
   auto dims = b.staticDims(0, "GroupNormalization needs the channel and spatial sizes");
   if (!dims.ok()) return dims.status();
@@ -74,27 +75,31 @@ Status lowerGroupNorm(LoweringBuilder& b) {
   if (rank < 2) return b.fail("GroupNormalization needs (batch, channels, ...) input");
   int64_t axis = intParam(b, "axis");
   if (axis < 0) axis += rank;
-  if (axis != 1)
-    return b.fail("GroupNormalization groups the channel axis 1 (ONNX layout); axis is " +
-                  std::to_string(intParam(b, "axis")));
-  const int64_t c = (*dims)[1], groups = intParam(b, "groups");
+  if (axis != 1 && axis != rank - 1)
+    return b.fail("GroupNormalization groups the channel axis, 1 (ONNX layout) or the last " +
+                  std::string("(channels last); axis is ") + std::to_string(intParam(b, "axis")));
+  const int64_t c = (*dims)[axis], groups = intParam(b, "groups");
   for (int64_t a = 1; a < rank; ++a)
     if ((*dims)[a] <= 0) return b.fail("GroupNormalization needs static sizes after the batch");
   if (groups <= 0 || c % groups != 0)
     return b.fail("groups " + std::to_string(groups) + " must divide the " + std::to_string(c) +
                   " channels; choose a divisor of " + std::to_string(c));
+  const bool last = axis == rank - 1 && axis != 1;
   const float eps = static_cast<float>(b.param("epsilon").asFloat());
-  const auto grouped = b.op1("Reshape", {b.input(0), b.int64s("grouped", {0, groups, -1})});
-  const auto mean = b.reduce("ReduceMean", grouped, {2}, true);
+  const auto grouped =
+      b.op1("Reshape", {b.input(0), last ? b.int64s("grouped", {0, -1, groups, c / groups})
+                                         : b.int64s("grouped", {0, groups, -1})});
+  const std::vector<int64_t> over = last ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2};
+  const auto mean = b.reduce("ReduceMean", grouped, over, true);
   const auto centered = b.op1("Sub", {grouped, mean});
-  const auto var = b.reduce("ReduceMean", b.op1("Mul", {centered, centered}), {2}, true);
+  const auto var = b.reduce("ReduceMean", b.op1("Mul", {centered, centered}), over, true);
   const auto stddev = b.op1("Sqrt", {b.op1("Add", {var, b.floatScalar("epsilon", eps)})});
   std::vector<int64_t> shape(dims->begin(), dims->end());
   shape[0] = 0;  // the batch, copied from the input
   std::string y =
       b.op1("Reshape", {b.op1("Div", {centered, stddev}), b.int64s("ungrouped", shape)});
-  // gamma and beta [C], broadcast as [C, 1, ...].
-  std::vector<int64_t> perChannel(rank - 1, 1);
+  // gamma and beta [C], broadcast as [C, 1, ...] (channels last: as they are).
+  std::vector<int64_t> perChannel(last ? 1 : rank - 1, 1);
   perChannel[0] = c;
   WeightFill ones, zeros;
   ones.fill = "ones";
@@ -159,20 +164,21 @@ void addNormalization(CatalogueBuilder& cb) {
             pFloat("epsilon", 0.001, "Added to the variance."),
             pBool("center", true, "Learn beta."), pBool("scale", true, "Learn gamma.")},
            [](LoweringBuilder& b) { return lowerNorm(b, false); }});
-  add(cb, {"GroupNormalization",
-           "normalization",
-           "Splits the channels (axis 1) into groups and normalizes each group over its "
-           "channels and all positions, per sample, then scales and shifts each channel. "
-           "Independent of the batch size, so it suits small batches; groups = channels is "
-           "instance normalization, groups = 1 layer normalization over (C, ...). Lowers to "
-           "Reshape, ReduceMean and elementwise ops (ONNX's GroupNormalization needs opset 18).",
-           {in()},
-           {out()},
-           {pInt("groups", 32, "Number of groups; must divide the channels."),
-            pInt("axis", 1, "The channel axis (1 in ONNX layout)."),
-            pFloat("epsilon", 0.001, "Added to the variance."),
-            pBool("center", true, "Learn beta."), pBool("scale", true, "Learn gamma.")},
-           lowerGroupNorm});
+  add(cb,
+      {"GroupNormalization",
+       "normalization",
+       "Splits the channels (axis 1, or the last) into groups and normalizes each group over its "
+       "channels and all positions, per sample, then scales and shifts each channel. "
+       "Independent of the batch size, so it suits small batches; groups = channels is "
+       "instance normalization, groups = 1 layer normalization over (C, ...). Lowers to "
+       "Reshape, ReduceMean and elementwise ops (ONNX's GroupNormalization needs opset 18).",
+       {in()},
+       {out()},
+       {pInt("groups", 32, "Number of groups; must divide the channels."),
+        pInt("axis", 1, "The channel axis: 1 (ONNX layout) or -1 (channels last, Keras')."),
+        pFloat("epsilon", 0.001, "Added to the variance."), pBool("center", true, "Learn beta."),
+        pBool("scale", true, "Learn gamma.")},
+       lowerGroupNorm});
   add(cb, {"RMSNormalization",
            "normalization",
            "Root-mean-square normalization, as in LLaMA-style transformers: x divided by "

@@ -683,6 +683,13 @@ x = rand(2, 3, 4, 5)
 case("globalavgpool2d_channels_last", "GlobalAvgPool2D", {"data_format": "channels_last"}, [x], {},
      [T(x).mean((1, 2))])
 
+# Channels last, Keras' default axis: the same statistics over (positions, channels of a group).
+x = rand(2, 3, 4, 6, lo=-2, hi=2)
+g, bt = rand(6), rand(6)
+case("groupnorm_channels_last", "GroupNormalization", {"groups": 3, "axis": -1}, [x],
+     {"gamma": g, "beta": bt},
+     [F.group_norm(T(x).permute(0, 3, 1, 2), 3, T(g), T(bt), eps=1e-3).permute(0, 2, 3, 1)])
+
 
 # --- Writing -----------------------------------------------------------------------------------
 
