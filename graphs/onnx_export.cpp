@@ -628,7 +628,7 @@ class Lowering {
                            "' does not apply to loss " + type +
                            "; reset it or choose a loss that takes it");
     }
-    const std::string out = n.name + "_loss";
+    const std::string out = n.name + std::string(kLossSuffix);
     TrainLossBuilder b(*this, n, *loss, out);
     json& e = layout_["layers"][out];
     e["id"] = n.id;

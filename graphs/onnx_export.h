@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <string>
+#include <string_view>
 
 #include "graphs/graph.h"
 
@@ -12,6 +13,9 @@ namespace dw {
 // The metadata_props key under which deepwire keeps what ONNX has no field for: node ids,
 // positions, names, lda coeff, initializer status and regularizers, Graphs links.
 inline constexpr const char* kLayoutMetadataKey = "deepwire.graph";
+// An Output Train node N's loss is the output "N" + kLossSuffix; its operators are named under it
+// ("N_loss/SoftmaxCrossEntropyLoss_0").
+inline constexpr std::string_view kLossSuffix = "_loss";
 // The metadata_props key of an export with losses: JSON {"losses": [output names], "metrics":
 // [{"name", "type", "value": output, "stats": [outputs]}], "targets": [input names],
 // "predictions": [output names]}.

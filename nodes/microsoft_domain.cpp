@@ -1308,13 +1308,8 @@ void inferContribLstm(onnx::InferenceContext& ctx) {
 // `rank` where that is known (-1 otherwise).
 void checkBfpAttributes(onnx::InferenceContext& ctx, int64_t rank) {
   const auto* type = ctx.getAttribute("bfp_type");
-  if (type && type->i() != 0 && type->i() != 1)
-    fail_shape_inference("bfp_type ", type->i(),
-                         type->i() == 2 || type->i() == 3
-                             ? " is reserved for a hardware's own layout (Custom_BFP_0/1), which "
-                               "deepwire cannot know"
-                             : " is not a BFP type",
-                         "; use 0 (BFP_1_8_8_16) or 1 (BFP_1_4_8_16)");
+  if (type)
+    if (const std::string why = bfpTypeProblem(type->i()); !why.empty()) fail_shape_inference(why);
   const auto* dim = ctx.getAttribute("block_dim");
   const int64_t d = dim ? dim->i() : -1;
   if (rank >= 0 && (d < -rank || d >= rank))
@@ -3286,6 +3281,16 @@ Status checkMicrosoftNode(const onnx::NodeProto& node,
                          ", com.microsoft): " + e.what());
   }
   return Status();
+}
+
+std::string bfpTypeProblem(int64_t type) {
+  if (type == 0 || type == 1) return "";
+  return "bfp_type " + std::to_string(type) +
+         (type == 2 || type == 3 ? " (Custom_BFP_" + std::to_string(type - 2) +
+                                       ") is reserved for a hardware's own layout, which deepwire "
+                                       "cannot know"
+                                 : std::string(" is not a BFP type")) +
+         "; use 0 (BFP_1_8_8_16) or 1 (BFP_1_4_8_16)";
 }
 
 void addMicrosoftDomain(CatalogueBuilder& b) {

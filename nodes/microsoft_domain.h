@@ -20,6 +20,9 @@ namespace dw {
 // Whether com.microsoft `op` is a body of ai.onnx operators (false: it runs as a kernel of its
 // own, and training graphs keep it as it is).
 bool microsoftHasBody(const std::string& op);
+// QuantizeBFP's and DequantizeBFP's bfp_type: "" for the two types with a layout (0, 1), else
+// why not; shared by the catalogue's check and the kernels.
+std::string bfpTypeProblem(int64_t type);
 Status microsoftBody(const onnx::NodeProto& node, const std::vector<onnx::TypeProto>& inputTypes,
                      int onnxOpset, onnx::FunctionProto& body);
 // The types graph `g` declares for its values (inputs, value_info, initializers), by name.

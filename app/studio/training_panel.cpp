@@ -256,8 +256,8 @@ Status TrainingWorker::prepare(const JobRequest& req) {
     labelsChecked_ = false;
   }
   // Labels outside the loss's classes, in all of the data at once: a step finds only those of
-  // its own batch, and named the sample by its place in the batch.
-  if (trainer_ && !labelsChecked_) {
+  // its own batch, and named the sample by its place in the batch. Predict reads no labels.
+  if (!predict && trainer_ && !labelsChecked_) {
     DW_RETURN_IF_ERROR(trainer_->checkLabels(*train_, describeSplit(req.config.dataset, "train")));
     if (test_)
       DW_RETURN_IF_ERROR(

@@ -23,6 +23,7 @@
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
 #include "nodes/catalogue.h"
+#include "nodes/microsoft_domain.h"
 
 namespace dw::engine {
 
@@ -36,21 +37,9 @@ struct BfpFormat {
 };
 
 Result<BfpFormat> formatOf(int64_t type) {
-  switch (type) {
-    case 0:
-      return BfpFormat{8, (8 + kBlock * 9) / 8};
-    case 1:
-      return BfpFormat{4, (8 + kBlock * 5) / 8};
-    case 2:
-    case 3:
-      return Status::error("bfp_type " + std::to_string(type) + " (Custom_BFP_" +
-                           std::to_string(type - 2) +
-                           ") is reserved for a hardware's own layout, which deepwire cannot "
-                           "know; use 0 (BFP_1_8_8_16) or 1 (BFP_1_4_8_16)");
-    default:
-      return Status::error("bfp_type " + std::to_string(type) +
-                           " is not a BFP type; use 0 (BFP_1_8_8_16) or 1 (BFP_1_4_8_16)");
-  }
+  if (const std::string why = bfpTypeProblem(type); !why.empty()) return Status::error(why);
+  const int mantissa = type == 0 ? 8 : 4;
+  return BfpFormat{mantissa, (8 + kBlock * (mantissa + 1)) / 8};
 }
 
 // Where the blocks of a tensor lie: iterating `order` (axes from the outermost in memory) over

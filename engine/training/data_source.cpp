@@ -955,9 +955,9 @@ std::vector<LabelRange> labelRangesOf(const onnx::GraphProto& graph,
     // is the one the user sees, rather than by the lowered operator.
     const std::string name = n.name().empty() ? n.output(0) : n.name();
     const std::string head = name.substr(0, name.find('/'));
-    c.loss = head.size() > 5 && head.size() < name.size() &&
-                     head.compare(head.size() - 5, 5, "_loss") == 0
-                 ? "the loss of '" + head.substr(0, head.size() - 5) + "' (" + n.op_type() + ")"
+    const size_t k = kLossSuffix.size();
+    c.loss = head.size() > k && head.size() < name.size() && head.ends_with(kLossSuffix)
+                 ? "the loss of '" + head.substr(0, head.size() - k) + "' (" + n.op_type() + ")"
                  : "the loss '" + name + "'";
     c.classes = shape.dim(1).dim_value();
     for (const auto& a : n.attribute())

@@ -154,18 +154,17 @@ Status lowerRotaryEmbedding(LoweringBuilder& b) {
     std::vector<float> inverse(d);
     for (int64_t j = 0; j < d; ++j)
       inverse[j] = static_cast<float>(std::pow(wavelength, -2.0 * (j % (d / 2)) / d) / scaling);
-    onnx::TensorProto scalar;
-    scalar.set_data_type(onnx::TensorProto::INT64);
-    const int64_t zero = 0, one = 1;
-    scalar.set_raw_data(std::string(reinterpret_cast<const char*>(&seqAxis), 8));
+    auto scalar = [&](const std::string& suffix, int64_t v) {  // Range takes 0-D bounds
+      onnx::TensorProto t;
+      t.set_data_type(onnx::TensorProto::INT64);
+      t.set_raw_data(std::string(reinterpret_cast<const char*>(&v), 8));
+      return b.constant(suffix, t);
+    };
     const auto length =
-        b.op1("Gather", {b.op1("Shape", {b.input(0)}), b.constant("seq_axis", scalar)});
-    scalar.set_raw_data(std::string(reinterpret_cast<const char*>(&zero), 8));
-    const auto first = b.constant("first_position", scalar);
-    scalar.set_raw_data(std::string(reinterpret_cast<const char*>(&one), 8));
-    const auto positions =
-        b.op1("Cast", {b.op1("Range", {first, length, b.constant("position_step", scalar)})},
-              {attrInt("to", onnx::TensorProto::FLOAT)});
+        b.op1("Gather", {b.op1("Shape", {b.input(0)}), scalar("seq_axis", seqAxis)});
+    const auto positions = b.op1(
+        "Cast", {b.op1("Range", {scalar("first_position", 0), length, scalar("position_step", 1)})},
+        {attrInt("to", onnx::TensorProto::FLOAT)});
     std::string angles = b.op1("Mul", {b.op1("Reshape", {positions, b.int64s("column", {-1, 1})}),
                                        floats("inverse_frequencies", inverse, {d})});
     if (seqAxis > featAxis) angles = b.op1("Transpose", {angles}, {attrInts("perm", {1, 0})});

@@ -599,12 +599,10 @@ class StudioTest : public QObject {
     idx[8 + 37] = 12;
     const QString labels = dir.filePath("bad-labels.idx");
     QVERIFY(dw::writeFileAtomic(labels.toStdString(), idx).ok());
-    auto text = dw::readFile(example("fashion_mnist_mlp.dwproj").toStdString());
-    QVERIFY(text.ok());
-    auto j = nlohmann::json::parse(*text);
-    j["training"]["dataset"]["test"][1]["path"] = labels.toStdString();
-    const QString project = dir.filePath("bad.dwproj");
-    QVERIFY(dw::writeFileAtomic(project.toStdString(), j.dump(1)).ok());
+    const QString project = exampleVariant(dir, "bad.dwproj", [&](nlohmann::json& j) {
+      j["training"]["dataset"]["test"][1]["path"] = labels.toStdString();
+    });
+    QVERIFY(!project.isEmpty());
     MainWindow w(false);
     QVERIFY(w.openFile(project));
     auto* panel = w.training();
@@ -629,16 +627,14 @@ class StudioTest : public QObject {
     const QString imagesNpy = dir.filePath("images.npy"), labelsNpy = dir.filePath("labels.npy");
     QVERIFY(dw::engine::training::writeNpy(imagesNpy.toStdString(), images).ok());
     QVERIFY(dw::engine::training::writeNpy(labelsNpy.toStdString(), labels).ok());
-    auto text = dw::readFile(example("fashion_mnist_mlp.dwproj").toStdString());
-    QVERIFY(text.ok());
-    auto j = nlohmann::json::parse(*text);
-    for (auto& f : j["training"]["dataset"]["train"]) {
-      f["path"] = (f["input"] == "image" ? imagesNpy : labelsNpy).toStdString();
-      f["format"] = "npy";
-    }
-    for (auto& f : j["training"]["dataset"]["test"]) f["format"] = "idx";
-    const QString project = dir.filePath("npy_train.dwproj");
-    QVERIFY(dw::writeFileAtomic(project.toStdString(), j.dump(1)).ok());
+    const QString project = exampleVariant(dir, "npy_train.dwproj", [&](nlohmann::json& j) {
+      for (auto& f : j["training"]["dataset"]["train"]) {
+        f["path"] = (f["input"] == "image" ? imagesNpy : labelsNpy).toStdString();
+        f["format"] = "npy";
+      }
+      for (auto& f : j["training"]["dataset"]["test"]) f["format"] = "idx";
+    });
+    QVERIFY(!project.isEmpty());
     MainWindow w(false);
     QVERIFY(w.openFile(project));
     DataPanel* data = w.training()->dataPanel();
@@ -1918,6 +1914,17 @@ class StudioTest : public QObject {
  private:
   // The MLP example opened in `w`, its Data panel's rows read from the graph and every source
   // read; null if it does not open.
+  // The MLP example as `edit` changes its JSON, saved as `name` in `dir`; "" if that failed.
+  template <class Edit>
+  static QString exampleVariant(const QTemporaryDir& dir, const char* name, Edit edit) {
+    auto text = dw::readFile(example("fashion_mnist_mlp.dwproj").toStdString());
+    if (!text.ok()) return QString();
+    auto j = nlohmann::json::parse(*text);
+    edit(j);
+    const QString project = dir.filePath(QString::fromUtf8(name));
+    return dw::writeFileAtomic(project.toStdString(), j.dump(1)).ok() ? project : QString();
+  }
+
   static DataPanel* openWithData(MainWindow& w) {
     if (!w.openFile(example("fashion_mnist_mlp.dwproj"))) return nullptr;
     DataPanel* data = w.training()->dataPanel();
