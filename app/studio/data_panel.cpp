@@ -196,8 +196,11 @@ struct DataPanel::InputRow {
   // its own, while its conversion is the train source's (train's format is conv.format).
   std::string formats[3];
   // What the validation and test files hold per sample (their headers), to hold against the
-  // train source's: the three are read with one conversion.
+  // train source's: they are read with its conversion unless they have their own.
   std::optional<StoredType> stored[3];
+  // A validation or test file's own conversion, where it is not the train source's (a project
+  // that says so, or "Convert this file"): test images stored flat where train's are [1,28,28].
+  std::optional<DataFileSpec> own[3];
   std::optional<SourceSummary> summary;
   QString error;
   bool inspected = false;
@@ -209,6 +212,9 @@ struct DataPanel::InputRow {
   QWidget* pathRow[3] = {};
   QLineEdit* path[3] = {};
   QPushButton* browse[3] = {};
+  QWidget* splitFix[3] = {};  // under a validation or test file: its misfit or own conversion
+  QLabel* splitNote[3] = {};
+  QPushButton* splitConvert[3] = {};
   QLabel* info = nullptr;
   QLabel* preview = nullptr;
   QLabel* fit = nullptr;
@@ -489,6 +495,8 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       if (const DataFileSpec* f = find(*files)) {
         r->paths[split] = qs(f->path);
         r->formats[split] = f->format;
+        // Kept as the project has it: saving must not give the file the train source's.
+        if (!f->sameConversion(r->conv)) r->own[split] = *f;
       }
     for (Split split : {kValidation, kTest}) probeSplit(r.get(), split);
     r->conv.input = in.name;
@@ -515,6 +523,21 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
       r->pathRow[s] = new QWidget;
       r->pathRow[s]->setLayout(h);
       v->addWidget(r->pathRow[s]);
+      if (s != kTrain) {
+        r->splitFix[s] = new QWidget;
+        auto* fh = new QHBoxLayout(r->splitFix[s]);
+        fh->setContentsMargins(66, 0, 0, 0);
+        r->splitNote[s] = new QLabel;
+        r->splitNote[s]->setWordWrap(true);
+        r->splitNote[s]->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        fh->addWidget(r->splitNote[s], 1);
+        r->splitConvert[s] = new QPushButton;
+        fh->addWidget(r->splitConvert[s], 0, Qt::AlignTop);
+        r->splitFix[s]->hide();
+        v->addWidget(r->splitFix[s]);
+        connect(r->splitConvert[s], &QPushButton::clicked, this,
+                [this, row, s] { toggleOwnConversion(row, s); });
+      }
       connect(r->path[s], &QLineEdit::editingFinished, this, [this, row, s] {
         if (row->path[s]->text() != row->paths[s]) setPath(row, s, row->path[s]->text());
       });
@@ -746,6 +769,7 @@ void DataPanel::updateSplitWidgets() {
   for (auto& r : rows_) {
     r->pathRow[kValidation]->setVisible(valMode_->currentIndex() == kOwnFiles);
     r->pathRow[kTest]->setVisible(testMode_->currentIndex() == kOwnFiles);
+    for (Split s : {kValidation, kTest}) updateSplitFit(r.get(), s);
   }
   updateSummary();
 }
@@ -788,6 +812,7 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
     // from the new file's name); check now that the file is there and readable (its header is
     // enough).
     r->formats[split].clear();
+    r->own[split].reset();  // another file: it may hold what train's conversion fits
     if (const QString error = probeSplit(r, split); !error.isEmpty())
       r->info->setText(tr("<span style='color:#b00020'>%1: %2</span>")
                            .arg(splitName(split), error.toHtmlEscaped()));
@@ -798,17 +823,108 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
 QString DataPanel::probeSplit(InputRow* r, Split split) {
   r->stored[split].reset();
   if (r->paths[split].isEmpty()) return QString();
-  DataFileSpec probe = r->conv;
+  DataFileSpec probe = r->own[split] ? *r->own[split] : r->conv;
   probe.path = r->paths[split].toStdString();
   probe.format = r->formats[split];
   auto s = storedType(probe, baseDir_.toStdString());
   if (!s.ok()) return qs(s.message());
   r->stored[split] = *s;
+  if (r->splitFix[split]) updateSplitFit(r, split);
   return QString();
+}
+
+namespace {
+
+// What a split's file holds, from its header, as the proposal and fit checks take it. Class
+// labels are told by their counts, which a header does not give: an integer file whose train
+// source holds class labels is taken to hold them too.
+SourceSummary headerSummary(const StoredType& t, const QString& path, const SourceSummary* train) {
+  SourceSummary s;
+  s.path = path.toStdString();
+  s.format = t.format;
+  s.samples = t.samples;
+  s.dtype = t.dtype;
+  s.sampleShape = t.sampleShape;
+  const bool integer = !dw::engine::isFloating(t.dtype) && t.dtype != DType::kBool &&
+                       t.dtype != DType::kString && t.dtype != DType::kUndefined;
+  if (train && train->isLabels() && integer) s.labelCounts = train->labelCounts;
+  return s;
+}
+
+}  // namespace
+
+Proposal DataPanel::splitProposal(const InputRow* r, Split split) const {
+  // From the train source's conversion, so that the values come out as train's do (its mean and
+  // std), less what belongs to train's storage: its reshape, and a 1/255 for 8-bit data where
+  // this file holds floats already.
+  DataFileSpec base = r->own[split] ? *r->own[split] : r->conv;
+  base.format = r->formats[split];
+  base.shape.clear();
+  base.scalarSamples = false;
+  if (r->summary && r->summary->dtype == DType::kUInt8 &&
+      dw::engine::isFloating(r->stored[split]->dtype))
+    base.normalization.scale = 1.0;
+  return proposeConversion(
+      headerSummary(*r->stored[split], r->paths[split], r->summary ? &*r->summary : nullptr), base,
+      r->input);
+}
+
+void DataPanel::updateSplitFit(InputRow* r, Split split) {
+  const bool shown = (split == kTest ? testMode_ : valMode_)->currentIndex() == kOwnFiles &&
+                     !r->paths[split].isEmpty();
+  const QString misfit = shown ? splitMisfit(r, split) : QString();
+  if (!shown || (!r->own[split] && misfit.isEmpty())) {
+    r->splitFix[split]->hide();
+    return;
+  }
+  QString text;
+  if (r->own[split]) {
+    text = tr("Converted on its own: %1.").arg(qs(r->own[split]->conversionText())).toHtmlEscaped();
+    r->splitConvert[split]->setText(tr("Use train's conversion"));
+    r->splitConvert[split]->setToolTip(tr("Read this file with the train source's conversion (%1)")
+                                           .arg(qs(r->conv.conversionText())));
+    r->splitConvert[split]->setEnabled(true);
+  } else {
+    r->splitConvert[split]->setText(tr("Convert this file"));
+    const bool known = r->stored[split].has_value();
+    const Proposal p = known ? splitProposal(r, split) : Proposal{};
+    r->splitConvert[split]->setEnabled(known && p.fits);
+    r->splitConvert[split]->setToolTip(
+        known && p.fits ? tr("Give this file a conversion of its own: %1").arg(qs(p.message))
+                        : tr("No conversion makes this file fit the input"));
+  }
+  if (!misfit.isEmpty())
+    text += QStringLiteral("%1<span style='color:#b00020'>✘ %2</span>")
+                .arg(text.isEmpty() ? QString() : QStringLiteral("<br>"), misfit.toHtmlEscaped());
+  r->splitNote[split]->setText(text);
+  r->splitFix[split]->show();
+}
+
+void DataPanel::toggleOwnConversion(InputRow* r, Split split) {
+  if (r->own[split]) {
+    r->own[split].reset();
+  } else {
+    if (!r->stored[split]) return;
+    const Proposal p = splitProposal(r, split);
+    if (!p.fits) return;
+    r->own[split] = p.spec;
+    r->own[split]->input = r->input.name;
+  }
+  // The CSV options may differ between the two: read the header again.
+  probeSplit(r, split);
+  updateSplitFit(r, split);
+  changed();
 }
 
 QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
   const auto& other = r->stored[split];
+  if (other && r->own[split]) {
+    const std::string m =
+        checkFit(headerSummary(*other, r->paths[split], r->summary ? &*r->summary : nullptr),
+                 *r->own[split], r->input);
+    if (m.empty()) return QString();
+    return tr("the %1 source with its own conversion: %2").arg(splitName(split).toLower(), qs(m));
+  }
   if (!other || !r->summary) return QString();
   const SourceSummary& train = *r->summary;
   // A resized image folder's first image may be any size; its pixels' type still counts.
@@ -816,8 +932,8 @@ QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
   if (other->dtype == train.dtype && (resized || other->sampleShape == train.sampleShape))
     return QString();
   return tr("the %1 source %2 holds %3%4 a sample, the train source %5%6: a split's files are "
-            "read with the train source's conversion, so they must hold the same (choose the "
-            "%1 file that goes with %7)")
+            "read with the train source's conversion unless they have their own (press Convert "
+            "this file under it, or choose the %1 file that goes with %7)")
       .arg(splitName(split).toLower(), QFileInfo(r->paths[split]).fileName(),
            qs(dtypeName(other->dtype)), shapeText(other->sampleShape), qs(dtypeName(train.dtype)),
            shapeText(train.sampleShape), QFileInfo(r->paths[kTrain]).fileName());
@@ -1007,6 +1123,8 @@ void DataPanel::widgetsToConversion(InputRow* r) {
 }
 
 void DataPanel::updateFit(InputRow* r) {
+  // The other splits' files are checked against what this one's conversion makes of them.
+  for (Split s : {kValidation, kTest}) updateSplitFit(r, s);
   r->convert->setEnabled(false);
   r->changeInput->setEnabled(false);
   if (!r->summary) {
@@ -1237,7 +1355,7 @@ DatasetSpec DataPanel::spec() const {
   for (const auto& r : rows_) {
     auto add = [&](Split s, std::vector<DataFileSpec>& to) {
       if (r->paths[s].isEmpty()) return;
-      DataFileSpec f = r->conv;
+      DataFileSpec f = s != kTrain && r->own[s] ? *r->own[s] : r->conv;
       f.input = r->input.name;
       f.path = r->paths[s].toStdString();
       if (s != kTrain) f.format = r->formats[s];
@@ -1296,6 +1414,14 @@ QLineEdit* DataPanel::pathEdit(const QString& input, Split split) const {
 QPushButton* DataPanel::browseButton(const QString& input, Split split) const {
   auto* r = row(input);
   return r ? r->browse[split] : nullptr;
+}
+QPushButton* DataPanel::splitConvertButton(const QString& input, Split split) const {
+  auto* r = row(input);
+  return r ? r->splitConvert[split] : nullptr;
+}
+QLabel* DataPanel::splitNoteLabel(const QString& input, Split split) const {
+  auto* r = row(input);
+  return r ? r->splitNote[split] : nullptr;
 }
 QPushButton* DataPanel::convertButton(const QString& input) const {
   auto* r = row(input);

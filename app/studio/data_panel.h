@@ -50,6 +50,9 @@ class DataPanel : public QWidget {
   InputRow* row(const QString& input) const;
   QLineEdit* pathEdit(const QString& input, Split split = kTrain) const;
   QPushButton* browseButton(const QString& input, Split split = kTrain) const;
+  // Under a validation or test file: "Convert this file" / "Use train's conversion".
+  QPushButton* splitConvertButton(const QString& input, Split split) const;
+  QLabel* splitNoteLabel(const QString& input, Split split) const;
   QPushButton* convertButton(const QString& input) const;
   QPushButton* changeInputButton(const QString& input) const;
   QLabel* fitLabel(const QString& input) const;
@@ -101,6 +104,12 @@ class DataPanel : public QWidget {
   // Why the row's file for `split` does not hold what its train source holds ("" when it does,
   // or is not known yet).
   QString splitMisfit(const InputRow* r, Split split) const;
+  // What would make the row's file for `split` fit the input, from its header.
+  dw::engine::training::Proposal splitProposal(const InputRow* r, Split split) const;
+  // Shows, under the file for `split`, why it does not fit or its own conversion, and the button
+  // that gives it one ("Convert this file") or takes it back ("Use train's conversion").
+  void updateSplitFit(InputRow* r, Split split);
+  void toggleOwnConversion(InputRow* r, Split split);
   // The type "Change the Input" gives the row's Input node.
   std::string inputTypeForData(const InputRow* r) const;
   void showSummary(InputRow* r);

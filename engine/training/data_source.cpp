@@ -6,9 +6,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include "engine/onnx_attrs.h"
 #include "engine/training/image_folder.h"
@@ -231,6 +234,42 @@ bool fullyKnown(const std::vector<int64_t>& dims) {
 
 bool DataFileSpec::convertsData() const {
   return wantsFloat(*this) || !dtype.empty() || oneHot > 0 || !shape.empty();
+}
+
+bool DataFileSpec::sameConversion(const DataFileSpec& o) const {
+  auto key = [](const DataFileSpec& f) {
+    return std::tie(f.dtype, f.shape, f.scalarSamples, f.normalization.scale, f.normalization.mean,
+                    f.normalization.std, f.oneHot, f.csvLabelColumn, f.csvHeader, f.csvTakeLabel,
+                    f.csvFeatureColumns, f.imageHeight, f.imageWidth, f.imageChannels,
+                    f.imageTakeLabel);
+  };
+  return key(*this) == key(o);
+}
+
+std::string DataFileSpec::conversionText() const {
+  std::vector<std::string> steps;
+  auto number = [](double v) {
+    std::ostringstream os;
+    os << std::setprecision(6) << v;
+    return os.str();
+  };
+  if (imageHeight > 0 || imageWidth > 0)
+    steps.push_back("resize " + (imageHeight > 0 ? std::to_string(imageHeight) : "?") + "x" +
+                    (imageWidth > 0 ? std::to_string(imageWidth) : "?"));
+  if (imageChannels > 0) steps.push_back(std::to_string(imageChannels) + " channels");
+  if (wantsFloat(*this))
+    steps.push_back("float32");
+  else if (!dtype.empty())
+    steps.push_back(dtype);
+  if (normalization.scale != 1.0) steps.push_back("×" + number(normalization.scale));
+  if (normalization.mean != 0.0 || normalization.std != 1.0)
+    steps.push_back("−" + number(normalization.mean) + " ÷" + number(normalization.std));
+  if (oneHot > 0) steps.push_back("one-hot " + std::to_string(oneHot));
+  if (reshapes()) steps.push_back("reshape " + dimsText(shape, false));
+  if (steps.empty()) return "as stored";
+  std::string s;
+  for (const auto& step : steps) s += (s.empty() ? "" : ", ") + step;
+  return s;
 }
 
 std::string resolvePath(const std::string& path, const std::string& baseDir) {

@@ -57,6 +57,13 @@ struct DataFileSpec {
   std::vector<int64_t> storedShape;
 
   bool convertsData() const;  // any conversion beyond reading
+  // Reads and converts as `o` does: the same read options (CSV, image) and conversion, whatever
+  // the input, file, format or recorded stored type. A validation or test file whose spec is not
+  // the train file's this way has a conversion of its own.
+  bool sameConversion(const DataFileSpec& o) const;
+  // The conversion in a few words, for the data panel: "float32, ×0.00392, reshape [1,28,28]";
+  // "as stored" when there is none.
+  std::string conversionText() const;
 };
 
 struct DatasetSpec {

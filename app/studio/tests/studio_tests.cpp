@@ -647,6 +647,90 @@ class StudioTest : public QObject {
     for (const auto& f : data->spec().train) QCOMPARE(QString::fromStdString(f.format), "npy");
   }
 
+  // A test file stored otherwise than train's (flat float32 rows, already scaled, where train
+  // holds 8-bit 28x28 images) gets a conversion of its own from "Convert this file", keeps it
+  // through a save and a reopen, and gives it back with "Use train's conversion". The studio
+  // used to read every split with the train source's conversion, and saving a project the CLI
+  // trained gave its test file the train file's.
+  void splitFilesGetTheirOwnConversion() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    using dw::engine::DType;
+    using dw::engine::Tensor;
+    Tensor images(DType::kFloat, {100, 784}), labels(DType::kUInt8, {100});
+    for (int64_t i = 0; i < images.size(); ++i)
+      images.data<float>()[i] = float((i * 7) % 256) / 255.0f;
+    for (int64_t i = 0; i < 100; ++i) labels.data<uint8_t>()[i] = uint8_t(i % 10);
+    const QString imagesNpy = dir.filePath("test-images.npy");
+    const QString labelsNpy = dir.filePath("test-labels.npy");
+    QVERIFY(dw::engine::training::writeNpy(imagesNpy.toStdString(), images).ok());
+    QVERIFY(dw::engine::training::writeNpy(labelsNpy.toStdString(), labels).ok());
+    const QString project = exampleVariant(dir, "flat_test.dwproj", [&](nlohmann::json& j) {
+      for (auto& f : j["training"]["dataset"]["test"]) {
+        f["path"] = (f["input"] == "image" ? imagesNpy : labelsNpy).toStdString();
+        f["format"] = "npy";
+      }
+    });
+    QVERIFY(!project.isEmpty());
+    auto testImage = [](DataPanel* data) {
+      for (const auto& f : data->spec().test)
+        if (f.input == "image") return f;
+      return dw::engine::training::DataFileSpec{};
+    };
+    const QString saved = dir.filePath("saved.dwproj");
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(project));
+      DataPanel* data = w.training()->dataPanel();
+      data->refreshInputs();
+      QElapsedTimer t;
+      t.start();
+      while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+      QVERIFY2(data->readiness().contains("the test source test-images.npy holds float32[784]"),
+               qPrintable(data->readiness()));
+      QPushButton* convert = data->splitConvertButton("image", DataPanel::kTest);
+      QVERIFY(convert && convert->isVisibleTo(data) && convert->isEnabled());
+      QCOMPARE(convert->text(), "Convert this file");
+      QVERIFY(!data->splitConvertButton("label", DataPanel::kTest)->isVisibleTo(data));
+      QTest::mouseClick(convert, Qt::LeftButton);
+      QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+      // Scaled already: train's 1/255 is left out, its mean and std kept.
+      const auto own = testImage(data);
+      QCOMPARE(own.normalization.scale, 1.0);
+      QCOMPARE(own.normalization.mean, 0.286);
+      QCOMPARE(own.shape, (std::vector<int64_t>{1, 28, 28}));
+      QCOMPARE(data->spec().train[0].normalization.scale, 1.0 / 255.0);
+      QVERIFY2(data->splitNoteLabel("image", DataPanel::kTest)->text().contains("on its own"),
+               qPrintable(data->splitNoteLabel("image", DataPanel::kTest)->text()));
+      auto* panel = w.training();
+      panel->batchSizeBox()->setValue(50);
+      panel->evalStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      QVERIFY(w.saveTo(saved));
+    }
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(saved));
+      DataPanel* data = w.training()->dataPanel();
+      data->refreshInputs();
+      QElapsedTimer t;
+      t.start();
+      while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+      QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+      QCOMPARE(testImage(data).normalization.scale, 1.0);
+      QCOMPARE(testImage(data).shape, (std::vector<int64_t>{1, 28, 28}));
+      QPushButton* back = data->splitConvertButton("image", DataPanel::kTest);
+      QCOMPARE(back->text(), "Use train's conversion");
+      QTest::mouseClick(back, Qt::LeftButton);
+      QCOMPARE(testImage(data).normalization.scale, 1.0 / 255.0);
+      QVERIFY2(data->readiness().contains("holds float32[784]"), qPrintable(data->readiness()));
+      w.model()->undoStack()->undo();
+      QCOMPARE(testImage(data).normalization.scale, 1.0);
+      QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
+    }
+  }
+
   // The validation and test files are held against the train source in the readiness the
   // Training dock shows: a file of other samples, and an input without a file in a split that
   // has its own (both passed until Eval Step failed on them).
