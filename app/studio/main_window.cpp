@@ -383,6 +383,35 @@ void MainWindow::createActions() {
   make("resetWeights", tr("&Reset Weights"), QKeySequence(), [this] {
     training_->resetWeightsButton()->click();
   })->setToolTip(training_->resetWeightsButton()->toolTip());
+  // Checkpoints are what `deepwire train --checkpoint` writes and `--resume` reads: training
+  // moves between the command line and the studio with its optimizer state.
+  auto checkpointStart = [this] {
+    return currentFile_.isEmpty() ? QDir::currentPath() : QFileInfo(currentFile_).absolutePath();
+  };
+  make("loadCheckpoint", tr("&Load Checkpoint…"), QKeySequence(),
+       [this, checkpointStart] {
+         const QString dir = QFileDialog::getExistingDirectory(
+             this, tr("Load a checkpoint (a folder with checkpoint.json)"), checkpointStart());
+         if (!dir.isEmpty()) training_->loadCheckpoint(dir);
+       })
+      ->setToolTip(tr("Continue from a checkpoint of deepwire train --checkpoint or of Save "
+                      "Checkpoint: its weights go into the graph, and the next step or Fit goes "
+                      "on with its optimizer state"));
+  make(
+      "saveCheckpoint", tr("&Save Checkpoint…"), QKeySequence(),
+      [this, checkpointStart] {
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, tr("Save a checkpoint into a folder"), checkpointStart());
+        if (dir.isEmpty()) return;
+        const Status st = training_->saveCheckpoint(dir);
+        if (!st.ok())
+          showError(tr("Save Checkpoint"), qs(st.message()));
+        else
+          showStatus(
+              tr("Checkpoint saved to %1 (deepwire train --resume %1 continues from it)").arg(dir));
+      })
+      ->setToolTip(tr("The trained weights, optimizer state and counters into a folder, for Load "
+                      "Checkpoint or deepwire train --resume"));
   make("fit", tr("&Fit to View"), QKeySequence(tr("F")), [this] { view_->fitToView(); });
   make("zoomIn", tr("Zoom &In"), QKeySequence::ZoomIn, [this] { view_->zoomBy(1.25); });
   make("zoomOut", tr("Zoom &Out"), QKeySequence::ZoomOut, [this] { view_->zoomBy(0.8); });
@@ -439,10 +468,15 @@ void MainWindow::createMenus() {
   trainingMenu->setToolTipsVisible(true);
   trainingMenu->addAction(action("writeWeights"));
   trainingMenu->addAction(action("resetWeights"));
+  trainingMenu->addSeparator();
+  trainingMenu->addAction(action("loadCheckpoint"));
+  trainingMenu->addAction(action("saveCheckpoint"));
   // Not while a job runs: the dock's buttons say when they can be used.
   connect(trainingMenu, &QMenu::aboutToShow, this, [this] {
     action("writeWeights")->setEnabled(training_->writeWeightsButton()->isEnabled());
     action("resetWeights")->setEnabled(training_->resetWeightsButton()->isEnabled());
+    action("loadCheckpoint")->setEnabled(!training_->busy());
+    action("saveCheckpoint")->setEnabled(!training_->busy() && training_->trainerCounters());
   });
 
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));

@@ -182,6 +182,9 @@ struct JobRequest {
   TrainingConfig config;
   std::string baseDir;
   std::shared_ptr<std::atomic<bool>> cancel;
+  // A checkpoint directory the new trainer starts from (weights, optimizer state, counters):
+  // the one Load Checkpoint names, or the one a Fit across processes left.
+  std::string resumeFrom;
 };
 
 // Lives on the training thread and owns everything the engine touches there.
@@ -200,6 +203,8 @@ class TrainingWorker : public QObject {
     QMetaObject::invokeMethod(panel_, std::move(f), Qt::QueuedConnection);
   }
   Status prepare(const JobRequest& req);
+  // A trainer from req.graph (and req.resumeFrom), in place of the old one once it stands.
+  Status buildTrainer(const JobRequest& req);
   Result<Batch> nextBatch(bool test);
   // True, once, when this Eval Step reads other data than the last one (see evaluated_).
   bool evaluatedElsewhere(const JobRequest& req);
@@ -221,21 +226,34 @@ class TrainingWorker : public QObject {
   friend class TrainingPanel;
 };
 
+Status TrainingWorker::buildTrainer(const JobRequest& req) {
+  // The old trainer goes only once the new one stands: a canvas the trainer refuses, or a
+  // checkpoint of another model, must not take the trained weights with it.
+  auto t = Trainer::create(*req.graph, req.options);
+  if (!t.ok()) return t.status();
+  const bool loadJob = req.job == static_cast<int>(TrainingPanel::Job::LoadCheckpoint);
+  Status resumed;
+  if (!req.resumeFrom.empty()) {
+    resumed = (*t)->loadCheckpoint(req.resumeFrom);
+    if (!resumed.ok() && loadJob) return resumed;
+  }
+  trainer_ = std::move(*t);
+  labelsChecked_ = false;
+  post([p = panel_, doc = req.document, notice = qs(trainer_->notice())] {
+    p->onTrainerBuilt(doc, notice);
+  });
+  if (!req.resumeFrom.empty())
+    post([p = panel_, error = resumed.ok() ? QString() : qs(resumed.message())] {
+      p->onResumed(error);
+    });
+  return Status();
+}
+
 Status TrainingWorker::prepare(const JobRequest& req) {
   const bool predict = req.job == static_cast<int>(TrainingPanel::Job::Predict);
   // A training job changes the weights Predict must use.
   if (req.rebuild || !predict) predictor_.reset();
-  if (!predict && (req.rebuild || !trainer_)) {
-    // The old trainer goes only once the new one stands: a canvas the trainer refuses must not
-    // take the trained weights with it.
-    auto t = Trainer::create(*req.graph, req.options);
-    if (!t.ok()) return t.status();
-    trainer_ = std::move(*t);
-    labelsChecked_ = false;
-    post([p = panel_, doc = req.document, notice = qs(trainer_->notice())] {
-      p->onTrainerBuilt(doc, notice);
-    });
-  }
+  if (!predict && (req.rebuild || !trainer_)) DW_RETURN_IF_ERROR(buildTrainer(req));
   // Datasets are loaded once per description and kept across steps.
   TrainingConfig dataOnly;
   dataOnly.dataset = req.config.dataset;
@@ -390,6 +408,24 @@ void TrainingWorker::run(const JobRequest& req) {
   auto fail = [this](const std::string& msg) {
     post([p = panel_, m = qs(msg)] { p->onFinished(m, QString()); });
   };
+  if (req.job == static_cast<int>(TrainingPanel::Job::LoadCheckpoint)) {
+    // No data needed: the weights and the optimizer's state are what it loads.
+    predictor_.reset();
+    if (Status st = buildTrainer(req); !st.ok()) return fail(st.message());
+    const TrainerCounters c = trainer_->counters();
+    const QString summary =
+        QObject::tr("<b>Checkpoint loaded</b> from %1: epoch %2%3, %4 optimizer steps (%5)")
+            .arg(qs(req.resumeFrom).toHtmlEscaped())
+            .arg(c.epoch + 1)
+            .arg(c.batchInEpoch > 0 ? QObject::tr(" after its batch %1").arg(c.batchInEpoch)
+                                    : QString())
+            .arg(c.optimizerSteps)
+            .arg(qs(req.config.optimizer.type));
+    post([p = panel_, summary, history = trainer_->history()] {
+      p->onCheckpointLoaded(summary, history);
+    });
+    return;
+  }
   Status st = prepare(req);
   if (!st.ok()) return fail(st.message());
   const auto job = static_cast<int>(req.job);
@@ -1148,6 +1184,75 @@ void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
   }
 }
 
+Status TrainingPanel::saveCheckpoint(const QString& dir) {
+  if (busy_)
+    return Status::error("training is running; press Stop and wait for it to finish first");
+  if (!worker_->trainer_ || !resumeFrom_.isEmpty())
+    return Status::error(
+        "nothing trained in the studio yet: press Train Step, Full Train Step or Fit first");
+  return worker_->trainer_->saveCheckpoint(dir.toStdString());
+}
+
+void TrainingPanel::loadCheckpoint(const QString& dir) {
+  if (busy_) return;
+  // It replaces what a Fit across processes left to continue from.
+  resumeFrom_.clear();
+  resumeDir_.reset();
+  resumeGraph_.reset();
+  loadFrom_ = dir;
+  start(Job::LoadCheckpoint);
+}
+
+std::optional<TrainerCounters> TrainingPanel::trainerCounters() const {
+  if (!worker_->trainer_) return std::nullopt;
+  return worker_->trainer_->counters();
+}
+
+void TrainingPanel::onResumed(const QString& error) {
+  resumeFrom_.clear();
+  resumeDir_.reset();
+  resumeGraph_.reset();
+  if (!error.isEmpty()) {
+    pendingWarning_ = tr("the trainer starts from the graph's weights with a fresh optimizer "
+                         "state: the checkpoint could not be loaded (%1)")
+                          .arg(error);
+    return;
+  }
+  // The trainer holds the checkpoint's weights, which the graph may not: Save writes them.
+  trained_ = true;
+  unsynced_ = true;
+  emit weightsStateChanged();
+}
+
+void TrainingPanel::onCheckpointLoaded(const QString& summary,
+                                       const std::vector<EpochReport>& history) {
+  // The checkpoint's epochs, as its run's Fit drew them: each epoch's mean train loss and
+  // metric, and its evaluation; the next steps continue from its last.
+  QList<QPointF> losses, metrics;
+  for (const EpochReport& e : history) {
+    const double x = double(stepOffset_ + e.trainSteps);
+    if (std::isfinite(e.trainLoss)) losses.append({x, e.trainLoss});
+    if (const double m = headlineMetric(e.trainMetrics); std::isfinite(m)) metrics.append({x, m});
+  }
+  trainLoss_->append(losses);
+  trainMetric_->append(metrics);
+  for (const EpochReport& e : history)
+    onEpoch(e.epoch, e.trainSteps, e.hasTest, e.testLoss,
+            e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics));
+  if (!history.empty()) lastStep_ = stepOffset_ + history.back().trainSteps;
+  onFinished(QString(), summary);
+  const Status st = writeWeightsToGraph();
+  if (!st.ok()) {
+    error_->setText(tr("The checkpoint was loaded, but its weights could not be written to the "
+                       "graph: %1")
+                        .arg(qs(st.message())));
+    error_->show();
+    return;
+  }
+  result_->setText(summary + tr("; the weights are in the graph (Undo takes them out), and the "
+                                "next step or Fit continues with its optimizer state"));
+}
+
 Status TrainingPanel::resetWeights() {
   if (busy_)
     return Status::error(
@@ -1192,7 +1297,8 @@ void TrainingPanel::resetForNewDocument() {
 
 void TrainingPanel::start(Job job) {
   if (busy_) return;
-  const QString notReady = data_->readiness();
+  const bool load = job == Job::LoadCheckpoint;
+  const QString notReady = load ? QString() : data_->readiness();
   if (!notReady.isEmpty()) {
     lastError_ = tr("No training data yet: %1.").arg(notReady);
     lastErrorIsData_ = true;
@@ -1207,7 +1313,12 @@ void TrainingPanel::start(Job job) {
   JobRequest req;
   req.job = static_cast<int>(job);
   const bool predict = job == Job::Predict;
-  req.rebuild = graphDirty_ || (!predict && !worker_->trainer_);
+  // Predict reads the canvas: an undo it sees may still be redone before the next step.
+  if (!predict) {
+    dropStaleResume();
+    req.resumeFrom = (load ? loadFrom_ : resumeFrom_).toStdString();
+  }
+  req.rebuild = graphDirty_ || (!predict && !worker_->trainer_) || !req.resumeFrom.empty();
   if (req.rebuild && !predict) {  // the new trainer counts from 0
     stepOffset_ = lastStep_;
     epochOffset_ = lastEpoch_;
@@ -1235,7 +1346,9 @@ void TrainingPanel::start(Job job) {
   emit statusMessage(
       job == Job::Fit
           ? tr("Fitting %1…").arg(count(epochs_->value(), tr("%1 epoch"), tr("%1 epochs")))
-          : (predict ? tr("Predicting…") : tr("Running a step…")));
+          : (predict ? tr("Predicting…")
+             : load  ? tr("Loading the checkpoint…")
+                     : tr("Running a step…")));
   QMetaObject::invokeMethod(
       worker_, [w = worker_, req] { w->run(req); }, Qt::QueuedConnection);
 }
@@ -1443,6 +1556,25 @@ void TrainingPanel::startProcessFit() {
   stepOffset_ = lastStep_;
   epochOffset_ = lastEpoch_;
 
+  // The run continues where the studio's training stands: from the checkpoint the last run left,
+  // or from one of the studio's trainer (its optimizer state and counters; the saved project
+  // holds the weights the trainer started from). A trainer for an edited canvas is left out: the
+  // project on disk is the edited one.
+  dropStaleResume();
+  QString resume = resumeFrom_;
+  runEpochBase_ = 0;
+  if (resume.isEmpty() && worker_->trainer_ && trained_ && !graphDirty_) {
+    resume = runDir_->filePath(QStringLiteral("start"));
+    if (Status s = worker_->trainer_->saveCheckpoint(resume.toStdString()); !s.ok())
+      return refuse(tr("Cannot save the training so far for the processes to continue from: %1")
+                        .arg(qs(s.message())));
+  }
+  if (!resume.isEmpty()) {
+    auto c = readCheckpointCounters(resume.toStdString());
+    if (!c.ok()) return refuse(qs(c.message()));
+    runEpochBase_ = c->epoch;
+  }
+
   QStringList args{QStringLiteral("-np"), QString::number(n)};
   if (::geteuid() == 0) args << QStringLiteral("--allow-run-as-root");
   // All on this machine: loopback is the network every process shares (a VPN or container
@@ -1455,9 +1587,11 @@ void TrainingPanel::startProcessFit() {
   // accelerator, threads, precision) travel in the saved project, as `deepwire train` reads it.
   args << cli << QStringLiteral("train") << project << QStringLiteral("--distributed")
        << QStringLiteral("--json") << QStringLiteral("--json-steps") << QStringLiteral("--quiet")
-       << QStringLiteral("--epochs") << QString::number(runEpochs_)
+       << QStringLiteral("--epochs") << QString::number(runEpochBase_ + runEpochs_)
        << QStringLiteral("--batch-size") << QString::number(runBatch_)
-       << QStringLiteral("--save-project") << trained;
+       << QStringLiteral("--save-project") << trained << QStringLiteral("--checkpoint")
+       << runDir_->filePath(QStringLiteral("checkpoint"));
+  if (!resume.isEmpty()) args << QStringLiteral("--resume") << resume;
   processCommand_ = shellQuoted(QStringList{QStringLiteral("mpirun")} + args);
 
   process_ = new QProcess(this);
@@ -1525,7 +1659,7 @@ bool TrainingPanel::takeProcessStep(const QJsonObject& line, std::vector<StepPoi
   if (runEpochsDone_ == 0 && runClock_.elapsed() > 0)
     runSamplesPerSec_ = double(runSteps_ * runBatch_) * 1000.0 / double(runClock_.elapsed());
   const double batches = std::max(1.0, line.value(QStringLiteral("batches")).toDouble());
-  const double done = line.value(QStringLiteral("epoch")).toDouble() - 1 +
+  const double done = line.value(QStringLiteral("epoch")).toDouble() - double(runEpochBase_) - 1 +
                       line.value(QStringLiteral("batch")).toDouble() / batches;
   progress_->setValue(
       int(std::clamp(done / double(std::max<qint64>(1, runEpochs_)), 0.0, 1.0) * 1000));
@@ -1555,7 +1689,7 @@ void TrainingPanel::readProcessErrors() {
 
 void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
   // The epoch's evaluation goes where its last step line put the run (runSteps_).
-  const qint64 epoch = line.value(QStringLiteral("epoch")).toInteger();
+  const qint64 epoch = line.value(QStringLiteral("epoch")).toInteger() - runEpochBase_;
   runSamplesPerSec_ = line.value(QStringLiteral("samples_per_second")).toDouble();
   runEpochsDone_ = epoch;
   runTrainLoss_ = line.value(QStringLiteral("train_loss")).toDouble(std::nan(""));
@@ -1695,7 +1829,26 @@ Status TrainingPanel::writeProcessWeights(const QString& trainedPath, int* kept)
   return Status();
 }
 
+void TrainingPanel::dropStaleResume() {
+  if (resumeFrom_.isEmpty() || !resumeGraph_) return;
+  const Graph& now = model_->graph();
+  bool same = now.nodes().size() == resumeGraph_->nodes().size();
+  for (const auto& [id, then] : resumeGraph_->nodes()) {
+    const Node* n = same ? now.node(id) : nullptr;
+    same = n && n->type == then.type && n->params == then.params && n->weights == then.weights;
+    if (!same) break;
+  }
+  if (same) return;
+  // Edited, or the run's weights undone: those edits decide, and the optimizer starts afresh.
+  resumeFrom_.clear();
+  resumeDir_.reset();
+  resumeGraph_.reset();
+}
+
 void TrainingPanel::forgetTrainer() {
+  resumeFrom_.clear();
+  resumeDir_.reset();
+  resumeGraph_.reset();
   worker_->trainer_.reset();
   worker_->predictor_.reset();
   origins_.clear();
@@ -1710,7 +1863,7 @@ void TrainingPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
   QProcess* p = process_;
   process_ = nullptr;
   if (p) p->deleteLater();
-  const std::unique_ptr<QTemporaryDir> dir = std::move(runDir_);  // removed on return
+  std::unique_ptr<QTemporaryDir> dir = std::move(runDir_);  // removed on return unless kept
   const QString trained = dir ? dir->filePath(QStringLiteral("trained.dwproj")) : QString();
   // 130: interrupted (Stop), every process after the same step, with the weights so far saved.
   const bool stopped = (stopSent_ || stopRequested_) &&
@@ -1726,6 +1879,16 @@ void TrainingPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
     return onFinished(tr("The run ended, but its trained weights could not be read back: %1")
                           .arg(qs(st.message())),
                       QString());
+  // The next trainer continues from the run's last checkpoint: its optimizer state and counters
+  // (a studio step after a Fit across processes started Adam's moments from zero). Not where a
+  // node was edited during the run: the checkpoint would put the trained weights back over it.
+  const QString checkpoint = dir->filePath(QStringLiteral("checkpoint"));
+  if (kept == 0 &&
+      QFileInfo::exists(QDir(checkpoint).filePath(QStringLiteral("checkpoint.json")))) {
+    resumeFrom_ = checkpoint;
+    resumeDir_ = std::move(dir);
+    resumeGraph_ = std::make_shared<const Graph>(model_->graph());
+  }
   QString summary;
   if (stopped)
     summary = tr("<b>Fit stopped</b> in %1 processes after %2")

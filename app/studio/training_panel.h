@@ -108,6 +108,16 @@ class TrainingPanel : public QWidget {
   QPushButton* resetWeightsButton() const { return resetWeights_; }
   // Copies the trained weights into the graph's Initializer nodes (one undo step).
   dw::Status writeWeightsToGraph();
+  // The trainer's weights, optimizer state and counters into checkpoint directory `dir`, as
+  // `deepwire train --checkpoint` writes one (`--resume` continues from it).
+  dw::Status saveCheckpoint(const QString& dir);
+  // Starts from checkpoint directory `dir` (one of `deepwire train --checkpoint`, or of Save
+  // Checkpoint): a trainer for the canvas takes its weights, optimizer state and counters, and
+  // the weights go into the graph (one undo step). Runs as a job: jobFinished() ends it, and
+  // lastError() says why it could not (a checkpoint of another model).
+  void loadCheckpoint(const QString& dir);
+  // Where the trainer stands (epoch, batch, optimizer steps); nullopt before the first job.
+  std::optional<dw::engine::training::TrainerCounters> trainerCounters() const;
   // Forgets the trained weights and the optimizer's state: the next job starts every layer again
   // from its seed (stored layer weights are dropped from the graph, one undo step).
   dw::Status resetWeights();
@@ -153,7 +163,7 @@ class TrainingPanel : public QWidget {
 
  private:
   friend class TrainingWorker;
-  enum class Job { TrainStep, FullTrainStep, EvalStep, Fit, Predict };
+  enum class Job { TrainStep, FullTrainStep, EvalStep, Fit, Predict, LoadCheckpoint };
   void start(Job job);
   void loadSettingsFromModel();
   // One chart point per training step (step, loss, headline metric); Fit sends them in bunches.
@@ -174,6 +184,8 @@ class TrainingPanel : public QWidget {
   void readProcessErrors();
   // Drops the studio's own trainer (and predictor): the next job builds one from the canvas.
   void forgetTrainer();
+  // Forgets the checkpoint a Fit across processes left if the document changed since.
+  void dropStaleResume();
   void onProcessEpoch(const QJsonObject& line);
   // Steps of one read of the run's output; false when `line` is no step line.
   bool takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points);
@@ -193,6 +205,12 @@ class TrainingPanel : public QWidget {
   // The worker built a trainer from `document` (the canvas as it was, before the trained values
   // were carried in); `notice` says where it runs.
   void onTrainerBuilt(const std::shared_ptr<const dw::Graph>& document, const QString& notice);
+  // The new trainer took the checkpoint of JobRequest::resumeFrom ("" error), or could not (it
+  // then starts from the canvas with a fresh optimizer state, and says so).
+  void onResumed(const QString& error);
+  // Load Checkpoint's job finished: the summary, then the weights into the graph.
+  void onCheckpointLoaded(const QString& summary,
+                          const std::vector<dw::engine::training::EpochReport>& history);
   // Whether node `now` of the canvas still takes the trainer's values: not after its layer's seed
   // changed (which drops stored weights), nor after an Initializer was edited, since the trainer
   // was built; not for a node the trainer was not built with.
@@ -304,6 +322,18 @@ class TrainingPanel : public QWidget {
   // and the clock of the samples/s shown until the first epoch ends).
   qint64 runFirstStep_ = -1;
   QElapsedTimer runClock_;
+  // The epoch the run resumed at (the studio's trainer's, or the last run's checkpoint's): its
+  // lines count epochs from the checkpoint's start, the dock from the run's.
+  qint64 runEpochBase_ = 0;
+  // The checkpoint the next trainer starts from: Load Checkpoint's directory while its job runs,
+  // or a Fit across processes' last one, whose optimizer state the next step, Fit or run
+  // continues with (resumeDir_ holds it until then).
+  QString resumeFrom_;
+  std::unique_ptr<QTemporaryDir> resumeDir_;
+  // The document as the run's weights left it: an edit since (an undo of them too) drops the
+  // checkpoint, whose weights would otherwise come back over the edit.
+  std::shared_ptr<const dw::Graph> resumeGraph_;
+  QString loadFrom_;  // Load Checkpoint's directory, for its job
 };
 
 }  // namespace dw::studio

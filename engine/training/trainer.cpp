@@ -830,6 +830,8 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     ++counters.epoch;
     counters.batchInEpoch = 0;
     er.steps = counters.optimizerSteps;
+    er.trainSteps = counters.trainSteps;
+    history.push_back(er);
     if (!fo.checkpointDir.empty() && (!dp || comm->rank() == 0))
       DW_RETURN_IF_ERROR(save(fo.checkpointDir));
     if (cb.onEpoch) cb.onEpoch(er);
@@ -1014,6 +1016,9 @@ const std::map<std::string, Tensor>& Trainer::gradients() const {
 }
 const TrainerCounters& Trainer::counters() const {
   return impl_->counters;
+}
+const std::vector<EpochReport>& Trainer::history() const {
+  return impl_->history;
 }
 const OptimizerConfig& Trainer::optimizerConfig() const {
   return impl_->opt.optimizer;

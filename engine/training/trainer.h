@@ -138,7 +138,8 @@ struct EpochReport {
   double testAccuracy = -1;  // the first accuracy-type metric, -1 when there is none
   double seconds = 0;        // wall time of the epoch's training (not the test pass)
   double samplesPerSecond = 0;
-  int64_t steps = 0;  // optimizer steps so far (global)
+  int64_t steps = 0;       // optimizer steps so far (global)
+  int64_t trainSteps = 0;  // train steps so far (batches; more than steps when accumulating)
   // Distributed: seconds this process spent in the epoch's training steps waiting for the
   // others (gradient sums and step reductions not hidden behind computation).
   double waitSeconds = 0;
@@ -186,6 +187,8 @@ struct TrainerCounters {
   int64_t trainSteps = 0;      // global (micro-batches)
   int64_t accumulated = 0;     // trainSteps since the last optimizer step / resetGrad
 };
+// The counters of checkpoint directory `dir` (how far it had come), without loading it.
+Result<TrainerCounters> readCheckpointCounters(const std::string& dir);
 
 class Trainer {
  public:
@@ -245,6 +248,8 @@ class Trainer {
   const std::map<std::string, Tensor>& weights() const;    // trainables, BN stats, by name
   const std::map<std::string, Tensor>& gradients() const;  // accumulated, by weight name
   const TrainerCounters& counters() const;
+  // The epochs fit finished, from the first (loadCheckpoint brings a checkpoint's).
+  const std::vector<EpochReport>& history() const;
   const OptimizerConfig& optimizerConfig() const;
   void setLearningRate(double lr);  // base rate (the schedule still applies)
   std::string notice() const;       // accelerator fallback message, if any

@@ -6,6 +6,47 @@ namespace dw::engine::training {
 // A directory: checkpoint.json (counters, optimizer config, per-tensor index) and one raw
 // little-endian NPY file per tensor, so values round-trip bit for bit.
 
+namespace {
+
+// checkpoint.json of `dir`, parsed and checked to be one.
+Result<json> readCheckpointJson(const std::string& dir) {
+  const fs::path jp = fs::path(dir) / "checkpoint.json";
+  std::ifstream f(jp);
+  if (!f) return Status::error(jp.string() + ": cannot open (not a checkpoint directory?)");
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const std::exception& e) {
+    return Status::error(jp.string() + ": " + e.what());
+  }
+  if (!j.is_object() || j.value("format", "") != "deepwire-checkpoint")
+    return Status::error(jp.string() + ": not a deepwire checkpoint");
+  return j;
+}
+
+TrainerCounters countersOf(const json& j) {  // throws on a missing or mistyped counter
+  TrainerCounters c;
+  const json& cj = j.at("counters");
+  c.epoch = cj.at("epoch");
+  c.batchInEpoch = cj.at("batch_in_epoch");
+  c.optimizerSteps = cj.at("optimizer_steps");
+  c.trainSteps = cj.at("train_steps");
+  c.accumulated = cj.at("accumulated");
+  return c;
+}
+
+}  // namespace
+
+Result<TrainerCounters> readCheckpointCounters(const std::string& dir) {
+  auto j = readCheckpointJson(dir);
+  if (!j) return j.status();
+  try {
+    return countersOf(*j);
+  } catch (const std::exception& e) {
+    return Status::error((fs::path(dir) / "checkpoint.json").string() + ": counters: " + e.what());
+  }
+}
+
 Status Trainer::Impl::save(const std::string& dir) const {
   DW_RETURN_IF_ERROR(syncHost());
   std::error_code ec;
@@ -23,6 +64,21 @@ Status Trainer::Impl::save(const std::string& dir) const {
   j["rng"] = {{"seed", opt.seed}};  // shuffles derive from (seed, epoch); nothing else draws
   j["optimizer"] = configJson(opt.optimizer);
   j["base_lr"] = baseLr;
+  j["history"] = json::array();
+  for (const EpochReport& e : history) {
+    json h = {{"epoch", e.epoch},
+              {"train_loss", e.trainLoss},
+              {"steps", e.steps},
+              {"train_steps", e.trainSteps},
+              {"seconds", e.seconds}};
+    for (const auto& [k, v] : e.trainMetrics) h["train_metrics"][k] = v;
+    if (e.hasTest) {
+      h["test_loss"] = e.testLoss;
+      for (const auto& [k, v] : e.testMetrics) h["test_metrics"][k] = v;
+      if (e.testAccuracy >= 0) h["test_accuracy"] = e.testAccuracy;
+    }
+    j["history"].push_back(std::move(h));
+  }
   // Each save writes its tensors under new names (a generation one above the checkpoint.json
   // on disk), so that a save killed half way leaves the previous checkpoint whole: its json
   // names only files this save does not touch.
@@ -88,16 +144,10 @@ Status Trainer::Impl::save(const std::string& dir) const {
 
 Status Trainer::Impl::load(const std::string& dir) {
   const fs::path jp = fs::path(dir) / "checkpoint.json";
-  std::ifstream f(jp);
-  if (!f) return Status::error(jp.string() + ": cannot open (not a checkpoint directory?)");
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const std::exception& e) {
-    return Status::error(jp.string() + ": " + e.what());
-  }
-  if (j.value("format", "") != "deepwire-checkpoint")
-    return Status::error(jp.string() + ": not a deepwire checkpoint");
+  auto parsed = readCheckpointJson(dir);
+  if (!parsed) return parsed.status();
+  // Not const: a lookup of a missing section ("weights") reads as null instead of asserting.
+  json j = std::move(*parsed);
   auto get = [&](const std::string& file, const std::string& what,
                  const Tensor* like) -> Result<Tensor> {
     auto t = readNpy((fs::path(dir) / file).string());
@@ -118,13 +168,7 @@ Status Trainer::Impl::load(const std::string& dir) {
       if (!v) return v.status();
       newWeights[name] = std::move(v.value());
     }
-    TrainerCounters c;
-    const json& cj = j.at("counters");
-    c.epoch = cj.at("epoch");
-    c.batchInEpoch = cj.at("batch_in_epoch");
-    c.optimizerSteps = cj.at("optimizer_steps");
-    c.trainSteps = cj.at("train_steps");
-    c.accumulated = cj.at("accumulated");
+    const TrainerCounters c = countersOf(j);
     std::vector<ParamState> states;
     std::map<std::string, Tensor> newGrads;
     for (const auto& p : params) {
@@ -179,6 +223,34 @@ Status Trainer::Impl::load(const std::string& dir) {
         }
         newSums[it.key()] = std::move(m);
       }
+    // The epochs so far (none in checkpoints older than the history).
+    std::vector<EpochReport> newHistory;
+    if (j.contains("history")) {
+      // JSON has no NaN: a diverged epoch's loss was written as null.
+      auto number = [](const json& v) {
+        return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+      };
+      for (const json& h : j.at("history")) {
+        EpochReport e;
+        e.epoch = h.at("epoch");
+        e.trainLoss = number(h.at("train_loss"));
+        e.steps = h.at("steps");
+        e.trainSteps = h.at("train_steps");
+        e.seconds = number(h.value("seconds", json()));
+        if (h.contains("train_metrics"))
+          for (auto it = h["train_metrics"].begin(); it != h["train_metrics"].end(); ++it)
+            e.trainMetrics[it.key()] = number(it.value());
+        e.hasTest = h.contains("test_loss");
+        if (e.hasTest) {
+          e.testLoss = number(h["test_loss"]);
+          if (h.contains("test_metrics"))
+            for (auto it = h["test_metrics"].begin(); it != h["test_metrics"].end(); ++it)
+              e.testMetrics[it.key()] = number(it.value());
+          e.testAccuracy = h.contains("test_accuracy") ? number(h["test_accuracy"]) : -1;
+        }
+        newHistory.push_back(std::move(e));
+      }
+    }
     OptimizerConfig oc = opt.optimizer;
     if (j.contains("optimizer")) {
       OptimizerConfig loaded;
@@ -191,6 +263,7 @@ Status Trainer::Impl::load(const std::string& dir) {
     weights = std::move(newWeights);
     devStale = dev != nullptr;
     hostStale = false;
+    history = std::move(newHistory);
     evalSums = std::move(newSums);
     counters = c;
     for (size_t i = 0; i < params.size(); ++i) params[i].state = std::move(states[i]);

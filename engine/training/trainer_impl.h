@@ -226,6 +226,9 @@ class Trainer::Impl {
   double epochLossSum = 0;
   int64_t epochSamples = 0;
   double epochSeconds = 0;
+  // Every finished epoch of fit, checkpointed: a resumed run, or the studio loading a
+  // checkpoint of the command line's, has the curves so far.
+  std::vector<EpochReport> history;
   std::string notice;
 
   Status init(const TrainOptions& o, onnx::ModelProto fwd);

@@ -422,6 +422,16 @@ TEST_F(TrainerTest, CheckpointResumeIsBitExact) {
   EXPECT_EQ(rest.back().trainLoss, rf->epochs.back().trainLoss);
   EXPECT_EQ(rest.front().trainLoss, rf->epochs[1].trainLoss);
   EXPECT_EQ((*resumed)->counters().optimizerSteps, (*full)->counters().optimizerSteps);
+  // The history came with the checkpoint (epoch 1, the one finished before the interruption),
+  // and the resumed fit added its two: the same three epochs as the uninterrupted run.
+  const auto& history = (*resumed)->history();
+  ASSERT_EQ(history.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(history[e].epoch, static_cast<int64_t>(e));
+    EXPECT_EQ(history[e].trainLoss, rf->epochs[e].trainLoss) << e;
+    EXPECT_EQ(history[e].steps, rf->epochs[e].steps) << e;
+    EXPECT_EQ(history[e].trainSteps, (*full)->history()[e].trainSteps) << e;
+  }
 
   // A checkpoint of another model is refused with the weight named.
   OptimizerConfig sgd;

@@ -1951,6 +1951,10 @@ class StudioTest : public QObject {
     QVERIFY2(panel->processCommand().contains("-np 2") &&
                  panel->processCommand().contains("--distributed --json"),
              qPrintable(panel->processCommand()));
+    // It goes on from the studio's step, optimizer state and counters included.
+    QVERIFY2(panel->processCommand().contains("--resume") &&
+                 panel->processCommand().contains("--checkpoint"),
+             qPrintable(panel->processCommand()));
     // Saved first, with the step's weights, which the run starts from.
     QVERIFY(w.model()->undoStack()->isClean());
     const auto before = m->graph().node(hidden)->weights;
@@ -1977,6 +1981,14 @@ class StudioTest : public QObject {
     QVERIFY(predicted(panel) != fromRun);
     m->undoStack()->redo();
     QCOMPARE(predicted(panel), fromRun);
+    // The next step goes on from the run's checkpoint: three epochs done, and the optimizer's
+    // steps counted on (a new trainer would stand at epoch 0 after one step).
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY(panel->trainerCounters().has_value());
+    QCOMPARE(panel->trainerCounters()->epoch, 3);
+    QVERIFY(panel->trainerCounters()->optimizerSteps > 3);
 
     // Stop: after the first epoch line of a long run.
     panel->processesBox()->setValue(2);
@@ -1993,6 +2005,67 @@ class StudioTest : public QObject {
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     QVERIFY2(panel->lastResult().contains("Fit stopped"), qPrintable(panel->lastResult()));
     QVERIFY(m->graph().node(hidden)->weights != after);
+  }
+
+  // Save Checkpoint writes what `deepwire train --resume` continues from, and Load Checkpoint
+  // takes the command's checkpoint back: its weights into the graph (an undo step), its
+  // optimizer state and counters into the trainer, which the next step continues. Training
+  // moved between the two only as weights, and Adam's moments started again from zero.
+  void checkpointsCarryTrainingBetweenStudioAndCommandLine() {
+    const QString cli = QStringLiteral(DW_BINARY_DIR "/app/cli/deepwire");
+    if (!QFileInfo::exists(cli)) QSKIP("no deepwire command built");
+    QTemporaryDir dir;
+    const QString project = dir.filePath("regression.dwproj");
+    {
+      MainWindow w(false);
+      buildRegression(w, dir.path(), 256, true);
+      auto* panel = w.training();
+      panel->optimizerBox()->setCurrentIndex(panel->optimizerBox()->findText("adam"));
+      for (int i = 0; i < 2; ++i) {
+        panel->fullTrainStepButton()->click();
+        QVERIFY(waitIdle(panel));
+        QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      }
+      QCOMPARE(panel->trainerCounters()->optimizerSteps, 2);
+      QVERIFY(panel->saveCheckpoint(dir.filePath("studio")).ok());
+      QVERIFY(w.saveTo(project));  // with Adam, which the checkpoint's state is for
+    }
+    QProcess run;
+    run.start(cli, {"train", project, "--resume", dir.filePath("studio"), "--checkpoint",
+                    dir.filePath("cli"), "--epochs", "2", "--quiet"});
+    QVERIFY(run.waitForFinished(180000));
+    const QString err = QString::fromLocal8Bit(run.readAllStandardError());
+    QVERIFY2(run.exitStatus() == QProcess::NormalExit && run.exitCode() == 0, qPrintable(err));
+    QVERIFY2(err.contains("2 optimizer steps"), qPrintable(err));
+
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    auto* panel = w.training();
+    auto* m = w.model();
+    const dw::NodeId hidden = findByName(m->graph(), "hidden");
+    const auto before = m->graph().node(hidden)->weights;
+    panel->loadCheckpoint(dir.filePath("cli"));
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("Checkpoint loaded"), qPrintable(panel->lastResult()));
+    const auto c = panel->trainerCounters();
+    QVERIFY(c.has_value());
+    QCOMPARE(c->epoch, 2);
+    QVERIFY(c->optimizerSteps > 2);
+    QVERIFY(m->graph().node(hidden)->weights != before);
+    QCOMPARE(m->undoStack()->undoText(), QStringLiteral("Write trained weights"));
+    // The command's two epochs are on the charts, as its Fit would have drawn them.
+    QCOMPARE(panel->seriesPoints("train loss"), 2);
+    QCOMPARE(panel->seriesPoints("validation loss"), 2);
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps + 1);
+    // A folder that holds no checkpoint: said, and the trainer keeps its state.
+    panel->loadCheckpoint(dir.path());
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().contains("checkpoint.json"), qPrintable(panel->lastError()));
+    QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps + 1);
   }
 
  private:
