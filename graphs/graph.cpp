@@ -561,7 +561,8 @@ Status Graph::moveNode(NodeId id, Position pos) {
 }
 
 void Graph::removeObserver(GraphObserver* o) {
-  observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
+  auto& l = observers_.list;
+  l.erase(std::remove(l.begin(), l.end(), o), l.end());
 }
 
 std::string Graph::modelOf(NodeId id) const {

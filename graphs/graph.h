@@ -44,7 +44,7 @@ struct Node {
   NodeId id = 0;
   std::string domain;  // canonical ("ai.onnx", "deepwire", ...)
   std::string type;
-  std::string name;    // optional for ops; the tensor name for Input/Output/Initializer
+  std::string name;  // optional for ops; the tensor name for Input/Output/Initializer
   std::map<std::string, Param> params;  // only values that differ from, or have no, default
   std::vector<std::string> specifiedOutputsName;
   double ldaCoeff = 1.0;
@@ -169,7 +169,7 @@ class Graph {
   // unnormalized scores.
   std::vector<Problem> hints() const;
 
-  void addObserver(GraphObserver* o) { observers_.push_back(o); }
+  void addObserver(GraphObserver* o) { observers_.list.push_back(o); }
   void removeObserver(GraphObserver* o);
 
  private:
@@ -181,7 +181,7 @@ class Graph {
   Node* mutableNode(NodeId id);
   template <class F>
   void notify(F f) {
-    for (auto* o : observers_) f(o);
+    for (auto* o : observers_.list) f(o);
   }
 
   const Catalogue* catalogue_;
@@ -192,7 +192,17 @@ class Graph {
   std::map<PortRef, Link> incoming_;
   std::map<NodeId, std::vector<Link>> outgoing_;
   NodeId nextId_ = 1;
-  std::vector<GraphObserver*> observers_;
+  // Who watches this graph. A copy starts unwatched, and an assignment keeps the watchers of
+  // the graph assigned to: an edit of a copy (the trainer's weights written into one, a layout
+  // computed on one) reached the studio's model as an edit of its document, marked it changed,
+  // and could do so from the training thread.
+  struct Observers {
+    std::vector<GraphObserver*> list;
+    Observers() = default;
+    Observers(const Observers&) {}
+    Observers& operator=(const Observers&) { return *this; }
+  };
+  Observers observers_;
 };
 
 // A graph port's allowed types ("tensor(float)", ...); empty means any.

@@ -191,10 +191,7 @@ GraphModel::~GraphModel() {
 
 void GraphModel::reset(Graph graph) {
   undo_.clear();
-  graph_ = std::move(graph);
-  // The copied graph brings the old observer list; ours is the only one that belongs here.
-  graph_.removeObserver(relay_.get());
-  graph_.addObserver(relay_.get());
+  graph_ = std::move(graph);  // keeps graph_'s observer, ours
   problems_.clear();
   nodeProblems_.clear();
   portTypes_.clear();

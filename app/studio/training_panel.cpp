@@ -8,6 +8,7 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -33,6 +34,7 @@
 #include "app/studio/params_panel.h"
 #include "engine/backend.h"
 #include "engine/session.h"
+#include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
 
@@ -1187,10 +1189,28 @@ void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
 Status TrainingPanel::saveCheckpoint(const QString& dir) {
   if (busy_)
     return Status::error("training is running; press Stop and wait for it to finish first");
-  if (!worker_->trainer_ || !resumeFrom_.isEmpty())
+  // A Fit across processes' checkpoint that no step has loaded yet is the training so far.
+  if (!resumeFrom_.isEmpty()) return copyCheckpoint(resumeFrom_, dir);
+  if (!worker_->trainer_)
     return Status::error(
         "nothing trained in the studio yet: press Train Step, Full Train Step or Fit first");
   return worker_->trainer_->saveCheckpoint(dir.toStdString());
+}
+
+Status TrainingPanel::copyCheckpoint(const QString& from, const QString& to) {
+  if (!QDir().mkpath(to)) return Status::error(to.toStdString() + ": cannot create the folder");
+  const QDir src(from), dst(to);
+  const QString index = QStringLiteral("checkpoint.json");
+  // The tensors first, checkpoint.json (which names them) last and atomically: a copy cut short
+  // leaves whatever checkpoint the folder held before.
+  for (const QString& f : src.entryList({QStringLiteral("*.npy")}, QDir::Files)) {
+    QFile::remove(dst.filePath(f));
+    if (!QFile::copy(src.filePath(f), dst.filePath(f)))
+      return Status::error(dst.filePath(f).toStdString() + ": cannot write");
+  }
+  auto text = dw::readFile(src.filePath(index).toStdString());
+  if (!text.ok()) return text.status();
+  return dw::writeFileAtomic(dst.filePath(index).toStdString(), *text);
 }
 
 void TrainingPanel::loadCheckpoint(const QString& dir) {
@@ -1313,6 +1333,7 @@ void TrainingPanel::start(Job job) {
   JobRequest req;
   req.job = static_cast<int>(job);
   const bool predict = job == Job::Predict;
+  dirtyBeforeJob_ = graphDirty_;
   // Predict reads the canvas: an undo it sees may still be redone before the next step.
   if (!predict) {
     dropStaleResume();
@@ -1444,9 +1465,11 @@ void TrainingPanel::clearCharts() {
 void TrainingPanel::onFinished(const QString& error, const QString& summary) {
   setBusy(false);
   if (awaitingTrainer_) {
-    // The trainer was not rebuilt: the old one (and its weights) stays, the next job tries again.
+    // The trainer was not rebuilt: the old one (and its weights) stays, and the next job tries
+    // again if the canvas asked for it. A checkpoint that would not load leaves the old trainer
+    // as it was, optimizer state and all.
     awaitingTrainer_ = false;
-    graphDirty_ = true;
+    graphDirty_ = dirtyBeforeJob_ || !worker_->trainer_;
   }
   QString notice = pendingNotice_;
   pendingNotice_.clear();

@@ -186,6 +186,8 @@ class TrainingPanel : public QWidget {
   void forgetTrainer();
   // Forgets the checkpoint a Fit across processes left if the document changed since.
   void dropStaleResume();
+  // A checkpoint directory's files into `to` (created), checkpoint.json last.
+  static dw::Status copyCheckpoint(const QString& from, const QString& to);
   void onProcessEpoch(const QJsonObject& line);
   // Steps of one read of the run's output; false when `line` is no step line.
   bool takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points);
@@ -287,6 +289,7 @@ class TrainingPanel : public QWidget {
   // A job asked for a new trainer and the worker has not reported it built yet: if the job fails,
   // the old trainer stays and the next job must try again.
   bool awaitingTrainer_ = false;
+  bool dirtyBeforeJob_ = false;  // graphDirty_ as the running job found it
   // What the current trainer was built from, per node: a layer's seed, or the Initializer's
   // parameters (with those Write Weights gave it since). See keepsTrainedValues.
   struct WeightOrigin {

@@ -256,6 +256,17 @@ TEST(Graph, ObserversHearEdits) {
   EXPECT_EQ(rec.removed, 1);
   EXPECT_EQ(rec.changed, 1);
   EXPECT_EQ(rec.links, 0);
+
+  // A copy is not watched: its edits are not the original's. An assignment keeps the watchers
+  // of the graph assigned to.
+  Graph copy = g;
+  ASSERT_TRUE(copy.rename(b, "copy").ok());
+  (void)*copy.addNode(kOnnxDomain, "Relu");
+  EXPECT_EQ(rec.added, 2);
+  EXPECT_EQ(rec.changed, 1);
+  g = copy;
+  ASSERT_TRUE(g.rename(b, "again").ok());
+  EXPECT_EQ(rec.changed, 2);
 }
 
 TEST(Graph, LdaCoeffMustBeFinite) {

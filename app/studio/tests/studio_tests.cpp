@@ -1981,6 +1981,12 @@ class StudioTest : public QObject {
     QVERIFY(predicted(panel) != fromRun);
     m->undoStack()->redo();
     QCOMPARE(predicted(panel), fromRun);
+    // Save Checkpoint before any step: the run's own.
+    QVERIFY(panel->saveCheckpoint(dir.filePath("after-run")).ok());
+    const auto saved =
+        dw::engine::training::readCheckpointCounters(dir.filePath("after-run").toStdString());
+    QVERIFY2(saved.ok(), saved.ok() ? "" : saved.message().c_str());
+    QCOMPARE(saved->epoch, 3);
     // The next step goes on from the run's checkpoint: three epochs done, and the optimizer's
     // steps counted on (a new trainer would stand at epoch 0 after one step).
     panel->fullTrainStepButton()->click();
@@ -2066,6 +2072,9 @@ class StudioTest : public QObject {
     QVERIFY(waitIdle(panel));
     QVERIFY2(panel->lastError().contains("checkpoint.json"), qPrintable(panel->lastError()));
     QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps + 1);
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps + 2);
   }
 
  private:
