@@ -310,54 +310,60 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
     float* bufs[2] = {hPrev.data(), hNext.data()};
 #pragma omp parallel num_threads(nt)
     {
-      const int k = omp_get_thread_num();
-      const int64_t j0 = std::min(H, k * per), j1 = std::min(H, j0 + per), w = j1 - j0;
-      const float* block = rts.data() + 4 * j0 * H;
-      std::vector<float> g(static_cast<size_t>(std::max<int64_t>(1, B * 4 * w)));
+      // The team may be smaller than asked (OMP_DYNAMIC, a nested region): its threads then
+      // take the blocks round-robin (each thread took the block of its number, and the blocks
+      // of missing threads were never computed).
+      const int tid = omp_get_thread_num(), team = omp_get_num_threads();
+      std::vector<float> g(static_cast<size_t>(std::max<int64_t>(1, B * 4 * per)));
       for (int64_t s = 0; s < T; ++s) {
         const float* hIn = bufs[s & 1];
         float* hOut = bufs[(s + 1) & 1];
-        if (w > 0) rnn::smallGemm(B, 4 * w, H, hIn, H, block, 4 * w, g.data(), 4 * w);
-        for (int64_t b = 0; b < B && w > 0; ++b) {
-          const float* hb = hIn + b * H;
-          float* ho = hOut + b * H;
-          if (s >= lens[b]) {  // past this row's length: h stays
-            std::copy(hb + j0, hb + j1, ho + j0);
-            continue;
-          }
-          const int64_t t = reverse ? lens[b] - 1 - s : s;
-          const float* xr = &xw[(t * B + b) * GH];
-          // ONNX order: i, o, f, c; peepholes: i, o, f.
-          float* gb = g.data() + b * 4 * w;
-          float *gi = gb, *go = gb + w, *gf = gb + 2 * w, *gc = gb + 3 * w;
-          for (int q = 0; q < 4; ++q)
-            for (int64_t j = 0; j < w; ++j)
-              gb[q * w + j] += xr[q * H + j0 + j] + bias[q * H + j0 + j];
-          float* cp = &cPrev[b * H + j0];
-          if (P)
-            for (int64_t j = 0; j < w; ++j) {
-              gi[j] += P[j0 + j] * cp[j];
-              gf[j] += P[2 * H + j0 + j] * cp[j];
+        for (int k = tid; k < nt; k += team) {
+          const int64_t j0 = std::min(H, k * per), j1 = std::min(H, j0 + per), w = j1 - j0;
+          if (w <= 0) continue;
+          const float* block = rts.data() + 4 * j0 * H;
+          rnn::smallGemm(B, 4 * w, H, hIn, H, block, 4 * w, g.data(), 4 * w);
+          for (int64_t b = 0; b < B; ++b) {
+            const float* hb = hIn + b * H;
+            float* ho = hOut + b * H;
+            if (s >= lens[b]) {  // past this row's length: h stays
+              std::copy(hb + j0, hb + j1, ho + j0);
+              continue;
             }
-          clipTo(gi, w);
-          acts[0].apply(gi, w);
-          if (inputForget_) {
-            for (int64_t j = 0; j < w; ++j) gf[j] = 1 - gi[j];
-          } else {
-            clipTo(gf, w);
-            acts[0].apply(gf, w);
+            const int64_t t = reverse ? lens[b] - 1 - s : s;
+            const float* xr = &xw[(t * B + b) * GH];
+            // ONNX order: i, o, f, c; peepholes: i, o, f.
+            float* gb = g.data() + b * 4 * w;
+            float *gi = gb, *go = gb + w, *gf = gb + 2 * w, *gc = gb + 3 * w;
+            for (int q = 0; q < 4; ++q)
+              for (int64_t j = 0; j < w; ++j)
+                gb[q * w + j] += xr[q * H + j0 + j] + bias[q * H + j0 + j];
+            float* cp = &cPrev[b * H + j0];
+            if (P)
+              for (int64_t j = 0; j < w; ++j) {
+                gi[j] += P[j0 + j] * cp[j];
+                gf[j] += P[2 * H + j0 + j] * cp[j];
+              }
+            clipTo(gi, w);
+            acts[0].apply(gi, w);
+            if (inputForget_) {
+              for (int64_t j = 0; j < w; ++j) gf[j] = 1 - gi[j];
+            } else {
+              clipTo(gf, w);
+              acts[0].apply(gf, w);
+            }
+            clipTo(gc, w);
+            acts[1].apply(gc, w);
+            for (int64_t j = 0; j < w; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+            if (P)
+              for (int64_t j = 0; j < w; ++j) go[j] += P[H + j0 + j] * cp[j];
+            clipTo(go, w);
+            acts[0].apply(go, w);
+            std::copy_n(cp, w, gc);
+            acts[2].apply(gc, w);
+            for (int64_t j = 0; j < w; ++j) ho[j0 + j] = go[j] * gc[j];
+            std::copy_n(ho + j0, w, yAt(t, b) + j0);
           }
-          clipTo(gc, w);
-          acts[1].apply(gc, w);
-          for (int64_t j = 0; j < w; ++j) cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
-          if (P)
-            for (int64_t j = 0; j < w; ++j) go[j] += P[H + j0 + j] * cp[j];
-          clipTo(go, w);
-          acts[0].apply(go, w);
-          std::copy_n(cp, w, gc);
-          acts[2].apply(gc, w);
-          for (int64_t j = 0; j < w; ++j) ho[j0 + j] = go[j] * gc[j];
-          std::copy_n(ho + j0, w, yAt(t, b) + j0);
         }
 #pragma omp barrier
       }

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "engine/fusion/fused.h"
@@ -514,6 +517,32 @@ void smallBatchPathMatchesOneDnn(int64_t T, int64_t H) {
                     << " entry " << b << " unit " << h;
         }
       }
+}
+
+// Inside another parallel region OpenMP gives the LSTM's unit split (runUnitSplit) a team of
+// one thread: that thread must take every block of units. It took only the block of its own
+// number, and the other units' outputs were never written.
+TEST(Rnn, UnitSplitTakesEveryBlockWithASmallerTeam) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "one core: the units are not split";
+  const int64_t T = 7, B = 2, I = 5, H = 96;
+  const std::map<std::string, Tensor> in{{"x", randomTensor({T, B, I}, 41)},
+                                         {"h0", randomTensor({1, B, H}, 42)},
+                                         {"c0", randomTensor({1, B, H}, 43)}};
+  SessionOptions o;
+  auto s = InferenceSession::create(rnnModel("LSTM", "forward", false, false, T, B, I, H), o);
+  ASSERT_TRUE(s.ok()) << s.message();
+  auto whole = (*s)->run(in);
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  std::optional<dw::Result<std::map<std::string, Tensor>>> nested;
+  omp_set_max_active_levels(1);
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    nested = (*s)->run(in);
+  }
+  ASSERT_TRUE(nested && nested->ok()) << (nested ? nested->message() : "");
+  for (const char* out : {"y", "yh"})
+    EXPECT_EQ(maxDiff(whole->at(out), (*nested)->at(out)), 0.0f) << out;
 }
 
 // A tensor whose size is only known at run time (ConstantOfShape of a huge shape) is refused
