@@ -269,7 +269,11 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
                                          " of epoch " + std::to_string(c.epoch + 1)
                                    : std::string())
                 << ", " << count(c.optimizerSteps, "optimizer step", "optimizer steps")
-                << "; training continues to epoch " << st.config.epochs << "\n";
+                << (c.epoch < st.config.epochs
+                        ? "; training continues to epoch " + std::to_string(st.config.epochs)
+                        : "; that is all the " + std::to_string(st.config.epochs) +
+                              " this run asks for (--epochs counts from the start)")
+                << "\n";
     }
   }
   FitOptions fo;
@@ -477,7 +481,8 @@ int evalCommand(const TrainArgs& a) {
   if (!s) return fail(s.message());
   Trainer& tr = *s->trainer;
   if (!a.checkpoint.empty()) {
-    Status ls = tr.loadCheckpoint(a.checkpoint);
+    // The weights are what is evaluated: a checkpoint of another optimizer evaluates too.
+    Status ls = tr.loadCheckpoint(a.checkpoint, /*weightsOnly=*/true);
     if (!ls.ok()) return fail(ls.message());
   }
   auto r = tr.evaluate(*s->test, std::max<int64_t>(s->config.batchSize, 256));

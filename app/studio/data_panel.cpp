@@ -918,25 +918,38 @@ void DataPanel::toggleOwnConversion(InputRow* r, Split split) {
 
 QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
   const auto& other = r->stored[split];
-  if (other && r->own[split]) {
-    const std::string m =
-        checkFit(headerSummary(*other, r->paths[split], r->summary ? &*r->summary : nullptr),
-                 *r->own[split], r->input);
-    if (m.empty()) return QString();
-    return tr("the %1 source with its own conversion: %2").arg(splitName(split).toLower(), qs(m));
+  if (!other) return QString();
+  // Read with its own conversion, or with train's: what comes out must fit the input, and must
+  // not be scaled as train's data is where it is stored otherwise (floats already scaled).
+  const DataFileSpec& conv = r->own[split] ? *r->own[split] : r->conv;
+  const SourceSummary header =
+      headerSummary(*other, r->paths[split], r->summary ? &*r->summary : nullptr);
+  // A resized image folder's first image may be any size: only its pixels' type counts.
+  const bool resized = other->format == "images" && conv.imageHeight > 0;
+  std::string m = resized ? std::string() : checkFit(header, conv, r->input);
+  if (m.empty() && r->summary) {
+    StoredType train;
+    train.dtype = r->summary->dtype;
+    DataFileSpec trainSpec = r->conv;
+    trainSpec.path = r->paths[kTrain].toStdString();
+    DataFileSpec file = conv;
+    file.path = r->paths[split].toStdString();
+    m = splitScalingProblem(trainSpec, train, file, *other,
+                            splitName(split).toLower().toStdString());
   }
-  if (!other || !r->summary) return QString();
-  const SourceSummary& train = *r->summary;
-  // A resized image folder's first image may be any size; its pixels' type still counts.
-  const bool resized = train.format == "images" && r->conv.imageHeight > 0;
-  if (other->dtype == train.dtype && (resized || other->sampleShape == train.sampleShape))
-    return QString();
-  return tr("the %1 source %2 holds %3%4 a sample, the train source %5%6: a split's files are "
-            "read with the train source's conversion unless they have their own (press Convert "
-            "this file under it, or choose the %1 file that goes with %7)")
-      .arg(splitName(split).toLower(), QFileInfo(r->paths[split]).fileName(),
-           qs(dtypeName(other->dtype)), shapeText(other->sampleShape), qs(dtypeName(train.dtype)),
-           shapeText(train.sampleShape), QFileInfo(r->paths[kTrain]).fileName());
+  if (m.empty()) return QString();
+  const QString name = splitName(split).toLower();
+  if (r->own[split]) return tr("the %1 source with its own conversion: %2").arg(name, qs(m));
+  // The train source fits the input: this file is the odd one, and changing the Input (which
+  // checkFit may advise) would break the train source.
+  const std::string takes = " takes " + r->input.typeText;
+  if (const size_t cut = m.find(takes); cut != std::string::npos && r->summary)
+    m = m.substr(0, cut + takes.size()) + ", which the train source " +
+        QFileInfo(r->paths[kTrain]).fileName().toStdString() + " fits: choose the " +
+        name.toStdString() + " file that holds what that one holds";
+  return tr("the %1 source, read with the train source's conversion: %2 (or Convert this file, "
+            "beside it, to give it a conversion of its own)")
+      .arg(name, qs(m));
 }
 
 void DataPanel::inspect(InputRow* r) {
@@ -1018,6 +1031,24 @@ QString DataPanel::sampleCountProblem() const {
           .arg(QLocale().toString(qlonglong(first->summary->samples)))
           .arg(qs(r->input.name))
           .arg(QLocale().toString(qlonglong(r->summary->samples)));
+    }
+  }
+  // The same within a split of files of its own (1,000 test images against 10,000 test labels
+  // passed until Eval Step read them).
+  for (Split split : {kValidation, kTest}) {
+    if ((split == kTest ? testMode_ : valMode_)->currentIndex() != kOwnFiles) continue;
+    const InputRow* one = nullptr;
+    for (const auto& r : rows_) {
+      if (r->paths[split].isEmpty() || !r->stored[split]) continue;
+      if (!one) {
+        one = r.get();
+      } else if (r->stored[split]->samples != one->stored[split]->samples) {
+        return tr("the %1 sources of %2 and %3 hold %4 and %5 samples: a split's sources need "
+                  "the same samples, in the same order")
+            .arg(splitName(split).toLower(), qs(one->input.name), qs(r->input.name))
+            .arg(QLocale().toString(qlonglong(one->stored[split]->samples)))
+            .arg(QLocale().toString(qlonglong(r->stored[split]->samples)));
+      }
     }
   }
   return QString();

@@ -392,7 +392,17 @@ void MainWindow::createActions() {
        [this, checkpointStart] {
          const QString dir = QFileDialog::getExistingDirectory(
              this, tr("Load a checkpoint (a folder with checkpoint.json)"), checkpointStart());
-         if (!dir.isEmpty()) training_->loadCheckpoint(dir);
+         if (dir.isEmpty()) return;
+         // Its error in a box: the dock's error line may be scrolled out of a short dock, and the
+         // status bar's is easily missed.
+         connect(
+             training_, &TrainingPanel::jobFinished, this,
+             [this] {
+               if (!training_->lastError().isEmpty())
+                 showError(tr("Load Checkpoint"), training_->lastError());
+             },
+             Qt::SingleShotConnection);
+         training_->loadCheckpoint(dir);
        })
       ->setToolTip(tr("Continue from a checkpoint of deepwire train --checkpoint or of Save "
                       "Checkpoint: its weights go into the graph, and the next step or Fit goes "
@@ -400,9 +410,17 @@ void MainWindow::createActions() {
   make(
       "saveCheckpoint", tr("&Save Checkpoint…"), QKeySequence(),
       [this, checkpointStart] {
-        const QString dir = QFileDialog::getExistingDirectory(
-            this, tr("Save a checkpoint into a folder"), checkpointStart());
+        // A file dialog, not a folder one: a new folder's name can be typed (saving creates it).
+        const QString dir = QFileDialog::getSaveFileName(
+            this, tr("Save a checkpoint as a folder (a new name makes one)"),
+            QDir(checkpointStart()).filePath(QStringLiteral("checkpoint")), QString(), nullptr,
+            QFileDialog::DontConfirmOverwrite);
         if (dir.isEmpty()) return;
+        if (QFileInfo(dir).isFile())
+          return showError(tr("Save Checkpoint"),
+                           tr("%1 is a file: a checkpoint is a folder; choose a new name or a "
+                              "checkpoint's folder")
+                               .arg(dir));
         const Status st = training_->saveCheckpoint(dir);
         if (!st.ok())
           showError(tr("Save Checkpoint"), qs(st.message()));

@@ -414,12 +414,16 @@ void TrainingWorker::run(const JobRequest& req) {
     // No data needed: the weights and the optimizer's state are what it loads.
     predictor_.reset();
     if (Status st = buildTrainer(req); !st.ok()) return fail(st.message());
+    // In the words `deepwire train --resume` uses for the same checkpoint.
     const TrainerCounters c = trainer_->counters();
     const QString summary =
-        QObject::tr("<b>Checkpoint loaded</b> from %1: epoch %2%3, %4 optimizer steps (%5)")
+        QObject::tr("<b>Checkpoint loaded</b> from %1: %2 done%3, %4 optimizer steps (%5)")
             .arg(qs(req.resumeFrom).toHtmlEscaped())
-            .arg(c.epoch + 1)
-            .arg(c.batchInEpoch > 0 ? QObject::tr(" after its batch %1").arg(c.batchInEpoch)
+            .arg(count(c.epoch, QObject::tr("%1 epoch"), QObject::tr("%1 epochs")))
+            .arg(c.batchInEpoch > 0 ? QObject::tr(" and %1 of epoch %2")
+                                          .arg(count(c.batchInEpoch, QObject::tr("%1 batch"),
+                                                     QObject::tr("%1 batches")))
+                                          .arg(c.epoch + 1)
                                     : QString())
             .arg(c.optimizerSteps)
             .arg(qs(req.config.optimizer.type));
@@ -1246,8 +1250,11 @@ void TrainingPanel::onResumed(const QString& error) {
 
 void TrainingPanel::onCheckpointLoaded(const QString& summary,
                                        const std::vector<EpochReport>& history) {
-  // The checkpoint's epochs, as its run's Fit drew them: each epoch's mean train loss and
-  // metric, and its evaluation; the next steps continue from its last.
+  // The checkpoint's epochs, as its run's Fit drew them, in place of what the charts showed: its
+  // steps count from its own start, and the next step continues from its last.
+  clearCharts();
+  stepOffset_ = lastStep_ = 0;
+  epochOffset_ = lastEpoch_ = 0;
   QList<QPointF> losses, metrics;
   for (const EpochReport& e : history) {
     const double x = double(stepOffset_ + e.trainSteps);
@@ -1259,7 +1266,7 @@ void TrainingPanel::onCheckpointLoaded(const QString& summary,
   for (const EpochReport& e : history)
     onEpoch(e.epoch, e.trainSteps, e.hasTest, e.testLoss,
             e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics));
-  if (!history.empty()) lastStep_ = stepOffset_ + history.back().trainSteps;
+  if (const auto c = trainerCounters()) lastStep_ = c->trainSteps;
   onFinished(QString(), summary);
   const Status st = writeWeightsToGraph();
   if (!st.ok()) {
@@ -1269,8 +1276,10 @@ void TrainingPanel::onCheckpointLoaded(const QString& summary,
     error_->show();
     return;
   }
-  result_->setText(summary + tr("; the weights are in the graph (Undo takes them out), and the "
-                                "next step or Fit continues with its optimizer state"));
+  // Undo takes the weights out of the graph, not out of the trainer (as after any step): say
+  // what starts again from the graph's.
+  result_->setText(summary + tr("; its weights are in the graph, and the next step or Fit goes "
+                                "on with its optimizer state (Reset Weights starts afresh)"));
 }
 
 Status TrainingPanel::resetWeights() {

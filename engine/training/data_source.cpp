@@ -383,11 +383,45 @@ Result<Dataset> loadDataset(const std::vector<DataFileSpec>& sources, const std:
   return d;
 }
 
+std::string splitScalingProblem(const DataFileSpec& train, const StoredType& trainStored,
+                                const DataFileSpec& file, const StoredType& fileStored,
+                                const std::string& split) {
+  const double scale = file.normalization.scale;
+  if (scale == 1.0 || scale != train.normalization.scale ||
+      isFloating(trainStored.dtype) == isFloating(fileStored.dtype))
+    return "";
+  std::ostringstream os;
+  os << std::setprecision(6) << scale;
+  return "the " + split + " file " + fileName(file.path) + " holds " + dtypeName(fileStored.dtype) +
+         " values where the train file " + fileName(train.path) + " holds " +
+         dtypeName(trainStored.dtype) + ", and both are scaled by " + os.str() +
+         ": its values would not come out as the train data's (a wrong " + split +
+         " accuracy, without an error). Give it a conversion of its own: in the studio, Convert " +
+         "this file under it; in the project, its own \"normalization\" (scale 1 for floats "
+         "already scaled)";
+}
+
+Status checkSplitScaling(const DatasetSpec& spec, const std::string& baseDir) {
+  for (auto [split, files] : {std::pair{"validation", &spec.validation}, {"test", &spec.test}})
+    for (const DataFileSpec& f : *files) {
+      const auto t = std::find_if(spec.train.begin(), spec.train.end(),
+                                  [&](const DataFileSpec& s) { return s.input == f.input; });
+      if (t == spec.train.end()) continue;
+      auto a = storedType(*t, baseDir);
+      auto b = storedType(f, baseDir);
+      if (!a.ok() || !b.ok()) continue;  // reading the file says what is wrong with it
+      if (const std::string p = splitScalingProblem(*t, *a, f, *b, split); !p.empty())
+        return Status::error(std::string(split) + " split, input '" + f.input + "': " + p);
+    }
+  return Status();
+}
+
 Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir) {
   if (spec.train.empty())
     return Status::error(
         "no training data: choose a source for each data input (the studio's Data panel, or the "
         "project's training/dataset/train list)");
+  DW_RETURN_IF_ERROR(checkSplitScaling(spec, baseDir));
   auto train = loadDataset(spec.train, baseDir, spec.trainLimit);
   if (!train) return train.status().withContext("train split");
   LoadedData out;

@@ -152,6 +152,18 @@ struct StoredType {
 };
 Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseDir);
 
+// A validation or test file scaled as the train file for its input is, while stored otherwise:
+// floats where the train file holds integers, or the other way (test images saved as floats in
+// [0, 1], then scaled by 1/255 again). Its values would not come out as the train data's, and
+// training would report a wrong accuracy without a word. "" when that is not so; else one
+// sentence naming both files and the fix. `split`: "validation" or "test".
+std::string splitScalingProblem(const DataFileSpec& train, const StoredType& trainStored,
+                                const DataFileSpec& file, const StoredType& fileStored,
+                                const std::string& split);
+// The same for every validation and test file of `spec` (their headers are read): the first
+// problem, or ok.
+Status checkSplitScaling(const DatasetSpec& spec, const std::string& baseDir);
+
 // The column of a table that reads as its label ("label", "class", "target", ... in that order
 // of preference), or "" when none does.
 std::string guessLabelColumn(const std::vector<std::string>& columns);

@@ -933,8 +933,8 @@ Result<FitReport> Trainer::fit(const FitOptions& o, const FitCallbacks& cb,
 Status Trainer::saveCheckpoint(const std::string& dir) const {
   return impl_->save(dir);
 }
-Status Trainer::loadCheckpoint(const std::string& dir) {
-  return impl_->load(dir);
+Status Trainer::loadCheckpoint(const std::string& dir, bool weightsOnly) {
+  return impl_->load(dir, weightsOnly);
 }
 Result<onnx::ModelProto> Trainer::exportInference() const {
   return impl_->exportInference();

@@ -232,7 +232,8 @@ class Trainer {
 
   // Checkpoints include the Eval Step metric sums, so accumulation continues after loading.
   Status saveCheckpoint(const std::string& dir) const;
-  Status loadCheckpoint(const std::string& dir);
+  // weightsOnly: the weights alone (to evaluate them), whatever optimizer the checkpoint had.
+  Status loadCheckpoint(const std::string& dir, bool weightsOnly = false);
 
   Result<onnx::ModelProto> exportInference() const;  // "without training info"
   Result<onnx::ModelProto> exportTraining() const;   // "with training info"

@@ -142,7 +142,7 @@ Status Trainer::Impl::save(const std::string& dir) const {
   return Status();
 }
 
-Status Trainer::Impl::load(const std::string& dir) {
+Status Trainer::Impl::load(const std::string& dir, bool weightsOnly) {
   const fs::path jp = fs::path(dir) / "checkpoint.json";
   auto parsed = readCheckpointJson(dir);
   if (!parsed) return parsed.status();
@@ -167,6 +167,12 @@ Status Trainer::Impl::load(const std::string& dir) {
       auto v = get(j["weights"][name], "weight '" + name + "'", &t);
       if (!v) return v.status();
       newWeights[name] = std::move(v.value());
+    }
+    if (weightsOnly) {  // evaluating: the optimizer's state and the counters do not matter
+      weights = std::move(newWeights);
+      devStale = dev != nullptr;
+      hostStale = false;
+      return Status();
     }
     const TrainerCounters c = countersOf(j);
     std::vector<ParamState> states;
@@ -257,8 +263,10 @@ Status Trainer::Impl::load(const std::string& dir) {
       DW_RETURN_IF_ERROR(parseOptimizer(j["optimizer"], jp.string() + "/optimizer", loaded));
       if (loaded.type != oc.type)
         return Status::error(jp.string() + ": the checkpoint's optimizer is '" + loaded.type +
-                             "' but this run uses '" + oc.type + "'; resume with --optimizer " +
-                             loaded.type);
+                             "' but this training uses '" + oc.type + "', whose state differs; " +
+                             "continue with " + loaded.type + " (the project's optimizer, the " +
+                             "studio's Optimizer box, or deepwire train --optimizer " +
+                             loaded.type + ")");
     }
     weights = std::move(newWeights);
     devStale = dev != nullptr;

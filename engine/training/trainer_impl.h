@@ -249,7 +249,7 @@ class Trainer::Impl {
   Result<FitReport> fit(const FitOptions& fo, const FitCallbacks& cb,
                         const std::atomic<bool>* cancel);
   Status save(const std::string& dir) const;
-  Status load(const std::string& dir);
+  Status load(const std::string& dir, bool weightsOnly = false);
   Result<onnx::ModelProto> exportInference() const;
   Result<onnx::ModelProto> exportTraining() const;
 };

@@ -657,10 +657,11 @@ class StudioTest : public QObject {
     QVERIFY(dir.isValid());
     using dw::engine::DType;
     using dw::engine::Tensor;
-    Tensor images(DType::kFloat, {100, 784}), labels(DType::kUInt8, {100});
+    // Labels as int64, where train's are uint8 read as int64: train's conversion fits them.
+    Tensor images(DType::kFloat, {100, 784}), labels(DType::kInt64, {100});
     for (int64_t i = 0; i < images.size(); ++i)
       images.data<float>()[i] = float((i * 7) % 256) / 255.0f;
-    for (int64_t i = 0; i < 100; ++i) labels.data<uint8_t>()[i] = uint8_t(i % 10);
+    for (int64_t i = 0; i < 100; ++i) labels.data<int64_t>()[i] = i % 10;
     const QString imagesNpy = dir.filePath("test-images.npy");
     const QString labelsNpy = dir.filePath("test-labels.npy");
     QVERIFY(dw::engine::training::writeNpy(imagesNpy.toStdString(), images).ok());
@@ -672,6 +673,15 @@ class StudioTest : public QObject {
       }
     });
     QVERIFY(!project.isEmpty());
+    // The command line refuses the same project: scaled by 1/255 again, the test accuracy was
+    // wrong without a word.
+    {
+      QProcess check;
+      check.start(QStringLiteral(DW_BINARY_DIR "/app/cli/deepwire"), {"check", project});
+      QVERIFY(check.waitForFinished(60000));
+      const QString out = check.readAllStandardOutput() + check.readAllStandardError();
+      QVERIFY2(check.exitCode() != 0 && out.contains("both are scaled by"), qPrintable(out));
+    }
     auto testImage = [](DataPanel* data) {
       for (const auto& f : data->spec().test)
         if (f.input == "image") return f;
@@ -686,7 +696,9 @@ class StudioTest : public QObject {
       QElapsedTimer t;
       t.start();
       while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
-      QVERIFY2(data->readiness().contains("the test source test-images.npy holds float32[784]"),
+      QVERIFY2(data->readiness().contains("the test file test-images.npy holds float32 values "
+                                          "where the train file train-images-idx3-ubyte.gz holds "
+                                          "uint8, and both are scaled by"),
                qPrintable(data->readiness()));
       QPushButton* convert = data->splitConvertButton("image", DataPanel::kTest);
       QVERIFY(convert && convert->isVisibleTo(data) && convert->isEnabled());
@@ -707,6 +719,16 @@ class StudioTest : public QObject {
       panel->evalStepButton()->click();
       QVERIFY(waitIdle(panel));
       QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      // Test labels of another length: said before any step reads them.
+      const QString ownLabels = data->pathEdit("label", DataPanel::kTest)->text();
+      data->pathEdit("label", DataPanel::kTest)
+          ->setText("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
+      emit data->pathEdit("label", DataPanel::kTest)->editingFinished();
+      QVERIFY2(data->readiness().contains("hold 100 and 10,000 samples"),
+               qPrintable(data->readiness()));
+      data->pathEdit("label", DataPanel::kTest)->setText(ownLabels);
+      emit data->pathEdit("label", DataPanel::kTest)->editingFinished();
+      QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
       QVERIFY(w.saveTo(saved));
     }
     {
@@ -724,7 +746,8 @@ class StudioTest : public QObject {
       QCOMPARE(back->text(), "Use train's conversion");
       QTest::mouseClick(back, Qt::LeftButton);
       QCOMPARE(testImage(data).normalization.scale, 1.0 / 255.0);
-      QVERIFY2(data->readiness().contains("holds float32[784]"), qPrintable(data->readiness()));
+      QVERIFY2(data->readiness().contains("the test file test-images.npy holds float32 values"),
+               qPrintable(data->readiness()));
       w.model()->undoStack()->undo();
       QCOMPARE(testImage(data).normalization.scale, 1.0);
       QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
@@ -742,7 +765,9 @@ class StudioTest : public QObject {
     const QString labels = data->pathEdit("label", DataPanel::kTest)->text();
     data->pathEdit("image", DataPanel::kTest)->setText(labels);
     emit data->pathEdit("image", DataPanel::kTest)->editingFinished();
-    QVERIFY2(data->readiness().contains("the test source t10k-labels-idx1-ubyte.gz holds"),
+    QVERIFY2(data->readiness().contains("t10k-labels-idx1-ubyte.gz gives float[N] but input "
+                                        "'image' takes float[N,1,28,28], which the train source "
+                                        "train-images-idx3-ubyte.gz fits"),
              qPrintable(data->readiness()));
     w.model()->undoStack()->undo();
     data->refreshInputs();
@@ -2075,6 +2100,13 @@ class StudioTest : public QObject {
     panel->fullTrainStepButton()->click();
     QVERIFY(waitIdle(panel));
     QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps + 2);
+    // Loading again replaces what the charts show: the checkpoint's own epochs, on its own steps.
+    panel->loadCheckpoint(dir.filePath("cli"));
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastResult().contains("2 epochs done"), qPrintable(panel->lastResult()));
+    QCOMPARE(panel->seriesPoints("train loss"), 2);
+    QCOMPARE(panel->seriesPoints("validation loss"), 2);
+    QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps);
   }
 
  private:
