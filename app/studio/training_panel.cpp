@@ -1329,7 +1329,7 @@ void TrainingPanel::start(Job job) {
   const bool load = job == Job::LoadCheckpoint;
   const QString notReady = load ? QString() : data_->readiness();
   if (!notReady.isEmpty()) {
-    lastError_ = tr("No training data yet: %1.").arg(notReady);
+    lastError_ = tr("The data is not ready: %1.").arg(notReady);
     lastErrorIsData_ = true;
     error_->setText(lastError_);
     error_->show();
