@@ -636,12 +636,8 @@ class StudioTest : public QObject {
     });
     QVERIFY(!project.isEmpty());
     MainWindow w(false);
-    QVERIFY(w.openFile(project));
-    DataPanel* data = w.training()->dataPanel();
-    data->refreshInputs();
-    QElapsedTimer t;
-    t.start();
-    while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+    DataPanel* data = openAndRead(w, project);
+    QVERIFY(data);
     QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
     for (const auto& f : data->spec().test) QCOMPARE(QString::fromStdString(f.format), "idx");
     for (const auto& f : data->spec().train) QCOMPARE(QString::fromStdString(f.format), "npy");
@@ -690,12 +686,8 @@ class StudioTest : public QObject {
     const QString saved = dir.filePath("saved.dwproj");
     {
       MainWindow w(false);
-      QVERIFY(w.openFile(project));
-      DataPanel* data = w.training()->dataPanel();
-      data->refreshInputs();
-      QElapsedTimer t;
-      t.start();
-      while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+      DataPanel* data = openAndRead(w, project);
+      QVERIFY(data);
       QVERIFY2(data->readiness().contains("the test file test-images.npy holds float32 values "
                                           "where the train file train-images-idx3-ubyte.gz holds "
                                           "uint8, and both are scaled by"),
@@ -733,12 +725,8 @@ class StudioTest : public QObject {
     }
     {
       MainWindow w(false);
-      QVERIFY(w.openFile(saved));
-      DataPanel* data = w.training()->dataPanel();
-      data->refreshInputs();
-      QElapsedTimer t;
-      t.start();
-      while (data->busy() && t.elapsed() < 30000) QTest::qWait(20);
+      DataPanel* data = openAndRead(w, saved);
+      QVERIFY(data);
       QVERIFY2(data->readiness().isEmpty(), qPrintable(data->readiness()));
       QCOMPARE(testImage(data).normalization.scale, 1.0);
       QCOMPARE(testImage(data).shape, (std::vector<int64_t>{1, 28, 28}));
@@ -2124,7 +2112,12 @@ class StudioTest : public QObject {
   }
 
   static DataPanel* openWithData(MainWindow& w) {
-    if (!w.openFile(example("fashion_mnist_mlp.dwproj"))) return nullptr;
+    return openAndRead(w, example("fashion_mnist_mlp.dwproj"));
+  }
+  // `project` opened in `w`, its Data panel's rows read from the graph and every source read;
+  // null if it does not open.
+  static DataPanel* openAndRead(MainWindow& w, const QString& project) {
+    if (!w.openFile(project)) return nullptr;
     DataPanel* data = w.training()->dataPanel();
     data->refreshInputs();
     QElapsedTimer t;
