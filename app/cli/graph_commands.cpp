@@ -177,7 +177,7 @@ void checkTrainingSection(const Graph& g, const std::string& path,
                     problems);
   // A split file scaled as its train file is while stored otherwise: train refuses it.
   if (Status st = training::checkSplitScaling(cfg->dataset, dir); !st.ok())
-    problems.push_back("/training/dataset/" + st.message());
+    problems.push_back(st.message());
   // A data input no train source feeds (an Input renamed after its data was chosen) fails the
   // first batch; said here, with the names there are.
   if (!cfg->dataset.train.empty())

@@ -397,7 +397,7 @@ std::string splitScalingProblem(const DataFileSpec& train, const StoredType& tra
          dtypeName(trainStored.dtype) + ", and both are scaled by " + os.str() +
          ": its values would not come out as the train data's (a wrong " + split +
          " accuracy, without an error). Give it a conversion of its own: in the studio, Convert " +
-         "this file under it; in the project, its own \"normalization\" (scale 1 for floats "
+         "this file beside it; in the project, its own \"normalization\" (scale 1 for floats "
          "already scaled)";
 }
 
@@ -411,7 +411,8 @@ Status checkSplitScaling(const DatasetSpec& spec, const std::string& baseDir) {
       auto b = storedType(f, baseDir);
       if (!a.ok() || !b.ok()) continue;  // reading the file says what is wrong with it
       if (const std::string p = splitScalingProblem(*t, *a, f, *b, split); !p.empty())
-        return Status::error(std::string(split) + " split, input '" + f.input + "': " + p);
+        return Status::error("/training/dataset/" + std::string(split) + ", input '" + f.input +
+                             "': " + p);
     }
   return Status();
 }
