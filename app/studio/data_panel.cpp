@@ -927,6 +927,7 @@ QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
   // A resized image folder's first image may be any size: only its pixels' type counts.
   const bool resized = other->format == "images" && conv.imageHeight > 0;
   std::string m = resized ? std::string() : checkFit(header, conv, r->input);
+  bool scaling = false;  // the scaling rule's message, which says the fix itself
   if (m.empty() && r->summary) {
     StoredType train;
     train.dtype = r->summary->dtype;
@@ -936,10 +937,13 @@ QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
     file.path = r->paths[split].toStdString();
     m = splitScalingProblem(trainSpec, train, file, *other,
                             splitName(split).toLower().toStdString());
+    scaling = !m.empty();
   }
   if (m.empty()) return QString();
   const QString name = splitName(split).toLower();
   if (r->own[split]) return tr("the %1 source with its own conversion: %2").arg(name, qs(m));
+  if (scaling)
+    return tr("the %1 source, read with the train source's conversion: %2").arg(name, qs(m));
   // The train source fits the input: this file is the odd one, and changing the Input (which
   // checkFit may advise) would break the train source.
   const std::string takes = " takes " + r->input.typeText;

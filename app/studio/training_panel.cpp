@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <tuple>
 
 #include "app/studio/params_panel.h"
 #include "engine/backend.h"
@@ -1350,6 +1351,7 @@ void TrainingPanel::start(Job job) {
   }
   req.rebuild = graphDirty_ || (!predict && !worker_->trainer_) || !req.resumeFrom.empty();
   if (req.rebuild && !predict) {  // the new trainer counts from 0
+    offsetsBeforeJob_ = {stepOffset_, epochOffset_};
     stepOffset_ = lastStep_;
     epochOffset_ = lastEpoch_;
     req.document = std::make_shared<const Graph>(model_->graph());
@@ -1479,6 +1481,9 @@ void TrainingPanel::onFinished(const QString& error, const QString& summary) {
     // as it was, optimizer state and all.
     awaitingTrainer_ = false;
     graphDirty_ = dirtyBeforeJob_ || !worker_->trainer_;
+    // The old trainer counts on from its own steps: the axes take back its offsets (a failed
+    // Load Checkpoint drew every later step one run's length too far right).
+    std::tie(stepOffset_, epochOffset_) = offsetsBeforeJob_;
   }
   QString notice = pendingNotice_;
   pendingNotice_.clear();

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "app/studio/data_panel.h"
@@ -290,6 +291,8 @@ class TrainingPanel : public QWidget {
   // the old trainer stays and the next job must try again.
   bool awaitingTrainer_ = false;
   bool dirtyBeforeJob_ = false;  // graphDirty_ as the running job found it
+  // The chart offsets before a job that builds a new trainer moved them.
+  std::pair<qint64, qint64> offsetsBeforeJob_{0, 0};
   // What the current trainer was built from, per node: a layer's seed, or the Initializer's
   // parameters (with those Write Weights gave it since). See keepsTrainedValues.
   struct WeightOrigin {

@@ -2088,6 +2088,14 @@ class StudioTest : public QObject {
     panel->fullTrainStepButton()->click();
     QVERIFY(waitIdle(panel));
     QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps + 2);
+    // Drawn at its own step: the failed load had moved the axis one run's length to the right.
+    {
+      const QXYSeries* train = nullptr;
+      for (QAbstractSeries* series : panel->lossChart()->series())
+        if (series->name() == "train") train = qobject_cast<QXYSeries*>(series);
+      QVERIFY(train && train->count() > 0);
+      QCOMPARE(train->points().last().x(), double(panel->trainerCounters()->trainSteps));
+    }
     // Loading again replaces what the charts show: the checkpoint's own epochs, on its own steps.
     panel->loadCheckpoint(dir.filePath("cli"));
     QVERIFY(waitIdle(panel));
