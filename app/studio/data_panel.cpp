@@ -201,6 +201,10 @@ struct DataPanel::InputRow {
   // A validation or test file's own conversion, where it is not the train source's (a project
   // that says so, or "Convert this file"): test images stored flat where train's are [1,28,28].
   std::optional<DataFileSpec> own[3];
+  // What `split`'s file is read with: its own conversion, else train's.
+  const DataFileSpec& conversion(int split) const {
+    return split != kTrain && own[split] ? *own[split] : conv;
+  }
   std::optional<SourceSummary> summary;
   QString error;
   bool inspected = false;
@@ -823,7 +827,7 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
 QString DataPanel::probeSplit(InputRow* r, Split split) {
   r->stored[split].reset();
   if (r->paths[split].isEmpty()) return QString();
-  DataFileSpec probe = r->own[split] ? *r->own[split] : r->conv;
+  DataFileSpec probe = r->conversion(split);
   probe.path = r->paths[split].toStdString();
   probe.format = r->formats[split];
   auto s = storedType(probe, baseDir_.toStdString());
@@ -857,7 +861,7 @@ Proposal DataPanel::splitProposal(const InputRow* r, Split split) const {
   // From the train source's conversion, so that the values come out as train's do (its mean and
   // std), less what belongs to train's storage: its reshape, and a 1/255 for 8-bit data where
   // this file holds floats already.
-  DataFileSpec base = r->own[split] ? *r->own[split] : r->conv;
+  DataFileSpec base = r->conversion(split);
   base.format = r->formats[split];
   base.shape.clear();
   base.scalarSamples = false;
@@ -870,8 +874,7 @@ Proposal DataPanel::splitProposal(const InputRow* r, Split split) const {
 }
 
 void DataPanel::updateSplitFit(InputRow* r, Split split) {
-  const bool shown = (split == kTest ? testMode_ : valMode_)->currentIndex() == kOwnFiles &&
-                     !r->paths[split].isEmpty();
+  const bool shown = hasOwnFiles(split) && !r->paths[split].isEmpty();
   const QString misfit = shown ? splitMisfit(r, split) : QString();
   if (!shown || (!r->own[split] && misfit.isEmpty())) {
     r->splitFix[split]->hide();
@@ -921,7 +924,7 @@ QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
   if (!other) return QString();
   // Read with its own conversion, or with train's: what comes out must fit the input, and must
   // not be scaled as train's data is where it is stored otherwise (floats already scaled).
-  const DataFileSpec& conv = r->own[split] ? *r->own[split] : r->conv;
+  const DataFileSpec& conv = r->conversion(split);
   const SourceSummary header =
       headerSummary(*other, r->paths[split], r->summary ? &*r->summary : nullptr);
   // A resized image folder's first image may be any size: only its pixels' type counts.
@@ -929,13 +932,11 @@ QString DataPanel::splitMisfit(const InputRow* r, Split split) const {
   std::string m = resized ? std::string() : checkFit(header, conv, r->input);
   bool scaling = false;  // the scaling rule's message, which says the fix itself
   if (m.empty() && r->summary) {
-    StoredType train;
-    train.dtype = r->summary->dtype;
     DataFileSpec trainSpec = r->conv;
     trainSpec.path = r->paths[kTrain].toStdString();
     DataFileSpec file = conv;
     file.path = r->paths[split].toStdString();
-    m = splitScalingProblem(trainSpec, train, file, *other,
+    m = splitScalingProblem(trainSpec, r->summary->dtype, file, other->dtype,
                             splitName(split).toLower().toStdString());
     scaling = !m.empty();
   }
@@ -1040,7 +1041,7 @@ QString DataPanel::sampleCountProblem() const {
   // The same within a split of files of its own (1,000 test images against 10,000 test labels
   // passed until Eval Step read them).
   for (Split split : {kValidation, kTest}) {
-    if ((split == kTest ? testMode_ : valMode_)->currentIndex() != kOwnFiles) continue;
+    if (!hasOwnFiles(split)) continue;
     const InputRow* one = nullptr;
     for (const auto& r : rows_) {
       if (r->paths[split].isEmpty() || !r->stored[split]) continue;
@@ -1390,7 +1391,7 @@ DatasetSpec DataPanel::spec() const {
   for (const auto& r : rows_) {
     auto add = [&](Split s, std::vector<DataFileSpec>& to) {
       if (r->paths[s].isEmpty()) return;
-      DataFileSpec f = s != kTrain && r->own[s] ? *r->own[s] : r->conv;
+      DataFileSpec f = r->conversion(s);
       f.input = r->input.name;
       f.path = r->paths[s].toStdString();
       if (s != kTrain) f.format = r->formats[s];
@@ -1417,7 +1418,7 @@ QString DataPanel::readiness() const {
     // A split with files of its own needs one for every input, like train, and files that hold
     // what the train source holds.
     for (Split split : {kValidation, kTest}) {
-      if ((split == kTest ? testMode_ : valMode_)->currentIndex() != kOwnFiles) continue;
+      if (!hasOwnFiles(split)) continue;
       if (r->paths[split].isEmpty())
         missingSplit << tr("a %1 source for %2").arg(splitName(split).toLower(), qs(r->input.name));
       else if (const QString m = splitMisfit(r.get(), split); !m.isEmpty())

@@ -69,6 +69,8 @@ class DataPanel : public QWidget {
     return split == kTest ? testFraction_ : valFraction_;
   }
   QSpinBox* trainLimitBox() const { return trainLimit_; }
+  // The validation or test split takes files of its own (not a fraction of train, not none).
+  bool hasOwnFiles(Split split) const { return splitModeBox(split)->currentIndex() == kOwnFiles; }
   QLabel* summaryLabel() const { return summary_; }
   QStringList inputNames() const;
   // Re-reads the graph's data inputs now (normally debounced after edits).

@@ -8,7 +8,6 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
-#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -35,7 +34,6 @@
 #include "app/studio/params_panel.h"
 #include "engine/backend.h"
 #include "engine/session.h"
-#include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
 
@@ -66,6 +64,11 @@ double headlineMetric(const std::map<std::string, double>& metrics) {
   for (const auto& [name, v] : metrics)
     if (name.find("acc") != std::string::npos) return v;
   return metrics.empty() ? std::nan("") : metrics.begin()->second;
+}
+
+// What the metric chart draws for an epoch's evaluation: its accuracy, else its first metric.
+double evalMetric(const EpochReport& e) {
+  return e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics);
 }
 
 // An Eval Step's metrics are accumulated over the Eval Steps since the last reset; its batch's own
@@ -519,9 +522,7 @@ void TrainingWorker::run(const JobRequest& req) {
   cb.onEpoch = [&](const EpochReport& e) {
     post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
           hasTest = e.hasTest, test = e.testLoss,
-          testAcc = e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics)] {
-      p->onEpoch(epoch, step, hasTest, test, testAcc);
-    });
+          testAcc = evalMetric(e)] { p->onEpoch(epoch, step, hasTest, test, testAcc); });
     if (!e.warning.empty())
       post([p = panel_, w = qs("epoch " + std::to_string(e.epoch + 1) + ": " + e.warning)] {
         p->pendingWarning_ = w;
@@ -1195,35 +1196,23 @@ Status TrainingPanel::saveCheckpoint(const QString& dir) {
   if (busy_)
     return Status::error("training is running; press Stop and wait for it to finish first");
   // A Fit across processes' checkpoint that no step has loaded yet is the training so far.
-  if (!resumeFrom_.isEmpty()) return copyCheckpoint(resumeFrom_, dir);
+  if (!resumeFrom_.isEmpty()) return copyCheckpoint(resumeFrom_.toStdString(), dir.toStdString());
   if (!worker_->trainer_)
     return Status::error(
         "nothing trained in the studio yet: press Train Step, Full Train Step or Fit first");
   return worker_->trainer_->saveCheckpoint(dir.toStdString());
 }
 
-Status TrainingPanel::copyCheckpoint(const QString& from, const QString& to) {
-  if (!QDir().mkpath(to)) return Status::error(to.toStdString() + ": cannot create the folder");
-  const QDir src(from), dst(to);
-  const QString index = QStringLiteral("checkpoint.json");
-  // The tensors first, checkpoint.json (which names them) last and atomically: a copy cut short
-  // leaves whatever checkpoint the folder held before.
-  for (const QString& f : src.entryList({QStringLiteral("*.npy")}, QDir::Files)) {
-    QFile::remove(dst.filePath(f));
-    if (!QFile::copy(src.filePath(f), dst.filePath(f)))
-      return Status::error(dst.filePath(f).toStdString() + ": cannot write");
-  }
-  auto text = dw::readFile(src.filePath(index).toStdString());
-  if (!text.ok()) return text.status();
-  return dw::writeFileAtomic(dst.filePath(index).toStdString(), *text);
+void TrainingPanel::clearResume() {
+  resumeFrom_.clear();
+  resumeDir_.reset();
+  resumeGraph_.reset();
 }
 
 void TrainingPanel::loadCheckpoint(const QString& dir) {
   if (busy_) return;
   // It replaces what a Fit across processes left to continue from.
-  resumeFrom_.clear();
-  resumeDir_.reset();
-  resumeGraph_.reset();
+  clearResume();
   loadFrom_ = dir;
   start(Job::LoadCheckpoint);
 }
@@ -1234,9 +1223,7 @@ std::optional<TrainerCounters> TrainingPanel::trainerCounters() const {
 }
 
 void TrainingPanel::onResumed(const QString& error) {
-  resumeFrom_.clear();
-  resumeDir_.reset();
-  resumeGraph_.reset();
+  clearResume();
   if (!error.isEmpty()) {
     pendingWarning_ = tr("the trainer starts from the graph's weights with a fresh optimizer "
                          "state: the checkpoint could not be loaded (%1)")
@@ -1258,15 +1245,14 @@ void TrainingPanel::onCheckpointLoaded(const QString& summary,
   epochOffset_ = lastEpoch_ = 0;
   QList<QPointF> losses, metrics;
   for (const EpochReport& e : history) {
-    const double x = double(stepOffset_ + e.trainSteps);
+    const double x = double(e.trainSteps);
     if (std::isfinite(e.trainLoss)) losses.append({x, e.trainLoss});
     if (const double m = headlineMetric(e.trainMetrics); std::isfinite(m)) metrics.append({x, m});
   }
   trainLoss_->append(losses);
   trainMetric_->append(metrics);
   for (const EpochReport& e : history)
-    onEpoch(e.epoch, e.trainSteps, e.hasTest, e.testLoss,
-            e.testAccuracy >= 0 ? e.testAccuracy : headlineMetric(e.testMetrics));
+    onEpoch(e.epoch, e.trainSteps, e.hasTest, e.testLoss, evalMetric(e));
   if (const auto c = trainerCounters()) lastStep_ = c->trainSteps;
   onFinished(QString(), summary);
   const Status st = writeWeightsToGraph();
@@ -1877,15 +1863,11 @@ void TrainingPanel::dropStaleResume() {
   }
   if (same) return;
   // Edited, or the run's weights undone: those edits decide, and the optimizer starts afresh.
-  resumeFrom_.clear();
-  resumeDir_.reset();
-  resumeGraph_.reset();
+  clearResume();
 }
 
 void TrainingPanel::forgetTrainer() {
-  resumeFrom_.clear();
-  resumeDir_.reset();
-  resumeGraph_.reset();
+  clearResume();
   worker_->trainer_.reset();
   worker_->predictor_.reset();
   origins_.clear();

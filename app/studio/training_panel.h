@@ -187,8 +187,8 @@ class TrainingPanel : public QWidget {
   void forgetTrainer();
   // Forgets the checkpoint a Fit across processes left if the document changed since.
   void dropStaleResume();
-  // A checkpoint directory's files into `to` (created), checkpoint.json last.
-  static dw::Status copyCheckpoint(const QString& from, const QString& to);
+  // Forgets the checkpoint the next trainer was to start from.
+  void clearResume();
   void onProcessEpoch(const QJsonObject& line);
   // Steps of one read of the run's output; false when `line` is no step line.
   bool takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points);

@@ -77,6 +77,13 @@ Tensor firstSamples(Tensor t, int64_t n) {
   return one.slice(0, n).columns.begin()->second;
 }
 
+// Six significant digits: 0.00392157 for 1/255.
+std::string shortNumber(double v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << v;
+  return os.str();
+}
+
 std::string fileName(const std::string& path) {
   const std::string name = fs::path(path).filename().string();
   return name.empty() ? path : name;
@@ -248,11 +255,6 @@ bool DataFileSpec::sameConversion(const DataFileSpec& o) const {
 
 std::string DataFileSpec::conversionText() const {
   std::vector<std::string> steps;
-  auto number = [](double v) {
-    std::ostringstream os;
-    os << std::setprecision(6) << v;
-    return os.str();
-  };
   if (imageHeight > 0 || imageWidth > 0)
     steps.push_back("resize " + (imageHeight > 0 ? std::to_string(imageHeight) : "?") + "x" +
                     (imageWidth > 0 ? std::to_string(imageWidth) : "?"));
@@ -261,9 +263,9 @@ std::string DataFileSpec::conversionText() const {
     steps.push_back("float32");
   else if (!dtype.empty())
     steps.push_back(dtype);
-  if (normalization.scale != 1.0) steps.push_back("×" + number(normalization.scale));
+  if (normalization.scale != 1.0) steps.push_back("×" + shortNumber(normalization.scale));
   if (normalization.mean != 0.0 || normalization.std != 1.0)
-    steps.push_back("−" + number(normalization.mean) + " ÷" + number(normalization.std));
+    steps.push_back("−" + shortNumber(normalization.mean) + " ÷" + shortNumber(normalization.std));
   if (oneHot > 0) steps.push_back("one-hot " + std::to_string(oneHot));
   if (reshapes()) steps.push_back("reshape " + dimsText(shape, false));
   if (steps.empty()) return "as stored";
@@ -383,18 +385,16 @@ Result<Dataset> loadDataset(const std::vector<DataFileSpec>& sources, const std:
   return d;
 }
 
-std::string splitScalingProblem(const DataFileSpec& train, const StoredType& trainStored,
-                                const DataFileSpec& file, const StoredType& fileStored,
+std::string splitScalingProblem(const DataFileSpec& train, DType trainStored,
+                                const DataFileSpec& file, DType fileStored,
                                 const std::string& split) {
   const double scale = file.normalization.scale;
   if (scale == 1.0 || scale != train.normalization.scale ||
-      isFloating(trainStored.dtype) == isFloating(fileStored.dtype))
+      isFloating(trainStored) == isFloating(fileStored))
     return "";
-  std::ostringstream os;
-  os << std::setprecision(6) << scale;
-  return "the " + split + " file " + fileName(file.path) + " holds " + dtypeName(fileStored.dtype) +
+  return "the " + split + " file " + fileName(file.path) + " holds " + dtypeName(fileStored) +
          " values where the train file " + fileName(train.path) + " holds " +
-         dtypeName(trainStored.dtype) + ", and both are scaled by " + os.str() +
+         dtypeName(trainStored) + ", and both are scaled by " + shortNumber(scale) +
          ": its values would not come out as the train data's (a wrong " + split +
          " accuracy, without an error). Give it a conversion of its own: in the studio, Convert " +
          "this file beside it; in the project, its own \"normalization\" (scale 1 for floats "
@@ -410,7 +410,7 @@ Status checkSplitScaling(const DatasetSpec& spec, const std::string& baseDir) {
       auto a = storedType(*t, baseDir);
       auto b = storedType(f, baseDir);
       if (!a.ok() || !b.ok()) continue;  // reading the file says what is wrong with it
-      if (const std::string p = splitScalingProblem(*t, *a, f, *b, split); !p.empty())
+      if (const std::string p = splitScalingProblem(*t, a->dtype, f, b->dtype, split); !p.empty())
         return Status::error("/training/dataset/" + std::string(split) + ", input '" + f.input +
                              "': " + p);
     }

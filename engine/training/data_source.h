@@ -157,8 +157,8 @@ Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseD
 // [0, 1], then scaled by 1/255 again). Its values would not come out as the train data's, and
 // training would report a wrong accuracy without a word. "" when that is not so; else one
 // sentence naming both files and the fix. `split`: "validation" or "test".
-std::string splitScalingProblem(const DataFileSpec& train, const StoredType& trainStored,
-                                const DataFileSpec& file, const StoredType& fileStored,
+std::string splitScalingProblem(const DataFileSpec& train, DType trainStored,
+                                const DataFileSpec& file, DType fileStored,
                                 const std::string& split);
 // The same for every validation and test file of `spec` (their headers are read): the first
 // problem, or ok.

@@ -187,6 +187,9 @@ struct TrainerCounters {
   int64_t trainSteps = 0;      // global (micro-batches)
   int64_t accumulated = 0;     // trainSteps since the last optimizer step / resetGrad
 };
+// Checkpoint directory `from` into `to` (created; a checkpoint already there is replaced whole,
+// or left whole if the copy is cut short).
+Status copyCheckpoint(const std::string& from, const std::string& to);
 // The counters of checkpoint directory `dir` (how far it had come), without loading it.
 Result<TrainerCounters> readCheckpointCounters(const std::string& dir);
 

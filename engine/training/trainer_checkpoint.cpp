@@ -8,6 +8,12 @@ namespace dw::engine::training {
 
 namespace {
 
+// The tensor files a save writes (tN.npy before generations, gG_tN.npy since).
+const std::regex& tensorFileName() {
+  static const std::regex kTensorFile("(g[0-9]+_)?t[0-9]+\\.npy");
+  return kTensorFile;
+}
+
 // checkpoint.json of `dir`, parsed and checked to be one.
 Result<json> readCheckpointJson(const std::string& dir) {
   const fs::path jp = fs::path(dir) / "checkpoint.json";
@@ -36,6 +42,24 @@ TrainerCounters countersOf(const json& j) {  // throws on a missing or mistyped 
 }
 
 }  // namespace
+
+Status copyCheckpoint(const std::string& from, const std::string& to) {
+  auto j = readCheckpointJson(from);
+  if (!j) return j.status();
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (ec) return Status::error(to + ": cannot create checkpoint directory: " + ec.message());
+  // The tensors first, checkpoint.json (which names them) last and atomically: a copy cut short
+  // leaves whatever checkpoint the folder held before.
+  for (const auto& e : fs::directory_iterator(from, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, tensorFileName())) continue;
+    if (!fs::copy_file(e.path(), fs::path(to) / name, fs::copy_options::overwrite_existing, ec))
+      return Status::error((fs::path(to) / name).string() + ": cannot write: " + ec.message());
+  }
+  if (ec) return Status::error(from + ": cannot read: " + ec.message());
+  return writeFileAtomic((fs::path(to) / "checkpoint.json").string(), j->dump(1));
+}
 
 Result<TrainerCounters> readCheckpointCounters(const std::string& dir) {
   auto j = readCheckpointJson(dir);
@@ -134,10 +158,9 @@ Status Trainer::Impl::save(const std::string& dir) const {
   DW_RETURN_IF_ERROR(writeFileAtomic((fs::path(dir) / "checkpoint.json").string(), j.dump(1)));
   // Then the tensors of earlier saves go: no checkpoint.json names them any more. Only names this
   // code writes (tN.npy before generations, gG_tN.npy since), nothing else in the directory.
-  static const std::regex kTensorFile("(g[0-9]+_)?t[0-9]+\\.npy");
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!written.count(name) && std::regex_match(name, kTensorFile)) fs::remove(e.path(), ec);
+    if (!written.count(name) && std::regex_match(name, tensorFileName())) fs::remove(e.path(), ec);
   }
   return Status();
 }
@@ -168,10 +191,13 @@ Status Trainer::Impl::load(const std::string& dir, bool weightsOnly) {
       if (!v) return v.status();
       newWeights[name] = std::move(v.value());
     }
-    if (weightsOnly) {  // evaluating: the optimizer's state and the counters do not matter
+    auto takeWeights = [&] {
       weights = std::move(newWeights);
       devStale = dev != nullptr;
       hostStale = false;
+    };
+    if (weightsOnly) {  // evaluating: the optimizer's state and the counters do not matter
+      takeWeights();
       return Status();
     }
     const TrainerCounters c = countersOf(j);
@@ -268,9 +294,7 @@ Status Trainer::Impl::load(const std::string& dir, bool weightsOnly) {
                              "studio's Optimizer box, or deepwire train --optimizer " +
                              loaded.type + ")");
     }
-    weights = std::move(newWeights);
-    devStale = dev != nullptr;
-    hostStale = false;
+    takeWeights();
     history = std::move(newHistory);
     evalSums = std::move(newSums);
     counters = c;
