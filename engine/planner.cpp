@@ -416,20 +416,32 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     pending[i] = static_cast<int>(deps.size());
     for (size_t d : deps) consumers[d].push_back(i);
   }
+  // Among ready nodes, those that write a graph output run first, then file order. An output
+  // is then ready as soon as it can be: a training step's gradients are summed across
+  // processes while its backward pass goes on (setProgressListener), and the autodiff names
+  // each gradient with an Identity placed after the whole backward pass. File order keeps
+  // execution predictable.
+  std::set<std::string> graphOutputs;
+  for (const auto& o : g.output()) graphOutputs.insert(o.name());
+  std::vector<bool> writesOutput(n, false);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& o : expanded[i].first.output())
+      if (graphOutputs.count(o)) writesOutput[i] = true;
+  // ready.back() runs next.
+  auto later = [&](size_t a, size_t b) {
+    return writesOutput[a] != writesOutput[b] ? writesOutput[b] : a > b;
+  };
   std::vector<size_t> order, ready;
   for (size_t i = n; i-- > 0;)
     if (pending[i] == 0) ready.push_back(i);
+  std::sort(ready.begin(), ready.end(), later);
   while (!ready.empty()) {
     size_t i = ready.back();
     ready.pop_back();
     order.push_back(i);
-    std::vector<size_t> newly;
     for (size_t c : consumers[i])
-      if (--pending[c] == 0) newly.push_back(c);
-    // Keep file order among ready nodes for predictable execution.
-    std::sort(newly.begin(), newly.end(), std::greater<size_t>());
-    for (size_t c : newly) ready.push_back(c);
-    std::sort(ready.begin(), ready.end(), std::greater<size_t>());
+      if (--pending[c] == 0) ready.push_back(c);
+    std::sort(ready.begin(), ready.end(), later);
   }
   if (order.size() != n) return Status::error("the graph has a cycle");
 

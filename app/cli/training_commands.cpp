@@ -347,7 +347,13 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
         j[std::string(st.heldOut) + "_accuracy"] = j["test_accuracy"];
       }
       if (!e.warning.empty()) j["warning"] = e.warning;
-      if (comm && comm->size() > 1) j["waited_seconds"] = e.waitSeconds;
+      if (comm && comm->size() > 1) {
+        j["waited_seconds"] = e.waitSeconds;
+        if (e.sumSeconds >= 0) {
+          j["sum_wait_seconds"] = e.sumSeconds;
+          j["skew_wait_seconds"] = e.skewSeconds;
+        }
+      }
       std::cout << jsonText(j) << std::endl;
     } else {
       std::printf("epoch %lld/%lld  train loss %.4f", static_cast<long long>(e.epoch + 1),
@@ -429,15 +435,25 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
           "exported " + a.exportTraining + " (with training info)");
   }
   if (comm && comm->size() > 1 && comm->rank() == 0 && !report->epochs.empty()) {
-    double seconds = 0, waited = 0;
+    double seconds = 0, waited = 0, sums = 0, skew = 0;
+    bool split = true;
     for (const auto& e : report->epochs) {
       seconds += e.seconds;
       waited += e.waitSeconds;
+      split = split && e.sumSeconds >= 0;
+      sums += e.sumSeconds;
+      skew += e.skewSeconds;
     }
     std::fprintf(stderr,
                  "deepwire: rank 0 waited %.2f s for the other processes in %.2f s of training "
-                 "(%.0f%%)\n",
+                 "(%.0f%%)",
                  waited, seconds, seconds > 0 ? 100.0 * waited / seconds : 0.0);
+    if (split)
+      std::fprintf(stderr,
+                   "; at the gradient sums, %.2f s for slower processes to finish their "
+                   "backward pass and %.2f s for the sums themselves",
+                   skew, sums);
+    std::fprintf(stderr, "\n");
   }
   return 0;
 }

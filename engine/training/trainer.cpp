@@ -312,7 +312,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
         return Status::error("the training graph did not produce '" + gg.gradOutputs[i] + "'");
       DW_RETURN_IF_ERROR(bucketGradient(i, it->second));
     }
-    DW_RETURN_IF_ERROR(finishBuckets());
+    DW_RETURN_IF_ERROR(finishBuckets(secondsNow()));
     gradientsSummed = true;
   }
   StepResult r;
@@ -703,6 +703,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     }
     loader.startEpoch(counters.epoch, counters.batchInEpoch);
     const double waitedBefore = dp ? comm->waitSeconds() : 0.0;
+    sumMarks.clear();
     const auto start = Clock::now();
     const double secondsBefore = epochSeconds;
     while (counters.batchInEpoch < perEpoch) {
@@ -770,7 +771,11 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {
         gradScale = 1.0 / static_cast<double>(counters.accumulated);
-        if (dp && !gradientsSummed) DW_RETURN_IF_ERROR(sumGradients());
+        if (dp && !gradientsSummed) {
+          const double backwardEnd = secondsNow();
+          DW_RETURN_IF_ERROR(sumGradients());
+          markSums(backwardEnd);
+        }
         Status st = optimizerStep();
         gradScale = 1.0;
         if (!st.ok()) return st;
@@ -816,7 +821,10 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
                    shortly(scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps)) +
                    " now) or clip the gradients' norm (clip_norm)";
     }
-    if (dp) er.waitSeconds = comm->waitSeconds() - waitedBefore;
+    if (dp) {
+      er.waitSeconds = comm->waitSeconds() - waitedBefore;
+      DW_RETURN_IF_ERROR(splitWait(er));
+    }
     if (test && test->size() > 0) {
       auto ev = evaluate(*test, std::max<int64_t>(fo.batchSize, 256));
       if (!ev)

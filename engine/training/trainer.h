@@ -143,10 +143,23 @@ struct EpochReport {
   // Distributed: seconds this process spent in the epoch's training steps waiting for the
   // others (gradient sums and step reductions not hidden behind computation).
   double waitSeconds = 0;
+  // Of the gradient sums' part of that wait (processes of one machine; -1 elsewhere, where the
+  // clocks differ): skewSeconds while another process had not finished its backward pass yet,
+  // sumSeconds after the last one had, which is what the sums themselves cost. Overlap can
+  // only hide sumSeconds; skew is the slowest process's lead.
+  double sumSeconds = -1, skewSeconds = -1;
   // Set when the epoch's mean loss is over kDivergingGrowth times the fit's first batch loss.
   std::string warning;
 };
 inline constexpr double kDivergingGrowth = 100;
+
+// EpochReport's sumSeconds and skewSeconds for process `me` of `processes`, from every
+// process's marks of the epoch (`all`: process r's marks at r * all.size() / processes, as
+// pairs per step: when its backward pass ended, when its gradient sums were complete).
+struct SumWait {
+  double sums = 0, skew = 0;
+};
+SumWait splitSumWait(const std::vector<double>& all, int64_t processes, int64_t me);
 struct FitReport {
   std::vector<EpochReport> epochs;
   bool cancelled = false;

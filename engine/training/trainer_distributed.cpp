@@ -1,5 +1,6 @@
 // Data-parallel training's collective steps (Trainer::setCommunicator): what every process
 // exchanges so that all of them hold the same model after each optimizer step.
+#include <algorithm>
 #include <cstring>
 
 #include "engine/training/trainer_impl.h"
@@ -125,10 +126,16 @@ Status Trainer::Impl::bucketGradient(size_t param, const Tensor& g) {
   if (openBucket == buckets.size()) buckets.emplace_back();
   GradBucket& b = buckets[openBucket];
   if (b.members.empty()) b.used = 0;
-  if (static_cast<int64_t>(b.data.size()) < b.used + g.size())
-    b.data.resize(static_cast<size_t>(b.used + g.size()));
+  const size_t need = static_cast<size_t>(b.used + g.size()) * sizeof(float);
+  if (!b.storage || b.storage->capacity < need) {
+    // Only while the buckets take their shape, in the first steps: a fresh buffer, so that
+    // views of the old one stay valid.
+    auto grown = std::make_shared<Buffer>(need);
+    if (b.used > 0) std::copy_n(b.data(), b.used, static_cast<float*>(grown->data));
+    b.storage = std::move(grown);
+  }
   const float* src = g.data<float>();
-  float* dst = b.data.data() + b.used;
+  float* dst = b.data() + b.used;
   const float f = static_cast<float>(gradWeight);
   for (int64_t k = 0; k < g.size(); ++k) dst[k] = src[k] * f;
   b.members.emplace_back(param, b.used);
@@ -142,27 +149,75 @@ Status Trainer::Impl::bucketGradient(size_t param, const Tensor& g) {
 Status Trainer::Impl::closeBucket() {
   if (openBucket == buckets.size() || buckets[openBucket].members.empty()) return Status();
   GradBucket& b = buckets[openBucket++];
-  return comm->startSum(b.data.data(), b.used);
+  return comm->startSum(b.data(), b.used);
 }
 
 // Completes the sums and hands each weight its summed gradient.
-Status Trainer::Impl::finishBuckets() {
+Status Trainer::Impl::finishBuckets(double backwardEnd) {
   DW_RETURN_IF_ERROR(closeBucket());
   DW_RETURN_IF_ERROR(comm->finishSums());
+  markSums(backwardEnd);
   for (size_t k = 0; k < openBucket; ++k) {
     GradBucket& b = buckets[k];
     for (const auto& [param, offset] : b.members) {
       const std::string& name = params[param].name;
       const Tensor& w = weights.at(name);
-      Tensor& sum = summedGrads[name];
-      if (sum.shape() != w.shape() || !sum.buffer()) sum = Tensor(DType::kFloat, w.shape());
-      std::copy_n(b.data.data() + offset, w.size(), sum.data<float>());
-      grads[name] = sum;
+      // A view of the bucket, holding it: copying 1.7 MB a step out of it cost the CNN's
+      // overlapped step more than the sums it hid.
+      auto view =
+          std::make_shared<Buffer>(b.data() + offset, static_cast<size_t>(w.size()) * sizeof(float),
+                                   Device::kHost, [keep = b.storage](void*) {});
+      grads[name] = Tensor(DType::kFloat, w.shape(), std::move(view));
     }
     b.members.clear();
   }
   openBucket = 0;
   return Status();
+}
+
+void Trainer::Impl::markSums(double backwardEnd) {
+  sumMarks.push_back(backwardEnd);
+  sumMarks.push_back(secondsNow());
+}
+
+// Every process's marks reach every process (a sum in which each fills its own slots), so
+// that each knows when the last backward pass of a step ended. Clocks of different machines
+// are not comparable, so there the split is not reported.
+Status Trainer::Impl::splitWait(EpochReport& er) {
+  const std::vector<std::string>& hosts = comm->hosts();
+  if (std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h != hosts[0]; }))
+    return Status();
+  // The step counts agree (every process takes every step), but a disagreement must not read
+  // past the buffer: the counts go first.
+  const int64_t p = comm->size(), me = comm->rank(), n = static_cast<int64_t>(sumMarks.size());
+  std::vector<double> counts(static_cast<size_t>(p), 0.0);
+  counts[static_cast<size_t>(me)] = static_cast<double>(n);
+  DW_RETURN_IF_ERROR(comm->allreduceSum(counts.data(), p));
+  if (std::any_of(counts.begin(), counts.end(), [&](double c) { return c != n; })) return Status();
+  std::vector<double> all(static_cast<size_t>(p * n), 0.0);
+  std::copy(sumMarks.begin(), sumMarks.end(), all.begin() + me * n);
+  DW_RETURN_IF_ERROR(comm->allreduceSum(all.data(), p * n));
+  const SumWait w = splitSumWait(all, p, me);
+  er.sumSeconds = w.sums;
+  er.skewSeconds = w.skew;
+  return Status();
+}
+
+// Until the last process has ended its backward pass, a process waits for it (skew); after
+// that, for the sums themselves. A process that ends last has no skew.
+SumWait splitSumWait(const std::vector<double>& all, int64_t processes, int64_t me) {
+  SumWait w;
+  if (processes <= 0 || me < 0 || me >= processes) return w;
+  const int64_t n = static_cast<int64_t>(all.size()) / processes;
+  const double* mine = all.data() + me * n;
+  for (int64_t s = 0; s + 1 < n; s += 2) {
+    double lastEnd = mine[s];
+    for (int64_t r = 0; r < processes; ++r) lastEnd = std::max(lastEnd, all[r * n + s]);
+    const double end = mine[s], ready = mine[s + 1];
+    w.skew += std::max(0.0, std::min(ready, lastEnd) - end);
+    w.sums += std::max(0.0, ready - lastEnd);
+  }
+  return w;
 }
 
 // This rank's losses and metrics are means over its slice: weighted by the slice's samples and

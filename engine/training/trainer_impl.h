@@ -147,6 +147,11 @@ struct ParamEntry {
   ParamState state;
 };
 
+// The steady clock in seconds: one clock for all processes of a machine (CLOCK_MONOTONIC).
+inline double secondsNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class Trainer::Impl {
  public:
   TrainOptions opt;
@@ -203,17 +208,26 @@ class Trainer::Impl {
   // processes while the pass goes on; gradientsSummed tells fit it need not sum them again.
   bool overlapSum = false, gradientsSummed = false;
   struct GradBucket {
-    std::vector<float> data;  // kept across steps: the steady state allocates nothing
+    // Kept across steps (the steady state allocates nothing); the summed gradients handed to
+    // the optimizer are views of it, which keep it alive.
+    std::shared_ptr<Buffer> storage;
     int64_t used = 0;
     std::vector<std::pair<size_t, int64_t>> members;  // (param index, offset)
+    float* data() const { return static_cast<float*>(storage->data); }
   };
   std::vector<GradBucket> buckets;
   size_t openBucket = 0;
   std::unordered_map<std::string, size_t> gradIndex;  // gradient output -> param index
-  std::map<std::string, Tensor> summedGrads;          // the summed gradients, by weight name
   Status bucketGradient(size_t param, const Tensor& g);
   Status closeBucket();
-  Status finishBuckets();
+  Status finishBuckets(double backwardEnd);
+  // The gradient sums' wait, split from the others' lateness: per optimizer step of the epoch,
+  // when this process's backward pass ended and when its sums were complete (steady clock,
+  // which the processes of one machine share). splitWait turns them into EpochReport's
+  // sumSeconds and skewSeconds.
+  std::vector<double> sumMarks;
+  void markSums(double backwardEnd);
+  Status splitWait(EpochReport& er);
   Status broadcastFromRoot();    // weights, optimizer state, counters and epoch sums
   Status sumGradients();         // across processes, before an optimizer step
   Status broadcastStatistics();  // running statistics, after one

@@ -191,6 +191,41 @@ TEST(Backend, GpuIsAClearErrorAndAutoFallsBack) {
   EXPECT_FALSE(d.cpuIsa.empty());
 }
 
+// A node that writes a graph output runs as soon as its inputs are ready, wherever the file
+// puts it: the autodiff names each gradient with an Identity after the whole backward pass, and
+// data-parallel training sums a gradient as soon as the listener sees it. Here the Identity
+// of the chain's first value comes last in the file and is reported before the chain's end.
+TEST(Session, GraphOutputsAreWrittenAsSoonAsReady) {
+  auto m = addReluModel();
+  auto* g = m.mutable_graph();
+  g->mutable_node()->Clear();
+  auto node = [&](const std::string& op, const std::string& in, const std::string& out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    n->add_input(in);
+    n->add_output(out);
+  };
+  node("Relu", "a", "r");
+  node("Neg", "r", "n");
+  node("Abs", "n", "c");
+  node("Neg", "c", "y");
+  node("Identity", "r", "early");
+  addTensorValue(g->add_output(), "early", onnx::TensorProto::FLOAT, {-1, 3});
+  auto s = InferenceSession::create(m);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<std::string> produced;
+  (*s)->setProgressListener([&](const auto& outs) {
+    for (const auto& [name, t] : outs) produced.push_back(name);
+  });
+  auto out = (*s)->run({{"a", Tensor::fromVector(std::vector<float>{1, -2, 3, -4, 5, -6}, {2, 3})},
+                        {"b", Tensor(DType::kFloat, {2, 3})}});
+  ASSERT_TRUE(out.ok()) << out.message();
+  EXPECT_EQ(produced, (std::vector<std::string>{"early", "y"}));
+  EXPECT_EQ(out->at("early").data<float>()[2], 3.0f);
+  EXPECT_EQ(out->at("y").data<float>()[0], -1.0f);
+}
+
 TEST(Session, RunsAndReusesBuffers) {
   auto s = InferenceSession::create(addReluModel());
   ASSERT_TRUE(s.ok()) << s.message();

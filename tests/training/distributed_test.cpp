@@ -14,9 +14,11 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/distributed/communicator.h"
 #include "engine/tensor.h"
+#include "engine/training/trainer.h"
 #include "graphs/file_io.h"
 
 namespace fs = std::filesystem;
@@ -396,4 +398,50 @@ TEST_F(Distributed, MpirunWithoutDistributedIsRefused) {
                        " --epochs 1 --train-limit 100 --threads 1 --quiet");
   EXPECT_NE(copies.code, 0);
   EXPECT_NE(copies.output.find("without --distributed"), std::string::npos) << copies.output;
+}
+
+// The wait at the gradient sums, split: until the last process's backward pass ended (skew),
+// and after it (the sums). Three processes, two steps: in the first, process 2 ends last, at
+// 4.0, and the sums are complete at 4.5 everywhere; in the second, all end at 10.0 and process
+// 0's sums are complete at 10.25.
+TEST(DistributedWait, SkewAndSumsAreSplitAtTheLastBackwardPass) {
+  const std::vector<double> all{1.0, 4.5, 10.0, 10.25,  // process 0
+                                3.0, 4.5, 10.0, 10.3,   // process 1
+                                4.0, 4.5, 10.0, 10.2};  // process 2
+  const auto p0 = training::splitSumWait(all, 3, 0);
+  EXPECT_DOUBLE_EQ(p0.skew, 3.0);
+  EXPECT_NEAR(p0.sums, 0.5 + 0.25, 1e-12);
+  const auto p2 = training::splitSumWait(all, 3, 2);
+  EXPECT_DOUBLE_EQ(p2.skew, 0.0);
+  EXPECT_NEAR(p2.sums, 0.5 + 0.2, 1e-12);
+  // Sums complete before the last process ended cannot happen in a sum over all of them, but a
+  // clock that disagrees must not make either part negative.
+  const auto odd = training::splitSumWait({1.0, 2.0, 5.0, 6.0}, 2, 0);
+  EXPECT_DOUBLE_EQ(odd.skew, 1.0);
+  EXPECT_DOUBLE_EQ(odd.sums, 0.0);
+  EXPECT_DOUBLE_EQ(training::splitSumWait(all, 3, 3).sums, 0.0);
+}
+
+// A distributed run reports both parts per epoch, and rank 0's summary names them.
+TEST_F(Distributed, ReportsTheSumsWaitApartFromTheSkew) {
+  Shell two = shell(mpirun(2) + kCli + " train " + kMlp +
+                    " --epochs 1 --train-limit 640 --batch-size 64 --threads 1 --json"
+                    " --no-data-conversion --distributed");
+  ASSERT_EQ(two.code, 0) << two.output;
+  std::istringstream lines(two.output);
+  int epochs = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("waited_seconds")) continue;
+    ++epochs;
+    ASSERT_TRUE(j.contains("sum_wait_seconds")) << line;
+    ASSERT_TRUE(j.contains("skew_wait_seconds")) << line;
+    const double sums = j["sum_wait_seconds"], skew = j["skew_wait_seconds"];
+    EXPECT_GE(sums, 0.0);
+    EXPECT_GE(skew, 0.0);
+    EXPECT_LE(sums + skew, j["seconds"].get<double>()) << line;
+  }
+  EXPECT_EQ(epochs, 1) << two.output;
+  EXPECT_NE(two.output.find("for the sums themselves"), std::string::npos) << two.output;
 }
