@@ -56,6 +56,29 @@ DW_AVX512 void swishRange(float* v, int64_t n, float alpha) {
   }
 }
 
+// 1 / (1 + e^-v) as ops/unary.h's sigmoid computes it: one exponential of -|v|, which cannot
+// overflow, and e / (1 + e) below 0; NaN stays NaN.
+DW_AVX512 __attribute__((always_inline)) inline __m512 sigmoid512(__m512 v) {
+  const __m512 negAbs = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  const __m512 e = exp512(negAbs);
+  const __m512 d = _mm512_add_ps(e, _mm512_set1_ps(1.0f));
+  __m512 r = _mm512_rcp14_ps(d);
+  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+  const __mmask16 negative = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_mov_ps(_mm512_mask_mul_ps(r, negative, e, r), nan, v);
+}
+
+DW_AVX512 void sigmoidRange(float* v, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, sigmoid512(_mm512_loadu_ps(v + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(v + i, m, sigmoid512(_mm512_maskz_loadu_ps(m, v + i)));
+  }
+}
+
 // Rows' maxima or minima (`max`), NaN where a row has one; n >= 1.
 DW_AVX512 void extremaRange(const float* x, float* y, int64_t rows, int64_t n, bool max) {
   const int64_t whole = n / 16 * 16;
@@ -155,6 +178,12 @@ void swishInPlace(float* v, int64_t n, float alpha) {
   // Whole vectors per piece, so only the last has a masked tail.
   forThreadRanges((n + 15) / 16, n, [&](int64_t from, int64_t to) {
     swishRange(v + from * 16, std::min(n, to * 16) - from * 16, alpha);
+  });
+}
+
+void sigmoidInPlace(float* v, int64_t n) {
+  forThreadRanges((n + 15) / 16, n, [&](int64_t from, int64_t to) {
+    sigmoidRange(v + from * 16, std::min(n, to * 16) - from * 16);
   });
 }
 

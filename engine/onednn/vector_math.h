@@ -1,7 +1,7 @@
 // Elementwise functions on float32 buffers in explicit AVX-512, for the places where oneDNN's
 // own are the bottleneck: SiLU (x * sigmoid(a x)) after EfficientNet's convolutions, the
-// softmax of attention scores, and matrix-vector products. Each only where
-// vectorMathAvailable() (kernels/common.h).
+// sigmoid of its squeeze-excitation products, the softmax of attention scores, and
+// matrix-vector products. Each only where vectorMathAvailable() (kernels/common.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,10 @@ namespace dw::engine::onednn {
 // exact function.
 // Only where vectorMathAvailable().
 void swishInPlace(float* v, int64_t n, float alpha);
+
+// v[i] = 1 / (1 + e^-v[i]) in place, as ops/unary.h's sigmoid and with swishInPlace's
+// exponential and reciprocal; threaded like it. Only where vectorMathAvailable().
+void sigmoidInPlace(float* v, int64_t n);
 
 // y[r] = the maximum (`max`) or minimum of row r of x ([rows, n], n >= 1), NaN where the row has
 // a NaN, on the OpenMP threads when there is enough work.

@@ -1,7 +1,8 @@
 // Conv on float64, which oneDNN's kernel hands to the reference table's direct convolution
 // (kernels/direct_conv.h): against oneDNN's float32 convolution of the same values (exact in
 // both types) over groups, strides, dilations, asymmetric and automatic padding, 1-D to 3-D
-// and a bias; and its errors.
+// and a bias; and its errors. The float32 side includes the 1x1-over-1x1 products that skip
+// oneDNN (runPointwise).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,6 +55,15 @@ TEST(ConvFloat64, MatchesTheFloat32Convolution) {
        {test::attribute("group", int64_t{6}),
         test::attribute("strides", std::vector<int64_t>{2, 2})},
        true},
+      // 1x1 kernels over 1x1 inputs, which run as a small product on one thread: channel
+      // counts off the 16-wide vectors and the 32-column blocks, batches of 1 to 9 (more than
+      // the 8 rows a block holds), 1-D and 3-D, a stride that does not matter, and squeeze-
+      // excitation's 1152 -> 48 (sums of up to 1152 products stay exact in float32 here).
+      {{1, 5, 1, 1}, {7, 5, 1, 1}, {}, true},
+      {{9, 48, 1, 1}, {33, 48, 1, 1}, {}, false},
+      {{3, 20, 1}, {65, 20, 1}, {test::attribute("strides", std::vector<int64_t>{2})}, true},
+      {{2, 17, 1, 1, 1}, {16, 17, 1, 1, 1}, {}, true},
+      {{1, 1152, 1, 1}, {48, 1152, 1, 1}, {}, true},
   };
   std::mt19937 rng(3);
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -89,6 +99,78 @@ TEST(ConvFloat64, ErrorsNameWhatDoesNotFit) {
           Tensor());
   ASSERT_FALSE(y.ok());
   EXPECT_NE(y.message().find("larger than the padded input"), std::string::npos) << y.message();
+}
+
+}  // namespace
+
+namespace {
+
+// Conv (1152 -> 48 over a 1x1 input, weights `w` an initializer or, with weightsAsInput, an
+// input) then Sigmoid, which the fusion pass folds into the Conv.
+dw::Result<std::map<std::string, Tensor>> runSqueeze(const Tensor& x, const Tensor& w,
+                                                     const Tensor& b, bool weightsAsInput,
+                                                     bool fuse) {
+  auto m = test::emptyModel();
+  auto* g = m.mutable_graph();
+  test::addValue(g->add_input(), "x", x.shape());
+  if (weightsAsInput)
+    test::addValue(g->add_input(), "w", w.shape());
+  else
+    test::addInit(g, "w", w);
+  test::addInit(g, "b", b);
+  auto* conv = g->add_node();
+  conv->set_op_type("Conv");
+  for (const char* in : {"x", "w", "b"}) conv->add_input(in);
+  conv->add_output("z");
+  auto* sig = g->add_node();
+  sig->set_op_type("Sigmoid");
+  sig->add_input("z");
+  sig->add_output("y");
+  test::addValue(g->add_output(), "y", {x.dim(0), w.dim(0), 1, 1});
+  SessionOptions o;
+  o.fuse = fuse;
+  auto s = InferenceSession::create(m, o);
+  if (!s) return s.status();
+  std::map<std::string, Tensor> feeds{{"x", x}};
+  if (weightsAsInput) feeds.emplace("w", w);
+  auto first = (*s)->run(feeds);
+  if (!first) return first.status();
+  // A second run of the same session: constant weights come from its cache, input weights are
+  // read again (here changed, then changed back).
+  if (weightsAsInput) {
+    Tensor other = test::randomTensor(w.shape(), 9);
+    feeds["w"] = other;
+    auto changed = (*s)->run(feeds);
+    if (!changed) return changed.status();
+    if (test::maxDiff(changed->at("y"), first->at("y")) == 0.0f)
+      return dw::Status::error("the changed weights gave the same output");
+    feeds["w"] = w;
+  }
+  return (*s)->run(feeds);
+}
+
+TEST(ConvPointwise, FusedActivationAndWeightsAcrossRuns) {
+  const Tensor x = test::randomTensor({2, 1152, 1, 1}, 1),
+               w = test::randomTensor({48, 1152, 1, 1}, 2, -0.05f, 0.05f),
+               b = test::randomTensor({48}, 3);
+  for (bool asInput : {false, true}) {
+    auto fused = runSqueeze(x, w, b, asInput, true);
+    ASSERT_TRUE(fused.ok()) << fused.message();
+    auto plain = runSqueeze(x, w, b, asInput, false);
+    ASSERT_TRUE(plain.ok()) << plain.message();
+    // Against the definition in float64.
+    const Tensor& y = fused->at("y");
+    ASSERT_EQ(y.shape(), (Shape{2, 48, 1, 1}));
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t o = 0; o < 48; ++o) {
+        double z = b.data<float>()[o];
+        for (int64_t c = 0; c < 1152; ++c)
+          z += double(w.data<float>()[o * 1152 + c]) * x.data<float>()[n * 1152 + c];
+        const double want = 1 / (1 + std::exp(-z));
+        ASSERT_NEAR(y.data<float>()[n * 48 + o], want, 1e-6) << asInput << " " << n << " " << o;
+        ASSERT_NEAR(plain->at("y").data<float>()[n * 48 + o], want, 1e-6);
+      }
+  }
 }
 
 }  // namespace

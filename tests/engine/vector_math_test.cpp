@@ -1,6 +1,7 @@
 // The explicit AVX-512 functions (engine/onednn/vector_math.cpp) against float64 from their
 // definitions: every length up to a few vectors (the masked tail), lengths that split across
-// threads, other alphas, and the extremes where the exponential is clamped.
+// threads, other alphas, and the extremes where the exponential is clamped; swish, sigmoid,
+// softmax rows, row extrema and row dots.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +79,39 @@ TEST(VectorMath, SwishAtTheExtremes) {
   swishInPlace(z.data(), 2, 1.0f);
   EXPECT_TRUE(std::isnan(z[0]));
   EXPECT_TRUE(std::isnan(z[1]));
+}
+
+// Sigmoid against float64: every tail length with a guard after the end, a length that splits
+// across threads, and the extremes (clamped exponential, infinities, NaN).
+TEST(VectorMath, SigmoidMatchesFloat64) {
+  if (!vectorMathAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const float inf = std::numeric_limits<float>::infinity();
+  auto check = [](const std::vector<float>& x, const std::vector<float>& y) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = 1.0 / (1.0 + std::exp(-double(x[i])));
+      ASSERT_LE(std::abs(y[i] - want), 4e-7 * want + 1e-35) << "x " << x[i] << " at " << i;
+    }
+  };
+  for (size_t n = 0; n <= 40; ++n) {
+    std::vector<float> x = randoms(n + 1, static_cast<unsigned>(n + 100), 12.0f);
+    x[n] = 1234.5f;
+    std::vector<float> y = x;
+    sigmoidInPlace(y.data(), static_cast<int64_t>(n));
+    EXPECT_EQ(y[n], 1234.5f) << n;
+    x.pop_back();
+    y.pop_back();
+    check(x, y);
+  }
+  std::vector<float> x = randoms(200003, 8, 30.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 80.0f, -80.0f, 87.0f, -87.0f, 88.0f, -88.0f, 100.0f,
+                  -100.0f, 1e30f, -1e30f, inf, -inf})
+    x.push_back(v);
+  std::vector<float> y = x;
+  sigmoidInPlace(y.data(), static_cast<int64_t>(y.size()));
+  check(x, y);
+  std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN()};
+  sigmoidInPlace(nan.data(), 1);
+  EXPECT_TRUE(std::isnan(nan[0]));
 }
 
 // Softmax rows against float64: every row length up to a few vectors and some long ones, in
