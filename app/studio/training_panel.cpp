@@ -710,12 +710,6 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
                        {tr("Processes"), processes_},
                        {tr("Batch size"), batchSize_},
                        {tr("Epochs"), epochs_}}));
-  {
-    auto* h = new QHBoxLayout;
-    h->addWidget(dataStatus_, 1);
-    h->addWidget(editData_);
-    left->addLayout(h);
-  }
   left->addLayout(row({{tr("Optimizer"), optimizer_}, {tr("lr"), lr_}}));
   left->addLayout(row({{tr("Momentum"), momentum_}, {tr("Weight decay"), weightDecay_}}));
   auto* buttons = new QHBoxLayout;
@@ -729,6 +723,15 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   progressRow->addWidget(writeWeights_);
   progressRow->addWidget(resetWeights_);
   left->addLayout(progressRow);
+  {
+    // Below the step buttons: the reason data is not ready takes one to four lines, and above
+    // them it moved the buttons away from the pointer whenever it changed (a user pressing
+    // Train Step again and again).
+    auto* h = new QHBoxLayout;
+    h->addWidget(dataStatus_, 1);
+    h->addWidget(editData_, 0, Qt::AlignTop);
+    left->addLayout(h);
+  }
   left->addWidget(result_);
   left->addWidget(error_);
   left->addStretch();

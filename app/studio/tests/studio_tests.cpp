@@ -1260,6 +1260,11 @@ class StudioTest : public QObject {
     QVERIFY2(data->fitLabel("input_1")->text().contains("✘"),
              qPrintable(data->fitLabel("input_1")->text()));
     QTRY_VERIFY2(line->text().contains("input_1"), qPrintable(line->text()));
+    // Where the step buttons are while the line gives a reason; a trial found them moving
+    // whenever the line changed.
+    QApplication::processEvents();
+    QPushButton* trainStep = w.training()->trainStepButton();
+    const int buttonsAt = trainStep->mapTo(&w, QPoint()).y();
 
     // "Change the Input" for the labels: int64[N]. Both docks agree it fits now.
     QPushButton* change = data->changeInputButton("input_1");
@@ -1269,6 +1274,8 @@ class StudioTest : public QObject {
     QVERIFY2(data->fitLabel("input_1")->text().contains("Fits input 'input_1' (int64[N])"),
              qPrintable(data->fitLabel("input_1")->text()));
     QTRY_VERIFY2(!line->text().contains("input_1"), qPrintable(line->text()));
+    QApplication::processEvents();
+    QCOMPARE(trainStep->mapTo(&w, QPoint()).y(), buttonsAt);
 
     // And back: an Input retyped on the canvas misfits again in both, without another edit.
     const dw::NodeId label = findByName(w.model()->graph(), "input_1");
