@@ -186,6 +186,38 @@ QString tableHtml(const std::vector<std::string>& header,
   return html + QStringLiteral("</table>");
 }
 
+// A source's first samples as stored (thumbnails, a CSV's first rows, first values), or its
+// labels' counts per class, into `label`: the train source's and a split file's alike.
+void showPreview(QLabel* label, const SourceSummary& s) {
+  label->clear();
+  label->setToolTip(QString());
+  if (s.isLabels()) {
+    label->setPixmap(histogram(s.labelCounts, s.classes));
+    // The names in full (the bars may elide them), with their counts.
+    QStringList lines;
+    for (size_t i = 0; i < s.labelCounts.size() && i < 50; ++i)
+      lines << DataPanel::tr("%1: %2")
+                   .arg(i < s.classes.size() ? qs(s.classes[i]) : QString::number(i))
+                   .arg(QLocale().toString(qlonglong(s.labelCounts[i])));
+    if (s.labelCounts.size() > 50) lines << QStringLiteral("…");
+    label->setToolTip(DataPanel::tr("Samples per class") + QStringLiteral("\n") +
+                      lines.join(QStringLiteral("\n")));
+  } else if (s.format == "csv") {
+    label->setText(tableHtml(s.csvColumns, s.previewRows));
+  } else {
+    QPixmap pix = thumbnails(s.preview);
+    if (!pix.isNull()) {
+      label->setPixmap(pix);
+      label->setToolTip(DataPanel::tr("The first samples, as stored"));
+    } else if (s.preview.defined() && s.preview.size() > 0) {
+      QStringList vals;
+      for (int64_t i = 0; i < std::min<int64_t>(8, s.preview.size()); ++i)
+        vals << QString::number(s.preview.getDouble(i), 'g', 4);
+      label->setText(DataPanel::tr("first values: %1…").arg(vals.join(QStringLiteral(", "))));
+    }
+  }
+}
+
 }  // namespace
 
 struct DataPanel::InputRow {
@@ -219,6 +251,12 @@ struct DataPanel::InputRow {
   QWidget* splitFix[3] = {};  // under a validation or test file: its misfit or own conversion
   QLabel* splitNote[3] = {};
   QPushButton* splitConvert[3] = {};
+  // A validation or test file's first samples (splitPreview) under a caption of what it holds,
+  // in one box, after the train source's.
+  QWidget* splitShown[3] = {};
+  QLabel* splitCaption[3] = {};
+  QLabel* splitPreview[3] = {};
+  int splitGeneration[3] = {};  // its newest read; older results are dropped
   QLabel* info = nullptr;
   QLabel* preview = nullptr;
   QLabel* fit = nullptr;
@@ -539,6 +577,16 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
         fh->addWidget(r->splitConvert[s], 0, Qt::AlignTop);
         r->splitFix[s]->hide();
         v->addWidget(r->splitFix[s]);
+        r->splitShown[s] = new QWidget;
+        auto* sv = new QVBoxLayout(r->splitShown[s]);
+        sv->setContentsMargins(0, 4, 0, 0);
+        sv->setSpacing(2);
+        r->splitCaption[s] = new QLabel;
+        r->splitPreview[s] = new QLabel;
+        r->splitPreview[s]->setWordWrap(true);
+        sv->addWidget(r->splitCaption[s]);
+        sv->addWidget(r->splitPreview[s]);
+        r->splitShown[s]->hide();  // laid out under train's preview, below
         connect(r->splitConvert[s], &QPushButton::clicked, this,
                 [this, row, s] { toggleOwnConversion(row, s); });
       }
@@ -554,6 +602,10 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     r->preview = new QLabel;
     r->preview->setWordWrap(true);
     v->addWidget(r->preview);
+    for (Split split : {kValidation, kTest}) {
+      v->addWidget(r->splitShown[split]);
+      previewSplit(row, split);  // its file was probed above
+    }
 
     // Format options.
     r->csvRow = new QWidget;
@@ -773,7 +825,12 @@ void DataPanel::updateSplitWidgets() {
   for (auto& r : rows_) {
     r->pathRow[kValidation]->setVisible(valMode_->currentIndex() == kOwnFiles);
     r->pathRow[kTest]->setVisible(testMode_->currentIndex() == kOwnFiles);
-    for (Split s : {kValidation, kTest}) updateSplitFit(r.get(), s);
+    for (Split s : {kValidation, kTest}) {
+      updateSplitFit(r.get(), s);
+      QLabel* p = r->splitPreview[s];
+      r->splitShown[s]->setVisible(hasOwnFiles(s) &&
+                                   (!p->pixmap().isNull() || !p->text().isEmpty()));
+    }
   }
   updateSummary();
 }
@@ -834,7 +891,39 @@ QString DataPanel::probeSplit(InputRow* r, Split split) {
   if (!s.ok()) return qs(s.message());
   r->stored[split] = *s;
   if (r->splitFix[split]) updateSplitFit(r, split);
+  previewSplit(r, split);
   return QString();
+}
+
+void DataPanel::previewSplit(InputRow* r, Split split) {
+  QLabel* label = r->splitPreview[split];
+  if (!label) return;  // the row's widgets come after its first probe (rebuildRows)
+  const int generation = ++r->splitGeneration[split];
+  label->clear();
+  r->splitShown[split]->hide();
+  if (r->paths[split].isEmpty() || !r->stored[split]) return;
+  DataFileSpec probe = r->conversion(split);
+  probe.path = r->paths[split].toStdString();
+  probe.format = r->formats[split];
+  auto* watcher = new QFutureWatcher<Result<SourceSummary>>(r->box);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, r, split, watcher, generation] {
+    watcher->deleteLater();
+    const Result<SourceSummary> read = watcher->result();  // by value: keep it
+    if (generation != r->splitGeneration[split] || !read.ok()) return;
+    const SourceSummary& s = read.value();
+    QLabel* label = r->splitPreview[split];
+    showPreview(label, s);
+    r->splitCaption[split]->setText(tr("%1: %2 · %3 · %4%5")
+                                        .arg(splitName(split), qs(s.format))
+                                        .arg((s.samples == 1 ? tr("%1 sample") : tr("%1 samples"))
+                                                 .arg(QLocale().toString(qlonglong(s.samples))))
+                                        .arg(dw::engine::dtypeName(s.dtype))
+                                        .arg(shapeText(s.sampleShape)));
+    r->splitShown[split]->setVisible(hasOwnFiles(split) &&
+                                     (!label->pixmap().isNull() || !label->text().isEmpty()));
+  });
+  watcher->setFuture(QtConcurrent::run(
+      [probe, base = baseDir_.toStdString()] { return inspectSource(probe, base); }));
 }
 
 namespace {
@@ -1076,8 +1165,8 @@ void DataPanel::showSummary(InputRow* r) {
     return;
   }
   const SourceSummary& s = *r->summary;
-  r->info->setText(tr("%1 · %2 · %3%4")
-                       .arg(s.format.c_str())
+  r->info->setText(tr("%1: %2 · %3 · %4%5")
+                       .arg(splitName(kTrain), s.format.c_str())
                        .arg((s.samples == 1 ? tr("%1 sample") : tr("%1 samples"))
                                 .arg(QLocale().toString(qlonglong(s.samples))))
                        .arg(dw::engine::dtypeName(s.dtype))
@@ -1090,31 +1179,7 @@ void DataPanel::showSummary(InputRow* r) {
     const int i = r->csvLabel->findText(qs(r->conv.csvLabelColumn));
     r->csvLabel->setCurrentIndex(std::max(0, i));
   }
-  if (s.isLabels()) {
-    r->preview->setPixmap(histogram(s.labelCounts, s.classes));
-    // The names in full (the bars may elide them), with their counts.
-    QStringList lines;
-    for (size_t i = 0; i < s.labelCounts.size() && i < 50; ++i)
-      lines << tr("%1: %2")
-                   .arg(i < s.classes.size() ? qs(s.classes[i]) : QString::number(i))
-                   .arg(QLocale().toString(qlonglong(s.labelCounts[i])));
-    if (s.labelCounts.size() > 50) lines << QStringLiteral("…");
-    r->preview->setToolTip(tr("Samples per class") + QStringLiteral("\n") +
-                           lines.join(QStringLiteral("\n")));
-  } else if (csv) {
-    r->preview->setText(tableHtml(s.csvColumns, s.previewRows));
-  } else {
-    QPixmap pix = thumbnails(s.preview);
-    if (!pix.isNull()) {
-      r->preview->setPixmap(pix);
-      r->preview->setToolTip(tr("The first samples, as stored"));
-    } else if (s.preview.defined() && s.preview.size() > 0) {
-      QStringList vals;
-      for (int64_t i = 0; i < std::min<int64_t>(8, s.preview.size()); ++i)
-        vals << QString::number(s.preview.getDouble(i), 'g', 4);
-      r->preview->setText(tr("first values: %1…").arg(vals.join(QStringLiteral(", "))));
-    }
-  }
+  showPreview(r->preview, s);
 }
 
 void DataPanel::conversionToWidgets(InputRow* r) {
@@ -1458,6 +1523,10 @@ QPushButton* DataPanel::splitConvertButton(const QString& input, Split split) co
 QLabel* DataPanel::splitNoteLabel(const QString& input, Split split) const {
   auto* r = row(input);
   return r ? r->splitNote[split] : nullptr;
+}
+QLabel* DataPanel::splitPreviewLabel(const QString& input, Split split) const {
+  auto* r = row(input);
+  return r ? r->splitPreview[split] : nullptr;
 }
 QPushButton* DataPanel::convertButton(const QString& input) const {
   auto* r = row(input);

@@ -53,6 +53,8 @@ class DataPanel : public QWidget {
   // Under a validation or test file: "Convert this file" / "Use train's conversion".
   QPushButton* splitConvertButton(const QString& input, Split split) const;
   QLabel* splitNoteLabel(const QString& input, Split split) const;
+  // Under a validation or test file: its first samples (or its labels' counts), as stored.
+  QLabel* splitPreviewLabel(const QString& input, Split split) const;
   QPushButton* convertButton(const QString& input) const;
   QPushButton* changeInputButton(const QString& input) const;
   QLabel* fitLabel(const QString& input) const;
@@ -103,6 +105,8 @@ class DataPanel : public QWidget {
   QString misfit(const InputRow* r) const;
   // Reads the header of the row's file for `split` (validation, test): "" or why it cannot.
   QString probeSplit(InputRow* r, Split split);
+  // Reads the first samples of the row's file for `split` in the background, for its preview.
+  void previewSplit(InputRow* r, Split split);
   // Why the row's file for `split` does not hold what its train source holds ("" when it does,
   // or is not known yet).
   QString splitMisfit(const InputRow* r, Split split) const;

@@ -692,6 +692,13 @@ class StudioTest : public QObject {
                                           "where the train file train-images-idx3-ubyte.gz holds "
                                           "uint8, and both are scaled by"),
                qPrintable(data->readiness()));
+      // Each test file shows what it holds, apart from train's: the labels' counts, the
+      // images' first values (flat rows are no pictures).
+      QLabel* labelsPreview = data->splitPreviewLabel("label", DataPanel::kTest);
+      QTRY_VERIFY(labelsPreview->isVisibleTo(data) && !labelsPreview->pixmap().isNull());
+      QLabel* imagesPreview = data->splitPreviewLabel("image", DataPanel::kTest);
+      QTRY_VERIFY2(imagesPreview->text().startsWith("first values: 0, 0.02745"),
+                   qPrintable(imagesPreview->text()));
       QPushButton* convert = data->splitConvertButton("image", DataPanel::kTest);
       QVERIFY(convert && convert->isVisibleTo(data) && convert->isEnabled());
       QCOMPARE(convert->text(), "Convert this file");
