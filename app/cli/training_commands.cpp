@@ -444,16 +444,18 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       sums += e.sumSeconds;
       skew += e.skewSeconds;
     }
-    std::fprintf(stderr,
-                 "deepwire: rank 0 waited %.2f s for the other processes in %.2f s of training "
-                 "(%.0f%%)",
-                 waited, seconds, seconds > 0 ? 100.0 * waited / seconds : 0.0);
-    if (split)
-      std::fprintf(stderr,
-                   "; at the gradient sums, %.2f s for slower processes to finish their "
-                   "backward pass and %.2f s for the sums themselves",
-                   skew, sums);
-    std::fprintf(stderr, "\n");
+    // One write, so that mpirun's forwarding does not split the line.
+    char line[512];
+    int n = std::snprintf(line, sizeof line,
+                          "deepwire: rank 0 waited %.2f s for the other processes in %.2f s of "
+                          "training (%.0f%%)",
+                          waited, seconds, seconds > 0 ? 100.0 * waited / seconds : 0.0);
+    if (split && n > 0 && n < static_cast<int>(sizeof line))
+      std::snprintf(line + n, sizeof line - n,
+                    "; from the end of its backward passes to its summed gradients, %.2f s "
+                    "while slower processes finished theirs and %.2f s for the sums themselves",
+                    skew, sums);
+    std::fprintf(stderr, "%s\n", line);
   }
   return 0;
 }

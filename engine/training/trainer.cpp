@@ -685,6 +685,17 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   }
   bool stopAll = false;
   if (fo.maxStepsPerEpoch > 0) perEpoch = std::min(perEpoch, fo.maxStepsPerEpoch);
+  // A last batch smaller than the process count is known now: refused before the first epoch
+  // instead of after it (a user trial waited through 2,000 steps for this error).
+  if (dp && perEpoch == loader.batchesPerEpoch() && !fo.dropLast) {
+    const int64_t last = train->size() % fo.batchSize;
+    if (last > 0 && last < comm->size())
+      return Status::error(
+          "fit: the last batch of every epoch would hold " + std::to_string(last) + " samples (" +
+          std::to_string(train->size()) + " in batches of " + std::to_string(fo.batchSize) +
+          "), fewer than the " + std::to_string(comm->size()) +
+          " processes: choose a batch size that leaves a larger remainder, or fewer processes");
+  }
 
   FitReport report;
   using Clock = std::chrono::steady_clock;

@@ -389,6 +389,16 @@ TEST_F(Distributed, OneProcessAndTooSmallBatches) {
   EXPECT_NE(small.code, 0);
   EXPECT_NE(small.output.find("use a batch size of at least the process count"), std::string::npos)
       << small.output;
+  // 101 samples in batches of 3 end in a batch of 2: refused before the first step.
+  Shell remainder =
+      shell(mpirun(3) + kCli + " train " + kMlp +
+            " --epochs 1 --train-limit 101 --batch-size 3 --threads 1 --json --json-steps "
+            "--distributed");
+  EXPECT_NE(remainder.code, 0);
+  EXPECT_NE(remainder.output.find("the last batch of every epoch would hold 2 samples"),
+            std::string::npos)
+      << remainder.output;
+  EXPECT_EQ(remainder.output.find("\"step\""), std::string::npos) << remainder.output;
 }
 
 // `mpirun -np 2 deepwire train` without --distributed would run two whole trainings writing the
