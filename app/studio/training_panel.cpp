@@ -1343,6 +1343,11 @@ void TrainingPanel::start(Job job) {
     offsetsBeforeJob_ = {stepOffset_, epochOffset_};
     stepOffset_ = lastStep_;
     epochOffset_ = lastEpoch_;
+    // ...or from the steps of the checkpoint a Fit in processes handed back, which go on from
+    // the studio's own (charted up to lastStep_): the next step was drawn twice as far right.
+    if (!load && !req.resumeFrom.empty())
+      if (auto c = readCheckpointCounters(req.resumeFrom); c.ok())
+        stepOffset_ = std::max<qint64>(0, lastStep_ - c->trainSteps);
     req.document = std::make_shared<const Graph>(model_->graph());
     awaitingTrainer_ = true;
   }

@@ -2022,6 +2022,16 @@ class StudioTest : public QObject {
     QVERIFY(panel->trainerCounters().has_value());
     QCOMPARE(panel->trainerCounters()->epoch, 3);
     QVERIFY(panel->trainerCounters()->optimizerSteps > 3);
+    // Drawn right after the run's last step: the trainer's steps go on from the studio's, and
+    // were added to the run's offset once more (a user trial's step landed at twice its place).
+    {
+      const QXYSeries* train = nullptr;
+      for (QAbstractSeries* series : panel->lossChart()->series())
+        if (series->name() == "train") train = qobject_cast<QXYSeries*>(series);
+      QVERIFY(train && train->count() > 1);
+      const auto pts = train->points();
+      QCOMPARE(pts.last().x(), pts[pts.size() - 2].x() + 1);
+    }
 
     // Stop: after the first epoch line of a long run.
     panel->processesBox()->setValue(2);
