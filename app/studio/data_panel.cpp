@@ -186,6 +186,16 @@ QString tableHtml(const std::vector<std::string>& header,
   return html + QStringLiteral("</table>");
 }
 
+// "Test: idx · 10,000 samples · uint8[28,28]": what a split's source holds, as read.
+QString sourceLine(DataPanel::Split split, const SourceSummary& s) {
+  return DataPanel::tr("%1: %2 · %3 · %4%5")
+      .arg(splitName(split), qs(s.format))
+      .arg((s.samples == 1 ? DataPanel::tr("%1 sample") : DataPanel::tr("%1 samples"))
+               .arg(QLocale().toString(qlonglong(s.samples))))
+      .arg(dw::engine::dtypeName(s.dtype))
+      .arg(shapeText(s.sampleShape));
+}
+
 // A source's first samples as stored (thumbnails, a CSV's first rows, first values), or its
 // labels' counts per class, into `label`: the train source's and a split file's alike.
 void showPreview(QLabel* label, const SourceSummary& s) {
@@ -827,9 +837,7 @@ void DataPanel::updateSplitWidgets() {
     r->pathRow[kTest]->setVisible(testMode_->currentIndex() == kOwnFiles);
     for (Split s : {kValidation, kTest}) {
       updateSplitFit(r.get(), s);
-      QLabel* p = r->splitPreview[s];
-      r->splitShown[s]->setVisible(hasOwnFiles(s) &&
-                                   (!p->pixmap().isNull() || !p->text().isEmpty()));
+      showSplitBox(r.get(), s);
     }
   }
   updateSummary();
@@ -895,6 +903,12 @@ QString DataPanel::probeSplit(InputRow* r, Split split) {
   return QString();
 }
 
+void DataPanel::showSplitBox(InputRow* r, Split split) {
+  const QLabel* p = r->splitPreview[split];
+  r->splitShown[split]->setVisible(hasOwnFiles(split) &&
+                                   (!p->pixmap().isNull() || !p->text().isEmpty()));
+}
+
 void DataPanel::previewSplit(InputRow* r, Split split) {
   QLabel* label = r->splitPreview[split];
   if (!label) return;  // the row's widgets come after its first probe (rebuildRows)
@@ -910,17 +924,9 @@ void DataPanel::previewSplit(InputRow* r, Split split) {
     watcher->deleteLater();
     const Result<SourceSummary> read = watcher->result();  // by value: keep it
     if (generation != r->splitGeneration[split] || !read.ok()) return;
-    const SourceSummary& s = read.value();
-    QLabel* label = r->splitPreview[split];
-    showPreview(label, s);
-    r->splitCaption[split]->setText(tr("%1: %2 · %3 · %4%5")
-                                        .arg(splitName(split), qs(s.format))
-                                        .arg((s.samples == 1 ? tr("%1 sample") : tr("%1 samples"))
-                                                 .arg(QLocale().toString(qlonglong(s.samples))))
-                                        .arg(dw::engine::dtypeName(s.dtype))
-                                        .arg(shapeText(s.sampleShape)));
-    r->splitShown[split]->setVisible(hasOwnFiles(split) &&
-                                     (!label->pixmap().isNull() || !label->text().isEmpty()));
+    showPreview(r->splitPreview[split], read.value());
+    r->splitCaption[split]->setText(sourceLine(split, read.value()));
+    showSplitBox(r, split);
   });
   watcher->setFuture(QtConcurrent::run(
       [probe, base = baseDir_.toStdString()] { return inspectSource(probe, base); }));
@@ -1165,12 +1171,7 @@ void DataPanel::showSummary(InputRow* r) {
     return;
   }
   const SourceSummary& s = *r->summary;
-  r->info->setText(tr("%1: %2 · %3 · %4%5")
-                       .arg(splitName(kTrain), s.format.c_str())
-                       .arg((s.samples == 1 ? tr("%1 sample") : tr("%1 samples"))
-                                .arg(QLocale().toString(qlonglong(s.samples))))
-                       .arg(dw::engine::dtypeName(s.dtype))
-                       .arg(shapeText(s.sampleShape)));
+  r->info->setText(sourceLine(kTrain, s));
   if (csv) {
     const QSignalBlocker b(r->csvLabel);
     r->csvLabel->clear();

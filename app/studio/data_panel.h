@@ -107,6 +107,8 @@ class DataPanel : public QWidget {
   QString probeSplit(InputRow* r, Split split);
   // Reads the first samples of the row's file for `split` in the background, for its preview.
   void previewSplit(InputRow* r, Split split);
+  // Shows the file's box where the split takes files of its own and its preview has something.
+  void showSplitBox(InputRow* r, Split split);
   // Why the row's file for `split` does not hold what its train source holds ("" when it does,
   // or is not known yet).
   QString splitMisfit(const InputRow* r, Split split) const;

@@ -312,7 +312,7 @@ Result<StepResult> Trainer::Impl::trainStep(const Batch& b) {
         return Status::error("the training graph did not produce '" + gg.gradOutputs[i] + "'");
       DW_RETURN_IF_ERROR(bucketGradient(i, it->second));
     }
-    DW_RETURN_IF_ERROR(finishBuckets(secondsNow()));
+    DW_RETURN_IF_ERROR(finishBuckets());
     gradientsSummed = true;
   }
   StepResult r;
@@ -782,11 +782,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
       if (counters.accumulated >= fo.accumulationSteps || lastOfEpoch) {
         gradScale = 1.0 / static_cast<double>(counters.accumulated);
-        if (dp && !gradientsSummed) {
-          const double backwardEnd = secondsNow();
-          DW_RETURN_IF_ERROR(sumGradients());
-          markSums(backwardEnd);
-        }
+        if (dp && !gradientsSummed) DW_RETURN_IF_ERROR(sumGradients());
         Status st = optimizerStep();
         gradScale = 1.0;
         if (!st.ok()) return st;

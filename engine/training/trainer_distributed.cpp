@@ -99,10 +99,12 @@ Status Trainer::Impl::broadcastFromRoot() {
 }
 
 Status Trainer::Impl::sumGradients() {
+  const double backwardEnd = secondsNow();
   for (const auto& p : params) {
     Tensor& g = grads.at(p.name);
     DW_RETURN_IF_ERROR(comm->allreduceSum(g.data<float>(), g.size()));
   }
+  markSums(backwardEnd);
   return Status();
 }
 
@@ -153,7 +155,8 @@ Status Trainer::Impl::closeBucket() {
 }
 
 // Completes the sums and hands each weight its summed gradient.
-Status Trainer::Impl::finishBuckets(double backwardEnd) {
+Status Trainer::Impl::finishBuckets() {
+  const double backwardEnd = secondsNow();
   DW_RETURN_IF_ERROR(closeBucket());
   DW_RETURN_IF_ERROR(comm->finishSums());
   markSums(backwardEnd);

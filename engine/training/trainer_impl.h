@@ -220,11 +220,11 @@ class Trainer::Impl {
   std::unordered_map<std::string, size_t> gradIndex;  // gradient output -> param index
   Status bucketGradient(size_t param, const Tensor& g);
   Status closeBucket();
-  Status finishBuckets(double backwardEnd);
+  Status finishBuckets();
   // The gradient sums' wait, split from the others' lateness: per optimizer step of the epoch,
-  // when this process's backward pass ended and when its sums were complete (steady clock,
-  // which the processes of one machine share). splitWait turns them into EpochReport's
-  // sumSeconds and skewSeconds.
+  // when this process's backward pass ended (finishBuckets or sumGradients began) and when its
+  // sums were complete (steady clock, which the processes of one machine share). splitWait
+  // turns them into EpochReport's sumSeconds and skewSeconds.
   std::vector<double> sumMarks;
   void markSums(double backwardEnd);
   Status splitWait(EpochReport& er);
