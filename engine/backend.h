@@ -72,6 +72,9 @@ class Backend {
   // the CNN block's Relu and max pooling inside its batch normalization and gradient.
   enum class Fusions { kOneDnn, kConvEpilogue };
   virtual Fusions fusions() const { return Fusions::kOneDnn; }
+  // Whether inference chains of 1x1 and depthwise convolutions run as one kernel on host
+  // memory (fusion::markNhwcChains, onednn/conv_chain.cpp).
+  virtual bool convChains() const { return false; }
 
   // Recording a run's device work once to replay it with one call (cuda: stream capture into a
   // CUDA graph), which saves the host's per-node work. Between beginRecording and

@@ -369,7 +369,7 @@ Result<std::unique_ptr<GraphPlan>> Planner::plan(const onnx::GraphProto& g, cons
     if (trainingChains) fusion::fuseMatMulGradients(expanded, types, /*biasGradients=*/false);
     fusion::fuseForOneDnn(expanded, g, types);
     if (blockedLayouts && backend->precision() == "fp32")
-      fusion::markNhwcChains(expanded, g, types);
+      fusion::markNhwcChains(expanded, g, types, backend->convChains());
     // bf16 convolutions want NHWC bf16 operands, so an nChw16c handoff would only move their
     // reorder and add the normalization's transposes.
     if (trainingChains)

@@ -30,6 +30,24 @@ constexpr const char* kBlockedInputs = "__dw_blocked_inputs";
 constexpr const char* kBlockedOutputs = "__dw_blocked_outputs";
 constexpr const char* kNhwcInputs = "__dw_nhwc_inputs";
 constexpr const char* kNhwcOutputs = "__dw_nhwc_outputs";
+// A chain's stage i: kChain + its number + one of the suffixes.
+constexpr const char* kChainStages = "__dw_chain_stages";
+constexpr const char* kChain = "__dw_chain";
+const char* const kStageKernel = "_kernel";
+const char* const kStageStrides = "_strides";
+const char* const kStagePads = "_pads";
+const char* const kStageGroup = "_group";
+const char* const kStageBias = "_bias";
+const char* const kStageActivation = "_activation";
+const char* const kStageAlpha = "_activation_alpha";
+const char* const kStageBeta = "_activation_beta";
+const char* const kStageGamma = "_activation_gamma";
+const char* const kStageChoice = "_activation_choice";
+const char* const kStageBnEpsilon = "_bn_epsilon";
+
+std::string stageAttr(size_t i, const char* suffix) {
+  return kChain + std::to_string(i) + suffix;
+}
 
 // Sets (replacing) an attribute: a pass that fuses twice keeps the last.
 template <class Add>
@@ -90,14 +108,40 @@ Fused fusedOf(const Attributes& a) {
   f.blockedOutputs = a.getInts(kBlockedOutputs);
   f.nhwcInputs = a.getInts(kNhwcInputs);
   f.nhwcOutputs = a.getInts(kNhwcOutputs);
+  const int64_t stages = a.getInt(kChainStages, 0);
+  for (int64_t i = 0; i < stages; ++i) {
+    ChainStage s;
+    auto at = [&](const char* suffix) { return stageAttr(static_cast<size_t>(i), suffix); };
+    s.window = {
+        a.getInts(at(kStageKernel)), a.getInts(at(kStageStrides)), a.getInts(at(kStagePads)), {}};
+    s.group = a.getInt(at(kStageGroup), 1);
+    s.hasBias = a.getInt(at(kStageBias), 0) != 0;
+    s.activation = a.getString(at(kStageActivation));
+    s.activationParams = {a.getFloat(at(kStageAlpha)), a.getFloat(at(kStageBeta)),
+                          a.getFloat(at(kStageGamma))};
+    s.activationChoice = a.getString(at(kStageChoice));
+    if (a.has(at(kStageBnEpsilon))) s.bnEpsilon = a.getFloat(at(kStageBnEpsilon));
+    f.chain.push_back(std::move(s));
+  }
   return f;
 }
 
+namespace {
+Result<UnaryInstance> activationNamed(const std::string& op, const ops::UnaryParams& params,
+                                      const std::string& choice) {
+  if (op.empty()) return UnaryInstance{};
+  const ops::UnaryOp* row = ops::findUnaryOp(op);
+  if (!row) return Status::error("no activation " + op);
+  return unaryWithChoice(*row, params, choice);
+}
+}  // namespace
+
 Result<UnaryInstance> activationOf(const Fused& f) {
-  if (f.activation.empty()) return UnaryInstance{};
-  const ops::UnaryOp* row = ops::findUnaryOp(f.activation);
-  if (!row) return Status::error("no activation " + f.activation);
-  return unaryWithChoice(*row, f.activationParams, f.activationChoice);
+  return activationNamed(f.activation, f.activationParams, f.activationChoice);
+}
+
+Result<UnaryInstance> activationOf(const ChainStage& s) {
+  return activationNamed(s.activation, s.activationParams, s.activationChoice);
 }
 
 Fused fusedOf(const onnx::NodeProto& node) {
@@ -147,6 +191,34 @@ void setReluGrad(onnx::NodeProto& n) {
 
 void setBiasGrad(onnx::NodeProto& n, int operand) {
   replace(n, kBiasGradOf, [&] { addIntAttr(n, kBiasGradOf, operand); });
+}
+
+void appendChainStage(onnx::NodeProto& n, const ChainStage& s,
+                      const std::vector<std::string>& inputs) {
+  const size_t i = fusedOf(n).chain.size();
+  auto at = [&](const char* suffix) { return stageAttr(i, suffix); };
+  replace(n, kChainStages, [&] { addIntAttr(n, kChainStages, static_cast<int64_t>(i + 1)); });
+  addIntsAttr(n, at(kStageKernel), s.window.kernel);
+  addIntsAttr(n, at(kStageStrides), s.window.strides);
+  addIntsAttr(n, at(kStagePads), s.window.pads);
+  addIntAttr(n, at(kStageGroup), s.group);
+  addIntAttr(n, at(kStageBias), s.hasBias ? 1 : 0);
+  if (!s.activation.empty()) {
+    addStringAttr(n, at(kStageActivation), s.activation);
+    addFloatAttr(n, at(kStageAlpha), s.activationParams.alpha);
+    addFloatAttr(n, at(kStageBeta), s.activationParams.beta);
+    addFloatAttr(n, at(kStageGamma), s.activationParams.gamma);
+    if (!s.activationChoice.empty()) addStringAttr(n, at(kStageChoice), s.activationChoice);
+  }
+  if (s.bnEpsilon) addFloatAttr(n, at(kStageBnEpsilon), *s.bnEpsilon);
+  while (n.input_size() < Fused::chainInput(i, 0)) n.add_input("");
+  for (int k = 0; k < Fused::kChainInputs; ++k)
+    n.add_input(k < static_cast<int>(inputs.size()) ? inputs[k] : "");
+}
+
+void clearOutputMarks(onnx::NodeProto& n) {
+  replace(n, kBlockedOutputs, [] {});
+  replace(n, kNhwcOutputs, [] {});
 }
 
 void markInput(onnx::NodeProto& n, Layout layout, int64_t index) {

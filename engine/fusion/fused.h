@@ -24,6 +24,19 @@ struct Window {
   std::vector<int64_t> kernel, strides, pads, dilations;
 };
 
+// A convolution run after the node's own one inside the same kernel (Fused::chain): a 1x1
+// (group 1, stride 1, no padding) or a depthwise one (a group per channel). Its weights, bias
+// and folded BatchNormalization's four inputs are the node's inputs inputOf(stage, k).
+struct ChainStage {
+  Window window;  // kernel, strides, pads (top, left, bottom, right); no dilation
+  int64_t group = 1;
+  std::string activation;  // as Fused::activation
+  ops::UnaryParams activationParams;
+  std::string activationChoice;
+  std::optional<float> bnEpsilon;
+  bool hasBias = false;
+};
+
 struct Fused {
   // An activation applied to the node's output: a row of ops/unary_table.h ("Relu", "Swish"...)
   // with its parameters; empty: none. On Conv/Gemm/MatMul (inference) and
@@ -51,6 +64,15 @@ struct Fused {
   // Gemm (training, cuda): a second output holds the bias gradient, the sum over the product's
   // k of its dY operand: 0, A (transA, dY is k x m), or 1, B (dY is k x n); -1: none.
   int biasGradOf = -1;
+  // Convolutions that follow the node's own one, their intermediate results never written out
+  // (an inverted-residual block's expand -> depthwise -> project; fusion/conv_chains.cpp). The
+  // node's output and its residual are the last stage's; its activation and BatchNormalization
+  // stay its own convolution's.
+  std::vector<ChainStage> chain;
+  static constexpr int kChainInput = 8, kChainInputs = 6;  // W, B, scale, B, mean, var
+  static int chainInput(size_t stage, int k) {
+    return kChainInput + static_cast<int>(stage) * kChainInputs + k;
+  }
   // Inputs and outputs (by index) that hold oneDNN's blocked nChw16c layout, and those in
   // NHWC, instead of plain NCHW.
   std::vector<int64_t> blockedInputs, blockedOutputs, nhwcInputs, nhwcOutputs;
@@ -77,6 +99,7 @@ Fused fusedOf(const Attributes& attrs);  // kernels: KernelInit::attrs
 // The fused activation as the kernels apply it (op null: none); an error names an activation
 // that is no row of ops/unary_table.h or a choice its row lacks.
 Result<UnaryInstance> activationOf(const Fused& f);
+Result<UnaryInstance> activationOf(const ChainStage& s);
 Fused fusedOf(const onnx::NodeProto& node);
 
 // Writers, for the passes. Lists append; the rest set.
@@ -88,7 +111,12 @@ void setMaxPool(onnx::NodeProto& n, const Window& w);
 void setConv(onnx::NodeProto& n, const std::string& name, const Window& w);
 void setReluGrad(onnx::NodeProto& n);
 void setBiasGrad(onnx::NodeProto& n, int operand);
+// Appends a stage to the node's chain, and its inputs (W, B, then the normalization's four, any
+// of them "" where absent) at Fused::chainInput.
+void appendChainStage(onnx::NodeProto& n, const ChainStage& stage,
+                      const std::vector<std::string>& inputs);
 enum class Layout { kBlocked, kNhwc };
+void clearOutputMarks(onnx::NodeProto& n);
 void markInput(onnx::NodeProto& n, Layout layout, int64_t index);
 void markOutput(onnx::NodeProto& n, Layout layout, int64_t index);
 

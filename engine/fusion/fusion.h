@@ -8,6 +8,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -35,8 +36,17 @@ void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes
 // kernels), a Linear layer's bias gradient becomes a second output of its weight gradient's
 // Gemm (Fused::biasGradOf).
 void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types, bool biasGradients);
-// nhwc_chains.cpp
-void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types);
+// nhwc_chains.cpp. convChains: 1x1 and depthwise convolutions in a row ([1x1] depthwise
+// [1x1]) become one node (Fused::chain) where the chain's ends are NHWC.
+void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
+                    bool convChains = false);
+// conv_chains.cpp, for markNhwcChains: the chains (node indices, in order) whose input, output
+// and intermediate values `nhwc` accepts, each intermediate read by the next stage alone; and
+// their fusion into the first node of each.
+std::vector<std::vector<size_t>> findConvChains(
+    const PlanNodes& nodes, const ValueTypes& types,
+    const std::function<bool(const std::string&)>& nhwc);
+void fuseConvChains(PlanNodes& nodes, const std::vector<std::vector<size_t>>& chains);
 // training_chains.cpp. blockedLayouts: hand the block's tensors over in oneDNN's nChw16c;
 // convIntoBatchNorm: a one-channel Conv moves into the normalization (both cpu only). Without
 // either, the Relu and max pooling fusions alone, which the cuda kernels take too.

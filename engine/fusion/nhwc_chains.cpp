@@ -23,7 +23,8 @@ namespace dw::engine::fusion {
 // oneDNN's blocked nChw16c instead (blockedInputs / blockedOutputs), below.
 void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
                     const onnx::GraphProto& g,
-                    const std::unordered_map<std::string, onnx::TypeProto>& types) {
+                    const std::unordered_map<std::string, onnx::TypeProto>& types,
+                    bool convChains) {
   std::set<std::string> fixed;  // graph inputs, outputs, initializers
   for (const auto& v : g.input()) fixed.insert(v.name());
   for (const auto& v : g.output()) fixed.insert(v.name());
@@ -168,6 +169,10 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       for (const std::string& v : {n.input(0), n.output(0)})
         if (nhwc(v)) blockedGroup[find(v)] = false;
   }
+  // A fused chain of convolutions (conv_chains.cpp) writes NHWC only (it reads either).
+  const auto chains =
+      convChains ? findConvChains(nodes, types, nhwc) : std::vector<std::vector<size_t>>{};
+  for (const auto& chain : chains) blockedGroup[find(nodes[chain.back()].first.output(0))] = false;
   auto layoutOf = [&](const std::string& v) {
     auto it = blockedGroup.find(find(v));
     return it != blockedGroup.end() && it->second ? Layout::kBlocked : Layout::kNhwc;
@@ -184,6 +189,7 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       markInput(n, layoutOf(n.output(0)), shared[i][0]);
     }
   }
+  fuseConvChains(nodes, chains);
 }
 
 }  // namespace dw::engine::fusion

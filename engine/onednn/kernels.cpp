@@ -18,6 +18,7 @@
 #include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "engine/onednn/fused_activation.h"
 #include "engine/onednn/onednn_backend.h"
 #include "engine/onednn/rnn_common.h"
 #include "engine/onednn/vector_math.h"
@@ -120,45 +121,8 @@ Dims minus1(const std::vector<int64_t>& d) {
   return r;
 }
 
+using onednn::FusedActivation;
 using onednn::Reorderer;
-
-// An activation absorbed by the session's fusion pass (Fused::activation, a row of
-// ops/unary_table.h marked postOp, with its resolved constants), applied as a oneDNN eltwise
-// post-op, or on host memory where the primitive could not take it.
-struct FusedActivation {
-  explicit FusedActivation(const fusion::Fused& f) {
-    if (f.activation.empty()) return;
-    const ops::UnaryOp* row = ops::findUnaryOp(f.activation);
-    if (!row || !row->postOp) return;
-    if (auto r = fusion::activationOf(f)) u = *r;
-  }
-  bool any() const { return u.op != nullptr; }
-  void addTo(dnnl::primitive_attr& attr) const {
-    if (!any()) return;
-    dnnl::post_ops po;
-    appendTo(po);
-    attr.set_post_ops(po);
-  }
-  void appendTo(dnnl::post_ops& po) const {
-    if (any())
-      po.append_eltwise(1.0f, onednn::eltwiseAlgorithm(u.onednn.alg), u.onednn.alpha,
-                        u.onednn.beta);
-  }
-  void applyHost(float* v, int64_t n) const {
-    if (!any()) return;
-    if (hostFaster())
-      onednn::swishInPlace(v, n, u.params.alpha);
-    else if (u.fn == ops::UnaryFn::kSigmoid && vectorMathAvailable())
-      onednn::sigmoidInPlace(v, n);  // the table's loop: 9 ns a value (runPointwise)
-    else
-      u.apply(v, v, n);
-  }
-  // SiLU (Swish) costs oneDNN 2.6's post-op (its exp and a division per value) more than a
-  // pass of onednn/vector_math.h over the output once it is written: efficientnet_b0 on 2
-  // threads went from 9.0 to 8.0 ms at batch 1 and from 57 to 53 ms at batch 8.
-  bool hostFaster() const { return any() && u.fn == ops::UnaryFn::kSwish && vectorMathAvailable(); }
-  UnaryInstance u;
-};
 
 class Conv : public Kernel {
  public:
@@ -740,17 +704,10 @@ class Conv : public Kernel {
     // Kernel-owned, so the same shapes reuse them on every run.
     foldedW_.resize(w.size());
     foldedB_.resize(oc);
-    const float *sc = ctx.input(3).data<float>(), *sh = ctx.input(4).data<float>(),
-                *mean = ctx.input(5).data<float>(), *var = ctx.input(6).data<float>();
-    const float* b = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
-    const int64_t per = w.size() / oc;
-    for (int64_t c = 0; c < oc; ++c) {
-      const float k = sc[c] / std::sqrt(var[c] + bnEps_);
-      const float* src = w.data<float>() + c * per;
-      float* dst = foldedW_.data() + c * per;
-      for (int64_t i = 0; i < per; ++i) dst[i] = src[i] * k;
-      foldedB_[c] = ((b ? b[c] : 0.0f) - mean[c]) * k + sh[c];
-    }
+    onednn::foldBatchNorm(w.data<float>(), ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr,
+                          ctx.input(3).data<float>(), ctx.input(4).data<float>(),
+                          ctx.input(5).data<float>(), ctx.input(6).data<float>(), bnEps_, oc,
+                          w.size() / oc, foldedW_.data(), foldedB_.data());
     wData = foldedW_.data();
     biasData = foldedB_.data();
     return Status();
@@ -788,6 +745,7 @@ class Conv : public Kernel {
 };
 
 Result<std::unique_ptr<Kernel>> makeConv(const KernelInit& init) {
+  if (!fusion::fusedOf(init.attrs).chain.empty()) return onednn::makeConvChain(init);
   auto k = std::make_unique<Conv>(init);
   k->setAutoPad(init.attrs.getString("auto_pad"));
   if (!k->initStatus().ok()) return k->initStatus();

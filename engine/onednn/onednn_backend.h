@@ -54,6 +54,7 @@ class CpuBackend : public DnnlBackend {
   explicit CpuBackend(int threads, bool bf16 = false);
   std::string name() const override { return "cpu"; }
   std::string description() const override;
+  bool convChains() const override;  // conv_chain.cpp
   int threads() const override { return threads_; }
   void applyThreads() const override;
   CpuBackend& cpu() override { return *this; }
@@ -160,6 +161,15 @@ inline dnnl::memory::data_type convComputeType(Backend& b, int64_t icPerGroup, i
 // The reference table's kernel of the same op, for dtypes and attribute combinations a oneDNN
 // kernel hands over; nullptr where there is none.
 std::unique_ptr<Kernel> referenceKernel(const KernelInit& init);
+
+// conv_chain.cpp: the kernel of a Conv carrying a chain of convolutions (fusion::Fused::chain).
+Result<std::unique_ptr<Kernel>> makeConvChain(const KernelInit& init);
+// An inference BatchNormalization folded into the convolution before it: per output channel c,
+// wOut = w * k and bOut = (bias - mean) * k + shift with k = scale / sqrt(var + epsilon), over
+// `per` weights a channel (bias may be null).
+void foldBatchNorm(const float* w, const float* bias, const float* scale, const float* shift,
+                   const float* mean, const float* var, float epsilon, int64_t oc, int64_t per,
+                   float* wOut, float* bOut);
 
 inline dnnl::memory::dims toDims(const Shape& s) {
   return dnnl::memory::dims(s.begin(), s.end());

@@ -1,0 +1,576 @@
+// The kernel of a Conv node that runs a chain of convolutions (fusion/conv_chains.cpp): an
+// optional 1x1 widening, a depthwise filter and an optional 1x1 narrowing, NHWC in and out.
+// Each image's output rows go in bands: the widened rows a band needs are computed into a
+// buffer of the thread's (the rows it shares with the band before are kept, not recomputed), the
+// depthwise stage filters them into a second buffer, and the narrowing writes the band's output
+// rows, adding the residual. The widened tensor, the largest of the block, then lives in the L2
+// cache and never goes to memory.
+//
+// The 1x1 stages are register-blocked products (up to 6 rows x 64 channels in 24 AVX-512
+// accumulators, the weights packed [C_in][C_out rounded up to 16]) with the bias, a clamp (Relu,
+// ReLU6) and the residual applied before the single store; other activations (SiLU) run over
+// the band once it is written, while it is in the cache. The depthwise stage holds a channel
+// vector's window of weights in registers and walks the output row.
+//
+// Threads take whole images where there are as many as threads, else bands of rows of each
+// image, each recomputing the widened rows at its band's edge.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <new>
+#include <vector>
+
+#include "engine/fusion/fused.h"
+#include "engine/onednn/fused_activation.h"
+#include "engine/onednn/grad_common.h"
+#include "engine/onednn/onednn_backend.h"
+
+// GCC 12's unmasked max and min intrinsics start from _mm512_undefined_ps(), which
+// -Wmaybe-uninitialized reports once they are inlined (as in vector_math.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace dw::engine::onednn {
+
+namespace {
+
+constexpr int64_t kV = 16;  // floats per vector
+// The widened rows a band keeps, at most: a quarter of a 1 MiB L2 cache, with room for the
+// depthwise rows, the weights and the output. (128 KiB was 2-3% slower on mobilenet_v2 and
+// efficientnet_b0 at batch 8; 512 KiB within 1%.)
+constexpr int64_t kBandBytes = 256 * 1024;
+
+int64_t roundUp(int64_t v) {
+  return (v + kV - 1) / kV * kV;
+}
+
+// Vectors on cache lines: a 64-byte load from a pointer only 16-byte aligned (std::vector's)
+// spans two lines, and the loops here load packed weights and the band buffers at whole-vector
+// offsets from their start.
+template <class T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <class U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  bool operator==(const LineAligned&) const { return true; }
+};
+using Floats = std::vector<float, LineAligned<float>>;
+
+// Lanes [0, n) of a vector, n in 1..16.
+inline __mmask16 lanes(int64_t n) {
+  return n >= kV ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+
+struct Clamp {
+  float lo, hi;
+};
+
+// y[i][0 .. 16 NR) = clamp(bias + sum_k x[i][k] w[k][..] + res[i][..]) for MR rows; the last
+// vector's lanes limited by `last`.
+// x's channels come in blocks of 16, `kbs` floats apart (16 for NHWC rows, a plane of 16
+// channels for nChw16c).
+template <int MR, int NR>
+DW_AVX512 __attribute__((always_inline)) inline void pwTile(const float* x, int64_t ldx,
+                                                            int64_t kbs, int64_t K, const float* w,
+                                                            int64_t ldw, const float* bias,
+                                                            float* y, int64_t ldy, const float* res,
+                                                            int64_t ldr, __mmask16 last, Clamp c) {
+  __m512 acc[MR][NR];
+#pragma GCC unroll 4
+  for (int j = 0; j < NR; ++j) {
+    const __m512 b = _mm512_loadu_ps(bias + j * kV);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) acc[i][j] = b;
+  }
+  for (int64_t k0 = 0; k0 < K; k0 += kV) {
+    const float* xb = x + k0 / kV * kbs;
+    const int64_t kn = std::min(kV, K - k0);
+    for (int64_t kk = 0; kk < kn; ++kk) {
+      const float* wk = w + (k0 + kk) * ldw;
+      __m512 b[NR];
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) b[j] = _mm512_loadu_ps(wk + j * kV);
+#pragma GCC unroll 14
+      for (int i = 0; i < MR; ++i) {
+        const __m512 a = _mm512_set1_ps(xb[i * ldx + kk]);
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+      }
+    }
+  }
+  const __m512 lo = _mm512_set1_ps(c.lo), hi = _mm512_set1_ps(c.hi);
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) {
+      const __mmask16 m = j == NR - 1 ? last : __mmask16(0xFFFF);
+      __m512 v = acc[i][j];
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i * ldr + j * kV));
+      // Operands in this order pass a NaN on (max and min return their second operand then).
+      v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+      _mm512_mask_storeu_ps(y + i * ldy + j * kV, m, v);
+    }
+}
+
+// Rows [0, M) in tiles of MR, the last one narrower.
+template <int MR, int NR>
+DW_AVX512 void pwColumns(const float* x, int64_t ldx, int64_t kbs, int64_t M, int64_t K,
+                         const float* w, int64_t ldw, const float* bias, float* y, int64_t ldy,
+                         const float* res, int64_t ldr, __mmask16 last, Clamp c) {
+  int64_t m = 0;
+  for (; m + MR <= M; m += MR)
+    pwTile<MR, NR>(x + m * ldx, ldx, kbs, K, w, ldw, bias, y + m * ldy, ldy,
+                   res ? res + m * ldr : nullptr, ldr, last, c);
+  if (m == M) return;
+  const int64_t left = M - m;
+  const float* r = res ? res + m * ldr : nullptr;
+  // A switch rather than recursion: each width's tail is one call.
+  switch (left) {
+#define DW_TAIL(n)                                                                              \
+  case n:                                                                                       \
+    if constexpr (n < MR)                                                                       \
+      pwTile<n, NR>(x + m * ldx, ldx, kbs, K, w, ldw, bias, y + m * ldy, ldy, r, ldr, last, c); \
+    break;
+    DW_TAIL(1)
+    DW_TAIL(2)
+    DW_TAIL(3)
+    DW_TAIL(4)
+    DW_TAIL(5)
+    DW_TAIL(6)
+    DW_TAIL(7)
+    DW_TAIL(8)
+    DW_TAIL(9)
+    DW_TAIL(10)
+    DW_TAIL(11)
+    DW_TAIL(12)
+    DW_TAIL(13)
+#undef DW_TAIL
+    default:
+      break;
+  }
+}
+
+// y[m][0, N) = clamp(bias + x[m][0, K) . w + res[m]) for M rows: x's rows `ldx` floats apart
+// and its channels in blocks `kbs` apart (pwTile); w is [K][ldw], ldw and bias padded to whole
+// vectors.
+DW_AVX512 void pointwise(const float* x, int64_t ldx, int64_t kbs, int64_t M, int64_t K,
+                         const float* w, int64_t ldw, const float* bias, int64_t N, float* y,
+                         int64_t ldy, const float* res, int64_t ldr, Clamp c) {
+  for (int64_t j0 = 0; j0 < N; j0 += 4 * kV) {
+    const int64_t width = std::min<int64_t>(4 * kV, N - j0);
+    const int nr = static_cast<int>((width + kV - 1) / kV);
+    const __mmask16 last = lanes(width - (nr - 1) * kV);
+    const float* r = res ? res + j0 : nullptr;
+    // Tiles of 24 accumulators at most, as tall as the width allows.
+    switch (nr) {
+      case 4:
+        pwColumns<6, 4>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
+        break;
+      case 3:
+        pwColumns<8, 3>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
+        break;
+      case 2:
+        pwColumns<12, 2>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
+        break;
+      default:
+        pwColumns<14, 1>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
+        break;
+    }
+  }
+}
+
+// The depthwise geometry: input H x W, window KH x KW, strides, top and left padding.
+struct DwGeometry {
+  int64_t h, w, kh, kw, sh, sw, pt, pl, oh, ow, c;
+};
+
+inline DW_AVX512 void storeClamped(float* at, __mmask16 m, __m512 v, __m512 lo, __m512 hi) {
+  _mm512_mask_storeu_ps(at, m, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
+}
+
+// Output pixel `ox` of a depthwise row, for windows that may cross the input's edge: taps
+// outside it are skipped (the zero padding).
+inline DW_AVX512 __m512 dwEdge(const DwGeometry& g, const float* src, int64_t ldRow, int64_t ldPix,
+                               const float* w, int64_t ldw, int64_t iy0, int64_t ky0, int64_t ky1,
+                               int64_t kw, int64_t ox, __m512 acc, __mmask16 m) {
+  const int64_t ix0 = ox * g.sw - g.pl;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const float* row = src + (iy0 + ky) * ldRow;
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const int64_t ix = ix0 + kx;
+      if (ix < 0 || ix >= g.w) continue;
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row + ix * ldPix),
+                            _mm512_loadu_ps(w + (ky * kw + kx) * ldw), acc);
+    }
+  }
+  return acc;
+}
+
+// Output row `oy` of the depthwise stage: src holds input rows from `row0` on, `ldRow` floats a
+// row and `ldPix` a pixel; dst gets OW pixels `ldOut` floats apart. Weights [KH KW][ldw].
+template <int KH, int KW>
+DW_AVX512 void dwRow(const DwGeometry& g, const float* src, int64_t row0, int64_t ldRow,
+                     int64_t ldPix, const float* w, int64_t ldw, const float* bias, int64_t oy,
+                     float* dst, int64_t ldOut, Clamp c) {
+  const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw;
+  const int64_t iy0 = oy * g.sh - g.pt;
+  const int64_t ky0 = std::max<int64_t>(0, -iy0), ky1 = std::min<int64_t>(kh, g.h - iy0);
+  // Columns whose whole window lies inside the input: [ox0, ox1).
+  const int64_t ox0 = std::min(g.ow, (g.pl + g.sw - 1) / g.sw);
+  const int64_t span = g.w - kw + g.pl;  // the last window's start may not pass it
+  const int64_t ox1 = span < 0 ? ox0 : std::max(ox0, std::min(g.ow, span / g.sw + 1));
+  const __m512 lo = _mm512_set1_ps(c.lo), hi = _mm512_set1_ps(c.hi);
+  const float* top = src + (iy0 - row0) * ldRow;  // the window's first row (maybe outside)
+  for (int64_t c0 = 0; c0 < g.c; c0 += kV) {
+    const __mmask16 m = lanes(g.c - c0);
+    const __m512 b = _mm512_loadu_ps(bias + c0);
+    for (int64_t ox = 0; ox < ox0; ++ox)
+      storeClamped(dst + ox * ldOut + c0, m,
+                   dwEdge(g, top + c0, ldRow, ldPix, w + c0, ldw, 0, ky0, ky1, kw, ox, b, m), lo,
+                   hi);
+    if constexpr (KH > 0) {
+      // The window's weights in registers; rows outside the input skipped as a whole.
+      __m512 wv[KH * KW];
+#pragma GCC unroll 49
+      for (int t = 0; t < KH * KW; ++t) wv[t] = _mm512_loadu_ps(w + t * ldw + c0);
+      // Four pixels at a time: four independent chains of multiply-adds instead of one whose
+      // latency bounds the loop.
+      const int64_t step = g.sw * ldPix;
+      int64_t ox = ox0;
+      for (; ox + 4 <= ox1; ox += 4) {
+        const float* at = top + (ox * g.sw - g.pl) * ldPix + c0;
+        __m512 acc[4] = {b, b, b, b};
+#pragma GCC unroll 7
+        for (int ky = 0; ky < KH; ++ky) {
+          if (ky < ky0 || ky >= ky1) continue;
+#pragma GCC unroll 7
+          for (int kx = 0; kx < KW; ++kx) {
+            const float* tap = at + ky * ldRow + kx * ldPix;
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q)
+              acc[q] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, tap + q * step), wv[ky * KW + kx],
+                                       acc[q]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) storeClamped(dst + (ox + q) * ldOut + c0, m, acc[q], lo, hi);
+      }
+      for (; ox < ox1; ++ox) {
+        const float* at = top + (ox * g.sw - g.pl) * ldPix + c0;
+        __m512 acc = b;
+#pragma GCC unroll 7
+        for (int ky = 0; ky < KH; ++ky) {
+          if (ky < ky0 || ky >= ky1) continue;
+#pragma GCC unroll 7
+          for (int kx = 0; kx < KW; ++kx)
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, at + ky * ldRow + kx * ldPix),
+                                  wv[ky * KW + kx], acc);
+        }
+        storeClamped(dst + ox * ldOut + c0, m, acc, lo, hi);
+      }
+    } else {
+      for (int64_t ox = ox0; ox < ox1; ++ox)
+        storeClamped(dst + ox * ldOut + c0, m,
+                     dwEdge(g, top + c0, ldRow, ldPix, w + c0, ldw, 0, ky0, ky1, kw, ox, b, m), lo,
+                     hi);
+    }
+    for (int64_t ox = ox1; ox < g.ow; ++ox)
+      storeClamped(dst + ox * ldOut + c0, m,
+                   dwEdge(g, top + c0, ldRow, ldPix, w + c0, ldw, 0, ky0, ky1, kw, ox, b, m), lo,
+                   hi);
+  }
+}
+
+using DwRowFn = void (*)(const DwGeometry&, const float*, int64_t, int64_t, int64_t, const float*,
+                         int64_t, const float*, int64_t, float*, int64_t, Clamp);
+
+DwRowFn dwRowFor(int64_t kh, int64_t kw) {
+  if (kh == 3 && kw == 3) return dwRow<3, 3>;
+  if (kh == 5 && kw == 5) return dwRow<5, 5>;
+  if (kh == 7 && kw == 7) return dwRow<7, 7>;
+  return dwRow<0, 0>;
+}
+
+// One stage: its weights packed for the loops above (1x1: [C_in][C_out rounded up]; depthwise:
+// [KH KW][C rounded up]), the bias padded alike, both with a folded normalization.
+struct Stage {
+  bool depthwise = false;
+  int wIn = 1, bIn = 2, bnIn = 3;  // the node's inputs
+  std::optional<float> bnEpsilon;
+  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0};
+  FusedActivation act;
+  Clamp clamp{};
+  bool clampOnly = true;  // the activation is a clamp applied in the registers
+  int64_t cin = 0, cout = 0, kh = 1, kw = 1;
+  Floats w, b;
+  const void* wFrom = nullptr;  // the constant weights packed
+};
+
+}  // namespace
+
+void foldBatchNorm(const float* w, const float* bias, const float* scale, const float* shift,
+                   const float* mean, const float* var, float epsilon, int64_t oc, int64_t per,
+                   float* wOut, float* bOut) {
+  for (int64_t c = 0; c < oc; ++c) {
+    const float k = scale[c] / std::sqrt(var[c] + epsilon);
+    for (int64_t i = 0; i < per; ++i) wOut[c * per + i] = w[c * per + i] * k;
+    bOut[c] = ((bias ? bias[c] : 0.0f) - mean[c]) * k + shift[c];
+  }
+}
+
+bool CpuBackend::convChains() const {
+  return hostMemory() && avx512Usable();
+}
+
+namespace {
+
+class ConvChain : public Kernel {
+ public:
+  explicit ConvChain(const KernelInit& init) : init_(init) {
+    const fusion::Fused f = fusion::fusedOf(init.attrs);
+    residual_ = f.residual;
+    blockedX_ = fusion::Fused::listed(f.blockedInputs, 0);
+    Stage first;
+    first.bnEpsilon = f.bnEpsilon;
+    first.strides = init.attrs.getInts("strides", {1, 1});
+    first.pads = init.attrs.getInts("pads", {0, 0, 0, 0});
+    if (init.attrs.getString("auto_pad") == "VALID") first.pads = {0, 0, 0, 0};
+    first.act = FusedActivation(f);
+    first.depthwise = init.attrs.getInt("group", 1) > 1;
+    stages_.push_back(first);
+    for (size_t i = 0; i < f.chain.size(); ++i) {
+      const auto& c = f.chain[i];
+      Stage s;
+      s.wIn = fusion::Fused::chainInput(i, 0);
+      s.bIn = c.hasBias ? fusion::Fused::chainInput(i, 1) : -1;
+      s.bnIn = fusion::Fused::chainInput(i, 2);
+      s.bnEpsilon = c.bnEpsilon;
+      if (!c.window.strides.empty()) s.strides = c.window.strides;
+      if (!c.window.pads.empty()) s.pads = c.window.pads;
+      s.act = FusedActivation(c);
+      s.depthwise = c.group > 1;
+      stages_.push_back(s);
+    }
+    for (Stage& s : stages_) s.clampOnly = s.act.clamp(s.clamp.lo, s.clamp.hi);
+    constant_.assign(init.constantInputs.begin(), init.constantInputs.end());
+  }
+
+  Status compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() != DType::kFloat || x.rank() != 4)
+      return Status::error("the fused convolutions take a float32 4-D input, got " +
+                           std::string(dtypeName(x.dtype())) + " " + shapeToString(x.shape()) +
+                           "; run the session with fuse off");
+    DW_RETURN_IF_ERROR(pack(ctx, x.dim(1)));
+    const int64_t n = x.dim(0), h = x.dim(2), wd = x.dim(3);
+    // The widening, the depthwise filter and, where there is one, the narrowing.
+    if (stages_.size() < 2 || stages_[0].depthwise || !stages_[1].depthwise ||
+        (stages_.size() == 3 && stages_[2].depthwise) || stages_.size() > 3)
+      return Status::error(
+          "the fused convolutions are not a 1x1, a depthwise and an optional 1x1 one; run the "
+          "session with fuse off");
+    const Stage& a = stages_[0];
+    const Stage& d = stages_[1];
+    const Stage* p = stages_.size() == 3 ? &stages_[2] : nullptr;
+    DwGeometry g{h, wd, d.kh, d.kw, d.strides[0], d.strides[1], d.pads[0], d.pads[1], 0, 0, d.cout};
+    g.oh = (h + d.pads[0] + d.pads[2] - d.kh) / d.strides[0] + 1;
+    g.ow = (wd + d.pads[1] + d.pads[3] - d.kw) / d.strides[1] + 1;
+    if (h + d.pads[0] + d.pads[2] < d.kh || wd + d.pads[1] + d.pads[3] < d.kw)
+      return Status::error("the depthwise window " + std::to_string(d.kh) + "x" +
+                           std::to_string(d.kw) + " exceeds the padded input " +
+                           shapeToString(x.shape()));
+    const int64_t cOut = p ? p->cout : d.cout;
+    const Shape outShape{n, cOut, g.oh, g.ow};
+    const Tensor* res = residual_ ? &ctx.input(fusion::Fused::kResidualInput) : nullptr;
+    if (res && (res->dtype() != DType::kFloat || res->shape() != outShape))
+      return Status::error(
+          "the residual Add fused into these convolutions needs a float32 "
+          "tensor of the output's shape " +
+          shapeToString(outShape) + ", got " + shapeToString(res->shape()) +
+          "; run the session with fuse off");
+    // Y may take the residual's memory, unless the residual is also X, which later bands read.
+    DW_ALLOC(y, res && res->raw() != x.raw()
+                    ? ctx.outputReusing(0, fusion::Fused::kResidualInput, DType::kFloat, outShape)
+                    : ctx.output(0, DType::kFloat, outShape));
+    if (y->size() == 0) return Status();
+
+    const int64_t c0 = x.dim(1), c1 = d.cout, c1p = roundUp(c1);
+    // X in NHWC, or in nChw16c (only the widening reads it): a pixel's floats in a row of X,
+    // and how far apart its blocks of 16 channels lie.
+    if (blockedX_ && c0 % kV)
+      return Status::error("an nChw16c input needs channels in blocks of 16, got " +
+                           std::to_string(c0) + "; run the session with fuse off");
+    const int64_t xPix = blockedX_ ? kV : c0, xBlocks = blockedX_ ? h * wd * kV : kV;
+    // Output rows a band: the widened rows it needs within kBandBytes.
+    int64_t band = std::max<int64_t>(1, (kBandBytes / (wd * c1p * 4) - d.kh) / d.strides[0] + 1);
+    band = std::min(band, g.oh);
+    const int nt = std::max(1, omp_get_max_threads());
+    // Fewer images than threads: each image's rows are shared out, a band at least a part.
+    const int64_t perImage = n >= nt ? 1 : (nt + n - 1) / n;
+    band = std::min(band, (g.oh + perImage - 1) / perImage);
+    const int64_t parts = std::min<int64_t>(perImage, (g.oh + band - 1) / band);
+    const int64_t eRows = (band - 1) * d.strides[0] + d.kh;
+    const int64_t items = n * parts;
+    const int team = static_cast<int>(std::min<int64_t>(nt, items));
+    buffers_.resize(static_cast<size_t>(team));
+    const float* xd = x.data<float>();
+    const float* rd = res ? res->data<float>() : nullptr;
+    float* yd = y->data<float>();
+    const DwRowFn dwRowFn = dwRowFor(d.kh, d.kw);
+    const int64_t eRow = wd * c1p;  // a widened row's floats
+    auto run = [&](int tid, int64_t item) {
+      Buffers& buf = buffers_[static_cast<size_t>(tid)];
+      if (buf.e.size() < static_cast<size_t>(eRows * eRow))
+        buf.e.resize(static_cast<size_t>(eRows * eRow));
+      if (p && buf.d.size() < static_cast<size_t>(band * g.ow * c1p))
+        buf.d.resize(static_cast<size_t>(band * g.ow * c1p));
+      const int64_t img = item / parts, part = item % parts;
+      const int64_t r0 = g.oh * part / parts, r1 = g.oh * (part + 1) / parts;
+      const float* xi = xd + img * h * wd * c0;
+      int64_t eLo = 0, eHi = 0;  // the widened rows buf.e holds
+      for (int64_t oy = r0; oy < r1; oy += band) {
+        const int64_t oyEnd = std::min(oy + band, r1);
+        const int64_t lo = std::max<int64_t>(0, oy * g.sh - g.pt);
+        const int64_t hi = std::min(h, (oyEnd - 1) * g.sh - g.pt + g.kh);
+        int64_t from = lo;
+        if (eHi > lo && eLo <= lo) {
+          // The rows shared with the band before move to the buffer's start.
+          if (lo > eLo)
+            std::memmove(buf.e.data(), buf.e.data() + (lo - eLo) * eRow,
+                         static_cast<size_t>((eHi - lo) * eRow) * sizeof(float));
+          from = eHi;
+        }
+        if (hi > from) {
+          float* e = buf.e.data() + (from - lo) * eRow;
+          pointwise(xi + from * wd * xPix, xPix, xBlocks, (hi - from) * wd, c0, a.w.data(), c1p,
+                    a.b.data(), c1, e, c1p, nullptr, 0, a.clamp);
+          if (!a.clampOnly) a.act.applyHost(e, (hi - from) * eRow);
+        }
+        eLo = lo;
+        eHi = std::max(hi, from);
+        // The depthwise rows: into the buffer for the narrowing, else out.
+        float* dOut = p ? buf.d.data() : yd + ((img * g.oh + oy) * g.ow) * c1;
+        const int64_t ldOut = p ? c1p : c1;
+        for (int64_t r = oy; r < oyEnd; ++r)
+          dwRowFn(g, buf.e.data(), lo, eRow, c1p, d.w.data(), c1p, d.b.data(), r,
+                  dOut + (r - oy) * g.ow * ldOut, ldOut, d.clamp);
+        if (!d.clampOnly) d.act.applyHost(dOut, (oyEnd - oy) * g.ow * ldOut);
+        if (p) {
+          const int64_t at = (img * g.oh + oy) * g.ow * cOut;
+          pointwise(dOut, c1p, kV, (oyEnd - oy) * g.ow, c1, p->w.data(), roundUp(cOut), p->b.data(),
+                    cOut, yd + at, cOut, rd ? rd + at : nullptr, cOut, p->clamp);
+          if (!p->clampOnly) p->act.applyHost(yd + at, (oyEnd - oy) * g.ow * cOut);
+        }
+      }
+    };
+    if (team == 1) {
+      for (int64_t i = 0; i < items; ++i) run(0, i);
+    } else {
+#pragma omp parallel num_threads(team)
+      {
+        // Contiguous items a thread: its bands of one image follow each other.
+        const int tid = omp_get_thread_num(), size = omp_get_num_threads();
+        const int64_t i0 = items * tid / size, i1 = items * (tid + 1) / size;
+        for (int64_t i = i0; i < i1; ++i) run(tid, i);
+      }
+    }
+    return Status();
+  }
+
+ private:
+  struct Buffers {
+    Floats e, d;  // widened rows; depthwise output rows
+  };
+
+  bool isConstant(int input) const {
+    return input >= 0 && static_cast<size_t>(input) < constant_.size() && constant_[input];
+  }
+
+  // Checks each stage's weights against the channels flowing in and packs them (once, where
+  // they and a folded normalization are constants).
+  Status pack(KernelContext& ctx, int64_t channels) {
+    const std::string where = "the fused convolution stage ";
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      Stage& s = stages_[i];
+      if (!ctx.hasInput(s.wIn)) return Status::error(where + std::to_string(i) + " has no weights");
+      const Tensor& w = ctx.input(s.wIn);
+      const int64_t expectIn = s.depthwise ? 1 : channels;
+      if (w.dtype() != DType::kFloat || w.rank() != 4 || w.dim(1) != expectIn ||
+          (s.depthwise && w.dim(0) != channels) ||
+          (!s.depthwise && (w.dim(2) != 1 || w.dim(3) != 1)))
+        return Status::error(where + std::to_string(i) + ": weights " + shapeToString(w.shape()) +
+                             " do not fit " + std::to_string(channels) +
+                             " input channels; run the session with fuse off");
+      const bool hasBias = s.bIn >= 0 && ctx.hasInput(s.bIn);
+      if (hasBias &&
+          (ctx.input(s.bIn).dtype() != DType::kFloat || ctx.input(s.bIn).size() != w.dim(0)))
+        return Status::error(where + std::to_string(i) + ": the bias does not have " +
+                             std::to_string(w.dim(0)) + " float32 values");
+      bool constant = isConstant(s.wIn) && (!hasBias || isConstant(s.bIn));
+      const int64_t oc = w.dim(0), per = w.size() / std::max<int64_t>(1, oc);
+      if (s.bnEpsilon)
+        for (int k = 0; k < 4; ++k) {
+          if (!ctx.hasInput(s.bnIn + k) || ctx.input(s.bnIn + k).dtype() != DType::kFloat ||
+              ctx.input(s.bnIn + k).size() != oc)
+            return Status::error(where + std::to_string(i) +
+                                 ": the folded BatchNormalization needs float32 scale, B, mean "
+                                 "and var of " +
+                                 std::to_string(oc) + " values");
+          constant = constant && isConstant(s.bnIn + k);
+        }
+      s.cin = s.depthwise ? oc : channels;
+      s.cout = oc;
+      s.kh = w.dim(2);
+      s.kw = w.dim(3);
+      channels = oc;
+      if (constant && s.wFrom == w.raw()) continue;
+      // The weights with the normalization folded in, [C_out][per], then packed.
+      std::vector<float> folded(w.data<float>(), w.data<float>() + w.size());
+      std::vector<float> bias(static_cast<size_t>(oc), 0.0f);
+      if (hasBias) std::copy_n(ctx.input(s.bIn).data<float>(), oc, bias.begin());
+      if (s.bnEpsilon)
+        foldBatchNorm(w.data<float>(), hasBias ? ctx.input(s.bIn).data<float>() : nullptr,
+                      ctx.input(s.bnIn).data<float>(), ctx.input(s.bnIn + 1).data<float>(),
+                      ctx.input(s.bnIn + 2).data<float>(), ctx.input(s.bnIn + 3).data<float>(),
+                      *s.bnEpsilon, oc, per, folded.data(), bias.data());
+      const int64_t ocp = roundUp(oc);
+      s.b.assign(static_cast<size_t>(ocp), 0.0f);
+      std::copy(bias.begin(), bias.end(), s.b.begin());
+      if (s.depthwise) {
+        s.w.assign(static_cast<size_t>(s.kh * s.kw * ocp), 0.0f);
+        for (int64_t c = 0; c < oc; ++c)
+          for (int64_t t = 0; t < s.kh * s.kw; ++t) s.w[t * ocp + c] = folded[c * per + t];
+      } else {
+        s.w.assign(static_cast<size_t>(s.cin * ocp), 0.0f);
+        for (int64_t o = 0; o < oc; ++o)
+          for (int64_t c = 0; c < s.cin; ++c) s.w[c * ocp + o] = folded[o * per + c];
+      }
+      s.wFrom = constant ? w.raw() : nullptr;
+    }
+    return Status();
+  }
+
+  KernelInit init_;
+  bool residual_ = false;
+  bool blockedX_ = false;  // X in nChw16c (markNhwcChains), else NHWC
+  std::vector<Stage> stages_;
+  std::vector<bool> constant_;
+  std::vector<Buffers> buffers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> makeConvChain(const KernelInit& init) {
+  return std::unique_ptr<Kernel>(std::make_unique<ConvChain>(init));
+}
+
+}  // namespace dw::engine::onednn
