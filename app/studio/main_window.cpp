@@ -226,11 +226,29 @@ void MainWindow::createDocks() {
     dataDock->raise();
   });
   connect(training_, &TrainingPanel::weightsStateChanged, this, &MainWindow::updateTitle);
-  // A Fit across processes trains the project on disk: what the user sees must be in it.
+  // A Fit across processes trains the project on disk: what the user sees must be in it. Unsaved
+  // changes go into the user's file only when the user says so (a trial's edits were written
+  // over the project without a word).
   training_->saveForProcesses = [this]() -> QString {
     if (!currentFile_.isEmpty() && !hasUnsavedWork() && QFileInfo::exists(currentFile_))
       return currentFile_;
-    if (!currentFile_.isEmpty()) return saveTo(currentFile_) ? currentFile_ : QString();
+    if (!currentFile_.isEmpty()) {
+      if (interactive_) {
+        const int n = training_->processesBox()->value();
+        QMessageBox box(QMessageBox::Question, tr("Save before fitting in %1 processes?").arg(n),
+                        tr("The %1 processes train the project file, so %2 must first hold what "
+                           "you see here, your unsaved changes included.\n\nSave it and fit?")
+                            .arg(n)
+                            .arg(QFileInfo(currentFile_).fileName()),
+                        QMessageBox::NoButton, this);
+        QPushButton* go = box.addButton(tr("Save and Fit"), QMessageBox::AcceptRole);
+        box.addButton(QMessageBox::Cancel);
+        box.setDefaultButton(go);
+        box.exec();
+        if (box.clickedButton() != go) return QString();
+      }
+      return saveTo(currentFile_) ? currentFile_ : QString();
+    }
     if (!interactive_) return QString();
     return saveAs(tr("Save the project to fit it in %1 processes")
                       .arg(training_->processesBox()->value()))

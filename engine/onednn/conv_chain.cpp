@@ -22,10 +22,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <new>
 #include <vector>
 
 #include "engine/fusion/fused.h"
+#include "engine/kernels/common.h"
 #include "engine/onednn/fused_activation.h"
 #include "engine/onednn/grad_common.h"
 #include "engine/onednn/onednn_backend.h"
@@ -47,23 +47,6 @@ constexpr int64_t kBandBytes = 256 * 1024;
 int64_t roundUp(int64_t v) {
   return (v + kV - 1) / kV * kV;
 }
-
-// Vectors on cache lines: a 64-byte load from a pointer only 16-byte aligned (std::vector's)
-// spans two lines, and the loops here load packed weights and the band buffers at whole-vector
-// offsets from their start.
-template <class T>
-struct LineAligned {
-  using value_type = T;
-  LineAligned() = default;
-  template <class U>
-  LineAligned(const LineAligned<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64)));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  bool operator==(const LineAligned&) const { return true; }
-};
-using Floats = std::vector<float, LineAligned<float>>;
 
 // Lanes [0, n) of a vector, n in 1..16.
 inline __mmask16 lanes(int64_t n) {
@@ -311,7 +294,7 @@ struct Stage {
   Clamp clamp{};
   bool clampOnly = true;  // the activation is a clamp applied in the registers
   int64_t cin = 0, cout = 0, kh = 1, kw = 1;
-  Floats w, b;
+  LineFloats w, b;
   const void* wFrom = nullptr;  // the constant weights packed
 };
 
@@ -488,7 +471,7 @@ class ConvChain : public Kernel {
 
  private:
   struct Buffers {
-    Floats e, d;  // widened rows; depthwise output rows
+    LineFloats e, d;  // widened rows; depthwise output rows
   };
 
   bool isConstant(int input) const {

@@ -291,7 +291,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
                     const float* bias, const float* P, const Act* acts, std::vector<float>& hPrev,
                     std::vector<float>& cPrev, YAt yAt) {
     const int64_t GH = 4 * H, per = (H + nt - 1) / nt;
-    std::vector<float>& rts = rts_[d];
+    LineFloats& rts = rts_[d];
     if (rts.size() != static_cast<size_t>(GH * H) || rtsThreads_[d] != nt || rtsFrom_[d] != rt ||
         !rtsValid_[d]) {
       rts.assign(GH * H, 0.0f);
@@ -314,7 +314,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       // take the blocks round-robin (each thread took the block of its number, and the blocks
       // of missing threads were never computed).
       const int tid = omp_get_thread_num(), team = omp_get_num_threads();
-      std::vector<float> g(static_cast<size_t>(std::max<int64_t>(1, B * 4 * per)));
+      LineFloats g(static_cast<size_t>(std::max<int64_t>(1, B * 4 * per)));
       for (int64_t s = 0; s < T; ++s) {
         const float* hIn = bufs[s & 1];
         float* hOut = bufs[(s + 1) & 1];
@@ -498,11 +498,11 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
   std::map<std::vector<int64_t>, Entry> cache_;
   onednn::Bindings bind_;
   bool constR_;                   // R is an initializer
-  std::vector<float> rt_;         // [D][H][G*H]: R transposed, for small batches
+  LineFloats rt_;                 // [D][H][G*H]: R transposed, for small batches
   const void* rtFrom_ = nullptr;  // the constant R that rt_ holds
   // Per direction: rt_'s columns regrouped by thread for runUnitSplit, and what they came from
   // (rtsValid_ is cleared whenever rt_ is rebuilt).
-  std::vector<float> rts_[2];
+  LineFloats rts_[2];
   int rtsThreads_[2] = {0, 0};
   const float* rtsFrom_[2] = {nullptr, nullptr};
   bool rtsValid_[2] = {false, false};

@@ -25,6 +25,7 @@
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QMessageBox>
 #include <QTimer>
 #include <QToolButton>
 #include <QTreeWidget>
@@ -1948,6 +1949,43 @@ class StudioTest : public QObject {
     QVERIFY(waitIdle(panel));
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     QVERIFY(panel->seriesPoints("train loss") > 0);
+  }
+
+  // Processes 2 with unsaved edits: the processes train the file, so Fit asks before writing
+  // the edits into it; Cancel leaves the file as it was and starts nothing.
+  void fitAcrossProcessesAsksBeforeSavingEdits() {
+    if (QStandardPaths::findExecutable("mpirun").isEmpty()) QSKIP("no mpirun on PATH");
+    if (qEnvironmentVariableIsEmpty("DEEPWIRE_CLI"))
+      qputenv("DEEPWIRE_CLI", QByteArray(DW_BINARY_DIR "/app/cli/deepwire"));
+    if (dw::studio::findDeepwireCli().isEmpty()) QSKIP("no deepwire command built");
+    QTemporaryDir dir;
+    MainWindow w(true);
+    buildRegression(w, dir.path(), 64, true);
+    auto* panel = w.training();
+    const auto toOne = qScopeGuard([panel] { panel->processesBox()->setValue(1); });
+    const QString file = dir.filePath("fit.dwproj");
+    QVERIFY(w.saveTo(file));
+    auto bytes = [&] {
+      QFile f(file);
+      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    };
+    const QByteArray saved = bytes();
+    const dw::NodeId hidden = findByName(w.model()->graph(), "hidden");
+    QVERIFY(w.model()->rename(hidden, "edited").ok());
+    panel->processesBox()->setValue(2);
+    QString asked;
+    QTimer::singleShot(200, [&asked] {
+      if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+        asked = box->text();
+        box->reject();
+      }
+    });
+    panel->fitButton()->click();
+    QVERIFY2(asked.contains("fit.dwproj") && asked.contains("unsaved"), qPrintable(asked));
+    QVERIFY(!panel->busy());
+    QVERIFY2(panel->lastError().contains("not saved"), qPrintable(panel->lastError()));
+    QCOMPARE(bytes(), saved);
+    QVERIFY(!w.model()->undoStack()->isClean());
   }
 
   // Processes 2: Fit saves the project, runs mpirun -np 2 deepwire train --distributed on it,
