@@ -43,6 +43,10 @@ using namespace dw::engine::training;
 
 namespace {
 
+// How often a running Fit's steps go to the charts: a tiny model steps far faster than a chart
+// can usefully redraw.
+constexpr int kDrawEveryMs = 40;
+
 // What Eval Step and Fit evaluate (LoadedData::evaluation): the validation data where the
 // dataset has some, else its test data. Charts and summaries call it by that name.
 QString evalSetName(const DatasetSpec& d) {
@@ -507,7 +511,8 @@ void TrainingWorker::run(const JobRequest& req) {
     pending.push_back({qint64(trainer_->counters().trainSteps), info.result.totalLoss(),
                        headlineMetric(info.result.batchMetrics)});
     const auto now = Clock::now();
-    if (now - lastPost < std::chrono::milliseconds(40) && info.batch + 1 < info.batchesPerEpoch)
+    if (now - lastPost < std::chrono::milliseconds(kDrawEveryMs) &&
+        info.batch + 1 < info.batchesPerEpoch)
       return;
     lastPost = now;
     const double done = (info.epoch - firstEpoch) +
@@ -570,6 +575,9 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
   thread_.setObjectName(QStringLiteral("training"));
   thread_.start();
+  processDraw_ = new QTimer(this);
+  processDraw_->setSingleShot(true);
+  connect(processDraw_, &QTimer::timeout, this, &TrainingPanel::drawProcessSteps);
 
   // --- Settings column ---
   // One source of truth: the Accelerator node when the canvas has one (the dock edits it), and
@@ -1581,6 +1589,8 @@ void TrainingPanel::startProcessFit() {
   runFirstStep_ = -1;
   runInfo_.clear();
   stdout_.clear();
+  processSteps_.clear();
+  processDrawn_.invalidate();
   stderr_.clear();
   runStarted_ = stopRequested_ = stopSent_ = false;
   // The axes carry on from the last point, as a rebuilt trainer's do.
@@ -1643,8 +1653,17 @@ void TrainingPanel::startProcessFit() {
   pendingWarning_.clear();
   setBusy(true);
   progress_->setValue(0);
-  result_->setText(
-      tr("<b>Fit in %1 processes</b>: %2").arg(n).arg(processCommand_.toHtmlEscaped()));
+  // What runs, in words; the whole command (a user trial found it filling the dock) is in the
+  // tooltip, to copy into a terminal.
+  result_->setText(tr("<b>Fit in %1 processes</b>: %2 of %3, global batch %4 (%5 a process) "
+                      "&mdash; the mpirun command is in this line's tooltip")
+                       .arg(n)
+                       .arg(count(runEpochs_, tr("%1 epoch"), tr("%1 epochs")))
+                       .arg(QFileInfo(project).fileName().toHtmlEscaped())
+                       .arg(runBatch_)
+                       .arg(runBatch_ % n
+                                ? QStringLiteral("%1-%2").arg(runBatch_ / n).arg(runBatch_ / n + 1)
+                                : QString::number(runBatch_ / n)));
   result_->setToolTip(processCommand_);
   emit statusMessage(tr("Fitting %1 in %2 processes…")
                          .arg(count(runEpochs_, tr("%1 epoch"), tr("%1 epochs")))
@@ -1655,22 +1674,34 @@ void TrainingPanel::startProcessFit() {
 void TrainingPanel::readProcessOutput() {
   if (!process_) return;
   stdout_ += process_->readAllStandardOutput();
-  // Rank 0's --json lines: one per step (--json-steps), drawn a read at a time, and one per
-  // epoch; the other ranks print none.
-  std::vector<StepPoint> points;
-  for (qsizetype nl; (nl = stdout_.indexOf('\n')) >= 0;) {
-    const QByteArray line = stdout_.left(nl).trimmed();
-    stdout_.remove(0, nl + 1);
+  // Rank 0's --json lines: one per step (--json-steps), drawn in bunches, and one per epoch;
+  // the other ranks print none.
+  qsizetype from = 0;
+  for (qsizetype nl; (nl = stdout_.indexOf('\n', from)) >= 0; from = nl + 1) {
+    const QByteArray line = stdout_.mid(from, nl - from).trimmed();
     if (!line.startsWith('{')) continue;
     const QJsonDocument doc = QJsonDocument::fromJson(line);
-    if (!doc.isObject() || takeProcessStep(doc.object(), points)) continue;
+    if (!doc.isObject() || takeProcessStep(doc.object(), processSteps_)) continue;
     if (doc.object().contains(QStringLiteral("epoch"))) {
-      if (!points.empty()) onSteps(points, runSamplesPerSec_, progress_->value() / 1000.0, false);
-      points.clear();
+      drawProcessSteps();  // the epoch's evaluation goes after its steps
       onProcessEpoch(doc.object());
     }
   }
-  if (!points.empty()) onSteps(points, runSamplesPerSec_, progress_->value() / 1000.0, false);
+  stdout_.remove(0, from);
+  if (processSteps_.empty()) return;
+  if (!processDrawn_.isValid() || processDrawn_.elapsed() >= kDrawEveryMs) {
+    drawProcessSteps();
+  } else if (!processDraw_->isActive()) {
+    processDraw_->start(int(kDrawEveryMs - processDrawn_.elapsed()));
+  }
+}
+
+void TrainingPanel::drawProcessSteps() {
+  processDraw_->stop();
+  processDrawn_.start();
+  if (processSteps_.empty()) return;
+  onSteps(processSteps_, runSamplesPerSec_, progress_->value() / 1000.0, false);
+  processSteps_.clear();
 }
 
 bool TrainingPanel::takeProcessStep(const QJsonObject& line, std::vector<StepPoint>& points) {
@@ -1774,6 +1805,8 @@ void TrainingPanel::abandonProcessFit() {
     p->waitForFinished(3000);
   }
   delete p;
+  processDraw_->stop();
+  processSteps_.clear();
   runDir_.reset();
   runGraph_.reset();
   setBusy(false);
@@ -1886,15 +1919,19 @@ void TrainingPanel::forgetTrainer() {
 
 void TrainingPanel::onProcessFinished(int code, QProcess::ExitStatus status) {
   readProcessOutput();
+  drawProcessSteps();
   readProcessErrors();
   QProcess* p = process_;
   process_ = nullptr;
   if (p) p->deleteLater();
   std::unique_ptr<QTemporaryDir> dir = std::move(runDir_);  // removed on return unless kept
   const QString trained = dir ? dir->filePath(QStringLiteral("trained.dwproj")) : QString();
-  // 130: interrupted (Stop), every process after the same step, with the weights so far saved.
+  // Stopped: every process after the same step, with the weights so far saved; the processes
+  // exit 0 on the SIGUSR1 Stop sends (130 on the SIGTERM of a second Stop). A run that ended
+  // as Stop was pressed has all its epochs.
   const bool stopped = (stopSent_ || stopRequested_) &&
-                       (code == 130 || status == QProcess::CrashExit) && QFileInfo::exists(trained);
+                       (code == 0 || code == 130 || status == QProcess::CrashExit) &&
+                       runEpochsDone_ < runEpochs_ && QFileInfo::exists(trained);
   if (!(status == QProcess::NormalExit && code == 0) && !stopped) {
     runGraph_.reset();
     return onFinished(processError(code), QString());

@@ -17,6 +17,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QThread>
+#include <QTimer>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -314,8 +315,16 @@ class TrainingPanel : public QWidget {
   std::unique_ptr<QTemporaryDir> runDir_;      // the trained project the run writes
   std::shared_ptr<const dw::Graph> runGraph_;  // the document as the run read it
   QString processCommand_;
-  QString runCli_;           // the deepwire command the run started
-  QByteArray stdout_;        // rank 0's output not yet split into lines
+  QString runCli_;     // the deepwire command the run started
+  QByteArray stdout_;  // rank 0's output not yet split into lines
+  // Step lines read but not yet charted: drawn at most every kDrawEveryMs, as the studio's own
+  // Fit draws. Charting each read as it came (a few lines each, a thousand a second for the
+  // MLP) kept the event loop so busy that Stop took 1.8 s to be seen, and the run itself
+  // slowed, waiting on its full output pipe.
+  std::vector<StepPoint> processSteps_;
+  QElapsedTimer processDrawn_;
+  QTimer* processDraw_ = nullptr;  // the last bunch, where no line follows it soon
+  void drawProcessSteps();
   QString stderr_;           // the run's stderr (its last 64 KiB)
   QString runInfo_;          // the CLI's "distributed: N processes ..." line
   bool runStarted_ = false;  // every process has its signal handlers (the info line came)

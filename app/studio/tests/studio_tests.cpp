@@ -15,6 +15,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLogValueAxis>
+#include <QMessageBox>
 #include <QMimeData>
 #include <QRegularExpression>
 #include <QScopeGuard>
@@ -25,7 +26,6 @@
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QMessageBox>
 #include <QTimer>
 #include <QToolButton>
 #include <QTreeWidget>
