@@ -153,16 +153,19 @@ DW_AVX512 void pointwise(const float* x, int64_t ldx, int64_t kbs, int64_t M, in
     const int nr = static_cast<int>((width + kV - 1) / kV);
     const __mmask16 last = lanes(width - (nr - 1) * kV);
     const float* r = res ? res + j0 : nullptr;
-    // Tiles of 24 accumulators at most, as tall as the width allows.
+    // Tiles of at most 24 accumulators. Taller ones for the narrower widths ran out of
+    // registers: GCC kept 12 x 2's weight vectors on the stack and read them back for every
+    // multiply-add (8 x 2 took mobilenet_v2 from 1.98 to 1.77 ms at batch 1 and from 14.7 to
+    // 12.8 at batch 8).
     switch (nr) {
       case 4:
         pwColumns<6, 4>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
         break;
       case 3:
-        pwColumns<8, 3>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
+        pwColumns<6, 3>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
         break;
       case 2:
-        pwColumns<12, 2>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
+        pwColumns<8, 2>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
         break;
       default:
         pwColumns<14, 1>(x, ldx, kbs, M, K, w + j0, ldw, bias + j0, y + j0, ldy, r, ldr, last, c);
