@@ -35,25 +35,30 @@ class Mpi : public Communicator {
                   MPI_CHAR, MPI_COMM_WORLD);
     for (int r = 0; r < size_; ++r)
       hosts_.emplace_back(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    // Its own communicator, so that no probe is ever matched against the training's traffic.
+    MPI_Comm_dup(MPI_COMM_WORLD, &probes_);
+    MPI_Comm_set_errhandler(probes_, MPI_ERRORS_RETURN);
     if (progressThread) progress_ = std::thread([this] { driveSums(); });
   }
   ~Mpi() override {
-    if (!progress_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      stop_ = true;
+    if (progress_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        stop_ = true;
+      }
+      started_.notify_one();
+      progress_.join();
     }
-    started_.notify_one();
-    progress_.join();
+    // probes_ goes with MPI_Finalize: freeing it is collective, and the processes end apart.
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::vector<std::string>& hosts() const override { return hosts_; }
   Status allreduceSum(float* data, int64_t count) override {
-    return reduce(data, count, MPI_FLOAT, sizeof(float));
+    return reduce(data, count, MPI_FLOAT, sizeof(float), "gradient sum");
   }
   Status allreduceSum(double* data, int64_t count) override {
-    return reduce(data, count, MPI_DOUBLE, sizeof(double));
+    return reduce(data, count, MPI_DOUBLE, sizeof(double), "sum of the step's losses and counts");
   }
   Status broadcast(void* data, int64_t bytes, int root) override {
     auto* p = static_cast<char*>(data);
@@ -126,7 +131,7 @@ class Mpi : public Communicator {
 
  private:
   // MPI counts are ints: large buffers go in chunks.
-  Status reduce(void* data, int64_t count, MPI_Datatype type, size_t elem) {
+  Status reduce(void* data, int64_t count, MPI_Datatype type, size_t elem, const char* what) {
     auto* p = static_cast<char*>(data);
     for (int64_t done = 0; done < count;) {
       const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX / 8));
@@ -136,7 +141,7 @@ class Mpi : public Communicator {
                                    MPI_SUM, MPI_COMM_WORLD, &req);
       lock.unlock();
       if (e != MPI_SUCCESS) return Status::error(mpiError("allreduce", e));
-      DW_RETURN_IF_ERROR(wait(req, "gradient sum"));
+      DW_RETURN_IF_ERROR(wait(req, what));
       done += n;
     }
     return Status();
@@ -162,15 +167,44 @@ class Mpi : public Communicator {
   }
 
   // Between two polls of a wait that started `waited` ago: an error past the timeout, else a
-  // pause fitting the wait.
-  Status pause(std::chrono::steady_clock::duration waited, int polls, const char* what) const {
+  // pause fitting the wait. Meanwhile it answers the other processes' probes (probeSilent).
+  Status pause(std::chrono::steady_clock::duration waited, int polls, const char* what) {
+    using Clock = std::chrono::steady_clock;
+    const auto now = Clock::now();
+    // A gap between two polls of one wait, which pause for 200 us at most, means this process
+    // itself did not run (SIGSTOP, a debugger, a starved machine): when it wakes past the
+    // timeout, the others are not to blame.
+    const double gap = polls > 0 ? std::chrono::duration<double>(now - lastPoll_).count() : 0.0;
+    lastPoll_ = now;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      answerProbes();
+    }
     const double seconds = std::chrono::duration<double>(waited).count();
-    if (seconds > timeout_)
-      return Status::error(
-          std::string("the other processes did not complete the ") + what + " within " +
-          std::to_string(static_cast<int>(timeout_)) +
-          " s: one of them stopped, hung or lost its connection (see the other ranks' "
-          "messages; --distributed-timeout sets this limit)");
+    if (seconds > timeout_) {
+      const std::string limit = " (--distributed-timeout sets this limit)";
+      if (gap > 1.0)
+        return Status::error("this process stood still for " + std::to_string(int(gap + 0.5)) +
+                             " s (stopped, or starved of the processor) in the " + what +
+                             ", and the others gave up on it after " +
+                             std::to_string(static_cast<int>(timeout_)) + " s" + limit);
+      const std::vector<int> silent = probeSilent();
+      std::string who;
+      for (int r : silent)
+        who += (who.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " on " +
+               hosts_[static_cast<size_t>(r)];
+      if (!who.empty())
+        return Status::error(std::string("the ") + what + " did not complete within " +
+                             std::to_string(static_cast<int>(timeout_)) + " s, and " + who +
+                             (silent.size() > 1 ? " do" : " does") +
+                             " not answer: stopped, hung, lost its connection or still computing" +
+                             limit);
+      return Status::error(std::string("the ") + what + " did not complete within " +
+                           std::to_string(static_cast<int>(timeout_)) +
+                           " s although every process answers: they are out of step (a "
+                           "process that left the run's loop, or a different run)" +
+                           limit);
+    }
     // MPI moves a message along only inside its calls, so a long message needs frequent
     // polls; yielding lets another process sharing the core compute meanwhile. A wait of
     // seconds (the others are still computing, or something is wrong) polls more gently.
@@ -179,6 +213,62 @@ class Mpi : public Communicator {
     else if (polls > 2000)
       std::this_thread::yield();
     return Status();
+  }
+
+  // Probes on probes_: a waiting process answers them between its polls, so after a timeout
+  // the processes that do not answer within kProbeWait are the ones to name. Holding mpi_.
+  static constexpr int kProbeTag = 1, kAnswerTag = 2;
+  void answerProbes() {
+    static const int kOne = 1;
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kProbeTag, probes_, &flag, &st) != MPI_SUCCESS || !flag)
+        return;
+      int v = 0;
+      MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, kProbeTag, probes_, MPI_STATUS_IGNORE);
+      MPI_Request r;
+      if (MPI_Isend(&kOne, 1, MPI_INT, st.MPI_SOURCE, kAnswerTag, probes_, &r) == MPI_SUCCESS)
+        MPI_Request_free(&r);
+    }
+  }
+  std::vector<int> probeSilent() {
+    using Clock = std::chrono::steady_clock;
+    static const int kOne = 1;
+    const auto kProbeWait = std::chrono::milliseconds(std::min(3000, int(timeout_ * 500) + 1));
+    std::vector<int> answers(static_cast<size_t>(size_), 0);
+    std::vector<MPI_Request> recvs(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+    std::unique_lock<std::mutex> lock(mpi_);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      MPI_Irecv(&answers[static_cast<size_t>(r)], 1, MPI_INT, r, kAnswerTag, probes_,
+                &recvs[static_cast<size_t>(r)]);
+      MPI_Request s;
+      if (MPI_Isend(&kOne, 1, MPI_INT, r, kProbeTag, probes_, &s) == MPI_SUCCESS)
+        MPI_Request_free(&s);
+    }
+    std::vector<int> silent;
+    const auto deadline = Clock::now() + kProbeWait;
+    for (;;) {
+      answerProbes();
+      silent.clear();
+      for (int r = 0; r < size_; ++r) {
+        MPI_Request& q = recvs[static_cast<size_t>(r)];
+        if (q == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+        if (!done) silent.push_back(r);
+      }
+      if (silent.empty() || Clock::now() > deadline) break;
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.lock();
+    }
+    for (int r : silent) {
+      MPI_Cancel(&recvs[static_cast<size_t>(r)]);
+      MPI_Request_free(&recvs[static_cast<size_t>(r)]);
+    }
+    return silent;
   }
 
   // Tests the first started sum, which drives MPI's progress for all of them. Holding mpi_.
@@ -216,6 +306,8 @@ class Mpi : public Communicator {
 
   double timeout_;
   double waited_ = 0;
+  MPI_Comm probes_ = MPI_COMM_NULL;                 // a duplicate of the world for probeSilent
+  std::chrono::steady_clock::time_point lastPoll_;  // pause's previous call
   // Every MPI call after construction holds mpi_ (MPI_THREAD_SERIALIZED: one call at a time).
   std::mutex mpi_;
   std::condition_variable started_;  // a sum was started, or stop_

@@ -760,7 +760,9 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
                                       std::to_string(counters.batchInEpoch + 1));
       if (dp) {
         auto stop = reduceStep(*r, globalSamples, cancel && cancel->load());
-        if (!stop) return stop.status();
+        if (!stop)
+          return stop.status().withContext("epoch " + std::to_string(counters.epoch + 1) +
+                                           ", batch " + std::to_string(counters.batchInEpoch + 1));
         stopAll = stop.value();
       }
       // A NaN or infinite loss does not come back (its gradients carry it into every weight),
