@@ -114,6 +114,20 @@ std::vector<std::vector<size_t>> findConvChains(
     if (!endsWell()) chain.pop_back();
     if (chain.size() < 2 || !endsWell() || !pays(chain)) continue;
     for (size_t k : chain) taken[k] = true;
+    // Squeeze-excitation after the depthwise stage averages its output over the planes: the
+    // kernel sums the rows as it writes them, instead of a GlobalAveragePool reading the
+    // tensor back (efficientnet_b0: 17 such nodes).
+    if (chain.size() == 2) {
+      auto it = readers.find(nodes[chain.back()].first.output(0));
+      if (it != readers.end())
+        for (const auto& [r, input] : it->second)
+          if (input == 0 && isOp(nodes[r].first, "", "GlobalAveragePool") &&
+              nodes[r].first.output_size() == 1 && it->second.size() > 1) {
+            chain.push_back(r);
+            taken[r] = true;
+            break;
+          }
+    }
     chains.push_back(std::move(chain));
   }
   return chains;
@@ -123,10 +137,12 @@ void fuseConvChains(PlanNodes& nodes, const std::vector<std::vector<size_t>>& ch
   std::vector<bool> removed(nodes.size(), false);
   for (const auto& chain : chains) {
     onnx::NodeProto& first = nodes[chain.front()].first;
-    const onnx::NodeProto& last = nodes[chain.back()].first;
+    const bool pooled = isOp(nodes[chain.back()].first, "", "GlobalAveragePool");
+    const size_t stages = chain.size() - (pooled ? 1 : 0);
+    const onnx::NodeProto& last = nodes[chain[stages - 1]].first;
     // The residual first: setResidual puts it at its own index, before the stages' inputs.
     if (fusedOf(last).residual) setResidual(first, last.input(Fused::kResidualInput));
-    for (size_t k = 1; k < chain.size(); ++k) {
+    for (size_t k = 1; k < stages; ++k) {
       const onnx::NodeProto& n = nodes[chain[k]].first;
       const Fused f = fusedOf(n);
       ChainStage s;
@@ -151,6 +167,10 @@ void fuseConvChains(PlanNodes& nodes, const std::vector<std::vector<size_t>>& ch
     *first.mutable_output(0) = last.output(0);
     clearOutputMarks(first);
     markOutput(first, Layout::kNhwc, 0);
+    if (pooled) {
+      setMeanOutput(first, nodes[chain.back()].first.output(0));
+      removed[chain.back()] = true;
+    }
   }
   dropRemoved(nodes, removed);
 }

@@ -32,6 +32,7 @@ constexpr const char* kNhwcInputs = "__dw_nhwc_inputs";
 constexpr const char* kNhwcOutputs = "__dw_nhwc_outputs";
 // A chain's stage i: kChain + its number + one of the suffixes.
 constexpr const char* kChainStages = "__dw_chain_stages";
+constexpr const char* kMeanOutput = "__dw_mean_output";
 constexpr const char* kChain = "__dw_chain";
 const char* const kStageKernel = "_kernel";
 const char* const kStageStrides = "_strides";
@@ -108,6 +109,7 @@ Fused fusedOf(const Attributes& a) {
   f.blockedOutputs = a.getInts(kBlockedOutputs);
   f.nhwcInputs = a.getInts(kNhwcInputs);
   f.nhwcOutputs = a.getInts(kNhwcOutputs);
+  f.meanOutput = a.getInt(kMeanOutput, 0) != 0;
   const int64_t stages = a.getInt(kChainStages, 0);
   for (int64_t i = 0; i < stages; ++i) {
     ChainStage s;
@@ -214,6 +216,12 @@ void appendChainStage(onnx::NodeProto& n, const ChainStage& s,
   while (n.input_size() < Fused::chainInput(i, 0)) n.add_input("");
   for (int k = 0; k < Fused::kChainInputs; ++k)
     n.add_input(k < static_cast<int>(inputs.size()) ? inputs[k] : "");
+}
+
+void setMeanOutput(onnx::NodeProto& n, const std::string& value) {
+  while (n.output_size() < 1) n.add_output("");
+  n.add_output(value);
+  replace(n, kMeanOutput, [&] { addIntAttr(n, kMeanOutput, 1); });
 }
 
 void clearOutputMarks(onnx::NodeProto& n) {

@@ -69,6 +69,9 @@ struct Fused {
   // node's output and its residual are the last stage's; its activation and BatchNormalization
   // stay its own convolution's.
   std::vector<ChainStage> chain;
+  // Output 1 holds the per-channel mean of output 0 over its planes ([N, C, 1, 1]): the
+  // GlobalAveragePool of squeeze-excitation, taken while the chain writes output 0.
+  bool meanOutput = false;
   static constexpr int kChainInput = 8, kChainInputs = 6;  // W, B, scale, B, mean, var
   static int chainInput(size_t stage, int k) {
     return kChainInput + static_cast<int>(stage) * kChainInputs + k;
@@ -117,6 +120,7 @@ void appendChainStage(onnx::NodeProto& n, const ChainStage& stage,
                       const std::vector<std::string>& inputs);
 enum class Layout { kBlocked, kNhwc };
 void clearOutputMarks(onnx::NodeProto& n);
+void setMeanOutput(onnx::NodeProto& n, const std::string& value);  // adds output 1
 void markInput(onnx::NodeProto& n, Layout layout, int64_t index);
 void markOutput(onnx::NodeProto& n, Layout layout, int64_t index);
 

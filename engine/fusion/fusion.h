@@ -42,7 +42,8 @@ void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueType
                     bool convChains = false);
 // conv_chains.cpp, for markNhwcChains: the chains (node indices, in order) whose input, output
 // and intermediate values `nhwc` accepts, each intermediate read by the next stage alone; and
-// their fusion into the first node of each.
+// their fusion into the first node of each. A chain that ends at its depthwise stage may end
+// with a GlobalAveragePool of its output too, which the fusion takes in (Fused::meanOutput).
 std::vector<std::vector<size_t>> findConvChains(
     const PlanNodes& nodes, const ValueTypes& types,
     const std::function<bool(const std::string&)>& nhwc);

@@ -172,7 +172,9 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   // A fused chain of convolutions (conv_chains.cpp) writes NHWC only (it reads either).
   const auto chains =
       convChains ? findConvChains(nodes, types, nhwc) : std::vector<std::vector<size_t>>{};
-  for (const auto& chain : chains) blockedGroup[find(nodes[chain.back()].first.output(0))] = false;
+  for (const auto& chain : chains)
+    for (size_t k : chain)  // the last convolution's output matters; the others vanish
+      if (isOp(nodes[k].first, "", "Conv")) blockedGroup[find(nodes[k].first.output(0))] = false;
   auto layoutOf = [&](const std::string& v) {
     auto it = blockedGroup.find(find(v));
     return it != blockedGroup.end() && it->second ? Layout::kBlocked : Layout::kNhwc;

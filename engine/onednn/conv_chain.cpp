@@ -174,6 +174,17 @@ DW_AVX512 void pointwise(const float* x, int64_t ldx, int64_t kbs, int64_t M, in
   }
 }
 
+// sums[c] += rows[r][c] for `rows` rows of C values, `ld` floats apart.
+DW_AVX512 void addColumns(const float* rows, int64_t count, int64_t C, int64_t ld, float* sums) {
+  for (int64_t c0 = 0; c0 < C; c0 += kV) {
+    const __mmask16 m = lanes(C - c0);
+    __m512 acc = _mm512_maskz_loadu_ps(m, sums + c0);
+    for (int64_t r = 0; r < count; ++r)
+      acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, rows + r * ld + c0));
+    _mm512_mask_storeu_ps(sums + c0, m, acc);
+  }
+}
+
 // The depthwise geometry: input H x W, window KH x KW, strides, top and left padding.
 struct DwGeometry {
   int64_t h, w, kh, kw, sh, sw, pt, pl, oh, ow, c;
@@ -324,6 +335,7 @@ class ConvChain : public Kernel {
   explicit ConvChain(const KernelInit& init) : init_(init) {
     const fusion::Fused f = fusion::fusedOf(init.attrs);
     residual_ = f.residual;
+    meanOut_ = f.meanOutput;
     blockedX_ = fusion::Fused::listed(f.blockedInputs, 0);
     Stage first;
     first.bnEpsilon = f.bnEpsilon;
@@ -387,6 +399,12 @@ class ConvChain : public Kernel {
     DW_ALLOC(y, res && res->raw() != x.raw()
                     ? ctx.outputReusing(0, fusion::Fused::kResidualInput, DType::kFloat, outShape)
                     : ctx.output(0, DType::kFloat, outShape));
+    if (meanOut_ && p)
+      return Status::error(
+          "the per-channel mean fused into these convolutions needs a chain that ends at its "
+          "depthwise stage; run the session with fuse off");
+    Tensor* mean = meanOut_ ? ctx.output(1, DType::kFloat, Shape{n, cOut, 1, 1}) : nullptr;
+    if (meanOut_ && !mean) return ctx.status();
     if (y->size() == 0) return Status();
 
     const int64_t c0 = x.dim(1), c1 = d.cout, c1p = roundUp(c1);
@@ -408,6 +426,7 @@ class ConvChain : public Kernel {
     const int64_t items = n * parts;
     const int team = static_cast<int>(std::min<int64_t>(nt, items));
     buffers_.resize(static_cast<size_t>(team));
+    if (meanOut_) sums_.assign(static_cast<size_t>(items * c1p), 0.0);
     const float* xd = x.data<float>();
     const float* rd = res ? res->data<float>() : nullptr;
     float* yd = y->data<float>();
@@ -450,6 +469,13 @@ class ConvChain : public Kernel {
           dwRowFn(g, buf.e.data(), lo, eRow, c1p, d.w.data(), c1p, d.b.data(), r,
                   dOut + (r - oy) * g.ow * ldOut, ldOut, d.clamp);
         if (!d.clampOnly) d.act.applyHost(dOut, (oyEnd - oy) * g.ow * ldOut);
+        if (meanOut_) {
+          // A band's sums in float, added up in double.
+          buf.band.assign(static_cast<size_t>(c1p), 0.0f);
+          addColumns(dOut, (oyEnd - oy) * g.ow, c1, ldOut, buf.band.data());
+          double* into = sums_.data() + item * c1p;
+          for (int64_t c = 0; c < c1; ++c) into[c] += buf.band[static_cast<size_t>(c)];
+        }
         if (p) {
           const int64_t at = (img * g.oh + oy) * g.ow * cOut;
           pointwise(dOut, c1p, kV, (oyEnd - oy) * g.ow, c1, p->w.data(), roundUp(cOut), p->b.data(),
@@ -469,12 +495,25 @@ class ConvChain : public Kernel {
         for (int64_t i = i0; i < i1; ++i) run(tid, i);
       }
     }
+    if (meanOut_) {
+      // An image's parts added in order: the same sums whatever the thread count splits.
+      const double planes = static_cast<double>(g.oh * g.ow);
+      float* m = mean->data<float>();
+      for (int64_t img = 0; img < n; ++img)
+        for (int64_t c = 0; c < c1; ++c) {
+          double total = 0;
+          for (int64_t part = 0; part < parts; ++part)
+            total += sums_[static_cast<size_t>((img * parts + part) * c1p + c)];
+          m[img * c1 + c] = static_cast<float>(total / planes);
+        }
+    }
     return Status();
   }
 
  private:
   struct Buffers {
     LineFloats e, d;  // widened rows; depthwise output rows
+    LineFloats band;  // a band's per-channel sums (Fused::meanOutput)
   };
 
   bool isConstant(int input) const {
@@ -547,7 +586,9 @@ class ConvChain : public Kernel {
 
   KernelInit init_;
   bool residual_ = false;
-  bool blockedX_ = false;  // X in nChw16c (markNhwcChains), else NHWC
+  bool blockedX_ = false;     // X in nChw16c (markNhwcChains), else NHWC
+  bool meanOut_ = false;      // output 1: the per-channel mean of output 0 (Fused::meanOutput)
+  std::vector<double> sums_;  // its partial sums, a row of c1p per work item
   std::vector<Stage> stages_;
   std::vector<bool> constant_;
   std::vector<Buffers> buffers_;

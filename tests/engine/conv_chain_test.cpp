@@ -4,7 +4,8 @@
 // 16, strides 1 and 2, symmetric and one-sided padding, 3x3, 5x5 and 7x7 windows, planes
 // smaller than the window, ReLU6 and SiLU, a folded BatchNormalization, the residual, an input
 // in NHWC and in nChw16c, one image (its rows shared by the threads) and several; and a chain
-// whose weights outweigh its widened tensor, left as separate nodes.
+// whose weights outweigh its widened tensor, left as separate nodes; and a chain that ends at its
+// depthwise stage taking the GlobalAveragePool after it along.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -77,6 +78,7 @@ struct Chain {
   bool residual = false, batchNorm = false;
   bool blockedInput = false;  // the chain's input arrives in nChw16c
   bool fused = true;          // false: the weights outweigh the widened tensor (conv_chains.cpp)
+  bool pool = false;          // no narrowing: a GlobalAveragePool reads the chain's output too
 };
 
 // x -> stem (3x3, 3 -> c0) -> [1x1 c0 -> c1, act] -> [depthwise, (BN), act] -> [1x1 c1 -> c2,
@@ -141,6 +143,7 @@ void check(const Chain& k) {
   const int64_t cOut = k.c2 ? k.c2 : k.c1;
   const auto tail = weights("tail", {5, cOut, 1, 1}, cOut);
   addNode(g, "Conv", {chainOut, "tail_w", "tail_b"}, {"y"});
+  if (k.pool) addNode(g, "GlobalAveragePool", {chainOut}, {"m"});
 
   // The same in float64.
   Planes px(x.data<float>(), x.data<float>() + x.size());
@@ -166,6 +169,7 @@ void check(const Chain& k) {
   }
   const Planes want = conv(out, k.n, cOut, dh, dwid, tail.first, tail.second, 1, one, oh, ow);
   addValue(g->add_output(), "y", {k.n, 5, dh, dwid});
+  if (k.pool) addValue(g->add_output(), "m", {k.n, cOut, 1, 1});
 
   SessionOptions options;
   options.profile = true;
@@ -184,12 +188,26 @@ void check(const Chain& k) {
     for (int64_t i = 0; i < y.size(); ++i)
       ASSERT_NEAR(y.data<float>()[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
           << what << " at " << i << ", run " << run;
+    if (!k.pool) continue;
+    const Tensor& mean = got->at("m");
+    ASSERT_EQ(mean.shape(), (Shape{k.n, cOut, 1, 1})) << what;
+    for (int64_t i = 0; i < k.n * cOut; ++i) {
+      double sum = 0;
+      for (int64_t q = 0; q < dh * dwid; ++q) sum += out[i * dh * dwid + q];
+      const double m = sum / double(dh * dwid);
+      ASSERT_NEAR(mean.data<float>()[i], m, 2e-5 * (1 + std::fabs(m)))
+          << what << ": the mean at " << i << ", run " << run;
+    }
   }
   // The stem, the chain as one node, and the tail, where the CPU has AVX-512.
   if (!onednn::avx512Usable()) return;
   const std::string report = (*session)->profileReport(20);
   EXPECT_NE(report.find(k.fused ? "Conv x3" : "Conv x5"), std::string::npos) << what << "\n"
                                                                              << report;
+  // The pool goes into the chain where the chain ends at its depthwise stage.
+  EXPECT_EQ(report.find("GlobalAveragePool") != std::string::npos, k.pool && !k.fused)
+      << what << "\n"
+      << report;
   EXPECT_EQ(report.find("input 0 in nChw16c; output 0 in NHWC") != std::string::npos,
             k.blockedInput)
       << what << "\n"
@@ -203,8 +221,11 @@ TEST(ConvChain, MatchesFloat64Reference) {
            Chain{1, 16, 96, 24, 13, 15, s2, Act::kRelu6},
            // Channels in no whole vectors, the residual (X is also the residual).
            Chain{3, 24, 40, 24, 9, 7, s1, Act::kRelu6, true},
-           // EfficientNet's widening: no narrowing, SiLU, a 5x5 window, a folded normalization.
+           // EfficientNet's widening: no narrowing, SiLU, a 5x5 window, a folded normalization,
+           // and squeeze-excitation's mean of the output (one image, then three).
            Chain{2, 8, 20, 0, 11, 6, {5, 1, {2, 2, 2, 2}}, Act::kSilu, false, true},
+           Chain{1, 16, 40, 0, 23, 17, s2, Act::kSilu, false, false, false, true, true},
+           Chain{3, 16, 40, 0, 9, 9, s1, Act::kRelu6, false, false, false, true, true},
            // One-sided padding (TensorFlow's SAME at stride 2), SiLU with the narrowing.
            Chain{1, 16, 48, 40, 10, 10, {3, 2, {0, 0, 1, 1}}, Act::kSilu, false, true},
            // Planes narrower than the window: every column at the edge.
