@@ -88,9 +88,9 @@ std::vector<std::vector<size_t>> findConvChains(
   auto pays = [&](const std::vector<size_t>& chain) {
     const auto x = staticDims(types, nodes[chain.front()].first.input(0));
     int64_t weights = 0;
-    for (size_t k : {chain.front(), chain.back()}) {
+    for (size_t k : chain) {
       const auto w = staticDims(types, nodes[k].first.input(1));
-      if (k != chain[1] && w.size() == 4) weights += w[0] * w[1];
+      if (kind[k] == Kind::kPointwise && w.size() == 4) weights += w[0] * w[1];
     }
     const auto wide = staticDims(types, nodes[chain.front()].first.input(1));
     if (x.size() != 4 || wide.size() != 4) return true;
@@ -109,7 +109,8 @@ std::vector<std::vector<size_t>> findConvChains(
     // stays out); the kernel adds a residual after a 1x1 stage only.
     auto endsWell = [&] {
       const onnx::NodeProto& end = nodes[chain.back()].first;
-      return nhwc(end.output(0)) && !(fusedOf(end).residual && chain.size() == 2);
+      return nhwc(end.output(0)) &&
+             !(fusedOf(end).residual && kind[chain.back()] == Kind::kDepthwise);
     };
     if (!endsWell()) chain.pop_back();
     if (chain.size() < 2 || !endsWell() || !pays(chain)) continue;
@@ -117,12 +118,12 @@ std::vector<std::vector<size_t>> findConvChains(
     // Squeeze-excitation after the depthwise stage averages its output over the planes: the
     // kernel sums the rows as it writes them, instead of a GlobalAveragePool reading the
     // tensor back (efficientnet_b0: 17 such nodes).
-    if (chain.size() == 2) {
+    if (kind[chain.back()] == Kind::kDepthwise) {
       auto it = readers.find(nodes[chain.back()].first.output(0));
       if (it != readers.end())
         for (const auto& [r, input] : it->second)
           if (input == 0 && isOp(nodes[r].first, "", "GlobalAveragePool") &&
-              nodes[r].first.output_size() == 1 && it->second.size() > 1) {
+              nodes[r].first.output_size() == 1) {
             chain.push_back(r);
             taken[r] = true;
             break;

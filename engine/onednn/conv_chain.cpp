@@ -332,7 +332,7 @@ namespace {
 
 class ConvChain : public Kernel {
  public:
-  explicit ConvChain(const KernelInit& init) : init_(init) {
+  explicit ConvChain(const KernelInit& init) {
     const fusion::Fused f = fusion::fusedOf(init.attrs);
     residual_ = f.residual;
     meanOut_ = f.meanOutput;
@@ -584,7 +584,6 @@ class ConvChain : public Kernel {
     return Status();
   }
 
-  KernelInit init_;
   bool residual_ = false;
   bool blockedX_ = false;     // X in nChw16c (markNhwcChains), else NHWC
   bool meanOut_ = false;      // output 1: the per-channel mean of output 0 (Fused::meanOutput)
