@@ -93,3 +93,26 @@ TEST(TransposeKernel, LargeTensorsMatchIndexReference) {
       checkTranspose(t, {127, 33, 64}, p);
   }
 }
+
+// A permutation that moves only axes of size 1 leaves every element in place: the kernel hands
+// the input over as the output instead of copying it (a transformer's [S, 1, D] -> [1, S, D]).
+TEST(TransposeKernel, UnitAxesOnlyHandTheInputOver) {
+  for (const auto& [shape, perm] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
+           {{64, 1, 32}, {1, 0, 2}}, {{1, 40, 1, 7}, {2, 1, 0, 3}}, {{5, 1}, {1, 0}}}) {
+    checkTranspose(DType::kFloat, shape, perm);
+    auto m = emptyModel();
+    auto* g = m.mutable_graph();
+    addValue(g->add_input(), "x", shape);
+    Shape out;
+    for (int64_t p : perm) out.push_back(shape[static_cast<size_t>(p)]);
+    addValue(g->add_output(), "y", out);
+    attrInts(addNode(g, "Transpose", {"x"}, {"y"}), "perm", perm);
+    auto s = InferenceSession::create(m, SessionOptions());
+    ASSERT_TRUE(s.ok()) << s.message();
+    const Tensor x = iota(DType::kFloat, shape);
+    auto res = (*s)->run({{"x", x}});
+    ASSERT_TRUE(res.ok()) << res.message();
+    EXPECT_EQ(res->at("y").raw(), x.raw())
+        << shapeToString(shape) << " perm " << shapeToString(perm);
+  }
+}
