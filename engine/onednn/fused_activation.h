@@ -3,6 +3,9 @@
 // eltwise post-op, or on host memory where the primitive could not take it.
 #pragma once
 
+#include <limits>
+#include <string>
+
 #include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/onednn/onednn_backend.h"
