@@ -167,7 +167,8 @@ class Mpi : public Communicator {
   }
 
   // Between two polls of a wait that started `waited` ago: an error past the timeout, else a
-  // pause fitting the wait. Meanwhile it answers the other processes' probes (probeSilent).
+  // pause fitting the wait. A long wait answers the other processes' probes (probeSilent):
+  // they probe after their own timeout, when this one has waited as long.
   Status pause(std::chrono::steady_clock::duration waited, int polls, const char* what) {
     using Clock = std::chrono::steady_clock;
     const auto now = Clock::now();
@@ -176,10 +177,6 @@ class Mpi : public Communicator {
     // timeout, the others are not to blame.
     const double gap = polls > 0 ? std::chrono::duration<double>(now - lastPoll_).count() : 0.0;
     lastPoll_ = now;
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      answerProbes();
-    }
     const double seconds = std::chrono::duration<double>(waited).count();
     if (seconds > timeout_) {
       const std::string limit = " (--distributed-timeout sets this limit)";
@@ -208,9 +205,13 @@ class Mpi : public Communicator {
     // MPI moves a message along only inside its calls, so a long message needs frequent
     // polls; yielding lets another process sharing the core compute meanwhile. A wait of
     // seconds (the others are still computing, or something is wrong) polls more gently.
-    if (seconds > 0.5)
+    if (seconds > 0.5) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        answerProbes();
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-    else if (polls > 2000)
+    } else if (polls > 2000)
       std::this_thread::yield();
     return Status();
   }

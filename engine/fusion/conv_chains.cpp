@@ -147,11 +147,7 @@ void fuseConvChains(PlanNodes& nodes, const std::vector<std::vector<size_t>>& ch
       const onnx::NodeProto& n = nodes[chain[k]].first;
       const Fused f = fusedOf(n);
       ChainStage s;
-      // The kernel takes the window's size from the weights.
-      s.window = {attrInts(n, "kernel_shape", {}),
-                  attrInts(n, "strides", {1, 1}),
-                  attrInts(n, "pads", {0, 0, 0, 0}),
-                  {}};
+      s.window = {{}, attrInts(n, "strides", {1, 1}), attrInts(n, "pads", {0, 0, 0, 0}), {}};
       if (attrString(n, "auto_pad", "NOTSET") == "VALID") s.window.pads = {0, 0, 0, 0};
       s.group = attrInt(n, "group", 1);
       s.activation = f.activation;

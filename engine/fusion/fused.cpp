@@ -34,7 +34,6 @@ constexpr const char* kNhwcOutputs = "__dw_nhwc_outputs";
 constexpr const char* kChainStages = "__dw_chain_stages";
 constexpr const char* kMeanOutput = "__dw_mean_output";
 constexpr const char* kChain = "__dw_chain";
-const char* const kStageKernel = "_kernel";
 const char* const kStageStrides = "_strides";
 const char* const kStagePads = "_pads";
 const char* const kStageGroup = "_group";
@@ -114,8 +113,7 @@ Fused fusedOf(const Attributes& a) {
   for (int64_t i = 0; i < stages; ++i) {
     ChainStage s;
     auto at = [&](const char* suffix) { return stageAttr(static_cast<size_t>(i), suffix); };
-    s.window = {
-        a.getInts(at(kStageKernel)), a.getInts(at(kStageStrides)), a.getInts(at(kStagePads)), {}};
+    s.window = {{}, a.getInts(at(kStageStrides)), a.getInts(at(kStagePads)), {}};
     s.group = a.getInt(at(kStageGroup), 1);
     s.hasBias = a.getInt(at(kStageBias), 0) != 0;
     s.activation = a.getString(at(kStageActivation));
@@ -200,7 +198,6 @@ void appendChainStage(onnx::NodeProto& n, const ChainStage& s,
   const size_t i = fusedOf(n).chain.size();
   auto at = [&](const char* suffix) { return stageAttr(i, suffix); };
   replace(n, kChainStages, [&] { addIntAttr(n, kChainStages, static_cast<int64_t>(i + 1)); });
-  addIntsAttr(n, at(kStageKernel), s.window.kernel);
   addIntsAttr(n, at(kStageStrides), s.window.strides);
   addIntsAttr(n, at(kStagePads), s.window.pads);
   addIntAttr(n, at(kStageGroup), s.group);

@@ -26,9 +26,11 @@ struct Window {
 
 // A convolution run after the node's own one inside the same kernel (Fused::chain): a 1x1
 // (group 1, stride 1, no padding) or a depthwise one (a group per channel). Its weights, bias
-// and folded BatchNormalization's four inputs are the node's inputs inputOf(stage, k).
+// and folded BatchNormalization's four inputs are the node's inputs Fused::chainInput(stage, k).
 struct ChainStage {
-  Window window;  // kernel, strides, pads (top, left, bottom, right); no dilation
+  // Strides and pads (top, left, bottom, right); no dilation. The window's size is the
+  // weights'.
+  Window window;
   int64_t group = 1;
   std::string activation;  // as Fused::activation
   ops::UnaryParams activationParams;

@@ -36,8 +36,8 @@ void fuseForOneDnn(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes
 // kernels), a Linear layer's bias gradient becomes a second output of its weight gradient's
 // Gemm (Fused::biasGradOf).
 void fuseMatMulGradients(PlanNodes& nodes, const ValueTypes& types, bool biasGradients);
-// nhwc_chains.cpp. convChains: 1x1 and depthwise convolutions in a row ([1x1] depthwise
-// [1x1]) become one node (Fused::chain) where the chain's ends are NHWC.
+// nhwc_chains.cpp. convChains: a 1x1, a depthwise and an optional 1x1 convolution in a row
+// become one node (Fused::chain) where the chain's output is NHWC.
 void markNhwcChains(PlanNodes& nodes, const onnx::GraphProto& g, const ValueTypes& types,
                     bool convChains = false);
 // conv_chains.cpp, for markNhwcChains: the chains (node indices, in order) whose input, output

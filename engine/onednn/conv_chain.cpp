@@ -337,11 +337,8 @@ class ConvChain : public Kernel {
     residual_ = f.residual;
     meanOut_ = f.meanOutput;
     blockedX_ = fusion::Fused::listed(f.blockedInputs, 0);
-    Stage first;
+    Stage first;  // the widening: a 1x1, whose window is the default one
     first.bnEpsilon = f.bnEpsilon;
-    first.strides = init.attrs.getInts("strides", {1, 1});
-    first.pads = init.attrs.getInts("pads", {0, 0, 0, 0});
-    if (init.attrs.getString("auto_pad") == "VALID") first.pads = {0, 0, 0, 0};
     first.act = FusedActivation(f);
     first.depthwise = init.attrs.getInt("group", 1) > 1;
     stages_.push_back(first);
@@ -370,12 +367,6 @@ class ConvChain : public Kernel {
                            "; run the session with fuse off");
     DW_RETURN_IF_ERROR(pack(ctx, x.dim(1)));
     const int64_t n = x.dim(0), h = x.dim(2), wd = x.dim(3);
-    // The widening, the depthwise filter and, where there is one, the narrowing.
-    if (stages_.size() < 2 || stages_[0].depthwise || !stages_[1].depthwise ||
-        (stages_.size() == 3 && stages_[2].depthwise) || stages_.size() > 3)
-      return Status::error(
-          "the fused convolutions are not a 1x1, a depthwise and an optional 1x1 one; run the "
-          "session with fuse off");
     const Stage& a = stages_[0];
     const Stage& d = stages_[1];
     const Stage* p = stages_.size() == 3 ? &stages_[2] : nullptr;
@@ -399,10 +390,6 @@ class ConvChain : public Kernel {
     DW_ALLOC(y, res && res->raw() != x.raw()
                     ? ctx.outputReusing(0, fusion::Fused::kResidualInput, DType::kFloat, outShape)
                     : ctx.output(0, DType::kFloat, outShape));
-    if (meanOut_ && p)
-      return Status::error(
-          "the per-channel mean fused into these convolutions needs a chain that ends at its "
-          "depthwise stage; run the session with fuse off");
     Tensor* mean = meanOut_ ? ctx.output(1, DType::kFloat, Shape{n, cOut, 1, 1}) : nullptr;
     if (meanOut_ && !mean) return ctx.status();
     if (y->size() == 0) return Status();
@@ -516,6 +503,23 @@ class ConvChain : public Kernel {
     LineFloats band;  // a band's per-channel sums (Fused::meanOutput)
   };
 
+ public:
+  // What compute relies on: the widening, the depthwise filter and, where there is one, the
+  // narrowing; a fused mean only where the chain ends at its depthwise stage.
+  Status wellFormed() const {
+    if (stages_.size() < 2 || stages_.size() > 3 || stages_[0].depthwise || !stages_[1].depthwise ||
+        (stages_.size() == 3 && stages_[2].depthwise))
+      return Status::error(
+          "the fused convolutions are not a 1x1, a depthwise and an optional 1x1 one; run the "
+          "session with fuse off");
+    if (meanOut_ && stages_.size() == 3)
+      return Status::error(
+          "the per-channel mean fused into these convolutions needs a chain that ends at its "
+          "depthwise stage; run the session with fuse off");
+    return Status();
+  }
+
+ private:
   bool isConstant(int input) const {
     return input >= 0 && static_cast<size_t>(input) < constant_.size() && constant_[input];
   }
@@ -596,7 +600,9 @@ class ConvChain : public Kernel {
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> makeConvChain(const KernelInit& init) {
-  return std::unique_ptr<Kernel>(std::make_unique<ConvChain>(init));
+  auto k = std::make_unique<ConvChain>(init);
+  DW_RETURN_IF_ERROR(k->wellFormed());
+  return std::unique_ptr<Kernel>(std::move(k));
 }
 
 }  // namespace dw::engine::onednn
