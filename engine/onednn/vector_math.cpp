@@ -79,6 +79,59 @@ DW_AVX512 void sigmoidRange(float* v, int64_t n) {
   }
 }
 
+// tanh as ops/unary.h's tanhOf computes it: (1 - e) / (1 + e) with e = exp(-2|v|), the
+// Taylor series to v^9 below |v| = 0.3 where 1 - e cancels, v's sign put back; NaN stays NaN.
+DW_AVX512 __attribute__((always_inline)) inline __m512 tanh512(__m512 v) {
+  const __m512i signBit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(signBit, _mm512_castps_si512(v)));
+  const __m512 e = exp512(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f), d = _mm512_add_ps(one, e);
+  __m512 r = _mm512_rcp14_ps(d);
+  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+  const __m512 big = _mm512_mul_ps(_mm512_sub_ps(one, e), r);
+  const __m512 z = _mm512_mul_ps(v, v);
+  __m512 p = _mm512_set1_ps(62.0f / 2835);
+  for (const float c : {-17.0f / 315, 2.0f / 15, -1.0f / 3, 1.0f})
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(c));
+  const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.3f), _CMP_LT_OQ);
+  const __m512 t = _mm512_mask_mul_ps(big, small, a, p);
+  const __m512 signedT = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_castps_si512(t), _mm512_and_si512(signBit, _mm512_castps_si512(v))));
+  return _mm512_mask_mov_ps(signedT, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+DW_AVX512 __attribute__((always_inline)) inline __m512 lstmGate(__mmask16 m, const float* a,
+                                                                const float* x, const float* b) {
+  const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, a), _mm512_maskz_loadu_ps(m, x));
+  return b ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b)) : v;
+}
+
+DW_AVX512 void lstmCellRange(const float* a, int64_t lda, const float* x, int64_t ldx,
+                             const float* bias, int64_t ldb, const float* peep, int64_t ldp,
+                             float* c, float* h, float* y, int64_t w) {
+  for (int64_t j = 0; j < w; j += 16) {
+    const __mmask16 m =
+        w - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (w - j)) - 1);
+    __m512 gi = lstmGate(m, a + j, x + j, bias ? bias + j : nullptr);
+    __m512 go = lstmGate(m, a + lda + j, x + ldx + j, bias ? bias + ldb + j : nullptr);
+    __m512 gf = lstmGate(m, a + 2 * lda + j, x + 2 * ldx + j, bias ? bias + 2 * ldb + j : nullptr);
+    const __m512 gc =
+        lstmGate(m, a + 3 * lda + j, x + 3 * ldx + j, bias ? bias + 3 * ldb + j : nullptr);
+    const __m512 cv = _mm512_maskz_loadu_ps(m, c + j);
+    if (peep) {
+      gi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, peep + j), cv, gi);
+      gf = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, peep + 2 * ldp + j), cv, gf);
+    }
+    const __m512 cn =
+        _mm512_fmadd_ps(sigmoid512(gf), cv, _mm512_mul_ps(sigmoid512(gi), tanh512(gc)));
+    _mm512_mask_storeu_ps(c + j, m, cn);
+    if (peep) go = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, peep + ldp + j), cn, go);
+    const __m512 hn = _mm512_mul_ps(sigmoid512(go), tanh512(cn));
+    _mm512_mask_storeu_ps(h + j, m, hn);
+    if (y) _mm512_mask_storeu_ps(y + j, m, hn);
+  }
+}
+
 // Rows' maxima or minima (`max`), NaN where a row has one; n >= 1.
 DW_AVX512 void extremaRange(const float* x, float* y, int64_t rows, int64_t n, bool max) {
   const int64_t whole = n / 16 * 16;
@@ -185,6 +238,12 @@ void sigmoidInPlace(float* v, int64_t n) {
   forThreadRanges((n + 15) / 16, n, [&](int64_t from, int64_t to) {
     sigmoidRange(v + from * 16, std::min(n, to * 16) - from * 16);
   });
+}
+
+void lstmCell(const float* a, int64_t lda, const float* x, int64_t ldx, const float* bias,
+              int64_t ldb, const float* peep, int64_t ldp, float* c, float* h, float* y,
+              int64_t w) {
+  lstmCellRange(a, lda, x, ldx, bias, ldb, peep, ldp, c, h, y, w);
 }
 
 void rowExtrema(const float* x, float* y, int64_t rows, int64_t n, bool max) {
