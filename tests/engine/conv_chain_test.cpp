@@ -3,7 +3,8 @@
 // float64 evaluation of the same graph: odd planes and channel counts that are no multiple of
 // 16, strides 1 and 2, symmetric and one-sided padding, 3x3, 5x5 and 7x7 windows, planes
 // smaller than the window, ReLU6 and SiLU, a folded BatchNormalization, the residual, an input
-// in NHWC and in nChw16c, one image (its rows shared by the threads) and several; and a chain
+// in NHWC and in nChw16c, one image (its rows, or for a few rows its channels, shared by the
+// threads) and several; and a chain
 // whose weights outweigh its widened tensor, left as separate nodes; and a chain that ends at its
 // depthwise stage taking the GlobalAveragePool after it along.
 #include <gtest/gtest.h>
@@ -236,6 +237,11 @@ TEST(ConvChain, MatchesFloat64Reference) {
            Chain{1, 160, 960, 160, 7, 7, s1, Act::kRelu6, true, false, false, false},
            // Large planes of 16 channels: the chain's input comes in nChw16c.
            Chain{8, 16, 32, 32, 56, 56, s2, Act::kRelu6, false, false, true},
+           // One image of a few rows, where threads sharing its rows would widen many twice:
+           // they split its channels (whole vectors and a part of one), then its pixels.
+           Chain{1, 16, 72, 16, 7, 7, {5, 1, {2, 2, 2, 2}}, Act::kSilu, true},
+           Chain{1, 16, 100, 24, 7, 9, s1, Act::kRelu6},
+           Chain{1, 16, 72, 0, 9, 9, s1, Act::kSilu, false, true, false, true, true},
        })
     check(k);
 }
