@@ -546,8 +546,7 @@ class ConvChain : public Kernel {
         if (cols > 0) {
           pointwise(xd + img * pixels * c0, xPix, xBlocks, pixels, c0, a.w.data() + col0, c1p,
                     a.b.data() + col0, cols, e + col0, c1p, nullptr, 0, a.clamp);
-          if (!a.clampOnly)
-            for (int64_t px = 0; px < pixels; ++px) a.act.applyHost(e + px * c1p + col0, cols);
+          if (!a.clampOnly) a.act.applyHostRows(e + col0, pixels, cols, c1p);
           float* dOut = p ? wholeD_.data() : yd + img * outPixels * c1;
           const int64_t ldOut = p ? c1p : c1;
           double* sums = meanOut ? sums_.data() : nullptr;
@@ -555,8 +554,7 @@ class ConvChain : public Kernel {
             float* row = dOut + r * g.ow * ldOut + col0;
             dwRowFn(gc, e + col0, 0, wd * c1p, c1p, d.w.data() + col0, c1p, d.b.data() + col0, r,
                     row, ldOut, d.clamp);
-            if (!d.clampOnly)
-              for (int64_t ox = 0; ox < g.ow; ++ox) d.act.applyHost(row + ox * ldOut, cols);
+            if (!d.clampOnly) d.act.applyHostRows(row, g.ow, cols, ldOut);
             if (sums) {
               std::fill(band.begin(), band.end(), 0.0f);
               addColumns(row, g.ow, cols, ldOut, band.data());

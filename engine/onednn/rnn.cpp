@@ -77,7 +77,8 @@ struct OneThread {
 class RnnKernel : public Kernel, private rnn::RnnAttrs {
  public:
   explicit RnnKernel(const KernelInit& init)
-      : constR_(init.constantInputs.size() > 2 && init.constantInputs[2]) {
+      : constW_(init.constantInputs.size() > 1 && init.constantInputs[1]),
+        constR_(init.constantInputs.size() > 2 && init.constantInputs[2]) {
     Status st = parse(init.opType, init.attrs, init.node);
     if (!st.ok()) fail(st.message());
   }
@@ -345,6 +346,16 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       rtsFrom_[d] = rt;
       rtsValid_[d] = true;
     }
+    // W's rows of each block's units, four gates side by side ([4 w][I] at 4 j0 I), kept while
+    // W is the same initializer.
+    LineFloats& wks = wks_[d];
+    const bool packW = !constW_ || wks.size() != static_cast<size_t>(GH * I) ||
+                       wksThreads_[d] != nt || wksFrom_[d] != W;
+    if (packW) {
+      wks.resize(GH * I);
+      wksThreads_[d] = nt;
+      wksFrom_[d] = constW_ ? W : nullptr;
+    }
     const bool fast = fastCell(acts);
     std::vector<float> hNext(hPrev.size());
     float* bufs[2] = {hPrev.data(), hNext.data()};
@@ -366,10 +377,10 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       for (int k = tid; k < nt; k += team) {
         const int64_t j0 = std::min(H, k * per), w = std::min(H, j0 + per) - j0;
         if (w <= 0) continue;
-        LineFloats wk(static_cast<size_t>(4 * w * I));
-        for (int q = 0; q < 4; ++q) std::copy_n(W + (q * H + j0) * I, w * I, wk.data() + q * w * I);
-        rnn::gemm(false, true, T * B, 4 * w, I, X, I, wk.data(), I, 0.0f, xw + 4 * j0 * T * B,
-                  4 * w);
+        float* wk = wks.data() + 4 * j0 * I;
+        if (packW)
+          for (int q = 0; q < 4; ++q) std::copy_n(W + (q * H + j0) * I, w * I, wk + q * w * I);
+        rnn::gemm(false, true, T * B, 4 * w, I, X, I, wk, I, 0.0f, xw + 4 * j0 * T * B, 4 * w);
       }
       for (int64_t s = 0; s < T; ++s) {
         const float* hIn = bufs[s & 1];
@@ -565,7 +576,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
 
   std::map<std::vector<int64_t>, Entry> cache_;
   onednn::Bindings bind_;
-  bool constR_;                   // R is an initializer
+  bool constW_, constR_;          // W, R are initializers
   LineFloats rt_;                 // [D][H][G*H]: R transposed, for small batches
   const void* rtFrom_ = nullptr;  // the constant R that rt_ holds
   // Per direction: rt_'s columns regrouped by thread for runUnitSplit, and what they came from
@@ -574,6 +585,10 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
   int rtsThreads_[2] = {0, 0};
   const float* rtsFrom_[2] = {nullptr, nullptr};
   bool rtsValid_[2] = {false, false};
+  // Per direction: W packed by thread block for runUnitSplit, and the constant W it holds.
+  LineFloats wks_[2];
+  int wksThreads_[2] = {0, 0};
+  const float* wksFrom_[2] = {nullptr, nullptr};
 };
 
 }  // namespace

@@ -234,6 +234,10 @@ void swishInPlace(float* v, int64_t n, float alpha) {
   });
 }
 
+void swishRows(float* v, int64_t rows, int64_t n, int64_t ld, float alpha) {
+  for (int64_t r = 0; r < rows; ++r) swishRange(v + r * ld, n, alpha);
+}
+
 void sigmoidInPlace(float* v, int64_t n) {
   forThreadRanges((n + 15) / 16, n, [&](int64_t from, int64_t to) {
     sigmoidRange(v + from * 16, std::min(n, to * 16) - from * 16);

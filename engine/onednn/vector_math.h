@@ -17,6 +17,10 @@ namespace dw::engine::onednn {
 // Only where vectorMathAvailable().
 void swishInPlace(float* v, int64_t n, float alpha);
 
+// swishInPlace over `rows` rows of n values, `ld` floats apart, on the calling thread (a
+// thread's channels of an image, one pixel's at a time). Only where vectorMathAvailable().
+void swishRows(float* v, int64_t rows, int64_t n, int64_t ld, float alpha);
+
 // v[i] = 1 / (1 + e^-v[i]) in place, as ops/unary.h's sigmoid and with swishInPlace's
 // exponential and reciprocal; threaded like it. Only where vectorMathAvailable().
 void sigmoidInPlace(float* v, int64_t n);

@@ -1,12 +1,13 @@
 // The explicit AVX-512 functions (engine/onednn/vector_math.cpp) against float64 from their
 // definitions: every length up to a few vectors (the masked tail), lengths that split across
 // threads, other alphas, and the extremes where the exponential is clamped; swish, sigmoid,
-// softmax rows, row extrema and row dots.
+// softmax rows, row extrema and row dots, and an LSTM cell row.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/onednn/vector_math.h"
@@ -211,6 +212,87 @@ TEST(VectorMath, RowExtremaMatchAtEveryLength) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace dw::engine::onednn
+
+namespace dw::engine::onednn {
+namespace {
+
+// One LSTM row (onednn::lstmCell) against float64 from ONNX's cell equations: every unit count
+// up to a few vectors (the masked tail, with guards after each output), with and without the
+// bias and the peepholes, pre-activations from small (tanh's series) to saturating, and NaN and
+// infinities carried as the definitions carry them.
+TEST(VectorMath, LstmCellMatchesFloat64) {
+  if (!vectorMathAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (int64_t w = 1; w <= 40; ++w)
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool withBias = variant & 1, withPeep = variant & 2;
+      const int64_t lda = 4 * w + 3, ldx = 4 * w + 5, ldb = w + 2, ldp = w + 1;
+      const unsigned seed = static_cast<unsigned>(w * 4 + variant);
+      // Products spread wide (saturated gates), the rest small (tanh's series below 0.3).
+      const std::vector<float> a = randoms(4 * lda, seed, 6.0f),
+                               x = randoms(4 * ldx, seed + 1, 0.2f),
+                               bias = randoms(4 * ldb, seed + 2, 0.2f),
+                               peep = randoms(3 * ldp, seed + 3, 0.5f),
+                               c0 = randoms(w + 1, seed + 4, 2.0f);
+      std::vector<float> c = c0, h(w + 1, 77.0f), y(w + 1, 88.0f);
+      lstmCell(a.data(), lda, x.data(), ldx, withBias ? bias.data() : nullptr, ldb,
+               withPeep ? peep.data() : nullptr, ldp, c.data(), h.data(), y.data(), w);
+      EXPECT_EQ(c[w], c0[w]) << "c written past w " << w;
+      EXPECT_EQ(h[w], 77.0f) << "h written past w " << w;
+      EXPECT_EQ(y[w], 88.0f) << "y written past w " << w;
+      for (int64_t j = 0; j < w; ++j) {
+        auto pre = [&](int q) {
+          return double(a[q * lda + j]) + x[q * ldx + j] + (withBias ? bias[q * ldb + j] : 0.0f);
+        };
+        const double cp = c0[j];
+        const double gi = pre(0) + (withPeep ? double(peep[j]) * cp : 0.0);
+        const double gf = pre(2) + (withPeep ? double(peep[2 * ldp + j]) * cp : 0.0);
+        const double cn = sig(gf) * cp + sig(gi) * std::tanh(pre(3));
+        const double go = pre(1) + (withPeep ? double(peep[ldp + j]) * cn : 0.0);
+        const double hn = sig(go) * std::tanh(cn);
+        const std::string at = "w " + std::to_string(w) + " variant " + std::to_string(variant) +
+                               " unit " + std::to_string(j);
+        ASSERT_NEAR(c[j], cn, 1e-6 * (1 + std::abs(cn))) << at;
+        ASSERT_NEAR(h[j], hn, 1e-6) << at;
+        ASSERT_EQ(y[j], h[j]) << at;
+      }
+    }
+  // NaN stays NaN; infinite pre-activations saturate the gates.
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
+  //            i     o     f     c
+  float a[4] = {inf, -inf, -inf, 0.25f};
+  float x[4] = {0, 0, 0, 0};
+  float c = 3.0f, h = 0, y = 0;
+  lstmCell(a, 1, x, 1, nullptr, 0, nullptr, 0, &c, &h, &y, 1);
+  EXPECT_NEAR(c, std::tanh(0.25), 1e-7);  // forget 0, input 1
+  // Output gate 0, to the 1e-38 that sigmoid's clamped exponential leaves (as ops/unary.h's).
+  EXPECT_NEAR(h, 0.0f, 1e-37f);
+  a[3] = nan;
+  c = 3.0f;
+  lstmCell(a, 1, x, 1, nullptr, 0, nullptr, 0, &c, &h, &y, 1);
+  EXPECT_TRUE(std::isnan(c) && std::isnan(h));
+}
+
+// swishRows over strided rows: every row's n values, nothing between them.
+TEST(VectorMath, SwishRowsLeaveTheGaps) {
+  if (!vectorMathAvailable()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t rows = 5, n = 21, ld = 40;
+  const std::vector<float> x = randoms(rows * ld, 9, 10.0f);
+  std::vector<float> y = x;
+  swishRows(y.data(), rows, n, ld, 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < ld; ++i) {
+      const size_t k = static_cast<size_t>(r * ld + i);
+      if (i >= n)
+        ASSERT_EQ(y[k], x[k]) << "row " << r << " gap " << i;
+      else
+        ASSERT_NEAR(y[k], swish(x[k], 1.0), 4e-7 * std::abs(swish(x[k], 1.0)) + 1e-35);
+    }
 }
 
 }  // namespace
