@@ -505,24 +505,33 @@ void TrainingWorker::run(const JobRequest& req) {
   auto lastPost = Clock::now() - std::chrono::seconds(1);
   std::vector<TrainingPanel::StepPoint> pending;
   FitCallbacks cb;
-  cb.onStep = [&](const StepInfo& info) {
-    // Every step is a point; they go to the charts in bunches, since a tiny model steps far
-    // faster than a chart can usefully redraw.
-    pending.push_back({qint64(trainer_->counters().trainSteps), info.result.totalLoss(),
-                       headlineMetric(info.result.batchMetrics)});
-    const auto now = Clock::now();
-    if (now - lastPost < std::chrono::milliseconds(kDrawEveryMs) &&
-        info.batch + 1 < info.batchesPerEpoch)
-      return;
-    lastPost = now;
-    const double done = (info.epoch - firstEpoch) +
-                        double(info.batch + 1) / std::max<int64_t>(1, info.batchesPerEpoch);
-    const double progress = std::clamp(done / std::max<int64_t>(1, epochs), 0.0, 1.0);
-    const double sps = info.seconds > 0 ? info.samplesDone / info.seconds : 0;
+  double progress = 0, sps = 0;
+  auto postSteps = [&] {
+    panel_->stepsQueued_ = true;
     post([p = panel_, points = std::move(pending), sps, progress] {
+      p->stepsQueued_ = false;
       p->onSteps(points, sps, progress);
     });
     pending.clear();
+  };
+  cb.onStep = [&](const StepInfo& info) {
+    // Every step is a point; they go to the charts in bunches, since a tiny model steps far
+    // faster than a chart can usefully redraw, and never while the last bunch still waits in the
+    // window's queue: a window that falls behind gets fewer, larger bunches, and a click on Stop
+    // never queues behind a backlog of them.
+    pending.push_back({qint64(trainer_->counters().trainSteps), info.result.totalLoss(),
+                       headlineMetric(info.result.batchMetrics)});
+    const double done = (info.epoch - firstEpoch) +
+                        double(info.batch + 1) / std::max<int64_t>(1, info.batchesPerEpoch);
+    progress = std::clamp(done / std::max<int64_t>(1, epochs), 0.0, 1.0);
+    sps = info.seconds > 0 ? info.samplesDone / info.seconds : 0;
+    const auto now = Clock::now();
+    if ((now - lastPost < std::chrono::milliseconds(kDrawEveryMs) &&
+         info.batch + 1 < info.batchesPerEpoch) ||
+        panel_->stepsQueued_)
+      return;
+    lastPost = now;
+    postSteps();
   };
   cb.onEpoch = [&](const EpochReport& e) {
     post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
@@ -534,6 +543,7 @@ void TrainingWorker::run(const JobRequest& req) {
       });
   };
   auto report = trainer_->fit(fo, cb, req.cancel.get());
+  if (!pending.empty()) postSteps();  // the steps since the last bunch
   if (!report.ok()) return fail(report.message());
   QString summary;
   if (report->cancelled)
@@ -777,6 +787,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   };
   lossChart_ = makeChart(tr("Loss"), trainLoss_, testLoss_);
   metricChart_ = makeChart(tr("Metric (accuracy)"), trainMetric_, testMetric_);
+  trainLossLine_ = std::make_unique<DecimatedLine>(trainLoss_);
+  trainMetricLine_ = std::make_unique<DecimatedLine>(trainMetric_);
   // A scatter series of markers on a chart's axes (Eval Step points, off-scale points).
   auto addMarkers = [](QChart* chart, const QString& name, QScatterSeries::MarkerShape shape,
                        qreal size, QColor fill, QColor border) {
@@ -1260,8 +1272,8 @@ void TrainingPanel::onCheckpointLoaded(const QString& summary,
     if (std::isfinite(e.trainLoss)) losses.append({x, e.trainLoss});
     if (const double m = headlineMetric(e.trainMetrics); std::isfinite(m)) metrics.append({x, m});
   }
-  trainLoss_->append(losses);
-  trainMetric_->append(metrics);
+  trainLossLine_->append(losses);
+  trainMetricLine_->append(metrics);
   for (const EpochReport& e : history)
     onEpoch(e.epoch, e.trainSteps, e.hasTest, e.testLoss, evalMetric(e));
   if (const auto c = trainerCounters()) lastStep_ = c->trainSteps;
@@ -1422,8 +1434,8 @@ void TrainingPanel::onSteps(const std::vector<StepPoint>& points, double samples
                             .arg(p.loss, 0, 'g', 4);
     if (std::isfinite(p.metric)) metrics.append({x, p.metric});
   }
-  trainLoss_->append(losses);
-  trainMetric_->append(metrics);
+  trainLossLine_->append(losses);
+  trainMetricLine_->append(metrics);
   const qint64 step = points.back().step;
   lastStep_ = stepOffset_ + step;
   if (step > 0 && updated) trained_ = true;
@@ -1466,6 +1478,8 @@ void TrainingPanel::clearCharts() {
   for (QXYSeries* s : std::initializer_list<QXYSeries*>{trainLoss_, testLoss_, trainMetric_,
                                                         testMetric_, evalLoss_, evalMetric_})
     s->clear();
+  trainLossLine_->clear();
+  trainMetricLine_->clear();
   for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(data_->spec()));
   best_->clear();
   lossOffScale_->clear();
@@ -2023,15 +2037,23 @@ void TrainingPanel::rescaleAxes() {
   auto fit = [this](QChart* chart, std::initializer_list<QXYSeries*> series,
                     QScatterSeries* offScale, bool log) {
     double x0 = INFINITY, x1 = -INFINITY;
-    std::vector<double> ys;
+    // Each series' range, outliers left out of each: a validation curve far above an
+    // overfitting train curve is no outlier of it, and stays on the chart.
+    double y0 = NAN, y1 = NAN;
     for (QXYSeries* s : series) {
       // Markers while a series is sparse, so a single point shows; a line once it is dense.
       if (s->type() == QAbstractSeries::SeriesTypeLine) s->setPointsVisible(s->count() <= 60);
+      std::vector<double> ys;
       for (const QPointF& p : s->points()) {
         if (log && p.y() <= 0) continue;
         x0 = std::min(x0, p.x());
         x1 = std::max(x1, p.x());
         ys.push_back(p.y());
+      }
+      const auto [lo, hi] = robustRange(std::move(ys), ignoreOutliers_->isChecked(), log);
+      if (std::isfinite(lo)) {
+        y0 = std::isfinite(y0) ? std::min(y0, lo) : lo;
+        y1 = std::isfinite(y1) ? std::max(y1, hi) : hi;
       }
     }
     // No points (a graph without a metric): the steps so far, not a one-step window at the end.
@@ -2055,7 +2077,6 @@ void TrainingPanel::rescaleAxes() {
     x->setTickAnchor(0);
     x->setTickInterval(tick);
     x->setRange(x0, x1);
-    const auto [y0, y1] = robustRange(std::move(ys), ignoreOutliers_->isChecked(), log);
     QAbstractAxis* yAxis = chart->axes(Qt::Vertical).first();
     if (log) {
       // No points yet: a plain range that still has labels.
@@ -2099,6 +2120,14 @@ void TrainingPanel::rescaleAxes() {
   };
   fit(lossChart_, {trainLoss_, testLoss_, evalLoss_}, lossOffScale_, logScale_->isChecked());
   fit(metricChart_, {trainMetric_, testMetric_, evalMetric_}, metricOffScale_, false);
+  // A long run's train line is drawn from means of steps (DecimatedLine): the axis says so.
+  for (const auto& [chart, line] : {std::pair{lossChart_, trainLossLine_.get()},
+                                    std::pair{metricChart_, trainMetricLine_.get()}})
+    chart->axes(Qt::Horizontal)
+        .first()
+        ->setTitleText(line->stride() > 1
+                           ? tr("step (a train point: the mean of %1 steps)").arg(line->stride())
+                           : tr("step"));
 }
 
 int TrainingPanel::offScalePoints(QChart* chart) const {

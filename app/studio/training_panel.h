@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "app/studio/data_panel.h"
+#include "app/studio/decimated_line.h"
 #include "app/studio/graph_model.h"
 #include "engine/training/trainer.h"
 
@@ -271,6 +272,8 @@ class TrainingPanel : public QWidget {
   QChart* lossChart_;
   QChart* metricChart_;
   QLineSeries *trainLoss_, *testLoss_, *trainMetric_, *testMetric_;
+  // The train lines, a point per step until there are too many to redraw (DecimatedLine).
+  std::unique_ptr<DecimatedLine> trainLossLine_, trainMetricLine_;
   // Eval Step results: single batches, as points never joined to the per-epoch line (a line from
   // a batch's loss to the next Fit's epoch read as a trend).
   QScatterSeries *evalLoss_, *evalMetric_;
@@ -309,6 +312,9 @@ class TrainingPanel : public QWidget {
   // A divergence warning for the running job, shown with its result when it finishes (a status
   // message of its own would be replaced by the result's at once).
   QString pendingWarning_;
+  // A bunch of Fit's step points is on its way to onSteps (set by the training thread, cleared
+  // here): the training thread holds the next ones back until it lands.
+  std::atomic<bool> stepsQueued_{false};
 
   // The Fit across processes in flight (null when none).
   QProcess* process_ = nullptr;

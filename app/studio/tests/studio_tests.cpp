@@ -14,6 +14,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLineSeries>
 #include <QLogValueAxis>
 #include <QMessageBox>
 #include <QMimeData>
@@ -34,6 +35,7 @@
 #include <random>
 
 #include <nlohmann/json.hpp>
+#include "app/studio/decimated_line.h"
 #include "app/studio/graph_scene.h"
 #include "app/studio/graph_view.h"
 #include "app/studio/main_window.h"
@@ -122,6 +124,44 @@ class StudioTest : public QObject {
     // Processes is a setting of the machine (QSettings): a test that sets it puts 1 back, and a
     // run that was cut off must not leave the others fitting under mpirun.
     QSettings().remove(QStringLiteral("training/processes"));
+  }
+
+  // The train line of a long Fit: at most `cap` drawn points however many steps come, each the
+  // mean of its steps at the last of them, the stride doubling as pairs merge, the newest point
+  // growing until it is whole, and clear() going back to a point a step.
+  void decimatedLineKeepsMeansWithinItsCap() {
+    QLineSeries series;
+    dw::studio::DecimatedLine line(&series, 8);
+    QList<QPointF> steps;
+    for (int i = 1; i <= 8; ++i) steps.append({double(i), double(i)});
+    line.append(steps);
+    QCOMPARE(series.count(), 8);  // up to the cap: a point a step
+    QCOMPARE(line.stride(), int64_t(1));
+    // Steps 9..1000 in uneven bunches, as a window that falls behind receives them.
+    int next = 9;
+    for (int bunch : {1, 3, 50, 7, 300, 631}) {
+      QList<QPointF> more;
+      for (int k = 0; k < bunch; ++k, ++next) more.append({double(next), double(next)});
+      line.append(more);
+      QVERIFY2(series.count() <= 8, qPrintable(QString::number(series.count())));
+    }
+    QCOMPARE(next, 1001);
+    const QList<QPointF> pts = series.points();
+    const int64_t stride = line.stride();
+    QVERIFY(stride >= 128 && (stride & (stride - 1)) == 0);
+    QCOMPARE(pts.back().x(), 1000.0);
+    // y = step: a whole point over steps (x - stride, x] has the mean x - (stride - 1) / 2.
+    for (qsizetype i = 0; i + 1 < pts.size(); ++i) {
+      QCOMPARE(pts[i].x(), double((i + 1) * stride));
+      QCOMPARE(pts[i].y(), pts[i].x() - double(stride - 1) / 2);
+    }
+    const double openSteps = 1000.0 - double((pts.size() - 1) * stride);
+    QCOMPARE(pts.back().y(), 1000.0 - (openSteps - 1) / 2);
+    line.clear();
+    QCOMPARE(series.count(), 0);
+    line.append({{1.0, 5.0}, {2.0, 6.0}});
+    QCOMPARE(series.count(), 2);
+    QCOMPARE(line.stride(), int64_t(1));
   }
 
   void paletteFiltersAndDoubleClickPlaces() {
@@ -1848,7 +1888,7 @@ class StudioTest : public QObject {
   }
 
   // The loss chart's range ignores a divergence's few blown-up points (TensorBoard's 5th-95th
-  // percentile), marks them on the edge, and shows everything with the box unticked.
+  // percentile, per series), marks them on the edge, and shows everything with the box unticked.
   void chartRangeIgnoresOutliers() {
     using dw::studio::robustRange;
     std::vector<double> curve;
@@ -1894,6 +1934,20 @@ class StudioTest : public QObject {
     QCOMPARE(panel->offScalePoints(panel->lossChart()), 1);
     panel->logScaleBox()->setChecked(false);
     QCOMPARE(train->count(), 41);  // nothing is dropped, only drawn on the edge
+    // A validation curve well above the train curve (overfitting) is no outlier of it: each
+    // series' outliers are its own.
+    QXYSeries* validation = nullptr;  // the evaluation line: the line that is not "train"
+    for (QAbstractSeries* series : panel->lossChart()->series())
+      if (series->type() == QAbstractSeries::SeriesTypeLine && series != train)
+        validation = static_cast<QXYSeries*>(series);
+    QVERIFY(validation);
+    validation->append(20, 7.0);  // one epoch: a point among 42, in the top 5% of them all
+    panel->logScaleBox()->setChecked(true);  // any change of the box rescales
+    panel->logScaleBox()->setChecked(false);
+    y = qobject_cast<QValueAxis*>(panel->lossChart()->axes(Qt::Vertical).first());  // a new one
+    QVERIFY(y);
+    QVERIFY2(y->max() >= 7 && y->max() < 50, qPrintable(QString::number(y->max())));
+    QCOMPARE(panel->offScalePoints(panel->lossChart()), 1);  // still only the blown-up step
   }
 
   // "lda coeff" keeps the seed toolkit's name; its tooltip says what it does.
