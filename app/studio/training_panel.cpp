@@ -930,6 +930,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
         model_->problems().empty()) {
       error_->hide();
       lastError_.clear();
+      emit statusMessage(QString());  // the bar may still show it
     }
   });
   connect(model_, &GraphModel::linkAdded, this, dirty);
@@ -1051,6 +1052,7 @@ void TrainingPanel::updateDataStatus() {
     error_->hide();
     lastError_.clear();
     lastErrorIsData_ = false;
+    emit statusMessage(QString());  // the bar may still show it
   }
 }
 
@@ -1388,7 +1390,10 @@ void TrainingPanel::start(Job job) {
   error_->hide();
   lastError_.clear();
   setBusy(true);
-  if (job == Job::Fit) progress_->setValue(0);
+  if (job == Job::Fit) {
+    progress_->setValue(0);
+    result_->clear();  // the last run's line would read as this one's until it ends
+  }
   emit statusMessage(
       job == Job::Fit
           ? tr("Fitting %1…").arg(count(epochs_->value(), tr("%1 epoch"), tr("%1 epochs")))
@@ -2120,6 +2125,12 @@ void TrainingPanel::rescaleAxes() {
   };
   fit(lossChart_, {trainLoss_, testLoss_, evalLoss_}, lossOffScale_, logScale_->isChecked());
   fit(metricChart_, {trainMetric_, testMetric_, evalMetric_}, metricOffScale_, false);
+  // Steps charted and no metric among them: the graph computes none, and the empty chart says
+  // how to get one rather than looking broken.
+  const bool noMetric = trainLoss_->count() > 0 && trainMetric_->count() == 0 &&
+                        testMetric_->count() == 0 && evalMetric_->count() == 0;
+  metricChart_->setTitle(noMetric ? tr("No metric: add one from deepwire.metrics")
+                                  : tr("Metric (accuracy)"));
   // A long run's train line is drawn from means of steps (DecimatedLine): the axis says so.
   for (const auto& [chart, line] : {std::pair{lossChart_, trainLossLine_.get()},
                                     std::pair{metricChart_, trainMetricLine_.get()}})

@@ -1187,6 +1187,9 @@ class StudioTest : public QObject {
     QVERIFY2(panel->lastResult().contains("2 epochs"), qPrintable(panel->lastResult()));
     QCOMPARE(panel->seriesPoints("validation loss"), 2);
     QCOMPARE(panel->seriesPoints("eval step loss"), 1);
+    // Steps charted and no metric: the empty chart says where one comes from.
+    QVERIFY2(panel->metricChart()->title().contains("deepwire.metrics"),
+             qPrintable(panel->metricChart()->title()));
     // A changed setting rebuilds the trainer, whose epochs count from 0 again.
     panel->learningRateBox()->setValue(0.02);
     panel->epochsBox()->setValue(1);
