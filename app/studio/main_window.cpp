@@ -64,6 +64,8 @@ void StatusMessage::setMessage(const QString& message) {
   // One line in the bar (a message's lines joined).
   line_ = message.trimmed();
   line_.replace(QRegularExpression(QStringLiteral("\\s*\\n\\s*")), QStringLiteral(" · "));
+  // A sentence: the graph's and the engine's messages start in lower case.
+  if (!line_.isEmpty()) line_[0] = line_[0].toUpper();
   // Rich text, so that the tooltip wraps instead of running off the screen.
   setToolTip(message.isEmpty() ? QString()
                                : QStringLiteral("<p style='white-space:pre-wrap'>%1</p>")

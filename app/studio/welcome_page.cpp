@@ -399,6 +399,8 @@ WelcomeCard::WelcomeCard(const QString& title, const QString& detail, Detail mod
   detailLabel_ = new QLabel(detail, this);
   detailLabel_->setObjectName(QStringLiteral("cardDetail"));
   detailLabel_->setWordWrap(mode == Detail::kWrap);
+  titleLabel_->setWordWrap(mode == Detail::kWrap);
+  titleLabel_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   detailLabel_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   for (QLabel* l : {titleLabel_, detailLabel_}) {
     // The button takes the clicks; the labels only draw.
@@ -430,17 +432,28 @@ int WelcomeCard::detailHeight(int inner) const {
   return std::max(line, r.height());
 }
 
-int WelcomeCard::heightForWidth(int width) const {
+int WelcomeCard::titleHeight(int inner) const {
   titleLabel_->ensurePolished();
+  const int line = titleLabel_->fontMetrics().height();
+  if (mode_ == Detail::kElide) return line;
+  const QRect r =
+      titleLabel_->fontMetrics().boundingRect(QRect(0, 0, inner, 10000), Qt::TextWordWrap, title_);
+  return std::max(line, r.height());
+}
+
+int WelcomeCard::heightForWidth(int width) const {
   const int inner = std::max(40, width - 2 * kPadX);
-  return kPadTop + titleLabel_->fontMetrics().height() + kGap + detailHeight(inner) + kPadBottom;
+  return kPadTop + titleHeight(inner) + kGap + detailHeight(inner) + kPadBottom;
 }
 
 void WelcomeCard::resizeEvent(QResizeEvent* e) {
   QPushButton::resizeEvent(e);
   const int inner = std::max(40, e->size().width() - 2 * kPadX);
-  const int titleH = titleLabel_->fontMetrics().height();
-  titleLabel_->setText(titleLabel_->fontMetrics().elidedText(title_, Qt::ElideMiddle, inner));
+  const int titleH = titleHeight(inner);
+  // A file's name is cut in its middle, where its start and extension both stay; a template's
+  // or an example's title wraps ("Fashion…IST MLP" said less than "Fashion-MNIST / MLP").
+  if (mode_ == Detail::kElide)
+    titleLabel_->setText(titleLabel_->fontMetrics().elidedText(title_, Qt::ElideMiddle, inner));
   titleLabel_->setGeometry(kPadX, kPadTop, inner, titleH);
   if (mode_ == Detail::kElide)
     detailLabel_->setText(detailLabel_->fontMetrics().elidedText(detail_, Qt::ElideMiddle, inner));

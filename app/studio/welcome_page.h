@@ -68,6 +68,7 @@ class WelcomeCard : public QPushButton {
  private:
   static constexpr int kPadX = 14, kPadTop = 10, kPadBottom = 11, kGap = 3;
   int detailHeight(int inner) const;
+  int titleHeight(int inner) const;
   QString title_, detail_;
   Detail mode_;
   QLabel* titleLabel_ = nullptr;
