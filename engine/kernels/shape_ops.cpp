@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <type_traits>
 
@@ -363,6 +364,7 @@ class Concat : public Kernel {
     int64_t inner = 1;
     for (size_t d = a + 1; d < out.size(); ++d) inner *= out[d];
     const int64_t rowOut = out[a] * inner;
+    if (f.dtype() != DType::kString) return copyRows(ins, a, outer, inner, *y);
     int64_t offset = 0;
     for (const Tensor* t : ins) {
       const int64_t row = t->dim(a) * inner;
@@ -372,6 +374,45 @@ class Concat : public Kernel {
     return Status();
   }
 
+ private:
+  // The output is the inputs' rows one after another (outer index first, then input order):
+  // each thread copies an equal share of the output's bytes, whichever rows they fall in, so a
+  // concatenation of two large rows (ShuffleNet's branches, [1, 58, 28, 28] twice) is split as
+  // well as one of many small ones. oneDNN 2.6's concat took 0.08 ms for that one.
+  static Status copyRows(const std::vector<const Tensor*>& ins, int64_t a, int64_t outer,
+                         int64_t inner, Tensor& y) {
+    const int64_t es = static_cast<int64_t>(dtypeSize(y.dtype()));
+    std::vector<const char*> src;
+    std::vector<int64_t> start;  // each row's first byte in the output, and the total at the end
+    src.reserve(static_cast<size_t>(outer) * ins.size());
+    start.reserve(src.capacity() + 1);
+    int64_t at = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (const Tensor* t : ins) {
+        const int64_t bytes = t->dim(a) * inner * es;
+        if (bytes == 0) continue;
+        src.push_back(static_cast<const char*>(t->raw()) + o * bytes);
+        start.push_back(at);
+        at += bytes;
+      }
+    start.push_back(at);
+    char* dst = static_cast<char*>(y.raw());
+    // Whole cache lines a share; 16 KiB of floats a thread at least (forThreadRanges).
+    const int64_t lines = (at + 63) / 64;
+    forThreadRanges(lines, at / 4, [&](int64_t l0, int64_t l1) {
+      const int64_t b0 = l0 * 64, b1 = std::min(at, l1 * 64);
+      auto r =
+          static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b0) - start.begin() - 1);
+      for (int64_t b = b0; b < b1; ++r) {
+        const int64_t end = std::min(b1, start[r + 1]);
+        std::memcpy(dst + b, src[r] + (b - start[r]), static_cast<size_t>(end - b));
+        b = end;
+      }
+    });
+    return Status();
+  }
+
+ public:
  private:
   int64_t axis_;
 };

@@ -199,6 +199,7 @@ class Conv : public Kernel {
                            " does not match the " + std::to_string(e.outShape[1]) +
                            " output channels (float32)");
     if (e.pointwise) return runPointwise(ctx, e, x, w, *y);
+    if (e.gemm) return runGemm(ctx, e, x, w, *y);
     if (e.direct) {
       const void* wd = w.raw();
       const void* bd = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
@@ -316,6 +317,34 @@ class Conv : public Kernel {
     return Status();
   }
 
+  // Y[n] = W X[n] + b for each image, then the fused activation (Entry::gemm), with a fused
+  // BatchNormalization folded into W and b (once, while they are the same constants).
+  Status runGemm(KernelContext& ctx, Entry& e, const Tensor& x, const Tensor& w, Tensor& y) {
+    const int64_t n = x.dim(0), ci = x.dim(1), co = e.outShape[1];
+    const int64_t hw = n * ci > 0 ? x.size() / (n * ci) : 0;
+    const float* wd = w.data<float>();
+    const float* bd = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
+    if (bnFused_) {
+      if (!constWeights_ || e.wFrom != w.raw()) {
+        const void *wf = nullptr, *bf = nullptr;
+        DW_RETURN_IF_ERROR(foldBatchNorm(ctx, co, wf, bf));
+        e.wFrom = constWeights_ ? w.raw() : nullptr;
+      }
+      wd = foldedW_.data();
+      bd = foldedB_.data();
+    }
+    float* out = y.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      float* yi = out + i * co * hw;
+      rnn::gemm(false, false, co, hw, ci, wd, ci, x.data<float>() + i * ci * hw, hw, 0.0f, yi, hw);
+      if (bd)
+        for (int64_t o = 0; o < co; ++o)
+          for (int64_t j = 0; j < hw; ++j) yi[o * hw + j] += bd[o];
+    }
+    act_.applyHost(out, y.size());
+    return Status();
+  }
+
   // Puts the fused residual into `target`, the memory the convolution writes and adds to: Y
   // itself (`dstUser`, which may already hold it) or a buffer in the primitive's layout.
   void seedResidual(KernelContext& ctx, Entry& e, Tensor& y, memory& dstUser, memory& target) {
@@ -390,6 +419,7 @@ class Conv : public Kernel {
     std::optional<onednn::SingleChannelConv> direct;
     onednn::SingleChannelEpilogue epilogue;
     bool pointwise = false;  // a 1x1 kernel over a 1x1 input: runPointwise
+    bool gemm = false;       // a 1x1 kernel between plain NCHW tensors: runGemm
     std::vector<float> wT;   // its weights transposed, [C_in][C_out]
   };
 
@@ -517,6 +547,22 @@ class Conv : public Kernel {
       pointwise = x.dim(2 + i) == 1 && kernel[i] == 1 && p.padL[i] == 0 && p.padR[i] == 0;
     if (pointwise) {
       e.pointwise = true;
+      return Status();
+    }
+    // A 1x1 convolution between plain NCHW tensors (values whose layout markNhwcChains could
+    // not settle: ShuffleNet's branches, between its Slices and Concats, whose shapes ONNX's
+    // inference leaves unknown) is a matrix product an image, Y[n] = W X[n] (C_out x C_in times
+    // C_in x H W), that reads and writes both tensors where they are. oneDNN's kernels want NHWC:
+    // a reorder in and one out cost as much as the product (ShuffleNet V2 at batch 1: 98
+    // reorders, 0.69 ms of its 2.9).
+    bool gemm = !transposed_ && g == 1 && !residual_ && poolKernel_.empty() && !keepSrc_ &&
+                !blockedX_ && !blockedY_ && !nhwcX_ && !nhwcY_ &&
+                onednn::convComputeType(ctx.backend(), c, out[1]) == f32 &&
+                dnnlBackend(ctx.backend()).hostMemory();
+    for (size_t i = 0; i < ns && gemm; ++i)
+      gemm = kernel[i] == 1 && p.strides[i] == 1 && p.padL[i] == 0 && p.padR[i] == 0;
+    if (gemm) {
+      e.gemm = true;
       return Status();
     }
     e.userSrc = blockedX_ ? onednn::blockedDesc(x.shape())

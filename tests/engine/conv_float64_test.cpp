@@ -2,7 +2,7 @@
 // (kernels/direct_conv.h): against oneDNN's float32 convolution of the same values (exact in
 // both types) over groups, strides, dilations, asymmetric and automatic padding, 1-D to 3-D
 // and a bias; and its errors. The float32 side includes the 1x1-over-1x1 products that skip
-// oneDNN (runPointwise).
+// oneDNN (runPointwise) and the 1x1 convolutions between plain tensors (runGemm).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,6 +64,18 @@ TEST(ConvFloat64, MatchesTheFloat32Convolution) {
       {{3, 20, 1}, {65, 20, 1}, {test::attribute("strides", std::vector<int64_t>{2})}, true},
       {{2, 17, 1, 1, 1}, {16, 17, 1, 1, 1}, {}, true},
       {{1, 1152, 1, 1}, {48, 1152, 1, 1}, {}, true},
+      // 1x1 kernels over planes between plain NCHW tensors, a matrix product an image
+      // (runGemm): odd channels and planes, several images, 1-D to 3-D, and a stride or a pad,
+      // which oneDNN takes instead.
+      {{2, 7, 5, 6}, {9, 7, 1, 1}, {}, true},
+      {{1, 58, 28, 28}, {58, 58, 1, 1}, {}, false},
+      {{3, 20, 11}, {13, 20, 1}, {}, true},
+      {{2, 5, 3, 4, 5}, {6, 5, 1, 1, 1}, {}, true},
+      {{1, 8, 9, 9}, {4, 8, 1, 1}, {test::attribute("strides", std::vector<int64_t>{2, 2})}, true},
+      {{1, 8, 5, 5},
+       {4, 8, 1, 1},
+       {test::attribute("pads", std::vector<int64_t>{1, 0, 0, 1})},
+       true},
   };
   std::mt19937 rng(3);
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -170,6 +182,60 @@ TEST(ConvPointwise, FusedActivationAndWeightsAcrossRuns) {
         ASSERT_NEAR(y.data<float>()[n * 48 + o], want, 1e-6) << asInput << " " << n << " " << o;
         ASSERT_NEAR(plain->at("y").data<float>()[n * 48 + o], want, 1e-6);
       }
+  }
+}
+
+// A 1x1 convolution over planes with a BatchNormalization and a Relu after it, which the session
+// fuses into it (runGemm folds the normalization into W and b), against float64: constant
+// weights across runs (folded once), and weights fed as an input, changed and changed back.
+TEST(ConvGemm, FusedNormalizationAndReluAcrossRuns) {
+  const int64_t N = 2, C = 7, O = 9, H = 5, W = 6;
+  const Tensor x = test::randomTensor({N, C, H, W}, 1), w = test::randomTensor({O, C, 1, 1}, 2),
+               b = test::randomTensor({O}, 3), scale = test::randomTensor({O}, 4, 0.5f, 2.0f),
+               shift = test::randomTensor({O}, 5), mean = test::randomTensor({O}, 6),
+               var = test::randomTensor({O}, 7, 0.5f, 2.0f);
+  for (bool weightsAsInput : {false, true}) {
+    auto m = test::emptyModel();
+    auto* g = m.mutable_graph();
+    test::addValue(g->add_input(), "x", {N, C, H, W});
+    if (weightsAsInput)
+      test::addValue(g->add_input(), "w", {O, C, 1, 1});
+    else
+      test::addInit(g, "w", w);
+    test::addInit(g, "b", b);
+    test::addInit(g, "scale", scale);
+    test::addInit(g, "shift", shift);
+    test::addInit(g, "mean", mean);
+    test::addInit(g, "var", var);
+    test::addNode(g, "Conv", {"x", "w", "b"}, {"z"});
+    test::addNode(g, "BatchNormalization", {"z", "scale", "shift", "mean", "var"}, {"n"});
+    test::addNode(g, "Relu", {"n"}, {"y"});
+    test::addValue(g->add_output(), "y", {N, O, H, W});
+    auto s = InferenceSession::create(m, SessionOptions{});
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::map<std::string, Tensor> feeds{{"x", x}};
+    if (weightsAsInput) feeds.emplace("w", w);
+    for (int run = 0; run < 3; ++run) {
+      if (weightsAsInput) feeds["w"] = run == 1 ? test::randomTensor(w.shape(), 8) : w;
+      auto r = (*s)->run(feeds);
+      ASSERT_TRUE(r.ok()) << r.message();
+      const Tensor& y = r->at("y");
+      const Tensor& wr = feeds.count("w") ? feeds.at("w") : w;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t p = 0; p < H * W; ++p) {
+            double z = b.data<float>()[o];
+            for (int64_t c = 0; c < C; ++c)
+              z += double(wr.data<float>()[o * C + c]) * x.data<float>()[(n * C + c) * H * W + p];
+            const double k =
+                scale.data<float>()[o] / std::sqrt(double(var.data<float>()[o]) + 1e-5);
+            const double want =
+                std::max(0.0, (z - mean.data<float>()[o]) * k + shift.data<float>()[o]);
+            ASSERT_NEAR(y.data<float>()[(n * O + o) * H * W + p], want, 1e-5)
+                << "weights as input " << weightsAsInput << " run " << run << " image " << n
+                << " channel " << o << " pixel " << p;
+          }
+    }
   }
 }
 

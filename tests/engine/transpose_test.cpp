@@ -116,3 +116,62 @@ TEST(TransposeKernel, UnitAxesOnlyHandTheInputOver) {
         << shapeToString(shape) << " perm " << shapeToString(perm);
   }
 }
+
+namespace {
+
+// Concat copies the output's bytes in equal shares per thread, whichever input rows they fall
+// in: against an index-by-index reference, along every axis of tensors large enough to split
+// (a share starting and ending mid-row), with an empty input among them, for float32 and int64.
+TEST(ConcatKernel, ThreadedSharesMatchTheDefinition) {
+  const std::vector<Shape> parts{
+      {2, 5, 37, 129}, {2, 3, 37, 129}, {2, 0, 37, 129}, {2, 1, 37, 129}};
+  for (int axis = 0; axis < 4; ++axis)
+    for (int32_t type : {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64}) {
+      std::vector<Tensor> in;
+      int64_t seed = 0;
+      for (Shape s : parts) {
+        // The parts differ along `axis` only.
+        Shape t{2, 5, 37, 129};
+        t[axis] = s[1] == 5 ? t[axis] : (s[1] == 0 ? 0 : s[1] + axis);
+        const int64_t n = numElements(t);
+        if (type == onnx::TensorProto::FLOAT) {
+          std::vector<float> v(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) v[i] = float(seed * 1000003 + i);
+          in.push_back(Tensor::fromVector(v, t));
+        } else {
+          std::vector<int64_t> v(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) v[i] = seed * 1000003 + i;
+          in.push_back(Tensor::fromVector(v, t));
+        }
+        ++seed;
+      }
+      auto y = test::runOneNode("Concat", type, in, {test::attribute("axis", int64_t{axis})});
+      ASSERT_TRUE(y.ok()) << y.message();
+      Shape want = in[0].shape();
+      want[axis] = 0;
+      for (const Tensor& t : in) want[axis] += t.dim(axis);
+      ASSERT_EQ(y->shape(), want) << "axis " << axis;
+      // Walk the output index by index, finding the input and its index.
+      const auto ys = stridesOf(want);
+      for (int64_t k = 0; k < y->size(); ++k) {
+        std::vector<int64_t> idx(4);
+        for (int d = 0, r = 0; d < 4; ++d) {
+          idx[d] = (k - r) / ys[d] % want[d];
+          r += idx[d] * ys[d];
+        }
+        size_t part = 0;
+        while (idx[axis] >= in[part].dim(axis)) idx[axis] -= in[part++].dim(axis);
+        const auto xs = stridesOf(in[part].shape());
+        int64_t at = 0;
+        for (int d = 0; d < 4; ++d) at += idx[d] * xs[d];
+        const double got =
+            type == onnx::TensorProto::FLOAT ? y->data<float>()[k] : double(y->data<int64_t>()[k]);
+        const double expect = type == onnx::TensorProto::FLOAT
+                                  ? in[part].data<float>()[at]
+                                  : double(in[part].data<int64_t>()[at]);
+        ASSERT_EQ(got, expect) << "axis " << axis << " type " << type << " at " << k;
+      }
+    }
+}
+
+}  // namespace
