@@ -18,6 +18,7 @@
 #include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
 #include "engine/kernels/tables.h"
+#include "engine/onednn/depthwise_planes.h"
 #include "engine/onednn/fused_activation.h"
 #include "engine/onednn/onednn_backend.h"
 #include "engine/onednn/rnn_common.h"
@@ -199,7 +200,7 @@ class Conv : public Kernel {
                            " does not match the " + std::to_string(e.outShape[1]) +
                            " output channels (float32)");
     if (e.pointwise) return runPointwise(ctx, e, x, w, *y);
-    if (e.gemm) return runGemm(ctx, e, x, w, *y);
+    if (e.gemm || e.depthwise) return runPlain(ctx, e, x, w, *y);
     if (e.direct) {
       const void* wd = w.raw();
       const void* bd = ctx.hasInput(2) ? ctx.input(2).raw() : nullptr;
@@ -317,9 +318,11 @@ class Conv : public Kernel {
     return Status();
   }
 
-  // Y[n] = W X[n] + b for each image, then the fused activation (Entry::gemm), with a fused
-  // BatchNormalization folded into W and b (once, while they are the same constants).
-  Status runGemm(KernelContext& ctx, Entry& e, const Tensor& x, const Tensor& w, Tensor& y) {
+  // The convolutions between plain NCHW tensors that need no oneDNN: a 1x1 as Y[n] = W X[n] + b
+  // for each image (Entry::gemm), a depthwise one plane by plane (Entry::depthwise); then the
+  // fused activation, with a fused BatchNormalization folded into W and b (once, while they are
+  // the same constants).
+  Status runPlain(KernelContext& ctx, Entry& e, const Tensor& x, const Tensor& w, Tensor& y) {
     const int64_t n = x.dim(0), ci = x.dim(1), co = e.outShape[1];
     const int64_t hw = n * ci > 0 ? x.size() / (n * ci) : 0;
     const float* wd = w.data<float>();
@@ -334,6 +337,15 @@ class Conv : public Kernel {
       bd = foldedB_.data();
     }
     float* out = y.data<float>();
+    if (e.depthwise) {
+      float lo = 0, hi = 0;
+      const bool clampOnly = act_.clamp(lo, hi);
+      onednn::depthwisePlanes(*e.depthwise, x.data<float>(), wd, bd,
+                              clampOnly ? lo : -std::numeric_limits<float>::infinity(),
+                              clampOnly ? hi : std::numeric_limits<float>::infinity(), out);
+      if (!clampOnly) act_.applyHost(out, y.size());
+      return Status();
+    }
     for (int64_t i = 0; i < n; ++i) {
       float* yi = out + i * co * hw;
       rnn::gemm(false, false, co, hw, ci, wd, ci, x.data<float>() + i * ci * hw, hw, 0.0f, yi, hw);
@@ -419,8 +431,9 @@ class Conv : public Kernel {
     std::optional<onednn::SingleChannelConv> direct;
     onednn::SingleChannelEpilogue epilogue;
     bool pointwise = false;  // a 1x1 kernel over a 1x1 input: runPointwise
-    bool gemm = false;       // a 1x1 kernel between plain NCHW tensors: runGemm
-    std::vector<float> wT;   // its weights transposed, [C_in][C_out]
+    bool gemm = false;       // a 1x1 kernel between plain NCHW tensors: runPlain
+    std::optional<onednn::DepthwisePlanes> depthwise;  // a depthwise one so: runPlain
+    std::vector<float> wT;                             // its weights transposed, [C_in][C_out]
   };
 
   Status build(KernelContext& ctx, Entry& e) {
@@ -564,6 +577,18 @@ class Conv : public Kernel {
     if (gemm) {
       e.gemm = true;
       return Status();
+    }
+    // A depthwise convolution between plain NCHW tensors, plane by plane (depthwise_planes.h).
+    if (!transposed_ && g == c && out[1] == c && ns == 2 && !residual_ && poolKernel_.empty() &&
+        !keepSrc_ && !blockedX_ && !blockedY_ && !nhwcX_ && !nhwcY_ && p.dilations[0] == 1 &&
+        p.dilations[1] == 1 && dnnlBackend(ctx.backend()).hostMemory()) {
+      const onednn::DepthwisePlanes d{n * c,     c,         x.dim(2),  x.dim(3),     out[2],
+                                      out[3],    kernel[0], kernel[1], p.strides[0], p.strides[1],
+                                      p.padL[0], p.padL[1]};
+      if (onednn::depthwisePlanesFit(d)) {
+        e.depthwise = d;
+        return Status();
+      }
     }
     e.userSrc = blockedX_ ? onednn::blockedDesc(x.shape())
                 : nhwcX_  ? memory::desc(onednn::toDims(x.shape()), f32, Tag::acdb)

@@ -2,7 +2,8 @@
 // (kernels/direct_conv.h): against oneDNN's float32 convolution of the same values (exact in
 // both types) over groups, strides, dilations, asymmetric and automatic padding, 1-D to 3-D
 // and a bias; and its errors. The float32 side includes the 1x1-over-1x1 products that skip
-// oneDNN (runPointwise) and the 1x1 convolutions between plain tensors (runGemm).
+// oneDNN (runPointwise) and the 1x1 and depthwise convolutions between plain tensors
+// (runPlain).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,7 +66,7 @@ TEST(ConvFloat64, MatchesTheFloat32Convolution) {
       {{2, 17, 1, 1, 1}, {16, 17, 1, 1, 1}, {}, true},
       {{1, 1152, 1, 1}, {48, 1152, 1, 1}, {}, true},
       // 1x1 kernels over planes between plain NCHW tensors, a matrix product an image
-      // (runGemm): odd channels and planes, several images, 1-D to 3-D, and a stride or a pad,
+      // (runPlain): odd channels and planes, several images, 1-D to 3-D, and a stride or a pad,
       // which oneDNN takes instead.
       {{2, 7, 5, 6}, {9, 7, 1, 1}, {}, true},
       {{1, 58, 28, 28}, {58, 58, 1, 1}, {}, false},
@@ -75,6 +76,36 @@ TEST(ConvFloat64, MatchesTheFloat32Convolution) {
       {{1, 8, 5, 5},
        {4, 8, 1, 1},
        {test::attribute("pads", std::vector<int64_t>{1, 0, 0, 1})},
+       true},
+      // Depthwise ones between plain tensors, plane by plane (depthwise_planes.cpp): strides 1
+      // and 2 (and 2 across only), windows 3 to 7, one-sided pads, planes wider than one group
+      // of four vectors, and a stride of 3, which oneDNN takes instead.
+      {{1, 3, 28, 28},
+       {3, 1, 3, 3},
+       {test::attribute("group", int64_t{3}),
+        test::attribute("pads", std::vector<int64_t>{1, 1, 1, 1})},
+       true},
+      {{2, 4, 9, 70},
+       {4, 1, 5, 5},
+       {test::attribute("group", int64_t{4}),
+        test::attribute("strides", std::vector<int64_t>{2, 2}),
+        test::attribute("pads", std::vector<int64_t>{2, 2, 2, 2})},
+       true},
+      {{1, 2, 13, 130},
+       {2, 1, 7, 7},
+       {test::attribute("group", int64_t{2}),
+        test::attribute("pads", std::vector<int64_t>{3, 0, 3, 5})},
+       false},
+      {{1, 5, 6, 6},
+       {5, 1, 3, 3},
+       {test::attribute("group", int64_t{5}),
+        test::attribute("strides", std::vector<int64_t>{1, 2}),
+        test::attribute("pads", std::vector<int64_t>{0, 1, 1, 0})},
+       true},
+      {{1, 4, 10, 10},
+       {4, 1, 3, 3},
+       {test::attribute("group", int64_t{4}),
+        test::attribute("strides", std::vector<int64_t>{3, 3})},
        true},
   };
   std::mt19937 rng(3);
@@ -186,7 +217,7 @@ TEST(ConvPointwise, FusedActivationAndWeightsAcrossRuns) {
 }
 
 // A 1x1 convolution over planes with a BatchNormalization and a Relu after it, which the session
-// fuses into it (runGemm folds the normalization into W and b), against float64: constant
+// fuses into it (runPlain folds the normalization into W and b), against float64: constant
 // weights across runs (folded once), and weights fed as an input, changed and changed back.
 TEST(ConvGemm, FusedNormalizationAndReluAcrossRuns) {
   const int64_t N = 2, C = 7, O = 9, H = 5, W = 6;
