@@ -134,15 +134,22 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
     };
     // The input projections from the session's pool: a vector of this size (800 KB for the
     // zoo's LSTM) was mapped, faulted in and zeroed on every run.
-    Tensor* xwT = ctx.scratch(DType::kFloat, Shape{T * B * GH});
+    // Small batches of a bidirectional cell: a thread a direction, each through all its steps
+    // on its own, where splitting each direction's units made the threads meet at every step
+    // (a 2-layer bidirectional LSTM of 96 units over 33 steps, 2 threads: 0.385 -> 0.366 ms at
+    // batch 3, 0.154 -> 0.134 at batch 1; 7 alternating rounds).
+    const bool directionThreads =
+        D == 2 && B <= kSmallBatch && omp_get_max_threads() >= 2 && !omp_in_parallel();
+    Tensor* xwT = ctx.scratch(DType::kFloat, Shape{(directionThreads ? D : 1) * T * B * GH});
     if (!xwT) return ctx.status();
-    float* xw = xwT->data<float>();
-    std::vector<float> hr(B * GH), hPrev(B * H), cPrev(B * H), tmp(B * H), gate(GH);
     if (B <= kSmallBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {
       rt_.assign(D * GH * H, 0.0f);
       rtFrom_ = nullptr;
     }
-    for (int64_t d = 0; d < D; ++d) {
+    // Direction d with its own state and input projections `xw`; `alone`: on the calling
+    // thread only.
+    auto direction = [&](int64_t d, float* xw, bool alone) {
+      std::vector<float> hr(B * GH), hPrev(B * H), cPrev(B * H), tmp(B * H), gate(GH);
       const bool reverse = direction_ == "reverse" || d == 1;
       const float* W = ctx.input(1).data<float>() + d * GH * I;
       const float* R = ctx.input(2).data<float>() + d * GH * H;
@@ -166,7 +173,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       // Its threads project the inputs of their own units, and its steps add the biases as
       // they read the projections (one pass less over them).
       const int splitThreads =
-          B <= kSmallBatch && cell_ == Cell::kLstm && H >= 64
+          !alone && B <= kSmallBatch && cell_ == Cell::kLstm && H >= 64
               ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), H / 32))
               : 1;
       if (splitThreads == 1) {
@@ -292,12 +299,13 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
           std::copy_n(&hPrev[b * H], H, stateAt(yh.data<float>(), d, b));
           if (yc) std::copy_n(&cPrev[b * H], H, stateAt(yc->data<float>(), d, b));
         }
-        continue;
+        return;
       }
       // Two rows a thread at least: one row alone is a vector-matrix product that cannot pay
       // for a thread.
-      const int nt =
-          small ? static_cast<int>(std::clamp<int64_t>(B / 2, 1, omp_get_max_threads())) : 1;
+      const int nt = small && !alone
+                         ? static_cast<int>(std::clamp<int64_t>(B / 2, 1, omp_get_max_threads()))
+                         : 1;
       if (nt > 1) {
 #pragma omp parallel num_threads(nt)
         {
@@ -315,6 +323,17 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         std::copy_n(&hPrev[b * H], H, stateAt(yh.data<float>(), d, b));
         if (yc) std::copy_n(&cPrev[b * H], H, stateAt(yc->data<float>(), d, b));
       }
+    };
+    float* xw = xwT->data<float>();
+    if (directionThreads) {
+#pragma omp parallel num_threads(2)
+      {
+        // A smaller team than asked (OMP_DYNAMIC) takes both directions in turn.
+        const int tid = omp_get_thread_num(), team = omp_get_num_threads();
+        for (int64_t d = tid; d < D; d += team) direction(d, xw + d * T * B * GH, true);
+      }
+    } else {
+      for (int64_t d = 0; d < D; ++d) direction(d, xw, false);
     }
     // Only a constant R (an initializer) can be trusted to be the same next run.
     rtFrom_ = B <= kSmallBatch && constR_ ? ctx.input(2).raw() : nullptr;
