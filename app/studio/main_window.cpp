@@ -64,8 +64,6 @@ void StatusMessage::setMessage(const QString& message) {
   // One line in the bar (a message's lines joined).
   line_ = message.trimmed();
   line_.replace(QRegularExpression(QStringLiteral("\\s*\\n\\s*")), QStringLiteral(" · "));
-  // A sentence: the graph's and the engine's messages start in lower case.
-  if (!line_.isEmpty()) line_[0] = line_[0].toUpper();
   // Rich text, so that the tooltip wraps instead of running off the screen.
   setToolTip(message.isEmpty() ? QString()
                                : QStringLiteral("<p style='white-space:pre-wrap'>%1</p>")
@@ -126,6 +124,9 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   connect(scene_, &GraphScene::statusMessage, this, &MainWindow::showStatus);
   connect(params_, &ParamsPanel::statusMessage, this, &MainWindow::showStatus);
   connect(training_, &TrainingPanel::statusMessage, this, &MainWindow::showStatus);
+  connect(training_, &TrainingPanel::staleStatus, this, [this](const QString& message) {
+    if (!message.isEmpty() && message_->message().contains(message)) showStatus(QString());
+  });
   connect(view_, &GraphView::nodeDropped, this,
           [this](const QString& d, const QString& t, QPointF pos) { placeNode(d, t, pos); });
   connect(palette_, &Palette::placeRequested, this,

@@ -534,6 +534,8 @@ void TrainingWorker::run(const JobRequest& req) {
     postSteps();
   };
   cb.onEpoch = [&](const EpochReport& e) {
+    // The epoch's evaluation goes after its steps, held back or not.
+    if (!pending.empty()) postSteps();
     post([p = panel_, epoch = qint64(e.epoch), step = qint64(trainer_->counters().trainSteps),
           hasTest = e.hasTest, test = e.testLoss,
           testAcc = evalMetric(e)] { p->onEpoch(epoch, step, hasTest, test, testAcc); });
@@ -929,8 +931,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     if (!busy_ && !error_->isHidden() && !lastErrorIsData_ && graphDirty_ &&
         model_->problems().empty()) {
       error_->hide();
+      emit staleStatus(lastError_);  // the bar may still show it
       lastError_.clear();
-      emit statusMessage(QString());  // the bar may still show it
     }
   });
   connect(model_, &GraphModel::linkAdded, this, dirty);
@@ -1050,9 +1052,9 @@ void TrainingPanel::updateDataStatus() {
   // A data error is about the sources as they were: it goes once they are ready.
   if (problem.isEmpty() && !busy_ && !error_->isHidden() && lastErrorIsData_) {
     error_->hide();
+    emit staleStatus(lastError_);  // the bar may still show it
     lastError_.clear();
     lastErrorIsData_ = false;
-    emit statusMessage(QString());  // the bar may still show it
   }
 }
 
@@ -2044,17 +2046,25 @@ void TrainingPanel::rescaleAxes() {
     double x0 = INFINITY, x1 = -INFINITY;
     // Each series' range, outliers left out of each: a validation curve far above an
     // overfitting train curve is no outlier of it, and stays on the chart.
+    // Eval Step markers are single batches, judged with the train line they sit on (alone, a
+    // few points never have an outlier).
     double y0 = NAN, y1 = NAN;
+    std::vector<std::vector<double>> values(series.size());
+    size_t k = 0;
     for (QXYSeries* s : series) {
       // Markers while a series is sparse, so a single point shows; a line once it is dense.
-      if (s->type() == QAbstractSeries::SeriesTypeLine) s->setPointsVisible(s->count() <= 60);
-      std::vector<double> ys;
+      const bool line = s->type() == QAbstractSeries::SeriesTypeLine;
+      if (line) s->setPointsVisible(s->count() <= 60);
+      std::vector<double>& ys = values[line ? k : 0];
       for (const QPointF& p : s->points()) {
         if (log && p.y() <= 0) continue;
         x0 = std::min(x0, p.x());
         x1 = std::max(x1, p.x());
         ys.push_back(p.y());
       }
+      ++k;
+    }
+    for (std::vector<double>& ys : values) {
       const auto [lo, hi] = robustRange(std::move(ys), ignoreOutliers_->isChecked(), log);
       if (std::isfinite(lo)) {
         y0 = std::isfinite(y0) ? std::min(y0, lo) : lo;

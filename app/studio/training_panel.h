@@ -159,6 +159,8 @@ class TrainingPanel : public QWidget {
 
  signals:
   void statusMessage(const QString& text);
+  // A message this panel put in the status bar no longer holds: clear the bar if it shows it.
+  void staleStatus(const QString& text);
   void showDataRequested();    // the user asked for the Data dock
   void weightsStateChanged();  // trained weights appeared in, or were written from, the trainer
   void settingsChanged();      // hasUnsavedSettings() may have changed

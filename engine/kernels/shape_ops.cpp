@@ -382,38 +382,29 @@ class Concat : public Kernel {
   static Status copyRows(const std::vector<const Tensor*>& ins, int64_t a, int64_t outer,
                          int64_t inner, Tensor& y) {
     const int64_t es = static_cast<int64_t>(dtypeSize(y.dtype()));
-    std::vector<const char*> src;
-    std::vector<int64_t> start;  // each row's first byte in the output, and the total at the end
-    src.reserve(static_cast<size_t>(outer) * ins.size());
-    start.reserve(src.capacity() + 1);
-    int64_t at = 0;
-    for (int64_t o = 0; o < outer; ++o)
-      for (const Tensor* t : ins) {
-        const int64_t bytes = t->dim(a) * inner * es;
-        if (bytes == 0) continue;
-        src.push_back(static_cast<const char*>(t->raw()) + o * bytes);
-        start.push_back(at);
-        at += bytes;
-      }
-    start.push_back(at);
+    // Where each input's row starts within an output row (and the row's bytes at the end).
+    std::vector<int64_t> start{0};
+    for (const Tensor* t : ins) start.push_back(start.back() + t->dim(a) * inner * es);
+    const int64_t row = start.back(), total = outer * row;
     char* dst = static_cast<char*>(y.raw());
     // Whole cache lines a share; 16 KiB of floats a thread at least (forThreadRanges).
-    const int64_t lines = (at + 63) / 64;
-    forThreadRanges(lines, at / 4, [&](int64_t l0, int64_t l1) {
-      const int64_t b0 = l0 * 64, b1 = std::min(at, l1 * 64);
-      auto r =
-          static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b0) - start.begin() - 1);
-      for (int64_t b = b0; b < b1; ++r) {
-        const int64_t end = std::min(b1, start[r + 1]);
-        std::memcpy(dst + b, src[r] + (b - start[r]), static_cast<size_t>(end - b));
+    forThreadRanges((total + 63) / 64, total / 4, [&](int64_t l0, int64_t l1) {
+      const int64_t b1 = std::min(total, l1 * 64);
+      for (int64_t b = l0 * 64; b < b1;) {
+        const int64_t o = b / row, within = b - o * row;
+        const auto k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), within) -
+                                           start.begin() - 1);
+        const int64_t bytes = start[k + 1] - start[k];
+        const int64_t end = std::min(b1, o * row + start[k + 1]);
+        std::memcpy(dst + b,
+                    static_cast<const char*>(ins[k]->raw()) + o * bytes + (within - start[k]),
+                    static_cast<size_t>(end - b));
         b = end;
       }
     });
     return Status();
   }
 
- public:
- private:
   int64_t axis_;
 };
 

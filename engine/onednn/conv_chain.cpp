@@ -410,10 +410,22 @@ class ConvChain : public Kernel {
     int64_t band = std::max<int64_t>(1, (kBandBytes / (wd * c1p * 4) - d.kh) / d.strides[0] + 1);
     band = std::min(band, g.oh);
     const int nt = std::max(1, omp_get_max_threads());
-    // Images the threads cannot share evenly (fewer than threads, or 3 on 2): each image's rows
-    // are cut into as many parts as make the parts a whole number a thread, a band at least a
-    // part. Whole images a thread left one thread with two of 3 images (MNASNet at batch 3).
-    const int64_t perImage = nt / std::gcd<int64_t>(n, nt);
+    // Images the threads cannot share evenly (fewer than threads, or 3 on 2) are cut into parts
+    // of rows, a band at least a part: as many as make the busiest thread's rows fewest, each
+    // part widening the rows its window reaches past its edges again (counted as half a row's
+    // work, the widening's share). Whole images a thread left one thread with two of 3 images
+    // (MNASNet at batch 3); n / gcd(n, nt) parts always even the threads out.
+    int64_t perImage = 1;
+    {
+      const int64_t most = std::min<int64_t>(g.oh, nt / std::gcd<int64_t>(n, nt));
+      const double halo = 0.5 * static_cast<double>(std::max<int64_t>(0, d.kh - d.strides[0]));
+      double best = 0;
+      for (int64_t p = 1; p <= most; ++p) {
+        const double busiest = static_cast<double>((n * p + nt - 1) / nt) *
+                               (static_cast<double>((g.oh + p - 1) / p) + halo);
+        if (p == 1 || busiest < best) best = busiest, perImage = p;
+      }
+    }
     band = std::min(band, (g.oh + perImage - 1) / perImage);
     const int64_t parts = std::min<int64_t>(perImage, (g.oh + band - 1) / band);
     const int64_t eRows = (band - 1) * d.strides[0] + d.kh;

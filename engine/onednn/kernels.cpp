@@ -324,7 +324,7 @@ class Conv : public Kernel {
   // the same constants).
   Status runPlain(KernelContext& ctx, Entry& e, const Tensor& x, const Tensor& w, Tensor& y) {
     const int64_t n = x.dim(0), ci = x.dim(1), co = e.outShape[1];
-    const int64_t hw = n * ci > 0 ? x.size() / (n * ci) : 0;
+    const int64_t hw = numElements(Shape(x.shape().begin() + 2, x.shape().end()));
     const float* wd = w.data<float>();
     const float* bd = ctx.hasInput(2) ? ctx.input(2).data<float>() : nullptr;
     if (bnFused_) {
@@ -346,12 +346,22 @@ class Conv : public Kernel {
       if (!clampOnly) act_.applyHost(out, y.size());
       return Status();
     }
-    for (int64_t i = 0; i < n; ++i) {
-      float* yi = out + i * co * hw;
-      rnn::gemm(false, false, co, hw, ci, wd, ci, x.data<float>() + i * ci * hw, hw, 0.0f, yi, hw);
+    if (hw == 1) {
+      // One pixel an image (a classifier written as a convolution, at a batch too large for
+      // runPointwise): the images' rows in one product, Y = X W^T.
+      rnn::gemm(false, true, n, co, ci, x.data<float>(), ci, wd, ci, 0.0f, out, co);
       if (bd)
-        for (int64_t o = 0; o < co; ++o)
-          for (int64_t j = 0; j < hw; ++j) yi[o * hw + j] += bd[o];
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t o = 0; o < co; ++o) out[i * co + o] += bd[o];
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        float* yi = out + i * co * hw;
+        rnn::gemm(false, false, co, hw, ci, wd, ci, x.data<float>() + i * ci * hw, hw, 0.0f, yi,
+                  hw);
+        if (bd)
+          for (int64_t o = 0; o < co; ++o)
+            for (int64_t j = 0; j < hw; ++j) yi[o * hw + j] += bd[o];
+      }
     }
     act_.applyHost(out, y.size());
     return Status();

@@ -138,8 +138,14 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
     // on its own, where splitting each direction's units made the threads meet at every step
     // (a 2-layer bidirectional LSTM of 96 units over 33 steps, 2 threads: 0.385 -> 0.366 ms at
     // batch 3, 0.154 -> 0.134 at batch 1; 7 alternating rounds).
+    // Only where a direction alone would take at most 2 threads (its unit or row split below):
+    // with more, a direction a thread would leave most of them idle.
+    const int64_t threads = omp_get_max_threads();
+    const int64_t perDirection = cell_ == Cell::kLstm && H >= 64
+                                     ? std::min<int64_t>(threads, H / 32)
+                                     : std::clamp<int64_t>(B / 2, 1, threads);
     const bool directionThreads =
-        D == 2 && B <= kSmallBatch && omp_get_max_threads() >= 2 && !omp_in_parallel();
+        D == 2 && B <= kSmallBatch && threads >= 2 && perDirection <= 2 && !omp_in_parallel();
     Tensor* xwT = ctx.scratch(DType::kFloat, Shape{(directionThreads ? D : 1) * T * B * GH});
     if (!xwT) return ctx.status();
     if (B <= kSmallBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {

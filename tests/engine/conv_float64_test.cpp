@@ -72,6 +72,7 @@ TEST(ConvFloat64, MatchesTheFloat32Convolution) {
       {{1, 58, 28, 28}, {58, 58, 1, 1}, {}, false},
       {{3, 20, 11}, {13, 20, 1}, {}, true},
       {{2, 5, 3, 4, 5}, {6, 5, 1, 1, 1}, {}, true},
+      {{64, 256, 1, 1}, {300, 256, 1, 1}, {}, true},  // one pixel, past runPointwise's size
       {{1, 8, 9, 9}, {4, 8, 1, 1}, {test::attribute("strides", std::vector<int64_t>{2, 2})}, true},
       {{1, 8, 5, 5},
        {4, 8, 1, 1},
