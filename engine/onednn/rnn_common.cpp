@@ -366,6 +366,10 @@ void smallGemm(int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, con
     smallGemmAvx512<8>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
   for (; b + 4 <= B; b += 4)
     smallGemmAvx512<4>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  // Two rows together read R once for both (a bidirectional LSTM of 96 units at batch 3, a
+  // direction a thread: 0.365 -> 0.294 ms, 7 alternating rounds).
+  for (; b + 2 <= B; b += 2)
+    smallGemmAvx512<2>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
   for (; b < B; ++b) smallGemvAvx512(N, K, h + b * ldh, rt, ldr, out + b * ldo);
 }
 
