@@ -472,7 +472,7 @@ TEST(Rnn, OneDnnAndPlainPathsAgree) {
 void smallBatchPathMatchesOneDnn(int64_t T, int64_t H);
 
 // RNN and GRU batches of 4 and more split their rows over threads; an LSTM of 72 or 96 units
-// splits its units (runUnitSplit) at every small batch (1, 2 and 13 rows), over an odd number of
+// splits its units (runUnitSplit) at every small batch (1, 2, 3 and 13 rows), over an odd number of
 // steps (its h buffers swap), each thread projecting its units' inputs and adding the biases as
 // it reads them. Its cells run in one pass (onednn::lstmCell) over whole vectors of units and a
 // partial one (40 units on one thread, 36 a thread), and through the general loops where a clip
@@ -496,7 +496,7 @@ void smallBatchPathMatchesOneDnn(int64_t T, int64_t H) {
   };
   for (std::string op : {"RNN", "GRU", "LSTM"})
     for (std::string dir : {"forward", "bidirectional"})
-      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{13}})
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{13}})
         for (bool clip : {false, true}) {
           if (clip && op != "LSTM") continue;
           const int64_t D = dir == "bidirectional" ? 2 : 1;
