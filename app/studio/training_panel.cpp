@@ -2139,16 +2139,20 @@ void TrainingPanel::rescaleAxes() {
   // how to get one rather than looking broken.
   const bool noMetric = trainLoss_->count() > 0 && trainMetric_->count() == 0 &&
                         testMetric_->count() == 0 && evalMetric_->count() == 0;
-  metricChart_->setTitle(noMetric ? tr("No metric: add one from deepwire.metrics")
-                                  : tr("Metric (accuracy)"));
+  // Titles set only when they change: this runs for every bunch of steps, and a new title
+  // lays the chart out again.
+  const QString metricTitle =
+      noMetric ? tr("No metric: add one from deepwire.metrics") : tr("Metric (accuracy)");
+  if (metricChart_->title() != metricTitle) metricChart_->setTitle(metricTitle);
   // A long run's train line is drawn from means of steps (DecimatedLine): the axis says so.
   for (const auto& [chart, line] : {std::pair{lossChart_, trainLossLine_.get()},
-                                    std::pair{metricChart_, trainMetricLine_.get()}})
-    chart->axes(Qt::Horizontal)
-        .first()
-        ->setTitleText(line->stride() > 1
-                           ? tr("step (a train point: the mean of %1 steps)").arg(line->stride())
-                           : tr("step"));
+                                    std::pair{metricChart_, trainMetricLine_.get()}}) {
+    QAbstractAxis* x = chart->axes(Qt::Horizontal).first();
+    const QString title = line->stride() > 1
+                              ? tr("step (a train point: the mean of %1 steps)").arg(line->stride())
+                              : tr("step");
+    if (x->titleText() != title) x->setTitleText(title);
+  }
 }
 
 int TrainingPanel::offScalePoints(QChart* chart) const {

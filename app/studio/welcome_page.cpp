@@ -398,11 +398,9 @@ WelcomeCard::WelcomeCard(const QString& title, const QString& detail, Detail mod
   titleLabel_->setObjectName(QStringLiteral("cardTitle"));
   detailLabel_ = new QLabel(detail, this);
   detailLabel_->setObjectName(QStringLiteral("cardDetail"));
-  detailLabel_->setWordWrap(mode == Detail::kWrap);
-  titleLabel_->setWordWrap(mode == Detail::kWrap);
-  titleLabel_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
-  detailLabel_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   for (QLabel* l : {titleLabel_, detailLabel_}) {
+    l->setWordWrap(mode == Detail::kWrap);
+    l->setAlignment(Qt::AlignLeft | Qt::AlignTop);
     // The button takes the clicks; the labels only draw.
     l->setAttribute(Qt::WA_TransparentForMouseEvents);
     l->setTextInteractionFlags(Qt::NoTextInteraction);
@@ -423,41 +421,34 @@ QSize WelcomeCard::minimumSizeHint() const {
   return {180, heightForWidth(width() > 50 ? width() : 260)};
 }
 
-int WelcomeCard::detailHeight(int inner) const {
-  detailLabel_->ensurePolished();  // the style sheet sets the font
-  const int line = detailLabel_->fontMetrics().height();
-  if (mode_ == Detail::kElide) return line;
-  const QRect r = detailLabel_->fontMetrics().boundingRect(QRect(0, 0, inner, 10000),
-                                                           Qt::TextWordWrap, detail_);
-  return std::max(line, r.height());
-}
-
-int WelcomeCard::titleHeight(int inner) const {
-  titleLabel_->ensurePolished();
-  const int line = titleLabel_->fontMetrics().height();
+int WelcomeCard::textHeight(const QLabel* label, const QString& text, int inner) const {
+  label->ensurePolished();  // the style sheet sets the font
+  const int line = label->fontMetrics().height();
   if (mode_ == Detail::kElide) return line;
   const QRect r =
-      titleLabel_->fontMetrics().boundingRect(QRect(0, 0, inner, 10000), Qt::TextWordWrap, title_);
+      label->fontMetrics().boundingRect(QRect(0, 0, inner, 10000), Qt::TextWordWrap, text);
   return std::max(line, r.height());
 }
 
 int WelcomeCard::heightForWidth(int width) const {
   const int inner = std::max(40, width - 2 * kPadX);
-  return kPadTop + titleHeight(inner) + kGap + detailHeight(inner) + kPadBottom;
+  return kPadTop + textHeight(titleLabel_, title_, inner) + kGap +
+         textHeight(detailLabel_, detail_, inner) + kPadBottom;
 }
 
 void WelcomeCard::resizeEvent(QResizeEvent* e) {
   QPushButton::resizeEvent(e);
   const int inner = std::max(40, e->size().width() - 2 * kPadX);
-  const int titleH = titleHeight(inner);
+  const int titleH = textHeight(titleLabel_, title_, inner);
   // A file's name is cut in its middle, where its start and extension both stay; a template's
   // or an example's title wraps ("Fashion…IST MLP" said less than "Fashion-MNIST / MLP").
-  if (mode_ == Detail::kElide)
+  if (mode_ == Detail::kElide) {
     titleLabel_->setText(titleLabel_->fontMetrics().elidedText(title_, Qt::ElideMiddle, inner));
-  titleLabel_->setGeometry(kPadX, kPadTop, inner, titleH);
-  if (mode_ == Detail::kElide)
     detailLabel_->setText(detailLabel_->fontMetrics().elidedText(detail_, Qt::ElideMiddle, inner));
-  detailLabel_->setGeometry(kPadX, kPadTop + titleH + kGap, inner, detailHeight(inner));
+  }
+  titleLabel_->setGeometry(kPadX, kPadTop, inner, titleH);
+  detailLabel_->setGeometry(kPadX, kPadTop + titleH + kGap, inner,
+                            textHeight(detailLabel_, detail_, inner));
   // The height follows the width: the explanation wraps to more or fewer lines.
   const int h = heightForWidth(e->size().width());
   if (h != height()) setFixedHeight(h);

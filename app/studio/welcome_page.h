@@ -67,8 +67,9 @@ class WelcomeCard : public QPushButton {
 
  private:
   static constexpr int kPadX = 14, kPadTop = 10, kPadBottom = 11, kGap = 3;
-  int detailHeight(int inner) const;
-  int titleHeight(int inner) const;
+  // A label's height for `text` at the inner width: one line where the card elides, else the
+  // wrapped text's.
+  int textHeight(const QLabel* label, const QString& text, int inner) const;
   QString title_, detail_;
   Detail mode_;
   QLabel* titleLabel_ = nullptr;

@@ -34,6 +34,7 @@
 #include "engine/onednn/fused_activation.h"
 #include "engine/onednn/grad_common.h"
 #include "engine/onednn/onednn_backend.h"
+#include "engine/onednn/vector_lanes.h"
 
 // GCC 12's unmasked max and min intrinsics start from _mm512_undefined_ps(), which
 // -Wmaybe-uninitialized reports once they are inlined (as in vector_math.cpp).
@@ -51,11 +52,6 @@ constexpr int64_t kBandBytes = 256 * 1024;
 
 int64_t roundUp(int64_t v) {
   return (v + kV - 1) / kV * kV;
-}
-
-// Lanes [0, n) of a vector, n in 1..16.
-inline __mmask16 lanes(int64_t n) {
-  return n >= kV ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
 
 struct Clamp {
@@ -188,6 +184,15 @@ DW_AVX512 void addColumns(const float* rows, int64_t count, int64_t C, int64_t l
       acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, rows + r * ld + c0));
     _mm512_mask_storeu_ps(sums + c0, m, acc);
   }
+}
+
+// into[c] += sum_r rows[r][c] for C values a row: a band of rows summed in float (in `scratch`),
+// added up in double.
+void addSums(const float* rows, int64_t count, int64_t C, int64_t ld, LineFloats& scratch,
+             double* into) {
+  scratch.assign(static_cast<size_t>(C), 0.0f);
+  addColumns(rows, count, C, ld, scratch.data());
+  for (int64_t c = 0; c < C; ++c) into[c] += scratch[static_cast<size_t>(c)];
 }
 
 // The depthwise geometry: input H x W, window KH x KW, strides, top and left padding.
@@ -490,13 +495,8 @@ class ConvChain : public Kernel {
           dwRowFn(g, buf.e.data(), lo, eRow, c1p, d.w.data(), c1p, d.b.data(), r,
                   dOut + (r - oy) * g.ow * ldOut, ldOut, d.clamp);
         if (!d.clampOnly) d.act.applyHost(dOut, (oyEnd - oy) * g.ow * ldOut);
-        if (meanOut_) {
-          // A band's sums in float, added up in double.
-          buf.band.assign(static_cast<size_t>(c1p), 0.0f);
-          addColumns(dOut, (oyEnd - oy) * g.ow, c1, ldOut, buf.band.data());
-          double* into = sums_.data() + item * c1p;
-          for (int64_t c = 0; c < c1; ++c) into[c] += buf.band[static_cast<size_t>(c)];
-        }
+        if (meanOut_)
+          addSums(dOut, (oyEnd - oy) * g.ow, c1, ldOut, buf.band, sums_.data() + item * c1p);
         if (p) {
           const int64_t at = (img * g.oh + oy) * g.ow * cOut;
           pointwise(dOut, c1p, kV, (oyEnd - oy) * g.ow, c1, p->w.data(), roundUp(cOut), p->b.data(),
@@ -555,7 +555,7 @@ class ConvChain : public Kernel {
       const int64_t cols = std::min(col1, c1) - col0;
       DwGeometry gc = g;
       gc.c = cols;
-      LineFloats band(static_cast<size_t>(std::max<int64_t>(cols, 1)));
+      LineFloats band;
       for (int64_t img = 0; img < n; ++img) {
         float* e = wholeE_.data();
         if (cols > 0) {
@@ -570,11 +570,7 @@ class ConvChain : public Kernel {
             dwRowFn(gc, e + col0, 0, wd * c1p, c1p, d.w.data() + col0, c1p, d.b.data() + col0, r,
                     row, ldOut, d.clamp);
             if (!d.clampOnly) d.act.applyHostRows(row, g.ow, cols, ldOut);
-            if (sums) {
-              std::fill(band.begin(), band.end(), 0.0f);
-              addColumns(row, g.ow, cols, ldOut, band.data());
-              for (int64_t c = 0; c < cols; ++c) sums[col0 + c] += band[static_cast<size_t>(c)];
-            }
+            if (sums) addSums(row, g.ow, cols, ldOut, band, sums + col0);
           }
           if (meanOut) {
             const double planes = static_cast<double>(outPixels);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/kernels/common.h"
+#include "engine/onednn/vector_lanes.h"
 
 // GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_ps(), which
 // -Wmaybe-uninitialized reports once they are inlined (as in vector_math.cpp).
@@ -24,9 +25,8 @@ constexpr int kMaxK = 7;
 // The padded plane a thread works from: the plane copied in at (pt, pl), zeros around it, each
 // row wide enough for the last vector's loads.
 struct Padded {
-  int64_t rows = 0, pitch = 0;
   std::vector<float> v;
-  int64_t key[6] = {};
+  int64_t key[6] = {};  // rows, pitch, and the plane's size and place in it
 };
 
 // Output row `oy` of one plane from the padded plane `src` (pitch floats a row): vectors of
@@ -56,24 +56,23 @@ DW_AVX512 void row(const DepthwisePlanes& g, const float* src, int64_t pitch, co
       }
     }
     for (int v = 0; v < nv; ++v) {
-      const int64_t left = g.ow - ox0 - v * kV;
-      const __mmask16 m = left >= kV ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-      _mm512_mask_storeu_ps(dst + ox0 + v * kV, m, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[v])));
+      _mm512_mask_storeu_ps(dst + ox0 + v * kV, lanes(g.ow - ox0 - v * kV),
+                            _mm512_min_ps(hi, _mm512_max_ps(lo, acc[v])));
     }
   }
 }
 
-DW_AVX512 void plane(const DepthwisePlanes& g, Padded& p, const float* x, const float* wt,
-                     float bias, float lo, float hi, float* y) {
+DW_AVX512 void plane(const DepthwisePlanes& g, float* pad, int64_t pitch, const float* x,
+                     const float* wt, float bias, float lo, float hi, float* y) {
   for (int64_t r = 0; r < g.h; ++r)
-    std::memcpy(p.v.data() + (g.pt + r) * p.pitch + g.pl, x + r * g.w,
+    std::memcpy(pad + (g.pt + r) * pitch + g.pl, x + r * g.w,
                 static_cast<size_t>(g.w) * sizeof(float));
   const __m512 l = _mm512_set1_ps(lo), u = _mm512_set1_ps(hi);
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     if (g.sw == 1)
-      row<1>(g, p.v.data(), p.pitch, wt, bias, l, u, oy, y + oy * g.ow);
+      row<1>(g, pad, pitch, wt, bias, l, u, oy, y + oy * g.ow);
     else
-      row<2>(g, p.v.data(), p.pitch, wt, bias, l, u, oy, y + oy * g.ow);
+      row<2>(g, pad, pitch, wt, bias, l, u, oy, y + oy * g.ow);
   }
 }
 
@@ -96,15 +95,13 @@ void depthwisePlanes(const DepthwisePlanes& g, const float* x, const float* w, c
     const int64_t key[6] = {rows, pitch, g.h, g.w, g.pt, g.pl};
     if (!std::equal(key, key + 6, pad.key)) {
       // Zeros once for this geometry: each plane overwrites only the interior.
-      pad.rows = rows;
-      pad.pitch = pitch;
       pad.v.assign(static_cast<size_t>(rows * pitch), 0.0f);
       std::copy(key, key + 6, pad.key);
     }
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ch = p % g.c;
-      plane(g, pad, x + p * g.h * g.w, w + ch * g.kh * g.kw, b ? b[ch] : 0.0f, lo, hi,
-            y + p * g.oh * g.ow);
+      plane(g, pad.v.data(), pitch, x + p * g.h * g.w, w + ch * g.kh * g.kw, b ? b[ch] : 0.0f, lo,
+            hi, y + p * g.oh * g.ow);
     }
   });
 }

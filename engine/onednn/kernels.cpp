@@ -578,10 +578,10 @@ class Conv : public Kernel {
     // C_in x H W), that reads and writes both tensors where they are. oneDNN's kernels want NHWC:
     // a reorder in and one out cost as much as the product (ShuffleNet V2 at batch 1: 98
     // reorders, 0.69 ms of its 2.9).
-    bool gemm = !transposed_ && g == 1 && !residual_ && poolKernel_.empty() && !keepSrc_ &&
-                !blockedX_ && !blockedY_ && !nhwcX_ && !nhwcY_ &&
-                onednn::convComputeType(ctx.backend(), c, out[1]) == f32 &&
-                dnnlBackend(ctx.backend()).hostMemory();
+    const bool plain = !transposed_ && !residual_ && poolKernel_.empty() && !keepSrc_ &&
+                       !blockedX_ && !blockedY_ && !nhwcX_ && !nhwcY_ &&
+                       dnnlBackend(ctx.backend()).hostMemory();
+    bool gemm = plain && g == 1 && onednn::convComputeType(ctx.backend(), c, out[1]) == f32;
     for (size_t i = 0; i < ns && gemm; ++i)
       gemm = kernel[i] == 1 && p.strides[i] == 1 && p.padL[i] == 0 && p.padR[i] == 0;
     if (gemm) {
@@ -589,9 +589,7 @@ class Conv : public Kernel {
       return Status();
     }
     // A depthwise convolution between plain NCHW tensors, plane by plane (depthwise_planes.h).
-    if (!transposed_ && g == c && out[1] == c && ns == 2 && !residual_ && poolKernel_.empty() &&
-        !keepSrc_ && !blockedX_ && !blockedY_ && !nhwcX_ && !nhwcY_ && p.dilations[0] == 1 &&
-        p.dilations[1] == 1 && dnnlBackend(ctx.backend()).hostMemory()) {
+    if (plain && g == c && out[1] == c && ns == 2 && p.dilations[0] == 1 && p.dilations[1] == 1) {
       const onednn::DepthwisePlanes d{n * c,     c,         x.dim(2),  x.dim(3),     out[2],
                                       out[3],    kernel[0], kernel[1], p.strides[0], p.strides[1],
                                       p.padL[0], p.padL[1]};

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "engine/onednn/grad_common.h"
+#include "engine/onednn/vector_lanes.h"
 
 namespace dw::engine::onednn {
 
@@ -68,10 +69,6 @@ DW_AVX512 inline Windows windows(const float* r0, const float* r1, const PairMas
   return w;
 }
 
-DW_AVX512 inline __mmask16 tailMask(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
-
 // maxPoolBackwardPlane's 2x2 / stride 2 case.
 DW_AVX512 void backward(const MaxPool2d& g, const float* xs, const float* gs, bool relu,
                         float* ds) {
@@ -82,7 +79,7 @@ DW_AVX512 void backward(const MaxPool2d& g, const float* xs, const float* gs, bo
     for (int64_t ow = 0; ow < g.ow; ow += 16) {
       const PairMask pm(g.ow - ow);
       const Windows w = windows(r0 + 2 * ow, r0 + g.w + 2 * ow, pm);
-      __m512 gv = _mm512_maskz_loadu_ps(tailMask(g.ow - ow), gs + oh * g.ow + ow);
+      __m512 gv = _mm512_maskz_loadu_ps(lanes(g.ow - ow), gs + oh * g.ow + ow);
       if (relu) gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(w.m, zero, _CMP_NLE_UQ), gv);
       storePairs(d0 + 2 * ow, pm, _mm512_maskz_mov_ps(w.ia, gv), _mm512_maskz_mov_ps(w.ib, gv));
       storePairs(d0 + g.w + 2 * ow, pm, _mm512_maskz_mov_ps(w.ic, gv),
@@ -97,7 +94,7 @@ DW_AVX512 void forward(const MaxPool2d& g, const float* in, bool relu, float* ou
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     const float* r0 = in + 2 * oh * g.w;
     for (int64_t ow = 0; ow < g.ow; ow += 16) {
-      const __mmask16 tail = tailMask(g.ow - ow);
+      const __mmask16 tail = lanes(g.ow - ow);
       const Windows w = windows(r0 + 2 * ow, r0 + g.w + 2 * ow, PairMask(g.ow - ow));
       __m512i k = _mm512_set1_epi32(3);
       k = _mm512_mask_mov_epi32(k, w.ic, _mm512_set1_epi32(2));
@@ -118,7 +115,7 @@ DW_AVX512 void scatter(const MaxPool2d& g, const float* dy, const uint8_t* arg, 
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     float* d0 = ds + 2 * oh * g.w;
     for (int64_t ow = 0; ow < g.ow; ow += 16) {
-      const __mmask16 tail = tailMask(g.ow - ow);
+      const __mmask16 tail = lanes(g.ow - ow);
       const PairMask pm(g.ow - ow);
       const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(tail, arg + oh * g.ow + ow));
       const __m512 gv = _mm512_maskz_loadu_ps(tail, dy + oh * g.ow + ow);

@@ -132,20 +132,16 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
     auto cstateAt = [&](const float* base, int64_t d, int64_t b) {
       return base + (layout_ ? (b * D + d) * H : (d * B + b) * H);
     };
-    // The input projections from the session's pool: a vector of this size (800 KB for the
-    // zoo's LSTM) was mapped, faulted in and zeroed on every run.
     // Small batches of a bidirectional cell: a thread a direction, each through all its steps
     // on its own, where splitting each direction's units made the threads meet at every step
     // (a 2-layer bidirectional LSTM of 96 units over 33 steps, 2 threads: 0.385 -> 0.366 ms at
-    // batch 3, 0.154 -> 0.134 at batch 1; 7 alternating rounds).
-    // Only where a direction alone would take at most 2 threads (its unit or row split below):
-    // with more, a direction a thread would leave most of them idle.
-    const int64_t threads = omp_get_max_threads();
-    const int64_t perDirection = cell_ == Cell::kLstm && H >= 64
-                                     ? std::min<int64_t>(threads, H / 32)
-                                     : std::clamp<int64_t>(B / 2, 1, threads);
-    const bool directionThreads =
-        D == 2 && B <= kSmallBatch && threads >= 2 && perDirection <= 2 && !omp_in_parallel();
+    // batch 3, 0.154 -> 0.134 at batch 1; 7 alternating rounds). Only where a direction alone
+    // would take at most 2 threads: with more, a direction a thread would leave most idle.
+    const StepThreads each = stepThreads(B, H);
+    const bool directionThreads = D == 2 && B <= kSmallBatch && omp_get_max_threads() >= 2 &&
+                                  std::max(each.units, each.rows) <= 2 && !omp_in_parallel();
+    // The input projections from the session's pool: a vector of this size (800 KB for the
+    // zoo's LSTM) was mapped, faulted in and zeroed on every run.
     Tensor* xwT = ctx.scratch(DType::kFloat, Shape{(directionThreads ? D : 1) * T * B * GH});
     if (!xwT) return ctx.status();
     if (B <= kSmallBatch && rt_.size() != static_cast<size_t>(D * GH * H)) {
@@ -178,10 +174,8 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       // 2.0 us a step against 3.6 for 4 rows by all of them (zoo LSTM, batch 8: 0.72 -> 0.64 ms).
       // Its threads project the inputs of their own units, and its steps add the biases as
       // they read the projections (one pass less over them).
-      const int splitThreads =
-          !alone && B <= kSmallBatch && cell_ == Cell::kLstm && H >= 64
-              ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), H / 32))
-              : 1;
+      const StepThreads threads = alone ? StepThreads{} : stepThreads(B, H);
+      const int splitThreads = threads.units;
       if (splitThreads == 1) {
         // Input projections for all steps at once; biases that are plain sums fold in here.
         rnn::gemm(false, true, T * B, GH, I, X, I, W, I, 0.0f, xw, GH);
@@ -307,11 +301,7 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
         }
         return;
       }
-      // Two rows a thread at least: one row alone is a vector-matrix product that cannot pay
-      // for a thread.
-      const int nt = small && !alone
-                         ? static_cast<int>(std::clamp<int64_t>(B / 2, 1, omp_get_max_threads()))
-                         : 1;
+      const int nt = threads.rows;
       if (nt > 1) {
 #pragma omp parallel num_threads(nt)
         {
@@ -465,6 +455,23 @@ class RnnKernel : public Kernel, private rnn::RnnAttrs {
       }
     }
     if (T & 1) hPrev.swap(hNext);  // the last step wrote bufs[T & 1]
+  }
+
+  // How one direction's steps share the threads: a small LSTM of 64 units or more splits its
+  // units (runUnitSplit), else small batches split their rows, two rows a thread at least (one
+  // row alone is a vector-matrix product that cannot pay for a thread).
+  struct StepThreads {
+    int units = 1, rows = 1;
+  };
+  StepThreads stepThreads(int64_t B, int64_t H) const {
+    const int64_t threads = omp_get_max_threads();
+    StepThreads s;
+    if (B > kSmallBatch) return s;
+    if (cell_ == Cell::kLstm && H >= 64)
+      s.units = static_cast<int>(std::min<int64_t>(threads, H / 32));
+    else
+      s.rows = static_cast<int>(std::clamp<int64_t>(B / 2, 1, threads));
+    return s;
   }
 
   // Whether onednn::lstmCell computes this LSTM's cells: ONNX's default activations, no clip,

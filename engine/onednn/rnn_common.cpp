@@ -369,13 +369,9 @@ void smallGemm(int64_t B, int64_t N, int64_t K, const float* h, int64_t ldh, con
   // Three or two leftover rows read R once for all of them, where a matrix-vector product a row
   // read it once each (a bidirectional LSTM of 96 units at batch 3, a direction a thread:
   // 0.365 ms, 0.294 with two rows and one, 0.224 with three; 7 alternating rounds).
-  if (b + 3 == B) {
-    smallGemmAvx512<3>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
-    b += 3;
-  }
-  for (; b + 2 <= B; b += 2)
-    smallGemmAvx512<2>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
-  for (; b < B; ++b) smallGemvAvx512(N, K, h + b * ldh, rt, ldr, out + b * ldo);
+  if (B - b == 3) smallGemmAvx512<3>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  if (B - b == 2) smallGemmAvx512<2>(N, K, h + b * ldh, ldh, rt, ldr, out + b * ldo, ldo);
+  if (B - b == 1) smallGemvAvx512(N, K, h + b * ldh, rt, ldr, out + b * ldo);
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/onednn/vector_lanes.h"
+
 // GCC 12's unmasked AVX-512 intrinsics (max, min, roundscale, scalef, rcp14) start from
 // _mm512_undefined_ps(), which -Wmaybe-uninitialized reports once they are inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -110,8 +112,7 @@ DW_AVX512 void lstmCellRange(const float* a, int64_t lda, const float* x, int64_
                              const float* bias, int64_t ldb, const float* peep, int64_t ldp,
                              float* c, float* h, float* y, int64_t w) {
   for (int64_t j = 0; j < w; j += 16) {
-    const __mmask16 m =
-        w - j >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (w - j)) - 1);
+    const __mmask16 m = lanes(w - j);
     __m512 gi = lstmGate(m, a + j, x + j, bias ? bias + j : nullptr);
     __m512 go = lstmGate(m, a + lda + j, x + ldx + j, bias ? bias + ldb + j : nullptr);
     __m512 gf = lstmGate(m, a + 2 * lda + j, x + 2 * ldx + j, bias ? bias + 2 * ldb + j : nullptr);
