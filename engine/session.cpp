@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/constant_folding.h"
 #include "engine/plan.h"
 #include "engine/training/autodiff.h"
 #include "nodes/catalogue.h"
@@ -279,6 +280,19 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   // blind to a Pad of 44 TB until the nodes before it had run.
   if (inferred.ir_version() < 4) inferred.set_ir_version(4);
   if (!inferValidatedShapes(inferred, inferenceUnsafe, false, 0, false).ok()) inferred = model;
+  // Folding constants can tell shape inference what it could not see (the starts of a Slice
+  // computed from a Shape): it infers again on the folded model, which is what gets planned.
+  std::optional<onnx::ModelProto> folded;
+  if (options.foldConstants) folded = foldConstants(model, inferred.graph());
+  if (folded) {
+    onnx::ModelProto again = *folded;
+    if (again.ir_version() < 4) again.set_ir_version(4);
+    if (inferValidatedShapes(again, inferenceUnsafe, false, 0, false).ok())
+      inferred = std::move(again);
+    else
+      folded.reset();
+  }
+  const onnx::ModelProto& planned = folded ? *folded : model;
   DW_RETURN_IF_ERROR(checkInputTypes(inferred));
   const auto& ig = inferred.graph();
 
@@ -298,7 +312,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     std::snprintf(count, sizeof(count), bytes < 1e19L ? "%.0Lf" : "%.3Lg", bytes);
     const std::string size = info.describe() + " (" + count + " bytes), more than the " +
                              std::to_string(limit) + " bytes of available memory";
-    const auto& nodes = model.graph().node();
+    const auto& nodes = planned.graph().node();
     const auto made = std::find_if(nodes.begin(), nodes.end(), [&](const onnx::NodeProto& n) {
       return std::find(n.output().begin(), n.output().end(), v.name()) != n.output().end();
     });
@@ -312,7 +326,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   for (const auto& v : ig.output()) DW_RETURN_IF_ERROR(checkDeclared(v));
   for (const auto& v : ig.value_info()) DW_RETURN_IF_ERROR(checkDeclared(v));
 
-  auto plan = detail::planModel(model, ig, opsets, *s->backend_, options);
+  auto plan = detail::planModel(planned, ig, opsets, *s->backend_, options);
   if (!plan) return plan.status();
   s->plan_ = std::move(*plan);
   s->plan_->profile = options.profile || std::getenv("DEEPWIRE_PROFILE") != nullptr;

@@ -50,6 +50,9 @@ struct SessionOptions {
   // input shape and replay it from then on, without the host's per-node work (also off when
   // the DEEPWIRE_CUDA_GRAPHS environment variable is 0, and while profiling).
   bool recordRuns = true;
+  // Compute constant values (Constant nodes, Shape of static shapes and the small arithmetic on
+  // them) once at creation instead of on every run (engine/constant_folding.h).
+  bool foldConstants = true;
 };
 
 // A graph input or output as declared by the model.
