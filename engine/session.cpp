@@ -281,18 +281,18 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   if (inferred.ir_version() < 4) inferred.set_ir_version(4);
   if (!inferValidatedShapes(inferred, inferenceUnsafe, false, 0, false).ok()) inferred = model;
   // Folding constants can tell shape inference what it could not see (the starts of a Slice
-  // computed from a Shape): it infers again on the folded model, which is what gets planned.
-  std::optional<onnx::ModelProto> folded;
-  if (options.foldConstants) folded = foldConstants(model, inferred.graph());
-  if (folded) {
-    onnx::ModelProto again = *folded;
-    if (again.ir_version() < 4) again.set_ir_version(4);
-    if (inferValidatedShapes(again, inferenceUnsafe, false, 0, false).ok())
-      inferred = std::move(again);
-    else
-      folded.reset();
+  // computed from a Shape): the folded model is inferred again and planned as it is then.
+  bool foldedPlan = false;
+  if (options.foldConstants) {
+    if (auto folded = foldConstants(model, inferred.graph())) {
+      if (folded->ir_version() < 4) folded->set_ir_version(4);
+      if (inferValidatedShapes(*folded, inferenceUnsafe, false, 0, false).ok()) {
+        inferred = std::move(*folded);
+        foldedPlan = true;
+      }
+    }
   }
-  const onnx::ModelProto& planned = folded ? *folded : model;
+  const onnx::ModelProto& planned = foldedPlan ? inferred : model;
   DW_RETURN_IF_ERROR(checkInputTypes(inferred));
   const auto& ig = inferred.graph();
 
