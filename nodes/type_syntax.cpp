@@ -1,5 +1,6 @@
 #include "nodes/type_syntax.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -90,6 +91,18 @@ class Parser {
       auto* dim = shape->add_dim();
       if (pos_ < s_.size() && s_[pos_] == '?') {
         ++pos_;
+      } else if (pos_ < s_.size() && s_[pos_] == '"') {
+        auto name = quoted();
+        if (!name.ok()) return name.status();
+        if (name->empty()) return fail("a dimension's name is empty; write ? for an unknown one");
+        dim->set_dim_param(*name);
+      } else if (pos_ + 1 < s_.size() && s_[pos_] == '-' &&
+                 std::isdigit(static_cast<unsigned char>(s_[pos_ + 1]))) {
+        const size_t at = pos_++;
+        const std::string digits = ident();
+        pos_ = at;
+        return fail("dimension -" + digits +
+                    " is negative; a dimension is a size (0 or more), a name or ?");
       } else if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
         size_t end = pos_;
         while (end < s_.size() && std::isdigit(static_cast<unsigned char>(s_[end]))) ++end;
@@ -113,6 +126,22 @@ class Parser {
     }
   }
 
+  // A dimension name in double quotes, for names beyond ident()'s letters (ONNX allows any
+  // string: exporters write "batch size" or "Squeezeonnx::Slice_10_dim_0"); \" and \\ escape.
+  Result<std::string> quoted() {
+    const size_t start = pos_++;
+    std::string out;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) ++pos_;
+      out += s_[pos_++];
+    }
+    if (pos_ >= s_.size()) {
+      pos_ = start;
+      return fail("the quoted dimension name is not closed with '\"'");
+    }
+    ++pos_;
+    return out;
+  }
   std::string ident() {
     size_t end = pos_;
     while (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) ||
@@ -139,6 +168,26 @@ class Parser {
   size_t pos_ = 0;
 };
 
+// A dimension name as the parser reads it back: bare where ident() takes it whole and it
+// cannot be read as a number or a negative size, else quoted.
+std::string formatDimName(const std::string& name) {
+  auto identChar = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  };
+  const bool bare =
+      !name.empty() &&
+      (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_' || name[0] == '.') &&
+      std::all_of(name.begin(), name.end(), identChar) &&
+      static_cast<unsigned char>(name[0]) < 0x80;
+  if (bare) return name;
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 template <class T>
 std::string formatTensor(const T& tt) {
   std::string out = dtypeName(tt.elem_type());
@@ -150,7 +199,7 @@ std::string formatTensor(const T& tt) {
     if (d.has_dim_value())
       out += std::to_string(d.dim_value());
     else if (d.has_dim_param() && !d.dim_param().empty())
-      out += d.dim_param();
+      out += formatDimName(d.dim_param());
     else
       out += "?";
   }

@@ -1,5 +1,6 @@
 // A compact text form of ONNX value types, for graph inputs and outputs in panels and JSON:
 //   float[N,3,224,224]   a float tensor; dims are numbers, symbolic names or ? (unknown)
+//   float["batch size",3] a name beyond letters, digits, _ . - (not first) is quoted
 //   int64[]              a scalar;  int64 (no brackets) has unknown rank
 //   seq(float[?])  optional(seq(int64[2]))  map(string,float[])  sparse(float[10,10])
 #pragma once

@@ -24,10 +24,6 @@ class GraphModel::Relay : public dw::GraphObserver {
   GraphModel* m_;
 };
 
-namespace {
-
-// Brings a node's editable fields to `target`'s values through the graph's own edit calls, so
-// observers hear every change.
 void applyNodeState(Graph& g, const Node& target) {
   const Node* cur = g.node(target.id);
   if (!cur) return;
@@ -47,6 +43,8 @@ void applyNodeState(Graph& g, const Node& target) {
   // After the params: a changed seed drops stored weights that the target may still hold.
   if (cur->weights != target.weights) (void)g.setWeights(target.id, target.weights);
 }
+
+namespace {
 
 // Keras's to_snake_case, so a layer reads as it would in Keras: "SparseCategoricalAccuracy" ->
 // "sparse_categorical_accuracy", "Conv2D" -> "conv2d"; spaces become underscores.
@@ -203,8 +201,19 @@ void GraphModel::scheduleValidation() {
   validateTimer_.start();
 }
 
+void GraphModel::setLocked(const QString& reason) {
+  const bool was = locked();
+  locked_ = reason;
+  if (was != locked()) emit lockChanged(locked());
+}
+
+Status GraphModel::unlocked() const {
+  return locked() ? Status::error(locked_.toStdString()) : Status();
+}
+
 Result<NodeId> GraphModel::createNode(const std::string& domain, const std::string& type,
                                       Position pos) {
+  DW_RETURN_IF_ERROR(unlocked());
   const ModelInfo before = graph_.info();
   auto id = graph_.addNode(domain, type, pos);
   if (!id.ok()) return id;
@@ -229,6 +238,7 @@ Result<NodeId> GraphModel::createNode(const std::string& domain, const std::stri
 }
 
 Status GraphModel::removeItems(const std::vector<NodeId>& ids, const std::vector<Link>& links) {
+  DW_RETURN_IF_ERROR(unlocked());
   std::set<NodeId> gone(ids.begin(), ids.end());
   std::vector<Node> nodes;
   for (NodeId id : gone)
@@ -272,6 +282,7 @@ void GraphModel::placeNew(const std::vector<NodeId>& ids) {
 }
 
 Status GraphModel::connectPorts(const Link& link) {
+  DW_RETURN_IF_ERROR(unlocked());
   const std::optional<Link> old = graph_.inputLink(link.to.node, link.to.port);
   if (!old || *old == link) {
     DW_RETURN_IF_ERROR(graph_.addLink(link));
@@ -293,6 +304,7 @@ Status GraphModel::connectPorts(const Link& link) {
 }
 
 Status GraphModel::disconnect(const Link& link) {
+  DW_RETURN_IF_ERROR(unlocked());
   DW_RETURN_IF_ERROR(graph_.removeLink(link));
   undo_.push(new FragmentCommand(this, {}, {link}, false, tr("Disconnect")));
   return Status();
@@ -314,6 +326,7 @@ Result<Node> snapshot(const Graph& g, NodeId id) {
 }  // namespace
 
 Status GraphModel::setParam(NodeId id, const std::string& name, const Param& value) {
+  DW_RETURN_IF_ERROR(unlocked());
   auto before = snapshot(graph_, id);
   if (!before.ok()) return before.status();
   if (auto cur = graph_.param(id, name); cur && *cur == value && before->params.count(name))
@@ -323,6 +336,7 @@ Status GraphModel::setParam(NodeId id, const std::string& name, const Param& val
 }
 
 Status GraphModel::resetParam(NodeId id, const std::string& name) {
+  DW_RETURN_IF_ERROR(unlocked());
   auto before = snapshot(graph_, id);
   if (!before.ok()) return before.status();
   if (!before->params.count(name)) return Status();
@@ -331,6 +345,7 @@ Status GraphModel::resetParam(NodeId id, const std::string& name) {
 }
 
 Status GraphModel::rename(NodeId id, const std::string& name) {
+  DW_RETURN_IF_ERROR(unlocked());
   auto before = snapshot(graph_, id);
   if (!before.ok()) return before.status();
   if (before->name == name) return Status();
@@ -339,6 +354,7 @@ Status GraphModel::rename(NodeId id, const std::string& name) {
 }
 
 Status GraphModel::setSpecifiedOutputsName(NodeId id, std::vector<std::string> names) {
+  DW_RETURN_IF_ERROR(unlocked());
   auto before = snapshot(graph_, id);
   if (!before.ok()) return before.status();
   if (before->specifiedOutputsName == names) return Status();
@@ -347,6 +363,7 @@ Status GraphModel::setSpecifiedOutputsName(NodeId id, std::vector<std::string> n
 }
 
 Status GraphModel::setLdaCoeff(NodeId id, double coeff) {
+  DW_RETURN_IF_ERROR(unlocked());
   auto before = snapshot(graph_, id);
   if (!before.ok()) return before.status();
   if (before->ldaCoeff == coeff) return Status();
@@ -386,6 +403,7 @@ std::string GraphModel::copyFragment(const std::vector<NodeId>& ids) const {
 }
 
 Result<std::vector<NodeId>> GraphModel::pasteFragment(const std::string& json, Position offset) {
+  DW_RETURN_IF_ERROR(unlocked());
   auto frag = projectFromJsonText(json, "<clipboard>");
   if (!frag.ok()) return frag.status();
   std::set<std::string> used;

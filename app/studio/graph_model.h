@@ -23,6 +23,10 @@
 
 namespace dw::studio {
 
+// Brings a node's editable fields to `target`'s values through the graph's own edit calls, so
+// observers hear every change.
+void applyNodeState(dw::Graph& g, const dw::Node& target);
+
 class GraphModel : public QObject {
   Q_OBJECT
  public:
@@ -40,6 +44,12 @@ class GraphModel : public QObject {
   // The canvas installs it, since only the canvas knows how big a node is drawn.
   using Placer = std::function<std::optional<dw::Position>(const std::vector<dw::NodeId>&)>;
   void setPlacer(Placer placer) { placer_ = std::move(placer); }
+
+  // While `reason` is set (a training run reads the model), every edit but a move is refused
+  // with it, and lockChanged tells the undo and redo actions to wait: a run keeps training the
+  // model it started with, so an edit meanwhile would be trained past and its weights lost.
+  void setLocked(const QString& reason);
+  bool locked() const { return !locked_.isEmpty(); }
 
   // --- Edits: each is one undo step; a refused edit returns the reason and changes nothing. ---
   // Layers, losses and metrics get a unique snake_case name after their type ("dense_1",
@@ -91,6 +101,7 @@ class GraphModel : public QObject {
   void validated();  // problems() and linkLabel() changed
   // createNode raised the graph's opset of `domain` from `from` to `to` for a node of `type`.
   void opsetRaised(const QString& type, const QString& domain, int from, int to);
+  void lockChanged(bool locked);
 
  private:
   class Relay;  // the GraphObserver that re-emits the graph's callbacks as signals
@@ -101,6 +112,7 @@ class GraphModel : public QObject {
   friend class NodeStateCommand;
   dw::Graph& mutableGraph() { return graph_; }
   void scheduleValidation();
+  dw::Status unlocked() const;
   // Records an edit already applied to the graph, from the node's state `before` it.
   dw::Status recordNodeEdit(const dw::Node& before, const QString& text);
   // Moves just-inserted nodes where the placer says, before their undo command is recorded.
@@ -118,6 +130,7 @@ class GraphModel : public QObject {
   // The inferred type of each tensor output port.
   std::map<dw::PortRef, QString> portTypes_;
   Placer placer_;
+  QString locked_;
 };
 
 }  // namespace dw::studio

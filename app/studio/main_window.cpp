@@ -22,6 +22,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QToolButton>
+#include <QUndoGroup>
 #include <algorithm>
 #include <limits>
 #include <tuple>
@@ -164,6 +165,10 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
                           view_->viewport()->mapFrom(this, welcome_->mapTo(this, pos)))));
           });
   connect(model_->undoStack(), &QUndoStack::cleanChanged, this, [this] { updateTitle(); });
+  // Edits, the trainer's new weights and the dock's settings each make the autosave stale.
+  for (auto changed : {&TrainingPanel::weightsStateChanged, &TrainingPanel::settingsChanged,
+                       &TrainingPanel::jobFinished})
+    connect(training_, changed, this, [this] { autosaveDirty_ = true; });
   connect(model_->undoStack(), &QUndoStack::indexChanged, this, [this] { autosaveDirty_ = true; });
 
   autosaveTimer_.setInterval(30'000);
@@ -368,11 +373,19 @@ void MainWindow::createActions() {
          "data, for callers that convert it themselves."));
   make("quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
-  QAction* undo = model_->undoStack()->createUndoAction(this, tr("&Undo"));
+  // Through a group of the one stack, so that a locked model (a training run) can take the
+  // stack out of it: the actions are then disabled, even after a move pushes a step.
+  auto* undoGroup = new QUndoGroup(this);
+  undoGroup->addStack(model_->undoStack());
+  undoGroup->setActiveStack(model_->undoStack());
+  connect(model_, &GraphModel::lockChanged, this, [this, undoGroup](bool locked) {
+    undoGroup->setActiveStack(locked ? nullptr : model_->undoStack());
+  });
+  QAction* undo = undoGroup->createUndoAction(this, tr("&Undo"));
   undo->setShortcut(QKeySequence::Undo);
   undo->setObjectName("undo");
   actions_["undo"] = undo;
-  QAction* redo = model_->undoStack()->createRedoAction(this, tr("&Redo"));
+  QAction* redo = undoGroup->createRedoAction(this, tr("&Redo"));
   redo->setShortcuts({QKeySequence::Redo, QKeySequence(tr("Ctrl+Y"))});
   redo->setObjectName("redo");
   actions_["redo"] = redo;
@@ -1005,7 +1018,7 @@ void MainWindow::discardOwnAutosave() {
 }
 
 void MainWindow::autosaveNow() {
-  if (!autosaveDirty_ || model_->undoStack()->isClean()) return;
+  if (!autosaveDirty_ || !hasUnsavedWork()) return;
   const QString path = autosavePath(currentFile_);
   // A crash's autosave of this document that the user has not answered about yet (the question
   // is open, and this timer still runs) is theirs to recover: not overwritten with this session's
@@ -1013,7 +1026,7 @@ void MainWindow::autosaveNow() {
   if (interactive_ && path != ownAutosave_ && QFileInfo::exists(path)) return;
   QDir().mkpath(QFileInfo(path).absolutePath());
   // Quietly: a failed autosave is retried at the next tick, and never interrupts the user.
-  if (writeFileAtomic(path.toStdString(), projectToJsonText(model_->graph())).ok()) {
+  if (writeFileAtomic(path.toStdString(), projectToJsonText(training_->documentToKeep())).ok()) {
     if (currentFile_.isEmpty())
       QSettings().setValue(QStringLiteral("autosave/untitledImported"), importedFrom_);
     ownAutosave_ = path;

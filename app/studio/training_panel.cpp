@@ -1090,13 +1090,31 @@ TrainOptions TrainingPanel::currentOptions() const {
   return o;
 }
 
-void TrainingPanel::storeSettingsInModel() {
+bool TrainingPanel::settingsToKeep() const {
   // The accelerator is kept in the training section too (where `deepwire train` reads it when
   // no Accelerator node holds it).
   const bool onCpu = accelerator_->currentData().toString() == QLatin1String("cpu");
-  if (!hasSection_ && !touched_ && onCpu) return;  // nothing to keep: no section of defaults
+  return hasSection_ || touched_ || !onCpu;  // else nothing to keep: no section of defaults
+}
+
+void TrainingPanel::storeSettingsInModel() {
+  if (!settingsToKeep()) return;
   model_->setSection("training", trainingConfigToJson(currentConfig()));
   hasSection_ = true;
+}
+
+Graph TrainingPanel::documentToKeep() const {
+  Graph g = model_->graph();
+  if (settingsToKeep()) {
+    ModelInfo info = g.info();
+    info.sections["training"] = trainingConfigToJson(currentConfig());
+    g.setInfo(std::move(info));
+  }
+  // A running job's worker is using the trainer: its weights are read when it has finished.
+  if (busy_ || !worker_->trainer_ || !trained_) return g;
+  if (auto states = trainedStates(g); states.ok())
+    for (const Node& n : *states) applyNodeState(g, n);
+  return g;
 }
 
 Result<onnx::ModelProto> TrainingPanel::exportTrainingModel() {
@@ -1173,20 +1191,65 @@ bool TrainingPanel::keepsTrainedValues(const Graph& doc, const Node& now) const 
   return doc.param(now.id, "seed") == it->second.seed;
 }
 
+std::string TrainingPanel::layerState(const Graph& doc, NodeId id) const {
+  std::string state;
+  if (const Node* n = doc.node(id))
+    for (const auto& [name, p] : n->params) state += name + "=" + p.toDisplay() + ";";
+  // The model's inferred types are those of the canvas, which is what every caller passes.
+  for (const Link& l : doc.links())
+    if (l.to.node == id && !l.isGraphLink())
+      state += "in" + std::to_string(l.to.port) + ":" + model_->linkLabel(l).toStdString() + ";";
+  return state;
+}
+
+void TrainingPanel::rememberTrainedLayers() {
+  if (!worker_->trainer_ || !trained_ || busy_) return;
+  Graph copy = model_->graph();
+  if (!worker_->trainer_->writeWeightsTo(copy).ok()) return;
+  for (const auto& [id, n] : copy.nodes()) {
+    auto o = origins_.find(id);
+    if (n.weights.empty() || o == origins_.end() || o->second.layerState.empty()) continue;
+    auto& states = earlierLayers_[id];
+    std::erase_if(states, [&](const EarlierLayer& e) { return e.state == o->second.layerState; });
+    states.push_back({o->second.layerState, n.weights});
+    constexpr size_t kStatesPerLayer = 4;
+    if (states.size() > kStatesPerLayer) states.erase(states.begin());
+  }
+}
+
 Result<std::vector<Node>> TrainingPanel::trainedStates(const Graph& doc) const {
   Graph copy = doc;
   DW_RETURN_IF_ERROR(worker_->trainer_->writeWeightsTo(copy));
   std::vector<Node> changed;
   for (const auto& [id, n] : copy.nodes()) {
     const Node* cur = doc.node(id);
-    if (cur && (cur->params != n.params || cur->weights != n.weights) &&
-        keepsTrainedValues(doc, *cur))
-      changed.push_back(n);
+    if (!cur) continue;
+    Node chosen = n;
+    bool keeps = keepsTrainedValues(doc, *cur);
+    // A layer in another state than the trainer was built with takes the values trained in its
+    // present state earlier, where there are some (the undo of a change of units).
+    if (auto e = earlierLayers_.find(id); e != earlierLayers_.end()) {
+      const std::string now = layerState(doc, id);
+      auto o = origins_.find(id);
+      if (o == origins_.end() || o->second.layerState != now)
+        for (auto it = e->second.rbegin(); it != e->second.rend(); ++it)
+          if (it->state == now) {
+            chosen.weights = it->weights;
+            keeps = true;
+            break;
+          }
+    }
+    if (keeps && (cur->params != chosen.params || cur->weights != chosen.weights))
+      changed.push_back(std::move(chosen));
   }
   return changed;
 }
 
 Graph TrainingPanel::canvasWithTrainedValues() {
+  // The layer states below read the canvas's inferred types: after an edit's debounce they
+  // would still be the last validation's.
+  model_->validateNow();
+  rememberTrainedLayers();
   Graph g = model_->graph();
   if (!worker_->trainer_ || !trained_) return g;
   auto states = trainedStates(g);
@@ -1194,13 +1257,7 @@ Graph TrainingPanel::canvasWithTrainedValues() {
     emit statusMessage(tr("Trained weights not kept: %1").arg(qs(states.message())));
     return g;
   }
-  for (const Node& n : *states) {
-    for (const auto& [name, v] : n.params)
-      if (auto cur = g.node(n.id)->params.find(name);
-          cur == g.node(n.id)->params.end() || !(cur->second == v))
-        (void)g.setParam(n.id, name, v);
-    if (g.node(n.id)->weights != n.weights) (void)g.setWeights(n.id, n.weights);
-  }
+  for (const Node& n : *states) applyNodeState(g, n);
   return g;
 }
 
@@ -1210,12 +1267,16 @@ void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
   pendingNotice_ = notice;
   origins_.clear();
   if (!document) return;
+  // The canvas is the document still: edits wait while a job runs (GraphModel::setLocked).
+  model_->validateNow();
   for (const auto& [id, n] : document->nodes()) {
     WeightOrigin& o = origins_[id];
-    if (n.type == "Initializer")
+    if (n.type == "Initializer") {
       o.initializer.push_back(n.params);
-    else
+    } else {
       o.seed = document->param(id, "seed");
+      o.layerState = layerState(*document, id);
+    }
   }
 }
 
@@ -1301,6 +1362,7 @@ Status TrainingPanel::resetWeights() {
     return Status::error(
         "training is running; press Stop and wait for it to finish, then reset the weights");
   forgetTrainer();
+  earlierLayers_.clear();
   std::vector<Node> cleared;
   for (const auto& [id, n] : model_->graph().nodes())
     if (!n.weights.empty()) {
@@ -1326,6 +1388,7 @@ void TrainingPanel::resetForNewDocument() {
   trained_ = false;
   awaitingTrainer_ = false;
   origins_.clear();
+  earlierLayers_.clear();
   deviceNotice_.clear();
   stepOffset_ = lastStep_ = 0;
   epochOffset_ = lastEpoch_ = 0;
@@ -1416,6 +1479,9 @@ void TrainingPanel::stopAndWaitForJob() {
 
 void TrainingPanel::setBusy(bool on) {
   busy_ = on;
+  model_->setLocked(on ? tr("Training is running on this model: press Stop, or wait for it to "
+                            "finish, before changing the model")
+                       : QString());
   for (QPushButton* b :
        {trainStep_, fullStep_, evalStep_, fit_, writeWeights_, predict_, resetWeights_})
     b->setEnabled(!on);

@@ -98,6 +98,10 @@ class TrainingPanel : public QWidget {
   dw::Result<onnx::ModelProto> exportInferenceModel(bool withDataConversion);
   // Writes the dock's settings into the project's "training" section (before a save).
   void storeSettingsInModel();
+  // The document as a save would write it, leaving the document itself alone: the dock's
+  // settings in its training section and, unless a job is using the trainer, the trained
+  // weights carried in (the autosave, which must recover what a crash would lose).
+  dw::Graph documentToKeep() const;
   // The gradient graph of the current canvas, for "Export ONNX with training info".
   dw::Result<onnx::ModelProto> exportTrainingModel();
 
@@ -171,6 +175,8 @@ class TrainingPanel : public QWidget {
   enum class Job { TrainStep, FullTrainStep, EvalStep, Fit, Predict, LoadCheckpoint };
   void start(Job job);
   void loadSettingsFromModel();
+  // Whether the project keeps a training section (not one of defaults only).
+  bool settingsToKeep() const;
   // One chart point per training step (step, loss, headline metric); Fit sends them in bunches.
   struct StepPoint {
     qint64 step;
@@ -304,7 +310,20 @@ class TrainingPanel : public QWidget {
   struct WeightOrigin {
     std::optional<dw::Param> seed;
     std::vector<std::map<std::string, dw::Param>> initializer;
+    std::string layerState;  // layerState() of a layer when the trainer was built
   };
+  // A layer's trained values by the state they were trained in (layerState: its parameters and
+  // the types of its inputs), kept when a trainer is replaced. An edit that changes a layer's
+  // shape restarts the layer from its seed; undoing the edit (or typing the old value back)
+  // finds the values trained before and takes them again. A few states per layer, newest last.
+  struct EarlierLayer {
+    std::string state;
+    std::map<std::string, std::string> weights;
+  };
+  std::map<dw::NodeId, std::vector<EarlierLayer>> earlierLayers_;
+  std::string layerState(const dw::Graph& doc, dw::NodeId id) const;
+  // The current trainer's layer values into earlierLayers_, before it is replaced.
+  void rememberTrainedLayers();
   std::map<dw::NodeId, WeightOrigin> origins_;
   QString deviceNotice_;
   QString pendingNotice_;         // the notice of the trainer built for the running job

@@ -391,6 +391,14 @@ DeviceReport devices() {
 
 Result<std::shared_ptr<Backend>> createBackend(const BackendOptions& o, std::string* notice) {
   if (o.threads < 0) return Status::error("--threads must be >= 0 (0 uses all cores)");
+  // OpenMP starts every thread asked for: tens of thousands ran out of resources inside a
+  // kernel's parallel region and took the process down.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int maxThreads = std::max(1024, 4 * cores);
+  if (o.threads > maxThreads)
+    return Status::error("--threads " + std::to_string(o.threads) + " is more than " +
+                         std::to_string(maxThreads) + " threads; this machine has " +
+                         std::to_string(cores) + " cores (0 uses them all)");
   const auto& precisions = precisionNames();
   if (std::find(precisions.begin(), precisions.end(), o.precision) == precisions.end())
     return Status::error("unknown precision '" + o.precision + "'; use " + joined(precisions));

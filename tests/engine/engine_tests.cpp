@@ -191,6 +191,17 @@ TEST(Backend, GpuIsAClearErrorAndAutoFallsBack) {
   EXPECT_FALSE(d.cpuIsa.empty());
 }
 
+// `run --threads 100000` died in OpenMP's thread creation inside a convolution.
+TEST(Backend, ThreadCountsBeyondTheMachineAreRefused) {
+  BackendOptions o;
+  o.threads = 100000;
+  auto b = createBackend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("--threads 100000 is more than"), std::string::npos) << b.message();
+  o.threads = 8;  // more than the cores is allowed: oversubscribing is the user's choice
+  EXPECT_TRUE(createBackend(o).ok());
+}
+
 // A node that writes a graph output runs as soon as its inputs are ready, wherever the file
 // puts it: the autodiff names each gradient with an Identity after the whole backward pass, and
 // data-parallel training sums a gradient as soon as the listener sees it. Here the Identity

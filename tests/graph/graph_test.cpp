@@ -277,5 +277,31 @@ TEST(Graph, LdaCoeffMustBeFinite) {
   EXPECT_FALSE(g.setLdaCoeff(a, std::numeric_limits<double>::infinity()).ok());
 }
 
+// ONNX allows any string as a dimension's name; the project's type text quotes those beyond its
+// bare names, so that import -> project -> export keeps them (a comma split one dimension in
+// two, and torch's "Squeezeonnx::Slice_10_dim_0" made a project that would not load).
+TEST(TypeSyntax, AnyDimensionNameSurvivesTheText) {
+  for (const std::string name : {"N", "batch", "a,b", "batch size", "Squeezeonnx::Slice_10_dim_0",
+                                 "3d", "-x", "\xc3\xbc", "q\"u\\o", "x]"}) {
+    onnx::TypeProto t;
+    auto* tt = t.mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param(name);
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+    const std::string text = formatType(t);
+    auto back = parseType(text);
+    ASSERT_TRUE(back.ok()) << text << ": " << back.message();
+    ASSERT_EQ(back->tensor_type().shape().dim_size(), 2) << text;
+    EXPECT_EQ(back->tensor_type().shape().dim(0).dim_param(), name) << text;
+    EXPECT_EQ(back->tensor_type().shape().dim(1).dim_value(), 3) << text;
+  }
+  EXPECT_EQ(parseType("float[N,3]")->tensor_type().shape().dim(0).dim_param(), "N");
+  auto negative = parseType("float[-3,4,8,8]");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.message().find("dimension -3 is negative"), std::string::npos)
+      << negative.message();
+  EXPECT_FALSE(parseType("float[\"open,3]").ok());
+  EXPECT_FALSE(parseType("float[\"\",3]").ok());
+}
 }  // namespace
 }  // namespace dw

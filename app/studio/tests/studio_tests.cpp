@@ -1024,6 +1024,38 @@ class StudioTest : public QObject {
     QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(example("fashion_mnist_mlp.dwproj"))));
   }
 
+  // The autosave holds what a crash would lose besides edits: the dock's settings and the
+  // trained weights (the trial's recovery came back with no data, batch 32 and no training).
+  void autosaveKeepsSettingsAndTrainedWeights() {
+    QTemporaryDir dir;
+    QString trained, project;
+    {
+      MainWindow w(false);
+      buildRegression(w, dir.path(), 256, true);
+      project = w.currentFile();
+      QFile::remove(MainWindow::autosavePath(project));
+      auto* panel = w.training();
+      panel->batchSizeBox()->setValue(24);
+      for (int i = 0; i < 2; ++i) {
+        panel->fullTrainStepButton()->click();
+        QVERIFY(waitIdle(panel));
+        QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+      }
+      trained = outputsOf(predicted(panel));
+      QVERIFY(!trained.isEmpty());
+      QVERIFY(w.model()->undoStack()->isClean());  // no edit: only training and a setting
+      w.autosaveNow();
+      QVERIFY(QFileInfo::exists(MainWindow::autosavePath(project)));
+    }
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    QVERIFY(outputsOf(predicted(w.training())) != trained);
+    QVERIFY(w.recoverAutosave());
+    QCOMPARE(w.training()->batchSizeBox()->value(), 24);
+    QCOMPARE(outputsOf(predicted(w.training())), trained);
+    QFile::remove(MainWindow::autosavePath(project));
+  }
+
   void invalidNodeTurnsRedAndProblemSelects() {
     MainWindow w(false);
     const dw::NodeId gemm = addNode(w, "ai.onnx", "Gemm", 0, 0);
@@ -1621,6 +1653,71 @@ class StudioTest : public QObject {
     QVERIFY(m->graph().node(findByName(m->graph(), "hidden"))->weights.empty());
     QVERIFY(w.saveTo(dir.path() + "/kept.dwproj"));
     QVERIFY(!m->graph().node(findByName(m->graph(), "hidden"))->weights.empty());
+  }
+
+  // A change of units restarts its layer (and the next, whose input it shapes) from the seed; its
+  // undo brings the trained values back, also after a step ran on the new shape: the trial's undo
+  // after an Eval Step left the MLP untrained, and saving would have kept it so.
+  void undoOfAShapeEditBringsTheTrainedLayersBack() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256, true);
+    auto* panel = w.training();
+    auto* m = w.model();
+    panel->batchSizeBox()->setValue(16);
+    for (int i = 0; i < 3; ++i) {
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    }
+    const QString trained = outputsOf(predicted(panel));
+    QVERIFY(!trained.isEmpty());
+    const dw::NodeId hidden = findByName(m->graph(), "hidden");
+    QVERIFY(m->setParam(hidden, "units", dw::Param::makeInt(5)).ok());
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY(outputsOf(predicted(panel)) != trained);
+    w.action("undo")->trigger();
+    QCOMPARE(m->graph().param(hidden, "units")->asInt(), int64_t(8));
+    QCOMPARE(outputsOf(predicted(panel)), trained);
+    panel->evalStepButton()->click();  // a trainer for the shape again, from those values
+    QVERIFY(waitIdle(panel));
+    QCOMPARE(outputsOf(predicted(panel)), trained);
+    QVERIFY(w.saveTo(dir.path() + "/undone.dwproj"));
+    QVERIFY(w.openFile(dir.path() + "/undone.dwproj"));
+    QCOMPARE(outputsOf(predicted(panel)), trained);
+  }
+
+  // While a job runs, the model refuses edits (moves aside) with a reason and undo waits: the
+  // trial's edit during a Fit was trained past, and the run's weights and the earlier ones lost.
+  void editsWaitWhileAJobRuns() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 4096, true);
+    auto* panel = w.training();
+    auto* m = w.model();
+    panel->batchSizeBox()->setValue(1);
+    panel->epochsBox()->setValue(1000);
+    const dw::NodeId hidden = findByName(m->graph(), "hidden");
+    QVERIFY(m->setParam(hidden, "units", dw::Param::makeInt(8)).ok());
+    QVERIFY(m->rename(hidden, "hidden").ok());
+    QVERIFY(m->moveNodes({{hidden, {260, 20}}}).ok());
+    QVERIFY(w.action("undo")->isEnabled());
+    panel->fitButton()->click();
+    QVERIFY(panel->busy());
+    const dw::Status refused = m->setParam(hidden, "units", dw::Param::makeInt(5));
+    QVERIFY(!refused.ok());
+    QVERIFY2(QString::fromStdString(refused.message()).contains("press Stop"),
+             refused.message().c_str());
+    QVERIFY(!m->removeItems({hidden}, {}).ok());
+    QCOMPARE(m->graph().param(hidden, "units")->asInt(), int64_t(8));
+    QVERIFY(m->moveNodes({{hidden, {300, 40}}}).ok());
+    QVERIFY(!w.action("undo")->isEnabled());
+    panel->stopButton()->click();
+    QVERIFY(waitIdle(panel, 30000));
+    QVERIFY(w.action("undo")->isEnabled());
+    QVERIFY(m->setParam(hidden, "units", dw::Param::makeInt(5)).ok());
   }
 
   // Training > Reset Weights: every layer back to its seeded weights, undoably.
