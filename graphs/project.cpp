@@ -494,7 +494,15 @@ Result<Graph> projectFromJsonText(const std::string& text, const std::string& so
     root = json::parse(text);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
-    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ...;
+    // last read: '...'". What it last read can be a whole base64 weight (kilobytes in a dialog
+    // wider than the screen): its end is what shows where the file breaks off.
+    if (const auto lr = what.find("last read: '"); lr != std::string::npos) {
+      const size_t start = lr + 12, end = what.rfind('\'');
+      constexpr size_t kShown = 40;
+      if (end != std::string::npos && end > start + kShown)
+        what = what.substr(0, start) + "..." + what.substr(end - kShown);
+    }
     const auto pos = what.find("parse error");
     return Status::error(source + ": invalid JSON (" +
                          (pos == std::string::npos ? what : what.substr(pos)) +

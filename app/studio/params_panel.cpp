@@ -41,6 +41,9 @@ double ScientificSpinBox::valueFromText(const QString& text) const {
 
 QValidator::State ScientificSpinBox::validate(QString& text, int&) const {
   const QString t = text.trimmed();
+  // A sign the range excludes is refused as it is typed: accepted, -0.5 became the minimum 0 when
+  // the field lost focus, and training ran at a learning rate of 0 without a word.
+  if (minimum() >= 0 && t.startsWith(QLatin1Char('-'))) return QValidator::Invalid;
   bool ok = false;
   QLocale::c().toDouble(t, &ok);
   if (ok) return QValidator::Acceptable;

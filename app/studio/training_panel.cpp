@@ -1446,6 +1446,9 @@ void TrainingPanel::start(Job job) {
       std::make_shared<const Graph>(req.rebuild ? canvasWithTrainedValues() : model_->graph());
   req.options = currentOptions();
   req.config = currentConfig();
+  if ((job == Job::FullTrainStep || job == Job::Fit) && req.config.optimizer.lr == 0)
+    pendingWarning_ = tr("the learning rate is 0, so the optimizer leaves the weights as they "
+                         "are. Set a learning rate in the Training dock (0.001 suits Adam).");
   req.baseDir =
       projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
   cancel_->store(false);

@@ -44,6 +44,18 @@ TEST(CorruptProject, MalformedJson) {
   EXPECT_NE(msg.find("line 1, column"), std::string::npos) << msg;
 }
 
+// A file cut inside a stored weight: the message shows where it breaks off, not the kilobytes of
+// base64 the parser last read (the studio's dialog was wider than the screen).
+TEST(CorruptProject, CutInsideAWeightGivesAShortMessage) {
+  const std::string text =
+      R"({"format": "deepwire-project", "weights": ")" + std::string(5000, 'Q');
+  auto g = projectFromJsonText(text, "cut.dwproj");
+  ASSERT_FALSE(g.ok());
+  EXPECT_LT(g.message().size(), 400u) << g.message();
+  EXPECT_NE(g.message().find("line 1, column"), std::string::npos) << g.message();
+  EXPECT_NE(g.message().find("QQQQ'"), std::string::npos) << g.message();
+}
+
 TEST(CorruptProject, FutureVersion) {
   const std::string msg = loadError(replaceOnce(mlpText(), "\"version\": 1", "\"version\": 7"));
   EXPECT_NE(msg.find("/version"), std::string::npos) << msg;

@@ -1720,6 +1720,23 @@ class StudioTest : public QObject {
     QVERIFY(m->setParam(hidden, "units", dw::Param::makeInt(5)).ok());
   }
 
+  // The trial typed -0.5 as the learning rate: it showed 0, and training ran without a word.
+  void learningRateRefusesASignAndWarnsAtZero() {
+    QTemporaryDir dir;
+    MainWindow w(false);
+    buildRegression(w, dir.path(), 256);
+    auto* panel = w.training();
+    QDoubleSpinBox* lr = panel->learningRateBox();
+    lr->selectAll();
+    QTest::keyClicks(lr, "-0.5");
+    QTest::keyClick(lr, Qt::Key_Return);
+    QCOMPARE(lr->value(), 0.5);
+    lr->setValue(0);
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastResult().contains("learning rate is 0"), qPrintable(panel->lastResult()));
+  }
+
   // Training > Reset Weights: every layer back to its seeded weights, undoably.
   void resetWeightsStartsAgainFromTheSeeds() {
     QTemporaryDir dir;
