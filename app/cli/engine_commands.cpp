@@ -235,6 +235,9 @@ int runCommand(const RunArgs& a) {
       const std::string path = (fs::path(a.outputDir) / (safeFileName(fileStem) + ".npy")).string();
       auto st = writeNpy(path, t);
       if (!st.ok()) return fail(st.message(), 2);
+      // The file's name is the output's, made safe for a file system ("onnx::Slice_10" ->
+      // onnx__Slice_10.npy): say where it went.
+      if (safeFileName(fileStem) != fileStem) std::cout << "  written to " << path << "\n";
       return 0;
     };
     if (v.isTensor()) {
@@ -364,7 +367,9 @@ void registerEngineCommands(CLI::App& app, int& exitCode) {
                 "rows as samples, or an MNIST-style IDX file such as "
                 "t10k-images-idx3-ubyte.gz); repeat per input. A model of one input takes "
                 "FILE alone");
-  r->add_option("--output-dir", run->outputDir, "Write each output as NAME.npy here");
+  r->add_option("--output-dir", run->outputDir,
+                "Write each output as NAME.npy here (characters a file name cannot hold become "
+                "_, and the run says so)");
   r->add_option("--accelerator", run->accelerator, "cpu, cuda, cuda:N, gpu, gpu:N or auto")
       ->check(checkAccelerator);
   r->add_option("--threads", run->threads, "CPU threads (0: all cores)")->check(atLeast(0));

@@ -272,6 +272,12 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                   "Leave out the data conversion (cast, scale, normalization, reshape) that the "
                   "project's training data section puts in front of the inputs");
     cmd->callback([in, out, model, check, noConversion, &exitCode] {
+      if (!isProjectFile(*in)) {
+        exitCode = fail("export takes a project (*.dwproj), and '" + *in +
+                        "' is not one; `deepwire import " + *in +
+                        " -o NAME.dwproj` makes a project of an ONNX model");
+        return;
+      }
       ExportOptions opt;
       opt.model = *model;
       opt.check = *check == "full"    ? CheckLevel::Full
@@ -302,6 +308,15 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
     cmd->add_option("MODEL", *in, "ONNX file")->required()->check(CLI::ExistingFile);
     cmd->add_option("-o,--output", *out, "Project file to write (*.dwproj)")->required();
     cmd->callback([in, out, &exitCode] {
+      // A project is JSON: under an .onnx name it would pass for a model, and `-o` naming the
+      // model being imported would overwrite it.
+      if (!isProjectFile(*out)) {
+        exitCode = fail("-o names the project to write, and '" + *out +
+                            "' does not end in .dwproj; choose a name such as " +
+                            std::filesystem::path(*in).stem().string() + ".dwproj",
+                        2);
+        return;
+      }
       auto m = readOnnxFile(*in);
       if (!m.ok()) {
         exitCode = fail(m.message());
@@ -312,6 +327,12 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
         exitCode = fail(g.message());
         return;
       }
+      // A model ONNX's checker or the project's validation refuses still imports (the studio
+      // is where it gets fixed), but not in silence.
+      std::vector<std::string> problems;
+      if (Status st = checkOnnxModel(*m, CheckLevel::Full); !st.ok())
+        problems.push_back(st.message());
+      for (const auto& p : g->validate()) problems.push_back(p.message);
       Status st = saveProject(*g, *out);
       if (!st.ok()) {
         exitCode = fail(st.message(), 2);
@@ -321,6 +342,16 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                 << count(static_cast<int64_t>(g->nodes().size()), "node", "nodes") << ", "
                 << count(static_cast<int64_t>(g->links().size()), "link", "links")
                 << "\n  written to " << std::filesystem::absolute(*out).string() << "\n";
+      constexpr size_t kShown = 5;
+      for (size_t i = 0; i < problems.size() && i < kShown; ++i)
+        std::cerr << "deepwire: warning: " << problems[i] << "\n";
+      if (problems.size() > kShown)
+        std::cerr << "deepwire: warning: and " << problems.size() - kShown << " more\n";
+      if (!problems.empty())
+        std::cerr << "deepwire: warning: the project keeps "
+                  << count(static_cast<int64_t>(problems.size()), "problem", "problems")
+                  << " of the model; `deepwire check " << *out
+                  << "` lists them, and the studio shows them on the nodes\n";
     });
   }
   {

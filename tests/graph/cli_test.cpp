@@ -473,6 +473,42 @@ TEST(Cli, TrainExplainsWhatItNeeds) {
       << out;
 }
 
+// import writes projects only (an .onnx name would hide the JSON, and `-o` naming the model
+// itself destroyed it), says what of the model is wrong instead of succeeding in silence, and
+// export named with a model says how to make a project of it.
+TEST(Cli, ImportAndExportSayWhichFileIsWhich) {
+  auto dir = test::tempDir();
+  const std::string onnxPath = (dir / "mlp.onnx").string();
+  int code = 0;
+  std::string out =
+      run("export " + test::example("fashion_mnist_mlp.dwproj") + " -o " + onnxPath, &code);
+  ASSERT_EQ(code, 0) << out;
+  const auto before = std::filesystem::file_size(onnxPath);
+  out = run("import " + onnxPath + " -o " + onnxPath + " 2>&1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("choose a name such as mlp.dwproj"), std::string::npos) << out;
+  EXPECT_EQ(std::filesystem::file_size(onnxPath), before);
+  out = run("export " + onnxPath + " -o " + (dir / "again.onnx").string() + " 2>&1", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("export takes a project (*.dwproj)"), std::string::npos) << out;
+  // A model with a weight of an element type ONNX does not have (a damaged file): imported,
+  // with a warning that names it.
+  onnx::ModelProto m;
+  {
+    auto read = readOnnxFile(onnxPath);
+    ASSERT_TRUE(read.ok()) << read.message();
+    m = std::move(*read);
+  }
+  ASSERT_GT(m.graph().initializer_size(), 0);
+  m.mutable_graph()->mutable_initializer(0)->set_data_type(105);
+  const std::string broken = (dir / "broken.onnx").string();
+  ASSERT_TRUE(writeOnnxFile(m, broken).ok());
+  out = run("import " + broken + " -o " + (dir / "broken.dwproj").string() + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("deepwire: warning: Initializer"), std::string::npos) << out;
+  EXPECT_NE(out.find("deepwire check"), std::string::npos) << out;
+}
+
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
   const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
   if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";
