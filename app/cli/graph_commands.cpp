@@ -220,6 +220,10 @@ int runCheck(const std::string& path) {
     if (!st.ok()) problems.push_back(st.message());
     auto g = importOnnx(*m, path);
     if (!g.ok()) problems.push_back(g.message());
+    // What the catalogue knows beyond ONNX's checker (an attribute's allowed values), as the
+    // project made of the file would say.
+    if (g.ok())
+      for (const auto& p : g->validate()) problems.push_back(p.message);
   }
   if (problems.empty()) {
     std::cout << path << ": valid\n";

@@ -75,10 +75,7 @@ class DnnlOrReference : public Kernel {
 
  protected:
   Status reference(KernelContext& ctx) {
-    if (!reference_) reference_ = onednn::referenceKernel(init_);
-    if (!reference_)
-      return Status::error("no reference kernel for " + init_.opType + " in this configuration");
-    return reference_->compute(ctx);
+    return reference_.compute(init_, ctx);
   }
   template <class F>
   Status guarded(F&& f) {
@@ -102,7 +99,7 @@ class DnnlOrReference : public Kernel {
     bind_.finish(be);
   }
   KernelInit init_;
-  std::unique_ptr<Kernel> reference_;
+  onednn::ReferenceFallback reference_;
   std::map<std::vector<int64_t>, dnnl::primitive> cache_;
   onednn::Bindings bind_;
 };

@@ -163,8 +163,7 @@ class Conv : public Kernel {
     if ((x.dtype() == DType::kDouble || w.dtype() == DType::kDouble) && !transposed_ &&
         fusedPlain_) {
       // float64: the direct convolution of the reference table (kernels/nn.cpp).
-      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
-      if (fallback_) return fallback_->compute(ctx);
+      return fallback_.compute(init_, ctx);
     }
     if (x.dtype() != DType::kFloat || w.dtype() != DType::kFloat)
       return Status::error(std::string("only float32") + (transposed_ ? "" : " and float64") +
@@ -809,7 +808,7 @@ class Conv : public Kernel {
   bool nhwcX_, nhwcY_;  // X arrives, Y leaves in NHWC (the session's markNhwcChains)
   bool fusedPlain_;     // nothing fused in, plain layouts: float64 can take the reference kernel
   KernelInit init_;
-  std::unique_ptr<Kernel> fallback_;
+  onednn::ReferenceFallback fallback_;
   std::string autoPad_;
   bool autoPadSame_ = false, autoPadLower_ = false;
   std::map<std::vector<int64_t>, Entry> cache_;
@@ -857,10 +856,7 @@ class Pool : public Kernel {
           "only a float32 2-D global pooling reads an NHWC or nChw16c input; run the "
           "session with fuse off");
     if (needReference_ || x.dtype() != DType::kFloat) {
-      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
-      if (!fallback_)
-        return Status::error(std::string("only float32 is supported, got ") + dtypeName(x.dtype()));
-      return fallback_->compute(ctx);
+      return fallback_.compute(init_, ctx);
     }
     if (x.rank() < 3 || x.rank() > 5) return Status::error("input must be 3-D to 5-D");
     auto key = inputShapesKey(ctx);
@@ -959,7 +955,7 @@ class Pool : public Kernel {
   bool nhwcX_;     // X arrives in NHWC (global pooling only)
   bool blockedX_;  // or in nChw16c
   KernelInit init_;
-  std::unique_ptr<Kernel> fallback_;
+  onednn::ReferenceFallback fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
   onednn::Bindings bind_;
 };
@@ -982,10 +978,7 @@ class MatMulKernel : public Kernel {
     const Tensor& a0 = ctx.input(0);
     const Tensor& b0 = ctx.input(1);
     if (a0.dtype() != DType::kFloat || b0.dtype() != DType::kFloat) {
-      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
-      if (!fallback_)
-        return Status::error(std::string("dtype ") + dtypeName(a0.dtype()) + " is not supported");
-      return fallback_->compute(ctx);
+      return fallback_.compute(init_, ctx);
     }
     Shape sa = a0.shape(), sb = b0.shape();
     if (gemm_) {
@@ -1186,7 +1179,7 @@ class MatMulKernel : public Kernel {
   KernelInit init_;
   FusedActivation act_;
   bool constB_;
-  std::unique_ptr<Kernel> fallback_;
+  onednn::ReferenceFallback fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;
   onednn::Bindings bind_;
 };
@@ -1205,10 +1198,7 @@ class BatchNorm : public Kernel {
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (training_ || x.dtype() != DType::kFloat || x.rank() < 2 || x.rank() > 5) {
-      if (!fallback_) fallback_ = onednn::referenceKernel(init_);
-      if (!fallback_)
-        return Status::error("this BatchNormalization configuration is not supported");
-      return fallback_->compute(ctx);
+      return fallback_.compute(init_, ctx);
     }
     for (int i = 1; i <= 4; ++i)
       if (ctx.input(i).dtype() != DType::kFloat || ctx.input(i).size() != x.dim(1))
@@ -1257,7 +1247,7 @@ class BatchNorm : public Kernel {
   float eps_;
   bool training_ = false;
   KernelInit init_;
-  std::unique_ptr<Kernel> fallback_;
+  onednn::ReferenceFallback fallback_;
   std::map<Shape, Entry> cache_;
   onednn::Bindings bind_;
 };
@@ -1305,12 +1295,13 @@ class Lrn : public Kernel {
 }  // namespace
 
 namespace onednn {
-std::unique_ptr<Kernel> referenceKernel(const KernelInit& init) {
+Result<std::unique_ptr<Kernel>> referenceKernel(const KernelInit& init) {
   const KernelDef* d =
       KernelRegistry::global().find(init.domain, init.opType, init.opset, kReferenceTable);
-  if (!d) return nullptr;
-  auto k = d->factory(init);
-  return k ? std::move(*k) : nullptr;
+  if (!d)
+    return Status::error("no reference kernel for " + init.opType + " at opset " +
+                         std::to_string(init.opset));
+  return d->factory(init);
 }
 }  // namespace onednn
 

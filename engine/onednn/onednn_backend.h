@@ -159,8 +159,24 @@ inline dnnl::memory::data_type convComputeType(Backend& b, int64_t icPerGroup, i
 }
 
 // The reference table's kernel of the same op, for dtypes and attribute combinations a oneDNN
-// kernel hands over; nullptr where there is none.
-std::unique_ptr<Kernel> referenceKernel(const KernelInit& init);
+// kernel hands over; an error where there is none, or where it refuses the node (naming the
+// attribute it cannot take).
+Result<std::unique_ptr<Kernel>> referenceKernel(const KernelInit& init);
+// That kernel, made on first use, for a oneDNN kernel to hand its node over to.
+class ReferenceFallback {
+ public:
+  Status compute(const KernelInit& init, KernelContext& ctx) {
+    if (!kernel_) {
+      auto k = referenceKernel(init);
+      if (!k) return k.status();
+      kernel_ = std::move(*k);
+    }
+    return kernel_->compute(ctx);
+  }
+
+ private:
+  std::unique_ptr<Kernel> kernel_;
+};
 
 // conv_chain.cpp: the kernel of a Conv carrying a chain of convolutions (fusion::Fused::chain).
 Result<std::unique_ptr<Kernel>> makeConvChain(const KernelInit& init);
