@@ -43,6 +43,10 @@ ParamSpec lossParam(const std::string& name, Param def, const std::string& doc,
 // compare every output with every label (and fail only when a smaller last batch stops it from
 // broadcasting), so a rank or a known dim that differs is an error naming both shapes.
 Status sameShapeTarget(LoweringBuilder& b);
+// The target's class indices (int64) for a prediction of rank `predRank` whose last axis holds
+// the classes: the target has one axis less, or a last axis of 1. Another rank is an error that
+// names both ranks, since the usual cause is the prediction (wired before its Dense, say).
+Result<std::string> classLabels(LoweringBuilder& b, int64_t predRank);
 // A float32 scalar constant.
 std::string floatConst(LoweringBuilder& b, float v);
 // The element type of input `port` (onnx::TensorProto::DataType), 0 when unknown.

@@ -253,18 +253,9 @@ Result<RankedTensor> scce(LoweringBuilder& b, bool) {
   if (!r.ok()) return r.status();
   const int64_t rank = *r;
   if (rank < 2) return b.fail("the prediction must be (batch, ..., classes)");
-  auto rt = b.rankOf(1);
-  if (!rt.ok()) return rt.status();
-  std::string labels = b.input(1);
-  if (*rt == rank)
-    labels = b.op1("Squeeze", {labels, b.int64s("axes", {-1})});
-  else if (*rt != rank - 1)
-    return b.fail("the target must hold class indices of rank " + std::to_string(rank - 1) +
-                  " (or " + std::to_string(rank) + " with a last axis of 1), got rank " +
-                  std::to_string(*rt));
-  const int lt = elemType(b, 1);
-  if (lt != onnx::TensorProto::INT64 && lt != onnx::TensorProto::INT32)
-    labels = b.op1("Cast", {labels}, {attrInt("to", onnx::TensorProto::INT64)});
+  auto classes = classLabels(b, rank);
+  if (!classes.ok()) return classes.status();
+  const std::string labels = *classes;
   // ONNX puts the class axis at 1; Keras keeps it last.
   auto classesFirst = [&](const std::string& x) {
     if (rank == 2) return x;
@@ -505,6 +496,24 @@ std::string floatConst(LoweringBuilder& b, float v) {
 int inputElemType(LoweringBuilder& b, int port) {
   auto t = b.inputType(port);
   return t && t->has_tensor_type() ? t->tensor_type().elem_type() : 0;
+}
+
+Result<std::string> classLabels(LoweringBuilder& b, int64_t predRank) {
+  auto rt = b.rankOf(1);
+  if (!rt.ok()) return rt.status();
+  std::string labels = b.input(1);
+  if (*rt == predRank) {
+    labels = b.op1("Squeeze", {labels, b.int64s("axes", {-1})});
+  } else if (*rt != predRank - 1) {
+    return b.fail("the prediction has rank " + std::to_string(predRank) + " and the target rank " +
+                  std::to_string(*rt) +
+                  ", which do not go together: a prediction [N, classes] takes class indices [N] "
+                  "(or [N, 1]), and each axis more on the prediction takes one more on the "
+                  "target. Check what feeds the prediction and the target");
+  }
+  return inputElemType(b, 1) == onnx::TensorProto::INT64
+             ? labels
+             : b.op1("Cast", {labels}, {attrInt("to", onnx::TensorProto::INT64)});
 }
 
 Status sameShapeTarget(LoweringBuilder& b) {

@@ -65,20 +65,6 @@ Status emit(LoweringBuilder& b, const std::string& x, bool scalar) {
   return Status();
 }
 
-// Integer class labels from a target whose rank equals the prediction's (last axis 1) or is one
-// less.
-Result<std::string> classLabels(LoweringBuilder& b, int64_t predRank) {
-  auto rt = b.rankOf(1);
-  if (!rt.ok()) return rt.status();
-  std::string labels = b.input(1);
-  if (*rt == predRank)
-    labels = b.op1("Squeeze", {labels, b.int64s("axes", {-1})});
-  else if (*rt != predRank - 1)
-    return b.fail("the target must hold class indices of rank " + std::to_string(predRank - 1) +
-                  ", got rank " + std::to_string(*rt));
-  return elemType(b, 1) == onnx::TensorProto::INT64 ? labels : toInt64(b, labels);
-}
-
 Result<int64_t> predRank(LoweringBuilder& b, int64_t min) {
   auto r = b.rankOf(0);
   if (!r.ok()) return r.status();

@@ -224,6 +224,27 @@ INSTANTIATE_TEST_SUITE_P(Golden, LossGolden,
 
 // Every loss and metric the issue lists is in the catalogue, in its domain, and a golden case
 // covers it.
+// The trial wired an image [N, 28, 28] to the prediction: the message blamed the (correct)
+// target. It names both ranks, and what goes with what, for the loss and the accuracy metric.
+TEST(LossMessages, ClassIndicesOfTheWrongRankNameBothInputs) {
+  for (const char* type : {"SparseCategoricalCrossentropy", "SparseCategoricalAccuracy"}) {
+    const json c = {
+        {"kind", std::string(type).find("Accuracy") != std::string::npos ? "metric" : "loss"},
+        {"type", type},
+        {"params", json::object()},
+        {"inputs",
+         {{"prediction", {{"dtype", "float"}, {"shape", {2, 28, 28}}, {"data", {}}}},
+          {"target", {{"dtype", "int64"}, {"shape", {2}}, {"data", {}}}}}}};
+    auto g = buildGraph(c, false);
+    ASSERT_TRUE(g.ok()) << g.message();
+    auto m = exportOnnx(*g);
+    ASSERT_FALSE(m.ok()) << type;
+    EXPECT_NE(m.message().find("the prediction has rank 3 and the target rank 1"),
+              std::string::npos)
+        << m.message();
+  }
+}
+
 TEST(LossCatalogue, EveryLossAndMetricIsCoveredByGoldens) {
   const std::vector<std::string> losses = {"BinaryCrossentropy",
                                            "CategoricalCrossentropy",
