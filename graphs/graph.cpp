@@ -661,11 +661,20 @@ std::vector<Problem> Graph::validate() const {
       if (ps.required && !n.params.count(ps.name))
         add(id, "required parameter '" + ps.name + "' is not set");
     // Inputs: every required port is fed; variadic ports have their minimum count.
+    // A node nothing reads, left over (pasted, or cut off by an edit): say so, since deleting
+    // it is as good a fix as wiring it.
+    // (Losses, metrics and Output Train are read by training, not by links.)
+    auto outgoing = outgoing_.find(id);
+    const bool unread = s->kind != NodeKind::GraphOutput && outputPortCount(id) > 0 &&
+                        n.domain != kLossesDomain && n.domain != kMetricsDomain &&
+                        n.type != "Output Train" &&
+                        (outgoing == outgoing_.end() || outgoing->second.empty());
     for (size_t i = 0; i < s->inputs.size(); ++i) {
       const auto& port = s->inputs[i];
       if (port.option == PortOption::Single && !inputLink(id, static_cast<int>(i)))
-        add(id,
-            "required input '" + port.name + "' (port " + std::to_string(i) + ") is not connected");
+        add(id, "required input '" + port.name + "' (port " + std::to_string(i) +
+                    ") is not connected" +
+                    (unread ? "; nothing reads this node either: wire it in or delete it" : ""));
       if (port.option == PortOption::Variadic) {
         int connected = 0;
         auto end = incoming_.lower_bound({id + 1, kGraphPort});

@@ -303,5 +303,20 @@ TEST(TypeSyntax, AnyDimensionNameSurvivesTheText) {
   EXPECT_FALSE(parseType("float[\"open,3]").ok());
   EXPECT_FALSE(parseType("float[\"\",3]").ok());
 }
+// A pasted layer left unwired: the problem says nothing reads it, so deleting it is a fix too.
+TEST(Graph, AnUnwiredNodeSaysNothingReadsIt) {
+  Graph g;
+  auto dense = g.addNode(kLayersDomain, "Dense");
+  ASSERT_TRUE(dense.ok());
+  auto problems = g.validate();
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].message.find("nothing reads this node either: wire it in or delete it"),
+            std::string::npos)
+      << problems[0].message;
+  auto out = g.addNode(kGraphDomain, "Output");
+  ASSERT_TRUE(g.addLink({{*dense, 0}, {*out, 0}}).ok());
+  for (const auto& p : g.validate())
+    EXPECT_EQ(p.message.find("nothing reads"), std::string::npos) << p.message;
+}
 }  // namespace
 }  // namespace dw
