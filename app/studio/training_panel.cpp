@@ -401,9 +401,12 @@ void TrainingWorker::predict(const JobRequest& req) {
 }
 
 bool TrainingWorker::evaluatedElsewhere(const JobRequest& req) {
+  // Other data, or weights a training step changed since: a mean over both would describe
+  // neither (the trial's accuracy mixed Eval Steps from before and after training).
   const std::string from =
       dataKey_ + "|" +
-      (test_ ? evalSetName(req.config.dataset).toStdString() : std::string("train"));
+      (test_ ? evalSetName(req.config.dataset).toStdString() : std::string("train")) + "|" +
+      std::to_string(trainer_->counters().optimizerSteps);
   const bool other = !evaluated_.empty() && evaluated_ != from;
   evaluated_ = from;
   return other;
@@ -676,8 +679,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   evalStep_->setToolTip(
       tr("Inference on one batch of the validation data (the test data where there is no "
          "validation split): loss and metrics, no gradients. Metrics accumulate "
-         "over Eval Steps until the Eval Step node's reset_metrics? (or a changed canvas) "
-         "resets them"));
+         "over Eval Steps until the Eval Step node's reset_metrics?, a changed canvas, other "
+         "data or a training step that changed the weights resets them"));
   predict_ = new QPushButton(tr("Predict"));
   predict_->setToolTip(
       tr("Runs the model (no loss needed: an imported model too) on one batch of the "

@@ -1306,6 +1306,11 @@ class StudioTest : public QObject {
     evalStep(a2, b2);
     QVERIFY2(std::abs(b2 - b1) > 1e-3 * b1, "the two validation batches should differ");
     QVERIFY2(std::abs(a2 - (b1 + b2) / 2) < 1e-3 * a2, qPrintable(panel->lastResult()));
+    // New weights start the mean again: one over two sets of weights describes neither.
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    evalStep(a1, b1);
+    QCOMPARE(a1, b1);
 
     const dw::NodeId step = addNode(w, "deepwire", "Eval Step", 700, 0);
     QVERIFY(m->setParam(step, "reset_metrics?", dw::Param::makeBool(true)).ok());
