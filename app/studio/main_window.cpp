@@ -657,8 +657,9 @@ QString MainWindow::recoveryQuestion() const {
   const QString imported =
       QSettings().value(QStringLiteral("autosave/untitledImported")).toString();
   const QString document = !currentFile_.isEmpty() ? QDir::toNativeSeparators(currentFile_)
-                           : !imported.isEmpty()   ? tr("untitled (imported from %1)").arg(imported)
-                                                   : tr("untitled");
+                           : !imported.isEmpty()
+                               ? tr("an untitled document (imported from %1)").arg(imported)
+                               : tr("an untitled document");
   const QLocale locale;
   QString text = tr("deepwire studio did not close normally while %1 had unsaved changes. They "
                     "were autosaved %2.")
@@ -706,6 +707,9 @@ void MainWindow::startTemplate(int kind) {
     dock->show();
     dock->raise();
   }
+  // The whole template in view, once the docks it showed have taken their room (the trial's
+  // template ran off the right edge, its Output Train out of sight).
+  QTimer::singleShot(0, view_, [v = view_] { v->fitToView(); });
   showStatus(tr("Built the %1 classifier for %2: press Fit in the Training dock to train it")
                  .arg(k == ClassifierTemplate::kMlp ? tr("MLP") : tr("CNN"),
                       QFileInfo(source->samples).fileName()));
@@ -723,6 +727,7 @@ void MainWindow::newDocument() {
   updateTitle();
   view_->resetTransform();
   view_->centerOn(0, 0);
+  statusBar()->clearMessage();  // the last document's result is not this one's
 }
 
 bool MainWindow::openFile(const QString& path) {
