@@ -44,12 +44,36 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     const auto w = staticDims(types, n.input(1));
     return w.size() == 4 && !(w[1] == 1 && attrInt(n, "group", 1) == 1);
   };
+  // Max and average pooling over a 2-D window carry the layout from input 0 to output 0, as a
+  // convolution does (oneDNN's pooling reads and writes either), where nothing asks for the
+  // reference kernel (Indices, column-major indices).
+  auto nhwcPool = [&](const onnx::NodeProto& n) {
+    if (!isOp(n, "", "MaxPool") && !isOp(n, "", "AveragePool")) return false;
+    if (n.input_size() != 1 || n.output_size() != 1 || attrInt(n, "storage_order", 0) != 0)
+      return false;
+    return attrInts(n, "kernel_shape").size() == 2 && float4d(n.input(0)) && float4d(n.output(0));
+  };
+  // Nodes that read input 0 and write output 0 in a chain's layout, each side a group of its own.
+  auto carrier = [&](const onnx::NodeProto& n) { return nhwcConv(n) || nhwcPool(n); };
   // The inputs of an elementwise node that share its output's layout.
   auto elementwiseInputs = [&](const onnx::NodeProto& n) -> std::vector<int> {
     if (!n.domain().empty() && n.domain() != "ai.onnx") return {};
     if (n.output_size() != 1 || n.input_size() < 1) return {};
     const std::string& op = n.op_type();
     if (op == "Identity") return {0};
+    // A concatenation of channels (Inception, SqueezeNet's Fire, DenseNet, ShuffleNet): every
+    // input in the output's layout. In NHWC each pixel's channels are joined; nChw16c (whole
+    // blocks of 16) joins per image as plain NCHW does.
+    if (op == "Concat" && float4d(n.output(0))) {
+      const int64_t axis = attrInt(n, "axis", 1);
+      if (axis != 1 && axis != -3) return {};
+      std::vector<int> all;
+      for (int k = 0; k < n.input_size(); ++k) {
+        if (n.input(k).empty() || !float4d(n.input(k))) return {};
+        all.push_back(k);
+      }
+      return all;
+    }
     if (op == "Clip") return {0};
     if (const auto* row = ops::findUnaryOp(op); row && row->tableKernels()) return {0};
     if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && n.input_size() == 2) {
@@ -102,7 +126,7 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   std::set<std::string> readByConv;  // or by a global pooling that reads NHWC
   for (size_t i = 0; i < nodes.size(); ++i) {
     const auto& n = nodes[i].first;
-    const bool conv = nhwcConv(n);
+    const bool conv = carrier(n);
     for (int k = 0; k < n.input_size(); ++k) {
       const std::string& v = n.input(k);
       if (v.empty()) continue;
@@ -132,6 +156,17 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     const std::string r = find(v);
     return !bad.count(r) && madeByConv.count(r) && readByConv.count(r);
   };
+  // A pooling reads and writes one layout: where only one side of it can change, neither does
+  // (which may undo another pooling's sides in turn).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [n, opsets] : nodes)
+      if (nhwcPool(n) && nhwc(n.input(0)) != nhwc(n.output(0))) {
+        bad.insert(find(n.input(0)));
+        bad.insert(find(n.output(0)));
+        changed = true;
+      }
+  }
   // Which of the two layouts a group takes. On large planes oneDNN's blocked kernels (nChw16c)
   // beat its NHWC ones (brgconv, brdgmm) by 1.3-2x: at batch 8, 2 threads, a depthwise 3x3 on
   // 144 x 56 x 56 took 1.8 against 3.1 ms and a 1x1 144 -> 24 2.3 against 3.5, and equal or
@@ -175,15 +210,30 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
   for (const auto& chain : chains)
     for (size_t k : chain)  // the last convolution's output matters; the others vanish
       if (isOp(nodes[k].first, "", "Conv")) blockedGroup[find(nodes[k].first.output(0))] = false;
+  // Both sides of a pooling in one layout: NHWC unless both groups would be blocked.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [n, opsets] : nodes) {
+      if (!nhwcPool(n) || !nhwc(n.input(0))) continue;
+      bool& in = blockedGroup[find(n.input(0))];
+      bool& out = blockedGroup[find(n.output(0))];
+      if (in != out) {
+        in = out = false;
+        changed = true;
+      }
+    }
+  }
   auto layoutOf = [&](const std::string& v) {
     auto it = blockedGroup.find(find(v));
     return it != blockedGroup.end() && it->second ? Layout::kBlocked : Layout::kNhwc;
   };
   for (size_t i = 0; i < nodes.size(); ++i) {
     onnx::NodeProto& n = nodes[i].first;
-    if (nhwcConv(n)) {
+    if (carrier(n)) {
       if (nhwc(n.input(0))) markInput(n, layoutOf(n.input(0)), 0);
       if (nhwc(n.output(0))) markOutput(n, layoutOf(n.output(0)), 0);
+    } else if (isOp(n, "", "Concat") && shared[i].size() > 1 && nhwc(n.output(0))) {
+      markOutput(n, layoutOf(n.output(0)), 0);
     } else if (nhwcReader(n) && nhwc(n.input(0))) {
       markInput(n, layoutOf(n.input(0)), 0);
     } else if (shared[i].size() == 1 && n.input_size() == 2 && nhwc(n.output(0))) {

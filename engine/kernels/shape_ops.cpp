@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "engine/kernels/common.h"
+#include "engine/kernels/concat_rows.h"
 #include "engine/kernels/slice_plan.h"
 #include "engine/kernels/tables.h"
 
@@ -58,6 +59,51 @@ Result<SlicePlan> planSlice(const Shape& x, const std::vector<int64_t>& starts,
     p.strides[d] = st[d] * xs[d];
   }
   return p;
+}
+
+// The output is the inputs' rows one after another (outer index first, then input order):
+// each thread copies an equal share of the output's bytes, whichever rows they fall in, so a
+// concatenation of two large rows (ShuffleNet's branches, [1, 58, 28, 28] twice) is split as
+// well as one of many small ones. oneDNN 2.6's concat took 0.08 ms for that one.
+Status concatRows(const std::vector<const Tensor*>& ins, int64_t a, int64_t outer, int64_t inner,
+                  Tensor& y) {
+  const int64_t es = static_cast<int64_t>(dtypeSize(y.dtype()));
+  // Where each input's row starts within an output row (and the row's bytes at the end).
+  std::vector<int64_t> start{0};
+  for (const Tensor* t : ins) start.push_back(start.back() + t->dim(a) * inner * es);
+  const int64_t row = start.back(), total = outer * row;
+  char* dst = static_cast<char*>(y.raw());
+  // Many short rows (an NHWC pixel's channels, a few hundred bytes): whole rows a thread, each
+  // input's part copied without looking for it (the byte shares below searched for every part,
+  // twice the time of the copies).
+  constexpr int64_t kShortRow = 4096;
+  if (row <= kShortRow) {
+    forThreadRanges(outer, total / 4, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o)
+        for (size_t k = 0; k < ins.size(); ++k) {
+          const int64_t bytes = start[k + 1] - start[k];
+          std::memcpy(dst + o * row + start[k], static_cast<const char*>(ins[k]->raw()) + o * bytes,
+                      static_cast<size_t>(bytes));
+        }
+    });
+    return Status();
+  }
+  // Whole cache lines a share; 16 KiB of floats a thread at least (forThreadRanges).
+  forThreadRanges((total + 63) / 64, total / 4, [&](int64_t l0, int64_t l1) {
+    const int64_t b1 = std::min(total, l1 * 64);
+    for (int64_t b = l0 * 64; b < b1;) {
+      const int64_t o = b / row, within = b - o * row;
+      const auto k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), within) -
+                                         start.begin() - 1);
+      const int64_t bytes = start[k + 1] - start[k];
+      const int64_t end = std::min(b1, o * row + start[k + 1]);
+      std::memcpy(dst + b,
+                  static_cast<const char*>(ins[k]->raw()) + o * bytes + (within - start[k]),
+                  static_cast<size_t>(end - b));
+      b = end;
+    }
+  });
+  return Status();
 }
 
 namespace {
@@ -364,7 +410,7 @@ class Concat : public Kernel {
     int64_t inner = 1;
     for (size_t d = a + 1; d < out.size(); ++d) inner *= out[d];
     const int64_t rowOut = out[a] * inner;
-    if (f.dtype() != DType::kString) return copyRows(ins, a, outer, inner, *y);
+    if (f.dtype() != DType::kString) return concatRows(ins, a, outer, inner, *y);
     int64_t offset = 0;
     for (const Tensor* t : ins) {
       const int64_t row = t->dim(a) * inner;
@@ -375,36 +421,6 @@ class Concat : public Kernel {
   }
 
  private:
-  // The output is the inputs' rows one after another (outer index first, then input order):
-  // each thread copies an equal share of the output's bytes, whichever rows they fall in, so a
-  // concatenation of two large rows (ShuffleNet's branches, [1, 58, 28, 28] twice) is split as
-  // well as one of many small ones. oneDNN 2.6's concat took 0.08 ms for that one.
-  static Status copyRows(const std::vector<const Tensor*>& ins, int64_t a, int64_t outer,
-                         int64_t inner, Tensor& y) {
-    const int64_t es = static_cast<int64_t>(dtypeSize(y.dtype()));
-    // Where each input's row starts within an output row (and the row's bytes at the end).
-    std::vector<int64_t> start{0};
-    for (const Tensor* t : ins) start.push_back(start.back() + t->dim(a) * inner * es);
-    const int64_t row = start.back(), total = outer * row;
-    char* dst = static_cast<char*>(y.raw());
-    // Whole cache lines a share; 16 KiB of floats a thread at least (forThreadRanges).
-    forThreadRanges((total + 63) / 64, total / 4, [&](int64_t l0, int64_t l1) {
-      const int64_t b1 = std::min(total, l1 * 64);
-      for (int64_t b = l0 * 64; b < b1;) {
-        const int64_t o = b / row, within = b - o * row;
-        const auto k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), within) -
-                                           start.begin() - 1);
-        const int64_t bytes = start[k + 1] - start[k];
-        const int64_t end = std::min(b1, o * row + start[k + 1]);
-        std::memcpy(dst + b,
-                    static_cast<const char*>(ins[k]->raw()) + o * bytes + (within - start[k]),
-                    static_cast<size_t>(end - b));
-        b = end;
-      }
-    });
-    return Status();
-  }
-
   int64_t axis_;
 };
 

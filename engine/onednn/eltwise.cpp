@@ -13,6 +13,7 @@
 
 #include "engine/fusion/fused.h"
 #include "engine/kernels/common.h"
+#include "engine/kernels/concat_rows.h"
 #include "engine/kernels/tables.h"
 #include "engine/onednn/onednn_backend.h"
 #include "engine/onednn/vector_math.h"
@@ -74,9 +75,7 @@ class DnnlOrReference : public Kernel {
   explicit DnnlOrReference(const KernelInit& init) : init_(init) { init_.node = nullptr; }
 
  protected:
-  Status reference(KernelContext& ctx) {
-    return reference_.compute(init_, ctx);
-  }
+  Status reference(KernelContext& ctx) { return reference_.compute(init_, ctx); }
   template <class F>
   Status guarded(F&& f) {
     return onednn::guarded(init_.opType, &bind_, std::forward<F>(f));
@@ -598,8 +597,11 @@ class LayerNormGrad : public DnnlOrReference {
 class ConcatOp : public DnnlOrReference {
  public:
   explicit ConcatOp(const KernelInit& init)
-      : DnnlOrReference(init), axis_(init.attrs.getInt("axis", init.opset < 4 ? 1 : 0)) {}
+      : DnnlOrReference(init),
+        axis_(init.attrs.getInt("axis", init.opset < 4 ? 1 : 0)),
+        nhwc_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcOutputs, 0)) {}
   Status compute(KernelContext& ctx) override {
+    if (nhwc_) return joinPixels(ctx);
     // On host memory the plain kernel's threaded copies: oneDNN 2.6's concat of plain layouts
     // took 0.08 ms to join two [1, 58, 28, 28] halves (ShuffleNet V2 at batch 1: 0.69 ms of
     // its 2.9 in 14 of them).
@@ -639,7 +641,29 @@ class ConcatOp : public DnnlOrReference {
   }
 
  private:
+  // Channels joined in NHWC (markNhwcChains: float 4-D tensors, axis 1): each pixel's row of
+  // channels is every input's row in turn. (nChw16c needs nothing of its own: whole blocks of
+  // 16 join per image, as plain NCHW does.)
+  Status joinPixels(KernelContext& ctx) {
+    std::vector<const Tensor*> ins;
+    const Tensor& x0 = ctx.input(0);
+    Shape out = x0.shape();
+    out[1] = 0;
+    for (size_t i = 0; i < ctx.numInputs(); ++i) {
+      const Tensor& t = ctx.input(i);
+      if (t.rank() != 4 || t.dtype() != DType::kFloat || t.dim(0) != x0.dim(0) ||
+          t.dim(2) != x0.dim(2) || t.dim(3) != x0.dim(3))
+        return Status::error("input shapes " + shapeToString(x0.shape()) + " and " +
+                             shapeToString(t.shape()) + " differ off the concat axis");
+      out[1] += t.dim(1);
+      ins.push_back(&t);
+    }
+    DW_ALLOC(y, ctx.output(0, DType::kFloat, out));
+    return concatRows(ins, 1, out[0] * out[2] * out[3], 1, *y);
+  }
+
   int64_t axis_;
+  bool nhwc_;  // the output, and so every input, is in NHWC
 };
 
 // Transpose of a float32 or int32 tensor as a oneDNN reorder from the input seen through permuted

@@ -840,6 +840,8 @@ class Pool : public Kernel {
         includePad_(init.attrs.getInt("count_include_pad", 0) != 0),
         nhwcX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcInputs, 0)),
         blockedX_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)),
+        nhwcY_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcOutputs, 0)),
+        blockedY_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedOutputs, 0)),
         init_(init) {
     // oneDNN has no Indices output, column-major indices or integer max pooling: the reference
     // MaxPool (kernels/nn.cpp) takes those.
@@ -849,12 +851,15 @@ class Pool : public Kernel {
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if ((nhwcX_ || blockedX_) &&
-        (needReference_ || x.dtype() != DType::kFloat || !global_ || x.rank() != 4 ||
-         (blockedX_ && !onednn::blockedShapeOk(x.shape()))))
+    // markNhwcChains gives a window pooling its input's layout on both sides, and a global one
+    // a plain output (its 1x1 planes read the same either way).
+    const bool chained = nhwcX_ || blockedX_;
+    if (chained && (needReference_ || x.dtype() != DType::kFloat || x.rank() != 4 ||
+                    (blockedX_ && !onednn::blockedShapeOk(x.shape())) ||
+                    (!global_ && (nhwcX_ != nhwcY_ || blockedX_ != blockedY_))))
       return Status::error(
-          "only a float32 2-D global pooling reads an NHWC or nChw16c input; run the "
-          "session with fuse off");
+          "only a float32 2-D pooling reads an NHWC or nChw16c input, and a window pooling "
+          "writes the same layout; run the session with fuse off");
     if (needReference_ || x.dtype() != DType::kFloat) {
       return fallback_.compute(init_, ctx);
     }
@@ -888,14 +893,16 @@ class Pool : public Kernel {
         }
         e.outShape = out;
         e.params = p;
-        e.direct = max_ && !global_ && x.rank() == 4 && p.dilations == std::vector<int64_t>{1, 1};
+        e.direct = max_ && !global_ && !chained && x.rank() == 4 &&
+                   p.dilations == std::vector<int64_t>{1, 1};
         if (e.direct) return Status();
         auto& eng = dnnlBackend(ctx.backend()).engine();
         const auto alg = max_ ? dnnl::algorithm::pooling_max
                               : (includePad_ ? dnnl::algorithm::pooling_avg_include_padding
                                              : dnnl::algorithm::pooling_avg_exclude_padding);
-        // An NHWC or nChw16c input (the session's markNhwcChains): the output's 1x1 planes
-        // are the same in either layout (channels in whole blocks for nChw16c).
+        // An NHWC or nChw16c input (the session's markNhwcChains): a window pooling's output is
+        // in that layout too, and a global pooling's 1x1 planes are the same in either
+        // (channels in whole blocks for nChw16c).
         const Tag chain = blockedX_ ? Tag::aBcd16b : Tag::acdb;
         e.src = nhwcX_ || blockedX_ ? memory::desc(onednn::toDims(x.shape()), f32, chain)
                                     : plainDesc(x.shape(), f32);
@@ -952,8 +959,9 @@ class Pool : public Kernel {
   }
   ConvLikeAttrs attrs_;
   bool global_, max_, ceil_, includePad_, needReference_ = false;
-  bool nhwcX_;     // X arrives in NHWC (global pooling only)
-  bool blockedX_;  // or in nChw16c
+  bool nhwcX_;             // X arrives in NHWC
+  bool blockedX_;          // or in nChw16c
+  bool nhwcY_, blockedY_;  // Y leaves in either (a window pooling: as X arrives)
   KernelInit init_;
   onednn::ReferenceFallback fallback_;
   std::map<std::vector<int64_t>, Entry> cache_;

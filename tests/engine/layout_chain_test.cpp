@@ -295,6 +295,71 @@ TEST(LayoutChains, PooledStemHandsOverBlocked) {
   EXPECT_EQ(chained.profile.find("(MaxPool"), std::string::npos) << chained.profile;
 }
 
+// A Fire module (SqueezeNet) and an Inception-like join: two branches' channels concatenated,
+// then pooled over windows, keep the chain's layout instead of going plain and back: NHWC for
+// small planes and odd channel counts, nChw16c for large planes of whole blocks. Edge shapes:
+// odd planes, a ceil-mode window past the edge, average pooling with padding counted or not.
+// (A pooling keeps one layout on both sides: blocked only where its output's planes are large
+// too.)
+// `k3`: the second branch's window (3; 1 keeps a dense 3x3 of whole blocks, which runs Winograd
+// in NHWC, out of a blocked group).
+onnx::ModelProto joinAndPool(const Shape& xs, int64_t squeeze, int64_t e1, int64_t e3, int64_t k3,
+                             bool average, bool includePad) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", xs);
+  addValue(g->add_output(), "y", {xs[0], 8, 1, 1});
+  addInit(g, "ws", randomTensor({squeeze, xs[1], 1, 1}, 81, -0.4f, 0.4f));
+  addInit(g, "w1", randomTensor({e1, squeeze, 1, 1}, 82, -0.4f, 0.4f));
+  addInit(g, "w3", randomTensor({e3, squeeze, k3, k3}, 83, -0.2f, 0.2f));
+  addInit(g, "wo", randomTensor({8, e1 + e3, 1, 1}, 84, -0.3f, 0.3f));
+  addNode(g, "Conv", {"x", "ws"}, {"s"});
+  addNode(g, "Relu", {"s"}, {"sr"});
+  addNode(g, "Conv", {"sr", "w1"}, {"a"});
+  addNode(g, "Relu", {"a"}, {"ar"});
+  const int64_t half = k3 / 2;
+  attrInts(addNode(g, "Conv", {"sr", "w3"}, {"b"}), "pads", {half, half, half, half});
+  addNode(g, "Relu", {"b"}, {"br"});
+  attrI(addNode(g, "Concat", {"ar", "br"}, {"cat"}), "axis", 1);
+  auto* pool = addNode(g, average ? "AveragePool" : "MaxPool", {"cat"}, {"p"});
+  attrInts(pool, "kernel_shape", {3, 3});
+  attrInts(pool, "strides", {2, 2});
+  attrI(pool, "ceil_mode", 1);
+  if (average) {
+    attrInts(pool, "pads", {1, 1, 1, 1});
+    attrI(pool, "count_include_pad", includePad ? 1 : 0);
+  }
+  addNode(g, "Conv", {"p", "wo"}, {"o"});
+  addNode(g, "GlobalAveragePool", {"o"}, {"y"});
+  return m;
+}
+
+TEST(LayoutChains, JoinedChannelsAndPoolingKeepTheChainsLayout) {
+  struct Case {
+    Shape x;
+    int64_t squeeze, e1, e3, k3;
+    bool average, includePad;
+    const char* layout;
+  };
+  for (const Case& c : {Case{{1, 24, 13, 13}, 16, 24, 20, 3, false, false, "NHWC"},
+                        Case{{2, 12, 15, 11}, 8, 12, 12, 3, true, true, "NHWC"},
+                        Case{{1, 16, 9, 9}, 8, 8, 16, 3, true, false, "NHWC"},
+                        Case{{8, 16, 113, 113}, 16, 32, 32, 1, false, false, "nChw16c"},
+                        Case{{8, 16, 112, 112}, 16, 16, 32, 1, true, true, "nChw16c"}}) {
+    const auto m = joinAndPool(c.x, c.squeeze, c.e1, c.e3, c.k3, c.average, c.includePad);
+    const Tensor x = randomTensor(c.x, 85, -2.0f, 2.0f);
+    const Outcome chained = run(m, x, true, true), plain = run(m, x, true, false),
+                  unfused = run(m, x, false, false);
+    ASSERT_TRUE(chained.y.defined() && plain.y.defined() && unfused.y.defined());
+    EXPECT_LT(maxDiff(chained.y, plain.y), 1e-5f) << c.layout;
+    EXPECT_LT(maxDiff(chained.y, unfused.y), 1e-5f) << c.layout;
+    const std::string pool = std::string(c.average ? "(AveragePool" : "(MaxPool") +
+                             "; input 0, output 0 in " + c.layout + ")";
+    for (const std::string& node : {std::string("(Concat; output 0 in ") + c.layout + ")", pool})
+      EXPECT_NE(chained.profile.find(node), std::string::npos) << node << "\n" << chained.profile;
+  }
+}
+
 // A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
 // Add of the bias (either operand order), then Relu or SiLU (Mul(v, Sigmoid(v))). The bias
 // becomes the matmul's, the activation its post-op, and the batch of A is folded into one
