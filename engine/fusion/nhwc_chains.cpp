@@ -61,6 +61,10 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     if (n.output_size() != 1 || n.input_size() < 1) return {};
     const std::string& op = n.op_type();
     if (op == "Identity") return {0};
+    // An inference BatchNormalization is per channel: oneDNN's reads either layout (its scale,
+    // bias and statistics are vectors of their own).
+    if (op == "BatchNormalization" && n.input_size() == 5 && attrInt(n, "training_mode", 0) == 0)
+      return {0};
     // A concatenation of channels (Inception, SqueezeNet's Fire, DenseNet, ShuffleNet): every
     // input in the output's layout. In NHWC each pixel's channels are joined; nChw16c (whole
     // blocks of 16) joins per image as plain NCHW does.
@@ -234,6 +238,8 @@ void markNhwcChains(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
       if (nhwc(n.output(0))) markOutput(n, layoutOf(n.output(0)), 0);
     } else if (isOp(n, "", "Concat") && shared[i].size() > 1 && nhwc(n.output(0))) {
       markOutput(n, layoutOf(n.output(0)), 0);
+    } else if (isOp(n, "", "BatchNormalization") && shared[i].size() == 1 && nhwc(n.output(0))) {
+      markInput(n, layoutOf(n.output(0)), 0);
     } else if (nhwcReader(n) && nhwc(n.input(0))) {
       markInput(n, layoutOf(n.input(0)), 0);
     } else if (shared[i].size() == 1 && n.input_size() == 2 && nhwc(n.output(0))) {

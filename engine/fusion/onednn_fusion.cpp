@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -85,6 +86,20 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
         constants[node.output(0)] = it->second;
     }
   }
+  // A Pad of zeros on every side is a copy: torch writes one before each AveragePool it exports
+  // (DenseNet's transitions). As an Identity it keeps a convolution chain's layout.
+  for (auto& [node, ops] : nodes) {
+    if (!isOp(node, "", "Pad") || node.input_size() < 2 || node.output_size() != 1) continue;
+    auto it = constants.find(node.input(1));
+    if (it == constants.end()) continue;
+    auto pads = tensorFromProto(*it->second);
+    if (!pads || pads->dtype() != DType::kInt64) continue;
+    const int64_t* p = pads->data<int64_t>();
+    if (!std::all_of(p, p + pads->size(), [](int64_t v) { return v == 0; })) continue;
+    node.set_op_type("Identity");
+    node.clear_attribute();
+    while (node.input_size() > 1) node.mutable_input()->RemoveLast();
+  }
   auto clipBounds = [&](const onnx::NodeProto& clip,
                         int opset) -> std::optional<std::pair<float, float>> {
     constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -167,6 +182,14 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     setMaxPool(n, {kernel, strides, pads, {}});
     absorb(n, c);
   };
+  // A BatchNormalization of inference (one output, statistics given).
+  auto inferenceBn = [&](size_t i) {
+    const auto& bn = nodes[i].first;
+    const auto* tm = findAttr(bn, "training_mode");
+    const int bnOpset = nodes[i].second.count("") ? nodes[i].second.at("") : 0;
+    return bn.output_size() == 1 && bn.input_size() == 5 && bnOpset >= 7 && (!tm || tm->i() == 0) &&
+           !findAttr(bn, "spatial");
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (removed[i]) continue;
     onnx::NodeProto& n = nodes[i].first;
@@ -178,13 +201,7 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     int c = soleReader(n);
     if (conv && c >= 0 && nodes[c].first.op_type() == "BatchNormalization") {
       const auto& bn = nodes[c].first;
-      const auto* tm = findAttr(bn, "training_mode");
-      const auto* it = findAttr(bn, "is_test");
-      const int bnOpset = nodes[c].second.count("") ? nodes[c].second.at("") : 0;
-      const bool inference = bn.output_size() == 1 && bn.input_size() == 5 && bnOpset >= 7 &&
-                             (!tm || tm->i() == 0) && (!it || it->i() != 0 || bnOpset >= 7) &&
-                             !findAttr(bn, "spatial");
-      if (inference) {
+      if (inferenceBn(c)) {
         while (n.input_size() < 3) n.add_input("");
         for (int k = 1; k < 5; ++k) n.add_input(bn.input(k));
         const auto* eps = findAttr(bn, "epsilon");
@@ -245,6 +262,18 @@ void fuseForOneDnn(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& nodes,
     c = soleReader(n);
     if (conv && !epiloguesOnly && !residual && c >= 0 && nodes[c].first.op_type() == "MaxPool")
       fuseMaxPool(n, c);
+  }
+  // A BatchNormalization of its own (DenseNet's and pre-activation ResNets' BN -> ReLU -> Conv)
+  // takes the Relu after it: oneDNN's normalization applies it in the same pass.
+  for (size_t i = 0; i < nodes.size() && !epiloguesOnly; ++i) {
+    onnx::NodeProto& n = nodes[i].first;
+    if (removed[i] || !isOp(n, "", "BatchNormalization") || !inferenceBn(i) ||
+        !isFloat(n.output(0)))
+      continue;
+    const int c = soleReader(n);
+    if (c < 0 || !isOp(nodes[c].first, "", "Relu")) continue;
+    setActivation(n, "Relu", ops::UnaryParams{});
+    absorb(n, c);
   }
   dropRemoved(nodes, removed);
 }

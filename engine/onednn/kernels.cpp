@@ -1194,7 +1194,12 @@ class MatMulKernel : public Kernel {
 
 class BatchNorm : public Kernel {
  public:
-  explicit BatchNorm(const KernelInit& init) : eps_(init.attrs.getFloat("epsilon")), init_(init) {
+  explicit BatchNorm(const KernelInit& init)
+      : eps_(init.attrs.getFloat("epsilon")),
+        relu_(FusedActivation(fusion::fusedOf(init.attrs)).any()),
+        nhwc_(fusion::Fused::listed(fusion::fusedOf(init.attrs).nhwcInputs, 0)),
+        blocked_(fusion::Fused::listed(fusion::fusedOf(init.attrs).blockedInputs, 0)),
+        init_(init) {
     training_ = init.opset >= 14
                     ? init.attrs.getInt("training_mode") != 0
                     : (init.opset < 7 ? init.attrs.getInt("is_test") == 0 && init.numOutputs > 1
@@ -1205,8 +1210,22 @@ class BatchNorm : public Kernel {
 
   Status compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
+    const bool chained = nhwc_ || blocked_;
+    if (chained && (x.rank() != 4 || x.dtype() != DType::kFloat ||
+                    (blocked_ && !onednn::blockedShapeOk(x.shape()))))
+      return Status::error(
+          "only a float32 4-D BatchNormalization reads an NHWC or nChw16c input; run the "
+          "session with fuse off");
     if (training_ || x.dtype() != DType::kFloat || x.rank() < 2 || x.rank() > 5) {
-      return fallback_.compute(init_, ctx);
+      DW_RETURN_IF_ERROR(fallback_.compute(init_, ctx));
+      // The Relu fused in (fuseForOneDnn) is this kernel's to apply.
+      if (relu_ && ctx.wantsOutput(0)) {
+        Tensor& y = ctx.outputs_[0]->tensor;
+        if (y.dtype() != DType::kFloat) return Status::error("a fused Relu needs float32");
+        float* py = y.data<float>();
+        for (int64_t i = 0; i < y.size(); ++i) py[i] = std::max(py[i], 0.0f);
+      }
+      return Status();
     }
     for (int i = 1; i <= 4; ++i)
       if (ctx.input(i).dtype() != DType::kFloat || ctx.input(i).size() != x.dim(1))
@@ -1217,10 +1236,13 @@ class BatchNorm : public Kernel {
       Entry e;
       DW_RETURN_IF_ERROR(guarded("batch normalization setup", [&]() -> Status {
         auto& eng = dnnlBackend(ctx.backend()).engine();
-        e.data = plainDesc(x.shape(), f32);
-        const auto flags = dnnl::normalization_flags::use_global_stats |
-                           dnnl::normalization_flags::use_scale |
-                           dnnl::normalization_flags::use_shift;
+        // In a convolution chain's layout (markNhwcChains), the output in the same one.
+        e.data = chained ? memory::desc(onednn::toDims(x.shape()), f32,
+                                        blocked_ ? Tag::aBcd16b : Tag::acdb)
+                         : plainDesc(x.shape(), f32);
+        auto flags = dnnl::normalization_flags::use_global_stats |
+                     dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+        if (relu_) flags |= dnnl::normalization_flags::fuse_norm_relu;
         dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, e.data, eps_,
                                                   flags);
         dnnl::batch_normalization_forward::primitive_desc pd(d, eng);
@@ -1254,6 +1276,8 @@ class BatchNorm : public Kernel {
   };
   float eps_;
   bool training_ = false;
+  bool relu_;            // a Relu after it is applied in its pass (fuseForOneDnn)
+  bool nhwc_, blocked_;  // X arrives, Y leaves in NHWC or nChw16c (markNhwcChains)
   KernelInit init_;
   onednn::ReferenceFallback fallback_;
   std::map<Shape, Entry> cache_;

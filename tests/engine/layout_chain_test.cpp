@@ -360,6 +360,69 @@ TEST(LayoutChains, JoinedChannelsAndPoolingKeepTheChainsLayout) {
   }
 }
 
+// DenseNet's layers normalize before they convolve (BN -> Relu -> Conv on a concatenation) and
+// its transitions pool through torch's Pad of zeros: the normalization takes the Relu and the
+// chain's layout, and the Pad becomes an Identity that keeps it.
+TEST(LayoutChains, PreActivationNormalizationAndZeroPadStayInTheChain) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {1, 16, 14, 14});
+  addValue(g->add_output(), "y", {1, 8, 1, 1});
+  addInit(g, "w0", randomTensor({16, 16, 1, 1}, 90, -0.3f, 0.3f));
+  addInit(g, "w1", randomTensor({24, 16, 3, 3}, 91, -0.2f, 0.2f));
+  addInit(g, "scale", randomTensor({40}, 92, 0.5f, 1.5f));
+  addInit(g, "bias", randomTensor({40}, 93, -0.5f, 0.5f));
+  addInit(g, "mean", randomTensor({40}, 94, -0.3f, 0.3f));
+  addInit(g, "var", randomTensor({40}, 95, 0.5f, 2.0f));
+  addInit(g, "w2", randomTensor({32, 40, 1, 1}, 96, -0.3f, 0.3f));
+  addInit(g, "zeros", Tensor::fromVector<int64_t>(std::vector<int64_t>(8, 0), {8}));
+  addInit(g, "w3", randomTensor({8, 32, 1, 1}, 97, -0.3f, 0.3f));
+  addNode(g, "Conv", {"x", "w0"}, {"c0"});
+  attrInts(addNode(g, "Conv", {"c0", "w1"}, {"c1"}), "pads", {1, 1, 1, 1});
+  attrI(addNode(g, "Concat", {"c0", "c1"}, {"cat"}), "axis", 1);
+  addNode(g, "BatchNormalization", {"cat", "scale", "bias", "mean", "var"}, {"n"});
+  addNode(g, "Relu", {"n"}, {"r"});
+  addNode(g, "Conv", {"r", "w2"}, {"c2"});
+  addNode(g, "Pad", {"c2", "zeros"}, {"padded"});
+  auto* pool = addNode(g, "AveragePool", {"padded"}, {"p"});
+  attrInts(pool, "kernel_shape", {2, 2});
+  attrInts(pool, "strides", {2, 2});
+  addNode(g, "Conv", {"p", "w3"}, {"c3"});
+  addNode(g, "GlobalAveragePool", {"c3"}, {"y"});
+  const Tensor x = randomTensor({1, 16, 14, 14}, 98, -2.0f, 2.0f);
+  const Outcome chained = run(m, x, true, true), plain = run(m, x, true, false),
+                unfused = run(m, x, false, false);
+  ASSERT_TRUE(chained.y.defined() && plain.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(chained.y, plain.y), 1e-5f);
+  EXPECT_LT(maxDiff(chained.y, unfused.y), 1e-5f);
+  for (const char* node : {"(BatchNormalization; input 0 in NHWC)", "(Identity)",
+                           "(AveragePool; input 0, output 0 in NHWC)"})
+    EXPECT_NE(chained.profile.find(node), std::string::npos) << node << "\n" << chained.profile;
+  for (const char* op : {"(Relu", "(Pad"})
+    EXPECT_EQ(chained.profile.find(op), std::string::npos) << op << "\n" << chained.profile;
+}
+
+// A normalization whose fused Relu the reference kernel computes (ranks oneDNN does not take)
+// still applies it.
+TEST(LayoutChains, FusedReluOfANormalizationOnTheReferenceKernel) {
+  auto m = emptyModel();
+  auto* g = m.mutable_graph();
+  const Shape xs{1, 3, 2, 2, 2, 3};
+  addValue(g->add_input(), "x", xs);
+  addValue(g->add_output(), "y", xs);
+  addInit(g, "scale", randomTensor({3}, 101, 0.5f, 1.5f));
+  addInit(g, "bias", randomTensor({3}, 102, -0.5f, 0.5f));
+  addInit(g, "mean", randomTensor({3}, 103, -0.3f, 0.3f));
+  addInit(g, "var", randomTensor({3}, 104, 0.5f, 2.0f));
+  addNode(g, "BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"n"});
+  addNode(g, "Relu", {"n"}, {"y"});
+  const Tensor x = randomTensor(xs, 105, -2.0f, 2.0f);
+  const Outcome fused = run(m, x, true, true), unfused = run(m, x, false, false);
+  ASSERT_TRUE(fused.y.defined() && unfused.y.defined());
+  EXPECT_LT(maxDiff(fused.y, unfused.y), 1e-6f);
+  EXPECT_EQ(fused.profile.find("Relu"), std::string::npos) << fused.profile;
+}
+
 // A Linear layer as exporters write it on [seq, batch, features]: MatMul by a 2-D weight, then
 // Add of the bias (either operand order), then Relu or SiLU (Mul(v, Sigmoid(v))). The bias
 // becomes the matmul's, the activation its post-op, and the batch of A is folded into one
