@@ -212,7 +212,8 @@ Result<onnx::ModelProto> readOnnxFile(const std::string& path) {
     // than are left.
     const std::string where = WireWalk(*bytes).model();
     return Status::error(path + ": not a valid ONNX model (the protobuf could not be parsed" +
-                         (where.empty() ? std::string("; the file may be of another format")
+                         (where.empty() ? std::string("; the file may be of another format, or "
+                                                      "nest subgraphs deeper than protobuf reads")
                                         : ": " + where + "; the file is truncated or damaged") +
                          ")");
   }

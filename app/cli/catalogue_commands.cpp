@@ -286,6 +286,15 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
     const auto& cat = Catalogue::instance();
     std::vector<const NodeSpec*> found;
     const std::string domain = ddomain->empty() ? kOnnxDomain : canonicalDomain(*ddomain);
+    if (!ddomain->empty()) {
+      const auto domains = cat.domains();
+      if (std::find(domains.begin(), domains.end(), domain) == domains.end()) {
+        std::string known;
+        for (const auto& d : domains) known += (known.empty() ? "" : ", ") + d;
+        exitCode = fail("unknown domain '" + *ddomain + "'; the domains are " + known);
+        return;
+      }
+    }
     if (*dopset > 0) {
       if (const NodeSpec* s = cat.find(domain, *type, *dopset)) {
         if (*djson)

@@ -17,9 +17,34 @@ inline std::string& failSpeaker() {
   return speaker;
 }
 
+// `text` with every byte that is not part of valid UTF-8 as U+FFFD, and control characters
+// other than newline and tab as '?': messages quote names from damaged files, and a terminal or
+// a strict reader of the output should not get their raw bytes.
+inline std::string printableText(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    for (size_t k = 1; n && k < n; ++k)
+      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) n = 0;
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else if (n == 1 && c < 0x20 && c != '\n' && c != '\t') {
+      out += '?';
+      ++i;
+    } else {
+      out.append(text, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 // Prints "deepwire: error: ..." on stderr and returns `code` for the process exit status.
 inline int fail(const std::string& message, int code = 1) {
-  std::cerr << "deepwire: error: " << failSpeaker() << message << "\n";
+  std::cerr << "deepwire: error: " << failSpeaker() << printableText(message) << "\n";
   return code;
 }
 

@@ -177,6 +177,13 @@ int runCommand(const RunArgs& a) {
     // Otherwise a NAME= the model lacks is said by the session, with the names it has.
     const std::string name = bare ? required[0] : prefix;
     const std::string file = bare ? spec : spec.substr(eq + 1);
+    if (file.empty())
+      return fail("--input " + name + "= names no file; write " + name +
+                      "=FILE (.npy, .pb, "
+                      "an IDX file, an image or a CSV file)",
+                  2);
+    if (fs::is_directory(file))
+      return fail("--input " + name + ": '" + file + "' is a directory; give a file in it", 2);
     if (inputs.count(name))
       return fail("--input " + name + " is given twice; give each input once", 2);
     // A .pb for a sequence, optional or sparse input holds a SequenceProto, OptionalProto or

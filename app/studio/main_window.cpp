@@ -304,6 +304,12 @@ void MainWindow::createActions() {
   make("new", tr("&New"), QKeySequence::New, [this] {
     if (maybeSave()) newDocument();
   });
+  // Done with a document without quitting: back to the welcome page, as an empty one.
+  make("close", tr("&Close"), QKeySequence::Close, [this] {
+    if (!maybeSave()) return;
+    newDocument();
+    setWelcomeVisible(true);
+  });
   make("open", tr("&Open…"), QKeySequence::Open, [this] {
     if (!maybeSave()) return;
     const QString path = QFileDialog::getOpenFileName(
@@ -502,6 +508,7 @@ void MainWindow::createMenus() {
   file->addAction(action("exportTraining"));
   file->addAction(action("exportDataConversion"));
   file->addSeparator();
+  file->addAction(action("close"));
   file->addAction(action("quit"));
   rebuildRecentMenu();
 

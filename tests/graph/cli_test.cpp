@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "graphs/file_io.h"
@@ -507,6 +508,23 @@ TEST(Cli, ImportAndExportSayWhichFileIsWhich) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("deepwire: warning: Initializer"), std::string::npos) << out;
   EXPECT_NE(out.find("deepwire check"), std::string::npos) << out;
+}
+
+// An error quoting a name that is not UTF-8 (a damaged file's, a file's own) prints U+FFFD for
+// the bad bytes, and '?' for control characters, instead of passing them to the terminal.
+TEST(Cli, ErrorsPrintBytesThatAreNotUtf8Safely) {
+  auto dir = test::tempDir();
+  const std::string path = (dir / "bad\xff\x07name.onnx").string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "\x08\x07\x12";
+  }
+  int code = 0;
+  const std::string out = run("check '" + path + "' 2>&1", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("bad\xef\xbf\xbd?name.onnx"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\xff'), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
 }
 
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {

@@ -157,6 +157,14 @@ class WelcomeTest : public QObject {
     QVERIFY(!again->isChecked());
     QVERIFY(w.model()->graph().nodes().empty());
 
+    // File > Close: done with a document, back on the page with nothing open.
+    QVERIFY(w.openFile(examples.first()));
+    QVERIFY(!w.welcomeVisible());
+    w.action(QStringLiteral("close"))->trigger();
+    QVERIFY(w.welcomeVisible());
+    QVERIFY(w.currentFile().isEmpty());
+    QVERIFY(w.model()->graph().nodes().empty());
+
     // A file that cannot be opened at start leaves the page up, with the reason.
     QVERIFY(!w.openAtStart(QStringLiteral("/nonexistent/nothing.dwproj")));
     QVERIFY(w.welcomeVisible());
