@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
+#include <QGraphicsLayout>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -2203,7 +2204,13 @@ void TrainingPanel::rescaleAxes() {
         if (p.y() < lo) off.append({p.x(), lo});
       }
     offScale->replace(off);
-    for (QLegendMarker* m : chart->legend()->markers(offScale)) m->setVisible(!off.isEmpty());
+    // Only on a change, with the legend laid out again: a marker made visible at every redraw
+    // sometimes showed without its label, on top of another marker.
+    for (QLegendMarker* m : chart->legend()->markers(offScale))
+      if (m->isVisible() == off.isEmpty()) {
+        m->setVisible(!off.isEmpty());
+        if (QGraphicsLayout* l = chart->legend()->layout()) l->invalidate();
+      }
   };
   fit(lossChart_, {trainLoss_, testLoss_, evalLoss_}, lossOffScale_, logScale_->isChecked());
   fit(metricChart_, {trainMetric_, testMetric_, evalMetric_}, metricOffScale_, false);

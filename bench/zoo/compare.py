@@ -33,8 +33,13 @@ def agrees(out, ref):
     return bool((err <= 0).all()), f"max |diff| {np.abs(y - t).max():.2e}"
 
 
+# `--models wide`: the wider set make_models.py exports on request.
+names = args.models.split(",")
+if names == ["wide"]:
+    from make_models import WIDE  # noqa: E402 (torch: only when asked)
+    names = WIDE
 rows = []
-for name in args.models.split(","):
+for name in names:
     for b in args.batches.split(","):
         stem = os.path.join(args.zoo, "models", f"{name}_b{b}")
         model, x, ref = stem + ".onnx", stem + ".input.npy", stem + ".torch.npy"

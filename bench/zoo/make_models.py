@@ -5,7 +5,12 @@ efficientnet_b0 (random weights, batch normalization calibrated on random inputs
 opset 17. Next to each MODEL.onnx go its input (MODEL.input.npy) and torch's output
 (MODEL.torch.npy), so the run can check every runtime's answer.
 
-Usage: /usr/bin/python3 bench/zoo/make_models.py OUT_DIR
+With `--models wide` (or a list naming them) it also exports a wider set of torchvision
+classifiers whose graphs take other paths: SqueezeNet's and GoogLeNet's channel
+concatenations and poolings, DenseNet's normalization before each convolution, ShuffleNet's
+channel shuffle, MNASNet, MobileNet V3, RegNet's grouped convolutions and ResNet-50.
+
+Usage: /usr/bin/python3 bench/zoo/make_models.py OUT_DIR [--models a,b,...|wide]
 (bench/zoo/gpu_compare.py imports the models from here.)
 """
 import os
@@ -38,7 +43,18 @@ class Lstm(torch.nn.Module):
         return self.head(y[:, -1])
 
 
-def models():
+WIDE = ["squeezenet1_1", "googlenet", "densenet121", "shufflenet_v2_x1_0", "mnasnet1_0",
+        "mobilenet_v3_large", "regnet_x_400mf", "resnet50"]
+
+
+def wide_model(name):
+    kw = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+    return getattr(torchvision.models, name)(weights=None, **kw)
+
+
+def models(extra=()):
+    for name in extra:
+        yield name, wide_model(name), lambda b: torch.randn(b, 3, 224, 224)
     yield "resnet18", torchvision.models.resnet18(), lambda b: torch.randn(b, 3, 224, 224)
     yield "mobilenet_v2", torchvision.models.mobilenet_v2(), lambda b: torch.randn(b, 3, 224, 224)
     yield ("efficientnet_b0", torchvision.models.efficientnet_b0(),
@@ -64,10 +80,14 @@ def calibrate(model, make_input):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "zoo_models"
+    out = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "zoo_models"
+    asked = []
+    if "--models" in sys.argv[:-1]:
+        asked = sys.argv[sys.argv.index("--models") + 1].split(",")
+    extra = WIDE if asked == ["wide"] else [m for m in asked if m in WIDE]
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    for name, model, make_input in models():
+    for name, model, make_input in models(extra):
         calibrate(model, make_input)
         model.eval()
         for batch in (1, 8):
