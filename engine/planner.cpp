@@ -530,7 +530,7 @@ Result<std::unique_ptr<GraphPlan>> detail::planModel(const onnx::ModelProto& mod
   for (const auto& v : inferred.input()) planner.types[v.name()] = v.type();
   for (const auto& v : inferred.value_info()) planner.types[v.name()] = v.type();
   for (const auto& v : inferred.output()) planner.types[v.name()] = v.type();
-  for (const auto& init : inferred.initializer()) {
+  for (const auto& init : model.graph().initializer()) {
     onnx::TypeProto t;
     t.mutable_tensor_type()->set_elem_type(init.data_type());
     for (auto d : init.dims())

@@ -280,6 +280,10 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
   // blind to a Pad of 44 TB until the nodes before it had run.
   if (inferred.ir_version() < 4) inferred.set_ir_version(4);
   if (!inferValidatedShapes(inferred, inferenceUnsafe, false, 0, false).ok()) inferred = model;
+  DW_RETURN_IF_ERROR(checkInputTypes(inferred));
+  // Only its types are read from here on: the weights in it would be a third copy while the
+  // folded model is made (the planner types initializers from the model it plans).
+  inferred.mutable_graph()->clear_initializer();
   // Folding constants can tell shape inference what it could not see (the starts of a Slice
   // computed from a Shape): the folded model is inferred again and planned as it is then.
   bool foldedPlan = false;
@@ -293,7 +297,6 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::create(const onnx::M
     }
   }
   const onnx::ModelProto& planned = foldedPlan ? inferred : model;
-  DW_RETURN_IF_ERROR(checkInputTypes(inferred));
   const auto& ig = inferred.graph();
 
   // Refuse models that declare tensors larger than memory, or whose shapes make one, before
