@@ -175,7 +175,39 @@ Result<Tensor> oneHot(const Tensor& t, int64_t classes, const std::string& path)
 
 // Applies a spec's conversion to a source as stored: normalize (to float) or cast, then one-hot,
 // then the per-sample reshape.
+// Floating data as it is stored: every value finite, and whole where the spec casts it to
+// integers (class labels). A NaN pixel passed through ReLU as 0 in the forward pass but filled
+// the weights with NaN through the gradients: training went on at a loss of ln(10) and exited 0;
+// a label of 2.5 or NaN became some class without a word.
+Status checkStoredValues(const Tensor& t, const DataFileSpec& spec, const std::string& path) {
+  if (t.dtype() != DType::kFloat && t.dtype() != DType::kDouble) return Status();
+  const DType to = wantsFloat(spec) ? DType::kFloat : dtypeByName(spec.dtype);
+  const bool whole = to != DType::kUndefined && !isFloating(to);
+  const int64_t perSample = t.rank() > 0 && t.dim(0) > 0 ? t.size() / t.dim(0) : 1;
+  auto where = [&](int64_t i) {
+    return "sample " + std::to_string(i / std::max<int64_t>(1, perSample)) +
+           (perSample > 1 ? " (its value " + std::to_string(i % perSample) + ")" : std::string());
+  };
+  auto scan = [&](const auto* v) -> Status {
+    for (int64_t i = 0; i < t.size(); ++i) {
+      const double x = static_cast<double>(v[i]);
+      if (!std::isfinite(x))
+        return Status::error(
+            path + ": " + where(i) + " is " + (std::isnan(x) ? "NaN" : "infinite") +
+            "; training needs finite numbers: drop or repair that sample "
+            "(numpy: np.isfinite(a).all(axis=tuple(range(1, a.ndim))) finds them)");
+      if (whole && x != std::floor(x))
+        return Status::error(path + ": " + where(i) + " is " + shortNumber(x) + ", but its " +
+                             spec.dtype + " data are whole numbers (class indices); fix the " +
+                             "file, or read it as float32");
+    }
+    return Status();
+  };
+  return t.dtype() == DType::kFloat ? scan(t.data<float>()) : scan(t.data<double>());
+}
+
 Result<Tensor> convert(Tensor t, const DataFileSpec& spec, const std::string& path) {
+  DW_RETURN_IF_ERROR(checkStoredValues(t, spec, path));
   if (wantsFloat(spec)) {
     auto r = normalize(t, spec.normalization);
     if (!r) return r.status().withContext(path);

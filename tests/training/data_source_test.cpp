@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "engine/training/trainer.h"
 #include "nodes/type_syntax.h"
@@ -96,6 +98,40 @@ TEST(DataSource, LoadDataHoldsOutTheSplitIndices) {
   auto none = loadData(spec, dir);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.message().find("lower the fractions"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A NaN pixel trained as a loss of ln(10) to the end and exited 0 (ReLU read NaN as 0; the
+// gradients filled the weights with it), and float labels of 2.5 or NaN became classes: both
+// are errors naming the file and the sample.
+TEST(DataSource, NonFiniteValuesAndFractionalLabelsAreRefused) {
+  const std::string dir = tempDir();
+  std::vector<float> x(12, 0.5f), y(6, 1.0f);
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
+  ASSERT_TRUE(writeNpy(dir + "/y.npy", Tensor::fromVector(y, {6})).ok());
+  DataFileSpec xs{"x", "x.npy"}, ys{"y", "y.npy"};
+  ys.dtype = "int64";
+  ASSERT_TRUE(loadDataset({xs, ys}, dir, 0).ok());
+  x[7] = std::nanf("");
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
+  auto nan = loadDataset({xs, ys}, dir, 0);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.message().find("x.npy: sample 3 (its value 1) is NaN"), std::string::npos)
+      << nan.message();
+  x[7] = 0.5f;
+  x[0] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
+  EXPECT_NE(loadDataset({xs, ys}, dir, 0).message().find("sample 0 (its value 0) is infinite"),
+            std::string::npos);
+  x[0] = 0.5f;
+  ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
+  y[4] = 2.5f;
+  ASSERT_TRUE(writeNpy(dir + "/y.npy", Tensor::fromVector(y, {6})).ok());
+  auto half = loadDataset({xs, ys}, dir, 0);
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.message().find("y.npy: sample 4 is 2.5, but its int64 data are whole numbers"),
+            std::string::npos)
+      << half.message();
   fs::remove_all(dir);
 }
 
