@@ -221,28 +221,20 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   // as its kill timeout (odls_base_sigkill_timeout) ran out, the SIGKILL just after, so a slow
   // step lost the checkpoint. SIGUSR1, which mpirun passes on to every process at once, stops
   // them all too, with no kill behind it: `kill -USR1 <mpirun's pid>`.
+  // A single process takes SIGTERM and SIGHUP the same way: job schedulers, `timeout` and
+  // container stops send SIGTERM, a closed terminal SIGHUP, and either lost up to an epoch.
   struct Handlers {
-    explicit Handlers(bool term) : term(term) {
+    Handlers() {
       gInterrupted = false;
       gStopAsked = false;
-      oldInt = std::signal(SIGINT, onSigint);
-      if (term) {
-        oldTerm = std::signal(SIGTERM, onSigint);
-        oldUsr1 = std::signal(SIGUSR1, onSigusr1);
-      }
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) old[sig] = std::signal(sig, onSigint);
+      old[SIGUSR1] = std::signal(SIGUSR1, onSigusr1);
     }
     ~Handlers() {
-      std::signal(SIGINT, oldInt);
-      if (term) {
-        std::signal(SIGTERM, oldTerm);
-        std::signal(SIGUSR1, oldUsr1);
-      }
+      for (const auto& [sig, handler] : old) std::signal(sig, handler);
     }
-    bool term;
-    void (*oldInt)(int) = SIG_DFL;
-    void (*oldTerm)(int) = SIG_DFL;
-    void (*oldUsr1)(int) = SIG_DFL;
-  } handlers(comm != nullptr);
+    std::map<int, void (*)(int)> old;
+  } handlers;
   Setup& st = s.value();
   Trainer& tr = *st.trainer;
   if (comm) {
