@@ -260,6 +260,19 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);
     if (!ls.ok()) return fail(ls.message());
+    // The checkpoint brings back the rate it trained at; a different one asked for now (--lr,
+    // or the project's) is what the rest of the run uses, and said. (It was ignored.) The seed
+    // stays the checkpoint's: a resumed epoch's data order depends on it.
+    const double asked = st.config.optimizer.lr, trained = tr.baseLearningRate();
+    if (asked != trained) {
+      tr.setLearningRate(asked);
+      if (!comm || comm->rank() == 0)
+        std::cerr << "deepwire: the learning rate is " << asked << " from here (the checkpoint "
+                  << "trained at " << trained << ")\n";
+    }
+    if (a.seed >= 0 && (!comm || comm->rank() == 0))
+      std::cerr << "deepwire: --seed is not used with --resume: the run keeps the checkpoint's "
+                   "data order\n";
     if (!comm || comm->rank() == 0) {
       const auto& c = tr.counters();
       std::cerr << "deepwire: resuming from " << a.resume << ": "

@@ -1043,6 +1043,9 @@ const OptimizerConfig& Trainer::optimizerConfig() const {
 void Trainer::setLearningRate(double lr) {
   impl_->baseLr = lr;
 }
+double Trainer::baseLearningRate() const {
+  return impl_->baseLr;
+}
 std::string Trainer::notice() const {
   return impl_->notice;
 }

@@ -269,6 +269,7 @@ class Trainer {
   const std::vector<EpochReport>& history() const;
   const OptimizerConfig& optimizerConfig() const;
   void setLearningRate(double lr);  // base rate (the schedule still applies)
+  double baseLearningRate() const;  // as set, or as a loaded checkpoint trained
   std::string notice() const;       // accelerator fallback message, if any
   int threads() const;              // CPU threads the training kernels run with
   // Tensor buffers the training and evaluation sessions have allocated so far: constant once

@@ -527,6 +527,26 @@ TEST(Cli, ErrorsPrintBytesThatAreNotUtf8Safely) {
   EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
 }
 
+// A resumed run takes the learning rate asked for now, and says so (it kept the checkpoint's in
+// silence); --seed cannot change a resumed epoch's data order, and says that.
+TEST(Cli, ResumeTakesANewLearningRate) {
+  auto dir = test::tempDir();
+  const std::string ck = (dir / "ck").string(), project = test::example("fashion_mnist_mlp.dwproj");
+  int code = 0;
+  std::string out = run("train " + project + " --epochs 1 --max-steps 5 --train-limit 2000 " +
+                            "--checkpoint " + ck + " 2>&1",
+                        &code);
+  ASSERT_EQ(code, 0) << out;
+  out = run("train " + project + " --epochs 2 --max-steps 5 --train-limit 2000 --resume " + ck +
+                " --lr 0.0005 --seed 3 2>&1",
+            &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("the learning rate is 0.0005 from here (the checkpoint trained at 0.001)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--seed is not used with --resume"), std::string::npos) << out;
+}
+
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
   const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
   if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";
