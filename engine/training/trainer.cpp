@@ -684,6 +684,22 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     DW_RETURN_IF_ERROR(broadcastFromRoot());
   }
   bool stopAll = false;
+  // A checkpoint that stopped mid-epoch counts that epoch's batches in its own batch size: in
+  // another one they start where its samples end, or the run says why they cannot (a batch of
+  // 128 after 379 of 64 skipped 24,256 samples in silence).
+  if (counters.batchInEpoch > 0 && batchSize > 0 && batchSize != fo.batchSize) {
+    const int64_t done = counters.batchInEpoch * batchSize;
+    if (done % fo.batchSize != 0)
+      return Status::error(
+          "fit: training stopped in epoch " + std::to_string(counters.epoch + 1) + " after " +
+          std::to_string(done) + " samples (" + std::to_string(counters.batchInEpoch) +
+          " batches of " + std::to_string(batchSize) + "), where batches of " +
+          std::to_string(fo.batchSize) + " cannot start; resume with a batch size of " +
+          std::to_string(batchSize) + " (or one that divides " + std::to_string(done) +
+          "), or from an epoch's end");
+    counters.batchInEpoch = done / fo.batchSize;
+  }
+  batchSize = fo.batchSize;
   if (fo.maxStepsPerEpoch > 0) perEpoch = std::min(perEpoch, fo.maxStepsPerEpoch);
   // A last batch smaller than the process count is known now: refused before the first epoch
   // instead of after it (a user trial waited through 2,000 steps for this error).

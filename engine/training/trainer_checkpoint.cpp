@@ -88,6 +88,7 @@ Status Trainer::Impl::save(const std::string& dir) const {
   j["rng"] = {{"seed", opt.seed}};  // shuffles derive from (seed, epoch); nothing else draws
   j["optimizer"] = configJson(opt.optimizer);
   j["base_lr"] = baseLr;
+  if (batchSize > 0) j["batch_size"] = batchSize;  // what batch_in_epoch counts
   j["history"] = json::array();
   for (const EpochReport& e : history) {
     json h = {{"epoch", e.epoch},
@@ -311,6 +312,7 @@ Status Trainer::Impl::load(const std::string& dir, bool weightsOnly) {
     }
     if (j.contains("rng") && j["rng"].contains("seed")) opt.seed = j["rng"]["seed"];
     if (j.contains("base_lr")) baseLr = j["base_lr"];
+    batchSize = j.value("batch_size", int64_t{0});
   } catch (const std::exception& e) {
     return Status::error(jp.string() + ": malformed checkpoint: " + e.what());
   }

@@ -192,6 +192,9 @@ class Trainer::Impl {
   }
   Status deviceOptimizerStep();
   TrainerCounters counters;
+  // The batch size counters.batchInEpoch counts in: the last fit's, or a loaded checkpoint's
+  // (0: not known, as in checkpoints written before it was recorded).
+  int64_t batchSize = 0;
   double baseLr = 0;
   double lastLr = 0, lastGradNorm = 0;
   double gradScale = 1.0;  // fit averages accumulated micro-batches

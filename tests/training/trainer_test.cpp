@@ -791,6 +791,53 @@ TEST_F(TrainerTest, EvalStepsAccumulateMetricsUntilReset) {
   expectSameMetrics(last->metrics, full->batchMetrics, "evaluate in between");
 }
 
+// A checkpoint from the middle of an epoch resumed in another batch size starts where its
+// samples end (7 batches of 8 are 14 of 4), or says why it cannot (56 samples are no whole
+// number of batches of 5); before, the batch count was taken as is and samples were skipped.
+TEST_F(TrainerTest, ResumeInAnotherBatchSizeStartsWhereTheSamplesEnd) {
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.lr = 0.05;
+  FitOptions fo;
+  fo.train = blobs(120);
+  fo.epochs = 2;
+  fo.batchSize = 8;
+  auto first = makeTrainer(tinyProject(), sgd);
+  ASSERT_TRUE(first.ok());
+  std::atomic<bool> cancel{false};
+  int steps = 0;
+  FitCallbacks cb;
+  cb.onStep = [&](const StepInfo&) {
+    if (++steps == 7) cancel = true;
+  };
+  auto r1 = (*first)->fit(fo, cb, &cancel);
+  ASSERT_TRUE(r1.ok() && r1->cancelled);
+  ASSERT_EQ((*first)->counters().batchInEpoch, 7);
+  ASSERT_TRUE((*first)->saveCheckpoint(dir_.string()).ok());
+  for (int64_t batch : {4, 5}) {
+    auto resumed = makeTrainer(tinyProject(), sgd);
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->loadCheckpoint(dir_.string()).ok());
+    fo.batchSize = batch;
+    fo.epochs = 1;
+    int64_t firstBatch = -1;
+    FitCallbacks cb2;
+    cb2.onStep = [&](const StepInfo& si) {
+      if (firstBatch < 0) firstBatch = si.batch;
+    };
+    auto r2 = (*resumed)->fit(fo, cb2);
+    if (batch == 4) {
+      ASSERT_TRUE(r2.ok()) << r2.message();
+      EXPECT_EQ(firstBatch, 14);
+      EXPECT_EQ((*resumed)->counters().epoch, 1);
+    } else {
+      ASSERT_FALSE(r2.ok());
+      EXPECT_NE(r2.message().find("after 56 samples (7 batches of 8)"), std::string::npos)
+          << r2.message();
+    }
+  }
+}
+
 TEST_F(TrainerTest, CheckpointKeepsEvalStepMetrics) {
   auto data = blobsOneHot(30);
   auto t = makeTrainer(metricsProject());
