@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -190,6 +191,23 @@ void progressBar(const StepInfo& si, int64_t epochs) {
   std::fflush(stderr);
 }
 
+// Whether `path` can be written, its folder made where missing (as --checkpoint makes its own).
+Status writableFile(const std::string& path) {
+  std::error_code ec;
+  const fs::path parent = fs::absolute(path).parent_path();
+  fs::create_directories(parent, ec);
+  if (ec) return Status::error(path + ": cannot create its folder: " + ec.message());
+  if (fs::is_directory(path, ec)) return Status::error(path + ": is a directory; give a file name");
+  const fs::path probe = parent / (".deepwire-write-test-" + fs::path(path).filename().string());
+  {
+    std::ofstream f(probe);
+    if (!(f << "ok") || !f.flush())
+      return Status::error(path + ": cannot write there (" + std::strerror(errno) + ")");
+  }
+  fs::remove(probe, ec);
+  return Status();
+}
+
 // The loaded project with the trainer's weights written into it (Initializer values and layers'
 // stored weights), saved atomically.
 Status saveTrainedProject(const Setup& st, const std::string& path) {
@@ -213,6 +231,13 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   }
   auto s = prepare(a);
   if (!s) return fail(s.message());
+  // Where the run writes is checked before it trains: a read-only or missing place was found
+  // only once the epoch was done, its training lost.
+  if (!a.checkpoint.empty())
+    if (Status c = Trainer::checkCheckpointDir(a.checkpoint); !c.ok()) return fail(c.message(), 2);
+  for (const std::string* out : {&a.exportOnnx, &a.exportTraining, &a.saveProject})
+    if (!out->empty())
+      if (Status w = writableFile(*out); !w.ok()) return fail(w.message(), 2);
   // From here an interrupt stops the run where it is and saves the checkpoint, including one
   // that arrives before the first step: fit() then ends at once. (Before, it arrived ahead of
   // the handlers while the checkpoint loaded, and ended the process, which mpirun reported as a
@@ -513,6 +538,13 @@ int trainCommand(const TrainArgs& a) {
 int evalCommand(const TrainArgs& a) {
   auto s = prepare(a);
   if (!s) return fail(s.message());
+  // Where the run writes is checked before it trains: a read-only or missing place was found
+  // only once the epoch was done, its training lost.
+  if (!a.checkpoint.empty())
+    if (Status c = Trainer::checkCheckpointDir(a.checkpoint); !c.ok()) return fail(c.message(), 2);
+  for (const std::string* out : {&a.exportOnnx, &a.exportTraining, &a.saveProject})
+    if (!out->empty())
+      if (Status w = writableFile(*out); !w.ok()) return fail(w.message(), 2);
   Trainer& tr = *s->trainer;
   if (!a.checkpoint.empty()) {
     // The weights are what is evaluated: a checkpoint of another optimizer evaluates too.

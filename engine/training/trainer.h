@@ -248,6 +248,9 @@ class Trainer {
 
   // Checkpoints include the Eval Step metric sums, so accumulation continues after loading.
   Status saveCheckpoint(const std::string& dir) const;
+  // Whether checkpoints can go to `dir`, made if missing: writable, and empty or a checkpoint
+  // already (a save replaces its own files there). For a run to ask before it trains.
+  static Status checkCheckpointDir(const std::string& dir);
   // weightsOnly: the weights alone (to evaluate them), whatever optimizer the checkpoint had.
   Status loadCheckpoint(const std::string& dir, bool weightsOnly = false);
 

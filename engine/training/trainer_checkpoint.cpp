@@ -1,5 +1,8 @@
 #include "engine/training/trainer_impl.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace dw::engine::training {
 
 // ---- Checkpoints ------------------------------------------------------------------------------
@@ -71,11 +74,39 @@ Result<TrainerCounters> readCheckpointCounters(const std::string& dir) {
   }
 }
 
+Status Trainer::checkCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
+  if (!fs::is_directory(dir, ec))
+    return Status::error(dir + ": not a directory; give a directory for the checkpoint");
+  // A save removes the tensor files of its earlier saves by name: in a directory of other files
+  // it deleted a user's g0_t3.npy.
+  if (!fs::exists(fs::path(dir) / "checkpoint.json", ec) && !fs::is_empty(dir, ec))
+    return Status::error(dir + ": holds files but no checkpoint.json, so it is no checkpoint "
+                               "directory; give a new or empty one (a checkpoint replaces its "
+                               "own files there)");
+  // Found before training rather than after the epoch: a read-only or full file system.
+  const fs::path probe = fs::path(dir) / ".deepwire-write-test";
+  {
+    std::ofstream f(probe);
+    if (!(f << "ok") || !f.flush())
+      return Status::error(dir + ": cannot write there (" + std::strerror(errno) +
+                           "); choose a writable directory for the checkpoint");
+  }
+  fs::remove(probe, ec);
+  return Status();
+}
+
 Status Trainer::Impl::save(const std::string& dir) const {
   DW_RETURN_IF_ERROR(syncHost());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
+  if (!fs::exists(fs::path(dir) / "checkpoint.json", ec) && !fs::is_empty(dir, ec))
+    return Status::error(dir + ": holds files but no checkpoint.json, so it is no checkpoint "
+                               "directory; give a new or empty one (a checkpoint replaces its "
+                               "own files there)");
   json j;
   j["format"] = "deepwire-checkpoint";
   j["version"] = 1;

@@ -838,6 +838,27 @@ TEST_F(TrainerTest, ResumeInAnotherBatchSizeStartsWhereTheSamplesEnd) {
   }
 }
 
+// A save removes its earlier tensor files by name: into a directory of someone else's files it
+// deleted a user's g0_t3.npy. Such a directory is refused, before a run trains and at the save.
+TEST_F(TrainerTest, CheckpointsGoOnlyWhereCheckpointsAre) {
+  fs::create_directories(dir_);
+  { std::ofstream(dir_ / "g0_t3.npy") << "mine"; }
+  const Status before = Trainer::checkCheckpointDir(dir_.string());
+  ASSERT_FALSE(before.ok());
+  EXPECT_NE(before.message().find("holds files but no checkpoint.json"), std::string::npos)
+      << before.message();
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  auto t = makeTrainer(tinyProject(), sgd);
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE((*t)->saveCheckpoint(dir_.string()).ok());
+  EXPECT_TRUE(fs::exists(dir_ / "g0_t3.npy"));
+  const fs::path fresh = dir_ / "ck";
+  EXPECT_TRUE(Trainer::checkCheckpointDir(fresh.string()).ok());
+  ASSERT_TRUE((*t)->saveCheckpoint(fresh.string()).ok());
+  EXPECT_TRUE(Trainer::checkCheckpointDir(fresh.string()).ok());  // a checkpoint already
+}
+
 TEST_F(TrainerTest, CheckpointKeepsEvalStepMetrics) {
   auto data = blobsOneHot(30);
   auto t = makeTrainer(metricsProject());
