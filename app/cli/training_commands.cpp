@@ -7,9 +7,9 @@
 #include <cctype>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -374,14 +374,15 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
                 {"train_loss", e.trainLoss},
                 {"seconds", e.seconds},
                 {"samples_per_second", e.samplesPerSecond}};
-      j["test_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
-      j["test_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
-      // test_loss and test_accuracy keep their names for scripts; this says which split they are,
-      // and the split's own names say it again (validation_loss beside test_loss).
+      // The held-out split's figures under its own name (validation_loss or test_loss: a
+      // test_loss that held the validation loss misled a script), and as eval_loss and
+      // eval_accuracy for a reader that takes whichever split the run evaluates.
+      j["eval_loss"] = e.hasTest ? json(e.testLoss) : json(nullptr);
+      j["eval_accuracy"] = e.hasTest && e.testAccuracy >= 0 ? json(e.testAccuracy) : json(nullptr);
       if (e.hasTest) {
         j["evaluated_split"] = st.heldOut;
-        j[std::string(st.heldOut) + "_loss"] = j["test_loss"];
-        j[std::string(st.heldOut) + "_accuracy"] = j["test_accuracy"];
+        j[std::string(st.heldOut) + "_loss"] = j["eval_loss"];
+        j[std::string(st.heldOut) + "_accuracy"] = j["eval_accuracy"];
       }
       if (!e.warning.empty()) j["warning"] = e.warning;
       if (comm && comm->size() > 1) {

@@ -1849,8 +1849,8 @@ void TrainingPanel::onProcessEpoch(const QJsonObject& line) {
   runSamplesPerSec_ = line.value(QStringLiteral("samples_per_second")).toDouble();
   runEpochsDone_ = epoch;
   runTrainLoss_ = line.value(QStringLiteral("train_loss")).toDouble(std::nan(""));
-  const QJsonValue testLoss = line.value(QStringLiteral("test_loss"));
-  const QJsonValue testAcc = line.value(QStringLiteral("test_accuracy"));
+  const QJsonValue testLoss = line.value(QStringLiteral("eval_loss"));
+  const QJsonValue testAcc = line.value(QStringLiteral("eval_accuracy"));
   runHasTest_ = testLoss.isDouble();
   runTestLoss_ = testLoss.toDouble(std::nan(""));
   runTestAccuracy_ = testAcc.isDouble() ? testAcc.toDouble() : -1;

@@ -608,9 +608,10 @@ TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
   while (fgets(line, sizeof line, p)) epochs.push_back(json::parse(line));
   ASSERT_EQ(pclose(p), 0);
   ASSERT_EQ(epochs.size(), 2u);
-  for (const char* key :
-       {"epoch", "train_loss", "test_loss", "test_accuracy", "seconds", "samples_per_second"})
+  for (const char* key : {"epoch", "train_loss", "eval_loss", "eval_accuracy", "test_loss",
+                          "test_accuracy", "seconds", "samples_per_second"})
     EXPECT_TRUE(epochs[0].contains(key)) << key;
+  EXPECT_FALSE(epochs[0].contains("validation_loss"));
   EXPECT_LT(epochs[1]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>());
   EXPECT_GT(epochs[1]["test_accuracy"].get<double>(), 0.5);
   // The example has its own test files and no validation split: the figures are the test set's.
