@@ -597,6 +597,8 @@ Dataset Dataset::gather(const std::vector<int64_t>& indices) const {
   Dataset d;
   for (const auto& [name, t] : columns)
     d.columns[name] = gatherRows(t, indices.data(), static_cast<int64_t>(indices.size()));
+  d.origin.reserve(indices.size());
+  for (int64_t i : indices) d.origin.push_back(originOf(i));
   return d;
 }
 

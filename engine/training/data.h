@@ -94,6 +94,10 @@ Result<Tensor> normalize(const Tensor& src, const Normalization& n);
 // Columns keyed by graph input name; every column has the sample count as its first dim.
 struct Dataset {
   std::map<std::string, Tensor> columns;
+  // Where each sample sits in the files it was read from, for a split that gathered some of
+  // them (empty: in order, sample i is the files' sample i). Errors name the files' index.
+  std::vector<int64_t> origin;
+  int64_t originOf(int64_t i) const { return origin.empty() ? i : origin[static_cast<size_t>(i)]; }
   int64_t size() const;
   // Checks that every column has the same first dim; names the offending column otherwise.
   Status validate() const;

@@ -1077,7 +1077,8 @@ std::vector<LabelRange> labelRangesOf(const onnx::GraphProto& graph,
 }
 
 Status checkLabelValues(const std::vector<LabelRange>& ranges,
-                        const std::map<std::string, Tensor>& columns, const std::string& where) {
+                        const std::map<std::string, Tensor>& columns, const std::string& where,
+                        const std::vector<int64_t>* origin) {
   for (const auto& c : ranges) {
     auto it = columns.find(c.input);
     if (it == columns.end()) continue;
@@ -1087,8 +1088,11 @@ Status checkLabelValues(const std::vector<LabelRange>& ranges,
     for (int64_t i = 0; i < t.size(); ++i) {
       const int64_t v = t.getInt(i);
       if ((v >= 0 && v < c.classes) || (c.hasIgnore && v == c.ignore)) continue;
+      const int64_t sample = i / perSample;
+      const bool mapped = origin && !origin->empty();
       return Status::error(
-          "sample " + std::to_string(i / perSample) + " of " + where + " has label " +
+          "sample " + std::to_string(mapped ? (*origin)[static_cast<size_t>(sample)] : sample) +
+          " of " + where + (mapped ? " (its index in the source files)" : "") + " has label " +
           std::to_string(v) + " in input '" + c.input + "', outside [0, " +
           std::to_string(c.classes) + "): " + c.loss + " scores " + std::to_string(c.classes) +
           " classes, so labels must be class indices 0 to " + std::to_string(c.classes - 1) +

@@ -202,10 +202,12 @@ struct LabelRange {
 std::vector<LabelRange> labelRangesOf(const onnx::GraphProto& graph,
                                       const std::map<std::string, const onnx::TypeProto*>& types,
                                       const std::vector<std::string>& dataInputs);
-// The first label in `columns` outside its range, as an error naming the sample of `where`, the
-// input, the loss and the fix.
+// The first label in `columns` outside its range, as an error naming the sample of `where` (its
+// index in the files where `origin` maps a split's samples back), the input, the loss and the
+// fix.
 Status checkLabelValues(const std::vector<LabelRange>& ranges,
-                        const std::map<std::string, Tensor>& columns, const std::string& where);
+                        const std::map<std::string, Tensor>& columns, const std::string& where,
+                        const std::vector<int64_t>* origin = nullptr);
 
 // How a source's samples become what an input takes.
 struct Proposal {

@@ -223,8 +223,9 @@ void Trainer::Impl::findLabelChecks() {
 }
 
 Status Trainer::Impl::checkLabels(const std::map<std::string, Tensor>& columns,
-                                  const std::string& where) const {
-  return checkLabelValues(labelChecks, columns, where);
+                                  const std::string& where,
+                                  const std::vector<int64_t>* origin) const {
+  return checkLabelValues(labelChecks, columns, where, origin);
 }
 
 Status Trainer::Impl::checkBatch(const Batch& b) const {
@@ -644,8 +645,10 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   if (!fo.train || fo.train->size() == 0)
     return Status::error("fit: no training data (set the dataset in the training section)");
   DW_RETURN_IF_ERROR(fo.train->validate());
-  DW_RETURN_IF_ERROR(checkLabels(fo.train->columns, "the training data"));
-  if (fo.test) DW_RETURN_IF_ERROR(checkLabels(fo.test->columns, "the test data"));
+  DW_RETURN_IF_ERROR(checkLabels(fo.train->columns, "the training data", &fo.train->origin));
+  if (fo.test)
+    DW_RETURN_IF_ERROR(
+        checkLabels(fo.test->columns, "the held-out data (validation or test)", &fo.test->origin));
   if (fo.batchSize < 1) return Status::error("fit: batch size must be >= 1");
   if (fo.accumulationSteps < 1) return Status::error("fit: accumulation steps must be >= 1");
   std::shared_ptr<const Dataset> train = fo.train, test = fo.test;
@@ -1066,7 +1069,7 @@ std::string Trainer::notice() const {
   return impl_->notice;
 }
 Status Trainer::checkLabels(const Dataset& data, const std::string& where) const {
-  return impl_->checkLabels(data.columns, where);
+  return impl_->checkLabels(data.columns, where, &data.origin);
 }
 int Trainer::threads() const {
   return impl_->trainSession->backend().threads();

@@ -83,9 +83,10 @@ Status Trainer::checkCheckpointDir(const std::string& dir) {
   // A save removes the tensor files of its earlier saves by name: in a directory of other files
   // it deleted a user's g0_t3.npy.
   if (!fs::exists(fs::path(dir) / "checkpoint.json", ec) && !fs::is_empty(dir, ec))
-    return Status::error(dir + ": holds files but no checkpoint.json, so it is no checkpoint "
-                               "directory; give a new or empty one (a checkpoint replaces its "
-                               "own files there)");
+    return Status::error(dir +
+                         ": holds files but no checkpoint.json, so it is no checkpoint "
+                         "directory; give a new or empty one (a checkpoint replaces its "
+                         "own files there)");
   // Found before training rather than after the epoch: a read-only or full file system.
   const fs::path probe = fs::path(dir) / ".deepwire-write-test";
   {
@@ -104,9 +105,10 @@ Status Trainer::Impl::save(const std::string& dir) const {
   fs::create_directories(dir, ec);
   if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
   if (!fs::exists(fs::path(dir) / "checkpoint.json", ec) && !fs::is_empty(dir, ec))
-    return Status::error(dir + ": holds files but no checkpoint.json, so it is no checkpoint "
-                               "directory; give a new or empty one (a checkpoint replaces its "
-                               "own files there)");
+    return Status::error(dir +
+                         ": holds files but no checkpoint.json, so it is no checkpoint "
+                         "directory; give a new or empty one (a checkpoint replaces its "
+                         "own files there)");
   json j;
   j["format"] = "deepwire-checkpoint";
   j["version"] = 1;

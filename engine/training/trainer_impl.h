@@ -166,7 +166,8 @@ class Trainer::Impl {
   // reported as data errors (sample, input, classes), not as a failing node deep in the loss.
   std::vector<LabelRange> labelChecks;
   void findLabelChecks();
-  Status checkLabels(const std::map<std::string, Tensor>& columns, const std::string& where) const;
+  Status checkLabels(const std::map<std::string, Tensor>& columns, const std::string& where,
+                     const std::vector<int64_t>* origin = nullptr) const;
   mutable std::vector<ParamEntry> params;                  // same order as trainableNames
   std::vector<std::pair<std::string, std::string>> stats;  // (stat, new output)
   // Trainables + stats, and gradients by weight name. Under a device backend (cuda) they are

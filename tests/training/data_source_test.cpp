@@ -82,6 +82,10 @@ TEST(DataSource, LoadDataHoldsOutTheSplitIndices) {
   for (size_t i = 0; i < 4; ++i)
     EXPECT_EQ(d->validation->columns.at("x").data<float>()[i], float(s.validation[i]));
   EXPECT_EQ(d->test->columns.at("x").data<float>()[0], float(s.test[0]));
+  // Each split knows where its samples sit in the files (errors name that index).
+  EXPECT_EQ(d->validation->origin, s.validation);
+  EXPECT_EQ(d->train->originOf(0), s.train[0]);
+  EXPECT_EQ(d->train->gather({2}).origin, std::vector<int64_t>{s.train[2]});
   EXPECT_EQ(d->evaluation(), d->validation);
   // The same section through the project's JSON (what deepwire train parses) gives the same.
   TrainingConfig c;
