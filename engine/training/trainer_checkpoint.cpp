@@ -17,6 +17,25 @@ const std::regex& tensorFileName() {
   return kTensorFile;
 }
 
+constexpr const char* kWriteProbe = ".deepwire-write-test";
+
+// Whether `dir` may take a checkpoint: it holds one already, or nothing but tensor files a save
+// wrote (one a kill interrupted before its checkpoint.json). A save removes those files of its
+// earlier saves by name: in a folder of other files it deleted a user's g0_t3.npy.
+Status checkpointDirOk(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "checkpoint.json", ec)) return Status();
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == kWriteProbe) continue;  // checkCheckpointDir's, left by a kill
+    if (!std::regex_match(name, tensorFileName()))
+      return Status::error(dir + ": holds " + name +
+                           " and no checkpoint.json, so it is no checkpoint directory; give a new "
+                           "or empty one (a checkpoint replaces its own files there)");
+  }
+  return Status();
+}
+
 // checkpoint.json of `dir`, parsed and checked to be one.
 Result<json> readCheckpointJson(const std::string& dir) {
   const fs::path jp = fs::path(dir) / "checkpoint.json";
@@ -80,15 +99,9 @@ Status Trainer::checkCheckpointDir(const std::string& dir) {
   if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
   if (!fs::is_directory(dir, ec))
     return Status::error(dir + ": not a directory; give a directory for the checkpoint");
-  // A save removes the tensor files of its earlier saves by name: in a directory of other files
-  // it deleted a user's g0_t3.npy.
-  if (!fs::exists(fs::path(dir) / "checkpoint.json", ec) && !fs::is_empty(dir, ec))
-    return Status::error(dir +
-                         ": holds files but no checkpoint.json, so it is no checkpoint "
-                         "directory; give a new or empty one (a checkpoint replaces its "
-                         "own files there)");
+  DW_RETURN_IF_ERROR(checkpointDirOk(dir));
   // Found before training rather than after the epoch: a read-only or full file system.
-  const fs::path probe = fs::path(dir) / ".deepwire-write-test";
+  const fs::path probe = fs::path(dir) / kWriteProbe;
   {
     std::ofstream f(probe);
     if (!(f << "ok") || !f.flush())
@@ -104,11 +117,7 @@ Status Trainer::Impl::save(const std::string& dir) const {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
-  if (!fs::exists(fs::path(dir) / "checkpoint.json", ec) && !fs::is_empty(dir, ec))
-    return Status::error(dir +
-                         ": holds files but no checkpoint.json, so it is no checkpoint "
-                         "directory; give a new or empty one (a checkpoint replaces its "
-                         "own files there)");
+  DW_RETURN_IF_ERROR(checkpointDirOk(dir));
   json j;
   j["format"] = "deepwire-checkpoint";
   j["version"] = 1;

@@ -843,10 +843,13 @@ TEST_F(TrainerTest, ResumeInAnotherBatchSizeStartsWhereTheSamplesEnd) {
 // deleted a user's g0_t3.npy. Such a directory is refused, before a run trains and at the save.
 TEST_F(TrainerTest, CheckpointsGoOnlyWhereCheckpointsAre) {
   fs::create_directories(dir_);
+  // Tensor files alone are a save a kill interrupted before its checkpoint.json: fine.
   { std::ofstream(dir_ / "g0_t3.npy") << "mine"; }
+  EXPECT_TRUE(Trainer::checkCheckpointDir(dir_.string()).ok());
+  { std::ofstream(dir_ / "notes.txt") << "mine"; }
   const Status before = Trainer::checkCheckpointDir(dir_.string());
   ASSERT_FALSE(before.ok());
-  EXPECT_NE(before.message().find("holds files but no checkpoint.json"), std::string::npos)
+  EXPECT_NE(before.message().find("holds notes.txt and no checkpoint.json"), std::string::npos)
       << before.message();
   OptimizerConfig sgd;
   sgd.type = "sgd";
