@@ -256,12 +256,16 @@ Result<std::vector<std::string>> emitBackward(onnx::ModelProto& model, const Typ
     Status st = b->fn(c);
     if (!st.ok()) return st.withContext(label);
     *g->mutable_node(*it) = fwd;  // builders may have added forward outputs
-    double coeff = 1.0;
+    double nodeCoeff = 1.0;
     auto lc = req.ldaCoeff.find(fwd.name());
-    if (lc != req.ldaCoeff.end()) coeff = lc->second;
+    if (lc != req.ldaCoeff.end()) nodeCoeff = lc->second;
     for (int i = 0; i < fwd.input_size(); ++i) {
       if (!need[i] || i >= static_cast<int>(c.dX.size()) || c.dX[i].empty()) continue;
       std::string gx = c.dX[i];
+      double coeff = nodeCoeff;
+      if (auto li = req.ldaCoeff.find(ldaInputKey(fwd.name(), fwd.input(i)));
+          li != req.ldaCoeff.end())
+        coeff = li->second;
       if (coeff != 1.0) {
         int32_t et = types.elemType(fwd.input(i));
         gx = e.op1("Mul", {gx, e.scalar(coeff, et ? et : onnx::TensorProto::FLOAT)}, {}, "",
@@ -318,12 +322,13 @@ Result<onnx::ModelProto> inlineMicrosoftOps(const onnx::ModelProto& forward,
     DW_RETURN_IF_ERROR(inlineFunction(n, body, Attributes(), uid++, inlined));
     auto coeff = ldaCoeff.find(n.name());
     for (auto& b : inlined) {
-      if (coeff != ldaCoeff.end())
-        for (const auto& in : b.input())
-          if (!in.empty() && std::find(n.input().begin(), n.input().end(), in) != n.input().end()) {
-            ldaCoeff[b.name()] = coeff->second;
-            break;
-          }
+      for (const auto& in : b.input()) {
+        if (in.empty() || std::find(n.input().begin(), n.input().end(), in) == n.input().end())
+          continue;
+        if (coeff != ldaCoeff.end()) ldaCoeff[ldaInputKey(b.name(), in)] = coeff->second;
+        if (auto one = ldaCoeff.find(ldaInputKey(n.name(), in)); one != ldaCoeff.end())
+          ldaCoeff[ldaInputKey(b.name(), in)] = one->second;
+      }
       kept.push_back(std::move(b));
     }
   }
@@ -581,15 +586,8 @@ Result<std::map<std::string, double>> ldaCoeffFromModel(const onnx::ModelProto& 
   if (layout.is_discarded() || !layout.is_object())
     return Status::error("metadata_props 'deepwire.graph' is not valid JSON");
   if (!layout.contains("nodes") || !layout["nodes"].is_object()) return out;
-  // Who consumes what, to find the nodes through which a layer's outputs leave it.
-  std::map<std::string, std::vector<std::string>> consumers;
   std::map<std::string, const onnx::NodeProto*> byName;
-  for (const auto& n : model.graph().node()) {
-    byName[n.name()] = &n;
-    for (const auto& in : n.input()) consumers[in].push_back(n.name());
-  }
-  std::set<std::string> graphOutputs;
-  for (const auto& o : model.graph().output()) graphOutputs.insert(o.name());
+  for (const auto& n : model.graph().node()) byName[n.name()] = &n;
   for (const auto& [key, entry] : layout["nodes"].items()) {
     if (!entry.is_object() || !entry.contains("lda_coeff") || !entry["lda_coeff"].is_number())
       continue;
@@ -600,21 +598,30 @@ Result<std::map<std::string, double>> ldaCoeffFromModel(const onnx::ModelProto& 
     } else if (key.rfind("layer:", 0) == 0) {
       const std::string layer = key.substr(6);
       if (!layout.contains("layers") || !layout["layers"].contains(layer)) continue;
-      const json& nodes = layout["layers"][layer]["nodes"];
+      const json& entryOf = layout["layers"][layer];
+      const json& nodes = entryOf["nodes"];
       if (!nodes.is_array()) continue;
-      std::set<std::string> members;
+      std::set<std::string> members, made;
       for (const auto& nn : nodes)
         if (nn.is_string()) members.insert(nn.get<std::string>());
+      for (const auto& name : members)
+        if (auto it = byName.find(name); it != byName.end())
+          for (const auto& o : it->second->output()) made.insert(o);
+      // The layer's own weights: the initializers its lowering made (the layout names their
+      // layer by id).
+      auto ownWeight = [&](const std::string& v) {
+        const std::string k = "initializer:" + v;
+        return layout["nodes"].contains(k) && entryOf.contains("id") &&
+               layout["nodes"][k].value("layer", json()) == entryOf["id"];
+      };
+      // The derivative flows back through the layer to its inputs: scaled where it leaves the
+      // layer, on the values the members read from outside it. Its own weights keep theirs (a
+      // Dense at lda 0 stopped learning itself, and so did everything before it).
       for (const auto& name : members) {
         auto it = byName.find(name);
         if (it == byName.end()) continue;
-        bool leaves = false;
-        for (const auto& o : it->second->output()) {
-          if (o.empty()) continue;
-          if (graphOutputs.count(o)) leaves = true;
-          for (const auto& cn : consumers[o]) leaves |= !members.count(cn);
-        }
-        if (leaves) out[name] = c;
+        for (const auto& in : it->second->input())
+          if (!in.empty() && !made.count(in) && !ownWeight(in)) out[ldaInputKey(name, in)] = c;
       }
     }
   }

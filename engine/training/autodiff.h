@@ -32,9 +32,11 @@ namespace dw::engine::training {
 using dw::kGradDomain;  // the one definition is the catalogue's (nodes/catalogue.h)
 
 struct GradientGraphOptions {
-  std::vector<std::string> losses;         // scalar graph outputs to minimise (summed)
-  std::vector<std::string> trainable;      // initializer names that get gradients
-  std::map<std::string, double> ldaCoeff;  // ONNX node name -> coefficient on grads to its inputs
+  std::vector<std::string> losses;     // scalar graph outputs to minimise (summed)
+  std::vector<std::string> trainable;  // initializer names that get gradients
+  // ONNX node name -> coefficient on the grads to all its inputs; or ldaInputKey(node, input)
+  // -> on the grad to that input alone (a layer's entries: the inputs it takes from outside).
+  std::map<std::string, double> ldaCoeff;
   bool training = true;  // BatchNormalization uses batch statistics, Dropout is active
   // Forward outputs to keep after the losses (a training step's metrics: what the studio plots
   // per step costs a few ops, not a second forward pass). Names that are not outputs are skipped.
@@ -55,6 +57,10 @@ Result<GradientGraph> buildGradientGraph(const onnx::ModelProto& forward,
 // coefficient goes to the layer's nodes whose outputs leave the layer, which scales everything
 // the layer sends upstream exactly once.
 Result<std::map<std::string, double>> ldaCoeffFromModel(const onnx::ModelProto& model);
+// The ldaCoeff key of one input of a node.
+inline std::string ldaInputKey(const std::string& node, const std::string& input) {
+  return node + '\x1f' + input;
+}
 
 // ONNX `Gradient` (ai.onnx.preview.training): true when the model holds such a node, and the
 // model with each one replaced by the backward nodes computing its outputs.

@@ -363,8 +363,10 @@ TEST(Autodiff, LdaCoeffFromExportedMetadata) {
                    "layers": {"dense": {"id": 2, "nodes": ["dense/Relu_0", "dense/Sigmoid_1"]}}})");
   auto c = ldaCoeffFromModel(m.proto());
   ASSERT_TRUE(c.ok()) << c.message();
-  // The layer's coefficient goes to the node its output leaves through, once.
-  EXPECT_EQ(*c, (std::map<std::string, double>{{"mm", 0.25}, {"dense/Sigmoid_1", 2.0}}));
+  // A node's coefficient scales the gradients to all its inputs; a layer's, those to the values
+  // it reads from outside itself (here h, into its first node), once, and not its weights'.
+  EXPECT_EQ(*c,
+            (std::map<std::string, double>{{"mm", 0.25}, {ldaInputKey("dense/Relu_0", "h"), 2.0}}));
 }
 
 }  // namespace

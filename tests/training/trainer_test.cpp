@@ -863,6 +863,54 @@ TEST_F(TrainerTest, CheckpointsGoOnlyWhereCheckpointsAre) {
   EXPECT_TRUE(Trainer::checkCheckpointDir(fresh.string()).ok());  // a checkpoint already
 }
 
+// lda coeff scales the derivative flowing back through a node to its inputs: on a layer, what
+// it sends out of itself. Its own weights keep learning (a trial's Dense at 0 stopped learning
+// itself, with everything before it).
+TEST(TrainerLda, ALayersCoefficientScalesWhatLeavesItNotItsWeights) {
+  json p = {{"format", "deepwire-project"},
+            {"version", 1},
+            {"model", {{"ir_version", 8}, {"opsets", {{"ai.onnx", 17}}}, {"graph_name", "lda"}}}};
+  auto node = [&](int id, const std::string& dom, const std::string& type, const std::string& name,
+                  json params) {
+    json n = {{"id", id},
+              {"domain", dom},
+              {"type", type},
+              {"name", name},
+              {"position", {id * 100.0, 0.0}}};
+    if (!params.is_null()) n["params"] = params;
+    p["nodes"].push_back(n);
+    return p["nodes"].size() - 1;
+  };
+  node(1, "deepwire", "Input", "x", {{"type", "float[N,4]"}});
+  node(2, "deepwire.layers", "Dense", "first", {{"units", 8}, {"activation", "tanh"}});
+  const size_t head = node(3, "deepwire.layers", "Dense", "head", {{"units", 3}});
+  p["nodes"][head]["lda_coeff"] = 0.0;
+  node(4, "deepwire", "Input", "label", {{"type", "int64[N]"}});
+  node(5, "deepwire.layers", "Output Train", "logits",
+       {{"loss", "SparseCategoricalCrossentropy"}, {"from_logits", true}});
+  for (auto [from, to, port] :
+       std::vector<std::array<int, 3>>{{1, 2, 0}, {2, 3, 0}, {3, 5, 0}, {4, 5, 1}})
+    p["links"].push_back({{"from", {from, 0}}, {"to", {to, port}}});
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.lr = 0.1;
+  auto t = makeTrainer(p.dump(), sgd);
+  ASSERT_TRUE(t.ok()) << t.message();
+  std::map<std::string, std::vector<float>> before;  // copies: a Tensor copy shares its data
+  for (const auto& [name, w] : (*t)->weights()) before[name] = values(w);
+  const auto data = blobs(32);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->fullTrainStep(firstBatch(*data, 16)).ok());
+  const auto& after = (*t)->weights();
+  int changedHead = 0, changedFirst = 0;
+  for (const auto& [name, w] : after) {
+    const bool changed = values(w) != before.at(name);
+    if (name.rfind("head", 0) == 0) changedHead += changed;
+    if (name.rfind("first", 0) == 0) changedFirst += changed;
+  }
+  EXPECT_EQ(changedHead, 2) << "the head's kernel and bias learn";
+  EXPECT_EQ(changedFirst, 0) << "nothing before the head learns through it";
+}
+
 TEST_F(TrainerTest, CheckpointKeepsEvalStepMetrics) {
   auto data = blobsOneHot(30);
   auto t = makeTrainer(metricsProject());
