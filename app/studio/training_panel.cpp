@@ -9,9 +9,9 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
-#include <QGraphicsLayout>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGraphicsLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -1151,6 +1151,13 @@ Status TrainingPanel::syncWeights() {
 Status TrainingPanel::writeWeightsToGraph() {
   if (busy_)
     return Status::error("training is running; press Stop and wait for it to finish first");
+  if (!worker_->trainer_ && processWroteWeights_) {
+    // The trial read "nothing trained for this graph yet" under fifteen charted epochs.
+    emit statusMessage(
+        tr("The graph holds the trained weights already: the Fit across processes "
+           "wrote them when it finished"));
+    return Status();
+  }
   if (!worker_->trainer_)
     return Status::error(
         "nothing trained for this graph yet: press Train Step, Full Train Step or Fit first");
@@ -1174,12 +1181,22 @@ Status TrainingPanel::copyTrainedWeights() {
   // An Initializer now holding the trained values still takes the trainer's next ones, and
   // again after this write is undone (its origin state).
   for (const Node& n : *changed)
-    if (n.type == "Initializer")
-      if (auto it = origins_.find(n.id); it != origins_.end())
+    if (auto it = origins_.find(n.id); it != origins_.end()) {
+      if (n.type == "Initializer")
         it->second.initializer.push_back(n.params);
+      else
+        it->second.storedWeights.push_back(weightsKey(n.weights));
+    }
   unsynced_ = false;
   emit weightsStateChanged();
   return Status();
+}
+
+size_t TrainingPanel::weightsKey(const std::map<std::string, std::string>& weights) {
+  size_t h = weights.size();
+  for (const auto& [name, bytes] : weights)
+    h = h * 1000003u ^ std::hash<std::string>{}(name) ^ (std::hash<std::string>{}(bytes) << 1);
+  return h;
 }
 
 bool TrainingPanel::keepsTrainedValues(const Graph& doc, const Node& now) const {
@@ -1189,6 +1206,9 @@ bool TrainingPanel::keepsTrainedValues(const Graph& doc, const Node& now) const 
     const auto& states = it->second.initializer;
     return std::find(states.begin(), states.end(), now.params) != states.end();
   }
+  const auto& stored = it->second.storedWeights;
+  if (std::find(stored.begin(), stored.end(), weightsKey(now.weights)) == stored.end())
+    return false;
   // Graph::setParam drops a layer's stored weights when its seed changes; the trainer's copy of
   // them goes the same way. A changed shape needs nothing here: lowering restarts a layer whose
   // stored weights no longer fit from its seed.
@@ -1269,6 +1289,7 @@ void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
                                    const QString& notice) {
   awaitingTrainer_ = false;
   pendingNotice_ = notice;
+  processWroteWeights_ = false;
   origins_.clear();
   if (!document) return;
   // The canvas is the document still: edits wait while a job runs (GraphModel::setLocked).
@@ -1280,6 +1301,7 @@ void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
     } else {
       o.seed = document->param(id, "seed");
       o.layerState = layerState(*document, id);
+      o.storedWeights.push_back(weightsKey(n.weights));
     }
   }
 }
@@ -1451,8 +1473,9 @@ void TrainingPanel::start(Job job) {
   req.options = currentOptions();
   req.config = currentConfig();
   if ((job == Job::FullTrainStep || job == Job::Fit) && req.config.optimizer.lr == 0)
-    pendingWarning_ = tr("the learning rate is 0, so the optimizer leaves the weights as they "
-                         "are. Set a learning rate in the Training dock (0.001 suits Adam).");
+    pendingWarning_ =
+        tr("the learning rate is 0, so the optimizer leaves the weights as they "
+           "are. Set a learning rate in the Training dock (0.001 suits Adam).");
   req.baseDir =
       projectDir_.isEmpty() ? QDir::currentPath().toStdString() : projectDir_.toStdString();
   cancel_->store(false);
@@ -1983,6 +2006,7 @@ Status TrainingPanel::writeProcessWeights(const QString& trainedPath, int* kept)
   // The studio's own trainer still holds the weights from before the run: the next step builds
   // one from the canvas, which now holds the run's.
   forgetTrainer();
+  processWroteWeights_ = true;
   emit weightsStateChanged();
   return Status();
 }

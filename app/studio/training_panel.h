@@ -311,7 +311,14 @@ class TrainingPanel : public QWidget {
     std::optional<dw::Param> seed;
     std::vector<std::map<std::string, dw::Param>> initializer;
     std::string layerState;  // layerState() of a layer when the trainer was built
+    // A layer's stored weights (weightsKey) when the trainer was built and as writes of the
+    // trainer's values left them: other ones (an undo of a Fit across processes' write) are
+    // the canvas's to keep, not the trainer's to replace.
+    std::vector<size_t> storedWeights;
   };
+  static size_t weightsKey(const std::map<std::string, std::string>& weights);
+  // A Fit across processes wrote its weights into the graph, and no trainer was built since.
+  bool processWroteWeights_ = false;
   // A layer's trained values by the state they were trained in (layerState: its parameters and
   // the types of its inputs), kept when a trainer is replaced. An edit that changes a layer's
   // shape restarts the layer from its seed; undoing the edit (or typing the old value back)

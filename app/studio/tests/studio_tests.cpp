@@ -2262,6 +2262,24 @@ class StudioTest : public QObject {
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     QVERIFY2(panel->lastResult().contains("Fit stopped"), qPrintable(panel->lastResult()));
     QVERIFY(m->graph().node(hidden)->weights != after);
+
+    // An Eval Step builds a trainer from the stopped run's weights; undoing their write still
+    // takes them away from what it evaluates and what Save writes (a trial's Eval Step and
+    // export kept them).
+    panel->processesBox()->setValue(1);
+    const auto written = m->graph().node(hidden)->weights;
+    const QString fromStopped = predicted(panel);
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(m->undoStack()->undoText().startsWith("Write trained weights"),
+             qPrintable(m->undoStack()->undoText()));
+    m->undoStack()->undo();
+    QVERIFY(m->graph().node(hidden)->weights != written);
+    panel->evalStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY(predicted(panel) != fromStopped);
+    QVERIFY(panel->syncWeights().ok());  // what Save and Export do first
+    QVERIFY(m->graph().node(hidden)->weights != written);
   }
 
   // Save Checkpoint writes what `deepwire train --resume` continues from, and Load Checkpoint
