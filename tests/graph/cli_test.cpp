@@ -447,15 +447,24 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
       << out;
 }
 
+// The MLP example exported into `dir` as mlp.onnx; "" (and a failure) if the export fails.
+std::string exportedMlp(const std::filesystem::path& dir) {
+  const std::string path = (dir / "mlp.onnx").string();
+  int code = 0;
+  const std::string out =
+      run("export " + test::example("fashion_mnist_mlp.dwproj") + " -o " + path, &code);
+  EXPECT_EQ(code, 0) << out;
+  return code == 0 ? path : std::string();
+}
+
 // train on an ONNX file says that training needs a project and how to make one; out-of-range
 // numbers read as a person would write them.
 TEST(Cli, TrainExplainsWhatItNeeds) {
   auto dir = test::tempDir();
-  const std::string onnxPath = (dir / "mlp.onnx").string();
+  const std::string onnxPath = exportedMlp(dir);
+  ASSERT_FALSE(onnxPath.empty());
   int code = 0;
-  std::string out =
-      run("export " + test::example("fashion_mnist_mlp.dwproj") + " -o " + onnxPath, &code);
-  ASSERT_EQ(code, 0) << out;
+  std::string out;
   out = run("train " + onnxPath + " 2>&1", &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("is an ONNX model; training needs a project (.dwproj)"), std::string::npos)
@@ -479,11 +488,10 @@ TEST(Cli, TrainExplainsWhatItNeeds) {
 // export named with a model says how to make a project of it.
 TEST(Cli, ImportAndExportSayWhichFileIsWhich) {
   auto dir = test::tempDir();
-  const std::string onnxPath = (dir / "mlp.onnx").string();
+  const std::string onnxPath = exportedMlp(dir);
+  ASSERT_FALSE(onnxPath.empty());
   int code = 0;
-  std::string out =
-      run("export " + test::example("fashion_mnist_mlp.dwproj") + " -o " + onnxPath, &code);
-  ASSERT_EQ(code, 0) << out;
+  std::string out;
   const auto before = std::filesystem::file_size(onnxPath);
   out = run("import " + onnxPath + " -o " + onnxPath + " 2>&1", &code);
   EXPECT_EQ(code, 2) << out;

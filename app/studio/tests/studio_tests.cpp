@@ -1036,11 +1036,7 @@ class StudioTest : public QObject {
       QFile::remove(MainWindow::autosavePath(project));
       auto* panel = w.training();
       panel->batchSizeBox()->setValue(24);
-      for (int i = 0; i < 2; ++i) {
-        panel->fullTrainStepButton()->click();
-        QVERIFY(waitIdle(panel));
-        QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
-      }
+      QVERIFY(fullTrainSteps(panel, 2));
       trained = outputsOf(predicted(panel));
       QVERIFY(!trained.isEmpty());
       QVERIFY(w.model()->undoStack()->isClean());  // no edit: only training and a setting
@@ -1575,11 +1571,7 @@ class StudioTest : public QObject {
     const QString fresh3 = predicted(panel);
     QVERIFY2(!fresh7.isEmpty() && fresh7 != fresh3, qPrintable(fresh7 + panel->lastError()));
     panel->learningRateBox()->setValue(5);
-    for (int i = 0; i < 3; ++i) {
-      panel->fullTrainStepButton()->click();
-      QVERIFY(waitIdle(panel));
-      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
-    }
+    QVERIFY(fullTrainSteps(panel, 3));
     QVERIFY(predicted(panel) != fresh3);
     panel->learningRateBox()->setValue(0.05);
     setSeeds(7);
@@ -1670,11 +1662,7 @@ class StudioTest : public QObject {
     auto* panel = w.training();
     auto* m = w.model();
     panel->batchSizeBox()->setValue(16);
-    for (int i = 0; i < 3; ++i) {
-      panel->fullTrainStepButton()->click();
-      QVERIFY(waitIdle(panel));
-      QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
-    }
+    QVERIFY(fullTrainSteps(panel, 3));
     const QString trained = outputsOf(predicted(panel));
     QVERIFY(!trained.isEmpty());
     const dw::NodeId hidden = findByName(m->graph(), "hidden");
@@ -2296,11 +2284,7 @@ class StudioTest : public QObject {
       buildRegression(w, dir.path(), 256, true);
       auto* panel = w.training();
       panel->optimizerBox()->setCurrentIndex(panel->optimizerBox()->findText("adam"));
-      for (int i = 0; i < 2; ++i) {
-        panel->fullTrainStepButton()->click();
-        QVERIFY(waitIdle(panel));
-        QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
-      }
+      QVERIFY(fullTrainSteps(panel, 2));
       QCOMPARE(panel->trainerCounters()->optimizerSteps, 2);
       QVERIFY(panel->saveCheckpoint(dir.filePath("studio")).ok());
       QVERIFY(w.saveTo(project));  // with Adam, which the checkpoint's state is for
@@ -2391,6 +2375,17 @@ class StudioTest : public QObject {
   }
 
   // Predict's summary (the first batch's outputs), or "" with the error.
+  // `n` Full Train Steps, each ending without an error (the first one's is printed).
+  static bool fullTrainSteps(dw::studio::TrainingPanel* panel, int n) {
+    for (int i = 0; i < n; ++i) {
+      panel->fullTrainStepButton()->click();
+      if (!waitIdle(panel) || !panel->lastError().isEmpty()) {
+        qWarning("Full Train Step %d: %s", i + 1, qPrintable(panel->lastError()));
+        return false;
+      }
+    }
+    return true;
+  }
   static QString predicted(dw::studio::TrainingPanel* panel) {
     panel->predictButton()->click();
     if (!waitIdle(panel) || !panel->lastError().isEmpty()) return QString();
