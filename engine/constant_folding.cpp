@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/onnx_attrs.h"
 #include "engine/plan.h"
 #include "engine/session.h"
 #include "engine/tensor.h"
@@ -50,12 +51,6 @@ onnx::TensorProto int64Tensor(const std::string& name, const std::vector<int64_t
   if (!scalar) t.add_dims(static_cast<int64_t>(values.size()));
   for (int64_t v : values) t.add_int64_data(v);
   return t;
-}
-
-const onnx::AttributeProto* attribute(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
 }
 
 // Runs `nodes`, whose inputs are all in `known`, in one session of their own (unfused, one
@@ -161,8 +156,8 @@ std::optional<onnx::ModelProto> foldConstants(const onnx::ModelProto& model,
         const int64_t rank = static_cast<int64_t>(dims.size());
         int64_t start = 0, end = rank;
         if (opset >= 15) {
-          if (const auto* a = attribute(node, "start")) start = a->i();
-          if (const auto* a = attribute(node, "end")) end = a->i();
+          if (const auto* a = findAttr(node, "start")) start = a->i();
+          if (const auto* a = findAttr(node, "end")) end = a->i();
         }
         auto clampAxis = [rank](int64_t a) {
           return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank);
@@ -173,7 +168,7 @@ std::optional<onnx::ModelProto> foldConstants(const onnx::ModelProto& model,
         continue;
       }
       if (op == "Constant" && node.output_size() == 1) {
-        if (const auto* a = attribute(node, "value");
+        if (const auto* a = findAttr(node, "value");
             a && a->has_t() && node.attribute_size() == 1 &&
             a->t().data_location() != onnx::TensorProto::EXTERNAL) {
           onnx::TensorProto t = a->t();
