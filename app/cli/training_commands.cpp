@@ -539,14 +539,10 @@ int trainCommand(const TrainArgs& a) {
 int evalCommand(const TrainArgs& a) {
   auto s = prepare(a);
   if (!s) return fail(s.message());
-  // Where the run writes is checked before it trains: a read-only or missing place was found
-  // only once the epoch was done, its training lost.
-  if (!a.checkpoint.empty())
-    if (Status c = Trainer::checkCheckpointDir(a.checkpoint); !c.ok()) return fail(c.message(), 2);
-  for (const std::string* out : {&a.exportOnnx, &a.exportTraining, &a.saveProject})
-    if (!out->empty())
-      if (Status w = writableFile(*out); !w.ok()) return fail(w.message(), 2);
   Trainer& tr = *s->trainer;
+  if (a.checkpoint.empty())
+    std::cerr << "deepwire: no --checkpoint: evaluating the weights the project holds (its "
+                 "layers' seeds where it holds none)\n";
   if (!a.checkpoint.empty()) {
     // The weights are what is evaluated: a checkpoint of another optimizer evaluates too.
     Status ls = tr.loadCheckpoint(a.checkpoint, /*weightsOnly=*/true);

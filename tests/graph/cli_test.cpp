@@ -555,6 +555,24 @@ TEST(Cli, ResumeTakesANewLearningRate) {
   EXPECT_NE(out.find("--seed is not used with --resume"), std::string::npos) << out;
 }
 
+// eval reads its --checkpoint: a missing one is an error and is not made (train's check of
+// where it writes does not apply to it), and without one it says what it scores.
+TEST(Cli, EvalReadsItsCheckpointAndSaysWithoutOne) {
+  auto dir = test::tempDir();
+  const std::string missing = (dir / "nowhere").string();
+  int code = 0;
+  std::string out = run("eval " + test::example("fashion_mnist_mlp.dwproj") +
+                            " --threads 1 --checkpoint " + missing + " 2>&1",
+                        &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  out = run("eval " + test::example("fashion_mnist_mlp.dwproj") + " --threads 1 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("no --checkpoint: evaluating the weights the project holds"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
   const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
   if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";
