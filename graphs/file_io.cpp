@@ -42,6 +42,21 @@ Result<std::string> readFile(const std::string& path) {
   return ss.str();
 }
 
+Status writableDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::error(dir + ": cannot create the folder: " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) return Status::error(dir + ": not a folder");
+  const std::filesystem::path probe = std::filesystem::path(dir) / kWriteProbe;
+  {
+    std::ofstream f(probe);
+    if (!(f << "ok") || !f.flush())
+      return Status::error(dir + ": cannot write there (" + std::strerror(errno) + ")");
+  }
+  std::filesystem::remove(probe, ec);
+  return Status();
+}
+
 Status writeFileAtomic(const std::string& path, const std::string& bytes) {
   const fs::path target(path);
   fs::path dir = target.parent_path();

@@ -16,6 +16,11 @@ namespace dw {
 Status regularFile(const std::string& path);
 Result<std::string> readFile(const std::string& path);
 Status writeFileAtomic(const std::string& path, const std::string& bytes);
+// Folder `dir`, made where missing, takes a file: a run checks where it will write before it
+// works (a read-only or full file system was found after an epoch of training). It writes and
+// removes kWriteProbe there.
+Status writableDir(const std::string& dir);
+constexpr const char* kWriteProbe = ".deepwire-write-test";
 
 Result<onnx::ModelProto> readOnnxFile(const std::string& path);
 Status writeOnnxFile(const onnx::ModelProto& model, const std::string& path);

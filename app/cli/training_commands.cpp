@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -194,18 +193,8 @@ void progressBar(const StepInfo& si, int64_t epochs) {
 // Whether `path` can be written, its folder made where missing (as --checkpoint makes its own).
 Status writableFile(const std::string& path) {
   std::error_code ec;
-  const fs::path parent = fs::absolute(path).parent_path();
-  fs::create_directories(parent, ec);
-  if (ec) return Status::error(path + ": cannot create its folder: " + ec.message());
   if (fs::is_directory(path, ec)) return Status::error(path + ": is a directory; give a file name");
-  const fs::path probe = parent / (".deepwire-write-test-" + fs::path(path).filename().string());
-  {
-    std::ofstream f(probe);
-    if (!(f << "ok") || !f.flush())
-      return Status::error(path + ": cannot write there (" + std::strerror(errno) + ")");
-  }
-  fs::remove(probe, ec);
-  return Status();
+  return writableDir(fs::absolute(path).parent_path().string()).withContext(path);
 }
 
 // The loaded project with the trainer's weights written into it (Initializer values and layers'

@@ -1,8 +1,5 @@
 #include "engine/training/trainer_impl.h"
 
-#include <cerrno>
-#include <cstring>
-
 namespace dw::engine::training {
 
 // ---- Checkpoints ------------------------------------------------------------------------------
@@ -17,8 +14,6 @@ const std::regex& tensorFileName() {
   return kTensorFile;
 }
 
-constexpr const char* kWriteProbe = ".deepwire-write-test";
-
 // Whether `dir` may take a checkpoint: it holds one already, or nothing but tensor files a save
 // wrote (one a kill interrupted before its checkpoint.json). A save removes those files of its
 // earlier saves by name: in a folder of other files it deleted a user's g0_t3.npy.
@@ -27,7 +22,7 @@ Status checkpointDirOk(const std::string& dir) {
   if (fs::exists(fs::path(dir) / "checkpoint.json", ec)) return Status();
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == kWriteProbe) continue;  // checkCheckpointDir's, left by a kill
+    if (name == kWriteProbe) continue;  // writableDir's, left by a kill
     if (!std::regex_match(name, tensorFileName()))
       return Status::error(dir + ": holds " + name +
                            " and no checkpoint.json, so it is no checkpoint directory; give a new "
@@ -94,22 +89,8 @@ Result<TrainerCounters> readCheckpointCounters(const std::string& dir) {
 }
 
 Status Trainer::checkCheckpointDir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::error(dir + ": cannot create checkpoint directory: " + ec.message());
-  if (!fs::is_directory(dir, ec))
-    return Status::error(dir + ": not a directory; give a directory for the checkpoint");
-  DW_RETURN_IF_ERROR(checkpointDirOk(dir));
-  // Found before training rather than after the epoch: a read-only or full file system.
-  const fs::path probe = fs::path(dir) / kWriteProbe;
-  {
-    std::ofstream f(probe);
-    if (!(f << "ok") || !f.flush())
-      return Status::error(dir + ": cannot write there (" + std::strerror(errno) +
-                           "); choose a writable directory for the checkpoint");
-  }
-  fs::remove(probe, ec);
-  return Status();
+  DW_RETURN_IF_ERROR(writableDir(dir).withContext("the checkpoint"));
+  return checkpointDirOk(dir);
 }
 
 Status Trainer::Impl::save(const std::string& dir) const {
