@@ -250,9 +250,10 @@ struct DataPanel::InputRow {
   std::optional<SourceSummary> summary;
   QString error;
   bool inspected = false;
-  int generation = 0;     // the newest inspection; older results are dropped
-  int applied = 0;        // the inspection whose result the row shows
-  QString csvGuessedFor;  // the CSV whose label column was guessed (once per file)
+  int generation = 0;        // the newest inspection; older results are dropped
+  int applied = 0;           // the inspection whose result the row shows
+  QString csvGuessedFor;     // the CSV whose label column was guessed (once per file)
+  QString imagesGuessedFor;  // the image folder whose take was guessed (once per folder)
 
   QGroupBox* box = nullptr;
   QWidget* pathRow[3] = {};
@@ -542,6 +543,7 @@ void DataPanel::rebuildRows(const std::vector<DataInput>& inputs) {
     if (const DataFileSpec* f = find(spec_.train)) {
       r->conv = *f;
       r->paths[kTrain] = qs(f->path);
+      r->imagesGuessedFor = r->paths[kTrain];  // the project's choice stands
     }
     for (auto [split, files] : {std::pair{kValidation, &spec_.validation}, {kTest, &spec_.test}})
       if (const DataFileSpec* f = find(*files)) {
@@ -1099,6 +1101,22 @@ void DataPanel::inspected(InputRow* r, const Result<SourceSummary>& s) {
           r->input.target || input.contains("label") || input.contains("target") || input == "y";
       r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
       inspect(r);  // the features without the label column
+      changed();
+      return;
+    }
+  }
+  // An image folder gives pixels or each image's class: an input of an integer type or a
+  // label-like name takes the class, once per folder, as the user would choose (it was left at
+  // pixels, which an int64 input cannot take). A float target may be an autoencoder's pixels.
+  if (s.ok() && s->format == "images" && r->imagesGuessedFor != r->paths[kTrain]) {
+    r->imagesGuessedFor = r->paths[kTrain];
+    const QString input = qs(r->input.name).toLower();
+    const bool label = !dw::engine::isFloating(r->input.dtype) || input.contains("label") ||
+                       input.contains("target") || input == "y";
+    if (label != r->conv.imageTakeLabel) {
+      r->conv.imageTakeLabel = label;
+      r->imageTake->setCurrentIndex(label ? 1 : 0);
+      inspect(r);
       changed();
       return;
     }

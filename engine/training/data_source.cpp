@@ -343,7 +343,33 @@ SplitSizes splitSizes(int64_t n, double validationSplit, double testSplit) {
   return s;
 }
 
-SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit) {
+// Splits `total` held-out samples between classes in proportion to their sizes (largest
+// remainders get the leftover ones), preferring classes that keep a training sample after it.
+static std::vector<int64_t> classQuotas(const std::vector<int64_t>& sizes,
+                                        const std::vector<int64_t>& taken, int64_t total,
+                                        int64_t n) {
+  std::vector<int64_t> quota(sizes.size());
+  std::vector<std::pair<double, size_t>> rest;
+  int64_t given = 0;
+  for (size_t c = 0; c < sizes.size(); ++c) {
+    const double ideal =
+        static_cast<double>(sizes[c]) * static_cast<double>(total) / static_cast<double>(n);
+    quota[c] = std::min(static_cast<int64_t>(std::floor(ideal)), sizes[c] - taken[c]);
+    given += quota[c];
+    rest.push_back({ideal - static_cast<double>(quota[c]), c});
+  }
+  std::stable_sort(rest.begin(), rest.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const int64_t keep : {int64_t{1}, int64_t{0}})
+    for (const auto& [r, c] : rest) {
+      if (given == total) break;
+      if (sizes[c] - taken[c] - quota[c] > keep) ++quota[c], ++given;
+    }
+  return quota;
+}
+
+SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit,
+                          const std::vector<int64_t>& classes) {
   const SplitSizes sizes = splitSizes(n, validationSplit, testSplit);
   SplitIndices out;
   if (sizes.validation == 0 && sizes.test == 0) {
@@ -354,13 +380,50 @@ SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit) {
   // A constant seed: the held-out samples are a property of the data, not of a run.
   constexpr uint64_t kSplitSeed = 0x5d1e5eedULL;
   const std::vector<int64_t> order = shuffledIndices(n, kSplitSeed, 0);
-  const auto cut1 = static_cast<std::ptrdiff_t>(sizes.train);
-  const auto cut2 = static_cast<std::ptrdiff_t>(sizes.train + sizes.validation);
-  out.train.assign(order.begin(), order.begin() + cut1);
-  out.validation.assign(order.begin() + cut1, order.begin() + cut2);
-  out.test.assign(order.begin() + cut2, order.end());
+  if (static_cast<int64_t>(classes.size()) != n) {
+    const auto cut1 = static_cast<std::ptrdiff_t>(sizes.train);
+    const auto cut2 = static_cast<std::ptrdiff_t>(sizes.train + sizes.validation);
+    out.train.assign(order.begin(), order.begin() + cut1);
+    out.validation.assign(order.begin() + cut1, order.begin() + cut2);
+    out.test.assign(order.begin() + cut2, order.end());
+  } else {
+    std::map<int64_t, size_t> slot;
+    for (const int64_t c : classes) slot.emplace(c, 0);
+    size_t k = 0;
+    for (auto& [c, s] : slot) s = k++;
+    std::vector<int64_t> classSize(slot.size()), none(slot.size());
+    for (const int64_t c : classes) ++classSize[slot[c]];
+    const std::vector<int64_t> test = classQuotas(classSize, none, sizes.test, n);
+    const std::vector<int64_t> validation = classQuotas(classSize, test, sizes.validation, n);
+    // Each class deals its samples in the shuffled order: its test share first, then validation.
+    std::vector<int64_t> dealt(slot.size());
+    for (const int64_t i : order) {
+      const size_t c = slot[classes[static_cast<size_t>(i)]];
+      const int64_t d = dealt[c]++;
+      (d < test[c]                   ? out.test
+       : d < test[c] + validation[c] ? out.validation
+                                     : out.train)
+          .push_back(i);
+    }
+  }
   for (auto* v : {&out.train, &out.validation, &out.test}) std::sort(v->begin(), v->end());
   return out;
+}
+
+std::vector<int64_t> sampleClasses(const Dataset& data) {
+  const int64_t n = data.size();
+  const Tensor* labels = nullptr;
+  for (const auto& [name, t] : data.columns) {
+    const Shape& s = t.shape();
+    const bool perSample = s.size() == 1 || (s.size() == 2 && s[1] == 1);
+    if (!perSample || isFloating(t.dtype()) || t.dtype() == DType::kString ||
+        t.dtype() == DType::kBool || s[0] != n)
+      continue;
+    if (labels) return {};  // two candidates: which one holds the classes is a guess
+    labels = &t;
+  }
+  if (!labels) return {};
+  return labels->toInt64Vector();
 }
 
 // Sources reading one CSV share its label column: the one a source names, or, where a source
@@ -460,7 +523,7 @@ Result<LoadedData> loadData(const DatasetSpec& spec, const std::string& baseDir)
   LoadedData out;
   const SplitIndices split =
       splitIndices(train->size(), spec.validation.empty() ? spec.validationSplit : 0,
-                   spec.test.empty() ? spec.testSplit : 0);
+                   spec.test.empty() ? spec.testSplit : 0, sampleClasses(*train));
   if (split.train.empty())
     return Status::error("train split: " + std::to_string(train->size()) +
                          " samples leave none for training after the validation and test "

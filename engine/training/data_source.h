@@ -82,12 +82,18 @@ struct SplitSizes {
 };
 SplitSizes splitSizes(int64_t n, double validationSplit, double testSplit);
 // Which samples: a fixed permutation of [0, n) (shuffledIndices with a constant seed, the same
-// on every machine and run) deals the held-out samples, so a source stored class by class (an
-// image folder) still gets every class in each split; each split keeps file order.
+// on every machine and run) deals the held-out samples; each split keeps file order. Given each
+// sample's class, every class is held out in proportion to its size (the splits' sizes stay
+// splitSizes'), keeping at least one sample of a class for training where it can: a small
+// image folder dealt at random held out 1 of one class's 9 images and 5 of another's.
 struct SplitIndices {
   std::vector<int64_t> train, validation, test;
 };
-SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit);
+SplitIndices splitIndices(int64_t n, double validationSplit, double testSplit,
+                          const std::vector<int64_t>& classes = {});
+// The class of each sample, for splitIndices: the values of the data's one integer column with
+// one value per sample (the labels); empty where there is no such column or more than one.
+std::vector<int64_t> sampleClasses(const Dataset& data);
 
 struct LoadedData {
   std::shared_ptr<const Dataset> train;

@@ -57,6 +57,46 @@ TEST(DataSource, SplitIndicesDealEveryClassAndNeverChange) {
   EXPECT_EQ(splitIndices(100, 0, 0).train.size(), 100u);
 }
 
+TEST(DataSource, SplitIndicesHoldOutEveryClassInProportion) {
+  // A small image folder: three classes of 9, stored class by class, and a fifth held out. Dealt
+  // at random, one class lost 5 of its 9 to validation and another 1.
+  std::vector<int64_t> classes(27);
+  for (size_t i = 0; i < classes.size(); ++i) classes[i] = int64_t(i / 9);
+  const SplitIndices s = splitIndices(27, 0.2, 0, classes);
+  ASSERT_EQ(s.validation.size(), 5u);  // splitSizes' totals are kept
+  ASSERT_EQ(s.train.size(), 22u);
+  for (int64_t c = 0; c < 3; ++c) {
+    const auto held = std::count_if(s.validation.begin(), s.validation.end(),
+                                    [&](int64_t i) { return classes[size_t(i)] == c; });
+    EXPECT_GE(held, 1) << "class " << c;
+    EXPECT_LE(held, 2) << "class " << c;
+  }
+  std::vector<int64_t> all = s.train;
+  all.insert(all.end(), s.validation.begin(), s.validation.end());
+  std::sort(all.begin(), all.end());
+  for (int64_t i = 0; i < 27; ++i) ASSERT_EQ(all[size_t(i)], i);
+  EXPECT_EQ(splitIndices(27, 0.2, 0, classes).validation, s.validation);  // never changes
+
+  // A class of one sample keeps it for training while others can give the held-out ones.
+  std::vector<int64_t> rare(20, 0);
+  rare[7] = 5;
+  for (size_t i = 10; i < 20; ++i) rare[i] = 1;
+  const SplitIndices r = splitIndices(20, 0.25, 0.1, rare);
+  EXPECT_EQ(r.validation.size(), 5u);
+  EXPECT_EQ(r.test.size(), 2u);
+  EXPECT_NE(std::find(r.train.begin(), r.train.end(), 7), r.train.end());
+}
+
+TEST(DataSource, SampleClassesAreTheOneIntegerColumn) {
+  Dataset d;
+  d.columns["x"] = Tensor::fromVector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(sampleClasses(d).empty());  // no labels: the split is dealt at random
+  d.columns["y"] = Tensor::fromVector(std::vector<int64_t>{3, 1}, {2, 1});
+  EXPECT_EQ(sampleClasses(d), (std::vector<int64_t>{3, 1}));
+  d.columns["z"] = Tensor::fromVector(std::vector<int32_t>{0, 1}, {2});
+  EXPECT_TRUE(sampleClasses(d).empty());  // two candidates: not a guess
+}
+
 TEST(DataSource, LoadDataHoldsOutTheSplitIndices) {
   const std::string dir = tempDir();
   std::vector<float> x(20);
@@ -78,7 +118,9 @@ TEST(DataSource, LoadDataHoldsOutTheSplitIndices) {
   EXPECT_EQ(d->train->size(), 13);
   EXPECT_EQ(d->validation->size(), 4);
   EXPECT_EQ(d->test->size(), 1);
-  const SplitIndices s = splitIndices(18, 0.25, 0.1);
+  // y is the one integer column: the classes the split is dealt by.
+  const SplitIndices s =
+      splitIndices(18, 0.25, 0.1, std::vector<int64_t>(y.begin(), y.begin() + 18));
   for (size_t i = 0; i < 4; ++i)
     EXPECT_EQ(d->validation->columns.at("x").data<float>()[i], float(s.validation[i]));
   EXPECT_EQ(d->test->columns.at("x").data<float>()[0], float(s.test[0]));

@@ -1371,6 +1371,31 @@ class StudioTest : public QObject {
     QCOMPARE(line->toolTip(), data->readiness());
   }
 
+  // A trial's find: an int64 label input given an image folder was left taking pixels, and
+  // said it did not fit. It takes each image's class; a float input keeps the pixels.
+  void imageFolderGivesClassesToALabelInput() {
+    QTemporaryDir dir;
+    const QString pngs = pngClassFolder(dir.path(), 4);
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    buildSmallCnn(w);
+    const dw::NodeId label = findByName(w.model()->graph(), "input_1");
+    QVERIFY(w.model()->setParam(label, "type", dw::Param::makeString("int64[N]")).ok());
+    w.model()->validateNow();
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    for (const char* input : {"input", "input_1"}) {
+      data->pathEdit(input)->setText(pngs);
+      emit data->pathEdit(input)->editingFinished();
+      settle(data);
+    }
+    QCOMPARE(data->imageTakeBox("input_1")->currentIndex(), 1);
+    QCOMPARE(data->imageTakeBox("input")->currentIndex(), 0);
+    QVERIFY2(data->fitLabel("input_1")->text().contains("Fits input 'input_1'"),
+             qPrintable(data->fitLabel("input_1")->text()));
+  }
+
   // An image folder for an Input left at float[N]: the advice names the shape (no dtype
   // conversion can make 1x28x28 pixels one value), and "Change the Input" keeps float, taking
   // only the images' shape, and converts the pixels (1/255), so the Conv2D after it accepts it.
