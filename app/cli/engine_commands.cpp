@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -46,6 +47,8 @@ std::string firstValues(const Tensor& t, int64_t limit = 8) {
     if (i) os << ", ";
     if (t.dtype() == DType::kString)
       os << '"' << t.strings()[i] << '"';
+    else if (isFloating(t.dtype()) && std::isnan(t.getDouble(i)))
+      os << "nan";  // not "-nan": a NaN's sign bit means nothing to a reader
     else if (isFloating(t.dtype()))
       os << std::setprecision(6) << t.getDouble(i);
     else if (t.dtype() == DType::kBool)

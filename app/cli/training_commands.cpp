@@ -603,9 +603,12 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
                 "Use only the first N training samples (0: all, the default)")
       ->check(atLeast(0));
   t->add_flag("--json", train->json, "One JSON object per epoch on stdout");
+  // Implies --json: the per-step lines without the epochs' would be a stream no reader expects,
+  // and ignoring the flag (as it was) printed nothing the user asked for.
   t->add_flag("--json-steps", train->jsonSteps,
-              "With --json, also one per training step: step, epoch, batch, batches, loss and "
-              "the batch's metrics");
+              "Also one JSON object per training step (implies --json): step, epoch, batch, "
+              "batches, loss and the batch's metrics")
+      ->each([train](const std::string&) { train->json = true; });
   t->add_flag("--quiet", train->quiet, "No progress bar");
   t->add_flag("--distributed", train->distributed,
               "Data-parallel across the processes an MPI launcher started (mpirun -np N "

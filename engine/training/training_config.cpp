@@ -1,4 +1,5 @@
 // The project's training section: parsing, defaults and writing it back.
+#include <cmath>
 #include <type_traits>
 
 #include "engine/training/trainer_impl.h"
@@ -25,6 +26,20 @@ class Fields {
     known_.insert(key);
     if (!j_.is_object() || !j_.contains(key) || !error_.ok()) return;
     try {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // The JSON library would truncate 10.5 to 10 and wrap -1 into an unsigned field.
+        const json& v = j_.at(key);
+        const bool whole =
+            v.is_number_integer() ||
+            (v.is_number_float() && std::isfinite(v.get<double>()) &&
+             std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e15);
+        const bool negative = v.is_number() && !v.is_number_unsigned() && v.get<double>() < 0;
+        if (v.is_number() && (!whole || (std::is_unsigned_v<T> && negative))) {
+          error_ = Status::error(path_ + "/" + key + ": expected a whole number" +
+                                 (std::is_unsigned_v<T> ? " >= 0" : "") + ", got " + v.dump());
+          return;
+        }
+      }
       out = j_.at(key).get<T>();
     } catch (const json::type_error&) {
       // What the key takes, in words, not the JSON library's exception text.

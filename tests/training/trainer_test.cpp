@@ -516,6 +516,16 @@ TEST_F(TrainerTest, TrainingSectionParsesAndRoundTrips) {
   bad = parseTrainingConfig(R"({"batch_size": 0})");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("batch_size"), std::string::npos);
+  // A trial's find: 10.5 was read as 10 without a word.
+  bad = parseTrainingConfig(R"({"batch_size": 10.5})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("/training/batch_size: expected a whole number, got 10.5"),
+            std::string::npos)
+      << bad.message();
+  EXPECT_TRUE(parseTrainingConfig(R"({"batch_size": 16.0})").ok());  // whole, as JSON writers do
+  bad = parseTrainingConfig(R"({"epochs": 1e300})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("epochs"), std::string::npos) << bad.message();
 }
 
 // ---- PyTorch golden loss curves --------------------------------------------------------------
@@ -631,7 +641,8 @@ TEST(TrainCli, MlpSubsetLossFallsAndEvalMatchesCheckpoint) {
 }
 
 // --json-steps adds a line per step before each epoch's: the global step counting on across
-// epochs, the epoch, the batch and the epoch's batches, the loss and the batch's metrics.
+// epochs, the epoch, the batch and the epoch's batches, the loss and the batch's metrics. It
+// implies --json (alone, it used to print no JSON at all).
 TEST(TrainCli, JsonStepsLineEveryStep) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "no Fashion-MNIST";
@@ -640,7 +651,7 @@ TEST(TrainCli, JsonStepsLineEveryStep) {
   const std::string cmd =
       std::string("OMP_WAIT_POLICY=passive ") + cli + " train " + DW_SOURCE_DIR +
       "/resources/examples/fashion_mnist_mlp.dwproj --epochs 2 --max-steps 3 "
-      "--threads 1 --json --json-steps --export-onnx " +
+      "--threads 1 --json-steps --export-onnx " +
       (fs::temp_directory_path() / ("dw_json_steps_" + std::to_string(::getpid()) + ".onnx"))
           .string();
   FILE* p = popen(cmd.c_str(), "r");
