@@ -1,6 +1,7 @@
 #include "graphs/file_io.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,50 @@ Status writableDir(const std::string& dir) {
   }
   std::filesystem::remove(probe, ec);
   return Status();
+}
+
+FolderLock& FolderLock::operator=(FolderLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+Result<FolderLock> FolderLock::take(const std::string& dir, const std::string& advice) {
+  const fs::path path = fs::path(dir) / kFolderLock;
+  // The file stays after the run: removing it could let a third run lock a new file while a
+  // second holds the old one.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::error(path.string() + ": cannot open (" + std::strerror(errno) + ")");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK)
+      return Status::error(path.string() + ": cannot lock (" + std::strerror(err) + ")");
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+    holder.erase(
+        std::remove_if(holder.begin(), holder.end(), [](char c) { return c < '0' || c > '9'; }),
+        holder.end());
+    return Status::error(dir + ": another run" +
+                         (holder.empty() ? std::string() : " (process " + holder + ")") +
+                         " is using this folder; " + advice);
+  }
+  // Who holds it, for the message another run gives.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The claim holds without the note.
+  }
+  FolderLock lock;
+  lock.fd_ = fd;
+  return lock;
 }
 
 Status writeFileAtomic(const std::string& path, const std::string& bytes) {

@@ -22,6 +22,26 @@ Status writeFileAtomic(const std::string& path, const std::string& bytes);
 Status writableDir(const std::string& dir);
 constexpr const char* kWriteProbe = ".deepwire-write-test";
 
+// An exclusive claim on folder `dir` for as long as the object lives (an flock on kFolderLock
+// there, which the system drops when the process ends, however it ends: no stale locks). Two
+// runs writing checkpoints into one folder overwrote each other's saves without a word.
+class FolderLock {
+ public:
+  FolderLock() = default;
+  FolderLock(FolderLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FolderLock& operator=(FolderLock&& o) noexcept;
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+  ~FolderLock();
+
+  // The claim, or an error naming the folder, the process that holds it, and `advice`.
+  static Result<FolderLock> take(const std::string& dir, const std::string& advice);
+
+ private:
+  int fd_ = -1;
+};
+constexpr const char* kFolderLock = ".deepwire-lock";
+
 Result<onnx::ModelProto> readOnnxFile(const std::string& path);
 Status writeOnnxFile(const onnx::ModelProto& model, const std::string& path);
 

@@ -222,8 +222,15 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   if (!s) return fail(s.message());
   // Where the run writes is checked before it trains: a read-only or missing place was found
   // only once the epoch was done, its training lost.
-  if (!a.checkpoint.empty())
+  FolderLock checkpointLock;  // held to the end of the run
+  if (!a.checkpoint.empty()) {
     if (Status c = Trainer::checkCheckpointDir(a.checkpoint); !c.ok()) return fail(c.message(), 2);
+    auto lock = FolderLock::take(a.checkpoint,
+                                 "give this run a --checkpoint folder of its own, or wait for "
+                                 "that run to end (--resume may read a folder in use)");
+    if (!lock) return fail(lock.message(), 2);
+    checkpointLock = std::move(*lock);
+  }
   for (const std::string* out : {&a.exportOnnx, &a.exportTraining, &a.saveProject})
     if (!out->empty())
       if (Status w = writableFile(*out); !w.ok()) return fail(w.message(), 2);

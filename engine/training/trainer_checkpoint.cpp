@@ -22,7 +22,7 @@ Status checkpointDirOk(const std::string& dir) {
   if (fs::exists(fs::path(dir) / "checkpoint.json", ec)) return Status();
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == kWriteProbe) continue;  // writableDir's, left by a kill
+    if (name == kWriteProbe || name == kFolderLock) continue;  // a kill's, or a run's claim
     if (!std::regex_match(name, tensorFileName()))
       return Status::error(dir + ": holds " + name +
                            " and no checkpoint.json, so it is no checkpoint directory; give a new "

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/training/trainer.h"
+#include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
 
@@ -872,6 +873,26 @@ TEST_F(TrainerTest, CheckpointsGoOnlyWhereCheckpointsAre) {
   EXPECT_TRUE(Trainer::checkCheckpointDir(fresh.string()).ok());
   ASSERT_TRUE((*t)->saveCheckpoint(fresh.string()).ok());
   EXPECT_TRUE(Trainer::checkCheckpointDir(fresh.string()).ok());  // a checkpoint already
+}
+
+// Two runs given one --checkpoint folder overwrote each other's saves: the second is refused
+// with who holds it, and the folder is free again once the first lets go.
+TEST_F(TrainerTest, ACheckpointFolderHasOneWriterAtATime) {
+  const fs::path ck = dir_ / "ck";
+  fs::create_directories(ck);
+  {
+    auto first = FolderLock::take(ck.string(), "wait");
+    ASSERT_TRUE(first.ok()) << first.message();
+    auto second = FolderLock::take(ck.string(), "give this run its own folder");
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.message().find("another run (process " + std::to_string(::getpid()) +
+                                    ") is using this folder; give this run its own folder"),
+              std::string::npos)
+        << second.message();
+    // The claim's file is no reason to call the folder foreign.
+    EXPECT_TRUE(Trainer::checkCheckpointDir(ck.string()).ok());
+  }
+  EXPECT_TRUE(FolderLock::take(ck.string(), "wait").ok());
 }
 
 // lda coeff scales the derivative flowing back through a node to its inputs: on a layer, what
