@@ -14,6 +14,22 @@ void DecimatedLine::clear() {
   open_ = 0;
 }
 
+void DecimatedLine::restore(const QList<QPointF>& points, int64_t stride) {
+  clear();
+  stride_ = std::max<int64_t>(1, stride);
+  // Past the cap (a file's line drawn with another cap) pairs merge as they would have.
+  QList<QPointF> kept = points;
+  while (kept.size() > cap_) {
+    QList<QPointF> merged;
+    for (qsizetype i = 0; i + 1 < kept.size(); i += 2)
+      merged.append({kept[i + 1].x(), (kept[i].y() + kept[i + 1].y()) / 2});
+    if (kept.size() % 2 == 1) merged.append(kept.back());
+    kept = merged;
+    stride_ *= 2;
+  }
+  series_->replace(kept);
+}
+
 void DecimatedLine::append(const QList<QPointF>& steps) {
   if (steps.isEmpty()) return;
   // One replace for the whole batch: the series redraws once, not once a step.

@@ -23,6 +23,9 @@ class DecimatedLine {
   void append(const QList<QPointF>& steps);
   void clear();
   int64_t stride() const { return stride_; }
+  // Draws `points` (a line as it was drawn, each the mean of `stride` steps) and continues from
+  // them: the next step starts a new point.
+  void restore(const QList<QPointF>& points, int64_t stride);
 
  private:
   QLineSeries* series_;

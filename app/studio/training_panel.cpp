@@ -15,6 +15,7 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLegendMarker>
@@ -1014,6 +1015,8 @@ void TrainingPanel::loadSettingsFromModel() {
     data_->setSpec(config_.dataset, projectDir_);
   }
   for (auto* series : {testLoss_, testMetric_}) series->setName(evalSetName(config_.dataset));
+  if (const auto c = g.info().sections.find("curves"); c != g.info().sections.end())
+    restoreCurves(c->second);
   updateDataStatus();
   touched_ = false;
   emit settingsChanged();
@@ -1102,6 +1105,8 @@ bool TrainingPanel::settingsToKeep() const {
 }
 
 void TrainingPanel::storeSettingsInModel() {
+  // An empty text leaves the section out of the file (projectToJsonText skips what is no JSON).
+  model_->setSection("curves", curvesJson());
   if (!settingsToKeep()) return;
   model_->setSection("training", trainingConfigToJson(currentConfig()));
   hasSection_ = true;
@@ -1109,11 +1114,10 @@ void TrainingPanel::storeSettingsInModel() {
 
 Graph TrainingPanel::documentToKeep() const {
   Graph g = model_->graph();
-  if (settingsToKeep()) {
-    ModelInfo info = g.info();
-    info.sections["training"] = trainingConfigToJson(currentConfig());
-    g.setInfo(std::move(info));
-  }
+  ModelInfo info = g.info();
+  info.sections["curves"] = curvesJson();
+  if (settingsToKeep()) info.sections["training"] = trainingConfigToJson(currentConfig());
+  g.setInfo(std::move(info));
   // A running job's worker is using the trainer: its weights are read when it has finished.
   if (busy_ || !worker_->trainer_ || !trained_) return g;
   if (auto states = trainedStates(g); states.ok())
@@ -1567,12 +1571,82 @@ void TrainingPanel::onEpoch(qint64 epoch, qint64 step, bool hasTest, double test
       best_->clear();
       best_->append(x, testLoss);
     }
-    if (best_->count() > 0)
-      lossChart_->setTitle(tr("Loss — best epoch %1 of %2 (%3 %4)")
-                               .arg(bestEpoch_)
-                               .arg(lastEpoch_)
-                               .arg(evalSetName(data_->spec()))
-                               .arg(bestLoss_, 0, 'g', 3));
+    showBestInTitle();
+  }
+  rescaleAxes();
+}
+
+void TrainingPanel::showBestInTitle() {
+  if (best_->count() > 0)
+    lossChart_->setTitle(tr("Loss — best epoch %1 of %2 (%3 %4)")
+                             .arg(bestEpoch_)
+                             .arg(lastEpoch_)
+                             .arg(evalSetName(data_->spec()))
+                             .arg(bestLoss_, 0, 'g', 3));
+}
+
+namespace {
+
+const char* const kCurveSeries[] = {"train_loss",  "train_metric",   "eval_loss",
+                                    "eval_metric", "eval_step_loss", "eval_step_metric"};
+
+QJsonArray pointsJson(const QXYSeries* s) {
+  QJsonArray a;
+  for (const QPointF& p : s->points()) a.append(QJsonArray{p.x(), p.y()});
+  return a;
+}
+
+QList<QPointF> pointsFrom(const QJsonValue& v) {
+  QList<QPointF> out;
+  for (const QJsonValue& p : v.toArray()) {
+    const QJsonArray xy = p.toArray();
+    if (xy.size() == 2 && xy[0].isDouble() && xy[1].isDouble())
+      out.append({xy[0].toDouble(), xy[1].toDouble()});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string TrainingPanel::curvesJson() const {
+  const QXYSeries* series[] = {trainLoss_,  trainMetric_, testLoss_,
+                               testMetric_, evalLoss_,    evalMetric_};
+  QJsonObject o;
+  bool any = false;
+  for (size_t i = 0; i < std::size(series); ++i) {
+    any = any || series[i]->count() > 0;
+    if (series[i]->count() > 0) o[kCurveSeries[i]] = pointsJson(series[i]);
+  }
+  if (!any) return std::string();
+  o["train_stride"] = qint64(trainLossLine_->stride());
+  o["train_metric_stride"] = qint64(trainMetricLine_->stride());
+  o["last_step"] = lastStep_;
+  o["last_epoch"] = lastEpoch_;
+  if (best_->count() > 0)
+    o["best"] = QJsonObject{
+        {"epoch", bestEpoch_}, {"loss", bestLoss_}, {"step", best_->points().front().x()}};
+  return QJsonDocument(o).toJson(QJsonDocument::Compact).toStdString();
+}
+
+void TrainingPanel::restoreCurves(const std::string& text) {
+  clearCharts();
+  const QJsonObject o = QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+  if (o.isEmpty()) return;  // a hand-edited or damaged section costs the charts, not the load
+  trainLossLine_->restore(pointsFrom(o["train_loss"]), o["train_stride"].toInteger(1));
+  trainMetricLine_->restore(pointsFrom(o["train_metric"]), o["train_metric_stride"].toInteger(1));
+  QXYSeries* rest[] = {testLoss_, testMetric_, evalLoss_, evalMetric_};
+  for (size_t i = 0; i < std::size(rest); ++i) rest[i]->replace(pointsFrom(o[kCurveSeries[i + 2]]));
+  lastStep_ = std::max<qint64>(0, o["last_step"].toInteger());
+  lastEpoch_ = std::max<qint64>(0, o["last_epoch"].toInteger());
+  // The next trainer counts from 0: its steps and epochs go on from these.
+  stepOffset_ = lastStep_;
+  epochOffset_ = lastEpoch_;
+  const QJsonObject best = o["best"].toObject();
+  if (best["loss"].isDouble() && best["step"].isDouble()) {
+    bestLoss_ = best["loss"].toDouble();
+    bestEpoch_ = best["epoch"].toInteger();
+    best_->append(best["step"].toDouble(), bestLoss_);
+    showBestInTitle();
   }
   rescaleAxes();
 }

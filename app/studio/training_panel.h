@@ -96,7 +96,8 @@ class TrainingPanel : public QWidget {
   // The inference model of the canvas, with the data conversion in front of its inputs unless
   // `withDataConversion` is false, checked.
   dw::Result<onnx::ModelProto> exportInferenceModel(bool withDataConversion);
-  // Writes the dock's settings into the project's "training" section (before a save).
+  // Writes the dock's settings into the project's "training" section, and the charts' curves
+  // into its "curves" section (before a save).
   void storeSettingsInModel();
   // The document as a save would write it, leaving the document itself alone: the dock's
   // settings in its training section and, unless a job is using the trainer, the trained
@@ -189,6 +190,12 @@ class TrainingPanel : public QWidget {
   // epoch < 0: an Eval Step (one batch), charted apart from a Fit's per-epoch evaluation.
   void onEpoch(qint64 epoch, qint64 step, bool hasTest, double testLoss, double testAcc);
   void clearCharts();
+  // The charts as the project keeps them (a reopened project showed empty charts, its training
+  // history lost): the drawn points of each line, the best epoch, and where steps and epochs
+  // stood, so the next training continues to the right. "" when nothing is charted.
+  std::string curvesJson() const;
+  void restoreCurves(const std::string& text);
+  void showBestInTitle();
   // --- Fit across processes (mpirun) ---
   void startProcessFit();
   void readProcessOutput();

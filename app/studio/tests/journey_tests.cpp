@@ -329,6 +329,23 @@ class JourneyTest : public QObject {
     QCOMPARE(panel->seriesPoints("train loss"), 0);
     QCOMPARE(panel->seriesPoints("validation metric"), 0);
     QVERIFY(!panel->hasUnsyncedWeights());
+
+    // The saved project brings its curves back (a reopened project showed empty charts), and
+    // the next step is drawn to the right of them.
+    QVERIFY(w.openFile(saved.filePath("edited.dwproj")));
+    QCOMPARE(panel->seriesPoints("train loss"), 339);
+    QCOMPARE(panel->seriesPoints("train metric"), 339);
+    QCOMPARE(panel->seriesPoints("validation loss"), 1);
+    QCOMPARE(panel->seriesPoints("eval step loss"), 1);
+    QVERIFY2(panel->lossChart()->title().contains("best epoch 1 of 1"),
+             qPrintable(panel->lossChart()->title()));
+    QVERIFY(!w.isWindowModified());
+    QTest::mouseClick(panel->trainStepButton(), Qt::LeftButton);
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(panel->seriesPoints("train loss"), 340);
+    QVERIFY(static_cast<QValueAxis*>(panel->lossChart()->axes(Qt::Horizontal).first())->max() >=
+            340);
   }
 
   // A CSV table and an image folder, each from an empty canvas to a fitted model.

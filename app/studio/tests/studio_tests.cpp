@@ -162,6 +162,21 @@ class StudioTest : public QObject {
     line.append({{1.0, 5.0}, {2.0, 6.0}});
     QCOMPARE(series.count(), 2);
     QCOMPARE(line.stride(), int64_t(1));
+
+    // A saved line comes back as drawn and goes on: the next step is a point of its own.
+    line.restore({{4, 1}, {8, 2}, {12, 3}}, 4);
+    QCOMPARE(series.count(), 3);
+    QCOMPARE(line.stride(), int64_t(4));
+    line.append({{13, 7}});
+    QCOMPARE(series.count(), 4);
+    QCOMPARE(series.points().back(), QPointF(13, 7));
+    // One drawn with a larger cap merges pairs to fit this one's.
+    QList<QPointF> many;
+    for (int i = 1; i <= 20; ++i) many.append({double(i), double(i)});
+    line.restore(many, 1);
+    QVERIFY(series.count() <= 8);
+    QCOMPARE(line.stride(), int64_t(4));
+    QCOMPARE(series.points().front(), QPointF(4, 2.5));
   }
 
   void paletteFiltersAndDoubleClickPlaces() {
