@@ -1381,10 +1381,19 @@ void TrainingPanel::onCheckpointLoaded(const QString& summary,
     error_->show();
     return;
   }
-  // Undo takes the weights out of the graph, not out of the trainer (as after any step): say
-  // what starts again from the graph's.
+  // The graph's values from before the load are no longer the trainer's: an Undo of the load
+  // brings them back for the next trainer to start from (a trial's undo kept training the
+  // checkpoint's weights). Values the load did not change stay the trainer's.
+  for (auto& [id, o] : origins_)
+    if (const Node* n = model_->graph().node(id)) {
+      if (n->type == "Initializer")
+        o.initializer = {n->params};
+      else
+        o.storedWeights = {weightsKey(n->weights)};
+    }
   result_->setText(summary + tr("; its weights are in the graph, and the next step or Fit goes "
-                                "on with its optimizer state (Reset Weights starts afresh)"));
+                                "on with its optimizer state (Undo goes back to the weights "
+                                "before it; Reset Weights starts afresh)"));
 }
 
 Status TrainingPanel::resetWeights() {

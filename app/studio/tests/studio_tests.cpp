@@ -2383,6 +2383,20 @@ class StudioTest : public QObject {
     QCOMPARE(panel->seriesPoints("train loss"), 2);
     QCOMPARE(panel->seriesPoints("validation loss"), 2);
     QCOMPARE(panel->trainerCounters()->optimizerSteps, c->optimizerSteps);
+    // Undo goes back to before the load: the graph's earlier weights, which the next step
+    // trains from a fresh start and Save keeps (a trial's undo went on with the checkpoint's).
+    const auto loaded = m->graph().node(hidden)->weights;
+    const auto beforeLoad = [&] {
+      m->undoStack()->undo();
+      return m->graph().node(hidden)->weights;
+    }();
+    QVERIFY(beforeLoad != loaded);
+    QVERIFY2(w.saveTo(dir.filePath("undone.dwproj")), qPrintable(w.lastError()));
+    QCOMPARE(m->graph().node(hidden)->weights, beforeLoad);
+    panel->fullTrainStepButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QCOMPARE(panel->trainerCounters()->optimizerSteps, 1);
   }
 
  private:
