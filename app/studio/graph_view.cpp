@@ -151,6 +151,12 @@ void GraphView::fitToView(qreal minZoom) {
 
 void GraphView::showItem(const QGraphicsItem* item) {
   pendingFit_.reset();
+  // Zoomed out past reading (a large model fitted whole), the node found was a speck that
+  // said nothing: it comes in to the readable zoom. A closer zoom is the user's and stays.
+  if (zoom() < kReadableZoom) {
+    const qreal f = kReadableZoom / zoom();
+    scale(f, f);
+  }
   centerOn(item);
 }
 

@@ -24,7 +24,8 @@ class GraphView : public QGraphicsView {
   // redone when the view changes size before the user zooms, pans or clicks (a file opened at
   // start-up is fitted before the docks have their sizes).
   void fitToView(qreal minZoom = 0);
-  // Centres `item` (Find, a problem clicked), keeping the zoom.
+  // Centres `item` (Find, a problem clicked), zooming in to kReadableZoom where the view is
+  // further out, and otherwise keeping the zoom.
   void showItem(const QGraphicsItem* item);
   // The pointer's place on the canvas, or nothing when it is not over the canvas.
   std::optional<QPointF> pointerScenePos() const;

@@ -1262,6 +1262,9 @@ bool MainWindow::findNext(int step) {
   const Node* found = matches[size_t(at)];
   lastFound_ = found->id;
   findCount_->setText(tr("%1 of %2").arg(at + 1).arg(n));
+  // Typing on past a miss: the bar's "No node ..." was left under the match found.
+  showStatus(
+      tr("Found %1 (%2), %3 of %4").arg(qs(found->name), qs(found->type)).arg(at + 1).arg(n));
   scene_->selectOnly({found->id});
   if (NodeItem* item = scene_->nodeItem(found->id)) view_->showItem(item);
   return true;

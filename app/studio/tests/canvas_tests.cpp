@@ -725,6 +725,20 @@ class CanvasTest : public QObject {
     QTest::keyClicks(edit, "no such node");
     QVERIFY(!w.findNext());
     QVERIFY2(w.statusMessage().contains("No node"), qPrintable(w.statusMessage()));
+    // Typed on to a match, the miss is no longer what the bar says.
+    edit->clear();
+    QTest::keyClicks(edit, "relu");
+    QVERIFY2(w.statusMessage().startsWith("Found"), qPrintable(w.statusMessage()));
+    // Zoomed out past reading, the match comes in to a zoom where it can be read; nearer, the
+    // user's zoom stays.
+    w.view()->zoomBy(0.2 / w.view()->zoom());
+    QVERIFY(w.findNext());
+    QCOMPARE(w.view()->zoom(), dw::studio::GraphView::kReadableZoom);
+    QVERIFY(centred(w.scene()->selectedNodes().front()));
+    w.view()->zoomBy(2.0);
+    const qreal near = w.view()->zoom();
+    QVERIFY(w.findNext());
+    QCOMPARE(w.view()->zoom(), near);
     QTest::keyClick(edit, Qt::Key_Escape);
     QVERIFY(!edit->isVisible());
     // In the Edit menu, with Save As's shortcut there too.
