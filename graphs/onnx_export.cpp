@@ -431,7 +431,11 @@ class Lowering {
     }
 
     std::string weight(const std::string& suffix, const std::vector<int64_t>& shape,
-                       const WeightFill& fill, const std::string& status) override {
+                       const WeightFill& fill, const std::string& asked) override {
+      // A layer switched to trainable false freezes what would train; its constants stay.
+      const bool frozen =
+          asked == "Trainable" && spec().param("trainable") && !param("trainable").asBool();
+      const std::string status = frozen ? "Frozen" : asked;
       FillSpec f;
       f.fill = fill.fill;
       f.value = fill.value;

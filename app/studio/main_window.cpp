@@ -417,6 +417,12 @@ void MainWindow::createActions() {
       findNext(-1);
   });
 
+  make("freezeSelected", tr("&Freeze Selected Weights"), QKeySequence(), [this] {
+    setSelectionTrainable(false);
+  })->setToolTip(tr("Training leaves the selected layers' and Initializers' weights as they are"));
+  make("unfreezeSelected", tr("&Unfreeze Selected Weights"), QKeySequence(), [this] {
+    setSelectionTrainable(true);
+  })->setToolTip(tr("Training updates the selected layers' and Initializers' weights again"));
   make("writeWeights", tr("&Write Weights to the Graph"), QKeySequence(), [this] {
     training_->writeWeightsButton()->click();
   })->setToolTip(training_->writeWeightsButton()->toolTip());
@@ -527,6 +533,9 @@ void MainWindow::createMenus() {
   trainingMenu->setToolTipsVisible(true);
   trainingMenu->addAction(action("writeWeights"));
   trainingMenu->addAction(action("resetWeights"));
+  trainingMenu->addSeparator();
+  trainingMenu->addAction(action("freezeSelected"));
+  trainingMenu->addAction(action("unfreezeSelected"));
   trainingMenu->addSeparator();
   trainingMenu->addAction(action("loadCheckpoint"));
   trainingMenu->addAction(action("saveCheckpoint"));
@@ -1268,6 +1277,56 @@ bool MainWindow::findNext(int step) {
   scene_->selectOnly({found->id});
   if (NodeItem* item = scene_->nodeItem(found->id)) view_->showItem(item);
   return true;
+}
+
+int MainWindow::setSelectionTrainable(bool trainable) {
+  if (model_->locked()) {  // a run trains the model it started with
+    showStatus(
+        tr("Training is running on this model: press Stop, or wait for it to finish, "
+           "before changing which weights train"));
+    return 0;
+  }
+  const Graph& g = model_->graph();
+  std::vector<Node> after;
+  int layers = 0, initializers = 0;
+  for (NodeId id : scene_->selectedNodes()) {
+    const Node* n = g.node(id);
+    const NodeSpec* spec = n ? g.spec(*n) : nullptr;
+    if (!spec) continue;
+    Node changed = *n;
+    if (spec->kind == NodeKind::Layer && spec->param("trainable")) {
+      if (g.param(id, "trainable")->asBool() == trainable) continue;
+      if (trainable)
+        changed.params.erase("trainable");  // the default
+      else
+        changed.params["trainable"] = Param::makeBool(false);
+      ++layers;
+    } else if (spec->kind == NodeKind::Initializer && spec->param("status")) {
+      const std::string status = g.param(id, "status")->asString();
+      if (status != (trainable ? "Frozen" : "Trainable")) continue;  // Constant stays
+      changed.params["status"] = Param::makeString(trainable ? "Trainable" : "Frozen");
+      ++initializers;
+    } else {
+      continue;
+    }
+    after.push_back(std::move(changed));
+  }
+  if (after.empty()) {
+    showStatus(trainable ? tr("Nothing to unfreeze: select frozen layers or Initializers")
+                         : tr("Nothing to freeze: select layers or Initializers whose weights "
+                              "train"));
+    return 0;
+  }
+  const QString what = tr("%1 layer(s) and %2 Initializer(s)").arg(layers).arg(initializers);
+  if (Status st =
+          model_->applyNodeStates(after, trainable ? tr("Unfreeze weights") : tr("Freeze weights"));
+      !st.ok()) {
+    showError(trainable ? tr("Unfreeze") : tr("Freeze"), qs(st.message()));
+    return 0;
+  }
+  showStatus(trainable ? tr("Unfroze %1: training updates their weights").arg(what)
+                       : tr("Froze %1: training leaves their weights as they are").arg(what));
+  return int(after.size());
 }
 
 void MainWindow::selectAll() {

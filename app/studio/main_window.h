@@ -119,6 +119,10 @@ class MainWindow : public QMainWindow {
   void duplicateSelection();
   void deleteSelection();
   void selectAll();
+  // Training > Freeze/Unfreeze Selected: the selected layers' trainable and the selected
+  // Initializers' status (Trainable <-> Frozen) in one undo step, for fine-tuning a model's
+  // many weights at once. How many nodes changed; the status bar says what happened.
+  int setSelectionTrainable(bool trainable);
   // Find (Ctrl+F): the bar over the canvas where a node's name or type is typed; Enter or F3
   // selects and centres the next match, Shift+Enter or Shift+F3 the one before.
   void showFind();

@@ -131,6 +131,12 @@ void add(CatalogueBuilder& cb, LayerDef d) {
   s.inputs = std::move(d.inputs);
   s.outputs = std::move(d.outputs);
   s.params = std::move(d.params);
+  // Every layer, as in Keras (one without weights ignores it): fine-tuning freezes the layers a
+  // model brings and trains those added after them.
+  s.params.push_back(
+      pBool("trainable", true,
+            "Whether training updates this layer's weights. Off, they are frozen: they keep their "
+            "values (running statistics of a normalization layer still follow the data)."));
   s.typeConstraints = {floatTypes()};
   s.lower = d.lower;
   s.aliases = std::move(d.aliases);

@@ -898,10 +898,12 @@ TEST_F(TrainerTest, ACheckpointFolderHasOneWriterAtATime) {
 // lda coeff scales the derivative flowing back through a node to its inputs: on a layer, what
 // it sends out of itself. Its own weights keep learning (a trial's Dense at 0 stopped learning
 // itself, with everything before it).
-TEST(TrainerLda, ALayersCoefficientScalesWhatLeavesItNotItsWeights) {
+// x -> Dense "first" (8, tanh) -> Dense "head" (3) -> Output Train, with `first`'s extra
+// parameters and `head`'s lda coeff.
+json twoDenseProject(const json& firstExtra, double headLda) {
   json p = {{"format", "deepwire-project"},
             {"version", 1},
-            {"model", {{"ir_version", 8}, {"opsets", {{"ai.onnx", 17}}}, {"graph_name", "lda"}}}};
+            {"model", {{"ir_version", 8}, {"opsets", {{"ai.onnx", 17}}}, {"graph_name", "two"}}}};
   auto node = [&](int id, const std::string& dom, const std::string& type, const std::string& name,
                   json params) {
     json n = {{"id", id},
@@ -914,33 +916,65 @@ TEST(TrainerLda, ALayersCoefficientScalesWhatLeavesItNotItsWeights) {
     return p["nodes"].size() - 1;
   };
   node(1, "deepwire", "Input", "x", {{"type", "float[N,4]"}});
-  node(2, "deepwire.layers", "Dense", "first", {{"units", 8}, {"activation", "tanh"}});
+  json first = {{"units", 8}, {"activation", "tanh"}};
+  first.update(firstExtra);
+  node(2, "deepwire.layers", "Dense", "first", first);
   const size_t head = node(3, "deepwire.layers", "Dense", "head", {{"units", 3}});
-  p["nodes"][head]["lda_coeff"] = 0.0;
+  if (headLda != 1.0) p["nodes"][head]["lda_coeff"] = headLda;
   node(4, "deepwire", "Input", "label", {{"type", "int64[N]"}});
   node(5, "deepwire.layers", "Output Train", "logits",
        {{"loss", "SparseCategoricalCrossentropy"}, {"from_logits", true}});
   for (auto [from, to, port] :
        std::vector<std::array<int, 3>>{{1, 2, 0}, {2, 3, 0}, {3, 5, 0}, {4, 5, 1}})
     p["links"].push_back({{"from", {from, 0}}, {"to", {to, port}}});
+  return p;
+}
+
+// How many of each layer's weights three SGD steps change: {first, head}.
+std::pair<int, int> weightsChanged(const json& project) {
   OptimizerConfig sgd;
   sgd.type = "sgd";
   sgd.lr = 0.1;
-  auto t = makeTrainer(p.dump(), sgd);
-  ASSERT_TRUE(t.ok()) << t.message();
+  auto t = makeTrainer(project.dump(), sgd);
+  EXPECT_TRUE(t.ok()) << t.message();
+  if (!t.ok()) return {-1, -1};
   std::map<std::string, std::vector<float>> before;  // copies: a Tensor copy shares its data
   for (const auto& [name, w] : (*t)->weights()) before[name] = values(w);
   const auto data = blobs(32);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->fullTrainStep(firstBatch(*data, 16)).ok());
-  const auto& after = (*t)->weights();
-  int changedHead = 0, changedFirst = 0;
-  for (const auto& [name, w] : after) {
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE((*t)->fullTrainStep(firstBatch(*data, 16)).ok());
+  int first = 0, head = 0;
+  for (const auto& [name, w] : (*t)->weights()) {
     const bool changed = values(w) != before.at(name);
-    if (name.rfind("head", 0) == 0) changedHead += changed;
-    if (name.rfind("first", 0) == 0) changedFirst += changed;
+    if (name.rfind("head", 0) == 0) head += changed;
+    if (name.rfind("first", 0) == 0) first += changed;
   }
-  EXPECT_EQ(changedHead, 2) << "the head's kernel and bias learn";
-  EXPECT_EQ(changedFirst, 0) << "nothing before the head learns through it";
+  return {first, head};
+}
+
+TEST(TrainerLda, ALayersCoefficientScalesWhatLeavesItNotItsWeights) {
+  const auto [first, head] = weightsChanged(twoDenseProject(json::object(), 0.0));
+  EXPECT_EQ(head, 2) << "the head's kernel and bias learn";
+  EXPECT_EQ(first, 0) << "nothing before the head learns through it";
+}
+
+// A layer's trainable switched off freezes its weights (fine-tuning), and the layers after it
+// still learn; its export still lists them, as Frozen.
+TEST(TrainerFreeze, ALayerThatIsNotTrainableKeepsItsWeights) {
+  const json frozen = twoDenseProject({{"trainable", false}}, 1.0);
+  const auto [first, head] = weightsChanged(frozen);
+  EXPECT_EQ(first, 0) << "a frozen layer's kernel and bias stay";
+  EXPECT_EQ(head, 2);
+  EXPECT_EQ(weightsChanged(twoDenseProject(json::object(), 1.0)).first, 2);
+  auto g = projectFromJsonText(frozen.dump(), "frozen.dwproj");
+  ASSERT_TRUE(g.ok()) << g.message();
+  auto m = exportOnnx(*g);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->graph().initializer_size(), 4);
+  json layout;
+  for (const auto& p : m->metadata_props())
+    if (p.key() == kLayoutMetadataKey) layout = json::parse(p.value());
+  EXPECT_EQ(layout["nodes"]["initializer:first.kernel"].value("status", ""), "Frozen");
+  EXPECT_EQ(layout["nodes"]["initializer:head.kernel"].value("status", "Trainable"), "Trainable");
 }
 
 TEST_F(TrainerTest, CheckpointKeepsEvalStepMetrics) {

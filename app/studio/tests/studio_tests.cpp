@@ -1386,6 +1386,48 @@ class StudioTest : public QObject {
     QCOMPARE(line->toolTip(), data->readiness());
   }
 
+  // Training > Freeze Selected Weights: every selected layer (and Initializer) at once, in one
+  // undo step; a trial found no way to freeze a model's many layers but one by one.
+  void freezeSelectedWeightsInOneStep() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.openFile(example("fashion_mnist_mlp.dwproj")));
+    const dw::Graph& g = w.model()->graph();
+    auto frozenLayers = [&] {  // layers and Initializers
+      int n = 0;
+      for (const auto& [id, node] : g.nodes())
+        if (const auto p = g.param(id, "trainable"); p && !p->asBool())
+          ++n;
+        else if (const auto st = g.param(id, "status"); st && st->asString() == "Frozen")
+          ++n;
+      return n;
+    };
+    QCOMPARE(frozenLayers(), 0);
+    QCOMPARE(w.setSelectionTrainable(false), 0);  // nothing selected
+    QVERIFY2(w.statusMessage().contains("Nothing to freeze"), qPrintable(w.statusMessage()));
+    w.selectAll();
+    const int changed = w.setSelectionTrainable(false);
+    QVERIFY(changed >= 2);
+    QCOMPARE(frozenLayers(), changed);
+    QVERIFY2(w.statusMessage().startsWith("Froze"), qPrintable(w.statusMessage()));
+    QCOMPARE(w.setSelectionTrainable(false), 0);  // already frozen
+    w.model()->undoStack()->undo();
+    QCOMPARE(frozenLayers(), 0);
+    w.model()->undoStack()->redo();
+    QCOMPARE(frozenLayers(), changed);
+    QCOMPARE(w.setSelectionTrainable(true), changed);
+    QCOMPARE(frozenLayers(), 0);
+    QVERIFY(w.action("freezeSelected") && w.action("unfreezeSelected"));
+    // A layer: its trainable parameter.
+    const dw::NodeId dense = addNode(w, "deepwire.layers", "Dense", 900, 600);
+    w.scene()->selectOnly({dense});
+    QCOMPARE(w.setSelectionTrainable(false), 1);
+    QVERIFY(!g.param(dense, "trainable")->asBool());
+    QCOMPARE(w.setSelectionTrainable(true), 1);
+    QVERIFY(g.param(dense, "trainable")->asBool());
+  }
+
   // A trial's find: an int64 label input given an image folder was left taking pixels, and
   // said it did not fit. It takes each image's class; a float input keeps the pixels.
   void imageFolderGivesClassesToALabelInput() {
