@@ -52,6 +52,7 @@ struct TrainArgs {
   bool noOverlap = false;
   bool syncBatchNorm = false;
   bool evalOnly = false;
+  std::string evalSplit = "test";  // eval --split: test, validation or train
 };
 
 std::atomic<bool> gInterrupted{false};
@@ -133,29 +134,35 @@ Result<Setup> prepare(const TrainArgs& a) {
                          "dataset/train files (see README, \"The training section\")");
   s.baseDir = fs::absolute(a.project).parent_path().string();
   if (a.trainLimit > 0) c.dataset.trainLimit = a.trainLimit;
-  if (a.evalOnly && !c.dataset.test.empty()) {
-    // Only the test sources: evaluating needs nothing else read.
-    auto d = loadDataset(c.dataset.test, s.baseDir);
-    if (!d) return d.status().withContext(a.project + ": test split");
+  const std::vector<DataFileSpec>* own = a.evalSplit == "test"         ? &c.dataset.test
+                                         : a.evalSplit == "validation" ? &c.dataset.validation
+                                                                       : nullptr;
+  if (a.evalOnly && own && !own->empty()) {
+    // Only the split's own sources: evaluating needs nothing else read.
+    auto d = loadDataset(*own, s.baseDir);
+    if (!d) return d.status().withContext(a.project + ": " + a.evalSplit + " split");
     s.test = std::make_shared<Dataset>(std::move(d.value()));
   } else if (!c.dataset.train.empty()) {
     // The same reading, conversion and split as the studio's Data panel (data_source.h).
     auto d = loadData(c.dataset, s.baseDir);
     if (!d) return d.status().withContext(a.project);
     s.train = d->train;
-    s.test = a.evalOnly ? d->test : d->evaluation();
+    s.test = !a.evalOnly                   ? d->evaluation()
+             : a.evalSplit == "validation" ? d->validation
+             : a.evalSplit == "train"      ? d->train
+                                           : d->test;
     if (!a.evalOnly && d->validation) s.heldOut = "validation";
-    if (a.evalOnly && !s.test && d->validation)
-      return Status::error(
-          a.project +
-          ": the training section names no test data to evaluate, only a validation split (which "
-          "train reports after every epoch): give the test split its own sources or a fraction "
-          "of train (test_split)");
+    if (a.evalOnly && !s.test && a.evalSplit == "test" && d->validation)
+      return Status::error(a.project +
+                           ": the training section names no test data to evaluate, only a "
+                           "validation split: evaluate it with --split validation, or give the "
+                           "test split its own sources or a fraction of train (test_split)");
   }
   if (a.evalOnly && !s.test)
-    return Status::error(a.project +
-                         ": the training section names no test data to evaluate: give the test "
-                         "split its own sources or a fraction of train (test_split)");
+    return Status::error(a.project + ": the training section names no " + a.evalSplit +
+                         " data to evaluate: give the " + a.evalSplit +
+                         " split its own sources or a fraction of train (" + a.evalSplit +
+                         "_split)");
   TrainOptions to;
   to.optimizer = c.optimizer;
   to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;
@@ -545,10 +552,11 @@ int evalCommand(const TrainArgs& a) {
     if (!ls.ok()) return fail(ls.message());
   }
   auto r = tr.evaluate(*s->test, std::max<int64_t>(s->config.batchSize, 256));
+  const std::string& split = a.evalSplit;
   if (!r)
     return fail(r.status()
                     .withContext("evaluating " +
-                                 dw::engine::training::describeSplit(s->config.dataset, "test"))
+                                 dw::engine::training::describeSplit(s->config.dataset, split))
                     .message());
   double acc = -1;
   for (const auto& [k, v] : r->metrics) {
@@ -557,13 +565,14 @@ int evalCommand(const TrainArgs& a) {
     if (acc < 0 && lower.find("acc") != std::string::npos) acc = v;
   }
   if (a.json) {
-    json j = {{"test_loss", r->totalLoss()}, {"samples", r->samples}};
-    j["test_accuracy"] = acc >= 0 ? json(acc) : json(nullptr);
+    // The split's name in the keys, as train's --json names its held-out split's.
+    json j = {{"split", split}, {split + "_loss", r->totalLoss()}, {"samples", r->samples}};
+    j[split + "_accuracy"] = acc >= 0 ? json(acc) : json(nullptr);
     for (const auto& [k, v] : r->metrics) j["metrics"][k] = v;
     std::cout << jsonText(j) << std::endl;
   } else {
-    std::printf("test loss %.4f", r->totalLoss());
-    if (acc >= 0) std::printf("  test accuracy %.4f", acc);
+    std::printf("%s loss %.4f", split.c_str(), r->totalLoss());
+    if (acc >= 0) std::printf("  %s accuracy %.4f", split.c_str(), acc);
     std::printf("  (%lld samples)\n", static_cast<long long>(r->samples));
   }
   return 0;
@@ -640,7 +649,8 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
 
   auto ev = std::make_shared<TrainArgs>();
   ev->evalOnly = true;
-  CLI::App* e = app.add_subcommand("eval", "Evaluate a project's model on its test dataset");
+  CLI::App* e =
+      app.add_subcommand("eval", "Evaluate a project's model on its test (or another) split");
   e->add_option("PROJECT", ev->project, "Project file (.dwproj)")->required();
   e->add_option("--checkpoint", ev->checkpoint, "Load weights from this checkpoint directory");
   e->add_option("--accelerator", ev->accelerator,
@@ -652,6 +662,10 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   e->add_option("--precision", ev->precision,
                 "fp32, bf16 or tf32 (default: the project's Accelerator node, else fp32)")
       ->check(CLI::IsMember(dw::precisionNames()));
+  e->add_option("--split", ev->evalSplit,
+                "Which data to score: test (the default), validation, or train (the samples "
+                "training learns from, after the held-out fractions)")
+      ->check(CLI::IsMember({"test", "validation", "train"}));
   e->add_flag("--json", ev->json, "Print the result as one JSON object");
   e->callback([ev, &exitCode] { exitCode = evalCommand(*ev); });
 }

@@ -573,6 +573,36 @@ TEST(Cli, EvalReadsItsCheckpointAndSaysWithoutOne) {
       << out;
 }
 
+// eval --split scores the validation fraction (or the training samples) as well as the test
+// data; a split the project does not have is named with how to get one.
+TEST(Cli, EvalScoresTheSplitAskedFor) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST";
+  auto dir = test::tempDir();
+  auto text = dw::readFile(test::example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(text.ok());
+  auto j = nlohmann::json::parse(*text);
+  j["training"]["dataset"]["train_limit"] = 1000;
+  const std::string plain = (dir / "plain.dwproj").string();
+  ASSERT_TRUE(dw::writeFileAtomic(plain, j.dump()).ok());
+  j["training"]["dataset"]["validation_split"] = 0.1;
+  const std::string held = (dir / "held.dwproj").string();
+  ASSERT_TRUE(dw::writeFileAtomic(held, j.dump()).ok());
+  int code = 0;
+  for (auto [split, samples] : {std::pair{"validation", 100}, {"train", 900}}) {
+    std::string out;
+    code = runCommand(kCli + " eval " + held + " --threads 1 --json --split " + split, &out, false);
+    ASSERT_EQ(code, 0) << out;
+    const auto r = nlohmann::json::parse(out);
+    EXPECT_EQ(r["split"], split);
+    EXPECT_EQ(r["samples"], samples);
+    EXPECT_TRUE(r.contains(std::string(split) + "_loss")) << out;
+  }
+  const std::string out = run("eval " + plain + " --threads 1 --split validation 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("no validation data to evaluate"), std::string::npos) << out;
+}
+
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
   const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
   if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";
