@@ -50,6 +50,20 @@ QString qs(const std::string& s) {
 QString count(qint64 n, const QString& one, const QString& many) {
   return (n == 1 ? one : many).arg(n);
 }
+
+// Puts a file dialog's title inside it, over its folder box: where no window manager draws
+// titles (a bare X server, some kiosk setups), a template's "Samples for the CNN classifier" and
+// "Class labels for ..." dialogs looked the same, and a trial picked the labels as samples.
+class FileDialogTitles : public QObject {
+ public:
+  using QObject::QObject;
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() == QEvent::Show)
+      if (auto* d = qobject_cast<QFileDialog*>(watched); d && !d->windowTitle().isEmpty())
+        d->setLabelText(QFileDialog::LookIn, d->windowTitle() + QStringLiteral(" — look in:"));
+    return false;
+  }
+};
 }  // namespace
 
 StatusMessage::StatusMessage(QWidget* parent) : QLabel(parent) {
@@ -90,6 +104,10 @@ void StatusMessage::mouseReleaseEvent(QMouseEvent* e) {
 
 MainWindow::MainWindow(bool interactive, QWidget* parent)
     : QMainWindow(parent), interactive_(interactive) {
+  if (static bool once = false; !once && qApp) {
+    once = true;
+    qApp->installEventFilter(new FileDialogTitles(qApp));
+  }
   model_ = new GraphModel(this);
   scene_ = new GraphScene(model_, this);
   view_ = new GraphView(scene_, this);

@@ -6,6 +6,7 @@
 #include <QChart>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFileDialog>
 #include <QDate>
 #include <QDialog>
 #include <QDir>
@@ -1384,6 +1385,18 @@ class StudioTest : public QObject {
                  qPrintable(data->fitLabel("input_1")->text()));
     QTRY_VERIFY2(line->text().contains("input_1"), qPrintable(line->text()));
     QCOMPARE(line->toolTip(), data->readiness());
+  }
+
+  // A file dialog carries its title inside, over the folder box: without a window manager the
+  // template's samples and labels dialogs looked the same.
+  void fileDialogsSayWhatTheyAreFor() {
+    MainWindow w(false);
+    QFileDialog d(&w, QStringLiteral("Class labels for train-images"));
+    d.setOption(QFileDialog::DontUseNativeDialog);
+    d.show();
+    QVERIFY2(d.labelText(QFileDialog::LookIn).startsWith("Class labels for train-images"),
+             qPrintable(d.labelText(QFileDialog::LookIn)));
+    d.close();
   }
 
   // Training > Freeze Selected Weights: every selected layer (and Initializer) at once, in one
