@@ -42,9 +42,16 @@ inline std::string printableText(const std::string& text) {
   return out;
 }
 
+// Prints "deepwire: LINE" on stderr in one write: the processes of an mpirun job share the
+// pipe, and a line written in pieces interleaved with another rank's ("deepwire: deepwire:
+// accelerator ...\ndistributed: ..."), which hid the studio's cue that a run had started.
+inline void note(const std::string& line) {
+  std::cerr << ("deepwire: " + line + "\n") << std::flush;
+}
+
 // Prints "deepwire: error: ..." on stderr and returns `code` for the process exit status.
 inline int fail(const std::string& message, int code = 1) {
-  std::cerr << "deepwire: error: " << failSpeaker() << printableText(message) << "\n";
+  note("error: " + failSpeaker() + printableText(message));
   return code;
 }
 

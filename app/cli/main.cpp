@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "engine/openmp_wait.h"
+
+DW_OPENMP_WAIT_BEFORE_LIBRARIES;
 
 namespace {
 

@@ -279,12 +279,13 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       info << "); global batch " << b << ", " << b / p
            << (b % p ? " or " + std::to_string(b / p + 1) : std::string()) << " per process; "
            << tr.threads() << (tr.threads() == 1 ? " thread" : " threads") << " each";
-      std::cerr << "deepwire: " << info.str() << "\n";
+      note(info.str());
     }
   }
-  if (!tr.notice().empty()) std::cerr << "deepwire: " << tr.notice() << "\n";
+  // Once for the job: every rank chose the same device the same way.
+  if (!tr.notice().empty() && (!comm || comm->rank() == 0)) note(tr.notice());
   if (!comm || comm->rank() == 0)
-    for (const auto& h : st.graph.hints()) std::cerr << "deepwire: hint: " << h.message << "\n";
+    for (const auto& h : st.graph.hints()) note("hint: " + h.message);
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);
     if (!ls.ok()) return fail(ls.message());

@@ -189,6 +189,9 @@ GraphModel::~GraphModel() {
 
 void GraphModel::reset(Graph graph) {
   undo_.clear();
+  // clear() leaves an empty stack's clean state alone: after a recovered autosave (marked
+  // unclean with nothing to undo), every document opened later showed as modified.
+  undo_.setClean();
   graph_ = std::move(graph);  // keeps graph_'s observer, ours
   problems_.clear();
   nodeProblems_.clear();

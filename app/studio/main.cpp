@@ -10,6 +10,9 @@
 #include "app/studio/graph_view.h"
 #include "app/studio/main_window.h"
 #include "app/studio/training_panel.h"
+#include "engine/openmp_wait.h"
+
+DW_OPENMP_WAIT_BEFORE_LIBRARIES;
 
 namespace {
 

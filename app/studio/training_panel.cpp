@@ -1935,13 +1935,13 @@ void TrainingPanel::readProcessErrors() {
   if (runStarted_) return;
   // Rank 0 says how the run is laid out once every process has its signal handlers: a SIGUSR1
   // before then would end a process that has none, and mpirun would call the job failed.
-  static const QString kInfo = QStringLiteral("deepwire: distributed: ");
-  const qsizetype at = stderr_.indexOf(kInfo);
-  if (at < 0) return;
-  const qsizetype end = stderr_.indexOf('\n', at);
-  if (end < 0) return;
+  // Found anywhere in a line: another rank's output once split the line's "deepwire: " from
+  // the rest, and Stop waited for a start it never saw, letting the run go to its last epoch.
+  static const QRegularExpression kInfo(QStringLiteral("distributed: \\d+ process[^\n]*\n"));
+  const QRegularExpressionMatch m = kInfo.match(stderr_);
+  if (!m.hasMatch()) return;
   runStarted_ = true;
-  runInfo_ = stderr_.mid(at + 10, end - at - 10).trimmed();
+  runInfo_ = m.captured(0).trimmed();
   emit statusMessage(tr("Fitting: %1").arg(runInfo_));
   if (stopRequested_) {
     stopRequested_ = false;

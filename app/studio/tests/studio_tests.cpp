@@ -6,12 +6,12 @@
 #include <QChart>
 #include <QCheckBox>
 #include <QComboBox>
-#include <QFileDialog>
 #include <QDate>
 #include <QDialog>
 #include <QDir>
 #include <QDropEvent>
 #include <QElapsedTimer>
+#include <QFileDialog>
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
@@ -1038,6 +1038,28 @@ class StudioTest : public QObject {
     QVERIFY(!w.model()->undoStack()->isClean());
     w.close();  // a normal close removes the autosave
     QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(example("fashion_mnist_mlp.dwproj"))));
+  }
+
+  // After a recovery, the next document is clean again: a trial found every later one modified
+  // (the recovered one's unclean mark outlived it on the emptied undo stack).
+  void documentsAfterARecoveryStartClean() {
+    const QString project = example("fashion_mnist_mlp.dwproj");
+    {
+      MainWindow w(false);
+      QVERIFY(w.openFile(project));
+      w.placeNode("ai.onnx", "Tanh");
+      w.autosaveNow();
+    }
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    QVERIFY(w.recoverAutosave());
+    QVERIFY(w.isWindowModified());
+    w.newDocument();
+    QVERIFY(w.model()->undoStack()->isClean());
+    QVERIFY(!w.isWindowModified());
+    QVERIFY(w.openFile(project));
+    QVERIFY(!w.isWindowModified());
+    QFile::remove(MainWindow::autosavePath(project));
   }
 
   // The autosave holds what a crash would lose besides edits: the dock's settings and the
