@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -83,6 +84,11 @@ inline CLI::Validator numberCheck(double min, bool strict) {
         char* end = nullptr;
         const double d = std::strtod(v.c_str(), &end);
         if (end == v.c_str() || *end != '\0') return "'" + v + "' is not a number";
+        // 1e400 read as infinity (a learning rate that diverged at once), and whole-number
+        // options beyond 2^63 were clamped (--epochs 1e20 ran forever, seeds above 2^63 all
+        // became one).
+        if (!std::isfinite(d)) return "'" + v + "' is not a finite number";
+        if (d >= 9.2e18) return "'" + v + "' is too large";
         if (strict ? d > min : d >= min) return "";
         char buf[32];
         std::snprintf(buf, sizeof buf, "%g", min);

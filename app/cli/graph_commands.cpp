@@ -205,7 +205,8 @@ int runCheck(const std::string& path) {
     if (!g.ok()) return fail(g.message());
     for (const auto& p : g->validate()) problems.push_back(p.message);
     // Hints do not make the project invalid: on stderr, so that stdout stays one line per problem.
-    for (const auto& h : g->hints()) std::cerr << path << ": hint: " << h.message << "\n";
+    for (const auto& h : g->hints())
+      std::cerr << printableText(path + ": hint: " + h.message) << "\n";
     if (problems.empty()) {
       auto m = exportOnnx(*g);
       if (!m.ok()) problems.push_back(m.message());
@@ -230,8 +231,10 @@ int runCheck(const std::string& path) {
     return 0;
   }
   // Messages from the importer already start with the file's name.
+  // Names from a damaged file may hold bytes that are not UTF-8: printed as U+FFFD, so that a
+  // program reading the output as text (Python's text=True) does not fail on it.
   for (const auto& p : problems)
-    std::cout << (p.rfind(path + ": ", 0) == 0 ? "" : path + ": ") << p << "\n";
+    std::cout << printableText((p.rfind(path + ": ", 0) == 0 ? "" : path + ": ") + p) << "\n";
   std::cerr << "deepwire: " << problems.size() << " problem(s) in " << path << "\n";
   return 1;
 }

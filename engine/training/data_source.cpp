@@ -317,10 +317,11 @@ Result<std::string> detectFormat(const std::string& path) {
   if (fs::is_directory(path, ec)) return std::string("images");
   std::string name = lower(fs::path(path).filename().string());
   if (endsWith(name, ".gz")) name = name.substr(0, name.size() - 3);
-  if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos)
-    return std::string("idx");
+  // The extension first: "idx.npy" (a file of indices) was read as an IDX file.
   if (endsWith(name, ".npy")) return std::string("npy");
   if (endsWith(name, ".csv") || endsWith(name, ".tsv")) return std::string("csv");
+  if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos)
+    return std::string("idx");
   // A missing file is the likelier mistake than an unusual name (a relative path read from
   // another folder): say that first.
   if (!fs::exists(path, ec))

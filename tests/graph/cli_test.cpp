@@ -603,6 +603,19 @@ TEST(Cli, EvalScoresTheSplitAskedFor) {
   EXPECT_NE(out.find("no validation data to evaluate"), std::string::npos) << out;
 }
 
+// Numbers past what an option can hold are refused, not clamped: --epochs 1e20 became 2^63-1
+// and trained forever, --lr 1e400 became infinity.
+TEST(Cli, OutOfRangeNumbersAreRefused) {
+  int code = 0;
+  const std::string project = test::example("fashion_mnist_mlp.dwproj");
+  std::string out = run("train " + project + " --epochs 99999999999999999999 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--epochs: '99999999999999999999' is too large"), std::string::npos) << out;
+  out = run("train " + project + " --lr 1e400 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("is not a finite number"), std::string::npos) << out;
+}
+
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
   const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
   if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";

@@ -289,6 +289,10 @@ TEST(DataSource, MissingFileIsSaidToBeMissing) {
   EXPECT_NE(f.status().message().find("no such file"), std::string::npos) << f.status().message();
   auto odd = dw::engine::training::detectFormat(std::filesystem::temp_directory_path().string());
   EXPECT_TRUE(odd.ok());  // a folder: images
+  // The extension decides before a name's "idx" (a file of indices, idx.npy, read as IDX).
+  EXPECT_EQ(dw::engine::training::detectFormat("idx.npy").value(), "npy");
+  EXPECT_EQ(dw::engine::training::detectFormat("train_idx.csv").value(), "csv");
+  EXPECT_EQ(dw::engine::training::detectFormat("t10k-images-idx3-ubyte.gz").value(), "idx");
 }
 
 // A source that takes a CSV's labels without naming the column finds the header's label column,
