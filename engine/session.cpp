@@ -363,17 +363,30 @@ Result<std::map<std::string, Value>> InferenceSession::runValues(
       if (!v.isTensor()) return Status::error("input '" + name + "' must be a tensor");
       const Tensor& t = v.tensor;
       if (info.dtype != DType::kUndefined && t.dtype() != info.dtype)
-        return Status::error("input '" + name + "' has dtype " + dtypeName(t.dtype()) +
-                             ", but the model expects " + info.describe() + "; convert it to " +
-                             dtypeName(info.dtype) + " first (numpy: a.astype('" +
-                             dtypeName(info.dtype) + "'))");
+        return Status::error(
+            "input '" + name + "' has dtype " + dtypeName(t.dtype()) + ", but the model expects " +
+            info.describe() + "; convert it to " + dtypeName(info.dtype) + " first" +
+            // numpy has no bfloat16 of its own
+            (info.dtype == DType::kBFloat16
+                 ? std::string()
+                 : std::string(" (numpy: a.astype('") + dtypeName(info.dtype) + "'))"));
       if (info.hasShape) {
         bool okShape = t.rank() == info.dims.size();
         for (size_t d = 0; okShape && d < info.dims.size(); ++d)
           okShape = info.dims[d] < 0 || info.dims[d] == t.dim(d);
-        if (!okShape)
-          return Status::error("input '" + name + "' has shape " + shapeToString(t.shape()) +
-                               ", but the model expects " + info.describe());
+        if (!okShape) {
+          // A fixed batch (torch's export without dynamic_axes) is the usual cause: say so.
+          bool onlyBatch = t.rank() == info.dims.size() && !info.dims.empty() && info.dims[0] > 0 &&
+                           info.dims[0] != t.dim(0);
+          for (size_t d = 1; onlyBatch && d < info.dims.size(); ++d)
+            onlyBatch = info.dims[d] < 0 || info.dims[d] == t.dim(d);
+          return Status::error(
+              "input '" + name + "' has shape " + shapeToString(t.shape()) +
+              ", but the model expects " + info.describe() +
+              (onlyBatch ? "; the model takes batches of exactly " + std::to_string(info.dims[0]) +
+                               " (a free batch dimension, N in the Input's type, takes any)"
+                         : ""));
+        }
       }
     } else if (info.kind == "sequence" && !v.isSequence()) {
       return Status::error("input '" + name + "' must be a sequence of tensors");

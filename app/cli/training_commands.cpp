@@ -163,6 +163,23 @@ Result<Setup> prepare(const TrainArgs& a) {
                          " data to evaluate: give the " + a.evalSplit +
                          " split its own sources or a fraction of train (" + a.evalSplit +
                          "_split)");
+  // A model exported with a fixed batch (torch.onnx.export without dynamic_axes) takes batches
+  // of exactly that size, while training's last batch and evaluation's are others: a trial
+  // trained an epoch at --batch-size 2 to fail at its evaluation, the epoch lost.
+  if (auto inputs = dataInputsOf(s.graph); inputs.ok())
+    for (const DataInput& in : *inputs)
+      if (!in.shape.empty() && in.shape[0] > 0) {
+        std::string freed = in.typeText;
+        const size_t open = freed.find('['), cut = freed.find_first_of(",]", open + 1);
+        if (open != std::string::npos && cut != std::string::npos)
+          freed.replace(open + 1, cut - open - 1, "N");
+        return Status::error(
+            a.project + ": input '" + in.name + "' takes batches of exactly " +
+            std::to_string(in.shape[0]) + " (" + in.typeText +
+            "), and training's and evaluation's batches are other sizes: make its batch "
+            "dimension free by setting the Input's type to " +
+            freed + " (the studio's Parameters panel, or the node's \"type\" in the project)");
+      }
   TrainOptions to;
   to.optimizer = c.optimizer;
   to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;

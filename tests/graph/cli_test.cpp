@@ -616,6 +616,32 @@ TEST(Cli, OutOfRangeNumbersAreRefused) {
   EXPECT_NE(out.find("is not a finite number"), std::string::npos) << out;
 }
 
+// A model of a fixed batch (torch's export without dynamic_axes) is refused before training,
+// with the type that frees it: a trial trained an epoch at its batch size, then lost it when
+// the evaluation's batches did not fit.
+TEST(Cli, FixedBatchModelsAreToldHowToFreeTheBatch) {
+  auto dir = test::tempDir();
+  auto text = dw::readFile(test::example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(text.ok());
+  auto j = nlohmann::json::parse(*text);
+  for (auto& n : j["nodes"])
+    if (n["type"] == "Input" && n["name"] == "image") n["params"]["type"] = "float[2,1,28,28]";
+  const std::string fixed = (dir / "fixed.dwproj").string();
+  ASSERT_TRUE(dw::writeFileAtomic(fixed, j.dump()).ok());
+  for (const std::string cmd :
+       {"train " + fixed + " --batch-size 2 --checkpoint " + (dir / "ck").string(),
+        "eval " + fixed}) {
+    int code = 0;
+    const std::string out = run(cmd + " 2>&1", &code);
+    EXPECT_NE(code, 0) << cmd;
+    EXPECT_NE(out.find("input 'image' takes batches of exactly 2 (float[2,1,28,28])"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("setting the Input's type to float[N,1,28,28]"), std::string::npos) << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "ck"));  // nothing trained, nothing written
+}
+
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
   const std::filesystem::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
   if (!std::filesystem::exists(relu)) GTEST_SKIP() << "no ONNX backend test data";
