@@ -127,10 +127,20 @@ Result<onnx::ModelProto> Trainer::Impl::exportTraining() const {
       addOutput(g, x + "_new", weights.at(x));
     }
     addStates({"m", "v"}, in, out);
+    // ONNX's Adam corrects the moments' bias with T, the count that includes the update it
+    // makes (PyTorch's step after its increment): training.step counts the updates done, one
+    // fewer, and with it a trial's exported step differed from the trainer's next by 4% of the
+    // update (at 0 ONNX skips the correction).
+    setInitializer(g, "training.one", Tensor::scalar(DType::kInt64, 1));
+    addNode(g, "Add", "optimizer.adam_t", {"training.step", "training.one"}, {"training.adam_t"});
+    in[1] = "training.adam_t";
     auto* n = addNode(g, "Adam", "optimizer.adam", in, out, trainingDomain);
     setAttr(n, "alpha", static_cast<float>(oc.beta1));
     setAttr(n, "beta", static_cast<float>(oc.beta2));
-    setAttr(n, "epsilon", static_cast<float>(oc.eps));
+    // ONNX adds epsilon to the uncorrected sqrt(v), PyTorch to the corrected one: scaled by
+    // sqrt(1 - beta2^t), the two agree exactly at the step exported (t = updates done + 1).
+    const double t = static_cast<double>(counters.optimizerSteps + 1);
+    setAttr(n, "epsilon", static_cast<float>(oc.eps * std::sqrt(1.0 - std::pow(oc.beta2, t))));
     setAttr(n, "norm_coefficient", static_cast<float>(oc.type == "adam" ? oc.weightDecay : 0.0));
     if (oc.type == "adamw" && oc.adamwMode == "huggingface")
       setAttr(n, "norm_coefficient_post", static_cast<float>(lr * oc.weightDecay));

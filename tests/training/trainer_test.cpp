@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/session.h"
 #include "engine/training/trainer.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
@@ -473,6 +474,39 @@ TEST_F(TrainerTest, ExportsPassTheChecker) {
     bool hasOptimizerOutput = false;
     for (const auto& o : tr->graph().output()) hasOptimizerOutput |= o.name() == "fc1.weight_new";
     EXPECT_TRUE(hasOptimizerOutput);
+  }
+}
+
+// The exported training step is the trainer's next step: run on the batch the trainer takes
+// next, its updated weights are the trainer's after that step. (Adam's bias correction used
+// the count of updates done, one short, and missed by 4% of an update.)
+TEST_F(TrainerTest, ExportedTrainingStepIsTheTrainersNextStep) {
+  for (const std::string type : {"adam", "adamw", "sgd", "adagrad"}) {
+    SCOPED_TRACE(type);
+    OptimizerConfig oc;
+    oc.type = type;
+    oc.lr = 0.01;
+    if (type == "sgd") oc.momentum = 0.9;
+    auto t = makeTrainer(tinyProject(), oc);
+    ASSERT_TRUE(t.ok()) << t.message();
+    const auto data = blobs(16);
+    const Batch batch = firstBatch(*data, 8);
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE((*t)->fullTrainStep(batch).ok());
+    auto m = (*t)->exportTraining();
+    ASSERT_TRUE(m.ok()) << m.message();
+    SessionOptions so;
+    so.backend.threads = 1;
+    auto s = InferenceSession::create(*m, so);
+    ASSERT_TRUE(s.ok()) << s.message();
+    auto r = (*s)->run(batch.inputs);
+    ASSERT_TRUE(r.ok()) << r.message();
+    ASSERT_TRUE((*t)->fullTrainStep(batch).ok());
+    for (const std::string w : {"fc1.weight", "fc1.bias"}) {
+      const auto want = values((*t)->weights().at(w)), got = values(r->at(w + "_new"));
+      ASSERT_EQ(want.size(), got.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-6 + 1e-5 * std::abs(want[i])) << w << "[" << i << "]";
+    }
   }
 }
 
