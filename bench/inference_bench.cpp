@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "engine/io.h"
+#include "engine/openmp_wait.h"
 #include "engine/session.h"
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
@@ -283,6 +284,7 @@ double benchMatmul(const std::string& precision) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dw::useShortOpenMpSpin(argv);  // what deepwire's programs run with
   bool withTorch = true;
   std::string precision = "both", models = "both";
   for (int i = 1; i < argc; ++i) {

@@ -37,6 +37,7 @@
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda.h"
+#include "engine/openmp_wait.h"
 #include "engine/training/trainer.h"
 #include "graphs/project.h"
 
@@ -252,6 +253,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dw::useShortOpenMpSpin(argv);  // what deepwire's programs run with
   std::string which = "both";
   int64_t steps = 300, rounds = 5;
   int threads = 2;

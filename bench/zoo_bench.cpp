@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/io.h"
+#include "engine/openmp_wait.h"
 #include "engine/session.h"
 
 namespace {
@@ -36,6 +37,7 @@ int fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dw::useShortOpenMpSpin(argv);  // what deepwire's programs run with
   if (argc < 3)
     return fail(
         "usage: zoo_bench MODEL.onnx INPUT.npy --threads N --runs R [--warmup W] [--out OUT.npy]");

@@ -7,8 +7,6 @@
 #include "app/cli/commands.h"
 #include "engine/openmp_wait.h"
 
-DW_OPENMP_WAIT_BEFORE_LIBRARIES;
-
 namespace {
 
 size_t editDistance(const std::string& a, const std::string& b) {
@@ -79,6 +77,7 @@ std::string unknownSubcommand(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dw::useShortOpenMpSpin(argv);
   CLI::App app{
       "deepwire: build, check, convert, run and train node-graph deep-learning models.\n"
       "Projects (*.dwproj) and ONNX files (*.onnx) are accepted wherever a model is expected;\n"

@@ -12,8 +12,6 @@
 #include "app/studio/training_panel.h"
 #include "engine/openmp_wait.h"
 
-DW_OPENMP_WAIT_BEFORE_LIBRARIES;
-
 namespace {
 
 // Waits for the training dock's current job without blocking the event loop.
@@ -27,6 +25,7 @@ void waitForTraining(dw::studio::TrainingPanel* panel) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dw::useShortOpenMpSpin(argv);
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("deepwire"));
   QApplication::setApplicationName(QStringLiteral("deepwire-studio"));

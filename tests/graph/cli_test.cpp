@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -640,6 +644,38 @@ TEST(Cli, FixedBatchModelsAreToldHowToFreeTheBatch) {
     EXPECT_NE(out.find("setting the Input's type to float[N,1,28,28]"), std::string::npos) << out;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "ck"));  // nothing trained, nothing written
+}
+
+// deepwire runs with OpenMP's short idle spin (engine/openmp_wait.h) unless the user set one:
+// seen in the environment the running process was started with.
+TEST(Cli, RunsWithAShortOpenMpSpin) {
+  auto dir = test::tempDir();
+  const std::string fifo = (dir / "x.npy").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto environmentOf = [&](const char* preset) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::unsetenv("GOMP_SPINCOUNT");
+      ::unsetenv("OMP_WAIT_POLICY");
+      if (preset) ::setenv("GOMP_SPINCOUNT", preset, 1);
+      // Blocks reading the pipe, which nothing writes: the process waits to be looked at.
+      ::execl(kCli.c_str(), kCli.c_str(), "run", test::example("fashion_mnist_mlp.dwproj").c_str(),
+              "--input", ("image=" + fifo).c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::string env;
+    for (int i = 0; i < 100 && env.find("GOMP_SPINCOUNT") == std::string::npos; ++i) {
+      ::usleep(50000);
+      std::ifstream f("/proc/" + std::to_string(pid) + "/environ");
+      env.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return env;
+  };
+  EXPECT_NE(environmentOf(nullptr).find(std::string("GOMP_SPINCOUNT=1000") + '\0'),
+            std::string::npos);
+  EXPECT_NE(environmentOf("77").find(std::string("GOMP_SPINCOUNT=77") + '\0'), std::string::npos);
 }
 
 TEST(Cli, ConformanceJsonSurvivesNamesThatAreNotUtf8) {
