@@ -148,6 +148,12 @@ struct RunArgs {
 };
 
 int runCommand(const RunArgs& a) {
+  // An .onnx holds its conversion as nodes like any other: the flag would do nothing, silently.
+  if (a.noDataConversion && !isProjectFile(a.model))
+    return fail(a.model +
+                ": --no-data-conversion applies to a project, whose Data panel conversion run "
+                "adds; in an .onnx file it is part of the model (export the project with "
+                "--no-data-conversion for a model without it)");
   auto model = modelFromPath(a.model, a.noDataConversion);
   if (!model) return fail(model.message());
   SessionOptions opts;

@@ -1074,6 +1074,17 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
     changed.push_back(f.input);
   }
   if (!prelude.empty()) {
+    // The prelude's constants are no weights: the layout says so, or a project imported from
+    // the export trained its 1/255 (a trial's came back as 0.0022).
+    for (auto& prop : *model.mutable_metadata_props()) {
+      if (prop.key() != kLayoutMetadataKey) continue;
+      auto layout = nlohmann::json::parse(prop.value(), nullptr, false);
+      if (!layout.is_object()) break;
+      for (const auto& init : g.initializer())
+        if (init.name().find("/data_prelude/") != std::string::npos)
+          layout["nodes"]["initializer:" + init.name()]["status"] = "Constant";
+      prop.set_value(layout.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
     // The prelude runs first: prepend it, keeping the graph's topological order.
     google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
     for (auto& n : prelude) *nodes.Add() = std::move(n);

@@ -449,6 +449,26 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
                      "convert it to float32 first (numpy: a.astype('float32'))"),
             std::string::npos)
       << out;
+  // On an .onnx the flag has nothing to leave out: said, not ignored.
+  out = run("run " + onnxPath + " --no-data-conversion --input image=" + pixels + " 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--no-data-conversion applies to a project"), std::string::npos) << out;
+  // Imported back, the conversion's constants are constants, not weights to train (a trial's
+  // 1/255 trained to 0.0022).
+  const std::string imported = (dir / "imported.dwproj").string();
+  out = run("import " + onnxPath + " -o " + imported + " 2>&1", &code);
+  ASSERT_EQ(code, 0) << out;
+  auto text = readFile(imported);
+  ASSERT_TRUE(text.ok());
+  int prelude = 0;
+  const auto importedJson = nlohmann::json::parse(*text);
+  for (const auto& n : importedJson["nodes"])
+    if (n.value("name", "").find("/data_prelude/") != std::string::npos &&
+        n["type"] == "Initializer") {
+      ++prelude;
+      EXPECT_EQ(n["params"].value("status", "Trainable"), "Constant") << n.dump();
+    }
+  EXPECT_GT(prelude, 0);
 }
 
 // The MLP example exported into `dir` as mlp.onnx; "" (and a failure) if the export fails.
