@@ -115,7 +115,8 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   central_ = new QStackedWidget(this);
   central_->addWidget(view_);
   welcome_ = new WelcomePage(central_);
-  welcome_->setExamples(findExamples());
+  examples_ = findExamples();
+  welcome_->setExamples(examples_);
   central_->addWidget(welcome_);
   central_->setCurrentWidget(view_);
   setCentralWidget(central_);
@@ -258,7 +259,8 @@ void MainWindow::createDocks() {
   training_->saveForProcesses = [this]() -> QString {
     if (!currentFile_.isEmpty() && !hasUnsavedWork() && QFileInfo::exists(currentFile_))
       return currentFile_;
-    if (!currentFile_.isEmpty()) {
+    // An example is not the user's to overwrite: its changes go into a copy (Save As below).
+    if (!currentFile_.isEmpty() && !examples_.contains(QDir::cleanPath(currentFile_))) {
       if (interactive_) {
         const int n = training_->processesBox()->value();
         QMessageBox box(QMessageBox::Question, tr("Save before fitting in %1 processes?").arg(n),
@@ -923,6 +925,10 @@ bool MainWindow::saveTo(const QString& path) {
 }
 
 bool MainWindow::save() {
+  // An example opens from where deepwire keeps it: Save makes the user's copy (it overwrote the
+  // shipped example, or failed where that is read-only).
+  if (examples_.contains(QDir::cleanPath(currentFile_)))
+    return saveAs(tr("Save your copy of the example"));
   return currentFile_.isEmpty() ? saveAs() : saveTo(currentFile_);
 }
 
@@ -935,14 +941,24 @@ void MainWindow::takeKeyboardBack() {
 }
 
 bool MainWindow::saveAs(const QString& title) {
-  // An imported model's project is offered beside it, named after it (else in Documents).
+  if (!interactive_) return false;  // no one to ask where (tests, --screenshot)
+  // An imported model's project is offered beside it, named after it (else in Documents); an
+  // example's copy and an untitled project in Documents (the dialog opened in the folder of the
+  // last file chosen, a dataset's, and a trial saved the project among the data).
+  const QString documents = [] {
+    const QString d = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+    return QFileInfo(d).isDir() ? d : QDir::homePath();
+  }();
   QString suggestion = currentFile_;
-  if (suggestion.isEmpty() && !importedFrom_.isEmpty()) {
+  if (examples_.contains(QDir::cleanPath(currentFile_))) {
+    suggestion = QDir(documents).filePath(QFileInfo(currentFile_).fileName());
+  } else if (suggestion.isEmpty() && !importedFrom_.isEmpty()) {
     const QFileInfo from(importedFrom_);
     QString dir = from.absolutePath();
-    if (!QFileInfo(dir).isWritable())
-      dir = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+    if (!QFileInfo(dir).isWritable()) dir = documents;
     suggestion = QDir(dir).filePath(from.completeBaseName() + QStringLiteral(".dwproj"));
+  } else if (suggestion.isEmpty()) {
+    suggestion = QDir(documents).filePath(QStringLiteral("untitled.dwproj"));
   }
   QString path = QFileDialog::getSaveFileName(this, title.isEmpty() ? tr("Save project") : title,
                                               suggestion, tr("deepwire projects (*.dwproj)"));

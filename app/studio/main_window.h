@@ -78,6 +78,9 @@ class MainWindow : public QMainWindow {
   // it cannot. The current document is replaced only on success.
   bool openFile(const QString& path);
   bool saveTo(const QString& path);
+  // File > Save: to the project's file, or Save As for an untitled one and for a shipped example
+  // (whose copy the user keeps; the example stays as it is).
+  bool save();
   // The open project as its file now is, the view kept where it was (File > Reload from Disk).
   // A project rewritten by another program (`deepwire train --save-project`, an editor) is
   // reloaded by itself when this window has no unsaved changes; with unsaved changes the user is
@@ -151,7 +154,6 @@ class MainWindow : public QMainWindow {
   bool writeAtomically(const QString& path, const QByteArray& bytes);
   QString exportSuggestion(const QString& suffix) const;
   bool saveAs(const QString& title = QString());
-  bool save();
   // The document's autosave this window wrote (or recovered), removed once it is saved,
   // discarded or closed.
   void discardOwnAutosave();
@@ -185,6 +187,7 @@ class MainWindow : public QMainWindow {
   QTimer autosaveTimer_;
   QString currentFile_;
   QString importedFrom_;  // the ONNX file an unsaved document was imported from (its path)
+  QStringList examples_;  // the shipped examples: Save keeps them as they are (see save())
   QWidget* findBar_ = nullptr;
   QLineEdit* findEdit_ = nullptr;
   QLabel* findCount_ = nullptr;

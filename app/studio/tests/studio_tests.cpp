@@ -1040,6 +1040,20 @@ class StudioTest : public QObject {
     QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(example("fashion_mnist_mlp.dwproj"))));
   }
 
+  // An example opens from where deepwire keeps it; Save makes the user's copy instead of
+  // overwriting it (a trial noticed Ctrl+S would write over the shipped file).
+  void saveNeverOverwritesAnExample() {
+    const QString project = example("fashion_mnist_mlp.dwproj");
+    const auto before = dw::readFile(project.toStdString());
+    QVERIFY(before.ok());
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    w.placeNode("ai.onnx", "Tanh");
+    QVERIFY(!w.save());  // Save As, which a window without a user cannot ask
+    QCOMPARE(dw::readFile(project.toStdString()).value(), *before);
+    QFile::remove(MainWindow::autosavePath(project));
+  }
+
   // After a recovery, the next document is clean again: a trial found every later one modified
   // (the recovered one's unclean mark outlived it on the emptied undo stack).
   void documentsAfterARecoveryStartClean() {
