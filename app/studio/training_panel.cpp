@@ -1400,17 +1400,23 @@ Status TrainingPanel::resetWeights() {
   if (busy_)
     return Status::error(
         "training is running; press Stop and wait for it to finish, then reset the weights");
-  forgetTrainer();
-  earlierLayers_.clear();
-  std::vector<Node> cleared;
-  for (const auto& [id, n] : model_->graph().nodes())
-    if (!n.weights.empty()) {
-      Node c = n;
-      c.weights.clear();
-      cleared.push_back(std::move(c));
-    }
+  // The trained values the graph does not hold yet go into it first, a step of their own, so
+  // that Undo of the reset brings them back (they lived only in the trainer, and a trial's
+  // reset lost a Fit for good).
   Status st;
-  if (!cleared.empty()) st = model_->applyNodeStates(cleared, tr("Reset weights"));
+  if (unsynced_ && trained_ && worker_->trainer_) st = copyTrainedWeights();
+  if (st.ok()) {
+    forgetTrainer();
+    earlierLayers_.clear();
+    std::vector<Node> cleared;
+    for (const auto& [id, n] : model_->graph().nodes())
+      if (!n.weights.empty()) {
+        Node c = n;
+        c.weights.clear();
+        cleared.push_back(std::move(c));
+      }
+    if (!cleared.empty()) st = model_->applyNodeStates(cleared, tr("Reset weights"));
+  }
   emit weightsStateChanged();
   return st;
 }

@@ -1887,6 +1887,20 @@ class StudioTest : public QObject {
     QCOMPARE(predicted(panel), untrained);
     w.action("undo")->trigger();
     QVERIFY(!m->graph().node(hidden)->weights.empty());
+    // Trained values the graph did not hold yet come back with Undo too (a trial's Reset lost
+    // a Fit for good).
+    for (int i = 0; i < 2; ++i) {
+      panel->fullTrainStepButton()->click();
+      QVERIFY(waitIdle(panel));
+    }
+    const QString trained = predicted(panel);
+    QVERIFY(trained != untrained);
+    QVERIFY(panel->hasUnsyncedWeights());
+    w.action("resetWeights")->trigger();
+    QCOMPARE(predicted(panel), untrained);
+    QCOMPARE(m->undoStack()->undoText(), QStringLiteral("Reset weights"));
+    w.action("undo")->trigger();
+    QCOMPARE(predicted(panel), trained);
   }
 
   // The Accelerator choice travels with the project (no Accelerator node on this canvas), and
