@@ -148,7 +148,9 @@ class Importer {
         if (gl.is_array() && gl.size() == 2 && gl[0].is_number_integer() &&
             gl[1].is_number_integer())
           (void)g_.addLink({{gl[0].get<NodeId>(), kGraphPort}, {gl[1].get<NodeId>(), kGraphPort}});
-    if (!hasLayout_) autoLayout(g_);
+    // Positions for some nodes only (an export's layers became several ops each, which the
+    // layout has no place for): the rest piled up on one spot, so the whole graph is laid out.
+    if (!hasLayout_ || unplaced_) autoLayout(g_);
     return std::move(g_);
   }
 
@@ -214,11 +216,15 @@ class Importer {
       if (e->contains("x") && (*e)["x"].is_number() && e->contains("y") && (*e)["y"].is_number()) {
         n.position = {(*e)["x"].get<double>(), (*e)["y"].get<double>()};
         hasLayout_ = true;
+      } else {
+        unplaced_ = true;
       }
       if (e->contains("lda_coeff") && (*e)["lda_coeff"].is_number())
         n.ldaCoeff = (*e)["lda_coeff"].get<double>();
       if (e->contains("model") && (*e)["model"].is_string())
         n.model = (*e)["model"].get<std::string>();
+    } else {
+      unplaced_ = true;
     }
     if (n.id == 0) {
       while (usedIds_.count(nextFree_) || storedIds_.count(nextFree_)) ++nextFree_;
@@ -295,6 +301,7 @@ class Importer {
   Graph g_;
   json layout_ = json::object();
   bool hasLayout_ = false;
+  bool unplaced_ = false;  // a node the layout gives no position
   std::set<NodeId> storedIds_, usedIds_;
   NodeId nextFree_ = 1, lastId_ = 0;
   std::map<std::string, PortRef> producer_;

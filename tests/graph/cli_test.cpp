@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "graphs/file_io.h"
 #include "test_util.h"
@@ -469,6 +470,12 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
       EXPECT_EQ(n["params"].value("status", "Trainable"), "Constant") << n.dump();
     }
   EXPECT_GT(prelude, 0);
+  // The conversion's nodes have no place in the export's layout: the import lays the whole
+  // graph out instead of piling them on one spot (a trial's studio showed them stacked).
+  std::set<std::pair<double, double>> places;
+  for (const auto& n : importedJson["nodes"])
+    places.insert({n["position"][0].get<double>(), n["position"][1].get<double>()});
+  EXPECT_EQ(places.size(), importedJson["nodes"].size());
 }
 
 // The MLP example exported into `dir` as mlp.onnx; "" (and a failure) if the export fails.
