@@ -603,6 +603,18 @@ std::string Graph::tensorName(PortRef out) const {
 std::vector<Problem> Graph::hints() const {
   std::vector<Problem> hints;
   for (const auto& [id, n] : nodes_) {
+    // torch.onnx.export(..., training=TRAINING) leaves BatchNormalization normalizing with each
+    // batch's own statistics, in every export too: a trial's sample scored 1.0 apart alone and
+    // in a batch of 8, without a word from import, check, train or export.
+    if ((n.domain.empty() || n.domain == "ai.onnx") && n.type == "BatchNormalization")
+      if (auto mode = param(id, "training_mode"); mode && mode->asInt() != 0)
+        hints.push_back({id, describe(id) +
+                                 ": training_mode is 1, so the model normalizes every batch with "
+                                 "that batch's own statistics, exported for inference too (a "
+                                 "sample's result depends on the others in its batch). Set "
+                                 "training_mode to 0 to use the running statistics"});
+  }
+  for (const auto& [id, n] : nodes_) {
     if (n.domain != kLayersDomain || n.type != "Output Train") continue;
     const auto lossType = param(id, "loss");
     const NodeSpec* loss =

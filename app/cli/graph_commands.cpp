@@ -359,6 +359,7 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                   << count(static_cast<int64_t>(problems.size()), "problem", "problems")
                   << " of the model; `deepwire check " << *out
                   << "` lists them, and the studio shows them on the nodes\n";
+      for (const auto& h : g->hints()) note("hint: " + printableText(h.message));
     });
   }
   {

@@ -329,8 +329,9 @@ Result<std::string> detectFormat(const std::string& path) {
                          ": no such file or folder (a relative path is read from the "
                          "project's folder); check the path");
   return Status::error(path +
-                       ": cannot tell the format from the name; choose idx (MNIST-style), npy, "
-                       "csv, or a folder of images with one subfolder per class");
+                       ": cannot tell the format from the name; give an IDX (MNIST-style), NPY "
+                       "or CSV file, or a folder with one subfolder of images per class (a file "
+                       "named otherwise takes its source's \"format\" in the project)");
 }
 
 SplitSizes splitSizes(int64_t n, double validationSplit, double testSplit) {

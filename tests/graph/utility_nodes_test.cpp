@@ -377,6 +377,25 @@ TEST(UtilityNodes, NonLogitsLossOnRawScoresGetsAHint) {
   EXPECT_TRUE(g->hints().empty());
 }
 
+// A BatchNormalization left in training mode (torch's training export) normalizes each batch by
+// itself in every export: a hint says so, and goes once the mode is 0.
+TEST(UtilityNodes, BatchNormalizationInTrainingModeGetsAHint) {
+  auto g = loadProject(test::example("fashion_mnist_cnn.dwproj"));
+  ASSERT_TRUE(g.ok()) << g.message();
+  NodeId bn = 0;
+  for (const auto& [id, n] : g->nodes())
+    if (n.type == "BatchNormalization") bn = id;
+  ASSERT_NE(bn, 0u);
+  EXPECT_TRUE(g->hints().empty());
+  ASSERT_TRUE(g->setParam(bn, "training_mode", Param::makeInt(1)).ok());
+  auto hints = g->hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_EQ(hints[0].node, bn);
+  EXPECT_NE(hints[0].message.find("training_mode is 1"), std::string::npos) << hints[0].message;
+  ASSERT_TRUE(g->setParam(bn, "training_mode", Param::makeInt(0)).ok());
+  EXPECT_TRUE(g->hints().empty());
+}
+
 TEST(UtilityNodes, DescribeAndNodesShowThem) {
   const std::string cli = DW_CLI_PATH;
   std::string out;
