@@ -171,6 +171,17 @@ Result<TensorProto> makeFilledTensor(const std::string& name, int dtype,
   if (esize == 0 || dtype == TensorProto::COMPLEX64 || dtype == TensorProto::COMPLEX128)
     return Status::error("initializer '" + name + "': fill '" + f.fill + "' cannot make " +
                          dtypeName(dtype) + " data; give its values instead");
+  // A tensor stored in a model (protobuf) holds at most 2 GiB: a larger shape is a mistake, and
+  // filling it ended in "internal error: std::bad_alloc".
+  constexpr double kMaxBytes = 2.0 * (1 << 30);
+  if (static_cast<double>(count) * static_cast<double>(esize) > kMaxBytes) {
+    std::string dims;
+    for (int64_t d : shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    return Status::error("initializer '" + name + "': shape [" + dims + "] holds " +
+                         std::to_string(count) +
+                         " values, more than a model's tensor can hold (2 GiB); check its "
+                         "dimensions");
+  }
   // fan_out = shape[0], fan_in = shape[1], each times the receptive field (Conv layout).
   double receptive = 1;
   for (size_t i = 2; i < shape.size(); ++i) receptive *= static_cast<double>(shape[i]);

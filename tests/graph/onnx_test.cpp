@@ -184,6 +184,12 @@ TEST(Export, FillsAreDeterministicAndScaled) {
   f.seed = 8;
   EXPECT_NE(makeFilledTensor("w", onnx::TensorProto::FLOAT, {64, 32}, f)->raw_data(),
             a->raw_data());
+  // A shape past what a model's tensor holds is an error naming it, not a bad_alloc.
+  auto huge = makeFilledTensor("w", onnx::TensorProto::FLOAT, {int64_t(1) << 31, 1 << 30}, f);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("more than a model's tensor can hold (2 GiB)"),
+            std::string::npos)
+      << huge.status().message();
 }
 
 // Compares two graphs field by field (what a round trip must keep).
