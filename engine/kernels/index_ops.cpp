@@ -12,10 +12,11 @@ namespace dw::engine {
 namespace {
 
 Status fixIndex(int64_t& i, int64_t n) {
+  const int64_t given = i;  // the message names the file's value, not the wrapped one
   if (i < 0) i += n;
   if (i < 0 || i >= n)
-    return Status::error("index " + std::to_string(i) + " out of range [0, " + std::to_string(n) +
-                         ")");
+    return Status::error("index " + std::to_string(given) + " out of range [-" + std::to_string(n) +
+                         ", " + std::to_string(n) + ")");
   return Status();
 }
 

@@ -486,3 +486,14 @@ TEST(MalformedModel, UntypedAttributeOfTheWrongKind) {
 }
 
 }  // namespace
+
+// An index out of range is named as the file has it, with the range negative indices may take
+// (an index of -7 on 6 values was reported as -1, the range as [0, 6)).
+TEST(MalformedModel, OutOfRangeIndexIsNamedAsGiven) {
+  auto r = runOneNode("Gather", onnx::TensorProto::INT64,
+                      {Tensor::fromVector<int64_t>({1, 2, 3, 4, 5, 6}, {6}),
+                       Tensor::fromVector<int64_t>({-7}, {1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("index -7 out of range [-6, 6)"), std::string::npos)
+      << r.status().message();
+}
