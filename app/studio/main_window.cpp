@@ -941,7 +941,6 @@ void MainWindow::takeKeyboardBack() {
 }
 
 bool MainWindow::saveAs(const QString& title) {
-  if (!interactive_) return false;  // no one to ask where (tests, --screenshot)
   // An imported model's project is offered beside it, named after it (else in Documents); an
   // example's copy and an untitled project in Documents (the dialog opened in the folder of the
   // last file chosen, a dataset's, and a trial saved the project among the data).

@@ -1047,9 +1047,22 @@ class StudioTest : public QObject {
     const auto before = dw::readFile(project.toStdString());
     QVERIFY(before.ok());
     MainWindow w(false);
+    w.show();
     QVERIFY(w.openFile(project));
     w.placeNode("ai.onnx", "Tanh");
-    QVERIFY(!w.save());  // Save As, which a window without a user cannot ask
+    // Save asks where the copy goes (the dialog is cancelled here) instead of writing over it.
+    bool asked = false;
+    QString suggested;
+    QTimer::singleShot(200, [&] {
+      if (auto* d = qobject_cast<QFileDialog*>(QApplication::activeModalWidget())) {
+        asked = true;
+        suggested = d->selectedFiles().value(0);
+        d->reject();
+      }
+    });
+    QVERIFY(!w.save());
+    QVERIFY(asked);
+    QVERIFY2(!suggested.startsWith(QFileInfo(project).absolutePath()), qPrintable(suggested));
     QCOMPARE(dw::readFile(project.toStdString()).value(), *before);
     QFile::remove(MainWindow::autosavePath(project));
   }
