@@ -395,6 +395,10 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
                 {"train_loss", e.trainLoss},
                 {"seconds", e.seconds},
                 {"samples_per_second", e.samplesPerSecond}};
+      // The epoch's training metrics, as the step lines and the checkpoint's history have them
+      // (a trial's script could not read the training accuracy from the epoch lines).
+      for (const auto& [k, v] : e.trainMetrics) j["train_metrics"][k] = v;
+      for (const auto& [k, v] : e.testMetrics) j["eval_metrics"][k] = v;
       // The held-out split's figures under its own name (validation_loss or test_loss: a
       // test_loss that held the validation loss misled a script), and as eval_loss and
       // eval_accuracy for a reader that takes whichever split the run evaluates.

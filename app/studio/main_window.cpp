@@ -1111,6 +1111,18 @@ bool MainWindow::recoverAutosave() {
   return true;
 }
 
+void MainWindow::keyPressEvent(QKeyEvent* e) {
+  // The disabled Undo and Redo let Ctrl+Z through to here: said, where a trial's keypress
+  // during a Fit did nothing without a word.
+  if (model_->locked() && (e->matches(QKeySequence::Undo) || e->matches(QKeySequence::Redo))) {
+    showStatus(
+        tr("Undo and Redo wait while training runs on this model: press Stop, or wait "
+           "for it to finish"));
+    return;
+  }
+  QMainWindow::keyPressEvent(e);
+}
+
 void MainWindow::closeEvent(QCloseEvent* e) {
   if (!maybeSave()) {
     e->ignore();

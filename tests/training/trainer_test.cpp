@@ -712,6 +712,9 @@ TEST(TrainCli, JsonStepsLineEveryStep) {
     }
     EXPECT_EQ(lines[e * 4 + 3].value("epoch", -1), e + 1);
     EXPECT_TRUE(lines[e * 4 + 3].contains("train_loss"));
+    // The epoch's training metrics too, beside the evaluated split's.
+    EXPECT_TRUE(lines[e * 4 + 3]["train_metrics"].contains("accuracy")) << lines[e * 4 + 3];
+    EXPECT_TRUE(lines[e * 4 + 3]["eval_metrics"].contains("accuracy")) << lines[e * 4 + 3];
   }
 }
 

@@ -1040,6 +1040,21 @@ class StudioTest : public QObject {
     QVERIFY(!QFileInfo::exists(MainWindow::autosavePath(example("fashion_mnist_mlp.dwproj"))));
   }
 
+  // Ctrl+Z while training runs says why nothing happens (the disabled action let it pass
+  // without a word).
+  void undoDuringTrainingSaysWhy() {
+    MainWindow w(false);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.placeNode("ai.onnx", "Relu");
+    w.model()->setLocked(QStringLiteral("training"));
+    w.view()->setFocus();
+    QTest::keyClick(w.view(), Qt::Key_Z, Qt::ControlModifier);
+    QVERIFY2(w.statusMessage().startsWith("Undo and Redo wait"), qPrintable(w.statusMessage()));
+    QCOMPARE(w.model()->graph().nodes().size(), size_t(1));
+    w.model()->setLocked(QString());
+  }
+
   // An example opens from where deepwire keeps it; Save makes the user's copy instead of
   // overwriting it (a trial noticed Ctrl+S would write over the shipped file).
   void saveNeverOverwritesAnExample() {
