@@ -159,10 +159,12 @@ Result<Setup> prepare(const TrainArgs& a) {
                            "test split its own sources or a fraction of train (test_split)");
   }
   if (a.evalOnly && !s.test)
-    return Status::error(a.project + ": the training section names no " + a.evalSplit +
-                         " data to evaluate: give the " + a.evalSplit +
-                         " split its own sources or a fraction of train (" + a.evalSplit +
-                         "_split)");
+    return Status::error(
+        a.project + ": the training section names no " + a.evalSplit + " data to evaluate: " +
+        (a.evalSplit == "train"
+             ? std::string("give each data input a train source")
+             : "give the " + a.evalSplit + " split its own sources or a fraction of train (" +
+                   a.evalSplit + "_split)"));
   // A model exported with a fixed batch (torch.onnx.export without dynamic_axes) takes batches
   // of exactly that size, while training's last batch and evaluation's are others: a trial
   // trained an epoch at --batch-size 2 to fail at its evaluation, the epoch lost.

@@ -50,6 +50,7 @@ class GraphModel : public QObject {
   // model it started with, so an edit meanwhile would be trained past and its weights lost.
   void setLocked(const QString& reason);
   bool locked() const { return !locked_.isEmpty(); }
+  const QString& lockReason() const { return locked_; }
 
   // --- Edits: each is one undo step; a refused edit returns the reason and changes nothing. ---
   // Layers, losses and metrics get a unique snake_case name after their type ("dense_1",

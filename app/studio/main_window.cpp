@@ -1115,9 +1115,7 @@ void MainWindow::keyPressEvent(QKeyEvent* e) {
   // The disabled Undo and Redo let Ctrl+Z through to here: said, where a trial's keypress
   // during a Fit did nothing without a word.
   if (model_->locked() && (e->matches(QKeySequence::Undo) || e->matches(QKeySequence::Redo))) {
-    showStatus(
-        tr("Undo and Redo wait while training runs on this model: press Stop, or wait "
-           "for it to finish"));
+    showStatus(tr("Undo and Redo wait: %1").arg(model_->lockReason()));
     return;
   }
   QMainWindow::keyPressEvent(e);
@@ -1326,9 +1324,7 @@ bool MainWindow::findNext(int step) {
 
 int MainWindow::setSelectionTrainable(bool trainable) {
   if (model_->locked()) {  // a run trains the model it started with
-    showStatus(
-        tr("Training is running on this model: press Stop, or wait for it to finish, "
-           "before changing which weights train"));
+    showStatus(model_->lockReason());
     return 0;
   }
   const Graph& g = model_->graph();
@@ -1362,7 +1358,9 @@ int MainWindow::setSelectionTrainable(bool trainable) {
                               "train"));
     return 0;
   }
-  const QString what = tr("%1 layer(s) and %2 Initializer(s)").arg(layers).arg(initializers);
+  const QString what = tr("%1 and %2")
+                           .arg(count(layers, tr("%1 layer"), tr("%1 layers")),
+                                count(initializers, tr("%1 Initializer"), tr("%1 Initializers")));
   if (Status st =
           model_->applyNodeStates(after, trainable ? tr("Unfreeze weights") : tr("Freeze weights"));
       !st.ok()) {
