@@ -198,6 +198,117 @@ void checkTrainingSection(const Graph& g, const std::string& path,
     }
 }
 
+// What `import --loss` adds to make an imported model trainable from the command line (what
+// the studio's Output Train node, label Input and Data panel give): a trial had to edit the
+// project's JSON by hand.
+struct TrainingSetup {
+  std::string loss, metric, labels, output;
+  bool fromLogits = false;
+  std::vector<std::string> train, test;  // INPUT=PATH
+  double validationSplit = 0;
+};
+
+// The project's Output `name` (or its only one) becomes an Output Train with `loss`, fed by a
+// new label Input (int64[N] for the sparse losses, else the prediction's type), with `metric`
+// beside it; each INPUT=PATH source gets the conversion the Data panel would propose.
+Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
+                   std::vector<std::string>& notes) {
+  using namespace dw::engine::training;
+  std::vector<NodeId> outputs;
+  for (const auto& [id, n] : g.nodes())
+    if (n.domain == kGraphDomain && n.type == "Output" && (t.output.empty() || n.name == t.output))
+      outputs.push_back(id);
+  if (outputs.size() != 1) {
+    std::string names;
+    for (const auto& [id, n] : g.nodes())
+      if (n.domain == kGraphDomain && n.type == "Output") names += " '" + n.name + "'";
+    return Status::error(outputs.empty()
+                             ? "--output-name: the model has no output named '" + t.output +
+                                   "'; its outputs:" + names
+                             : "the model has several outputs (" + names +
+                                   " ); name the one the loss scores with --output-name");
+  }
+  const Node out = *g.node(outputs[0]);
+  const auto from = g.inputLink(out.id, 0);
+  if (!from) return Status::error(g.describe(out.id) + " is not wired to anything");
+  std::string predType = g.param(out.id, "type") ? g.param(out.id, "type")->asString() : "";
+  DW_RETURN_IF_ERROR(g.removeNode(out.id));
+  auto train = g.addNode(kLayersDomain, "Output Train", out.position);
+  if (!train) return train.status();
+  DW_RETURN_IF_ERROR(g.rename(*train, out.name));
+  DW_RETURN_IF_ERROR(g.setParam(*train, "loss", Param::makeString(t.loss)).withContext("--loss"));
+  if (t.fromLogits)
+    DW_RETURN_IF_ERROR(
+        g.setParam(*train, "from_logits", Param::makeBool(true)).withContext("--from-logits"));
+  DW_RETURN_IF_ERROR(g.addLink({from->from, {*train, 0}}));
+  // The prediction's type with a free batch: the target of a loss that compares values.
+  if (const size_t open = predType.find('['), cut = predType.find_first_of(",]", open + 1);
+      open != std::string::npos && cut != std::string::npos)
+    predType.replace(open + 1, cut - open - 1, "N");
+  const std::string labelType = !t.labels.empty()                                    ? t.labels
+                                : t.loss.rfind("Sparse", 0) == 0 || predType.empty() ? "int64[N]"
+                                                                                     : predType;
+  auto label = g.addNode(kGraphDomain, "Input", {out.position.x, out.position.y + 160});
+  if (!label) return label.status();
+  DW_RETURN_IF_ERROR(g.rename(*label, "label"));
+  DW_RETURN_IF_ERROR(
+      g.setParam(*label, "type", Param::makeString(labelType)).withContext("--labels"));
+  DW_RETURN_IF_ERROR(g.addLink({{*label, 0}, {*train, 1}}));
+  if (!t.metric.empty()) {
+    auto metric = g.addNode(kMetricsDomain, t.metric, {out.position.x, out.position.y + 320});
+    if (!metric) return metric.status().withContext("--metric");
+    DW_RETURN_IF_ERROR(g.addLink({from->from, {*metric, 0}}));
+    DW_RETURN_IF_ERROR(g.addLink({{*label, 0}, {*metric, 1}}));
+  }
+  TrainingConfig config;
+  if (auto c = trainingConfigFromGraph(g); c.ok()) config = *c;
+  config.dataset.validationSplit = t.validationSplit;
+  auto inputs = dataInputsOf(g);
+  if (!inputs) return inputs.status();
+  for (auto [sources, files, split] : {std::tuple{&t.train, &config.dataset.train, "--data"},
+                                       std::tuple{&t.test, &config.dataset.test, "--test-data"}}) {
+    for (const std::string& pair : *sources) {
+      const size_t eq = pair.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+        return Status::error(std::string(split) + " '" + pair +
+                             "': give INPUT=PATH, e.g. image=train-images-idx3-ubyte.gz");
+      DataFileSpec f;
+      f.input = pair.substr(0, eq);
+      f.path = pair.substr(eq + 1);
+      const auto in = std::find_if(inputs->begin(), inputs->end(),
+                                   [&](const DataInput& d) { return d.name == f.input; });
+      if (in == inputs->end()) {
+        std::string names;
+        for (const auto& d : *inputs) names += " '" + d.name + "'";
+        return Status::error(std::string(split) + ": the model has no data input '" + f.input +
+                             "'; its data inputs:" + names);
+      }
+      // A test file is read with its input's train conversion, as the studio reads it.
+      for (const DataFileSpec& trained : config.dataset.train)
+        if (files != &config.dataset.train && trained.input == f.input) {
+          const std::string path = f.path;
+          f = trained;
+          f.path = path;
+          f.format.clear();
+          f.storedDtype.clear();
+          f.storedShape.clear();
+        }
+      if (files == &config.dataset.train) {
+        auto summary = inspectSource(f, baseDir);
+        if (!summary) return summary.status().withContext(split);
+        const Proposal p = proposeConversion(*summary, f, *in);
+        if (p.fits) f = p.spec;
+        notes.push_back(f.input + ": " + p.message);
+      }
+      files->push_back(f);
+    }
+  }
+  ModelInfo info = g.info();
+  info.sections["training"] = trainingConfigToJson(config);
+  g.setInfo(std::move(info));
+  return Status();
+}
+
 int runCheck(const std::string& path) {
   std::vector<std::string> problems;
   if (isProjectFile(path)) {
@@ -314,7 +425,31 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
     auto out = std::make_shared<std::string>();
     cmd->add_option("MODEL", *in, "ONNX file")->required()->check(CLI::ExistingFile);
     cmd->add_option("-o,--output", *out, "Project file to write (*.dwproj)")->required();
-    cmd->callback([in, out, &exitCode] {
+    auto setup = std::make_shared<TrainingSetup>();
+    cmd->add_option("--loss", setup->loss,
+                    "Make the model trainable: its output becomes an Output Train with this loss "
+                    "(SparseCategoricalCrossentropy, MeanSquaredError...; `deepwire nodes "
+                    "--category losses`), scored against a new 'label' input");
+    cmd->add_option("--output-name", setup->output,
+                    "With --loss: the output the loss scores, where the model has several");
+    cmd->add_flag("--from-logits", setup->fromLogits,
+                  "With --loss: the output gives raw scores, not probabilities");
+    cmd->add_option("--labels", setup->labels,
+                    "With --loss: the label input's type (default int64[N] for the sparse "
+                    "losses, else the output's type)");
+    cmd->add_option("--metric", setup->metric,
+                    "With --loss: a metric beside it, e.g. SparseCategoricalAccuracy");
+    cmd->add_option("--data", setup->train,
+                    "With --loss: a training source INPUT=PATH (IDX, NPY, CSV or an image "
+                    "folder), converted to what the input takes as the studio's Data panel "
+                    "proposes; repeat per input, 'label' included")
+        ->type_name("INPUT=PATH");
+    cmd->add_option("--test-data", setup->test, "With --loss: a test source INPUT=PATH")
+        ->type_name("INPUT=PATH");
+    cmd->add_option("--validation-split", setup->validationSplit,
+                    "With --loss: the fraction of the training data held out for validation")
+        ->check(CLI::Range(0.0, 0.99));
+    cmd->callback([in, out, setup, &exitCode] {
       // A project is JSON: under an .onnx name it would pass for a model, and `-o` naming the
       // model being imported would overwrite it.
       if (!isProjectFile(*out)) {
@@ -333,6 +468,24 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
       if (!g.ok()) {
         exitCode = fail(g.message());
         return;
+      }
+      const bool anySetup = !setup->train.empty() || !setup->test.empty() ||
+                            !setup->metric.empty() || setup->fromLogits || !setup->labels.empty() ||
+                            !setup->output.empty();
+      if (setup->loss.empty() && anySetup) {
+        exitCode = fail(
+            "--data, --metric and the other training options go with --loss, which "
+            "names the loss that makes the model trainable",
+            2);
+        return;
+      }
+      std::vector<std::string> dataNotes;
+      if (!setup->loss.empty()) {
+        const std::string base = std::filesystem::absolute(*out).parent_path().string();
+        if (Status st = addTraining(*g, *setup, base, dataNotes); !st.ok()) {
+          exitCode = fail(st.message(), 2);
+          return;
+        }
       }
       // A model ONNX's checker or the project's validation refuses still imports (the studio
       // is where it gets fixed), but not in silence.
@@ -360,6 +513,13 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                   << " of the model; `deepwire check " << *out
                   << "` lists them, and the studio shows them on the nodes\n";
       for (const auto& h : g->hints()) note("hint: " + printableText(h.message));
+      for (const auto& d : dataNotes) note("data " + printableText(d));
+      if (!setup->loss.empty())
+        std::cout << "  trainable: loss " << setup->loss << " against input 'label'"
+                  << (setup->train.empty() ? "; give it data with --data (or the studio's Data "
+                                             "panel), then `deepwire train`"
+                                           : "; `deepwire train " + *out + "` trains it")
+                  << "\n";
     });
   }
   {

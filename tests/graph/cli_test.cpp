@@ -488,6 +488,51 @@ std::string exportedMlp(const std::filesystem::path& dir) {
   return code == 0 ? path : std::string();
 }
 
+// import --loss makes a model someone else exported trainable from the command line: its
+// output becomes an Output Train against a new label input, with a metric, and each --data
+// source gets the conversion the Data panel would propose (a trial edited the JSON by hand).
+TEST(Cli, ImportWithALossMakesAModelTrainable) {
+  const std::string data = "/usr/share/datasets/fashion-mnist/";
+  if (!std::filesystem::exists(data + "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "no Fashion-MNIST";
+  auto dir = test::tempDir();
+  const std::string exported = exportedMlp(dir);
+  ASSERT_FALSE(exported.empty());
+  // Without deepwire's layout, as any other tool's export: a plain output.
+  auto m = readOnnxFile(exported);
+  ASSERT_TRUE(m.ok());
+  m->clear_metadata_props();
+  const std::string foreign = (dir / "foreign.onnx").string();
+  ASSERT_TRUE(writeOnnxFile(*m, foreign).ok());
+  const std::string project = (dir / "foreign.dwproj").string();
+  int code = 0;
+  std::string out = run("import " + foreign + " -o " + project +
+                            " --loss SparseCategoricalCrossentropy --from-logits --metric "
+                            "SparseCategoricalAccuracy --data image=" +
+                            data + "train-images-idx3-ubyte.gz --data label=" + data +
+                            "train-labels-idx1-ubyte.gz --test-data image=" + data +
+                            "t10k-images-idx3-ubyte.gz --test-data label=" + data +
+                            "t10k-labels-idx1-ubyte.gz 2>&1",
+                        &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("trainable: loss SparseCategoricalCrossentropy"), std::string::npos) << out;
+  out = run("check " + project + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  out = run("train " + project + " --epochs 1 --max-steps 100 --threads 1 --quiet 2>&1", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  // The options explain themselves when misused.
+  out = run("import " + foreign + " -o " + (dir / "x.dwproj").string() + " --metric X 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("go with --loss"), std::string::npos) << out;
+  out = run("import " + foreign + " -o " + (dir / "x.dwproj").string() +
+                " --loss SparseCategoricalCrossentropy --data img=x.gz 2>&1",
+            &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("no data input 'img'; its data inputs: 'image' 'label'"), std::string::npos)
+      << out;
+}
+
 // train on an ONNX file says that training needs a project and how to make one; out-of-range
 // numbers read as a person would write them.
 TEST(Cli, TrainExplainsWhatItNeeds) {
