@@ -613,6 +613,24 @@ std::vector<Problem> Graph::hints() const {
                                  "that batch's own statistics, exported for inference too (a "
                                  "sample's result depends on the others in its batch). Set "
                                  "training_mode to 0 to use the running statistics"});
+    // Its Dropout gets a constant true training_mode: it drops values in every export too.
+    if ((n.domain.empty() || n.domain == "ai.onnx") && n.type == "Dropout")
+      if (const auto l = inputLink(id, 2))
+        if (const Node* src = node(l->from.node); src && src->domain == kGraphDomain
+                                                      ? src->type == "Initializer"
+                                                      : src && src->type == "Constant") {
+          const auto v = param(src->id, src->type == "Constant" ? "value" : "values");
+          onnx::TensorProto t;
+          if (v && isProtoParam(v->type) && t.ParseFromString(v->asString()) &&
+              t.data_type() == onnx::TensorProto::BOOL && elementCount(t) == 1 &&
+              (t.raw_data().empty() ? t.int32_data_size() == 1 && t.int32_data(0) != 0
+                                    : t.raw_data()[0] != 0))
+            hints.push_back({id, describe(id) +
+                                     ": its training_mode input is a constant true, so it drops "
+                                     "values at random in every run, exported for inference "
+                                     "too. Unwire training_mode (deepwire's training turns "
+                                     "dropout on by itself)"});
+        }
   }
   for (const auto& [id, n] : nodes_) {
     if (n.domain != kLayersDomain || n.type != "Output Train") continue;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "graphs/onnx_export.h"
+#include "graphs/onnx_import.h"
 #include "graphs/project.h"
 #include "nodes/type_syntax.h"
 #include "test_util.h"
@@ -394,6 +395,45 @@ TEST(UtilityNodes, BatchNormalizationInTrainingModeGetsAHint) {
   EXPECT_NE(hints[0].message.find("training_mode is 1"), std::string::npos) << hints[0].message;
   ASSERT_TRUE(g->setParam(bn, "training_mode", Param::makeInt(0)).ok());
   EXPECT_TRUE(g->hints().empty());
+}
+
+// torch's training export also gives Dropout a constant true training_mode: it drops values in
+// every run, the exported model's too. A hint says so; unwired, training turns dropout on itself.
+TEST(UtilityNodes, DropoutForcedIntoTrainingModeGetsAHint) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("dropout");
+  auto io = [](onnx::ValueInfoProto* v, const char* name) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_param("N");
+    t->mutable_shape()->add_dim()->set_dim_value(4);
+  };
+  io(g->add_input(), "x");
+  io(g->add_output(), "y");
+  auto* c = g->add_node();
+  c->set_op_type("Constant");
+  c->add_output("on");
+  auto* value = c->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  value->mutable_t()->set_raw_data(std::string(1, '\1'));
+  auto* d = g->add_node();
+  d->set_op_type("Dropout");
+  for (const char* in : {"x", "", "on"}) d->add_input(in);
+  d->add_output("y");
+  auto imported = importOnnx(m);
+  ASSERT_TRUE(imported.ok()) << imported.message();
+  auto hints = imported->hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_NE(hints[0].message.find("training_mode input is a constant true"), std::string::npos)
+      << hints[0].message;
+  value->mutable_t()->set_raw_data(std::string(1, '\0'));
+  EXPECT_TRUE(importOnnx(m)->hints().empty());  // false: inference, as it should be
 }
 
 TEST(UtilityNodes, DescribeAndNodesShowThem) {
