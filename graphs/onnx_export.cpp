@@ -715,6 +715,11 @@ class Lowering {
 
   // Names the editor node that a checker message is about.
   std::string attribute(const std::string& message) const {
+    // A node the message names as one ("node 'fc1'") before any name it merely contains (the
+    // tensor flatten_output made the Flatten take the blame for fc1's weight).
+    for (const auto& [id, name] : protoName_)
+      if (!name.empty() && message.find("node '" + name + "'") != std::string::npos)
+        return g_.describe(id) + ": " + message;
     NodeId best = 0;
     size_t bestLen = 0;
     for (const auto& [id, name] : protoName_)
@@ -884,6 +889,61 @@ static std::string incompleteValueInfo(const onnx::GraphProto& g, const std::str
   return "";
 }
 
+// libonnx's shape inference of Gemm and MatMul does not compare the inner dimensions: a weight
+// of [256, 783] against 784 features passed `check` and `export`, and failed in the first run.
+// Where both sizes are known after inference, they must agree.
+static Status checkProductShapes(const onnx::GraphProto& g) {
+  std::map<std::string, std::vector<int64_t>> dims;  // -1: unknown
+  auto take = [&](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+    std::vector<int64_t> d;
+    for (const auto& x : v.type().tensor_type().shape().dim())
+      d.push_back(x.has_dim_value() ? x.dim_value() : -1);
+    dims[v.name()] = d;
+  };
+  for (const auto& v : g.input()) take(v);
+  for (const auto& v : g.value_info()) take(v);
+  for (const auto& t : g.initializer()) dims[t.name()] = {t.dims().begin(), t.dims().end()};
+  for (const auto& n : g.node()) {
+    const bool gemm = n.op_type() == "Gemm", matmul = n.op_type() == "MatMul";
+    if ((!gemm && !matmul) || !(n.domain().empty() || n.domain() == "ai.onnx") ||
+        n.input_size() < 2)
+      continue;
+    auto a = dims.find(n.input(0)), b = dims.find(n.input(1));
+    if (a == dims.end() || b == dims.end() || a->second.empty() || b->second.empty()) continue;
+    const auto& da = a->second;
+    const auto& db = b->second;
+    bool transA = false, transB = false;
+    for (const auto& at : n.attribute()) {
+      if (at.name() == "transA") transA = at.i() != 0;
+      if (at.name() == "transB") transB = at.i() != 0;
+    }
+    int64_t ka = -1, kb = -1;
+    if (gemm && da.size() == 2 && db.size() == 2) {
+      ka = transA ? da[0] : da[1];
+      kb = transB ? db[1] : db[0];
+    } else if (matmul) {
+      ka = da.back();
+      kb = db.size() == 1 ? db[0] : db[db.size() - 2];
+    }
+    if (ka < 0 || kb < 0 || ka == kb) continue;
+    auto shape = [](const std::vector<int64_t>& d) {
+      std::string s;
+      for (int64_t x : d)
+        s += (s.empty() ? "" : ",") + (x < 0 ? std::string("?") : std::to_string(x));
+      return "[" + s + "]";
+    };
+    return Status::error("node '" + n.name() + "' (" + n.op_type() + "): " + n.input(0) + " is " +
+                         shape(da) + (transA ? " (transposed)" : "") + " and " + n.input(1) +
+                         " is " + shape(db) + (transB ? " (transposed)" : "") +
+                         ": the inner dimensions " + std::to_string(ka) + " and " +
+                         std::to_string(kb) +
+                         " differ, so the product cannot be taken; make the weight's size match "
+                         "its input");
+  }
+  return Status();
+}
+
 Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   if (level == CheckLevel::None) return Status();
   // Building the catalogue registers the schemas of deepwire's own domain (com.deepwire.grad).
@@ -906,7 +966,8 @@ Status checkOnnxModel(const onnx::ModelProto& model, CheckLevel level) {
   }
   if (level == CheckLevel::Basic) return Status();
   onnx::ModelProto copy = model;
-  return inferValidatedShapes(copy, inferenceUnsafe, true, 1, false);
+  DW_RETURN_IF_ERROR(inferValidatedShapes(copy, inferenceUnsafe, true, 1, false));
+  return checkProductShapes(copy.graph());
 }
 
 }  // namespace dw

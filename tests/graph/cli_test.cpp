@@ -488,6 +488,27 @@ std::string exportedMlp(const std::filesystem::path& dir) {
   return code == 0 ? path : std::string();
 }
 
+// A weight that does not fit its input is found by check and export (libonnx's inference of
+// Gemm does not compare the inner dimensions: it was found in the first run), on the Gemm.
+TEST(Cli, CheckFindsAWeightThatDoesNotFitItsInput) {
+  auto dir = test::tempDir();
+  auto text = readFile(test::example("fashion_mnist_mlp.dwproj"));
+  ASSERT_TRUE(text.ok());
+  auto j = nlohmann::json::parse(*text);
+  for (auto& n : j["nodes"])
+    if (n.value("name", "") == "fc1.weight") n["params"]["shape"] = {256, 783};
+  const std::string project = (dir / "misfit.dwproj").string();
+  ASSERT_TRUE(writeFileAtomic(project, j.dump()).ok());
+  int code = 0;
+  for (const std::string cmd :
+       {"check " + project, "export " + project + " -o " + (dir / "m.onnx").string()}) {
+    const std::string out = run(cmd + " 2>&1", &code);
+    EXPECT_NE(code, 0) << cmd;
+    EXPECT_NE(out.find("Gemm 'fc1' (#"), std::string::npos) << out;
+    EXPECT_NE(out.find("the inner dimensions 784 and 783 differ"), std::string::npos) << out;
+  }
+}
+
 // import --loss makes a model someone else exported trainable from the command line: its
 // output becomes an Output Train against a new label input, with a metric, and each --data
 // source gets the conversion the Data panel would propose (a trial edited the JSON by hand).
