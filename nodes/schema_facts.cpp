@@ -730,6 +730,13 @@ std::map<std::string, int> opsetsOf(const onnx::ModelProto& model) {
 }  // namespace
 
 Status validateModelNodes(const onnx::ModelProto& model, bool& inferenceUnsafe) {
+  // Before IR version 3 models had no opset_import (opset 1 is what they mean); since, a model
+  // without one was judged at opset 1 and its Cast said "attribute 'to' has the wrong type".
+  if (model.opset_import_size() == 0 && model.ir_version() >= 3 && model.graph().node_size() > 0)
+    return Status::error("the model (IR version " + std::to_string(model.ir_version()) +
+                         ") declares no opset_import, so its operators' versions are unknown "
+                         "(a file cut short, or written by a tool that left it out); the "
+                         "tool that made it must add the opsets it used, such as ai.onnx 17");
   const auto opsets = opsetsOf(model);
   std::set<std::string> local;
   for (const auto& f : model.functions()) local.insert(normDomain(f.domain()) + ":" + f.name());

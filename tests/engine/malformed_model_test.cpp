@@ -497,3 +497,17 @@ TEST(MalformedModel, OutOfRangeIndexIsNamedAsGiven) {
   EXPECT_NE(r.status().message().find("index -7 out of range [-6, 6)"), std::string::npos)
       << r.status().message();
 }
+
+// A model since IR version 3 without opset_import is refused as such: judged at opset 1 (what
+// IR versions 1 and 2 meant), its Cast's 'to' was called the wrong type.
+TEST(MalformedModel, NoOpsetImportIsSaidToBeMissing) {
+  onnx::ModelProto m = emptyModel(17);
+  m.clear_opset_import();
+  auto* g = m.mutable_graph();
+  addValue(g->add_input(), "x", {2});
+  addNode(g, "Relu", {"x"}, {"y"});
+  addValue(g->add_output(), "y", {2});
+  auto s = InferenceSession::create(m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("declares no opset_import"), std::string::npos) << s.message();
+}
