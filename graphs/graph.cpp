@@ -603,10 +603,11 @@ std::string Graph::tensorName(PortRef out) const {
 std::vector<Problem> Graph::hints() const {
   std::vector<Problem> hints;
   for (const auto& [id, n] : nodes_) {
+    const bool onnxOp = n.domain.empty() || n.domain == "ai.onnx";
     // torch.onnx.export(..., training=TRAINING) leaves BatchNormalization normalizing with each
     // batch's own statistics, in every export too: a trial's sample scored 1.0 apart alone and
     // in a batch of 8, without a word from import, check, train or export.
-    if ((n.domain.empty() || n.domain == "ai.onnx") && n.type == "BatchNormalization")
+    if (onnxOp && n.type == "BatchNormalization")
       if (auto mode = param(id, "training_mode"); mode && mode->asInt() != 0)
         hints.push_back({id, describe(id) +
                                  ": training_mode is 1, so the model normalizes every batch with "
@@ -614,11 +615,11 @@ std::vector<Problem> Graph::hints() const {
                                  "sample's result depends on the others in its batch). Set "
                                  "training_mode to 0 to use the running statistics"});
     // Its Dropout gets a constant true training_mode: it drops values in every export too.
-    if ((n.domain.empty() || n.domain == "ai.onnx") && n.type == "Dropout")
+    if (onnxOp && n.type == "Dropout")
       if (const auto l = inputLink(id, 2))
-        if (const Node* src = node(l->from.node); src && src->domain == kGraphDomain
-                                                      ? src->type == "Initializer"
-                                                      : src && src->type == "Constant") {
+        if (const Node* src = node(l->from.node);
+            src &&
+            (src->type == "Initializer" ? src->domain == kGraphDomain : src->type == "Constant")) {
           const auto v = param(src->id, src->type == "Constant" ? "value" : "values");
           onnx::TensorProto t;
           if (v && isProtoParam(v->type) && t.ParseFromString(v->asString()) &&
