@@ -2288,6 +2288,8 @@ void TrainingPanel::rescaleAxes() {
       y->setRange(r.min, r.max);
     } else if (!std::isfinite(y0)) {  // no points yet: a plain unit range
       yAxis->setRange(0, 1);
+      // In fifths: the tick count a cleared chart kept from its last curve read 0.167, 0.333.
+      if (auto* y = qobject_cast<QValueAxis*>(yAxis)) y->setTickCount(6);
     } else {
       // At least 2% of the value: a flat curve still gets ticks that differ at 3 figures.
       const double pad = std::max(std::abs(y1) * 0.02 + 1e-6, (y1 - y0) * 0.08);

@@ -329,6 +329,10 @@ class JourneyTest : public QObject {
     QCOMPARE(panel->seriesPoints("train loss"), 0);
     QCOMPARE(panel->seriesPoints("validation metric"), 0);
     QVERIFY(!panel->hasUnsyncedWeights());
+    // The empty chart's axis in fifths, not the sixths its last curve left (0.167, 0.333...).
+    auto* emptyY = qobject_cast<QValueAxis*>(panel->lossChart()->axes(Qt::Vertical).first());
+    QVERIFY(emptyY);
+    QCOMPARE(emptyY->tickCount(), 6);
 
     // The saved project brings its curves back (a reopened project showed empty charts), and
     // the next step is drawn to the right of them.
