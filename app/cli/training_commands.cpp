@@ -401,6 +401,8 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       // (a trial's script could not read the training accuracy from the epoch lines).
       for (const auto& [k, v] : e.trainMetrics) j["train_metrics"][k] = v;
       for (const auto& [k, v] : e.testMetrics) j["eval_metrics"][k] = v;
+      // Saved before this line is written: where to --resume from after this epoch.
+      if (!a.checkpoint.empty()) j["checkpoint"] = a.checkpoint;
       // The held-out split's figures under its own name (validation_loss or test_loss: a
       // test_loss that held the validation loss misled a script), and as eval_loss and
       // eval_accuracy for a reader that takes whichever split the run evaluates.
@@ -452,6 +454,12 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       if (!ss.ok()) return fail(ss.message(), 2);
       std::cerr << "deepwire: the weights trained so far are saved in " << a.saveProject << "\n";
     }
+    // A program reading --json learns of the stop too, not only a person reading stderr.
+    if (a.json)
+      std::cout << jsonText(
+                       {{"interrupted", true},
+                        {"checkpoint", a.checkpoint.empty() ? json(nullptr) : json(a.checkpoint)}})
+                << std::endl;
     // A stop asked for with SIGUSR1 ended as asked: exit 0, or mpirun, seeing a process fail,
     // spends 2 s sending every process SIGCONT, SIGTERM and SIGKILL after they have exited
     // (the studio's Stop waited 3 s for the job to end, 0.08 s of it for the processes).

@@ -686,7 +686,9 @@ TEST(TrainCli, JsonStepsLineEveryStep) {
   const std::string cmd =
       std::string("OMP_WAIT_POLICY=passive ") + cli + " train " + DW_SOURCE_DIR +
       "/resources/examples/fashion_mnist_mlp.dwproj --epochs 2 --max-steps 3 "
-      "--threads 1 --json-steps --export-onnx " +
+      "--threads 1 --json-steps --checkpoint " +
+      (fs::temp_directory_path() / ("dw_json_steps_ck_" + std::to_string(::getpid()))).string() +
+      " --export-onnx " +
       (fs::temp_directory_path() / ("dw_json_steps_" + std::to_string(::getpid()) + ".onnx"))
           .string();
   FILE* p = popen(cmd.c_str(), "r");
@@ -715,6 +717,9 @@ TEST(TrainCli, JsonStepsLineEveryStep) {
     // The epoch's training metrics too, beside the evaluated split's.
     EXPECT_TRUE(lines[e * 4 + 3]["train_metrics"].contains("accuracy")) << lines[e * 4 + 3];
     EXPECT_TRUE(lines[e * 4 + 3]["eval_metrics"].contains("accuracy")) << lines[e * 4 + 3];
+    // Where the epoch's checkpoint went (saved before the line).
+    EXPECT_NE(lines[e * 4 + 3].value("checkpoint", "").find("dw_json_steps_ck_"), std::string::npos)
+        << lines[e * 4 + 3];
   }
 }
 
