@@ -583,7 +583,10 @@ int evalCommand(const TrainArgs& a) {
     Status ls = tr.loadCheckpoint(a.checkpoint, /*weightsOnly=*/true);
     if (!ls.ok()) return fail(ls.message());
   }
-  auto r = tr.evaluate(*s->test, std::max<int64_t>(s->config.batchSize, 256));
+  // Batches of 256 or the training's, larger; --batch-size for a model or a memory that wants
+  // another.
+  auto r = tr.evaluate(*s->test,
+                       a.batchSize > 0 ? a.batchSize : std::max<int64_t>(s->config.batchSize, 256));
   const std::string& split = a.evalSplit;
   if (!r)
     return fail(r.status()
@@ -694,6 +697,9 @@ void registerTrainingCommands(CLI::App& app, int& exitCode) {
   e->add_option("--precision", ev->precision,
                 "fp32, bf16 or tf32 (default: the project's Accelerator node, else fp32)")
       ->check(CLI::IsMember(dw::precisionNames()));
+  e->add_option("--batch-size", ev->batchSize,
+                "Samples per evaluation batch (default: 256, or the training batch if larger)")
+      ->check(positive());
   e->add_option("--split", ev->evalSplit,
                 "Which data to score: test (the default), validation, or train (the samples "
                 "training learns from, after the held-out fractions)")

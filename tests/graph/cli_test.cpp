@@ -688,7 +688,9 @@ TEST(Cli, EvalScoresTheSplitAskedFor) {
   int code = 0;
   for (auto [split, samples] : {std::pair{"validation", 100}, {"train", 900}}) {
     std::string out;
-    code = runCommand(kCli + " eval " + held + " --threads 1 --json --split " + split, &out, false);
+    code =
+        runCommand(kCli + " eval " + held + " --threads 1 --json --batch-size 7 --split " + split,
+                   &out, false);
     ASSERT_EQ(code, 0) << out;
     const auto r = nlohmann::json::parse(out);
     EXPECT_EQ(r["split"], split);
