@@ -251,4 +251,15 @@ std::string formatType(const onnx::TypeProto& t) {
   }
 }
 
+std::string withFreeBatch(const std::string& text) {
+  auto type = parseType(text);
+  if (!type.ok() || !type->has_tensor_type() || !type->tensor_type().has_shape() ||
+      type->tensor_type().shape().dim_size() == 0)
+    return text;
+  auto* d0 = type->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
+  d0->clear_dim_value();
+  d0->set_dim_param("N");
+  return formatType(*type);
+}
+
 }  // namespace dw

@@ -22,5 +22,8 @@ const std::vector<std::string>& dtypeNames();  // every name dtypeFromName accep
 
 Result<onnx::TypeProto> parseType(const std::string& text);
 std::string formatType(const onnx::TypeProto& type);
+// A tensor type's text with its first dimension the free N (float[2,1,28,28] ->
+// float[N,1,28,28]): what takes any batch. `text` as it is where it names no such dimension.
+std::string withFreeBatch(const std::string& text);
 
 }  // namespace dw

@@ -15,6 +15,7 @@
 #include "graphs/project.h"
 #include "graphs/tensor_data.h"
 #include "nodes/schema_facts.h"
+#include "nodes/type_syntax.h"
 
 namespace dw::cli {
 
@@ -231,7 +232,7 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
   const Node out = *g.node(outputs[0]);
   const auto from = g.inputLink(out.id, 0);
   if (!from) return Status::error(g.describe(out.id) + " is not wired to anything");
-  std::string predType = g.param(out.id, "type") ? g.param(out.id, "type")->asString() : "";
+  const std::string predType = g.param(out.id, "type") ? g.param(out.id, "type")->asString() : "";
   DW_RETURN_IF_ERROR(g.removeNode(out.id));
   auto train = g.addNode(kLayersDomain, "Output Train", out.position);
   if (!train) return train.status();
@@ -242,12 +243,10 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
         g.setParam(*train, "from_logits", Param::makeBool(true)).withContext("--from-logits"));
   DW_RETURN_IF_ERROR(g.addLink({from->from, {*train, 0}}));
   // The prediction's type with a free batch: the target of a loss that compares values.
-  if (const size_t open = predType.find('['), cut = predType.find_first_of(",]", open + 1);
-      open != std::string::npos && cut != std::string::npos)
-    predType.replace(open + 1, cut - open - 1, "N");
-  const std::string labelType = !t.labels.empty()                                    ? t.labels
-                                : t.loss.rfind("Sparse", 0) == 0 || predType.empty() ? "int64[N]"
-                                                                                     : predType;
+  const std::string labelType = !t.labels.empty() ? t.labels
+                                : t.loss.rfind("Sparse", 0) == 0 || predType.empty()
+                                    ? "int64[N]"
+                                    : withFreeBatch(predType);
   auto label = g.addNode(kGraphDomain, "Input", {out.position.x, out.position.y + 160});
   if (!label) return label.status();
   DW_RETURN_IF_ERROR(g.rename(*label, "label"));

@@ -24,6 +24,7 @@
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
 #include "nodes/catalogue.h"
+#include "nodes/type_syntax.h"
 
 namespace dw::cli {
 
@@ -170,18 +171,14 @@ Result<Setup> prepare(const TrainArgs& a) {
   // trained an epoch at --batch-size 2 to fail at its evaluation, the epoch lost.
   if (auto inputs = dataInputsOf(s.graph); inputs.ok())
     for (const DataInput& in : *inputs)
-      if (!in.shape.empty() && in.shape[0] > 0) {
-        std::string freed = in.typeText;
-        const size_t open = freed.find('['), cut = freed.find_first_of(",]", open + 1);
-        if (open != std::string::npos && cut != std::string::npos)
-          freed.replace(open + 1, cut - open - 1, "N");
+      if (!in.shape.empty() && in.shape[0] > 0)
         return Status::error(
             a.project + ": input '" + in.name + "' takes batches of exactly " +
             std::to_string(in.shape[0]) + " (" + in.typeText +
             "), and training's and evaluation's batches are other sizes: make its batch "
             "dimension free by setting the Input's type to " +
-            freed + " (the studio's Parameters panel, or the node's \"type\" in the project)");
-      }
+            withFreeBatch(in.typeText) +
+            " (the studio's Parameters panel, or the node's \"type\" in the project)");
   TrainOptions to;
   to.optimizer = c.optimizer;
   to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;

@@ -260,7 +260,7 @@ void MainWindow::createDocks() {
     if (!currentFile_.isEmpty() && !hasUnsavedWork() && QFileInfo::exists(currentFile_))
       return currentFile_;
     // An example is not the user's to overwrite: its changes go into a copy (Save As below).
-    if (!currentFile_.isEmpty() && !examples_.contains(QDir::cleanPath(currentFile_))) {
+    if (!currentFile_.isEmpty() && !showsExample()) {
       if (interactive_) {
         const int n = training_->processesBox()->value();
         QMessageBox box(QMessageBox::Question, tr("Save before fitting in %1 processes?").arg(n),
@@ -924,11 +924,14 @@ bool MainWindow::saveTo(const QString& path) {
   return true;
 }
 
+bool MainWindow::showsExample() const {
+  return !currentFile_.isEmpty() && examples_.contains(QDir::cleanPath(currentFile_));
+}
+
 bool MainWindow::save() {
   // An example opens from where deepwire keeps it: Save makes the user's copy (it overwrote the
   // shipped example, or failed where that is read-only).
-  if (examples_.contains(QDir::cleanPath(currentFile_)))
-    return saveAs(tr("Save your copy of the example"));
+  if (showsExample()) return saveAs(tr("Save your copy of the example"));
   return currentFile_.isEmpty() ? saveAs() : saveTo(currentFile_);
 }
 
@@ -949,7 +952,7 @@ bool MainWindow::saveAs(const QString& title) {
     return QFileInfo(d).isDir() ? d : QDir::homePath();
   }();
   QString suggestion = currentFile_;
-  if (examples_.contains(QDir::cleanPath(currentFile_))) {
+  if (showsExample()) {
     suggestion = QDir(documents).filePath(QFileInfo(currentFile_).fileName());
   } else if (suggestion.isEmpty() && !importedFrom_.isEmpty()) {
     const QFileInfo from(importedFrom_);
@@ -1358,9 +1361,10 @@ int MainWindow::setSelectionTrainable(bool trainable) {
                               "train"));
     return 0;
   }
-  const QString what = tr("%1 and %2")
-                           .arg(count(layers, tr("%1 layer"), tr("%1 layers")),
-                                count(initializers, tr("%1 Initializer"), tr("%1 Initializers")));
+  QStringList parts;  // what changed, not "0 layers and 6 Initializers"
+  if (layers) parts << count(layers, tr("%1 layer"), tr("%1 layers"));
+  if (initializers) parts << count(initializers, tr("%1 Initializer"), tr("%1 Initializers"));
+  const QString what = parts.join(tr(" and "));
   if (Status st =
           model_->applyNodeStates(after, trainable ? tr("Unfreeze weights") : tr("Freeze weights"));
       !st.ok()) {

@@ -187,8 +187,9 @@ class MainWindow : public QMainWindow {
   QTimer messageTimer_;  // a message goes after a while, as QStatusBar's temporary ones do
   QTimer autosaveTimer_;
   QString currentFile_;
-  QString importedFrom_;  // the ONNX file an unsaved document was imported from (its path)
-  QStringList examples_;  // the shipped examples: Save keeps them as they are (see save())
+  QString importedFrom_;      // the ONNX file an unsaved document was imported from (its path)
+  QStringList examples_;      // the shipped examples: Save keeps them as they are (see save())
+  bool showsExample() const;  // the document is one of examples_, opened where it ships
   QWidget* findBar_ = nullptr;
   QLineEdit* findEdit_ = nullptr;
   QLabel* findCount_ = nullptr;

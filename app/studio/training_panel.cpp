@@ -1185,15 +1185,17 @@ Status TrainingPanel::copyTrainedWeights() {
   // An Initializer now holding the trained values still takes the trainer's next ones, and
   // again after this write is undone (its origin state).
   for (const Node& n : *changed)
-    if (auto it = origins_.find(n.id); it != origins_.end()) {
-      if (n.type == "Initializer")
-        it->second.initializer.push_back(n.params);
-      else
-        it->second.storedWeights.push_back(weightsKey(n.weights));
-    }
+    if (auto it = origins_.find(n.id); it != origins_.end()) it->second.add(n);
   unsynced_ = false;
   emit weightsStateChanged();
   return Status();
+}
+
+void TrainingPanel::WeightOrigin::add(const Node& n) {
+  if (n.type == "Initializer")
+    initializer.push_back(n.params);
+  else
+    storedWeights.push_back(weightsKey(n.weights));
 }
 
 size_t TrainingPanel::weightsKey(const std::map<std::string, std::string>& weights) {
@@ -1300,12 +1302,10 @@ void TrainingPanel::onTrainerBuilt(const std::shared_ptr<const Graph>& document,
   model_->validateNow();
   for (const auto& [id, n] : document->nodes()) {
     WeightOrigin& o = origins_[id];
-    if (n.type == "Initializer") {
-      o.initializer.push_back(n.params);
-    } else {
+    o.add(n);
+    if (n.type != "Initializer") {
       o.seed = document->param(id, "seed");
       o.layerState = layerState(*document, id);
-      o.storedWeights.push_back(weightsKey(n.weights));
     }
   }
 }
@@ -1386,10 +1386,9 @@ void TrainingPanel::onCheckpointLoaded(const QString& summary,
   // checkpoint's weights). Values the load did not change stay the trainer's.
   for (auto& [id, o] : origins_)
     if (const Node* n = model_->graph().node(id)) {
-      if (n->type == "Initializer")
-        o.initializer = {n->params};
-      else
-        o.storedWeights = {weightsKey(n->weights)};
+      o.initializer.clear();
+      o.storedWeights.clear();
+      o.add(*n);
     }
   result_->setText(summary + tr("; its weights are in the graph, and the next step or Fit goes "
                                 "on with its optimizer state (Undo goes back to the weights "

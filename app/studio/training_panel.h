@@ -322,6 +322,9 @@ class TrainingPanel : public QWidget {
     // trainer's values left them: other ones (an undo of a Fit across processes' write) are
     // the canvas's to keep, not the trainer's to replace.
     std::vector<size_t> storedWeights;
+    // `n`'s present values count as the trainer's: its parameters (an Initializer) or its stored
+    // weights (a layer).
+    void add(const dw::Node& n);
   };
   static size_t weightsKey(const std::map<std::string, std::string>& weights);
   // A Fit across processes wrote its weights into the graph, and no trainer was built since.

@@ -173,8 +173,6 @@ Result<Tensor> oneHot(const Tensor& t, int64_t classes, const std::string& path)
   return out;
 }
 
-// Applies a spec's conversion to a source as stored: normalize (to float) or cast, then one-hot,
-// then the per-sample reshape.
 // Floating data as it is stored: every value finite, and whole where the spec casts it to
 // integers (class labels). A NaN pixel passed through ReLU as 0 in the forward pass but filled
 // the weights with NaN through the gradients: training went on at a loss of ln(10) and exited 0;
@@ -206,6 +204,8 @@ Status checkStoredValues(const Tensor& t, const DataFileSpec& spec, const std::s
   return t.dtype() == DType::kFloat ? scan(t.data<float>()) : scan(t.data<double>());
 }
 
+// Applies a spec's conversion to a source as stored: normalize (to float) or cast, then one-hot,
+// then the per-sample reshape.
 Result<Tensor> convert(Tensor t, const DataFileSpec& spec, const std::string& path) {
   DW_RETURN_IF_ERROR(checkStoredValues(t, spec, path));
   if (wantsFloat(spec)) {
@@ -962,6 +962,9 @@ void renameInputs(onnx::GraphProto& g, const std::string& from, const std::strin
 
 }  // namespace
 
+// What names the prelude's nodes and constants, after the input they convert.
+constexpr const char* kPreludeMark = "/data_prelude/";
+
 Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
                                                        const DatasetSpec& spec,
                                                        const std::string& baseDir) {
@@ -992,7 +995,7 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
     }
     onnx::ValueInfoProto& in = *g.mutable_input(index);
     const int32_t finalType = in.type().tensor_type().elem_type();
-    const std::string prefix = f.input + "/data_prelude/";
+    const std::string prefix = f.input + kPreludeMark;
     std::string cur = f.input;
     auto addNode = [&](const std::string& op, std::vector<std::string> inputs,
                        const std::string& out) {
@@ -1082,7 +1085,7 @@ Result<std::vector<std::string>> prependDataConversion(onnx::ModelProto& model,
       auto layout = nlohmann::json::parse(prop.value(), nullptr, false);
       if (!layout.is_object()) break;
       for (const auto& init : g.initializer())
-        if (init.name().find("/data_prelude/") != std::string::npos)
+        if (init.name().find(kPreludeMark) != std::string::npos)
           layout["nodes"]["initializer:" + init.name()]["status"] = "Constant";
       prop.set_value(layout.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }

@@ -655,7 +655,8 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   if (!test && fo.validationSplit > 0) {
     if (fo.validationSplit >= 1) return Status::error("fit: validation split must be < 1");
     // The same held-out samples as loadData's validation fraction (data_source.h).
-    const SplitIndices split = splitIndices(train->size(), fo.validationSplit, 0, sampleClasses(*train));
+    const SplitIndices split =
+        splitIndices(train->size(), fo.validationSplit, 0, sampleClasses(*train));
     if (!split.validation.empty() && !split.train.empty()) {
       test = std::make_shared<Dataset>(train->gather(split.validation));
       train = std::make_shared<Dataset>(train->gather(split.train));
