@@ -201,7 +201,8 @@ void shareConvSourceLayout(std::vector<std::pair<onnx::NodeProto, OpsetMap>>& no
         grads.push_back(u);
     }
     if (grads.empty()) continue;
-    const std::string kept = "__dw_nChw16c/" + x;
+    // Named after the Conv too: a residual block's two convolutions read the same X.
+    const std::string kept = "__dw_nChw16c/" + x + "/" + conv.output(0);
     conv.add_output(kept);
     markOutput(conv, Layout::kBlocked, 1);
     for (size_t u : grads) {

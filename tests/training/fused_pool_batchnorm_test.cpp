@@ -333,6 +333,62 @@ TEST(FusedPoolBatchNorm, GeometryRefusesWindowsLargerThanTheInput) {
   EXPECT_FALSE(fusion::fusedMaxPool({{16, 16}, {1, 1}, {}, {}}, {1, 1, 32, 32}).ok());  // 256
 }
 
+// Two convolutions reading one 16-channel X, each with its weight gradient (a residual block's
+// first convolution and its downsampling shortcut): each keeps its own converted X for its
+// ConvGrad. Both were named after X alone, and training torchvision's resnet18 stopped with
+// "value ... is defined more than once".
+TEST(SharedConvSource, TwoConvolutionsOfOneInputKeepTheirOwnConvertedInput) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("two_convs");
+  addValue(g->add_input(), "X", {2, 16, 8, 8});
+  std::map<std::string, Tensor> feeds{{"X", normalTensor({2, 16, 8, 8}, 1)},
+                                      {"W1", normalTensor({16, 16, 3, 3}, 2)},
+                                      {"W2", normalTensor({16, 16, 1, 1}, 3)}};
+  for (const auto& [name, t] : feeds)
+    if (name != "X") tensorToProto(t, g->add_initializer(), name);
+  tensorToProto(normalTensor({2, 32, 4, 4}, 4), g->add_initializer(), "R");
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  auto* c1 = node("Conv", {"X", "W1"}, "C1");
+  attrInts(c1, "pads", {1, 1, 1, 1});
+  attrInts(c1, "strides", {2, 2});
+  attrInts(node("Conv", {"X", "W2"}, "C2"), "strides", {2, 2});
+  attrI(node("Concat", {"C1", "C2"}, "S"), "axis", 1);  // an Add would fuse into C2
+  node("Mul", {"S", "R"}, "SR");
+  attrI(node("ReduceSum", {"SR"}, "loss"), "keepdims", 0);
+  addValue(g->add_output(), "loss", {});
+  GradientGraphOptions go;
+  go.losses = {"loss"};
+  go.trainable = {"W1", "W2"};
+  auto gg = buildGradientGraph(m, go);
+  ASSERT_TRUE(gg.ok()) << gg.message();
+  const GraphRun plain = runGraph(gg->model, feeds, false, false, 2);
+  const GraphRun blocked = runGraph(gg->model, feeds, true, true, 2);
+  ASSERT_FALSE(plain.results.empty());
+  ASSERT_FALSE(blocked.results.empty());
+  for (const char* conv : {"C1 (Conv; output 1 in nChw16c)", "C2 (Conv; output 1 in nChw16c)"})
+    EXPECT_NE(blocked.report.find(conv), std::string::npos) << conv << "\n" << blocked.report;
+  for (const char* k : {"W1_grad", "W2_grad"}) {
+    ASSERT_TRUE(blocked.results.count(k)) << k;
+    const Tensor& want = plain.results.at(k);
+    const Tensor& got = blocked.results.at(k);
+    ASSERT_EQ(want.shape(), got.shape()) << k;
+    for (int64_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i],
+                  1e-4 * (1 + std::abs(want.data<float>()[i])))
+          << k << "[" << i << "]";
+  }
+}
+
 TEST(FusedConvBatchNorm, PortableLoopsMatchTheUnfusedGraphBitForBit) {
   struct Generic {
     Generic() { onednn::singleChannelConvGenericOnly(true); }
