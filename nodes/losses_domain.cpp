@@ -119,7 +119,7 @@ Result<RankedTensor> huber(LoweringBuilder& b, bool) {
   const auto absErr = b.op1("Abs", {err});
   const auto quad = mul(b, square(b, err), k(b, 0.5f));
   const auto lin = sub(b, mul(b, absErr, k(b, delta)), k(b, 0.5f * delta * delta));
-  const auto v = b.op1("Where", {b.op1("LessOrEqual", {absErr, k(b, delta)}), quad, lin});
+  const auto v = b.op1("Where", {b.orEqual("LessOrEqual", absErr, k(b, delta)), quad, lin});
   return meanLast(b, v, io->rank);
 }
 
@@ -238,7 +238,7 @@ Result<RankedTensor> cce(LoweringBuilder& b, bool) {
   }
   std::string logP;
   if (b.param("from_logits").asBool()) {
-    logP = b.op1("LogSoftmax", {io->pred}, {attrInt("axis", *axis)});
+    logP = b.softmax("LogSoftmax", io->pred, *axis, io->rank);
   } else {
     // Keras rescales the probabilities to sum to 1, then clips them.
     const auto p = b.op1("Div", {io->pred, b.reduce("ReduceSum", io->pred, {*axis}, true)});
@@ -264,7 +264,26 @@ Result<RankedTensor> scce(LoweringBuilder& b, bool) {
     return b.op1("Transpose", {x}, {attrInts("perm", perm)});
   };
   std::string v;
-  if (b.param("from_logits").asBool()) {
+  if (b.opset() < 12) {
+    // SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss came at opset 12: before, each
+    // label's log-probability is picked by a one-hot mask over the class axis.
+    std::string logP;
+    if (b.param("from_logits").asBool()) {
+      logP = b.softmax("LogSoftmax", b.input(0), -1, rank);
+    } else {
+      const auto p = b.op1("Div", {b.input(0), b.reduce("ReduceSum", b.input(0), {-1}, true)});
+      logP = b.op1("Log", {clip(b, p, kEps, 1.0f - kEps)});
+    }
+    onnx::TensorProto offOn;
+    offOn.set_data_type(onnx::TensorProto::FLOAT);
+    offOn.add_dims(2);
+    offOn.add_float_data(0);
+    offOn.add_float_data(1);
+    const auto depth = b.op1("Gather", {b.op1("Shape", {b.input(0)}), b.int64s("classes", {-1})});
+    const auto hot =
+        b.op1("OneHot", {labels, depth, b.constant("off_on", offOn)}, {attrInt("axis", -1)});
+    v = b.op1("Neg", {b.reduce("ReduceSum", mul(b, hot, logP), {-1}, false)});
+  } else if (b.param("from_logits").asBool()) {
     v = b.op1("SoftmaxCrossEntropyLoss", {classesFirst(b.input(0)), labels},
               {attrString("reduction", "none")});
   } else {
@@ -503,7 +522,7 @@ Result<std::string> classLabels(LoweringBuilder& b, int64_t predRank) {
   if (!rt.ok()) return rt.status();
   std::string labels = b.input(1);
   if (*rt == predRank) {
-    labels = b.op1("Squeeze", {labels, b.int64s("axes", {-1})});
+    labels = b.squeeze(labels, {-1});
   } else if (*rt != predRank - 1) {
     return b.fail("the prediction has rank " + std::to_string(predRank) + " and the target rank " +
                   std::to_string(*rt) +
@@ -566,11 +585,11 @@ Result<std::string> alignedSampleWeight(LoweringBuilder& b, int64_t rank) {
   if (!rw.ok()) return rw.status();
   std::string w = inputAsFloat(b, port);
   if (*rw == rank + 1) {
-    w = b.op1("Squeeze", {w, b.int64s("axes", {-1})});
+    w = b.squeeze(w, {-1});
   } else if (*rw < rank) {
     std::vector<int64_t> axes;
     for (int64_t a = *rw; a < rank; ++a) axes.push_back(a);
-    w = b.op1("Unsqueeze", {w, b.int64s("axes", axes)});
+    w = b.unsqueeze(w, axes);
   } else if (*rw > rank + 1) {
     return b.fail("sample_weight has rank " + std::to_string(*rw) +
                   ", more than the per-sample values' rank " + std::to_string(rank) + " + 1");
@@ -600,7 +619,7 @@ Result<std::vector<std::string>> meanStats(LoweringBuilder& b, const RankedTenso
   } else if (values.rank == 0) {
     count = b.op1("Identity", {k(b, 1.0f)});
   } else {
-    const auto n = b.op1("Shape", {v}, {attrInt("start", 0), attrInt("end", 1)});
+    const auto n = b.shapeSlice(v, 0, 1);
     count = b.reduce("ReduceSum", b.op1("Cast", {n}, {attrInt("to", onnx::TensorProto::FLOAT)}), {},
                      false);
   }

@@ -59,10 +59,27 @@ class LoweringBuilder {
   virtual Status fail(const std::string& message) const = 0;
 
   // Conveniences.
-  // Reductions over `axes` (all axes when empty), spelled for the graph's opset: ReduceSum takes
-  // axes as an input since 13, the other Reduce* ops since 18 (an attribute before).
+  // Ops whose spelling changed between opsets, spelled for the graph's: layers, losses and
+  // metrics join imported models of any opset from 11 on (torch exported 11-14 for years).
+  // Reductions over `axes` (all axes when empty): ReduceSum takes axes as an input since 13, the
+  // other Reduce* ops since 18 (an attribute before).
   std::string reduce(const std::string& op, const std::string& x, const std::vector<int64_t>& axes,
                      bool keepdims, const std::string& out = "");
+  // Squeeze and Unsqueeze take axes as an input since 13.
+  std::string squeeze(const std::string& x, const std::vector<int64_t>& axes,
+                      const std::string& out = "");
+  std::string unsqueeze(const std::string& x, const std::vector<int64_t>& axes,
+                        const std::string& out = "");
+  // Softmax, LogSoftmax or Hardmax over `axis` of a rank-`rank` x: before opset 13 they
+  // flattened x into two dimensions at the axis, which is the same thing only for the last one.
+  std::string softmax(const std::string& op, const std::string& x, int64_t axis, int64_t rank,
+                      const std::string& out = "");
+  // GreaterOrEqual or LessOrEqual (opset 12), as Greater or Less, Or Equal before (NaN gives
+  // false either way).
+  std::string orEqual(const std::string& op, const std::string& a, const std::string& b,
+                      const std::string& out = "");
+  // Dimensions [start, end) of x's shape, an int64 vector (Shape's own start and end are 15's).
+  std::string shapeSlice(const std::string& x, int64_t start, int64_t end);
   std::string op1(const std::string& type, const std::vector<std::string>& inputs,
                   std::vector<onnx::AttributeProto> attributes = {}, const std::string& out = "") {
     return op(type, inputs, std::move(attributes), {out}).front();

@@ -149,7 +149,7 @@ Result<std::vector<std::string>> topKStats(LoweringBuilder& b, bool sparse) {
   }
   const auto top =
       b.op("TopK", {b.input(0), b.int64s("k", {kk})}, {attrInt("axis", -1)}, {"", ""})[1];
-  const auto hit = b.op1("Equal", {top, b.op1("Unsqueeze", {labels, b.int64s("axes", {-1})})});
+  const auto hit = b.op1("Equal", {top, b.unsqueeze(labels, {-1})});
   return meanStats(b, {b.reduce("ReduceMax", toFloat(b, hit), {-1}, false), *r - 1});
 }
 
@@ -335,7 +335,7 @@ Status finalizeAtConstraint(LoweringBuilder& b, const std::vector<std::string>& 
   const char* key = Constrained == 0 && Dependent == 2 ? "sensitivity" : names[Constrained];
   const float value = static_cast<float>(b.param(key).asFloat());
   if (!(value >= 0 && value <= 1)) return b.fail(std::string(key) + " must lie in [0, 1]");
-  const auto feasible = b.op1("GreaterOrEqual", {rate(Constrained), k(b, value)});
+  const auto feasible = b.orEqual("GreaterOrEqual", rate(Constrained), k(b, value));
   const auto masked = b.op1("Where", {feasible, rate(Dependent), k(b, -1.0f)});
   b.op1("Max", {b.reduce("ReduceMax", masked, {}, false), k(b, 0.0f)}, {}, b.outputName(0));
   return Status();
@@ -357,7 +357,7 @@ Result<std::vector<std::string>> iouStats(LoweringBuilder& b) {
   std::string pred, truth;
   if (Kind == IouKind::Binary) {
     const float thr = static_cast<float>(b.param("threshold").asFloat());
-    pred = toInt64(b, b.op1("GreaterOrEqual", {inputAsFloat(b, 0), k(b, thr)}));
+    pred = toInt64(b, b.orEqual("GreaterOrEqual", inputAsFloat(b, 0), k(b, thr)));
     truth = toInt64(b, inputAsFloat(b, 1));
   } else {
     const bool sparseTrue = Kind == IouKind::Sparse && b.param("sparse_y_true").asBool();
@@ -395,7 +395,7 @@ Result<std::vector<std::string>> iouStats(LoweringBuilder& b) {
   std::string rows = b.op1("OneHot", {truthFlat, depth, values});
   const auto cols = b.op1("OneHot", {predFlat, depth, values});
   if (!weight.empty())
-    rows = b.op1("Mul", {rows, b.op1("Unsqueeze", {weight, b.int64s("axes", {1})})});
+    rows = b.op1("Mul", {rows, b.unsqueeze(weight, {1})});
   // Rows: true class; columns: predicted class (tf.math.confusion_matrix's layout).
   return std::vector<std::string>{
       b.op1("MatMul", {b.op1("Transpose", {rows}, {attrInts("perm", {1, 0})}), cols})};

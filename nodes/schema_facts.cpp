@@ -1080,6 +1080,40 @@ onnx::InferenceFunction newOpInference(const std::string& op) {
 // libonnx's registry with every inference function wrapped in guardInference. Subgraph and
 // function inference use the registry they were given, so the guards reach them too. The
 // ai.onnx ops libonnx lacks get schemas of their own from the facts (newOpInference).
+// The output's rank where libonnx 1.12 gives up on a shape whose rank is plain: a Slice with
+// computed starts, a Reshape to a computed shape (torch's attention heads export both). Without
+// it every tensor after the first such node was untyped, and a loss or metric added to the model
+// could not tell a class axis.
+void keepKnownRank(const std::string& op, onnx::InferenceContext& c) {
+  if (c.getNumOutputs() == 0 || c.getNumInputs() == 0) return;
+  onnx::TypeProto* out = c.getOutputType(0);
+  if (!out || !out->has_tensor_type() || out->tensor_type().has_shape()) return;
+  auto shapeOf = [&](size_t i) -> const onnx::TensorShapeProto* {
+    const onnx::TypeProto* t = i < c.getNumInputs() ? c.getInputType(i) : nullptr;
+    return t && t->has_tensor_type() && t->tensor_type().has_shape() ? &t->tensor_type().shape()
+                                                                     : nullptr;
+  };
+  // The length of a 1-D shape input, when static.
+  auto lengthOf = [&](size_t i) -> int64_t {
+    const auto* s = shapeOf(i);
+    return s && s->dim_size() == 1 && s->dim(0).has_dim_value() ? s->dim(0).dim_value() : -1;
+  };
+  int64_t rank = -1;
+  if (op == "Slice" || op == "Pad" || op == "Tile" || op == "Resize" || op == "Upsample") {
+    if (const auto* s = shapeOf(0)) rank = s->dim_size();
+  } else if (op == "Reshape") {
+    rank = lengthOf(1);
+  } else if (op == "ConstantOfShape") {
+    rank = lengthOf(0);
+  } else if (op == "Expand") {
+    const auto* s = shapeOf(0);
+    if (s && lengthOf(1) >= 0) rank = std::max<int64_t>(s->dim_size(), lengthOf(1));
+  }
+  if (rank < 0 || rank > 64) return;
+  auto* shape = out->mutable_tensor_type()->mutable_shape();
+  for (int64_t i = 0; i < rank; ++i) shape->add_dim();
+}
+
 class GuardedRegistry final : public onnx::ISchemaRegistry {
  public:
   const onnx::OpSchema* GetSchema(const std::string& op, const int maxVersion,
@@ -1117,6 +1151,7 @@ class GuardedRegistry final : public onnx::ISchemaRegistry {
                   c.getInputType(i)->value_case() == onnx::TypeProto::VALUE_NOT_SET)
                 return;
             original(c);
+            if (dom.empty()) keepKnownRank(name, c);
           });
       // The same for data propagation (Shape, Size, Gather... with data_prop): Shape's reads
       // its input's type without a null check, found by fuzzing `check` on a project whose

@@ -212,8 +212,11 @@ std::string GradCtx::zerosLike(const std::string& x) {
   else
     v.add_float_data(0);
   const std::string zeros = e.op1("ConstantOfShape", {shapeOf(x)}, {attrT("value", v)});
-  // A value inside an expanded function may have no inferred type: the zeros take x's.
-  return known ? zeros : e.op1("CastLike", {zeros, x});
+  // A value inside an expanded function may have no inferred type: the zeros take x's, through
+  // CastLike from opset 15; before it, x - x (zero wherever x is finite, as a gradient of
+  // anything non-finite is no number either).
+  if (known) return zeros;
+  return opset >= 15 ? e.op1("CastLike", {zeros, x}) : e.op1("Sub", {x, x});
 }
 
 std::string GradCtx::dYOrZeros(int i) {

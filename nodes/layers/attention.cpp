@@ -41,14 +41,13 @@ Status lowerAdditiveAttention(LoweringBuilder& b) {
     return b.fail("expects query (batch, Tq, dim) with a known dim");
   const std::string q = b.input(0), v = b.input(1), k = b.input(2).empty() ? v : b.input(2);
   // scores[b, i, j] = sum_d scale[d] * tanh(q[b, i, d] + k[b, j, d])
-  const auto sum = b.op1("Add", {b.op1("Unsqueeze", {q, b.int64s("q_axis", {2})}),
-                                 b.op1("Unsqueeze", {k, b.int64s("k_axis", {1})})});
+  const auto sum = b.op1("Add", {b.unsqueeze(q, {2}), b.unsqueeze(k, {1})});
   std::string t = b.op1("Tanh", {sum});
   if (b.param("use_scale").asBool()) {
     WeightFill f = fillFor(b, "kernel_initializer");
     t = b.op1("Mul", {t, b.weight("scale", {dims->back()}, f)});
   }
-  const auto scores = b.op1("ReduceSum", {t, b.int64s("sum_axis", {-1})}, {attrInt("keepdims", 0)});
+  const auto scores = b.reduce("ReduceSum", t, {-1}, false);
   const auto weights = b.op1("Softmax", {scores}, {attrInt("axis", -1)});
   b.op1("MatMul", {weights, v}, {}, b.outputName(0));
   return Status();

@@ -283,7 +283,15 @@ Status lowerUpSampling(LoweringBuilder& b, size_t nd) {
   } else {
     attrs.push_back(attrString("coordinate_transformation_mode", "half_pixel"));
   }
-  b.op1("Resize", {b.input(0), "", b.constant("scales", scales)}, attrs, b.outputName(0));
+  // roi may be left out since opset 13; before, an empty one stands for none.
+  std::string roi;
+  if (b.opset() < 13) {
+    onnx::TensorProto none;
+    none.set_data_type(onnx::TensorProto::FLOAT);
+    none.add_dims(0);
+    roi = b.constant("roi", none);
+  }
+  b.op1("Resize", {b.input(0), roi, b.constant("scales", scales)}, attrs, b.outputName(0));
   return Status();
 }
 

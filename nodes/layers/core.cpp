@@ -60,6 +60,11 @@ namespace {
 Status lowerDropout(LoweringBuilder& b) {
   const float rate = static_cast<float>(b.param("rate").asFloat());
   if (rate < 0 || rate >= 1) return b.fail("rate must be in [0, 1)");
+  // Before opset 12 the ratio is an attribute and there is no seed.
+  if (b.opset() < 12) {
+    b.op("Dropout", {b.input(0)}, {attrFloat("ratio", rate)}, {b.outputName(0)});
+    return Status();
+  }
   std::vector<onnx::AttributeProto> attrs;
   if (intParam(b, "seed")) attrs.push_back(attrInt("seed", intParam(b, "seed")));
   b.op("Dropout", {b.input(0), b.floatScalar("ratio", rate)}, attrs, {b.outputName(0)});
@@ -142,7 +147,17 @@ Status lowerActivation(LoweringBuilder& b, const std::string& act) {
 }
 
 Status lowerSoftmax(LoweringBuilder& b) {
-  b.op1("Softmax", {b.input(0)}, {attrInt("axis", intParam(b, "axis"))}, b.outputName(0));
+  if (b.opset() >= 13) {
+    b.op1("Softmax", {b.input(0)}, {attrInt("axis", intParam(b, "axis"))}, b.outputName(0));
+    return Status();
+  }
+  auto rank = b.rankOf(0);
+  if (!rank.ok()) return rank.status();
+  const int64_t axis = intParam(b, "axis");
+  if (axis < -*rank || axis >= *rank)
+    return b.fail("axis " + std::to_string(axis) + " is out of range for a rank-" +
+                  std::to_string(*rank) + " input");
+  b.softmax("Softmax", b.input(0), axis, *rank, b.outputName(0));
   return Status();
 }
 

@@ -55,8 +55,24 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
     if (d <= 0) return b.fail("LayerNormalization needs static sizes from axis on");
   const auto gamma =
       scale ? b.weight("gamma", shape, ones) : b.weight("gamma", shape, ones, "Constant");
+  const std::string beta = center ? b.weight("beta", shape, zeros) : "";
+  if (b.opset() < 17) {
+    // The op came at opset 17; before it, what it computes.
+    std::vector<int64_t> over;
+    for (int64_t a = axis; a < static_cast<int64_t>(dims.size()); ++a) over.push_back(a);
+    const auto centered = b.op1("Sub", {b.input(0), b.reduce("ReduceMean", b.input(0), over, true)});
+    const auto var = b.reduce("ReduceMean", b.op1("Mul", {centered, centered}), over, true);
+    const auto eps = b.floatScalar("epsilon", static_cast<float>(b.param("epsilon").asFloat()));
+    const auto normed = b.op1("Div", {centered, b.op1("Sqrt", {b.op1("Add", {var, eps})})});
+    if (beta.empty()) {
+      b.op1("Mul", {normed, gamma}, {}, b.outputName(0));
+    } else {
+      b.op1("Add", {b.op1("Mul", {normed, gamma}), beta}, {}, b.outputName(0));
+    }
+    return Status();
+  }
   std::vector<std::string> ins = {b.input(0), gamma};
-  if (center) ins.push_back(b.weight("beta", shape, zeros));
+  if (!beta.empty()) ins.push_back(beta);
   b.op1("LayerNormalization", ins,
         {attrInt("axis", axis),
          attrFloat("epsilon", static_cast<float>(b.param("epsilon").asFloat()))},

@@ -26,7 +26,11 @@ Status lowerRecurrent(LoweringBuilder& b, const std::string& kind, bool bidirect
       bf.forgetGateOnes = units;  // iofc: f is gate 2
     ins.push_back(b.weight("bias", {dirs, 2 * gates * units}, bf));
   }
-  std::vector<onnx::AttributeProto> attrs = {attrInt("hidden_size", units), attrInt("layout", 1)};
+  // Batch-first `layout` came at opset 14; before it, time goes first and comes back.
+  const bool batchFirst = b.opset() >= 14;
+  if (!batchFirst) ins[0] = b.op1("Transpose", {ins[0]}, {attrInts("perm", {1, 0, 2})});
+  std::vector<onnx::AttributeProto> attrs = {attrInt("hidden_size", units)};
+  if (batchFirst) attrs.push_back(attrInt("layout", 1));
   if (bidirectional)
     attrs.push_back(attrString("direction", "bidirectional"));
   else if (b.param("go_backwards").asBool())
@@ -49,13 +53,16 @@ Status lowerRecurrent(LoweringBuilder& b, const std::string& kind, bool bidirect
   const bool sequences = b.param("return_sequences").asBool();
   // layout=1: Y is [N, T, dirs, units], Y_h is [N, dirs, units].
   auto outs = b.op(kind, ins, attrs, {"", ""});
-  const std::string& y = sequences ? outs[0] : outs[1];
+  std::string y = sequences ? outs[0] : outs[1];
+  if (!batchFirst)  // [T, dirs, N, units] and [dirs, N, units]
+    y = b.op1("Transpose", {y},
+              {attrInts("perm", sequences ? std::vector<int64_t>{2, 0, 1, 3}
+                                          : std::vector<int64_t>{1, 0, 2})});
   if (!bidirectional) {
     // Keras returns a go_backwards layer's sequence in processing order (last time step
     // first); ONNX's reverse direction aligns Y with the input's time axis, so flip it back.
     const bool flip = sequences && b.param("go_backwards").asBool();
-    const auto squeezed = b.op1("Squeeze", {y, b.int64s("axis", {sequences ? 2 : 1})}, {},
-                                flip ? "" : b.outputName(0));
+    const auto squeezed = b.squeeze(y, {sequences ? 2 : 1}, flip ? "" : b.outputName(0));
     if (flip)
       b.op1("Slice",
             {squeezed, b.int64s("starts", {-1}), b.int64s("ends", {INT64_MIN}),
@@ -166,7 +173,7 @@ Status lowerConvLSTM(LoweringBuilder& b, size_t nd) {
     // (1, 4 * filters), as LSTM's (directions, ...): the fill sets the forget gate (gate 2) to 1.
     WeightFill bf = fillFor(b, "bias_initializer");
     if (b.param("unit_forget_bias").asBool()) bf.forgetGateOnes = filters;
-    bias = b.op1("Squeeze", {b.weight("bias", {1, 4 * filters}, bf), b.int64s("bias_axis", {0})});
+    bias = b.squeeze(b.weight("bias", {1, 4 * filters}, bf), {0});
   }
   std::vector<onnx::AttributeProto> convAttrs = {
       attrInts("kernel_shape", *k), attrInts("strides", *s), attrInts("dilations", *d)};
@@ -176,7 +183,7 @@ Status lowerConvLSTM(LoweringBuilder& b, size_t nd) {
 
   // Zero initial state shaped like the first step's gates for one gate: (N, filters, out...).
   const auto first = b.op1("Gather", {b.input(0), b.int64s("step0", {0})}, {attrInt("axis", 1)});
-  std::vector<std::string> firstIns = {b.op1("Squeeze", {first, b.int64s("step0_axis", {1})}), w};
+  std::vector<std::string> firstIns = {b.squeeze(first, {1}), w};
   const auto gates0 = b.op1("Conv", firstIns, convAttrs);
   const auto oneGate =
       b.op1("Slice", {gates0, b.int64s("gate_start", {0}), b.int64s("gate_end", {filters}),

@@ -77,8 +77,14 @@ struct LayerModel {
 
 // The exported layer with its data inputs turned into fixed random initializers (so the
 // gradient graph treats float inputs like weights) and loss = ReduceSum(Y0 * R) as sole output.
-::testing::AssertionResult lossModel(const lc::LayerCase& c, LayerModel* out) {
+// `opset`: the graph's ai.onnx opset (0: the catalogue's default).
+::testing::AssertionResult lossModel(const lc::LayerCase& c, LayerModel* out, int opset = 0) {
   Graph g;
+  if (opset) {
+    ModelInfo info = g.info();
+    info.opsets[kOnnxDomain] = opset;
+    g.setInfo(info);
+  }
   auto st = lc::buildLayerGraph(c, &g);
   if (!st.ok()) return ::testing::AssertionFailure() << st.message();
   auto m = exportOnnx(g);
@@ -199,6 +205,47 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, LayerGradCheck, ::testing::ValuesIn(indexedC
                          [](const ::testing::TestParamInfo<Indexed>& i) {
                            return caseName(i.param.c, i.param.index);
                          });
+
+// The layer added to an imported model of an older opset (its lowering then spells ops as that
+// opset does: attribute axes, time-first RNNs, LayerNormalization's arithmetic) trains the same:
+// its loss and every gradient agree with the default opset's, which the check above holds to
+// finite differences.
+TEST_P(LayerGradCheck, OlderOpsetsGiveTheSameGradients) {
+  const lc::LayerCase& c = GetParam().c;
+  if (!noGradientOp(c).empty()) GTEST_SKIP() << c.layer << " has no gradient";
+  auto gradients = [&](int opset) -> std::map<std::string, Tensor> {
+    LayerModel lm;
+    EXPECT_TRUE(lossModel(c, &lm, opset)) << "opset " << opset;
+    GradientGraphOptions opt;
+    opt.losses = {"loss"};
+    opt.trainable = lm.wrt;
+    opt.training = !kInferenceMode.count(c.layer);
+    auto gg = buildGradientGraph(lm.model, opt);
+    EXPECT_TRUE(gg.ok()) << "opset " << opset << ": " << gg.message();
+    if (!gg.ok()) return {};
+    auto session = InferenceSession::create(gg->model);
+    EXPECT_TRUE(session.ok()) << "opset " << opset << ": " << session.message();
+    if (!session.ok()) return {};
+    auto out = (*session)->run(gc::initializerFeeds(lm.model, *gg));
+    EXPECT_TRUE(out.ok()) << "opset " << opset << ": " << out.message();
+    return out.ok() ? *out : std::map<std::string, Tensor>{};
+  };
+  const auto want = gradients(0);
+  ASSERT_FALSE(want.empty());
+  for (int opset : {11, 13}) {
+    const auto got = gradients(opset);
+    ASSERT_EQ(got.size(), want.size()) << "opset " << opset;
+    for (const auto& [name, w] : want) {
+      ASSERT_TRUE(got.count(name)) << "opset " << opset << ": no " << name;
+      const Tensor& t = got.at(name);
+      ASSERT_EQ(t.shape(), w.shape()) << "opset " << opset << ": " << name;
+      if (w.dtype() != DType::kFloat) continue;
+      for (int64_t i = 0; i < w.size(); ++i)
+        ASSERT_NEAR(t.data<float>()[i], w.data<float>()[i], 1e-4 + 1e-4 * std::abs(w.data<float>()[i]))
+            << "opset " << opset << ", " << name << "[" << i << "]";
+    }
+  }
+}
 
 // Every entry of the no-gradient list names a layer that has a case.
 TEST(LayerGradCheckList, NamesExistingLayers) {
