@@ -17,6 +17,7 @@
 #include "engine/constant_folding.h"
 #include "engine/plan.h"
 #include "engine/training/autodiff.h"
+#include "graphs/file_io.h"
 #include "nodes/catalogue.h"
 #include "nodes/schema_facts.h"
 
@@ -505,26 +506,9 @@ void InferenceSession::setProgressListener(ProgressListener listener) {
 }
 
 Result<std::unique_ptr<onnx::ModelProto>> loadOnnxModel(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::error("cannot open model '" + path + "'");
-  std::ostringstream os;
-  os << f.rdbuf();
-  const std::string bytes = os.str();
-  auto m = std::make_unique<onnx::ModelProto>();
-  if (!m->ParseFromString(bytes))
-    return Status::error("'" + path + "' is not a valid ONNX model (protobuf parse failed, " +
-                         std::to_string(bytes.size()) + " bytes)");
-  // Inline external data so that planning never needs the model's directory.
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  for (auto& init : *m->mutable_graph()->mutable_initializer()) {
-    if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
-    auto t = tensorFromProto(init, dir);
-    if (!t) return t.status().withContext(path);
-    std::string name = init.name();
-    tensorToProto(*t, &init, name);
-  }
-  return m;
+  auto m = readOnnxFile(path);  // external data read in from the model's folder
+  if (!m.ok()) return m.status();
+  return std::make_unique<onnx::ModelProto>(std::move(*m));
 }
 
 }  // namespace dw::engine

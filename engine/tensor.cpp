@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include "graphs/tensor_data.h"
+
 namespace dw::engine {
 
 size_t dtypeSize(DType t) {
@@ -567,42 +569,9 @@ Result<Tensor> tensorFromProto(const onnx::TensorProto& p, const std::string& ba
   std::string external;
   const std::string* raw = nullptr;
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto& e : p.external_data()) {
-      if (e.key() == "location") location = e.value();
-      if (e.key() != "offset" && e.key() != "length") continue;
-      int64_t v = 0;
-      const char* end = e.value().data() + e.value().size();
-      auto [ptr, ec] = std::from_chars(e.value().data(), end, v);
-      if (ec != std::errc() || ptr != end || v < 0 || v > (int64_t(1) << 48))
-        return Status::error("tensor '" + p.name() + "': external data " + e.key() + " '" +
-                             e.value() + "' is not a byte count");
-      (e.key() == "offset" ? offset : length) = v;
-    }
-    // ONNX puts external data next to the model; a path that leaves that folder is refused
-    // as ONNX Runtime does, so a model cannot make deepwire read arbitrary files.
-    const bool escapes = location.empty() || location[0] == '/' ||
-                         ("/" + location + "/").find("/../") != std::string::npos;
-    if (escapes)
-      return Status::error("tensor '" + p.name() + "': external data location '" + location +
-                           "' must be a relative path inside the model's folder");
-    std::string path = baseDir.empty() ? location : baseDir + "/" + location;
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f) return Status::error("cannot open external data file '" + path + "'");
-    const auto fileSize = static_cast<int64_t>(f.tellg());
-    const int64_t want = length >= 0 ? length : static_cast<int64_t>(bytes);
-    if (offset < 0 || want != static_cast<int64_t>(bytes) || offset + want > fileSize)
-      return Status::error("external data of tensor '" + p.name() + "' (" + std::to_string(want) +
-                           " bytes at offset " + std::to_string(offset) + " of '" + path + "', " +
-                           std::to_string(fileSize) + " bytes long) does not hold the " +
-                           std::to_string(bytes) + " bytes of shape " + shapeToString(shape));
-    f.seekg(offset);
-    external.resize(static_cast<size_t>(want));
-    f.read(external.data(), static_cast<std::streamsize>(external.size()));
-    if (static_cast<size_t>(f.gcount()) != external.size())
-      return Status::error("external data file '" + path + "' is shorter than tensor '" + p.name() +
-                           "' needs");
+    auto read = readExternalData(p, baseDir, bytes);
+    if (!read.ok()) return read.status();
+    external = std::move(*read);
     raw = &external;
   } else if (p.has_raw_data()) {
     raw = &p.raw_data();

@@ -15,6 +15,7 @@
 
 #include "graphs/onnx_export.h"
 #include "graphs/project.h"
+#include "graphs/tensor_data.h"
 
 namespace dw {
 
@@ -277,6 +278,11 @@ Result<onnx::ModelProto> readOnnxFile(const std::string& path) {
                                         : ": " + where + "; the file is truncated or damaged") +
                          ")");
   }
+  // Weights kept beside the model (onnx.save_model's save_as_external_data) come from the
+  // model's folder, wherever the command runs: they were looked for in the current one, and
+  // a project imported from such a model could not run.
+  if (Status st = inlineExternalData(m, fs::path(path).parent_path().string()); !st.ok())
+    return st.withContext(path);
   return m;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <regex>
 #include <set>
 
 #include "graphs/tensor_data.h"
@@ -114,6 +115,22 @@ std::string Graph::describe(NodeId id) const {
   std::string out = n->type;
   if (!n->name.empty()) out += " '" + n->name + "'";
   return out + " (#" + std::to_string(id) + ")";
+}
+
+std::string snakeCase(const std::string& type) {
+  static const std::regex kWord("(.)([A-Z][a-z]+)"), kCamel("([a-z])([A-Z])");
+  std::string s = std::regex_replace(std::regex_replace(type, kWord, "$1_$2"), kCamel, "$1_$2");
+  std::string out;
+  for (char c : s) {
+    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool word = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9');
+    if (word)
+      out += l;
+    else if (!out.empty() && out.back() != '_')
+      out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? std::string("node") : out;
 }
 
 std::string Graph::uniqueName(const std::string& base) const {

@@ -96,6 +96,10 @@ class GraphObserver {
   virtual void modelChanged() {}  // ModelInfo
 };
 
+// Keras's to_snake_case, so a node reads as it would in Keras: "SparseCategoricalAccuracy" ->
+// "sparse_categorical_accuracy", "Conv2D" -> "conv2d"; other characters become underscores.
+std::string snakeCase(const std::string& type);
+
 class Graph {
  public:
   explicit Graph(const Catalogue& catalogue = Catalogue::instance());
@@ -168,6 +172,9 @@ class Graph {
   // probabilities (from_logits off) whose prediction comes from a layer or product that gives
   // unnormalized scores.
   std::vector<Problem> hints() const;
+  // `base` where no node has that name, else the first free "base_1", "base_2"... (as Keras
+  // numbers its layers).
+  std::string uniqueName(const std::string& base) const;
 
   void addObserver(GraphObserver* o) { observers_.list.push_back(o); }
   void removeObserver(GraphObserver* o);
@@ -177,7 +184,6 @@ class Graph {
                     const Param& value) const;
   Status checkLink(const Link& link, bool checkTypes) const;
   bool reaches(NodeId from, NodeId to, bool graphLinks) const;
-  std::string uniqueName(const std::string& base) const;
   Node* mutableNode(NodeId id);
   template <class F>
   void notify(F f) {

@@ -104,6 +104,10 @@ class Lowering {
       if (s.kind == NodeKind::GraphInput && trainingOnly_.count(id))
         training_["targets"].push_back(n.name);
     }
+    // In the order of the Output nodes (an imported model's order), not of when each became
+    // ready: a loss added to one of two outputs, with its new label input, moved that output
+    // last, and a caller reading outputs by position mixed them up.
+    std::sort(outputs_.begin(), outputs_.end());
     for (NodeId id : outputs_) {
       const Node& n = *g_.node(id);
       DW_RETURN_IF_ERROR(emitOutput(n, graph));

@@ -1,7 +1,9 @@
 #include "graphs/tensor_data.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -45,6 +47,82 @@ int64_t elementCount(const TensorProto& t) {
   for (int64_t d : t.dims())
     if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;  // no real tensor has such dims
   return n;
+}
+
+Result<std::string> readExternalData(const TensorProto& t, const std::string& baseDir,
+                                     size_t expected) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "location") location = e.value();
+    if (e.key() != "offset" && e.key() != "length") continue;
+    int64_t v = 0;
+    const char* end = e.value().data() + e.value().size();
+    auto [ptr, ec] = std::from_chars(e.value().data(), end, v);
+    if (ec != std::errc() || ptr != end || v < 0 || v > (int64_t(1) << 48))
+      return Status::error("tensor '" + t.name() + "': external data " + e.key() + " '" +
+                           e.value() + "' is not a byte count");
+    (e.key() == "offset" ? offset : length) = v;
+  }
+  const bool escapes = location.empty() || location[0] == '/' ||
+                       ("/" + location + "/").find("/../") != std::string::npos;
+  if (escapes)
+    return Status::error("tensor '" + t.name() + "': external data location '" + location +
+                         "' must be a relative path inside the model's folder");
+  const std::string path = baseDir.empty() ? location : baseDir + "/" + location;
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f)
+    return Status::error("tensor '" + t.name() + "': cannot open its external data file '" + path +
+                         "' (ONNX keeps it next to the model: copy or move the two together)");
+  const auto fileSize = static_cast<int64_t>(f.tellg());
+  const int64_t want = length >= 0 ? length : static_cast<int64_t>(expected);
+  if (want != static_cast<int64_t>(expected) || offset + want > fileSize)
+    return Status::error("external data of tensor '" + t.name() + "' (" + std::to_string(want) +
+                         " bytes at offset " + std::to_string(offset) + " of '" + path + "', " +
+                         std::to_string(fileSize) + " bytes long) does not hold its " +
+                         std::to_string(expected) + " bytes");
+  std::string bytes(static_cast<size_t>(want), '\0');
+  f.seekg(offset);
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (static_cast<size_t>(f.gcount()) != bytes.size())
+    return Status::error("external data file '" + path + "' is shorter than tensor '" + t.name() +
+                         "' needs");
+  return bytes;
+}
+
+namespace {
+
+Status inlineTensor(TensorProto& t, const std::string& baseDir) {
+  if (t.data_location() != TensorProto::EXTERNAL) return Status();
+  const int64_t n = elementCount(t);
+  const size_t size = dtypeSize(t.data_type());
+  if (n < 0 || size == 0)
+    return Status::error("tensor '" + t.name() + "' keeps data of a type or shape that cannot be " +
+                         "stored outside the model");
+  auto bytes = readExternalData(t, baseDir, static_cast<size_t>(n) * size);
+  if (!bytes.ok()) return bytes.status();
+  t.clear_external_data();
+  t.set_data_location(TensorProto::DEFAULT);
+  t.set_raw_data(std::move(*bytes));
+  return Status();
+}
+
+Status inlineGraph(onnx::GraphProto& g, const std::string& baseDir) {
+  for (auto& t : *g.mutable_initializer()) DW_RETURN_IF_ERROR(inlineTensor(t, baseDir));
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_t()) DW_RETURN_IF_ERROR(inlineTensor(*a.mutable_t(), baseDir));
+      for (auto& t : *a.mutable_tensors()) DW_RETURN_IF_ERROR(inlineTensor(t, baseDir));
+      if (a.has_g()) DW_RETURN_IF_ERROR(inlineGraph(*a.mutable_g(), baseDir));
+      for (auto& sg : *a.mutable_graphs()) DW_RETURN_IF_ERROR(inlineGraph(sg, baseDir));
+    }
+  return Status();
+}
+
+}  // namespace
+
+Status inlineExternalData(onnx::ModelProto& model, const std::string& baseDir) {
+  return inlineGraph(*model.mutable_graph(), baseDir);
 }
 
 namespace {

@@ -18,6 +18,16 @@ int64_t elementCount(const onnx::TensorProto& t);
 // Moves typed payloads (float_data, int32_data, ...) into little-endian raw_data. Strings stay
 // in string_data (ONNX has no raw form for them). External data is refused.
 Status toRawData(onnx::TensorProto& t);
+// The bytes of a tensor kept outside its model (data_location EXTERNAL: a location, an offset and
+// a length), read from `baseDir`, the model's folder: `expected` of them. A location that leaves
+// that folder is refused, as ONNX Runtime refuses it, so a model cannot make deepwire read
+// arbitrary files.
+Result<std::string> readExternalData(const onnx::TensorProto& t, const std::string& baseDir,
+                                     size_t expected);
+// Every tensor of `model` kept outside it (initializers, Constant and other tensor attributes,
+// in subgraphs too) read into it from `baseDir`: what reads the model then never needs to know
+// where its file was.
+Status inlineExternalData(onnx::ModelProto& model, const std::string& baseDir);
 // Same name, type, dims and element values (whatever the payload fields).
 bool sameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b);
 

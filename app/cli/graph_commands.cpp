@@ -234,14 +234,21 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
   if (!from) return Status::error(g.describe(out.id) + " is not wired to anything");
   const std::string predType = g.param(out.id, "type") ? g.param(out.id, "type")->asString() : "";
   DW_RETURN_IF_ERROR(g.removeNode(out.id));
-  auto train = g.addNode(kLayersDomain, "Output Train", out.position);
-  if (!train) return train.status();
-  DW_RETURN_IF_ERROR(g.rename(*train, out.name));
-  DW_RETURN_IF_ERROR(g.setParam(*train, "loss", Param::makeString(t.loss)).withContext("--loss"));
+  // In the Output's place, under its id: the export orders outputs by id, and a model with two
+  // outputs exported them swapped (a caller reading them by position mixed them up).
+  Node replacement;
+  replacement.id = out.id;
+  replacement.domain = kLayersDomain;
+  replacement.type = "Output Train";
+  replacement.position = out.position;
+  replacement.name = out.name;
+  DW_RETURN_IF_ERROR(g.insertNode(std::move(replacement)));
+  const NodeId train = out.id;
+  DW_RETURN_IF_ERROR(g.setParam(train, "loss", Param::makeString(t.loss)).withContext("--loss"));
   if (t.fromLogits)
     DW_RETURN_IF_ERROR(
-        g.setParam(*train, "from_logits", Param::makeBool(true)).withContext("--from-logits"));
-  DW_RETURN_IF_ERROR(g.addLink({from->from, {*train, 0}}));
+        g.setParam(train, "from_logits", Param::makeBool(true)).withContext("--from-logits"));
+  DW_RETURN_IF_ERROR(g.addLink({from->from, {train, 0}}));
   // The prediction's type with a free batch: the target of a loss that compares values.
   const std::string labelType = !t.labels.empty() ? t.labels
                                 : t.loss.rfind("Sparse", 0) == 0 || predType.empty()
@@ -252,11 +259,31 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
   DW_RETURN_IF_ERROR(g.rename(*label, "label"));
   DW_RETURN_IF_ERROR(
       g.setParam(*label, "type", Param::makeString(labelType)).withContext("--labels"));
-  DW_RETURN_IF_ERROR(g.addLink({{*label, 0}, {*train, 1}}));
+  DW_RETURN_IF_ERROR(g.addLink({{*label, 0}, {train, 1}}));
   if (!t.metric.empty()) {
     auto metric = g.addNode(kMetricsDomain, t.metric, {out.position.x, out.position.y + 320});
     if (!metric) return metric.status().withContext("--metric");
-    DW_RETURN_IF_ERROR(g.addLink({from->from, {*metric, 0}}));
+    // Metrics take probabilities, as in Keras: from logits they get the loss's own squashing
+    // first (a trial's BinaryAccuracy, Precision and Recall thresholded raw logits at 0.5).
+    PortRef scored = from->from;
+    if (t.fromLogits) {
+      const bool binary = t.loss.find("Binary") != std::string::npos;
+      const bool categorical = t.loss.find("Categorical") != std::string::npos;
+      if (binary || categorical) {
+        auto squash = g.addNode(kLayersDomain, binary ? "Sigmoid" : "SoftMax",
+                                {out.position.x - 200, out.position.y + 320});
+        if (!squash) return squash.status();
+        DW_RETURN_IF_ERROR(
+            g.rename(*squash, g.uniqueName(binary ? "probabilities" : "class_probabilities")));
+        DW_RETURN_IF_ERROR(g.addLink({from->from, {*squash, 0}}));
+        scored = {*squash, 0};
+        notes.push_back("--metric " + t.metric + " reads " + (binary ? "sigmoid" : "softmax") +
+                        " of the logits, as the loss does");
+      }
+    }
+    // Named after its type, so that train --json reports it under a name a script can use.
+    DW_RETURN_IF_ERROR(g.rename(*metric, g.uniqueName(snakeCase(t.metric))));
+    DW_RETURN_IF_ERROR(g.addLink({scored, {*metric, 0}}));
     DW_RETURN_IF_ERROR(g.addLink({{*label, 0}, {*metric, 1}}));
   }
   TrainingConfig config;
@@ -273,7 +300,15 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
                              "': give INPUT=PATH, e.g. image=train-images-idx3-ubyte.gz");
       DataFileSpec f;
       f.input = pair.substr(0, eq);
-      f.path = pair.substr(eq + 1);
+      // A path on the command line is the shell's, from the current folder; the project keeps
+      // it relative to its own folder, as the studio does (a trial's `--data x=d/x.npy` was
+      // looked for next to the project).
+      const std::filesystem::path given = pair.substr(eq + 1);
+      f.path = given.string();
+      if (given.is_relative()) {
+        const auto fromProject = std::filesystem::absolute(given).lexically_relative(baseDir);
+        f.path = (fromProject.empty() ? std::filesystem::absolute(given) : fromProject).string();
+      }
       const auto in = std::find_if(inputs->begin(), inputs->end(),
                                    [&](const DataInput& d) { return d.name == f.input; });
       if (in == inputs->end()) {
@@ -297,7 +332,7 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
         if (!summary) return summary.status().withContext(split);
         const Proposal p = proposeConversion(*summary, f, *in);
         if (p.fits) f = p.spec;
-        notes.push_back(f.input + ": " + p.message);
+        notes.push_back("data " + f.input + ": " + p.message);
       }
       files->push_back(f);
     }
@@ -512,7 +547,7 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                   << " of the model; `deepwire check " << *out
                   << "` lists them, and the studio shows them on the nodes\n";
       for (const auto& h : g->hints()) note("hint: " + printableText(h.message));
-      for (const auto& d : dataNotes) note("data " + printableText(d));
+      for (const auto& d : dataNotes) note(printableText(d));
       if (!setup->loss.empty())
         std::cout << "  trainable: loss " << setup->loss << " against input 'label'"
                   << (setup->train.empty() ? "; give it data with --data (or the studio's Data "

@@ -230,6 +230,23 @@ Status saveTrainedProject(const Setup& st, const std::string& path) {
 
 int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator>& comm) {
   TrainArgs a = args;
+  // A resumed run goes on writing where it resumed from, where it can: its new epochs were
+  // thrown away in silence when --checkpoint was left out.
+  std::string kept;  // what the run keeps, for a note; empty when it writes somewhere
+  if (!a.resume.empty() && a.checkpoint.empty()) {
+    if (Trainer::checkCheckpointDir(a.resume).ok()) {
+      a.checkpoint = a.resume;
+      kept = "checkpoints go to " + a.resume + ", the folder resumed from (--checkpoint DIR " +
+             "writes them elsewhere)";
+    } else {
+      kept = "nothing this run trains is kept: " + a.resume + " cannot be written; add " +
+             "--checkpoint DIR, --save-project or --export-onnx";
+    }
+  } else if (a.checkpoint.empty() && a.saveProject.empty() && a.exportOnnx.empty() &&
+             a.exportTraining.empty()) {
+    kept = "nothing this run trains is kept; add --checkpoint DIR, --save-project FILE or "
+           "--export-onnx FILE";
+  }
   if (comm) {
     if (comm->rank() != 0) {
       // Rank 0 alone reports and writes: checkpoints, exports and the saved project.
@@ -267,11 +284,16 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   // them all too, with no kill behind it: `kill -USR1 <mpirun's pid>`.
   // A single process takes SIGTERM and SIGHUP the same way: job schedulers, `timeout` and
   // container stops send SIGTERM, a closed terminal SIGHUP, and either lost up to an epoch.
+  // A signal the process was started to ignore stays ignored: `nohup deepwire train ... &` must
+  // outlive the terminal it came from (a trial's run stopped when its SSH session closed).
   struct Handlers {
     Handlers() {
       gInterrupted = false;
       gStopAsked = false;
-      for (int sig : {SIGINT, SIGTERM, SIGHUP}) old[sig] = std::signal(sig, onSigint);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        old[sig] = std::signal(sig, onSigint);
+        if (old[sig] == SIG_IGN) std::signal(sig, SIG_IGN);
+      }
       old[SIGUSR1] = std::signal(SIGUSR1, onSigusr1);
     }
     ~Handlers() {
@@ -300,8 +322,10 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   }
   // Once for the job: every rank chose the same device the same way.
   if (!tr.notice().empty() && (!comm || comm->rank() == 0)) note(tr.notice());
-  if (!comm || comm->rank() == 0)
+  if (!comm || comm->rank() == 0) {
     for (const auto& h : st.graph.hints()) note("hint: " + h.message);
+    if (!kept.empty()) note(kept);
+  }
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);
     if (!ls.ok()) return fail(ls.message());

@@ -44,34 +44,6 @@ void applyNodeState(Graph& g, const Node& target) {
   if (cur->weights != target.weights) (void)g.setWeights(target.id, target.weights);
 }
 
-namespace {
-
-// Keras's to_snake_case, so a layer reads as it would in Keras: "SparseCategoricalAccuracy" ->
-// "sparse_categorical_accuracy", "Conv2D" -> "conv2d"; spaces become underscores.
-std::string snakeCase(const std::string& type) {
-  static const QRegularExpression kWord(QStringLiteral("(.)([A-Z][a-z]+)"));
-  static const QRegularExpression kCamel(QStringLiteral("([a-z])([A-Z])"));
-  static const QRegularExpression kOther(QStringLiteral("[^a-z0-9]+"));
-  QString s = QString::fromStdString(type);
-  s.replace(kWord, QStringLiteral("\\1_\\2"));
-  s.replace(kCamel, QStringLiteral("\\1_\\2"));
-  s = s.toLower().replace(kOther, QStringLiteral("_"));
-  while (s.startsWith('_')) s.remove(0, 1);
-  while (s.endsWith('_')) s.chop(1);
-  return s.isEmpty() ? std::string("node") : s.toStdString();
-}
-
-// `base`, else the first free "base_1", "base_2"... as Keras numbers its layers.
-std::string uniqueName(const Graph& g, const std::string& base) {
-  std::set<std::string> used;
-  for (const auto& [id, n] : g.nodes()) used.insert(n.name);
-  if (!used.count(base)) return base;
-  for (int i = 1;; ++i)
-    if (std::string name = base + "_" + std::to_string(i); !used.count(name)) return name;
-}
-
-}  // namespace
-
 // Inserts (or, inverted, removes) a set of nodes and links: create, paste, duplicate, delete,
 // connect and disconnect are all this command.
 class FragmentCommand : public QUndoCommand {
@@ -222,7 +194,7 @@ Result<NodeId> GraphModel::createNode(const std::string& domain, const std::stri
   if (!id.ok()) return id;
   const NodeSpec* s = graph_.spec(*id);
   if (s && s->kind == NodeKind::Layer && graph_.node(*id)->name.empty())
-    (void)graph_.rename(*id, uniqueName(graph_, snakeCase(type)));
+    (void)graph_.rename(*id, graph_.uniqueName(snakeCase(type)));
   placeNew({*id});
   const QString text = tr("Create %1").arg(QString::fromStdString(type));
   const bool raised = graph_.info().opsets != before.opsets;

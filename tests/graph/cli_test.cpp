@@ -542,6 +542,22 @@ TEST(Cli, ImportWithALossMakesAModelTrainable) {
   out = run("train " + project + " --epochs 1 --max-steps 100 --threads 1 --quiet 2>&1", &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  // Data paths are the shell's, from the current folder, kept relative to the project's.
+  std::filesystem::create_directories(dir / "data");
+  std::filesystem::create_directories(dir / "sub");
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"})
+    std::filesystem::create_symlink(data + f, dir / "data" / f);
+  code = runCommand("cd " + dir.string() + " && " + kCli + " import " + foreign +
+                        " -o sub/relative.dwproj --loss SparseCategoricalCrossentropy " +
+                        "--from-logits --data image=data/train-images-idx3-ubyte.gz " +
+                        "--data label=data/train-labels-idx1-ubyte.gz 2>&1",
+                    &out);
+  ASSERT_EQ(code, 0) << out;
+  auto saved = readFile((dir / "sub" / "relative.dwproj").string());
+  ASSERT_TRUE(saved.ok());
+  EXPECT_NE(saved->find("\"../data/train-images-idx3-ubyte.gz\""), std::string::npos) << *saved;
+  out = run("check " + (dir / "sub" / "relative.dwproj").string() + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
   // The options explain themselves when misused.
   out = run("import " + foreign + " -o " + (dir / "x.dwproj").string() + " --metric X 2>&1", &code);
   EXPECT_NE(code, 0);
@@ -551,6 +567,116 @@ TEST(Cli, ImportWithALossMakesAModelTrainable) {
             &code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("no data input 'img'; its data inputs: 'image' 'label'"), std::string::npos)
+      << out;
+}
+
+// A loss added to one of two outputs keeps the outputs' order, and its metric reads what the
+// loss reads from logits (sigmoid here) under a name train --json reports it by.
+TEST(Cli, ImportWithALossKeepsTheOutputsOrder) {
+  auto dir = test::tempDir();
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  auto* g = m.mutable_graph();
+  g->set_name("two_outputs");
+  auto typed = [](onnx::ValueInfoProto* v, const std::string& name) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    tt->mutable_shape()->add_dim()->set_dim_value(3);
+  };
+  typed(g->add_input(), "x");
+  for (const auto& [op, out] : {std::pair<std::string, std::string>{"Identity", "cls"},
+                                {"Neg", "reg"}}) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->add_input("x");
+    n->add_output(out);
+    typed(g->add_output(), out);
+  }
+  const std::string model = (dir / "two.onnx").string(), project = (dir / "two.dwproj").string(),
+                    exported = (dir / "exported.onnx").string();
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  int code = 0;
+  std::string out = run("import " + model + " -o " + project +
+                            " --loss BinaryCrossentropy --from-logits --output-name cls" +
+                            " --metric BinaryAccuracy 2>&1 && " + kCli + " export " + project +
+                            " -o " + exported + " 2>&1",
+                        &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("--metric BinaryAccuracy reads sigmoid of the logits"), std::string::npos)
+      << out;
+  auto back = readOnnxFile(exported);
+  ASSERT_TRUE(back.ok()) << back.message();
+  ASSERT_EQ(back->graph().output_size(), 2);
+  EXPECT_EQ(back->graph().output(0).name(), "cls");
+  EXPECT_EQ(back->graph().output(1).name(), "reg");
+  auto saved = readFile(project);
+  ASSERT_TRUE(saved.ok());
+  const auto j = nlohmann::json::parse(*saved);
+  std::map<std::string, std::string> typeOf;
+  for (const auto& n : j["nodes"])
+    if (n.contains("name")) typeOf[n["name"]] = n["type"];
+  EXPECT_EQ(typeOf["binary_accuracy"], "BinaryAccuracy") << *saved;
+  EXPECT_EQ(typeOf["probabilities"], "Sigmoid") << *saved;
+}
+
+// Weights kept beside the model (onnx.save_model(..., save_as_external_data=True)) are read
+// from the model's folder wherever the command runs, and an import holds them: check and run
+// looked in the current folder, and an imported project could not run or export.
+TEST(Cli, ExternalDataComesFromTheModelsFolder) {
+  auto dir = test::tempDir();
+  std::filesystem::create_directories(dir / "model");
+  const std::vector<float> w = {1.5f, -2.0f, 0.25f, 4.0f};
+  std::string bytes(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float));
+  ASSERT_TRUE(writeFileAtomic((dir / "model" / "weights.bin").string(), "pad!" + bytes).ok());
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("external");
+  auto* t = g->add_initializer();
+  t->set_name("W");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(4);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", "weights.bin"},
+                             {"offset", "4"},
+                             {"length", "16"}}) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Identity");
+  n->add_input("W");
+  n->add_output("Y");
+  auto* y = g->add_output();
+  y->set_name("Y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  const std::string model = (dir / "model" / "m.onnx").string();
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  std::string out;
+  int code = runCommand("cd / && " + kCli + " check " + model, &out);
+  EXPECT_EQ(code, 0) << out;
+  const std::string project = (dir / "m.dwproj").string(), exported = (dir / "m.onnx").string();
+  code = runCommand("cd / && " + kCli + " import " + model + " -o " + project + " && " + kCli +
+                        " export " + project + " -o " + exported,
+                    &out);
+  ASSERT_EQ(code, 0) << out;
+  auto back = readOnnxFile(exported);
+  ASSERT_TRUE(back.ok()) << back.message();
+  ASSERT_EQ(back->graph().initializer_size(), 1);
+  EXPECT_NE(back->graph().initializer(0).data_location(), onnx::TensorProto::EXTERNAL);
+  EXPECT_EQ(back->graph().initializer(0).raw_data(), bytes);
+  // A location outside the model's folder is refused, as ONNX Runtime refuses it.
+  t->mutable_external_data(0)->set_value("../m.dwproj");
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  code = runCommand(kCli + " check " + model, &out);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("must be a relative path inside the model's folder"), std::string::npos)
       << out;
 }
 
@@ -632,6 +758,49 @@ TEST(Cli, ErrorsPrintBytesThatAreNotUtf8Safely) {
   EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
 }
 
+// A hang-up stops a run the way Ctrl-C does (checkpoint saved, exit 130), unless the process
+// was started to ignore it: `nohup deepwire train ... &` outlives the terminal (a trial's run
+// stopped when its SSH session closed).
+TEST(Cli, NohupRunsOutliveTheTerminal) {
+  auto dir = test::tempDir();
+  const std::string project = test::example("fashion_mnist_mlp.dwproj");
+  auto trainWithHangUp = [&](bool ignored, const std::string& name) {
+    const std::string log = (dir / (name + ".jsonl")).string();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (ignored) std::signal(SIGHUP, SIG_IGN);
+      if (!std::freopen(log.c_str(), "w", stdout)) ::_exit(126);
+      if (!std::freopen("/dev/null", "w", stderr)) ::_exit(126);
+      const std::string ck = (dir / (name + "_ck")).string();
+      ::execl(kCli.c_str(), kCli.c_str(), "train", project.c_str(), "--epochs", "1",
+              "--train-limit", "32000", "--threads", "1", "--json-steps", "--checkpoint",
+              ck.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // The hang-up comes once the first step is out, with a thousand still to go (a shorter run
+    // could end before it on a busy machine).
+    for (int i = 0; i < 600; ++i) {
+      std::ifstream f(log);
+      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (text.find("\"step\"") != std::string::npos) break;
+      ::usleep(50000);
+    }
+    EXPECT_EQ(::kill(pid, SIGHUP), 0);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::ifstream f(log);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, text);
+  };
+  const auto [stopped, stoppedLog] = trainWithHangUp(false, "terminal");
+  EXPECT_EQ(stopped, 130) << stoppedLog;
+  EXPECT_NE(stoppedLog.find("\"interrupted\""), std::string::npos) << stoppedLog;
+  const auto [finished, finishedLog] = trainWithHangUp(true, "nohup");
+  EXPECT_EQ(finished, 0) << finishedLog;
+  EXPECT_EQ(finishedLog.find("\"interrupted\""), std::string::npos) << finishedLog;
+  EXPECT_NE(finishedLog.find("\"samples_per_second\""), std::string::npos) << finishedLog;
+}
+
 // A resumed run takes the learning rate asked for now, and says so (it kept the checkpoint's in
 // silence); --seed cannot change a resumed epoch's data order, and says that.
 TEST(Cli, ResumeTakesANewLearningRate) {
@@ -650,6 +819,15 @@ TEST(Cli, ResumeTakesANewLearningRate) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("--seed is not used with --resume"), std::string::npos) << out;
+  // Without --checkpoint the resumed epochs go back into the folder resumed from (they were
+  // thrown away in silence), and a third run starts after them.
+  EXPECT_NE(out.find("checkpoints go to " + ck + ", the folder resumed from"), std::string::npos)
+      << out;
+  out = run("train " + project + " --epochs 3 --max-steps 5 --train-limit 2000 --resume " + ck +
+                " 2>&1",
+            &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("resuming from " + ck + ": 2 epochs done"), std::string::npos) << out;
 }
 
 // eval reads its --checkpoint: a missing one is an error and is not made (train's check of
