@@ -868,6 +868,7 @@ void DataPanel::chooseFile(InputRow* r, Split split) {
 }
 
 void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
+  const QString before = r->paths[split];
   r->paths[split] = path.trimmed();
   {
     const QSignalBlocker b(r->path[split]);
@@ -875,8 +876,16 @@ void DataPanel::setPath(InputRow* r, Split split, const QString& path) {
     r->path[split]->setToolTip(r->paths[split]);
   }
   if (split == kTrain) {
-    // A new source may be another format: its format options start over.
+    // A new source may be another format: its format options start over, and so do the CSV
+    // columns chosen or guessed for another file (a trial's reg_x.csv was read for a label
+    // column 'y' that only the earlier file had, with the column picker hidden by the error).
     r->conv.format.clear();
+    if (before != r->paths[kTrain]) {
+      r->conv.csvLabelColumn.clear();
+      r->conv.csvTakeLabel = false;
+      r->conv.csvFeatureColumns.clear();
+      r->csvGuessedFor.clear();
+    }
     inspect(r);
   } else {
     // Other splits are read with the train source's conversion, each in its own format (told

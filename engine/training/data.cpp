@@ -438,7 +438,9 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
       feats.push_back(i);
     }
   }
-  const bool integralLabel = !isFloating(options.labelType);
+  const bool asStored = options.labelType == DType::kUndefined;
+  const bool integralLabel = !asStored && !isFloating(options.labelType);
+  bool wholeLabels = true;
 
   std::vector<float> features;
   std::vector<double> labels;
@@ -477,7 +479,9 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
                              std::to_string(label + 1) + " ('" + names[label] + "'): label '" +
                              row[label] + "' is not a whole number, as a " +
                              dtypeName(options.labelType) +
-                             " class index must be; fix it or choose a float label type");
+                             " class index must be; fix it, or give the input a float type to "
+                             "learn the values themselves");
+      wholeLabels = wholeLabels && v == std::floor(v);
       labels.push_back(v);
     }
     ++rows;
@@ -502,7 +506,9 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
   if (label >= 0) {
     Tensor lab(DType::kDouble, {rows});
     std::memcpy(lab.data<double>(), labels.data(), labels.size() * sizeof(double));
-    auto cast = lab.cast(options.labelType);
+    auto cast = lab.cast(!asStored ? options.labelType
+                         : wholeLabels ? DType::kInt64
+                                       : DType::kFloat);
     if (!cast) return cast.status().withContext(path);
     out.labels = std::move(cast.value());
   }

@@ -46,6 +46,8 @@ struct CsvOptions {
   bool header = true;  // the first line names the columns, if it is a header (csvLineIsHeader)
   char delimiter = ',';
   std::string labelColumn;  // by name (needs header) or a 0-based index as text; "" = none
+  // kInt64 for class indices (a fraction is an error); kUndefined: as stored, int64 where every
+  // label is a whole number, else float32 (a regression target).
   DType labelType = DType::kInt64;
   // Columns to use as features, by name or 0-based index as text; empty = every column except
   // the label. Only the feature and label columns must hold numbers.

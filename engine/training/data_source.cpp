@@ -93,9 +93,15 @@ bool wantsFloat(const DataFileSpec& s) {
   return !s.normalization.isIdentity() || s.dtype == "float" || s.dtype == "float32";
 }
 
-// The CSV options a spec asks for (labels as int64: class indices).
+// The CSV options a spec asks for. Labels are read as the spec's dtype where it names one (int64
+// class indices refuse fractions), else as stored: a trial's regression target (y = 3 x1 - 2 x2)
+// was refused as "not a whole number" whatever the input took.
 CsvOptions csvOptions(const DataFileSpec& s) {
   CsvOptions o;
+  const DType dt = s.dtype.empty() ? DType::kUndefined : dtypeByName(s.dtype);
+  o.labelType = dt == DType::kUndefined ? DType::kUndefined
+                : isFloating(dt)        ? DType::kFloat
+                                        : DType::kInt64;
   o.header = s.csvHeader;
   o.labelColumn = s.csvLabelColumn;
   o.featureColumns = s.csvFeatureColumns;
@@ -701,7 +707,10 @@ Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseD
   if (h->shape.size() > 1) out.sampleShape.assign(h->shape.begin() + 1, h->shape.end());
   if (out.format == "csv") {  // what readCsv makes of the columns the spec takes
     if (spec.csvTakeLabel) {
-      out.dtype = CsvOptions{}.labelType;
+      // As stored depends on the values: read the column (a label column is one number a row).
+      auto r = readCsv(path, csvOptions(spec));
+      if (!r) return r.status();
+      out.dtype = r->labels ? r->labels->dtype() : DType::kInt64;
       out.sampleShape.clear();
     } else {
       const auto all = static_cast<int64_t>(h->csvColumns.size());

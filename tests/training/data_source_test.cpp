@@ -295,6 +295,53 @@ TEST(DataSource, MissingFileIsSaidToBeMissing) {
   EXPECT_EQ(dw::engine::training::detectFormat("t10k-images-idx3-ubyte.gz").value(), "idx");
 }
 
+// A CSV's target column of fractions is a regression target: read as stored (float32), it goes
+// into a float input with the proposal's reshape, and trains (a trial's y = 3 x1 - 2 x2 + noise
+// was refused as "not a whole number" whatever the input took). Into an int64 input the
+// fractions are still an error that says what to do.
+TEST(DataSource, CsvTargetsOfFractionsAreRegressionTargets) {
+  using namespace dw::engine::training;
+  using dw::engine::DType;
+  const auto dir = std::filesystem::temp_directory_path() / "dw_csv_regression";
+  std::filesystem::create_directories(dir);
+  std::ofstream((dir / "r.csv").string()) << "x1,x2,y\n1,2,-0.5\n3,4,1.25\n5,6,3\n";
+  DataFileSpec target;
+  target.input = "y";
+  target.path = "r.csv";
+  target.csvLabelColumn = "y";
+  target.csvTakeLabel = true;
+  auto src = inspectSource(target, dir.string());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_EQ(src->dtype, DType::kFloat);
+  DataInput in{"y", DType::kFloat, {-1, 1}, false, "float[N,1]"};
+  const Proposal p = proposeConversion(*src, target, in);
+  ASSERT_TRUE(p.fits) << p.message;
+  DataFileSpec features = target;
+  features.input = "x";
+  features.csvTakeLabel = false;
+  auto d = loadDataset({features, p.spec}, dir.string(), 0);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  const auto& y = d->columns.at("y");
+  EXPECT_EQ(y.shape(), (dw::engine::Shape{3, 1}));
+  EXPECT_FLOAT_EQ(y.data<float>()[1], 1.25f);
+  // Whole numbers stay class indices.
+  std::ofstream((dir / "c.csv").string()) << "x1,y\n1,0\n3,2\n";
+  DataFileSpec classes = target;
+  classes.path = "c.csv";
+  auto c = inspectSource(classes, dir.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->dtype, DType::kInt64);
+  // Fractions asked for as class indices.
+  target.dtype = "int64";
+  auto bad = loadDataset({features, target}, dir.string(), 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'-0.5' is not a whole number"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("give the input a float type"), std::string::npos)
+      << bad.status().message();
+  std::filesystem::remove_all(dir);
+}
+
 // A source that takes a CSV's labels without naming the column finds the header's label column,
 // and the file's other source leaves it out of its features (a user's features read the label as
 // a 785th pixel).

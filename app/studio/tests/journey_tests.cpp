@@ -526,6 +526,76 @@ class JourneyTest : public QObject {
   }
 
   // A change in the Data panel is unsaved work, like an edit of the graph.
+  // A regression table: both inputs take one CSV, the target column of fractions goes into a
+  // float input (a trial was told "not a whole number, as a int64 class index must be"), and a
+  // later file without that column starts its columns over (the picker was hidden by the error).
+  void csvRegressionTarget() {
+    QTemporaryDir tmp;
+    for (const char* name : {"table.csv", "features.csv"}) {
+      QFile f(tmp.filePath(name));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      const bool table = QByteArray(name) == "table.csv";
+      f.write(table ? "x1,x2,y\n" : "x1,x2\n");
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<double> u(-1, 1);
+      for (int i = 0; i < 400; ++i) {
+        const double a = u(rng), b = u(rng);
+        const QString row = table ? QStringLiteral("%1,%2,%3\n").arg(a).arg(b).arg(3 * a - 2 * b)
+                                  : QStringLiteral("%1,%2\n").arg(a).arg(b);
+        f.write(row.toUtf8());
+      }
+    }
+    MainWindow w(false);
+    w.resize(1600, 1000);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId in = drop(w, "deepwire", "Input", {120, 120});
+    const dw::NodeId dense = drop(w, "deepwire.layers", "Dense", {330, 120});
+    const dw::NodeId out = drop(w, "deepwire.layers", "Output Train", {560, 120});
+    const dw::NodeId target = drop(w, "deepwire", "Input", {330, 330});
+    wire(w, in, 0, dense, 0);
+    wire(w, dense, 0, out, 0);
+    wire(w, target, 0, out, 1);
+    typeParam(w, in, "name", QStringLiteral("x"));
+    typeParam(w, in, "type", QStringLiteral("float[N,2]"));
+    typeParam(w, target, "name", QStringLiteral("y"));
+    typeParam(w, target, "type", QStringLiteral("float[N,1]"));
+    select(w, dense);
+    qobject_cast<QSpinBox*>(w.params()->editor(QStringLiteral("units")))->setValue(1);
+    w.model()->validateNow();
+    QVERIFY(w.model()->problems().empty());
+    DataPanel* data = w.training()->dataPanel();
+    showData(w);
+    data->refreshInputs();
+    giveSource(data, "x", tmp.filePath("table.csv"));
+    giveSource(data, "y", tmp.filePath("table.csv"));
+    QCOMPARE(data->csvTakeBox("y")->currentIndex(), 1);  // y takes the column named y
+    if (data->convertButton("y")->isEnabled()) {
+      QTest::mouseClick(data->convertButton("y"), Qt::LeftButton);
+      settle(data);
+    }
+    for (const char* input : {"x", "y"})
+      QVERIFY2(data->fitLabel(input)->text().contains("Fits"),
+               qPrintable(QString(input) + ": " + data->fitLabel(input)->text()));
+    auto* panel = w.training();
+    panel->optimizerBox()->setCurrentText(QStringLiteral("adam"));
+    panel->learningRateBox()->setValue(0.05);
+    panel->batchSizeBox()->setValue(16);
+    panel->epochsBox()->setValue(20);
+    QTest::mouseClick(panel->fitButton(), Qt::LeftButton);
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    // y = 3 x1 - 2 x2 exactly: a linear layer learns it.
+    const auto loss = QRegularExpression(QStringLiteral("train loss ([0-9.e+-]+)"))
+                          .match(panel->lastResult());
+    QVERIFY2(loss.hasMatch() && loss.captured(1).toDouble() < 1e-3,
+             qPrintable(panel->lastResult()));
+    // Another file for x, without the y column: its columns start over.
+    giveSource(data, "x", tmp.filePath("features.csv"));
+    QVERIFY2(data->fitLabel("x")->text().contains("Fits"),
+             qPrintable(data->infoLabel("x")->text() + data->fitLabel("x")->text()));
+  }
+
   void dataEditsMarkTheProjectModified() {
     QTemporaryDir tmp;
     MainWindow w(false);
