@@ -1,7 +1,10 @@
 #include "app/studio/main_window.h"
 
 #include <QApplication>
+#include <QAbstractScrollArea>
+#include <QAbstractSpinBox>
 #include <QClipboard>
+#include <QComboBox>
 #include <QCloseEvent>
 #include <QCryptographicHash>
 #include <QDir>
@@ -64,6 +67,29 @@ class FileDialogTitles : public QObject {
     return false;
   }
 };
+
+// A wheel turned over a spin box or a combo box the user has not clicked into scrolls what holds
+// it, as in browsers' forms, instead of changing its value: a trial scrolling the Parameters
+// panel set a weight's regularizer to l1l2, one undo step per notch, without noticing.
+class WheelGuard : public QObject {
+ public:
+  using QObject::QObject;
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    auto* w = qobject_cast<QWidget*>(watched);
+    const bool guarded = w && (qobject_cast<QAbstractSpinBox*>(w) || qobject_cast<QComboBox*>(w));
+    if (!guarded) return false;
+    // Qt would focus them on the wheel (Qt::WheelFocus), which lets the value change.
+    if (event->type() == QEvent::Polish && (w->focusPolicy() & Qt::WheelFocus) == Qt::WheelFocus)
+      w->setFocusPolicy(Qt::StrongFocus);
+    if (event->type() != QEvent::Wheel || w->hasFocus()) return false;
+    for (QWidget* p = w->parentWidget(); p; p = p->parentWidget())
+      if (auto* area = qobject_cast<QAbstractScrollArea*>(p)) {
+        QCoreApplication::sendEvent(area->viewport(), event);
+        break;
+      }
+    return true;
+  }
+};
 }  // namespace
 
 StatusMessage::StatusMessage(QWidget* parent) : QLabel(parent) {
@@ -107,6 +133,7 @@ MainWindow::MainWindow(bool interactive, QWidget* parent)
   if (static bool once = false; !once && qApp) {
     once = true;
     qApp->installEventFilter(new FileDialogTitles(qApp));
+    qApp->installEventFilter(new WheelGuard(qApp));
   }
   model_ = new GraphModel(this);
   scene_ = new GraphScene(model_, this);

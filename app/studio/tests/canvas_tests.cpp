@@ -234,6 +234,35 @@ class CanvasTest : public QObject {
 
   // Issue 16: a long type name widened the Parameters dock beyond its width, cutting off fields
   // and errors; combo boxes and palette entries were truncated.
+  // The wheel over a field the user has not clicked into scrolls the panel; it changed the
+  // value (a trial set a regularizer to l1l2 scrolling past it). Clicked into, it steps.
+  void wheelOverAFieldScrollsInsteadOfEditing() {
+    MainWindow w(false);
+    w.resize(1400, 500);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId init = addNode(w, "deepwire", "Initializer", 0, 0);
+    w.scene()->selectOnly({init});
+    QApplication::processEvents();
+    auto* fill = qobject_cast<QComboBox*>(w.params()->editor("fill"));
+    QVERIFY(fill && fill->isVisible());
+    const std::string before = w.model()->graph().param(init, "fill")->asString();
+    auto turn = [&](QWidget* target) {
+      const QPointF at(target->width() / 2.0, target->height() / 2.0);
+      QWheelEvent wheel(at, target->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton,
+                        Qt::NoModifier, Qt::NoScrollPhase, false);
+      QApplication::sendEvent(target, &wheel);
+      QApplication::processEvents();
+    };
+    w.params()->setFocus();
+    for (int i = 0; i < 3; ++i) turn(fill);
+    QCOMPARE(w.model()->graph().param(init, "fill")->asString(), before);
+    QVERIFY(!fill->hasFocus());
+    fill->setFocus();
+    turn(fill);
+    QVERIFY(w.model()->graph().param(init, "fill")->asString() != before);
+  }
+
   void panelsNeverClip() {
     MainWindow w(false);
     w.resize(1400, 900);
