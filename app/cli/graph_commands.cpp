@@ -328,6 +328,14 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
           f.storedShape.clear();
         }
       if (files == &config.dataset.train) {
+        // A table given to several inputs: its label column goes to the label input, the
+        // others to the rest, as the studio guesses (a trial's table fed its label column to
+        // the features and its features to the label).
+        const std::string path = resolvePath(f.path, baseDir);
+        if (auto format = detectFormat(path); format.ok() && *format == "csv" &&
+                                              f.csvLabelColumn.empty())
+          if (auto header = readCsvHeader(path); header.ok())
+            guessCsvLabel(f, header->csvColumns, *in);
         auto summary = inspectSource(f, baseDir);
         if (!summary) return summary.status().withContext(split);
         const Proposal p = proposeConversion(*summary, f, *in);

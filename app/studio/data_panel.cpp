@@ -1103,11 +1103,7 @@ void DataPanel::inspected(InputRow* r, const Result<SourceSummary>& s) {
   if (s.ok() && s->format == "csv" && r->conv.csvLabelColumn.empty() &&
       r->csvGuessedFor != r->paths[kTrain]) {
     r->csvGuessedFor = r->paths[kTrain];
-    if (const std::string c = guessLabelColumn(s->csvColumns); !c.empty()) {
-      r->conv.csvLabelColumn = c;
-      const QString input = qs(r->input.name).toLower();
-      r->conv.csvTakeLabel =
-          r->input.target || input.contains("label") || input.contains("target") || input == "y";
+    if (guessCsvLabel(r->conv, s->csvColumns, r->input)) {
       r->csvTake->setCurrentIndex(r->conv.csvTakeLabel ? 1 : 0);
       inspect(r);  // the features without the label column
       changed();

@@ -722,6 +722,17 @@ Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseD
   return out;
 }
 
+bool guessCsvLabel(DataFileSpec& spec, const std::vector<std::string>& columns,
+                   const DataInput& input) {
+  const std::string column = guessLabelColumn(columns);
+  if (column.empty()) return false;
+  spec.csvLabelColumn = column;
+  const std::string name = lower(input.name);
+  spec.csvTakeLabel = input.target || name.find("label") != std::string::npos ||
+                      name.find("target") != std::string::npos || name == "y";
+  return true;
+}
+
 std::string guessLabelColumn(const std::vector<std::string>& columns) {
   // In order of preference: "y" only when nothing says label more plainly.
   for (const char* wanted : {"label", "labels", "class", "target", "category", "y"})

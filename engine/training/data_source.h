@@ -174,6 +174,14 @@ Status checkSplitScaling(const DatasetSpec& spec, const std::string& baseDir);
 // of preference), or "" when none does.
 std::string guessLabelColumn(const std::vector<std::string>& columns);
 
+struct DataInput;
+// A CSV source given to `input`, read as a person would mean it: the column named like a label
+// (guessLabelColumn) is the label; a target input, or one named like it (label, target, y),
+// takes that column, any other input the remaining ones. False (spec unchanged) when no column
+// reads as a label. The studio's Data panel and `import --data` guess alike.
+bool guessCsvLabel(DataFileSpec& spec, const std::vector<std::string>& columns,
+                   const DataInput& input);
+
 // "float[N,1,28,28]": an element type and a per-sample shape in the type syntax of an Input node
 // (nodes/type_syntax.h), so a proposal can be written into one.
 std::string inputTypeText(DType dtype, const std::vector<int64_t>& sampleShape);

@@ -622,6 +622,54 @@ TEST(Cli, ImportWithALossKeepsTheOutputsOrder) {
   EXPECT_EQ(typeOf["probabilities"], "Sigmoid") << *saved;
 }
 
+// One table for every input: its label column goes to the label input and the rest to the
+// features, as the studio guesses (a trial's import fed the whole table to both, and training
+// failed on the label's dtype).
+TEST(Cli, ImportWithALossReadsATableForEveryInput) {
+  auto dir = test::tempDir();
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("linear");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* xt = x->mutable_type()->mutable_tensor_type();
+  xt->set_elem_type(onnx::TensorProto::FLOAT);
+  xt->mutable_shape()->add_dim()->set_dim_param("N");
+  xt->mutable_shape()->add_dim()->set_dim_value(3);
+  auto* w = g->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->add_dims(2);
+  for (float v : {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}) w->add_float_data(v);
+  auto* n = g->add_node();
+  n->set_op_type("MatMul");
+  n->add_input("x");
+  n->add_input("W");
+  n->add_output("logits");
+  g->add_output()->set_name("logits");
+  const std::string model = (dir / "linear.onnx").string(), table = (dir / "t.csv").string();
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  std::string rows = "a,b,c,label\n";
+  for (int i = 0; i < 40; ++i)
+    rows += std::to_string(i % 5) + "," + std::to_string(i % 3) + ",1," + std::to_string(i % 2) +
+            "\n";
+  ASSERT_TRUE(writeFileAtomic(table, rows).ok());
+  const std::string project = (dir / "linear.dwproj").string();
+  int code = 0;
+  std::string out = run("import " + model + " -o " + project +
+                            " --loss SparseCategoricalCrossentropy --from-logits --data x=" +
+                            table + " --data label=" + table + " 2>&1",
+                        &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("data x: t.csv: 40 samples of float[N,3]"), std::string::npos) << out;
+  EXPECT_NE(out.find("data label: t.csv: 40 samples of int64[N]"), std::string::npos) << out;
+  out = run("train " + project + " --epochs 1 --batch-size 8 --quiet 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+}
+
 // Weights kept beside the model (onnx.save_model(..., save_as_external_data=True)) are read
 // from the model's folder wherever the command runs, and an import holds them: check and run
 // looked in the current folder, and an imported project could not run or export.
