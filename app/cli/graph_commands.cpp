@@ -345,6 +345,18 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
       files->push_back(f);
     }
   }
+  // A model exported with a fixed batch trains only in batches of that size: said now, with the
+  // batch size it then needs (training's default is 32).
+  for (const DataInput& in : *inputs)
+    if (!in.shape.empty() && in.shape[0] > 0) {
+      config.batchSize = in.shape[0];
+      notes.push_back("input '" + in.name + "' takes batches of exactly " +
+                      std::to_string(in.shape[0]) + " (" + in.typeText +
+                      "): the project trains in batches of " + std::to_string(in.shape[0]) +
+                      "; to choose another size, set the Input's type to " +
+                      withFreeBatch(in.typeText));
+      break;
+    }
   ModelInfo info = g.info();
   info.sections["training"] = trainingConfigToJson(config);
   g.setInfo(std::move(info));

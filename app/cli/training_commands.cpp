@@ -167,18 +167,32 @@ Result<Setup> prepare(const TrainArgs& a) {
              : "give the " + a.evalSplit + " split its own sources or a fraction of train (" +
                    a.evalSplit + "_split)"));
   // A model exported with a fixed batch (torch.onnx.export without dynamic_axes) takes batches
-  // of exactly that size, while training's last batch and evaluation's are others: a trial
-  // trained an epoch at --batch-size 2 to fail at its evaluation, the epoch lost.
+  // of exactly that size: it trains in batches of that size and is evaluated in them, a last
+  // partial batch left out. Another batch size is refused before anything runs (a trial trained
+  // an epoch at --batch-size 2 to fail at its evaluation, the epoch lost).
   if (auto inputs = dataInputsOf(s.graph); inputs.ok())
-    for (const DataInput& in : *inputs)
-      if (!in.shape.empty() && in.shape[0] > 0)
-        return Status::error(
-            a.project + ": input '" + in.name + "' takes batches of exactly " +
-            std::to_string(in.shape[0]) + " (" + in.typeText +
-            "), and training's and evaluation's batches are other sizes: make its batch "
-            "dimension free by setting the Input's type to " +
-            withFreeBatch(in.typeText) +
-            " (the studio's Parameters panel, or the node's \"type\" in the project)");
+    for (const DataInput& in : *inputs) {
+      if (in.shape.empty() || in.shape[0] <= 0) continue;
+      const int64_t fixed = in.shape[0];
+      const std::string freeIt = "make its batch dimension free by setting the Input's type to " +
+                                 withFreeBatch(in.typeText) +
+                                 " (the studio's Parameters panel, or the node's \"type\" in "
+                                 "the project)";
+      if (!a.evalOnly && c.batchSize != fixed)
+        return Status::error(a.project + ": input '" + in.name + "' takes batches of exactly " +
+                             std::to_string(fixed) + " (" + in.typeText +
+                             "), and training's are " + std::to_string(c.batchSize) +
+                             ": train with --batch-size " + std::to_string(fixed) + ", or " +
+                             freeIt);
+      if (a.distributed)
+        return Status::error(a.project + ": input '" + in.name + "' takes batches of exactly " +
+                             std::to_string(fixed) + " (" + in.typeText +
+                             "), which processes cannot share: " + freeIt);
+      note("input '" + in.name + "' takes batches of exactly " + std::to_string(fixed) + " (" +
+           in.typeText + "): a last partial batch of training or evaluation is left out; to use " +
+           "every sample, " + freeIt);
+      break;
+    }
   TrainOptions to;
   to.optimizer = c.optimizer;
   to.accelerator = a.accelerator.empty() ? c.accelerator : a.accelerator;

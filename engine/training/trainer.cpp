@@ -53,8 +53,16 @@ Status Trainer::Impl::init(const TrainOptions& o, onnx::ModelProto fwd) {
   }
   if (params.empty())
     return Status::error("the model has no Trainable or Frozen float initializer to train");
-  for (const auto& in : forward.graph().input())
-    if (!initNames.count(in.name())) dataInputs.push_back(in.name());
+  for (const auto& in : forward.graph().input()) {
+    if (initNames.count(in.name())) continue;
+    dataInputs.push_back(in.name());
+    const auto& shape = in.type().tensor_type().shape();
+    if (!fixedBatch && shape.dim_size() > 0 && shape.dim(0).has_dim_value() &&
+        shape.dim(0).dim_value() > 0) {
+      fixedBatch = shape.dim(0).dim_value();
+      fixedInput = in.name();
+    }
+  }
 
   auto lda = ldaCoeffFromModel(forward);
   if (!lda) return lda.status();
@@ -616,9 +624,13 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
   const bool shard = distributed() && n >= comm->size();
   const int64_t first = shard ? n * comm->rank() / comm->size() : 0;
   const int64_t last = shard ? n * (comm->rank() + 1) / comm->size() : n;
+  // A fixed-batch model is evaluated in its own batch size, the samples short of a last whole
+  // batch left out (as training leaves them).
+  if (fixedBatch) batchSize = fixedBatch;
   std::vector<int64_t> idx;
   for (int64_t begin = first; begin < last; begin += batchSize) {
     const int64_t end = std::min(last, begin + batchSize);
+    if (fixedBatch && end - begin < fixedBatch) break;
     idx.clear();
     for (int64_t i = begin; i < end; ++i) idx.push_back(i);
     Dataset part = d.gather(idx);
@@ -632,12 +644,25 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
     total.samples += b.size;
   }
   if (shard) DW_RETURN_IF_ERROR(reduceEvaluation(total, acc));
+  if (fixedBatch && total.samples == 0 && n > 0)
+    return Status::error("the evaluation data has " + std::to_string(n) +
+                         " samples, fewer than the " + std::to_string(fixedBatch) + " that input '" +
+                         fixedInput + "' takes in each batch: make its batch dimension free (N in "
+                         "the Input's type)");
   if (total.samples > 0)
     for (auto& [k, v] : total.losses) v /= static_cast<double>(total.samples);
   auto m = finalizeMetrics(acc);
   if (!m) return m.status();
   total.metrics = std::move(m.value());
   return total;
+}
+
+Status Trainer::Impl::checkFixedBatch(int64_t size) const {
+  if (!fixedBatch || size == fixedBatch) return Status();
+  return Status::error("input '" + fixedInput + "' takes batches of exactly " +
+                       std::to_string(fixedBatch) + " samples, not " + std::to_string(size) +
+                       ": train with a batch size of " + std::to_string(fixedBatch) +
+                       ", or make its batch dimension free (N in the Input's type)");
 }
 
 Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& cb,
@@ -650,6 +675,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
     DW_RETURN_IF_ERROR(
         checkLabels(fo.test->columns, "the held-out data (validation or test)", &fo.test->origin));
   if (fo.batchSize < 1) return Status::error("fit: batch size must be >= 1");
+  DW_RETURN_IF_ERROR(checkFixedBatch(fo.batchSize).withContext("fit"));
   if (fo.accumulationSteps < 1) return Status::error("fit: accumulation steps must be >= 1");
   std::shared_ptr<const Dataset> train = fo.train, test = fo.test;
   if (!test && fo.validationSplit > 0) {
@@ -666,7 +692,8 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   LoaderOptions lo;
   lo.batchSize = fo.batchSize;
   lo.shuffle = fo.shuffle;
-  lo.dropLast = fo.dropLast;
+  // A fixed-batch model cannot take a smaller last batch: it is left out, as dropLast does.
+  lo.dropLast = fo.dropLast || fixedBatch > 0;
   lo.seed = opt.seed;
   lo.hostBuffers = batchStorage();
   BatchLoader loader(train, lo);
@@ -675,6 +702,11 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   // the same order (the loader's seed is shared), training on its slice of each.
   const bool dp = distributed();
   if (dp) {
+    if (fixedBatch)
+      return Status::error("fit: input '" + fixedInput + "' takes batches of exactly " +
+                           std::to_string(fixedBatch) +
+                           " samples, which processes cannot share: make its batch dimension "
+                           "free (N in the Input's type) to train across processes");
     if (fo.batchSize < comm->size())
       return Status::error("fit: a batch of " + std::to_string(fo.batchSize) +
                            " samples cannot be shared by " + std::to_string(comm->size()) +
@@ -707,7 +739,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
   if (fo.maxStepsPerEpoch > 0) perEpoch = std::min(perEpoch, fo.maxStepsPerEpoch);
   // A last batch smaller than the process count is known now: refused before the first epoch
   // instead of after it (a user trial waited through 2,000 steps for this error).
-  if (dp && perEpoch == loader.batchesPerEpoch() && !fo.dropLast) {
+  if (dp && perEpoch == loader.batchesPerEpoch() && !lo.dropLast) {
     const int64_t last = train->size() % fo.batchSize;
     if (last > 0 && last < comm->size())
       return Status::error(

@@ -162,6 +162,11 @@ class Trainer::Impl {
   std::unique_ptr<InferenceSession> trainSession, evalSession;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<std::string> dataInputs, metricNames, trainableNames;
+  // A model exported with a fixed batch (torch.onnx.export without dynamic_axes) takes batches of
+  // exactly this many samples, and `fixedInput` says which input fixes it; 0 where it is free.
+  int64_t fixedBatch = 0;
+  std::string fixedInput;
+  Status checkFixedBatch(int64_t batchSize) const;
   // Class-index inputs of the classification losses, with their class counts: bad labels are
   // reported as data errors (sample, input, classes), not as a failing node deep in the loss.
   std::vector<LabelRange> labelChecks;

@@ -941,10 +941,10 @@ TEST(Cli, OutOfRangeNumbersAreRefused) {
   EXPECT_NE(out.find("is not a finite number"), std::string::npos) << out;
 }
 
-// A model of a fixed batch (torch's export without dynamic_axes) is refused before training,
-// with the type that frees it: a trial trained an epoch at its batch size, then lost it when
-// the evaluation's batches did not fit.
-TEST(Cli, FixedBatchModelsAreToldHowToFreeTheBatch) {
+// A model of a fixed batch (torch's export without dynamic_axes) trains and is evaluated in
+// batches of that size; a trial trained an epoch at its batch size, then lost it when the
+// evaluation's batches did not fit, and another trial was refused at its own batch size.
+TEST(Cli, FixedBatchModelsTrainInTheirBatchSize) {
   auto dir = test::tempDir();
   auto text = dw::readFile(test::example("fashion_mnist_mlp.dwproj"));
   ASSERT_TRUE(text.ok());
@@ -953,18 +953,29 @@ TEST(Cli, FixedBatchModelsAreToldHowToFreeTheBatch) {
     if (n["type"] == "Input" && n["name"] == "image") n["params"]["type"] = "float[2,1,28,28]";
   const std::string fixed = (dir / "fixed.dwproj").string();
   ASSERT_TRUE(dw::writeFileAtomic(fixed, j.dump()).ok());
-  for (const std::string cmd :
-       {"train " + fixed + " --batch-size 2 --checkpoint " + (dir / "ck").string(),
-        "eval " + fixed}) {
-    int code = 0;
-    const std::string out = run(cmd + " 2>&1", &code);
-    EXPECT_NE(code, 0) << cmd;
-    EXPECT_NE(out.find("input 'image' takes batches of exactly 2 (float[2,1,28,28])"),
-              std::string::npos)
-        << out;
-    EXPECT_NE(out.find("setting the Input's type to float[N,1,28,28]"), std::string::npos) << out;
-  }
+  // Another batch size is refused before anything runs, saying both ways out.
+  int code = 0;
+  std::string out = run(
+      "train " + fixed + " --batch-size 32 --checkpoint " + (dir / "ck").string() + " 2>&1", &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("input 'image' takes batches of exactly 2 (float[2,1,28,28]), and "
+                     "training's are 32: train with --batch-size 2, or make its batch dimension "
+                     "free by setting the Input's type to float[N,1,28,28]"),
+            std::string::npos)
+      << out;
   EXPECT_FALSE(std::filesystem::exists(dir / "ck"));  // nothing trained, nothing written
+  // Its own batch size trains, and the test split is evaluated in it (it failed there, the
+  // epoch lost); a last partial batch is left out, and the run says so.
+  out = run("train " + fixed + " --batch-size 2 --epochs 1 --max-steps 5 --train-limit 101 " +
+                "--threads 1 2>&1",
+            &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("a last partial batch of training or evaluation is left out"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  out = run("eval " + fixed + " --threads 1 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
 }
 
 // deepwire runs with OpenMP's short idle spin (engine/openmp_wait.h) unless the user set one:
