@@ -1,5 +1,6 @@
 #include "engine/function_inline.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -74,6 +75,76 @@ Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn
     out.push_back(std::move(n));
   }
   return Status();
+}
+
+namespace {
+
+std::string domainOf(const std::string& d) {
+  return d == "ai.onnx" ? std::string() : d;
+}
+
+struct LocalInliner {
+  std::map<std::string, const onnx::FunctionProto*> functions;  // "domain:name"
+  std::map<std::string, int64_t> opsets;                          // the model's
+  int uid = 0;
+
+  Status graph(onnx::GraphProto& g, int depth) {
+    if (depth > 64)
+      return Status::error("local functions call each other more than 64 deep (a recursion?)");
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+    bool again = false;
+    for (auto& n : *g.mutable_node()) {
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.has_g()) DW_RETURN_IF_ERROR(graph(*a.mutable_g(), depth + 1));
+        for (auto& sg : *a.mutable_graphs()) DW_RETURN_IF_ERROR(graph(sg, depth + 1));
+      }
+      auto f = functions.find(domainOf(n.domain()) + ":" + n.op_type());
+      if (f == functions.end()) {
+        *out.Add() = n;
+        continue;
+      }
+      const onnx::FunctionProto& fn = *f->second;
+      for (const auto& imp : fn.opset_import()) {
+        auto have = opsets.find(domainOf(imp.domain()));
+        if (have != opsets.end() && have->second != imp.version())
+          return Status::error("local function " + fn.name() + " imports " +
+                               (imp.domain().empty() ? "ai.onnx" : imp.domain()) + " opset " +
+                               std::to_string(imp.version()) + " and the model opset " +
+                               std::to_string(have->second) +
+                               ": its body cannot join the model's graph");
+      }
+      Attributes attrs;
+      for (const auto& a : n.attribute()) attrs.set(a);
+      std::vector<onnx::NodeProto> body;
+      DW_RETURN_IF_ERROR(inlineFunction(n, fn, attrs, uid++, body));
+      for (auto& b : body) {
+        again |= functions.count(domainOf(b.domain()) + ":" + b.op_type()) != 0;
+        *out.Add() = std::move(b);
+      }
+    }
+    g.mutable_node()->Swap(&out);
+    return again ? graph(g, depth + 1) : Status();
+  }
+};
+
+}  // namespace
+
+Result<onnx::ModelProto> inlineLocalFunctions(const onnx::ModelProto& model) {
+  if (model.functions_size() == 0) return model;
+  onnx::ModelProto m = model;
+  LocalInliner in;
+  for (const auto& f : model.functions()) in.functions[domainOf(f.domain()) + ":" + f.name()] = &f;
+  for (const auto& o : model.opset_import()) in.opsets[domainOf(o.domain())] = o.version();
+  DW_RETURN_IF_ERROR(in.graph(*m.mutable_graph(), 0));
+  // Domains the bodies use that the model did not import come with the functions' versions.
+  for (const auto& f : model.functions())
+    for (const auto& imp : f.opset_import())
+      if (!in.opsets.count(domainOf(imp.domain()))) {
+        in.opsets[domainOf(imp.domain())] = imp.version();
+        *m.add_opset_import() = imp;
+      }
+  m.clear_functions();
+  return m;
 }
 
 }  // namespace dw::engine

@@ -18,4 +18,10 @@ namespace dw::engine {
 Status inlineFunction(const onnx::NodeProto& node, const onnx::FunctionProto& fn,
                       const Attributes& attrs, int uid, std::vector<onnx::NodeProto>& out);
 
+// `model` with every call of a model-local function replaced by the function's body (nested
+// calls too, and in subgraphs), and the functions dropped: a graph of standard ops, which the
+// catalogue can import. A function that imports another version of a domain than the model is
+// refused (its body would mean something else there), as is one that calls itself.
+Result<onnx::ModelProto> inlineLocalFunctions(const onnx::ModelProto& model);
+
 }  // namespace dw::engine

@@ -226,6 +226,39 @@ int runCommand(const RunArgs& a) {
     if (!note.empty()) std::cerr << "deepwire: " << note << "\n";
     inputs[name] = Value(std::move(*t));
   }
+  // Two inputs that name one dimension alike (N) must agree on it: the run failed deep in the
+  // model, at the first node that met both ("shapes cannot be broadcast together").
+  std::map<std::string, std::pair<std::string, int64_t>> sizeOf;  // dim name -> input, size
+  for (const auto& in : model->graph().input()) {
+    auto it = inputs.find(in.name());
+    if (it == inputs.end() || !it->second.isTensor() || !in.type().has_tensor_type()) continue;
+    const Tensor& t = it->second.tensor;
+    const auto& dims = in.type().tensor_type().shape().dim();
+    for (int d = 0; d < dims.size() && d < static_cast<int>(t.rank()); ++d) {
+      if (dims[d].dim_param().empty()) continue;
+      auto [seen, fresh] = sizeOf.emplace(dims[d].dim_param(), std::make_pair(in.name(), t.dim(d)));
+      if (!fresh && seen->second.second != t.dim(d))
+        return fail("inputs '" + seen->second.first + "' and '" + in.name() +
+                    "' share the dimension " + dims[d].dim_param() + " but have " +
+                    std::to_string(seen->second.second) + " and " + std::to_string(t.dim(d)) +
+                    " along it: give them the same number (of samples, for a batch)");
+    }
+  }
+  // A project's model starts with its data conversion and takes the data as stored: data that
+  // is already converted (floats where it takes bytes) is what --no-data-conversion is for. The
+  // dtype's own advice, a cast to uint8, would turn 0-1 floats into black images.
+  if (isProjectFile(a.model) && !a.noDataConversion)
+    for (const auto& info : (*session)->inputs()) {
+      auto it = inputs.find(info.name);
+      if (it == inputs.end() || !it->second.isTensor()) continue;
+      const DType given = it->second.tensor.dtype();
+      if (isFloating(given) && info.dtype != DType::kUndefined && !isFloating(info.dtype))
+        return fail("input '" + info.name + "' has " + dtypeName(given) +
+                    " values, but this project's model starts with its data conversion and "
+                    "takes the data as stored (" + info.describe() +
+                    "): give it the stored data, or run with --no-data-conversion to give it "
+                    "data already converted");
+    }
   auto out = (*session)->runValues(inputs);
   if (!out) return fail(out.message());
   if (!a.outputDir.empty()) {

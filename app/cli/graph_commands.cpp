@@ -9,6 +9,7 @@
 #include "app/cli/commands.h"
 #include "engine/training/data_source.h"
 #include "engine/training/trainer.h"
+#include "engine/function_inline.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/onnx_import.h"
@@ -384,7 +385,10 @@ int runCheck(const std::string& path) {
     if (!m.ok()) return fail(m.message());
     Status st = checkOnnxModel(*m, CheckLevel::Full);
     if (!st.ok()) problems.push_back(st.message());
-    auto g = importOnnx(*m, path);
+    // Model-local functions become their bodies, as import makes them.
+    auto inlined = engine::inlineLocalFunctions(*m);
+    if (!inlined.ok()) return fail(inlined.message());
+    auto g = importOnnx(*inlined, path);
     if (!g.ok()) problems.push_back(g.message());
     // What the catalogue knows beyond ONNX's checker (an attribute's allowed values), as the
     // project made of the file would say.
@@ -514,6 +518,7 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
         return;
       }
       auto m = readOnnxFile(*in);
+      if (m.ok()) m = engine::inlineLocalFunctions(*m);  // functions become their bodies
       if (!m.ok()) {
         exitCode = fail(m.message());
         return;

@@ -36,6 +36,7 @@
 #include "app/studio/params_panel.h"
 #include "app/studio/training_panel.h"
 #include "app/studio/welcome_page.h"
+#include "engine/function_inline.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/onnx_import.h"
@@ -880,6 +881,7 @@ bool MainWindow::loadDocument(const QString& path, bool reload) {
       return projectFromJsonText(*text, p);
     }
     auto m = readOnnxFile(p);
+    if (m.ok()) m = engine::inlineLocalFunctions(*m);  // functions become their bodies
     if (!m.ok()) return m.status();
     return importOnnx(*m, p);  // lays the graph out when the file has no deepwire layout
   }();

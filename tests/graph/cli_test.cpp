@@ -361,6 +361,25 @@ void writeUint8Npy(const std::string& path, const std::vector<int64_t>& shape, u
   ASSERT_TRUE(writeFileAtomic(path, bytes).ok());
 }
 
+// The same for float32 values (i * 0.01).
+void writeFloatNpy(const std::string& path, const std::vector<int64_t>& shape) {
+  std::string dims;
+  int64_t n = 1;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ", n *= d;
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = 0.01f * static_cast<float>(i % 100);
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  ASSERT_TRUE(writeFileAtomic(path, bytes).ok());
+}
+
 // A grey PNG written by hand: its pixels in one stored (uncompressed) deflate block, with the
 // CRC-32 and Adler-32 that the format asks for.
 void writeGreyPng(const std::string& path, int w, int h, const std::vector<uint8_t>& px) {
@@ -450,6 +469,18 @@ TEST(Cli, RunOnAProjectTakesWhatItsExportTakes) {
                      "convert it to float32 first (numpy: a.astype('float32'))"),
             std::string::npos)
       << out;
+  // Data already converted (floats in [0, 1]) into the project's conversion: the way out is
+  // --no-data-conversion, not the dtype's cast to uint8 (which makes black images).
+  const std::string floats = (dir / "floats.npy").string();
+  writeFloatNpy(floats, {2, 28, 28});
+  out = run("run " + project + " --input image=" + floats + " 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("input 'image' has float32 values, but this project's model starts with its "
+                     "data conversion"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--no-data-conversion"), std::string::npos) << out;
+  EXPECT_EQ(out.find("astype('uint8')"), std::string::npos) << out;
   // On an .onnx the flag has nothing to leave out: said, not ignored.
   out = run("run " + onnxPath + " --no-data-conversion --input image=" + pixels + " 2>&1", &code);
   EXPECT_NE(code, 0);
@@ -568,6 +599,117 @@ TEST(Cli, ImportWithALossMakesAModelTrainable) {
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("no data input 'img'; its data inputs: 'image' 'label'"), std::string::npos)
       << out;
+}
+
+// Model-local functions (torch's export_modules_as_functions, onnxscript) are imported as their
+// bodies, nested calls too: check passes, and the project computes what the file does (import
+// refused them, and check failed a model run executed).
+TEST(Cli, LocalFunctionsImportAsTheirBodies) {
+  auto dir = test::tempDir();
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* local = m.add_opset_import();
+  local->set_domain("my.functions");
+  local->set_version(1);
+  auto function = [&](const std::string& name, const std::string& op) {
+    auto* f = m.add_functions();
+    f->set_name(name);
+    f->set_domain("my.functions");
+    f->add_input("a");
+    f->add_output("b");
+    f->add_opset_import()->set_version(17);
+    auto* own = f->add_opset_import();
+    own->set_domain("my.functions");
+    own->set_version(1);
+    auto* n = f->add_node();
+    n->set_op_type(op);
+    if (op == "Add") {
+      n->add_input("a");
+      n->add_input("a");
+      n->add_output("b");
+      return;
+    }
+    n->set_domain("my.functions");  // Quad calls Twice twice
+    n->add_input("a");
+    n->add_output("t");
+    auto* again = f->add_node();
+    again->set_op_type(op);
+    again->set_domain("my.functions");
+    again->add_input("t");
+    again->add_output("b");
+  };
+  function("Twice", "Add");
+  function("Quad", "Twice");
+  auto* g = m.mutable_graph();
+  g->set_name("local");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("N");
+  tt->mutable_shape()->add_dim()->set_dim_value(3);
+  auto* call = g->add_node();
+  call->set_op_type("Quad");
+  call->set_domain("my.functions");
+  call->add_input("x");
+  call->add_output("y");
+  auto* y = g->add_output();
+  *y = *x;
+  y->set_name("y");
+  const std::string model = (dir / "local.onnx").string(), project = (dir / "local.dwproj").string(),
+                    data = (dir / "x.npy").string();
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  writeFloatNpy(data, {2, 3});
+  int code = 0;
+  std::string out = run("check " + model + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  out = run("import " + model + " -o " + project + " 2>&1", &code);
+  ASSERT_EQ(code, 0) << out;
+  const std::string fromFile = run("run " + model + " --input " + data, &code);
+  ASSERT_EQ(code, 0) << fromFile;
+  EXPECT_NE(fromFile.find("y: float32[2, 3] [0, 0.04, 0.08, 0.12, 0.16, 0.2]"), std::string::npos)
+      << fromFile;
+  EXPECT_EQ(run("run " + project + " --input " + data, &code), fromFile);
+  EXPECT_EQ(code, 0);
+}
+
+// Two inputs that name their batch alike and are given different batches are told so by name
+// (the run failed at the first node that met both, "shapes cannot be broadcast together").
+TEST(Cli, RunSaysWhichInputsDisagreeOnADimension) {
+  auto dir = test::tempDir();
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("sum");
+  for (const char* name : {"x1", "x2"}) {
+    auto* v = g->add_input();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    tt->mutable_shape()->add_dim()->set_dim_value(28);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Add");
+  n->add_input("x1");
+  n->add_input("x2");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  const std::string model = (dir / "sum.onnx").string(), a = (dir / "a.npy").string(),
+                    b = (dir / "b.npy").string();
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  writeFloatNpy(a, {4, 28});
+  writeFloatNpy(b, {3, 28});
+  int code = 0;
+  std::string out = run("run " + model + " --input x1=" + a + " --input x2=" + b + " 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("inputs 'x1' and 'x2' share the dimension N but have 4 and 3 along it"),
+            std::string::npos)
+      << out;
+  out = run("run " + model + " --input x1=" + a + " --input x2=" + a + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
 }
 
 // A loss added to one of two outputs keeps the outputs' order, and its metric reads what the
