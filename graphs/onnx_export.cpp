@@ -137,6 +137,17 @@ class Lowering {
     p->set_key(kLayoutMetadataKey);
     p->set_value(layout_.dump(-1, ' ', false, json::error_handler_t::replace));
 
+    // Before IR version 4 every initializer had to be a graph input too: a weight of an old
+    // model taken out of the inputs (its graph_input unchecked) needs the version that allows it.
+    if (m.ir_version() < 4) {
+      std::set<std::string> inputs;
+      for (const auto& in : m.graph().input()) inputs.insert(in.name());
+      for (const auto& t : m.graph().initializer())
+        if (!inputs.count(t.name())) {
+          m.set_ir_version(4);
+          break;
+        }
+    }
     DW_RETURN_IF_ERROR(inferOutputTypes(m));
     if (opt_.check != CheckLevel::None) {
       Status st = checkOnnxModel(m, opt_.check);

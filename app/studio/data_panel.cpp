@@ -860,7 +860,7 @@ void DataPanel::chooseFile(InputRow* r, Split split) {
           ? QFileDialog::getExistingDirectory(this, title, start)
           : QFileDialog::getOpenFileName(
                 this, title, start,
-                tr("Data files (*.gz *ubyte* *.idx *.npy *.csv *.tsv);;All files (*)"));
+                tr("Data files (*.gz *ubyte* *.idx *.npy *.pb *.csv *.tsv);;All files (*)"));
   if (path.isEmpty()) return;
   lastDir_ = QFileInfo(path).absolutePath();
   QSettings().setValue(QStringLiteral("dataPanel/lastDir"), lastDir_);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "engine/io.h"
 #include "engine/onnx_attrs.h"
 #include "engine/training/image_folder.h"
 #include "graphs/file_io.h"
@@ -121,6 +122,7 @@ Result<Tensor> readRaw(const DataFileSpec& spec, const std::string& path, const 
                        int64_t limit, std::vector<std::string>* csvColumns = nullptr) {
   if (format == "idx") return readIdx(path);
   if (format == "npy") return readNpy(path);
+  if (format == "pb") return readTensorPb(path);
   if (format == "csv") {
     auto r = readCsv(path, csvOptions(spec));
     if (!r) return r.status();
@@ -155,7 +157,7 @@ Result<Tensor> readRaw(const DataFileSpec& spec, const std::string& path, const 
     return r->images;
   }
   return Status::error(path + ": format '" + format +
-                       "' is not supported; use idx, npy, csv or images (a folder)");
+                       "' is not supported; use idx, npy, csv, pb or images (a folder)");
 }
 
 // Class indices [n] (or [n, 1]) to one-hot float rows [n, classes].
@@ -325,6 +327,8 @@ Result<std::string> detectFormat(const std::string& path) {
   if (endsWith(name, ".gz")) name = name.substr(0, name.size() - 3);
   // The extension first: "idx.npy" (a file of indices) was read as an IDX file.
   if (endsWith(name, ".npy")) return std::string("npy");
+  // A serialized onnx.TensorProto, as the ONNX test data stores a model's inputs.
+  if (endsWith(name, ".pb")) return std::string("pb");
   if (endsWith(name, ".csv") || endsWith(name, ".tsv")) return std::string("csv");
   if (name.find("idx") != std::string::npos || name.find("ubyte") != std::string::npos)
     return std::string("idx");
@@ -335,8 +339,9 @@ Result<std::string> detectFormat(const std::string& path) {
                          ": no such file or folder (a relative path is read from the "
                          "project's folder); check the path");
   return Status::error(path +
-                       ": cannot tell the format from the name; give an IDX (MNIST-style), NPY "
-                       "or CSV file, or a folder with one subfolder of images per class (a file "
+                       ": cannot tell the format from the name; give an IDX (MNIST-style), NPY, "
+                       "CSV or TensorProto (.pb) file, or a folder with one subfolder of images "
+                       "per class (a file "
                        "named otherwise takes its source's \"format\" in the project)");
 }
 
@@ -694,13 +699,21 @@ Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseD
                          spec.imageWidth > 0 ? spec.imageWidth : info->firstWidth};
     return out;
   }
-  Result<SourceHeader> h = out.format == "idx"   ? readIdxHeader(path)
-                           : out.format == "npy" ? readNpyHeader(path)
-                           : out.format == "csv"
-                               ? readCsvHeader(path, csvOptions(spec))
-                               : Result<SourceHeader>(Status::error(
-                                     path + ": format '" + out.format +
-                                     "' is not supported; use idx, npy, csv or images (a folder)"));
+  if (out.format == "pb") {  // no header of its own: the tensor is read
+    auto t = readTensorPb(path);
+    if (!t) return t.status();
+    out.samples = t->rank() ? t->dim(0) : 0;
+    out.dtype = t->dtype();
+    if (t->rank() > 1) out.sampleShape.assign(t->shape().begin() + 1, t->shape().end());
+    return out;
+  }
+  Result<SourceHeader> h =
+      out.format == "idx"   ? readIdxHeader(path)
+      : out.format == "npy" ? readNpyHeader(path)
+      : out.format == "csv" ? readCsvHeader(path, csvOptions(spec))
+                            : Result<SourceHeader>(Status::error(
+                                  path + ": format '" + out.format +
+                                  "' is not supported; use idx, npy, csv, pb or images (a folder)"));
   if (!h) return h.status();
   out.samples = h->shape.empty() ? 0 : h->shape[0];
   out.dtype = h->dtype;

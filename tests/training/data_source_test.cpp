@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 
+#include "engine/io.h"
 #include "engine/training/trainer.h"
 #include "nodes/type_syntax.h"
 
@@ -293,6 +294,31 @@ TEST(DataSource, MissingFileIsSaidToBeMissing) {
   EXPECT_EQ(dw::engine::training::detectFormat("idx.npy").value(), "npy");
   EXPECT_EQ(dw::engine::training::detectFormat("train_idx.csv").value(), "csv");
   EXPECT_EQ(dw::engine::training::detectFormat("t10k-images-idx3-ubyte.gz").value(), "idx");
+}
+
+// A serialized TensorProto (.pb, as the ONNX test data stores a model's inputs) is a source like
+// an NPY file: a trial's Data dock could not tell its format from the name.
+TEST(DataSource, TensorProtoFilesAreSources) {
+  using namespace dw::engine::training;
+  const std::string file =
+      "/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d/test_data_set_0/input_0.pb";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "no ONNX backend test data";
+  EXPECT_EQ(detectFormat(file).value(), "pb");
+  DataFileSpec spec;
+  spec.input = "x";
+  spec.path = file;
+  auto s = inspectSource(spec, "");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto t = dw::engine::readTensorPb(file);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(s->samples, t->dim(0));
+  EXPECT_EQ(s->dtype, t->dtype());
+  auto stored = storedType(spec, "");
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->samples, t->dim(0));
+  auto d = loadDataset({spec}, "", 0);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->columns.at("x").shape(), t->shape());
 }
 
 // A CSV's target column of fractions is a regression target: read as stored (float32), it goes

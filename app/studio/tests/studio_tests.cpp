@@ -1184,6 +1184,32 @@ class StudioTest : public QObject {
     QCOMPARE(json(w), before);
   }
 
+  // A model from before IR version 4 lists its weights as inputs too: Predict runs them with
+  // their values, given data for the real input alone (a .pb, as the ONNX test data stores it);
+  // a trial's imported test_Conv2d asked for data for its weight '1'.
+  void predictRunsAnOldModelOnItsTestData() {
+    const QString root =
+        QStringLiteral("/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d");
+    if (!QFileInfo::exists(root + "/model.onnx")) QSKIP("no ONNX backend test data");
+    MainWindow w(false);
+    QVERIFY(w.openFile(root + "/model.onnx"));
+    DataPanel* data = w.training()->dataPanel();
+    data->refreshInputs();
+    QLineEdit* path = data->pathEdit("0");
+    QVERIFY(path);
+    path->clear();
+    QTest::keyClicks(path, root + "/test_data_set_0/input_0.pb");
+    QTest::keyClick(path, Qt::Key_Return);
+    settle(data);
+    QVERIFY2(data->fitLabel("0")->text().contains("Fits"),
+             qPrintable(data->infoLabel("0")->text() + data->fitLabel("0")->text()));
+    auto* panel = w.training();
+    panel->predictButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lastResult().contains("<b>Predict</b>"), qPrintable(panel->lastResult()));
+  }
+
   // Predict runs the inference model on one batch, no loss involved, before any training
   // (the canvas's weights) and after (the trainer's), and says what it ran on.
   void predictShowsTheOutputs() {
