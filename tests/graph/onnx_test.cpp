@@ -121,6 +121,23 @@ TEST(Export, CheckerErrorsNameTheValueWithoutAShape) {
   EXPECT_NE(st.message().find("(output 'y' has no shape;"), std::string::npos) << st.message();
 }
 
+// A node whose inputs do not fit it is the problem named, not an output after it that could
+// not be typed: a trial's CNN with 16 filters in conv1 before a normalization of 32 channels was
+// told to give the Output Train a type.
+TEST(Export, AMismatchNamesTheNodeThatRefusesIt) {
+  auto g = loadProject(example("fashion_mnist_cnn.dwproj"));
+  ASSERT_TRUE(g.ok()) << g.message();
+  for (const auto& [id, n] : g->nodes()) {
+    if (n.name == "conv1.weight")
+      ASSERT_TRUE(g->setParam(id, "shape", Param::makeInts({16, 1, 3, 3})).ok());
+    if (n.name == "conv1.bias") ASSERT_TRUE(g->setParam(id, "shape", Param::makeInts({16})).ok());
+  }
+  auto m = exportOnnx(*g);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.message().rfind("BatchNormalization 'bn1'", 0), 0u) << m.message();
+  EXPECT_NE(m.message().find("between 32 and 16"), std::string::npos) << m.message();
+}
+
 TEST(Export, ExamplesExportCleanly) {
   for (const char* name : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
     auto g = loadProject(example(name));
