@@ -138,6 +138,33 @@ TEST(Export, AMismatchNamesTheNodeThatRefusesIt) {
   EXPECT_NE(m.message().find("between 32 and 16"), std::string::npos) << m.message();
 }
 
+// A sparse categorical loss on one score a sample (a regression head) is refused when the graph
+// is checked, saying which loss fits: it passed validation and failed at the first batch with
+// "GatherElements: index 1 out of range".
+TEST(Export, SparseLossesNeedClasses) {
+  Graph g;
+  auto x = g.addNode(kGraphDomain, "Input");
+  auto dense = g.addNode(kLayersDomain, "Dense");
+  auto out = g.addNode(kLayersDomain, "Output Train");
+  auto y = g.addNode(kGraphDomain, "Input");
+  ASSERT_TRUE(x.ok() && dense.ok() && out.ok() && y.ok());
+  ASSERT_TRUE(g.setParam(*x, "type", Param::makeString("float[N,2]")).ok());
+  ASSERT_TRUE(g.setParam(*y, "type", Param::makeString("float[N,1]")).ok());
+  ASSERT_TRUE(g.setParam(*dense, "units", Param::makeInt(1)).ok());
+  ASSERT_TRUE(
+      g.setParam(*out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
+  ASSERT_TRUE(g.addLink({{*x, 0}, {*dense, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{*dense, 0}, {*out, 0}}).ok());
+  ASSERT_TRUE(g.addLink({{*y, 0}, {*out, 1}}).ok());
+  ExportOptions opt;
+  opt.withLosses = true;
+  auto m = exportOnnx(g, opt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("the prediction has one score a sample"), std::string::npos)
+      << m.message();
+  EXPECT_NE(m.message().find("MeanSquaredError"), std::string::npos) << m.message();
+}
+
 TEST(Export, ExamplesExportCleanly) {
   for (const char* name : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
     auto g = loadProject(example(name));
