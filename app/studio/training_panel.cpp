@@ -643,6 +643,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
 
   optimizer_ = new QComboBox;
   for (const char* o : {"sgd", "adam", "adamw", "adagrad", "rmsprop"}) optimizer_->addItem(o);
+  schedule_ = new QComboBox;
+  for (const char* s : {"constant", "step", "warmup_linear", "cosine"}) schedule_->addItem(s);
   lr_ = new ScientificSpinBox;
   // Wide enough that a value is never clamped without a word (100000 became 10): an absurd
   // rate shows in the loss, and the divergence warning names it.
@@ -739,7 +741,8 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
                        {tr("Processes"), processes_},
                        {tr("Batch size"), batchSize_},
                        {tr("Epochs"), epochs_}}));
-  left->addLayout(row({{tr("Optimizer"), optimizer_}, {tr("lr"), lr_}}));
+  left->addLayout(
+      row({{tr("Optimizer"), optimizer_}, {tr("lr"), lr_}, {tr("Schedule"), schedule_}}));
   left->addLayout(row({{tr("Momentum"), momentum_}, {tr("Weight decay"), weightDecay_}}));
   auto* buttons = new QHBoxLayout;
   buttons->setSpacing(4);
@@ -961,6 +964,10 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
     acceleratorToGraph();
   });
   connect(optimizer_, &QComboBox::currentIndexChanged, this, touched);
+  connect(schedule_, &QComboBox::currentIndexChanged, this, [this, touched] {
+    touched();
+    describeSchedule();
+  });
   for (auto* box : {lr_, momentum_, weightDecay_})
     connect(box, &QDoubleSpinBox::valueChanged, this, touched);
   connect(batchSize_, &QSpinBox::valueChanged, this, [this] {
@@ -1005,10 +1012,14 @@ void TrainingPanel::loadSettingsFromModel() {
   }
   const OptimizerConfig& o = config_.optimizer;
   const QSignalBlocker b1(optimizer_), b2(lr_), b3(momentum_), b4(weightDecay_), b5(batchSize_),
-      b6(epochs_), b8(accelerator_);
+      b6(epochs_), b8(accelerator_), b9(schedule_);
   if (const int i = accelerator_->findData(qs(config_.accelerator)); i >= 0)
     accelerator_->setCurrentIndex(i);
   optimizer_->setCurrentText(qs(o.type));
+  // A project's schedule was applied without the dock saying so (a trial saw lr 0.05 while a
+  // cosine decay ran).
+  schedule_->setCurrentText(qs(o.schedule.type));
+  describeSchedule();
   lr_->setValue(o.lr);
   momentum_->setValue(o.momentum);
   weightDecay_->setValue(o.weightDecay);
@@ -1024,6 +1035,27 @@ void TrainingPanel::loadSettingsFromModel() {
   updateDataStatus();
   touched_ = false;
   emit settingsChanged();
+}
+
+void TrainingPanel::describeSchedule() {
+  const auto& sc = config_.optimizer.schedule;
+  const QString kind = schedule_->currentText();
+  QString how;
+  if (kind == "constant")
+    how = tr("the learning rate stays lr");
+  else if (kind == "step")
+    how = tr("lr is multiplied by %1 every %2 optimizer steps").arg(sc.gamma).arg(sc.stepSize);
+  else
+    how = (kind == "cosine" ? tr("lr falls along a half cosine to %1").arg(sc.minLr)
+                            : tr("lr falls linearly to 0")) +
+          (sc.totalSteps > 0 ? tr(" over %1 optimizer steps").arg(sc.totalSteps)
+                             : tr(" over each Fit"));
+  if (sc.warmupSteps > 0 && kind != "constant" && kind != "step")
+    how += tr(", after a warm-up of %1 steps from 0").arg(sc.warmupSteps);
+  schedule_->setToolTip(tr("Learning-rate schedule: %1. Its other settings (step_size, gamma, "
+                           "warmup_steps, total_steps, min_lr) are the project's training "
+                           "section's.")
+                            .arg(how));
 }
 
 void TrainingPanel::markSettingsSaved() {
@@ -1073,6 +1105,7 @@ TrainingConfig TrainingPanel::currentConfig() const {
   TrainingConfig c = config_;
   c.optimizer.type = optimizer_->currentText().toStdString();
   c.optimizer.lr = lr_->value();
+  c.optimizer.schedule.type = schedule_->currentText().toStdString();
   c.optimizer.momentum = momentum_->value();
   c.optimizer.weightDecay = weightDecay_->value();
   c.batchSize = batchSize_->value();
@@ -1537,7 +1570,12 @@ void TrainingPanel::setBusy(bool on) {
   for (QPushButton* b :
        {trainStep_, fullStep_, evalStep_, fit_, writeWeights_, predict_, resetWeights_})
     b->setEnabled(!on);
-  processes_->setEnabled(!on);
+  // A running job trains with the settings it started with: they take no edits until it ends
+  // (a trial changed lr during a Fit, with no sign of whether it applied).
+  for (QWidget* w : std::initializer_list<QWidget*>{processes_, accelerator_, optimizer_, lr_,
+                                                    schedule_, momentum_, weightDecay_,
+                                                    batchSize_, epochs_})
+    w->setEnabled(!on);
   stop_->setEnabled(on);
 }
 

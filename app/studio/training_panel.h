@@ -149,6 +149,9 @@ class TrainingPanel : public QWidget {
   QChart* metricChart() const { return metricChart_; }
   QSpinBox* epochsBox() const { return epochs_; }
   QComboBox* optimizerBox() const { return optimizer_; }
+  QComboBox* scheduleBox() const { return schedule_; }
+  // The dock's settings: the project's config with the widgets' values applied.
+  dw::engine::training::TrainingConfig currentConfig() const;
   QDoubleSpinBox* learningRateBox() const;
   QCheckBox* logScaleBox() const { return logScale_; }
   QCheckBox* ignoreOutliersBox() const { return ignoreOutliers_; }
@@ -241,14 +244,13 @@ class TrainingPanel : public QWidget {
   // training export start from, so that an edit never loses what was trained.
   dw::Graph canvasWithTrainedValues();
   void updateDataStatus();
+  void describeSchedule();  // the Schedule box's tooltip: what it does with the project's settings
   void acceleratorFromGraph();
   void acceleratorToGraph();
   void onFinished(const QString& error, const QString& summary);
   void setBusy(bool on);
   void applyLogScale();
   void rescaleAxes();
-  // The dock's settings: the project's config with the widgets' values applied.
-  dw::engine::training::TrainingConfig currentConfig() const;
   dw::engine::training::TrainOptions currentOptions() const;
 
   GraphModel* model_;
@@ -268,6 +270,7 @@ class TrainingPanel : public QWidget {
   QLabel* dataStatus_;
   QPushButton* editData_;
   QComboBox* optimizer_;
+  QComboBox* schedule_;  // the learning rate's schedule: its kind (the rest stays the project's)
   ScientificSpinBox* lr_;
   ScientificSpinBox* momentum_;
   ScientificSpinBox* weightDecay_;

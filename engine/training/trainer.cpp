@@ -749,6 +749,20 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
           " processes: choose a batch size that leaves a larger remainder, or fewer processes");
   }
 
+  // A decaying schedule given no length (the studio's Schedule box sets only its kind) decays
+  // over this fit: what is left of it, in optimizer steps. It was a constant rate.
+  ScheduleConfig& schedule = opt.optimizer.schedule;
+  struct Restore {
+    ScheduleConfig& s;
+    ScheduleConfig saved;
+    ~Restore() { s = saved; }
+  } restore{schedule, schedule};
+  if ((schedule.type == "cosine" || schedule.type == "warmup_linear") && schedule.totalSteps == 0)
+    schedule.totalSteps =
+        counters.optimizerSteps +
+        std::max<int64_t>(1, ((fo.epochs - counters.epoch) * perEpoch - counters.batchInEpoch) /
+                                 fo.accumulationSteps);
+
   FitReport report;
   using Clock = std::chrono::steady_clock;
   // The epoch's training metrics: each batch's value weighted by its samples (exact for

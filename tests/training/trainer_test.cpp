@@ -295,6 +295,33 @@ TEST_F(TrainerTest, FitLearnsAndIsDeterministic) {
   EXPECT_EQ(ra->epochs.back().trainLoss, rb->epochs.back().trainLoss);
 }
 
+// A cosine (or warmup_linear) schedule without total_steps decays over the fit it is given, to
+// its floor at the last step (the studio's Schedule box sets only the kind: it was a constant
+// rate), and the next fit decays over its own steps again.
+TEST_F(TrainerTest, SchedulesWithoutALengthDecayOverTheFit) {
+  for (const char* kind : {"cosine", "warmup_linear"}) {
+    OptimizerConfig sgd;
+    sgd.type = "sgd";
+    sgd.lr = 0.1;
+    sgd.schedule.type = kind;
+    auto t = makeTrainer(tinyProject(), sgd);
+    ASSERT_TRUE(t.ok()) << t.message();
+    FitOptions fo;
+    fo.train = blobs(160);
+    fo.epochs = 2;
+    fo.batchSize = 16;
+    std::vector<double> rates;
+    FitCallbacks cb;
+    cb.onStep = [&](const StepInfo& si) { rates.push_back(si.result.lr); };
+    ASSERT_TRUE((*t)->fit(fo, cb).ok());
+    ASSERT_EQ(rates.size(), 20u) << kind;
+    EXPECT_NEAR(rates.front(), 0.1, 1e-3) << kind;
+    EXPECT_LT(rates[10], 0.07) << kind;       // halfway down
+    EXPECT_LT(rates.back(), 0.011) << kind;   // at the floor by the end
+    for (size_t i = 1; i < rates.size(); ++i) EXPECT_LE(rates[i], rates[i - 1]) << kind;
+  }
+}
+
 // A loss that turns NaN (here from a NaN in the third batch's data) stops fit with an error
 // naming the epoch and batch and what to change, instead of training on with "loss nan" for
 // the rest of the run; no epoch is reported.

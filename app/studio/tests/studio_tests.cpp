@@ -1184,6 +1184,30 @@ class StudioTest : public QObject {
     QCOMPARE(json(w), before);
   }
 
+  // The dock shows the project's learning-rate schedule and says what it does (a trial saw
+  // lr 0.05 while the CNN example's cosine decay ran), and a running Fit's settings take no
+  // edits (a trial changed lr mid-Fit with no sign of whether it applied).
+  void scheduleIsShownAndSettingsWaitForTheRun() {
+    MainWindow w(false);
+    QVERIFY(w.openFile(example("fashion_mnist_cnn.dwproj")));
+    auto* panel = w.training();
+    QCOMPARE(panel->scheduleBox()->currentText(), QStringLiteral("cosine"));
+    QVERIFY2(panel->scheduleBox()->toolTip().contains("over 9380 optimizer steps"),
+             qPrintable(panel->scheduleBox()->toolTip()));
+    panel->scheduleBox()->setCurrentText(QStringLiteral("constant"));
+    QCOMPARE(panel->currentConfig().optimizer.schedule.type, std::string("constant"));
+    QVERIFY(panel->scheduleBox()->toolTip().contains("stays lr"));
+    QVERIFY(panel->learningRateBox()->isEnabled());
+    panel->fitButton()->click();
+    QVERIFY(!panel->learningRateBox()->isEnabled());
+    QVERIFY(!panel->scheduleBox()->isEnabled());
+    QVERIFY(!panel->batchSizeBox()->isEnabled());
+    panel->stopButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY(panel->learningRateBox()->isEnabled());
+    QVERIFY(panel->scheduleBox()->isEnabled());
+  }
+
   // A model from before IR version 4 lists its weights as inputs too: Predict runs them with
   // their values, given data for the real input alone (a .pb, as the ONNX test data stores it);
   // a trial's imported test_Conv2d asked for data for its weight '1'.
