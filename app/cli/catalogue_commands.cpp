@@ -296,6 +296,16 @@ void registerCatalogueCommands(CLI::App& app, int& exitCode) {
       }
     }
     if (*dopset > 0) {
+      // An opset no operator of the domain reaches was answered with its latest version.
+      int latest = 0;
+      for (const auto* s : cat.all())
+        if (s->domain == domain) latest = std::max(latest, s->version);
+      if (*dopset > latest) {
+        exitCode = fail("--opset " + std::to_string(*dopset) + ": " + domain +
+                        "'s operators go up to opset " + std::to_string(latest) +
+                        "; give that or an earlier one");
+        return;
+      }
       if (const NodeSpec* s = cat.find(domain, *type, *dopset)) {
         if (*djson)
           std::cout << jsonText(specJson(*s, true), 1) << "\n";

@@ -223,12 +223,13 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
   if (outputs.size() != 1) {
     std::string names;
     for (const auto& [id, n] : g.nodes())
-      if (n.domain == kGraphDomain && n.type == "Output") names += " '" + n.name + "'";
+      if (n.domain == kGraphDomain && n.type == "Output")
+        names += (names.empty() ? "'" : ", '") + n.name + "'";
     return Status::error(outputs.empty()
                              ? "--output-name: the model has no output named '" + t.output +
-                                   "'; its outputs:" + names
+                                   "'; its outputs: " + names
                              : "the model has several outputs (" + names +
-                                   " ); name the one the loss scores with --output-name");
+                                   "); name the one the loss scores with --output-name");
   }
   const Node out = *g.node(outputs[0]);
   const auto from = g.inputLink(out.id, 0);

@@ -1002,7 +1002,11 @@ bool MainWindow::saveAs(const QString& title) {
 bool MainWindow::maybeSave() {
   if (!hasUnsavedWork() || !interactive_) return true;
   const auto answer = QMessageBox::warning(
-      this, tr("Unsaved changes"), tr("The document has unsaved changes. Save them?"),
+      this, tr("Unsaved changes"),
+      // Named: the question comes before an Open or a Close, when the window may show another.
+      tr("%1 has unsaved changes. Save them?")
+          .arg(currentFile_.isEmpty() ? tr("The untitled document")
+                                      : QFileInfo(currentFile_).fileName()),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
   if (answer == QMessageBox::Save) return save();
   return answer == QMessageBox::Discard;

@@ -1,5 +1,7 @@
 #include "app/studio/params_panel.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
@@ -18,7 +20,9 @@
 #include <limits>
 #include <set>
 
+#include "graphs/tensor_data.h"
 #include "nodes/catalogue.h"
+#include "nodes/type_syntax.h"
 #include "nodes/spec.h"
 
 namespace dw::studio {
@@ -674,6 +678,20 @@ void ParamsPanel::rebuild() {
         e->setStyleSheet(QStringLiteral("color: gray"));
         refreshers_.push_back([e, current, type = ps.type] {
           auto v = current();
+          // A tensor by its type and size (the serialized bytes, name and dims included, read
+          // as 25 bytes for four floats).
+          onnx::TensorProto t;
+          if (v && type == ParamType::Tensor && t.ParseFromString(v->asString())) {
+            QStringList dims;
+            for (int64_t d : t.dims()) dims << QString::number(d);
+            const int64_t n = dw::elementCount(t);
+            e->setText(QObject::tr("%1[%2]: %3 values, %4 bytes (kept from import)")
+                           .arg(QString::fromStdString(dw::dtypeName(t.data_type())),
+                                dims.join(QLatin1Char(',')))
+                           .arg(n)
+                           .arg(n * static_cast<int64_t>(dw::dtypeSize(t.data_type()))));
+            return;
+          }
           e->setText(v ? QObject::tr("%1 (%2 bytes, kept from import)")
                              .arg(paramTypeName(type))
                              .arg(v->asString().size())

@@ -397,10 +397,21 @@ void TrainingWorker::predict(const JobRequest& req) {
                        .arg(right)
                        .arg(t.dim(0));
     } else if (t.size() > 0) {
-      QStringList values;
-      for (int64_t i = 0; i < std::min<int64_t>(t.size(), 6); ++i)
-        values << QString::number(t.getDouble(i), 'g', 4);
-      summary += QStringLiteral(" · %1%2").arg(values.join(", "), t.size() > 6 ? ", …" : "");
+      auto firstValues = [](const dw::engine::Tensor& v) {
+        QStringList values;
+        for (int64_t i = 0; i < std::min<int64_t>(v.size(), 6); ++i)
+          values << QString::number(v.getDouble(i), 'g', 4);
+        return values.join(", ") + (v.size() > 6 ? QStringLiteral(", …") : QString());
+      };
+      summary += QStringLiteral(" · %1").arg(firstValues(t));
+      // A regression's targets beside its predictions, where the data holds values of the
+      // output's shape (a trial saw predictions with nothing to judge them by).
+      for (const auto& [target, v] : batch->inputs)
+        if (!feeds.count(target) && dw::engine::isFloating(v.dtype()) && v.shape() == t.shape()) {
+          summary += QObject::tr(" · %1 (target): %2")
+                         .arg(qs(target).toHtmlEscaped(), firstValues(v));
+          break;
+        }
     }
   }
   post([p = panel_, summary] { p->onFinished(QString(), summary); });

@@ -106,6 +106,10 @@ TEST(Cli, DescribeShowsTheNodePage) {
   }
   out = run("describe RMSNormalization --opset 17", &rc);
   EXPECT_EQ(rc, 1);
+  // An opset past every operator of the domain is said to be (it showed the latest version).
+  out = run("describe Gelu --opset 99 2>&1", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("--opset 99: ai.onnx's operators go up to opset"), std::string::npos) << out;
   // Keras' names for the pooling layers find them.
   out = run("describe MaxPooling2D", &rc);
   EXPECT_EQ(rc, 0) << out;

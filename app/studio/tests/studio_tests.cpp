@@ -1253,6 +1253,8 @@ class StudioTest : public QObject {
                  untrained.contains(" validation samples") && untrained.contains("pred: float32["),
              qPrintable(untrained + panel->lastError()));
     QCOMPARE(predict(), untrained);
+    // A regression shows its targets beside the predictions.
+    QVERIFY2(untrained.contains(" (target): "), qPrintable(untrained));
     QCOMPARE(panel->trainPoints(), 0);
     panel->fullTrainStepButton()->click();
     QVERIFY(waitIdle(panel));
