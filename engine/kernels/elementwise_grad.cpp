@@ -92,15 +92,24 @@ class UnaryGrad : public Kernel {
       const T* __restrict py = y.data<T>();
       T* __restrict o = dx->data<T>();
       const int64_t n = dy.size();
+      // On the session's threads: ReLU6's gradient (Clip with min and max as inputs, which
+      // oneDNN's eltwise does not take) ran on one, a quarter of MobileNetV2's training step.
       if (clip_) {
         const T l = static_cast<T>(lo), h = static_cast<T>(hi);
-        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * (px[i] >= l && px[i] <= h ? T(1) : T(0));
+        forThreadRanges(n, n, [&](int64_t from, int64_t to) {
+#pragma omp simd
+          for (int64_t i = from; i < to; ++i)
+            o[i] = g[i] * (px[i] >= l && px[i] <= h ? T(1) : T(0));
+        });
         return Status();
       }
       ops::visitUnary(u_.fn, [&](auto f) {
         constexpr ops::UnaryFn kF = decltype(f)::value;
         const ops::UnaryParams p = u_.params;
-        for (int64_t i = 0; i < n; ++i) o[i] = g[i] * ops::unaryDerivative<kF>(px[i], py[i], p);
+        forThreadRanges(n, n, [&](int64_t from, int64_t to) {
+          for (int64_t i = from; i < to; ++i)
+            o[i] = g[i] * ops::unaryDerivative<kF>(px[i], py[i], p);
+        });
       });
       return Status();
     });
