@@ -348,40 +348,37 @@ TEST(Cli, RunWarnsWhenAnOutputIsNotTheDeclaredShape) {
       << out;
 }
 
-// A .npy (format 1.0) of uint8 values, written by hand: the data as the examples' IDX files
-// store it.
-void writeUint8Npy(const std::string& path, const std::vector<int64_t>& shape, uint8_t seed) {
+// A .npy (format 1.0) written by hand: `descr` ('|u1', '<f4') and each element's bytes.
+template <class Bytes>
+void writeNpyFile(const std::string& path, const std::vector<int64_t>& shape,
+                  const std::string& descr, Bytes element) {
   std::string dims;
   int64_t n = 1;
   for (int64_t d : shape) dims += std::to_string(d) + ", ", n *= d;
-  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims +
+                       "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
   bytes += static_cast<char>(header.size() & 0xff);
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
-  for (int64_t i = 0; i < n; ++i) bytes += static_cast<char>((i * 37 + seed) & 0xff);
+  for (int64_t i = 0; i < n; ++i) bytes += element(i);
   ASSERT_TRUE(writeFileAtomic(path, bytes).ok());
 }
 
-// The same for float32 values (i * 0.01).
+// uint8 values, as the examples' IDX files store them.
+void writeUint8Npy(const std::string& path, const std::vector<int64_t>& shape, uint8_t seed) {
+  writeNpyFile(path, shape, "|u1",
+               [&](int64_t i) { return std::string(1, static_cast<char>((i * 37 + seed) & 0xff)); });
+}
+
+// float32 values i * 0.01 (cycling every 100).
 void writeFloatNpy(const std::string& path, const std::vector<int64_t>& shape) {
-  std::string dims;
-  int64_t n = 1;
-  for (int64_t d : shape) dims += std::to_string(d) + ", ", n *= d;
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
-  bytes += static_cast<char>(header.size() & 0xff);
-  bytes += static_cast<char>(header.size() >> 8);
-  bytes += header;
-  for (int64_t i = 0; i < n; ++i) {
+  writeNpyFile(path, shape, "<f4", [](int64_t i) {
     const float v = 0.01f * static_cast<float>(i % 100);
-    bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  ASSERT_TRUE(writeFileAtomic(path, bytes).ok());
+    return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+  });
 }
 
 // A grey PNG written by hand: its pixels in one stored (uncompressed) deflate block, with the

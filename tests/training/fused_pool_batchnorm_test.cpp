@@ -83,6 +83,17 @@ void PrintTo(const PoolCase& c, std::ostream* os) {
   *os << c.name;
 }
 
+// A node named after its one output.
+onnx::NodeProto* addNode(onnx::GraphProto* g, const std::string& op,
+                         const std::vector<std::string>& in, const std::string& out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(out);
+  for (const auto& i : in) n->add_input(i);
+  n->add_output(out);
+  return n;
+}
+
 int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, bool ceil) {
   const int64_t span = in + p0 + p1 - k;
   return (ceil ? (span + s - 1) / s : span / s) + 1;
@@ -129,12 +140,7 @@ onnx::ModelProto buildGradientModel(const PoolCase& c, Shape& outShape) {
   if (c.secondBlock) outShape = {c.n, c.c, outShape[2] / 2, outShape[3] / 2};
   tensorToProto(normalTensor(outShape, 5), g->add_initializer(), "R");
   auto node = [&](const std::string& op, std::vector<std::string> in, std::string out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(out);
-    for (auto& i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
+    return addNode(g, op, in, out);
   };
   auto* conv = node(
       "Conv",
@@ -351,12 +357,7 @@ TEST(SharedConvSource, TwoConvolutionsOfOneInputKeepTheirOwnConvertedInput) {
     if (name != "X") tensorToProto(t, g->add_initializer(), name);
   tensorToProto(normalTensor({2, 32, 4, 4}, 4), g->add_initializer(), "R");
   auto node = [&](const std::string& op, std::vector<std::string> in, std::string out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(out);
-    for (auto& i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
+    return addNode(g, op, in, out);
   };
   auto* c1 = node("Conv", {"X", "W1"}, "C1");
   attrInts(c1, "pads", {1, 1, 1, 1});
