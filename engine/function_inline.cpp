@@ -85,7 +85,7 @@ std::string domainOf(const std::string& d) {
 
 struct LocalInliner {
   std::map<std::string, const onnx::FunctionProto*> functions;  // "domain:name"
-  std::map<std::string, int64_t> opsets;                          // the model's
+  std::map<std::string, int64_t> opsets;                        // the model's
   int uid = 0;
 
   Status graph(onnx::GraphProto& g, int depth) {

@@ -256,9 +256,10 @@ Result<RankedTensor> scce(LoweringBuilder& b, bool) {
   // One score a sample is a number to predict, not classes: the loss failed at the first batch,
   // deep in its lowering ("GatherElements: index 1 out of range").
   if (auto dims = b.staticDims(0, ""); dims.ok() && dims->back() == 1)
-    return b.fail("the prediction has one score a sample (its last axis is 1), and a sparse "
-                  "categorical loss needs one per class, 2 or more: to predict a number use "
-                  "MeanSquaredError, for yes/no targets BinaryCrossentropy");
+    return b.fail(
+        "the prediction has one score a sample (its last axis is 1), and a sparse "
+        "categorical loss needs one per class, 2 or more: to predict a number use "
+        "MeanSquaredError, for yes/no targets BinaryCrossentropy");
   auto classes = classLabels(b, rank);
   if (!classes.ok()) return classes.status();
   const std::string labels = *classes;

@@ -89,8 +89,10 @@ std::string LoweringBuilder::softmax(const std::string& op, const std::string& x
   if (axis < 0) axis += rank;
   if (opset() >= 13 || axis == rank - 1) return op1(op, {x}, {attrInt("axis", axis)}, out);
   std::vector<int64_t> perm;  // swaps the axis and the last one, its own inverse
-  for (int64_t a = 0; a < rank; ++a) perm.push_back(a == axis ? rank - 1 : a == rank - 1 ? axis : a);
-  const auto last = op1(op, {op1("Transpose", {x}, {attrInts("perm", perm)})}, {attrInt("axis", -1)});
+  for (int64_t a = 0; a < rank; ++a)
+    perm.push_back(a == axis ? rank - 1 : a == rank - 1 ? axis : a);
+  const auto last =
+      op1(op, {op1("Transpose", {x}, {attrInts("perm", perm)})}, {attrInt("axis", -1)});
   return op1("Transpose", {last}, {attrInts("perm", perm)}, out);
 }
 

@@ -394,8 +394,7 @@ Result<std::vector<std::string>> iouStats(LoweringBuilder& b) {
   const auto values = floats(b, "onehot_values", {2}, {0.0f, 1.0f});
   std::string rows = b.op1("OneHot", {truthFlat, depth, values});
   const auto cols = b.op1("OneHot", {predFlat, depth, values});
-  if (!weight.empty())
-    rows = b.op1("Mul", {rows, b.unsqueeze(weight, {1})});
+  if (!weight.empty()) rows = b.op1("Mul", {rows, b.unsqueeze(weight, {1})});
   // Rows: true class; columns: predicted class (tf.math.confusion_matrix's layout).
   return std::vector<std::string>{
       b.op1("MatMul", {b.op1("Transpose", {rows}, {attrInts("perm", {1, 0})}), cols})};

@@ -255,7 +255,8 @@ int runCommand(const RunArgs& a) {
       if (isFloating(given) && info.dtype != DType::kUndefined && !isFloating(info.dtype))
         return fail("input '" + info.name + "' has " + dtypeName(given) +
                     " values, but this project's model starts with its data conversion and "
-                    "takes the data as stored (" + info.describe() +
+                    "takes the data as stored (" +
+                    info.describe() +
                     "): give it the stored data, or run with --no-data-conversion to give it "
                     "data already converted");
     }

@@ -7,9 +7,9 @@
 
 #include "app/cli/cli_util.h"
 #include "app/cli/commands.h"
+#include "engine/function_inline.h"
 #include "engine/training/data_source.h"
 #include "engine/training/trainer.h"
-#include "engine/function_inline.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
 #include "graphs/onnx_import.h"
@@ -308,8 +308,9 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
       const std::filesystem::path given = pair.substr(eq + 1);
       f.path = given.string();
       if (given.is_relative()) {
-        const auto fromProject = std::filesystem::absolute(given).lexically_relative(baseDir);
-        f.path = (fromProject.empty() ? std::filesystem::absolute(given) : fromProject).string();
+        const auto absolute = std::filesystem::absolute(given).lexically_normal();
+        const auto fromProject = absolute.lexically_relative(baseDir);
+        f.path = (fromProject.empty() ? absolute : fromProject).string();
       }
       const auto in = std::find_if(inputs->begin(), inputs->end(),
                                    [&](const DataInput& d) { return d.name == f.input; });
@@ -334,8 +335,8 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
         // others to the rest, as the studio guesses (a trial's table fed its label column to
         // the features and its features to the label).
         const std::string path = resolvePath(f.path, baseDir);
-        if (auto format = detectFormat(path); format.ok() && *format == "csv" &&
-                                              f.csvLabelColumn.empty())
+        if (auto format = detectFormat(path);
+            format.ok() && *format == "csv" && f.csvLabelColumn.empty())
           if (auto header = readCsvHeader(path); header.ok())
             guessCsvLabel(f, header->csvColumns, *in);
         auto summary = inspectSource(f, baseDir);
@@ -352,11 +353,10 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
   for (const DataInput& in : *inputs)
     if (!in.shape.empty() && in.shape[0] > 0) {
       config.batchSize = in.shape[0];
-      notes.push_back("input '" + in.name + "' takes batches of exactly " +
-                      std::to_string(in.shape[0]) + " (" + in.typeText +
-                      "): the project trains in batches of " + std::to_string(in.shape[0]) +
-                      "; to choose another size, set the Input's type to " +
-                      withFreeBatch(in.typeText));
+      notes.push_back(
+          "input '" + in.name + "' takes batches of exactly " + std::to_string(in.shape[0]) + " (" +
+          in.typeText + "): the project trains in batches of " + std::to_string(in.shape[0]) +
+          "; to choose another size, set the Input's type to " + withFreeBatch(in.typeText));
       break;
     }
   ModelInfo info = g.info();

@@ -180,10 +180,9 @@ Result<Setup> prepare(const TrainArgs& a) {
                                  "the project)";
       if (!a.evalOnly && c.batchSize != fixed)
         return Status::error(a.project + ": input '" + in.name + "' takes batches of exactly " +
-                             std::to_string(fixed) + " (" + in.typeText +
-                             "), and training's are " + std::to_string(c.batchSize) +
-                             ": train with --batch-size " + std::to_string(fixed) + ", or " +
-                             freeIt);
+                             std::to_string(fixed) + " (" + in.typeText + "), and training's are " +
+                             std::to_string(c.batchSize) + ": train with --batch-size " +
+                             std::to_string(fixed) + ", or " + freeIt);
       if (a.distributed)
         return Status::error(a.project + ": input '" + in.name + "' takes batches of exactly " +
                              std::to_string(fixed) + " (" + in.typeText +
@@ -245,9 +244,11 @@ Status saveTrainedProject(const Setup& st, const std::string& path) {
 int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator>& comm) {
   TrainArgs a = args;
   // A resumed run goes on writing where it resumed from, where it can: its new epochs were
-  // thrown away in silence when --checkpoint was left out.
+  // thrown away in silence when --checkpoint was left out. (A folder that is not there is for
+  // loading the checkpoint to report, not to be made here.)
   std::string kept;  // what the run keeps, for a note; empty when it writes somewhere
-  if (!a.resume.empty() && a.checkpoint.empty()) {
+  std::error_code ec;
+  if (!a.resume.empty() && a.checkpoint.empty() && std::filesystem::is_directory(a.resume, ec)) {
     if (Trainer::checkCheckpointDir(a.resume).ok()) {
       a.checkpoint = a.resume;
       kept = "checkpoints go to " + a.resume + ", the folder resumed from (--checkpoint DIR " +
@@ -258,8 +259,9 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     }
   } else if (a.checkpoint.empty() && a.saveProject.empty() && a.exportOnnx.empty() &&
              a.exportTraining.empty()) {
-    kept = "nothing this run trains is kept; add --checkpoint DIR, --save-project FILE or "
-           "--export-onnx FILE";
+    kept =
+        "nothing this run trains is kept; add --checkpoint DIR, --save-project FILE or "
+        "--export-onnx FILE";
   }
   if (comm) {
     if (comm->rank() != 0) {

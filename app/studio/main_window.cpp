@@ -1,11 +1,11 @@
 #include "app/studio/main_window.h"
 
-#include <QApplication>
 #include <QAbstractScrollArea>
 #include <QAbstractSpinBox>
+#include <QApplication>
 #include <QClipboard>
-#include <QComboBox>
 #include <QCloseEvent>
+#include <QComboBox>
 #include <QCryptographicHash>
 #include <QDir>
 #include <QDockWidget>

@@ -22,8 +22,8 @@
 
 #include "graphs/tensor_data.h"
 #include "nodes/catalogue.h"
-#include "nodes/type_syntax.h"
 #include "nodes/spec.h"
+#include "nodes/type_syntax.h"
 
 namespace dw::studio {
 

@@ -408,8 +408,8 @@ void TrainingWorker::predict(const JobRequest& req) {
       // output's shape (a trial saw predictions with nothing to judge them by).
       for (const auto& [target, v] : batch->inputs)
         if (!feeds.count(target) && dw::engine::isFloating(v.dtype()) && v.shape() == t.shape()) {
-          summary += QObject::tr(" · %1 (target): %2")
-                         .arg(qs(target).toHtmlEscaped(), firstValues(v));
+          summary +=
+              QObject::tr(" · %1 (target): %2").arg(qs(target).toHtmlEscaped(), firstValues(v));
           break;
         }
     }
@@ -1583,9 +1583,9 @@ void TrainingPanel::setBusy(bool on) {
     b->setEnabled(!on);
   // A running job trains with the settings it started with: they take no edits until it ends
   // (a trial changed lr during a Fit, with no sign of whether it applied).
-  for (QWidget* w : std::initializer_list<QWidget*>{processes_, accelerator_, optimizer_, lr_,
-                                                    schedule_, momentum_, weightDecay_,
-                                                    batchSize_, epochs_})
+  for (QWidget* w :
+       std::initializer_list<QWidget*>{processes_, accelerator_, optimizer_, lr_, schedule_,
+                                       momentum_, weightDecay_, batchSize_, epochs_})
     w->setEnabled(!on);
   stop_->setEnabled(on);
 }

@@ -506,7 +506,7 @@ Result<CsvData> readCsv(const std::string& path, const CsvOptions& options) {
   if (label >= 0) {
     Tensor lab(DType::kDouble, {rows});
     std::memcpy(lab.data<double>(), labels.data(), labels.size() * sizeof(double));
-    auto cast = lab.cast(!asStored ? options.labelType
+    auto cast = lab.cast(!asStored     ? options.labelType
                          : wholeLabels ? DType::kInt64
                                        : DType::kFloat);
     if (!cast) return cast.status().withContext(path);

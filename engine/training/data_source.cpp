@@ -710,10 +710,11 @@ Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseD
   Result<SourceHeader> h =
       out.format == "idx"   ? readIdxHeader(path)
       : out.format == "npy" ? readNpyHeader(path)
-      : out.format == "csv" ? readCsvHeader(path, csvOptions(spec))
-                            : Result<SourceHeader>(Status::error(
-                                  path + ": format '" + out.format +
-                                  "' is not supported; use idx, npy, csv, pb or images (a folder)"));
+      : out.format == "csv"
+          ? readCsvHeader(path, csvOptions(spec))
+          : Result<SourceHeader>(
+                Status::error(path + ": format '" + out.format +
+                              "' is not supported; use idx, npy, csv, pb or images (a folder)"));
   if (!h) return h.status();
   out.samples = h->shape.empty() ? 0 : h->shape[0];
   out.dtype = h->dtype;

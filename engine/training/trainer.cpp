@@ -646,8 +646,9 @@ Result<StepResult> Trainer::Impl::evaluate(const Dataset& d, int64_t batchSize) 
   if (shard) DW_RETURN_IF_ERROR(reduceEvaluation(total, acc));
   if (fixedBatch && total.samples == 0 && n > 0)
     return Status::error("the evaluation data has " + std::to_string(n) +
-                         " samples, fewer than the " + std::to_string(fixedBatch) + " that input '" +
-                         fixedInput + "' takes in each batch: make its batch dimension free (N in "
+                         " samples, fewer than the " + std::to_string(fixedBatch) +
+                         " that input '" + fixedInput +
+                         "' takes in each batch: make its batch dimension free (N in "
                          "the Input's type)");
   if (total.samples > 0)
     for (auto& [k, v] : total.losses) v /= static_cast<double>(total.samples);

@@ -60,7 +60,8 @@ Status lowerNorm(LoweringBuilder& b, bool batch) {
     // The op came at opset 17; before it, what it computes.
     std::vector<int64_t> over;
     for (int64_t a = axis; a < static_cast<int64_t>(dims.size()); ++a) over.push_back(a);
-    const auto centered = b.op1("Sub", {b.input(0), b.reduce("ReduceMean", b.input(0), over, true)});
+    const auto centered =
+        b.op1("Sub", {b.input(0), b.reduce("ReduceMean", b.input(0), over, true)});
     const auto var = b.reduce("ReduceMean", b.op1("Mul", {centered, centered}), over, true);
     const auto eps = b.floatScalar("epsilon", static_cast<float>(b.param("epsilon").asFloat()));
     const auto normed = b.op1("Div", {centered, b.op1("Sqrt", {b.op1("Add", {var, eps})})});

@@ -355,8 +355,8 @@ void writeNpyFile(const std::string& path, const std::vector<int64_t>& shape,
   std::string dims;
   int64_t n = 1;
   for (int64_t d : shape) dims += std::to_string(d) + ", ", n *= d;
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims +
-                       "), }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
@@ -369,8 +369,9 @@ void writeNpyFile(const std::string& path, const std::vector<int64_t>& shape,
 
 // uint8 values, as the examples' IDX files store them.
 void writeUint8Npy(const std::string& path, const std::vector<int64_t>& shape, uint8_t seed) {
-  writeNpyFile(path, shape, "|u1",
-               [&](int64_t i) { return std::string(1, static_cast<char>((i * 37 + seed) & 0xff)); });
+  writeNpyFile(path, shape, "|u1", [&](int64_t i) {
+    return std::string(1, static_cast<char>((i * 37 + seed) & 0xff));
+  });
 }
 
 // float32 values i * 0.01 (cycling every 100).
@@ -658,8 +659,8 @@ TEST(Cli, LocalFunctionsImportAsTheirBodies) {
   auto* y = g->add_output();
   *y = *x;
   y->set_name("y");
-  const std::string model = (dir / "local.onnx").string(), project = (dir / "local.dwproj").string(),
-                    data = (dir / "x.npy").string();
+  const std::string model = (dir / "local.onnx").string(),
+                    project = (dir / "local.dwproj").string(), data = (dir / "x.npy").string();
   ASSERT_TRUE(writeOnnxFile(m, model).ok());
   writeFloatNpy(data, {2, 3});
   int code = 0;
@@ -730,8 +731,8 @@ TEST(Cli, ImportWithALossKeepsTheOutputsOrder) {
     tt->mutable_shape()->add_dim()->set_dim_value(3);
   };
   typed(g->add_input(), "x");
-  for (const auto& [op, out] : {std::pair<std::string, std::string>{"Identity", "cls"},
-                                {"Neg", "reg"}}) {
+  for (const auto& [op, out] :
+       {std::pair<std::string, std::string>{"Identity", "cls"}, {"Neg", "reg"}}) {
     auto* n = g->add_node();
     n->set_op_type(op);
     n->add_input("x");
@@ -797,15 +798,16 @@ TEST(Cli, ImportWithALossReadsATableForEveryInput) {
   ASSERT_TRUE(writeOnnxFile(m, model).ok());
   std::string rows = "a,b,c,label\n";
   for (int i = 0; i < 40; ++i)
-    rows += std::to_string(i % 5) + "," + std::to_string(i % 3) + ",1," + std::to_string(i % 2) +
-            "\n";
+    rows +=
+        std::to_string(i % 5) + "," + std::to_string(i % 3) + ",1," + std::to_string(i % 2) + "\n";
   ASSERT_TRUE(writeFileAtomic(table, rows).ok());
   const std::string project = (dir / "linear.dwproj").string();
   int code = 0;
-  std::string out = run("import " + model + " -o " + project +
-                            " --loss SparseCategoricalCrossentropy --from-logits --data x=" +
-                            table + " --data label=" + table + " 2>&1",
-                        &code);
+  std::string out =
+      run("import " + model + " -o " + project +
+              " --loss SparseCategoricalCrossentropy --from-logits --data x=" + table +
+              " --data label=" + table + " 2>&1",
+          &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("data x: t.csv: 40 samples of float[N,3]"), std::string::npos) << out;
   EXPECT_NE(out.find("data label: t.csv: 40 samples of int64[N]"), std::string::npos) << out;
@@ -1014,9 +1016,9 @@ TEST(Cli, ResumeTakesANewLearningRate) {
   // thrown away in silence), and a third run starts after them.
   EXPECT_NE(out.find("checkpoints go to " + ck + ", the folder resumed from"), std::string::npos)
       << out;
-  out = run("train " + project + " --epochs 3 --max-steps 5 --train-limit 2000 --resume " + ck +
-                " 2>&1",
-            &code);
+  out = run(
+      "train " + project + " --epochs 3 --max-steps 5 --train-limit 2000 --resume " + ck + " 2>&1",
+      &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("resuming from " + ck + ": 2 epochs done"), std::string::npos) << out;
 }

@@ -151,8 +151,7 @@ TEST(Export, SparseLossesNeedClasses) {
   ASSERT_TRUE(g.setParam(*x, "type", Param::makeString("float[N,2]")).ok());
   ASSERT_TRUE(g.setParam(*y, "type", Param::makeString("float[N,1]")).ok());
   ASSERT_TRUE(g.setParam(*dense, "units", Param::makeInt(1)).ok());
-  ASSERT_TRUE(
-      g.setParam(*out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
+  ASSERT_TRUE(g.setParam(*out, "loss", Param::makeString("SparseCategoricalCrossentropy")).ok());
   ASSERT_TRUE(g.addLink({{*x, 0}, {*dense, 0}}).ok());
   ASSERT_TRUE(g.addLink({{*dense, 0}, {*out, 0}}).ok());
   ASSERT_TRUE(g.addLink({{*y, 0}, {*out, 1}}).ok());

@@ -128,11 +128,14 @@ void roundTripSuite(const std::string& suite, size_t expectedCount) {
       "for f in sorted(glob.glob(sys.argv[1] + '/*.onnx')):\n"
       "    try: onnx.checker.check_model(onnx.load(f), full_check=True)\n"
       "    except Exception as e: bad += 1; print(f, str(e)[:300])\n"
-      "sys.exit(1 if bad else 0)\" " + outDir.string(), &out);
+      "sys.exit(1 if bad else 0)\" " +
+          outDir.string(),
+      &out);
   if (rc != 0) failures.push_back("python checker:\n" + out);
   std::string report;
   for (const auto& s : failures) report += "\n  " + s.substr(0, 400);
-  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << files.size() << " failed:" << report;
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << files.size()
+                                << " failed:" << report;
 }
 
 // A model before IR version 4 lists every weight as an input too; taken out of the inputs (its
@@ -161,10 +164,18 @@ TEST(TestData, OldModelsWeightsLeaveTheInputs) {
   EXPECT_EQ(out->graph().input_size(), 1);
 }
 
-TEST(TestData, NodeSuiteRoundTrips) { roundTripSuite("node", 932); }
-TEST(TestData, SimpleSuiteRoundTrips) { roundTripSuite("simple", 23); }
-TEST(TestData, PytorchConvertedSuiteRoundTrips) { roundTripSuite("pytorch-converted", 82); }
-TEST(TestData, PytorchOperatorSuiteRoundTrips) { roundTripSuite("pytorch-operator", 35); }
+TEST(TestData, NodeSuiteRoundTrips) {
+  roundTripSuite("node", 932);
+}
+TEST(TestData, SimpleSuiteRoundTrips) {
+  roundTripSuite("simple", 23);
+}
+TEST(TestData, PytorchConvertedSuiteRoundTrips) {
+  roundTripSuite("pytorch-converted", 82);
+}
+TEST(TestData, PytorchOperatorSuiteRoundTrips) {
+  roundTripSuite("pytorch-operator", 35);
+}
 
 }  // namespace
 }  // namespace dw

@@ -241,7 +241,8 @@ TEST_P(LayerGradCheck, OlderOpsetsGiveTheSameGradients) {
       ASSERT_EQ(t.shape(), w.shape()) << "opset " << opset << ": " << name;
       if (w.dtype() != DType::kFloat) continue;
       for (int64_t i = 0; i < w.size(); ++i)
-        ASSERT_NEAR(t.data<float>()[i], w.data<float>()[i], 1e-4 + 1e-4 * std::abs(w.data<float>()[i]))
+        ASSERT_NEAR(t.data<float>()[i], w.data<float>()[i],
+                    1e-4 + 1e-4 * std::abs(w.data<float>()[i]))
             << "opset " << opset << ", " << name << "[" << i << "]";
     }
   }

@@ -316,8 +316,8 @@ TEST_F(TrainerTest, SchedulesWithoutALengthDecayOverTheFit) {
     ASSERT_TRUE((*t)->fit(fo, cb).ok());
     ASSERT_EQ(rates.size(), 20u) << kind;
     EXPECT_NEAR(rates.front(), 0.1, 1e-3) << kind;
-    EXPECT_LT(rates[10], 0.07) << kind;       // halfway down
-    EXPECT_LT(rates.back(), 0.011) << kind;   // at the floor by the end
+    EXPECT_LT(rates[10], 0.07) << kind;      // halfway down
+    EXPECT_LT(rates.back(), 0.011) << kind;  // at the floor by the end
     for (size_t i = 1; i < rates.size(); ++i) EXPECT_LE(rates[i], rates[i - 1]) << kind;
   }
 }

@@ -586,8 +586,8 @@ class JourneyTest : public QObject {
     QVERIFY(waitIdle(panel));
     QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
     // y = 3 x1 - 2 x2 exactly: a linear layer learns it.
-    const auto loss = QRegularExpression(QStringLiteral("train loss ([0-9.e+-]+)"))
-                          .match(panel->lastResult());
+    const auto loss =
+        QRegularExpression(QStringLiteral("train loss ([0-9.e+-]+)")).match(panel->lastResult());
     QVERIFY2(loss.hasMatch() && loss.captured(1).toDouble() < 1e-3,
              qPrintable(panel->lastResult()));
     // Another file for x, without the y column: its columns start over.
