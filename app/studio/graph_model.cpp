@@ -278,6 +278,35 @@ Status GraphModel::connectPorts(const Link& link) {
   return Status();
 }
 
+Status GraphModel::insertIntoLink(NodeId node, const Link& link) {
+  DW_RETURN_IF_ERROR(unlocked());
+  if (link.isGraphLink() || link.from.node == node || link.to.node == node)
+    return Status::error("a node goes into a tensor link of two other nodes");
+  if (graph_.inputPortCount(node) < 1 || graph_.outputPortCount(node) < 1)
+    return Status::error(graph_.describe(node) + " has no input and output to go between them");
+  if (graph_.inputLink(node, 0))
+    return Status::error(graph_.describe(node) + "'s first input is already connected");
+  for (const Link& l : graph_.links())
+    if (l.from.node == node && l.from.port == 0 && !l.isGraphLink())
+      return Status::error(graph_.describe(node) + "'s first output is already connected");
+  const Link in{link.from, {node, 0}}, out{{node, 0}, link.to};
+  DW_RETURN_IF_ERROR(graph_.removeLink(link));
+  if (Status st = graph_.addLink(in); !st.ok()) {
+    (void)graph_.addLink(link, false);
+    return st;
+  }
+  if (Status st = graph_.addLink(out); !st.ok()) {
+    (void)graph_.removeLink(in);
+    (void)graph_.addLink(link, false);
+    return st;
+  }
+  undo_.beginMacro(tr("Insert %1").arg(QString::fromStdString(graph_.node(node)->type)));
+  undo_.push(new FragmentCommand(this, {}, {link}, false, tr("Disconnect")));
+  undo_.push(new FragmentCommand(this, {}, {in, out}, true, tr("Connect")));
+  undo_.endMacro();
+  return Status();
+}
+
 Status GraphModel::disconnect(const Link& link) {
   DW_RETURN_IF_ERROR(unlocked());
   DW_RETURN_IF_ERROR(graph_.removeLink(link));

@@ -63,6 +63,10 @@ class GraphModel : public QObject {
   // refused new link leaves the old one in place.
   dw::Status connectPorts(const dw::Link& link);
   dw::Status disconnect(const dw::Link& link);
+  // `node` (whose first input and first output are free) into `link`: the link's source feeds
+  // the node's input 0 and its output 0 feeds the link's target, as one undo step; refused
+  // links leave the graph as it was.
+  dw::Status insertIntoLink(dw::NodeId node, const dw::Link& link);
   dw::Status setParam(dw::NodeId id, const std::string& name, const dw::Param& value);
   dw::Status resetParam(dw::NodeId id, const std::string& name);
   dw::Status rename(dw::NodeId id, const std::string& name);

@@ -796,7 +796,20 @@ void GraphScene::mouseMoveEvent(QGraphicsSceneMouseEvent* e) {
 void GraphScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
   if (!dragPath_) {
     QGraphicsScene::mouseReleaseEvent(e);
-    if (e->button() == Qt::LeftButton) commitMoves();
+    if (e->button() != Qt::LeftButton) return;
+    const bool moved = commitMoves();
+    // One node dragged onto a link goes into it, as in other node editors (a trial rewired by
+    // hand): the link under the pointer, which the node itself hides.
+    const auto selected = selectedNodes();
+    if (!moved || selected.size() != 1) return;
+    for (QGraphicsItem* item : items(e->scenePos())) {
+      if (item->type() != LinkItem::Type) continue;
+      const dw::Link link = static_cast<LinkItem*>(item)->link();
+      if (link.from.node == selected[0] || link.to.node == selected[0]) continue;
+      if (Status st = model_->insertIntoLink(selected[0], link); st.ok())
+        emit statusMessage(tr("Inserted into the link; Undo takes it out"));
+      return;
+    }
     return;
   }
   delete dragPath_;
@@ -824,7 +837,7 @@ void GraphScene::mouseReleaseEvent(QGraphicsSceneMouseEvent* e) {
   }
 }
 
-void GraphScene::commitMoves() {
+bool GraphScene::commitMoves() {
   std::map<NodeId, Position> moved;
   const Graph& g = model_->graph();
   for (NodeId id : selectedNodes()) {
@@ -832,9 +845,10 @@ void GraphScene::commitMoves() {
     const QPointF p = nodeItem(id)->pos();
     if (n && (n->position.x != p.x() || n->position.y != p.y())) moved[id] = {p.x(), p.y()};
   }
-  if (moved.empty()) return;
+  if (moved.empty()) return false;
   Status st = model_->moveNodes(moved);
   if (!st.ok()) emit statusMessage(QString::fromStdString(st.message()));
+  return st.ok();
 }
 
 }  // namespace dw::studio

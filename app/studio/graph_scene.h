@@ -111,7 +111,7 @@ class GraphScene : public QGraphicsScene {
   // Keeps the links of a node glued to it while the user drags it (before the move is recorded).
   void nodeGeometryChanged(dw::NodeId id);
   // Records the positions of items moved by the mouse as one undoable move.
-  void commitMoves();
+  bool commitMoves();  // whether any selected node moved
   // Whether a link label at `box` (scene coordinates) would cover {a node, another label}.
   std::pair<bool, bool> labelSpotTaken(const QRectF& box, const LinkItem* self) const;
   void labelPlaced(const QRectF& box);

@@ -1050,11 +1050,21 @@ bool MainWindow::exportOnnxTo(const QString& path, bool withTrainingInfo) {
 NodeId MainWindow::placeNode(const QString& domain, const QString& type,
                              std::optional<QPointF> scenePos) {
   const QPointF pos = scenePos ? *scenePos : view_->placementPoint();
+  // Dropped on a link, the node goes into it (as a node dragged onto one does).
+  std::optional<Link> under;
+  if (scenePos)
+    for (QGraphicsItem* item : scene_->items(*scenePos))
+      if (item->type() == LinkItem::Type) {
+        under = static_cast<LinkItem*>(item)->link();
+        break;
+      }
   auto id = model_->createNode(domain.toStdString(), type.toStdString(), {pos.x(), pos.y()});
   if (!id.ok()) {
     showError(tr("Cannot create node"), qs(id.message()));
     return 0;
   }
+  if (under && model_->insertIntoLink(*id, *under).ok())
+    showStatus(tr("%1 inserted into the link; Undo takes it out").arg(type));
   scene_->selectOnly({*id});
   view_->setFocus();
   return *id;

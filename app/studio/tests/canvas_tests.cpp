@@ -184,6 +184,52 @@ class CanvasTest : public QObject {
     QVERIFY(w.statusMessage().contains("cycle"));
   }
 
+  // A node dropped on a link, from the palette or dragged there, goes into it: the link's source
+  // feeds its first input and its first output the link's target, and Undo takes it out (a trial
+  // rewired by hand).
+  void nodesDroppedOnALinkGoIntoIt() {
+    MainWindow w(false);
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId in = addInput(w, "float[N,4]", 0, 0);
+    const dw::NodeId out = addNode(w, "deepwire", "Output", 900, 0);
+    const dw::Link direct{{in, 0}, {out, 0}};
+    QVERIFY(w.model()->connectPorts(direct).ok());
+    QApplication::processEvents();
+    auto* scene = w.scene();
+    auto middle = [&](const dw::Link& l) {
+      dw::studio::LinkItem* item = scene->linkItem(l);
+      return item ? item->mapToScene(item->path().pointAtPercent(0.5)) : QPointF();
+    };
+    const dw::NodeId relu = w.placeNode("ai.onnx", "Relu", middle(direct));
+    QVERIFY(relu);
+    const dw::Link toRelu{{in, 0}, {relu, 0}}, fromRelu{{relu, 0}, {out, 0}};
+    auto links = w.model()->graph().links();
+    QVERIFY(std::find(links.begin(), links.end(), toRelu) != links.end());
+    QVERIFY(std::find(links.begin(), links.end(), fromRelu) != links.end());
+    QVERIFY(std::find(links.begin(), links.end(), direct) == links.end());
+    w.action("undo")->trigger();  // out of the link, still on the canvas
+    QVERIFY(w.model()->graph().node(relu));
+    QCOMPARE(w.model()->graph().inputLink(out, 0), std::optional<dw::Link>(direct));
+    // Dragged by its title onto the link.
+    const dw::NodeId sig = addNode(w, "ai.onnx", "Sigmoid", 400, 400);
+    QApplication::processEvents();
+    w.view()->fitToView();
+    QApplication::processEvents();
+    auto* item = scene->nodeItem(sig);
+    const QPoint grab =
+        w.view()->mapFromScene(item->sceneBoundingRect().topLeft() + QPointF(30, 8));
+    const QPoint drop = w.view()->mapFromScene(middle(direct));
+    QTest::mousePress(w.view()->viewport(), Qt::LeftButton, {}, grab);
+    for (int i = 1; i <= 8; ++i)
+      QTest::mouseMove(w.view()->viewport(), grab + (drop - grab) * i / 8);
+    QTest::mouseRelease(w.view()->viewport(), Qt::LeftButton, {}, drop);
+    QApplication::processEvents();
+    QCOMPARE(w.model()->graph().inputLink(sig, 0), std::optional<dw::Link>({{in, 0}, {sig, 0}}));
+    QCOMPARE(w.model()->graph().inputLink(out, 0), std::optional<dw::Link>({{sig, 0}, {out, 0}}));
+  }
+
   // Issue 16: new and pasted nodes landed on top of existing ones.
   void newAndPastedNodesLandOnFreeSpace() {
     MainWindow w(false);
