@@ -235,9 +235,11 @@ Status writableFile(const std::string& path) {
 
 // The loaded project with the trainer's weights written into it (Initializer values and layers'
 // stored weights), saved atomically.
-Status saveTrainedProject(const Setup& st, const std::string& path) {
+Status saveTrainedProject(const Setup& st, const std::string& path, const std::string& project) {
   Graph g = st.graph;
   DW_RETURN_IF_ERROR(st.trainer->writeWeightsTo(g));
+  rebaseDataPaths(g, std::filesystem::path(project).parent_path().string(),
+                  std::filesystem::path(path).parent_path().string());
   return saveProject(g, path);
 }
 
@@ -487,7 +489,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       if (!comm || comm->rank() == 0) std::cerr << "deepwire: interrupted\n";
     }
     if (!a.saveProject.empty()) {
-      Status ss = saveTrainedProject(st, a.saveProject);
+      Status ss = saveTrainedProject(st, a.saveProject, a.project);
       if (!ss.ok()) return fail(ss.message(), 2);
       std::cerr << "deepwire: the weights trained so far are saved in " << a.saveProject << "\n";
     }
@@ -535,7 +537,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     wrote(a.exportOnnx, "inference model", "exported " + a.exportOnnx);
   }
   if (!a.saveProject.empty()) {
-    Status ss = saveTrainedProject(st, a.saveProject);
+    Status ss = saveTrainedProject(st, a.saveProject, a.project);
     if (!ss.ok()) return fail(ss.message(), 2);
     wrote(a.saveProject, "project with the trained weights",
           "saved " + a.saveProject + " (with the trained weights)");

@@ -36,6 +36,7 @@
 #include "app/studio/params_panel.h"
 #include "app/studio/training_panel.h"
 #include "app/studio/welcome_page.h"
+#include "engine/training/trainer.h"
 #include "engine/function_inline.h"
 #include "graphs/file_io.h"
 #include "graphs/onnx_export.h"
@@ -931,13 +932,25 @@ bool MainWindow::saveTo(const QString& path) {
   QString weightsNote;
   if (Status st = training_->syncWeights(); !st.ok()) weightsNote = qs(st.message());
   training_->storeSettingsInModel();
-  const QByteArray bytes = QByteArray::fromStdString(projectToJsonText(model_->graph()));
+  // Saved into another folder, relative data paths are rebased there (they led nowhere).
+  const QString dir = QFileInfo(path).absolutePath();
+  Graph saved = model_->graph();
+  engine::training::rebaseDataPaths(saved, training_->projectDir().toStdString(),
+                                    dir.toStdString());
+  const QByteArray bytes = QByteArray::fromStdString(projectToJsonText(saved));
   if (!writeAtomically(path, bytes)) return false;
+  const auto section = saved.info().sections.find("training");
+  const bool rebased = section != saved.info().sections.end() &&
+                       model_->graph().info().sections.at("training") != section->second;
+  if (rebased) model_->setSection("training", section->second);
   // Saved, the document's autosave holds nothing more (under its old name, after Save As).
   discardOwnAutosave();
   currentFile_ = QFileInfo(path).absoluteFilePath();
   importedFrom_.clear();
-  training_->setProjectDir(QFileInfo(path).absolutePath());
+  if (rebased)
+    training_->movedTo(dir);
+  else
+    training_->setProjectDir(dir);
   model_->undoStack()->setClean();
   training_->markSettingsSaved();
   addRecent(currentFile_);

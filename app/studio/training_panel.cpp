@@ -1011,6 +1011,15 @@ void TrainingPanel::setProjectDir(const QString& dir) {
   data_->setBaseDir(dir);
 }
 
+void TrainingPanel::movedTo(const QString& dir) {
+  setProjectDir(dir);
+  auto cfg = trainingConfigFromGraph(model_->graph());
+  if (!cfg.ok()) return;
+  config_.dataset = cfg->dataset;
+  const QSignalBlocker b(data_);
+  data_->setSpec(config_.dataset, projectDir_);
+}
+
 void TrainingPanel::loadSettingsFromModel() {
   const Graph& g = model_->graph();
   hasSection_ = g.info().sections.count("training") > 0;

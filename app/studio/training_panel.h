@@ -81,6 +81,10 @@ class TrainingPanel : public QWidget {
 
   // Relative dataset paths resolve against the project's folder.
   void setProjectDir(const QString& dir);
+  QString projectDir() const { return projectDir_; }
+  // The project was saved into `dir` with its data paths rebased there (rebaseDataPaths): the
+  // Data panel takes them from the model's training section.
+  void movedTo(const QString& dir);
   // The Data dock's panel (created here: the dataset is part of the training settings).
   DataPanel* dataPanel() const { return data_; }
   // Forgets the trainer, the charts and the results (New, Open, Import).

@@ -92,6 +92,10 @@ void applyAcceleratorNode(const Graph& graph, TrainingConfig& config);
 // (the studio's Eval Step button) passes it to Trainer::evalStep.
 bool evalStepResetsMetrics(const Graph& graph);
 Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText);
+// The training section's relative data paths, read from `fromDir` (the project's folder), made
+// relative to `toDir`, where the project is saved now: a project saved into another folder kept
+// paths that no longer led to its data.
+void rebaseDataPaths(Graph& graph, const std::string& fromDir, const std::string& toDir);
 std::string trainingConfigToJson(const TrainingConfig& config);
 
 struct TrainOptions {

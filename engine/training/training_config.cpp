@@ -1,5 +1,6 @@
 // The project's training section: parsing, defaults and writing it back.
 #include <cmath>
+#include <filesystem>
 #include <type_traits>
 
 #include "engine/training/trainer_impl.h"
@@ -224,6 +225,36 @@ Result<TrainingConfig> parseTrainingConfig(const std::string& jsonText) {
   if (c.dataset.trainLimit < 0)
     return Status::error(root + "/dataset/train_limit: must be >= 0 (0 = every sample)");
   return c;
+}
+
+void rebaseDataPaths(Graph& graph, const std::string& fromDir, const std::string& toDir) {
+  namespace fs = std::filesystem;
+  auto it = graph.info().sections.find("training");
+  if (it == graph.info().sections.end()) return;
+  const fs::path from = fs::absolute(fromDir.empty() ? "." : fromDir).lexically_normal();
+  const fs::path to = fs::absolute(toDir.empty() ? "." : toDir).lexically_normal();
+  if (from == to) return;
+  json j = json::parse(it->second, nullptr, false);
+  if (!j.is_object() || !j.contains("dataset") || !j["dataset"].is_object()) return;
+  bool changed = false;
+  json& dataset = j["dataset"];
+  for (const char* split : {"train", "validation", "test"}) {
+    auto files = dataset.find(split);  // operator[] would add a null split
+    if (files == dataset.end() || !files->is_array()) continue;
+    for (json& f : *files) {
+      if (!f.is_object() || !f.contains("path") || !f["path"].is_string()) continue;
+      const fs::path p = f["path"].get<std::string>();
+      if (p.empty() || p.is_absolute()) continue;
+      const fs::path absolute = (from / p).lexically_normal();
+      const fs::path relative = absolute.lexically_relative(to);
+      f["path"] = (relative.empty() ? absolute : relative).string();
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  ModelInfo info = graph.info();
+  info.sections["training"] = j.dump(1);
+  graph.setInfo(std::move(info));
 }
 
 Result<TrainingConfig> trainingConfigFromGraph(const Graph& graph) {

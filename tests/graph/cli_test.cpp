@@ -803,15 +803,27 @@ TEST(Cli, ImportWithALossReadsATableForEveryInput) {
   ASSERT_TRUE(writeFileAtomic(table, rows).ok());
   const std::string project = (dir / "linear.dwproj").string();
   int code = 0;
-  std::string out =
-      run("import " + model + " -o " + project +
-              " --loss SparseCategoricalCrossentropy --from-logits --data x=" + table +
-              " --data label=" + table + " 2>&1",
-          &code);
+  std::string out;  // the table named from the project's folder: the project keeps "t.csv"
+  code = runCommand("cd " + dir.string() + " && " + kCli + " import " + model + " -o " + project +
+                        " --loss SparseCategoricalCrossentropy --from-logits --data x=t.csv" +
+                        " --data label=t.csv",
+                    &out);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("data x: t.csv: 40 samples of float[N,3]"), std::string::npos) << out;
   EXPECT_NE(out.find("data label: t.csv: 40 samples of int64[N]"), std::string::npos) << out;
   out = run("train " + project + " --epochs 1 --batch-size 8 --quiet 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  // Saved by train into another folder, the project still finds its data (its relative paths
+  // are rebased there; they led nowhere).
+  const std::string elsewhere = (dir / "out" / "sub" / "trained.dwproj").string();
+  out = run("train " + project + " --epochs 1 --batch-size 8 --quiet --save-project " + elsewhere +
+                " 2>&1",
+            &code);
+  ASSERT_EQ(code, 0) << out;
+  auto saved = readFile(elsewhere);
+  ASSERT_TRUE(saved.ok());
+  EXPECT_NE(saved->find("\"../../t.csv\""), std::string::npos) << *saved;
+  out = run("train " + elsewhere + " --epochs 1 --batch-size 8 --quiet 2>&1", &code);
   EXPECT_EQ(code, 0) << out;
 }
 

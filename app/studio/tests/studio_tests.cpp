@@ -1184,6 +1184,38 @@ class StudioTest : public QObject {
     QCOMPARE(json(w), before);
   }
 
+  // Save As into another folder rebases the project's relative data paths there, in the file and
+  // in the Data panel (a project saved elsewhere lost its data).
+  void saveAsElsewhereKeepsTheData() {
+    const QString data = QStringLiteral("/usr/share/datasets/fashion-mnist");
+    if (!QFileInfo::exists(data + "/train-images-idx3-ubyte.gz")) QSKIP("no Fashion-MNIST");
+    QTemporaryDir dir;
+    for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                          "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+      QVERIFY(QFile::link(data + "/" + f, dir.filePath(f)));
+    QFile example(QStringLiteral(DW_SOURCE_DIR "/resources/examples/fashion_mnist_mlp.dwproj"));
+    QVERIFY(example.open(QIODevice::ReadOnly));
+    QByteArray text = example.readAll();
+    text.replace(data.toUtf8() + "/", "");  // relative to the project's folder
+    const QString project = dir.filePath("relative.dwproj");
+    QFile out(project);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(text);
+    out.close();
+    MainWindow w(false);
+    QVERIFY(w.openFile(project));
+    QVERIFY(w.training()->dataPanel()->readiness().isEmpty());
+    QVERIFY(QDir(dir.path()).mkpath("sub"));
+    QVERIFY(w.saveTo(dir.filePath("sub/moved.dwproj")));
+    QFile saved(dir.filePath("sub/moved.dwproj"));
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QVERIFY(saved.readAll().contains("\"../train-images-idx3-ubyte.gz\""));
+    DataPanel* panel = w.training()->dataPanel();
+    panel->refreshInputs();
+    settle(panel);
+    QVERIFY2(panel->readiness().isEmpty(), qPrintable(panel->readiness()));
+  }
+
   // The dock shows the project's learning-rate schedule and says what it does (a trial saw
   // lr 0.05 while the CNN example's cosine decay ran), and a running Fit's settings take no
   // edits (a trial changed lr mid-Fit with no sign of whether it applied).
