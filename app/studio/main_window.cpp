@@ -932,11 +932,13 @@ bool MainWindow::saveTo(const QString& path) {
   QString weightsNote;
   if (Status st = training_->syncWeights(); !st.ok()) weightsNote = qs(st.message());
   training_->storeSettingsInModel();
-  // Saved into another folder, relative data paths are rebased there (they led nowhere).
+  // A project saved into another folder has its relative data paths rebased there (they led
+  // nowhere). (An untitled document's are the project's to be: they are kept as they are.)
   const QString dir = QFileInfo(path).absolutePath();
   Graph saved = model_->graph();
-  engine::training::rebaseDataPaths(saved, training_->projectDir().toStdString(),
-                                    dir.toStdString());
+  if (!training_->projectDir().isEmpty())
+    engine::training::rebaseDataPaths(saved, training_->projectDir().toStdString(),
+                                      dir.toStdString());
   const QByteArray bytes = QByteArray::fromStdString(projectToJsonText(saved));
   if (!writeAtomically(path, bytes)) return false;
   const auto section = saved.info().sections.find("training");
@@ -1013,16 +1015,22 @@ bool MainWindow::saveAs(const QString& title) {
 }
 
 bool MainWindow::maybeSave() {
-  if (!hasUnsavedWork() || !interactive_) return true;
+  // A running job is unsaved work too: its weights are the trainer's until it stops. Saving
+  // while it ran wrote the weights from before it (a trial's Quit > Save kept three more epochs
+  // of curves and none of their training).
+  const bool running = training_->busy();
+  if ((!hasUnsavedWork() && !running) || !interactive_) return true;
+  // Named: the question comes before an Open or a Close, when the window may show another.
+  const QString name =
+      currentFile_.isEmpty() ? tr("The untitled document") : QFileInfo(currentFile_).fileName();
   const auto answer = QMessageBox::warning(
       this, tr("Unsaved changes"),
-      // Named: the question comes before an Open or a Close, when the window may show another.
-      tr("%1 has unsaved changes. Save them?")
-          .arg(currentFile_.isEmpty() ? tr("The untitled document")
-                                      : QFileInfo(currentFile_).fileName()),
+      running ? tr("%1 is training. Stop the training and save what it has learned?").arg(name)
+              : tr("%1 has unsaved changes. Save them?").arg(name),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
-  if (answer == QMessageBox::Save) return save();
-  return answer == QMessageBox::Discard;
+  if (answer == QMessageBox::Cancel) return false;
+  if (running) training_->stopAndWaitForJob();
+  return answer == QMessageBox::Save ? save() : true;
 }
 
 QString MainWindow::exportSuggestion(const QString& suffix) const {

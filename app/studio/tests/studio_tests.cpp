@@ -1765,6 +1765,47 @@ class StudioTest : public QObject {
     }
   }
 
+  // Closing the window during a Fit asks, stops the training and saves what it learned: the
+  // save wrote the weights from before the Fit (a trial's Quit > Save kept three more epochs of
+  // curves and none of their training).
+  void closingDuringAFitSavesWhatItLearned() {
+    QTemporaryDir dir;
+    MainWindow w(true);
+    buildRegression(w, dir.path(), 4096, true);
+    const QString path = dir.filePath("fit.dwproj");
+    QVERIFY(w.saveTo(path));
+    auto hiddenWeights = [&] {
+      QFile f(path);
+      if (!f.open(QIODevice::ReadOnly)) return std::string();
+      const auto j = nlohmann::json::parse(f.readAll().toStdString());
+      for (const auto& n : j["nodes"])
+        if (n.value("name", "") == "hidden" && n.contains("weights")) return n["weights"].dump();
+      return std::string();
+    };
+    const std::string untrained = hiddenWeights();
+    auto* panel = w.training();
+    panel->epochsBox()->setValue(1000);
+    panel->batchSizeBox()->setValue(4);
+    panel->fitButton()->click();
+    QTRY_VERIFY2(panel->trainPoints() > 20,
+                 qPrintable(QString::number(panel->trainPoints()) + " " + panel->lastError() +
+                            (panel->busy() ? " busy" : " idle")));
+    QVERIFY(panel->busy());
+    bool asked = false;
+    QTimer::singleShot(200, [&asked] {
+      if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+        asked = box->text().contains("is training");
+        box->button(QMessageBox::Save)->click();
+      }
+    });
+    QVERIFY(w.close());
+    QVERIFY(asked);
+    QVERIFY(!panel->busy());
+    const std::string trained = hiddenWeights();
+    QVERIFY2(!trained.empty(), qPrintable(w.statusMessage() + " | " + panel->lastResult()));
+    QVERIFY(trained != untrained);
+  }
+
   // Ctrl+S works once the Export dialog is closed: the window takes the keyboard back.
   void saveShortcutWorksAfterTheExportDialog() {
     MainWindow w(false);
