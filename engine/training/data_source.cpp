@@ -801,10 +801,41 @@ Result<std::vector<DataInput>> dataInputsOf(const Graph& graph, const std::strin
   return out;
 }
 
+namespace {
+
+// Images stored channels-last ([H, W, C], as numpy, PIL and Keras keep them) for an input that
+// takes them channels-first ([C, H, W], as torch exports), or the other way round, with more than
+// one channel: the element counts agree, but a reshape would scramble the pixels (a trial's
+// CIFAR-like data trained on noise, every check saying it fit). A transpose is what they need.
+bool channelsMoved(const std::vector<int64_t>& stored, const std::vector<int64_t>& want) {
+  if (stored.size() != 3 || want.size() != 3 || stored == want) return false;
+  const bool lastToFirst = stored[2] > 1 && stored[2] == want[0] && stored[0] == want[1] &&
+                           stored[1] == want[2];
+  const bool firstToLast = stored[0] > 1 && stored[0] == want[2] && stored[1] == want[0] &&
+                           stored[2] == want[1];
+  return lastToFirst || firstToLast;
+}
+
+std::string channelsAdvice(const std::vector<int64_t>& stored, const std::vector<int64_t>& want) {
+  const bool toFirst = stored[2] == want[0];
+  return std::string(toFirst ? "the data is channels-last (height, width, channels) and the input "
+                               "channels-first"
+                             : "the data is channels-first and the input channels-last") +
+         ": a reshape would scramble the pixels. Transpose the data (numpy: x.transpose" +
+         (toFirst ? "(0, 3, 1, 2)" : "(0, 2, 3, 1)") + ") and give the file again";
+}
+
+}  // namespace
+
 std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const DataInput& input) {
   const auto [dtype, shape] = convertedType(src, spec);
   const std::string data = fileName(src.path) + " gives " + inputTypeText(dtype, shape);
   const std::string wants = "input '" + input.name + "' takes " + input.typeText;
+  // A reshape already in the project that moves the channels (one an earlier version proposed).
+  if (spec.reshapes() && channelsMoved(src.sampleShape, spec.shape))
+    return fileName(src.path) + " holds " + inputTypeText(src.dtype, src.sampleShape) +
+           ", which the source reshapes to " + dimsText(spec.shape, false) + ": " +
+           channelsAdvice(src.sampleShape, spec.shape);
   if (dtype != input.dtype) {
     // A cast fixes the type alone; with the shape wrong too the file is likely not the one for
     // this input (class labels where images go, or the other way).
@@ -838,6 +869,8 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
   }
   for (size_t i = 0; i < want.size(); ++i)
     if (want[i] >= 0 && want[i] != shape[i]) {
+      if (channelsMoved(shape, want)) return data + " but " + wants + ": " +
+                                             channelsAdvice(shape, want);
       if (fullyKnown(want) && numElements(want) == numElements(shape))
         return data + " but " + wants + ": reshape each sample to " + dimsText(want, false);
       return data + " but " + wants + ": " + std::to_string(numElements(shape)) +
@@ -921,7 +954,7 @@ Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current
     const auto [t, shape] = convertedType(src, noShape);
     // want is [] for an input of one value a sample ([N]) as well as for one of unknown rank.
     if ((!want.empty() || !input.shape.empty()) && fullyKnown(want) &&
-        numElements(want) == numElements(shape) && want != shape) {
+        numElements(want) == numElements(shape) && want != shape && !channelsMoved(shape, want)) {
       if (s.shape != want || !s.reshapes())
         steps.push_back("reshape each sample to " + dimsText(want, false));
       s.shape = want;

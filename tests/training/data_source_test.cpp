@@ -296,6 +296,33 @@ TEST(DataSource, MissingFileIsSaidToBeMissing) {
   EXPECT_EQ(dw::engine::training::detectFormat("t10k-images-idx3-ubyte.gz").value(), "idx");
 }
 
+// Images stored channels-last for a channels-first input are not reshaped into it (the pixels
+// would be scrambled, and a trial's model trained on noise with every check saying it fit): the
+// proposal says to transpose them, and a project that already reshapes them is told so.
+TEST(DataSource, ChannelsLastImagesAreNotReshapedIntoChannelsFirst) {
+  using namespace dw::engine::training;
+  using dw::engine::DType;
+  SourceSummary src;
+  src.path = "/data/nhwc.npy";
+  src.format = "npy";
+  src.samples = 64;
+  src.sampleShape = {32, 32, 3};
+  src.dtype = DType::kFloat;
+  DataInput in{"x", DType::kFloat, {-1, 3, 32, 32}, false, "float[N,3,32,32]"};
+  DataFileSpec spec;
+  spec.input = "x";
+  const Proposal p = proposeConversion(src, spec, in);
+  EXPECT_FALSE(p.fits) << p.message;
+  EXPECT_NE(p.message.find("x.transpose(0, 3, 1, 2)"), std::string::npos) << p.message;
+  spec.shape = {3, 32, 32};  // an earlier proposal's reshape
+  const std::string misfit = checkFit(src, spec, in);
+  EXPECT_NE(misfit.find("would scramble the pixels"), std::string::npos) << misfit;
+  // One channel is the same either way: the reshape stands.
+  src.sampleShape = {28, 28, 1};
+  DataInput grey{"x", DType::kFloat, {-1, 1, 28, 28}, false, "float[N,1,28,28]"};
+  EXPECT_TRUE(proposeConversion(src, DataFileSpec{}, grey).fits);
+}
+
 // A serialized TensorProto (.pb, as the ONNX test data stores a model's inputs) is a source like
 // an NPY file: a trial's Data dock could not tell its format from the name.
 TEST(DataSource, TensorProtoFilesAreSources) {
