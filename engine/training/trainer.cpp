@@ -764,6 +764,19 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
         std::max<int64_t>(1, ((fo.epochs - counters.epoch) * perEpoch - counters.batchInEpoch) /
                                  fo.accumulationSteps);
 
+  // The rate as the user set it, and where a schedule has taken it (a trial's lr 10 under a
+  // cosine was named "0 now", the end of the decay).
+  auto rateText = [&] {
+    auto text = [](double v) {  // 0.001 and 500, not std::to_string's 0.001000
+      char b[32];
+      std::snprintf(b, sizeof b, "%.6g", v);
+      return std::string(b);
+    };
+    const double now = scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps);
+    return now == baseLr ? "lr " + text(baseLr)
+                         : "lr " + text(baseLr) + ", which the " + opt.optimizer.schedule.type +
+                               " schedule has taken to " + text(now);
+  };
   FitReport report;
   using Clock = std::chrono::steady_clock;
   // The epoch's training metrics: each batch's value weighted by its samples (exact for
@@ -840,12 +853,12 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
             "training diverged at epoch " + std::to_string(counters.epoch + 1) + ", batch " +
             std::to_string(counters.batchInEpoch + 1) + ": the loss is " +
             (std::isnan(r->totalLoss()) ? "NaN" : "infinite") + ". Lower the learning rate (" +
-            // As the project writes it (0.001, not std::to_string's 0.001000).
-            dw::Param::makeFloat(
-                scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps))
-                .toDisplay() +
-            " now), clip the gradients' norm (clip_norm), or check the data for NaN or infinite "
-            "values; the weights may hold NaN now, so resume from the last checkpoint");
+            rateText() +
+            "), clip the gradients' norm (clip_norm), or check the data for NaN or infinite "
+            "values; the weights may hold NaN now, so " +
+            (fo.checkpointDir.empty() ? std::string("start again from fresh weights")
+                                      : "resume from the last checkpoint (" + fo.checkpointDir +
+                                            ")"));
       if (firstLoss < 0 && r->totalLoss() > 0) firstLoss = r->totalLoss();
       ++counters.batchInEpoch;
       const bool lastOfEpoch = counters.batchInEpoch >= perEpoch;
@@ -894,8 +907,7 @@ Result<FitReport> Trainer::Impl::fit(const FitOptions& fo, const FitCallbacks& c
       };
       er.warning = "the mean training loss grew from " + shortly(firstLoss) + " (first batch) to " +
                    shortly(er.trainLoss) + ": training is diverging. Lower the learning rate (" +
-                   shortly(scheduledLr(opt.optimizer.schedule, baseLr, counters.optimizerSteps)) +
-                   " now) or clip the gradients' norm (clip_norm)";
+                   rateText() + ") or clip the gradients' norm (clip_norm)";
     }
     if (dp) {
       er.waitSeconds = comm->waitSeconds() - waitedBefore;

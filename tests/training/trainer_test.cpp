@@ -346,8 +346,10 @@ TEST_F(TrainerTest, DivergingLossStopsFit) {
   EXPECT_NE(r.message().find("training diverged at epoch 1, batch 3: the loss is NaN"),
             std::string::npos)
       << r.message();
-  EXPECT_NE(r.message().find("Lower the learning rate (0.5 now)"), std::string::npos)
+  EXPECT_NE(r.message().find("Lower the learning rate (lr 0.5)"), std::string::npos)
       << r.message();
+  // No checkpoint to resume from: it does not send the user to one.
+  EXPECT_NE(r.message().find("start again from fresh weights"), std::string::npos) << r.message();
   EXPECT_EQ(epochs, 0);
 }
 
@@ -379,7 +381,7 @@ TEST_F(TrainerTest, GrowingLossWarns) {
     if (lr < 1) {
       for (const auto& w : warnings) EXPECT_TRUE(w.empty()) << w;
     } else {
-      EXPECT_NE(warnings.back().find("training is diverging. Lower the learning rate (500 now)"),
+      EXPECT_NE(warnings.back().find("training is diverging. Lower the learning rate (lr 500)"),
                 std::string::npos)
           << warnings.back();
     }
