@@ -1533,9 +1533,13 @@ void TrainingPanel::start(Job job) {
     epochOffset_ = lastEpoch_;
     // ...or from the steps of the checkpoint a Fit in processes handed back, which go on from
     // the studio's own (charted up to lastStep_): the next step was drawn twice as far right.
+    // The same for its epochs: a trial's Fit after a Fit in processes numbered its epoch 15 for
+    // 8 (the checkpoint's 7 counted on top of the 7 charted).
     if (!load && !req.resumeFrom.empty())
-      if (auto c = readCheckpointCounters(req.resumeFrom); c.ok())
+      if (auto c = readCheckpointCounters(req.resumeFrom); c.ok()) {
         stepOffset_ = std::max<qint64>(0, lastStep_ - c->trainSteps);
+        epochOffset_ = std::max<qint64>(0, lastEpoch_ - c->epoch);
+      }
     req.document = std::make_shared<const Graph>(model_->graph());
     awaitingTrainer_ = true;
   }

@@ -2532,6 +2532,14 @@ class StudioTest : public QObject {
       const auto pts = train->points();
       QCOMPARE(pts.last().x(), pts[pts.size() - 2].x() + 1);
     }
+    // A Fit in the studio after it numbers its epoch 4: a trial's was numbered by the
+    // checkpoint's epochs on top of the ones charted (15 for 8).
+    panel->processesBox()->setValue(1);
+    panel->epochsBox()->setValue(1);
+    panel->fitButton()->click();
+    QVERIFY(waitIdle(panel));
+    QVERIFY2(panel->lastError().isEmpty(), qPrintable(panel->lastError()));
+    QVERIFY2(panel->lossChart()->title().contains(" of 4"), qPrintable(panel->lossChart()->title()));
 
     // Stop: after the first epoch line of a long run.
     panel->processesBox()->setValue(2);
