@@ -368,7 +368,22 @@ class Lowering {
       outputs.push_back(used ? g_.tensorName({n.id, p}) : "");
     }
     while (!outputs.empty() && outputs.back().empty()) outputs.pop_back();
-    outputs.resize(std::max<size_t>(outputs.size(), n.outputArity));
+    size_t arity = n.outputArity;
+    // A BatchNormalization outputs its running statistics in training mode alone: one switched
+    // to inference (training_mode 0, as the hint for torch's training exports advises) keeps
+    // just Y where nothing reads them, or the file is invalid (a trial followed the hint, and
+    // training failed).
+    if (n.type == "BatchNormalization" && (n.domain.empty() || n.domain == kOnnxDomain))
+      if (auto mode = g_.param(n.id, "training_mode"); !mode || mode->asInt() == 0) {
+        bool read = false;
+        for (int p = 1; p < g_.outputPortCount(n.id); ++p)
+          read = read || !g_.outputLinks(n.id, p).empty();
+        if (!read) {
+          arity = std::min<size_t>(arity, 1);
+          outputs.resize(std::min<size_t>(outputs.size(), 1));
+        }
+      }
+    outputs.resize(std::max(outputs.size(), arity));
     for (const auto& out : outputs) np->add_output(out);
     for (const auto& [name, value] : n.params)
       *np->add_attribute() = attributeFromParam(name, value);

@@ -3,12 +3,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "graphs/graph.h"
 
 namespace dw::cli {
 
@@ -48,6 +52,36 @@ inline std::string printableText(const std::string& text) {
 // accelerator ...\ndistributed: ..."), which hid the studio's cue that a run had started.
 inline void note(const std::string& line) {
   std::cerr << ("deepwire: " + line + "\n") << std::flush;
+}
+
+// Hints as lines, the nodes given the same advice in one (a trial's MobileNetV2 exported in
+// training mode printed the BatchNormalization hint 53 times on every import and train): the
+// first node's line, then how many more and which.
+inline std::vector<std::string> groupedHints(const std::vector<Problem>& hints) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // advice, nodes
+  for (const auto& h : hints) {
+    const size_t colon = h.message.find(": ");
+    const std::string who = colon == std::string::npos ? "" : h.message.substr(0, colon);
+    const std::string advice =
+        colon == std::string::npos ? h.message : h.message.substr(colon + 2);
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& e) { return e.first == advice; });
+    if (g == groups.end())
+      groups.push_back({advice, {who}});
+    else
+      g->second.push_back(who);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [advice, who] : groups) {
+    std::string line = (who[0].empty() ? "" : who[0] + ": ") + advice;
+    if (who.size() > 1) {
+      line += " (the same for " + std::to_string(who.size() - 1) + " more: ";
+      for (size_t i = 1; i < who.size() && i <= 4; ++i) line += (i > 1 ? ", " : "") + who[i];
+      line += who.size() > 5 ? ", ...)" : ")";
+    }
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 // Prints "deepwire: error: ..." on stderr and returns `code` for the process exit status.

@@ -372,8 +372,8 @@ int runCheck(const std::string& path) {
     if (!g.ok()) return fail(g.message());
     for (const auto& p : g->validate()) problems.push_back(p.message);
     // Hints do not make the project invalid: on stderr, so that stdout stays one line per problem.
-    for (const auto& h : g->hints())
-      std::cerr << printableText(path + ": hint: " + h.message) << "\n";
+    for (const auto& h : groupedHints(g->hints()))
+      std::cerr << printableText(path + ": hint: " + h) << "\n";
     if (problems.empty()) {
       auto m = exportOnnx(*g);
       if (!m.ok()) problems.push_back(m.message());
@@ -572,7 +572,7 @@ void registerGraphCommands(CLI::App& app, int& exitCode) {
                   << count(static_cast<int64_t>(problems.size()), "problem", "problems")
                   << " of the model; `deepwire check " << *out
                   << "` lists them, and the studio shows them on the nodes\n";
-      for (const auto& h : g->hints()) note("hint: " + printableText(h.message));
+      for (const auto& h : groupedHints(g->hints())) note("hint: " + printableText(h));
       for (const auto& d : dataNotes) note(printableText(d));
       if (!setup->loss.empty())
         std::cout << "  trainable: loss " << setup->loss << " against input 'label'"

@@ -341,7 +341,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   // Once for the job: every rank chose the same device the same way.
   if (!tr.notice().empty() && (!comm || comm->rank() == 0)) note(tr.notice());
   if (!comm || comm->rank() == 0) {
-    for (const auto& h : st.graph.hints()) note("hint: " + h.message);
+    for (const auto& h : groupedHints(st.graph.hints())) note("hint: " + h);
     if (!kept.empty()) note(kept);
   }
   if (!a.resume.empty()) {
@@ -614,6 +614,9 @@ int evalCommand(const TrainArgs& a) {
   auto s = prepare(a);
   if (!s) return fail(s.message());
   Trainer& tr = *s->trainer;
+  // What train says of the model holds for its scores too (a normalization in training mode
+  // makes them depend on the batch size).
+  for (const auto& h : groupedHints(s->graph.hints())) note("hint: " + h);
   if (a.checkpoint.empty())
     std::cerr << "deepwire: no --checkpoint: evaluating the weights the project holds (its "
                  "layers' seeds where it holds none)\n";

@@ -164,6 +164,56 @@ TEST(Export, SparseLossesNeedClasses) {
   EXPECT_NE(m.message().find("MeanSquaredError"), std::string::npos) << m.message();
 }
 
+// A BatchNormalization imported in training mode (torch's training export: three outputs) and
+// switched to inference, as the hint advises, exports with Y alone: it kept the running
+// statistics' outputs, which ONNX refuses outside training mode (a trial followed the hint and
+// training failed).
+TEST(Export, BatchNormalizationSwitchedToInferenceDropsItsStatistics) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(15);
+  auto* g = m.mutable_graph();
+  g->set_name("bn");
+  auto typed = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  typed(g->add_input(), "x", {2, 3, 4, 4});
+  for (const char* w : {"scale", "bias", "mean", "var"}) {
+    auto* t = g->add_initializer();
+    t->set_name(w);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(3);
+    for (int i = 0; i < 3; ++i) t->add_float_data(1.0f);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("BatchNormalization");
+  n->set_name("bn");
+  for (const char* in : {"x", "scale", "bias", "mean", "var"}) n->add_input(in);
+  for (const char* out : {"y", "running_mean", "running_var"}) n->add_output(out);
+  auto* mode = n->add_attribute();
+  mode->set_name("training_mode");
+  mode->set_type(onnx::AttributeProto::INT);
+  mode->set_i(1);
+  typed(g->add_output(), "y", {2, 3, 4, 4});
+  auto imported = importOnnx(m, "bn.onnx");
+  ASSERT_TRUE(imported.ok()) << imported.message();
+  Graph& graph = *imported;
+  NodeId bn = 0;
+  for (const auto& [id, node] : graph.nodes())
+    if (node.type == "BatchNormalization") bn = id;
+  ASSERT_NE(bn, 0);
+  ASSERT_TRUE(graph.setParam(bn, "training_mode", Param::makeInt(0)).ok());
+  ExportOptions opt;
+  opt.check = CheckLevel::Full;
+  auto out = exportOnnx(graph, opt);
+  ASSERT_TRUE(out.ok()) << out.message();
+  for (const auto& node : out->graph().node())
+    if (node.op_type() == "BatchNormalization") EXPECT_EQ(node.output_size(), 1);
+}
+
 TEST(Export, ExamplesExportCleanly) {
   for (const char* name : {"fashion_mnist_mlp.dwproj", "fashion_mnist_cnn.dwproj"}) {
     auto g = loadProject(example(name));
