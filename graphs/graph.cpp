@@ -661,10 +661,30 @@ std::vector<Problem> Graph::hints() const {
     const Param value = set != n.params.end()
                             ? set->second
                             : fromLogits->defaultValue.value_or(Param::makeBool(false));
-    if (value.asBool()) continue;
     const auto link = inputLink(id, 0);
     const Node* from = link ? node(link->from.node) : nullptr;
     if (!from) continue;
+    if (value.asBool()) {
+      // The other way round: probabilities taken for logits are squashed a second time (a
+      // trial's model ending in Softmax, imported --from-logits, sat at ln 10).
+      const auto act = param(from->id, "activation");
+      const bool onnx = from->domain.empty() || from->domain == "ai.onnx";
+      const std::string squash =
+          act && act->type == ParamType::String &&
+                  (act->asString() == "softmax" || act->asString() == "sigmoid")
+              ? "activation " + act->asString()
+          : onnx && (from->type == "Softmax" || from->type == "Sigmoid") ? from->type
+          : from->domain == kLayersDomain && (from->type == "SoftMax" || from->type == "Sigmoid")
+              ? from->type
+              : "";
+      if (!squash.empty())
+        hints.push_back({id, describe(id) + ": loss " + lossType->asString() +
+                                 " takes raw scores (from_logits is on), but " +
+                                 describe(from->id) + " gives probabilities (" + squash +
+                                 "): they are squashed twice, and training barely learns. Turn "
+                                 "from_logits off, or take the scores from before it"});
+      continue;
+    }
     // Unnormalized scores: a Keras-style layer whose activation is neither softmax nor
     // sigmoid, or an ONNX product or sum.
     std::string gives, fix;

@@ -376,6 +376,15 @@ TEST(UtilityNodes, NonLogitsLossOnRawScoresGetsAHint) {
   EXPECT_NE(hints[0].message.find("(activation linear)"), std::string::npos) << hints[0].message;
   ASSERT_TRUE(g->setParam(dense, "activation", Param::makeString("softmax")).ok());
   EXPECT_TRUE(g->hints().empty());
+  // The other way round: probabilities taken for logits are squashed twice (a trial's model
+  // ending in Softmax, imported --from-logits, sat at ln 10).
+  ASSERT_TRUE(g->setParam(train, "from_logits", Param::makeBool(true)).ok());
+  hints = g->hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_NE(hints[0].message.find("from_logits is on"), std::string::npos) << hints[0].message;
+  EXPECT_NE(hints[0].message.find("(activation softmax): they are squashed twice"),
+            std::string::npos)
+      << hints[0].message;
 }
 
 // A BatchNormalization left in training mode (torch's training export) normalizes each batch by
