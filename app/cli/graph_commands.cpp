@@ -252,10 +252,22 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
         g.setParam(train, "from_logits", Param::makeBool(true)).withContext("--from-logits"));
   DW_RETURN_IF_ERROR(g.addLink({from->from, {train, 0}}));
   // The prediction's type with a free batch: the target of a loss that compares values.
-  const std::string labelType = !t.labels.empty() ? t.labels
-                                : t.loss.rfind("Sparse", 0) == 0 || predType.empty()
-                                    ? "int64[N]"
-                                    : withFreeBatch(predType);
+  std::string labelType = !t.labels.empty() ? t.labels
+                          : t.loss.rfind("Sparse", 0) == 0 || predType.empty()
+                              ? "int64[N]"
+                              : withFreeBatch(predType);
+  // Class indices of more than one a sample (a tagger's [N, T] for its [N, T, classes]) take
+  // the label file's shape: int64[N] failed with "the target rank 1", with no word of --labels.
+  if (t.labels.empty() && t.loss.rfind("Sparse", 0) == 0)
+    for (const std::string& pair : t.train)
+      if (pair.rfind("label=", 0) == 0) {
+        DataFileSpec probe;
+        probe.input = "label";
+        probe.path = pair.substr(6);
+        if (auto stored = storedType(probe, ""); stored.ok() && stored->sampleShape.size() >= 1 &&
+                                                 stored->sampleShape != std::vector<int64_t>{1})
+          labelType = inputTypeText(engine::DType::kInt64, stored->sampleShape);
+      }
   auto label = g.addNode(kGraphDomain, "Input", {out.position.x, out.position.y + 160});
   if (!label) return label.status();
   DW_RETURN_IF_ERROR(g.rename(*label, "label"));

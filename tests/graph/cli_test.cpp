@@ -676,6 +676,57 @@ TEST(Cli, LocalFunctionsImportAsTheirBodies) {
   EXPECT_EQ(code, 0);
 }
 
+// Class indices per time step (a tagger: [N, T] labels for [N, T, classes] scores) give the
+// label input the label file's shape: it was int64[N], and training failed on the ranks.
+TEST(Cli, ImportWithALossTakesTheLabelFilesShape) {
+  auto dir = test::tempDir();
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("tagger");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {-1, 7, 4}) {
+    auto* dim = tt->mutable_shape()->add_dim();
+    if (d < 0)
+      dim->set_dim_param("N");
+    else
+      dim->set_dim_value(d);
+  }
+  auto* w = g->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->add_dims(5);
+  for (int i = 0; i < 20; ++i) w->add_float_data(0.05f * static_cast<float>(i % 7) - 0.1f);
+  auto* n = g->add_node();
+  n->set_op_type("MatMul");
+  n->add_input("x");
+  n->add_input("W");
+  n->add_output("logits");
+  g->add_output()->set_name("logits");
+  const std::string model = (dir / "tagger.onnx").string(), xs = (dir / "x.npy").string(),
+                    ys = (dir / "y.npy").string(), project = (dir / "tagger.dwproj").string();
+  ASSERT_TRUE(writeOnnxFile(m, model).ok());
+  writeFloatNpy(xs, {16, 7, 4});
+  writeNpyFile(ys, {16, 7}, "<i8", [](int64_t i) {
+    const int64_t v = i % 5;
+    return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+  });
+  int code = 0;
+  std::string out = run("import " + model + " -o " + project +
+                            " --loss SparseCategoricalCrossentropy --from-logits --data x=" + xs +
+                            " --data label=" + ys + " 2>&1",
+                        &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("input 'label' takes int64[N,7]: it fits"), std::string::npos) << out;
+  out = run("train " + project + " --epochs 1 --batch-size 4 --quiet 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+}
+
 // Two inputs that name their batch alike and are given different batches are told so by name
 // (the run failed at the first node that met both, "shapes cannot be broadcast together").
 TEST(Cli, RunSaysWhichInputsDisagreeOnADimension) {
