@@ -260,8 +260,8 @@ Status addTraining(Graph& g, const TrainingSetup& t, const std::string& baseDir,
   // the label file's shape: int64[N] failed with "the target rank 1", with no word of --labels.
   if (t.labels.empty() && t.loss.rfind("Sparse", 0) == 0)
     for (const std::string& pair : t.train)
-      if (pair.rfind("label=", 0) == 0) {
-        DataFileSpec probe;
+      if (pair.rfind("label=", 0) == 0 && (pair.ends_with(".npy") || pair.ends_with(".pb"))) {
+        DataFileSpec probe;  // an array file (a table's label column is one value a row)
         probe.input = "label";
         probe.path = pair.substr(6);
         if (auto stored = storedType(probe, ""); stored.ok() && stored->sampleShape.size() >= 1 &&
