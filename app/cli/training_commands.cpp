@@ -343,6 +343,9 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
   if (!comm || comm->rank() == 0) {
     for (const auto& h : groupedHints(st.graph.hints())) note("hint: " + h);
     if (!kept.empty()) note(kept);
+    if (st.config.optimizer.lr == 0)
+      note("the learning rate is 0: the trainable weights will not change (normalization "
+           "statistics still do)");
   }
   if (!a.resume.empty()) {
     Status ls = tr.loadCheckpoint(a.resume);

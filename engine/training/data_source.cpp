@@ -192,7 +192,9 @@ Status checkStoredValues(const Tensor& t, const DataFileSpec& spec, const std::s
   const int64_t perSample = t.rank() > 0 && t.dim(0) > 0 ? t.size() / t.dim(0) : 1;
   auto where = [&](int64_t i) {
     return "sample " + std::to_string(i / std::max<int64_t>(1, perSample)) +
-           (perSample > 1 ? " (its value " + std::to_string(i % perSample) + ")" : std::string());
+           (perSample > 1 ? ", value " + std::to_string(i % perSample) + " of its " +
+                                std::to_string(perSample)
+                          : std::string());
   };
   auto scan = [&](const auto* v) -> Status {
     for (int64_t i = 0; i < t.size(); ++i) {

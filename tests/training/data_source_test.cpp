@@ -163,12 +163,12 @@ TEST(DataSource, NonFiniteValuesAndFractionalLabelsAreRefused) {
   ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
   auto nan = loadDataset({xs, ys}, dir, 0);
   ASSERT_FALSE(nan.ok());
-  EXPECT_NE(nan.message().find("x.npy: sample 3 (its value 1) is NaN"), std::string::npos)
+  EXPECT_NE(nan.message().find("x.npy: sample 3, value 1 of its 2 is NaN"), std::string::npos)
       << nan.message();
   x[7] = 0.5f;
   x[0] = std::numeric_limits<float>::infinity();
   ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
-  EXPECT_NE(loadDataset({xs, ys}, dir, 0).message().find("sample 0 (its value 0) is infinite"),
+  EXPECT_NE(loadDataset({xs, ys}, dir, 0).message().find("sample 0, value 0 of its 2 is infinite"),
             std::string::npos);
   x[0] = 0.5f;
   ASSERT_TRUE(writeNpy(dir + "/x.npy", Tensor::fromVector(x, {6, 2})).ok());
