@@ -109,6 +109,9 @@ Status writeFileAtomic(const std::string& path, const std::string& bytes) {
   if (dir.empty()) dir = ".";
   std::random_device rd;
   const fs::path tmp = dir / ("." + target.filename().string() + ".tmp" + std::to_string(rd()));
+  std::error_code ec;
+  // Said only where there is an original to keep.
+  const std::string kept = fs::exists(target, ec) ? "; the original is untouched" : "";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) return Status::error(path + ": cannot write (" + std::strerror(errno) + ")");
   size_t done = 0;
@@ -119,19 +122,19 @@ Status writeFileAtomic(const std::string& path, const std::string& bytes) {
       const std::string err = std::strerror(errno);
       ::close(fd);
       ::unlink(tmp.c_str());
-      return Status::error(path + ": write failed (" + err + "); the original is untouched");
+      return Status::error(path + ": write failed (" + err + ")" + kept);
     }
     done += static_cast<size_t>(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
-    return Status::error(path + ": write failed (" + err + "); the original is untouched");
+    return Status::error(path + ": write failed (" + err + ")" + kept);
   }
   if (::rename(tmp.c_str(), target.c_str()) != 0) {
     const std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
-    return Status::error(path + ": cannot replace (" + err + "); the original is untouched");
+    return Status::error(path + ": cannot replace (" + err + ")" + kept);
   }
   return Status();
 }

@@ -528,6 +528,25 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     else
       std::cout << text << "\n";
   };
+  // A write that fails after training (a full disk) does not take the training with it: the
+  // message says where the weights are, in a checkpoint written for them if there was none (a
+  // trial's three epochs were lost to a full disk at --save-project).
+  auto writeFailed = [&](const Status& failed) {
+    std::string where;
+    if (!a.checkpoint.empty()) {
+      where = "; the trained weights are in the checkpoint " + a.checkpoint;
+    } else {
+      for (const auto& dir : {std::filesystem::absolute(a.project).parent_path() / "deepwire-rescue",
+                              std::filesystem::temp_directory_path() /
+                                  ("deepwire-rescue-" + std::to_string(::getpid()))})
+        if (tr.saveCheckpoint(dir.string()).ok()) {
+          where = "; the trained weights are kept in the checkpoint " + dir.string() +
+                  " (train --resume " + dir.string() + " --save-project FILE writes them out)";
+          break;
+        }
+    }
+    return fail(failed.message() + where, 2);
+  };
   if (!a.exportOnnx.empty()) {
     auto m = tr.exportInference();
     if (!m) return fail(m.message());
@@ -536,12 +555,12 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
       if (!cs.ok()) return fail(cs.message());
     }
     Status ws = writeOnnxFile(*m, a.exportOnnx);
-    if (!ws.ok()) return fail(ws.message(), 2);
+    if (!ws.ok()) return writeFailed(ws);
     wrote(a.exportOnnx, "inference model", "exported " + a.exportOnnx);
   }
   if (!a.saveProject.empty()) {
     Status ss = saveTrainedProject(st, a.saveProject, a.project);
-    if (!ss.ok()) return fail(ss.message(), 2);
+    if (!ss.ok()) return writeFailed(ss);
     wrote(a.saveProject, "project with the trained weights",
           "saved " + a.saveProject + " (with the trained weights)");
   }
@@ -549,7 +568,7 @@ int train(const TrainArgs& args, const std::shared_ptr<distributed::Communicator
     auto m = tr.exportTraining();
     if (!m) return fail(m.message());
     Status ws = writeOnnxFile(*m, a.exportTraining);
-    if (!ws.ok()) return fail(ws.message(), 2);
+    if (!ws.ok()) return writeFailed(ws);
     wrote(a.exportTraining, "training model",
           "exported " + a.exportTraining + " (with training info)");
   }
