@@ -650,6 +650,17 @@ std::vector<Problem> Graph::hints() const {
                                      "dropout on by itself)"});
         }
   }
+  // TF32 is a tensor-core format: on any other device the first step refused it, while the
+  // canvas said "valid" (a trial met it at Train Step).
+  for (const auto& [id, n] : nodes_)
+    if (n.domain == kGraphDomain && n.type == "Accelerator") {
+      const auto device = param(id, "device"), precision = param(id, "precision");
+      if (precision && precision->asString() == "tf32" && device &&
+          device->asString().rfind("cuda", 0) != 0 && device->asString() != "auto")
+        hints.push_back({id, describe(id) + ": precision tf32 runs on accelerator cuda only; on " +
+                                 device->asString() +
+                                 " choose fp32 or bf16 (training refuses tf32 there)"});
+    }
   for (const auto& [id, n] : nodes_) {
     if (n.domain != kLayersDomain || n.type != "Output Train") continue;
     const auto lossType = param(id, "loss");

@@ -41,8 +41,13 @@ void printModelSummary(const onnx::ModelProto& m, const std::string& path) {
             << count(params, "parameter", "parameters") << ", " << humanBytes(double(bytes))
             << ")\n"
             << "  opset: " << opset << ", IR version " << m.ir_version() << "\n";
-  for (const auto& in : m.graph().input()) std::cout << "  input  " << in.name() << "\n";
-  for (const auto& out : m.graph().output()) std::cout << "  output " << out.name() << "\n";
+  // With their types: an export with the data conversion takes the data as stored (uint8
+  // pixels where the model takes floats), which a trial found only by feeding it the wrong one.
+  auto typed = [](const onnx::ValueInfoProto& v) {
+    return v.has_type() ? v.name() + ": " + formatType(v.type()) : v.name();
+  };
+  for (const auto& in : m.graph().input()) std::cout << "  input  " << typed(in) << "\n";
+  for (const auto& out : m.graph().output()) std::cout << "  output " << typed(out) << "\n";
   std::cout << "  written to " << std::filesystem::absolute(path).string() << "\n";
 }
 

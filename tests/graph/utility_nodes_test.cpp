@@ -387,6 +387,23 @@ TEST(UtilityNodes, NonLogitsLossOnRawScoresGetsAHint) {
       << hints[0].message;
 }
 
+// TF32 on a device other than cuda is a hint on the Accelerator node while the canvas is
+// edited, not a surprise at the first step.
+TEST(UtilityNodes, Tf32OffCudaGetsAHint) {
+  Graph g;
+  auto acc = g.addNode(kGraphDomain, "Accelerator");
+  ASSERT_TRUE(acc.ok()) << acc.message();
+  EXPECT_TRUE(g.hints().empty());
+  ASSERT_TRUE(g.setParam(*acc, "precision", Param::makeString("tf32")).ok());
+  auto hints = g.hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_NE(hints[0].message.find("precision tf32 runs on accelerator cuda only"),
+            std::string::npos)
+      << hints[0].message;
+  ASSERT_TRUE(g.setParam(*acc, "device", Param::makeString("cuda")).ok());
+  EXPECT_TRUE(g.hints().empty());
+}
+
 // A BatchNormalization left in training mode (torch's training export) normalizes each batch by
 // itself in every export: a hint says so, and goes once the mode is 0.
 TEST(UtilityNodes, BatchNormalizationInTrainingModeGetsAHint) {
