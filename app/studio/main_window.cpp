@@ -1369,6 +1369,9 @@ bool MainWindow::findNext(int step) {
            std::tie(nb, b->position.x, b->position.y, b->id);
   });
   if (matches.empty()) {
+    // The match of a shorter query stayed selected, as if it were this one's.
+    scene_->clearSelection();
+    lastFound_ = 0;
     findCount_->setText(tr("no match"));
     showStatus(tr("No node's name or type contains \"%1\"").arg(q));
     return false;

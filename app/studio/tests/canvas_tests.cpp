@@ -800,6 +800,8 @@ class CanvasTest : public QObject {
     QTest::keyClicks(edit, "no such node");
     QVERIFY(!w.findNext());
     QVERIFY2(w.statusMessage().contains("No node"), qPrintable(w.statusMessage()));
+    // ... and nothing stays selected as if it matched (a shorter query's match did).
+    QVERIFY(w.scene()->selectedNodes().empty());
     // Typed on to a match, the miss is no longer what the bar says.
     edit->clear();
     QTest::keyClicks(edit, "relu");
