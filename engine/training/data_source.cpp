@@ -618,6 +618,7 @@ Result<SourceSummary> inspectSource(const DataFileSpec& spec, const std::string&
     if (!info) return info.status();
     s.classes = info->classes;
     s.samples = info->samples;
+    s.otherSize = info->otherSize;
     if (spec.imageTakeLabel) {
       s.dtype = DType::kInt64;
       s.labelCounts = info->countPerClass;
@@ -833,6 +834,11 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
   const auto [dtype, shape] = convertedType(src, spec);
   const std::string data = fileName(src.path) + " gives " + inputTypeText(dtype, shape);
   const std::string wants = "input '" + input.name + "' takes " + input.typeText;
+  // Images of several sizes stack only once resized to one.
+  if (src.format == "images" && !spec.imageTakeLabel && !src.otherSize.empty() &&
+      (spec.imageHeight <= 0 || spec.imageWidth <= 0))
+    return fileName(src.path) + ": the images differ in size (" + src.otherSize +
+           "): set a height and width to resize them to";
   // A reshape already in the project that moves the channels (one an earlier version proposed).
   if (spec.reshapes() && channelsMoved(src.sampleShape, spec.shape))
     return fileName(src.path) + " holds " + inputTypeText(src.dtype, src.sampleShape) +
@@ -900,8 +906,11 @@ Proposal proposeConversion(const SourceSummary& src, const DataFileSpec& current
     const size_t r = want.size();
     const int64_t h = want[r - 2], w = want[r - 1];
     const int64_t c = r >= 3 ? want[r - 3] : 1;
+    // A folder of mixed sizes is resized even where its first image has the input's size.
+    const bool mixed = !src.otherSize.empty() && (s.imageHeight <= 0 || s.imageWidth <= 0);
     if (h > 0 && w > 0 && (s.imageHeight != h || s.imageWidth != w) &&
-        (src.sampleShape.size() != 3 || src.sampleShape[1] != h || src.sampleShape[2] != w)) {
+        (mixed || src.sampleShape.size() != 3 || src.sampleShape[1] != h ||
+         src.sampleShape[2] != w)) {
       s.imageHeight = h;
       s.imageWidth = w;
       steps.push_back("resize to " + std::to_string(h) + "x" + std::to_string(w));

@@ -139,6 +139,7 @@ struct SourceSummary {
   DType dtype = DType::kUndefined;
   std::vector<std::string> csvColumns;  // CSV: the header's names (or column numbers)
   std::vector<std::string> classes;     // image folders: the class subfolders
+  std::string otherSize;                // image folders: an image of another size, if any
   std::vector<int64_t> labelCounts;     // integer class data: samples per class 0..K-1
   Tensor preview;                       // up to 16 samples as stored (images: [n, C, H, W])
   std::vector<std::vector<std::string>> previewRows;  // CSV: the first rows, as text

@@ -35,6 +35,9 @@ struct ImageFolderInfo {             // from the file headers only: fast, decode
   int64_t firstHeight = 0, firstWidth = 0, firstChannels = 0;  // of the first image (after the
                                                                // palette/alpha rules above)
   std::vector<std::string> firstFiles;  // up to 16 paths in sample order, for previews
+  // An image of another size than the first ("b/001.png is 40x30"), from the headers of up to
+  // 2000 files spread over the folder; empty where they agree. Such a folder needs a resize.
+  std::string otherSize;
 };
 
 struct ImageFolderData {

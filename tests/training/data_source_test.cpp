@@ -323,6 +323,30 @@ TEST(DataSource, ChannelsLastImagesAreNotReshapedIntoChannelsFirst) {
   EXPECT_TRUE(proposeConversion(src, DataFileSpec{}, grey).fits);
 }
 
+// A folder of images of several sizes is resized to the input's (it showed as fitting, from its
+// first image, and failed at the first batch): inspect finds another size, the proposal resizes,
+// and without a size the fit says to set one.
+TEST(DataSource, MixedImageSizesAreResized) {
+  using namespace dw::engine::training;
+  using dw::engine::DType;
+  SourceSummary src;
+  src.path = "/data/pictures";
+  src.format = "images";
+  src.samples = 4;
+  src.sampleShape = {3, 50, 50};
+  src.dtype = DType::kUInt8;
+  src.otherSize = "/data/pictures/b/1.png is 40x30, /data/pictures/a/0.png 50x50";
+  DataInput in{"image", DType::kFloat, {-1, 3, 50, 50}, false, "float[N,3,50,50]"};
+  DataFileSpec keep;
+  keep.input = "image";
+  const std::string misfit = checkFit(src, keep, in);
+  EXPECT_NE(misfit.find("the images differ in size"), std::string::npos) << misfit;
+  const Proposal p = proposeConversion(src, keep, in);
+  EXPECT_TRUE(p.fits) << p.message;
+  EXPECT_EQ(p.spec.imageHeight, 50);
+  EXPECT_EQ(p.spec.imageWidth, 50);
+}
+
 // A serialized TensorProto (.pb, as the ONNX test data stores a model's inputs) is a source like
 // an NPY file: a trial's Data dock could not tell its format from the name.
 TEST(DataSource, TensorProtoFilesAreSources) {

@@ -382,6 +382,10 @@ TEST_F(ImageFolderTest, ResizeBilinearAndAreaByHand) {
 TEST_F(ImageFolderTest, ResizeMakesMixedSizesOneBatchAndMismatchNamesBothFiles) {
   png("k/a.png", 4, 4, PNG_FORMAT_GRAY, Pixels(16, 7));
   png("k/b.png", 6, 2, PNG_FORMAT_GRAY, Pixels(12, 9));
+  // The headers tell before anything is decoded (the Data panel showed such a folder as fitting).
+  auto info = inspectImageFolder(dir_.string());
+  ASSERT_TRUE(info.ok()) << info.message();
+  expectMentions(info->otherSize, path("k/b.png") + " is 6x2");
   auto d = readImageFolder(dir_.string());
   ASSERT_FALSE(d.ok());
   expectMentions(d.message(), path("k/b.png"));
