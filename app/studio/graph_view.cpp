@@ -124,7 +124,13 @@ void GraphView::keyReleaseEvent(QKeyEvent* e) {
 
 void GraphView::fitToView(qreal minZoom) {
   pendingFit_ = minZoom;
-  QRectF r = scene_->itemsBoundingRect();
+  // The nodes' extent: a link looping back from the far end of a graph swings out past every
+  // node, and a view at a readable zoom anchored on the links' corner showed an empty canvas (an
+  // imported transformer opened on nothing).
+  QRectF r;
+  for (QGraphicsItem* item : scene_->items())
+    if (item->type() == NodeItem::Type) r = r.united(item->sceneBoundingRect());
+  if (r.isEmpty()) r = scene_->itemsBoundingRect();
   if (r.isEmpty()) {
     resetTransform();
     centerOn(0, 0);

@@ -230,6 +230,37 @@ class CanvasTest : public QObject {
     QCOMPARE(w.model()->graph().inputLink(out, 0), std::optional<dw::Link>({{sig, 0}, {out, 0}}));
   }
 
+  // A graph opened at a readable zoom shows its first nodes: the view was anchored on the
+  // corner of every item, and a link looping back from the far end of a wide graph put that
+  // corner in empty canvas (an imported transformer opened on nothing).
+  void readableFitShowsTheFirstNodes() {
+    MainWindow w(false);
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const dw::NodeId first = addInput(w, "float[N,4]", 0, 0);
+    dw::NodeId prev = first;
+    for (int i = 1; i <= 40; ++i) {  // far wider than the view at a readable zoom
+      const dw::NodeId relu = addNode(w, "ai.onnx", "Relu", 600.0 * i, 0);
+      QVERIFY(w.model()->connectPorts({{prev, 0}, {relu, 0}}).ok());
+      prev = relu;
+    }
+    // The last node's output back into an Add beside the first: a long backward link.
+    const dw::NodeId add = addNode(w, "ai.onnx", "Add", 0, 300);
+    QVERIFY(w.model()->connectPorts({{first, 0}, {add, 0}}).ok());
+    QVERIFY(w.model()->connectPorts({{prev, 0}, {add, 1}}).ok());
+    QApplication::processEvents();
+    w.view()->fitToView(dw::studio::GraphView::kReadableZoom);
+    QApplication::processEvents();
+    const QRectF seen = w.view()->mapToScene(w.view()->viewport()->rect()).boundingRect();
+    QVERIFY2(seen.intersects(w.scene()->nodeItem(first)->sceneBoundingRect()),
+             qPrintable(QStringLiteral("view %1,%2 %3x%4")
+                            .arg(seen.x())
+                            .arg(seen.y())
+                            .arg(seen.width())
+                            .arg(seen.height())));
+  }
+
   // Issue 16: new and pasted nodes landed on top of existing ones.
   void newAndPastedNodesLandOnFreeSpace() {
     MainWindow w(false);
