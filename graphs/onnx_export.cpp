@@ -151,7 +151,7 @@ class Lowering {
     DW_RETURN_IF_ERROR(inferOutputTypes(m));
     if (opt_.check != CheckLevel::None) {
       Status st = checkOnnxModel(m, opt_.check);
-      if (!st.ok()) return Status::error(attribute(st.message()));
+      if (!st.ok()) return Status::error(attribute(st.message()) + olderOpsetAdvice());
     }
     return m;
   }
@@ -707,7 +707,7 @@ class Lowering {
     if (!missing && !opt_.inferShapes) return Status();
     onnx::ModelProto inferred = m;
     if (Status st = inferShapesSafely(inferred, false, 0, false); !st.ok())
-      return Status::error(attribute(st.message()));
+      return Status::error(attribute(st.message()) + olderOpsetAdvice());
     std::map<std::string, const onnx::TypeProto*> known;
     for (const auto& vi : inferred.graph().value_info()) known[vi.name()] = &vi.type();
     for (const auto& vi : inferred.graph().input()) known[vi.name()] = &vi.type();
@@ -729,7 +729,7 @@ class Lowering {
         // the Output Train's missing type): strict inference names it.
         onnx::ModelProto strict = m;
         if (Status st = inferShapesSafely(strict, false, 1, false); !st.ok())
-          return Status::error(attribute(st.message()));
+          return Status::error(attribute(st.message()) + olderOpsetAdvice());
         NodeId id = 0;
         for (NodeId out : outputs_)
           if (g_.node(out)->name == o.name()) id = out;
@@ -749,6 +749,21 @@ class Lowering {
     return Status();
   }
 
+  // Layers, losses and metrics are written for ai.onnx opset 11 on: in an older model, what they
+  // lower to may not exist yet, and the checker's complaint about one of their nodes is that.
+  std::string olderOpsetAdvice() const {
+    const int opset = g_.opset(kOnnxDomain);
+    if (opset >= 11) return "";
+    for (NodeId id : ids_)
+      if (const std::string& d = g_.node(id)->domain;
+          d == kLayersDomain || d == kLossesDomain || d == kMetricsDomain)
+        return " (the model imports ai.onnx opset " + std::to_string(opset) +
+               ", and layers, losses and metrics are written for opset 11 or later: convert the "
+               "model to a later opset first, e.g. with onnx.version_converter.convert_version("
+               "model, 17))";
+    return "";
+  }
+
   // Names the editor node that a checker message is about.
   std::string attribute(const std::string& message) const {
     // A node the message names as one ("node 'fc1'") before any name it merely contains (the
@@ -758,6 +773,11 @@ class Lowering {
       if (!name.empty() && (message.find("node '" + name + "'") != std::string::npos ||
                             message.find("node name: " + name + ")") != std::string::npos))
         return g_.describe(id) + ": " + message;
+    // A node a layer or a loss lowered to: "node 'dense/Gemm_0'", "node 'out_loss/Clip_0'".
+    for (const auto& [id, name] : protoName_)
+      for (const char* tail : {"/", "_loss/"})
+        if (!name.empty() && message.find("node '" + name + tail) != std::string::npos)
+          return g_.describe(id) + ": " + message;
     NodeId best = 0;
     size_t bestLen = 0;
     for (const auto& [id, name] : protoName_)

@@ -727,6 +727,24 @@ TEST(Cli, ImportWithALossTakesTheLabelFilesShape) {
   EXPECT_EQ(code, 0) << out;
 }
 
+// Layers, losses and metrics are written for opset 11 on: in an older model the failure says so
+// and how to convert it (it named a lowered Clip's inputs alone).
+TEST(Cli, LossesInOlderOpsetsSayHowToConvert) {
+  const std::string model =
+      "/usr/share/libonnx-testdata/data/pytorch-converted/test_Sigmoid/model.onnx";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no ONNX backend test data";
+  auto dir = test::tempDir();
+  int code = 0;
+  const std::string out = run("import " + model + " -o " + (dir / "s.dwproj").string() +
+                                  " --loss BinaryCrossentropy 2>&1",
+                              &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("the model imports ai.onnx opset 6, and layers, losses and metrics are "
+                     "written for opset 11 or later"),
+            std::string::npos)
+      << out;
+}
+
 // Two inputs that name their batch alike and are given different batches are told so by name
 // (the run failed at the first node that met both, "shapes cannot be broadcast together").
 TEST(Cli, RunSaysWhichInputsDisagreeOnADimension) {
