@@ -676,38 +676,51 @@ TEST(Cli, LocalFunctionsImportAsTheirBodies) {
   EXPECT_EQ(code, 0);
 }
 
-// Class indices per time step (a tagger: [N, T] labels for [N, T, classes] scores) give the
-// label input the label file's shape: it was int64[N], and training failed on the ranks.
-TEST(Cli, ImportWithALossTakesTheLabelFilesShape) {
-  auto dir = test::tempDir();
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("tagger");
-  auto* x = g->add_input();
-  x->set_name("x");
-  auto* tt = x->mutable_type()->mutable_tensor_type();
+// A float value of `dims`, -1 standing for the batch (named N).
+void floatValue(onnx::ValueInfoProto* v, const std::string& name,
+                const std::vector<int64_t>& dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {-1, 7, 4}) {
+  for (int64_t d : dims) {
     auto* dim = tt->mutable_shape()->add_dim();
     if (d < 0)
       dim->set_dim_param("N");
     else
       dim->set_dim_value(d);
   }
+}
+
+// x (of `xDims`, its last k) -> MatMul with a [k, n] weight -> "logits": the small model other
+// tools' exports stand for in the import tests.
+onnx::ModelProto matMulModel(const std::vector<int64_t>& xDims, int64_t n) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("matmul");
+  floatValue(g->add_input(), "x", xDims);
   auto* w = g->add_initializer();
   w->set_name("W");
   w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(4);
-  w->add_dims(5);
-  for (int i = 0; i < 20; ++i) w->add_float_data(0.05f * static_cast<float>(i % 7) - 0.1f);
-  auto* n = g->add_node();
-  n->set_op_type("MatMul");
-  n->add_input("x");
-  n->add_input("W");
-  n->add_output("logits");
+  w->add_dims(xDims.back());
+  w->add_dims(n);
+  for (int64_t i = 0; i < xDims.back() * n; ++i)
+    w->add_float_data(0.05f * static_cast<float>(i % 7) - 0.1f);
+  auto* node = g->add_node();
+  node->set_op_type("MatMul");
+  node->add_input("x");
+  node->add_input("W");
+  node->add_output("logits");
   g->add_output()->set_name("logits");
+  return m;
+}
+
+// Class indices per time step (a tagger: [N, T] labels for [N, T, classes] scores) give the
+// label input the label file's shape: it was int64[N], and training failed on the ranks.
+TEST(Cli, ImportWithALossTakesTheLabelFilesShape) {
+  auto dir = test::tempDir();
+  const onnx::ModelProto m = matMulModel({-1, 7, 4}, 5);
   const std::string model = (dir / "tagger.onnx").string(), xs = (dir / "x.npy").string(),
                     ys = (dir / "y.npy").string(), project = (dir / "tagger.dwproj").string();
   ASSERT_TRUE(writeOnnxFile(m, model).ok());
@@ -735,9 +748,9 @@ TEST(Cli, LossesInOlderOpsetsSayHowToConvert) {
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "no ONNX backend test data";
   auto dir = test::tempDir();
   int code = 0;
-  const std::string out = run("import " + model + " -o " + (dir / "s.dwproj").string() +
-                                  " --loss BinaryCrossentropy 2>&1",
-                              &code);
+  const std::string out = run(
+      "import " + model + " -o " + (dir / "s.dwproj").string() + " --loss BinaryCrossentropy 2>&1",
+      &code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("the model imports ai.onnx opset 6, and layers, losses and metrics are "
                      "written for opset 11 or later"),
@@ -754,14 +767,7 @@ TEST(Cli, RunSaysWhichInputsDisagreeOnADimension) {
   m.add_opset_import()->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("sum");
-  for (const char* name : {"x1", "x2"}) {
-    auto* v = g->add_input();
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_param("N");
-    tt->mutable_shape()->add_dim()->set_dim_value(28);
-  }
+  for (const char* name : {"x1", "x2"}) floatValue(g->add_input(), name, {-1, 28});
   auto* n = g->add_node();
   n->set_op_type("Add");
   n->add_input("x1");
@@ -792,21 +798,14 @@ TEST(Cli, ImportWithALossKeepsTheOutputsOrder) {
   m.add_opset_import()->set_version(14);
   auto* g = m.mutable_graph();
   g->set_name("two_outputs");
-  auto typed = [](onnx::ValueInfoProto* v, const std::string& name) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    tt->mutable_shape()->add_dim()->set_dim_param("N");
-    tt->mutable_shape()->add_dim()->set_dim_value(3);
-  };
-  typed(g->add_input(), "x");
+  floatValue(g->add_input(), "x", {-1, 3});
   for (const auto& [op, out] :
        {std::pair<std::string, std::string>{"Identity", "cls"}, {"Neg", "reg"}}) {
     auto* n = g->add_node();
     n->set_op_type(op);
     n->add_input("x");
     n->add_output(out);
-    typed(g->add_output(), out);
+    floatValue(g->add_output(), out, {-1, 3});
   }
   const std::string model = (dir / "two.onnx").string(), project = (dir / "two.dwproj").string(),
                     exported = (dir / "exported.onnx").string();
@@ -840,29 +839,7 @@ TEST(Cli, ImportWithALossKeepsTheOutputsOrder) {
 // failed on the label's dtype).
 TEST(Cli, ImportWithALossReadsATableForEveryInput) {
   auto dir = test::tempDir();
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("linear");
-  auto* x = g->add_input();
-  x->set_name("x");
-  auto* xt = x->mutable_type()->mutable_tensor_type();
-  xt->set_elem_type(onnx::TensorProto::FLOAT);
-  xt->mutable_shape()->add_dim()->set_dim_param("N");
-  xt->mutable_shape()->add_dim()->set_dim_value(3);
-  auto* w = g->add_initializer();
-  w->set_name("W");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(3);
-  w->add_dims(2);
-  for (float v : {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}) w->add_float_data(v);
-  auto* n = g->add_node();
-  n->set_op_type("MatMul");
-  n->add_input("x");
-  n->add_input("W");
-  n->add_output("logits");
-  g->add_output()->set_name("logits");
+  const onnx::ModelProto m = matMulModel({-1, 3}, 2);
   const std::string model = (dir / "linear.onnx").string(), table = (dir / "t.csv").string();
   ASSERT_TRUE(writeOnnxFile(m, model).ok());
   std::string rows = "a,b,c,label\n";
