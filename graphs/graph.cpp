@@ -650,6 +650,27 @@ std::vector<Problem> Graph::hints() const {
                                      "dropout on by itself)"});
         }
   }
+  // torch's exporter merges initializers of equal values (LayerNorm's ones, zero biases) and
+  // hands each user an Identity of the one it keeps: deepwire trains that as one shared weight,
+  // as the file says, which PyTorch trained apart (a trial's transformer drifted from torch's
+  // loss from the second step).
+  for (const auto& [id, n] : nodes_) {
+    if (n.domain != kGraphDomain || n.type != "Initializer") continue;
+    const auto status = param(id, "status");
+    if (status && status->asString() != "Trainable") continue;
+    int identities = 0;
+    for (const Link& l : outputLinks(id, 0))
+      if (const Node* to = node(l.to.node);
+          to && (to->domain.empty() || to->domain == kOnnxDomain) && to->type == "Identity")
+        ++identities;
+    if (identities >= 2)
+      hints.push_back({id, describe(id) + ": it feeds " + std::to_string(identities) +
+                               " Identity nodes, which is how torch's exporter shares one "
+                               "initializer among weights of equal values (LayerNorm's ones, "
+                               "zero biases): training updates them as one weight, where PyTorch "
+                               "trained them apart. To train them apart, give each Identity's "
+                               "readers an Initializer of their own"});
+  }
   // TF32 is a tensor-core format: on any other device the first step refused it, while the
   // canvas said "valid" (a trial met it at Train Step).
   for (const auto& [id, n] : nodes_)

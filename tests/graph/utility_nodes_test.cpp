@@ -387,6 +387,28 @@ TEST(UtilityNodes, NonLogitsLossOnRawScoresGetsAHint) {
       << hints[0].message;
 }
 
+// An initializer shared through Identity nodes (torch's exporter merging weights of equal
+// values) gets a hint: deepwire trains it as one weight, PyTorch trained the copies apart.
+TEST(UtilityNodes, AnInitializerSharedThroughIdentitiesGetsAHint) {
+  Graph g;
+  auto w = g.addNode(kGraphDomain, "Initializer");
+  ASSERT_TRUE(w.ok()) << w.message();
+  ASSERT_TRUE(g.setParam(*w, "shape", Param::makeInts({4})).ok());
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto id = g.addNode(kOnnxDomain, "Identity");
+    ASSERT_TRUE(id.ok()) << id.message();
+    ASSERT_TRUE(g.addLink({{*w, 0}, {*id, 0}}).ok());
+    ids.push_back(*id);
+  }
+  auto hints = g.hints();
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_EQ(hints[0].node, *w);
+  EXPECT_NE(hints[0].message.find("feeds 2 Identity nodes"), std::string::npos) << hints[0].message;
+  ASSERT_TRUE(g.setParam(*w, "status", Param::makeString("Constant")).ok());
+  EXPECT_TRUE(g.hints().empty());  // a constant is not trained at all
+}
+
 // TF32 on a device other than cuda is a hint on the Accelerator node while the canvas is
 // edited, not a surprise at the first step.
 TEST(UtilityNodes, Tf32OffCudaGetsAHint) {
