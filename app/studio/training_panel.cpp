@@ -655,7 +655,7 @@ TrainingPanel::TrainingPanel(GraphModel* model, QWidget* parent)
   optimizer_ = new QComboBox;
   for (const char* o : {"sgd", "adam", "adamw", "adagrad", "rmsprop"}) optimizer_->addItem(o);
   schedule_ = new QComboBox;
-  for (const char* s : {"constant", "step", "warmup_linear", "cosine"}) schedule_->addItem(s);
+  for (const auto& s : scheduleTypes()) schedule_->addItem(qs(s));
   lr_ = new ScientificSpinBox;
   // Wide enough that a value is never clamped without a word (100000 became 10): an absurd
   // rate shows in the loss, and the divergence warning names it.

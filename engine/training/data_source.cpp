@@ -724,10 +724,15 @@ Result<StoredType> storedType(const DataFileSpec& spec, const std::string& baseD
   if (h->shape.size() > 1) out.sampleShape.assign(h->shape.begin() + 1, h->shape.end());
   if (out.format == "csv") {  // what readCsv makes of the columns the spec takes
     if (spec.csvTakeLabel) {
-      // As stored depends on the values: read the column (a label column is one number a row).
-      auto r = readCsv(path, csvOptions(spec));
-      if (!r) return r.status();
-      out.dtype = r->labels ? r->labels->dtype() : DType::kInt64;
+      // The spec's dtype where it names one; as stored, it depends on the values: then the
+      // column is read (a label column is one number a row).
+      const CsvOptions o = csvOptions(spec);
+      out.dtype = o.labelType;
+      if (o.labelType == DType::kUndefined) {
+        auto r = readCsv(path, o);
+        if (!r) return r.status();
+        out.dtype = r->labels ? r->labels->dtype() : DType::kInt64;
+      }
       out.sampleShape.clear();
     } else {
       const auto all = static_cast<int64_t>(h->csvColumns.size());
@@ -812,10 +817,10 @@ namespace {
 // CIFAR-like data trained on noise, every check saying it fit). A transpose is what they need.
 bool channelsMoved(const std::vector<int64_t>& stored, const std::vector<int64_t>& want) {
   if (stored.size() != 3 || want.size() != 3 || stored == want) return false;
-  const bool lastToFirst = stored[2] > 1 && stored[2] == want[0] && stored[0] == want[1] &&
-                           stored[1] == want[2];
-  const bool firstToLast = stored[0] > 1 && stored[0] == want[2] && stored[1] == want[0] &&
-                           stored[2] == want[1];
+  const bool lastToFirst =
+      stored[2] > 1 && stored[2] == want[0] && stored[0] == want[1] && stored[1] == want[2];
+  const bool firstToLast =
+      stored[0] > 1 && stored[0] == want[2] && stored[1] == want[0] && stored[2] == want[1];
   return lastToFirst || firstToLast;
 }
 
@@ -877,8 +882,8 @@ std::string checkFit(const SourceSummary& src, const DataFileSpec& spec, const D
   }
   for (size_t i = 0; i < want.size(); ++i)
     if (want[i] >= 0 && want[i] != shape[i]) {
-      if (channelsMoved(shape, want)) return data + " but " + wants + ": " +
-                                             channelsAdvice(shape, want);
+      if (channelsMoved(shape, want))
+        return data + " but " + wants + ": " + channelsAdvice(shape, want);
       if (fullyKnown(want) && numElements(want) == numElements(shape))
         return data + " but " + wants + ": reshape each sample to " + dimsText(want, false);
       return data + " but " + wants + ": " + std::to_string(numElements(shape)) +

@@ -34,6 +34,11 @@ double scheduledLr(const ScheduleConfig& s, double lr, int64_t step) {
   return lr;
 }
 
+const std::vector<std::string>& scheduleTypes() {
+  static const std::vector<std::string> types = {"constant", "step", "warmup_linear", "cosine"};
+  return types;
+}
+
 Status validateOptimizerConfig(const OptimizerConfig& c) {
   static const char* kTypes[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop"};
   if (std::find(std::begin(kTypes), std::end(kTypes), c.type) == std::end(kTypes))
@@ -50,9 +55,8 @@ Status validateOptimizerConfig(const OptimizerConfig& c) {
   if (c.adamwMode != "pytorch" && c.adamwMode != "huggingface")
     return Status::error("optimizer adamw_mode '" + c.adamwMode +
                          "' is not supported; use pytorch or huggingface");
-  static const char* kSchedules[] = {"constant", "step", "warmup_linear", "cosine"};
-  if (std::find(std::begin(kSchedules), std::end(kSchedules), c.schedule.type) ==
-      std::end(kSchedules))
+  const auto& schedules = scheduleTypes();
+  if (std::find(schedules.begin(), schedules.end(), c.schedule.type) == schedules.end())
     return Status::error("schedule type '" + c.schedule.type +
                          "' is not supported; use constant, step, warmup_linear or cosine");
   if (c.clipNorm < 0) return Status::error("clip_norm must be >= 0");

@@ -23,9 +23,13 @@ struct ScheduleConfig {
   int64_t stepSize = 1000;        // step: multiply by gamma every stepSize optimizer steps
   double gamma = 0.1;
   int64_t warmupSteps = 0;  // warmup_linear and cosine: linear ramp 0 -> lr
-  int64_t totalSteps = 0;   // warmup_linear: reaches 0 here; cosine: period (0 = no decay)
-  double minLr = 0;         // cosine floor
+  // warmup_linear reaches 0 here, cosine its floor; 0: over the fit that trains with it (one
+  // step outside a fit: no decay).
+  int64_t totalSteps = 0;
+  double minLr = 0;  // cosine floor
 };
+// The schedule types, in the order the studio offers them.
+const std::vector<std::string>& scheduleTypes();
 // The learning rate at optimizer step `step` (0-based) for base rate `lr`.
 double scheduledLr(const ScheduleConfig& s, double lr, int64_t step);
 
